@@ -1,0 +1,193 @@
+"""What the two outside worlds look like to the pure core.
+
+The RunPod adapter turns API answers into these values, the planner reasons over them,
+and nothing here does I/O. Kubernetes objects stay plain JSON dicts (`KubeObject`): the
+planner reads a handful of fields from them, and parsing thousands of pods into model
+classes on every tick would cost more than the decision itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+KubeObject = dict[str, Any]
+
+# Tags carried in the env of every instance we create. They are how we recognise our
+# own instances in the account (DESIGN §3): anything without our owner tag is invisible.
+OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
+POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
+# Set on batch pods whose start command is wrapped to stop the instance when the
+# process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
+STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
+EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
+
+
+class InstanceStatus(enum.StrEnum):
+    PROVISIONING = "PROVISIONING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    EXITED = "EXITED"
+    ERROR = "ERROR"
+    TERMINATED = "TERMINATED"
+    # A status this version does not know: never a crash, never acted on blindly.
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def parse(cls, value: object) -> InstanceStatus:
+        try:
+            return cls(str(value).upper())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class Availability(enum.IntEnum):
+    """Catalog stock level; ordered so that a higher value ranks first."""
+
+    NONE = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+
+    @classmethod
+    def parse(cls, value: object) -> Availability:
+        return cls.__members__.get(str(value).upper(), cls.NONE)
+
+
+class Cloud(enum.StrEnum):
+    SECURE = "SECURE"
+    COMMUNITY = "COMMUNITY"
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    """One exposed port of a running instance, as RunPod publishes it."""
+
+    private_port: int
+    protocol: str  # "http" or "tcp"
+    public_ip: str | None = None
+    public_port: int | None = None
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Present only once the container really runs."""
+
+    uptime_seconds: int = 0
+    ports: tuple[PortMapping, ...] = ()
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A RunPod pod. Called an instance here so that "pod" always means Kubernetes."""
+
+    id: str
+    name: str
+    status: InstanceStatus
+    image: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    cost_per_hr: float = 0.0
+    gpu_type_id: str | None = None
+    gpu_count: int = 0
+    cloud: str | None = None
+    datacenter_id: str | None = None
+    ports: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    runtime: Runtime | None = None
+    actions: tuple[str, ...] = ()
+
+    @property
+    def owner(self) -> str | None:
+        return self.env.get(OWNER_ENV)
+
+    @property
+    def pod_uid(self) -> str | None:
+        return self.env.get(POD_UID_ENV)
+
+
+@dataclass(frozen=True)
+class DataCenterStock:
+    id: str
+    availability: Availability
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One entry of RunPod's GPU catalog. Prices are USD per GPU-hour."""
+
+    id: str
+    name: str
+    memory_gb: int
+    secure: bool
+    community: bool
+    secure_price: float
+    community_price: float
+    max_count_secure: int = 8
+    max_count_community: int = 8
+    availability: Availability = Availability.NONE
+    datacenters: tuple[DataCenterStock, ...] = ()
+
+    def price(self, cloud: Cloud) -> float:
+        return self.secure_price if cloud is Cloud.SECURE else self.community_price
+
+    def offered_in(self, cloud: Cloud) -> bool:
+        return self.secure if cloud is Cloud.SECURE else self.community
+
+    def max_count(self, cloud: Cloud) -> int:
+        return self.max_count_secure if cloud is Cloud.SECURE else self.max_count_community
+
+
+@dataclass(frozen=True)
+class PersistentVolume:
+    size_gb: int
+    path: str
+
+
+@dataclass(frozen=True)
+class NetworkVolume:
+    volume_id: str
+    path: str
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """Everything RunPod needs to create one instance on one GPU type.
+
+    The adapter turns it into the v2 request body; `env` may hold Secret values and
+    so is never logged or stored.
+    """
+
+    name: str
+    image: str
+    gpu_type_id: str
+    gpu_count: int = 1
+    cloud: Cloud = Cloud.SECURE
+    datacenter_ids: tuple[str, ...] = ()
+    args: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    ports: tuple[str, ...] = ()
+    container_disk_gb: int | None = None
+    persistent_volume: PersistentVolume | None = None
+    network_volume: NetworkVolume | None = None
+    template_id: str | None = None
+    registry_auth_id: str | None = None
+
+    def __repr__(self) -> str:
+        # env can carry Secret values: keep them out of every repr and log line.
+        return (
+            f"CreateRequest(name={self.name!r}, image={self.image!r}, "
+            f"gpu={self.gpu_type_id!r}x{self.gpu_count}, cloud={self.cloud.value}, "
+            f"env_keys={sorted(self.env)!r})"
+        )
+
+
+@dataclass(frozen=True)
+class RegistryAuth:
+    """A registry credential stored at RunPod (only its id and name are readable)."""
+
+    id: str
+    name: str

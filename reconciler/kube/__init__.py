@@ -1,0 +1,1 @@
+"""The Kubernetes adapter: a thin layer over the official client."""

@@ -1,0 +1,1 @@
+"""The RunPod REST v2 client."""

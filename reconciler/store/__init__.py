@@ -1,0 +1,1 @@
+"""The state store: SQLAlchemy models and the database session factory."""
