@@ -1,11 +1,131 @@
-"""Command line entry point (filled in by the foundation work)."""
+"""The `reconciler` command. Every flag is also an environment variable (RECONCILER_*)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import click
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
 
-from reconciler import __version__
+from reconciler import __version__, logs, state_view
+from reconciler.config import DEFAULT_DATABASE_URL
+from reconciler.store import db, migrate, queries
 
 
-@click.group(context_settings={"auto_envvar_prefix": "RECONCILER"})
+@dataclass
+class CliContext:
+    database_url: str
+
+    @contextmanager
+    def engine(self) -> Iterator[Engine]:
+        try:
+            engine = db.make_engine(self.database_url)
+        except db.DatabaseURLError as exc:
+            raise click.ClickException(str(exc)) from None
+        try:
+            yield engine
+        except OperationalError as exc:
+            reason = str(exc.orig) if exc.orig is not None else type(exc).__name__
+            raise click.ClickException(
+                f"cannot open database {safe_url(self.database_url)}: {reason}"
+            ) from None
+        finally:
+            engine.dispose()
+
+
+def safe_url(url: str) -> str:
+    """The URL as it may be shown: without its password."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return repr(url)
+
+
+output_option = click.option(
+    "--output", "-o", type=click.Choice(["table", "json"]), default="table",
+    show_default=True, help="Table for people, JSON for scripts.",
+)
+
+
+@click.group(context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
 @click.version_option(__version__, prog_name="reconciler")
-def main() -> None:
-    """Reconcile Kubernetes pods with RunPod instances."""
+@click.option("--database-url", default=DEFAULT_DATABASE_URL,
+              help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).")
+@click.option("--log-level", default="INFO",
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="Least severe log level printed.")
+@click.option("--log-format", default="text", type=click.Choice(["text", "json"]),
+              help="Log line format.")
+@click.pass_context
+def main(ctx: click.Context, database_url: str, log_level: str, log_format: str) -> None:
+    """Burst Kubernetes GPU pods onto RunPod, with no leaked or duplicate instances."""
+    logs.configure(log_level, log_format)
+    ctx.obj = CliContext(database_url=database_url)
+
+
+@main.group()
+def db_group() -> None:
+    """Manage the state store's schema."""
+
+
+main.add_command(db_group, name="db")
+
+
+@db_group.command("upgrade")
+@click.option("--revision", default="head", help="Target revision.")
+@click.pass_obj
+def db_upgrade(obj: CliContext, revision: str) -> None:
+    """Apply the schema migrations up to REVISION (the latest by default)."""
+    with obj.engine() as engine:
+        migrate.upgrade(engine, revision)
+        click.echo(f"database at revision {migrate.current_revision(engine)}")
+
+
+@db_group.command("current")
+@click.pass_obj
+def db_current(obj: CliContext) -> None:
+    """Print the database's schema revision and whether it is the latest."""
+    with obj.engine() as engine:
+        current = migrate.current_revision(engine)
+    head = migrate.head_revision()
+    suffix = " (latest)" if current == head else f" (latest is {head})"
+    click.echo(f"{current or 'empty'}{suffix}")
+
+
+@main.group()
+def state() -> None:
+    """Inspect the persisted pod-to-instance mapping."""
+
+
+@state.command("show")
+@output_option
+@click.option("--namespace", "-n", default=None, help="Only pods of this namespace.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Include pods whose instance is terminated or that failed.")
+@click.pass_obj
+def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
+    """Print the mapping table: one row per managed pod."""
+    with obj.engine() as engine:
+        require_schema(engine)
+        with db.session_factory(engine)() as session:
+            rows = queries.mappings(session, namespace, include_finished=show_all)
+            tick = queries.last_tick(session)
+    if output == "json":
+        click.echo(json.dumps([state_view.mapping_record(r) for r in rows], indent=2))
+        return
+    now = datetime.now(UTC)
+    click.echo(state_view.render_table([state_view.table_row(r, now) for r in rows]))
+    if tick is not None:
+        click.echo(f"\nlast tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
+                   f"{tick.actions_applied} applied, {tick.actions_failed} failed")
+
+
+def require_schema(engine: Engine) -> None:
+    if migrate.current_revision(engine) is None:
+        raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")

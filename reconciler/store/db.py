@@ -1,0 +1,52 @@
+"""Engines and sessions. SQLite gets the pragmas a small concurrent writer needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.orm import Session, sessionmaker
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+class DatabaseURLError(ValueError):
+    """The database URL cannot be used; the message is safe to show to a user."""
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseURLError(f"not a database URL: {url!r}") from exc
+    if parsed.get_backend_name() != "sqlite":
+        return _server_engine(parsed.render_as_string(hide_password=False))
+    engine = create_engine(parsed, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    event.listen(engine, "connect", _configure_sqlite)
+    return engine
+
+
+def _server_engine(url: str) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except NoSuchModuleError as exc:
+        raise DatabaseURLError(f"unsupported database kind in URL: {exc}") from None
+    except ImportError as exc:
+        raise DatabaseURLError(f"the database driver is not installed: {exc.name}") from None
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets `state show` read while a tick writes; NORMAL is durable enough with WAL.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    # Rows outlive their session (the planner reads them after commit), so no expiry.
+    return sessionmaker(engine, expire_on_commit=False)
