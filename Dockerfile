@@ -1,0 +1,22 @@
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    RECONCILER_DATABASE_URL=sqlite:////var/lib/reconciler/reconciler.db
+
+RUN useradd --system --uid 10001 --home-dir /var/lib/reconciler --create-home reconciler
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY reconciler ./reconciler
+COPY migrations ./migrations
+RUN pip install . && rm -rf /src
+
+USER 10001
+WORKDIR /var/lib/reconciler
+VOLUME ["/var/lib/reconciler"]
+EXPOSE 8080
+
+ENTRYPOINT ["reconciler"]
+CMD ["sync"]
