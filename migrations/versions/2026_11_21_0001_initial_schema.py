@@ -15,7 +15,7 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
-STATES = ("creating", "running", "terminating", "terminated", "failed")
+STATES = ("pending", "creating", "running", "terminating", "terminated", "failed")
 
 
 def upgrade() -> None:
@@ -48,6 +48,7 @@ def upgrade() -> None:
         sa.Column("status_hash", sa.String(64), nullable=True),
         sa.Column("exit_code", sa.Integer(), nullable=True),
         sa.Column("orphan_sightings", sa.Integer(), nullable=False),
+        sa.Column("reason", sa.String(64), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),

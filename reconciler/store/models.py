@@ -8,7 +8,6 @@ the hash of the status we last wrote.
 
 from __future__ import annotations
 
-import enum
 from datetime import UTC, datetime
 
 from sqlalchemy import (
@@ -24,6 +23,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from reconciler.mapping import MappingState
 
 # Named constraints so that Alembic's batch mode on SQLite can find and alter them.
 NAMING_CONVENTION = {
@@ -54,14 +55,6 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-class MappingState(enum.StrEnum):
-    CREATING = "creating"
-    RUNNING = "running"
-    TERMINATING = "terminating"
-    TERMINATED = "terminated"
-    FAILED = "failed"
 
 
 def _state_column() -> Mapped[MappingState]:
@@ -99,6 +92,8 @@ class Mapping(Base):
     """Exit code of a finished batch pod's process, once read from the instance's log."""
     orphan_sightings: Mapped[int] = mapped_column(Integer, default=0)
     """Consecutive ticks on which the instance was seen without its pod."""
+    reason: Mapped[str | None] = mapped_column(String(64))
+    """Why the pod waits or failed, as kubectl shows it (InstanceLost, BudgetExceeded…)."""
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

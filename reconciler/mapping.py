@@ -1,0 +1,59 @@
+"""The mapping between one Kubernetes pod and its RunPod instance, as the planner sees it.
+
+A plain value: the store turns rows into `MappingRecord`s and back, so the pure core
+never touches the database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class MappingState(enum.StrEnum):
+    PENDING = "pending"
+    """Waiting before any create: budget, capacity, or input the user must fix."""
+    CREATING = "creating"
+    """A create was decided and may be in flight or in doubt; no instance id yet."""
+    RUNNING = "running"
+    """An instance exists for the pod (in any RunPod status)."""
+    TERMINATING = "terminating"
+    """DELETE sent; waiting until the list no longer shows the instance."""
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        return self in (MappingState.TERMINATED, MappingState.FAILED)
+
+
+@dataclass(frozen=True)
+class MappingRecord:
+    pod_uid: str
+    namespace: str
+    name: str
+    state: MappingState
+    created_at: datetime
+    updated_at: datetime
+    instance_id: str | None = None
+    instance_name: str | None = None
+    attempt_id: str | None = None
+    attempt_started_at: datetime | None = None
+    gpu_type_id: str | None = None
+    datacenter_id: str | None = None
+    cost_per_hr: float | None = None
+    last_instance_status: str | None = None
+    status_hash: str | None = None
+    exit_code: int | None = None
+    orphan_sightings: int = 0
+    reason: str | None = None
+    last_error: str | None = None
+
+    def changed(self, **changes: object) -> MappingRecord:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def same_as(self, other: MappingRecord) -> bool:
+        """Equal but for the update time: nothing worth a database write."""
+        return dataclasses.replace(self, updated_at=other.updated_at) == other
