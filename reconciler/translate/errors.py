@@ -1,0 +1,46 @@
+"""The one error translation raises, and the reasons it carries.
+
+A reason is what `kubectl get pod` shows in its STATUS column, so it is CamelCase like
+the kubelet's own reasons. `permanent` tells the planner whether the pod can ever run
+as specified: a permanent error fails the pod now; any other leaves it Pending with the
+reason and is retried every tick, because the user can still fix an annotation or create
+a missing Secret (the planner fails it after `max_pending_time`).
+"""
+
+from __future__ import annotations
+
+INVALID_ANNOTATION = "InvalidAnnotation"
+CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+INVALID_IMAGE_NAME = "InvalidImageName"
+GPU_CATALOG_UNAVAILABLE = "GPUCatalogUnavailable"
+UNSATISFIABLE_GPU_REQUEST = "UnsatisfiableGPURequest"
+BATCH_COMMAND_REQUIRED = "BatchCommandRequired"
+INVALID_POD_SPEC = "InvalidPodSpec"
+
+
+class TranslationError(Exception):
+    """A pod that cannot be turned into a RunPod instance as it stands.
+
+    The message is one sentence for the pod's Event. It names annotations, Secrets and
+    keys, never a Secret value.
+    """
+
+    def __init__(self, reason: str, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.permanent = permanent
+
+    def __repr__(self) -> str:
+        return (
+            f"TranslationError(reason={self.reason!r}, message={self.message!r}, "
+            f"permanent={self.permanent})"
+        )
+
+
+def invalid_annotation(name: str, value: str, expected: str) -> TranslationError:
+    return TranslationError(
+        INVALID_ANNOTATION,
+        f'annotation {name}: "{value}" is not {expected}',
+        permanent=False,
+    )
