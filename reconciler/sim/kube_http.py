@@ -1,0 +1,353 @@
+"""The HTTP side of the simulated API server: routing, auth, RBAC, lists and watches."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from reconciler.sim import kube_resources as resources
+from reconciler.sim.kube_rbac import Attributes
+from reconciler.sim.kube_resources import Resource, find_resource
+from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
+from reconciler.sim.kube_status import ApiError, not_found, success
+from reconciler.sim.kube_store import Page, WatchEvent
+from reconciler.sim.kube_table import table_for
+
+if TYPE_CHECKING:
+    from reconciler.sim.kube import KubeSimulator
+
+Query = dict[str, list[str]]
+_PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+# How long a watch waits for news before checking whether it should end.
+_WATCH_POLL_SECONDS = 0.5
+_DEFAULT_WATCH_SECONDS = 1800
+
+
+@dataclass(frozen=True)
+class Route:
+    resource: Resource
+    namespace: str | None
+    name: str
+    subresource: str
+
+
+def parse_route(path: str) -> Route | None:
+    parts = [part for part in path.split("/") if part]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and find_resource(group, version, rest[2]):
+        namespace, rest = rest[1], rest[2:]
+    resource = find_resource(group, version, rest[0]) if rest else None
+    if resource is None or len(rest) > 3:
+        return None
+    name, subresource = [*rest[1:], "", ""][:2]
+    if subresource and subresource not in resource.subresources:
+        return None
+    if resource.namespaced != (namespace is not None) and (namespace is not None or name):
+        return None
+    return Route(resource, namespace, name, subresource)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the official client reuses connections
+    server_version = "kube-sim"
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: `simulator.requests` is the request log."""
+
+    @property
+    def sim(self) -> KubeSimulator:
+        return self.server.simulator  # type: ignore[attr-defined]
+
+    def _handle(self, method: str) -> None:
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        self._body = self.rfile.read(length) if length else b""
+        try:
+            status = self._serve(method, url.path, parse_qs(url.query))
+        except ApiError as error:
+            status = self._send(error.code, error.status(), error.code == 429)
+        self.sim.record(method, url.path, url.query, status)
+
+    def _serve(self, method: str, path: str, query: Query) -> int:
+        fault = self.sim.take_fault(method, path)
+        if fault == 0:
+            self.close_connection = True
+            return 0
+        if fault is not None:
+            raise ApiError(fault, f"injected fault: {fault}")
+        if path not in _PUBLIC_PATHS:
+            self._authenticate()
+        if method == "GET" and (document := self._discovery(path)) is not None:
+            return self._send(200, document)
+        route = parse_route(path)
+        if route is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        self._authorize(method, route, query)
+        operation = {"GET": self._read, "POST": self._create, "PUT": self._update,
+                     "PATCH": self._patch, "DELETE": self._delete}[method]
+        return operation(route, query)
+
+    # auth -------------------------------------------------------------------------
+
+    def _authenticate(self) -> None:
+        if self.headers.get("Authorization") != f"Bearer {self.sim.token}":
+            raise ApiError(401, "Unauthorized")
+
+    def _authorize(self, method: str, route: Route, query: Query) -> None:
+        authorizer = self.sim.authorizer
+        if authorizer is None:
+            return
+        verb = _verb(method, route, query)
+        attrs = Attributes(verb, route.resource.group, route.resource.plural,
+                           route.subresource, route.namespace or "", route.name)
+        if authorizer.allows(attrs):
+            return
+        where = f' in the namespace "{route.namespace}"' if route.namespace else \
+            " at the cluster scope"
+        plural = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
+        subject = f'{plural} "{route.name}"' if route.name else plural
+        raise ApiError(403, f'{subject} is forbidden: User "{self.sim.subject}" cannot {verb} '
+                       f'resource "{plural}" in API group "{route.resource.group}"{where}',
+                       details={"name": route.name, "kind": route.resource.plural})
+
+    # operations -------------------------------------------------------------------
+
+    def _read(self, route: Route, query: Query) -> int:
+        store = self.sim.store
+        if route.name:
+            entry = store.find(route.resource, route.namespace, route.name)
+            if entry is None:
+                raise not_found(route.resource.plural, route.name)
+            if route.subresource == "binding":
+                raise ApiError(405, "the server does not allow this method on the binding")
+            return self._send_raw(200, entry.json())
+        try:
+            selector = parse_selector(_arg(query, "labelSelector"), _arg(query, "fieldSelector"),
+                                      route.resource.field_labels)
+        except SelectorError as error:
+            raise ApiError(400, str(error)) from error
+        if _arg(query, "watch") in ("1", "true"):
+            return self._watch(route, query, selector)
+        page = store.list_page(route.resource, route.namespace, selector,
+                          int(_arg(query, "limit") or 0), _arg(query, "continue"))
+        if "as=Table" in self.headers.get("Accept", ""):
+            return self._send(200, table_for(route.resource, page, store.clock.now()))
+        return self._send_raw(200, _list_json(route.resource, page))
+
+    def _create(self, route: Route, query: Query) -> int:
+        body = self._json_body()
+        if route.subresource == "binding" and route.namespace:
+            self.sim.store.bind(route.namespace, route.name, body)
+            return self._send(201, success(201))
+        if route.name:
+            raise ApiError(405, "POST is only allowed on a collection or pods/binding")
+        return self._send(201, self.sim.store.create(route.resource, route.namespace, body))
+
+    def _update(self, route: Route, query: Query) -> int:
+        self._require_name(route)
+        obj = self.sim.store.update(route.resource, route.namespace, route.name,
+                                    self._json_body(), route.subresource)
+        return self._send(200, obj)
+
+    def _patch(self, route: Route, query: Query) -> int:
+        self._require_name(route)
+        content_type = self.headers.get("Content-Type", "").split(";")[0].strip()
+        obj = self.sim.store.patch(route.resource, route.namespace, route.name, content_type,
+                                   _decode(self._body), route.subresource)
+        return self._send(200, obj)
+
+    def _delete(self, route: Route, query: Query) -> int:
+        self._require_name(route)
+        options = _decode(self._body) if self._body else {}
+        grace = options.get("gracePeriodSeconds")
+        if _arg(query, "gracePeriodSeconds"):
+            grace = int(_arg(query, "gracePeriodSeconds"))
+        obj = self.sim.store.delete(route.resource, route.namespace, route.name, grace,
+                                    options.get("preconditions"))
+        return self._send(200, obj)
+
+    def _require_name(self, route: Route) -> None:
+        if not route.name or route.subresource == "binding":
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+
+    # watch ------------------------------------------------------------------------
+
+    def _watch(self, route: Route, query: Query, selector: Selector) -> int:
+        """Stream events as chunked JSON lines until the timeout or the server stops."""
+        store, since = self.sim.store, _arg(query, "resourceVersion")
+        with store.lock:
+            if since in ("", "0"):
+                rv = store.resource_version
+                page = store.list_page(route.resource, route.namespace, selector)
+                initial = [("ADDED", entry) for entry in page.items]
+            else:
+                rv, initial = int(since), []
+                store.events_after(rv)  # 410 Expired before any byte is sent
+        timeout = int(_arg(query, "timeoutSeconds") or _DEFAULT_WATCH_SECONDS)
+        self._start_stream()
+        for kind, entry in initial:
+            self._write_event(kind, entry.json())
+        deadline = time.monotonic() + timeout
+        try:
+            while not self.sim.stopping.is_set() and time.monotonic() < deadline:
+                rv = self._pump_events(route, selector, rv)
+            self._end_stream()
+        except (_WatchEnded, OSError):
+            self.close_connection = True  # history gone or the client hung up
+        return 200
+
+    def _pump_events(self, route: Route, selector: Selector, rv: int) -> int:
+        store = self.sim.store
+        with store.changed:
+            try:
+                events = store.events_after(rv)
+            except ApiError as error:
+                self._write_event("ERROR", json.dumps(error.status()).encode())
+                raise _WatchEnded from error
+            if not events:
+                store.changed.wait(_WATCH_POLL_SECONDS)
+                return rv
+        for event in events:
+            kind = _visible_as(event, route, selector)
+            if kind:
+                self._write_event(kind, event.entry.json())
+        return events[-1].rv
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _write_event(self, kind: str, obj_json: bytes) -> None:
+        line = b'{"type":"' + kind.encode() + b'","object":' + obj_json + b"}\n"
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    # responses --------------------------------------------------------------------
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        if path == "/version":
+            return resources.SERVER_VERSION
+        if path in ("/healthz", "/livez", "/readyz"):
+            return {"status": "ok"}
+        if path == "/api":
+            return resources.api_versions(urlsplit(self.sim.base_url).netloc)
+        if path == "/apis":
+            return resources.api_group_list()
+        if path == "/api/v1":
+            return resources.api_resource_list("", "v1")
+        if path == "/openapi/v3":
+            return resources.openapi_v3_index()
+        if path.startswith("/openapi/v3/"):
+            return resources.openapi_v3_document(path.removeprefix("/openapi/v3/"))
+        parts = [part for part in path.split("/") if part]
+        if parts[0] == "apis" and len(parts) == 3:
+            return resources.api_resource_list(parts[1], parts[2])
+        if parts[0] == "apis" and len(parts) == 2:
+            return resources.api_group(parts[1])
+        return None
+
+    def _json_body(self) -> dict[str, Any]:
+        content_type = self.headers.get("Content-Type", "application/json")
+        if not content_type.startswith("application/json"):
+            raise ApiError(415, f"the body of the request was in an unknown format: "
+                           f"{content_type}")
+        body = _decode(self._body)
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return body
+
+    def _send(self, code: int, body: dict[str, Any], retry_after: bool = False) -> int:
+        return self._send_raw(code, json.dumps(body).encode(), retry_after)
+
+    def _send_raw(self, code: int, payload: bytes, retry_after: bool = False) -> int:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache, private")
+        if retry_after:
+            self.send_header("Retry-After", "1")
+        self.end_headers()
+        self.wfile.write(payload)
+        return code
+
+
+class _WatchEnded(Exception):
+    """The watch could not continue (its history is gone); the stream is closed."""
+
+
+def _visible_as(event: WatchEvent, route: Route, selector: Selector) -> str:
+    """How a change looks through this watch's filter (empty: not at all), as the
+    watch cache presents it: leaving the filter is a DELETED, entering it an ADDED."""
+    obj = event.entry.obj
+    if event.resource is not route.resource:
+        return ""
+    if route.namespace and obj["metadata"].get("namespace") != route.namespace:
+        return ""
+    now_matches = event.type != "DELETED" and selector.matches(obj)
+    was_matching = event.previous is not None and selector.matches(event.previous)
+    if now_matches:
+        return "MODIFIED" if was_matching and event.type == "MODIFIED" else "ADDED"
+    return "DELETED" if was_matching else ""
+
+
+def _verb(method: str, route: Route, query: Query) -> str:
+    if method == "GET":
+        if route.name:
+            return "get"
+        return "watch" if _arg(query, "watch") in ("1", "true") else "list"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+
+def _list_json(resource: Resource, page: Page) -> bytes:
+    """The list response, assembled from each object's cached JSON."""
+    metadata: dict[str, Any] = {"resourceVersion": page.resource_version}
+    if page.continue_token:
+        metadata["continue"] = page.continue_token
+    head = json.dumps({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
+                       "metadata": metadata})
+    items = b",".join(entry.json() for entry in page.items)
+    return head[:-1].encode() + b',"items":[' + items + b"]}"
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except ValueError as error:
+        raise ApiError(400, f"the request body is not valid JSON: {error}") from error
+
+
+def _arg(query: Query, name: str) -> str:
+    values = query.get(name)
+    return values[0] if values else ""
+

@@ -1,0 +1,167 @@
+"""Per-kind rules of the API server: defaults on create, validation, what an update may change.
+
+Faithful where a controller could get it wrong against a real cluster (a pod's status is
+reset on create, its spec is mostly immutable, label values must be strings, an event
+must live in its object's namespace), and silent about everything else.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Any
+
+from reconciler.sim.kube_resources import EVENTS, JOBS, PODS, SECRETS, Resource
+from reconciler.sim.kube_status import ApiError, invalid
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Pod spec fields an update may change (the rest is immutable once created).
+_MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
+
+Causes = list[tuple[str, str]]
+
+
+def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
+    """Fill the defaults the API server adds; `obj` is a private copy."""
+    if resource is PODS:
+        _default_pod(obj)
+    elif resource is SECRETS:
+        _fold_string_data(obj)
+        obj.setdefault("type", "Opaque")
+    elif resource.plural == "namespaces":
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+
+
+def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
+    """Normalisation applied to every create and update."""
+    if resource is SECRETS:
+        _fold_string_data(obj)
+
+
+def validate(resource: Resource, obj: dict[str, Any]) -> None:
+    causes = _metadata_causes(obj)
+    if resource is PODS:
+        causes += _pod_causes(obj)
+    elif resource is JOBS and not isinstance(obj.get("spec", {}).get("template"), dict):
+        causes.append(("spec.template", "Required value"))
+    elif resource is EVENTS:
+        causes += _event_causes(obj)
+    elif resource is SECRETS:
+        causes += _secret_causes(obj)
+    if causes:
+        raise invalid(resource.kind, obj.get("metadata", {}).get("name", ""), causes)
+
+
+def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
+    if resource is not PODS:
+        return
+    if _masked_pod_spec(old.get("spec", {})) != _masked_pod_spec(new.get("spec", {})):
+        raise invalid("Pod", new["metadata"]["name"], [(
+            "spec", "Forbidden: pod updates may not change fields other than "
+            "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+            "`spec.activeDeadlineSeconds`, `spec.tolerations`, `spec.schedulingGates`",
+        )])
+
+
+def check_json_types(obj: dict[str, Any]) -> None:
+    """Reject what Go's decoder rejects before validation even runs (400, not 422)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        raise ApiError(400, "Object 'metadata' is missing or not an object", "BadRequest")
+    for field in ("labels", "annotations"):
+        values = metadata.get(field) or {}
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            raise ApiError(400, f"json: cannot unmarshal into Go struct field "
+                           f"ObjectMeta.metadata.{field} of type string", "BadRequest")
+
+
+def _metadata_causes(obj: dict[str, Any]) -> Causes:
+    name = obj["metadata"].get("name") or ""
+    if not name:
+        return [("metadata.name", "Required value: name or generateName is required")]
+    if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        return [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain '
+                 "must consist of lower case alphanumeric characters, '-' or '.'")]
+    return []
+
+
+def _pod_causes(obj: dict[str, Any]) -> Causes:
+    containers = obj.get("spec", {}).get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [("spec.containers", "Required value")]
+    causes: Causes = []
+    for index, container in enumerate(containers):
+        for field in ("name", "image"):
+            if not (isinstance(container, dict) and container.get(field)):
+                causes.append((f"spec.containers[{index}].{field}", "Required value"))
+    return causes
+
+
+def _event_causes(obj: dict[str, Any]) -> Causes:
+    involved = obj.get("involvedObject") or {}
+    namespace = obj["metadata"].get("namespace")
+    if involved.get("namespace") and involved["namespace"] != namespace:
+        return [("involvedObject.namespace", "Invalid value: does not match event.namespace")]
+    return []
+
+
+def _secret_causes(obj: dict[str, Any]) -> Causes:
+    for key, value in (obj.get("data") or {}).items():
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, TypeError):
+            return [(f"data[{key}]", "Invalid value: illegal base64 data")]
+    return []
+
+
+def _default_pod(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
+                       ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler"),
+                       ("serviceAccountName", "default"), ("securityContext", {}),
+                       ("enableServiceLinks", True), ("priority", 0)):
+        spec.setdefault(key, value)
+    for container in spec.get("containers") or []:
+        if isinstance(container, dict):
+            _default_container(container)
+    # The API server ignores any status a client sends on create.
+    obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
+
+
+def _default_container(container: dict[str, Any]) -> None:
+    image = str(container.get("image", ""))
+    tagged = ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest")
+    container.setdefault("imagePullPolicy", "IfNotPresent" if tagged else "Always")
+    container.setdefault("terminationMessagePath", "/dev/termination-log")
+    container.setdefault("terminationMessagePolicy", "File")
+    container.setdefault("resources", {})
+
+
+def _qos_class(spec: dict[str, Any]) -> str:
+    resources = [c.get("resources") or {} for c in spec.get("containers") or []
+                 if isinstance(c, dict)]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(r.get("limits") and (r.get("requests") or r["limits"]) == r["limits"]
+                     for r in resources)
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _fold_string_data(obj: dict[str, Any]) -> None:
+    """stringData is write-only: the API server folds it into base64 data."""
+    string_data = obj.pop("stringData", None) or {}
+    if string_data:
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+
+
+def _masked_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    masked = {k: v for k, v in spec.items() if k not in _MUTABLE_POD_SPEC}
+    for field in ("containers", "initContainers"):
+        if isinstance(masked.get(field), list):
+            masked[field] = [{k: v for k, v in c.items() if k != "image"}
+                             for c in masked[field] if isinstance(c, dict)]
+    return masked
