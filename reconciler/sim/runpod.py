@@ -1,0 +1,888 @@
+"""A loopback RunPod REST v2 server for tests, benchmarks and the demo.
+
+It serves what the reconciler uses, with the contract's status codes and
+`application/problem+json` errors:
+
+    GET    /v2/pods                 every listed pod (after the listing lag)
+    POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity, 402, 422
+    GET    /v2/pods/{id}            one pod (404 once deleted)
+    DELETE /v2/pods/{id}            204; 404 for an unknown id
+    POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
+    GET    /v2/pods/{id}/logs       SSE backfill (`source`, `tail`), then the stream ends
+    GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`
+    GET    /v2/registries, POST /v2/registries   (the password is never echoed)
+
+Pods live on a `SimClock`: PROVISIONING for `provisioning_seconds`, STARTING for
+`starting_seconds` plus the image's pull time (`set_image_pull_seconds`), then RUNNING
+with a runtime (public IP and port per `tcp` port; `http` ports go through RunPod's
+proxy and carry no public address). Time moves only through `advance()` (or a client
+whose `sleep` is the clock's). Every authenticated answer carries `RateLimit` and
+`RateLimit-Policy`; a spent window answers 429 with `Retry-After`.
+
+Test controls, in process and over HTTP under `/_sim/` (no key needed, not rate
+limited, not in the request log); bodies are JSON:
+
+    POST   /_sim/clock/advance               {"seconds": 30}
+    POST   /_sim/pods                        {"name", "image", "gpuTypeId", "env", ...} -> {"id"}
+    POST   /_sim/pods/{id}/exit              {"code": 3}
+    POST   /_sim/pods/{id}/stick-runtime-null
+    POST   /_sim/pods/{id}/fail              the pod turns ERROR
+    POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
+    DELETE /_sim/pods/{id}                   vanish without any API call
+    POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
+                                              "retryAfter"}; or {"kind": "create-then-fail",
+                                              "status", "count"}; or {"kind":
+                                              "create-then-hang", "seconds", "count"}
+    POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
+    POST   /_sim/balance                     {"dollars": 12.5 or null}
+    POST   /_sim/listing-lag                 {"seconds": 20}
+    POST   /_sim/image-pull                  {"image", "seconds"}
+    POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
+    GET    /_sim/requests                    [{"method", "path", "query", "status", "body"}]
+    GET    /_sim/state                       {"now", "balance", "pods": every pod as served}
+    POST   /_sim/reset
+
+`instances` gives every pod (foreign and not yet listed ones too) as the JSON the API
+would serve now, keyed by id; `requests` the logged API requests (passwords masked).
+
+Run as a process: `python -m reconciler.sim.runpod --port 8080 --api-key KEY` prints its
+base URL as the first line of stdout and serves until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hmac
+import json
+import random
+import re
+import signal
+import string
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from reconciler.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.sim.clock import SimClock
+from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
+from reconciler.sim.runpod_limits import RateWindows
+from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
+from reconciler.sim.runpod_validate import (
+    Problem,
+    check_create_pod,
+    check_create_registry,
+    check_pod_action,
+    check_port,
+)
+
+REQUEST_LOG_LIMIT = 20_000
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """One API request as the simulator saw it (the body as sent, secrets masked)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int
+    body: Any
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
+    # Real seconds to stall before answering (create-then-hang).
+    hang: float = 0.0
+
+    @classmethod
+    def problem(cls, problem: Problem) -> Reply:
+        return cls(problem.status, problem.body(), problem.headers, "application/problem+json")
+
+
+@dataclass
+class _Fault:
+    method: str
+    path_pattern: str
+    status: int
+    count: int
+    retry_after: int
+
+
+@dataclass
+class _CreateFault:
+    count: int
+    status: int = 500
+    hang: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    path: str
+    params: dict[str, str]
+    body: Any
+    now: datetime
+    match: dict[str, str]
+
+    @property
+    def pod_id(self) -> str:
+        return unquote(self.match["id"])
+
+
+Handler = Callable[["RunPodSimulator", _Request], Reply]
+_ROUTES: list[tuple[str, re.Pattern[str], str]] = []
+_ADMIN: list[tuple[str, re.Pattern[str], str]] = []
+
+
+def _route(table: list[tuple[str, re.Pattern[str], str]], method: str, pattern: str) -> Any:
+    def register(func: Handler) -> Handler:
+        regex = re.compile("^" + pattern.replace("{id}", "(?P<id>[^/]+)") + "$")
+        table.append((method, regex, func.__name__))
+        return func
+
+    return register
+
+
+def api(method: str, pattern: str) -> Any:
+    return _route(_ROUTES, method, pattern)
+
+
+def admin(method: str, pattern: str) -> Any:
+    return _route(_ADMIN, method, pattern)
+
+
+class RunPodSimulator:
+    def __init__(
+        self,
+        api_key: str = "sim-key",
+        *,
+        clock: SimClock | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        gpu_types: list[dict[str, Any]] | None = None,
+        quota: tuple[int, int, int] = (60, 3000, 50000),
+        provisioning_seconds: float = 5,
+        starting_seconds: float = 10,
+    ) -> None:
+        self.clock = clock or SimClock()
+        self._api_key = api_key
+        self._address = (host, port)
+        self._gpu_types = gpu_types if gpu_types is not None else DEFAULT_GPU_TYPES
+        self._quota = quota
+        self._boot = (timedelta(seconds=provisioning_seconds), timedelta(seconds=starting_seconds))
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self.reset()
+
+    def __repr__(self) -> str:
+        return f"RunPodSimulator(base_url={self.base_url!r})"
+
+    # Lifecycle
+
+    def start(self) -> RunPodSimulator:
+        self._stopping.clear()
+        self._server = _Server(self._address, _HttpHandler, self)
+        # A short poll interval makes stop() quick, which many short tests feel.
+        serve = partial(self._server.serve_forever, poll_interval=0.05)
+        threading.Thread(target=serve, name="runpod-sim", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # releases hanging creates
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> RunPodSimulator:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            return f"http://{self._address[0]}:{self._address[1]}"
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def reset(self) -> None:
+        """Forget pods, registries, faults, quota use and the log; the clock keeps its time."""
+        with self._lock:
+            self._catalog = Catalog(self._gpu_types)
+            self._pods: dict[str, SimPod] = {}
+            self._registries: dict[str, str] = {}
+            self._templates: dict[str, dict[str, Any]] = {}
+            self._limits = RateWindows(self._quota)
+            self._faults: list[_Fault] = []
+            self._create_faults: deque[_CreateFault] = deque()
+            self._listing_lag = timedelta()
+            self._balance: float | None = None
+            self._pull_seconds: dict[str, float] = {}
+            self._log: deque[SimRequest] = deque(maxlen=REQUEST_LOG_LIMIT)
+            self._random = random.Random(0)
+            self._next_public_port = 30000
+
+    # Views for tests
+
+    @property
+    def instances(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            now = self.clock.now()
+            return {pod.id: pod.to_json(now) for pod in self._pods.values()}
+
+    @property
+    def requests(self) -> list[SimRequest]:
+        with self._lock:
+            return list(self._log)
+
+    # Test controls
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def exit_process(self, instance_id: str, code: int) -> None:
+        """The pod's main process ends with `code` (see `SimPod.exit_process`)."""
+        with self._lock:
+            pod = self._pod(instance_id)
+            pod.exit_process(self.clock.now(), code)
+            if pod.stopped_at is not None:
+                self._release(pod)
+
+    def vanish(self, instance_id: str) -> None:
+        with self._lock:
+            self._release(self._pod(instance_id))
+            del self._pods[instance_id]
+
+    def fail_instance(self, instance_id: str) -> None:
+        with self._lock:
+            self._pod(instance_id).errored = True
+
+    def stick_runtime_null(self, instance_id: str) -> None:
+        with self._lock:
+            self._pod(instance_id).runtime_stuck = True
+
+    def set_instance_fields(self, instance_id: str, fields: Mapping[str, Any]) -> None:
+        """Serve these raw fields on the pod as given, to act out a changed API."""
+        with self._lock:
+            self._pod(instance_id).overrides.update(fields)
+
+    def inject_fault(
+        self, method: str, path_pattern: str, status: int, count: int = 1, *, retry_after: int = 5
+    ) -> None:
+        """The next `count` matching calls answer `status`; `path_pattern` is a glob."""
+        with self._lock:
+            self._faults.append(_Fault(method.upper(), path_pattern, status, count, retry_after))
+
+    def create_then_fail(self, count: int = 1, status: int = 500) -> None:
+        with self._lock:
+            self._create_faults.append(_CreateFault(count, status=status))
+
+    def create_then_hang(self, count: int = 1, seconds: float = 2.0) -> None:
+        """The next creates make the pod, then stall `seconds` of real time before answering."""
+        with self._lock:
+            self._create_faults.append(_CreateFault(count, status=201, hang=seconds))
+
+    def set_listing_lag(self, seconds: float) -> None:
+        with self._lock:
+            self._listing_lag = timedelta(seconds=seconds)
+
+    def set_capacity(self, gpu_type_id: str, datacenter_id: str, count: int) -> None:
+        """Free GPUs of this type in this data center from now on."""
+        with self._lock:
+            self._catalog.free[(gpu_type_id, datacenter_id)] = count
+
+    def set_balance(self, dollars: float | None) -> None:
+        """None = unlimited; otherwise a create needs one hour of its cost in balance."""
+        with self._lock:
+            self._balance = dollars
+
+    def set_image_pull_seconds(self, image: str, seconds: float) -> None:
+        with self._lock:
+            self._pull_seconds[image] = seconds
+
+    def add_template(self, template_id: str, **settings: Any) -> None:
+        """A pod template: `image`, `args`, `disk`, `ports`, `env` as in a create body."""
+        with self._lock:
+            self._templates[template_id] = settings
+
+    def add_instance(
+        self,
+        name: str,
+        *,
+        image: str = "ubuntu:22.04",
+        gpu_type_id: str | None = None,
+        gpu_count: int = 1,
+        cloud: str = "SECURE",
+        datacenter_id: str | None = None,
+        env: Mapping[str, str] | None = None,
+        ports: Sequence[str] = (),
+        running: bool = True,
+    ) -> str:
+        """Seed a pod without the API: no quota, capacity, balance or listing lag."""
+        with self._lock:
+            gpu = self._catalog.gpus[gpu_type_id or next(iter(self._catalog.gpus))]
+            body = {"name": name, "image": image, "env": dict(env or {}), "ports": list(ports)}
+            datacenter = datacenter_id or (self._catalog.datacenters_of(gpu.id) or ["US-TX-3"])[0]
+            pod = self._new_pod(body, gpu.id, gpu_count, cloud, datacenter, self.clock.now())
+            pod.holds_capacity = False
+            pod.listed_from = None
+            if running:
+                pod.starting_at = pod.running_at = pod.created_at
+            return pod.id
+
+    def add_foreign_instance(self, name: str = "someone-elses-pod", **settings: Any) -> str:
+        """A pod somebody else made in the account: it carries none of our tags."""
+        env = {
+            key: value
+            for key, value in (settings.pop("env", None) or {}).items()
+            if key not in (OWNER_ENV, POD_UID_ENV)
+        }
+        return self.add_instance(name, env=env, **settings)
+
+    # Request handling (called by the HTTP handler)
+
+    def stall(self, seconds: float) -> bool:
+        """Wait `seconds` of real time; True if the simulator was stopped meanwhile."""
+        return self._stopping.wait(seconds)
+
+    def handle_api(
+        self, method: str, target: str, authorization: str | None, raw_body: bytes
+    ) -> Reply:
+        path, params = _split(target)
+        body = _parse_json(raw_body)
+        with self._lock:
+            reply = self._authorized_reply(method, path, params, authorization, body)
+            self._log.append(SimRequest(method, path, params, reply.status, _masked(body)))
+        return reply
+
+    def handle_admin(self, method: str, target: str, raw_body: bytes) -> Reply:
+        path, params = _split(target)
+        with self._lock:
+            try:
+                body = _parse_json(raw_body)
+                if isinstance(body, _BadJson):
+                    raise Problem(400, "request body is not valid JSON")
+                return self._dispatch(_ADMIN, method, path, params, body)
+            except Problem as problem:
+                return Reply.problem(problem)
+            except KeyError as exc:
+                return Reply.problem(Problem(404, f"not found: {exc}"))
+            except (ValueError, TypeError) as exc:
+                return Reply.problem(Problem(400, str(exc)))
+
+    def _authorized_reply(
+        self, method: str, path: str, params: dict[str, str], authorization: str | None, body: Any
+    ) -> Reply:
+        if not self._authorized(authorization):
+            return Reply.problem(Problem(401, "missing or invalid bearer token"))
+        seconds = self.clock.now().timestamp()
+        retry_after = self._limits.admit(seconds)
+        headers = self._limits.headers(seconds)
+        if retry_after is not None:
+            detail = "rate limit exceeded; retry later"
+            reply = Reply.problem(Problem(429, detail, headers={"Retry-After": str(retry_after)}))
+        else:
+            reply = self._answer(method, path, params, body)
+        reply.headers.update(headers)
+        return reply
+
+    def _authorized(self, authorization: str | None) -> bool:
+        expected = f"Bearer {self._api_key}".encode()
+        return authorization is not None and hmac.compare_digest(authorization.encode(), expected)
+
+    def _answer(self, method: str, path: str, params: dict[str, str], body: Any) -> Reply:
+        try:
+            self._raise_injected_fault(method, path)
+            if isinstance(body, _BadJson):
+                raise Problem(400, "request body is not valid JSON")
+            return self._dispatch(_ROUTES, method, path, params, body)
+        except Problem as problem:
+            return Reply.problem(problem)
+
+    def _dispatch(
+        self,
+        table: list[tuple[str, re.Pattern[str], str]],
+        method: str,
+        path: str,
+        params: dict[str, str],
+        body: Any,
+    ) -> Reply:
+        allowed = []
+        for route_method, regex, handler in table:
+            match = regex.match(path)
+            if match is None:
+                continue
+            if route_method == method:
+                request = _Request(method, path, params, body, self.clock.now(), match.groupdict())
+                reply: Reply = getattr(self, handler)(request)
+                return reply
+            allowed.append(route_method)
+        if allowed:
+            raise Problem(405, "method not allowed here", headers={"Allow": ", ".join(allowed)})
+        raise Problem(404, f"no route for {path}")
+
+    def _raise_injected_fault(self, method: str, path: str) -> None:
+        for fault in self._faults:
+            if fault.method == method and fnmatch.fnmatchcase(path, fault.path_pattern):
+                fault.count -= 1
+                if fault.count <= 0:
+                    self._faults.remove(fault)
+                headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
+                raise Problem(fault.status, "injected fault", headers=headers)
+
+    # Pods
+
+    def _pod(self, instance_id: str) -> SimPod:
+        try:
+            return self._pods[instance_id]
+        except KeyError:
+            raise KeyError(f"pod {instance_id}") from None
+
+    def _api_pod(self, request: _Request) -> SimPod:
+        pod = self._pods.get(request.pod_id)
+        if pod is None:
+            raise Problem(404, "pod not found")
+        return pod
+
+    @api("GET", "/v2/pods")
+    def _list_pods(self, request: _Request) -> Reply:
+        now = request.now
+        return Reply(200, {"pods": [p.to_json(now) for p in self._pods.values() if p.listed(now)]})
+
+    @api("GET", "/v2/pods/{id}")
+    def _get_pod(self, request: _Request) -> Reply:
+        return Reply(200, self._api_pod(request).to_json(request.now))
+
+    @api("DELETE", "/v2/pods/{id}")
+    def _delete_pod(self, request: _Request) -> Reply:
+        pod = self._api_pod(request)
+        self._release(pod)
+        del self._pods[pod.id]
+        return Reply(204)
+
+    @api("POST", "/v2/pods")
+    def _create_pod(self, request: _Request) -> Reply:
+        body = self._with_template(request.body)
+        if "cpu" in body:
+            raise Problem(400, "CPU pods are not available in this simulator")
+        gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
+        cloud = body.get("cloud", "SECURE")
+        self._check_offer(gpu_id, count, cloud, body.get("registry"))
+        datacenter = self._catalog.take(gpu_id, count, body.get("dataCenterIds", []))
+        if datacenter is None:
+            wanted = ", ".join(body.get("dataCenterIds", [])) or "any data center"
+            raise Problem(400, f"no capacity: could not place {count} x {gpu_id} in {wanted}")
+        pod = self._new_pod(body, gpu_id, count, cloud, datacenter, request.now)
+        return self._created(pod, request.now)
+
+    def _with_template(self, body: Any) -> dict[str, Any]:
+        check_create_pod(body)
+        if "templateId" not in body:
+            return dict(body)
+        template = self._templates.get(body["templateId"])
+        if template is None:
+            raise Problem(404, f"template {body['templateId']} not found")
+        merged = {**template, **body}
+        merged["env"] = {**template.get("env", {}), **body.get("env", {})}
+        for port in merged.get("ports", []):
+            check_port(port)
+        return merged
+
+    def _check_offer(self, gpu_id: str, count: int, cloud: str, registry: str | None) -> None:
+        gpu = self._catalog.gpus.get(gpu_id)
+        if gpu is None:
+            raise Problem(400, f"no capacity: unknown GPU type {gpu_id}")
+        if not gpu.offered(cloud) or count > gpu.max_for(cloud):
+            raise Problem(400, f"{gpu_id} x {count} is not offered on {cloud} cloud")
+        if registry is not None and registry not in self._registries:
+            raise Problem(400, f"registry credential {registry} not found")
+        hourly = gpu.price_for(cloud) * count
+        if self._balance is not None and self._balance < hourly:
+            raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")
+
+    def _created(self, pod: SimPod, now: datetime) -> Reply:
+        fault = self._create_faults[0] if self._create_faults else None
+        if fault is None:
+            return Reply(201, pod.to_json(now))
+        fault.count -= 1
+        if fault.count <= 0:
+            self._create_faults.popleft()
+        if fault.hang:
+            return Reply(201, pod.to_json(now), hang=fault.hang)
+        raise Problem(fault.status, "upstream failure after the pod was created")
+
+    def _new_pod(
+        self,
+        body: dict[str, Any],
+        gpu_id: str,
+        count: int,
+        cloud: str,
+        datacenter: str,
+        now: datetime,
+    ) -> SimPod:
+        gpu = self._catalog.gpus[gpu_id]
+        ports = list(body.get("ports", []))
+        pod = SimPod(
+            id=self._new_id(),
+            name=body["name"],
+            image=body.get("image", ""),
+            gpu_id=gpu_id,
+            gpu_count=count,
+            cloud=cloud,
+            datacenter_id=datacenter,
+            price_per_gpu=gpu.price_for(cloud),
+            created_at=now,
+            starting_at=now,
+            running_at=now,
+            public_ip=f"203.0.113.{len(self._pods) % 250 + 1}",
+            public_ports={int(spec.split("/")[0]): self._public_port() for spec in ports},
+            args=body.get("args", ""),
+            disk=body.get("disk", 20),
+            ports=ports,
+            env=dict(body.get("env", {})),
+            registry=body.get("registry"),
+            mounts=body.get("mounts", {}),
+            listed_from=now + self._listing_lag,
+        )
+        self._boot_pod(pod, now, provisioning=self._boot[0])
+        self._pods[pod.id] = pod
+        return pod
+
+    def _boot_pod(self, pod: SimPod, now: datetime, provisioning: timedelta) -> None:
+        pull = timedelta(seconds=self._pull_seconds.get(pod.image, 0.0))
+        starting_at = now + provisioning
+        pod.schedule_boot(starting_at, starting_at + self._boot[1] + pull)
+
+    def _new_id(self) -> str:
+        while True:
+            candidate = "".join(self._random.choices(_ID_ALPHABET, k=14))
+            if candidate not in self._pods:
+                return candidate
+
+    def _public_port(self) -> int:
+        self._next_public_port += 1
+        return self._next_public_port
+
+    def _release(self, pod: SimPod) -> None:
+        if pod.holds_capacity:
+            self._catalog.give_back(pod.gpu_id, pod.datacenter_id, pod.gpu_count)
+            pod.holds_capacity = False
+
+    @api("POST", "/v2/pods/{id}/action")
+    def _pod_action(self, request: _Request) -> Reply:
+        action = check_pod_action(request.body)
+        pod = self._api_pod(request)
+        status = pod.status(request.now)
+        if action not in ACTIONS_BY_STATUS[status]:
+            raise Problem(409, f"cannot {action} a pod that is {status}")
+        if action == "terminate":
+            return self._delete_pod(request)
+        getattr(self, f"_{action}_pod")(pod, request.now)
+        return Reply(200, pod.to_json(request.now))
+
+    def _stop_pod(self, pod: SimPod, now: datetime) -> None:
+        pod.stop(now)
+        self._release(pod)  # a stopped pod keeps its disk but not its GPUs
+
+    def _start_pod(self, pod: SimPod, now: datetime) -> None:
+        if not pod.holds_capacity:
+            if self._catalog.take(pod.gpu_id, pod.gpu_count, [pod.datacenter_id]) is None:
+                raise Problem(400, f"no capacity: {pod.gpu_id} is not free on the pod's host")
+            pod.holds_capacity = True
+        self._boot_pod(pod, now, provisioning=timedelta())
+
+    def _restart_pod(self, pod: SimPod, now: datetime) -> None:
+        pod.restart(now, "container restarted on request")
+
+    @api("GET", "/v2/pods/{id}/logs")
+    def _pod_logs(self, request: _Request) -> Reply:
+        pod = self._api_pod(request)
+        source = request.params.get("source")
+        tail = _int_param(request.params, "tail", 100, 0, 5000)
+        if source not in (None, "container", "system"):
+            raise Problem(422, "Request validation failed.", errors=["source: container|system"])
+        lines = pod.visible_log(request.now, source, tail)
+        text = "".join(sse_event(line, index) for index, line in enumerate(lines, 1))
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return Reply(200, text.encode(), headers, "text/event-stream; charset=utf-8")
+
+    # Catalog and registries
+
+    @api("GET", "/v2/catalog/gpus")
+    def _list_gpus(self, request: _Request) -> Reply:
+        params = request.params
+        include = [item for item in params.get("include", "").split(",") if item]
+        if any(item != "AVAILABILITY" for item in include):
+            raise Problem(422, "Request validation failed.", errors=["include: AVAILABILITY"])
+        stock_params = {"product", "count", "cloud"} & params.keys()
+        if bool(include) != ("product" in params) or (stock_params and not include):
+            raise Problem(400, "product, count and cloud require include=AVAILABILITY")
+        count = _int_param(params, "count", 1, 1, 64)
+        cloud = params.get("cloud", "SECURE")
+        products = set(params.get("product", "POD").split(","))
+        if cloud not in ("SECURE", "COMMUNITY") or not products <= {"POD", "CLUSTER", "SERVERLESS"}:
+            raise Problem(422, "Request validation failed.", errors=["cloud or product: bad value"])
+        return Reply(200, {"gpus": self._catalog.listing(count, cloud if include else None)})
+
+    @api("GET", "/v2/registries")
+    def _list_registries(self, request: _Request) -> Reply:
+        entries = [{"id": key, "name": name} for key, name in self._registries.items()]
+        return Reply(200, {"registries": entries})
+
+    @api("POST", "/v2/registries")
+    def _create_registry(self, request: _Request) -> Reply:
+        check_create_registry(request.body)
+        name = request.body["name"]
+        if name in self._registries.values():
+            raise Problem(400, f"a registry credential named {name!r} already exists")
+        registry_id = "reg_" + self._new_id()[:8]
+        self._registries[registry_id] = name
+        return Reply(201, {"id": registry_id, "name": name})
+
+    # Admin routes
+
+    @admin("POST", "/_sim/clock/advance")
+    def _admin_advance(self, request: _Request) -> Reply:
+        self.advance(float(request.body["seconds"]))
+        return Reply(200, {"now": iso(self.clock.now())})
+
+    @admin("POST", "/_sim/pods")
+    def _admin_add_pod(self, request: _Request) -> Reply:
+        body = dict(request.body)
+        settings = {
+            "image": body.get("image", "ubuntu:22.04"),
+            "gpu_type_id": body.get("gpuTypeId"),
+            "gpu_count": int(body.get("gpuCount", 1)),
+            "cloud": body.get("cloud", "SECURE"),
+            "datacenter_id": body.get("dataCenterId"),
+            "env": body.get("env"),
+            "ports": body.get("ports", ()),
+        }
+        return Reply(201, {"id": self.add_instance(body["name"], **settings)})
+
+    @admin("POST", "/_sim/pods/{id}/exit")
+    def _admin_exit(self, request: _Request) -> Reply:
+        self.exit_process(request.pod_id, int(request.body["code"]))
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/stick-runtime-null")
+    def _admin_stick(self, request: _Request) -> Reply:
+        self.stick_runtime_null(request.pod_id)
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/fail")
+    def _admin_fail(self, request: _Request) -> Reply:
+        self.fail_instance(request.pod_id)
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/fields")
+    def _admin_fields(self, request: _Request) -> Reply:
+        self.set_instance_fields(request.pod_id, dict(request.body))
+        return Reply(204)
+
+    @admin("DELETE", "/_sim/pods/{id}")
+    def _admin_vanish(self, request: _Request) -> Reply:
+        self.vanish(request.pod_id)
+        return Reply(204)
+
+    @admin("POST", "/_sim/faults")
+    def _admin_fault(self, request: _Request) -> Reply:
+        body = request.body
+        kind, count = body.get("kind", "status"), int(body.get("count", 1))
+        if kind == "create-then-fail":
+            self.create_then_fail(count, int(body.get("status", 500)))
+        elif kind == "create-then-hang":
+            self.create_then_hang(count, float(body.get("seconds", 2.0)))
+        elif kind == "status":
+            retry_after = int(body.get("retryAfter", 5))
+            fault = (body["method"], body["path"], int(body["status"]), count)
+            self.inject_fault(*fault, retry_after=retry_after)
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        return Reply(204)
+
+    @admin("POST", "/_sim/capacity")
+    def _admin_capacity(self, request: _Request) -> Reply:
+        body = request.body
+        self.set_capacity(body["gpuTypeId"], body["dataCenterId"], int(body["count"]))
+        return Reply(204)
+
+    @admin("POST", "/_sim/balance")
+    def _admin_balance(self, request: _Request) -> Reply:
+        dollars = request.body.get("dollars")
+        self.set_balance(None if dollars is None else float(dollars))
+        return Reply(204)
+
+    @admin("POST", "/_sim/listing-lag")
+    def _admin_listing_lag(self, request: _Request) -> Reply:
+        self.set_listing_lag(float(request.body["seconds"]))
+        return Reply(204)
+
+    @admin("POST", "/_sim/image-pull")
+    def _admin_image_pull(self, request: _Request) -> Reply:
+        self.set_image_pull_seconds(request.body["image"], float(request.body["seconds"]))
+        return Reply(204)
+
+    @admin("POST", "/_sim/templates")
+    def _admin_template(self, request: _Request) -> Reply:
+        settings = dict(request.body)
+        self.add_template(settings.pop("id"), **settings)
+        return Reply(204)
+
+    @admin("GET", "/_sim/requests")
+    def _admin_requests(self, request: _Request) -> Reply:
+        return Reply(200, [asdict(entry) for entry in self._log])
+
+    @admin("GET", "/_sim/state")
+    def _admin_state(self, request: _Request) -> Reply:
+        pods = [pod.to_json(request.now) for pod in self._pods.values()]
+        return Reply(200, {"now": iso(request.now), "balance": self._balance, "pods": pods})
+
+    @admin("POST", "/_sim/reset")
+    def _admin_reset(self, request: _Request) -> Reply:
+        self.reset()
+        return Reply(204)
+
+
+class _BadJson:
+    """Marks a body that did not parse, so the answer can be a problem, not a crash."""
+
+
+def _parse_json(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return _BadJson()
+
+
+def _split(target: str) -> tuple[str, dict[str, str]]:
+    parts = urlsplit(target)
+    return parts.path, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def _masked(body: Any) -> Any:
+    if isinstance(body, dict) and "password" in body:
+        return {**body, "password": "***"}
+    return None if isinstance(body, _BadJson) else body
+
+
+def _int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    try:
+        value = int(params.get(name, default))
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise Problem(422, "Request validation failed.", errors=[f"{name}: {low}..{high}"])
+    return value
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Keep-alive connections park a thread each; closing must not wait for them.
+    block_on_close = False
+    request_queue_size = 128
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], sim: RunPodSimulator
+    ) -> None:
+        super().__init__(address, handler)
+        self.simulator = sim
+
+
+class _HttpHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    # An idle keep-alive connection gives up its thread after this long.
+    timeout = 30
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def _handle(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        sim = self.server.simulator
+        if self.path.startswith("/_sim/"):
+            reply = sim.handle_admin(method, self.path, raw)
+        else:
+            reply = sim.handle_api(method, self.path, self.headers.get("Authorization"), raw)
+        if reply.hang and sim.stall(reply.hang):
+            return
+        self._write(reply)
+
+    def _write(self, reply: Reply) -> None:
+        payload = _encode(reply)
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            if reply.status != 204:
+                self.send_header("Content-Type", reply.content_type)
+                self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (e.g. after its timeout)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the request log is kept by the simulator itself."""
+
+
+def _encode(reply: Reply) -> bytes:
+    if reply.status == 204 or reply.body is None:
+        return b""
+    if isinstance(reply.body, bytes):
+        return reply.body
+    return json.dumps(reply.body, separators=(",", ":")).encode()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a simulated RunPod REST v2 API.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--api-key", default="sim-key", help="the bearer key to accept")
+    args = parser.parse_args(argv)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with RunPodSimulator(args.api_key, host=args.host, port=args.port) as sim:
+        print(sim.base_url, flush=True)
+        while not stopping.wait(0.5):
+            continue
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""One simulated RunPod pod: its life computed from the clock when it is read.
+
+Nothing runs in the background. A pod stores when it will start its container
+(`starting_at`) and when the container will be healthy (`running_at`); its status,
+runtime, cost and log are derived from those and the current simulated time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reconciler.domain import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
+
+ACTIONS_BY_STATUS = {
+    "RUNNING": ["stop", "restart", "terminate"],
+    "EXITED": ["start", "terminate"],
+    "ERROR": ["start", "terminate"],
+    "PROVISIONING": ["stop", "terminate"],
+    "STARTING": ["stop", "terminate"],
+}
+
+
+def iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    ts: datetime
+    source: str  # "container" or "system"
+    line: str
+
+
+@dataclass
+class SimPod:
+    id: str
+    name: str
+    image: str
+    gpu_id: str
+    gpu_count: int
+    cloud: str
+    datacenter_id: str
+    price_per_gpu: float
+    created_at: datetime
+    starting_at: datetime
+    running_at: datetime
+    public_ip: str
+    public_ports: dict[int, int]
+    args: str = ""
+    disk: int = 20
+    ports: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    registry: str | None = None
+    mounts: dict[str, Any] = field(default_factory=dict)
+    listed_from: datetime | None = None
+    # Seeded pods (foreign, benchmark) were never counted against capacity.
+    holds_capacity: bool = True
+    stopped_at: datetime | None = None
+    errored: bool = False
+    restarted_at: datetime | None = None
+    runtime_stuck: bool = False
+    overrides: dict[str, Any] = field(default_factory=dict)
+    log: list[LogLine] = field(default_factory=list)
+
+    def status(self, now: datetime) -> str:
+        if self.stopped_at is not None:
+            return "EXITED"
+        if self.errored:
+            return "ERROR"
+        if now < self.starting_at:
+            return "PROVISIONING"
+        return "STARTING" if now < self.running_at else "RUNNING"
+
+    def listed(self, now: datetime) -> bool:
+        return self.listed_from is None or now >= self.listed_from
+
+    def schedule_boot(self, starting_at: datetime, running_at: datetime) -> None:
+        self.starting_at, self.running_at = starting_at, running_at
+        self.stopped_at = None
+        self.errored = False
+        self.log.append(LogLine(starting_at, "system", f"pulling image {self.image}"))
+        self.log.append(LogLine(running_at, "container", "container started"))
+
+    def stop(self, now: datetime, reason: str = "pod stopped") -> None:
+        # Boot lines scheduled for later never happen once the pod is stopped.
+        self.log = [line for line in self.log if line.ts <= now]
+        self.log.append(LogLine(now, "system", reason))
+        self.stopped_at = now
+
+    def restart(self, now: datetime, reason: str) -> None:
+        self.log.append(LogLine(now, "system", reason))
+        self.restarted_at = now
+
+    def exit_process(self, now: datetime, code: int) -> None:
+        """The main process ended: our wrapper stops the pod, RunPod restarts anything else."""
+        if self.status(now) != "RUNNING":
+            raise ValueError(f"pod {self.id} is {self.status(now)}, no process is running")
+        if self.env.get(STOP_ON_EXIT_ENV) == "1":
+            self.log.append(LogLine(now, "container", f"{EXIT_CODE_MARKER}{code}"))
+            self.stop(now, "pod stopped by its own container")
+        else:
+            self.restart(now, f"container exited with code {code}; restarting it")
+
+    def visible_log(self, now: datetime, source: str | None, tail: int) -> list[LogLine]:
+        lines = [line for line in self.log if line.ts <= now and source in (None, line.source)]
+        return lines[-tail:] if tail else []
+
+    def to_json(self, now: datetime) -> dict[str, Any]:
+        status = self.status(now)
+        body = {
+            "id": self.id,
+            "name": self.name,
+            "image": self.image,
+            "args": self.args,
+            "disk": self.disk,
+            "ports": list(self.ports),
+            "env": dict(self.env),
+            "registry": self.registry,
+            "status": status,
+            "actions": ACTIONS_BY_STATUS[status],
+            "mounts": self.mounts,
+            "gpu": {"id": self.gpu_id, "count": self.gpu_count},
+            "cloud": self.cloud,
+            "dataCenterId": self.datacenter_id,
+            "cudaVersion": "12.8",
+            "ssh": self._ssh(),
+            "template": None,
+            "cost": self._cost(status),
+            "locked": False,
+            "globalNetworking": {"enabled": False},
+            "runtime": self._runtime(status, now),
+            "createdAt": iso(self.created_at),
+            "startedAt": iso(self.running_at) if now >= self.running_at else None,
+        }
+        body.update(self.overrides)
+        return body
+
+    def _cost(self, status: str) -> float:
+        if status in ("EXITED", "TERMINATED"):
+            return 0.0
+        return round(self.price_per_gpu * self.gpu_count, 4)
+
+    def _ssh(self) -> dict[str, Any]:
+        user = f"{self.id}-64411eb2"
+        proxy = {"host": "ssh.runpod.io", "port": 22, "username": user}
+        proxy["command"] = f"ssh {user}@ssh.runpod.io"
+        return {"proxy": proxy, "direct": None}
+
+    def _runtime(self, status: str, now: datetime) -> dict[str, Any] | None:
+        if status != "RUNNING" or self.runtime_stuck:
+            return None
+        since = max(self.running_at, self.restarted_at or self.running_at)
+        return {
+            "uptime": int((now - since).total_seconds()),
+            "ports": [self._runtime_port(spec) for spec in self.ports],
+        }
+
+    def _runtime_port(self, spec: str) -> dict[str, Any]:
+        port, protocol = int(spec.split("/")[0]), spec.split("/")[1]
+        if protocol == "http":
+            # HTTP ports are reached through RunPod's HTTPS proxy, not a public address.
+            return {"private": port, "public": None, "type": "http", "ip": None}
+        return {
+            "private": port,
+            "public": self.public_ports[port],
+            "type": "tcp",
+            "ip": self.public_ip,
+        }
+
+
+def sse_event(line: LogLine, sequence: int) -> str:
+    payload = json.dumps({"ts": iso(line.ts), "source": line.source, "line": line.line})
+    return f"id: {iso(line.ts)}/{sequence:012d}\ndata: {payload}\n\n"
