@@ -5,6 +5,9 @@ centers per candidate, and the reasons an impossible request is explained with."
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,17 +27,18 @@ from .conftest import build_gpu, build_job, build_pod
 H, M, L, N = Availability.HIGH, Availability.MEDIUM, Availability.LOW, Availability.NONE
 
 
-def _request(**overrides: object) -> GpuRequest:
-    fields: dict[str, object] = {
-        "count": 1,
-        "min_memory_gb": None,
-        "allowed_types": None,
-        "max_price": 10.0,
-        "cloud": Cloud.SECURE,
-        "datacenter_ids": None,
-    }
-    fields.update(overrides)
-    return GpuRequest(**fields)  # type: ignore[arg-type]
+BASE = GpuRequest(
+    count=1,
+    min_memory_gb=None,
+    allowed_types=None,
+    max_price=10.0,
+    cloud=Cloud.SECURE,
+    datacenter_ids=None,
+)
+
+
+def _request(**overrides: Any) -> GpuRequest:
+    return replace(BASE, **overrides)
 
 
 def _ids(candidates: list[tuple[GpuType, tuple[str, ...]]]) -> list[str]:
