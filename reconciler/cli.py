@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import click
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from reconciler import __version__, logs, state_view
-from reconciler.config import DEFAULT_DATABASE_URL
+from reconciler import __version__, logs, state_view, summary
+from reconciler.cli_options import settings_from, settings_options
+from reconciler.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
+from reconciler.kube.errors import KubeError
+from reconciler.runpod.errors import RunPodError
+from reconciler.service import run_loop
 from reconciler.store import db, migrate, queries
+from reconciler.wiring import Connections, LockHeld, reconciler
 
 
 @dataclass
@@ -129,3 +136,42 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
 def require_schema(engine: Engine) -> None:
     if migrate.current_revision(engine) is None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="Run one tick and exit (the CronJob mode).")
+@click.option("--dry-run", is_flag=True, help="With --once: print the plan, change nothing.")
+@output_option
+@click.option("--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
+              help="Kubeconfig file (default: in-cluster config).")
+@click.option("--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
+              help="Base URL of the RunPod API.")
+@click.option("--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
+              show_default=False, help="RunPod API key (prefer the environment variable).")
+@click.option("--migrate/--no-migrate", "upgrade", envvar="RECONCILER_MIGRATE", default=True,
+              help="Upgrade the database schema at start.")
+@click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
+              help="Seconds between ticks in the loop mode.")
+@settings_options
+@click.pass_obj
+def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
+         runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
+         **options: Any) -> None:
+    """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
+    settings = settings_from(options)
+    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
+    if dry_run and not once:
+        raise click.UsageError("--dry-run needs --once")
+    try:
+        if once:
+            with reconciler(settings, conn) as engine:
+                report = engine.tick(dry_run=dry_run)
+            click.echo(summary.render(report, output, dry_run))
+            if not report.ok:
+                sys.exit(1)
+        else:
+            run_loop(settings, conn, interval)
+    except LockHeld as exc:
+        raise click.ClickException(str(exc)) from None
+    except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
+        raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None

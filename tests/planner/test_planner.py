@@ -1,0 +1,282 @@
+"""The planner's rules, one scenario each: the pod lifecycle, crash recovery (in-doubt
+creates, lost state), orphans and duplicates, ownership, budgets, pacing and reasons."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from reconciler.actions import (
+    Adopt,
+    Create,
+    Event,
+    FinalizePod,
+    PatchMetadata,
+    PatchStatus,
+    SaveRow,
+    Terminate,
+)
+from reconciler.config import Settings
+from reconciler.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
+from reconciler.mapping import MappingState
+from tests.planner.world import OWNER, SETTINGS, T0, World, instance, kinds, pod
+
+
+def test_a_new_pod_gets_one_create_with_an_intent_row() -> None:
+    world = World().add(pod("train"))
+    [create] = world.plan()
+    assert isinstance(create, Create)
+    assert create.row.state is MappingState.CREATING and create.row.attempt_id
+    first = create.candidates[0]
+    assert first.env[OWNER_ENV] == OWNER and first.env[POD_UID_ENV] == "uid-train"
+    assert first.gpu_type_id == "NVIDIA GeForce RTX 4090"  # cheapest first
+
+
+def test_running_instance_is_mirrored_then_the_tick_is_quiet() -> None:
+    world = World().add(pod("serve", ports=[22]))
+    world.apply(world.plan())
+    actions = world.plan()
+    assert kinds(actions)[:1] == ["PatchStatus"] and "PatchMetadata" in kinds(actions)
+    status = next(a for a in actions if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Running"
+    world.apply(actions)
+    assert world.plan() == []
+
+
+def test_deleting_a_pod_terminates_then_finalizes() -> None:
+    world = World().add(pod("gone", deleting=True, phase="Running"), instance("uid-gone"))
+    actions = world.plan()
+    assert kinds(actions) == ["Terminate", "Event"]
+    world.apply(actions)
+    [finalize] = world.plan()
+    assert isinstance(finalize, FinalizePod) and finalize.pod.uid == "uid-gone"
+
+
+def test_finished_pod_never_gets_a_create_and_its_instance_goes() -> None:
+    world = World().add(pod("done", phase="Succeeded"), instance("uid-done"))
+    assert kinds(world.plan()) == ["Terminate", "Event"]
+    world.apply(world.plan())
+    assert not [a for a in world.plan() if isinstance(a, Create)]
+
+
+def test_instances_without_our_owner_tag_are_never_touched() -> None:
+    foreign = instance("uid-x", owner="someone-else/node")
+    world = World().add(foreign, instance(None, owner="other"))
+    world.now = T0 + timedelta(hours=1)
+    for _ in range(3):
+        actions = world.plan()
+        assert not [a for a in actions if isinstance(a, Terminate)]
+        world.apply(actions)
+
+
+def test_orphan_is_terminated_on_its_second_sighting_once_old_enough() -> None:
+    world = World().add(instance("uid-lost"))
+    world.now = T0 + timedelta(seconds=SETTINGS.orphan_grace_time + 1)
+    first = world.plan()
+    assert kinds(first) == ["SaveRow"]
+    world.apply(first)
+    assert kinds(world.plan()) == ["Terminate"]
+
+
+def test_young_orphan_waits_for_the_grace_period() -> None:
+    world = World().add(instance("uid-lost", created=T0))
+    world.now = T0 + timedelta(seconds=10)
+    world.apply(world.plan())
+    assert not [a for a in world.plan() if isinstance(a, Terminate)]
+
+
+def test_duplicates_keep_the_mapped_instance() -> None:
+    older = instance("uid-a", created=T0)
+    mapped = instance("uid-a", created=T0 + timedelta(seconds=5))
+    world = World().add(pod("a", phase="Running"), older, mapped)
+    world.apply([SaveRow(world_row(world, "uid-a", mapped.id))])
+    terminated = [a.instance_id for a in world.plan() if isinstance(a, Terminate)]
+    assert terminated == [older.id]
+
+
+def test_without_a_row_duplicates_keep_the_oldest() -> None:
+    older = instance("uid-a", created=T0)
+    newer = instance("uid-a", created=T0 + timedelta(seconds=5))
+    world = World().add(pod("a"), newer, older)
+    actions = world.plan()
+    assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [newer.id]
+    assert [a.instance.id for a in actions if isinstance(a, Adopt)] == [older.id]
+
+
+def test_in_doubt_create_waits_for_the_grace_period_then_retries() -> None:
+    world = World().add(pod("train"))
+    [create] = world.plan()
+    assert isinstance(create, Create)
+    world.apply([SaveRow(create.row)])  # crashed after the intent: no instance id
+    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time - 1)
+    assert world.plan() == []
+    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    assert kinds(world.plan()) == ["Create"]
+
+
+def test_in_doubt_create_that_appears_is_adopted() -> None:
+    world = World().add(pod("train"))
+    [create] = world.plan()
+    assert isinstance(create, Create)
+    world.apply([SaveRow(create.row)])
+    world.add(instance("uid-train"))
+    actions = world.plan()
+    assert kinds(actions)[:2] == ["Adopt", "Event"]
+    assert not [a for a in actions if isinstance(a, Create)]
+
+
+def test_lost_database_is_rebuilt_from_owner_tags_without_a_second_create() -> None:
+    world = World().add(pod("train", phase="Running"), instance("uid-train"))
+    actions = world.plan()
+    assert "Adopt" in kinds(actions) and "Create" not in kinds(actions)
+
+
+def test_lost_database_with_a_vanished_instance_trusts_the_pod_annotation() -> None:
+    world = World().add(pod("train", phase="Running",
+                            annotations={"runpod.io/pod-id": "inst-old"}))
+    [save] = world.plan()
+    assert isinstance(save, SaveRow) and save.row.instance_id == "inst-old"
+    world.apply([save])
+    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Failed" and status["reason"] == "InstanceLost"
+
+
+def test_instance_deleted_behind_our_back_fails_the_pod() -> None:
+    world = World().add(pod("serve", ports=[22]))
+    world.apply(world.plan())
+    world.apply(world.plan())
+    world.instances.clear()
+    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    actions = world.plan()
+    failed = next(a for a in actions if isinstance(a, PatchStatus))
+    assert failed.status["reason"] == "InstanceLost"
+    assert any(isinstance(a, Event) and a.reason == "InstanceLost" for a in actions)
+    world.apply(actions)
+    assert not [a for a in world.plan() if isinstance(a, Create)]
+
+
+def test_runpod_error_fails_the_pod_and_releases_the_instance() -> None:
+    broken = instance("uid-b", status=InstanceStatus.ERROR)
+    world = World().add(pod("b", phase="Running"), broken)
+    actions = world.plan()
+    assert {"PatchStatus", "Terminate"} <= set(kinds(actions))
+    status = next(a for a in actions if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Failed"
+
+
+def test_batch_pod_exit_zero_succeeds_and_releases_the_instance() -> None:
+    stopped = instance("uid-job", status=InstanceStatus.EXITED)
+    world = World().add(pod("job", phase="Running", restart_policy="Never",
+                            command=["python", "train.py"]), stopped)
+    world.exit_codes = {stopped.id: 0}
+    actions = world.plan()
+    status = next(a for a in actions if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Succeeded"
+    assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [stopped.id]
+
+
+def test_batch_pod_exit_code_is_kept_in_the_container_status() -> None:
+    stopped = instance("uid-job", status=InstanceStatus.EXITED)
+    world = World().add(pod("job", phase="Running", restart_policy="Never",
+                            command=["false"]), stopped)
+    world.exit_codes = {stopped.id: 3}
+    status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Failed"
+    terminated = status["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3
+
+
+def test_unread_exit_code_waits_instead_of_guessing() -> None:
+    stopped = instance("uid-job", status=InstanceStatus.EXITED)
+    world = World().add(pod("job", phase="Running", restart_policy="Never",
+                            command=["true"]), stopped)
+    assert kinds(world.plan()) == ["Adopt", "Event"]  # no status guessed, nothing terminated
+    world.apply(world.plan())
+    assert world.plan() == []
+
+
+def test_unknown_instance_status_is_never_acted_on() -> None:
+    odd = instance("uid-o", status=InstanceStatus.UNKNOWN)
+    world = World().add(pod("o", phase="Running"), odd)
+    world.apply([SaveRow(world_row(world, "uid-o", odd.id))])
+    assert world.plan() == []
+
+
+def test_invalid_annotation_keeps_the_pod_pending_with_a_reason_then_fails() -> None:
+    world = World().add(pod("bad", annotations={"runpod.io/required-gpu-memory": "abc"}))
+    actions = world.plan()
+    event = next(a for a in actions if isinstance(a, Event))
+    assert event.reason == "InvalidAnnotation" and "runpod.io/required-gpu-memory" in event.message
+    status = next(a for a in actions if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Pending"
+    waiting = status["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] == "InvalidAnnotation"
+    world.apply(actions)
+    assert world.plan() == []  # same reason: no second event, no second patch
+    world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
+    failed = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
+    assert failed["phase"] == "Failed" and failed["reason"] == "InvalidAnnotation"
+
+
+def test_impossible_gpu_request_fails_at_once() -> None:
+    world = World().add(pod("huge", annotations={"runpod.io/required-gpu-memory": "640"}))
+    status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
+    assert status["phase"] == "Failed" and status["reason"] == "UnsatisfiableGPURequest"
+
+
+def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
+    world = World(settings=Settings(cluster_id="cluster-a", max_instances=1))
+    world.add(pod("a", created=T0), pod("b", created=T0 + timedelta(seconds=1)))
+    actions = world.plan()
+    assert [a.pod.name for a in actions if isinstance(a, Create)] == ["a"]
+    budget = [a for a in actions if isinstance(a, Event) and a.reason == "BudgetExceeded"]
+    assert [e.pod.name for e in budget] == ["b"]
+
+
+def test_spend_cap_counts_the_dearest_candidate() -> None:
+    world = World(settings=Settings(cluster_id="cluster-a", max_hourly_spend=1.0))
+    world.add(pod("a"))
+    assert any(isinstance(a, Event) and a.reason == "BudgetExceeded" for a in world.plan())
+
+
+def test_rate_budget_bounds_creates_oldest_first() -> None:
+    world = World(rate_budget=5)
+    for n in range(6):
+        world.add(pod(f"p{n}", created=T0 - timedelta(seconds=n)))
+    created = [a.pod.name for a in world.plan() if isinstance(a, Create)]
+    assert created == ["p5", "p4"]  # budget 5 keeps 3 in reserve
+
+
+def test_active_deadline_fails_a_running_pod() -> None:
+    running = pod("slow", phase="Running")
+    running["spec"]["activeDeadlineSeconds"] = 60
+    running["status"]["startTime"] = "2026-03-01T12:00:00Z"
+    world = World().add(running, instance("uid-slow"))
+    world.now = T0 + timedelta(seconds=61)
+    actions = world.plan()
+    status = next(a for a in actions if isinstance(a, PatchStatus)).status
+    assert status["reason"] == "DeadlineExceeded"
+    assert any(isinstance(a, Terminate) for a in actions)
+
+
+def test_daemonset_and_mirror_pods_are_ignored() -> None:
+    ds = pod("ds")
+    ds["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "x", "uid": "1"}]
+    mirror = pod("mirror", annotations={"kubernetes.io/config.mirror": "abc"})
+    assert World().add(ds, mirror).plan() == []
+
+
+def test_metadata_annotations_name_the_instance() -> None:
+    world = World().add(pod("serve", ports=[22]))
+    world.apply(world.plan())
+    patch = next(a for a in world.plan() if isinstance(a, PatchMetadata))
+    assert patch.annotations["runpod.io/pod-id"].startswith("inst")
+    assert patch.annotations["runpod.io/gpu-type"] == "NVIDIA GeForce RTX 4090"
+
+
+def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-untyped-def]
+    from reconciler.mapping import MappingRecord
+
+    p = world.pods[uid]
+    return MappingRecord(uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0,
+                         instance_id=instance_id)

@@ -1,0 +1,152 @@
+"""A small in-memory model of both worlds, to build planner inputs and apply plans."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reconciler.actions import (
+    Action,
+    Adopt,
+    Create,
+    DeleteRow,
+    FinalizePod,
+    PatchMetadata,
+    PatchStatus,
+    SaveRow,
+    Terminate,
+)
+from reconciler.config import Settings
+from reconciler.domain import (
+    OWNER_ENV,
+    POD_UID_ENV,
+    Availability,
+    DataCenterStock,
+    GpuType,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+    PortMapping,
+    Runtime,
+)
+from reconciler.mapping import MappingRecord
+from reconciler.planner import CreateInputs, Observation, plan
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
+OWNER = SETTINGS.owner_id
+
+CATALOG = [
+    GpuType("NVIDIA GeForce RTX 4090", "RTX 4090", 24, True, True, 0.69, 0.34,
+            availability=Availability.HIGH,
+            datacenters=(DataCenterStock("US-TX-3", Availability.HIGH),)),
+    GpuType("NVIDIA A100 80GB PCIe", "A100 80GB", 80, True, True, 1.64, 1.19,
+            availability=Availability.MEDIUM,
+            datacenters=(DataCenterStock("EU-RO-1", Availability.MEDIUM),)),
+]
+
+_ids = itertools.count(1)
+
+
+def pod(name: str, uid: str | None = None, *, phase: str = "Pending",
+        created: datetime = T0, annotations: dict[str, str] | None = None,
+        restart_policy: str = "Always", deleting: bool = False,
+        command: list[str] | None = None, ports: list[int] | None = None) -> KubeObject:
+    container: dict[str, Any] = {"name": "main", "image": "python:3.11",
+                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    if command is not None:
+        container["command"] = command
+    if ports:
+        container["ports"] = [{"containerPort": p, "protocol": "TCP"} for p in ports]
+    meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": uid or f"uid-{name}",
+                            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "annotations": dict(annotations or {})}
+    if deleting:
+        meta["deletionTimestamp"] = (created + timedelta(seconds=1)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": meta,
+            "spec": {"nodeName": SETTINGS.node_name, "restartPolicy": restart_policy,
+                     "containers": [container]},
+            "status": {"phase": phase}}
+
+
+def instance(pod_uid: str | None, *, status: InstanceStatus = InstanceStatus.RUNNING,
+             owner: str = OWNER, created: datetime = T0, instance_id: str | None = None,
+             runtime: bool = True) -> Instance:
+    env = {OWNER_ENV: owner}
+    if pod_uid is not None:
+        env[POD_UID_ENV] = pod_uid
+    return Instance(
+        id=instance_id or f"inst{next(_ids)}", name=f"ml-{pod_uid}", status=status, env=env,
+        cost_per_hr=0.69 if status is InstanceStatus.RUNNING else 0.0,
+        gpu_type_id=CATALOG[0].id, gpu_count=1, datacenter_id="US-TX-3", created_at=created,
+        runtime=Runtime(60, (PortMapping(22, "tcp", "1.2.3.4", 40022),)) if runtime and
+        status is InstanceStatus.RUNNING else None)
+
+
+@dataclass
+class World:
+    pods: dict[str, KubeObject] = field(default_factory=dict)
+    instances: dict[str, Instance] = field(default_factory=dict)
+    rows: dict[str, MappingRecord] = field(default_factory=dict)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+    now: datetime = T0
+    settings: Settings = SETTINGS
+    rate_budget: int | None = None
+
+    def add(self, *objects: KubeObject | Instance) -> World:
+        for obj in objects:
+            if isinstance(obj, Instance):
+                self.instances[obj.id] = obj
+            else:
+                self.pods[obj["metadata"]["uid"]] = obj
+        return self
+
+    def observe(self) -> Observation:
+        return Observation(
+            pods=list(self.pods.values()), instances=list(self.instances.values()),
+            rows=list(self.rows.values()), catalog=CATALOG,
+            create_inputs={uid: CreateInputs() for uid in self.pods},
+            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget)
+
+    def plan(self) -> list[Action]:
+        return plan(self.observe(), self.settings, self.now)
+
+    def apply(self, actions: list[Action]) -> None:
+        """Every action succeeds, as the executor would make it (creates start RUNNING)."""
+        for action in actions:
+            self._apply(action)
+
+    def _apply(self, action: Action) -> None:
+        match action:
+            case SaveRow(row=row) | Adopt(row=row):
+                self.rows[row.pod_uid] = row
+            case DeleteRow(pod_uid=uid):
+                self.rows.pop(uid, None)
+            case Create(pod=ref, row=row, candidates=candidates):
+                new = instance(ref.uid, created=self.now)
+                new = Instance(**{**new.__dict__, "env": dict(candidates[0].env)})
+                self.instances[new.id] = new
+                self.rows[ref.uid] = row.changed(state=row.state.RUNNING, instance_id=new.id)
+            case Terminate(instance_id=iid, row=row):
+                self.instances.pop(iid, None)
+                if row is not None:
+                    self.rows[row.pod_uid] = row
+            case PatchStatus(pod=ref, status=status, row=row):
+                if ref.uid in self.pods:
+                    self.pods[ref.uid] = {**self.pods[ref.uid], "status": copy.deepcopy(status)}
+                self.rows[row.pod_uid] = row
+            case PatchMetadata(pod=ref, annotations=changes):
+                meta = self.pods[ref.uid]["metadata"]
+                meta["annotations"] = {**meta.get("annotations", {}), **changes}
+            case FinalizePod(pod=ref, row=row):
+                self.pods.pop(ref.uid, None)
+                if row is not None:
+                    self.rows[row.pod_uid] = row
+
+
+def kinds(actions: list[Action]) -> list[str]:
+    return [type(a).__name__ for a in actions]
