@@ -810,6 +810,9 @@ class _Server(ThreadingHTTPServer):
 
 class _HttpHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, the second one waits for
+    # the client's delayed ACK (~40 ms per request).
+    disable_nagle_algorithm = True
     server: _Server
     # An idle keep-alive connection gives up its thread after this long.
     timeout = 30

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -26,3 +27,11 @@ def create_request(**overrides: Any) -> CreateRequest:
     }
     settings.update(overrides)
     return CreateRequest(**settings)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on, for connection-refused cases."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port

@@ -5,7 +5,6 @@ appears in no log line, message, repr or str, whatever went wrong."""
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ from reconciler.runpod import errors
 from reconciler.runpod.client import RunPodClient
 from reconciler.sim.runpod import RunPodSimulator
 
-from .helpers import API_KEY, ClientFactory, create_request
+from .helpers import API_KEY, ClientFactory, closed_port, create_request
 
 
 @dataclass(frozen=True)
@@ -135,15 +134,8 @@ def test_in_doubt_create_says_the_instance_may_exist(
     assert "may exist" in str(raised.value)
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
 def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> None:
-    client = make_client(base_url=f"http://127.0.0.1:{_closed_port()}", max_attempts=2)
+    client = make_client(base_url=f"http://127.0.0.1:{closed_port()}", max_attempts=2)
     with pytest.raises(errors.TransportError) as raised:
         client.list_instances()
     assert raised.value.status is None
@@ -151,7 +143,7 @@ def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> 
 
 
 def test_refused_create_is_in_doubt(make_client: ClientFactory) -> None:
-    client = make_client(base_url=f"http://127.0.0.1:{_closed_port()}")
+    client = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(errors.TransportError) as raised:
         client.create_instance(create_request())
     assert raised.value.in_doubt
@@ -170,7 +162,7 @@ def test_the_key_never_leaks(
         seen.extend(_renderings(raised.value))
         sim.reset()
         assert raised.value.status == case.status, name
-    transport = make_client(base_url=f"http://127.0.0.1:{_closed_port()}")
+    transport = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(errors.TransportError) as raised:
         transport.create_instance(create_request())
     seen.extend(_renderings(raised.value))
