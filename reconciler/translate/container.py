@@ -58,7 +58,7 @@ while :; do
   elif command -v python3 >/dev/null 2>&1; then
     python3 -c '{python}' "$url" "$body"
   else
-    echo 'runpod-reconciler: no curl, wget or python3 to stop this instance;' \
+    echo 'runpod-reconciler: no curl, wget or python3 to stop this instance;' \\
       'it runs until its deadline' >&2
   fi
   sleep {retry}

@@ -15,7 +15,7 @@ cluster Services are not reachable from RunPod.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,29 +47,25 @@ class _Kind:
     field: str  # the key of its *KeyRef / *Ref in the pod spec
     singular: str  # as the kubelet names it in "... not found"
     title: str  # as the kubelet names it in "couldn't find key ..."
-    sources_field: str  # the EnvSources field holding this kind
-
-    def objects(self, sources: EnvSources) -> Mapping[str, Mapping[str, str]]:
-        objects: Mapping[str, Mapping[str, str]] = getattr(sources, self.sources_field)
-        return objects
+    objects: Callable[[EnvSources], Mapping[str, Mapping[str, str]]]
 
 
-SECRET = _Kind("secret", "secret", "Secret", "secrets")
-CONFIG_MAP = _Kind("configMap", "configmap", "ConfigMap", "config_maps")
+_SECRET = _Kind("secret", "secret", "Secret", lambda sources: sources.secrets)
+_CONFIG_MAP = _Kind("configMap", "configmap", "ConfigMap", lambda sources: sources.config_maps)
 
 
 def referenced_objects(
     pod: KubeObject, container: KubeObject
 ) -> tuple[frozenset[str], frozenset[str]]:
     """(Secret names, ConfigMap names) that the container's environment reads."""
-    names: dict[_Kind, set[str]] = {SECRET: set(), CONFIG_MAP: set()}
+    names: dict[_Kind, set[str]] = {_SECRET: set(), _CONFIG_MAP: set()}
     for kind, ref in _references(container):
         names[kind].add(str(ref.get("name") or ""))
-    return frozenset(names[SECRET]), frozenset(names[CONFIG_MAP])
+    return frozenset(names[_SECRET]), frozenset(names[_CONFIG_MAP])
 
 
 def _references(container: KubeObject) -> Iterator[tuple[_Kind, dict[str, Any]]]:
-    for kind in (SECRET, CONFIG_MAP):
+    for kind in (_SECRET, _CONFIG_MAP):
         for source in container.get("envFrom") or []:
             if source.get(f"{kind.field}Ref"):
                 yield kind, source[f"{kind.field}Ref"]
@@ -96,7 +92,7 @@ def container_env(pod: KubeObject, container: KubeObject, sources: EnvSources) -
 
 
 def _from_source(source: KubeObject, sources: EnvSources) -> dict[str, str]:
-    for kind in (SECRET, CONFIG_MAP):
+    for kind in (_SECRET, _CONFIG_MAP):
         ref = source.get(f"{kind.field}Ref")
         if ref is None:
             continue
@@ -114,7 +110,7 @@ def _value_from(pod: KubeObject, value_from: KubeObject, sources: EnvSources) ->
     """The variable's value; None when an optional source is missing (variable unset)."""
     if "fieldRef" in value_from:
         return field_value(pod, str(value_from["fieldRef"]["fieldPath"]))
-    for kind in (SECRET, CONFIG_MAP):
+    for kind in (_SECRET, _CONFIG_MAP):
         ref = value_from.get(f"{kind.field}KeyRef")
         if ref is not None:
             return _key_value(kind, ref, sources)

@@ -77,18 +77,21 @@ def pod_status(
     if current.get("phase") in TERMINAL_PHASES or (unknown and reason is None):
         # Terminal phases are final; an unknown instance status is never acted on.
         return {**copy.deepcopy(current), "phase": current.get("phase") or "Pending"}
-    if reason is not None:
-        outcome = (
-            _Outcome("Pending", "waiting", reason, message)
-            if pending
-            else _ended(reason, reason, message, exit_code)
-        )
-    else:
+    if reason is None:
         outcome = _outcome(instance, exit_code)
+    elif pending:
+        outcome = _Outcome("Pending", "waiting", reason, message)
+    elif exit_code is not None:
+        outcome = _exited(exit_code, reason, message)
+    else:
+        outcome = _lost(reason, message)
     return _assemble(pod, instance, outcome, now)
 
 
 def _outcome(instance: Instance | None, exit_code: int | None) -> _Outcome:
+    if exit_code is not None:
+        # The wrapper reported the end; the instance may not have stopped (or be gone).
+        return _exited(exit_code, None, None)
     if instance is None:
         return _Outcome("Pending", "waiting", CONTAINER_CREATING, "waiting for a RunPod instance")
     described = f"RunPod instance {instance.id} is {instance.status.value}"
@@ -99,17 +102,14 @@ def _outcome(instance: Instance | None, exit_code: int | None) -> _Outcome:
     if instance.status is InstanceStatus.RUNNING:
         return _Outcome("Pending", "waiting", CONTAINER_CREATING, described + " (ports not ready)")
     if instance.status is InstanceStatus.ERROR:
-        return _ended(None, "InstanceError", described, exit_code)
-    unknown = "ExitCodeUnknown" if instance.status is InstanceStatus.EXITED else "InstanceLost"
-    return _ended(None, unknown, described, exit_code)
+        return _lost("InstanceError", described)
+    if instance.status is InstanceStatus.EXITED:
+        return _lost("ExitCodeUnknown", described)
+    return _lost("InstanceLost", described)
 
 
-def _ended(
-    reason: str | None, unknown: str, message: str | None, exit_code: int | None
-) -> _Outcome:
-    """The end of the pod: `reason` is the planner's, `unknown` names an unseen exit code."""
-    if exit_code is None:
-        return _Outcome("Failed", "terminated", reason or unknown, message, None, reason or unknown)
+def _exited(exit_code: int, reason: str | None, message: str | None) -> _Outcome:
+    """The process ended with a known code; a planner `reason` still fails the pod."""
     succeeded = exit_code == 0 and reason is None
     return _Outcome(
         "Succeeded" if succeeded else "Failed",
@@ -119,6 +119,11 @@ def _ended(
         exit_code,
         reason,
     )
+
+
+def _lost(reason: str, message: str | None) -> _Outcome:
+    """The pod ended without an exit code we saw; `reason` shows in kubectl's STATUS."""
+    return _Outcome("Failed", "terminated", reason, message, pod_reason=reason)
 
 
 def serving(instance: Instance) -> bool:

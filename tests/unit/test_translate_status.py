@@ -133,6 +133,12 @@ def test_ended_instances(
     assert ("reason" in status) is (exit_code is None)
 
 
+def test_a_reported_exit_code_ends_the_pod_before_the_instance_stops() -> None:
+    status = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED), 2)
+    assert status["phase"] == "Failed"
+    assert _container(status)["state"]["terminated"]["exitCode"] == 2
+
+
 def test_unknown_status_keeps_the_pod_as_it_is() -> None:
     running = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED))
     pod = build_pod(status=running)
