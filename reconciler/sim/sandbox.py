@@ -1,0 +1,131 @@
+"""The whole system on loopback: both simulators, the real clients, a store and an engine,
+all on one simulated clock. The demo, the end-to-end tests and the benchmarks use it.
+
+Only the clock is shared in-process; every call between the reconciler and the two
+worlds is real HTTP through the official `kubernetes` client and `requests`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from reconciler.config import Settings
+from reconciler.engine import Engine, TickReport
+from reconciler.kube.client import KubeClient
+from reconciler.runpod.client import RunPodClient
+from reconciler.sim.clock import SimClock
+from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.runpod import RunPodSimulator
+from reconciler.store.repository import Store
+from reconciler.wiring import open_store, resolve_owner
+
+API_KEY = "sandbox-runpod-key"
+TOKEN = "sandbox-kube-token"
+
+
+class Sandbox:
+    def __init__(self, settings: Settings | None = None, *, database_url: str | None = None,
+                 workdir: str | None = None, runpod_options: dict[str, Any] | None = None,
+                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None) -> None:
+        self.clock = SimClock()
+        self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
+        self.workdir = Path(workdir or self._tmp.name)
+        self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
+        self.runpod_sim = RunPodSimulator(API_KEY, clock=self.clock, **(runpod_options or {}))
+        self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
+                                      rbac_subject=rbac_subject)
+        self._base_settings = settings or Settings()
+        self.engine: Engine
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> Sandbox:
+        self.runpod_sim.start()
+        self.kube_sim.start()
+        self.kubeconfig = self.kube_sim.write_kubeconfig(str(self.workdir / "kubeconfig"))
+        self.restart()
+        return self
+
+    def stop(self) -> None:
+        self.runpod.close()
+        self.kube_sim.stop()
+        self.runpod_sim.stop()
+        self._tmp.cleanup()
+
+    def restart(self) -> None:
+        """A new reconciler process: fresh clients, fresh engine, same database."""
+        self.kube = KubeClient(self.kube_sim.api_client())
+        self.runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, sleep=self.clock.sleep,
+                                   monotonic=self.clock.monotonic, read_timeout=5)
+        self.store: Store = open_store(self.database_url, upgrade=True)
+        self.settings = resolve_owner(self._base_settings, self.kube)
+        self.engine = Engine(self.settings, self.runpod, self.kube, self.store, self.clock.now)
+
+    def configure(self, **changes: Any) -> None:
+        self._base_settings = dataclasses.replace(self._base_settings, **changes)
+        self.settings = dataclasses.replace(self.settings, **changes)
+        self.engine.settings = self.settings
+
+    # --- acting as the cluster ---------------------------------------------------------
+
+    def tick(self, dry_run: bool = False) -> TickReport:
+        return self.engine.tick(dry_run=dry_run)
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def add_pod(self, name: str, *, namespace: str = "default", image: str = "python:3.11",
+                command: list[str] | None = None, gpus: int = 1, ports: list[int] = (),
+                annotations: dict[str, str] | None = None, restart_policy: str = "Always",
+                env: list[dict[str, Any]] | None = None,
+                extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+        container: dict[str, Any] = {
+            "name": "main", "image": image,
+            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+            "ports": [{"containerPort": p, "protocol": "TCP"} for p in ports],
+        }
+        if command:
+            container["command"] = command
+        if env:
+            container["env"] = env
+        self.ensure_namespace(namespace)
+        spec = {"nodeName": self.settings.node_name, "restartPolicy": restart_policy,
+                "containers": [container],
+                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+                **(extra_spec or {})}
+        return self.kube_sim.create_pod({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace,
+                         "annotations": dict(annotations or {})},
+            "spec": spec})
+
+    def ensure_namespace(self, namespace: str) -> None:
+        if self.kube_sim.get("namespaces", None, namespace) is None:
+            self.kube_sim.put("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": namespace}})
+
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        return self.kube_sim.get("pods", namespace, name)
+
+    def owned_instances(self) -> list[dict[str, Any]]:
+        """Our instances as the RunPod simulator holds them (not through the client)."""
+        owner = self.settings.owner_id
+        return [i for i in self.runpod_sim.instances.values()
+                if (i.get("env") or {}).get("RUNPOD_RECONCILER_OWNER") == owner]
+
+    def instance_for(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        uid = pod["metadata"]["uid"]
+        found = [i for i in self.owned_instances()
+                 if i["env"].get("RUNPOD_RECONCILER_POD_UID") == uid]
+        return found[0] if found else None
+
+    def events(self, name: str, namespace: str = "default") -> list[dict[str, Any]]:
+        return [e for e in self.kube_sim.list("events", namespace)
+                if e.get("involvedObject", {}).get("name") == name]
