@@ -20,6 +20,7 @@ import base64
 import copy
 import fnmatch
 import signal
+import ssl
 import sys
 import tempfile
 import threading
@@ -57,6 +58,11 @@ class Fault:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     simulator: KubeSimulator
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients hanging up (a closed pool, an abandoned watch) are normal here."""
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
+            super().handle_error(request, client_address)
 
 
 class KubeSimulator:

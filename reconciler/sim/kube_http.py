@@ -85,17 +85,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def _handle(self, method: str) -> None:
         url = urlsplit(self.path)
+        self._request_line = (method, url.path, url.query)
         length = int(self.headers.get("Content-Length") or 0)
         self._body = self.rfile.read(length) if length else b""
         try:
-            status = self._serve(method, url.path, parse_qs(url.query))
+            self._serve(method, url.path, parse_qs(url.query))
         except ApiError as error:
-            status = self._send(error.code, error.status(), error.code == 429)
-        self.sim.record(method, url.path, url.query, status)
+            self._send(error.code, error.status(), error.code == 429)
+
+    def _record(self, status: int) -> None:
+        """Log before answering, so a test that got its answer also sees the entry."""
+        self.sim.record(*self._request_line, status)
 
     def _serve(self, method: str, path: str, query: Query) -> int:
         fault = self.sim.take_fault(method, path)
         if fault == 0:
+            self._record(0)
             self.close_connection = True
             return 0
         if fault is not None:
@@ -239,6 +244,7 @@ class Handler(BaseHTTPRequestHandler):
         return events[-1].rv
 
     def _start_stream(self) -> None:
+        self._record(200)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -291,6 +297,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._send_raw(code, json.dumps(body).encode(), retry_after)
 
     def _send_raw(self, code: int, payload: bytes, retry_after: bool = False) -> int:
+        self._record(code)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

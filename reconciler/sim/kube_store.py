@@ -149,7 +149,7 @@ class Store:
         keep_status: bool = False,
     ) -> dict[str, Any]:
         obj = copy.deepcopy(body)
-        check_json_types(obj)
+        check_json_types(resource, obj)
         with self.lock:
             self._bind_namespace(resource, namespace, obj)
             meta = obj["metadata"]
@@ -177,7 +177,7 @@ class Store:
         subresource: str = "",
     ) -> dict[str, Any]:
         obj = copy.deepcopy(body)
-        check_json_types(obj)
+        check_json_types(resource, obj)
         with self.lock:
             old = self._entry(resource, namespace, name).obj
             return self._write(resource, old, obj, subresource)
@@ -197,7 +197,7 @@ class Store:
                 raise ApiError(422, str(error)) from error
             if not isinstance(patched, dict):
                 raise ApiError(422, "the patch did not produce an object")
-            check_json_types(patched)
+            check_json_types(resource, patched)
             return self._write(resource, old, patched, subresource)
 
     def put(self, resource: Resource, body: dict[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,12 @@ import binascii
 import re
 from typing import Any
 
-from reconciler.sim.kube_resources import EVENTS, JOBS, PODS, SECRETS, Resource
+from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, PODS, SECRETS, Resource
 from reconciler.sim.kube_status import ApiError, invalid
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# metav1.MicroTime as Go parses it: exactly six fractional digits (a common client bug).
+_MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
 # Pod spec fields an update may change (the rest is immutable once created).
 _MUTABLE_POD_SPEC = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
 
@@ -65,8 +67,14 @@ def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]
         )])
 
 
-def check_json_types(obj: dict[str, Any]) -> None:
+def check_json_types(resource: Resource, obj: dict[str, Any]) -> None:
     """Reject what Go's decoder rejects before validation even runs (400, not 422)."""
+    if resource is LEASES:
+        for field in ("acquireTime", "renewTime"):
+            value = (obj.get("spec") or {}).get(field)
+            if value is not None and not _MICRO_TIME.fullmatch(str(value)):
+                raise ApiError(400, f'parsing time "{value}" as '
+                               '"2006-01-02T15:04:05.000000Z07:00": cannot parse', "BadRequest")
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         raise ApiError(400, "Object 'metadata' is missing or not an object", "BadRequest")
