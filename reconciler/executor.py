@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from reconciler import crashpoints
 from reconciler.actions import (
     Action,
     Adopt,
@@ -96,6 +97,7 @@ class Executor:
             case PatchStatus(pod=pod, status=status, row=row):
                 self._journaled("patch-status", pod.uid, None,
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
+                crashpoints.reached("after-status-patch")
                 self.store.save_row(row)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
@@ -103,6 +105,7 @@ class Executor:
             case FinalizePod(pod=pod, row=row):
                 self._journaled("finalize-pod", pod.uid, None,
                                 lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid))
+                crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
             case Bind(pod=pod, node_name=node, trigger=trigger):
@@ -147,6 +150,7 @@ class Executor:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
             return
         self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
+        crashpoints.reached("after-intent")
         try:
             candidates = self._with_registry_auth(action)
             instance = self._first_accepted(action, candidates)
@@ -154,7 +158,9 @@ class Executor:
             return
         if instance is None:
             return
+        crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
+        crashpoints.reached("after-id-write")
         outcome.created.append(instance.id)
         self._event(action.pod, "CreatedInstance",
                     f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
@@ -232,9 +238,11 @@ class Executor:
     def _terminate(self, action: Terminate, outcome: Outcome) -> None:
         if action.row is not None:
             self.store.save_row(action.row.changed(updated_at=self.clock()))
+        crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
+        crashpoints.reached("after-delete")
         outcome.terminated.append(action.instance_id)
         log.info("terminated instance %s (%s)", action.instance_id, action.reason)
 
@@ -254,4 +262,4 @@ def _subject(action: Action) -> str:
     pod = getattr(action, "pod", None)
     if pod is not None:
         return str(pod)
-    return getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?")
+    return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

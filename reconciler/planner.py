@@ -199,10 +199,14 @@ def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None)
                                                        t.settings.create_grace_time):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
-        return t.save(row, row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED"))
+        return t.save(row, _ended(row))
     if not t.within(row.updated_at, FINISHED_ROW_RETENTION.total_seconds()):
         return [DeleteRow(row.pod_uid)]
     return []
+
+
+def _ended(row: MappingRecord) -> MappingRecord:
+    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED")
 
 
 def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Action]:
@@ -229,7 +233,7 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if row is not None and row.state is MappingState.CREATING and t.within(
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
-    done = row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED") if row is not None else None
+    done = _ended(row) if row is not None else None
     return [FinalizePod(ref, done)]
 
 
@@ -238,7 +242,7 @@ def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if instance is not None:
         return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
     if row is not None and not row.state.finished:
-        return t.save(row, row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED"))
+        return t.save(row, _ended(row))
     return []
 
 

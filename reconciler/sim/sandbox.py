@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,7 @@ class Sandbox:
         self.clock.advance(seconds)
 
     def add_pod(self, name: str, *, namespace: str = "default", image: str = "python:3.11",
-                command: list[str] | None = None, gpus: int = 1, ports: list[int] = (),
+                command: list[str] | None = None, gpus: int = 1, ports: Sequence[int] = (),
                 annotations: dict[str, str] | None = None, restart_policy: str = "Always",
                 env: list[dict[str, Any]] | None = None,
                 extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
