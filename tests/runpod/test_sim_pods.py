@@ -1,0 +1,204 @@
+"""Simulated pod lifecycle, driven through the real client: provisioning on the
+simulated clock, actions allowed per status (409 otherwise), stop/start/restart,
+delete and terminate, process exit with and without our stop-on-exit wrapper, the
+container log as SSE and read_exit_code, listing lag, vanishing, a runtime stuck at
+null, ERROR, foreign pods and capacity given back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from reconciler.domain import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV, InstanceStatus
+from reconciler.runpod import errors
+from reconciler.runpod.client import RunPodClient
+from reconciler.sim.runpod import RunPodSimulator
+
+from .helpers import API_KEY, OWNER, RTX_4090, create_request
+
+BATCH_ENV = {OWNER_ENV: OWNER, STOP_ON_EXIT_ENV: "1"}
+
+
+def _running(sim: RunPodSimulator, client: RunPodClient, **overrides: object) -> str:
+    instance_id = client.create_instance(create_request(**overrides)).id
+    sim.advance(15)
+    return instance_id
+
+
+def test_provisioning_progresses_with_the_clock(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance = client.create_instance(create_request())
+    assert instance.status is InstanceStatus.PROVISIONING and instance.runtime is None
+    sim.advance(5)
+    assert client.get_instance(instance.id).status is InstanceStatus.STARTING
+    sim.advance(9.9)
+    assert client.get_instance(instance.id).runtime is None
+    sim.advance(0.1)
+    running = client.get_instance(instance.id)
+    assert running.status is InstanceStatus.RUNNING and running.runtime is not None
+
+
+def test_a_bigger_image_pulls_longer(sim: RunPodSimulator, client: RunPodClient) -> None:
+    sim.set_image_pull_seconds("huge:1", 120)
+    instance_id = client.create_instance(create_request(image="huge:1")).id
+    sim.advance(60)
+    assert client.get_instance(instance_id).status is InstanceStatus.STARTING
+    sim.advance(75)
+    assert client.get_instance(instance_id).status is InstanceStatus.RUNNING
+
+
+def test_actions_follow_the_status(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance = client.create_instance(create_request())
+    assert instance.actions == ("stop", "terminate")
+    with pytest.raises(errors.ConflictError):
+        client.instance_action(instance.id, "restart")
+    with pytest.raises(errors.ConflictError):
+        client.instance_action(instance.id, "start")
+
+
+def test_stop_then_start(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client)
+    stopped = client.instance_action(instance_id, "stop")
+    assert stopped is not None and stopped.status is InstanceStatus.EXITED
+    assert stopped.cost_per_hr == 0 and stopped.runtime is None
+    assert stopped.actions == ("start", "terminate")
+    started = client.instance_action(instance_id, "start")
+    assert started is not None and started.status is InstanceStatus.STARTING
+    sim.advance(10)
+    assert client.get_instance(instance_id).status is InstanceStatus.RUNNING
+
+
+def test_restart_resets_uptime(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client)
+    sim.advance(100)
+    restarted = client.instance_action(instance_id, "restart")
+    assert restarted is not None and restarted.runtime is not None
+    assert restarted.runtime.uptime_seconds == 0
+
+
+def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPodClient) -> None:
+    first, second = _running(sim, client), _running(sim, client)
+    assert client.instance_action(first, "terminate") is None
+    client.delete_instance(second)
+    assert client.list_instances() == []
+    with pytest.raises(errors.NotFoundError):
+        client.get_instance(first)
+
+
+def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
+    sim: RunPodSimulator, client: RunPodClient
+) -> None:
+    instance_id = _running(sim, client, env=BATCH_ENV)
+    sim.exit_process(instance_id, 3)
+    assert client.get_instance(instance_id).status is InstanceStatus.EXITED
+    assert client.read_exit_code(instance_id) == 3
+
+
+def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client, env=BATCH_ENV)
+    sim.exit_process(instance_id, 1)
+    client.instance_action(instance_id, "start")
+    sim.advance(10)
+    sim.exit_process(instance_id, 0)
+    assert client.read_exit_code(instance_id) == 0
+
+
+def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client)
+    sim.advance(30)
+    sim.exit_process(instance_id, 1)
+    instance = client.get_instance(instance_id)
+    assert instance.status is InstanceStatus.RUNNING
+    assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
+    assert client.read_exit_code(instance_id) is None
+
+
+def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = client.create_instance(create_request()).id
+    with pytest.raises(ValueError, match="PROVISIONING"):
+        sim.exit_process(instance_id, 0)
+
+
+def test_logs_are_server_sent_events(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client, env=BATCH_ENV)
+    sim.exit_process(instance_id, 7)
+    url = f"{sim.base_url}/v2/pods/{instance_id}/logs"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    answer = requests.get(url, params={"tail": "2"}, headers=headers, timeout=5)
+    assert answer.headers["Content-Type"].startswith("text/event-stream")
+    events = [block.split("\n") for block in answer.text.strip().split("\n\n")]
+    assert [event[0].startswith("id: 2026-01-01T00:00:15Z/") for event in events] == [True, True]
+    lines = [json.loads(event[1].removeprefix("data: ")) for event in events]
+    assert lines[0] == {
+        "ts": "2026-01-01T00:00:15Z",
+        "source": "container",
+        "line": f"{EXIT_CODE_MARKER}7",
+    }
+    assert lines[1]["source"] == "system"
+    container = requests.get(url, params={"source": "container"}, headers=headers, timeout=5)
+    assert "pulling image" not in container.text and "container started" in container.text
+
+
+def test_listing_lags_behind_creation(sim: RunPodSimulator, client: RunPodClient) -> None:
+    sim.set_listing_lag(20)
+    instance_id = client.create_instance(create_request()).id
+    assert client.list_instances() == []
+    assert client.get_instance(instance_id).id == instance_id
+    sim.advance(20)
+    assert [instance.id for instance in client.list_instances()] == [instance_id]
+
+
+def test_a_vanished_instance_is_gone(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client)
+    sim.vanish(instance_id)
+    assert client.list_instances() == []
+    with pytest.raises(errors.NotFoundError):
+        client.get_instance(instance_id)
+
+
+def test_runtime_can_stay_null_while_running(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = client.create_instance(create_request()).id
+    sim.stick_runtime_null(instance_id)
+    sim.advance(600)
+    instance = client.get_instance(instance_id)
+    assert instance.status is InstanceStatus.RUNNING and instance.runtime is None
+
+
+def test_a_failed_instance_is_error(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance_id = _running(sim, client)
+    sim.fail_instance(instance_id)
+    instance = client.get_instance(instance_id)
+    assert instance.status is InstanceStatus.ERROR
+    assert instance.actions == ("start", "terminate")
+
+
+def test_foreign_instances_carry_no_owner(sim: RunPodSimulator, client: RunPodClient) -> None:
+    sim.add_foreign_instance(env={OWNER_ENV: "spoofed", "HOME": "/root"})
+    (foreign,) = client.list_instances()
+    assert foreign.owner is None and foreign.env == {"HOME": "/root"}
+    assert foreign.status is InstanceStatus.RUNNING
+
+
+def test_deleting_gives_capacity_back(sim: RunPodSimulator, client: RunPodClient) -> None:
+    for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
+        sim.set_capacity(RTX_4090, datacenter, 0)
+    sim.set_capacity(RTX_4090, "EU-RO-1", 1)
+    first = client.create_instance(create_request())
+    with pytest.raises(errors.RejectedError, match="no capacity"):
+        client.create_instance(create_request())
+    client.delete_instance(first.id)
+    assert client.create_instance(create_request()).datacenter_id == "EU-RO-1"
+
+
+def test_stopping_frees_the_gpu_and_starting_needs_it_again(
+    sim: RunPodSimulator, client: RunPodClient
+) -> None:
+    for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
+        sim.set_capacity(RTX_4090, datacenter, 0)
+    sim.set_capacity(RTX_4090, "US-KS-2", 1)
+    first = _running(sim, client)
+    client.instance_action(first, "stop")
+    client.create_instance(create_request())
+    with pytest.raises(errors.RejectedError, match="no capacity"):
+        client.instance_action(first, "start")
