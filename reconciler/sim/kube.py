@@ -106,8 +106,9 @@ class KubeSimulator:
             server.socket = server_context(cert, key).wrap_socket(
                 server.socket, server_side=True, do_handshake_on_connect=False)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="kube-sim",
-                                        daemon=True)
+        # A short poll keeps stop() (and so each test's teardown) quick.
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,),
+                                        name="kube-sim", daemon=True)
         self._thread.start()
         return self
 

@@ -4,7 +4,6 @@ talking to it over HTTP through the official client."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +11,6 @@ import pytest
 from reconciler.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
-
-RBAC_FILE = str(Path(__file__).with_name("rbac.yaml"))
-RBAC_SUBJECT = "system:serviceaccount:runpod-system:runpod-reconciler"
 
 PodFactory = Callable[..., dict[str, Any]]
 
