@@ -1,1 +1,5 @@
-"""The RunPod REST v2 client."""
+"""The RunPod REST v2 client: `RunPodClient` and the errors it raises (`errors`)."""
+
+from reconciler.runpod.client import RunPodClient
+
+__all__ = ["RunPodClient"]

@@ -829,6 +829,9 @@ class _HttpHandler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._handle("PATCH")
 
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
     def _handle(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
