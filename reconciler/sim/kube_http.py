@@ -59,6 +59,9 @@ def parse_route(path: str) -> Route | None:
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: the official client reuses connections
+    # Headers and body go out in separate writes; with Nagle's algorithm and delayed ACKs
+    # each keep-alive request would stall ~40 ms.
+    disable_nagle_algorithm = True
     server_version = "kube-sim"
 
     def do_GET(self) -> None:
@@ -89,7 +92,8 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self._body = self.rfile.read(length) if length else b""
         try:
-            self._serve(method, url.path, parse_qs(url.query))
+            # Clients ask for "/api/v1/" as often as for "/api/v1".
+            self._serve(method, url.path.rstrip("/") or "/", parse_qs(url.query))
         except ApiError as error:
             self._send(error.code, error.status(), error.code == 429)
 
