@@ -52,8 +52,8 @@ def test_create_ignores_status_and_validates(core: client.CoreV1Api, clock: SimC
     assert created["metadata"]["uid"] and created["metadata"]["resourceVersion"]
 
     with pytest.raises(ApiException) as invalid:
-        core.create_namespaced_pod("default", {"metadata": {"name": "x"}, "spec": {"containers": []}},
-                                   _preload_content=False)
+        no_containers = {"metadata": {"name": "x"}, "spec": {"containers": []}}
+        core.create_namespaced_pod("default", no_containers, _preload_content=False)
     assert invalid.value.status == 422
     with pytest.raises(ApiException) as missing_ns:
         core.create_namespaced_pod("nowhere", _pod("y"), _preload_content=False)
@@ -210,9 +210,8 @@ def test_watch_with_a_selector_sees_objects_leave_it(sim: KubeSimulator,
 
 def test_requests_need_the_bearer_token(sim: KubeSimulator) -> None:
     configuration = client.Configuration(host=sim.base_url)
-    with client.ApiClient(configuration) as anonymous:
-        with pytest.raises(ApiException) as denied:
-            client.CoreV1Api(anonymous).list_namespace()
+    with client.ApiClient(configuration) as anonymous, pytest.raises(ApiException) as denied:
+        client.CoreV1Api(anonymous).list_namespace()
     assert denied.value.status == 401
     assert ("GET", "/api/v1/namespaces", "", 401) in sim.requests
 
