@@ -28,12 +28,26 @@ def core(sim: KubeSimulator) -> Iterator[client.CoreV1Api]:
         yield client.CoreV1Api(api_client)
 
 
+def _model(name: str, containers: int = 1, phase: str | None = None) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="main", image="busybox")
+                                          for _ in range(containers)]),
+        status=client.V1PodStatus(phase=phase) if phase else None,
+    )
+
+
 def _raw(response: Any) -> Any:
     return json.loads(response.data)
 
 
+def _status(error: ApiException) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(error.body or "{}")
+    return body
+
+
 def test_update_with_a_stale_resource_version_is_409(core: client.CoreV1Api) -> None:
-    created = _raw(core.create_namespaced_pod("default", _pod("p"), _preload_content=False))
+    created = _raw(core.create_namespaced_pod("default", _model("p"), _preload_content=False))
     core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "1"}}})
     created["metadata"]["labels"] = {"a": "2"}
 
@@ -41,27 +55,26 @@ def test_update_with_a_stale_resource_version_is_409(core: client.CoreV1Api) -> 
         core.replace_namespaced_pod("p", "default", created)
 
     assert stale.value.status == 409
-    assert json.loads(stale.value.body)["reason"] == "Conflict"
+    assert _status(stale.value)["reason"] == "Conflict"
 
 
 def test_create_ignores_status_and_validates(core: client.CoreV1Api, clock: SimClock) -> None:
-    body = {**_pod("p"), "status": {"phase": "Running"}}
-    created = _raw(core.create_namespaced_pod("default", body, _preload_content=False))
+    created = _raw(core.create_namespaced_pod("default", _model("p", phase="Running"),
+                                              _preload_content=False))
     assert created["status"]["phase"] == "Pending"
     assert created["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
     assert created["metadata"]["uid"] and created["metadata"]["resourceVersion"]
 
     with pytest.raises(ApiException) as invalid:
-        no_containers = {"metadata": {"name": "x"}, "spec": {"containers": []}}
-        core.create_namespaced_pod("default", no_containers, _preload_content=False)
+        core.create_namespaced_pod("default", _model("x", containers=0))
     assert invalid.value.status == 422
     with pytest.raises(ApiException) as missing_ns:
-        core.create_namespaced_pod("nowhere", _pod("y"), _preload_content=False)
+        core.create_namespaced_pod("nowhere", _model("y"))
     assert missing_ns.value.status == 404
     with pytest.raises(ApiException) as exists:
-        core.create_namespaced_pod("default", _pod("p"), _preload_content=False)
+        core.create_namespaced_pod("default", _model("p"))
     assert exists.value.status == 409
-    assert json.loads(exists.value.body)["reason"] == "AlreadyExists"
+    assert _status(exists.value)["reason"] == "AlreadyExists"
 
 
 def test_generate_name_gets_a_unique_suffix(sim: KubeSimulator) -> None:
@@ -115,8 +128,10 @@ def test_field_and_label_selectors(sim: KubeSimulator, core: client.CoreV1Api) -
         body["spec"]["nodeName"] = node
         sim.create_pod(body)
 
-    def names(**kwargs: str) -> list[str]:
-        listed = _raw(core.list_pod_for_all_namespaces(_preload_content=False, **kwargs))
+    def names(field_selector: str | None = None, label_selector: str | None = None) -> list[str]:
+        listed = _raw(core.list_pod_for_all_namespaces(
+            field_selector=field_selector, label_selector=label_selector,
+            _preload_content=False))
         return [p["metadata"]["name"] for p in listed["items"]]
 
     assert names(field_selector="spec.nodeName=n1") == ["a", "b"]
@@ -223,7 +238,8 @@ def test_injected_faults_hit_the_next_matching_requests(sim: KubeSimulator,
         with pytest.raises(ApiException) as failed:
             core.read_namespace("default")
         assert failed.value.status == 503
-    assert core.read_namespace("default").metadata.name == "default"
+    namespace = core.read_namespace("default")
+    assert namespace.metadata is not None and namespace.metadata.name == "default"
 
 
 def test_discovery_lists_resources_and_subresources(core: client.CoreV1Api,
