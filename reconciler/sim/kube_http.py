@@ -163,7 +163,7 @@ class Handler(BaseHTTPRequestHandler):
         if _arg(query, "watch") in ("1", "true"):
             return self._watch(route, query, selector)
         page = store.list_page(route.resource, route.namespace, selector,
-                          int(_arg(query, "limit") or 0), _arg(query, "continue"))
+                          _int_arg(query, "limit"), _arg(query, "continue"))
         if "as=Table" in self.headers.get("Accept", ""):
             return self._send(200, table_for(route.resource, page, store.clock.now()))
         return self._send_raw(200, _list_json(route.resource, page))
@@ -195,7 +195,7 @@ class Handler(BaseHTTPRequestHandler):
         options = _decode(self._body) if self._body else {}
         grace = options.get("gracePeriodSeconds")
         if _arg(query, "gracePeriodSeconds"):
-            grace = int(_arg(query, "gracePeriodSeconds"))
+            grace = _int_arg(query, "gracePeriodSeconds")
         obj = self.sim.store.delete(route.resource, route.namespace, route.name, grace,
                                     options.get("preconditions"))
         return self._send(200, obj)
@@ -215,9 +215,9 @@ class Handler(BaseHTTPRequestHandler):
                 page = store.list_page(route.resource, route.namespace, selector)
                 initial = [("ADDED", entry) for entry in page.items]
             else:
-                rv, initial = int(since), []
+                rv, initial = _int_arg(query, "resourceVersion"), []
                 store.events_after(rv)  # 410 Expired before any byte is sent
-        timeout = int(_arg(query, "timeoutSeconds") or _DEFAULT_WATCH_SECONDS)
+        timeout = _int_arg(query, "timeoutSeconds") or _DEFAULT_WATCH_SECONDS
         self._start_stream()
         for kind, entry in initial:
             self._write_event(kind, entry.json())
@@ -362,3 +362,9 @@ def _arg(query: Query, name: str) -> str:
     values = query.get(name)
     return values[0] if values else ""
 
+
+def _int_arg(query: Query, name: str) -> int:
+    try:
+        return int(_arg(query, name) or 0)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer") from None
