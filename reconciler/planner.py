@@ -498,13 +498,17 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     slots = _create_slots(t)
     actions: list[Action] = []
     for wait in sorted(waiting, key=_oldest_first):
-        cost = _worst_case_cost(t, wait.candidates)
-        if count + 1 > t.settings.max_instances or spend + cost > t.settings.max_hourly_spend:
+        affordable = tuple(c for c in wait.candidates
+                           if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
+        if count + 1 > t.settings.max_instances or not affordable:
+            cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
             actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED, _budget_message(
-                t, count, spend, cost), False)
+                t, count, spend, cheapest), False)
         elif slots > 0:
-            actions.append(_create(t, wait))
-            count, spend, slots = count + 1, spend + cost, slots - 1
+            actions.append(_create(t, wait, affordable))
+            # Count the dearest candidate tried: RunPod may accept any of them.
+            spend += max(_hourly_cost(t, c) for c in affordable)
+            count, slots = count + 1, slots - 1
     return actions
 
 
@@ -521,26 +525,24 @@ def _oldest_first(wait: _Waiting) -> tuple[str, str, str]:
     return (created.isoformat() if created else "", ref.namespace, ref.name)
 
 
-def _worst_case_cost(t: _Tick, candidates: Sequence[CreateRequest]) -> float:
-    """The dearest candidate's hourly price: what this create may add to the spend."""
-    prices = [t.catalog[c.gpu_type_id].price(c.cloud) * c.gpu_count
-              for c in candidates if c.gpu_type_id in t.catalog]
-    return max(prices, default=0.0)
+def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:
+    gpu = t.catalog.get(candidate.gpu_type_id)
+    return 0.0 if gpu is None else gpu.price(candidate.cloud) * candidate.gpu_count
 
 
 def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:
     return (f"waiting for budget: {count}/{t.settings.max_instances} instances, "
             f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
-            f"this pod may add ${cost:.2f}/h")
+            f"this pod needs at least ${cost:.2f}/h")
 
 
-def _create(t: _Tick, wait: _Waiting) -> Create:
+def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> Create:
     ref = PodRef.of(wait.pod)
     base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
     attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
     # The previous reason stays on the intent row, so that the executor raises an
     # Event only when a failed create fails for a new reason.
     intent = base.changed(state=MappingState.CREATING, attempt_id=attempt,
-                          attempt_started_at=t.now, instance_name=wait.candidates[0].name,
+                          attempt_started_at=t.now, instance_name=candidates[0].name,
                           updated_at=t.now)
-    return Create(ref, intent, wait.candidates, wait.pull_secret)
+    return Create(ref, intent, candidates, wait.pull_secret)

@@ -233,10 +233,14 @@ def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
     assert [e.pod.name for e in budget] == ["b"]
 
 
-def test_spend_cap_counts_the_dearest_candidate() -> None:
+def test_spend_cap_offers_only_the_gpus_that_fit_the_remaining_budget() -> None:
     world = World(settings=Settings(cluster_id="cluster-a", max_hourly_spend=1.0))
-    world.add(pod("a"))
-    assert any(isinstance(a, Event) and a.reason == "BudgetExceeded" for a in world.plan())
+    world.add(pod("a"), pod("b", created=T0 + timedelta(seconds=1)))
+    actions = world.plan()
+    [create] = [a for a in actions if isinstance(a, Create)]
+    assert [c.gpu_type_id for c in create.candidates] == ["NVIDIA GeForce RTX 4090"]
+    budget = [a for a in actions if isinstance(a, Event) and a.reason == "BudgetExceeded"]
+    assert [e.pod.name for e in budget] == ["b"]  # 0.69 + 0.69 would pass $1/h
 
 
 def test_rate_budget_bounds_creates_oldest_first() -> None:

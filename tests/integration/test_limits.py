@@ -1,0 +1,99 @@
+"""Limits end to end: no GPU capacity (Pending with a reason, Failed after the deadline),
+the instance and spend caps, and a burst of 100 pods against a 60-per-minute quota."""
+
+from __future__ import annotations
+
+from reconciler.sim.sandbox import Sandbox
+
+
+def set_capacity(box: Sandbox, places: list[tuple[str, str]], count: int) -> None:
+    for gpu_id, datacenter_id in places:
+        box.runpod_sim.set_capacity(gpu_id, datacenter_id, count)
+
+
+def exhaust_capacity(box: Sandbox) -> list[tuple[str, str]]:
+    places = [(gpu.id, dc.id) for gpu in box.runpod.list_gpu_types() for dc in gpu.datacenters]
+    set_capacity(box, places, 0)
+    return places
+
+
+def status_reason(box: Sandbox, name: str) -> str | None:
+    pod = box.pod(name) or {}
+    if pod["status"].get("reason"):
+        return str(pod["status"]["reason"])
+    waiting = pod["status"]["containerStatuses"][0]["state"].get("waiting") or {}
+    return waiting.get("reason")
+
+
+def test_no_capacity_keeps_the_pod_pending_then_fails_it(box: Sandbox) -> None:
+    exhaust_capacity(box)
+    box.add_pod("a")
+    box.tick()
+    assert (box.pod("a") or {})["status"]["phase"] == "Pending"
+    assert status_reason(box, "a") == "RunPodCapacityUnavailable"
+    assert [e["reason"] for e in box.events("a")] == ["RunPodCapacityUnavailable"]
+    box.advance(60)
+    box.tick()
+    assert len(box.events("a")) == 1  # same reason, no repeated Event
+    box.advance(box.settings.max_pending_time)
+    box.tick()
+    pod = box.pod("a") or {}
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["reason"] == "RunPodCapacityUnavailable"
+    assert box.owned_instances() == []
+
+
+def test_capacity_gone_after_the_catalog_was_read_is_retried(box: Sandbox) -> None:
+    box.add_pod("first")
+    box.tick()  # caches the catalog while it shows stock
+    places = exhaust_capacity(box)
+    box.add_pod("second")
+    box.tick()  # every candidate answers 400: the Event is immediate...
+    assert "RunPodCapacityUnavailable" in [e["reason"] for e in box.events("second")]
+    box.tick()  # ...and the next plan shows the reason while it retries
+    assert status_reason(box, "second") == "RunPodCapacityUnavailable"
+    set_capacity(box, places, 5)
+    box.tick()
+    assert box.instance_for(box.pod("second") or {}) is not None
+
+
+def test_instance_cap_holds_and_waiting_pods_say_why(box: Sandbox) -> None:
+    box.configure(max_instances=2)
+    for n in range(4):
+        box.add_pod(f"p{n}")
+        box.advance(1)
+    box.tick()
+    box.tick()
+    assert len(box.owned_instances()) == 2
+    assert status_reason(box, "p3") == "BudgetExceeded"
+    assert "BudgetExceeded" in [e["reason"] for e in box.events("p3")]
+    box.kube_sim.delete_pod("default", "p0")
+    box.tick()
+    box.tick()
+    assert len(box.owned_instances()) == 2
+    assert box.instance_for(box.pod("p2") or {}) is not None  # oldest waiting pod first
+
+
+def test_spend_cap_holds_and_only_affordable_gpus_are_tried(box: Sandbox) -> None:
+    box.configure(max_hourly_spend=1.0)
+    for n in range(3):
+        box.add_pod(f"p{n}")
+    for _ in range(3):
+        box.tick()
+    spend = sum(float(i["cost"]) for i in box.owned_instances())
+    assert 0 < spend <= 1.0
+    assert "BudgetExceeded" in [e["reason"] for e in box.events("p2")]
+
+
+def test_burst_of_100_pods_under_60_per_minute_without_a_429(box: Sandbox) -> None:
+    box.configure(max_creates_per_tick=100, max_instances=200, max_hourly_spend=1000)
+    for n in range(100):
+        box.add_pod(f"p{n:03d}")
+    ticks = 0
+    while len(box.owned_instances()) < 100 and ticks < 10:
+        box.tick()
+        box.advance(15)
+        ticks += 1
+    assert len(box.owned_instances()) == 100
+    assert ticks > 1  # the quota spread the creates over several ticks
+    assert [r for r in box.runpod_sim.requests if r.status == 429] == []
