@@ -62,7 +62,7 @@ class Sandbox:
 
     def restart(self) -> None:
         """A new reconciler process: fresh clients, fresh engine, same database."""
-        self.kube = KubeClient(self.kube_sim.api_client())
+        self.kube = KubeClient(self.kube_sim.api_client(), now=self.clock.now)
         self.runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, sleep=self.clock.sleep,
                                    monotonic=self.clock.monotonic, read_timeout=5)
         self.store: Store = open_store(self.database_url, upgrade=True)

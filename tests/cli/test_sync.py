@@ -1,0 +1,72 @@
+"""`reconciler sync --once` against the simulators: the summary, --dry-run changing
+nothing, JSON output, a clear error when a world cannot be reached, the key never shown."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+from reconciler.cli import main
+from reconciler.sim.sandbox import API_KEY, Sandbox
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    with Sandbox() as sandbox:
+        yield sandbox
+
+
+def sync(box: Sandbox, *args: str, runpod_url: str | None = None) -> tuple[int, str]:
+    """Exit code and standard output (log lines go to standard error)."""
+    result = CliRunner().invoke(main, [
+        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
+        "--runpod-url", runpod_url or box.runpod_sim.base_url, *args],
+        env={"RUNPOD_API_KEY": API_KEY})
+    assert API_KEY not in result.output  # neither on stdout nor in any log line
+    return result.exit_code, result.stdout
+
+
+def test_one_tick_creates_and_prints_a_summary(box: Sandbox) -> None:
+    box.add_pod("train")
+    code, output = sync(box)
+    assert code == 0, output
+    assert "tick #" in output and " ok " in output
+    assert "Create" in output
+    assert len(box.owned_instances()) == 1
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(box: Sandbox) -> None:
+    box.add_pod("train")
+    requests_before = len(box.kube_sim.requests)
+    code, output = sync(box, "--dry-run")
+    assert code == 0, output
+    assert "dry run" in output and "Create" in output and "default/train" in output
+    assert box.owned_instances() == []
+    writes = [r for r in box.kube_sim.requests[requests_before:] if r[0] != "GET"]
+    assert writes == []
+
+
+def test_json_output_has_stable_keys(box: Sandbox) -> None:
+    box.add_pod("train")
+    code, output = sync(box, "--output", "json")
+    record = json.loads(output)
+    assert code == 0
+    assert record["planned"] == {"Create": 1} and record["ok"] is True
+    assert set(record) >= {"tick", "pods", "instances", "applied", "failed", "errors"}
+
+
+def test_unreachable_runpod_fails_the_tick_and_never_shows_the_key(box: Sandbox) -> None:
+    code, output = sync(box, "--output", "json", runpod_url="http://127.0.0.1:9")
+    assert code == 1
+    assert json.loads(output)["ok"] is False
+    assert API_KEY not in output
+
+
+def test_missing_api_key_is_a_one_line_error(box: Sandbox) -> None:
+    result = CliRunner().invoke(main, ["--database-url", box.database_url, "sync", "--once"],
+                                env={"RUNPOD_API_KEY": None})
+    assert result.exit_code == 2
+    assert "RUNPOD_API_KEY" in result.output
