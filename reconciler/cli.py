@@ -153,11 +153,13 @@ def require_schema(engine: Engine) -> None:
               help="Upgrade the database schema at start.")
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
               help="Seconds between ticks in the loop mode.")
+@click.option("--health-address", envvar="RECONCILER_HEALTH_ADDRESS", default=":8080",
+              help="Where the loop mode serves /healthz, /readyz and /metrics.")
 @settings_options
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
          runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
-         **options: Any) -> None:
+         health_address: str, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
     conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
@@ -171,7 +173,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
             if not report.ok:
                 sys.exit(1)
         else:
-            run_loop(settings, conn, interval)
+            run_loop(settings, conn, interval, health_address)
     except LockHeld as exc:
         raise click.ClickException(str(exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
