@@ -1,0 +1,199 @@
+"""The Helm chart deploy/helm/runpod-reconciler, rendered and linted offline with the Helm
+SDK (helm-python-sdk): it lints clean in strict mode; every rendering (default values,
+cronjob mode, an existing Secret, an inline key, PostgreSQL from a Secret) validates
+strictly against the Kubernetes 1.30 schemas; its values reach the container as
+RECONCILER_* variables that the real `reconciler sync` options parse into the expected
+Settings; configurations that cannot work are refused with a reason; and its RBAC is
+rule for rule the one the plain manifests ship (proven least privilege in test_rbac)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+from typing import Any
+
+import helm_python as helm
+import pytest
+
+from reconciler.cli import sync
+from reconciler.cli_options import settings_from
+from reconciler.config import Settings
+
+from .manifests import (
+    CHART,
+    DEPLOY,
+    KUBE_VERSION,
+    NAMESPACE,
+    Obj,
+    chart_objects,
+    documents,
+    env,
+    find,
+    kinds,
+    pod_spec,
+    validate,
+)
+
+EXISTING = {"runpod": {"existingSecret": "my-runpod"}}
+CRONJOB = {"mode": "cronjob"}
+INLINE_KEY = {"runpod": {"apiKey": "rp_test_123"}}
+POSTGRES = {"replicaCount": 2,
+            "database": {"existingSecret": "db", "existingSecretKey": "url"},
+            "persistence": {"enabled": False}}
+RENDERINGS = {"default": {}, "cronjob": CRONJOB, "existing-secret": EXISTING,
+              "inline-key": INLINE_KEY, "postgres": POSTGRES}
+
+
+@pytest.mark.parametrize("values", RENDERINGS.values(), ids=RENDERINGS.keys())
+def test_chart_lints_clean_in_strict_mode(values: Obj) -> None:
+    report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE,
+                       kube_version=f"v{KUBE_VERSION}")
+    assert report["errors"] == []
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert problems == []
+
+
+@pytest.mark.parametrize("values", RENDERINGS.values(), ids=RENDERINGS.keys())
+def test_every_rendering_validates(values: Obj) -> None:
+    objects = chart_objects(values)
+    assert objects
+    for obj in objects:
+        validate(obj)
+
+
+def test_default_values_install_the_deployment_mode() -> None:
+    objects = chart_objects()
+    assert kinds(objects) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                              "RoleBinding", "PersistentVolumeClaim", "Deployment", "Service"}
+    workload = find(objects, "Deployment")
+    (container,) = pod_spec(workload)["containers"]
+    assert workload["spec"]["replicas"] == 1
+    assert workload["spec"]["strategy"] == {"type": "Recreate"}
+    assert container["args"] == ["sync"]
+    assert env(workload)["RUNPOD_API_KEY"] == {
+        "secretKeyRef": {"name": "runpod-reconciler", "key": "RUNPOD_API_KEY"}}
+    assert env(workload)["RECONCILER_DATABASE_URL"] == "sqlite:////var/lib/reconciler/reconciler.db"
+
+
+def test_cronjob_mode_installs_a_cronjob_and_no_deployment() -> None:
+    objects = chart_objects(CRONJOB)
+    assert "Deployment" not in kinds(objects) and "Service" not in kinds(objects)
+    job = find(objects, "CronJob")
+    (container,) = pod_spec(job)["containers"]
+    assert job["spec"]["schedule"] == "*/1 * * * *"
+    assert job["spec"]["concurrencyPolicy"] == "Forbid"
+    assert container["args"] == ["sync", "--once"]
+    assert "livenessProbe" not in container and "ports" not in container
+
+
+def test_existing_secret_is_used_and_no_secret_is_created() -> None:
+    objects = chart_objects(EXISTING)
+    assert "Secret" not in kinds(objects)
+    assert env(find(objects, "Deployment"))["RUNPOD_API_KEY"] == {
+        "secretKeyRef": {"name": "my-runpod", "key": "RUNPOD_API_KEY"}}
+
+
+def test_inline_key_is_stored_in_the_charts_secret() -> None:
+    objects = chart_objects(INLINE_KEY)
+    secret = find(objects, "Secret")
+    assert base64.b64decode(secret["data"]["RUNPOD_API_KEY"]) == b"rp_test_123"
+    assert env(find(objects, "Deployment"))["RUNPOD_API_KEY"] == {
+        "secretKeyRef": {"name": secret["metadata"]["name"], "key": "RUNPOD_API_KEY"}}
+
+
+def test_postgres_replicas_read_the_url_from_a_secret_and_mount_no_claim() -> None:
+    objects = chart_objects(POSTGRES)
+    workload = find(objects, "Deployment")
+    assert workload["spec"]["replicas"] == 2
+    assert "PersistentVolumeClaim" not in kinds(objects)
+    assert env(workload)["RECONCILER_DATABASE_URL"] == {
+        "secretKeyRef": {"name": "db", "key": "url"}}
+
+
+SETTINGS_VALUES = {
+    "nodeName": "burst-a100", "interval": 20, "maxGpuPrice": 3.5, "maxInstances": 0,
+    "maxHourlySpend": 1500, "datacenterIds": ["US-KS-2", "EU-RO-1"],
+    "nodeCapacity": {"gpus": 2000000, "pods": 500, "cpu": "256", "memory": "2Ti"},
+    "extraEnv": [{"name": "RECONCILER_MAX_PENDING_TIME", "value": "600"}],
+}
+
+
+def parse_like_the_container(variables: dict[str, Any],
+                             monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, Obj]:
+    """Settings and the other `sync` options, read from these variables by the real CLI."""
+    for name in [n for n in os.environ if n.startswith("RECONCILER_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RUNPOD_API_KEY", "from-the-secret")
+    for name, value in variables.items():
+        if isinstance(value, str):
+            monkeypatch.setenv(name, value)
+    with sync.make_context("sync", []) as context:
+        params = dict(context.params)
+    return settings_from(params), params
+
+
+def test_values_reach_the_reconciler_as_the_settings_they_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    workload = find(chart_objects(SETTINGS_VALUES), "Deployment")
+    settings, options = parse_like_the_container(env(workload), monkeypatch)
+    assert settings == dataclasses.replace(
+        Settings(), node_name="burst-a100", max_gpu_price=3.5, max_instances=0,
+        max_hourly_spend=1500.0, datacenter_ids=("US-KS-2", "EU-RO-1"), node_gpus=2000000,
+        node_pods=500, node_cpu="256", node_memory="2Ti", max_pending_time=600.0)
+    assert options["interval"] == 20.0
+
+
+def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    workload = find(chart_objects(), "Deployment")
+    settings, options = parse_like_the_container(env(workload), monkeypatch)
+    assert settings == Settings()
+    assert options["interval"] == next(p.default for p in sync.params if p.name == "interval")
+
+
+def test_cronjob_mode_passes_no_interval() -> None:
+    values = {**SETTINGS_VALUES, **CRONJOB}
+    assert "RECONCILER_INTERVAL" not in env(find(chart_objects(values), "CronJob"))
+
+
+@pytest.mark.parametrize(("values", "reason"), [
+    ({"replicaCount": 2}, "SQLite has one writer"),
+    ({"replicaCount": 2, "database": {"url": "postgresql://db/r"},
+      "leaderElection": {"enabled": False}}, "needs leaderElection.enabled"),
+    ({"persistence": {"enabled": False}}, "the SQLite file must outlive the pod"),
+    ({"mode": "daemonset"}, "mode"),
+    ({"maxInstances": "many"}, "maxInstances"),
+])
+def test_values_that_cannot_work_are_refused_with_the_reason(values: Obj, reason: str) -> None:
+    with pytest.raises(helm.HelmError, match=reason):
+        chart_objects(values)
+
+
+def test_leader_election_permissions_follow_the_value() -> None:
+    def roles(values: Obj) -> set[str]:
+        return {o["metadata"]["name"] for o in chart_objects(values) if o["kind"] == "Role"}
+
+    assert roles({}) == {"runpod-reconciler-node-lease", "runpod-reconciler-leader-election"}
+    assert roles({"leaderElection": {"enabled": False}}) == {"runpod-reconciler-node-lease"}
+
+
+def test_chart_rbac_grants_exactly_the_plain_manifests_rules() -> None:
+    def rules(objects: list[Obj]) -> dict[tuple[str, str], Any]:
+        return {(o["kind"], o["metadata"].get("namespace", "")): o["rules"]
+                for o in objects if o["kind"] in ("ClusterRole", "Role")}
+
+    plain = documents((DEPLOY / "common" / "rbac.yaml").read_text())
+    assert rules(chart_objects()) == rules(plain)
+
+
+def test_chart_pods_are_hardened_like_the_plain_deployment() -> None:
+    plain = find(documents((DEPLOY / "deployment.yaml").read_text()), "Deployment")
+    for values in (None, CRONJOB):
+        objects = chart_objects(values)
+        workload = find(objects, "CronJob" if values else "Deployment")
+        spec, plain_spec = pod_spec(workload), pod_spec(plain)
+        assert spec["securityContext"] == plain_spec["securityContext"]
+        assert spec["containers"][0]["securityContext"] == \
+            plain_spec["containers"][0]["securityContext"]
+        assert spec["containers"][0]["volumeMounts"] == plain_spec["containers"][0]["volumeMounts"]

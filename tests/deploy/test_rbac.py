@@ -1,0 +1,244 @@
+"""The shipped RBAC is least privilege, proven against the Kubernetes simulator with RBAC
+enforced from deploy/common/rbac.yaml (and from the Helm chart's rendering).
+
+Sufficient: the reconciler, authenticated as the runpod-reconciler ServiceAccount, runs
+a pod's whole life (created on RunPod, Running, deleted, gone) and makes every other
+call KubeClient has (Job, Secret and ConfigMap reads, node repair after a restart, a
+repeated Event, offload binding, leader election) without a single 403.
+Necessary: with any one verb taken out of any rule, a call is refused with 403 for
+exactly that verb and resource. No rule uses a wildcard.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.config import Settings
+from reconciler.kube.errors import ForbiddenError, KubeError
+from reconciler.sim.sandbox import Sandbox
+
+from .manifests import DEPLOY, Obj, documents, render_chart
+
+RBAC_FILE = DEPLOY / "common" / "rbac.yaml"
+SUBJECT = "system:serviceaccount:runpod-system:runpod-reconciler"
+FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
+# Each verb on the wire (`get` is a GET with a name, `list` one without).
+METHODS = {"get": "GET", "list": "GET", "create": "POST", "update": "PUT",
+           "patch": "PATCH", "delete": "DELETE"}
+
+
+@dataclasses.dataclass
+class Outcome:
+    phase_after_boot: str | None = None
+    pod_gone_after_delete: bool = False
+    instance_gone_after_delete: bool = False
+
+
+def sandbox(rbac_file: Path, settings: Settings = FAST) -> Sandbox:
+    """Both simulators; the Kubernetes one authenticates the sandbox's token as SUBJECT and
+    enforces the Roles and bindings of `rbac_file` that name SUBJECT."""
+    return Sandbox(settings, rbac_files=(str(rbac_file),), rbac_subject=SUBJECT)
+
+
+def lifecycle(box: Sandbox, outcome: Outcome) -> None:
+    """A pod's whole life through the engine."""
+    pod = box.add_pod("p", command=["python", "x.py"], ports=[8888])
+    box.tick()
+    box.advance(30)
+    box.tick()
+    outcome.phase_after_boot = (box.pod("p") or {}).get("status", {}).get("phase")
+    box.kube_sim.delete_pod("default", "p")
+    for _ in range(3):
+        box.tick()
+    outcome.pod_gone_after_delete = box.pod("p") is None
+    outcome.instance_gone_after_delete = box.instance_for(pod) is None
+
+
+def job_pod_with_env_sources(box: Sandbox) -> None:
+    """A Job's pod whose env reads a Secret and a ConfigMap and that pulls with a Secret."""
+    sim = box.kube_sim
+    sim.put("secrets", {"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "creds", "namespace": "default"},
+                        "data": {"TOKEN": base64.b64encode(b"value").decode()}})
+    sim.put("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "settings", "namespace": "default"},
+                           "data": {"MODE": "fast"}})
+    job = sim.put("jobs", {"apiVersion": "batch/v1", "kind": "Job",
+                           "metadata": {"name": "train", "namespace": "default"},
+                           "spec": {"template": {"spec": {"containers": []}}}})
+    pod = box.add_pod("train-x", restart_policy="Never", env=[
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "MODE"}}},
+    ], extra_spec={"imagePullSecrets": [{"name": "creds"}]})
+    pod["metadata"]["ownerReferences"] = [{
+        "apiVersion": "batch/v1", "kind": "Job", "name": "train",
+        "uid": job["metadata"]["uid"], "controller": True}]
+    sim.put("pods", pod)
+    box.tick()
+
+
+def node_repair_after_restart(box: Sandbox) -> None:
+    """Someone strips the node's labels and conditions; a restarted reconciler restores them."""
+    node = box.kube_sim.get("nodes", None, box.settings.node_name)
+    if node is not None:  # None only when RBAC kept the first reconciler from creating it
+        node["metadata"]["labels"] = {}
+        node["status"]["conditions"] = []
+        box.kube_sim.put("nodes", node)
+    box.restart()
+    box.tick()
+
+
+def client_only_calls(box: Sandbox) -> None:
+    """KubeClient calls the engine does not make yet: a repeated Event, offload binding,
+    leader election."""
+    pod = box.kube_sim.create_pod({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "waiting", "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "python:3.11"}]}})
+    for _ in range(2):  # the repeat patches the first one's count
+        box.kube.record_event(pod, "Offloading", "moving to the virtual node")
+    assert [p["metadata"]["name"] for p in box.kube.list_pending_managed_pods()] == ["waiting"]
+    box.kube.bind_pod("default", "waiting", pod["metadata"]["uid"], box.settings.node_name)
+    box.ensure_namespace("runpod-system")
+    for _ in range(2):  # acquire (create), then renew (update)
+        assert box.kube.try_acquire_lease("runpod-system", "runpod-reconciler", "me", 15,
+                                          box.clock.now())
+    box.kube.release_lease("runpod-system", "runpod-reconciler", "me")
+
+
+def exercise(box: Sandbox) -> Outcome:
+    """Every Kubernetes call the reconciler makes, each at least once."""
+    outcome = Outcome()
+    lifecycle(box, outcome)
+    job_pod_with_env_sources(box)
+    node_repair_after_restart(box)
+    client_only_calls(box)
+    return outcome
+
+
+def forbidden(box: Sandbox) -> list[tuple[str, str]]:
+    return [(method, path) for method, path, _, status in box.kube_sim.requests
+            if status == 403]
+
+
+def requested(box: Sandbox) -> set[tuple[str, str]]:
+    return {(method, path) for method, path, _, _ in box.kube_sim.requests}
+
+
+def test_whole_lifecycle_and_every_call_pass_with_the_shipped_rbac() -> None:
+    with sandbox(RBAC_FILE) as box:
+        outcome = exercise(box)
+        assert forbidden(box) == []
+        assert outcome == Outcome("Running", pod_gone_after_delete=True,
+                                  instance_gone_after_delete=True)
+        calls = requested(box)
+        assert ("GET", "/apis/batch/v1/namespaces/default/jobs/train") in calls
+        assert ("GET", "/api/v1/namespaces/default/secrets/creds") in calls
+        assert ("GET", "/api/v1/namespaces/default/configmaps/settings") in calls
+        assert ("PATCH", "/api/v1/nodes/virtual-runpod/status") in calls
+        node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
+        assert node["metadata"]["labels"]["type"] == "virtual-kubelet"
+        assert (box.pod("waiting") or {})["spec"]["nodeName"] == "virtual-runpod"
+
+
+def test_rules_use_no_wildcards() -> None:
+    rules = [rule for doc in documents(RBAC_FILE.read_text()) for rule in doc.get("rules", [])]
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs", "resourceNames"):
+            assert "*" not in rule.get(field, []), rule
+
+
+def test_node_and_lease_rights_stop_at_our_own_node() -> None:
+    with sandbox(RBAC_FILE) as box:
+        box.tick()
+        worker = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-worker-1"}}
+        box.kube_sim.put("nodes", worker)
+        with pytest.raises(ForbiddenError):
+            box.kube.ensure_node(worker)
+        with pytest.raises(ForbiddenError):
+            box.kube.renew_node_lease("gpu-worker-1")
+
+
+def every_granted_verb() -> Iterator[Any]:
+    for d, doc in enumerate(documents(RBAC_FILE.read_text())):
+        for r, rule in enumerate(doc.get("rules", [])):
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    where = doc["metadata"].get("namespace", "cluster")
+                    names = ",".join(rule.get("resourceNames", []))
+                    yield pytest.param(d, r, resource, verb,
+                                       id=f"{where}:{resource}[{names}]:{verb}")
+
+
+@pytest.mark.parametrize(("document", "rule", "resource", "verb"), list(every_granted_verb()))
+def test_every_granted_verb_is_needed(tmp_path: Path, document: int, rule: int,
+                                      resource: str, verb: str) -> None:
+    rbac = documents(RBAC_FILE.read_text())
+    rules = rbac[document]["rules"]
+    original = rules.pop(rule)
+    others = [r for r in original["resources"] if r != resource]
+    rules.append({**original, "resources": [resource],
+                  "verbs": [v for v in original["verbs"] if v != verb]})
+    if others:
+        rules.append({**original, "resources": others})
+    reduced = write(tmp_path, rbac)
+
+    box = sandbox(reduced)
+    try:
+        with contextlib.suppress(KubeError):  # a refused call (even at start) ends the run
+            box.start()
+            exercise(box)
+        refused = forbidden(box)
+    finally:
+        box.stop()
+
+    assert any(method == METHODS[verb] and addresses(path, resource)
+               for method, path in refused), refused
+
+
+def addresses(path: str, resource: str) -> bool:
+    """Whether a request path is about `resource` ("pods", or a subresource "pods/status")."""
+    plural, _, sub = resource.partition("/")
+    parts = path.strip("/").split("/")
+    if sub:
+        return parts[-1] == sub and parts[-3] == plural
+    return plural in parts[-2:] and parts[-1] not in ("status", "binding")
+
+
+def test_without_the_pods_status_rule_the_pod_never_shows_running(tmp_path: Path) -> None:
+    rbac = documents(RBAC_FILE.read_text())
+    for doc in rbac:
+        doc["rules"] = [r for r in doc.get("rules", []) if r["resources"] != ["pods/status"]]
+    with sandbox(write(tmp_path, rbac)) as box:
+        outcome = Outcome()
+        lifecycle(box, outcome)
+        refused = forbidden(box)
+    assert outcome.phase_after_boot != "Running"
+    assert ("PATCH", "/api/v1/namespaces/default/pods/p/status") in refused
+
+
+@pytest.mark.parametrize("node_name", ["virtual-runpod", "burst-a100"])
+def test_the_charts_rbac_is_sufficient_for_its_node_name(tmp_path: Path,
+                                                         node_name: str) -> None:
+    rendered = render_chart({"nodeName": node_name})["runpod-reconciler/templates/rbac.yaml"]
+    rbac = tmp_path / "rbac.yaml"
+    rbac.write_text(rendered)
+    with sandbox(rbac, dataclasses.replace(FAST, node_name=node_name)) as box:
+        assert exercise(box).phase_after_boot == "Running"
+        assert forbidden(box) == []
+
+
+def write(directory: Path, rbac: list[Obj]) -> Path:
+    path = directory / "rbac.yaml"
+    path.write_text(yaml.safe_dump_all(copy.deepcopy(rbac)))
+    return path
