@@ -1,0 +1,328 @@
+"""Kill-anywhere and fault campaign (issue 6): the crash-safety promise, end to end.
+
+Each run starts a fresh node, namespace, owner id and database against the simulators
+(one `simhost.py` process per campaign), seeds foreign instances, then for a number of
+chaos ticks: users act, a fault may be injected, and `reconciler sync --once` runs as a
+real subprocess, armed at the least-exercised crash point (`RECONCILER_CRASH_AT`),
+SIGKILLed after a random real delay, or left alone. In database-chaos runs the SQLite
+file is deleted at random moments (after a tick, often one that was just killed). Then
+the faults stop and clean ticks run until both worlds agree. After every run the
+invariants of `invariants.py` are checked; `Snapshot.unconverged` defines agreement.
+
+Clocks: `simhost.py` runs both simulators on a clock that follows the wall clock, which
+is what the reconciler subprocess reads, so grace periods (set to ~1 s via
+RECONCILER_* env), boot delays, listing lag and instance ages share one time line.
+
+Long mode: `python tests/chaos/campaign.py --runs 12 --seed 7` prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tests.chaos` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from reconciler.crashpoints import POINTS
+from tests.chaos import invariants
+from tests.chaos.invariants import History
+from tests.chaos.ticks import (
+    JournalRow,
+    Reconciler,
+    TickPlan,
+    TickResult,
+    expire_lock,
+    read_journal,
+)
+from tests.chaos.workload import STEER, Workload
+from tests.chaos.world import SimHost, Snapshot, sim_host
+
+MAX_SETTLE_TICKS = 8
+# Clean ticks an orphan may outlive once faults stop: two sightings, terminate, confirm.
+MAX_ORPHAN_SETTLE_TICKS = 4
+FAULT_CHANCE = 0.5
+DB_DELETE_CHANCE = 0.2
+INITIAL_PODS = 3
+# Planned kinds a steady tick may still show: none change anything outside the row table.
+QUIET_KINDS: frozenset[str] = frozenset()
+
+
+@dataclass
+class RunResult:
+    index: int
+    seed: int
+    db_chaos: bool
+    ticks: int = 0
+    armed: Counter[str] = field(default_factory=Counter)
+    fired: Counter[str] = field(default_factory=Counter)
+    kills: int = 0
+    locks_expired: int = 0
+    db_deletions: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    settle_ticks: int | None = None
+    duplicates_seen: int = 0
+    duplicates_healed: bool = True
+    orphan_seconds: float = 0.0
+    violations: list[tuple[str, str]] = field(default_factory=list)
+
+    def violate(self, invariant: str, messages: list[str]) -> None:
+        self.violations += [(invariant, m) for m in messages]
+
+
+INVARIANTS = ("converged", "foreign-untouched", "terminate-by-delete", "journal",
+              "finished-not-rerun", "no-unexplained-duplicate", "orphans-bounded",
+              "steady-tick")
+
+
+class Run:
+    """One campaign run: setup, chaos ticks, settle ticks, invariants."""
+
+    def __init__(self, host: SimHost, workdir: Path, index: int, seed: int, db_chaos: bool,
+                 chaos_ticks: int, coverage: Counter[str]) -> None:
+        self.rng = random.Random(seed)
+        self.host, self.chaos_ticks, self.coverage = host, chaos_ticks, coverage
+        node = f"chaos-{index}"
+        self.reconciler = Reconciler(host, workdir, node, f"cluster-{index}-{seed}")
+        self.workload = Workload(host, f"run-{index}", node, self.rng)
+        self.result = RunResult(index, seed, db_chaos)
+        self.history = History()
+        self.archived: list[JournalRow] = []
+        self.foreign: set[str] = set()
+        self._last_look = time.monotonic()
+
+    def execute(self) -> RunResult:
+        self._setup()
+        self._chaos()
+        self._settle()
+        self._check()
+        return self.result
+
+    # --- phases ----------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        self.host.runpod("POST", "reset")
+        self.host.ensure_namespace(self.workload.namespace)
+        for _ in range(INITIAL_PODS):
+            self.workload.add_pod()
+        self.foreign = self.workload.foreign_instances()
+
+    def _chaos(self) -> None:
+        tick = 0
+        while tick < self.chaos_ticks or (self._uncovered() and tick < 2 * self.chaos_ticks):
+            plan = self._choose_plan()
+            snap = self._look()
+            steer = STEER.get(plan.point or "")
+            if steer == "add" and not self.workload.keep_bounded(snap):
+                steer = "end"
+            self.workload.step(snap, steer)
+            if self.rng.random() < FAULT_CHANCE and self.workload.inject_fault() == \
+                    "create-then-hang" and plan.crash_at is None:
+                plan = TickPlan(kill_after=self.rng.uniform(0.9, 3.5))
+            self._record(self._tick(plan))
+            self._maybe_delete_database()
+            tick += 1
+
+    def _settle(self) -> None:
+        self.workload.lag(0)
+        orphans_gone: int | None = None
+        for settle in range(1, MAX_SETTLE_TICKS + 1):
+            self._tick(TickPlan())
+            snap = self._look()
+            if orphans_gone is None and not snap.orphans():
+                orphans_gone = settle
+            if not snap.unconverged():
+                self.result.settle_ticks = settle
+                break
+        if orphans_gone is None or orphans_gone > MAX_ORPHAN_SETTLE_TICKS:
+            self.result.violate("orphans-bounded", [
+                f"orphans outlived {MAX_ORPHAN_SETTLE_TICKS} clean ticks: "
+                f"{[i['id'] for i in self._look().orphans()]}"])
+        if self.result.settle_ticks is not None:
+            self._check_steady()
+
+    def _check_steady(self) -> None:
+        planned = self._tick(TickPlan()).planned
+        noisy = {k: n for k, n in planned.items() if k not in QUIET_KINDS}
+        if noisy:
+            self.result.violate("steady-tick", [f"a tick after convergence planned {noisy}"])
+
+    # --- one tick --------------------------------------------------------------------
+
+    def _choose_plan(self) -> TickPlan:
+        roll = self.rng.random()
+        if roll < 0.55:
+            least = min(self.coverage[p] for p in POINTS)
+            point = self.rng.choice([p for p in POINTS if self.coverage[p] == least])
+            return TickPlan(crash_at=f"{point}:{self.rng.choice([1, 1, 1, 2])}")
+        if roll < 0.85:
+            return TickPlan(kill_after=self.rng.uniform(0.5, 2.5))
+        return TickPlan()
+
+    def _tick(self, plan: TickPlan) -> TickResult:
+        result = self.reconciler.tick(plan)
+        self.result.ticks += 1
+        if result.died:
+            self.result.locks_expired += expire_lock(self.reconciler.db_path)
+        if not result.died and result.returncode not in (0, 1):
+            self.result.violate("converged", [f"tick exited {result.returncode} ({plan})"])
+        return result
+
+    def _record(self, result: TickResult) -> None:
+        point = result.plan.point
+        if point is not None:
+            self.result.armed[point] += 1
+            if result.crashed:
+                self.result.fired[point] += 1
+                self.coverage[point] += 1
+        self.result.kills += result.killed
+
+    def _maybe_delete_database(self) -> None:
+        if self.result.db_chaos and self.rng.random() < DB_DELETE_CHANCE:
+            self.archived += read_journal(self.reconciler.db_path)
+            self.reconciler.delete_database()
+            self.result.db_deletions += 1
+
+    def _look(self) -> Snapshot:
+        snap = Snapshot.take(self.host, self.reconciler.owner, self.reconciler.node)
+        now = time.monotonic()
+        self.history.observe(snap, now, now - self._last_look)
+        self._last_look = now
+        return snap
+
+    def _uncovered(self) -> bool:
+        return any(self.result.fired[p] == 0 for p in POINTS)
+
+    # --- invariants ------------------------------------------------------------------
+
+    def _check(self) -> None:
+        snap = self._look()
+        result, history = self.result, self.history
+        if result.settle_ticks is None:
+            result.violate("converged", [f"not converged after {MAX_SETTLE_TICKS} clean "
+                                         f"ticks: {snap.unconverged()[:6]}"])
+        requests = self.host.runpod_requests()
+        result.violate("foreign-untouched",
+                       invariants.foreign_violations(requests, self.foreign, snap))
+        result.violate("terminate-by-delete", invariants.action_requests(requests))
+        journal = self.archived + read_journal(self.reconciler.db_path)
+        result.violate("journal", invariants.journal_violations(
+            requests, self.host.kube_requests(), journal, self.workload.namespace,
+            self.workload.uid_by_name))
+        result.violate("finished-not-rerun", history.violations)
+        twice = history.created_twice()
+        if not self._duplicates_explained():
+            result.violate("no-unexplained-duplicate", [
+                f"pod {uid} got {n} instances without a listing lag" for uid, n in twice.items()])
+        result.duplicates_seen = len(twice)
+        result.duplicates_healed = not snap.duplicates()
+        result.orphan_seconds = history.orphan_seconds
+        result.faults = self.workload.faults
+
+    def _duplicates_explained(self) -> bool:
+        """Only a listing lag longer than the create grace may make a second instance."""
+        return self.workload.long_lag or (
+            self.result.db_chaos and self.workload.faults["listing-lag-short"] > 0)
+
+
+# --- a campaign -------------------------------------------------------------------------
+
+
+@dataclass
+class Campaign:
+    runs: int
+    seed: int
+    chaos_ticks: int = 40
+    db_chaos_every: int = 2
+    """Every Nth run (1-based) deletes the database at random moments."""
+    workdir: Path | None = None
+
+    def execute(self, echo: bool = False) -> list[RunResult]:
+        with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
+            workdir = self.workdir or Path(tmp)
+            workdir.mkdir(parents=True, exist_ok=True)
+            coverage: Counter[str] = Counter()
+            results = []
+            with sim_host(workdir) as host:
+                for index in range(self.runs):
+                    db_chaos = (index + 1) % self.db_chaos_every == 0
+                    run = Run(host, workdir, index, self.seed * 1000 + index, db_chaos,
+                              self.chaos_ticks, coverage)
+                    results.append(run.execute())
+                    if echo:
+                        print(run_line(results[-1]), flush=True)
+            return results
+
+
+def run_line(r: RunResult) -> str:
+    held = "all invariants held" if not r.violations else f"{len(r.violations)} VIOLATIONS"
+    return (f"run {r.index} seed {r.seed}{' db-chaos' if r.db_chaos else ''}: {r.ticks} ticks, "
+            f"{sum(r.fired.values())} crashes, {r.kills} kills, {r.db_deletions} db deletions, "
+            f"{sum(r.faults.values())} faults, converged in {r.settle_ticks} ticks, {held}")
+
+
+def table(results: list[RunResult]) -> str:
+    lines = ["", "crash point            armed  fired  runs-fired"]
+    for point in POINTS:
+        armed = sum(r.armed[point] for r in results)
+        fired = sum(r.fired[point] for r in results)
+        runs = sum(1 for r in results if r.fired[point])
+        lines.append(f"{point:<22} {armed:>5}  {fired:>5}  {runs:>5}/{len(results)}")
+    kills = sum(r.kills for r in results)
+    lines.append(f"{'random SIGKILL':<22} {'':>5}  {kills:>5}")
+    lines.append(f"{'stale lock expired':<22} {'':>5}  "
+                 f"{sum(r.locks_expired for r in results):>5}")
+    lines.append(f"{'database deleted':<22} {'':>5}  {sum(r.db_deletions for r in results):>5}")
+    faults: Counter[str] = sum((r.faults for r in results), Counter())
+    lines += ["", "fault injected              count"]
+    lines += [f"{name:<27} {n:>5}" for name, n in sorted(faults.items())]
+    lines += ["", "invariant                   held in runs"]
+    for name in INVARIANTS:
+        held = sum(1 for r in results if all(v[0] != name for v in r.violations))
+        lines.append(f"{name:<27} {held:>3}/{len(results)}")
+    return "\n".join(lines + _summary_lines(results) + _violation_lines(results))
+
+
+def _summary_lines(results: list[RunResult]) -> list[str]:
+    settles = [r.settle_ticks for r in results if r.settle_ticks is not None]
+    orphan = [r.orphan_seconds for r in results]
+    return [
+        "",
+        f"ticks total: {sum(r.ticks for r in results)}",
+        f"ticks to converge after faults stop: median {statistics.median(settles or [0]):g}, "
+        f"max {max(settles or [0])}, not converged in {len(results) - len(settles)} runs",
+        f"duplicates seen: {sum(r.duplicates_seen for r in results)} pods, healed in "
+        f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
+        f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
+    ]
+
+
+def _violation_lines(results: list[RunResult]) -> list[str]:
+    lines = [f"run {r.index} [{name}] {message}" for r in results
+             for name, message in r.violations]
+    return ["", "violations:", *lines] if lines else ["", "violations: none"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--chaos-ticks", type=int, default=40)
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep databases and reconciler logs here")
+    args = parser.parse_args(argv)
+    campaign = Campaign(args.runs, args.seed, args.chaos_ticks, workdir=args.workdir)
+    results = campaign.execute(echo=True)
+    print(table(results))
+    return 1 if any(r.violations for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The cluster's users and the fault injector of a campaign run, driven by one seeded RNG.
+
+Users add batch and long-running pods, batch processes exit (through the RunPod
+simulator's `/_sim/pods/{id}/exit`), pods are deleted (gracefully, or forced so that
+their instance is orphaned), finished pods are cleaned up, and instances vanish or turn
+ERROR behind the reconciler's back. Faults: RunPod 5xx and 429 storms on list, create
+and delete, creates that succeed but answer 5xx, creates that hang (shorter than the
+client's 30 s read timeout, which no flag lowers), listing lag, and Kubernetes 409/500
+answers on status patches, pod deletes, the pod list and events.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.chaos.world import Json, SimHost, Snapshot, deleting, finished, pod_manifest
+
+MAX_LIVE_PODS = 7
+# A lag longer than the create grace makes in-doubt creates repeat: duplicates to heal.
+LONG_LAG = 2.5
+HANG_SECONDS = 2.5
+
+# Which workload event makes an armed crash point likely to be reached this tick.
+STEER = {
+    "after-intent": "add", "after-create": "add", "after-id-write": "add",
+    "after-terminating": "end", "after-delete": "end",
+    "after-status-patch": "add", "after-finalize": "delete",
+}
+
+
+@dataclass
+class Workload:
+    host: SimHost
+    namespace: str
+    node: str
+    rng: random.Random
+    uid_by_name: dict[str, str] = field(default_factory=dict)
+    batch: set[str] = field(default_factory=set)
+    faults: Counter[str] = field(default_factory=Counter)
+    long_lag: bool = False
+    _next: int = 0
+
+    # --- users -----------------------------------------------------------------------
+
+    def add_pod(self, snap: Snapshot | None = None) -> None:
+        name = f"p{self._next:03d}"
+        self._next += 1
+        is_batch = self.rng.random() < 0.5
+        pod = self.host.create_pod(pod_manifest(self.namespace, name, self.node, is_batch))
+        self.uid_by_name[name] = pod["metadata"]["uid"]
+        if is_batch:
+            self.batch.add(pod["metadata"]["uid"])
+
+    def step(self, snap: Snapshot, steer: str | None) -> None:
+        """One round of user activity; `steer` makes one kind of event certain."""
+        events: dict[str, Callable[[Snapshot], None]] = {
+            "add": self.add_pod, "end": self._end_one, "delete": self._delete_one,
+            "force": self._force_delete_one, "cleanup": self._cleanup_finished,
+            "vanish": self._vanish_one, "error": self._error_one}
+        odds = {"add": 0.45, "end": 0.35, "delete": 0.25, "force": 0.08, "cleanup": 0.2,
+                "vanish": 0.04, "error": 0.04}
+        room = self.keep_bounded(snap)
+        for name, chance in odds.items():
+            if name == "add" and not room and steer != "add":
+                continue
+            if name == steer or self.rng.random() < chance:
+                events[name](snap)
+
+    def _live(self, snap: Snapshot) -> list[Json]:
+        return [snap.pods[uid] for uid in sorted(snap.pods) if snap.live(uid)]
+
+    def _running_instance(self, snap: Snapshot, batch: bool) -> Json | None:
+        choices = [i for uid in sorted(snap.owned) if snap.live(uid) and (uid in self.batch)
+                   == batch for i in snap.owned[uid] if i["status"] == "RUNNING"]
+        return self.rng.choice(choices) if choices else None
+
+    def _end_one(self, snap: Snapshot) -> None:
+        """A batch process exits (its pod should end), else a pod is deleted."""
+        instance = self._running_instance(snap, batch=True)
+        if instance is None:
+            self._delete_one(snap)
+            return
+        code = self.rng.choice([0, 0, 1, 3])
+        self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code})
+
+    def _delete_one(self, snap: Snapshot, grace: int = 30) -> None:
+        live = self._live(snap)
+        if len(live) < 2:
+            self.add_pod()  # keep something around to delete next time
+        if live:
+            pod = self.rng.choice(live)
+            self.host.delete_pod(self.namespace, pod["metadata"]["name"], grace)
+
+    def _force_delete_one(self, snap: Snapshot) -> None:
+        self._delete_one(snap, grace=0)
+
+    def _cleanup_finished(self, snap: Snapshot) -> None:
+        done = [p for p in snap.pods.values() if finished(p) and not deleting(p)]
+        if done:
+            self.host.delete_pod(self.namespace, self.rng.choice(done)["metadata"]["name"], 30)
+
+    def _vanish_one(self, snap: Snapshot) -> None:
+        instance = self._running_instance(snap, batch=self.rng.random() < 0.5)
+        if instance is not None:
+            self.host.runpod("DELETE", f"pods/{instance['id']}")
+            self.faults["instance-vanished"] += 1
+
+    def _error_one(self, snap: Snapshot) -> None:
+        instance = self._running_instance(snap, batch=False)
+        if instance is not None:
+            self.host.runpod("POST", f"pods/{instance['id']}/fail")
+            self.faults["instance-error"] += 1
+
+    def keep_bounded(self, snap: Snapshot) -> bool:
+        """Whether there is room for another pod."""
+        return len(self._live(snap)) < MAX_LIVE_PODS
+
+    # --- faults ----------------------------------------------------------------------
+
+    def inject_fault(self) -> str:
+        """One fault for the coming tick; returns its name."""
+        name = self.rng.choice(sorted(FAULTS))
+        FAULTS[name](self)
+        self.faults[name] += 1
+        return name
+
+    def lag(self, seconds: float) -> None:
+        self.host.runpod("POST", "listing-lag", {"seconds": seconds})
+
+    def foreign_instances(self) -> set[str]:
+        """Instances in the account that are not ours, one of them dressed up like ours."""
+        some_uid = next(iter(self.uid_by_name.values()), "none")
+        bodies = [
+            {"name": f"{self.namespace}-p000-{some_uid[:8]}"},
+            {"name": "look-alike", "env": {"RUNPOD_RECONCILER_OWNER": f"other/{self.node}",
+                                           "RUNPOD_RECONCILER_POD_UID": some_uid}},
+            {"name": "half-tagged", "env": {"RUNPOD_RECONCILER_POD_UID": some_uid}},
+        ]
+        return {self.host.runpod("POST", "pods", body)["id"] for body in bodies}
+
+
+def _runpod_fault(method: str, path: str, status: int, count: int) -> Callable[[Workload], None]:
+    def inject(w: Workload) -> None:
+        w.host.runpod("POST", "faults", {"method": method, "path": path, "status": status,
+                                         "count": count, "retryAfter": 1})
+    return inject
+
+
+def _kube_fault(method: str, path: str, status: int, count: int) -> Callable[[Workload], None]:
+    def inject(w: Workload) -> None:
+        w.host.kube_fault(method, path, status, count)
+    return inject
+
+
+def _create_then(kind: str, **extra: float) -> Callable[[Workload], None]:
+    def inject(w: Workload) -> None:
+        w.host.runpod("POST", "faults", {"kind": kind, "count": 1, **extra})
+    return inject
+
+
+def _long_lag(w: Workload) -> None:
+    w.lag(LONG_LAG)
+    w.long_lag = True
+
+
+FAULTS: dict[str, Callable[[Workload], None]] = {
+    "runpod-list-503": _runpod_fault("GET", "/v2/pods", 503, 1),
+    "runpod-list-429-storm": _runpod_fault("GET", "/v2/pods", 429, 2),
+    "runpod-create-429-storm": _runpod_fault("POST", "/v2/pods", 429, 3),
+    "runpod-create-500": _runpod_fault("POST", "/v2/pods", 500, 1),
+    "runpod-delete-500": _runpod_fault("DELETE", "/v2/pods/*", 500, 2),
+    "runpod-delete-429-storm": _runpod_fault("DELETE", "/v2/pods/*", 429, 3),
+    "create-then-500": _create_then("create-then-fail", status=500),
+    "create-then-502": _create_then("create-then-fail", status=502),
+    "create-then-hang": _create_then("create-then-hang", seconds=HANG_SECONDS),
+    "listing-lag-short": lambda w: w.lag(0.4),
+    "listing-lag-long": _long_lag,
+    "listing-lag-off": lambda w: w.lag(0),
+    "kube-status-409": _kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 2),
+    "kube-status-500": _kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 500, 1),
+    "kube-pod-delete-409": _kube_fault("DELETE", "/api/v1/namespaces/*/pods/*", 409, 1),
+    "kube-pod-list-500": _kube_fault("GET", "/api/v1/pods", 500, 1),
+    "kube-events-500": _kube_fault("POST", "/api/v1/namespaces/*/events", 500, 2),
+}

@@ -1,0 +1,197 @@
+"""The campaign's view of the two simulated worlds: start them, act on them, look at them.
+
+`SimHost` starts `simhost.py` as a process and talks to it over HTTP only: the RunPod
+simulator's `/_sim/` admin API and the Kubernetes control server. `Snapshot` is one
+look at both worlds, with the derived facts the invariants are about: the owned
+instances of each pod UID, orphans, duplicates and pods that wait.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from reconciler.domain import OWNER_ENV, POD_UID_ENV
+
+API_KEY = "chaos-key"
+TOKEN = "chaos-token"
+SIMHOST = Path(__file__).with_name("simhost.py")
+TOLERATION = {"key": "virtual-kubelet.io/provider", "operator": "Exists"}
+
+Json = dict[str, Any]
+
+
+class SimHost:
+    """Both simulators in a subprocess; every call goes over loopback HTTP."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.kubeconfig = workdir / "kubeconfig"
+        self._process: subprocess.Popen[str] | None = None
+        self._http = requests.Session()
+        self.runpod_url = self.kube_url = self.control_url = ""
+
+    def start(self) -> SimHost:
+        with open(self.workdir / "simhost.log", "w") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, str(SIMHOST), "--runpod-key", API_KEY, "--kube-token", TOKEN,
+                 "--kubeconfig-out", str(self.kubeconfig)],
+                stdout=subprocess.PIPE, stderr=log, text=True)
+        assert self._process.stdout is not None
+        urls = json.loads(self._process.stdout.readline())
+        self.runpod_url, self.kube_url, self.control_url = (
+            urls["runpod"], urls["kube"], urls["control"])
+        return self
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+            self._process = None
+        self._http.close()
+
+    # --- RunPod admin ----------------------------------------------------------------
+
+    def runpod(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._http.request(method, f"{self.runpod_url}/_sim/{path}", json=body,
+                                      timeout=10)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} /_sim/{path}: {response.status_code} {response.text}")
+        return response.json() if response.content else None
+
+    def instances(self) -> list[Json]:
+        return list(self.runpod("GET", "state")["pods"])
+
+    def runpod_requests(self) -> list[Json]:
+        return list(self.runpod("GET", "requests"))
+
+    # --- Kubernetes control ----------------------------------------------------------
+
+    def control(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._http.request(method, f"{self.control_url}/{path}", json=body,
+                                      timeout=10)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} /{path}: {response.status_code} {response.text}")
+        return response.json()
+
+    def ensure_namespace(self, name: str) -> None:
+        self.control("PUT", "objects/namespaces",
+                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def create_pod(self, manifest: Json) -> Json:
+        return dict(self.control("POST", "pods", manifest))
+
+    def delete_pod(self, namespace: str, name: str, grace: int) -> None:
+        self.control("DELETE", f"pods/{namespace}/{name}?grace={grace}")
+
+    def pods(self) -> list[Json]:
+        return list(self.control("GET", "pods"))
+
+    def kube_fault(self, method: str, path: str, status: int, count: int) -> None:
+        self.control("POST", "faults",
+                     {"method": method, "path": path, "status": status, "count": count})
+
+    def kube_requests(self) -> list[list[Any]]:
+        return list(self.control("GET", "requests"))
+
+
+@contextmanager
+def sim_host(workdir: Path) -> Iterator[SimHost]:
+    host = SimHost(workdir).start()
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+def pod_manifest(namespace: str, name: str, node: str, batch: bool) -> Json:
+    command = ["python", "train.py"] if batch else ["python", "-m", "http.server", "8000"]
+    container = {"name": "main", "image": "python:3.11", "command": command,
+                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"nodeName": node, "restartPolicy": "Never" if batch else "Always",
+                     "containers": [container], "tolerations": [TOLERATION]}}
+
+
+# --- one look at both worlds ------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """Both worlds at one moment, reduced to what the invariants need."""
+
+    owner: str
+    node: str
+    pods: dict[str, Json]
+    """Pods on our node, by UID."""
+    instances: list[Json]
+    """Every instance in the account (foreign ones too), as the API serves them."""
+    owned: dict[str, list[Json]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.owned = defaultdict(list)
+        for instance in self.instances:
+            env = instance.get("env") or {}
+            if env.get(OWNER_ENV) == self.owner:
+                self.owned[env.get(POD_UID_ENV, "?")].append(instance)
+
+    @classmethod
+    def take(cls, host: SimHost, owner: str, node: str) -> Snapshot:
+        pods = {p["metadata"]["uid"]: p for p in host.pods()
+                if (p.get("spec") or {}).get("nodeName") == node}
+        return cls(owner, node, pods, host.instances())
+
+    def live(self, uid: str) -> bool:
+        pod = self.pods.get(uid)
+        return pod is not None and not deleting(pod) and not finished(pod)
+
+    def orphans(self) -> list[Json]:
+        """Owned instances whose pod is gone, finished or being deleted."""
+        return [i for uid, group in self.owned.items() if not self.live(uid) for i in group]
+
+    def duplicates(self) -> dict[str, int]:
+        return {uid: len(group) for uid, group in self.owned.items() if len(group) > 1}
+
+    def unconverged(self) -> list[str]:
+        """Why the worlds do not agree yet; empty once converged."""
+        problems = [f"orphan instance {i['id']} ({i['status']}) of pod "
+                    f"{i['env'].get(POD_UID_ENV)}" for i in self.orphans()]
+        problems += [f"pod {uid} has {n} instances" for uid, n in self.duplicates().items()]
+        for uid, pod in self.pods.items():
+            problems += _pod_problems(pod, self.owned.get(uid, []))
+        return problems
+
+
+def _pod_problems(pod: Json, instances: list[Json]) -> list[str]:
+    name = pod["metadata"]["name"]
+    if deleting(pod):
+        return [f"pod {name} still Terminating"]
+    if finished(pod):
+        return []
+    if not instances:
+        return [f"pod {name} ({phase(pod)}) has no instance"]
+    if phase(pod) != "Running":
+        return [f"pod {name} is {phase(pod)} with instance {instances[0]['status']}"]
+    return []
+
+
+def phase(pod: Json) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def finished(pod: Json) -> bool:
+    return phase(pod) in ("Succeeded", "Failed")
+
+
+def deleting(pod: Json) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
