@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -167,6 +168,9 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.UsageError("--dry-run needs --once")
     try:
         if once:
+            # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
+            # writer lock is released instead of blocking the next run until it expires.
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
             with reconciler(settings, conn) as engine:
                 report = engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))

@@ -99,8 +99,11 @@ class Engine:
             settings, runpod, kube, store, clock)
         self.catalog = CatalogCache(settings.catalog_ttl)
         self._node_registered = False
+        # A hook run before each tick; the wiring renews the writer lock there.
+        self.before_tick: Callable[[], None] = lambda: None
 
     def tick(self, dry_run: bool = False) -> TickReport:
+        self.before_tick()
         report = TickReport(started_at=self.clock())
         try:
             observation = self._observe(report.started_at)

@@ -56,6 +56,29 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
 
 
+class LockKeeper:
+    """Holds the database's writer lock, renewing it well before it expires."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store, self.clock = store, clock
+        self.owner = identity()
+        self._renewed = clock()
+
+    def acquire(self) -> None:
+        holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        if holder is not None:
+            raise LockHeld(f"another reconciler ({holder}) is writing to this database")
+        self._renewed = self.clock()
+
+    def renew_if_due(self) -> None:
+        """One write per half TTL, not per tick: a steady tick writes only its tick row."""
+        if (self.clock() - self._renewed).total_seconds() >= LOCK_TTL / 2:
+            self.acquire()
+
+    def release(self) -> None:
+        self.store.release_lock(LOCK_NAME, self.owner)
+
+
 @contextmanager
 def reconciler(settings: Settings, conn: Connections,
                clock: Clock = utcnow) -> Iterator[Engine]:
@@ -65,11 +88,12 @@ def reconciler(settings: Settings, conn: Connections,
     kube = KubeClient.from_config(conn.kubeconfig)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url)
     settings = resolve_owner(settings, kube)
-    holder = store.acquire_lock(LOCK_NAME, identity(), LOCK_TTL, clock())
-    if holder is not None:
-        raise LockHeld(f"another reconciler ({holder}) is writing to this database")
+    lock = LockKeeper(store, clock)
+    lock.acquire()
+    engine = Engine(settings, runpod, kube, store, clock)
+    engine.before_tick = lock.renew_if_due
     try:
-        yield Engine(settings, runpod, kube, store, clock)
+        yield engine
     finally:
-        store.release_lock(LOCK_NAME, identity())
+        lock.release()
         runpod.close()
