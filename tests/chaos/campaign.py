@@ -77,8 +77,8 @@ class RunResult:
         self.violations += [(invariant, m) for m in messages]
 
 
-INVARIANTS = ("converged", "foreign-untouched", "terminate-by-delete", "journal",
-              "finished-not-rerun", "no-unexplained-duplicate", "orphans-bounded",
+INVARIANTS = ("ticks-run", "converged", "foreign-untouched", "terminate-by-delete",
+              "journal", "finished-not-rerun", "no-unexplained-duplicate", "orphans-bounded",
               "steady-tick")
 
 
@@ -171,8 +171,9 @@ class Run:
         self.result.ticks += 1
         if result.died:
             self.result.locks_expired += expire_lock(self.reconciler.db_path)
-        if not result.died and result.returncode not in (0, 1):
-            self.result.violate("converged", [f"tick exited {result.returncode} ({plan})"])
+        if not result.died and (result.returncode not in (0, 1) or result.report is None):
+            self.result.violate("ticks-run", [f"tick exited {result.returncode} without a "
+                                              f"report ({plan}); see {self.reconciler.log_path}"])
         return result
 
     def _record(self, result: TickResult) -> None:

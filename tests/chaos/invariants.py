@@ -51,10 +51,8 @@ def action_requests(requests: Iterable[Json]) -> list[str]:
 def journal_violations(runpod_requests: Iterable[Json], kube_requests: Iterable[list[Any]],
                        journal: list[JournalRow], namespace: str,
                        uid_by_name: Mapping[str, str]) -> list[str]:
-    rows = Counter((r.kind, r.pod_uid if r.kind != "terminate" else r.instance_id)
-                   for r in journal)
-    ok_rows = Counter((r.kind, r.pod_uid if r.kind != "terminate" else r.instance_id)
-                      for r in journal if r.outcome == "ok")
+    rows = Counter(_journal_key(r) for r in journal)
+    ok_rows = Counter(_journal_key(r) for r in journal if r.outcome == "ok")
     seen, answered = _runpod_effects(runpod_requests)
     seen += _kube_effects(kube_requests, namespace, uid_by_name)
     problems = [f"{n} x {kind} of {key} in the simulator log, {rows[(kind, key)]} journal rows"
@@ -63,6 +61,12 @@ def journal_violations(runpod_requests: Iterable[Json], kube_requests: Iterable[
                  f"{answered[(kind, key)]} x" for (kind, key), n in ok_rows.items()
                  if kind in ("create", "terminate") and n > answered[(kind, key)]]
     return problems + _open_row_violations(journal)
+
+
+def _journal_key(row: JournalRow) -> tuple[str, str]:
+    """What a row acted on as the simulators' logs name it: instance id, else pod UID."""
+    subject = row.instance_id if row.kind == "terminate" else row.pod_uid
+    return row.kind, subject or "?"
 
 
 def _runpod_effects(requests: Iterable[Json]) -> tuple[Counter[tuple[str, str]],
