@@ -1,0 +1,591 @@
+"""Scale benchmark (issue 10): what one tick costs at 100, 1 000 and 10 000 managed pods.
+
+    python tests/perf/bench_scale.py [--pods N ...] [--json PATH] [--profile DIR]
+
+Three scenarios, each against both simulators over loopback HTTP with the real clients:
+
+- steady: N pods, each with its owned running instance, after ticks have adopted them and
+  a tick plans nothing. Per tick: wall time; the reconciler's CPU time; the simulators'
+  CPU time; the planner's own time (in the tick, and `plan()` re-run on the same
+  observation); Kubernetes and RunPod requests; database write statements; peak RSS.
+- burst: N new pods at once under RunPod's 60-per-minute quota, ticking every 15 s:
+  simulated time until every pod has an instance, 429s, share of the quota spent on
+  creates.
+- churn: 10% of the pods deleted and as many new ones added before each tick (quota
+  raised and `max_creates_per_tick` = N, so that the reconciler's own cost shows, not
+  the quota): time and requests per tick.
+
+How it separates the reconciler's cost from the simulators': every (scenario, N) runs
+in a fresh worker process holding only the reconciler; the simulators run in a child
+process of it (see `scale_world`). So `time.process_time()` in the worker is the
+reconciler's CPU, `ru_maxrss` of the worker is the reconciler's peak RSS (its whole
+life: imports, warm-up tick, measured ticks), and tracemalloc's peak during one extra
+tick is the Python heap a tick allocates. The simulators' CPU is read in their own
+process. Database writes are counted by a SQLAlchemy cursor event on the store's engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from scale_world import (
+    DEFAULT_QUOTA,
+    RAISED_QUOTA,
+    MeasuredReconciler,
+    RequestLog,
+    bench_settings,
+    converge,
+    current_rss_mb,
+    peak_rss_mb,
+    remote_world,
+)
+
+import reconciler.engine as engine_module
+from reconciler.config import Settings
+from reconciler.planner import Observation, plan
+from reconciler.sim.clock import SimClock
+
+PAGE_SIZE = 500
+LIST_PAGE = "pod list page"
+HEARTBEAT = "heartbeat"
+TICK_INTERVAL = 15.0
+DEFAULT_PODS = (100, 1000, 10_000)
+DEFAULT_BURST_MAX = 1000
+STEADY_TICKS = 3
+MIN_BURST_MINUTES = 5
+CHURN_ROUNDS = 4
+CHURN_SHARE = 0.10
+SCENARIOS = ("steady", "burst", "churn")
+
+World = Callable[[tuple[int, int, int]], AbstractContextManager[tuple[Any, SimClock]]]
+
+
+# --- one measured tick ---------------------------------------------------------------
+
+
+@dataclass
+class TickSample:
+    wall_s: float
+    cpu_s: float
+    """Process CPU of the measuring process: the reconciler's when the host is remote."""
+    sim_cpu_s: float
+    planner_s: float
+    kube: dict[str, int]
+    runpod: dict[str, int]
+    runpod_statuses: dict[str, int]
+    writes: dict[str, int]
+    planned: dict[str, int]
+
+    @property
+    def kube_total(self) -> int:
+        return sum(self.kube.values())
+
+    @property
+    def runpod_total(self) -> int:
+        return sum(self.runpod.values())
+
+    @property
+    def write_total(self) -> int:
+        return sum(self.writes.values())
+
+
+class PlannerProbe:
+    """Wraps the engine's `plan` to time it in the tick and keep its last input."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.elapsed = 0.0
+        self.keep = keep
+        self.last: tuple[Observation, Settings, datetime] | None = None
+
+    def __call__(self, obs: Observation, settings: Settings, now: datetime) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            return plan(obs, settings, now)
+        finally:
+            self.elapsed = time.perf_counter() - started
+            if self.keep:  # off while measuring: a kept observation would inflate the RSS
+                self.last = (obs, settings, now)
+
+    @contextmanager
+    def installed(self) -> Iterator[PlannerProbe]:
+        with mock.patch.object(engine_module, "plan", self):
+            yield self
+
+
+def kube_kind(method: str, path: str) -> str:
+    """`GET /api/v1/pods` → "pod list page"; lease and node calls → "heartbeat"."""
+    parts = path.split("?")[0].strip("/").split("/")
+    if "leases" in parts or "nodes" in parts:
+        return HEARTBEAT
+    if method == "GET" and parts[-1] == "pods" and "namespaces" not in parts:
+        return LIST_PAGE
+    if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
+        rest = parts[parts.index("namespaces") + 2:]
+        return f"{method} {rest[0]}" + (f"/{rest[2]}" if len(rest) > 2 else "")
+    return f"{method} {'/'.join(parts)}"
+
+
+def runpod_route(method: str, path: str) -> str:
+    parts = path.strip("/").split("/")
+    if len(parts) >= 3 and parts[1] == "pods":
+        parts[2] = "{id}"
+    return f"{method} /{'/'.join(parts)}"
+
+
+def summarize(log: RequestLog) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    kube = Counter(kube_kind(method, path) for method, path, _q, _s in log.kube)
+    runpod = Counter(runpod_route(method, path) for method, path, _q, _s in log.runpod)
+    statuses = Counter(str(status) for *_rest, status in log.runpod)
+    return dict(kube), dict(runpod), dict(statuses)
+
+
+def measure_tick(rec: MeasuredReconciler, host: Any) -> TickSample:
+    probe = PlannerProbe()
+    rec.writes.take()
+    host.mark()
+    sim_cpu = host.cpu_seconds()
+    wall, cpu = time.perf_counter(), time.process_time()
+    with probe.installed():
+        report = rec.tick()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    sim_cpu = host.cpu_seconds() - sim_cpu
+    kube, runpod, statuses = summarize(host.requests_since_mark())
+    return TickSample(wall, cpu, sim_cpu, probe.elapsed, kube, runpod, statuses,
+                      dict(Counter(rec.writes.take())), dict(report.planned))
+
+
+# --- steady state ---------------------------------------------------------------------
+
+
+@dataclass
+class SteadyResult:
+    n: int
+    seed_ticks: int
+    samples: list[TickSample]
+    plan_direct_s: float
+    """Best of five `plan()` calls on a steady tick's observation (wall time)."""
+    plan_direct_cpu_s: float
+    """The same calls' best thread CPU time: robust when other processes share the CPU."""
+    baseline_rss_mb: float
+    """RSS once the reconciler is built, before its first tick (imports, clients, store)."""
+    peak_rss_mb: float
+    tick_heap_peak_mb: float
+    """tracemalloc's peak during one more tick (Python objects the tick allocates)."""
+    profile: str = ""
+
+    @property
+    def last(self) -> TickSample:
+        return self.samples[-1]
+
+    def median(self, attribute: str) -> float:
+        return float(statistics.median(getattr(s, attribute) for s in self.samples))
+
+    def summary(self) -> dict[str, Any]:
+        kube = self.last.kube
+        return {
+            "wall_ms": 1000 * self.median("wall_s"),
+            "cpu_ms": 1000 * self.median("cpu_s"),
+            "sim_cpu_ms": 1000 * self.median("sim_cpu_s"),
+            "planner_in_tick_ms": 1000 * self.median("planner_s"),
+            "plan_direct_ms": 1000 * self.plan_direct_s,
+            "plan_direct_cpu_ms": 1000 * self.plan_direct_cpu_s,
+            "baseline_rss_mb": self.baseline_rss_mb,
+            "peak_rss_mb": self.peak_rss_mb,
+            "tick_heap_peak_mb": self.tick_heap_peak_mb,
+            "kube_pages": kube.get(LIST_PAGE, 0),
+            "kube_heartbeat": kube.get(HEARTBEAT, 0),
+            "kube_other": {k: v for k, v in kube.items() if k not in (LIST_PAGE, HEARTBEAT)},
+            "expected_pages": math.ceil(self.n / PAGE_SIZE),
+            "runpod": self.last.runpod,
+            "writes": self.last.writes,
+        }
+
+
+def seed_steady(host: Any, clock: SimClock, n: int, settings: Settings,
+                database_url: str) -> tuple[list[tuple[str, str]], int]:
+    """N pods with their owned instances, adopted until a tick plans nothing."""
+    pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node_name)
+    host.add_instances(settings.owner_id, pods)
+    return pods, converge(host, clock, database_url, settings, TICK_INTERVAL)
+
+
+def warm_reconciler(host: Any, clock: SimClock, settings: Settings,
+                    database_url: str) -> MeasuredReconciler:
+    """A fresh reconciler after one tick: the node is registered, the pools are warm."""
+    rec = MeasuredReconciler(host.urls(), database_url, settings, clock)
+    rec.tick()
+    clock.advance(TICK_INTERVAL)
+    return rec
+
+
+def best_plan_time(obs: tuple[Observation, Settings, datetime],
+                   repeats: int = 5) -> tuple[float, float]:
+    """Best wall and best thread-CPU time of `plan()` on one observation."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        plan(*obs)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.thread_time() - cpu)
+    return min(walls), min(cpus)
+
+
+def steady_observation(rec: MeasuredReconciler) -> tuple[Observation, Settings, datetime]:
+    probe = PlannerProbe(keep=True)
+    with probe.installed():
+        rec.tick()
+    assert probe.last is not None
+    return probe.last
+
+
+def traced_tick_peak_mb(rec: MeasuredReconciler) -> float:
+    tracemalloc.start()
+    try:
+        rec.tick()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
+    profiler = cProfile.Profile()
+    profiler.runcall(rec.tick)
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text).strip_dirs()
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return text.getvalue()
+
+
+def bench_steady(host: Any, clock: SimClock, n: int, workdir: str, ticks: int = STEADY_TICKS,
+                 profile: bool = False) -> SteadyResult:
+    settings = bench_settings(n)
+    database_url = f"sqlite:///{workdir}/steady-{n}.db"
+    _pods, seed_ticks = seed_steady(host, clock, n, settings, database_url)
+    baseline = current_rss_mb()
+    rec = warm_reconciler(host, clock, settings, database_url)
+    samples = []
+    for _ in range(ticks):
+        samples.append(measure_tick(rec, host))
+        clock.advance(TICK_INTERVAL)
+    rss = peak_rss_mb()
+    plan_wall, plan_cpu = best_plan_time(steady_observation(rec))
+    result = SteadyResult(n, seed_ticks, samples, plan_wall, plan_cpu, baseline, rss,
+                          traced_tick_peak_mb(rec))
+    if profile:
+        result.profile = profiled_tick(rec)
+    rec.close()
+    return result
+
+
+# --- burst ----------------------------------------------------------------------------
+
+
+@dataclass
+class BurstResult:
+    n: int
+    ticks: int
+    sim_seconds: float
+    wall_s: float
+    cpu_s: float
+    runpod: dict[str, int]
+    runpod_statuses: dict[str, int]
+    quota_per_minute: int
+    minute_windows: int
+    peak_rss_mb: float
+
+    @property
+    def creates(self) -> int:
+        return self.runpod.get("POST /v2/pods", 0)
+
+    def summary(self) -> dict[str, Any]:
+        minutes = self.sim_seconds / 60
+        return {
+            "sim_minutes": minutes,
+            "ticks": self.ticks,
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+            "throttled": self.runpod_statuses.get("429", 0),
+            "creates": self.creates,
+            "requests": sum(self.runpod.values()),
+            # creates / (quota per minute x minutes the burst took)
+            "quota_rate_share": self.creates / (self.quota_per_minute * minutes),
+            # creates / quota of every minute window touched, the two edge windows whole
+            "window_share": self.creates / (self.quota_per_minute * self.minute_windows),
+            "request_share": self.creates / max(1, sum(self.runpod.values())),
+        }
+
+
+def bench_burst(host: Any, clock: SimClock, n: int, workdir: str,
+                max_ticks: int = 100_000) -> BurstResult:
+    settings = bench_settings(n)
+    rec = warm_reconciler(host, clock, settings, f"sqlite:///{workdir}/burst-{n}.db")
+    uids = [uid for _name, uid in host.add_pods("burst", n, settings.node_name)]
+    host.mark()
+    start, wall, cpu = clock.now(), time.perf_counter(), time.process_time()
+    ticks = 0
+    while host.pods_with_instance(settings.owner_id, uids) < n:
+        if ticks >= max_ticks:
+            raise RuntimeError(f"burst of {n} unfinished after {ticks} ticks")
+        ticks += 1
+        began = clock.now()
+        rec.tick()
+        end = clock.now()
+        clock.advance(max(0.0, TICK_INTERVAL - (end - began).total_seconds()))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    _kube, runpod, statuses = summarize(host.requests_since_mark())
+    windows = math.floor(end.timestamp() / 60) - math.floor(start.timestamp() / 60) + 1
+    rec.close()
+    return BurstResult(n, ticks, (end - start).total_seconds(), wall, cpu, runpod, statuses,
+                       DEFAULT_QUOTA[0], windows, peak_rss_mb())
+
+
+# --- churn ----------------------------------------------------------------------------
+
+
+@dataclass
+class ChurnResult:
+    n: int
+    replaced_per_tick: int
+    samples: list[TickSample] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """Means over the rounds after the first, once deletes and creates overlap."""
+        rounds = self.samples[1:] or self.samples
+
+        def mean(value: Callable[[TickSample], float]) -> float:
+            return statistics.fmean(value(sample) for sample in rounds)
+
+        return {
+            "replaced_per_tick": self.replaced_per_tick,
+            "wall_ms": 1000 * mean(lambda t: t.wall_s),
+            "cpu_ms": 1000 * mean(lambda t: t.cpu_s),
+            "sim_cpu_ms": 1000 * mean(lambda t: t.sim_cpu_s),
+            "planner_ms": 1000 * mean(lambda t: t.planner_s),
+            "kube_requests": mean(lambda t: t.kube_total),
+            "runpod_requests": mean(lambda t: t.runpod_total),
+            "writes": mean(lambda t: t.write_total),
+            "last_round": asdict(self.samples[-1]),
+        }
+
+
+def bench_churn(host: Any, clock: SimClock, n: int, workdir: str,
+                rounds: int = CHURN_ROUNDS) -> ChurnResult:
+    settings = bench_settings(n, max_creates_per_tick=max(50, n))
+    database_url = f"sqlite:///{workdir}/churn-{n}.db"
+    live, _ = seed_steady(host, clock, n, settings, database_url)
+    rec = warm_reconciler(host, clock, settings, database_url)
+    result = ChurnResult(n, max(1, round(n * CHURN_SHARE)))
+    for number in range(rounds):
+        victims, live = live[:result.replaced_per_tick], live[result.replaced_per_tick:]
+        host.delete_pods([name for name, _uid in victims])
+        live += host.add_pods(f"churn{number}", result.replaced_per_tick, settings.node_name)
+        result.samples.append(measure_tick(rec, host))
+        clock.advance(TICK_INTERVAL)
+    rec.close()
+    return result
+
+
+# --- running a scenario in a fresh worker process -------------------------------------
+
+
+def run_scenario(world: World, scenario: str, n: int, profile: bool = False) -> Any:
+    quota = RAISED_QUOTA if scenario == "churn" else DEFAULT_QUOTA
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir, \
+            world(quota) as (host, clock):
+        if scenario == "steady":
+            return bench_steady(host, clock, n, workdir, profile=profile)
+        if scenario == "burst":
+            return bench_burst(host, clock, n, workdir)
+        return bench_churn(host, clock, n, workdir)
+
+
+def worker_main(scenario: str, n: int, profile: bool) -> int:
+    result = run_scenario(remote_world, scenario, n, profile)
+    print(json.dumps({"scenario": scenario, "n": n, "summary": result.summary(),
+                      "result": asdict(result)}))
+    return 0
+
+
+def run_worker(scenario: str, n: int, profile_dir: Path | None) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--worker", scenario, "--pods", str(n)]
+    if profile_dir is not None:
+        command.append("--profile-tick")
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{scenario} at N={n} failed:\n{done.stderr[-3000:]}")
+    record: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    record["worker_wall_s"] = time.perf_counter() - started
+    profile = record["result"].pop("profile", "")
+    if profile and profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        (profile_dir / f"{scenario}-{n}.txt").write_text(profile)
+    return record
+
+
+# --- report ---------------------------------------------------------------------------
+
+
+def steady_rows(r: dict[str, Any]) -> dict[str, str]:
+    return {
+        "steady: tick wall ms": f"{r['wall_ms']:.0f}",
+        "steady: reconciler CPU ms": f"{r['cpu_ms']:.0f}",
+        "steady: simulators CPU ms": f"{r['sim_cpu_ms']:.0f}",
+        "steady: planner in tick ms": f"{r['planner_in_tick_ms']:.0f}",
+        "steady: plan() best wall/CPU ms":
+            f"{r['plan_direct_ms']:.0f} / {r['plan_direct_cpu_ms']:.0f}",
+        "steady: RSS baseline/peak MB": f"{r['baseline_rss_mb']:.0f} / {r['peak_rss_mb']:.0f}",
+        "steady: tick heap peak MB": f"{r['tick_heap_peak_mb']:.1f}",
+        "steady: kube pages+heartbeat+other": (
+            f"{r['kube_pages']}+{r['kube_heartbeat']}+{sum(r['kube_other'].values())}"),
+        "steady: RunPod requests": str(sum(r["runpod"].values())),
+        "steady: DB writes": ", ".join(f"{k} x{v}" for k, v in r["writes"].items()) or "0",
+    }
+
+
+def burst_rows(r: dict[str, Any]) -> dict[str, str]:
+    return {
+        "burst: simulated minutes": f"{r['sim_minutes']:.1f}",
+        "burst: ticks / wall s": f"{r['ticks']} / {r['wall_s']:.0f}",
+        "burst: 429s": str(r["throttled"]),
+        "burst: creates/requests": f"{r['creates']}/{r['requests']} = {r['request_share']:.1%}",
+        "burst: create rate / quota rate": f"{r['quota_rate_share']:.1%}",
+        "burst: creates / windows' quota": f"{r['window_share']:.1%}",
+    }
+
+
+def churn_rows(r: dict[str, Any]) -> dict[str, str]:
+    return {
+        "churn: pods replaced per tick": str(r["replaced_per_tick"]),
+        "churn: wall ms / tick": f"{r['wall_ms']:.0f}",
+        "churn: reconciler CPU ms / tick": f"{r['cpu_ms']:.0f}",
+        "churn: simulators CPU ms / tick": f"{r['sim_cpu_ms']:.0f}",
+        "churn: kube requests / tick": f"{r['kube_requests']:.0f}",
+        "churn: RunPod requests / tick": f"{r['runpod_requests']:.0f}",
+        "churn: DB writes / tick": f"{r['writes']:.0f}",
+    }
+
+
+ROWS = {"steady": steady_rows, "burst": burst_rows, "churn": churn_rows}
+
+
+def table(records: Sequence[dict[str, Any]], sizes: Sequence[int]) -> str:
+    cells: dict[str, dict[int, str]] = {}
+    for record in records:
+        for label, value in ROWS[record["scenario"]](record["summary"]).items():
+            cells.setdefault(label, {})[record["n"]] = value
+    width = max(len(label) for label in cells) + 2
+    lines = ["".ljust(width) + "".join(f"{'N=' + str(n):<24}" for n in sizes)]
+    for label, by_n in cells.items():
+        lines.append(label.ljust(width) + "".join(f"{by_n.get(n, '-'):<24}" for n in sizes))
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    measured: str
+    met: bool
+
+
+def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
+    runpod, pages = sum(r["runpod"].values()), r["kube_pages"]
+    return [
+        Target(f"N={n} steady: exactly 1 RunPod request", str(runpod), runpod == 1),
+        Target(f"N={n} steady: {r['expected_pages']} list pages + heartbeat, nothing else",
+               f"{pages} pages, {r['kube_heartbeat']} heartbeat, other {r['kube_other']}",
+               pages == r["expected_pages"] and not r["kube_other"]),
+        Target(f"N={n} steady: no DB write but the tick row", json.dumps(r["writes"]),
+               r["writes"] == {"INSERT ticks": 1}),
+        Target(f"N={n} steady: tick CPU <= 2 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 2000),
+        Target(f"N={n} steady: planner <= 200 ms (CPU, best of 5)",
+               f"{r['plan_direct_cpu_ms']:.0f} ms", r["plan_direct_cpu_ms"] <= 200),
+        Target(f"N={n} steady: peak RSS <= 300 MB", f"{r['peak_rss_mb']:.0f} MB",
+               r["peak_rss_mb"] <= 300),
+    ]
+
+
+def burst_targets(n: int, r: dict[str, Any]) -> list[Target]:
+    found = [Target(f"N={n} burst: zero 429s", str(r["throttled"]), r["throttled"] == 0)]
+    # A burst of a few windows is dominated by the first window's full quota.
+    if r["sim_minutes"] >= MIN_BURST_MINUTES:
+        found.append(Target(f"N={n} burst: >= 90% of the quota on creates (rate)",
+                            f"{r['quota_rate_share']:.1%}", r["quota_rate_share"] >= 0.9))
+    return found
+
+
+def targets(records: Sequence[dict[str, Any]]) -> list[Target]:
+    checks: dict[str, Callable[[int, dict[str, Any]], list[Target]]] = {
+        "steady": steady_targets, "burst": burst_targets}
+    found: list[Target] = []
+    for record in records:
+        if record["scenario"] in checks:
+            found += checks[record["scenario"]](record["n"], record["summary"])
+    return found
+
+
+# --- command line ---------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--pods", type=int, nargs="+", default=list(DEFAULT_PODS),
+                        help="managed pod counts to measure")
+    parser.add_argument("--json", type=Path, help="write every measurement here")
+    parser.add_argument("--scenario", choices=SCENARIOS, nargs="+", default=list(SCENARIOS))
+    parser.add_argument("--burst-max", type=int, default=DEFAULT_BURST_MAX,
+                        help="skip the burst above this N (10 000 at 60/min is ~3 h simulated)")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="cProfile one steady tick at the largest N into DIR")
+    parser.add_argument("--worker", choices=SCENARIOS, help=argparse.SUPPRESS)
+    parser.add_argument("--profile-tick", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def plan_runs(args: argparse.Namespace) -> list[tuple[str, int]]:
+    return [(scenario, n) for n in sorted(args.pods) for scenario in args.scenario
+            if not (scenario == "burst" and n > args.burst_max)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        return worker_main(args.worker, args.pods[0], args.profile_tick)
+    records = []
+    largest = max(args.pods)
+    for scenario, n in plan_runs(args):
+        print(f"running {scenario} at N={n} ...", file=sys.stderr, flush=True)
+        profile_dir = args.profile if scenario == "steady" and n == largest else None
+        records.append(run_worker(scenario, n, profile_dir))
+    print(table(records, sorted(args.pods)))
+    print()
+    for target in targets(records):
+        print(f"[{'met' if target.met else 'MISSED'}] {target.name}: {target.measured}")
+    if args.json:
+        checked = [asdict(t) for t in targets(records)]
+        args.json.write_text(json.dumps({"runs": records, "targets": checked}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

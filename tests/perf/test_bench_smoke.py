@@ -1,0 +1,95 @@
+"""Smoke test of the scale benchmark at N=50: the behavioural targets, never wall-clock.
+
+Runs the benchmark's own scenario functions with both simulators in this process and
+checks what a tick costs in requests and writes: a steady tick sends exactly one
+RunPod request, ⌈N/500⌉ pod list pages and the two heartbeat calls, and writes only
+its tick row; a burst under the default 60-per-minute quota meets no 429; churn
+replaces pods with one create and one terminate each.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from bench_scale import (
+    HEARTBEAT,
+    LIST_PAGE,
+    PAGE_SIZE,
+    bench_burst,
+    bench_churn,
+    bench_steady,
+    kube_kind,
+    runpod_route,
+)
+from scale_world import DEFAULT_QUOTA, RAISED_QUOTA, local_world
+
+from reconciler.sim.clock import SimClock
+
+N = 50
+
+
+@pytest.fixture
+def workdir() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="bench-smoke-") as path:
+        yield path
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Any, SimClock]]:
+    with local_world(DEFAULT_QUOTA) as host_and_clock:
+        yield host_and_clock
+
+
+def test_steady_tick_costs_one_list_the_pages_the_heartbeat_and_the_tick_row(
+        world: tuple[Any, SimClock], workdir: str) -> None:
+    host, clock = world
+    result = bench_steady(host, clock, N, workdir, ticks=2)
+    for sample in result.samples:
+        assert sample.planned == {}
+        assert sample.runpod == {"GET /v2/pods": 1}
+        assert sample.kube == {LIST_PAGE: math.ceil(N / PAGE_SIZE), HEARTBEAT: 2}
+        assert sample.writes == {"INSERT ticks": 1}
+
+
+def test_steady_list_is_paged_by_500(world: tuple[Any, SimClock], workdir: str) -> None:
+    host, clock = world
+    result = bench_steady(host, clock, PAGE_SIZE + 1, workdir, ticks=1)
+    assert result.last.kube == {LIST_PAGE: 2, HEARTBEAT: 2}
+    assert result.last.runpod == {"GET /v2/pods": 1}
+
+
+def test_burst_under_the_quota_meets_no_429(world: tuple[Any, SimClock], workdir: str) -> None:
+    host, clock = world
+    result = bench_burst(host, clock, 2 * DEFAULT_QUOTA[0], workdir)
+    summary = result.summary()
+    assert summary["throttled"] == 0
+    assert result.runpod_statuses.get("201") == 2 * DEFAULT_QUOTA[0]
+    # Everything but the lists and one catalog fetch went into creates.
+    assert summary["requests"] - summary["creates"] <= result.ticks + 1
+
+
+def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str) -> None:
+    with local_world(RAISED_QUOTA) as (host, clock):
+        result = bench_churn(host, clock, N, workdir, rounds=3)
+    replaced = result.replaced_per_tick
+    for sample in result.samples:
+        assert sample.runpod["POST /v2/pods"] == replaced
+        assert sample.runpod["DELETE /v2/pods/{id}"] == replaced
+        assert sample.runpod["GET /v2/pods"] == 1
+        assert sample.runpod_statuses.get("429", 0) == 0
+    # From the second round on, the pods deleted a round earlier are finished.
+    assert all(s.kube.get("DELETE pods") == replaced for s in result.samples[1:])
+
+
+def test_request_names() -> None:
+    assert kube_kind("GET", "/api/v1/pods") == LIST_PAGE
+    assert kube_kind("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/"
+                            "leases/virtual-runpod") == HEARTBEAT
+    assert kube_kind("PATCH", "/api/v1/namespaces/bench/pods/p-1/status") == "PATCH pods/status"
+    assert kube_kind("POST", "/api/v1/namespaces/bench/events") == "POST events"
+    assert runpod_route("DELETE", "/v2/pods/abc123") == "DELETE /v2/pods/{id}"
+    assert runpod_route("GET", "/v2/pods") == "GET /v2/pods"
