@@ -103,10 +103,9 @@ def _kube_effects(requests: Iterable[list[Any]], namespace: str,
 def _open_row_violations(journal: list[JournalRow]) -> list[str]:
     problems = [f"journal row {r.id} ({r.kind}) left open by tick {r.tick_id}, which finished"
                 for r in journal if not r.finished and r.tick_finished]
-    per_tick = Counter((r.tick_id, r.id) for r in journal if not r.finished)
-    by_tick = Counter(tick for tick, _ in per_tick)
-    return problems + [f"tick {tick} left {n} journal rows open" for tick, n in by_tick.items()
-                       if n > 1]
+    by_tick = Counter((r.generation, r.tick_id) for r in journal if not r.finished)
+    return problems + [f"tick {tick} of database #{generation} left {n} journal rows open"
+                       for (generation, tick), n in by_tick.items() if n > 1]
 
 
 # --- tick by tick -----------------------------------------------------------------------

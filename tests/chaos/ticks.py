@@ -153,6 +153,8 @@ def expire_lock(db_path: Path) -> bool:
 
 @dataclass(frozen=True)
 class JournalRow:
+    generation: int
+    """Which database file it came from: tick ids start again after a deletion."""
     id: int
     tick_id: int | None
     tick_finished: bool
@@ -163,7 +165,7 @@ class JournalRow:
     outcome: str | None
 
 
-def read_journal(db_path: Path) -> list[JournalRow]:
+def read_journal(db_path: Path, generation: int = 0) -> list[JournalRow]:
     """Every `actions` row with whether its tick finished; [] without a database."""
     if not db_path.exists():
         return []
@@ -175,5 +177,5 @@ def read_journal(db_path: Path) -> list[JournalRow]:
             rows = conn.execute(query).fetchall()
         except sqlite3.OperationalError:  # killed before the schema was made
             return []
-    return [JournalRow(r[0], r[1], bool(r[2]), r[3], r[4], r[5], bool(r[6]), r[7])
+    return [JournalRow(generation, r[0], r[1], bool(r[2]), r[3], r[4], r[5], bool(r[6]), r[7])
             for r in rows]
