@@ -12,6 +12,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -100,8 +101,8 @@ class Reconciler:
         return env
 
     def command(self) -> list[str]:
-        return ["reconciler", "--database-url", f"sqlite:///{self.db_path}", "sync", "--once",
-                "--output", "json", "--kubeconfig", str(self.host.kubeconfig),
+        return [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{self.db_path}",
+                "sync", "--once", "--output", "json", "--kubeconfig", str(self.host.kubeconfig),
                 "--runpod-url", self.host.runpod_url]
 
     def tick(self, plan: TickPlan) -> TickResult:
