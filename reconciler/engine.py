@@ -8,6 +8,7 @@ A steady tick therefore costs one RunPod call, the pod list pages and the heartb
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from reconciler.executor import Executor, Outcome
 from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
 from reconciler.kube.node import build_node
-from reconciler.mapping import MappingRecord
+from reconciler.mapping import MappingRecord, MappingState
 from reconciler.planner import (
     CreateInputs,
     Observation,
@@ -125,10 +126,11 @@ class Engine:
     # --- observe ----------------------------------------------------------------------
 
     def _observe(self, now: datetime) -> Observation:
-        instances = self.runpod.list_instances()
+        instances = list(self.runpod.list_instances())
         pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
                 if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
+        instances += self._confirm_missing(instances, rows, pods)
         owned = owned_instances(instances, self.settings.owner_id)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [p for p in pods if needs_create_inputs(
@@ -137,6 +139,23 @@ class Engine:
         inputs = self._create_inputs(needing) if catalog else {}
         return Observation(pods, instances, rows, catalog, inputs,
                            self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget)
+
+    def _confirm_missing(self, listed: Sequence[Instance], rows: Sequence[MappingRecord],
+                         pods: Sequence[KubeObject]) -> list[Instance]:
+        """Ask for each mapped instance of a live pod that the list does not show.
+
+        The list can lag behind for longer than any grace period; only a 404 proves an
+        instance is gone. One call per missing instance, none in a steady tick.
+        """
+        listed_ids = {i.id for i in listed}
+        live = {podinfo.uid(p) for p in pods}
+        found = []
+        for row in rows:
+            if (row.state is MappingState.RUNNING and row.instance_id
+                    and row.instance_id not in listed_ids and row.pod_uid in live):
+                with contextlib.suppress(runpod_errors.NotFoundError):  # 404: really gone
+                    found.append(self.runpod.get_instance(row.instance_id))
+        return found
 
     def _exit_codes(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
                     rows: Mapping[str, MappingRecord]) -> dict[str, int | None]:

@@ -21,7 +21,9 @@ from reconciler.store.repository import Store
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "reconciler"
-LOCK_TTL = 300.0
+# Short, because a SIGKILLed holder on another host is only outlived by expiry; the
+# loop renews at half of it.
+LOCK_TTL = 120.0
 
 
 class LockHeld(RuntimeError):
@@ -66,6 +68,10 @@ class LockKeeper:
 
     def acquire(self) -> None:
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        if holder is not None and _dead_here(holder):
+            log.warning("taking over the lock of %s, a dead process on this host", holder)
+            holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
+                                             dead_holder=holder)
         if holder is not None:
             raise LockHeld(f"another reconciler ({holder}) is writing to this database")
         self._renewed = self.clock()
@@ -77,6 +83,20 @@ class LockKeeper:
 
     def release(self) -> None:
         self.store.release_lock(LOCK_NAME, self.owner)
+
+
+def _dead_here(holder: str) -> bool:
+    """Whether `holder` (host/pid) is a process of this host that no longer runs."""
+    host, _, pid = holder.rpartition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @contextmanager

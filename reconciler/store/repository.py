@@ -80,14 +80,20 @@ class Store:
 
     # --- the writer lock ----------------------------------------------------------
 
-    def acquire_lock(self, name: str, owner: str, ttl: float, now: datetime) -> str | None:
-        """Take or renew the lock; returns None on success, else the current holder."""
+    def acquire_lock(self, name: str, owner: str, ttl: float, now: datetime,
+                     dead_holder: str | None = None) -> str | None:
+        """Take or renew the lock; returns None on success, else the current holder.
+
+        `dead_holder` names a holder known to be dead, whose lock may be taken at once.
+        """
         expires = now + timedelta(seconds=ttl)
         with self._sessions.begin() as session:
             # A conditional UPDATE is atomic: it only wins when the lock is ours or stale.
+            stale = (Lock.owner == owner) | (Lock.expires_at < now)
+            if dead_holder is not None:
+                stale = stale | (Lock.owner == dead_holder)
             taken = session.execute(
-                update(Lock).where(Lock.name == name)
-                .where((Lock.owner == owner) | (Lock.expires_at < now))
+                update(Lock).where(Lock.name == name).where(stale)
                 .values(owner=owner, acquired_at=now, expires_at=expires))
             if taken.rowcount:  # type: ignore[attr-defined]
                 return None
@@ -99,7 +105,7 @@ class Store:
                 session.add(Lock(name=name, owner=owner, acquired_at=now, expires_at=expires))
             return None
         except IntegrityError:
-            return self.acquire_lock(name, owner, ttl, now)
+            return self.acquire_lock(name, owner, ttl, now, dead_holder)
 
     def release_lock(self, name: str, owner: str) -> None:
         with self._sessions.begin() as session:

@@ -55,8 +55,6 @@ def host(tmp_path: Path) -> Iterator[SimHost]:
         yield running
 
 
-@pytest.mark.xfail(strict=True, reason="a dead `sync --once` keeps the writer lock for "
-                   "LOCK_TTL (300 s): every tick in those 5 minutes is refused")
 def test_a_tick_after_a_crashed_tick_is_not_refused(host: SimHost, tmp_path: Path) -> None:
     reconciler = Reconciler(host, tmp_path, "lock-node", "lock-cluster")
     host.create_pod(pod_manifest("lock", "a", "lock-node", batch=False))
@@ -65,8 +63,6 @@ def test_a_tick_after_a_crashed_tick_is_not_refused(host: SimHost, tmp_path: Pat
     assert after.returncode == 0 and after.report is not None
 
 
-@pytest.mark.xfail(strict=True, reason="a listing lag longer than the create grace fails a "
-                   "healthy pod as InstanceLost: the planner trusts the list alone")
 def test_a_late_listed_instance_does_not_fail_its_pod(host: SimHost, tmp_path: Path) -> None:
     reconciler = Reconciler(host, tmp_path, "lag-node", "lag-cluster")
     host.runpod("POST", "listing-lag", {"seconds": 4 * CREATE_GRACE})

@@ -144,3 +144,17 @@ def test_foreign_instances_are_never_touched(box: Sandbox) -> None:
     assert foreign in box.runpod_sim.instances
     touched = [r for r in box.runpod_sim.requests if foreign in r.path]
     assert touched == []
+
+
+def test_listing_lag_longer_than_the_grace_does_not_fail_a_healthy_pod(box: Sandbox) -> None:
+    box.runpod_sim.set_listing_lag(box.settings.create_grace_time * 4)
+    box.add_pod("a")
+    box.tick()
+    box.advance(box.settings.create_grace_time * 2)
+    box.tick()  # not listed yet and past the grace: a GET proves it exists
+    box.tick()
+    assert (box.pod("a") or {})["status"].get("phase") != "Failed"
+    assert creates(box) == 1
+    box.runpod_sim.vanish(next(iter(box.runpod_sim.instances)))
+    box.tick()  # now the GET answers 404: really lost
+    assert (box.pod("a") or {})["status"]["reason"] == "InstanceLost"
