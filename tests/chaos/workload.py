@@ -84,7 +84,8 @@ class Workload:
             self._delete_one(snap)
             return
         code = self.rng.choice([0, 0, 1, 3])
-        self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code})
+        self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code},
+                         missing_ok=True)
 
     def _delete_one(self, snap: Snapshot, grace: int = 30) -> None:
         live = self._live(snap)
@@ -105,13 +106,13 @@ class Workload:
     def _vanish_one(self, snap: Snapshot) -> None:
         instance = self._running_instance(snap, batch=self.rng.random() < 0.5)
         if instance is not None:
-            self.host.runpod("DELETE", f"pods/{instance['id']}")
+            self.host.runpod("DELETE", f"pods/{instance['id']}", missing_ok=True)
             self.faults["instance-vanished"] += 1
 
     def _error_one(self, snap: Snapshot) -> None:
         instance = self._running_instance(snap, batch=False)
         if instance is not None:
-            self.host.runpod("POST", f"pods/{instance['id']}/fail")
+            self.host.runpod("POST", f"pods/{instance['id']}/fail", missing_ok=True)
             self.faults["instance-error"] += 1
 
     def keep_bounded(self, snap: Snapshot) -> bool:

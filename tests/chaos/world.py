@@ -61,9 +61,12 @@ class SimHost:
 
     # --- RunPod admin ----------------------------------------------------------------
 
-    def runpod(self, method: str, path: str, body: Any = None) -> Any:
+    def runpod(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
+        """`missing_ok`: a user acting on an instance that is already gone does nothing."""
         response = self._http.request(method, f"{self.runpod_url}/_sim/{path}", json=body,
                                       timeout=10)
+        if missing_ok and response.status_code == 404:
+            return None
         if response.status_code >= 400:
             raise RuntimeError(f"{method} /_sim/{path}: {response.status_code} {response.text}")
         return response.json() if response.content else None
