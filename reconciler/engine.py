@@ -17,10 +17,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler import pods as podinfo
-from reconciler.actions import MUTATING, Action
+from reconciler.actions import Action
 from reconciler.config import Settings
 from reconciler.domain import GpuType, Instance, InstanceStatus, KubeObject
-from reconciler.executor import Executor, Outcome
+from reconciler.executor import Executor
 from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
 from reconciler.kube.node import build_node
@@ -63,7 +63,6 @@ class TickReport:
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
-    outcome: Outcome | None = None
 
     @property
     def duration(self) -> float:
@@ -231,7 +230,6 @@ class Engine:
 
         outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
             report.actions)
-        report.outcome = outcome
         report.applied, report.failed = outcome.applied, outcome.failed
         report.errors += outcome.errors
 
@@ -248,7 +246,3 @@ class Engine:
                     error_summary="\n".join(report.errors[:20]) or None)
         report.tick_id = self.store.record_tick(tick)
         return report
-
-
-def mutating(actions: Sequence[Action]) -> list[Action]:
-    return [a for a in actions if isinstance(a, MUTATING)]

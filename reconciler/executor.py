@@ -51,8 +51,6 @@ class Outcome:
     applied: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
-    created: list[str] = field(default_factory=list)
-    terminated: list[str] = field(default_factory=list)
 
 
 class _CreatesStopped(Exception):
@@ -72,7 +70,7 @@ class Executor:
         for action in actions:
             kind = type(action).__name__
             try:
-                self._apply(action, outcome)
+                self._apply(action)
                 outcome.applied[kind] += 1
             except Exception as exc:  # one action never stops the others
                 outcome.failed[kind] += 1
@@ -82,18 +80,18 @@ class Executor:
                 self._report_failure(action, exc)
         return outcome
 
-    def _apply(self, action: Action, outcome: Outcome) -> None:
+    def _apply(self, action: Action) -> None:
         match action:
             case SaveRow(row=row):
                 self.store.save_row(row)
             case DeleteRow(pod_uid=uid):
                 self.store.delete_row(uid)
             case Create():
-                self._create(action, outcome)
+                self._create(action)
             case Adopt(row=row):
                 self.store.save_row(row)
             case Terminate():
-                self._terminate(action, outcome)
+                self._terminate(action)
             case PatchStatus(pod=pod, status=status, row=row):
                 self._journaled("patch-status", pod.uid, None,
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
@@ -145,7 +143,7 @@ class Executor:
 
     # --- create -----------------------------------------------------------------------
 
-    def _create(self, action: Create, outcome: Outcome) -> None:
+    def _create(self, action: Create) -> None:
         if self._creates_stopped:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
             return
@@ -161,7 +159,6 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        outcome.created.append(instance.id)
         self._event(action.pod, "CreatedInstance",
                     f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
                     f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
@@ -235,7 +232,7 @@ class Executor:
 
     # --- terminate --------------------------------------------------------------------
 
-    def _terminate(self, action: Terminate, outcome: Outcome) -> None:
+    def _terminate(self, action: Terminate) -> None:
         if action.row is not None:
             self.store.save_row(action.row.changed(updated_at=self.clock()))
         crashpoints.reached("after-terminating")
@@ -243,7 +240,6 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        outcome.terminated.append(action.instance_id)
         log.info("terminated instance %s (%s)", action.instance_id, action.reason)
 
 
