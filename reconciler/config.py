@@ -47,6 +47,12 @@ class Settings:
     max_pending_time: float = 15 * 60
     """Seconds a pod may wait for an instance (capacity, bad annotation) before Failed."""
 
+    max_pending_time_before_offload: float = 0
+    """Seconds a managed pod may stay unschedulable before it is bound to the virtual node."""
+
+    pending_threshold: int = 0
+    """Offload the oldest unschedulable managed pods beyond this many; 0 turns it off."""
+
     create_grace_time: float = 120
     """Seconds to wait for an in-doubt create to show in the list before creating again."""
 

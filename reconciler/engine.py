@@ -25,6 +25,7 @@ from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
 from reconciler.kube.node import build_node
 from reconciler.mapping import MappingRecord, MappingState
+from reconciler.offload import PendingPod
 from reconciler.planner import (
     CreateInputs,
     Observation,
@@ -137,7 +138,26 @@ class Engine:
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
         return Observation(pods, instances, rows, catalog, inputs,
-                           self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget)
+                           self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
+                           self._unscheduled_pods())
+
+    def _unscheduled_pods(self) -> list[PendingPod]:
+        """Pending pods without a node, each with its Job (one GET per Job), to offload."""
+        jobs: dict[tuple[str, str], KubeObject | None] = {}
+        pending = []
+        for pod in self.kube.list_pending_managed_pods():
+            if not podinfo.is_ours_to_run(pod):
+                continue
+            key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
+            try:
+                if key[1] and key not in jobs:
+                    jobs[key] = self.kube.owning_job(pod)
+            except kube_errors.KubeError as exc:
+                log.warning("could not read the Job of %s/%s: %s", key[0],
+                            pod["metadata"]["name"], exc)
+                continue
+            pending.append(PendingPod(pod, jobs.get(key)))
+        return pending
 
     def _confirm_missing(self, listed: Sequence[Instance], rows: Sequence[MappingRecord],
                          pods: Sequence[KubeObject]) -> list[Instance]:
@@ -246,3 +266,11 @@ class Engine:
                     error_summary="\n".join(report.errors[:20]) or None)
         report.tick_id = self.store.record_tick(tick)
         return report
+
+
+def _job_owner_uid(pod: KubeObject) -> str:
+    """The UID of the Job the pod names as its owner, or ""."""
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        if ref.get("kind") == "Job":
+            return str(ref.get("uid", ""))
+    return ""

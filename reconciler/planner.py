@@ -38,6 +38,7 @@ from reconciler.domain import (
     KubeObject,
 )
 from reconciler.mapping import MappingRecord, MappingState
+from reconciler.offload import PendingPod, plan_offloads
 from reconciler.translate import status as pod_status
 from reconciler.translate.container import is_batch
 from reconciler.translate.env import EnvSources
@@ -79,6 +80,8 @@ class Observation:
     """Exit codes read this tick from the logs of EXITED instances, by instance id."""
     rate_budget: int | None = None
     """RunPod requests we may still send in the current window; None when unknown."""
+    pending: Sequence[PendingPod] = ()
+    """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,16 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
         actions += decided
         if wait is not None:
             waiting.append(wait)
-    return actions + _admit(tick, waiting, owned, rows)
+    offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned))
+    return offloads + actions + _admit(tick, waiting, owned, rows)
+
+
+def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
+                  owned: Mapping[str, list[Instance]]) -> int:
+    """Instances we may still add: the cap minus live pods of the node and orphans."""
+    live = {uid for uid, pod in pods.items()
+            if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)}
+    return settings.max_instances - len(live | set(owned))
 
 
 def owned_instances(instances: Iterable[Instance], owner_id: str) -> dict[str, list[Instance]]:
@@ -497,7 +509,7 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
     slots = _create_slots(t)
     actions: list[Action] = []
-    for wait in sorted(waiting, key=_oldest_first):
+    for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
         affordable = tuple(c for c in wait.candidates
                            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
         if count + 1 > t.settings.max_instances or not affordable:
@@ -517,12 +529,6 @@ def _create_slots(t: _Tick) -> int:
     budget = t.obs.rate_budget
     rate_slots = t.settings.max_creates_per_tick if budget is None else max(0, budget - 3)
     return min(t.settings.max_creates_per_tick, rate_slots)
-
-
-def _oldest_first(wait: _Waiting) -> tuple[str, str, str]:
-    created = podinfo.created_at(wait.pod)
-    ref = PodRef.of(wait.pod)
-    return (created.isoformat() if created else "", ref.namespace, ref.name)
 
 
 def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:

@@ -61,3 +61,11 @@ def deadline_passed(pod: KubeObject, now: datetime) -> bool:
 def age(pod: KubeObject, now: datetime) -> timedelta:
     created = created_at(pod)
     return timedelta(0) if created is None else now - created
+
+
+def oldest_first(pod: KubeObject) -> tuple[str, str, str]:
+    """Sort key: creation time, then namespace and name for a stable order."""
+    created = created_at(pod)
+    meta = pod["metadata"]
+    return (created.isoformat() if created else "", meta.get("namespace", "default"),
+            meta["name"])

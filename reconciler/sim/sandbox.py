@@ -86,7 +86,10 @@ class Sandbox:
                 command: list[str] | None = None, gpus: int = 1, ports: Sequence[int] = (),
                 annotations: dict[str, str] | None = None, restart_policy: str = "Always",
                 env: list[dict[str, Any]] | None = None,
-                extra_spec: dict[str, Any] | None = None) -> dict[str, Any]:
+                extra_spec: dict[str, Any] | None = None, bound: bool = True,
+                job: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A pod on the virtual node; with `bound=False` one the scheduler has yet to place,
+        and with `job` one that Job's controller made (owner reference, job-name label)."""
         container: dict[str, Any] = {
             "name": "main", "image": image,
             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
@@ -97,15 +100,34 @@ class Sandbox:
         if env:
             container["env"] = env
         self.ensure_namespace(namespace)
-        spec = {"nodeName": self.settings.node_name, "restartPolicy": restart_policy,
-                "containers": [container],
-                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        spec = {"restartPolicy": restart_policy, "containers": [container],
+                **({"nodeName": self.settings.node_name, "tolerations": [
+                    {"key": "virtual-kubelet.io/provider", "operator": "Exists"}]}
+                   if bound else {}),
                 **(extra_spec or {})}
-        return self.kube_sim.create_pod({
-            "apiVersion": "v1", "kind": "Pod",
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                    "annotations": dict(annotations or {})}
+        if job is not None:
+            metadata["labels"] = {"job-name": job["metadata"]["name"]}
+            metadata["ownerReferences"] = [{
+                "apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+                "uid": job["metadata"]["uid"], "controller": True}]
+        return self.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod",
+                                         "metadata": metadata, "spec": spec})
+
+    def add_job(self, name: str, *, namespace: str = "default",
+                annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                completions: int = 1, parallelism: int = 1) -> dict[str, Any]:
+        """A Job object only: tests play its controller by adding pods with `job=`."""
+        self.ensure_namespace(namespace)
+        template = {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "python:3.11"}]}}
+        return self.kube_sim.put("jobs", {
+            "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "namespace": namespace,
-                         "annotations": dict(annotations or {})},
-            "spec": spec})
+                         "annotations": dict(annotations or {}), "labels": dict(labels or {})},
+            "spec": {"completions": completions, "parallelism": parallelism,
+                     "backoffLimit": 6, "template": template}})
 
     def ensure_namespace(self, namespace: str) -> None:
         if self.kube_sim.get("namespaces", None, namespace) is None:

@@ -4,7 +4,7 @@ enforced from deploy/common/rbac.yaml (and from the Helm chart's rendering).
 Sufficient: the reconciler, authenticated as the runpod-reconciler ServiceAccount, runs
 a pod's whole life (created on RunPod, Running, deleted, gone) and makes every other
 call KubeClient has (Job, Secret and ConfigMap reads, node repair after a restart, a
-repeated Event, offload binding, leader election) without a single 403.
+repeated Event, leader election) and offloads a Job's pod, without a single 403.
 Necessary: with any one verb taken out of any rule, a call is refused with 403 for
 exactly that verb and resource. No rule uses a wildcard.
 """
@@ -97,17 +97,20 @@ def node_repair_after_restart(box: Sandbox) -> None:
     box.tick()
 
 
+def offload(box: Sandbox) -> None:
+    """An unschedulable pod of a managed Job, bound to the virtual node by the engine."""
+    job = box.add_job("burst", labels={"runpod.io/managed": "true"})
+    box.add_pod("burst-x", bound=False, restart_policy="Never", command=["python", "x.py"],
+                job=job)
+    box.kube_sim.make_unschedulable("default", "burst-x")
+    box.tick()
+
+
 def client_only_calls(box: Sandbox) -> None:
-    """KubeClient calls the engine does not make yet: a repeated Event, offload binding,
-    leader election."""
-    pod = box.kube_sim.create_pod({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "waiting", "namespace": "default"},
-        "spec": {"containers": [{"name": "main", "image": "python:3.11"}]}})
+    """KubeClient calls the engine does not make yet: a repeated Event, leader election."""
+    pod = box.pod("p") or box.add_pod("p")
     for _ in range(2):  # the repeat patches the first one's count
         box.kube.record_event(pod, "Offloading", "moving to the virtual node")
-    assert [p["metadata"]["name"] for p in box.kube.list_pending_managed_pods()] == ["waiting"]
-    box.kube.bind_pod("default", "waiting", pod["metadata"]["uid"], box.settings.node_name)
     box.ensure_namespace("runpod-system")
     for _ in range(2):  # acquire (create), then renew (update)
         assert box.kube.try_acquire_lease("runpod-system", "runpod-reconciler", "me", 15,
@@ -121,6 +124,7 @@ def exercise(box: Sandbox) -> Outcome:
     lifecycle(box, outcome)
     job_pod_with_env_sources(box)
     node_repair_after_restart(box)
+    offload(box)
     client_only_calls(box)
     return outcome
 
@@ -147,7 +151,8 @@ def test_whole_lifecycle_and_every_call_pass_with_the_shipped_rbac() -> None:
         assert ("PATCH", "/api/v1/nodes/virtual-runpod/status") in calls
         node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
         assert node["metadata"]["labels"]["type"] == "virtual-kubelet"
-        assert (box.pod("waiting") or {})["spec"]["nodeName"] == "virtual-runpod"
+        assert ("GET", "/apis/batch/v1/namespaces/default/jobs/burst") in calls
+        assert (box.pod("burst-x") or {})["spec"]["nodeName"] == "virtual-runpod"
 
 
 def test_rules_use_no_wildcards() -> None:

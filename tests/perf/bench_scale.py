@@ -46,6 +46,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
+from urllib.parse import unquote
 
 from scale_world import (
     DEFAULT_QUOTA,
@@ -66,6 +67,7 @@ from reconciler.sim.clock import SimClock
 
 PAGE_SIZE = 500
 LIST_PAGE = "pod list page"
+UNSCHEDULED_PAGE = "unscheduled pod list page"
 HEARTBEAT = "heartbeat"
 TICK_INTERVAL = 15.0
 DEFAULT_PODS = (100, 1000, 10_000)
@@ -131,13 +133,14 @@ class PlannerProbe:
             yield self
 
 
-def kube_kind(method: str, path: str) -> str:
-    """`GET /api/v1/pods` → "pod list page"; lease and node calls → "heartbeat"."""
+def kube_kind(method: str, path: str, query: str = "") -> str:
+    """`GET /api/v1/pods` → "pod list page", or "unscheduled pod list page" for offload
+    mode's list of Pending pods without a node; lease and node calls → "heartbeat"."""
     parts = path.split("?")[0].strip("/").split("/")
     if "leases" in parts or "nodes" in parts:
         return HEARTBEAT
     if method == "GET" and parts[-1] == "pods" and "namespaces" not in parts:
-        return LIST_PAGE
+        return UNSCHEDULED_PAGE if "spec.nodeName=," in unquote(query) else LIST_PAGE
     if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
         rest = parts[parts.index("namespaces") + 2:]
         return f"{method} {rest[0]}" + (f"/{rest[2]}" if len(rest) > 2 else "")
@@ -152,7 +155,7 @@ def runpod_route(method: str, path: str) -> str:
 
 
 def summarize(log: RequestLog) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
-    kube = Counter(kube_kind(method, path) for method, path, _q, _s in log.kube)
+    kube = Counter(kube_kind(method, path, query) for method, path, query, _s in log.kube)
     runpod = Counter(runpod_route(method, path) for method, path, _q, _s in log.runpod)
     statuses = Counter(str(status) for *_rest, status in log.runpod)
     return dict(kube), dict(runpod), dict(statuses)

@@ -2,9 +2,10 @@
 
 Runs the benchmark's own scenario functions with both simulators in this process and
 checks what a tick costs in requests and writes: a steady tick sends exactly one
-RunPod request, ⌈N/500⌉ pod list pages and the two heartbeat calls, and writes only
-its tick row; a burst under the default 60-per-minute quota meets no 429; churn
-replaces pods with one create and one terminate each.
+RunPod request, ⌈N/500⌉ pod list pages, one page of unscheduled pods (offload mode) and
+the two heartbeat calls, and writes only its tick row; a burst under the default
+60-per-minute quota meets no 429; churn replaces pods with one create and one terminate
+each.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bench_scale import (
     HEARTBEAT,
     LIST_PAGE,
     PAGE_SIZE,
+    UNSCHEDULED_PAGE,
     bench_burst,
     bench_churn,
     bench_steady,
@@ -51,14 +53,15 @@ def test_steady_tick_costs_one_list_the_pages_the_heartbeat_and_the_tick_row(
     for sample in result.samples:
         assert sample.planned == {}
         assert sample.runpod == {"GET /v2/pods": 1}
-        assert sample.kube == {LIST_PAGE: math.ceil(N / PAGE_SIZE), HEARTBEAT: 2}
+        assert sample.kube == {LIST_PAGE: math.ceil(N / PAGE_SIZE), UNSCHEDULED_PAGE: 1,
+                               HEARTBEAT: 2}
         assert sample.writes == {"INSERT ticks": 1}
 
 
 def test_steady_list_is_paged_by_500(world: tuple[Any, SimClock], workdir: str) -> None:
     host, clock = world
     result = bench_steady(host, clock, PAGE_SIZE + 1, workdir, ticks=1)
-    assert result.last.kube == {LIST_PAGE: 2, HEARTBEAT: 2}
+    assert result.last.kube == {LIST_PAGE: 2, UNSCHEDULED_PAGE: 1, HEARTBEAT: 2}
     assert result.last.runpod == {"GET /v2/pods": 1}
 
 
@@ -87,6 +90,8 @@ def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str)
 
 def test_request_names() -> None:
     assert kube_kind("GET", "/api/v1/pods") == LIST_PAGE
+    assert kube_kind("GET", "/api/v1/pods",
+                     "fieldSelector=spec.nodeName%3D%2Cstatus.phase%3DPending") == UNSCHEDULED_PAGE
     assert kube_kind("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/"
                             "leases/virtual-runpod") == HEARTBEAT
     assert kube_kind("PATCH", "/api/v1/namespaces/bench/pods/p-1/status") == "PATCH pods/status"
