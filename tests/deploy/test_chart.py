@@ -115,6 +115,7 @@ SETTINGS_VALUES = {
     "nodeName": "burst-a100", "interval": 20, "maxGpuPrice": 3.5, "maxInstances": 0,
     "maxHourlySpend": 1500, "datacenterIds": ["US-KS-2", "EU-RO-1"],
     "nodeCapacity": {"gpus": 2000000, "pods": 500, "cpu": "256", "memory": "2Ti"},
+    "offload": {"maxPendingTimeBeforeOffload": 120, "pendingThreshold": 8},
     "extraEnv": [{"name": "RECONCILER_MAX_PENDING_TIME", "value": "600"}],
 }
 
@@ -141,7 +142,8 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
     assert settings == dataclasses.replace(
         Settings(), node_name="burst-a100", max_gpu_price=3.5, max_instances=0,
         max_hourly_spend=1500.0, datacenter_ids=("US-KS-2", "EU-RO-1"), node_gpus=2000000,
-        node_pods=500, node_cpu="256", node_memory="2Ti", max_pending_time=600.0)
+        node_pods=500, node_cpu="256", node_memory="2Ti", max_pending_time=600.0,
+        max_pending_time_before_offload=120.0, pending_threshold=8)
     assert options["interval"] == 20.0
 
 

@@ -95,7 +95,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $integers := dict
   "RECONCILER_MAX_INSTANCES" .Values.maxInstances
   "RECONCILER_NODE_GPUS" .Values.nodeCapacity.gpus
-  "RECONCILER_NODE_PODS" .Values.nodeCapacity.pods }}
+  "RECONCILER_NODE_PODS" .Values.nodeCapacity.pods
+  "RECONCILER_PENDING_THRESHOLD" .Values.offload.pendingThreshold }}
 {{- range $name, $value := $integers }}
 {{- if not (kindIs "invalid" $value) }}
 - name: {{ $name }}
@@ -106,7 +107,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "RECONCILER_MAX_GPU_PRICE" .Values.maxGpuPrice
   "RECONCILER_MAX_HOURLY_SPEND" .Values.maxHourlySpend
   "RECONCILER_NODE_CPU" .Values.nodeCapacity.cpu
-  "RECONCILER_NODE_MEMORY" .Values.nodeCapacity.memory }}
+  "RECONCILER_NODE_MEMORY" .Values.nodeCapacity.memory
+  "RECONCILER_MAX_PENDING_TIME_BEFORE_OFFLOAD" .Values.offload.maxPendingTimeBeforeOffload }}
 {{- if eq .Values.mode "deployment" }}
 {{- $_ := set $others "RECONCILER_INTERVAL" .Values.interval }}
 {{- end }}
