@@ -29,7 +29,8 @@ def describe(action: Action) -> tuple[str, str, str]:
     kind = type(action).__name__
     pod = getattr(action, "pod", None)
     subject = str(pod) if pod is not None else getattr(action, "instance_id", "") or ""
-    detail = getattr(action, "reason", None) or getattr(action, "message", None) or ""
+    detail = (getattr(action, "reason", None) or getattr(action, "message", None)
+              or getattr(action, "trigger", None) or "")
     if kind == "Create":
         detail = ", ".join(c.gpu_type_id for c in getattr(action, "candidates", ()))
     elif kind == "PatchStatus":

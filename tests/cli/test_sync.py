@@ -49,6 +49,15 @@ def test_dry_run_prints_the_plan_and_changes_nothing(box: Sandbox) -> None:
     assert writes == []
 
 
+def test_dry_run_shows_an_offload_with_its_trigger_and_binds_nothing(box: Sandbox) -> None:
+    box.add_pod("burst", bound=False, annotations={"runpod.io/managed": "true"})
+    box.kube_sim.make_unschedulable("default", "burst")
+    code, output = sync(box, "--dry-run")
+    assert code == 0, output
+    assert "Bind" in output and "default/burst" in output and "unschedulable for" in output
+    assert not (box.pod("burst") or {})["spec"].get("nodeName")
+
+
 def test_json_output_has_stable_keys(box: Sandbox) -> None:
     box.add_pod("train")
     code, output = sync(box, "--output", "json")
