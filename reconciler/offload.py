@@ -79,8 +79,11 @@ def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: dateti
 
 
 def _unbound(pod: KubeObject) -> bool:
-    return (not (pod.get("spec") or {}).get("nodeName") and podinfo.phase(pod) == "Pending"
-            and not podinfo.is_deleting(pod))
+    """Pending without a node, not being deleted, and released by every scheduling gate
+    (a gate, as Kueue sets, means someone else still decides whether the pod may run)."""
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and not spec.get("schedulingGates")
+            and podinfo.phase(pod) == "Pending" and not podinfo.is_deleting(pod))
 
 
 def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:

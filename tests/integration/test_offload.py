@@ -130,11 +130,13 @@ def test_unmanaged_pods_are_never_offloaded(box: Sandbox) -> None:
     assert binding_requests(box) == []
 
 
-def test_a_pod_already_bound_elsewhere_or_being_deleted_is_not_bound(box: Sandbox) -> None:
+def test_a_pod_bound_elsewhere_being_deleted_or_gated_is_not_bound(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0)
     forced = {**MANAGED, "runpod.io/offload": "true"}
     pending_pod(box, "elsewhere", annotations=forced,
                 extra_spec={"nodeName": "gpu-node-1"})
+    pending_pod(box, "gated", annotations=forced,
+                extra_spec={"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
     pending_pod(box, "leaving", annotations=forced)
     box.kube_sim.store.patch(PODS, "default", "leaving", "application/merge-patch+json",
                              {"metadata": {"finalizers": ["example.com/hold"]}}, "")
