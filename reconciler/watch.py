@@ -95,9 +95,11 @@ class PodWatch:
     """One watch in its own thread, calling `changed` for every event that matters."""
 
     def __init__(self, kube: KubeClient, field_selector: str, changed: Callable[[], None],
-                 change_filter: ChangeFilter | None = None, name: str = "watch") -> None:
+                 change_filter: ChangeFilter | None = None, name: str = "watch",
+                 watch_seconds: int = WATCH_SECONDS) -> None:
         self.kube, self.field_selector, self.changed = kube, field_selector, changed
         self.filter = change_filter or ChangeFilter()
+        self.watch_seconds = watch_seconds
         self._stop = threading.Event()
         self._stream: WatchStream | None = None
         self._stream_lock = threading.Lock()
@@ -138,7 +140,7 @@ class PodWatch:
 
     def _follow(self, version: str) -> str:
         """Read one watch to its end; the resourceVersion to resume from."""
-        stream = self.kube.watch_pods(self.field_selector, version, WATCH_SECONDS)
+        stream = self.kube.watch_pods(self.field_selector, version, self.watch_seconds)
         with self._stream_lock:
             self._stream = stream
         if self._stop.is_set():  # stop() ran before the stream was there to close
