@@ -11,7 +11,8 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY reconciler ./reconciler
 COPY migrations ./migrations
-RUN pip install . && rm -rf /src
+# With the PostgreSQL driver, so that one image serves SQLite and replicas alike.
+RUN pip install '.[postgres]' && rm -rf /src
 
 USER 10001
 WORKDIR /var/lib/reconciler

@@ -17,12 +17,12 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
-from reconciler import __version__, logs, state_view, summary
+from reconciler import __version__, leader, logs, state_view, summary
 from reconciler.cli_options import settings_from, settings_options
 from reconciler.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
 from reconciler.kube.errors import KubeError
 from reconciler.runpod.errors import RunPodError
-from reconciler.service import run_loop
+from reconciler.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.store import db, migrate, queries
 from reconciler.wiring import Connections, LockHeld, reconciler
 
@@ -154,15 +154,38 @@ def require_schema(engine: Engine) -> None:
               help="Upgrade the database schema at start.")
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
               help="Seconds between ticks in the loop mode.")
+@click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
+              type=click.FloatRange(min=1), help="Seconds between node heartbeats in the loop "
+              "mode (--once beats once per run).")
+@click.option("--watch/--no-watch", envvar="RECONCILER_WATCH", default=True,
+              help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.")
 @click.option("--health-address", envvar="RECONCILER_HEALTH_ADDRESS", default=":8080",
               help="Where the loop mode serves /healthz, /readyz and /metrics.")
+@click.option("--leader-elect", envvar="RECONCILER_LEADER_ELECT", is_flag=True,
+              help="Loop mode: act only while holding the leader Lease (for replicas > 1).")
+@click.option("--leader-elect-namespace", envvar="RECONCILER_LEADER_ELECT_NAMESPACE",
+              default=None, show_default=False,
+              help="Namespace of the leader Lease [default: the pod's own, else "
+              f"{leader.FALLBACK_NAMESPACE}].")
+@click.option("--leader-elect-lease-name", envvar="RECONCILER_LEADER_ELECT_LEASE_NAME",
+              default=leader.DEFAULT_LEASE_NAME, help="Name of the leader Lease.")
+@click.option("--leader-elect-lease-duration", envvar="RECONCILER_LEADER_ELECT_LEASE_DURATION",
+              default=leader.DEFAULT_LEASE_SECONDS, type=click.IntRange(min=3),
+              help="Seconds a dead leader's Lease blocks a standby; renewed every third.")
 @settings_options
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
          runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
-         health_address: str, **options: Any) -> None:
+         heartbeat_interval: float, watch: bool, health_address: str, leader_elect: bool,
+         leader_elect_namespace: str | None, leader_elect_lease_name: str,
+         leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
+    loop = LoopOptions(interval=interval, heartbeat_interval=heartbeat_interval,
+                       health_address=health_address, watch=watch, leader_elect=leader_elect,
+                       leader_namespace=leader_elect_namespace or leader.default_namespace(),
+                       lease_name=leader_elect_lease_name,
+                       lease_seconds=leader_elect_lease_duration)
     conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
@@ -177,8 +200,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
             if not report.ok:
                 sys.exit(1)
         else:
-            run_loop(settings, conn, interval, health_address)
-    except LockHeld as exc:
+            run_loop(settings, conn, loop)
+    except (LockHeld, LeadershipLost) as exc:
         raise click.ClickException(str(exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None

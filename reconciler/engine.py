@@ -64,6 +64,10 @@ class TickReport:
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)
+    """The actions that were carried out without an error."""
+    observation: Observation | None = None
+    """What the tick saw, for the metrics; None when it could not observe."""
 
     @property
     def duration(self) -> float:
@@ -102,6 +106,9 @@ class Engine:
         self._node_registered = False
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
+        # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
+        # keep the node alive itself.
+        self.heartbeat_in_tick = True
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.before_tick()
@@ -112,14 +119,15 @@ class Engine:
             report.errors.append(f"observe: {exc}")
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
-        report.observed = True
+        report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
         report.instances = sum(len(g) for g in owned_instances(
             observation.instances, self.settings.owner_id).values())
         report.actions = plan(observation, self.settings, report.started_at)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
-            self._heartbeat(report)
+            if self.heartbeat_in_tick:
+                self._heartbeat(report)
             self._apply(report)
         return self._finish(report, dry_run)
 
@@ -231,6 +239,13 @@ class Engine:
 
     # --- apply and record -------------------------------------------------------------
 
+    def heartbeat(self) -> None:
+        """The loop's heartbeat: register the node again (recreated if it was deleted, its
+        Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
+        self.kube.ensure_node(build_node(self.settings, self.clock()))
+        self._node_registered = True
+        self.kube.renew_node_lease(self.settings.node_name)
+
     def _heartbeat(self, report: TickReport) -> None:
         """Keep the virtual node registered and its lease fresh, so it stays Ready."""
         try:
@@ -250,7 +265,7 @@ class Engine:
 
         outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
             report.actions)
-        report.applied, report.failed = outcome.applied, outcome.failed
+        report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.errors += outcome.errors
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:

@@ -51,6 +51,7 @@ class Outcome:
     applied: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)
 
 
 class _CreatesStopped(Exception):
@@ -72,6 +73,7 @@ class Executor:
             try:
                 self._apply(action)
                 outcome.applied[kind] += 1
+                outcome.done.append(action)
             except Exception as exc:  # one action never stops the others
                 outcome.failed[kind] += 1
                 outcome.errors.append(f"{kind} {_subject(action)}: {exc}")

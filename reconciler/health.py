@@ -1,7 +1,8 @@
 """The loop mode's HTTP endpoints: /healthz, /readyz and /metrics.
 
 Readiness is judged from the last tick, never by calling RunPod per probe: ready when a
-tick observed both worlds within the last three intervals.
+tick observed both worlds within the last three intervals. A leader-election standby
+does not tick: it counts as ready while its Lease attempts get an answer.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from reconciler.metrics import Metrics
 
 
 class Health:
-    """What the probes read; the loop updates it after every tick."""
+    """What the probes read; the loop updates it after every tick (a standby, after every
+    answered election attempt)."""
 
     def __init__(self, interval: float, clock: Clock, metrics: Metrics) -> None:
         self.window = timedelta(seconds=3 * interval)

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -100,20 +100,35 @@ def _dead_here(holder: str) -> bool:
 
 
 @contextmanager
-def reconciler(settings: Settings, conn: Connections,
-               clock: Clock = utcnow) -> Iterator[Engine]:
-    """An engine holding the database's writer lock for as long as the block runs."""
+def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
+            on_runpod_response: Callable[[str, int], None] | None = None) -> Iterator[Engine]:
+    """An engine with its clients and store, not yet holding the writer lock: a standby
+    replica must not take the lock before it leads."""
     logs.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate)
     kube = KubeClient.from_config(conn.kubeconfig)
-    runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url)
-    settings = resolve_owner(settings, kube)
-    lock = LockKeeper(store, clock)
+    runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
+    try:
+        yield Engine(resolve_owner(settings, kube), runpod, kube, store, clock)
+    finally:
+        runpod.close()
+
+
+@contextmanager
+def writer_lock(engine: Engine) -> Iterator[LockKeeper]:
+    """The database's writer lock for as long as the block runs, renewed before ticks."""
+    lock = LockKeeper(engine.store, engine.clock)
     lock.acquire()
-    engine = Engine(settings, runpod, kube, store, clock)
     engine.before_tick = lock.renew_if_due
     try:
-        yield engine
+        yield lock
     finally:
         lock.release()
-        runpod.close()
+
+
+@contextmanager
+def reconciler(settings: Settings, conn: Connections,
+               clock: Clock = utcnow) -> Iterator[Engine]:
+    """An engine holding the database's writer lock for as long as the block runs."""
+    with connect(settings, conn, clock) as engine, writer_lock(engine):
+        yield engine

@@ -32,6 +32,7 @@ from reconciler.kube.errors import (
     TransportError,
     error_for,
 )
+from reconciler.kube.stream import WatchStream
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -42,6 +43,7 @@ NODE_LEASE_NAMESPACE = "kube-node-lease"
 # often, so its heartbeat times stay meaningful; the Lease is the real liveness signal.
 NODE_STATUS_REPORT_SECONDS = 300
 DEFAULT_COMPONENT = "runpod-reconciler"
+WATCH_READ_SLACK_SECONDS = 30
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 
@@ -92,6 +94,33 @@ class KubeClient:
     def list_pending_managed_pods(self, page_size: int = 500) -> list[KubeObject]:
         """Unscheduled Pending pods in every namespace (offload candidates)."""
         return self._list_all("/api/v1/pods", "spec.nodeName=,status.phase=Pending", page_size)
+
+    def pods_resource_version(self, field_selector: str) -> str:
+        """Where a watch of these pods can start: the resourceVersion of a one-item list
+        (the whole list is the tick's business)."""
+        page = self._request("GET", "/api/v1/pods",
+                             query=[("fieldSelector", field_selector), ("limit", "1")])
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch_pods(self, field_selector: str, resource_version: str,
+                   timeout_seconds: int) -> WatchStream:
+        """The changes to these pods after `resource_version`, until the server ends the
+        watch after `timeout_seconds` (or the caller closes the stream)."""
+        query = [("fieldSelector", field_selector), ("watch", "true"),
+                 ("resourceVersion", resource_version),
+                 ("timeoutSeconds", str(timeout_seconds))]
+        # The read timeout outlasts the server's own end of the watch: a quiet watch is
+        # not a broken one.
+        timeout = (self._timeout[0], timeout_seconds + WATCH_READ_SLACK_SECONDS)
+        headers = {"Accept": "application/json"}
+        with _translated_errors():
+            request = self.api_client.param_serialize(
+                method="GET", resource_path="/api/v1/pods", query_params=query,
+                header_params=headers, auth_settings=["BearerToken"])
+            response = self.api_client.call_api(*request, _request_timeout=timeout)
+            if not 200 <= response.status < 300:
+                raise error_for(response.status, response.read())
+        return WatchStream(response.response)
 
     def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         # Strategic merge: conditions merge by type and containerStatuses by name, so

@@ -29,6 +29,10 @@ class ConflictError(KubeError):
     """409: stale resourceVersion, failed precondition, or the object already exists."""
 
 
+class GoneError(KubeError):
+    """410: a watch asked for history the server no longer keeps; list again."""
+
+
 class ForbiddenError(KubeError):
     """403: RBAC does not grant this verb on this resource."""
 
@@ -50,6 +54,7 @@ _BY_STATUS: dict[int, type[KubeError]] = {
     403: ForbiddenError,
     404: NotFoundError,
     409: ConflictError,
+    410: GoneError,
     422: InvalidError,
 }
 

@@ -1,5 +1,11 @@
-"""`reconciler sync` as a real process against the simulators: /healthz, /readyz and
-/metrics answer, a new pod reaches RunPod on the next tick, SIGTERM exits cleanly."""
+"""`reconciler sync` as a real process against the simulators on 127.0.0.1:
+- /healthz, /readyz and /metrics (with the metric names dashboards rely on) answer;
+- the pod watch brings a new pod to RunPod within 2 s although the periodic tick is a
+  minute away, and the node heartbeat runs without any tick;
+- SIGTERM exits 0 and hands the leader Lease back;
+- with two replicas and --leader-elect only the leader acts; when it is killed -9 the
+  standby takes over within the lease duration and reconciles a new pod.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +17,18 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
 from reconciler.sim.sandbox import API_KEY, Sandbox
+
+LEASE_NAMESPACE = "runpod-system"
+LEASE_NAME = "runpod-reconciler-leader"
+LEASE_SECONDS = 6
+# Long enough that only the watch can explain a tick during a test.
+LONG_INTERVAL = "60"
 
 
 def free_port() -> int:
@@ -24,11 +37,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def eventually(check: Callable[[], bool], seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
+def eventually(check: Callable[[], bool], seconds: float = 20) -> float:
+    """Seconds it took until `check` held; fails after `seconds`."""
+    started = time.monotonic()
     while not check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
+        assert time.monotonic() - started < seconds, "condition not reached in time"
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 def answers(url: str, status: int = 200) -> bool:
@@ -38,36 +53,137 @@ def answers(url: str, status: int = 200) -> bool:
         return False
 
 
+class Reconciler:
+    """One `reconciler sync` process; its output goes to a file, read at the end."""
+
+    def __init__(self, box: Sandbox, database: Path, log: Path, *args: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        with log.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{database}",
+                 "sync", "--health-address", f"127.0.0.1:{self.port}",
+                 "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url,
+                 *args],
+                env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "DEBUG"},
+                text=True, stdout=out, stderr=subprocess.STDOUT)
+
+    def metrics(self) -> str:
+        return requests.get(f"{self.base}/metrics", timeout=2).text
+
+    def metric(self, line_start: str) -> float | None:
+        for line in self.metrics().splitlines():
+            if line.startswith(line_start + " "):
+                return float(line.split()[-1])
+        return None
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 @pytest.fixture
-def loop(tmp_path: Path) -> Iterator[tuple[Sandbox, subprocess.Popen[str], str]]:
-    with Sandbox() as box:
-        port = free_port()
-        process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "--database-url",
-             f"sqlite:///{tmp_path / 'loop.db'}", "sync", "--interval", "1",
-             "--health-address", f"127.0.0.1:{port}", "--kubeconfig", box.kubeconfig,
-             "--runpod-url", box.runpod_sim.base_url],
-            env={**os.environ, "RUNPOD_API_KEY": API_KEY}, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            yield box, process, f"http://127.0.0.1:{port}"
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def box() -> Iterator[Sandbox]:
+    with Sandbox() as sandbox:
+        sandbox.ensure_namespace(LEASE_NAMESPACE)
+        yield sandbox
 
 
-def test_loop_serves_health_ticks_and_stops_on_sigterm(
-        loop: tuple[Sandbox, subprocess.Popen[str], str]) -> None:
-    box, process, base = loop
-    eventually(lambda: answers(f"{base}/healthz"))
-    eventually(lambda: answers(f"{base}/readyz"))
+@pytest.fixture
+def start(box: Sandbox, tmp_path: Path) -> Iterator[Callable[..., Reconciler]]:
+    started: list[Reconciler] = []
+
+    def launch(*args: str) -> Reconciler:
+        process = Reconciler(box, tmp_path / "loop.db", tmp_path / f"r{len(started)}.log", *args)
+        started.append(process)
+        return process
+
+    yield launch
+    for process in started:
+        process.kill()
+
+
+def lease(box: Sandbox) -> dict[str, Any]:
+    return (box.kube_sim.get("leases", LEASE_NAMESPACE, LEASE_NAME) or {}).get("spec") or {}
+
+
+def creates(box: Sandbox) -> int:
+    return sum(1 for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/pods"))
+
+
+def has_instance(box: Sandbox, name: str) -> bool:
+    return box.instance_for(box.pod(name) or {"metadata": {"uid": "-"}}) is not None
+
+
+def test_watch_heartbeat_health_metrics_and_sigterm(
+        box: Sandbox, start: Callable[..., Reconciler]) -> None:
+    reconciler = start("--interval", LONG_INTERVAL, "--heartbeat-interval", "1",
+                       "--leader-elect", "--leader-elect-lease-duration", str(LEASE_SECONDS))
+    eventually(lambda: answers(f"{reconciler.base}/healthz"))
+    eventually(lambda: answers(f"{reconciler.base}/readyz"))
+    eventually(lambda: reconciler.metric("reconciler_ticks_total{result=\"ok\"}") == 1)
+
     box.add_pod("late")
-    eventually(lambda: box.instance_for(box.pod("late") or {}) is not None, seconds=5)
-    metrics = requests.get(f"{base}/metrics", timeout=1).text
-    assert "reconciler_ticks_total" in metrics
-    assert "reconciler_tick_duration_seconds_bucket" in metrics
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=15) == 0
-    output = process.stdout.read() if process.stdout else ""
+    latency = eventually(lambda: has_instance(box, "late"), seconds=2)
+    print(f"pod to RunPod instance through the watch: {latency:.2f} s")
+    assert reconciler.metric("reconciler_early_ticks_total") is not None
+
+    # Heartbeats go on between ticks: the node Lease is renewed again and again.
+    node_lease = box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name) or {}
+    first = node_lease["spec"]["renewTime"]
+    eventually(lambda: (box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name)
+                        or {})["spec"]["renewTime"] != first, seconds=5)
+    assert (reconciler.metric("reconciler_node_heartbeats_total{result=\"ok\"}") or 0) >= 2
+
+    metrics = reconciler.metrics()
+    for name in ("reconciler_tick_duration_seconds_bucket", "reconciler_ticks_total",
+                 "reconciler_runpod_requests_total{method=\"POST\",route=\"/v2/pods\","
+                 "status=\"201\"}",
+                 "reconciler_owned_cost_per_hour_usd", "reconciler_orphans_found_total",
+                 "reconciler_orphans_terminated_total", "reconciler_duplicates_healed_total",
+                 "reconciler_pod_pending_to_running_seconds_bucket", "reconciler_leader 1.0"):
+        assert name in metrics, name
+    assert lease(box).get("holderIdentity")
+
+    reconciler.process.send_signal(signal.SIGTERM)
+    assert reconciler.process.wait(timeout=15) == 0
+    output = reconciler.output()
     assert "stopped cleanly" in output and API_KEY not in output
+    assert not lease(box).get("holderIdentity")  # handed back, not left to expire
+
+
+def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
+        box: Sandbox, start: Callable[..., Reconciler]) -> None:
+    args = ("--interval", "1", "--leader-elect",
+            "--leader-elect-lease-duration", str(LEASE_SECONDS))
+    a = start(*args)
+    eventually(lambda: answers(f"{a.base}/readyz"))
+    b = start(*args)
+    eventually(lambda: answers(f"{b.base}/readyz"))  # a standby is ready: rollouts go on
+    assert b.metric("reconciler_leader") == 0.0
+
+    box.add_pod("first")
+    eventually(lambda: has_instance(box, "first"), seconds=5)
+    eventually(lambda: (a.metric("reconciler_ticks_total{result=\"ok\"}") or 0) >= 3)
+    assert a.metric("reconciler_leader") == 1.0
+    assert b.metric("reconciler_ticks_total{result=\"ok\"}") is None
+    assert b.metric("reconciler_runpod_requests_total{method=\"GET\",route=\"/v2/pods\","
+                    "status=\"200\"}") is None
+    assert creates(box) == 1
+    assert lease(box)["holderIdentity"].endswith(f"/{a.process.pid}")
+
+    a.process.send_signal(signal.SIGKILL)
+    a.process.wait()
+    killed = time.monotonic()
+    box.add_pod("second")
+    eventually(lambda: has_instance(box, "second"), seconds=LEASE_SECONDS + 10)
+    print(f"standby took over and reconciled in {time.monotonic() - killed:.1f} s")
+    assert lease(box)["holderIdentity"].endswith(f"/{b.process.pid}")
+    assert b.metric("reconciler_leader") == 1.0
+    assert creates(box) == 2  # nothing created twice across the takeover
+    assert "taking over the lock of" in b.output()

@@ -112,7 +112,8 @@ def test_postgres_replicas_read_the_url_from_a_secret_and_mount_no_claim() -> No
 
 
 SETTINGS_VALUES = {
-    "nodeName": "burst-a100", "interval": 20, "maxGpuPrice": 3.5, "maxInstances": 0,
+    "nodeName": "burst-a100", "interval": 20, "heartbeatInterval": 5, "maxGpuPrice": 3.5,
+    "maxInstances": 0,
     "maxHourlySpend": 1500, "datacenterIds": ["US-KS-2", "EU-RO-1"],
     "nodeCapacity": {"gpus": 2000000, "pods": 500, "cpu": "256", "memory": "2Ti"},
     "offload": {"maxPendingTimeBeforeOffload": 120, "pendingThreshold": 8},
@@ -145,6 +146,7 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
         node_pods=500, node_cpu="256", node_memory="2Ti", max_pending_time=600.0,
         max_pending_time_before_offload=120.0, pending_threshold=8)
     assert options["interval"] == 20.0
+    assert options["heartbeat_interval"] == 5.0
 
 
 def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,11 +154,37 @@ def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyP
     settings, options = parse_like_the_container(env(workload), monkeypatch)
     assert settings == Settings()
     assert options["interval"] == next(p.default for p in sync.params if p.name == "interval")
+    # Deployment mode elects a leader, on a Lease the chart's RBAC names.
+    assert options["leader_elect"] is True
+    assert options["leader_elect_lease_name"] == "runpod-reconciler-leader"
 
 
-def test_cronjob_mode_passes_no_interval() -> None:
+def test_cronjob_mode_passes_no_loop_options() -> None:
     values = {**SETTINGS_VALUES, **CRONJOB}
-    assert "RECONCILER_INTERVAL" not in env(find(chart_objects(values), "CronJob"))
+    variables = env(find(chart_objects(values), "CronJob"))
+    assert not {"RECONCILER_INTERVAL", "RECONCILER_HEARTBEAT_INTERVAL",
+                "RECONCILER_LEADER_ELECT"} & set(variables)
+
+
+def test_leader_lease_is_named_after_the_release_in_flag_and_rbac(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render({}, name="burst", namespace=NAMESPACE, is_install=True)
+    objects = [doc for path, text in rendered.items() if path.endswith(".yaml")
+               for doc in documents(text)]
+    _, options = parse_like_the_container(env(find(objects, "Deployment")), monkeypatch)
+    role = find(objects, "Role", "burst-runpod-reconciler-leader-election")
+    named = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
+    assert named == [[options["leader_elect_lease_name"]]] == [["burst-runpod-reconciler-leader"]]
+
+
+def test_without_leader_election_the_flag_is_not_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    workload = find(chart_objects({"leaderElection": {"enabled": False}}), "Deployment")
+    _, options = parse_like_the_container(env(workload), monkeypatch)
+    assert options["leader_elect"] is False
 
 
 @pytest.mark.parametrize(("values", "reason"), [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli import main, sync
+from reconciler.leader import DEFAULT_LEASE_NAME
 
 from .manifests import (
     DEPLOY,
@@ -111,7 +112,8 @@ def test_cronjob_runs_one_tick_a_minute_never_overlapping_on_the_same_volume() -
     _assert_hardened_with_database_volume(spec)
     assert spec["volumes"] == pod_spec(deployment())["volumes"]
     assert spec["securityContext"] == pod_spec(deployment())["securityContext"]
-    assert env(job) == {k: v for k, v in env(deployment()).items() if k != "RECONCILER_INTERVAL"}
+    loop_only = {"RECONCILER_INTERVAL", "RECONCILER_LEADER_ELECT"}
+    assert env(job) == {k: v for k, v in env(deployment()).items() if k not in loop_only}
 
 
 def _assert_hardened_with_database_volume(spec: Obj) -> None:
@@ -166,6 +168,7 @@ def test_api_key_comes_from_the_example_secrets_name_and_key() -> None:
 def test_rbac_names_the_node_the_workloads_run_as() -> None:
     rbac = load("common/rbac.yaml")
     named = {name for doc in rbac if doc["kind"] in ("ClusterRole", "Role")
+             if doc["metadata"]["name"] != "runpod-reconciler-leader-election"
              for rule in doc["rules"] if set(rule["resources"]) & {"nodes", "nodes/status",
                                                                     "leases"}
              for name in rule.get("resourceNames", [])}
@@ -183,3 +186,11 @@ def test_metrics_service_targets_the_deployments_http_port() -> None:
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"] == [
         {"name": "http-metrics", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+
+
+def test_the_deployment_elects_a_leader_on_the_lease_the_rbac_names() -> None:
+    assert env(deployment())["RECONCILER_LEADER_ELECT"] == "true"
+    role = find(load("common/rbac.yaml"), "Role", "runpod-reconciler-leader-election")
+    assert role["metadata"]["namespace"] == deployment()["metadata"]["namespace"]
+    assert [r["resourceNames"] for r in role["rules"] if "resourceNames" in r] == [
+        [DEFAULT_LEASE_NAME]]

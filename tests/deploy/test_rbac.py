@@ -4,7 +4,8 @@ enforced from deploy/common/rbac.yaml (and from the Helm chart's rendering).
 Sufficient: the reconciler, authenticated as the runpod-reconciler ServiceAccount, runs
 a pod's whole life (created on RunPod, Running, deleted, gone) and makes every other
 call KubeClient has (Job, Secret and ConfigMap reads, node repair after a restart, a
-repeated Event, leader election) and offloads a Job's pod, without a single 403.
+repeated Event, the pod watches, leader election) and offloads a Job's pod, without a
+single 403.
 Necessary: with any one verb taken out of any rule, a call is refused with 403 for
 exactly that verb and resource. No rule uses a wildcard.
 """
@@ -24,7 +25,9 @@ import yaml
 
 from reconciler.config import Settings
 from reconciler.kube.errors import ForbiddenError, KubeError
+from reconciler.leader import DEFAULT_LEASE_NAME
 from reconciler.sim.sandbox import Sandbox
+from reconciler.watch import PENDING_SELECTOR, node_selector
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 
@@ -32,7 +35,7 @@ RBAC_FILE = DEPLOY / "common" / "rbac.yaml"
 SUBJECT = "system:serviceaccount:runpod-system:runpod-reconciler"
 FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 # Each verb on the wire (`get` is a GET with a name, `list` one without).
-METHODS = {"get": "GET", "list": "GET", "create": "POST", "update": "PUT",
+METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
            "patch": "PATCH", "delete": "DELETE"}
 
 
@@ -107,15 +110,19 @@ def offload(box: Sandbox) -> None:
 
 
 def client_only_calls(box: Sandbox) -> None:
-    """KubeClient calls the engine does not make yet: a repeated Event, leader election."""
+    """KubeClient calls a single tick does not make: a repeated Event, the loop's pod
+    watches and leader election."""
     pod = box.pod("p") or box.add_pod("p")
     for _ in range(2):  # the repeat patches the first one's count
         box.kube.record_event(pod, "Offloading", "moving to the virtual node")
+    for selector in (node_selector(box.settings.node_name), PENDING_SELECTOR):
+        version = box.kube.pods_resource_version(selector)
+        box.kube.watch_pods(selector, version, timeout_seconds=1).close()
     box.ensure_namespace("runpod-system")
     for _ in range(2):  # acquire (create), then renew (update)
-        assert box.kube.try_acquire_lease("runpod-system", "runpod-reconciler", "me", 15,
+        assert box.kube.try_acquire_lease("runpod-system", DEFAULT_LEASE_NAME, "me", 15,
                                           box.clock.now())
-    box.kube.release_lease("runpod-system", "runpod-reconciler", "me")
+    box.kube.release_lease("runpod-system", DEFAULT_LEASE_NAME, "me")
 
 
 def exercise(box: Sandbox) -> Outcome:

@@ -42,6 +42,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The leader election Lease, named after the release so that two releases never share it. */}}
+{{- define "runpod-reconciler.leaderLease" -}}
+{{- printf "%s-leader" (include "runpod-reconciler.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "runpod-reconciler.sqlite" -}}
 {{- not (or .Values.database.url .Values.database.existingSecret) }}
 {{- end }}
@@ -111,6 +116,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "RECONCILER_MAX_PENDING_TIME_BEFORE_OFFLOAD" .Values.offload.maxPendingTimeBeforeOffload }}
 {{- if eq .Values.mode "deployment" }}
 {{- $_ := set $others "RECONCILER_INTERVAL" .Values.interval }}
+{{- $_ := set $others "RECONCILER_HEARTBEAT_INTERVAL" .Values.heartbeatInterval }}
+{{- if .Values.leaderElection.enabled }}
+{{- $_ := set $others "RECONCILER_LEADER_ELECT" "true" }}
+{{- $_ := set $others "RECONCILER_LEADER_ELECT_LEASE_NAME" (include "runpod-reconciler.leaderLease" .) }}
+{{- end }}
 {{- end }}
 {{- range $name, $value := $others }}
 {{- if not (kindIs "invalid" $value) }}
