@@ -131,7 +131,9 @@ def _trigger(candidate: _Candidate, settings: Settings, now: datetime, excess: i
              unschedulable: int) -> str | None:
     if candidate.opted_out or candidate.unschedulable_since is None:
         return None
-    waited = (now - candidate.unschedulable_since).total_seconds()
+    # The stamp is the API server's clock: a little ahead of ours must not read as "not
+    # yet", or a limit of 0 would wait for the next periodic tick.
+    waited = max(0.0, (now - candidate.unschedulable_since).total_seconds())
     if waited >= candidate.wait_limit:
         return (f"unschedulable for {int(waited)} s "
                 f"(offload after {int(candidate.wait_limit)} s)")

@@ -47,11 +47,12 @@ PENDING_SELECTOR = "spec.nodeName=,status.phase=Pending"
 
 
 class ChangeFilter:
-    """Drops events that change nothing but a pod's status.
+    """Drops events that change nothing but a pod's status, except its scheduling.
 
     The reconciler writes the status of the pods on its node (it is their kubelet): each
     patch echoes back as a MODIFIED event, and a tick for it would find nothing to do.
-    Remembers a digest per pod, not the pod.
+    The PodScheduled condition counts, though: the scheduler giving up on a pod (reason
+    Unschedulable) is what makes it an offload candidate. Remembers a digest per pod.
     """
 
     def __init__(self, wanted: Callable[[KubeObject], bool] = lambda _pod: True) -> None:
@@ -87,7 +88,10 @@ def backoff_seconds(failures: int, rand: Callable[[], float] = random.random) ->
 def _digest(pod: KubeObject) -> str:
     meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
     spec = pod.get("spec") or {}
-    text = json.dumps([meta, spec], sort_keys=True, separators=(",", ":"))
+    scheduled = [(c.get("status"), c.get("reason"))
+                 for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "PodScheduled"]
+    text = json.dumps([meta, spec, scheduled], sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

@@ -133,6 +133,14 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     print(f"pod to RunPod instance through the watch: {latency:.2f} s")
     assert reconciler.metric("reconciler_early_ticks_total") is not None
 
+    # Offload through the watches: the scheduler gives up on a managed pod, the pending
+    # watch asks for a tick that binds it, the node watch for one that creates it.
+    box.add_pod("burst", bound=False, annotations={"runpod.io/managed": "true"})
+    time.sleep(3)  # the ticks asked for so far found nothing to do here
+    box.kube_sim.make_unschedulable("default", "burst")
+    latency = eventually(lambda: has_instance(box, "burst"), seconds=5)
+    print(f"unschedulable pod to RunPod instance through the watches: {latency:.2f} s")
+
     # Heartbeats go on between ticks: the node Lease is renewed again and again.
     node_lease = box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name) or {}
     first = node_lease["spec"]["renewTime"]

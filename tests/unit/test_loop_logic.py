@@ -137,6 +137,19 @@ def test_a_pod_first_seen_modified_counts() -> None:
     assert ChangeFilter().matters("MODIFIED", pod(phase="Running"))
 
 
+def test_the_scheduler_giving_up_on_a_pod_counts() -> None:
+    changes = ChangeFilter(may_be_offloaded)
+    waiting = pod()
+    waiting["metadata"]["annotations"] = {"runpod.io/managed": "true"}
+    assert changes.matters("ADDED", waiting)
+    unschedulable = copy.deepcopy(waiting)
+    unschedulable["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+    assert changes.matters("MODIFIED", unschedulable)
+    unschedulable["status"]["conditions"][0]["message"] = "0/4 nodes are available"
+    assert not changes.matters("MODIFIED", unschedulable)
+
+
 def test_pending_pods_count_only_when_they_may_be_offloaded() -> None:
     changes = ChangeFilter(may_be_offloaded)
     plain = pod()
