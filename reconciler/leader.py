@@ -89,6 +89,8 @@ class LeaderElector:
         self.retry_period = lease_seconds / 3
         self.clock, self.monotonic = clock, monotonic
         self.election = Election(renew_deadline=lease_seconds * 2 / 3)
+        self.predecessor: str | None = None
+        """The leader whose expired lease we took over; it stopped acting before expiry."""
 
     @property
     def leading(self) -> bool:
@@ -97,9 +99,11 @@ class LeaderElector:
     def attempt(self) -> tuple[Attempt, Change | None]:
         """One try to acquire or renew the lease, and what it changed."""
         try:
-            won = self.kube.try_acquire_lease(self.namespace, self.name, self.identity,
-                                              self.lease_seconds, self.clock())
-            attempt = Attempt.WON if won else Attempt.REFUSED
+            claim = self.kube.try_acquire_lease(self.namespace, self.name, self.identity,
+                                                self.lease_seconds, self.clock())
+            attempt = Attempt.WON if claim.won else Attempt.REFUSED
+            if claim.taken_over_from:
+                self.predecessor = claim.taken_over_from
         except KubeError as exc:
             log.warning("leader election: no answer about lease %s/%s: %s",
                         self.namespace, self.name, exc)

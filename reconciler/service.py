@@ -195,14 +195,16 @@ class Replica:
             try:
                 self._lead()
             except LockHeld as exc:
-                # The old leader's lock: released on its way out, taken over at once if
-                # it died on this host, else expired after the lock's TTL.
+                # The old leader's lock: released on its way out, taken over at once
+                # from the leader whose lease expired or a dead process on this host,
+                # else expired after the lock's TTL.
                 log.warning("leading, but %s; trying again in %.1f s",
                             exc, self.elector.retry_period)
 
     def _lead(self) -> None:
         """Take the writer lock, then tick, beat and watch."""
-        self._held.enter_context(writer_lock(self.engine))
+        predecessor = self.elector.predecessor if self.elector is not None else None
+        self._held.enter_context(writer_lock(self.engine, predecessor))
         self._leading = True
         self.metrics.leader.set(1)
         self.engine.heartbeat_in_tick = False

@@ -61,15 +61,20 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
 class LockKeeper:
     """Holds the database's writer lock, renewing it well before it expires."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, predecessor: str | None = None) -> None:
         self.store, self.clock = store, clock
         self.owner = identity()
+        # A leader whose expired Lease we took: it stopped acting before the Lease ran
+        # out (leader.py), so its lock is free to take without waiting out the TTL.
+        self.predecessor = predecessor
         self._renewed = clock()
 
     def acquire(self) -> None:
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
-        if holder is not None and _dead_here(holder):
-            log.warning("taking over the lock of %s, a dead process on this host", holder)
+        if holder is not None and (holder == self.predecessor or _dead_here(holder)):
+            log.warning("taking over the lock of %s, %s", holder,
+                        "the previous leader" if holder == self.predecessor
+                        else "a dead process on this host")
             holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
                                              dead_holder=holder)
         if holder is not None:
@@ -115,9 +120,9 @@ def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
 
 
 @contextmanager
-def writer_lock(engine: Engine) -> Iterator[LockKeeper]:
+def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[LockKeeper]:
     """The database's writer lock for as long as the block runs, renewed before ticks."""
-    lock = LockKeeper(engine.store, engine.clock)
+    lock = LockKeeper(engine.store, engine.clock, predecessor)
     lock.acquire()
     engine.before_tick = lock.renew_if_due
     try:

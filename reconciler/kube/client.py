@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,18 @@ NODE_STATUS_REPORT_SECONDS = 300
 DEFAULT_COMPONENT = "runpod-reconciler"
 WATCH_READ_SLACK_SECONDS = 30
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """The outcome of one try for a Lease; true when won."""
+
+    won: bool
+    taken_over_from: str | None = None
+    """The holder whose lease had expired when we took it (it stopped renewing)."""
+
+    def __bool__(self) -> bool:
+        return self.won
 
 
 def _utc_now() -> datetime:
@@ -248,8 +261,8 @@ class KubeClient:
 
     def try_acquire_lease(
         self, namespace: str, name: str, identity: str, duration_seconds: int, now: datetime,
-    ) -> bool:
-        """Acquire (free, expired or ours) or renew the Lease; False if someone else holds
+    ) -> LeaseClaim:
+        """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
         a valid one or won the race (a 409 on our resourceVersion-guarded write)."""
         collection = _LEASES.format(namespace=_q(namespace))
         lease = self._get_optional(f"{collection}/{_q(name)}")
@@ -260,19 +273,19 @@ class KubeClient:
             if lease is None:
                 first = {**claim, "acquireTime": stamp, "leaseTransitions": 0}
                 self._request("POST", collection, body=_lease(namespace, name, first))
-                return True
+                return LeaseClaim(won=True)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
             if holder and holder != identity and not _lease_expired(spec, now):
-                return False
+                return LeaseClaim(won=False)
             if holder != identity:
                 claim.update(acquireTime=stamp,
                              leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
-            return True
+            return LeaseClaim(won=True, taken_over_from=holder if holder != identity else None)
         except ConflictError:
-            return False
+            return LeaseClaim(won=False)
 
     def release_lease(self, namespace: str, name: str, identity: str) -> None:
         """Give the Lease up at once (if still ours), so a successor need not wait it out."""

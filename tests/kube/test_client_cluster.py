@@ -17,6 +17,7 @@ from reconciler.config import Settings
 from reconciler.kube.client import KubeClient
 from reconciler.kube.errors import ConflictError, ForbiddenError
 from reconciler.kube.node import build_node
+from reconciler.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 
@@ -132,8 +133,10 @@ def test_leader_election_hands_over_only_after_expiry(
     clock.advance(14)
     assert not kube.try_acquire_lease(*args, "b", 15, clock.now())
     clock.advance(1)
-    assert kube.try_acquire_lease(*args, "b", 15, clock.now())
+    taken = kube.try_acquire_lease(*args, "b", 15, clock.now())
+    assert taken.won and taken.taken_over_from == "a"
     assert not kube.try_acquire_lease(*args, "a", 15, clock.now())
+    assert kube.try_acquire_lease(*args, "b", 15, clock.now()).taken_over_from is None
 
     lease = sim.get("leases", *args)
     assert lease is not None
@@ -236,3 +239,20 @@ def test_event_times_follow_the_injected_clock(
 
     (event,) = sim.list("events", "default")
     assert event["firstTimestamp"] == "2026-01-01T02:00:00Z"
+
+
+def test_a_new_leader_knows_whose_expired_lease_it_took(
+    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+) -> None:
+    sim.put("namespaces", {"metadata": {"name": "runpod-system"}})
+
+    def elector(name: str) -> LeaderElector:
+        return LeaderElector(kube, "runpod-system", "leader", name, 15, clock.now,
+                             clock.monotonic)
+
+    first, second = elector("host-a/1"), elector("host-b/2")
+    assert first.attempt() == (Attempt.WON, Change.STARTED_LEADING)
+    assert second.attempt() == (Attempt.REFUSED, None)
+    clock.advance(16)  # host-a died: its lease runs out
+    assert second.attempt() == (Attempt.WON, Change.STARTED_LEADING)
+    assert second.predecessor == "host-a/1" and first.predecessor is None

@@ -41,3 +41,18 @@ def test_keeper_renews_at_half_ttl_and_reports_a_lost_lock(tmp_path: Path) -> No
     store.acquire_lock(LOCK_NAME, "rival", LOCK_TTL, now[0])
     with pytest.raises(LockHeld, match="rival"):
         keeper.acquire()
+
+
+def test_the_new_leader_takes_the_lock_of_the_leader_whose_lease_it_took(
+        tmp_path: Path) -> None:
+    """Across hosts a dead leader's process cannot be checked; its expired Lease proves it
+    stopped acting, so its successor need not wait out the lock's TTL."""
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", upgrade=True)
+    store.acquire_lock(LOCK_NAME, "other-host/41", LOCK_TTL, T0)
+    with pytest.raises(LockHeld, match="other-host/41"):
+        LockKeeper(store, lambda: T0).acquire()
+    with pytest.raises(LockHeld, match="other-host/41"):
+        LockKeeper(store, lambda: T0, predecessor="third-host/7").acquire()
+    successor = LockKeeper(store, lambda: T0, predecessor="other-host/41")
+    successor.acquire()
+    assert store.acquire_lock(LOCK_NAME, "other-host/41", LOCK_TTL, T0) == successor.owner
