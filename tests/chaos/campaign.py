@@ -178,7 +178,8 @@ class Run:
             self.result.locks_expired += expire_lock(self.reconciler.db_path)
         if not result.died and (result.returncode not in (0, 1) or result.report is None):
             self.result.violate("ticks-run", [f"tick exited {result.returncode} without a "
-                                              f"report ({plan}); see {self.reconciler.log_path}"])
+                                              f"report ({plan}); its log ends:\n"
+                                              f"{self.reconciler.log_tail()}"])
         return result
 
     def _record(self, result: TickResult) -> None:

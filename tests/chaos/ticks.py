@@ -120,6 +120,10 @@ class Reconciler:
             log.write(f"--- exit {process.returncode}: {out.strip()}\n")
         return TickResult(plan, process.returncode, time.monotonic() - started, _report(out))
 
+    def log_tail(self, lines: int = 12) -> str:
+        """The end of the log: a failed tick's own lines, for a violation's message."""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
     def delete_database(self) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             Path(f"{self.db_path}{suffix}").unlink(missing_ok=True)
