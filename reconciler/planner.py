@@ -174,8 +174,8 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
 def _split_duplicates(instances: list[Instance],
                       row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
     """Keep the mapped instance, else the oldest; the rest are duplicates."""
-    if not instances:
-        return None, []
+    if len(instances) < 2:
+        return (instances[0] if instances else None), []
     mapped = [i for i in instances if row is not None and i.id == row.instance_id]
     ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
     return ordered[0], ordered[1:]
@@ -263,19 +263,23 @@ def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Insta
 
 def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
                    instance: Instance) -> list[Action]:
-    ref = PodRef.of(pod)
     actions: list[Action] = []
     if row is None or row.instance_id != instance.id:
-        row = _adopted_row(t, ref, instance, row)
-        actions += [Adopt(ref, instance, row),
-                    Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for "
-                          "this pod and took it over (earlier create or rebuilt state)")]
+        actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, row.reason or "finished", ref, row)]
+        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
     if podinfo.deadline_passed(pod, t.now):
         return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
                                "pod ran longer than spec.activeDeadlineSeconds")
     return actions + _follow_instance(t, pod, row, instance)
+
+
+def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
+           instance: Instance) -> tuple[list[Action], MappingRecord]:
+    adopted = _adopted_row(t, ref, instance, row)
+    return [Adopt(ref, instance, adopted),
+            Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for this pod "
+                  "and took it over (earlier create or rebuilt state)")], adopted
 
 
 def _adopted_row(t: _Tick, ref: PodRef, instance: Instance,
