@@ -46,6 +46,8 @@ class MappingRecord:
     cost_per_hr: float | None = None
     last_instance_status: str | None = None
     status_hash: str | None = None
+    mirror_key: str | None = None
+    """Digest of what the status and annotations were last computed from (see `_mirror`)."""
     exit_code: int | None = None
     orphan_sightings: int = 0
     reason: str | None = None

@@ -186,8 +186,8 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
 def _split_duplicates(instances: list[Instance],
                       row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
     """Keep the mapped instance, else the oldest; the rest are duplicates."""
-    if not instances:
-        return None, []
+    if len(instances) < 2:
+        return (instances[0] if instances else None), []
     mapped = [i for i in instances if row is not None and i.id == row.instance_id]
     ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
     return ordered[0], ordered[1:]
@@ -275,19 +275,23 @@ def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Insta
 
 def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
                    instance: Instance) -> list[Action]:
-    ref = PodRef.of(pod)
     actions: list[Action] = []
     if row is None or row.instance_id != instance.id:
-        row = _adopted_row(t, ref, instance, row)
-        actions += [Adopt(ref, instance, row),
-                    Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for "
-                          "this pod and took it over (earlier create or rebuilt state)")]
+        actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, row.reason or "finished", ref, row)]
+        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
     if podinfo.deadline_passed(pod, t.now):
         return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
                                "pod ran longer than spec.activeDeadlineSeconds")
     return actions + _follow_instance(t, pod, row, instance)
+
+
+def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
+           instance: Instance) -> tuple[list[Action], MappingRecord]:
+    adopted = _adopted_row(t, ref, instance, row)
+    return [Adopt(ref, instance, adopted),
+            Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for this pod "
+                  "and took it over (earlier create or rebuilt state)")], adopted
 
 
 def _adopted_row(t: _Tick, ref: PodRef, instance: Instance,
@@ -326,14 +330,21 @@ def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
 
 def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     """Copy the instance's state onto the pod: status, annotations and the row."""
+    key = pod_status.mirror_key(pod, instance)
+    mirrored = _mirrored_fields(row, instance)
+    if key is not None and key == row.mirror_key and _holds(row, mirrored):
+        # The inputs of the tick that left the pod mirrored: the outputs are the same
+        # too. Not computing them is most of what a steady tick at scale saves.
+        return []
     ref = PodRef.of(pod)
     status = pod_status.pod_status(pod, instance, exit_code=None, now=t.now)
     fingerprint = pod_status.status_fingerprint(status)
-    new_row = row.changed(last_instance_status=instance.status.value,
-                          cost_per_hr=instance.cost_per_hr,
-                          datacenter_id=instance.datacenter_id or row.datacenter_id,
-                          status_hash=fingerprint, reason=None, last_error=None,
-                          orphan_sightings=0)
+    annotations = _annotations_to_patch(pod, instance)
+    # No key while annotations wait for their patch, or one that failed would never
+    # be retried. Otherwise the key is stored even when our own patches are about to
+    # renew the resourceVersion: the next tick computes once more and stores the new one.
+    new_row = row.changed(**mirrored, status_hash=fingerprint,
+                          mirror_key=None if annotations else key)
     actions: list[Action] = []
     if fingerprint != row.status_hash:
         actions.append(PatchStatus(ref, status, new_row))
@@ -341,12 +352,26 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
             actions.append(Event(ref, "Started", f"RunPod instance {instance.id} is running"))
     else:
         actions += t.save(row, new_row)
-    wanted = pod_status.metadata_annotations(instance)
-    current = podinfo.pod_annotations(pod)
-    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
-    if changed:
-        actions.append(PatchMetadata(ref, dict(changed)))
+    if annotations:
+        actions.append(PatchMetadata(ref, annotations))
     return actions
+
+
+def _mirrored_fields(row: MappingRecord, instance: Instance) -> dict[str, object]:
+    """The row fields mirroring sets, besides the status fingerprint and the key."""
+    return {"last_instance_status": instance.status.value, "cost_per_hr": instance.cost_per_hr,
+            "datacenter_id": instance.datacenter_id or row.datacenter_id, "reason": None,
+            "last_error": None, "orphan_sightings": 0}
+
+
+def _holds(row: MappingRecord, fields: Mapping[str, object]) -> bool:
+    return all(getattr(row, name) == value for name, value in fields.items())
+
+
+def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str | None]:
+    current = podinfo.pod_annotations(pod)
+    wanted = pod_status.metadata_annotations(instance)
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
 def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:

@@ -52,8 +52,10 @@ def created_at(pod: KubeObject) -> datetime | None:
 def deadline_passed(pod: KubeObject, now: datetime) -> bool:
     """spec.activeDeadlineSeconds, counted from status.startTime as the kubelet does."""
     limit = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    if limit is None:
+        return False  # most pods: spare parsing their times on every tick
     started = parse_time((pod.get("status") or {}).get("startTime")) or created_at(pod)
-    if limit is None or started is None:
+    if started is None:
         return False
     return now - started >= timedelta(seconds=int(limit))
 

@@ -88,6 +88,9 @@ class Mapping(Base):
     last_instance_status: Mapped[str | None] = mapped_column(String(16))
     status_hash: Mapped[str | None] = mapped_column(String(64))
     """Fingerprint of the pod status we last wrote, so an unchanged status is not re-patched."""
+    mirror_key: Mapped[str | None] = mapped_column(String(32))
+    """Digest of the pod's resourceVersion and the instance fields its status and annotations
+    were last computed from: while it holds, a tick need not compute them again."""
     exit_code: Mapped[int | None] = mapped_column(Integer)
     """Exit code of a finished batch pod's process, once read from the instance's log."""
     orphan_sightings: Mapped[int] = mapped_column(Integer, default=0)

@@ -4,7 +4,8 @@
 (condition transitions, startTime, container start and finish) are carried over
 whenever their meaning did not change, and `now` is stamped only on a real transition.
 The planner fingerprints the result to patch a pod only when its status changes, so a
-steady tick must produce the very same dict.
+steady tick must produce the very same dict; and it keeps the `mirror_key` of the
+inputs, so that a steady tick need not compute the status at all.
 
 Only the chosen container runs on RunPod, so only it gets a container status, and
 readiness means "every requested TCP port is published" (probes are not run).
@@ -275,6 +276,26 @@ def _port_mappings(instance: Instance) -> str:
             mapping = published[int(number)]
             shown.append(f"{port}->{mapping.public_ip}:{mapping.public_port}")
     return ", ".join(shown)
+
+
+def mirror_key(pod: KubeObject, instance: Instance) -> str | None:
+    """A digest of what `pod_status` (without a reason) and `metadata_annotations` read.
+
+    The pod stands in by its resourceVersion, which any change to it renews; the instance
+    by the fields read here, but not `runtime.uptime_seconds`, which grows on every tick
+    and is read by neither. `now` is left out on purpose: it is stamped only on a time
+    the pod does not show yet, so once the pod shows the status computed from these
+    inputs, a later `now` gives the same status again. None without a resourceVersion,
+    when nothing would tell that the pod changed.
+    """
+    version = pod["metadata"].get("resourceVersion")
+    if not version:
+        return None
+    published = instance.runtime.ports if instance.runtime is not None else None
+    read = (version, instance.id, instance.status.value, instance.started_at,
+            instance.cost_per_hr, instance.gpu_type_id, instance.datacenter_id,
+            instance.ports, published)
+    return hashlib.blake2b(repr(read).encode(), digest_size=8).hexdigest()
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:

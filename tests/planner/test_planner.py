@@ -1,9 +1,14 @@
 """The planner's rules, one scenario each: the pod lifecycle, crash recovery (in-doubt
-creates, lost state), orphans and duplicates, ownership, budgets, pacing and reasons."""
+creates, lost state), orphans and duplicates, ownership, budgets, pacing and reasons,
+and the mirror key that spares a steady pod the status computation."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
+from typing import NoReturn
+
+import pytest
 
 from reconciler.actions import (
     Adopt,
@@ -18,6 +23,7 @@ from reconciler.actions import (
 from reconciler.config import Settings
 from reconciler.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
 from reconciler.mapping import MappingState
+from reconciler.translate import status as pod_status
 from tests.planner.world import OWNER, SETTINGS, T0, World, instance, kinds, pod
 
 
@@ -39,7 +45,69 @@ def test_running_instance_is_mirrored_then_the_tick_is_quiet() -> None:
     status = next(a for a in actions if isinstance(a, PatchStatus)).status
     assert status["phase"] == "Running"
     world.apply(actions)
+    # Our patches renewed the pod's resourceVersion: one more tick computes the status,
+    # finds it unchanged and only records the new mirror key.
+    [save] = world.plan()
+    assert isinstance(save, SaveRow) and save.row.mirror_key
+    world.apply([save])
     assert world.plan() == []
+
+
+def _mirrored_world() -> World:
+    """A serving pod whose status and annotations already mirror its instance."""
+    world = World().add(pod("serve", ports=[22]))
+    for _ in range(3):
+        world.apply(world.plan())
+    assert world.plan() == []
+    return world
+
+
+def test_an_unchanged_mirror_key_skips_the_status_computation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    world = _mirrored_world()
+
+    def computed(*args: object, **kwargs: object) -> NoReturn:
+        raise AssertionError("the status was computed again")
+
+    monkeypatch.setattr(pod_status, "pod_status", computed)
+    monkeypatch.setattr(pod_status, "metadata_annotations", computed)
+    world.now += timedelta(minutes=5)
+    assert world.plan() == []
+
+
+def test_a_new_resource_version_recomputes_the_status() -> None:
+    world = _mirrored_world()
+    # Someone updated the image (a mutable field): the pod got a new resourceVersion.
+    world.pods["uid-serve"]["spec"]["containers"][0]["image"] = "python:3.12"
+    world.touch("uid-serve")
+    [patch] = world.plan()
+    assert isinstance(patch, PatchStatus)
+    assert patch.status["containerStatuses"][0]["image"] == "python:3.12"
+
+
+def test_a_changed_instance_recomputes_the_status() -> None:
+    world = _mirrored_world()
+    [running] = world.instances.values()
+    world.add(dataclasses.replace(running, status=InstanceStatus.STARTING, runtime=None))
+    [patch] = [a for a in world.plan() if isinstance(a, PatchStatus)]
+    assert patch.row.last_instance_status == "STARTING"
+    assert {c["type"]: c["status"] for c in patch.status["conditions"]}["Ready"] == "False"
+
+
+def test_a_row_that_noted_an_error_is_cleared_although_the_key_holds() -> None:
+    world = _mirrored_world()
+    world.rows["uid-serve"] = world.rows["uid-serve"].changed(last_error="patch refused")
+    [save] = world.plan()
+    assert isinstance(save, SaveRow) and save.row.last_error is None
+
+
+def test_a_failed_metadata_patch_is_retried() -> None:
+    world = World().add(pod("serve", ports=[22]))
+    world.apply(world.plan())
+    for _ in range(3):  # the metadata patch keeps failing; everything else succeeds
+        actions = world.plan()
+        assert "PatchMetadata" in kinds(actions)
+        world.apply([a for a in actions if not isinstance(a, PatchMetadata)])
 
 
 def test_deleting_a_pod_terminates_then_finalizes() -> None:

@@ -62,6 +62,7 @@ def pod(name: str, uid: str | None = None, *, phase: str = "Pending",
     if ports:
         container["ports"] = [{"containerPort": p, "protocol": "TCP"} for p in ports]
     meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": uid or f"uid-{name}",
+                            "resourceVersion": "1",
                             "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
                             "annotations": dict(annotations or {})}
     if deleting:
@@ -138,14 +139,22 @@ class World:
             case PatchStatus(pod=ref, status=status, row=row):
                 if ref.uid in self.pods:
                     self.pods[ref.uid] = {**self.pods[ref.uid], "status": copy.deepcopy(status)}
+                    self.touch(ref.uid)
                 self.rows[row.pod_uid] = row
             case PatchMetadata(pod=ref, annotations=changes):
                 meta = self.pods[ref.uid]["metadata"]
                 meta["annotations"] = {**meta.get("annotations", {}), **changes}
+                self.touch(ref.uid)
             case FinalizePod(pod=ref, row=row):
                 self.pods.pop(ref.uid, None)
                 if row is not None:
                     self.rows[row.pod_uid] = row
+
+
+    def touch(self, uid: str) -> None:
+        """A new resourceVersion, as the API server gives every write to a pod."""
+        meta = self.pods[uid]["metadata"] = dict(self.pods[uid]["metadata"])
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
 
 
 def kinds(actions: list[Action]) -> list[str]:

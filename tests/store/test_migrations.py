@@ -1,4 +1,5 @@
-"""The Alembic migrations: upgrade from empty, downgrade and back, and no drift from the models."""
+"""The Alembic migrations: upgrade from empty, downgrade and back, rows kept across the
+mirror key revision, and no drift from the models."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from reconciler.store import db, migrate
 from reconciler.store.models import Base
@@ -29,6 +30,24 @@ def test_downgrade_to_base_then_upgrade_again(tmp_path: Path) -> None:
     assert migrate.current_revision(engine) is None
     migrate.upgrade(engine)
     assert set(inspect(engine).get_table_names()) >= TABLES
+
+
+def test_the_mirror_key_revision_keeps_the_rows(tmp_path: Path) -> None:
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    migrate.upgrade(engine, "0001_initial")
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, "
+            "created_at, updated_at) VALUES ('uid-1', 'ml', 'train', 'running', 0, "
+            "'2026-11-21 00:00:00', '2026-11-21 00:00:00')"))
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT pod_uid, mirror_key FROM mappings")).all()
+    assert [tuple(row) for row in rows] == [("uid-1", None)]
+    migrate.downgrade(engine, "0001_initial")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT pod_uid FROM mappings")).scalars().all() == [
+            "uid-1"]
 
 
 def test_models_match_the_migrations(tmp_path: Path) -> None:

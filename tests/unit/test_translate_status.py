@@ -1,19 +1,26 @@
 """Instance to pod status: the phase and container state for every instance status
 (UNKNOWN included), planner reasons that fail or hold a pod, readiness by published TCP
 ports, determinism (same inputs, same fingerprint; a patched status is a fixed point and
-keeps its times), and the metadata annotations."""
+keeps its times), the metadata annotations, and the mirror key (equal keys, equal
+status and annotations)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.domain import Instance, InstanceStatus, KubeObject, PortMapping, Runtime
-from reconciler.translate.status import metadata_annotations, pod_status, status_fingerprint
+from reconciler.translate.status import (
+    metadata_annotations,
+    mirror_key,
+    pod_status,
+    status_fingerprint,
+)
 
 from .conftest import build_pod
 
@@ -287,3 +294,69 @@ def test_metadata_of_a_provisioning_instance_leaves_unknowns_out() -> None:
         "runpod.io/cost-per-hr": "2",
         "runpod.io/port-mappings": "8888/http->https://abc123-8888.proxy.runpod.net",
     }
+
+
+# --- mirror key ----------------------------------------------------------------------
+
+_MIRRORED = st.builds(
+    Instance,
+    id=st.sampled_from(["abc123", "def456"]),
+    name=st.sampled_from(["ml-train-0f1e2d3c", "renamed"]),
+    status=st.sampled_from(
+        [InstanceStatus.PROVISIONING, InstanceStatus.STARTING, InstanceStatus.RUNNING]
+    ),
+    image=st.sampled_from(["", "ghcr.io/acme/train:2"]),
+    env=st.sampled_from([{}, {"A": "1"}]),
+    cost_per_hr=st.sampled_from([0.0, 0.69, 1.19]),
+    gpu_type_id=st.sampled_from([None, "NVIDIA GeForce RTX 4090"]),
+    gpu_count=st.sampled_from([0, 1, 2]),
+    cloud=st.sampled_from([None, "SECURE"]),
+    datacenter_id=st.sampled_from([None, "EU-RO-1", "US-TX-3"]),
+    ports=st.sampled_from([(), ("22/tcp",), ("8888/http", "22/tcp")]),
+    created_at=st.sampled_from([None, T0]),
+    started_at=st.sampled_from([None, T0, T1]),
+    runtime=st.sampled_from(
+        [
+            None,
+            Runtime(),
+            PUBLISHED,
+            dataclasses.replace(PUBLISHED, uptime_seconds=90),
+            Runtime(ports=(PortMapping(22, "tcp", public_ip="198.51.100.9", public_port=41022),)),
+        ]
+    ),
+    actions=st.sampled_from([(), ("stop", "terminate")]),
+)
+
+
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(Instance)])
+@given(first=_MIRRORED, other=_MIRRORED, before=_INSTANCES)
+@settings(max_examples=60)
+def test_equal_mirror_keys_mean_equal_status_and_annotations(
+    field: str, first: Instance, other: Instance, before: Instance | None
+) -> None:
+    """One instance field changes: the key changes whenever the outputs could."""
+    second = dataclasses.replace(first, **{field: getattr(other, field)})
+    pod = build_pod(status=_status(build_pod(), before) if before else None)
+    pod["metadata"]["resourceVersion"] = "41"
+    if mirror_key(pod, first) == mirror_key(pod, second):
+        assert _status(pod, first, now=T1) == _status(pod, second, now=T1)
+        assert metadata_annotations(first) == metadata_annotations(second)
+
+
+def test_mirror_key_follows_the_resource_version() -> None:
+    pod, instance = build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED)
+    assert mirror_key(pod, instance) is None  # nothing would tell that the pod changed
+    pod["metadata"]["resourceVersion"] = "41"
+    first = mirror_key(pod, instance)
+    assert first is not None and mirror_key(pod, instance) == first
+    pod["metadata"]["resourceVersion"] = "42"
+    assert mirror_key(pod, instance) != first
+
+
+def test_mirror_key_ignores_the_uptime() -> None:
+    """RunPod's uptime grows on every list; a steady pod must keep its key."""
+    pod = build_pod()
+    pod["metadata"]["resourceVersion"] = "41"
+    older = _instance(InstanceStatus.RUNNING, PUBLISHED)
+    newer = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED, uptime_seconds=45))
+    assert mirror_key(pod, older) == mirror_key(pod, newer)
