@@ -66,7 +66,7 @@ class Settings:
     """nvidia.com/gpu capacity the virtual node advertises."""
 
     node_pods: int = 1000
-    node_cpu: str = "4000"
+    node_cpu: str = "4k"
     node_memory: str = "16Ti"
 
     kubelet_address: str = ""
