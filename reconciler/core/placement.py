@@ -47,14 +47,17 @@ def closed_to(pod: KubeObject, node: KubeObject) -> str | None:
     reconciler running this very check is back (its heartbeat lifts them)."""
     if (node.get("spec") or {}).get("unschedulable"):
         return "the virtual node is cordoned (spec.unschedulable); `kubectl uncordon` it"
-    return _untolerated_taint(pod, node)
+    # Our own provider taint is the placement rules' business (`exclusion`), which a
+    # forced pod skips; the taints someone else added bind every pod.
+    return _untolerated_taint(pod, node, ignored=(*_HEARTBEAT_TAINTS, PROVIDER_TAINT["key"]))
 
 
-def _untolerated_taint(pod: KubeObject, node: KubeObject) -> str | None:
+def _untolerated_taint(pod: KubeObject, node: KubeObject,
+                       ignored: tuple[str, ...] = _HEARTBEAT_TAINTS) -> str | None:
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in _EXECUTION_EFFECTS and taint.get("key") not in \
-                _HEARTBEAT_TAINTS and not _allowed(taint, tolerations):
+        if taint.get("effect") in _EXECUTION_EFFECTS and taint.get("key") not in ignored \
+                and not _allowed(taint, tolerations):
             return f"it does not tolerate the virtual node's taint {_describe(taint)}"
     return None
 

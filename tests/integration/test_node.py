@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.sandbox import Sandbox
+from reconciler.sim.kube_controllers import ControllerSettings
 from reconciler.sim.kube_resources import SERVER_VERSION
 from tests.integration.conftest import FAST
 
@@ -190,3 +191,30 @@ def test_a_daemon_set_pod_is_never_run_and_told_why_once(box: Sandbox) -> None:
     assert len(patches) == 1
     assert box.owned_instances() == []
 
+
+
+def test_pods_marked_not_ready_while_the_reconciler_was_away_are_ready_again() -> None:
+    """The node lifecycle controller sets every pod's Ready False when the heartbeat is
+    late; the reconciler's next tick must set it back, though its instance is unchanged."""
+    with Sandbox(FAST, controllers=ControllerSettings()) as box:
+        box.add_pod("serve", ports=[8080])
+        for _ in range(4):
+            box.tick()
+            box.advance(10)
+
+        def ready() -> str:
+            pod = box.pod("serve") or {}
+            return next(c["status"] for c in pod["status"]["conditions"] if c["type"] == "Ready")
+
+        assert ready() == "True"
+        box.advance(90)  # no heartbeat: Ready=Unknown after 50 s, pods marked not ready
+        assert ready() == "False"
+
+        box.tick()
+        assert ready() == "True"
+        box.advance(10)
+        requests = len(box.kube_sim.requests)
+        box.tick()
+        patches = [p for m, p, *_ in box.kube_sim.requests[requests:]
+                   if m == "PATCH" and p.endswith("/status")]
+        assert patches == []  # and no patch once it holds
