@@ -18,9 +18,10 @@ from datetime import datetime
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Event, PatchStatus, PodRef
 from reconciler.core.domain import KubeObject
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status
 
-NOT_RUN = "DaemonSetPodNotRun"
+NOT_RUN = PodReason.DAEMON_SET_POD_NOT_RUN
 MESSAGE = ("the virtual node runs no DaemonSet pods (a node agent has no node here); keep "
            "this DaemonSet off it with node affinity on the label type NotIn "
            "[virtual-kubelet], or do not tolerate the taint virtual-kubelet.io/provider")
