@@ -44,6 +44,10 @@ from reconciler.runtime.executor import Executor
 
 log = logging.getLogger(__name__)
 
+# The node lifecycle controller's grace period without a heartbeat before it marks the
+# node Unknown (40 s before Kubernetes 1.32, 50 s since): late beyond it, we say so.
+NODE_MONITOR_GRACE_SECONDS = 40
+
 Clock = Callable[[], datetime]
 
 
@@ -250,7 +254,17 @@ class Engine:
         Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
         self.kube.ensure_node(self._desired_node())
         self._node_registered = True
-        self.kube.renew_node_lease(self.settings.node_name)
+        self._renew_lease()
+
+    def _renew_lease(self) -> None:
+        """Renew the node's Lease, and say so when it had gone unrenewed for longer than
+        the grace period: the node was NotReady meanwhile (a CronJob run too short)."""
+        previous = self.kube.renew_node_lease(self.settings.node_name)
+        late = 0.0 if previous is None else (self.clock() - previous).total_seconds()
+        if late > NODE_MONITOR_GRACE_SECONDS:
+            log.warning("the node's Lease had not been renewed for %d s: the node was "
+                        "NotReady and its pods at risk of eviction; with --once, raise "
+                        "--stay to the schedule's period minus the run's start-up", late)
 
     def _heartbeat(self, report: TickReport) -> None:
         """Keep the virtual node registered and its lease fresh, so it stays Ready."""
@@ -258,7 +272,7 @@ class Engine:
             if not self._node_registered:
                 self.kube.ensure_node(self._desired_node())
                 self._node_registered = True
-            self.kube.renew_node_lease(self.settings.node_name)
+            self._renew_lease()
         except kube_errors.KubeError as exc:
             report.errors.append(f"heartbeat: {exc}")
             log.warning("node heartbeat failed: %s", exc)

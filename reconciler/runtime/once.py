@@ -18,13 +18,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from reconciler.adapters.kube import errors as kube_errors
-from reconciler.runtime.engine import Engine
+from reconciler.runtime.engine import NODE_MONITOR_GRACE_SECONDS, Engine
 
 log = logging.getLogger(__name__)
-
-# The grace period before the node lifecycle controller gives up on a node (40 s before
-# Kubernetes 1.32): a run must be followed by the next one's heartbeat within it.
-NODE_MONITOR_GRACE_SECONDS = 40
 
 WITHOUT_STAY_WARNING = (
     "--once without --stay: the node's heartbeat stops when this run ends. Runs more than "

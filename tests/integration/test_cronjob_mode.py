@@ -13,6 +13,7 @@ the cloud node controller and pod GC take every pod and so every instance.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -133,3 +134,14 @@ def test_without_stay_a_missed_run_loses_every_instance(box: Sandbox) -> None:
     run_cronjob(box, 6, stay=0, skipped=(2,))
 
     assert live_instances(box) == {}
+
+
+@pytest.mark.parametrize(("stay", "warned"), [(0, True), (STAY, False)])
+def test_a_run_says_when_the_node_went_unrenewed_too_long(
+    box: Sandbox, caplog: pytest.LogCaptureFixture, stay: float, warned: bool,
+) -> None:
+    add_pods(box)
+    with caplog.at_level(logging.WARNING, logger="reconciler.runtime.engine"):
+        run_cronjob(box, 3, stay=stay)
+    late = [r for r in caplog.records if "had not been renewed" in r.getMessage()]
+    assert bool(late) is warned

@@ -252,8 +252,9 @@ class KubeClient:
             self._request("PATCH", f"{path}/status", body={"status": status},
                           content_type=STRATEGIC_MERGE_PATCH)
 
-    def renew_node_lease(self, node_name: str, duration_seconds: int = 40) -> None:
-        """The node heartbeat: the Lease named after the node in kube-node-lease."""
+    def renew_node_lease(self, node_name: str, duration_seconds: int = 40) -> datetime | None:
+        """The node heartbeat: the Lease named after the node in kube-node-lease. Returns
+        when it had last been renewed (None for a new Lease)."""
         collection = _LEASES.format(namespace=NODE_LEASE_NAMESPACE)
         lease = self._get_optional(f"{collection}/{_q(node_name)}")
         spec = {"holderIdentity": node_name, "leaseDurationSeconds": duration_seconds,
@@ -261,9 +262,11 @@ class KubeClient:
         if lease is None:
             self._request("POST", collection,
                           body=_lease(NODE_LEASE_NAMESPACE, node_name, spec))
-            return
+            return None
+        previous = (lease.get("spec") or {}).get("renewTime")
         lease["spec"] = {**(lease.get("spec") or {}), **spec}
         self._request("PUT", f"{collection}/{_q(node_name)}", body=lease)
+        return datetime.fromisoformat(previous) if previous else None
 
     # leader election ---------------------------------------------------------------
 
