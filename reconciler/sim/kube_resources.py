@@ -90,9 +90,12 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True,
 JOBS = Resource("batch", "v1", "jobs", "job", "Job", True, ("status",),
                 field_labels=(*_META_FIELDS, "status.successful"))
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True)
+# Stored only (no controller): `kubectl drain --ignore-daemonsets` reads a pod's DaemonSet.
+DAEMON_SETS = Resource("apps", "v1", "daemonsets", "daemonset", "DaemonSet", True,
+                       ("status",), ("ds",))
 
 RESOURCES: tuple[Resource, ...] = (
-    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES,
+    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES, DAEMON_SETS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
 

@@ -8,6 +8,7 @@ Rules:
 - taints: known effect, unique by key and effect; addresses unique; providerID set once;
 - DefaultTolerationSeconds admission: 300 s not-ready/unreachable tolerations on create;
 - pods/eviction (policy/v1), advertised in discovery as kubectl drain looks for it;
+  DaemonSets stored (apps/v1), which `kubectl drain --ignore-daemonsets` reads;
 - the API server reaches a kubelet by address type, Hostname first;
 - node lifecycle controller: Ready=Unknown after the grace period without a Lease
   renewal, the unreachable taints, pods' Ready False, eviction after tolerationSeconds
