@@ -2,6 +2,7 @@
 
 - Quantities (node capacity and allocatable, container requests and limits) are stored
   canonically (`kube_quantity`); one that does not parse is refused by the decoder (400).
+- `status.daemonEndpoints` is always there (`Port` 0 when no kubelet port was given).
 - Capacity and allocatable may not be negative, and extended resources (a domain-prefixed
   name such as `nvidia.com/gpu`) must be whole numbers (422).
 - Taints: a known effect, a qualified-name key, unique by key and effect (422).
@@ -35,6 +36,9 @@ def canonicalize_node(node: dict[str, Any]) -> None:
     if isinstance(status, dict):
         for field in _NODE_QUANTITIES:
             _canonicalize(status.get(field), f"status.{field}")
+        # A struct, not a pointer, in the Go type: `omitempty` never drops it.
+        endpoint = status.setdefault("daemonEndpoints", {}).setdefault("kubeletEndpoint", {})
+        endpoint.setdefault("Port", 0)
 
 
 def canonicalize_pod(pod: dict[str, Any]) -> None:

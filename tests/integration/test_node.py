@@ -40,8 +40,10 @@ def managed_unschedulable(box: Sandbox, name: str, **options: Any) -> None:
 # --- point 4: the node's status ------------------------------------------------------------
 
 
-def test_three_idle_heartbeats_make_no_node_patch(box: Sandbox) -> None:
-    box.configure(node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3")
+@pytest.mark.parametrize("port", [10250, 0])
+def test_three_idle_heartbeats_make_no_node_patch(box: Sandbox, port: int) -> None:
+    box.configure(node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3",
+                  kubelet_port=port)
     box.engine.heartbeat()  # registers the node
     box.kube_sim.requests.clear()
 

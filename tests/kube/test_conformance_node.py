@@ -4,6 +4,7 @@ HTTP, time driven by the simulator's clock.
 
 Rules:
 - quantities are stored canonically (node capacity/allocatable, container resources);
+  daemonEndpoints is always serialised (a Go struct, not a pointer);
   an unparseable one is a 400; negative capacity and fractional extended resources 422;
 - taints: known effect, unique by key and effect; addresses unique; providerID set once;
 - DefaultTolerationSeconds admission: 300 s not-ready/unreachable tolerations on create;
@@ -110,6 +111,13 @@ def test_node_quantities_are_stored_canonically(core: client.CoreV1Api) -> None:
     assert node.status.capacity == {"cpu": "4k", "memory": "16Ti", "pods": "110",
                                     "nvidia.com/gpu": "1k"}
     assert node.status.allocatable == {"cpu": "500m", "memory": "1536Mi"}
+
+
+def test_daemon_endpoints_are_always_serialised(core: client.CoreV1Api,
+                                               sim: KubeSimulator) -> None:
+    core.create_node(_node())
+    stored = sim.get("nodes", None, NODE) or {}
+    assert stored["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
 
 
 def test_container_resources_are_stored_canonically(core: client.CoreV1Api) -> None:
