@@ -214,8 +214,9 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                     report = engine.tick(dry_run=dry_run)
                 click.echo(summary.render(report, output, dry_run))
                 # The stay writes nothing to the database: the next run need not wait.
-                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
-            if not report.ok:
+                failed_beats = stay_beating(engine, started, stay, heartbeat_interval,
+                                            time.sleep)
+            if not report.ok or failed_beats:
                 sys.exit(1)
         else:
             run_loop(settings, conn, loop)

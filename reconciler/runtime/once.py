@@ -8,7 +8,7 @@ cloud node controller deletes the NotReady node at once, after which pod garbage
 collection deletes its pods. Either way the reconciler then terminates instances that
 were working. So a run stays: it renews the node's Lease (and re-registers a deleted
 Node) every heartbeat interval until `stay` seconds after it began, the schedule's
-period minus a margin for the next run to start. The node is never NotReady.
+period minus a margin for the next run to start, so the node stays Ready between runs.
 """
 
 from __future__ import annotations
