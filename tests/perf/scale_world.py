@@ -32,7 +32,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator

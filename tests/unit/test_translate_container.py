@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import (
     choose_container,

@@ -12,15 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from reconciler.core.config import Settings
-from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
-    STOP_ON_EXIT_ENV,
-    Availability,
-    CreateRequest,
-    GpuType,
-    KubeObject,
-)
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
