@@ -1,4 +1,4 @@
-"""One tick: observe both worlds, plan, apply the plan, record the tick (DESIGN §2).
+"""One tick: observe both worlds, plan, apply the plan, record the tick (docs/architecture.md §2).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs

@@ -1,8 +1,8 @@
 """Writes to the state store, each in its own short transaction.
 
-The executor calls these between HTTP calls, never around them (DESIGN §2): a crash
-leaves at most one side effect whose result was not recorded, and the protocol of
-DESIGN §3 is built to recover exactly that.
+The executor calls these between HTTP calls, never around them (docs/architecture.md
+§2): a crash leaves at most one side effect whose result was not recorded, and the
+protocol of docs/architecture.md §4 is built to recover exactly that.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ def _instance(
 
 
 def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
-    """Our identity tags; they override any same-named variable the pod sets (DESIGN §3)."""
+    """Our identity tags; they override any same-named variable the pod sets
+    (docs/architecture.md §3)."""
     tags = {OWNER_ENV: owner_id, POD_UID_ENV: str(pod["metadata"]["uid"])}
     if is_batch(pod):
         tags[STOP_ON_EXIT_ENV] = "1"
