@@ -22,8 +22,9 @@ from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
 from reconciler.cli.options import settings_from, settings_options
-from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
+from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
 from reconciler.runtime import leader, logs
+from reconciler.runtime.engine import TickReport
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import Connections, LockHeld, reconciler
 
@@ -192,11 +193,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.UsageError("--dry-run needs --once")
     try:
         if once:
-            # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
-            # writer lock is released instead of blocking the next run until it expires.
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with reconciler(settings, conn) as engine:
-                report = engine.tick(dry_run=dry_run)
+            report = _tick_once(settings, conn, dry_run)
             click.echo(summary.render(report, output, dry_run))
             if not report.ok:
                 sys.exit(1)
@@ -206,3 +203,15 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(str(exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+
+
+def _tick_once(settings: Settings, conn: Connections, dry_run: bool) -> TickReport:
+    # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the writer
+    # lock is released instead of blocking the next run until it expires. The handler is
+    # ours only for the tick (the process may be a test runner, or host other work).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        with reconciler(settings, conn) as engine:
+            return engine.tick(dry_run=dry_run)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
