@@ -31,7 +31,7 @@ from reconciler.core.actions import Action
 from reconciler.core.config import Settings
 from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.offload import PendingPod
+from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
     CreateInputs,
     Observation,
@@ -159,8 +159,8 @@ class Engine:
 
     def _observe(self, now: datetime) -> Observation:
         instances = list(self.runpod.list_instances())
-        pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
-                if podinfo.is_ours_to_run(p)]
+        on_node = self.kube.list_node_pods(self.settings.node_name)
+        pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
         owned = owned_instances(instances, self.settings.owner_id)
@@ -169,9 +169,14 @@ class Engine:
             p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
+        pending = self._unscheduled_pods()
+        # Cordon and taints matter only to new work: no read in a steady tick.
+        node = self.kube.read_node(self.settings.node_name) \
+            if needing or has_candidates(pending) else None
         return Observation(pods, instances, rows, catalog, inputs,
                            self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
-                           self._unscheduled_pods())
+                           pending, node,
+                           [p for p in on_node if podinfo.is_daemon_set_pod(p)])
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""

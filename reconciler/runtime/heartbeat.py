@@ -15,7 +15,8 @@ from datetime import datetime
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.config import Settings
-from reconciler.core.node import build_node
+from reconciler.core.domain import KubeObject
+from reconciler.core.node import build_node, kubelet_version
 
 
 class NodeHeartbeat:
@@ -23,6 +24,7 @@ class NodeHeartbeat:
                  clock: Callable[[], datetime]) -> None:
         self.kube, self.settings, self.clock = kube, settings, clock
         self._registered = False
+        self._kubelet_version: str | None = None
 
     def beat(self) -> None:
         """Register the node again and renew its Lease. Raises KubeError."""
@@ -36,8 +38,14 @@ class NodeHeartbeat:
         self._renew()
 
     def _register(self) -> None:
-        self.kube.ensure_node(build_node(self.settings, self.clock()))
+        self.kube.ensure_node(self._desired_node())
         self._registered = True
+
+    def _desired_node(self) -> KubeObject:
+        """The Node to register; its kubelet version follows the cluster's (read once)."""
+        if self._kubelet_version is None:
+            self._kubelet_version = kubelet_version(self.kube.server_version())
+        return build_node(self.settings, self.clock(), self._kubelet_version)
 
     def _renew(self) -> None:
         self.kube.renew_node_lease(self.settings.node_name)

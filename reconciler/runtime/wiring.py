@@ -180,10 +180,3 @@ def holding(lock: LockKeeper, predecessor: str | None = None) -> Iterator[LockKe
     finally:
         lock.release()
 
-
-@contextmanager
-def reconciler(settings: Settings, conn: Connections,
-               clock: Clock = utcnow) -> Iterator[Engine]:
-    """The engine of `sync --once`, holding the writer lock for as long as the block runs."""
-    with connect(settings, conn, RunMode.ONCE, clock) as parts, holding(parts.lock):
-        yield parts.engine
