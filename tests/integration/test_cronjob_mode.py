@@ -65,7 +65,7 @@ def run_cronjob(box: Sandbox, minutes: int, stay: float, skipped: tuple[int, ...
             box.restart()  # a new process: new clients, new engine
             started = box.clock.now()
             box.tick()
-            assert stay_beating(box.engine, started, stay, 10, box.clock.sleep) == 0
+            assert stay_beating(box.heartbeat, started, stay, 10, box.clock.sleep) == 0
         box.advance(60 - (box.clock.now() - period_start).total_seconds())
 
 
@@ -141,7 +141,7 @@ def test_a_run_says_when_the_node_went_unrenewed_too_long(
     box: Sandbox, caplog: pytest.LogCaptureFixture, stay: float, warned: bool,
 ) -> None:
     add_pods(box)
-    with caplog.at_level(logging.WARNING, logger="reconciler.runtime.engine"):
+    with caplog.at_level(logging.WARNING, logger="reconciler.runtime.heartbeat"):
         run_cronjob(box, 3, stay=stay)
     late = [r for r in caplog.records if "had not been renewed" in r.getMessage()]
     assert bool(late) is warned

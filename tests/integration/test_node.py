@@ -44,12 +44,12 @@ def managed_unschedulable(box: Sandbox, name: str, **options: Any) -> None:
 def test_three_idle_heartbeats_make_no_node_patch(box: Sandbox, port: int) -> None:
     box.configure(node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3",
                   kubelet_port=port)
-    box.engine.heartbeat()  # registers the node
+    box.heartbeat.beat()  # registers the node
     box.kube_sim.requests.clear()
 
     for _ in range(3):
         box.advance(10)
-        box.engine.heartbeat()
+        box.heartbeat.beat()
 
     assert node_writes(box) == []
     node = core(box).read_node(NODE)
@@ -220,39 +220,3 @@ def test_pods_marked_not_ready_while_the_reconciler_was_away_are_ready_again() -
         patches = [p for m, p, *_ in box.kube_sim.requests[requests:]
                    if m == "PATCH" and p.endswith("/status")]
         assert patches == []  # and no patch once it holds
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: Sandbox) -> None:
-    box = tls_box
-    daemon_set = box.kube_sim.put("daemonsets", {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "agent", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
-            "metadata": {"labels": {"app": "agent"}},
-            "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}}}})
-    box.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "agent-x", "namespace": "default", "labels": {"app": "agent"},
-        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
-                             "uid": daemon_set["metadata"]["uid"], "controller": True}]},
-        "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "agent", "image": "agent:1"}]}})
-    box.add_pod("train-a", job=box.add_job("train"), restart_policy="Never",
-                command=["python", "run.py"])
-    box.tick()
-
-    drain = subprocess.run(
-        ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--timeout=5s"],
-        capture_output=True, text=True, timeout=60)
-    assert drain.returncode != 0 and "DaemonSet-managed Pods" in drain.stderr
-
-    drain = subprocess.run(
-        ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--ignore-daemonsets",
-         "--timeout=1s"], capture_output=True, text=True, timeout=60)
-    assert "evicting pod default/train-a" in drain.stdout + drain.stderr
-    box.tick()
-    box.tick()
-    assert box.pod("train-a") is None
-    agent = box.pod("agent-x") or {}
-    assert "deletionTimestamp" not in agent["metadata"]
-    assert agent["status"]["reason"] == "DaemonSetPodNotRun"
