@@ -165,6 +165,42 @@ def test_kubectl_drain_ends_instances_normally(tls_box: Sandbox) -> None:
     assert node["spec"]["unschedulable"] is True
 
 
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: Sandbox) -> None:
+    box = tls_box
+    daemon_set = box.kube_sim.put("daemonsets", {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}}}})
+    box.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "agent-x", "namespace": "default", "labels": {"app": "agent"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                             "uid": daemon_set["metadata"]["uid"], "controller": True}]},
+        "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
+                 "containers": [{"name": "agent", "image": "agent:1"}]}})
+    box.add_pod("train-a", job=box.add_job("train"), restart_policy="Never",
+                command=["python", "run.py"])
+    box.tick()
+
+    drain = subprocess.run(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--timeout=5s"],
+        capture_output=True, text=True, timeout=60)
+    assert drain.returncode != 0 and "DaemonSet-managed Pods" in drain.stderr
+
+    drain = subprocess.run(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--ignore-daemonsets",
+         "--timeout=1s"], capture_output=True, text=True, timeout=60)
+    assert "evicting pod default/train-a" in drain.stdout + drain.stderr
+    box.tick()
+    box.tick()
+    assert box.pod("train-a") is None
+    agent = box.pod("agent-x") or {}
+    assert "deletionTimestamp" not in agent["metadata"]
+    assert agent["status"]["reason"] == "DaemonSetPodNotRun"
+
+
 # --- point 6: DaemonSet pods ----------------------------------------------------------------
 
 
