@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,12 +20,13 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 
 from reconciler import __version__, leader, logs, state_view, summary
 from reconciler.cli_options import settings_from, settings_options
-from reconciler.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
+from reconciler.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
+from reconciler.engine import Engine as TickEngine
 from reconciler.kube.errors import KubeError
 from reconciler.runpod.errors import RunPodError
 from reconciler.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.store import db, migrate, queries
-from reconciler.wiring import Connections, LockHeld, reconciler
+from reconciler.wiring import Connections, LockHeld, connect, reconciler
 
 
 @dataclass
@@ -32,7 +34,14 @@ class CliContext:
     database_url: str
 
     @contextmanager
-    def engine(self) -> Iterator[Engine]:
+    def engine(self, must_exist: bool = False) -> Iterator[Engine]:
+        """The database's engine; with `must_exist`, a SQLite file that is not there is an
+        error instead of a new empty database (reading must not create one)."""
+        missing = db.missing_sqlite_file(self.database_url) if must_exist else None
+        if missing is not None:
+            raise click.ClickException(
+                f"no database at {missing}: pass --database-url (or set "
+                "RECONCILER_DATABASE_URL) to the reconciler's database")
         try:
             engine = db.make_engine(self.database_url)
         except db.DatabaseURLError as exc:
@@ -56,13 +65,79 @@ def safe_url(url: str) -> str:
         return repr(url)
 
 
+def _output_default(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    """Without --output, JSON logs (--log-format json) make every output JSON too."""
+    if value is not None:
+        return value
+    return "json" if _json_mode(ctx) else "table"
+
+
+def _json_mode(ctx: click.Context) -> bool:
+    return ctx.find_root().params.get("log_format") == "json"
+
+
 output_option = click.option(
-    "--output", "-o", type=click.Choice(["table", "json"]), default="table",
-    show_default=True, help="Table for people, JSON for scripts.",
+    "--output", "-o", type=click.Choice(["table", "json"]), default=None,
+    callback=_output_default, show_default=False,
+    help="Table for people, JSON for scripts [default: json with --log-format json, "
+    "else table].",
 )
 
+# The group's own options, which people also write after the subcommand.
+GLOBAL_OPTIONS = ("--database-url", "--log-level", "--log-format")
 
-@click.group(context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
+
+class _Reconciler(click.Group):
+    """The root group: global options anywhere on the line, and JSON errors in JSON mode."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not _json_mode(ctx):
+                raise
+            kind = _JSONUsageError if exc.exit_code == _JSONUsageError.exit_code else _JSONError
+            raise kind(exc.format_message()) from None
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move the global options (each with its value) in front of the subcommand, where
+    click looks for them: `reconciler state show --database-url X` then works."""
+    hoisted: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        name = arg.partition("=")[0]
+        if name in GLOBAL_OPTIONS:
+            takes_next = "=" not in arg and index + 1 < len(args)
+            hoisted += args[index:index + 1 + takes_next]
+            index += 1 + takes_next
+            continue
+        rest.append(arg)
+        index += 1
+    return hoisted + rest
+
+
+class _JSONError(click.ClickException):
+    """A user error as one JSON object on standard error."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(json.dumps({"error": self.format_message()}), err=True)
+
+
+class _JSONUsageError(_JSONError):
+    exit_code = 2
+
+
+@click.group(cls=_Reconciler,
+             context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
 @click.version_option(__version__, prog_name="reconciler")
 @click.option("--database-url", default=DEFAULT_DATABASE_URL,
               help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).")
@@ -88,21 +163,30 @@ main.add_command(db_group, name="db")
 
 @db_group.command("upgrade")
 @click.option("--revision", default="head", help="Target revision.")
+@output_option
 @click.pass_obj
-def db_upgrade(obj: CliContext, revision: str) -> None:
+def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
     """Apply the schema migrations up to REVISION (the latest by default)."""
     with obj.engine() as engine:
         migrate.upgrade(engine, revision)
-        click.echo(f"database at revision {migrate.current_revision(engine)}")
+        current = migrate.current_revision(engine)
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
+    else:
+        click.echo(f"database at revision {current}")
 
 
 @db_group.command("current")
+@output_option
 @click.pass_obj
-def db_current(obj: CliContext) -> None:
+def db_current(obj: CliContext, output: str) -> None:
     """Print the database's schema revision and whether it is the latest."""
-    with obj.engine() as engine:
+    with obj.engine(must_exist=True) as engine:
         current = migrate.current_revision(engine)
     head = migrate.head_revision()
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": head}))
+        return
     suffix = " (latest)" if current == head else f" (latest is {head})"
     click.echo(f"{current or 'empty'}{suffix}")
 
@@ -120,7 +204,7 @@ def state() -> None:
 @click.pass_obj
 def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
     """Print the mapping table: one row per managed pod."""
-    with obj.engine() as engine:
+    with obj.engine(must_exist=True) as engine:
         require_schema(engine)
         with db.session_factory(engine)() as session:
             rows = queries.mappings(session, namespace, include_finished=show_all)
@@ -138,6 +222,21 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
 def require_schema(engine: Engine) -> None:
     if migrate.current_revision(engine) is None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
+
+
+def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
+                     dry_run: bool) -> AbstractContextManager[TickEngine]:
+    """A dry run only reads: it neither migrates nor takes the writer lock, so it also
+    works while a loop holds the lock."""
+    if not dry_run:
+        return reconciler(settings, conn)
+    with obj.engine(must_exist=True) as engine:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    if current != head:
+        raise click.ClickException(
+            f"the database schema is at {current or 'nothing'}, not the latest ({head}); "
+            "a dry run changes nothing, so run `reconciler db upgrade` first")
+    return connect(settings, dataclasses.replace(conn, migrate=False))
 
 
 @main.command()
@@ -194,7 +293,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
             # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
             # writer lock is released instead of blocking the next run until it expires.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with reconciler(settings, conn) as engine:
+            with _one_tick_engine(obj, settings, conn, dry_run) as engine:
                 report = engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))
             if not report.ok:

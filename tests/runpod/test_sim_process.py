@@ -1,7 +1,7 @@
 """The simulator as a separate process (`python -m reconciler.sim.runpod`): its first
 stdout line is the base URL, the real client works against it, the admin API drives
-its clock (which starts at the real time), and SIGTERM ends it cleanly. Also the scale promise: listing 10 000 pods
-stays fast (linear work per request)."""
+its clock (which starts at the real time), and SIGTERM ends it cleanly. Also the scale
+promise: listing 10 000 pods stays fast (linear work per request)."""
 
 from __future__ import annotations
 
