@@ -34,6 +34,7 @@ from reconciler.actions import (
 from reconciler.domain import CreateRequest, Instance
 from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
+from reconciler.logs import Decision, decision
 from reconciler.mapping import MappingRecord, MappingState
 from reconciler.planner import NO_CAPACITY
 from reconciler.runpod import errors as runpod_errors
@@ -90,8 +91,10 @@ class Executor:
                 self.store.delete_row(uid)
             case Create():
                 self._create(action)
-            case Adopt(row=row):
+            case Adopt(pod=pod, instance=instance, row=row):
                 self.store.save_row(row)
+                self._decided("adopt", pod, instance.id, "an owned instance found by its tags",
+                              instance.cost_per_hr)
             case Terminate():
                 self._terminate(action)
             case PatchStatus(pod=pod, status=status, row=row):
@@ -99,6 +102,10 @@ class Executor:
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
                 crashpoints.reached("after-status-patch")
                 self.store.save_row(row)
+                if status.get("phase") == "Failed":
+                    self._decided("fail", pod, row.instance_id,
+                                  f"{status.get('reason')}: {status.get('message')}",
+                                  row.cost_per_hr)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
@@ -108,12 +115,20 @@ class Executor:
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
+                self._decided("finalize", pod, row.instance_id if row else None,
+                              "deleted, and its instance is gone")
             case Bind(pod=pod, node_name=node, trigger=trigger):
                 self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
                     pod.namespace, pod.name, pod.uid, node))
                 self._event(pod, "OffloadedToRunPod", f"bound to {node}: {trigger}")
+                self._decided("bind", pod, None, f"to {node}: {trigger}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
+
+    def _decided(self, action: str, pod: PodRef | None, instance: str | None, reason: str,
+                 price: float | None = None) -> None:
+        decision(Decision(action, pod.namespace if pod else None, pod.name if pod else None,
+                          instance, reason, price, self._tick_id()))
 
     # --- journal ----------------------------------------------------------------------
 
@@ -161,10 +176,11 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        self._event(action.pod, "CreatedInstance",
-                    f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
-                    f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
-                    f"${instance.cost_per_hr:.2f}/h)")
+        placement = (f"{instance.gpu_type_id} x{instance.gpu_count} in "
+                     f"{instance.datacenter_id or 'any data center'}")
+        self._event(action.pod, "CreatedInstance", f"created RunPod instance {instance.id} "
+                    f"({placement}, ${instance.cost_per_hr:.2f}/h)")
+        self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
@@ -242,7 +258,8 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        log.info("terminated instance %s (%s)", action.instance_id, action.reason)
+        self._decided("terminate", action.pod, action.instance_id, str(action.reason),
+                      action.row.cost_per_hr if action.row else None)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
