@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import main
-from reconciler.sim.sandbox import API_KEY, Sandbox
-from reconciler.wiring import LOCK_NAME
+from reconciler.cli.commands import main
+from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.runtime.wiring import LOCK_NAME
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from reconciler import logs
-from reconciler.sim.sandbox import Sandbox
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import logs
 
 DECISIONS = "reconciler.decisions"
 
