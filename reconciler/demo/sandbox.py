@@ -30,14 +30,16 @@ TOKEN = "sandbox-kube-token"
 class Sandbox:
     def __init__(self, settings: Settings | None = None, *, database_url: str | None = None,
                  workdir: str | None = None, runpod_options: dict[str, Any] | None = None,
-                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None) -> None:
+                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None,
+                 tls: bool = False) -> None:
+        """`tls`: serve the Kubernetes API over HTTPS, which kubectl needs to send its token."""
         self.clock = SimClock()
         self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
         self.workdir = Path(workdir or self._tmp.name)
         self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
         self.runpod_sim = RunPodSimulator(API_KEY, clock=self.clock, **(runpod_options or {}))
         self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
-                                      rbac_subject=rbac_subject)
+                                      rbac_subject=rbac_subject, tls=tls)
         self._base_settings = settings or Settings()
         self.engine: Engine
 
