@@ -20,16 +20,27 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from reconciler import __version__
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeError
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
 from reconciler.runtime import leader, logs
+from reconciler.runtime.drain import StillReconciling, check_no_reconciler
+from reconciler.runtime.drain import drain as run_drain
 from reconciler.runtime.engine import Engine as TickEngine
+from reconciler.runtime.engine import utcnow
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import Connections, LockHeld, connect, reconciler
+from reconciler.runtime.wiring import (
+    Connections,
+    LockHeld,
+    connect,
+    reconciler,
+    resolve_owner,
+)
 
 if TYPE_CHECKING:
     from reconciler.demo.live import LiveWorld
@@ -89,6 +100,20 @@ output_option = click.option(
     help="Table for people, JSON for scripts [default: json with --log-format json, "
     "else table].",
 )
+
+kubeconfig_option = click.option(
+    "--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
+    help="Kubeconfig file, or several separated by ':' and merged as kubectl merges them "
+    "[default: ~/.kube/config, else the in-cluster config].")
+context_option = click.option(
+    "--context", "kube_context", envvar="RECONCILER_CONTEXT", default=None,
+    help="The kubeconfig context to use [default: its current-context].")
+runpod_url_option = click.option(
+    "--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
+    help="Base URL of the RunPod API.")
+runpod_api_key_option = click.option(
+    "--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
+    show_default=False, help="RunPod API key (prefer the environment variable).")
 
 # The group's own options, which people also write after the subcommand.
 GLOBAL_OPTIONS = ("--database-url", "--log-level", "--log-format")
@@ -250,12 +275,10 @@ def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
 @click.option("--once", is_flag=True, help="Run one tick and exit (the CronJob mode).")
 @click.option("--dry-run", is_flag=True, help="With --once: print the plan, change nothing.")
 @output_option
-@click.option("--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
-              help="Kubeconfig file (default: in-cluster config).")
-@click.option("--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
-              help="Base URL of the RunPod API.")
-@click.option("--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
-              show_default=False, help="RunPod API key (prefer the environment variable).")
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
 @click.option("--migrate/--no-migrate", "upgrade", envvar="RECONCILER_MIGRATE", default=True,
               help="Upgrade the database schema at start.")
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
@@ -281,9 +304,9 @@ def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
 @settings_options
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
-         runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
-         heartbeat_interval: float, watch: bool, health_address: str, leader_elect: bool,
-         leader_elect_namespace: str | None, leader_elect_lease_name: str,
+         kube_context: str | None, runpod_url: str, runpod_api_key: str, upgrade: bool,
+         interval: float, heartbeat_interval: float, watch: bool, health_address: str,
+         leader_elect: bool, leader_elect_namespace: str | None, leader_elect_lease_name: str,
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
@@ -292,7 +315,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                        leader_namespace=leader_elect_namespace or leader.default_namespace(),
                        lease_name=leader_elect_lease_name,
                        lease_seconds=leader_elect_lease_duration)
-    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
+    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade,
+                       context=kube_context)
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
     try:
@@ -311,6 +335,56 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(str(exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+
+
+@main.command()
+@click.option("--timeout", default=600.0, type=click.FloatRange(min=0),
+              help="Seconds to wait until RunPod lists none of the instances.")
+@click.option("--force", is_flag=True,
+              help="Drain even while a reconciler still beats the virtual node's heartbeat.")
+@output_option
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
+@settings_options
+def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
+          kube_context: str | None, runpod_url: str, runpod_api_key: str,
+          **options: Any) -> None:
+    """Terminate every RunPod instance this reconciler owns and wait until they are gone.
+
+    Run it after stopping the reconciler and before uninstalling, so that nothing is left
+    billing. It finds the instances by their owner tag (cluster id and node name), so it
+    needs no database. Exit code 1 if some are still listed when the timeout runs out.
+    """
+    settings = settings_from(options)
+    logs.register_secret(runpod_api_key)
+    try:
+        kube = KubeClient.from_config(kubeconfig, kube_context)
+        try:
+            settings = resolve_owner(settings, kube)
+            if not force:
+                check_no_reconciler(kube, settings.node_name, utcnow())
+        finally:
+            kube.close()
+        with RunPodClient(runpod_api_key, runpod_url) as runpod:
+            report = run_drain(runpod, settings.owner_id, timeout=timeout)
+    except StillReconciling as exc:
+        raise click.ClickException(str(exc)) from None
+    except (KubeError, RunPodError) as exc:
+        raise click.ClickException(logs.redact(f"cannot drain: {exc}")) from None
+    if output == "json":
+        click.echo(json.dumps({"owner": settings.owner_id, "terminated": report.terminated,
+                               "remaining": report.remaining, "errors": report.errors}))
+    else:
+        click.echo(f"terminated {len(report.terminated)} instance(s) owned by "
+                   f"{settings.owner_id}")
+        if report.remaining:
+            click.echo(f"still listed after {timeout:g} s: {', '.join(report.remaining)}")
+        else:
+            click.echo("RunPod lists none of them any more: nothing of ours is billing")
+    if not report.ok:
+        sys.exit(1)
 
 
 @main.command()

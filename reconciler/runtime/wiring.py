@@ -37,6 +37,8 @@ class Connections:
     runpod_api_key: str = dataclasses.field(repr=False)
     kubeconfig: str | None = None
     migrate: bool = True
+    context: str | None = None
+    """The kubeconfig context to use instead of its current-context."""
 
 
 def identity() -> str:
@@ -111,7 +113,7 @@ def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
     replica must not take the lock before it leads."""
     logs.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate)
-    kube = KubeClient.from_config(conn.kubeconfig)
+    kube = KubeClient.from_config(conn.kubeconfig, conn.context)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
     try:
         yield Engine(resolve_owner(settings, kube), runpod, kube, store, clock)
