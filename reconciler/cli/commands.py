@@ -208,6 +208,25 @@ def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
         click.echo(f"database at revision {current}")
 
 
+@db_group.command("downgrade")
+@click.argument("revision")
+@output_option
+@click.pass_obj
+def db_downgrade(obj: CliContext, revision: str, output: str) -> None:
+    """Undo the schema migrations after REVISION, to roll back to an older reconciler.
+
+    Run it with the newer reconciler (it knows how to undo its own migrations), while no
+    reconciler runs; `reconciler db current` of the older one names the REVISION it needs.
+    """
+    with obj.engine(must_exist=True) as engine:
+        migrate.downgrade(engine, revision)
+        current = migrate.current_revision(engine)
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
+    else:
+        click.echo(f"database at revision {current}")
+
+
 @db_group.command("current")
 @output_option
 @click.pass_obj

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
 from reconciler.adapters.store import db, migrate
@@ -195,3 +196,20 @@ def test_json_mode_errors_are_json_on_standard_error(tmp_path: Path) -> None:
     usage = CliRunner().invoke(main, ["--log-format", "json", "state", "show", "--nope"])
     assert usage.exit_code == 2
     assert "--nope" in json.loads(usage.stderr)["error"]
+
+
+def test_downgrade_rolls_the_schema_back_and_upgrade_forward_again(url: str) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["--database-url", url, "db", "upgrade"]).exit_code == 0
+    first = migrate_revisions()[0]
+    down = runner.invoke(main, ["--database-url", url, "db", "downgrade", first, "-o", "json"])
+    assert down.exit_code == 0, down.output
+    assert json.loads(down.stdout)["revision"] == first
+    assert f"{first} (latest is {migrate.head_revision()})" in runner.invoke(
+        main, ["--database-url", url, "db", "current"]).output
+    assert runner.invoke(main, ["--database-url", url, "db", "upgrade"]).exit_code == 0
+
+
+def migrate_revisions() -> list[str]:
+    script = ScriptDirectory(migrate.SCRIPT_LOCATION)
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
