@@ -8,8 +8,9 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -33,19 +34,21 @@ from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
 from reconciler.runtime.engine import Engine as TickEngine
 from reconciler.runtime.engine import utcnow
+from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import (
     Connections,
     LockHeld,
     connect,
-    reconciler,
     resolve_owner,
+    writer_lock,
 )
 
 if TYPE_CHECKING:
     from reconciler.demo.live import LiveWorld
     from reconciler.demo.run import DemoResult
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class CliContext:
@@ -275,12 +278,12 @@ def require_schema(engine: Engine) -> None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
 
 
-def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
-                     dry_run: bool) -> AbstractContextManager[TickEngine]:
-    """A dry run only reads: it neither migrates nor takes the writer lock, so it also
+def _one_tick_connection(obj: CliContext, settings: Settings, conn: Connections,
+                         dry_run: bool) -> AbstractContextManager[TickEngine]:
+    """A dry run only reads: it does not migrate (and takes no writer lock), so it also
     works while a loop holds the lock."""
     if not dry_run:
-        return reconciler(settings, conn)
+        return connect(settings, conn)
     with obj.engine(must_exist=True) as engine:
         current, head = migrate.current_revision(engine), migrate.head_revision()
     if current != head:
@@ -305,6 +308,10 @@ def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
 @click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
               type=click.FloatRange(min=1), help="Seconds between node heartbeats in the loop "
               "mode (--once beats once per run).")
+@click.option("--stay", envvar="RECONCILER_STAY", default=0.0, type=click.FloatRange(min=0),
+              help="With --once: after the tick, keep the node's heartbeat (every "
+              "--heartbeat-interval) until this many seconds after the run began, so the node "
+              "stays Ready until the next CronJob run (its period minus ~10 s).")
 @click.option("--watch/--no-watch", envvar="RECONCILER_WATCH", default=True,
               help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.")
 @click.option("--health-address", envvar="RECONCILER_HEALTH_ADDRESS", default=":8080",
@@ -324,8 +331,9 @@ def _one_tick_engine(obj: CliContext, settings: Settings, conn: Connections,
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
          kube_context: str | None, runpod_url: str, runpod_api_key: str, upgrade: bool,
-         interval: float, heartbeat_interval: float, watch: bool, health_address: str,
-         leader_elect: bool, leader_elect_namespace: str | None, leader_elect_lease_name: str,
+         interval: float, heartbeat_interval: float, stay: float, watch: bool,
+         health_address: str, leader_elect: bool, leader_elect_namespace: str | None,
+         leader_elect_lease_name: str,
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
@@ -338,14 +346,22 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                        context=kube_context)
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
+    if stay and (not once or dry_run):
+        raise click.UsageError("--stay needs --once (and no --dry-run): the loop beats anyway")
+    if once and not stay and not dry_run:
+        log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
             # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
             # writer lock is released instead of blocking the next run until it expires.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with _one_tick_engine(obj, settings, conn, dry_run) as engine:
-                report = engine.tick(dry_run=dry_run)
-            click.echo(summary.render(report, output, dry_run))
+            with _one_tick_connection(obj, settings, conn, dry_run) as engine:
+                started = engine.clock()
+                with nullcontext() if dry_run else writer_lock(engine):
+                    report = engine.tick(dry_run=dry_run)
+                click.echo(summary.render(report, output, dry_run))
+                # The stay writes nothing to the database: the next run need not wait.
+                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
             if not report.ok:
                 sys.exit(1)
         else:

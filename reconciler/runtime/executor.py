@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import assert_never
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
@@ -37,14 +38,11 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.planner import NO_CAPACITY
+from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.runtime import crashpoints
 from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
-
-INSUFFICIENT_BALANCE = "InsufficientBalance"
-INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
 
 
 @dataclass
@@ -101,11 +99,12 @@ class Executor:
                 self._journaled("patch-status", pod.uid, None,
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
                 crashpoints.reached("after-status-patch")
-                self.store.save_row(row)
+                if row is not None:
+                    self.store.save_row(row)
                 if status.get("phase") == "Failed":
-                    self._decided("fail", pod, row.instance_id,
+                    self._decided("fail", pod, row.instance_id if row else None,
                                   f"{status.get('reason')}: {status.get('message')}",
-                                  row.cost_per_hr)
+                                  row.cost_per_hr if row else None)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
@@ -117,13 +116,15 @@ class Executor:
                     self.store.save_row(row)
                 self._decided("finalize", pod, row.instance_id if row else None,
                               "deleted, and its instance is gone")
-            case Bind(pod=pod, node_name=node, trigger=trigger):
+            case Bind(pod=pod, node_name=node, detail=detail):
                 self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
                     pod.namespace, pod.name, pod.uid, node))
-                self._event(pod, "OffloadedToRunPod", f"bound to {node}: {trigger}")
-                self._decided("bind", pod, None, f"to {node}: {trigger}")
+                self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
+                self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
+            case _:
+                assert_never(action)
 
     def _decided(self, action: str, pod: PodRef | None, instance: str | None, reason: str,
                  price: float | None = None) -> None:
@@ -144,10 +145,12 @@ class Executor:
         self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
         return result
 
-    def _event(self, pod: PodRef, reason: str, message: str, warning: bool = False) -> None:
+    def _event(self, pod: PodRef, reason: EventReason, message: str,
+               warning: bool = False) -> None:
         involved = {"kind": "Pod", "apiVersion": "v1", "metadata": {
             "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}
-        self.kube.record_event(involved, reason, message, "Warning" if warning else "Normal")
+        self.kube.record_event(involved, reason.value, message,
+                               "Warning" if warning else "Normal")
 
     def _report_failure(self, action: Action, exc: Exception) -> None:
         pod = getattr(action, "pod", None)
@@ -178,8 +181,8 @@ class Executor:
         crashpoints.reached("after-id-write")
         placement = (f"{instance.gpu_type_id} x{instance.gpu_count} in "
                      f"{instance.datacenter_id or 'any data center'}")
-        self._event(action.pod, "CreatedInstance", f"created RunPod instance {instance.id} "
-                    f"({placement}, ${instance.cost_per_hr:.2f}/h)")
+        self._event(action.pod, Notice.CREATED_INSTANCE, f"created RunPod instance "
+                    f"{instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)")
         self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(self, action: Create,
@@ -192,17 +195,18 @@ class Executor:
             except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
-                self._stop_creates(action, INSUFFICIENT_BALANCE, str(exc))
+                self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
             except runpod_errors.RateLimitedError as exc:
                 self._stop_creates(action, None, str(exc))
             except runpod_errors.InvalidRequestError as exc:
-                self._give_up(action, INVALID_RUNPOD_REQUEST, f"RunPod refused the request "
-                              f"as invalid (a reconciler bug, not retried): {exc.detail}")
+                self._give_up(action, PodReason.INVALID_RUNPOD_REQUEST,
+                              "RunPod refused the request as invalid (a reconciler bug, not "
+                              f"retried): {exc.detail}")
                 raise
             # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
             # the next ticks adopt the instance if it was made after all.
-        self._wait(action, NO_CAPACITY, "no GPU type that fits this pod could be created: "
-                   + "; ".join(refusals))
+        self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
+                   "no GPU type that fits this pod could be created: " + "; ".join(refusals))
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
@@ -211,7 +215,7 @@ class Executor:
         assert isinstance(result, Instance)
         return result
 
-    def _stop_creates(self, action: Create, reason: str | None, detail: str) -> None:
+    def _stop_creates(self, action: Create, reason: PodReason | None, detail: str) -> None:
         self._creates_stopped = detail
         if reason is None:  # rate limited: nothing wrong with the pod, try next tick
             self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
@@ -219,7 +223,7 @@ class Executor:
             self._wait(action, reason, detail)
         raise _CreatesStopped(detail)
 
-    def _wait(self, action: Create, reason: str, message: str) -> None:
+    def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
         self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None,
                                                reason=reason, last_error=message,
@@ -227,7 +231,7 @@ class Executor:
         if action.row.reason != reason:
             self._event(action.pod, reason, message, warning=True)
 
-    def _give_up(self, action: Create, reason: str, message: str) -> None:
+    def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
         self.store.save_row(action.row.changed(state=MappingState.FAILED, attempt_id=None,
                                                reason=reason, last_error=message,
                                                updated_at=self.clock()))
@@ -258,7 +262,7 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        self._decided("terminate", action.pod, action.instance_id, str(action.reason),
+        self._decided("terminate", action.pod, action.instance_id, action.detail,
                       action.row.cost_per_hr if action.row else None)
 
 
