@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from sqlalchemy import Engine
@@ -32,23 +30,20 @@ from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Set
 from reconciler.runtime import leader, logs
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
-from reconciler.runtime.engine import Engine as TickEngine
-from reconciler.runtime.engine import utcnow
+from reconciler.runtime.engine import TickReport, utcnow
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import (
     Connections,
     LockHeld,
+    RunMode,
     connect,
+    holding,
     resolve_owner,
-    writer_lock,
 )
 
-if TYPE_CHECKING:
-    from reconciler.demo.live import LiveWorld
-    from reconciler.demo.run import DemoResult
-
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class CliContext:
@@ -278,19 +273,14 @@ def require_schema(engine: Engine) -> None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
 
 
-def _one_tick_connection(obj: CliContext, settings: Settings, conn: Connections,
-                         dry_run: bool) -> AbstractContextManager[TickEngine]:
-    """A dry run only reads: it does not migrate (and takes no writer lock), so it also
-    works while a loop holds the lock."""
-    if not dry_run:
-        return connect(settings, conn)
+def _require_latest_schema(obj: CliContext) -> None:
+    """A dry run does not migrate: the database must exist and be at the latest schema."""
     with obj.engine(must_exist=True) as engine:
         current, head = migrate.current_revision(engine), migrate.head_revision()
     if current != head:
         raise click.ClickException(
             f"the database schema is at {current or 'nothing'}, not the latest ({head}); "
             "a dry run changes nothing, so run `reconciler db upgrade` first")
-    return connect(settings, dataclasses.replace(conn, migrate=False))
 
 
 @main.command()
@@ -352,16 +342,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
-            # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
-            # writer lock is released instead of blocking the next run until it expires.
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with _one_tick_connection(obj, settings, conn, dry_run) as engine:
-                started = engine.clock()
-                with nullcontext() if dry_run else writer_lock(engine):
-                    report = engine.tick(dry_run=dry_run)
-                click.echo(summary.render(report, output, dry_run))
-                # The stay writes nothing to the database: the next run need not wait.
-                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
+            report = _run_once(obj, settings, conn, dry_run, output, stay,
+                               heartbeat_interval)
             if not report.ok:
                 sys.exit(1)
         else:
@@ -422,38 +404,24 @@ def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
         sys.exit(1)
 
 
-@main.command()
-@click.option("--keep-running", is_flag=True,
-              help="Leave the simulators up afterwards and print how to use them.")
-@output_option
-def demo(keep_running: bool, output: str) -> None:
-    """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
-    from reconciler.demo.live import TICK_SECONDS
-    from reconciler.demo.run import run_demo, summary_record
-
-    echo = click.echo if output == "table" else (lambda _line: None)
-    if logging.getLogger().level == logging.INFO:
-        # The narration shows every decision; routine INFO lines would only repeat it.
-        logging.getLogger("reconciler").setLevel(logging.WARNING)
-
-    def print_json(result: DemoResult) -> None:
-        if output == "json":
-            click.echo(json.dumps(summary_record(result), indent=2))
-
-    def run_until_stopped(world: LiveWorld) -> None:
-        """Step the demo world every TICK_SECONDS until SIGINT (Ctrl-C) or SIGTERM."""
-        stop = threading.Event()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stop.set())
-        # Only now: a person (or script) may act on this line at once.
-        click.echo("Stop with Ctrl-C (SIGINT) or SIGTERM.", err=output == "json")
-        while not stop.wait(TICK_SECONDS):
-            world.step()
-        click.echo("stopping the simulators", err=True)
-
-    result = run_demo(echo, keep_running=keep_running, wait=run_until_stopped,
-                      on_result=print_json)
-    if result.duplicates or result.leaked:
-        sys.exit(1)
-
-
+def _run_once(obj: CliContext, settings: Settings, conn: Connections, dry_run: bool,
+              output: str, stay: float, heartbeat_interval: float) -> TickReport:
+    """One tick under the writer lock, its summary, then the stay (runtime/once.py). A
+    dry run only reads: no migration and no lock, so it also works beside a running loop."""
+    if dry_run:
+        _require_latest_schema(obj)
+    # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the writer
+    # lock is released instead of blocking the next run until it expires. The handler is
+    # ours only for the run (the process may be a test runner, or host other work).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        with connect(settings, conn, RunMode.ONCE, read_only=dry_run) as parts:
+            started = parts.engine.clock()
+            with nullcontext() if dry_run else holding(parts.lock):
+                report = parts.engine.tick(dry_run=dry_run)
+            click.echo(summary.render(report, output, dry_run))
+            # The stay writes nothing to the database: the next run need not wait.
+            stay_beating(parts.heartbeat, started, stay, heartbeat_interval, time.sleep)
+        return report
+    finally:
+        signal.signal(signal.SIGTERM, previous)

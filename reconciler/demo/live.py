@@ -19,13 +19,15 @@ from typing import Any
 from reconciler.core import pods as podinfo
 from reconciler.core.placement import exclusion
 from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.wiring import LockKeeper
 
 TICK_SECONDS = 2.0
 
 
 class LiveWorld:
-    def __init__(self, box: Sandbox, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self.box, self._monotonic = box, monotonic
+    def __init__(self, box: Sandbox, lock: LockKeeper | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.box, self._lock, self._monotonic = box, lock, monotonic
         self._last = monotonic()
         # The scenario played the Job controller for its own Jobs already.
         self._jobs_started = {j["metadata"]["uid"] for j in box.kube_sim.list("jobs", None)}
@@ -39,6 +41,8 @@ class LiveWorld:
         self._start_jobs()
         self._collect_garbage()
         self._schedule()
+        if self._lock is not None:
+            self._lock.renew_if_due()
         self.box.tick()
 
     def _start_jobs(self) -> None:

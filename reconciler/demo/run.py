@@ -19,11 +19,11 @@ from reconciler.adapters.store.db import make_engine, session_factory
 from reconciler.cli import state_view
 from reconciler.core.actions import Terminate
 from reconciler.core.config import Settings
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.demo.examples import write_examples
 from reconciler.demo.live import TICK_SECONDS, LiveWorld
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.wiring import writer_lock
+from reconciler.runtime.wiring import LockKeeper, holding
 
 Echo = Callable[[str], None]
 
@@ -118,9 +118,9 @@ def run_demo(echo: Echo, keep_running: bool = False,
             echo(f"  {command}")
         if on_result is not None:
             on_result(result)
-        with writer_lock(box.engine):
+        with holding(LockKeeper(box.store, box.clock.now)) as lock:
             if wait is not None:
-                wait(LiveWorld(box))
+                wait(LiveWorld(box, lock))
     return result
 
 
