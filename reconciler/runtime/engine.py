@@ -1,9 +1,9 @@
-"""One tick: observe both worlds, plan, apply the plan, record the tick (docs/architecture.md
-§2).
+"""One tick: observe both worlds, plan, apply the plan, record the tick.
 
-The engine has no switches: what runs around its ticks (the writer lock's renewal, the
-node heartbeat of a process without a heartbeat schedule, the loop's metrics) is handed
-to it as `TickSteps` where it is built (runtime/wiring.py).
+docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
+its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
+schedule, the loop's metrics) is handed to it as `TickSteps` where it is built
+(runtime/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
