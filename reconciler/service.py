@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import timedelta
@@ -91,14 +92,19 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
 
 
 class Ticker:
-    """Runs ticks one at a time: on the schedule, and early when the watch saw a change."""
+    """Runs ticks one at a time: on the schedule, and early when the watch saw a change,
+    never closer together than the RunPod quota allows (`RunPodClient.tick_gap`)."""
 
-    def __init__(self, engine: Engine, health: Health, scheduler: BackgroundScheduler) -> None:
+    def __init__(self, engine: Engine, health: Health, scheduler: BackgroundScheduler,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.engine, self.health, self.scheduler = engine, health, scheduler
-        self.debouncer = Debouncer(time.monotonic)
+        self.debouncer = Debouncer(monotonic, min_gap=engine.runpod.tick_gap)
         self._running = threading.Lock()
 
     def periodic(self) -> None:
+        since = self.debouncer.since_last_start()
+        if since is not None and since < self.debouncer.min_gap():
+            return  # the quota is low: a tick began lately, and the next one is paced
         if not self._running.acquire(blocking=False):
             return  # an early tick is running: it is as fresh as this one would be
         try:
@@ -109,8 +115,10 @@ class Ticker:
     def changed(self) -> None:
         """Called by the watches: schedule an early tick unless one is already due."""
         delay = self.debouncer.poke()
-        if delay is None:
-            return
+        if delay is not None:
+            self._schedule_early(delay)
+
+    def _schedule_early(self, delay: float) -> None:
         # No misfire limit: a late early tick still has a change to look at. (Once the
         # scheduler is shut down, the job is only queued, never run.)
         self.scheduler.add_job(self._early, "date", misfire_grace_time=None,
@@ -118,6 +126,10 @@ class Ticker:
 
     def _early(self) -> None:
         with self._running:  # waits for a tick in progress: it may have missed the change
+            hold = self.debouncer.hold()
+            if hold > 0:  # the last tick spent quota: the gap grew since this was due
+                self._schedule_early(hold)
+                return
             if self.debouncer.fire():
                 self.health.metrics.early_ticks.inc()
                 self._tick()
