@@ -19,7 +19,7 @@ from typing import Any
 from reconciler import pods as podinfo
 from reconciler.actions import Action
 from reconciler.config import Settings
-from reconciler.domain import GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.domain import Cloud, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.executor import Executor
 from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
@@ -35,6 +35,7 @@ from reconciler.planner import (
 )
 from reconciler.runpod import errors as runpod_errors
 from reconciler.runpod.client import RunPodClient
+from reconciler.stock import StockMemory
 from reconciler.store.models import Tick
 from reconciler.store.repository import Store
 from reconciler.translate.container import choose_container, is_batch
@@ -80,21 +81,42 @@ class TickReport:
 
 
 class CatalogCache:
-    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy."""
+    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy.
 
-    def __init__(self, ttl: float) -> None:
+    A create refused for want of stock proves the cached availability stale: the next
+    tick that needs the catalog fetches it again, though not more often than
+    `STALE_REFETCH` (each fetch is a request out of the quota). What a fetch shows in
+    stock clears the stock memory's older refusals there.
+    """
+
+    STALE_REFETCH = timedelta(seconds=30)
+
+    def __init__(self, ttl: float, stock: StockMemory) -> None:
         self.ttl = timedelta(seconds=ttl)
+        self.stock = stock
         self._types: list[GpuType] = []
         self._fetched_at: datetime | None = None
+        self._stale = False
+
+    def mark_stale(self) -> None:
+        self._stale = True
 
     def get(self, runpod: RunPodClient, now: datetime) -> list[GpuType]:
-        if self._fetched_at is None or now - self._fetched_at >= self.ttl:
+        if self._due(now):
             try:
                 self._types = runpod.list_gpu_types()
-                self._fetched_at = now
+                self._fetched_at, self._stale = now, False
+                # The catalog is fetched without `cloud`: RunPod then reports SECURE.
+                self.stock.catalog_seen(self._types, now, Cloud.SECURE)
             except runpod_errors.RunPodError as exc:
                 log.warning("could not refresh the GPU catalog: %s", exc)
         return self._types
+
+    def _due(self, now: datetime) -> bool:
+        if self._fetched_at is None:
+            return True
+        age = now - self._fetched_at
+        return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
 class Engine:
@@ -102,7 +124,9 @@ class Engine:
                  store: Store, clock: Clock = utcnow) -> None:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings, runpod, kube, store, clock)
-        self.catalog = CatalogCache(settings.catalog_ttl)
+        # Refusals for want of stock, remembered across ticks (reconciler.stock).
+        self.stock = StockMemory()
+        self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
         self._node_registered = False
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
@@ -147,7 +171,7 @@ class Engine:
         inputs = self._create_inputs(needing) if catalog else {}
         return Observation(pods, instances, rows, catalog, inputs,
                            self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
-                           self._unscheduled_pods())
+                           self._unscheduled_pods(), self.stock.active(now))
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -263,8 +287,10 @@ class Engine:
                 report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
             return report.tick_id
 
-        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
-            report.actions)
+        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock)
+        outcome = executor.run(report.actions)
+        if executor.refusals:
+            self.catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.errors += outcome.errors
 

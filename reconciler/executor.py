@@ -35,9 +35,10 @@ from reconciler.domain import CreateRequest, Instance
 from reconciler.kube import errors as kube_errors
 from reconciler.kube.client import KubeClient
 from reconciler.mapping import MappingRecord, MappingState
-from reconciler.planner import NO_CAPACITY
+from reconciler.planner import NO_CAPACITY, REFUSED_EVERYWHERE
 from reconciler.runpod import errors as runpod_errors
 from reconciler.runpod.client import RunPodClient
+from reconciler.stock import StockMemory, usable
 from reconciler.store.repository import Store
 
 log = logging.getLogger(__name__)
@@ -60,9 +61,13 @@ class _CreatesStopped(Exception):
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], tick_id: Callable[[], int]) -> None:
+                 clock: Callable[[], datetime], tick_id: Callable[[], int],
+                 stock: StockMemory | None = None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self._tick_id = tick_id
+        self.stock = stock if stock is not None else StockMemory()
+        self.refusals = 0
+        """Creates RunPod refused this run for want of stock."""
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
 
@@ -168,12 +173,21 @@ class Executor:
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (DESIGN §1)."""
+        """Try the ranked candidates per RunPod's answers (DESIGN §1), past the places
+        RunPod refused lately (an earlier pod of this tick included)."""
         refusals: list[str] = []
-        for candidate in candidates:
+        for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
-                return self._create_one(action, candidate)
-            except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
+                instance = self._create_one(action, candidate)
+                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+                return instance
+            except runpod_errors.RejectedError as exc:
+                # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
+                # alone answers 400 too, but the translation checks the rules first).
+                self.stock.refused(candidate, self.clock())
+                self.refusals += 1
+                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+            except runpod_errors.PermissionDeniedError as exc:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, INSUFFICIENT_BALANCE, str(exc))
@@ -186,7 +200,7 @@ class Executor:
             # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
             # the next ticks adopt the instance if it was made after all.
         self._wait(action, NO_CAPACITY, "no GPU type that fits this pod could be created: "
-                   + "; ".join(refusals))
+                   + ("; ".join(refusals) or REFUSED_EVERYWHERE))
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:

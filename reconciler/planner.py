@@ -39,6 +39,7 @@ from reconciler.domain import (
 )
 from reconciler.mapping import MappingRecord, MappingState
 from reconciler.offload import PendingPod, plan_offloads
+from reconciler.stock import Place, usable
 from reconciler.translate import status as pod_status
 from reconciler.translate.container import is_batch
 from reconciler.translate.env import EnvSources
@@ -53,6 +54,9 @@ INSTANCE_ERROR = "InstanceError"
 INSTANCE_STOPPED = "InstanceStopped"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 PENDING_TOO_LONG = "PendingTooLong"
+
+REFUSED_EVERYWHERE = ("RunPod lately refused creates for want of stock on every GPU type "
+                      "that fits this pod; trying again when the catalog shows stock")
 
 # A finished row is kept this long after its pod is gone, for `state show --all`.
 FINISHED_ROW_RETENTION = timedelta(days=1)
@@ -82,6 +86,8 @@ class Observation:
     """RunPod requests we may still send in the current window; None when unknown."""
     pending: Sequence[PendingPod] = ()
     """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
+    refused: frozenset[Place] = frozenset()
+    """Where RunPod lately refused creates for want of stock (`reconciler.stock`)."""
 
 
 @dataclass(frozen=True)
@@ -475,6 +481,9 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     if requests_out_of_stock(candidates, t.obs.catalog):
         return _cannot_create(t, pod, row, NO_CAPACITY,
                               "every GPU type that fits this pod is out of stock", False), None
+    candidates = usable(candidates, t.obs.refused)
+    if not candidates:
+        return _cannot_create(t, pod, row, NO_CAPACITY, REFUSED_EVERYWHERE, False), None
     actions: list[Action] = []
     if row is not None and row.reason:
         # The last attempt failed (no capacity, budget): retry, still showing why.

@@ -34,6 +34,7 @@ from reconciler.domain import (
 )
 from reconciler.mapping import MappingRecord
 from reconciler.planner import CreateInputs, Observation, plan
+from reconciler.stock import Place
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -97,6 +98,7 @@ class World:
     now: datetime = T0
     settings: Settings = SETTINGS
     rate_budget: int | None = None
+    refused: frozenset[Place] = frozenset()
 
     def add(self, *objects: KubeObject | Instance) -> World:
         for obj in objects:
@@ -111,7 +113,8 @@ class World:
             pods=list(self.pods.values()), instances=list(self.instances.values()),
             rows=list(self.rows.values()), catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
-            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget)
+            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
+            refused=self.refused)
 
     def plan(self) -> list[Action]:
         return plan(self.observe(), self.settings, self.now)
