@@ -6,11 +6,13 @@ requests on two kinds of work: a tick's list call, which only looks, and the cre
 terminates and log reads that act. The rules here keep most of the quota for the
 second kind:
 
-- **The gap between early ticks.** A tick's list may use at most `LIST_SHARE` of what
-  each window can still sustain until it resets (its remaining count spread over the
-  seconds left). While every window is ample that allows a tick a second, the watch's
-  floor; as any window runs low the gap stretches, up to the window's reset when it
-  is spent. The hour and day windows count as much as the minute one.
+- **The gap between early ticks.** While the account spends no faster than every
+  window can sustain until its reset (its remaining count spread over the seconds
+  left), the quota is ample and ticks may follow each other a second apart, the
+  watch's floor. Once it spends faster, a tick's list may use at most `LIST_SHARE` of
+  what each window sustains: the gap stretches as any window runs low, up to the
+  window's reset when it is spent. The hour and day windows count as much as the
+  minute one (at the contract's example quotas the day allows 35 requests a minute).
 - **Sharing one key.** Several reconcilers (clusters) on one RunPod account see the
   same counters fall faster than their own requests explain. Each estimates how many
   requests are sent per request of its own (`sharers`) and claims only its share: its
@@ -35,6 +37,8 @@ SPREAD_BELOW_SHARE = 0.25
 RESERVE_PER_SHARER = 2
 # Samples older than this no longer count towards the number of sharers.
 SHARER_MEMORY_SECONDS = 60.0
+# Our recent request rate is counted over this many seconds.
+RATE_SPAN_SECONDS = 30.0
 # Two answers further apart than this say nothing about concurrent users: the drop
 # between them may be anyone's requests over a long idle time.
 SHARER_SAMPLE_SECONDS = 2.0
@@ -106,16 +110,28 @@ def request_delay(window: Window, share_count: float = 1.0) -> float:
     return max(0.0, spacing - window.age)
 
 
-def tick_gap(windows: Iterable[Window], share_count: float = 1.0) -> float:
-    """Seconds that must pass between the starts of two ticks (the early ones at least)."""
-    return max([MIN_TICK_GAP, *(_gap(w, share_count) for w in windows)])
+def recent_rate(request_times: Iterable[float], now: float, share_count: float = 1.0) -> float:
+    """Requests per second the account sent lately: ours over the last span, times the
+    sharers (their requests we only see as the counters' faster fall)."""
+    ours = sum(1 for at in request_times if now - at <= RATE_SPAN_SECONDS)
+    return ours / RATE_SPAN_SECONDS * share_count
 
 
-def _gap(window: Window, share_count: float) -> float:
+def tick_gap(windows: Iterable[Window], share_count: float = 1.0, rate: float = 0.0) -> float:
+    """Seconds that must pass between the starts of two ticks (the early ones at least),
+    given what the windows have left and the account's recent request `rate`."""
+    gaps = [_gap(w, share_count, rate) for w in windows]
+    return max([MIN_TICK_GAP, *gaps])
+
+
+def _gap(window: Window, share_count: float, rate: float) -> float:
     if window.reset_in <= 0:
         return 0.0
     ours = (window.remaining - reserve(share_count)) / share_count
     if ours <= 0:
         return window.reset_in
+    sustainable = window.remaining / window.reset_in
+    if rate <= sustainable:
+        return 0.0  # ample: spending at this pace leaves the window unspent at its reset
     # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in).
     return min(window.reset_in, window.reset_in / (ours * LIST_SHARE))

@@ -66,6 +66,7 @@ class RateLimiter:
         self._quotas: dict[str, int] = {}
         self._lengths: dict[str, int] = {}
         self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
+        self._sent: deque[float] = deque()  # when our recent requests were answered
         self._lock = threading.Lock()
 
     def observe(self, headers: Mapping[str, str], now: float) -> None:
@@ -73,6 +74,9 @@ class RateLimiter:
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
+            self._sent.append(now)
+            while now - self._sent[0] > pacing.RATE_SPAN_SECONDS:
+                self._sent.popleft()
             if policy:
                 self._observe_policy(policy)
             if state:
@@ -135,7 +139,10 @@ class RateLimiter:
 
     def tick_gap(self, now: float) -> float:
         """Seconds between the starts of two ticks that keep lists to their share."""
-        return pacing.tick_gap(self.windows(now), self.sharers(now))
+        share = self.sharers(now)
+        with self._lock:
+            sent = list(self._sent)
+        return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
 
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:

@@ -24,38 +24,58 @@ def _state(minute: tuple[int, int], hour: tuple[int, int] = (3000, 3600),
 
 # --- the gap between ticks -------------------------------------------------------------
 
+BUSY = 5.0  # requests per second: above what any window here sustains
+
 
 def test_an_ample_quota_ticks_at_the_watch_floor() -> None:
     windows = [Window("minute", 600, 30, 600), Window("hour", 30000, 1800, 30000)]
-    assert tick_gap(windows) == pacing.MIN_TICK_GAP
+    assert tick_gap(windows, rate=BUSY) == pacing.MIN_TICK_GAP
+
+
+def test_spending_slower_than_the_windows_sustain_ticks_at_the_floor() -> None:
+    # The contract's quotas at the start of a day: the day sustains 0.58 a second.
+    windows = [Window("minute", 58, 57, 60), Window("hour", 2998, 3597, 3000),
+               Window("day", 49998, 86397, 50000)]
+    assert tick_gap(windows, rate=0.2) == pacing.MIN_TICK_GAP
+    # A trickle of a pod every 2 s with a tick each spends a request a second: stretch.
+    assert tick_gap(windows, rate=1.0) == pytest.approx(86397 / (49998 * pacing.LIST_SHARE))
 
 
 def test_no_header_yet_ticks_at_the_floor() -> None:
-    assert tick_gap([]) == pacing.MIN_TICK_GAP
+    assert tick_gap([], rate=BUSY) == pacing.MIN_TICK_GAP
 
 
 def test_the_gap_keeps_lists_to_a_quarter_of_what_a_window_sustains() -> None:
     # 60 left for 60 s: one request a second is sustainable, lists get one in four.
-    assert tick_gap([Window("minute", 60, 60, 60)]) == pytest.approx(4)
+    assert tick_gap([Window("minute", 60, 60, 60)], rate=BUSY) == pytest.approx(4)
 
 
 def test_the_gap_stretches_as_a_window_runs_low() -> None:
-    gaps = [tick_gap([Window("minute", left, 40, 60)]) for left in (60, 30, 10, 4)]
+    gaps = [tick_gap([Window("minute", left, 40, 60)], rate=BUSY) for left in (60, 30, 10, 4)]
     assert gaps == sorted(gaps) and gaps[0] < gaps[-1]
 
 
 def test_a_spent_window_holds_ticks_until_it_resets() -> None:
     assert tick_gap([Window("minute", 0, 17, 60)]) == 17
-    assert tick_gap([Window("minute", 1, 17, 60)]) == 17  # never longer than the reset
+    assert tick_gap([Window("minute", 1, 17, 60)], rate=BUSY) == 17  # never past the reset
 
 
 def test_the_hour_and_day_windows_bind_too() -> None:
     minute = Window("minute", 60, 59, 60)
     hour_low = Window("hour", 100, 1800, 3000)
-    assert tick_gap([minute]) < 5
-    assert tick_gap([minute, hour_low]) == pytest.approx(1800 / 25)
+    assert tick_gap([minute], rate=BUSY) < 5
+    assert tick_gap([minute, hour_low], rate=BUSY) == pytest.approx(1800 / 25)
     day_low = Window("day", 200, 40000, 50000)
-    assert tick_gap([minute, day_low]) == pytest.approx(40000 / 50)
+    assert tick_gap([minute, day_low], rate=BUSY) == pytest.approx(40000 / 50)
+    # A low window stretches the gap even at a modest pace: 0.1/s > 100/1800.
+    assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 25)
+
+
+def test_recent_rate_counts_our_requests_and_the_sharers() -> None:
+    times = [float(t) for t in range(100, 130)]  # one a second for 30 s
+    assert pacing.recent_rate(times, now=130) == pytest.approx(1)
+    assert pacing.recent_rate(times, now=130, share_count=3) == pytest.approx(3)
+    assert pacing.recent_rate(times, now=200) == 0
 
 
 # --- spacing of requests -----------------------------------------------------------------
@@ -116,6 +136,15 @@ def test_a_long_pause_says_nothing_about_other_users() -> None:
     # 30 s later the counter fell by 20: could be anyone's requests over that time.
     limiter.observe({"RateLimit": _state((39, 29)), "RateLimit-Policy": POLICY}, now=31.0)
     assert limiter.sharers(31.0) == 1
+
+
+def test_the_limiter_stretches_the_gap_once_requests_come_fast() -> None:
+    limiter = RateLimiter()
+    for step in range(20):  # 20 requests in 10 s: 2 a second, more than the day sustains
+        limiter.observe({"RateLimit": _state((59 - step, 60 - step // 2)),
+                         "RateLimit-Policy": POLICY}, now=step / 2)
+    assert limiter.tick_gap(10.0) > 5
+    assert limiter.tick_gap(100.0) == pacing.MIN_TICK_GAP  # quiet since: ample again
 
 
 def test_a_window_that_reset_since_is_whole_again() -> None:
