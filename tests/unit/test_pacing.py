@@ -1,4 +1,4 @@
-"""Quota pacing's pure decisions (`reconciler.pacing`) and the client-side state that
+"""Quota pacing's pure decisions (`reconciler.core.pacing`) and the client-side state that
 feeds them: the gap between early ticks in each window (fast while ample, stretched as
 a window runs low, the hour and day windows as binding as the minute one), the spacing
 of requests in a window's last quarter, and the share of the quota a reconciler claims
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler import pacing
-from reconciler.debounce import Debouncer
-from reconciler.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
-from reconciler.runpod.ratelimit import RateLimiter
+from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.core import pacing
+from reconciler.core.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
+from reconciler.runtime.debounce import Debouncer
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 

@@ -1,4 +1,4 @@
-"""Stock memory (`reconciler.stock`): a refused (GPU type, data center) is skipped until
+"""Stock memory (`reconciler.core.stock`): a refused (GPU type, data center) is skipped until
 its back-off ends (a minute, doubling per refusal in a row) or a catalog fetched after
 the refusal shows stock there; an accepted create forgets its type's refusals; the
 candidates a pod gets keep only the data centers not refused; and the planner waits
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.actions import Create, PatchStatus
-from reconciler.domain import Availability, Cloud, CreateRequest, DataCenterStock, GpuType
-from reconciler.planner import NO_CAPACITY
-from reconciler.stock import ANYWHERE, StockMemory, usable
+from reconciler.core.actions import Create, PatchStatus
+from reconciler.core.domain import Availability, Cloud, CreateRequest, DataCenterStock, GpuType
+from reconciler.core.planner import NO_CAPACITY
+from reconciler.core.stock import ANYWHERE, StockMemory, usable
 from tests.planner.world import World, pod
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -1,0 +1,150 @@
+"""Client-side pacing from RunPod's `RateLimit` / `RateLimit-Policy` headers.
+
+Both headers are structured-field lists with one member per window (minute, hour,
+day): `RateLimit` carries the remaining count `r` and the seconds `t` until the window
+resets, `RateLimit-Policy` the quota `q` and window length `w`. Every authenticated
+response carries them, so the latest answer tells us where we stand.
+
+This module keeps that state on the client's clock and projects it to "now" (a window
+whose reset has passed is whole again); the decisions themselves (how long to wait
+before a request, how far apart ticks go, what share of the quota is ours when other
+reconcilers use the same key) are pure functions in `reconciler.core.pacing`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.core import pacing
+
+# Answers of one window whose reset times differ by less than this are of one window
+# instance (`t` is in whole seconds, rounded up).
+SAME_WINDOW_SECONDS = 1.5
+MAX_DROP_SAMPLES = 200
+
+
+@dataclass(frozen=True)
+class _Heard:
+    """What the latest response said about one window, on the client's clock."""
+
+    remaining: int
+    observed_at: float
+    reset_at: float
+
+
+def parse_members(header: str) -> dict[str, dict[str, int]]:
+    """`"minute";r=5;t=30, "hour";…` → {"minute": {"r": 5, "t": 30}, …}; junk is skipped."""
+    members: dict[str, dict[str, int]] = {}
+    for member in header.split(","):
+        name, *params = member.split(";")
+        name = name.strip().strip('"')
+        if name:
+            members[name] = _int_params(params)
+    return members
+
+
+def _int_params(params: list[str]) -> dict[str, int]:
+    values: dict[str, int] = {}
+    for param in params:
+        key, _, value = param.partition("=")
+        try:
+            values[key.strip()] = int(value.strip())
+        except ValueError:
+            continue
+    return values
+
+
+class RateLimiter:
+    """Remembers the latest RateLimit state; answers with `reconciler.core.pacing`'s rules."""
+
+    def __init__(self) -> None:
+        self._heard: dict[str, _Heard] = {}
+        self._quotas: dict[str, int] = {}
+        self._lengths: dict[str, int] = {}
+        self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
+        self._sent: deque[float] = deque()  # when our recent requests were answered
+        self._lock = threading.Lock()
+
+    def observe(self, headers: Mapping[str, str], now: float) -> None:
+        """Take in one response's headers (call once per response to our request)."""
+        state = headers.get("RateLimit")
+        policy = headers.get("RateLimit-Policy")
+        with self._lock:
+            self._sent.append(now)
+            while now - self._sent[0] > pacing.RATE_SPAN_SECONDS:
+                self._sent.popleft()
+            if policy:
+                self._observe_policy(policy)
+            if state:
+                self._observe_state(state, now)
+
+    def _observe_policy(self, header: str) -> None:
+        for name, params in parse_members(header).items():
+            if "q" in params:
+                self._quotas[name] = params["q"]
+            if params.get("w", 0) > 0:
+                self._lengths[name] = params["w"]
+
+    def _observe_state(self, header: str, now: float) -> None:
+        sampled = False
+        for name, params in parse_members(header).items():
+            if "r" not in params or "t" not in params:
+                continue
+            heard = _Heard(params["r"], now, now + params["t"])
+            before = self._heard.get(name)
+            self._heard[name] = heard
+            if not sampled and before is not None and _same_instance(before, heard):
+                # Every window counts every request: one sample per answer is enough.
+                self._drops.append(pacing.DropSample(now, before.remaining - heard.remaining))
+                sampled = True
+
+    def windows(self, now: float) -> list[pacing.Window]:
+        """Every window we heard of, projected to `now`."""
+        with self._lock:
+            return [w for name, heard in self._heard.items()
+                    if (w := self._project(name, heard, now)) is not None]
+
+    def _project(self, name: str, heard: _Heard, now: float) -> pacing.Window | None:
+        quota = self._quotas.get(name)
+        if heard.reset_at > now:
+            return pacing.Window(name, max(0, heard.remaining), heard.reset_at - now, quota,
+                                 now - heard.observed_at)
+        # The window has reset since we heard of it: whole again, if we know its quota.
+        length = self._lengths.get(name)
+        if quota is None:
+            return None
+        if not length:
+            return pacing.Window(name, quota, 0.0, quota)
+        periods = math.floor((now - heard.reset_at) / length) + 1
+        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota)
+
+    def sharers(self, now: float) -> float:
+        """Requests the account sends per request of ours lately (1: we are alone)."""
+        with self._lock:
+            samples = list(self._drops)
+        return pacing.sharers(samples, now)
+
+    def delay(self, now: float) -> float:
+        """Seconds to wait before the next request may be sent."""
+        share = self.sharers(now)
+        return max((pacing.request_delay(w, share) for w in self.windows(now)), default=0.0)
+
+    def budget(self, now: float) -> int | None:
+        """Requests we may still send now (our share), or None when no header told us."""
+        return pacing.our_budget(self.windows(now), self.sharers(now))
+
+    def tick_gap(self, now: float) -> float:
+        """Seconds between the starts of two ticks that keep lists to their share."""
+        share = self.sharers(now)
+        with self._lock:
+            sent = list(self._sent)
+        return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
+
+
+def _same_instance(before: _Heard, after: _Heard) -> bool:
+    return (abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
+            and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS)
