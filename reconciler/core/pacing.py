@@ -6,9 +6,9 @@ requests on two kinds of work: a tick's list call, which only looks, and the cre
 terminates and log reads that act. The rules here keep most of the quota for the
 second kind:
 
-- **The gap between early ticks.** While the account spends no faster than every
-  window can sustain until its reset (its remaining count spread over the seconds
-  left), the quota is ample and ticks may follow each other a second apart, the
+- **The gap between early ticks.** While the account spends at most half of what
+  every window can sustain until its reset (its remaining count spread over the
+  seconds left), the quota is ample and ticks may follow each other a second apart, the
   watch's floor. Once it spends faster, a tick's list may use at most `LIST_SHARE` of
   what each window sustains: the gap stretches as any window runs low, up to the
   window's reset when it is spent. The hour and day windows count as much as the
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # The share of a window's sustainable rate that early ticks' list calls may take.
-LIST_SHARE = 0.25
+LIST_SHARE = 0.2
 # The watch's floor between the starts of two ticks, whatever the quota.
 MIN_TICK_GAP = 1.0
 # Below this share of a window's quota requests are spread until the reset.
@@ -37,6 +37,8 @@ SPREAD_BELOW_SHARE = 0.25
 RESERVE_PER_SHARER = 2
 # Samples older than this no longer count towards the number of sharers.
 SHARER_MEMORY_SECONDS = 60.0
+# Spending below this share of what every window sustains counts as ample.
+AMPLE_SHARE = 0.5
 # Our recent request rate is counted over this many seconds.
 RATE_SPAN_SECONDS = 30.0
 # Two answers further apart than this say nothing about concurrent users: the drop
@@ -131,7 +133,7 @@ def _gap(window: Window, share_count: float, rate: float) -> float:
     if ours <= 0:
         return window.reset_in
     sustainable = window.remaining / window.reset_in
-    if rate <= sustainable:
-        return 0.0  # ample: spending at this pace leaves the window unspent at its reset
+    if rate <= AMPLE_SHARE * sustainable:
+        return 0.0  # ample: at this pace the window ends with half of it unspent
     # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in).
     return min(window.reset_in, window.reset_in / (ours * LIST_SHARE))

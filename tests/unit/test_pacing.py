@@ -45,9 +45,9 @@ def test_no_header_yet_ticks_at_the_floor() -> None:
     assert tick_gap([], rate=BUSY) == pacing.MIN_TICK_GAP
 
 
-def test_the_gap_keeps_lists_to_a_quarter_of_what_a_window_sustains() -> None:
-    # 60 left for 60 s: one request a second is sustainable, lists get one in four.
-    assert tick_gap([Window("minute", 60, 60, 60)], rate=BUSY) == pytest.approx(4)
+def test_the_gap_keeps_lists_to_a_fifth_of_what_a_window_sustains() -> None:
+    # 60 left for 60 s: one request a second is sustainable, lists get one in five.
+    assert tick_gap([Window("minute", 60, 60, 60)], rate=BUSY) == pytest.approx(5)
 
 
 def test_the_gap_stretches_as_a_window_runs_low() -> None:
@@ -63,12 +63,12 @@ def test_a_spent_window_holds_ticks_until_it_resets() -> None:
 def test_the_hour_and_day_windows_bind_too() -> None:
     minute = Window("minute", 60, 59, 60)
     hour_low = Window("hour", 100, 1800, 3000)
-    assert tick_gap([minute], rate=BUSY) < 5
-    assert tick_gap([minute, hour_low], rate=BUSY) == pytest.approx(1800 / 25)
+    assert tick_gap([minute], rate=BUSY) < 6
+    assert tick_gap([minute, hour_low], rate=BUSY) == pytest.approx(1800 / 20)
     day_low = Window("day", 200, 40000, 50000)
-    assert tick_gap([minute, day_low], rate=BUSY) == pytest.approx(40000 / 50)
+    assert tick_gap([minute, day_low], rate=BUSY) == pytest.approx(40000 / 40)
     # A low window stretches the gap even at a modest pace: 0.1/s > 100/1800.
-    assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 25)
+    assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 20)
 
 
 def test_recent_rate_counts_our_requests_and_the_sharers() -> None:
