@@ -82,6 +82,9 @@ class PatchStatus:
     status: dict[str, Any]
     row: MappingRecord
     """The row with the new status fingerprint, saved once the patch succeeded."""
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    """Annotations to write in the same request: the pods/status subresource takes
+    metadata changes too (only spec, deletionTimestamp and ownerReferences are reset)."""
 
 
 @dataclass(frozen=True)

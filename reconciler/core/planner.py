@@ -353,11 +353,12 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
                           mirror_key=None if annotations else key)
     actions: list[Action] = []
     if fingerprint != row.status_hash:
-        actions.append(PatchStatus(ref, status, new_row))
+        # One request for both: the status subresource takes the annotations along.
+        actions.append(PatchStatus(ref, status, new_row, annotations))
         if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
             actions.append(Event(ref, "Started", f"RunPod instance {instance.id} is running"))
-    else:
-        actions += t.save(row, new_row)
+        return actions
+    actions += t.save(row, new_row)
     if annotations:
         actions.append(PatchMetadata(ref, annotations))
     return actions

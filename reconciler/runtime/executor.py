@@ -99,9 +99,9 @@ class Executor:
                 self.store.save_row(row)
             case Terminate():
                 self._terminate(action)
-            case PatchStatus(pod=pod, status=status, row=row):
-                self._journaled("patch-status", pod.uid, None,
-                                lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
+            case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
+                self._journaled("patch-status", pod.uid, None, lambda: self.kube
+                                .patch_pod_status(pod.namespace, pod.name, status, annotations))
                 crashpoints.reached("after-status-patch")
                 self.store.save_row(row)
             case PatchMetadata(pod=pod, annotations=annotations):

@@ -139,9 +139,13 @@ class World:
                 self.instances.pop(iid, None)
                 if row is not None:
                     self.rows[row.pod_uid] = row
-            case PatchStatus(pod=ref, status=status, row=row):
+            case PatchStatus(pod=ref, status=status, row=row, annotations=changes):
                 if ref.uid in self.pods:
                     self.pods[ref.uid] = {**self.pods[ref.uid], "status": copy.deepcopy(status)}
+                    if changes:
+                        meta = self.pods[ref.uid]["metadata"] = dict(
+                            self.pods[ref.uid]["metadata"])
+                        meta["annotations"] = {**meta.get("annotations", {}), **changes}
                     self.touch(ref.uid)
                 self.rows[row.pod_uid] = row
             case PatchMetadata(pod=ref, annotations=changes):

@@ -135,10 +135,16 @@ class KubeClient:
                 raise error_for(response.status, response.read())
         return WatchStream(response.response)
 
-    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        # Strategic merge: conditions merge by type and containerStatuses by name, so
-        # conditions set by others (the scheduler's PodScheduled) survive.
-        self._request("PATCH", _pod_path(namespace, name, "status"), body={"status": status},
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
+                         annotations: dict[str, str | None] | None = None) -> None:
+        """Strategic merge: conditions merge by type and containerStatuses by name, so
+        conditions set by others (the scheduler's PodScheduled) survive. Annotations go
+        in the same request when given: the pods/status subresource keeps metadata
+        changes (it resets only spec, deletionTimestamp and ownerReferences)."""
+        body: dict[str, Any] = {"status": status}
+        if annotations:
+            body["metadata"] = {"annotations": annotations}
+        self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
                       content_type=STRATEGIC_MERGE_PATCH)
 
     def patch_pod_annotations(
