@@ -542,7 +542,7 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
                    if r.state is MappingState.CREATING and r.pod_uid not in owned
                    and t.within(r.attempt_started_at, t.settings.create_grace_time))
     count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
-    slots = _create_slots(t)
+    slots = create_slots(t.obs, t.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
         affordable = tuple(c for c in wait.candidates
@@ -559,11 +559,12 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     return actions
 
 
-def _create_slots(t: _Tick) -> int:
-    # Keep a few requests of the window for terminates and the next list.
-    budget = t.obs.rate_budget
-    rate_slots = t.settings.max_creates_per_tick if budget is None else max(0, budget - 3)
-    return min(t.settings.max_creates_per_tick, rate_slots)
+def create_slots(obs: Observation, settings: Settings) -> int:
+    """Creates one tick may plan: the cap, and the rate budget (our share of it) less a
+    few requests kept for terminates and the next list."""
+    budget = obs.rate_budget
+    rate_slots = settings.max_creates_per_tick if budget is None else max(0, budget - 3)
+    return min(settings.max_creates_per_tick, rate_slots)
 
 
 def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:

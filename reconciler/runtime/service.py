@@ -25,8 +25,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.core.config import Settings
+from reconciler.core.planner import create_slots
 from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.engine import Engine, utcnow
+from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
 from reconciler.runtime.leader import (
     DEFAULT_LEASE_NAME,
@@ -91,6 +92,14 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
     log.info("stopped cleanly")
 
 
+def creates_capped(report: TickReport, settings: Settings) -> bool:
+    """Whether the tick used every create slot it had, so pods may still be waiting."""
+    if report.observation is None:
+        return False
+    creates = report.planned.get("Create", 0)
+    return creates > 0 and creates >= create_slots(report.observation, settings)
+
+
 class Ticker:
     """Runs ticks one at a time: on the schedule, and early when the watch saw a change,
     never closer together than the RunPod quota allows (`RunPodClient.tick_gap`)."""
@@ -144,6 +153,10 @@ class Ticker:
         log.info("tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
                  report.tick_id, report.pods, report.instances, sum(report.applied.values()),
                  sum(report.failed.values()), report.duration)
+        if creates_capped(report, self.engine.settings):
+            # Pods are left waiting for a create slot: the next tick comes as soon as the
+            # quota's gap allows, not at the next periodic tick.
+            self.changed()
 
 
 class Replica:

@@ -2,16 +2,24 @@
 feeds them: the gap between early ticks in each window (fast while ample, stretched as
 a window runs low, the hour and day windows as binding as the minute one), the spacing
 of requests in a window's last quarter, and the share of the quota a reconciler claims
-when other reconcilers spend the same key."""
+when other reconcilers spend the same key; and that a tick which used every create slot
+asks for the next tick at once (the gap still applies)."""
 
 from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
 
 import pytest
 
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core import pacing
+from reconciler.core.config import Settings
 from reconciler.core.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
+from reconciler.core.planner import Observation
 from reconciler.runtime.debounce import Debouncer
+from reconciler.runtime.engine import TickReport
+from reconciler.runtime.service import creates_capped
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 
@@ -177,3 +185,21 @@ def test_an_early_tick_is_held_while_the_gap_grew_since_it_was_scheduled() -> No
     assert debounce.hold() == pytest.approx(5.0)
     clock.now += 5.0
     assert debounce.hold() == 0 and debounce.fire() is True
+
+
+# --- a tick that used every create slot asks for the next one ------------------------------
+
+
+def _report(creates: int, budget: int | None) -> TickReport:
+    report = TickReport(started_at=datetime(2026, 1, 1, tzinfo=UTC))
+    report.observation = Observation(pods=[], instances=[], rows=[], rate_budget=budget)
+    report.planned = Counter({"Create": creates} if creates else {})
+    return report
+
+
+def test_a_tick_that_filled_its_create_slots_asks_for_another() -> None:
+    settings = Settings(max_creates_per_tick=50)
+    assert creates_capped(_report(50, None), settings)
+    assert creates_capped(_report(7, 10), settings)  # the rate budget's share: 10 - 3
+    assert not creates_capped(_report(12, None), settings)  # every waiting pod got one
+    assert not creates_capped(_report(0, 3), settings)
