@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from reconciler.core.actions import Create, PatchStatus
 from reconciler.core.domain import Availability, Cloud, CreateRequest, DataCenterStock, GpuType
-from reconciler.core.planner import NO_CAPACITY
+from reconciler.core.reasons import PodReason
 from reconciler.core.stock import ANYWHERE, StockMemory, usable
 from tests.planner.world import World, pod
 
@@ -95,4 +95,4 @@ def test_the_planner_skips_refused_places_and_waits_when_none_is_left() -> None:
     actions = world.plan()
     assert not [a for a in actions if isinstance(a, Create)]
     [patch] = [a for a in actions if isinstance(a, PatchStatus)]
-    assert patch.row.reason == NO_CAPACITY
+    assert patch.row.reason == PodReason.CAPACITY_UNAVAILABLE
