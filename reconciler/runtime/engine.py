@@ -69,6 +69,8 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    deferred_creates: int = 0
+    """Planned creates the executor left for a later tick (quota share spent, stopped)."""
 
     @property
     def duration(self) -> float:
@@ -292,6 +294,7 @@ class Engine:
         if executor.refusals:
             self.catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
+        report.deferred_creates = executor.deferred
         report.errors += outcome.errors
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:

@@ -69,6 +69,8 @@ class Executor:
         """Creates RunPod refused this run for want of stock."""
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
+        self.deferred = 0
+        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -154,8 +156,14 @@ class Executor:
     # --- create -----------------------------------------------------------------------
 
     def _create(self, action: Create) -> None:
+        budget = self.runpod.rate_budget
+        if not self._creates_stopped and budget is not None and budget <= 0:
+            # Not sleeping until the window resets inside this tick: the next tick comes
+            # at the reset and divides the fresh window among the reconcilers on the key.
+            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
         if self._creates_stopped:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
+            self.deferred += 1
             return
         self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
         crashpoints.reached("after-intent")

@@ -93,11 +93,15 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
 
 
 def creates_capped(report: TickReport, settings: Settings) -> bool:
-    """Whether the tick used every create slot it had, so pods may still be waiting."""
+    """Whether pods may still be waiting for a create slot: the executor left creates
+    for later, or the plan used every slot it had while more pods needed one."""
+    if report.deferred_creates:
+        return True
     if report.observation is None:
         return False
     creates = report.planned.get("Create", 0)
-    return creates > 0 and creates >= create_slots(report.observation, settings)
+    waiting = len(report.observation.create_inputs)
+    return waiting > creates and creates >= create_slots(report.observation, settings)
 
 
 class Ticker:

@@ -137,3 +137,22 @@ def test_burst_of_100_pods_under_60_per_minute_without_a_429(box: Sandbox) -> No
     assert len(box.owned_instances()) == 100
     assert ticks > 1  # the quota spread the creates over several ticks
     assert [r for r in box.runpod_sim.requests if r.status == 429] == []
+
+
+def test_a_tick_stops_creating_when_the_quota_is_spent_instead_of_waiting(
+        box: Sandbox) -> None:
+    """The next tick, at the window's reset, gets the fresh window (shared fairly when
+    other reconcilers use the key); a tick never sleeps through a reset holding slots."""
+    box.configure(max_creates_per_tick=100, max_instances=200, max_hourly_spend=1000)
+    for n in range(80):
+        box.add_pod(f"p{n:03d}")
+    started = box.clock.monotonic()
+    report = box.tick()
+    created = len(box.owned_instances())
+    # The first minute's quota, less the tick's list, the catalog and a reserve.
+    assert 40 <= created + report.deferred_creates < 60
+    assert box.clock.monotonic() - started < 60  # it did not wait for the next minute
+    box.advance(60)
+    box.tick()
+    assert len(box.owned_instances()) == 80
+    assert [r for r in box.runpod_sim.requests if r.status == 429] == []

@@ -16,7 +16,7 @@ from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core import pacing
 from reconciler.core.config import Settings
 from reconciler.core.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
-from reconciler.core.planner import Observation
+from reconciler.core.planner import CreateInputs, Observation
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import TickReport
 from reconciler.runtime.service import creates_capped
@@ -190,10 +190,14 @@ def test_an_early_tick_is_held_while_the_gap_grew_since_it_was_scheduled() -> No
 # --- a tick that used every create slot asks for the next one ------------------------------
 
 
-def _report(creates: int, budget: int | None) -> TickReport:
+def _report(creates: int, budget: int | None, waiting: int = 100,
+            deferred: int = 0) -> TickReport:
     report = TickReport(started_at=datetime(2026, 1, 1, tzinfo=UTC))
-    report.observation = Observation(pods=[], instances=[], rows=[], rate_budget=budget)
+    inputs = {f"uid-{n}": CreateInputs() for n in range(waiting)}
+    report.observation = Observation(pods=[], instances=[], rows=[], rate_budget=budget,
+                                     create_inputs=inputs)
     report.planned = Counter({"Create": creates} if creates else {})
+    report.deferred_creates = deferred
     return report
 
 
@@ -201,5 +205,7 @@ def test_a_tick_that_filled_its_create_slots_asks_for_another() -> None:
     settings = Settings(max_creates_per_tick=50)
     assert creates_capped(_report(50, None), settings)
     assert creates_capped(_report(7, 10), settings)  # the rate budget's share: 10 - 3
-    assert not creates_capped(_report(12, None), settings)  # every waiting pod got one
-    assert not creates_capped(_report(0, 3), settings)
+    assert creates_capped(_report(0, 3), settings)  # no slot at all while pods wait
+    assert creates_capped(_report(20, None, deferred=5), settings)  # stopped mid-tick
+    assert not creates_capped(_report(12, None, waiting=12), settings)  # all got one
+    assert not creates_capped(_report(0, None, waiting=0), settings)
