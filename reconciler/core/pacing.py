@@ -16,9 +16,10 @@ second kind:
 - **Sharing one key.** Several reconcilers (clusters) on one RunPod account see the
   same counters fall faster than their own requests explain. Each estimates how many
   requests are sent per request of its own (`sharers`) and claims only its share: its
-  budget, its tick gap and its spacing in a window's last quarter are all divided or
-  multiplied by it, and a reserve that grows with it is never spent, so that the stale
-  view each one has of the counters does not end in a 429 storm.
+  create budget and its tick gap are divided or multiplied by it, and a reserve that
+  grows with it is never spent, so that the stale view each one has of the counters
+  does not end in a 429 storm. Within a window's last quarter they all space their
+  requests alike, so that each gets an even turn.
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ def request_delay(window: Window, share_count: float = 1.0) -> float:
     """Seconds to wait before our next request, as far as this window is concerned.
 
     A spent window (or one down to the reserve the sharers keep) waits for its reset; a
-    window in its last quarter spreads what is left evenly until the reset, each sharer
-    taking its turn; otherwise go at once.
+    window in its last quarter spreads what is left evenly until the reset; otherwise
+    go at once. Every reconciler on a key spaces its requests alike, whatever it
+    estimates of the others, so that each gets an even turn.
     """
     if window.reset_in <= 0:
         return 0.0
@@ -108,7 +110,7 @@ def request_delay(window: Window, share_count: float = 1.0) -> float:
     if not low:
         return 0.0
     # Spaced from the answer that told us: the time since then counts as waited.
-    spacing = (window.reset_in + window.age) / spendable * share_count
+    spacing = (window.reset_in + window.age) / spendable
     return max(0.0, spacing - window.age)
 
 

@@ -216,21 +216,20 @@ class KubeClient:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
 
         The event's name is derived from (object UID, reason, message, type, component),
-        so repeats are found again after a restart, without any local cache.
+        so repeats are found again after a restart, without any local cache. Most events
+        are new: one POST; only a repeat (409 AlreadyExists) costs a GET and a PATCH more.
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
         stamp = _time(self._now())
-        existing = self._get_optional(f"{collection}/{_q(name)}")
-        if existing is None:
-            event = _new_event(pod, name, reason, message, type, component, stamp)
-            try:
-                self._request("POST", collection, body=event)
-                return
-            except ConflictError:  # created concurrently: count ours on top of it
-                existing = self._request("GET", f"{collection}/{_q(name)}")
+        event = _new_event(pod, name, reason, message, type, component, stamp)
+        try:
+            self._request("POST", collection, body=event)
+            return
+        except ConflictError:  # recorded before: count this one on top of it
+            existing = self._request("GET", f"{collection}/{_q(name)}")
         bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 
