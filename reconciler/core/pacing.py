@@ -25,6 +25,7 @@ second kind:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -72,11 +73,14 @@ class DropSample:
 
 
 def sharers(samples: Iterable[DropSample], now: float) -> float:
-    """Requests the account sends per request of ours lately: 1 when we are alone."""
+    """Requests the account sends per request of ours lately: 1 when we are alone.
+
+    The median of the recent samples: another reconciler's burst between two of our
+    answers shows as one large drop, which must not make us give up our share."""
     recent = [s.drop for s in samples if now - s.at <= SHARER_MEMORY_SECONDS]
     if not recent:
         return 1.0
-    return max(1.0, sum(recent) / len(recent))
+    return max(1.0, float(statistics.median(recent)))
 
 
 def reserve(share_count: float) -> int:

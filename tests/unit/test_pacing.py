@@ -114,8 +114,11 @@ def test_alone_the_counter_falls_by_our_own_requests() -> None:
 
 
 def test_others_on_the_key_show_as_a_faster_fall() -> None:
-    assert sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 2)],
-                   now=3) == pytest.approx(8 / 3)
+    assert sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 2)], now=3) == 3
+
+
+def test_one_burst_of_another_user_does_not_make_us_give_up_our_share() -> None:
+    assert sharers([DropSample(0, 3), DropSample(1, 44), DropSample(2, 3)], now=3) == 3
 
 
 def test_old_samples_are_forgotten() -> None:
