@@ -32,6 +32,7 @@ class Resource:
     subresources: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
     field_labels: tuple[str, ...] = _META_FIELDS
+    verbs: tuple[str, ...] = _ALL_VERBS
 
     @property
     def api_version(self) -> str:
@@ -47,14 +48,14 @@ class Resource:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(_ALL_VERBS),
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
         entries = [main]
         for sub in self.subresources:
-            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (
-                self.kind, ["get", "patch", "update"])
+            kind, verbs = {"binding": ("Binding", ["create"]), "log": ("Pod", ["get"])}.get(
+                sub, (self.kind, ["get", "patch", "update"]))
             entries.append({"name": f"{self.plural}/{sub}", "singularName": "",
                             "namespaced": self.namespaced, "kind": kind, "verbs": verbs})
         return entries
@@ -63,7 +64,7 @@ class Resource:
 NAMESPACES = Resource("", "v1", "namespaces", "namespace", "Namespace", False,
                       ("status",), ("ns",), (*_META_FIELDS, "status.phase"))
 PODS = Resource(
-    "", "v1", "pods", "pod", "Pod", True, ("status", "binding"), ("po",),
+    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "log"), ("po",),
     (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
      "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"),
 )
@@ -82,9 +83,16 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True,
 JOBS = Resource("batch", "v1", "jobs", "job", "Job", True, ("status",),
                 field_labels=(*_META_FIELDS, "status.successful"))
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True)
+# Reviews are answered, never stored: a kubelet authenticates and authorizes with them.
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "tokenreview",
+                         "TokenReview", False, verbs=("create",))
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
+                                  "subjectaccessreview", "SubjectAccessReview", False,
+                                  verbs=("create",))
+REVIEWS = (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)
 
 RESOURCES: tuple[Resource, ...] = (
-    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES,
+    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES, *REVIEWS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
 

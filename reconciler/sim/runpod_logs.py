@@ -63,16 +63,15 @@ def open_stream(
     tail = _tail(params.get("tail"))
     lines = pod.visible_log(now, source)
     if last_event_id:
-        cursor = parse_event_id(last_event_id)
-        backfill = [line for line in lines if line.key > cursor]
+        resume_after = parse_event_id(last_event_id)
+        backfill = [line for line in lines if line.key > resume_after]
     elif params.get("since"):
         since = _parse_time(params["since"], "since")
         backfill = [line for line in lines if line.ts >= since]
     else:
         backfill = lines[-tail:] if tail else []
     # Live lines follow whatever exists now, even when the backfill skipped it.
-    cursor = lines[-1].key if lines else None
-    return LogStream(pod.id, source, cursor, backfill)
+    return LogStream(pod.id, source, lines[-1].key if lines else None, backfill)
 
 
 def new_lines(pod: SimPod, now: datetime, stream: LogStream) -> list[LogLine]:
