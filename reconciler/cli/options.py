@@ -6,6 +6,7 @@ so a Deployment configures the reconciler with env alone.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,17 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
     ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
     ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+    ("--kubelet-address", "kubelet_address", str,
+     "The node's InternalIP, where the API server reaches the kubelet endpoint "
+     "(default: $POD_IP, this pod's own IP)."),
+    ("--kubelet-port", "kubelet_port", int,
+     "Port of the kubelet endpoint that serves kubectl logs (0: off)."),
+    ("--kubelet-tls-secret", "kubelet_tls_secret", str,
+     "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed)."),
+    ("--log-keep-lines", "log_keep_lines", int,
+     "Lines of a pod's log kept after its instance ends."),
+    ("--log-keep-bytes", "log_keep_bytes", int,
+     "Most bytes of a pod's log kept after its instance ends."),
 ]
 
 
@@ -72,4 +84,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         part.strip() for part in values["datacenter_ids"].split(",") if part.strip())
     if not values["node_name"]:
         values["node_name"] = DEFAULT_NODE_NAME
+    if not values["kubelet_address"]:
+        # The Deployment passes its pod IP through the downward API.
+        values["kubelet_address"] = os.environ.get("POD_IP", "")
     return Settings(**values)

@@ -74,6 +74,8 @@ class Terminate:
     reason: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
+    keep_log: bool = False
+    """The pod object stays after its instance: keep the log's last lines first."""
 
 
 @dataclass(frozen=True)

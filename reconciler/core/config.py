@@ -69,6 +69,22 @@ class Settings:
     node_cpu: str = "4000"
     node_memory: str = "16Ti"
 
+    kubelet_address: str = ""
+    """The node's InternalIP: where the API server reaches our kubelet endpoint (the
+    reconciler pod's own IP); empty leaves the node without one."""
+
+    kubelet_port: int = 10250
+    """Port of the kubelet endpoint (`kubectl logs`); 0 turns it off."""
+
+    kubelet_tls_secret: str = ""
+    """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""
+
+    log_keep_lines: int = 1000
+    """Lines of a pod's log kept in the store when its instance ends."""
+
+    log_keep_bytes: int = 1 << 20
+    """Most bytes of a pod's log kept in the store when its instance ends."""
+
     @property
     def owner_id(self) -> str:
         return f"{self.cluster_id}/{self.node_name}"

@@ -19,9 +19,11 @@ def build_node(settings: Settings, now: datetime, internal_ip: str | None = None
         "cpu": settings.node_cpu,
         "memory": settings.node_memory,
     }
-    addresses = [{"type": "Hostname", "address": name}]
-    if internal_ip:
-        addresses.insert(0, {"type": "InternalIP", "address": internal_ip})
+    internal_ip = internal_ip or settings.kubelet_address
+    # The API server takes the first address of its preferred types, Hostname before
+    # InternalIP, and never falls back: list only one it can reach.
+    addresses = [{"type": "InternalIP", "address": internal_ip}] if internal_ip \
+        else [{"type": "Hostname", "address": name}]
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -42,6 +44,7 @@ def build_node(settings: Settings, now: datetime, internal_ip: str | None = None
             "allocatable": dict(resources),
             "conditions": _conditions(now),
             "addresses": addresses,
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
             "nodeInfo": {
                 "kubeletVersion": KUBELET_VERSION,
                 "operatingSystem": "linux",

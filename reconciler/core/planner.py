@@ -252,18 +252,19 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
 def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
               instance: Instance | None) -> list[Action]:
     if instance is not None:
-        return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
+        return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}",
+                          keep_log=True)
     if row is not None and not row.state.finished:
         return t.save(row, _ended(row))
     return []
 
 
 def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance,
-               why: str) -> list[Action]:
+               why: str, keep_log: bool = False) -> list[Action]:
     row = row or _adopted_row(t, ref, instance)
     first = row.state is not MappingState.TERMINATING
     actions: list[Action] = [Terminate(instance.id, why, ref,
-                                       row.changed(state=MappingState.TERMINATING))]
+                                       row.changed(state=MappingState.TERMINATING), keep_log)]
     if first:
         actions.append(Event(ref, "TerminatingInstance",
                              f"terminating RunPod instance {instance.id}: {why}"))
@@ -279,7 +280,8 @@ def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if row is None or row.instance_id != instance.id:
         actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
+        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row,
+                                    keep_log=True)]
     if podinfo.deadline_passed(pod, t.now):
         return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
                                "pod ran longer than spec.activeDeadlineSeconds")
@@ -384,7 +386,7 @@ def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
     return [PatchStatus(ref, status, done),
             Event(ref, "Completed", f"process {outcome}", warning=row.exit_code != 0),
-            Terminate(instance.id, f"pod {outcome}", ref, done)]
+            Terminate(instance.id, f"pod {outcome}", ref, done, keep_log=True)]
 
 
 def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None,
@@ -400,7 +402,7 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:
-        actions.append(Terminate(instance.id, reason, ref, failed))
+        actions.append(Terminate(instance.id, reason, ref, failed, keep_log=True))
     return actions
 
 

@@ -41,6 +41,7 @@ from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime.executor import Executor
+from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,9 @@ class Engine:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings, runpod, kube, store, clock)
         self.catalog = CatalogCache(settings.catalog_ttl)
+        self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
+                                limits=KeepLimits(settings.log_keep_lines,
+                                                  settings.log_keep_bytes))
         self._node_registered = False
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
@@ -263,8 +267,8 @@ class Engine:
                 report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
             return report.tick_id
 
-        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
-            report.actions)
+        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id,
+                           self.pod_logs.keep).run(report.actions)
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.errors += outcome.errors
 

@@ -60,8 +60,10 @@ class _CreatesStopped(Exception):
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], tick_id: Callable[[], int]) -> None:
+                 clock: Callable[[], datetime], tick_id: Callable[[], int],
+                 keep_log: Callable[[str, str], None] | None = None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
+        self.keep_log = keep_log
         self._tick_id = tick_id
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
@@ -239,6 +241,8 @@ class Executor:
             self.store.save_row(action.row.changed(updated_at=self.clock()))
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
+        if action.keep_log and pod_uid and self.keep_log is not None:
+            self.keep_log(pod_uid, action.instance_id)  # one RunPod request, once per pod
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")

@@ -23,10 +23,12 @@ from types import FrameType
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, utcnow
 from reconciler.runtime.health import Health, HealthServer
+from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.leader import (
     DEFAULT_LEASE_NAME,
     DEFAULT_LEASE_SECONDS,
@@ -83,8 +85,17 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        with connect(settings, conn, on_runpod_response=metrics.runpod_response) as engine:
-            Replica(engine, health, options, stop).run()
+        with connect(settings, conn, on_runpod_response=metrics.runpod_response) as engine, \
+                RunPodClient(conn.runpod_api_key, conn.runpod_url,
+                             on_response=metrics.runpod_response) as logs_runpod:
+            replica = Replica(engine, health, options, stop)
+            kubelet = start_endpoint(engine.settings, engine, logs_runpod,
+                                     lambda: replica.leading, options.leader_namespace)
+            try:
+                replica.run()
+            finally:
+                if kubelet is not None:
+                    kubelet.stop()
     finally:
         server.stop()
     log.info("stopped cleanly")
@@ -152,6 +163,10 @@ class Replica:
         self._watches: list[PodWatch] = []
         self._leading = False
         self._lost = False
+
+    @property
+    def leading(self) -> bool:
+        return self._leading and not self._lost
 
     def run(self) -> None:
         self.scheduler.start()

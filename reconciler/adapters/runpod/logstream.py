@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
@@ -85,6 +85,8 @@ class LogRead:
     """Lines to backfill (capped at MAX_TAIL); None with no `since` means as many as
     RunPod keeps."""
     since: datetime | None = None
+    after: str | None = None
+    """Start just after this event id (then `tail` and `since` do not apply)."""
     follow: bool = False
 
 
@@ -98,7 +100,7 @@ def read_log(
     max_resumes: int = 5,
     sleep: Callable[[float], None],
     should_stop: Callable[[], bool] = lambda: False,
-) -> Iterator[LogEvent]:
+) -> Generator[LogEvent, None, bool]:
     """The events of a pod's log, resuming after breaks by the last event id.
 
     Without `follow` it ends after the backfill: when the stream ends, or when nothing
@@ -106,8 +108,9 @@ def read_log(
     complete). With `follow` it goes on until the stream ends (the pod stopped), or
     `should_stop()` says the reader has gone (asked after each idle spell). After
     `max_resumes` breaks in a row without a new event it gives up with the last break.
+    Returns True when the stream ended (the pod stopped), False when it was left open.
     """
-    cursor: str | None = None
+    cursor: str | None = read.after
     breaks = 0
     while True:
         idle = follow_idle_seconds if read.follow else backfill_idle_seconds
@@ -119,10 +122,10 @@ def read_log(
                                      idle_seconds=idle):
                 cursor, breaks = event.id, 0
                 yield event
-            return
+            return True
         except LogStreamIdle:
             if not read.follow or should_stop():
-                return
+                return False
             log.debug("log stream of %s idle for %.0f s; resuming", instance_id, idle)
         except LogStreamBroken as exc:
             breaks += 1
