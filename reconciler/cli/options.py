@@ -6,7 +6,6 @@ so a Deployment configures the reconciler with env alone.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +62,10 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
 ]
 
 
+# The Deployment passes its pod's IP through the downward API as POD_IP.
+_FALLBACK_ENVVARS = {"kubelet_address": ("POD_IP",)}
+
+
 def settings_options(command: F) -> F:
     for flag, name, kind, help_text in reversed(SETTINGS_FLAGS):
         default = getattr(_DEFAULTS, name)
@@ -70,7 +73,8 @@ def settings_options(command: F) -> F:
             default = ",".join(default)
         elif isinstance(default, Cloud):
             default = default.value
-        envvar = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        envvar = ["RECONCILER_" + flag.lstrip("-").replace("-", "_").upper(),
+                  *_FALLBACK_ENVVARS.get(name, ())]
         command = click.option(flag, name, type=kind, default=default, envvar=envvar,
                                show_envvar=True, show_default=True, help=help_text)(command)
     return command
@@ -84,7 +88,4 @@ def settings_from(options: dict[str, Any]) -> Settings:
         part.strip() for part in values["datacenter_ids"].split(",") if part.strip())
     if not values["node_name"]:
         values["node_name"] = DEFAULT_NODE_NAME
-    if not values["kubelet_address"]:
-        # The Deployment passes its pod IP through the downward API.
-        values["kubelet_address"] = os.environ.get("POD_IP", "")
     return Settings(**values)

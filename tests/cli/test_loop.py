@@ -64,6 +64,7 @@ class Reconciler:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{database}",
                  "sync", "--health-address", f"127.0.0.1:{self.port}",
+                 "--kubelet-port", str(free_port()), "--kubelet-address", "127.0.0.1",
                  "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url,
                  *args],
                 env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "DEBUG"},

@@ -93,7 +93,10 @@ def test_deployment_is_one_hardened_replica_with_probes_and_the_database_volume(
     assert workload["spec"]["replicas"] == 1
     assert workload["spec"]["strategy"] == {"type": "Recreate"}
     assert container["args"] == ["sync"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "kubelet", "containerPort": 10250, "protocol": "TCP"}]
+    pod_ip = next(e for e in container["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["resources"]["requests"] and container["resources"]["limits"]
@@ -112,7 +115,7 @@ def test_cronjob_runs_one_tick_a_minute_never_overlapping_on_the_same_volume() -
     _assert_hardened_with_database_volume(spec)
     assert spec["volumes"] == pod_spec(deployment())["volumes"]
     assert spec["securityContext"] == pod_spec(deployment())["securityContext"]
-    loop_only = {"RECONCILER_INTERVAL", "RECONCILER_LEADER_ELECT"}
+    loop_only = {"RECONCILER_INTERVAL", "RECONCILER_LEADER_ELECT", "POD_IP"}
     assert env(job) == {k: v for k, v in env(deployment()).items() if k not in loop_only}
 
 

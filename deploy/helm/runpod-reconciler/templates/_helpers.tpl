@@ -115,6 +115,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "RECONCILER_NODE_MEMORY" .Values.nodeCapacity.memory
   "RECONCILER_MAX_PENDING_TIME_BEFORE_OFFLOAD" .Values.offload.maxPendingTimeBeforeOffload }}
 {{- if eq .Values.mode "deployment" }}
+{{- /* The kubelet endpoint (kubectl logs) is advertised at this pod's own IP. */}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: RECONCILER_KUBELET_PORT
+  value: {{ .Values.kubelet.port | int64 | toString | quote }}
+{{- if .Values.kubelet.tlsSecret }}
+- name: RECONCILER_KUBELET_TLS_SECRET
+  value: {{ .Values.kubelet.tlsSecret | quote }}
+{{- end }}
 {{- $_ := set $others "RECONCILER_INTERVAL" .Values.interval }}
 {{- $_ := set $others "RECONCILER_HEARTBEAT_INTERVAL" .Values.heartbeatInterval }}
 {{- if .Values.leaderElection.enabled }}
@@ -161,6 +172,11 @@ containers:
       - name: http
         containerPort: 8080
         protocol: TCP
+      {{- if gt (int64 .Values.kubelet.port) 0 }}
+      - name: kubelet
+        containerPort: {{ .Values.kubelet.port | int64 }}
+        protocol: TCP
+      {{- end }}
     livenessProbe:
       httpGet:
         path: /healthz
