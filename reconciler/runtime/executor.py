@@ -43,6 +43,7 @@ from reconciler.runtime import crashpoints
 log = logging.getLogger(__name__)
 
 INSUFFICIENT_BALANCE = "InsufficientBalance"
+RUNPOD_SYSTEM_EVENT = "RunPodSystem"
 INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
 
 
@@ -61,7 +62,7 @@ class _CreatesStopped(Exception):
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
                  clock: Callable[[], datetime], tick_id: Callable[[], int],
-                 keep_log: Callable[[str, str], None] | None = None) -> None:
+                 keep_log: Callable[[str, str], list[str]] | None = None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self.keep_log = keep_log
         self._tick_id = tick_id
@@ -130,6 +131,15 @@ class Executor:
         created = result.id if isinstance(result, Instance) else None
         self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
         return result
+
+    def _keep_log(self, pod: PodRef, instance_id: str) -> None:
+        """One RunPod request, once per pod: its last lines into the store, RunPod's own
+        lines about the instance (image pull, start-up, errors) onto the pod as Events."""
+        try:
+            for line in self.keep_log(pod.uid, instance_id) if self.keep_log else []:
+                self._event(pod, RUNPOD_SYSTEM_EVENT, line[:1024])
+        except Exception:  # a log is worth less than the DELETE that must follow
+            log.warning("could not keep the log of %s", pod, exc_info=True)
 
     def _event(self, pod: PodRef, reason: str, message: str, warning: bool = False) -> None:
         involved = {"kind": "Pod", "apiVersion": "v1", "metadata": {
@@ -241,8 +251,8 @@ class Executor:
             self.store.save_row(action.row.changed(updated_at=self.clock()))
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
-        if action.keep_log and pod_uid and self.keep_log is not None:
-            self.keep_log(pod_uid, action.instance_id)  # one RunPod request, once per pod
+        if action.keep_log and action.pod is not None and self.keep_log is not None:
+            self._keep_log(action.pod, action.instance_id)
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")

@@ -116,6 +116,9 @@ def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbo
     out = kubectl(box, "logs", "job-pod").stdout
     assert out.endswith("loss 0.3\ndone\n") and "RUNPOD_RECONCILER_EXIT_CODE" not in out
     assert log_requests(box) == before  # served from the store
+    events = [e for e in box.kube_sim.list("events", "default")
+              if e["involvedObject"]["name"] == "job-pod" and e["reason"] == "RunPodSystem"]
+    assert "pod stopped by its own container" in {e["message"] for e in events}
 
 
 def test_clear_errors(box: Sandbox) -> None:

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 # Lines asked for beyond the tail: the batch wrapper's own lines end a finished log and
 # are left out, so a tail of N needs a few more to show N of the user's.
 WRAPPER_SLACK = 4
+SYSTEM_LINES_KEPT = 10
+"""The last system lines of an ended instance that become Events on its pod."""
 BACKFILL_IDLE_SECONDS = 1.0
 """RunPod gives no sign that a backfill is complete: this much silence ends it."""
 FOLLOW_IDLE_SECONDS = 60.0
@@ -76,19 +78,22 @@ class PodLogs:
 
     # --- keeping the last lines when an instance ends ------------------------------
 
-    def keep(self, pod_uid: str, instance_id: str) -> None:
-        """Save the instance's last lines for the pod (once); never raises."""
+    def keep(self, pod_uid: str, instance_id: str) -> list[str]:
+        """Save the instance's last container lines for the pod (once), in one request
+        for both sources; returns its last system lines (start-up, errors), which become
+        the pod's Events. Never raises."""
         if self.store.has_saved_log(pod_uid):
-            return
+            return []
         try:
             events, _ = _drain(self._read(instance_id, LogRead(
-                tail=min(self.limits.lines + WRAPPER_SLACK, MAX_TAIL))))
+                source=None, tail=min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL))))
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
-            return
+            return []
         lines, truncated = self._within_limits([(e.ts, e.line) for e in events
-                                                if is_users(e.line)])
+                                                if e.source != "system" and is_users(e.line)])
         self.store.save_log(pod_uid, instance_id, lines, truncated, self.clock())
+        return [e.line for e in events if e.source == "system"][-SYSTEM_LINES_KEPT:]
 
     def _within_limits(self, lines: list[tuple[datetime, str]]
                        ) -> tuple[list[tuple[datetime, str]], bool]:
