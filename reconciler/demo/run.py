@@ -75,9 +75,12 @@ class _Narrator:
 
 def run_demo(echo: Echo, keep_running: bool = False,
              wait: Callable[[], None] | None = None) -> DemoResult:
-    box = Sandbox(DEMO_SETTINGS)
+    # kubectl sends its token only over TLS: a demo left running for kubectl serves it.
+    box = Sandbox(DEMO_SETTINGS, kube_tls=keep_running)
     box.clock.advance((datetime.now(UTC) - box.clock.now()).total_seconds())
     with box:
+        if keep_running:
+            box.start_kubelet()  # `kubectl logs` reaches it through the node's address
         narrator = _Narrator(box, echo)
         echo(f"RunPod simulator at {box.runpod_sim.base_url}, "
              f"Kubernetes simulator at {box.kube_sim.base_url}")
@@ -103,6 +106,9 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     _show_endpoints(box, n)
 
     n.say("the training process exits 0; its instance stops itself")
+    box.runpod_sim.write_container_log(_instance_id(box, "ml", "train"), [
+        "epoch 1/3 loss 0.91", "epoch 2/3 loss 0.54", "epoch 3/3 loss 0.31",
+        "saved the model to /workspace/model.pt"])
     box.runpod_sim.exit_process(_instance_id(box, "ml", "train"), 0)
     n.tick(advance=5)
     n.tick(advance=5)
@@ -206,6 +212,11 @@ def _print_connection_help(box: Sandbox, echo: Echo) -> None:
     url = box.runpod_sim.base_url
     echo("\nThe simulators keep running (Ctrl-C to stop). Try:")
     echo(f"  kubectl --kubeconfig {box.kubeconfig} get pods -A")
+    echo(f"  kubectl --kubeconfig {box.kubeconfig} logs -n ml train    "
+         "(its instance is gone: the log was kept)")
+    echo(f"  kubectl --kubeconfig {box.kubeconfig} logs -n ml notebook -f")
+    echo(f"  curl -X POST {url}/_sim/pods/{_instance_id(box, 'ml', 'notebook')}/logs "
+         "-d '{\"lines\": [\"hello from the notebook\"]}'")
     echo(f"  RUNPOD_API_KEY={API_KEY} reconciler --database-url {box.database_url} "
          f"sync --once --kubeconfig {box.kubeconfig} --runpod-url {url}")
     echo(f"  reconciler --database-url {box.database_url} state show")
