@@ -74,15 +74,22 @@ def parse_time(value: str, name: str) -> datetime:
     return moment.astimezone(UTC)
 
 
-def is_users(line: str) -> bool:
-    """False for what the batch wrapper prints itself (its exit-code marker, its notes)."""
-    return not (line.startswith(EXIT_CODE_MARKER) or line.startswith(WRAPPER_PREFIX))
+def users_lines(lines: Iterable[LogLine]) -> Iterator[LogLine]:
+    """The lines the user's process printed: not the batch wrapper's notes, its exit-code
+    marker, nor what follows the marker (the wrapper's stop call, its answer or its
+    errors, is all that prints until the instance stops)."""
+    finished = False
+    for line in lines:
+        if line.line.startswith(EXIT_CODE_MARKER):
+            finished = True
+        elif not finished and not line.line.startswith(WRAPPER_PREFIX):
+            yield line
 
 
 def last_lines(lines: Iterable[LogLine], options: LogOptions) -> list[LogLine]:
     """The user's lines of a backfill, from `since`, the last `tail_lines` of them."""
-    kept = [line for line in lines if is_users(line.line)
-            and (options.since is None or line.ts >= options.since)]
+    kept = [line for line in users_lines(lines)
+            if options.since is None or line.ts >= options.since]
     if options.tail_lines is not None:
         kept = kept[len(kept) - options.tail_lines:] if options.tail_lines else []
     return kept

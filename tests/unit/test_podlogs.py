@@ -48,10 +48,11 @@ def test_bad_options_are_refused(query: dict[str, str]) -> None:
 
 
 def test_the_wrappers_lines_are_left_out_before_the_tail_is_taken() -> None:
-    backfill = lines("a", "b", "c", f"{EXIT_CODE_MARKER}0", "runpod-reconciler: stopping")
+    backfill = lines("runpod-reconciler: note", "a", "b", "c", f"{EXIT_CODE_MARKER}0",
+                     '{"id": "pod123", "status": "EXITED"}', "curl: (22) error: 409")
     assert [x.line for x in last_lines(backfill, LogOptions(tail_lines=2))] == ["b", "c"]
     assert last_lines(backfill, LogOptions(tail_lines=0)) == []
-    since = LogOptions(since=NOW + timedelta(seconds=1))
+    since = LogOptions(since=NOW + timedelta(seconds=2))
     assert [x.line for x in last_lines(backfill, since)] == ["b", "c"]
 
 

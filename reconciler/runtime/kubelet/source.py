@@ -31,8 +31,8 @@ from reconciler.core.podlogs import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,
-    is_users,
     last_lines,
+    users_lines,
 )
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
@@ -90,8 +90,8 @@ class PodLogs:
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
             return []
-        lines, truncated = self._within_limits([(e.ts, e.line) for e in events
-                                                if e.source != "system" and is_users(e.line)])
+        container = users_lines(LogLine(e.ts, e.line) for e in events if e.source != "system")
+        lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
         self.store.save_log(pod_uid, instance_id, lines, truncated, self.clock())
         return [e.line for e in events if e.source == "system"][-SYSTEM_LINES_KEPT:]
 
@@ -170,10 +170,9 @@ class PodLogs:
     def _followed(self, backfill: list[LogLine], instance_id: str, read: LogRead,
                   should_stop: Callable[[], bool]) -> Iterator[LogLine]:
         yield from backfill
+        events = self._read(instance_id, read, should_stop)
         try:
-            for event in self._read(instance_id, read, should_stop):
-                if is_users(event.line):
-                    yield LogLine(event.ts, event.line)
+            yield from users_lines(LogLine(event.ts, event.line) for event in events)
         except runpod_errors.NotFoundError:
             return  # the instance is gone: so is its log stream
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
