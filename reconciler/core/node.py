@@ -44,7 +44,9 @@ def build_node(settings: Settings, now: datetime, internal_ip: str | None = None
             "allocatable": dict(resources),
             "conditions": _conditions(now),
             "addresses": addresses,
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": settings.kubelet_port}},
+            # No address, no endpoint (CronJob mode): then no port either.
+            "daemonEndpoints": {"kubeletEndpoint": {
+                "Port": settings.kubelet_port if internal_ip else 0}},
             "nodeInfo": {
                 "kubeletVersion": KUBELET_VERSION,
                 "operatingSystem": "linux",

@@ -12,12 +12,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
 
 from reconciler.core.domain import STOP_ON_EXIT_ENV
 from reconciler.demo.sandbox import Sandbox
+from reconciler.sim.kube_pki import ClientCA
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
                                 reason="kubectl is not installed")
@@ -155,3 +157,23 @@ def test_callers_without_credentials_or_rights(box: Sandbox) -> None:
     exec_call = requests.post(base.replace("containerLogs", "exec"), verify=False, timeout=5,
                               headers={"Authorization": "Bearer ops-token"})
     assert exec_call.status_code == 403  # exec is `create` on nodes/proxy: not granted
+    box.kube_sim.add_rbac([{"kind": "ClusterRoleBinding", "metadata": {"name": "ops-admin"},
+                            "roleRef": {"kind": "ClusterRole",
+                                        "name": "system:kubelet-api-admin"},
+                            "subjects": [{"kind": "User", "name": "ops2"}]}])
+    box.kube_sim.add_user("ops2-token", "ops2")
+    exec_allowed = requests.post(base.replace("containerLogs", "exec"), verify=False,
+                                 timeout=5, headers={"Authorization": "Bearer ops2-token"})
+    assert exec_allowed.status_code == 501 and "exec is not supported" in exec_allowed.text
+
+
+def test_client_certificates_must_come_from_the_clusters_ca(box: Sandbox,
+                                                            tmp_path: Path) -> None:
+    running_pod(box)
+    base = f"https://127.0.0.1:{box.settings.kubelet_port}/containerLogs/default/train/main"
+    ours = box.kube_sim.client_ca.issue_client("ops", ("system:masters",))
+    answer = requests.get(base, verify=False, timeout=5, cert=ours.write(tmp_path, "ours"))
+    assert answer.status_code == 200, answer.text
+    foreign = ClientCA("someone-elses-ca").issue_client("ops", ("system:masters",))
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(base, verify=False, timeout=5, cert=foreign.write(tmp_path, "foreign"))
