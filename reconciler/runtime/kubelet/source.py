@@ -51,6 +51,10 @@ FOLLOW_IDLE_SECONDS = 60.0
 unnoticed; the reader is asked meanwhile whether it is still there."""
 
 
+# Row states whose instance may still have a log to read.
+_LIVE = (MappingState.RUNNING, MappingState.TERMINATING)
+
+
 class LogError(Exception):
     """A request we cannot serve: HTTP status and a sentence for the user."""
 
@@ -109,22 +113,22 @@ class PodLogs:
     def lines(self, namespace: str, name: str, container: str, options: LogOptions,
               should_stop: Callable[[], bool] = lambda: False) -> Iterator[LogLine]:
         """The pod's lines as asked; raises LogError before the first line if it cannot."""
-        pod_uid = self._check(namespace, name, container, options)
+        pod_uid, container = self._check(namespace, name, container, options)
         row = self.store.row(pod_uid)
-        live = row is not None and row.instance_id is not None \
-            and row.state is MappingState.RUNNING
-        if live:
-            assert row is not None and row.instance_id is not None
+        if row is not None and row.instance_id is not None and row.state in _LIVE:
             return self._live(row.instance_id, pod_uid, options, should_stop)
         saved = self.store.saved_log(pod_uid)
         if saved is not None:
             return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
-        raise LogError(400, f'container "{container}" in pod "{name}" is waiting to start: '
-                            "ContainerCreating" if row is None or not row.state.finished
-                       else f'the log of pod "{name}" was not kept: its instance ended '
+        if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
+            raise LogError(400, f'container "{container}" in pod "{name}" is waiting to '
+                                "start: ContainerCreating")
+        raise LogError(404, f'the log of pod "{name}" was not kept: its instance ended '
                             "before it could be read")
 
-    def _check(self, namespace: str, name: str, container: str, options: LogOptions) -> str:
+    def _check(self, namespace: str, name: str, container: str,
+               options: LogOptions) -> tuple[str, str]:
+        """The pod's uid and the container that runs, or a LogError saying why not."""
         pod = self.kube.find_pod(namespace, name)
         if pod is None:
             raise LogError(404, f'pods "{name}" not found')
@@ -141,7 +145,7 @@ class PodLogs:
                                 "not); ask for that one")
         if options.previous:
             raise LogError(400, PREVIOUS_UNSUPPORTED)
-        return str(pod["metadata"]["uid"])
+        return str(pod["metadata"]["uid"]), runs
 
     def _live(self, instance_id: str, pod_uid: str, options: LogOptions,
               should_stop: Callable[[], bool]) -> Iterator[LogLine]:
