@@ -12,6 +12,11 @@ from typing import Any
 
 from reconciler.core.domain import CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
+
+# Terminations after which the pod object stays, and so should its log.
+_POD_STAYS = frozenset({TerminateReason.POD_ENDED, TerminateReason.PROCESS_ENDED,
+                        TerminateReason.POD_FAILED, TerminateReason.ALREADY_DECIDED})
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,22 @@ class Adopt:
 
 @dataclass(frozen=True)
 class Terminate:
-    """DELETE an owned instance. `row` (if any) is saved as terminating first."""
+    """DELETE an owned instance. `row` (if any) is saved as terminating first.
+
+    `reason` is for code (metrics, tests); `detail` says the same in words, for the log,
+    the Event and `--dry-run`.
+    """
 
     instance_id: str
-    reason: str
+    reason: TerminateReason
+    detail: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
-    keep_log: bool = False
-    """The pod object stays after its instance: keep the log's last lines first."""
+
+    @property
+    def keeps_log(self) -> bool:
+        """The pod object stays after its instance: keep the log's last lines first."""
+        return self.pod is not None and self.reason in _POD_STAYS
 
 
 @dataclass(frozen=True)
@@ -106,19 +119,18 @@ class Bind:
 
     pod: PodRef
     node_name: str
-    trigger: str
+    trigger: OffloadTrigger
+    detail: str
+    """The trigger in words, for the pod's Event."""
 
 
 @dataclass(frozen=True)
 class Event:
     pod: PodRef
-    reason: str
+    reason: EventReason
     message: str
     warning: bool = False
 
 
 Action = SaveRow | DeleteRow | Create | Adopt | Terminate | PatchStatus | PatchMetadata | \
     FinalizePod | Bind | Event
-
-# Actions with a side effect outside the database (what `--dry-run` would have done).
-MUTATING = (Create, Adopt, Terminate, PatchStatus, PatchMetadata, FinalizePod, Bind)
