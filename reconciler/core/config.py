@@ -66,15 +66,16 @@ class Settings:
     """nvidia.com/gpu capacity the virtual node advertises."""
 
     node_pods: int = 1000
-    node_cpu: str = "4000"
+    node_cpu: str = "4k"
     node_memory: str = "16Ti"
 
     kubelet_address: str = ""
-    """The node's InternalIP: where the API server reaches our kubelet endpoint (the
-    reconciler pod's own IP); empty leaves the node without one."""
+    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP),
+    and so the kubelet endpoint. Empty: the node lists only its name as a Hostname address."""
 
     kubelet_port: int = 10250
-    """Port of the kubelet endpoint (`kubectl logs`); 0 turns it off."""
+    """Port of the kubelet endpoint (`kubectl logs`), advertised in the node's
+    status.daemonEndpoints; 0 serves and advertises none."""
 
     kubelet_tls_secret: str = ""
     """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""

@@ -76,7 +76,7 @@ class _Narrator:
 def run_demo(echo: Echo, keep_running: bool = False,
              wait: Callable[[], None] | None = None) -> DemoResult:
     # kubectl sends its token only over TLS: a demo left running for kubectl serves it.
-    box = Sandbox(DEMO_SETTINGS, kube_tls=keep_running)
+    box = Sandbox(DEMO_SETTINGS, tls=keep_running)
     box.clock.advance((datetime.now(UTC) - box.clock.now()).total_seconds())
     with box:
         if keep_running:

@@ -36,6 +36,7 @@ import yaml
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube_access import MASTERS, AccessModel
+from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Handler
 from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
 from reconciler.sim.kube_rbac import Authorizer, load_documents
@@ -80,11 +81,16 @@ class KubeSimulator:
         rbac_files: Sequence[str] = (),
         rbac_subject: str | None = None,
         tls: bool = False,
+        controllers: ControllerSettings | None = None,
     ) -> None:
+        """`controllers` runs the node lifecycle, (cloud node) and pod GC controllers on
+        the clock; without it nothing acts on a node that stops reporting."""
         self.token = token
         self.tls = tls
         self.clock = clock or SimClock()
         self.store = Store(self.clock)
+        self.controllers = NodeControllers(self.store, self.clock, controllers) \
+            if controllers is not None else None
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
         # TokenReview and SubjectAccessReview answer from this, for kubelets to ask.
@@ -122,12 +128,16 @@ class KubeSimulator:
         self._thread = threading.Thread(target=server.serve_forever, args=(0.02,),
                                         name="kube-sim", daemon=True)
         self._thread.start()
+        if self.controllers is not None:
+            self.controllers.start()
         return self
 
     def stop(self) -> None:
         if self._server is None:
             return
         self.stopping.set()
+        if self.controllers is not None:
+            self.controllers.stop()
         with self.store.changed:
             self.store.changed.notify_all()  # ends open watches
         self._server.shutdown()

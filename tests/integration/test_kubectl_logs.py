@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
 
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
-    with Sandbox(kube_tls=True) as sandbox:
+    with Sandbox(tls=True) as sandbox:
         sandbox.start_kubelet()
         yield sandbox
 
