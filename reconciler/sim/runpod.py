@@ -672,6 +672,8 @@ class RunPodSimulator:
                              request.headers.get("last-event-id"))
         if pod.id in self._next_stream_drops:
             stream.drop_after = self._next_stream_drops.pop(pod.id)
+        # Open from now on (before its first byte), so a test can cut it at once.
+        self._open_streams.append(stream)
         headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
                    "X-Accel-Buffering": "no"}
         return Reply(200, None, headers, "text/event-stream; charset=utf-8", stream=stream)
@@ -680,8 +682,6 @@ class RunPodSimulator:
         """Send the stream's events through `send` until the pod's log ends (True) or
         the stream is cut (False). Runs in the request's own thread."""
         pending = stream.backfill
-        with self._lock:
-            self._open_streams.append(stream)
         try:
             while True:
                 sent, cut = stream.take(pending)
@@ -703,9 +703,12 @@ class RunPodSimulator:
                         self._log_written.wait(_LOG_POLL_SECONDS)
                         pending = new_lines(pod, self.clock.now(), stream)
         finally:
-            with self._lock:
-                if stream in self._open_streams:  # reset() may have forgotten it
-                    self._open_streams.remove(stream)
+            self.close_log_stream(stream)
+
+    def close_log_stream(self, stream: LogStream) -> None:
+        with self._lock:
+            if stream in self._open_streams:  # reset() may have forgotten it
+                self._open_streams.remove(stream)
 
     # Catalog and registries
 
@@ -963,6 +966,8 @@ class _HttpHandler(BaseHTTPRequestHandler):
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client hung up
+        finally:
+            self.server.simulator.close_log_stream(stream)
         self.close_connection = True
 
     def _chunk(self, data: bytes) -> None:

@@ -115,7 +115,7 @@ def test_cronjob_runs_one_tick_a_minute_never_overlapping_on_the_same_volume() -
     _assert_hardened_with_database_volume(spec)
     assert spec["volumes"] == pod_spec(deployment())["volumes"]
     assert spec["securityContext"] == pod_spec(deployment())["securityContext"]
-    loop_only = {"RECONCILER_INTERVAL", "RECONCILER_LEADER_ELECT", "POD_IP"}
+    loop_only = {"RECONCILER_INTERVAL", "RECONCILER_LEADER_ELECT"}
     assert env(job) == {k: v for k, v in env(deployment()).items() if k not in loop_only}
 
 

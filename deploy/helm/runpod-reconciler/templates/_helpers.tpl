@@ -120,11 +120,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "RECONCILER_NODE_MEMORY" .Values.nodeCapacity.memory
   "RECONCILER_MAX_PENDING_TIME_BEFORE_OFFLOAD" .Values.offload.maxPendingTimeBeforeOffload }}
 {{- if eq .Values.mode "deployment" }}
-{{- /* The kubelet endpoint (kubectl logs) is advertised at this pod's own IP. */}}
-- name: POD_IP
-  valueFrom:
-    fieldRef:
-      fieldPath: status.podIP
+{{- /* The kubelet endpoint (kubectl logs), at POD_IP above. */}}
 - name: RECONCILER_KUBELET_PORT
   value: {{ .Values.kubelet.port | int64 | toString | quote }}
 {{- if .Values.kubelet.tlsSecret }}
