@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER
 
 WRAPPER_PREFIX = "runpod-reconciler:"
 """How the batch wrapper's own messages begin."""

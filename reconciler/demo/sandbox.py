@@ -20,7 +20,7 @@ from reconciler.core.config import Settings
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import KubeletServer
-from reconciler.runtime.wiring import open_store, resolve_owner
+from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_controllers import ControllerSettings
@@ -80,25 +80,33 @@ class Sandbox:
                                    monotonic=self.clock.monotonic, read_timeout=5)
         self.store: Store = open_store(self.database_url, upgrade=True)
         self.settings = resolve_owner(self._base_settings, self.kube)
-        self.engine = Engine(self.settings, self.runpod, self.kube, self.store, self.clock.now)
+        self._compose()
 
     def start_kubelet(self, port: int = 0) -> KubeletServer:
         """Serve the kubelet endpoint on 127.0.0.1 (a free port by default) and advertise
         it on the node at the next tick, so that `kubectl logs` reaches it."""
         self._kubelet_runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, read_timeout=5)
         self.configure(kubelet_address="127.0.0.1", kubelet_port=port or 10250)
-        server = start_endpoint(self.settings, self.engine, self._kubelet_runpod,
-                                lambda: True, "runpod-system", host="127.0.0.1",
-                                port=port)
+        server = start_endpoint(self.settings, self.kube, self.store, self._kubelet_runpod,
+                                self.clock.now, lambda: True, "runpod-system",
+                                host="127.0.0.1", port=port)
         assert server is not None
         self.kubelet = server
         self.configure(kubelet_port=server.port)
         return server
 
     def configure(self, **changes: Any) -> None:
+        """New settings for the ticks to come: the engine is composed again (an engine's
+        settings never change), with the same clients and store."""
         self._base_settings = dataclasses.replace(self._base_settings, **changes)
         self.settings = dataclasses.replace(self.settings, **changes)
-        self.engine.settings = self.settings
+        self._compose()
+
+    def _compose(self) -> None:
+        # One tick at a time with no heartbeat schedule, like `sync --once`, but without
+        # the writer lock: the tests count every database write of a tick.
+        self.engine, self.heartbeat = compose(self.settings, self.runpod, self.kube,
+                                              self.store, self.clock.now, RunMode.ONCE)
 
     # --- acting as the cluster ---------------------------------------------------------
 

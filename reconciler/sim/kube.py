@@ -37,7 +37,7 @@ import yaml
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube_access import MASTERS, AccessModel
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
-from reconciler.sim.kube_http import Handler
+from reconciler.sim.kube_http import Backend, Handler
 from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
 from reconciler.sim.kube_rbac import Authorizer, load_documents
 from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
@@ -60,7 +60,7 @@ class Fault:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    simulator: KubeSimulator
+    simulator: Backend
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients hanging up (a closed pool, an abandoned watch) are normal here."""

@@ -19,16 +19,14 @@ What a real API server does, and so this one:
 from __future__ import annotations
 
 import ipaddress
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
 
 from reconciler.sim.kube_resources import NODES, PODS
 from reconciler.sim.kube_status import ApiError, not_found
-
-if TYPE_CHECKING:
-    from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube_store import Store
 
 PREFERRED_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 DEFAULT_KUBELET_PORT = 10250
@@ -40,7 +38,16 @@ _MAX_ERROR_BYTES = 50_000
 Query = dict[str, list[str]]
 
 
-def open_pod_log(sim: KubeSimulator, namespace: str, name: str,
+class KubeletCaller(Protocol):
+    """What the API server needs to call a kubelet (`KubeSimulator` is one)."""
+
+    store: Store
+    kubelet_ca_file: str | None
+
+    def kubelet_client_files(self) -> tuple[str, str]: ...
+
+
+def open_pod_log(sim: KubeletCaller, namespace: str, name: str,
                  query: Query) -> requests.Response:
     """The kubelet's streaming answer (200), or an ApiError to send instead."""
     entry = sim.store.find(PODS, namespace, name)

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli.commands import main
+from reconciler.app import main
 from reconciler.demo.run import run_demo
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from reconciler.core.domain import STOP_ON_EXIT_ENV
+from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_pki import ClientCA
 

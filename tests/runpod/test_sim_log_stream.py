@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from reconciler.core.domain import OWNER_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, STOP_ON_EXIT_ENV
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, OWNER

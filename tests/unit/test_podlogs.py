@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.core.podlogs import (
     LogLine,
     LogOptions,
