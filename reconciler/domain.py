@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler import __version__
+
 KubeObject = dict[str, Any]
 
 # Tags carried in the env of every instance we create. They are how we recognise our
@@ -24,6 +26,12 @@ POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
 # process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
 STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
 EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
+# Sent on every RunPod request, by the reconciler and by the batch wrapper: RunPod's
+# gateway refuses some library defaults (urllib's gets a 403, error 1010).
+USER_AGENT = f"runpod-reconciler/{__version__}"
+# Names of the registry credentials we create start with this, then a digest of the
+# owner id: credentials with any other name are not ours and never deleted.
+REGISTRY_NAME_PREFIX = "runpod-reconciler-"
 
 
 class InstanceStatus(enum.StrEnum):
@@ -99,6 +107,7 @@ class Instance:
     started_at: datetime | None = None
     runtime: Runtime | None = None
     actions: tuple[str, ...] = ()
+    registry_auth_id: str | None = None
 
     @property
     def owner(self) -> str | None:
@@ -191,3 +200,24 @@ class RegistryAuth:
 
     id: str
     name: str
+
+
+@dataclass(frozen=True)
+class ExitLog:
+    """What the end of a stopped batch instance's log says: the code, if the marker is
+    there, and the last lines (kept on the pod when the code cannot be read)."""
+
+    code: int | None
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BillingRecord:
+    """What RunPod charged for one instance in one time bucket, in USD."""
+
+    instance_id: str
+    start: datetime
+    end: datetime
+    total_usd: float
+    gpu_usd: float = 0.0
+    disk_usd: float = 0.0

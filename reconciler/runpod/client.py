@@ -23,16 +23,32 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
-from reconciler.domain import Cloud, CreateRequest, GpuType, Instance, RegistryAuth
+from reconciler.domain import (
+    EXIT_CODE_MARKER,
+    USER_AGENT,
+    BillingRecord,
+    Cloud,
+    CreateRequest,
+    ExitLog,
+    GpuType,
+    Instance,
+    RegistryAuth,
+)
 from reconciler.runpod import errors
 from reconciler.runpod.body import create_pod_body
 from reconciler.runpod.logs import exit_code_from, sse_log_lines
-from reconciler.runpod.parse import parse_gpu_types, parse_instance, parse_registry
+from reconciler.runpod.parse import (
+    parse_gpu_types,
+    parse_instance,
+    parse_pod_billing,
+    parse_registry,
+)
 from reconciler.runpod.ratelimit import RateLimiter
 
 logger = logging.getLogger(__name__)
@@ -41,8 +57,6 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The marker line is the wrapper's last words, so a short tail holds it.
 LOG_TAIL_LINES = 100
-# The log stream stays open after its backfill; this much silence means it is all in.
-LOG_IDLE_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class RunPodClient:
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
+        self._session.headers["User-Agent"] = USER_AGENT
 
     def __repr__(self) -> str:
         return f"RunPodClient(base_url={self._base_url!r})"
@@ -151,17 +166,30 @@ class RunPodClient:
             return None
         return parse_instance(_decode(response, call.route))
 
-    def read_exit_code(self, instance_id: str) -> int | None:
+    def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
+        """PATCH the env. It replaces the instance's env whole: pass all of it."""
+        call = _Call("PATCH", f"/v2/pods/{_segment(instance_id)}", "PATCH /v2/pods/{id}",
+                     body={"env": env})
+        return parse_instance(self._json(call))
+
+    def read_exit_code(self, instance_id: str) -> ExitLog:
+        """The exit code our batch wrapper logged, and the log's last lines.
+
+        A stopped instance's stream backfills its last lines and may then stay open. The
+        read ends at the marker line (the wrapper's last words), after `tail` lines or at
+        the end of the stream; it waits for each line as long as any read may, so a slow
+        backfill is read whole instead of being cut off by a short idle timeout.
+        """
         call = _Call(
             "GET",
             f"/v2/pods/{_segment(instance_id)}/logs",
             "GET /v2/pods/{id}/logs",
             params={"source": "container", "tail": str(LOG_TAIL_LINES)},
             stream=True,
-            read_timeout=min(LOG_IDLE_SECONDS, self._timeout[1]),
         )
         with closing(self._send(call)) as response:
-            return exit_code_from(_backfill(response))
+            lines = _backfill(response)
+        return ExitLog(exit_code_from(lines), tuple(lines))
 
     # Catalog and registries
 
@@ -187,6 +215,25 @@ class RunPodClient:
             body={"name": name, "username": username, "password": password},
         )
         return parse_registry(self._json(call))
+
+    def delete_registry_auth(self, registry_id: str) -> bool:
+        """Delete a credential; False when RunPod refuses because a pod still uses it."""
+        path = f"/v2/registries/{_segment(registry_id)}"
+        try:
+            self._send(_Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
+        except errors.NotFoundError:
+            logger.debug("registry credential %s was already gone", registry_id)
+        except errors.RejectedError:
+            return False
+        return True
+
+    # Billing
+
+    def pod_billing(self, start: datetime, end: datetime) -> list[BillingRecord]:
+        """Hourly charges per pod in [start, end); RunPod snaps both to whole hours."""
+        params = {"bucketSize": "hour", "startTime": _rfc3339(start), "endTime": _rfc3339(end)}
+        call = _Call("GET", "/v2/billing/pods", "GET /v2/billing/pods", params=params)
+        return parse_pod_billing(self._json(call))
 
     # The one request function
 
@@ -326,18 +373,26 @@ def _decode(response: requests.Response, route: str) -> Any:
 
 
 def _backfill(response: requests.Response) -> list[str]:
-    """Log lines of the backfill: stop after `tail` events, at end of stream or on silence."""
+    """Log lines of the backfill, up to the marker line, `tail` events or the stream's end.
+
+    A read that times out before the marker keeps what it has: the caller treats a
+    missing code as not known yet, never as known to be lost.
+    """
     lines: list[str] = []
     # Decoded here: requests only decodes when the server names a charset.
     raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
     try:
         for line in sse_log_lines(raw):
             lines.append(line)
-            if len(lines) >= LOG_TAIL_LINES:
+            if len(lines) >= LOG_TAIL_LINES or EXIT_CODE_MARKER in line:
                 break
     except requests.RequestException:
-        logger.debug("log stream went quiet after %d lines", len(lines))
+        logger.debug("log stream stopped after %d lines", len(lines))
     return lines
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _segment(value: str) -> str:

@@ -82,8 +82,13 @@ def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPo
     assert client.instance_action(first, "terminate") is None
     client.delete_instance(second)
     assert client.list_instances() == []
+    # The contract's TERMINATED: "permanently deleted", still readable by id, free.
+    for gone in (first, second):
+        read = client.get_instance(gone)
+        assert (read.status, read.cost_per_hr, read.runtime, read.actions) == (
+            InstanceStatus.TERMINATED, 0.0, None, ())
     with pytest.raises(errors.NotFoundError):
-        client.get_instance(first)
+        client.instance_action(first, "stop")  # nothing left to act on
 
 
 def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
