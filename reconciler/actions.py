@@ -74,6 +74,17 @@ class Terminate:
     reason: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
+    leaked_seconds: float = 0.0
+    """For a leak: how long RunPod billed the instance after its pod ended."""
+
+
+@dataclass(frozen=True)
+class RestoreTags:
+    """PATCH our tags back onto an instance we own by row or annotation (env sent whole)."""
+
+    instance_id: str
+    env: dict[str, str] = field(repr=False)
+    pod: PodRef | None = None
 
 
 @dataclass(frozen=True)
@@ -115,8 +126,9 @@ class Event:
     warning: bool = False
 
 
-Action = SaveRow | DeleteRow | Create | Adopt | Terminate | PatchStatus | PatchMetadata | \
-    FinalizePod | Bind | Event
+Action = SaveRow | DeleteRow | Create | Adopt | Terminate | RestoreTags | PatchStatus | \
+    PatchMetadata | FinalizePod | Bind | Event
 
 # Actions with a side effect outside the database (what `--dry-run` would have done).
-MUTATING = (Create, Adopt, Terminate, PatchStatus, PatchMetadata, FinalizePod, Bind)
+MUTATING = (Create, Adopt, Terminate, RestoreTags, PatchStatus, PatchMetadata, FinalizePod,
+            Bind)

@@ -44,6 +44,11 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--orphan-grace-time", "orphan_grace_time", float,
      "Seconds an instance without a pod must be old before it is terminated."),
     ("--catalog-ttl", "catalog_ttl", float, "Seconds the GPU catalog is cached."),
+    ("--exit-code-timeout", "exit_code_timeout", float,
+     "Seconds a stopped batch instance's exit code may stay unreadable before the "
+     "instance is terminated anyway and its pod fails with ExitCodeUnknown."),
+    ("--cost-history", "cost_history_days", int,
+     "Days finished pods' mappings and billing records are kept for `reconciler cost`."),
     ("--node-gpus", "node_gpus", int, "nvidia.com/gpu capacity of the virtual node."),
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
     ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),

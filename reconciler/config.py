@@ -62,6 +62,14 @@ class Settings:
     catalog_ttl: float = 300
     """Seconds the GPU catalog is cached between fetches."""
 
+    exit_code_timeout: float = 600
+    """Seconds a stopped batch instance's exit code may stay unreadable; then the instance
+    is terminated anyway and its pod fails with ExitCodeUnknown."""
+
+    cost_history_days: int = 31
+    """Days mapping rows and billing records are kept after their pod ended, for
+    `reconciler cost` and the leak audit."""
+
     node_gpus: int = 1000
     """nvidia.com/gpu capacity the virtual node advertises."""
 

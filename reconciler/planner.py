@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from reconciler import ownership, spend
 from reconciler import pods as podinfo
 from reconciler.actions import (
     Action,
@@ -26,11 +27,14 @@ from reconciler.actions import (
     PatchMetadata,
     PatchStatus,
     PodRef,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
+from reconciler.budgets import NamespaceCaps, NamespaceUse
 from reconciler.config import Settings
 from reconciler.domain import (
+    BillingRecord,
     CreateRequest,
     GpuType,
     Instance,
@@ -53,9 +57,11 @@ INSTANCE_ERROR = "InstanceError"
 INSTANCE_STOPPED = "InstanceStopped"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 PENDING_TOO_LONG = "PendingTooLong"
-
-# A finished row is kept this long after its pod is gone, for `state show --all`.
-FINISHED_ROW_RETENTION = timedelta(days=1)
+EXIT_CODE_UNKNOWN = "ExitCodeUnknown"
+TAGS_RESTORED = "TagsRestored"
+# Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
+LOG_TAIL_KEPT_LINES = 80
+LOG_TAIL_KEPT_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,16 @@ class Observation:
     catalog: Sequence[GpuType] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
-    """Exit codes read this tick from the logs of EXITED instances, by instance id."""
+    """Exit codes read this tick from the logs of EXITED instances, by instance id; a
+    read without the marker gives None (not known yet)."""
+    exit_logs: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """The last log lines read with those exit codes, by instance id."""
+    namespace_caps: Mapping[str, NamespaceCaps] = field(default_factory=dict)
+    """Caps of the namespaces of pods waiting to be created (read only for those)."""
+    billing: Sequence[BillingRecord] = ()
+    """Charges of our instances read this tick (whole hours since the last read)."""
+    spend: Mapping[str, float] = field(default_factory=dict)
+    """USD charged so far by pod UID; only on ticks that read billing."""
     rate_budget: int | None = None
     """RunPod requests we may still send in the current window; None when unknown."""
     pending: Sequence[PendingPod] = ()
@@ -122,8 +137,10 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
-    owned = owned_instances(obs.instances, settings.owner_id)
-    actions: list[Action] = []
+    claimed = ownership.claims(obs.rows, pods.values())
+    owned = owned_instances(obs.instances, settings.owner_id, claimed)
+    actions: list[Action] = _restore_tags(tick, claimed, pods)
+    actions += _leaks(tick) + _spend_annotations(tick, pods)
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
         decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
@@ -131,7 +148,7 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
         if wait is not None:
             waiting.append(wait)
     offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned))
-    return offloads + actions + _admit(tick, waiting, owned, rows)
+    return offloads + actions + _admit(tick, waiting, owned, rows, pods)
 
 
 def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
@@ -142,13 +159,56 @@ def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
     return settings.max_instances - len(live | set(owned))
 
 
-def owned_instances(instances: Iterable[Instance], owner_id: str) -> dict[str, list[Instance]]:
-    """Our instances by pod UID. Anything without our owner tag is not ours to see."""
+def owned_instances(instances: Iterable[Instance], owner_id: str,
+                    claimed: Mapping[str, str] | None = None) -> dict[str, list[Instance]]:
+    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
+    pod's annotation (see `ownership`). Anything else is not ours to see."""
     owned: dict[str, list[Instance]] = defaultdict(list)
     for instance in instances:
-        if instance.owner == owner_id and instance.status is not InstanceStatus.TERMINATED:
+        if instance.status is InstanceStatus.TERMINATED:
+            continue
+        if instance.owner == owner_id:
             owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+        elif (uid := ownership.lost_tags(instance, owner_id, claimed or {})) is not None:
+            owned[uid].append(instance)
     return owned
+
+
+def _restore_tags(t: _Tick, claimed: Mapping[str, str],
+                  pods: Mapping[str, KubeObject]) -> list[Action]:
+    """Put our tags back on owned instances that lost them; their pods carry on."""
+    actions: list[Action] = []
+    for instance in t.obs.instances:
+        uid = ownership.lost_tags(instance, t.settings.owner_id, claimed)
+        if uid is None:
+            continue
+        pod = pods.get(uid)
+        ref = PodRef.of(pod) if pod is not None else None
+        env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
+        actions.append(RestoreTags(instance.id, env, ref))
+        if ref is not None:
+            actions.append(Event(ref, TAGS_RESTORED, f"RunPod instance {instance.id} lost its "
+                                 "owner tags (its env was replaced); put them back", warning=True))
+    return actions
+
+
+def _leaks(t: _Tick) -> list[Action]:
+    """Instances RunPod bills after their pod ended: terminate them again, loudly."""
+    return [Terminate(leak.instance_id, spend.LEAK_REASON, None, None,
+                      leaked_seconds=leak.seconds)
+            for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)]
+
+
+def _spend_annotations(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]:
+    actions: list[Action] = []
+    for uid, usd in sorted(t.obs.spend.items()):
+        pod = pods.get(uid)
+        if pod is None or podinfo.is_deleting(pod):
+            continue
+        value = spend.annotation_value(usd)
+        if podinfo.pod_annotations(pod).get(spend.SPEND_ANNOTATION) != value:
+            actions.append(PatchMetadata(PodRef.of(pod), {spend.SPEND_ANNOTATION: value}))
+    return actions
 
 
 def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance: bool,
@@ -211,14 +271,16 @@ def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None)
                                                        t.settings.create_grace_time):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
-        return t.save(row, _ended(row))
-    if not t.within(row.updated_at, FINISHED_ROW_RETENTION.total_seconds()):
+        return t.save(row, _ended(t, row))
+    # Kept for `reconciler cost` and the leak audit as long as --cost-history says.
+    if not t.within(row.ended_at or row.updated_at, t.settings.cost_history_days * 86400):
         return [DeleteRow(row.pod_uid)]
     return []
 
 
-def _ended(row: MappingRecord) -> MappingRecord:
-    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED")
+def _ended(t: _Tick, row: MappingRecord) -> MappingRecord:
+    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED",
+                       ended_at=row.ended_at or t.now)
 
 
 def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Action]:
@@ -245,7 +307,7 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if row is not None and row.state is MappingState.CREATING and t.within(
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
-    done = _ended(row) if row is not None else None
+    done = _ended(t, row) if row is not None else None
     return [FinalizePod(ref, done)]
 
 
@@ -254,7 +316,7 @@ def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if instance is not None:
         return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
     if row is not None and not row.state.finished:
-        return t.save(row, _ended(row))
+        return t.save(row, _ended(t, row))
     return []
 
 
@@ -322,10 +384,38 @@ def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     if not is_batch(pod):
         return _fail(t, pod, row, instance, INSTANCE_STOPPED,
                      f"RunPod instance {instance.id} was stopped outside Kubernetes")
-    if instance.id not in t.obs.exit_codes and row.exit_code is None:
-        return []  # the engine could not read the log this tick; decide when it can
-    code = t.obs.exit_codes.get(instance.id, row.exit_code)
-    return _finish(t, pod, row.changed(exit_code=code), instance)
+    code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
+    if code is not None:
+        return _finish(t, pod, row.changed(exit_code=code, exited_at=None), instance)
+    # Not readable (yet): the log route fails, or the backfill lacks the marker. The
+    # stopped instance still bills its disk, so this lasts --exit-code-timeout at most.
+    if row.exited_at is None:
+        return t.save(row, row.changed(exited_at=t.now))
+    if t.within(row.exited_at, t.settings.exit_code_timeout):
+        return []
+    return _exit_code_unknown(t, pod, row, instance)
+
+
+def _exit_code_unknown(t: _Tick, pod: KubeObject, row: MappingRecord,
+                       instance: Instance) -> list[Action]:
+    """Give up on the code: fail the pod with the log's end on it, end the billing."""
+    ref = PodRef.of(pod)
+    summary = (f"the exit code of RunPod instance {instance.id} could not be read within "
+               f"{int(t.settings.exit_code_timeout)} s of its stop")
+    tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
+    shown = f"{summary}; last log lines:\n{tail}" if tail else summary
+    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now,
+                                   reason=EXIT_CODE_UNKNOWN, message=shown)
+    # The row keeps the summary only: log lines may hold anything, and stay off the disk.
+    failed = row.changed(state=MappingState.TERMINATING, reason=EXIT_CODE_UNKNOWN,
+                         last_error=summary, status_hash=pod_status.status_fingerprint(status))
+    return [PatchStatus(ref, status, failed), Event(ref, EXIT_CODE_UNKNOWN, summary, warning=True),
+            Terminate(instance.id, EXIT_CODE_UNKNOWN, ref, failed)]
+
+
+def _log_tail(lines: Sequence[str]) -> str:
+    tail = "\n".join(lines[-LOG_TAIL_KEPT_LINES:])
+    return tail.encode()[-LOG_TAIL_KEPT_BYTES:].decode("utf-8", "ignore")
 
 
 def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
@@ -396,7 +486,8 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
                                    message=message)
     state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
     failed = row.changed(state=state, reason=reason, last_error=message,
-                         status_hash=pod_status.status_fingerprint(status))
+                         status_hash=pod_status.status_fingerprint(status),
+                         ended_at=None if instance is not None else row.ended_at or t.now)
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:
@@ -438,7 +529,8 @@ def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
 
 def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     """Finished work never runs again; make sure the pod shows how it ended."""
-    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED)
+    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
+                        ended_at=row.ended_at or t.now)
     if row.exit_code is not None:
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
         status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
@@ -525,28 +617,62 @@ def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: 
 
 
 def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
-           rows: dict[str, MappingRecord]) -> list[Action]:
-    """Oldest pods first, within the instance cap, the spend cap and the rate budget."""
+           rows: dict[str, MappingRecord], pods: Mapping[str, KubeObject]) -> list[Action]:
+    """Oldest pods first, within the global caps, their namespace's caps and the rate
+    budget."""
     live = [i for group in owned.values() for i in group]
-    in_doubt = sum(1 for r in rows.values()
-                   if r.state is MappingState.CREATING and r.pod_uid not in owned
-                   and t.within(r.attempt_started_at, t.settings.create_grace_time))
-    count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
+    in_doubt = [r for r in rows.values()
+                if r.state is MappingState.CREATING and r.pod_uid not in owned
+                and t.within(r.attempt_started_at, t.settings.create_grace_time)]
+    count, spend = len(live) + len(in_doubt), sum(i.cost_per_hr for i in live)
+    use = namespace_use(owned, in_doubt, rows, pods)
     slots = _create_slots(t)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
         affordable = tuple(c for c in wait.candidates
                            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        namespace = PodRef.of(wait.pod).namespace
+        ns_use = use.setdefault(namespace, NamespaceUse())
+        refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
         if count + 1 > t.settings.max_instances or not affordable:
-            cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
             actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED, _budget_message(
                 t, count, spend, cheapest), False)
+        elif refusal is not None:
+            actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED,
+                                      f"waiting for budget: {refusal}", False)
         elif slots > 0:
             actions.append(_create(t, wait, affordable))
             # Count the dearest candidate tried: RunPod may accept any of them.
-            spend += max(_hourly_cost(t, c) for c in affordable)
+            dearest = max(_hourly_cost(t, c) for c in affordable)
+            spend += dearest
+            ns_use.instances += 1
+            ns_use.hourly_spend += dearest
             count, slots = count + 1, slots - 1
     return actions
+
+
+def namespace_use(owned: Mapping[str, list[Instance]], in_doubt: Iterable[MappingRecord],
+                  rows: Mapping[str, MappingRecord],
+                  pods: Mapping[str, KubeObject]) -> dict[str, NamespaceUse]:
+    """Live instances and their list prices per namespace (in-doubt creates count too)."""
+    use: dict[str, NamespaceUse] = defaultdict(NamespaceUse)
+    for uid, group in owned.items():
+        namespace = _namespace_of(uid, rows, pods)
+        if namespace is not None:
+            use[namespace].instances += len(group)
+            use[namespace].hourly_spend += sum(i.cost_per_hr for i in group)
+    for row in in_doubt:
+        use[row.namespace].instances += 1
+    return dict(use)
+
+
+def _namespace_of(uid: str, rows: Mapping[str, MappingRecord],
+                  pods: Mapping[str, KubeObject]) -> str | None:
+    if uid in pods:
+        return PodRef.of(pods[uid]).namespace
+    row = rows.get(uid)
+    return row.namespace if row is not None and row.namespace else None
 
 
 def _create_slots(t: _Tick) -> int:

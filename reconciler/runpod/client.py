@@ -57,6 +57,10 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The marker line is the wrapper's last words, so a short tail holds it.
 LOG_TAIL_LINES = 100
+# Once a marker is in, lines still coming this soon are read too: a later run's marker
+# (someone started the instance again) wins. Before it, each line may take a whole
+# read timeout: a slow backfill is never cut short.
+LOG_AFTER_MARKER_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -176,9 +180,9 @@ class RunPodClient:
         """The exit code our batch wrapper logged, and the log's last lines.
 
         A stopped instance's stream backfills its last lines and may then stay open. The
-        read ends at the marker line (the wrapper's last words), after `tail` lines or at
-        the end of the stream; it waits for each line as long as any read may, so a slow
-        backfill is read whole instead of being cut off by a short idle timeout.
+        read ends after `tail` lines, at the end of the stream, or shortly after the
+        marker line (the wrapper's last words). Until the marker it waits for each line as
+        long as any read may, so a slow backfill is read whole, not cut off by silence.
         """
         call = _Call(
             "GET",
@@ -384,11 +388,23 @@ def _backfill(response: requests.Response) -> list[str]:
     try:
         for line in sse_log_lines(raw):
             lines.append(line)
-            if len(lines) >= LOG_TAIL_LINES or EXIT_CODE_MARKER in line:
+            if len(lines) >= LOG_TAIL_LINES:
+                break
+            if EXIT_CODE_MARKER in line and not _shorten_read_timeout(response):
                 break
     except requests.RequestException:
         logger.debug("log stream stopped after %d lines", len(lines))
     return lines
+
+
+def _shorten_read_timeout(response: requests.Response) -> bool:
+    """Wait only LOG_AFTER_MARKER_SECONDS for each further line; False if not possible."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return False
+    sock.settimeout(LOG_AFTER_MARKER_SECONDS)
+    return True
 
 
 def _rfc3339(moment: datetime) -> str:

@@ -551,9 +551,9 @@ class RunPodSimulator:
         body = request.body
         if "templateId" in body:
             raise Problem(400, "templateId on update is not available in this simulator")
-        if "registry" in body and body["registry"] is not None:
-            if body["registry"] not in self._registries:
-                raise Problem(400, f"registry credential {body['registry']} not found")
+        registry = body.get("registry")
+        if registry is not None and registry not in self._registries:
+            raise Problem(400, f"registry credential {registry} not found")
         for port in body.get("ports", []):
             check_port(port)
         # PATCH semantics: a field present replaces the pod's value whole (env too).

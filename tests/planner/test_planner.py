@@ -258,7 +258,8 @@ def test_unread_exit_code_waits_instead_of_guessing() -> None:
     stopped = instance("uid-job", status=InstanceStatus.EXITED)
     world = World().add(pod("job", phase="Running", restart_policy="Never",
                             command=["true"]), stopped)
-    assert kinds(world.plan()) == ["Adopt", "Event"]  # no status guessed, nothing terminated
+    # No status guessed, nothing terminated: the row only notes when the wait began.
+    assert kinds(world.plan()) == ["Adopt", "Event", "SaveRow"]
     world.apply(world.plan())
     assert world.plan() == []
 

@@ -16,14 +16,17 @@ from reconciler.actions import (
     FinalizePod,
     PatchMetadata,
     PatchStatus,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
+from reconciler.budgets import NamespaceCaps
 from reconciler.config import Settings
 from reconciler.domain import (
     OWNER_ENV,
     POD_UID_ENV,
     Availability,
+    BillingRecord,
     DataCenterStock,
     GpuType,
     Instance,
@@ -94,6 +97,10 @@ class World:
     instances: dict[str, Instance] = field(default_factory=dict)
     rows: dict[str, MappingRecord] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    exit_logs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    namespace_caps: dict[str, NamespaceCaps] = field(default_factory=dict)
+    billing: list[BillingRecord] = field(default_factory=list)
+    spend: dict[str, float] = field(default_factory=dict)
     now: datetime = T0
     settings: Settings = SETTINGS
     rate_budget: int | None = None
@@ -111,7 +118,9 @@ class World:
             pods=list(self.pods.values()), instances=list(self.instances.values()),
             rows=list(self.rows.values()), catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
-            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget)
+            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
+            exit_logs=dict(self.exit_logs), namespace_caps=dict(self.namespace_caps),
+            billing=list(self.billing), spend=dict(self.spend))
 
     def plan(self) -> list[Action]:
         return plan(self.observe(), self.settings, self.now)
@@ -132,6 +141,8 @@ class World:
                 new = Instance(**{**new.__dict__, "env": dict(candidates[0].env)})
                 self.instances[new.id] = new
                 self.rows[ref.uid] = row.changed(state=row.state.RUNNING, instance_id=new.id)
+            case RestoreTags(instance_id=iid, env=env):
+                self.instances[iid] = Instance(**{**self.instances[iid].__dict__, "env": env})
             case Terminate(instance_id=iid, row=row):
                 self.instances.pop(iid, None)
                 if row is not None:

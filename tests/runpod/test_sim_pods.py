@@ -97,7 +97,7 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 3)
     assert client.get_instance(instance_id).status is InstanceStatus.EXITED
-    assert client.read_exit_code(instance_id) == 3
+    assert client.read_exit_code(instance_id).code == 3
 
 
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -106,7 +106,7 @@ def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> 
     client.instance_action(instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
-    assert client.read_exit_code(instance_id) == 0
+    assert client.read_exit_code(instance_id).code == 0
 
 
 def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -116,7 +116,7 @@ def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPo
     instance = client.get_instance(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
-    assert client.read_exit_code(instance_id) is None
+    assert client.read_exit_code(instance_id).code is None
 
 
 def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:
