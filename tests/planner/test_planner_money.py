@@ -7,14 +7,21 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from reconciler.actions import Create, Event, PatchMetadata, PatchStatus, RestoreTags, Terminate
-from reconciler.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.domain import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, BillingRecord, Instance
-from reconciler.mapping import MappingRecord, MappingState
-from reconciler.ownership import lookalikes
-from reconciler.planner import BUDGET_EXCEEDED, EXIT_CODE_UNKNOWN, owned_instances
-from reconciler.spend import LEAK_REASON, SPEND_ANNOTATION
-from reconciler.translate.names import instance_name
+from reconciler.core.actions import (
+    Create,
+    Event,
+    PatchMetadata,
+    PatchStatus,
+    RestoreTags,
+    Terminate,
+)
+from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, BillingRecord, Instance
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import lookalikes
+from reconciler.core.planner import BUDGET_EXCEEDED, EXIT_CODE_UNKNOWN, owned_instances
+from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
+from reconciler.core.translate.names import instance_name
 
 from .world import OWNER, T0, World, instance, kinds, pod
 
