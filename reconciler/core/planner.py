@@ -85,6 +85,10 @@ class Observation:
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
     """Exit codes read this tick from the logs of EXITED instances, by instance id; a
     read without the marker gives None (not known yet)."""
+    rate_budget: int | None = None
+    """RunPod requests we may still send in the current window; None when unknown."""
+    pending: Sequence[PendingPod] = ()
+    """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
     exit_logs: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """The last log lines read with those exit codes, by instance id."""
     namespace_caps: Mapping[str, NamespaceCaps] = field(default_factory=dict)
@@ -93,10 +97,6 @@ class Observation:
     """Charges of our instances read this tick (whole hours since the last read)."""
     spend: Mapping[str, float] = field(default_factory=dict)
     """USD charged so far by pod UID; only on ticks that read billing."""
-    rate_budget: int | None = None
-    """RunPod requests we may still send in the current window; None when unknown."""
-    pending: Sequence[PendingPod] = ()
-    """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,6 @@ def spend_by_pod(instance_usd: Mapping[str, float],
     """Pod UID → USD charged for its instance(s) so far."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:
-        if row.instance_id in instance_usd:
+        if row.instance_id is not None and row.instance_id in instance_usd:
             totals[row.pod_uid] += instance_usd[row.instance_id]
     return dict(totals)

@@ -22,10 +22,11 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.models import Tick
 from reconciler.adapters.store.repository import Store
+from reconciler.core import ownership
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action
+from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
-from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.core.domain import ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod
@@ -40,6 +41,7 @@ from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
+from reconciler.runtime import money
 from reconciler.runtime.executor import Executor
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,12 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    lookalikes: list[ownership.Lookalike] = field(default_factory=list)
+    """Untagged instances nothing claims, named like ours: reported, never touched."""
+    billing: money.BillingRead = field(default_factory=money.BillingRead)
+    registries_used: set[str] = field(default_factory=set)
+    """Registry credentials this tick's creates chose (kept from deletion)."""
+    registries_deleted: list[str] = field(default_factory=list)
 
     @property
     def duration(self) -> float:
@@ -103,6 +111,8 @@ class Engine:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings, runpod, kube, store, clock)
         self.catalog = CatalogCache(settings.catalog_ttl)
+        self.namespace_caps = money.NamespaceCapsCache()
+        self.registries = money.RegistryCollector(settings.owner_id)
         self._node_registered = False
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
@@ -114,40 +124,75 @@ class Engine:
         self.before_tick()
         report = TickReport(started_at=self.clock())
         try:
-            observation = self._observe(report.started_at)
+            observation, report.billing = self._observe(report.started_at)
         except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
             report.errors.append(f"observe: {exc}")
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
+        claimed = ownership.claims(observation.rows, observation.pods)
         report.instances = sum(len(g) for g in owned_instances(
-            observation.instances, self.settings.owner_id).values())
+            observation.instances, self.settings.owner_id, claimed).values())
+        report.lookalikes = ownership.lookalikes(observation.instances, claimed,
+                                                 observation.pods)
         report.actions = plan(observation, self.settings, report.started_at)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
             if self.heartbeat_in_tick:
                 self._heartbeat(report)
+            self._record_money(report)
             self._apply(report)
+            self._collect_registries(report)
         return self._finish(report, dry_run)
+
+    def _record_money(self, report: TickReport) -> None:
+        """What observing learnt that only the database keeps: billing, caps, look-alikes."""
+        now = report.started_at
+        money.save_billing(self.store, self.settings, report.billing, now)
+        self.namespace_caps.save(self.store, now)
+        if report.lookalikes:
+            log.warning("unowned, looks like ours (untagged, no row, no annotation; left "
+                        "alone): %s", ", ".join(f"{i.instance_id} ({i.namespace}/{i.pod_name})"
+                                                for i in report.lookalikes))
+        self.store.sync_lookalikes(report.lookalikes, now)
+
+    def _collect_registries(self, report: TickReport) -> None:
+        observation = report.observation
+        if observation is None:
+            return
+        ended = {a.instance_id for a in report.done if isinstance(a, Terminate)}
+        left = [i for i in observation.instances if i.id not in ended]
+        released = [i.registry_auth_id for i in observation.instances
+                    if i.id in ended and i.registry_auth_id]
+        report.registries_deleted = self.registries.collect(
+            self.runpod, left, released, keep=report.registries_used)
 
     # --- observe ----------------------------------------------------------------------
 
-    def _observe(self, now: datetime) -> Observation:
+    def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         instances = list(self.runpod.list_instances())
         pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
                 if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
-        owned = owned_instances(instances, self.settings.owner_id)
+        owned = owned_instances(instances, self.settings.owner_id,
+                                ownership.claims(rows, pods))
         by_uid = {row.pod_uid: row for row in rows}
         needing = [p for p in pods if needs_create_inputs(
             p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
+        caps = self.namespace_caps.get(
+            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now)
+        exits = self._exit_logs(pods, owned, by_uid)
+        billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
         return Observation(pods, instances, rows, catalog, inputs,
-                           self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
-                           self._unscheduled_pods())
+                           {i: e.code for i, e in exits.items()}, self.runpod.rate_budget,
+                           self._unscheduled_pods(),
+                           exit_logs={i: e.lines for i, e in exits.items()},
+                           namespace_caps=caps, billing=billing.records,
+                           spend=billing.spend_by_pod), billing
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -184,10 +229,10 @@ class Engine:
                     found.append(self.runpod.get_instance(row.instance_id))
         return found
 
-    def _exit_codes(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
-                    rows: Mapping[str, MappingRecord]) -> dict[str, int | None]:
+    def _exit_logs(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
+                   rows: Mapping[str, MappingRecord]) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        codes: dict[str, int | None] = {}
+        codes: dict[str, ExitLog] = {}
         for pod in pods:
             uid = podinfo.uid(pod)
             row = rows.get(uid)
@@ -263,10 +308,12 @@ class Engine:
                 report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
             return report.tick_id
 
-        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
-            report.actions)
+        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id,
+                            self.settings.owner_id)
+        outcome = executor.run(report.actions)
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.errors += outcome.errors
+        report.registries_used = executor.registries_used
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = self.clock()

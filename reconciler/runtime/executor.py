@@ -9,7 +9,6 @@ create candidate RunPod accepted, and whether to stop creating for this tick.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -32,11 +31,13 @@ from reconciler.core.actions import (
     PatchMetadata,
     PatchStatus,
     PodRef,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import registry_name
 from reconciler.core.planner import NO_CAPACITY
 from reconciler.runtime import crashpoints
 
@@ -60,11 +61,15 @@ class _CreatesStopped(Exception):
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], tick_id: Callable[[], int]) -> None:
+                 clock: Callable[[], datetime], tick_id: Callable[[], int],
+                 owner_id: str = "") -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self._tick_id = tick_id
+        self._owner_id = owner_id
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
+        self.registries_used: set[str] = set()
+        """Registry credentials this run's creates chose: not to be collected this tick."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -94,6 +99,11 @@ class Executor:
                 self.store.save_row(row)
             case Terminate():
                 self._terminate(action)
+            case RestoreTags(instance_id=instance_id, env=env, pod=tagged):
+                self._journaled("restore-tags", tagged.uid if tagged else None, instance_id,
+                                lambda: self.runpod.update_instance_env(instance_id, env))
+                log.warning("put the owner tags back on instance %s (its env was replaced)",
+                            instance_id)
             case PatchStatus(pod=pod, status=status, row=row):
                 self._journaled("patch-status", pod.uid, None,
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
@@ -222,13 +232,13 @@ class Executor:
         if action.pull_secret is None or action.candidates[0].registry_auth_id:
             return action.candidates
         registry, username, password = action.pull_secret
-        name = "k8s-" + hashlib.sha256(f"{registry}\0{username}\0{password}".encode()
-                                       ).hexdigest()[:16]
+        name = registry_name(self._owner_id, registry, username, password)
         if self._registry_ids is None:
             self._registry_ids = {a.name: a.id for a in self.runpod.list_registry_auths()}
         if name not in self._registry_ids:
             created = self.runpod.create_registry_auth(name, username, password)
             self._registry_ids[name] = created.id
+        self.registries_used.add(self._registry_ids[name])
         return tuple(replace(c, registry_auth_id=self._registry_ids[name])
                      for c in action.candidates)
 
@@ -242,7 +252,11 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        log.info("terminated instance %s (%s)", action.instance_id, action.reason)
+        if action.leaked_seconds:
+            log.error("LEAK: RunPod billed instance %s for %.0f s after its pod ended; "
+                      "terminated it again", action.instance_id, action.leaked_seconds)
+        else:
+            log.info("terminated instance %s (%s)", action.instance_id, action.reason)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)

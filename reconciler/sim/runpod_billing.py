@@ -161,7 +161,7 @@ def iso(moment: datetime) -> str:
 def pod_billing(ledgers: Mapping[str, PodLedger], window: Window,
                 pod_id: str | None) -> dict[str, Any]:
     """The body of `GET /v2/billing/pods`: one record per pod per bucket it was billed in."""
-    records = []
+    records: list[dict[str, Any]] = []
     for start, end in buckets(window.start, window.end, window.size):
         for ledger in ledgers.values():
             if pod_id is not None and ledger.pod_id != pod_id:
@@ -193,7 +193,7 @@ _AGGREGATE_ZEROES = ("podCpuAmount", "serverlessGpuAmount", "serverlessCpuAmount
 
 def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[str, Any]:
     """The body of `GET /v2/billing`: every bucket of the window, pods being all we bill."""
-    records = []
+    records: list[dict[str, Any]] = []
     for start, end in buckets(window.start, window.end, window.size):
         gpu = disk = 0.0
         for ledger in ledgers.values():

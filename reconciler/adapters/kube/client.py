@@ -198,6 +198,13 @@ class KubeClient:
         values.update(config_map.get("data") or {})
         return values
 
+    def namespace_annotations(self, name: str) -> dict[str, str] | None:
+        """The Namespace object's annotations (budget caps), None if it does not exist."""
+        namespace = self._get_optional(f"/api/v1/namespaces/{_q(name)}")
+        if namespace is None:
+            return None
+        return dict((namespace.get("metadata") or {}).get("annotations") or {})
+
     def cluster_uid(self) -> str:
         return str(self._request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"])
 
