@@ -6,6 +6,7 @@ import json
 import logging
 import signal
 import sys
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from reconciler import __version__
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
-from reconciler.cli import state_view, summary
+from reconciler.cli import cost_view, state_view, summary
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
 from reconciler.runtime import leader, logs
@@ -127,14 +128,63 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
         with db.session_factory(engine)() as session:
             rows = queries.mappings(session, namespace, include_finished=show_all)
             tick = queries.last_tick(session)
+            every_row = queries.mappings(session, namespace)
+            lines = queries.spend_lines(session)
+            budgets = [b for b in queries.namespace_budgets(session)
+                       if namespace in (None, b.namespace)]
+            unowned = [u for u in queries.unowned_instances(session)
+                       if namespace in (None, u.namespace)]
+            billed_until = queries.billing_covered_until(session)
+    spent: dict[str, float] = defaultdict(float)
+    for line in lines:
+        if namespace in (None, line.namespace):
+            spent[line.instance_id] += line.usd
     if output == "json":
-        click.echo(json.dumps([state_view.mapping_record(r) for r in rows], indent=2))
+        records = [{**state_view.mapping_record(r),
+                    "spend_usd": round(spent.get(r.instance_id or "", 0.0), 2)} for r in rows]
+        records += [state_view.unowned_record(u) for u in unowned]
+        click.echo(json.dumps(records, indent=2))
         return
     now = datetime.now(UTC)
     click.echo(state_view.render_table([state_view.table_row(r, now) for r in rows]))
+    click.echo("")
+    for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
+        click.echo(text)
     if tick is not None:
-        click.echo(f"\nlast tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
+        click.echo(f"last tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
                    f"{tick.actions_applied} applied, {tick.actions_failed} failed")
+
+
+@main.command()
+@click.option("--since", default=None, metavar="D",
+              help="Only charges from then on: a duration (30m, 24h, 7d) or an ISO date.")
+@click.option("--by", "by", type=click.Choice(cost_view.GROUPS), default="pod",
+              help="Group the charges by pod, namespace or GPU type.")
+@output_option
+@click.pass_obj
+def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
+    """What RunPod charged for our instances (its billing, read hourly by the reconciler)."""
+    now = datetime.now(UTC)
+    try:
+        start = cost_view.parse_since(since, now) if since is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    with obj.engine() as engine:
+        require_schema(engine)
+        with db.session_factory(engine)() as session:
+            lines = queries.spend_lines(session, start)
+            mappings = queries.mappings(session)
+            billed_until = queries.billing_covered_until(session)
+    rows = cost_view.group(lines, by)
+    if by == "pod" and start is None:
+        cost_view.flag_mismatches(rows, mappings, lines, billed_until)
+    if output == "json":
+        click.echo(json.dumps(cost_view.record(rows, by, start, billed_until), indent=2))
+        return
+    click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
+    total = sum(row.usd for row in rows)
+    until = f"{billed_until:%Y-%m-%d %H:%M} UTC" if billed_until else "never read yet"
+    click.echo(f"\ntotal ${total:.2f} (RunPod billing through {until})")
 
 
 def require_schema(engine: Engine) -> None:
