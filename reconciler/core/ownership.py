@@ -72,12 +72,13 @@ class Lookalike:
 
 def lookalikes(instances: Iterable[Instance], claimed: Mapping[str, str],
                pods: Sequence[KubeObject]) -> list[Lookalike]:
+    untagged = [i for i in instances if i.owner is None and i.id not in claimed
+                and i.status is not InstanceStatus.TERMINATED]
+    if not untagged:
+        return []  # the usual case: spare naming every pod
     names = {instance_name(pod): pod for pod in pods}
     found = []
-    for instance in instances:
-        if (instance.owner is not None or instance.id in claimed
-                or instance.status is InstanceStatus.TERMINATED):
-            continue
+    for instance in untagged:
         pod = names.get(instance.name)
         if pod is not None:
             meta = pod["metadata"]

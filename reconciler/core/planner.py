@@ -59,6 +59,7 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 PENDING_TOO_LONG = "PendingTooLong"
 EXIT_CODE_UNKNOWN = "ExitCodeUnknown"
 TAGS_RESTORED = "TagsRestored"
+UNOWNED_LOOKALIKE = "UnownedLookalike"
 # Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
 LOG_TAIL_KEPT_LINES = 80
 LOG_TAIL_KEPT_BYTES = 2048
@@ -115,6 +116,8 @@ class _Tick:
     def __init__(self, obs: Observation, settings: Settings, now: datetime) -> None:
         self.obs, self.settings, self.now = obs, settings, now
         self.catalog = {gpu.id: gpu for gpu in obs.catalog}
+        self.lookalikes: dict[str, str] = {}
+        """Pod UID → an untagged instance named like its own: no create while it stands."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return _within(self.now, since, seconds)
@@ -139,6 +142,7 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
     rows = {row.pod_uid: row for row in obs.rows}
     claimed = ownership.claims(obs.rows, pods.values())
     owned = owned_instances(obs.instances, settings.owner_id, claimed)
+    tick.lookalikes = _lookalikes(obs.instances, claimed, pods)
     actions: list[Action] = _restore_tags(tick, claimed, pods)
     actions += _leaks(tick) + _spend_annotations(tick, pods)
     waiting: list[_Waiting] = []
@@ -172,6 +176,15 @@ def owned_instances(instances: Iterable[Instance], owner_id: str,
         elif (uid := ownership.lost_tags(instance, owner_id, claimed or {})) is not None:
             owned[uid].append(instance)
     return owned
+
+
+def _lookalikes(instances: Sequence[Instance], claimed: Mapping[str, str],
+                pods: Mapping[str, KubeObject]) -> dict[str, str]:
+    found = ownership.lookalikes(instances, claimed, list(pods.values()))
+    if not found:
+        return {}
+    by_name = {(PodRef.of(p).namespace, PodRef.of(p).name): uid for uid, p in pods.items()}
+    return {by_name[(item.namespace, item.pod_name)]: item.instance_id for item in found}
 
 
 def _restore_tags(t: _Tick, claimed: Mapping[str, str],
@@ -512,6 +525,14 @@ def _without_instance(t: _Tick, pod: KubeObject,
     if podinfo.deadline_passed(pod, t.now):
         return _fail(t, pod, row, None, DEADLINE_EXCEEDED,
                      "pod waited longer than spec.activeDeadlineSeconds"), None
+    lookalike = t.lookalikes.get(podinfo.uid(pod))
+    if lookalike is not None:
+        # Probably this pod's own instance, its tags and our records lost: a create
+        # would pay twice. It is never touched either; a person decides.
+        return _cannot_create(t, pod, row, UNOWNED_LOOKALIKE, (
+            f"RunPod instance {lookalike} is named like this pod's but carries no owner tag "
+            "and nothing of ours records it; not creating another. Delete it, or put the "
+            "tags back, to go on"), False), None
     return _prepare_create(t, pod, row)
 
 

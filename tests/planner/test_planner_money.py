@@ -19,7 +19,12 @@ from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import lookalikes
-from reconciler.core.planner import BUDGET_EXCEEDED, EXIT_CODE_UNKNOWN, owned_instances
+from reconciler.core.planner import (
+    BUDGET_EXCEEDED,
+    EXIT_CODE_UNKNOWN,
+    UNOWNED_LOOKALIKE,
+    owned_instances,
+)
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 
@@ -95,6 +100,9 @@ def test_with_neither_row_nor_annotation_it_only_looks_like_ours() -> None:
     actions = world.plan()
     assert not any(isinstance(a, Terminate | RestoreTags) for a in actions)
     assert all(getattr(a, "instance_id", None) != found.id for a in actions)
+    # Nor a second instance for its pod: that would pay twice.
+    assert not any(isinstance(a, Create) for a in actions)
+    assert [a.reason for a in actions if isinstance(a, Event)] == [UNOWNED_LOOKALIKE]
 
 
 def test_an_unreadable_exit_code_ends_billing_after_the_bound() -> None:
