@@ -500,7 +500,7 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
     state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
     failed = row.changed(state=state, reason=reason, last_error=message,
                          status_hash=pod_status.status_fingerprint(status),
-                         ended_at=None if instance is not None else row.ended_at or t.now)
+                         ended_at=row.ended_at or (None if instance is not None else t.now))
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:

@@ -246,7 +246,11 @@ class Executor:
 
     def _terminate(self, action: Terminate) -> None:
         if action.row is not None:
-            self.store.save_row(action.row.changed(updated_at=self.clock()))
+            # The instance's end, as far as we decide it: the leak audit and the cost
+            # report count from here, not from when a later tick saw it gone.
+            now = self.clock()
+            self.store.save_row(action.row.changed(updated_at=now,
+                                                   ended_at=action.row.ended_at or now))
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         self._journaled("terminate", pod_uid, action.instance_id,
