@@ -6,8 +6,8 @@ of error answer; plus proof that the schemas do reject what the contract forbids
 from __future__ import annotations
 
 import fnmatch
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import jsonschema
