@@ -10,6 +10,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 import requests
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
@@ -111,6 +112,9 @@ def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> 
     pod = box.pod("job") or {}
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "ExitCodeUnknown"
     assert "ExitCodeUnknown" in reasons(box, "job")
+    # One log read a tick while waiting: the next tick retries, the client does not.
+    reads = [r for r in box.runpod_sim.requests if r.path.endswith("/logs")]
+    assert [r.status for r in reads] == [503, 503]
 
 
 def test_a_slow_backfill_is_read_whole(box: Sandbox) -> None:
@@ -170,7 +174,7 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     box.advance(2 * 3600)
     box.tick()
     box.advance(3600)
-    box.tick()
+    report = box.tick()
     ledger = {i: box.runpod_sim.billed(i)["total"] for i in (web["id"], job["id"])}
     billed = json.loads(_cli(box, "cost", "-o", "json"))
     # The running pod's current hour is not read yet: compare what the read covers.
@@ -188,6 +192,11 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     annotations = (box.pod("web") or {})["metadata"]["annotations"]
     assert float(annotations[SPEND_ANNOTATION]) == round(web_read, 2)
     assert "spend: $" in _cli(box, "state", "show")
+    metrics = Metrics()
+    metrics.observe(report, None, box.settings.owner_id)
+    assert metrics.registry.get_sample_value(
+        "reconciler_spend_usd_total", {"namespace": "research"}) == pytest.approx(
+        ledger[job["id"]], abs=0.005)
 
 
 def _ledger_until(box: Sandbox, instance_id: str, until: str) -> float:

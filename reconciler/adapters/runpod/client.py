@@ -75,6 +75,8 @@ class _Call:
     params: dict[str, str] | None = None
     stream: bool = False
     read_timeout: float | None = None
+    # False for reads the next tick repeats anyway: a failure costs one request, not four.
+    retry_failures: bool = True
 
 
 class RunPodClient:
@@ -190,6 +192,7 @@ class RunPodClient:
             "GET /v2/pods/{id}/logs",
             params={"source": "container", "tail": str(LOG_TAIL_LINES)},
             stream=True,
+            retry_failures=False,
         )
         with closing(self._send(call)) as response:
             lines = _backfill(response)
@@ -336,7 +339,8 @@ class RunPodClient:
 def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     if isinstance(error, errors.RateLimitedError):
         return True
-    return call.idempotent and isinstance(error, errors.ServerError | errors.TransportError)
+    return call.idempotent and call.retry_failures and isinstance(
+        error, errors.ServerError | errors.TransportError)
 
 
 def _backoff(attempt: int, error: errors.RunPodError) -> float:
