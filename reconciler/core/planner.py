@@ -43,23 +43,14 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, plan_offloads
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
-# Reasons the planner itself gives (translation has its own, see translate.errors).
-BUDGET_EXCEEDED = "BudgetExceeded"
-NO_CAPACITY = "RunPodCapacityUnavailable"
-INSTANCE_LOST = "InstanceLost"
-INSTANCE_ERROR = "InstanceError"
-INSTANCE_STOPPED = "InstanceStopped"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-PENDING_TOO_LONG = "PendingTooLong"
-EXIT_CODE_UNKNOWN = "ExitCodeUnknown"
-TAGS_RESTORED = "TagsRestored"
-UNOWNED_LOOKALIKE = "UnownedLookalike"
+ORPHAN_DETAIL = "orphan: its pod is gone"
 # Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
 LOG_TAIL_KEPT_LINES = 80
 LOG_TAIL_KEPT_BYTES = 2048
@@ -200,14 +191,15 @@ def _restore_tags(t: _Tick, claimed: Mapping[str, str],
         env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
         actions.append(RestoreTags(instance.id, env, ref))
         if ref is not None:
-            actions.append(Event(ref, TAGS_RESTORED, f"RunPod instance {instance.id} lost its "
-                                 "owner tags (its env was replaced); put them back", warning=True))
+            actions.append(Event(ref, Notice.TAGS_RESTORED,
+                                 f"RunPod instance {instance.id} lost its owner tags (its env "
+                                 "was replaced); put them back", warning=True))
     return actions
 
 
 def _leaks(t: _Tick) -> list[Action]:
     """Instances RunPod bills after their pod ended: terminate them again, loudly."""
-    return [Terminate(leak.instance_id, spend.LEAK_REASON, None, None,
+    return [Terminate(leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON,
                       leaked_seconds=leak.seconds)
             for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)]
 
@@ -272,7 +264,7 @@ def _age_key(instance: Instance) -> tuple[str, str]:
 
 def _terminate_duplicate(pod: KubeObject | None, extra: Instance) -> Action:
     ref = PodRef.of(pod) if pod is not None else None
-    return Terminate(extra.id, "duplicate instance for one pod", ref)
+    return Terminate(extra.id, TerminateReason.DUPLICATE, "duplicate instance for one pod", ref)
 
 
 def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None) -> list[Action]:
@@ -302,11 +294,11 @@ def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Act
         row = MappingRecord(instance.pod_uid or instance.id, "", instance.name,
                             MappingState.RUNNING, t.now, t.now, instance_id=instance.id)
     if row.state is MappingState.TERMINATING:
-        return [Terminate(instance.id, "orphan: its pod is gone", None, row)]
+        return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None, row)]
     sightings = row.orphan_sightings + 1
     old_enough = not t.within(instance.created_at, t.settings.orphan_grace_time)
     if sightings >= 2 and old_enough:
-        return [Terminate(instance.id, "orphan: its pod is gone", None,
+        return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None,
                           row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings))]
     return t.save(None, row.changed(orphan_sightings=sightings))
 
@@ -316,7 +308,7 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     """A pod being deleted is finished like a kubelet would: instance first, then object."""
     ref = PodRef.of(pod)
     if instance is not None:
-        return _terminate(t, ref, row, instance, "pod deleted")
+        return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
     if row is not None and row.state is MappingState.CREATING and t.within(
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
@@ -327,20 +319,21 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
 def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
               instance: Instance | None) -> list[Action]:
     if instance is not None:
-        return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
+        return _terminate(t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED,
+                          f"pod {podinfo.phase(pod)}")
     if row is not None and not row.state.finished:
         return t.save(row, _ended(t, row))
     return []
 
 
 def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance,
-               why: str) -> list[Action]:
+               reason: TerminateReason, why: str) -> list[Action]:
     row = row or _adopted_row(t, ref, instance)
     first = row.state is not MappingState.TERMINATING
-    actions: list[Action] = [Terminate(instance.id, why, ref,
+    actions: list[Action] = [Terminate(instance.id, reason, why, ref,
                                        row.changed(state=MappingState.TERMINATING))]
     if first:
-        actions.append(Event(ref, "TerminatingInstance",
+        actions.append(Event(ref, Notice.TERMINATING_INSTANCE,
                              f"terminating RunPod instance {instance.id}: {why}"))
     return actions
 
@@ -354,9 +347,11 @@ def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if row is None or row.instance_id != instance.id:
         actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
+        return [*actions, Terminate(instance.id, TerminateReason.ALREADY_DECIDED,
+                                    row.reason.value if row.reason else "finished",
+                                    PodRef.of(pod), row)]
     if podinfo.deadline_passed(pod, t.now):
-        return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
+        return actions + _fail(t, pod, row, instance, PodReason.DEADLINE_EXCEEDED,
                                "pod ran longer than spec.activeDeadlineSeconds")
     return actions + _follow_instance(t, pod, row, instance)
 
@@ -365,7 +360,7 @@ def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
            instance: Instance) -> tuple[list[Action], MappingRecord]:
     adopted = _adopted_row(t, ref, instance, row)
     return [Adopt(ref, instance, adopted),
-            Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for this pod "
+            Event(ref, Notice.ADOPTED_INSTANCE, f"found RunPod instance {instance.id} for this pod "
                   "and took it over (earlier create or rebuilt state)")], adopted
 
 
@@ -384,7 +379,7 @@ def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
                      instance: Instance) -> list[Action]:
     status = instance.status
     if status is InstanceStatus.ERROR:
-        return _fail(t, pod, row, instance, INSTANCE_ERROR,
+        return _fail(t, pod, row, instance, PodReason.INSTANCE_ERROR,
                      f"RunPod instance {instance.id} is in an unrecoverable error state")
     if status is InstanceStatus.EXITED:
         return _exited(t, pod, row, instance)
@@ -395,7 +390,7 @@ def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
 
 def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     if not is_batch(pod):
-        return _fail(t, pod, row, instance, INSTANCE_STOPPED,
+        return _fail(t, pod, row, instance, PodReason.INSTANCE_STOPPED,
                      f"RunPod instance {instance.id} was stopped outside Kubernetes")
     code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
     if code is not None:
@@ -418,12 +413,14 @@ def _exit_code_unknown(t: _Tick, pod: KubeObject, row: MappingRecord,
     tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
     shown = f"{summary}; last log lines:\n{tail}" if tail else summary
     status = pod_status.pod_status(pod, None, exit_code=None, now=t.now,
-                                   reason=EXIT_CODE_UNKNOWN, message=shown)
+                                   reason=PodReason.EXIT_CODE_UNKNOWN, message=shown)
     # The row keeps the summary only: log lines may hold anything, and stay off the disk.
-    failed = row.changed(state=MappingState.TERMINATING, reason=EXIT_CODE_UNKNOWN,
+    failed = row.changed(state=MappingState.TERMINATING, reason=PodReason.EXIT_CODE_UNKNOWN,
                          last_error=summary, status_hash=pod_status.status_fingerprint(status))
-    return [PatchStatus(ref, status, failed), Event(ref, EXIT_CODE_UNKNOWN, summary, warning=True),
-            Terminate(instance.id, EXIT_CODE_UNKNOWN, ref, failed)]
+    return [PatchStatus(ref, status, failed),
+            Event(ref, PodReason.EXIT_CODE_UNKNOWN, summary, warning=True),
+            Terminate(instance.id, TerminateReason.POD_FAILED, PodReason.EXIT_CODE_UNKNOWN.value,
+                      ref, failed)]
 
 
 def _log_tail(lines: Sequence[str]) -> str:
@@ -452,7 +449,7 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     if fingerprint != row.status_hash:
         actions.append(PatchStatus(ref, status, new_row))
         if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
-            actions.append(Event(ref, "Started", f"RunPod instance {instance.id} is running"))
+            actions.append(Event(ref, Notice.STARTED, f"RunPod instance {instance.id} is running"))
     else:
         actions += t.save(row, new_row)
     if annotations:
@@ -486,12 +483,12 @@ def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
                        last_instance_status=instance.status.value)
     outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
     return [PatchStatus(ref, status, done),
-            Event(ref, "Completed", f"process {outcome}", warning=row.exit_code != 0),
-            Terminate(instance.id, f"pod {outcome}", ref, done)]
+            Event(ref, Notice.COMPLETED, f"process {outcome}", warning=row.exit_code != 0),
+            Terminate(instance.id, TerminateReason.PROCESS_ENDED, f"pod {outcome}", ref, done)]
 
 
 def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None,
-          reason: str, message: str) -> list[Action]:
+          reason: PodReason, message: str) -> list[Action]:
     """Fail the pod with a reason kubectl shows, and release its instance if any."""
     ref = PodRef.of(pod)
     row = row or t.new_row(pod, MappingState.FAILED)
@@ -504,7 +501,8 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:
-        actions.append(Terminate(instance.id, reason, ref, failed))
+        actions.append(Terminate(instance.id, TerminateReason.POD_FAILED, reason.value, ref,
+                                 failed))
     return actions
 
 
@@ -523,13 +521,13 @@ def _without_instance(t: _Tick, pod: KubeObject,
             row.attempt_started_at, t.settings.create_grace_time):
         return [], None  # in doubt: the instance may still appear in the list
     if podinfo.deadline_passed(pod, t.now):
-        return _fail(t, pod, row, None, DEADLINE_EXCEEDED,
+        return _fail(t, pod, row, None, PodReason.DEADLINE_EXCEEDED,
                      "pod waited longer than spec.activeDeadlineSeconds"), None
     lookalike = t.lookalikes.get(podinfo.uid(pod))
     if lookalike is not None:
         # Probably this pod's own instance, its tags and our records lost: a create
         # would pay twice. It is never touched either; a person decides.
-        return _cannot_create(t, pod, row, UNOWNED_LOOKALIKE, (
+        return _cannot_create(t, pod, row, PodReason.UNOWNED_LOOKALIKE, (
             f"RunPod instance {lookalike} is named like this pod's but carries no owner tag "
             "and nothing of ours records it; not creating another. Delete it, or put the "
             "tags back, to go on"), False), None
@@ -556,7 +554,7 @@ def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
         status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
     else:
-        reason = row.reason or INSTANCE_LOST
+        reason = row.reason or PodReason.INSTANCE_LOST
         status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
                                        message=row.last_error or "the RunPod instance is gone")
     fingerprint = pod_status.status_fingerprint(status)
@@ -569,7 +567,7 @@ def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list
 def _instance_missing(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     if t.within(row.attempt_started_at, t.settings.create_grace_time):
         return []  # a new instance can lag behind in the list
-    return _fail(t, pod, row, None, INSTANCE_LOST,
+    return _fail(t, pod, row, None, PodReason.INSTANCE_LOST,
                  f"RunPod instance {row.instance_id} disappeared while the pod was running")
 
 
@@ -586,7 +584,7 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     except TranslationError as error:
         return _cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
     if requests_out_of_stock(candidates, t.obs.catalog):
-        return _cannot_create(t, pod, row, NO_CAPACITY,
+        return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE,
                               "every GPU type that fits this pod is out of stock", False), None
     actions: list[Action] = []
     if row is not None and row.reason:
@@ -597,7 +595,7 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
-def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
                    message: str, permanent: bool) -> list[Action]:
     """Wait with a visible reason, or fail once the reason is permanent or too old."""
     if permanent:
@@ -616,7 +614,7 @@ def _gave_up(t: _Tick, message: str | None) -> str:
     return f"{message or 'no instance'}; gave up after {int(t.settings.max_pending_time)} s"
 
 
-def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
                   message: str) -> tuple[list[Action], MappingRecord]:
     """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
     ref = PodRef.of(pod)
@@ -657,10 +655,10 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
         ns_use = use.setdefault(namespace, NamespaceUse())
         refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
         if count + 1 > t.settings.max_instances or not affordable:
-            actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED, _budget_message(
-                t, count, spend, cheapest), False)
+            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
+                                      _budget_message(t, count, spend, cheapest), False)
         elif refusal is not None:
-            actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED,
+            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
                                       f"waiting for budget: {refusal}", False)
         elif slots > 0:
             actions.append(_create(t, wait, affordable))

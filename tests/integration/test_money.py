@@ -16,8 +16,10 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
 from reconciler.cli.commands import main
+from reconciler.core.actions import Terminate
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, USER_AGENT
-from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
+from reconciler.core.reasons import TerminateReason
+from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.metrics import Metrics
 
@@ -215,8 +217,9 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     assert box.pod("web") is None
     box.advance(3 * 3600)
     report = box.tick()
-    leaks = [a for a in report.done if getattr(a, "reason", None) == LEAK_REASON]
-    assert [a.instance_id for a in leaks] == [instance["id"]]  # type: ignore[attr-defined]
+    leaks = [a for a in report.done
+             if isinstance(a, Terminate) and a.reason is TerminateReason.LEAK]
+    assert [a.instance_id for a in leaks] == [instance["id"]]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
     assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") >= 3600

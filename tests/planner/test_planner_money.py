@@ -19,12 +19,8 @@ from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import lookalikes
-from reconciler.core.planner import (
-    BUDGET_EXCEEDED,
-    EXIT_CODE_UNKNOWN,
-    UNOWNED_LOOKALIKE,
-    owned_instances,
-)
+from reconciler.core.planner import owned_instances
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 
@@ -59,7 +55,7 @@ def test_a_mapped_instance_whose_env_was_replaced_gets_its_tags_back() -> None:
     # PATCH replaces env whole: what it has now goes back with the tags.
     assert restore[0].env == {"HF_TOKEN_FILE": "/secrets/hf", OWNER_ENV: OWNER,
                               POD_UID_ENV: "uid-serve"}
-    assert any(isinstance(a, Event) and a.reason == "TagsRestored" for a in actions)
+    assert any(isinstance(a, Event) and a.reason is Notice.TAGS_RESTORED for a in actions)
     # Never a failed pod, never a second instance, never a terminate for it.
     assert not any(isinstance(a, PatchStatus | Create | Terminate) for a in actions)
     world.apply(actions)
@@ -102,7 +98,7 @@ def test_with_neither_row_nor_annotation_it_only_looks_like_ours() -> None:
     assert all(getattr(a, "instance_id", None) != found.id for a in actions)
     # Nor a second instance for its pod: that would pay twice.
     assert not any(isinstance(a, Create) for a in actions)
-    assert [a.reason for a in actions if isinstance(a, Event)] == [UNOWNED_LOOKALIKE]
+    assert [a.reason for a in actions if isinstance(a, Event)] == [PodReason.UNOWNED_LOOKALIKE]
 
 
 def test_an_unreadable_exit_code_ends_billing_after_the_bound() -> None:
@@ -118,9 +114,10 @@ def test_an_unreadable_exit_code_ends_billing_after_the_bound() -> None:
     actions = world.plan()
     assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [found.id]
     status = next(a for a in actions if isinstance(a, PatchStatus))
-    assert status.status["phase"] == "Failed" and status.status["reason"] == EXIT_CODE_UNKNOWN
+    assert (status.status["phase"], status.status["reason"]) == (
+        "Failed", PodReason.EXIT_CODE_UNKNOWN)
     terminated = status.status["containerStatuses"][0]["state"]["terminated"]
-    assert terminated["reason"] == EXIT_CODE_UNKNOWN
+    assert terminated["reason"] == PodReason.EXIT_CODE_UNKNOWN
     assert terminated["message"].endswith("last log lines:\nepoch 9 done\nKilled")
     # The log lines stay on the pod, off the database.
     assert "Killed" not in (status.row.last_error or "")
@@ -136,7 +133,7 @@ def test_a_namespace_cap_holds_while_another_namespace_creates() -> None:
     actions = world.plan()
     assert [a.pod.name for a in actions if isinstance(a, Create)] == ["free"]
     event = next(a for a in actions if isinstance(a, Event) and a.pod.name == "held")
-    assert event.reason == BUDGET_EXCEEDED
+    assert event.reason == PodReason.BUDGET_EXCEEDED
     assert "namespace ml: 1/1 instances" in event.message
 
 
@@ -170,8 +167,8 @@ def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:
     ]
     world.now = hour + timedelta(hours=2)
     leak = next(a for a in world.plan() if isinstance(a, Terminate))
-    assert (leak.instance_id, leak.reason, leak.leaked_seconds) == ("inst-gone", LEAK_REASON,
-                                                                      7200)
+    assert (leak.instance_id, leak.reason, leak.detail, leak.leaked_seconds) == (
+        "inst-gone", TerminateReason.LEAK, LEAK_REASON, 7200)
     assert row.state is MappingState.TERMINATED
 
 

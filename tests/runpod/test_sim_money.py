@@ -17,7 +17,7 @@ from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 from reconciler.sim.runpod_billing import DISK_USD_PER_GB_HOUR
 
-from .helpers import API_KEY, create_request
+from .helpers import API_KEY, create_request, pod_action
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_billing_follows_the_ledger_in_snapped_buckets(
     instance = client.create_instance(create_request(container_disk_gb=40))
     price = sim.instances[instance.id]["cost"]
     clock.advance(5400)  # 1.5 h running
-    client.instance_action(instance.id, "stop")
+    pod_action(sim, instance.id, "stop")
     clock.advance(3600)  # 1 h stopped: disk only
     client.delete_instance(instance.id)
     clock.advance(7200)
