@@ -97,8 +97,9 @@ class RestoreTags:
 class PatchStatus:
     pod: PodRef
     status: dict[str, Any]
-    row: MappingRecord
-    """The row with the new status fingerprint, saved once the patch succeeded."""
+    row: MappingRecord | None
+    """The row with the new status fingerprint, saved once the patch succeeded (None for
+    a pod we never run, which has no row)."""
 
 
 @dataclass(frozen=True)

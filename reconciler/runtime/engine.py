@@ -28,8 +28,8 @@ from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
 from reconciler.core.domain import ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.node import build_node
-from reconciler.core.offload import PendingPod
+from reconciler.core.node import build_node, kubelet_version
+from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
     CreateInputs,
     Observation,
@@ -114,6 +114,7 @@ class Engine:
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
         self._node_registered = False
+        self._kubelet_version: str | None = None
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
         # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
@@ -172,8 +173,8 @@ class Engine:
 
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         instances = list(self.runpod.list_instances())
-        pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
-                if podinfo.is_ours_to_run(p)]
+        on_node = self.kube.list_node_pods(self.settings.node_name)
+        pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
         owned = owned_instances(instances, self.settings.owner_id,
@@ -187,9 +188,14 @@ class Engine:
             self.kube, (p["metadata"].get("namespace", "default") for p in needing), now)
         exits = self._exit_logs(pods, owned, by_uid)
         billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
+        pending = self._unscheduled_pods()
+        # Cordon and taints matter only to new work: no read in a steady tick.
+        node = self.kube.read_node(self.settings.node_name) \
+            if needing or has_candidates(pending) else None
         return Observation(pods, instances, rows, catalog, inputs,
                            {i: e.code for i, e in exits.items()}, self.runpod.rate_budget,
-                           self._unscheduled_pods(),
+                           pending, node,
+                           [p for p in on_node if podinfo.is_daemon_set_pod(p)],
                            exit_logs={i: e.lines for i, e in exits.items()},
                            namespace_caps=caps, billing=billing.records,
                            spend=billing.spend_by_pod), billing
@@ -287,7 +293,7 @@ class Engine:
     def heartbeat(self) -> None:
         """The loop's heartbeat: register the node again (recreated if it was deleted, its
         Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
-        self.kube.ensure_node(build_node(self.settings, self.clock()))
+        self.kube.ensure_node(self._desired_node())
         self._node_registered = True
         self.kube.renew_node_lease(self.settings.node_name)
 
@@ -295,12 +301,18 @@ class Engine:
         """Keep the virtual node registered and its lease fresh, so it stays Ready."""
         try:
             if not self._node_registered:
-                self.kube.ensure_node(build_node(self.settings, self.clock()))
+                self.kube.ensure_node(self._desired_node())
                 self._node_registered = True
             self.kube.renew_node_lease(self.settings.node_name)
         except kube_errors.KubeError as exc:
             report.errors.append(f"heartbeat: {exc}")
             log.warning("node heartbeat failed: %s", exc)
+
+    def _desired_node(self) -> KubeObject:
+        """The Node to register; its kubelet version follows the cluster's (read once)."""
+        if self._kubelet_version is None:
+            self._kubelet_version = kubelet_version(self.kube.server_version())
+        return build_node(self.settings, self.clock(), self._kubelet_version)
 
     def _apply(self, report: TickReport) -> None:
         def tick_id() -> int:
