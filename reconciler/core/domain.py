@@ -15,17 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from reconciler import __version__
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 
 KubeObject = dict[str, Any]
 
-# Tags carried in the env of every instance we create. They are how we recognise our
-# own instances in the account (DESIGN §3): anything without our owner tag is invisible.
-OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
-POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
-# Set on batch pods whose start command is wrapped to stop the instance when the
-# process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
-STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
-EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
 # Sent on every RunPod request, by the reconciler and by the batch wrapper: RunPod's
 # gateway refuses some library defaults (urllib's gets a 403, error 1010).
 USER_AGENT = f"runpod-reconciler/{__version__}"

@@ -16,11 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.core import pods as podinfo
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
     REGISTRY_NAME_PREFIX,
-    STOP_ON_EXIT_ENV,
     Instance,
     InstanceStatus,
     KubeObject,

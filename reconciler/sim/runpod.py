@@ -84,7 +84,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.sim import runpod_billing as billing
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog

@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from reconciler.cli.commands import main
 from reconciler.core.actions import Terminate
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, USER_AGENT
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.domain import USER_AGENT
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.demo.sandbox import API_KEY, Sandbox

@@ -16,7 +16,8 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, BillingRecord, Instance
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import lookalikes
 from reconciler.core.planner import owned_instances

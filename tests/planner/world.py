@@ -22,9 +22,8 @@ from reconciler.core.actions import (
 )
 from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.config import Settings
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
     Availability,
     BillingRecord,
     DataCenterStock,

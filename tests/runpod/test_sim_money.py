@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.domain import OWNER_ENV
+from reconciler.core.contract import OWNER_ENV
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 from reconciler.sim.runpod_billing import DISK_USD_PER_GB_HOUR

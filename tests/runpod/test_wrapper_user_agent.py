@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.domain import STOP_ON_EXIT_ENV, USER_AGENT, InstanceStatus
+from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.domain import USER_AGENT, InstanceStatus
 from reconciler.core.translate.container import wrap_for_batch
 from reconciler.sim.runpod import RunPodSimulator
 
