@@ -68,6 +68,8 @@ class Notice(enum.StrEnum):
     TERMINATING_INSTANCE = "TerminatingInstance"
     OFFLOADED = "OffloadedToRunPod"
     TAGS_RESTORED = "TagsRestored"
+    RUNPOD_SYSTEM = "RunPodSystem"
+    """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
 
 
 EventReason = PodReason | Notice

@@ -47,6 +47,7 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime import money
 from reconciler.runtime.executor import Executor
+from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +165,9 @@ class Engine:
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
+        self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
+                                limits=KeepLimits(settings.log_keep_lines,
+                                                  settings.log_keep_bytes))
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
@@ -356,7 +360,7 @@ class Engine:
             return report.tick_id
 
         executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
-                            owner_id=self.settings.owner_id)
+                            self.pod_logs.keep, owner_id=self.settings.owner_id)
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()

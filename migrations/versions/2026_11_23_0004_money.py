@@ -1,11 +1,11 @@
 """Money (issue 19): exit-code and end times on mappings, billing records, the billing
 read cursor, namespace budgets and unowned look-alike instances.
 
-Rows upgraded from 0002 have no `ended_at`: the leak audit skips them (it cannot tell
+Rows upgraded from 0003 have no `ended_at`: the leak audit skips them (it cannot tell
 when their pods ended), and their retention counts from `updated_at`.
 
-Revision ID: 0003_money
-Revises: 0002_mirror_key
+Revision ID: 0004_money
+Revises: 0003_pod_logs
 Create Date: 2026-11-23
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_money"
-down_revision = "0002_mirror_key"
+revision = "0004_money"
+down_revision = "0003_pod_logs"
 branch_labels = None
 depends_on = None
 
