@@ -109,15 +109,15 @@ def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> 
     box.runpod_sim.exit_process(instance["id"], 0)
     box.tick()
     assert instance["id"] in box.runpod_sim.instances  # within the bound: still waiting
+    # One log read a tick while waiting: the next tick retries, the client does not.
+    reads = [r for r in box.runpod_sim.requests if r.path.endswith("/logs")]
+    assert [r.status for r in reads] == [503]
     box.advance(121)
     box.tick()
     assert instance["id"] not in box.runpod_sim.instances
     pod = box.pod("job") or {}
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "ExitCodeUnknown"
     assert "ExitCodeUnknown" in reasons(box, "job")
-    # One log read a tick while waiting: the next tick retries, the client does not.
-    reads = [r for r in box.runpod_sim.requests if r.path.endswith("/logs")]
-    assert [r.status for r in reads] == [503, 503]
 
 
 def _pull_secret(box: Sandbox, password: str) -> None:
