@@ -14,12 +14,13 @@ from typing import Any
 
 import click
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from reconciler import __version__, leader, logs, state_view, summary
-from reconciler.cli_options import settings_from, settings_options
-from reconciler.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
+from reconciler.claim import WriterHeld, WriterLost
+from reconciler.cli_options import SettingsError, settings_from, settings_options
+from reconciler.config import DAY, DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, out_of_range
+from reconciler.health import parse_address
 from reconciler.kube.errors import KubeError
 from reconciler.runpod.errors import RunPodError
 from reconciler.service import LeadershipLost, LoopOptions, run_loop
@@ -38,22 +39,14 @@ class CliContext:
         except db.DatabaseURLError as exc:
             raise click.ClickException(str(exc)) from None
         try:
+            migrate.check_schema(engine, db.location(self.database_url), will_upgrade=True)
             yield engine
-        except OperationalError as exc:
-            reason = str(exc.orig) if exc.orig is not None else type(exc).__name__
-            raise click.ClickException(
-                f"cannot open database {safe_url(self.database_url)}: {reason}"
-            ) from None
+        except DatabaseError as exc:
+            raise click.ClickException(db.describe_error(self.database_url, exc)) from None
+        except migrate.SchemaError as exc:
+            raise click.ClickException(str(exc)) from None
         finally:
             engine.dispose()
-
-
-def safe_url(url: str) -> str:
-    """The URL as it may be shown: without its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(url)
 
 
 output_option = click.option(
@@ -155,7 +148,7 @@ def require_schema(engine: Engine) -> None:
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
               help="Seconds between ticks in the loop mode.")
 @click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
-              type=click.FloatRange(min=1), help="Seconds between node heartbeats in the loop "
+              type=float, help="Seconds between node heartbeats in the loop "
               "mode (--once beats once per run).")
 @click.option("--watch/--no-watch", envvar="RECONCILER_WATCH", default=True,
               help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.")
@@ -181,6 +174,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
+    _check_loop_options(interval, heartbeat_interval, leader_elect_lease_duration, health_address)
     loop = LoopOptions(interval=interval, heartbeat_interval=heartbeat_interval,
                        health_address=health_address, watch=watch, leader_elect=leader_elect,
                        leader_namespace=leader_elect_namespace or leader.default_namespace(),
@@ -201,10 +195,28 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                 sys.exit(1)
         else:
             run_loop(settings, conn, loop)
-    except (LockHeld, LeadershipLost) as exc:
+    except (LockHeld, LeadershipLost, WriterHeld, WriterLost, migrate.SchemaError) as exc:
         raise click.ClickException(str(exc)) from None
-    except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
+    except DatabaseError as exc:
+        raise click.ClickException(db.describe_error(obj.database_url, exc)) from None
+    except (KubeError, RunPodError, db.DatabaseURLError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+
+
+def _check_loop_options(interval: float, heartbeat_interval: float, lease_seconds: int,
+                        health_address: str) -> None:
+    """The loop's own flags, checked like the settings: before anything starts."""
+    for flag, value, limits in (
+            ("--interval", interval, (0.1, DAY, "a number of seconds")),
+            ("--heartbeat-interval", heartbeat_interval, (1, 3600, "a number of seconds")),
+            ("--leader-elect-lease-duration", lease_seconds, (3, 3600, "a number of seconds"))):
+        problem = out_of_range(value, limits)
+        if problem is not None:
+            raise SettingsError(f"invalid {flag}: {problem}")
+    try:
+        parse_address(health_address)
+    except ValueError as exc:
+        raise SettingsError(f"invalid --health-address: {exc}") from None
 
 
 @main.command()

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from reconciler.config import DEFAULT_NODE_NAME, Settings
+from reconciler.config import DEFAULT_NODE_NAME, Settings, settings_problems
 from reconciler.domain import Cloud
 
 F = Callable[..., Any]
@@ -48,7 +48,32 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
     ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
     ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+    ("--tick-deadline", "tick_deadline", float,
+     "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
+     "request runs past it."),
 ]
+
+
+class SettingsError(click.ClickException):
+    """A setting out of its range: one line naming the flag or variable, exit code 2 (a
+    usage error), before anything starts."""
+
+    exit_code = 2
+
+
+def envvar_of(flag: str) -> str:
+    return "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def setting_error(flag: str, name: str, problem: str) -> SettingsError:
+    """The error for the flag `flag` (parameter `name`), naming where its value came from."""
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source(name) if context is not None else None
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        where = f"environment variable {envvar_of(flag)}"
+    else:
+        where = f"{flag} (or {envvar_of(flag)})"
+    return SettingsError(f"invalid {where}: {problem}")
 
 
 def settings_options(command: F) -> F:
@@ -58,7 +83,7 @@ def settings_options(command: F) -> F:
             default = ",".join(default)
         elif isinstance(default, Cloud):
             default = default.value
-        envvar = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        envvar = envvar_of(flag)
         command = click.option(flag, name, type=kind, default=default, envvar=envvar,
                                show_envvar=True, show_default=True, help=help_text)(command)
     return command
@@ -72,4 +97,8 @@ def settings_from(options: dict[str, Any]) -> Settings:
         part.strip() for part in values["datacenter_ids"].split(",") if part.strip())
     if not values["node_name"]:
         values["node_name"] = DEFAULT_NODE_NAME
-    return Settings(**values)
+    settings = Settings(**values)
+    flags = {name: flag for flag, name, _, _ in SETTINGS_FLAGS}
+    for name, problem in settings_problems(settings):
+        raise setting_error(flags[name], name, problem)
+    return settings

@@ -18,6 +18,7 @@ from typing import Any
 
 from reconciler import pods as podinfo
 from reconciler.actions import Action
+from reconciler.claim import WriterLost
 from reconciler.config import Settings
 from reconciler.domain import GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.executor import Executor
@@ -39,7 +40,7 @@ from reconciler.store.models import Tick
 from reconciler.store.repository import Store
 from reconciler.translate.container import choose_container, is_batch
 from reconciler.translate.env import EnvSources, referenced_objects
-from reconciler.translate.errors import TranslationError
+from reconciler.translate.errors import INVALID_POD_SPEC, TranslationError
 from reconciler.translate.registry import registry_credentials
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,10 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    skipped: str | None = None
+    """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
+    deferred: int = 0
+    """Creates left for the next tick because the tick's deadline passed."""
 
     @property
     def duration(self) -> float:
@@ -76,7 +81,7 @@ class TickReport:
 
     @property
     def ok(self) -> bool:
-        return self.observed
+        return self.observed or self.skipped is not None
 
 
 class CatalogCache:
@@ -106,15 +111,32 @@ class Engine:
         self._node_registered = False
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
+        # A hook run before each action (and each tick): the wiring keeps the node's
+        # writer Lease there; it raises WriterLost, which ends the tick.
+        self.before_action: Callable[[], None] = lambda: None
         # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
         # keep the node alive itself.
         self.heartbeat_in_tick = True
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.before_tick()
+        self.before_action()
         report = TickReport(started_at=self.clock())
+        self.runpod.deadline_in(self.settings.tick_deadline)
+        try:
+            return self._tick(report, dry_run)
+        finally:
+            self.runpod.deadline_in(None)
+
+    def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
         try:
             observation = self._observe(report.started_at)
+        except runpod_errors.RateLimitedError as exc:
+            # Not an error: RunPod asked us to wait, and the next tick will list again.
+            report.skipped = "skipped, rate limited by RunPod" + (
+                f" (retry after {exc.retry_after:.0f} s)" if exc.retry_after is not None else "")
+            log.warning("tick %s", report.skipped)
+            return self._finish(report, dry_run)
         except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
             report.errors.append(f"observe: {exc}")
             log.error("tick skipped, could not observe: %s", exc)
@@ -128,7 +150,12 @@ class Engine:
         if not dry_run:
             if self.heartbeat_in_tick:
                 self._heartbeat(report)
-            self._apply(report)
+            try:
+                self._apply(report)
+            except WriterLost as exc:
+                report.errors.append(f"stopped: {exc}")
+                self._finish(report, dry_run)
+                raise
         return self._finish(report, dry_run)
 
     # --- observe ----------------------------------------------------------------------
@@ -210,6 +237,12 @@ class Engine:
                 # Not the pod's fault: leave it for the next tick without a reason.
                 log.warning("could not read what %s/%s needs: %s",
                             pod["metadata"].get("namespace"), pod["metadata"]["name"], exc)
+            except Exception as exc:  # one malformed pod never stops the tick
+                log.debug("reading what %s/%s needs failed", pod["metadata"].get("namespace"),
+                          pod["metadata"].get("name"), exc_info=True)
+                inputs[podinfo.uid(pod)] = CreateInputs(error=TranslationError(
+                    INVALID_POD_SPEC, f"the pod spec could not be read ({type(exc).__name__}: "
+                    f"{exc})", permanent=False))
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
@@ -263,10 +296,14 @@ class Engine:
                 report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
             return report.tick_id
 
-        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
-            report.actions)
+        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id,
+                           self.before_action).run(report.actions)
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.errors += outcome.errors
+        report.deferred = outcome.deferred
+        if outcome.deferred:
+            log.warning("tick deadline (%.0f s) passed: %d creates wait for the next tick",
+                        self.settings.tick_deadline, outcome.deferred)
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = self.clock()

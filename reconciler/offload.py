@@ -27,7 +27,7 @@ from datetime import datetime
 from reconciler import placement
 from reconciler import pods as podinfo
 from reconciler.actions import Action, Bind, Event, PodRef
-from reconciler.config import Settings
+from reconciler.config import YEAR, Settings
 from reconciler.domain import KubeObject
 from reconciler.kube.node import build_node
 from reconciler.translate import annotations as ann
@@ -93,7 +93,8 @@ def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:
         return None
     flag = ann.read(pod, job, ann.OFFLOAD)
     forced = flag is not None and ann.parse_flag(ann.OFFLOAD, flag)
-    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0)
+    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0,
+                         maximum=int(YEAR))
     return _Candidate(pod, forced, opted_out=flag is not None and not forced,
                       wait_limit=settings.max_pending_time_before_offload
                       if limit is None else limit,

@@ -10,6 +10,7 @@ last, oldest pod first, against the instance, spend and rate budgets.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +43,10 @@ from reconciler.offload import PendingPod, plan_offloads
 from reconciler.translate import status as pod_status
 from reconciler.translate.container import is_batch
 from reconciler.translate.env import EnvSources
-from reconciler.translate.errors import TranslationError
+from reconciler.translate.errors import INVALID_ANNOTATION, INVALID_POD_SPEC, TranslationError
 from reconciler.translate.request import create_requests, requests_out_of_stock
+
+log = logging.getLogger(__name__)
 
 # Reasons the planner itself gives (translation has its own, see translate.errors).
 BUDGET_EXCEEDED = "BudgetExceeded"
@@ -53,6 +56,16 @@ INSTANCE_ERROR = "InstanceError"
 INSTANCE_STOPPED = "InstanceStopped"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 PENDING_TOO_LONG = "PendingTooLong"
+# Definite refusals of a create (issue 16): nothing was created, the pod waits with the
+# reason and fails at --max-pending-time unless a retry succeeds first.
+TEMPLATE_NOT_FOUND = "TemplateNotFound"
+RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
+RUNPOD_REFUSED = "RunPodRefused"
+# Such a refusal repeats until someone fixes something (the template, the key, the
+# annotation): retry once a minute, not every tick, to spare the request quota.
+REFUSAL_RETRY_SECONDS = 60
+_REFUSALS = frozenset({TEMPLATE_NOT_FOUND, RUNPOD_UNAUTHORIZED, RUNPOD_REFUSED,
+                       INVALID_ANNOTATION})
 
 # A finished row is kept this long after its pod is gone, for `state show --all`.
 FINISHED_ROW_RETENTION = timedelta(days=1)
@@ -126,12 +139,32 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
     actions: list[Action] = []
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
-        decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        try:
+            decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        except Exception as exc:  # one malformed pod never stops the others
+            log.debug("could not plan pod %s", uid, exc_info=True)
+            decided, wait = _undecidable(tick, pods.get(uid), rows.get(uid), uid in owned, exc)
         actions += decided
         if wait is not None:
             waiting.append(wait)
     offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned))
     return offloads + actions + _admit(tick, waiting, owned, rows)
+
+
+def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
+                 has_instance: bool, exc: Exception) -> tuple[list[Action], None]:
+    """A pod whose planning failed: a waiting reason while nothing runs for it (so it
+    fails at --max-pending-time), else an Event only, never a decision about its instance."""
+    if pod is None:
+        return [], None
+    message = f"the reconciler could not plan this pod: {type(exc).__name__}: {exc}"
+    reason = exc.reason if isinstance(exc, TranslationError) else INVALID_POD_SPEC
+    if not has_instance and (row is None or row.state is MappingState.PENDING):
+        try:
+            return _cannot_create(t, pod, row, reason, message, False), None
+        except Exception:
+            log.debug("could not show why pod %s waits", podinfo.uid(pod), exc_info=True)
+    return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
 
 def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
@@ -481,6 +514,8 @@ def _prepare_create(t: _Tick, pod: KubeObject,
         if _waited_too_long(t, pod):
             return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
         actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+        if row.reason in _REFUSALS and t.within(row.updated_at, REFUSAL_RETRY_SECONDS):
+            return actions, None
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 

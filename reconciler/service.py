@@ -22,6 +22,7 @@ from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from reconciler.claim import WriterClaim, WriterHeld, WriterLost, identity
 from reconciler.config import Settings
 from reconciler.debounce import Debouncer
 from reconciler.engine import Engine, utcnow
@@ -43,7 +44,7 @@ from reconciler.watch import (
     may_be_offloaded,
     node_selector,
 )
-from reconciler.wiring import Connections, LockHeld, connect, identity, writer_lock
+from reconciler.wiring import Connections, LockHeld, connect, writer_claim, writer_lock
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,11 @@ class Ticker:
 
     def _tick(self) -> None:
         self.debouncer.started()
-        report = self.engine.tick()
+        try:
+            report = self.engine.tick()
+        except WriterLost as exc:
+            log.error("tick stopped: %s", exc)  # the claim's own job stops the loop
+            return
         self.health.metrics.observe(report, self.engine.runpod.rate_budget,
                                     self.engine.settings.owner_id)
         if report.ok:
@@ -148,10 +153,11 @@ class Replica:
             self.elector = LeaderElector(engine.kube, options.leader_namespace,
                                          options.lease_name, identity(), options.lease_seconds,
                                          utcnow, time.monotonic)
-        self._held = ExitStack()  # the writer lock, once leading
+        self._held = ExitStack()  # the node's writer Lease and the writer lock, once leading
+        self._claim: WriterClaim | None = None
         self._watches: list[PodWatch] = []
         self._leading = False
-        self._lost = False
+        self._lost: str | None = None
 
     def run(self) -> None:
         self.scheduler.start()
@@ -165,7 +171,7 @@ class Replica:
         finally:
             self._shut_down()
         if self._lost:
-            raise LeadershipLost("another replica took over the leader lease")
+            raise LeadershipLost(self._lost)
 
     def _stand_by(self, elector: LeaderElector) -> None:
         self.metrics.leader.set(0)
@@ -180,7 +186,7 @@ class Replica:
         if change is Change.STOPPED_LEADING:
             log.error("lost the leader lease; stopping, to restart as a standby")
             self.metrics.leader.set(0)
-            self._lost = True
+            self._lost = "another replica took over the leader lease"
             self.stop.set()
             return
         if change is Change.STARTED_LEADING:
@@ -194,7 +200,7 @@ class Replica:
         if not self._leading and not self.stop.is_set():
             try:
                 self._lead()
-            except LockHeld as exc:
+            except (LockHeld, WriterHeld) as exc:
                 # The old leader's lock: released on its way out, taken over at once
                 # from the leader whose lease expired or a dead process on this host,
                 # else expired after the lock's TTL.
@@ -202,15 +208,21 @@ class Replica:
                             exc, self.elector.retry_period)
 
     def _lead(self) -> None:
-        """Take the writer lock, then tick, beat and watch."""
+        """Take the node's writer Lease and the writer lock, then tick, beat and watch."""
         predecessor = self.elector.predecessor if self.elector is not None else None
-        self._held.enter_context(writer_lock(self.engine, predecessor))
+        with ExitStack() as taking:  # both or neither
+            self._claim = taking.enter_context(writer_claim(self.engine))
+            taking.enter_context(writer_lock(self.engine, predecessor))
+            self._held = taking.pop_all()
         self._leading = True
         self.metrics.leader.set(1)
         self.engine.heartbeat_in_tick = False
         options, now = self.options, utcnow()
         self.scheduler.add_job(self._heartbeat, "interval", seconds=options.heartbeat_interval,
                                next_run_time=now, max_instances=1, coalesce=True)
+        self.scheduler.add_job(self._keep_claim, "interval",
+                               seconds=self._claim.elector.retry_period, max_instances=1,
+                               coalesce=True)
         self.scheduler.add_job(self.ticker.periodic, "interval", seconds=options.interval,
                                jitter=options.interval * 0.1, next_run_time=now,
                                max_instances=1, coalesce=True)
@@ -225,6 +237,17 @@ class Replica:
             PodWatch(kube, PENDING_SELECTOR, changed, ChangeFilter(may_be_offloaded),
                      name="watch-pending-pods").start(),
         ]
+
+    def _keep_claim(self) -> None:
+        """Renew the node's writer Lease between ticks too; stop when it is lost."""
+        if self._claim is None:
+            return
+        try:
+            self._claim.keep()
+        except WriterLost as exc:
+            log.error("%s; stopping", exc)
+            self._lost = str(exc)
+            self.stop.set()
 
     def _heartbeat(self) -> None:
         try:

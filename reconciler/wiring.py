@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reconciler import logs
+from reconciler.claim import WriterClaim, dead_here, identity
 from reconciler.config import Settings
 from reconciler.engine import Clock, Engine, utcnow
 from reconciler.kube.client import KubeClient
@@ -39,13 +38,11 @@ class Connections:
     migrate: bool = True
 
 
-def identity() -> str:
-    """Who holds the lock: host and process, enough to find the other reconciler."""
-    return f"{socket.gethostname()}/{os.getpid()}"
-
-
 def open_store(database_url: str, upgrade: bool) -> Store:
+    """The store, its schema checked (and upgraded unless told not to). Raises
+    SchemaError, DatabaseURLError or SQLAlchemy's DatabaseError."""
     engine = db.make_engine(database_url)
+    migrate.check_schema(engine, db.location(database_url), will_upgrade=upgrade)
     if upgrade:
         migrate.upgrade(engine)
     return Store(db.session_factory(engine))
@@ -71,7 +68,7 @@ class LockKeeper:
 
     def acquire(self) -> None:
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
-        if holder is not None and (holder == self.predecessor or _dead_here(holder)):
+        if holder is not None and (holder == self.predecessor or dead_here(holder)):
             log.warning("taking over the lock of %s, %s", holder,
                         "the previous leader" if holder == self.predecessor
                         else "a dead process on this host")
@@ -88,20 +85,6 @@ class LockKeeper:
 
     def release(self) -> None:
         self.store.release_lock(LOCK_NAME, self.owner)
-
-
-def _dead_here(holder: str) -> bool:
-    """Whether `holder` (host/pid) is a process of this host that no longer runs."""
-    host, _, pid = holder.rpartition("/")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 @contextmanager
@@ -132,8 +115,28 @@ def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[Lock
 
 
 @contextmanager
+def writer_claim(engine: Engine) -> Iterator[WriterClaim]:
+    """The node's writer Lease for as long as the block runs, kept before every action.
+    Raises WriterHeld when another writer acts for the node."""
+    claim = WriterClaim(engine.kube, engine.settings.node_name, engine.clock,
+                        lambda: engine.clock().timestamp())
+    claim.acquire()
+    engine.before_action = claim.keep
+    try:
+        yield claim
+    finally:
+        engine.before_action = _nothing
+        claim.release()
+
+
+def _nothing() -> None:
+    return None
+
+
+@contextmanager
 def reconciler(settings: Settings, conn: Connections,
                clock: Clock = utcnow) -> Iterator[Engine]:
-    """An engine holding the database's writer lock for as long as the block runs."""
-    with connect(settings, conn, clock) as engine, writer_lock(engine):
+    """An engine holding the node's writer Lease, then the database's writer lock, for
+    as long as the block runs."""
+    with connect(settings, conn, clock) as engine, writer_claim(engine), writer_lock(engine):
         yield engine

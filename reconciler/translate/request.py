@@ -24,9 +24,11 @@ from reconciler.domain import (
 from reconciler.gpus import explain_unsatisfiable, gpu_request, rank, stock
 from reconciler.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
+    DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
-    read,
+    read_id,
+    read_list,
 )
 from reconciler.translate.container import choose_container, instance_args, is_batch
 from reconciler.translate.env import EnvSources, container_env
@@ -35,7 +37,9 @@ from reconciler.translate.errors import (
     INVALID_IMAGE_NAME,
     UNSATISFIABLE_GPU_REQUEST,
     TranslationError,
+    invalid_annotation,
 )
+from reconciler.translate.image import check_image
 from reconciler.translate.names import instance_name
 from reconciler.translate.ports import instance_ports
 from reconciler.translate.registry import registry_credentials
@@ -61,13 +65,14 @@ def create_requests(
             GPU_CATALOG_UNAVAILABLE, "RunPod's GPU catalog is not available", permanent=False
         )
     request = gpu_request(pod, job, settings)
+    _check_datacenters(pod, job, catalog)
     candidates = rank(request, catalog)
     if not candidates:
         raise TranslationError(
             UNSATISFIABLE_GPU_REQUEST, explain_unsatisfiable(request, catalog), permanent=True
         )
     base = _instance(pod, job, sources, settings, owner_id)
-    auth = read(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
+    auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
     return [
         replace(
             base,
@@ -81,6 +86,20 @@ def create_requests(
     ]
 
 
+def _check_datacenters(pod: KubeObject, job: KubeObject | None,
+                       catalog: Sequence[GpuType]) -> None:
+    """Every data center the pod names must be one the catalog lists GPUs in: a typo is a
+    bad annotation to fix, not capacity to wait for (and costs no create request)."""
+    wanted = read_list(pod, job, DATACENTER_IDS)
+    known = {dc.id for gpu in catalog for dc in gpu.datacenters}
+    unknown = [dc for dc in wanted or () if dc not in known]
+    if known and unknown:
+        listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
+        raise invalid_annotation(DATACENTER_IDS, ",".join(wanted or ()),
+                                 f"a list of RunPod data centers ({', '.join(unknown)} "
+                                 f"unknown; RunPod lists GPUs in {listed})")
+
+
 def _instance(
     pod: KubeObject,
     job: KubeObject | None,
@@ -90,12 +109,14 @@ def _instance(
 ) -> CreateRequest:
     """The fields every candidate shares; the GPU is filled in per candidate."""
     container = choose_container(pod)
-    template = read(pod, job, TEMPLATE_ID) or read(pod, job, TEMPLATE_ID_LEGACY)
+    template = read_id(pod, job, TEMPLATE_ID) or read_id(pod, job, TEMPLATE_ID_LEGACY)
     image = str(container.get("image") or "")
     if not image and template is None:
         raise TranslationError(
             INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image', permanent=False
         )
+    if image:
+        check_image(image)
     disks = storage(pod, job, settings)
     env = container_env(pod, container, sources)
     return CreateRequest(
