@@ -92,8 +92,8 @@ class WriterClaim:
             who = f"another reconciler ({self.elector.holder})" if self.elector.holder \
                 else "another reconciler"
             if attempt is Attempt.UNREACHABLE:
-                raise WriterHeld(f"cannot tell who acts for node {self.node_name}: the "
-                                 f"{self.where} could not be read")
+                raise WriterHeld(f"cannot tell who acts for node {self.node_name}: no "
+                                 f"answer about the {self.where}: {self.elector.error}")
             raise WriterHeld(f"{who} acts for node {self.node_name}: it holds the "
                              f"{self.where}; try again once it has finished")
 

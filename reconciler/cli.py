@@ -188,7 +188,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
             # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
             # writer lock is released instead of blocking the next run until it expires.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with reconciler(settings, conn) as engine:
+            with reconciler(settings, conn, dry_run=dry_run) as engine:
                 report = engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))
             if not report.ok:

@@ -100,8 +100,8 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "create_grace_time": (0, DAY, "a number of seconds"),
     "orphan_grace_time": (0, YEAR, "a number of seconds"),
     "catalog_ttl": (0, DAY, "a number of seconds"),
-    "node_gpus": (0, 1_000_000, "a number of GPUs"),
-    "node_pods": (0, 1_000_000, "a number of pods"),
+    "node_gpus": (0, 1_000_000_000, "a number of GPUs"),
+    "node_pods": (0, 1_000_000_000, "a number of pods"),
     "tick_deadline": (1, 3600, "a number of seconds"),
 }
 
@@ -110,8 +110,12 @@ def out_of_range(value: float, limits: tuple[float, float, str]) -> str | None:
     """Why `value` breaks `limits`, or None when it is finite and within them."""
     low, high, what = limits
     if not math.isfinite(value) or not low <= value <= high:
-        return f"{value!r} is not {what} from {low:g} to {high:g}"
+        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
     return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:

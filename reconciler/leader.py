@@ -93,6 +93,8 @@ class LeaderElector:
         """The leader whose expired lease we took over; it stopped acting before expiry."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
+        self.error: KubeError | None = None
+        """Why our last attempt had no answer."""
 
     @property
     def leading(self) -> bool:
@@ -106,13 +108,13 @@ class LeaderElector:
                                                 self.lease_seconds, self.clock(),
                                                 dead_holder=dead_holder)
             attempt = Attempt.WON if claim.won else Attempt.REFUSED
-            self.holder = claim.holder
+            self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
         except KubeError as exc:
             log.warning("leader election: no answer about lease %s/%s: %s",
                         self.namespace, self.name, exc)
-            attempt = Attempt.UNREACHABLE
+            attempt, self.error = Attempt.UNREACHABLE, exc
         return attempt, self.election.observe(attempt, self.monotonic())
 
     def release(self) -> None:

@@ -202,7 +202,7 @@ def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance
 
 def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None,
             instances: list[Instance]) -> tuple[list[Action], _Waiting | None]:
-    keep, extras = _split_duplicates(instances, row)
+    keep, extras = _split_duplicates(t, instances, row, pod)
     actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
     if pod is None:
         return actions + _without_pod(t, row, keep), None
@@ -216,14 +216,23 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
     return actions + decided, wait
 
 
-def _split_duplicates(instances: list[Instance],
-                      row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
-    """Keep the mapped instance, else the oldest; the rest are duplicates."""
+def _split_duplicates(t: _Tick, instances: list[Instance], row: MappingRecord | None,
+                      pod: KubeObject | None) -> tuple[Instance | None, list[Instance]]:
+    """The instance to keep and the duplicates to terminate now.
+
+    Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
+    writers with different databases agree), else the mapped one, else the oldest. A
+    duplicate younger than the create grace may be another writer's create it has yet to
+    record: it is left alone until the grace is over (issue 16).
+    """
     if len(instances) < 2:
         return (instances[0] if instances else None), []
-    mapped = [i for i in instances if row is not None and i.id == row.instance_id]
-    ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
-    return ordered[0], ordered[1:]
+    named = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION) if pod else None
+    mapped = row.instance_id if row is not None else None
+    ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
+    extras = [i for i in ordered[1:]
+              if not t.within(i.created_at, t.settings.create_grace_time)]
+    return ordered[0], extras
 
 
 def _age_key(instance: Instance) -> tuple[str, str]:

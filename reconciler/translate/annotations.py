@@ -20,6 +20,7 @@ _WHOLE = re.compile(r"\s*\d{1,12}\s*")
 MAX_LIST_ITEMS = 64
 MAX_ITEM_LENGTH = 128
 MAX_PRICE_USD = 10_000.0
+MAX_WHOLE = 1_000_000
 
 MANAGED = "runpod.io/managed"
 OFFLOAD = "runpod.io/offload"
@@ -64,7 +65,8 @@ def read(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
 
 
 def read_int(
-    pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1, maximum: int
+    pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1,
+    maximum: int = MAX_WHOLE,
 ) -> int | None:
     value = read(pod, job, name)
     if value is None:

@@ -88,12 +88,13 @@ def create_requests(
 
 def _check_datacenters(pod: KubeObject, job: KubeObject | None,
                        catalog: Sequence[GpuType]) -> None:
-    """Every data center the pod names must be one the catalog lists GPUs in: a typo is a
-    bad annotation to fix, not capacity to wait for (and costs no create request)."""
+    """At least one data center the pod names must be one the catalog lists GPUs in: a
+    typo is a bad annotation to fix, not capacity to wait for (and costs no create).
+    The others are preferences: one the catalog does not list now is only skipped."""
     wanted = read_list(pod, job, DATACENTER_IDS)
     known = {dc.id for gpu in catalog for dc in gpu.datacenters}
     unknown = [dc for dc in wanted or () if dc not in known]
-    if known and unknown:
+    if known and wanted and len(unknown) == len(wanted):
         listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
         raise invalid_annotation(DATACENTER_IDS, ",".join(wanted or ()),
                                  f"a list of RunPod data centers ({', '.join(unknown)} "

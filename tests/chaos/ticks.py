@@ -76,10 +76,12 @@ class Reconciler:
     workdir: Path
     node: str
     cluster_id: str
+    database: str = ""
+    """The database file's name; by default the node's (a second writer has its own)."""
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log_path = self.workdir / f"{self.node}.log"
+        self.log_path = self.workdir / f"{self.database or self.node}.log"
 
     @property
     def owner(self) -> str:
@@ -87,7 +89,7 @@ class Reconciler:
 
     @property
     def db_path(self) -> Path:
-        return self.workdir / f"{self.node}.db"
+        return self.workdir / f"{self.database or self.node}.db"
 
     def env(self, crash_at: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
