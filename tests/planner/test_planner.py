@@ -401,3 +401,20 @@ def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-unty
     p = world.pods[uid]
     return MappingRecord(uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0,
                          instance_id=instance_id)
+
+
+def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on() -> None:
+    """Issue 16: an error while planning one pod is that pod's, never the tick's."""
+    broken = pod("broken")
+    broken["spec"]["containers"][0]["resources"] = "not a map"  # crashes translation
+    world = World().add(pod("a"), broken, pod("b"))
+    actions = world.plan()
+    created = sorted(a.pod.name for a in actions if isinstance(a, Create))
+    assert created == ["a", "b"]
+    [event] = [a for a in actions if isinstance(a, Event) and a.pod.name == "broken"]
+    assert event.reason == "InvalidPodSpec" and "AttributeError" in event.message
+    world.apply(actions)
+    world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
+    failed = [a for a in world.plan() if isinstance(a, PatchStatus) and a.pod.name == "broken"]
+    assert failed and failed[0].status["phase"] == "Failed"
+    assert failed[0].status["reason"] == "InvalidPodSpec"
