@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from reconciler.cli import main
-from reconciler.store import db, migrate
+from reconciler.adapters.store import db, migrate
+from reconciler.cli.commands import main
 
 
 def sync(database: Path | str, *args: str, env: dict[str, str] | None = None) -> Result:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.claim import writer_lease_name
-from reconciler.cli import main, sync
-from reconciler.leader import DEFAULT_LEASE_NAME
+from reconciler.cli.commands import main, sync
+from reconciler.runtime.claim import writer_lease_name
+from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 
 from .manifests import (
     DEPLOY,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.planner import REFUSAL_RETRY_SECONDS
-from reconciler.sim.sandbox import Sandbox
+from reconciler.core.planner import REFUSAL_RETRY_SECONDS
+from reconciler.demo.sandbox import Sandbox
 
 from .test_limits import status_reason
 

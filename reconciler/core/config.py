@@ -1,0 +1,126 @@
+"""Typed settings: one frozen dataclass, filled by the CLI from flags or RECONCILER_* vars.
+
+The pure core (planner, translation, GPU ranking) receives a `Settings` value and never
+reads the environment itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from reconciler.core.domain import Cloud
+
+DEFAULT_NODE_NAME = "virtual-runpod"
+DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
+DEFAULT_RUNPOD_URL = "https://api.runpod.io"
+
+
+@dataclass(frozen=True)
+class Settings:
+    node_name: str = DEFAULT_NODE_NAME
+    """Name of the virtual node whose pods we run on RunPod."""
+
+    cluster_id: str = ""
+    """First half of the owner id; empty means the UID of the kube-system namespace."""
+
+    max_gpu_price: float = 2.0
+    """USD per hour for a whole pod when it has no runpod.io/max-price annotation."""
+
+    cloud: Cloud = Cloud.SECURE
+    """Cloud tier used when a pod has no runpod.io/cloud-type annotation."""
+
+    datacenter_ids: tuple[str, ...] = ()
+    """Data centers we may place instances in; empty allows all."""
+
+    container_disk_gb: int = 50
+    """Container disk for pods without runpod.io/container-disk-gb."""
+
+    max_instances: int = 100
+    """Owned instances (live or being created) never exceed this."""
+
+    max_hourly_spend: float = 200.0
+    """Sum of the owned instances' cost per hour never exceeds this (USD)."""
+
+    max_creates_per_tick: int = 50
+    """Upper bound on create calls in one tick, before the rate budget bounds it further."""
+
+    max_pending_time: float = 15 * 60
+    """Seconds a pod may wait for an instance (capacity, bad annotation) before Failed."""
+
+    max_pending_time_before_offload: float = 0
+    """Seconds a managed pod may stay unschedulable before it is bound to the virtual node."""
+
+    pending_threshold: int = 0
+    """Offload the oldest unschedulable managed pods beyond this many; 0 turns it off."""
+
+    create_grace_time: float = 120
+    """Seconds to wait for an in-doubt create to show in the list before creating again."""
+
+    orphan_grace_time: float = 300
+    """Seconds an owned instance without a pod must have existed before it is terminated."""
+
+    catalog_ttl: float = 300
+    """Seconds the GPU catalog is cached between fetches."""
+
+    node_gpus: int = 1000
+    """nvidia.com/gpu capacity the virtual node advertises."""
+
+    node_pods: int = 1000
+    node_cpu: str = "4000"
+    node_memory: str = "16Ti"
+
+    tick_deadline: float = 10
+    """Seconds after a tick's start when no more creates start and RunPod requests stop
+    (also the longest any one request may take); the rest waits for the next tick."""
+
+    @property
+    def owner_id(self) -> str:
+        return f"{self.cluster_id}/{self.node_name}"
+
+
+DAY = 24 * 3600.0
+YEAR = 365 * DAY
+# No machine RunPod rents has a disk this large; above it a value is a typo. The contract
+# itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
+MAX_DISK_GB = 10_000
+
+# Field -> (lowest, highest, what the number is). Every value must also be finite: a
+# NaN compares false with everything, so it would pass any check written as `x < limit`.
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "max_gpu_price": (0.01, 10_000, "a price in USD per hour"),
+    "container_disk_gb": (1, MAX_DISK_GB, "a disk size in GB"),
+    "max_instances": (0, 100_000, "a number of instances"),
+    "max_hourly_spend": (0, 1_000_000, "a spend in USD per hour"),
+    "max_creates_per_tick": (0, 1000, "a number of creates"),
+    "max_pending_time": (0, YEAR, "a number of seconds"),
+    "max_pending_time_before_offload": (0, YEAR, "a number of seconds"),
+    "pending_threshold": (0, 100_000, "a number of pods"),
+    "create_grace_time": (0, DAY, "a number of seconds"),
+    "orphan_grace_time": (0, YEAR, "a number of seconds"),
+    "catalog_ttl": (0, DAY, "a number of seconds"),
+    "node_gpus": (0, 1_000_000_000, "a number of GPUs"),
+    "node_pods": (0, 1_000_000_000, "a number of pods"),
+    "tick_deadline": (1, 3600, "a number of seconds"),
+}
+
+
+def out_of_range(value: float, limits: tuple[float, float, str]) -> str | None:
+    """Why `value` breaks `limits`, or None when it is finite and within them."""
+    low, high, what = limits
+    if not math.isfinite(value) or not low <= value <= high:
+        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
+    return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
+    """(field, why) for every setting out of its range."""
+    for name, limits in LIMITS.items():
+        problem = out_of_range(getattr(settings, name), limits)
+        if problem is not None:
+            yield name, problem

@@ -1,0 +1,145 @@
+"""Builds a running reconciler from settings: clients, store, engine and the writer lock."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.repository import Store
+from reconciler.core.config import Settings
+from reconciler.runtime import logs
+from reconciler.runtime.claim import WriterClaim, dead_here, identity
+from reconciler.runtime.engine import Clock, Engine, utcnow
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = "reconciler"
+# Short, because a SIGKILLed holder on another host is only outlived by expiry; the
+# loop renews at half of it.
+LOCK_TTL = 120.0
+
+
+class LockHeld(RuntimeError):
+    """Another reconciler writes to this database right now."""
+
+
+@dataclass(frozen=True)
+class Connections:
+    database_url: str
+    runpod_url: str
+    runpod_api_key: str = dataclasses.field(repr=False)
+    kubeconfig: str | None = None
+    migrate: bool = True
+
+
+def open_store(database_url: str, upgrade: bool) -> Store:
+    """The store, its schema checked (and upgraded unless told not to). Raises
+    SchemaError, DatabaseURLError or SQLAlchemy's DatabaseError."""
+    engine = db.make_engine(database_url)
+    migrate.check_schema(engine, db.location(database_url), will_upgrade=upgrade)
+    if upgrade:
+        migrate.upgrade(engine)
+    return Store(db.session_factory(engine))
+
+
+def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
+    """The owner id needs a cluster id; by default the kube-system namespace's UID."""
+    if settings.cluster_id:
+        return settings
+    return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
+
+
+class LockKeeper:
+    """Holds the database's writer lock, renewing it well before it expires."""
+
+    def __init__(self, store: Store, clock: Clock, predecessor: str | None = None) -> None:
+        self.store, self.clock = store, clock
+        self.owner = identity()
+        # A leader whose expired Lease we took: it stopped acting before the Lease ran
+        # out (leader.py), so its lock is free to take without waiting out the TTL.
+        self.predecessor = predecessor
+        self._renewed = clock()
+
+    def acquire(self) -> None:
+        holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        if holder is not None and (holder == self.predecessor or dead_here(holder)):
+            log.warning("taking over the lock of %s, %s", holder,
+                        "the previous leader" if holder == self.predecessor
+                        else "a dead process on this host")
+            holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
+                                             dead_holder=holder)
+        if holder is not None:
+            raise LockHeld(f"another reconciler ({holder}) is writing to this database")
+        self._renewed = self.clock()
+
+    def renew_if_due(self) -> None:
+        """One write per half TTL, not per tick: a steady tick writes only its tick row."""
+        if (self.clock() - self._renewed).total_seconds() >= LOCK_TTL / 2:
+            self.acquire()
+
+    def release(self) -> None:
+        self.store.release_lock(LOCK_NAME, self.owner)
+
+
+@contextmanager
+def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
+            on_runpod_response: Callable[[str, int], None] | None = None) -> Iterator[Engine]:
+    """An engine with its clients and store, not yet holding the writer lock: a standby
+    replica must not take the lock before it leads."""
+    logs.register_secret(conn.runpod_api_key)
+    store = open_store(conn.database_url, conn.migrate)
+    kube = KubeClient.from_config(conn.kubeconfig)
+    runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
+    try:
+        yield Engine(resolve_owner(settings, kube), runpod, kube, store, clock)
+    finally:
+        runpod.close()
+
+
+@contextmanager
+def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[LockKeeper]:
+    """The database's writer lock for as long as the block runs, renewed before ticks."""
+    lock = LockKeeper(engine.store, engine.clock, predecessor)
+    lock.acquire()
+    engine.before_tick = lock.renew_if_due
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
+@contextmanager
+def writer_claim(engine: Engine) -> Iterator[WriterClaim]:
+    """The node's writer Lease for as long as the block runs, kept before every action.
+    Raises WriterHeld when another writer acts for the node."""
+    claim = WriterClaim(engine.kube, engine.settings.node_name, engine.clock,
+                        lambda: engine.clock().timestamp())
+    claim.acquire()
+    engine.before_action = claim.keep
+    try:
+        yield claim
+    finally:
+        engine.before_action = _nothing
+        claim.release()
+
+
+def _nothing() -> None:
+    return None
+
+
+@contextmanager
+def reconciler(settings: Settings, conn: Connections, clock: Clock = utcnow,
+               dry_run: bool = False) -> Iterator[Engine]:
+    """An engine holding the node's writer Lease (unless it only plans: a dry run writes
+    nothing to the cluster), then the database's writer lock, while the block runs."""
+    with connect(settings, conn, clock) as engine, ExitStack() as held:
+        if not dry_run:
+            held.enter_context(writer_claim(engine))
+        held.enter_context(writer_lock(engine))
+        yield engine
