@@ -27,6 +27,8 @@ TICK_TIMEOUT = 90.0
 # Real seconds: short, because the subprocess itself measures grace periods in real time.
 CREATE_GRACE = 1.0
 ORPHAN_GRACE = 0.5
+# The one line a writer prints when another one acts for the node (issue 16).
+REFUSAL = "acts for node"
 # Pods must not fail for waiting while faults are injected; "stuck" is judged in ticks.
 MAX_PENDING = 3600.0
 
@@ -49,6 +51,8 @@ class TickResult:
     returncode: int
     seconds: float
     report: dict[str, Any] | None
+    refused: bool = False
+    """Refused at start because another writer held the node's writer Lease."""
 
     @property
     def crashed(self) -> bool:
@@ -120,7 +124,9 @@ class Reconciler:
                 process.kill()  # SIGKILL, this one process only
                 out, _ = process.communicate()
             log.write(f"--- exit {process.returncode}: {out.strip()}\n")
-        return TickResult(plan, process.returncode, time.monotonic() - started, _report(out))
+        refused = process.returncode == 1 and REFUSAL in self.log_tail(2)
+        return TickResult(plan, process.returncode, time.monotonic() - started, _report(out),
+                          refused)
 
     def log_tail(self, lines: int = 12) -> str:
         """The end of the log: a failed tick's own lines, for a violation's message."""
