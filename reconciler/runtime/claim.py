@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -75,6 +76,10 @@ class WriterClaim:
         self.monotonic = monotonic
         self.lost = False
         self._tried = monotonic()
+        # The loop keeps the Lease from its own job and from the tick's actions: two
+        # renewals at once would race on the resourceVersion, and the loser would
+        # read its own 409 as having lost the Lease.
+        self._lock = threading.Lock()
 
     @property
     def where(self) -> str:
@@ -99,6 +104,10 @@ class WriterClaim:
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""
+        with self._lock:
+            self._keep()
+
+    def _keep(self) -> None:
         if self.lost:
             raise WriterLost(f"lost the writer {self.where} of node {self.node_name}")
         if self.monotonic() - self._tried < self.elector.retry_period:
