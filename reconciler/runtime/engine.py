@@ -36,9 +36,10 @@ from reconciler.core.planner import (
     owned_instances,
     plan,
 )
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
-from reconciler.core.translate.errors import INVALID_POD_SPEC, TranslationError
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
@@ -241,8 +242,8 @@ class Engine:
                 log.debug("reading what %s/%s needs failed", pod["metadata"].get("namespace"),
                           pod["metadata"].get("name"), exc_info=True)
                 inputs[podinfo.uid(pod)] = CreateInputs(error=TranslationError(
-                    INVALID_POD_SPEC, f"the pod spec could not be read ({type(exc).__name__}: "
-                    f"{exc})", permanent=False))
+                    PodReason.INVALID_POD_SPEC, f"the pod spec could not be read "
+                    f"({type(exc).__name__}: {exc})", permanent=False))
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from reconciler.core.translate.errors import INVALID_IMAGE_NAME, TranslationError
+from reconciler.core.reasons import PodReason
+from reconciler.core.translate.errors import TranslationError
 
 _ALNUM = r"[a-z0-9]+"
 _SEPARATOR = r"(?:[._]|__|[-]+)"
@@ -44,5 +45,5 @@ def check_image(image: str) -> None:
 
 def _invalid(image: str, why: str) -> TranslationError:
     shown = image if len(image) <= 200 else image[:200] + "..."
-    return TranslationError(INVALID_IMAGE_NAME, f"image {shown!r} is not a valid image "
+    return TranslationError(PodReason.INVALID_IMAGE_NAME, f"image {shown!r} is not a valid image "
                             f"reference: {why}", permanent=False)
