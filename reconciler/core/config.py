@@ -68,8 +68,15 @@ class Settings:
     """nvidia.com/gpu capacity the virtual node advertises."""
 
     node_pods: int = 1000
-    node_cpu: str = "4000"
+    node_cpu: str = "4k"
     node_memory: str = "16Ti"
+
+    kubelet_address: str = ""
+    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP).
+    Empty: the node lists only its name as a Hostname address."""
+
+    kubelet_port: int = 10250
+    """The node's status.daemonEndpoints.kubeletEndpoint port; 0 advertises none."""
 
     tick_deadline: float = 10
     """Seconds after a tick's start when no more creates start and RunPod requests stop

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reconciler.adapters.kube.client import KubeClient
@@ -131,15 +131,3 @@ def writer_claim(engine: Engine) -> Iterator[WriterClaim]:
 
 def _nothing() -> None:
     return None
-
-
-@contextmanager
-def reconciler(settings: Settings, conn: Connections, clock: Clock = utcnow,
-               dry_run: bool = False) -> Iterator[Engine]:
-    """An engine holding the node's writer Lease (unless it only plans: a dry run writes
-    nothing to the cluster), then the database's writer lock, while the block runs."""
-    with connect(settings, conn, clock) as engine, ExitStack() as held:
-        if not dry_run:
-            held.enter_context(writer_claim(engine))
-        held.enter_context(writer_lock(engine))
-        yield engine

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_rbac import Attributes
-from reconciler.sim.kube_resources import Resource, find_resource
+from reconciler.sim.kube_resources import CREATE_ONLY_SUBRESOURCES, Resource, find_resource
 from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
 from reconciler.sim.kube_status import ApiError, not_found, success
 from reconciler.sim.kube_store import Page, WatchEvent
@@ -152,8 +152,9 @@ class Handler(BaseHTTPRequestHandler):
             entry = store.find(route.resource, route.namespace, route.name)
             if entry is None:
                 raise not_found(route.resource.plural, route.name)
-            if route.subresource == "binding":
-                raise ApiError(405, "the server does not allow this method on the binding")
+            if route.subresource in CREATE_ONLY_SUBRESOURCES:
+                raise ApiError(405, f"the server does not allow this method on the "
+                               f"{route.subresource}")
             return self._send_raw(200, entry.json())
         try:
             selector = parse_selector(_arg(query, "labelSelector"), _arg(query, "fieldSelector"),
@@ -172,6 +173,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self._json_body()
         if route.subresource == "binding" and route.namespace:
             self.sim.store.bind(route.namespace, route.name, body)
+            return self._send(201, success(201))
+        if route.subresource == "eviction" and route.namespace:
+            self.sim.store.evict(route.namespace, route.name, body)
             return self._send(201, success(201))
         if route.name:
             raise ApiError(405, "POST is only allowed on a collection or pods/binding")
@@ -201,7 +205,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:
-        if not route.name or route.subresource == "binding":
+        if not route.name or route.subresource in CREATE_ONLY_SUBRESOURCES:
             raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # watch ------------------------------------------------------------------------

@@ -17,6 +17,12 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 
+# Subresources that only take a POST, with the kind (and group) of their body. kubectl
+# drain finds pods/eviction here and uses the group/version it names, else it deletes.
+CREATE_ONLY_SUBRESOURCES: dict[str, dict[str, str]] = {
+    "binding": {"kind": "Binding"},
+    "eviction": {"kind": "Eviction", "group": "policy", "version": "v1"},
+}
 _ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 _META_FIELDS = ("metadata.name", "metadata.namespace")
 
@@ -53,17 +59,19 @@ class Resource:
             main["shortNames"] = list(self.short_names)
         entries = [main]
         for sub in self.subresources:
-            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (
-                self.kind, ["get", "patch", "update"])
-            entries.append({"name": f"{self.plural}/{sub}", "singularName": "",
-                            "namespaced": self.namespaced, "kind": kind, "verbs": verbs})
+            entry: dict[str, Any] = {"name": f"{self.plural}/{sub}", "singularName": "",
+                                     "namespaced": self.namespaced, "kind": self.kind,
+                                     "verbs": ["get", "patch", "update"]}
+            if sub in CREATE_ONLY_SUBRESOURCES:
+                entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
+            entries.append(entry)
         return entries
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "namespace", "Namespace", False,
                       ("status",), ("ns",), (*_META_FIELDS, "status.phase"))
 PODS = Resource(
-    "", "v1", "pods", "pod", "Pod", True, ("status", "binding"), ("po",),
+    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "eviction"), ("po",),
     (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
      "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"),
 )

@@ -23,9 +23,10 @@ from reconciler.cli.commands import main
 
 def sync(database: Path | str, *args: str, env: dict[str, str] | None = None) -> Result:
     url = database if isinstance(database, str) else f"sqlite:///{database}"
+    # Log lines (the --once-without---stay warning) are not what is checked here.
     return CliRunner().invoke(
-        main, ["--database-url", url, "sync", "--once", "--runpod-url", "http://127.0.0.1:9",
-               *args], env={"RUNPOD_API_KEY": "k", **(env or {})})
+        main, ["--log-level", "ERROR", "--database-url", url, "sync", "--once", "--runpod-url",
+               "http://127.0.0.1:9", *args], env={"RUNPOD_API_KEY": "k", **(env or {})})
 
 
 def one_line(result: Result) -> str:
@@ -50,6 +51,7 @@ def one_line(result: Result) -> str:
     (["--tick-deadline", "0"], {}, "--tick-deadline"),
     (["--interval", "nan"], {}, "--interval"),
     (["--heartbeat-interval", "inf"], {}, "--heartbeat-interval"),
+    (["--stay", "nan"], {}, "--stay"),
     (["--health-address", "not-an-address"], {}, "--health-address"),
     (["--health-address", ":99999"], {}, "--health-address"),
     ([], {"RECONCILER_ORPHAN_GRACE_TIME": "nan"}, "RECONCILER_ORPHAN_GRACE_TIME"),
