@@ -23,15 +23,23 @@ from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
 from reconciler.cli.options import SettingsError, settings_from, settings_options
-from reconciler.core.config import DAY, DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, out_of_range
+from reconciler.core.config import (
+    DAY,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_RUNPOD_URL,
+    Settings,
+    out_of_range,
+)
 from reconciler.runtime import leader, logs
 from reconciler.runtime.claim import WriterHeld, WriterLost
+from reconciler.runtime.engine import TickReport
 from reconciler.runtime.health import parse_address
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import Connections, LockHeld, connect, writer_claim, writer_lock
+from reconciler.runtime.wiring import Connections, LockHeld, RunMode, claiming, connect, holding
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class CliContext:
@@ -200,20 +208,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
-            # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
-            # writer lock is released instead of blocking the next run until it expires.
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with connect(settings, conn) as engine:
-                started = engine.clock()
-                with ExitStack() as held:
-                    if not dry_run:  # a dry run writes nothing to the cluster
-                        held.enter_context(writer_claim(engine))
-                    held.enter_context(writer_lock(engine))
-                    report = engine.tick(dry_run=dry_run)
-                click.echo(summary.render(report, output, dry_run))
-                # The stay only beats (it does not act for the node), and writes nothing
-                # to the database: the next run need wait for neither.
-                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
+            report = _run_once(settings, conn, dry_run, output, stay, heartbeat_interval)
             if not report.ok:
                 sys.exit(1)
         else:
@@ -243,29 +238,25 @@ def _check_loop_options(interval: float, heartbeat_interval: float, stay: float,
         raise SettingsError(f"invalid --health-address: {exc}") from None
 
 
-@main.command()
-@click.option("--keep-running", is_flag=True,
-              help="Leave the simulators up afterwards and print how to use them.")
-@output_option
-def demo(keep_running: bool, output: str) -> None:
-    """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
-    from reconciler.demo.run import run_demo, summary_record
-
-    echo = click.echo if output == "table" else (lambda _line: None)
-    if logging.getLogger().level == logging.INFO:
-        # The narration shows every decision; routine INFO lines would only repeat it.
-        logging.getLogger("reconciler").setLevel(logging.WARNING)
-    result = run_demo(echo, keep_running=keep_running, wait=_wait_for_interrupt)
-    if output == "json":
-        click.echo(json.dumps(summary_record(result), indent=2))
-    if result.duplicates or result.leaked:
-        sys.exit(1)
-
-
-def _wait_for_interrupt() -> None:
-    import threading
-
+def _run_once(settings: Settings, conn: Connections, dry_run: bool, output: str,
+              stay: float, heartbeat_interval: float) -> TickReport:
+    """One tick under the writer lock, its summary, then the stay (runtime/once.py)."""
+    # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the writer
+    # lock is released instead of blocking the next run until it expires. The handler is
+    # ours only for the run (the process may be a test runner, or host other work).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        click.echo("stopping the simulators")
+        with connect(settings, conn, RunMode.ONCE) as parts:
+            started = parts.engine.clock()
+            with ExitStack() as held:
+                if not dry_run:  # a dry run writes nothing to the cluster
+                    held.enter_context(claiming(parts.claim))
+                held.enter_context(holding(parts.lock))
+                report = parts.engine.tick(dry_run=dry_run)
+            click.echo(summary.render(report, output, dry_run))
+            # The stay only beats (it does not act for the node), and writes nothing to
+            # the database: the next run need wait for neither.
+            stay_beating(parts.heartbeat, started, stay, heartbeat_interval, time.sleep)
+        return report
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,18 +1,17 @@
 """The decision of one tick: `plan(observation, settings, now) -> [Action]`.
 
-Pure: no I/O, no clock, no randomness. Every rule of DESIGN §3 to §5 lives here. The
-planner looks at each pod UID once, with its pod (if the object exists), its mapping
-row (if we have one) and the owned instances tagged with that UID, and decides what
-moves that triple one step closer to agreement. Creates are collected and admitted
+Pure: no I/O, no clock, no randomness. Every rule of docs/architecture.md §2 to §4
+lives here. The planner looks at each pod UID once, with its pod (if the object exists),
+its mapping row (if we have one) and the owned instances tagged with that UID, and
+decides what moves that triple one step closer to agreement. Creates are collected and admitted
 last, oldest pod first, against the instance, spend and rate budgets.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -50,8 +49,6 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 ORPHAN_DETAIL = "orphan: its pod is gone"
-log = logging.getLogger(__name__)
-
 # Definite refusals of a create (issue 16) repeat until someone fixes something (the
 # template, the key, the annotation): retry once a minute, not every tick, to spare the
 # request quota.
@@ -129,7 +126,16 @@ def _within(now: datetime, since: datetime | None, seconds: float) -> bool:
     return since is not None and now - since < timedelta(seconds=seconds)
 
 
-def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
+PlanError = Callable[[str, Exception], None]
+"""Told of an error while planning one pod (the engine logs its traceback at debug)."""
+
+
+def _ignore_error(_uid: str, _exc: Exception) -> None:
+    """No one to tell."""
+
+
+def plan(obs: Observation, settings: Settings, now: datetime,
+         on_error: PlanError = _ignore_error) -> list[Action]:
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
@@ -140,7 +146,7 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
         try:
             decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
         except Exception as exc:  # one malformed pod never stops the others
-            log.debug("could not plan pod %s", uid, exc_info=True)
+            on_error(uid, exc)
             decided, wait = _undecidable(tick, pods.get(uid), rows.get(uid), uid in owned, exc)
         actions += decided
         if wait is not None:
@@ -163,7 +169,7 @@ def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
         try:
             return _cannot_create(t, pod, row, reason, message, False), None
         except Exception:
-            log.debug("could not show why pod %s waits", podinfo.uid(pod), exc_info=True)
+            pass
     return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
 

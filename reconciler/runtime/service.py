@@ -24,7 +24,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.core.config import Settings
-from reconciler.runtime.claim import WriterClaim, WriterHeld, WriterLost, identity
+from reconciler.runtime.claim import WriterHeld, WriterLost, identity
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, utcnow
 from reconciler.runtime.health import Health, HealthServer
@@ -44,7 +44,15 @@ from reconciler.runtime.watch import (
     may_be_offloaded,
     node_selector,
 )
-from reconciler.runtime.wiring import Connections, LockHeld, connect, writer_claim, writer_lock
+from reconciler.runtime.wiring import (
+    Connections,
+    LockHeld,
+    Reconciler,
+    RunMode,
+    claiming,
+    connect,
+    holding,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +89,16 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
         log.info("received %s; finishing the tick in progress", signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    previous = {signum: signal.signal(signum, on_signal)
+                for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with connect(settings, conn, on_runpod_response=metrics.runpod_response) as engine:
-            Replica(engine, health, options, stop).run()
+        with connect(settings, conn, RunMode.LOOP, on_runpod_response=metrics.runpod_response,
+                     after_tick=health.record) as parts:
+            Replica(parts, health, options, stop).run()
     finally:
         server.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     log.info("stopped cleanly")
 
 
@@ -126,14 +137,10 @@ class Ticker:
     def _tick(self) -> None:
         self.debouncer.started()
         try:
-            report = self.engine.tick()
+            report = self.engine.tick()  # its metrics and readiness: `Health.record`
         except WriterLost as exc:
             log.error("tick stopped: %s", exc)  # the claim's own job stops the loop
             return
-        self.health.metrics.observe(report, self.engine.runpod.rate_budget,
-                                    self.engine.settings.owner_id)
-        if report.ok:
-            self.health.last_ok = report.finished_at
         log.info("tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
                  report.tick_id, report.pods, report.instances, sum(report.applied.values()),
                  sum(report.failed.values()), report.duration)
@@ -142,9 +149,10 @@ class Ticker:
 class Replica:
     """One reconciler process: elects (if asked to), and while leading runs the jobs."""
 
-    def __init__(self, engine: Engine, health: Health, options: LoopOptions,
+    def __init__(self, parts: Reconciler, health: Health, options: LoopOptions,
                  stop: threading.Event) -> None:
-        self.engine, self.health, self.options, self.stop = engine, health, options, stop
+        self.parts, self.health, self.options, self.stop = parts, health, options, stop
+        self.engine = engine = parts.engine
         self.metrics = health.metrics
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.ticker = Ticker(engine, health, self.scheduler)
@@ -154,7 +162,6 @@ class Replica:
                                          options.lease_name, identity(), options.lease_seconds,
                                          utcnow, time.monotonic)
         self._held = ExitStack()  # the node's writer Lease and the writer lock, once leading
-        self._claim: WriterClaim | None = None
         self._watches: list[PodWatch] = []
         self._leading = False
         self._lost: str | None = None
@@ -211,17 +218,16 @@ class Replica:
         """Take the node's writer Lease and the writer lock, then tick, beat and watch."""
         predecessor = self.elector.predecessor if self.elector is not None else None
         with ExitStack() as taking:  # both or neither
-            self._claim = taking.enter_context(writer_claim(self.engine))
-            taking.enter_context(writer_lock(self.engine, predecessor))
+            taking.enter_context(claiming(self.parts.claim))
+            taking.enter_context(holding(self.parts.lock, predecessor))
             self._held = taking.pop_all()
         self._leading = True
         self.metrics.leader.set(1)
-        self.engine.heartbeat_in_tick = False
         options, now = self.options, utcnow()
         self.scheduler.add_job(self._heartbeat, "interval", seconds=options.heartbeat_interval,
                                next_run_time=now, max_instances=1, coalesce=True)
         self.scheduler.add_job(self._keep_claim, "interval",
-                               seconds=self._claim.elector.retry_period, max_instances=1,
+                               seconds=self.parts.claim.elector.retry_period, max_instances=1,
                                coalesce=True)
         self.scheduler.add_job(self.ticker.periodic, "interval", seconds=options.interval,
                                jitter=options.interval * 0.1, next_run_time=now,
@@ -240,10 +246,8 @@ class Replica:
 
     def _keep_claim(self) -> None:
         """Renew the node's writer Lease between ticks too; stop when it is lost."""
-        if self._claim is None:
-            return
         try:
-            self._claim.keep()
+            self.parts.claim.keep()
         except WriterLost as exc:
             log.error("%s; stopping", exc)
             self._lost = str(exc)
@@ -251,7 +255,7 @@ class Replica:
 
     def _heartbeat(self) -> None:
         try:
-            self.engine.heartbeat()
+            self.parts.heartbeat.beat()
             self.metrics.heartbeats.labels("ok").inc()
         except KubeError as exc:
             self.metrics.heartbeats.labels("failed").inc()

@@ -1,8 +1,11 @@
-"""Builds a running reconciler from settings: clients, store, engine and the writer lock."""
+"""Builds a running reconciler from settings: clients, store, engine, heartbeat and the
+writer lock. `compose` is the one place an engine is put together; nothing changes it
+afterwards (docs/architecture.md §2)."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,7 +18,8 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import logs
 from reconciler.runtime.claim import WriterClaim, dead_here, identity
-from reconciler.runtime.engine import Clock, Engine, utcnow
+from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
+from reconciler.runtime.heartbeat import NodeHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,10 @@ LOCK_TTL = 120.0
 
 class LockHeld(RuntimeError):
     """Another reconciler writes to this database right now."""
+
+
+class LockNotHeld(RuntimeError):
+    """A tick was asked for while this process does not hold the writer lock."""
 
 
 @dataclass(frozen=True)
@@ -58,56 +66,106 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
 class LockKeeper:
     """Holds the database's writer lock, renewing it well before it expires."""
 
-    def __init__(self, store: Store, clock: Clock, predecessor: str | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store, self.clock = store, clock
         self.owner = identity()
-        # A leader whose expired Lease we took: it stopped acting before the Lease ran
-        # out (leader.py), so its lock is free to take without waiting out the TTL.
-        self.predecessor = predecessor
         self._renewed = clock()
+        self._held = False
 
-    def acquire(self) -> None:
+    def acquire(self, predecessor: str | None = None) -> None:
+        """Take the lock, or raise LockHeld. `predecessor` is a leader whose expired Lease
+        we took: it stopped acting before the Lease ran out (leader.py), so its lock is
+        free to take without waiting out the TTL."""
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
-        if holder is not None and (holder == self.predecessor or dead_here(holder)):
+        if holder is not None and (holder == predecessor or dead_here(holder)):
             log.warning("taking over the lock of %s, %s", holder,
-                        "the previous leader" if holder == self.predecessor
+                        "the previous leader" if holder == predecessor
                         else "a dead process on this host")
             holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
                                              dead_holder=holder)
         if holder is not None:
             raise LockHeld(f"another reconciler ({holder}) is writing to this database")
-        self._renewed = self.clock()
+        self._renewed, self._held = self.clock(), True
 
     def renew_if_due(self) -> None:
-        """One write per half TTL, not per tick: a steady tick writes only its tick row."""
+        """Before each tick. One write per half TTL, not per tick: a steady tick writes
+        only its tick row. Raises LockNotHeld when the lock was never taken or released."""
+        if not self._held:
+            raise LockNotHeld("not holding the database's writer lock: no tick")
         if (self.clock() - self._renewed).total_seconds() >= LOCK_TTL / 2:
             self.acquire()
 
     def release(self) -> None:
+        self._held = False
         self.store.release_lock(LOCK_NAME, self.owner)
 
 
+class RunMode(enum.Enum):
+    """How a process keeps the virtual node alive (docs/architecture.md §5)."""
+
+    ONCE = "once"
+    """No heartbeat schedule (`sync --once`, the sandbox): each tick keeps the node alive."""
+    LOOP = "loop"
+    """The loop beats on its own schedule; its ticks leave the node alone."""
+
+
+@dataclass(frozen=True)
+class Reconciler:
+    """One reconciler process, composed: the engine, its node heartbeat, its writer lock."""
+
+    engine: Engine
+    heartbeat: NodeHeartbeat
+    lock: LockKeeper
+    claim: WriterClaim
+    """The node's writer Lease: taken by every writer before it acts (issue 16)."""
+
+
+def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: Store,
+            clock: Clock, mode: RunMode, lock: LockKeeper | None = None,
+            after_tick: Callable[[Engine, TickReport], None] | None = None,
+            claim: WriterClaim | None = None,
+            ) -> tuple[Engine, NodeHeartbeat]:
+    """The engine and its heartbeat, with what runs around each tick: the writer lock's
+    renewal first (when there is a lock), the node's writer Lease kept before the tick
+    and each action (when there is a claim), the heartbeat in the ticks of
+    `RunMode.ONCE`, and `after_tick` last."""
+    heartbeat = NodeHeartbeat(kube, settings, clock)
+    steps = TickSteps(heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None)
+    if lock is not None:
+        steps = dataclasses.replace(steps, before=lock.renew_if_due)
+    if claim is not None:
+        steps = dataclasses.replace(steps, before_action=claim.keep)
+    if after_tick is not None:
+        steps = dataclasses.replace(steps, after=after_tick)
+    return Engine(settings, runpod, kube, store, clock, steps), heartbeat
+
+
 @contextmanager
-def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
-            on_runpod_response: Callable[[str, int], None] | None = None) -> Iterator[Engine]:
-    """An engine with its clients and store, not yet holding the writer lock: a standby
+def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock = utcnow,
+            on_runpod_response: Callable[[str, int], None] | None = None,
+            after_tick: Callable[[Engine, TickReport], None] | None = None,
+            ) -> Iterator[Reconciler]:
+    """A reconciler with its clients and store, not yet holding the writer lock: a standby
     replica must not take the lock before it leads."""
     logs.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate)
     kube = KubeClient.from_config(conn.kubeconfig)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
+    lock = LockKeeper(store, clock)
     try:
-        yield Engine(resolve_owner(settings, kube), runpod, kube, store, clock)
+        settings = resolve_owner(settings, kube)
+        claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
+        engine, heartbeat = compose(settings, runpod, kube, store, clock, mode, lock,
+                                    after_tick, claim)
+        yield Reconciler(engine, heartbeat, lock, claim)
     finally:
         runpod.close()
 
 
 @contextmanager
-def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[LockKeeper]:
-    """The database's writer lock for as long as the block runs, renewed before ticks."""
-    lock = LockKeeper(engine.store, engine.clock, predecessor)
-    lock.acquire()
-    engine.before_tick = lock.renew_if_due
+def holding(lock: LockKeeper, predecessor: str | None = None) -> Iterator[LockKeeper]:
+    """The database's writer lock for as long as the block runs."""
+    lock.acquire(predecessor)
     try:
         yield lock
     finally:
@@ -115,19 +173,11 @@ def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[Lock
 
 
 @contextmanager
-def writer_claim(engine: Engine) -> Iterator[WriterClaim]:
-    """The node's writer Lease for as long as the block runs, kept before every action.
-    Raises WriterHeld when another writer acts for the node."""
-    claim = WriterClaim(engine.kube, engine.settings.node_name, engine.clock,
-                        lambda: engine.clock().timestamp())
+def claiming(claim: WriterClaim) -> Iterator[WriterClaim]:
+    """The node's writer Lease for as long as the block runs (the engine keeps it before
+    each action). Raises WriterHeld when another writer acts for the node."""
     claim.acquire()
-    engine.before_action = claim.keep
     try:
         yield claim
     finally:
-        engine.before_action = _nothing
         claim.release()
-
-
-def _nothing() -> None:
-    return None
