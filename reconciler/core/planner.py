@@ -168,7 +168,7 @@ def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
     if not has_instance and (row is None or row.state is MappingState.PENDING):
         try:
             return _cannot_create(t, pod, row, reason, message, False), None
-        except Exception:
+        except Exception:  # no status can be built for it: the Event below says why
             pass
     return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
