@@ -33,7 +33,7 @@ def report_record(report: TickReport) -> dict[str, Any]:
         "failed": dict(report.failed),
         "errors": report.errors,
         "skipped": report.skipped,
-        "deferred_creates": report.deferred,
+        "deferred_creates": report.deferred_creates,
         "duration_seconds": round(report.duration, 3),
     }
 
@@ -87,8 +87,8 @@ def _headline(report: TickReport, dry_run: bool) -> str:
     state = "ok" if report.ok else "FAILED"
     if report.skipped:
         state += f" ({report.skipped})"
-    elif report.deferred:
-        state += f" ({report.deferred} creates wait for the next tick: deadline passed)"
+    elif report.deferred_creates:
+        state += f" ({report.deferred_creates} creates wait for a later tick)"
     name = "dry run" if dry_run else f"tick #{report.tick_id}"
     return (f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
             f"{report.instances} owned instances, {sum(report.planned.values())} actions")

@@ -39,10 +39,13 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
+from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
+from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,6 @@ class Outcome:
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     done: list[Action] = field(default_factory=list)
-    deferred: int = 0
-    """Creates left for the next tick because the tick's deadline had passed."""
 
 
 class _CreatesStopped(Exception):
@@ -68,13 +69,21 @@ class _CreatesSkipped(Exception):
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
                  clock: Callable[[], datetime], tick_id: Callable[[], int],
+                 stock: StockMemory | None = None,
                  before_action: Callable[[], None] = lambda: None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self._tick_id = tick_id
+        self.stock = stock if stock is not None else StockMemory()
+        self.refusals = 0
+        """Creates RunPod refused this run for want of stock."""
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
+        self.deferred = 0
+        self.past_deadline = False
+        """Whether creates were left over because the tick's deadline had passed."""
+        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -82,7 +91,8 @@ class Executor:
             kind = type(action).__name__
             self._before_action()
             if isinstance(action, Create) and self.runpod.past_deadline:
-                outcome.deferred += 1
+                self.deferred += 1
+                self.past_deadline = True
                 continue  # nothing committed: the next tick plans this create again
             try:
                 self._apply(action)
@@ -106,16 +116,22 @@ class Executor:
                 self.store.delete_row(uid)
             case Create():
                 self._create(action)
-            case Adopt(row=row):
+            case Adopt(pod=pod, instance=instance, row=row):
                 self.store.save_row(row)
+                self._decided("adopt", pod, instance.id, "an owned instance found by its tags",
+                              instance.cost_per_hr)
             case Terminate():
                 self._terminate(action)
-            case PatchStatus(pod=pod, status=status, row=row):
-                self._journaled("patch-status", pod.uid, None,
-                                lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
+            case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
+                self._journaled("patch-status", pod.uid, None, lambda: self.kube
+                                .patch_pod_status(pod.namespace, pod.name, status, annotations))
                 crashpoints.reached("after-status-patch")
                 if row is not None:
                     self.store.save_row(row)
+                if status.get("phase") == "Failed":
+                    self._decided("fail", pod, row.instance_id if row else None,
+                                  f"{status.get('reason')}: {status.get('message')}",
+                                  row.cost_per_hr if row else None)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
@@ -125,14 +141,22 @@ class Executor:
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
+                self._decided("finalize", pod, row.instance_id if row else None,
+                              "deleted, and its instance is gone")
             case Bind(pod=pod, node_name=node, detail=detail):
                 self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
                     pod.namespace, pod.name, pod.uid, node))
                 self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
+                self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
             case _:
                 assert_never(action)
+
+    def _decided(self, action: str, pod: PodRef | None, instance: str | None, reason: str,
+                 price: float | None = None) -> None:
+        decision(Decision(action, pod.namespace if pod else None, pod.name if pod else None,
+                          instance, reason, price, self._tick_id()))
 
     # --- journal ----------------------------------------------------------------------
 
@@ -167,8 +191,14 @@ class Executor:
     # --- create -----------------------------------------------------------------------
 
     def _create(self, action: Create) -> None:
+        budget = self.runpod.rate_budget
+        if not self._creates_stopped and budget is not None and budget <= 0:
+            # Not sleeping until the window resets inside this tick: the next tick comes
+            # at the reset and divides the fresh window among the reconcilers on the key.
+            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
         if self._creates_stopped:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
+            self.deferred += 1
             return
         try:
             # Before the intent: nothing of it can create an instance, and a failure
@@ -187,19 +217,29 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        self._event(action.pod, Notice.CREATED_INSTANCE,
-                    f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
-                    f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
-                    f"${instance.cost_per_hr:.2f}/h)")
+        placement = (f"{instance.gpu_type_id} x{instance.gpu_count} in "
+                     f"{instance.datacenter_id or 'any data center'}")
+        self._event(action.pod, Notice.CREATED_INSTANCE, f"created RunPod instance "
+                    f"{instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)")
+        self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4)."""
+        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4), past
+        the places RunPod refused lately (an earlier pod of this tick included)."""
         refusals: list[str] = []
-        for candidate in candidates:
+        for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
-                return self._create_one(action, candidate)
-            except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
+                instance = self._create_one(action, candidate)
+                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+                return instance
+            except runpod_errors.RejectedError as exc:
+                # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
+                # alone answers 400 too, but the translation checks the rules first).
+                self.stock.refused(candidate, self.clock())
+                self.refusals += 1
+                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+            except runpod_errors.PermissionDeniedError as exc:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
@@ -224,7 +264,8 @@ class Executor:
                 self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
                 return None
         self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
-                   "no GPU type that fits this pod could be created: " + "; ".join(refusals))
+                   "no GPU type that fits this pod could be created: "
+                   + ("; ".join(refusals) or REFUSED_EVERYWHERE))
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
@@ -293,7 +334,8 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        log.info("terminated instance %s (%s)", action.instance_id, action.detail)
+        self._decided("terminate", action.pod, action.instance_id, action.detail,
+                      action.row.cost_per_hr if action.row else None)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)

@@ -73,7 +73,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
-from reconciler.sim.clock import SimClock
+from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
@@ -394,10 +394,12 @@ class RunPodSimulator:
         if not self._authorized(authorization):
             return Reply.problem(Problem(401, "missing or invalid bearer token"))
         seconds = self.clock.now().timestamp()
-        retry_after = self._limits.admit(seconds)
+        refused = self._limits.admit(seconds)
         headers = self._limits.headers(seconds)
-        if retry_after is not None:
-            detail = "rate limit exceeded; retry later"
+        if refused is not None:
+            # As the contract's example: the detail names the window that was exceeded.
+            window, retry_after = refused
+            detail = f"rate limit exceeded for the {window} window"
             reply = Reply.problem(Problem(429, detail, headers={"Retry-After": str(retry_after)}))
         else:
             reply = self._answer(method, path, params, body)
@@ -889,7 +891,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with RunPodSimulator(args.api_key, host=args.host, port=args.port) as sim:
+    with RunPodSimulator(args.api_key, host=args.host, port=args.port,
+                         clock=real_start()) as sim:
         print(sim.base_url, flush=True)
         while not stopping.wait(0.5):
             continue

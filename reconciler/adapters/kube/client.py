@@ -32,6 +32,7 @@ from reconciler.adapters.kube.errors import (
     TransportError,
     error_for,
 )
+from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
 
@@ -40,6 +41,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # (connect, read) seconds: a hung API server must fail one tick, not hang the loop.
 DEFAULT_TIMEOUT = (5.0, 30.0)
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+_HOME_KUBECONFIG = "~/.kube/config"
 # Like the kubelet's nodeStatusReportFrequency: an unchanged node status is rewritten this
 # often, so its heartbeat times stay meaningful; the Lease is the real liveness signal.
 NODE_STATUS_REPORT_SECONDS = 300
@@ -84,22 +86,26 @@ class KubeClient:
         cls, kubeconfig: str | None = None, context: str | None = None,
         *, now: Callable[[], datetime] = _utc_now,
     ) -> KubeClient:
-        """A kubeconfig path, else $KUBECONFIG or ~/.kube/config, else in-cluster config."""
-        default = Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
+        """A kubeconfig path (or several, `:`-separated, merged as kubectl merges them),
+        else $KUBECONFIG or ~/.kube/config, else in-cluster config; `context` picks one
+        of the kubeconfig's contexts instead of its current-context."""
+        source = kubeconfig or os.environ.get("KUBECONFIG") or ""
+        if not source and (context or Path(_HOME_KUBECONFIG).expanduser().exists()):
+            source = _HOME_KUBECONFIG
         try:
-            if kubeconfig or context or default.exists():
-                api_client = kubernetes.config.new_client_from_config(
-                    config_file=kubeconfig, context=context, persist_config=False)
+            if source:
+                api_client = kubernetes.config.new_client_from_config_dict(
+                    merge_kubeconfig(source), context=context, persist_config=False)
             else:
                 configuration = kubernetes.client.Configuration()
                 kubernetes.config.load_incluster_config(client_configuration=configuration)
                 api_client = kubernetes.client.ApiClient(configuration)
         except Exception as error:
-            # The loader raises ConfigException, YAML parse errors, OSError (unreadable
-            # file) and TypeError (odd shapes) alike: each is a configuration to fix.
-            source = kubeconfig or (str(default) if default.exists() else "in-cluster")
+            # The loader raises ConfigException, KubeconfigError, YAML parse errors,
+            # OSError (unreadable file) and TypeError (odd shapes) alike: each is a
+            # configuration to fix.
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise KubeError(f"no usable Kubernetes configuration ({source}): "
+            raise KubeError(f"no usable Kubernetes configuration ({source or 'in-cluster'}): "
                             f"{first_line}") from error
         return cls(api_client, now=now)
 
@@ -142,10 +148,16 @@ class KubeClient:
                 raise error_for(response.status, response.read())
         return WatchStream(response.response)
 
-    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        # Strategic merge: conditions merge by type and containerStatuses by name, so
-        # conditions set by others (the scheduler's PodScheduled) survive.
-        self._request("PATCH", _pod_path(namespace, name, "status"), body={"status": status},
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
+                         annotations: dict[str, str | None] | None = None) -> None:
+        """Strategic merge: conditions merge by type and containerStatuses by name, so
+        conditions set by others (the scheduler's PodScheduled) survive. Annotations go
+        in the same request when given: the pods/status subresource keeps metadata
+        changes (it resets only spec, deletionTimestamp and ownerReferences)."""
+        body: dict[str, Any] = {"status": status}
+        if annotations:
+            body["metadata"] = {"annotations": annotations}
+        self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
                       content_type=STRATEGIC_MERGE_PATCH)
 
     def patch_pod_annotations(
@@ -221,21 +233,20 @@ class KubeClient:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
 
         The event's name is derived from (object UID, reason, message, type, component),
-        so repeats are found again after a restart, without any local cache.
+        so repeats are found again after a restart, without any local cache. Most events
+        are new: one POST; only a repeat (409 AlreadyExists) costs a GET and a PATCH more.
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
         stamp = _time(self._now())
-        existing = self._get_optional(f"{collection}/{_q(name)}")
-        if existing is None:
-            event = _new_event(pod, name, reason, message, type, component, stamp)
-            try:
-                self._request("POST", collection, body=event)
-                return
-            except ConflictError:  # created concurrently: count ours on top of it
-                existing = self._request("GET", f"{collection}/{_q(name)}")
+        event = _new_event(pod, name, reason, message, type, component, stamp)
+        try:
+            self._request("POST", collection, body=event)
+            return
+        except ConflictError:  # recorded before: count this one on top of it
+            existing = self._request("GET", f"{collection}/{_q(name)}")
         bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 
@@ -271,6 +282,13 @@ class KubeClient:
             return
         lease["spec"] = {**(lease.get("spec") or {}), **spec}
         self._request("PUT", f"{collection}/{_q(node_name)}", body=lease)
+
+    def node_lease_renewed_at(self, node_name: str) -> datetime | None:
+        """When the node's heartbeat Lease was last renewed; None if it has none."""
+        collection = _LEASES.format(namespace=NODE_LEASE_NAMESPACE)
+        lease = self._get_optional(f"{collection}/{_q(node_name)}")
+        renewed = ((lease or {}).get("spec") or {}).get("renewTime")
+        return datetime.fromisoformat(renewed) if renewed else None
 
     # leader election ---------------------------------------------------------------
 

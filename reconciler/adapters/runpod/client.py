@@ -102,6 +102,7 @@ class RunPodClient:
 
     @property
     def rate_budget(self) -> int | None:
+        """Requests we may still send now: our share when others use the key too."""
         return self._limiter.budget(self._monotonic())
 
     def deadline_in(self, seconds: float | None) -> None:
@@ -111,6 +112,10 @@ class RunPodClient:
     @property
     def past_deadline(self) -> bool:
         return self._deadline is not None and self._monotonic() >= self._deadline
+
+    def tick_gap(self) -> float:
+        """Seconds between the starts of two ticks that leave the quota to the work."""
+        return self._limiter.tick_gap(self._monotonic())
 
     # Pods
 
