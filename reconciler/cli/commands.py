@@ -24,6 +24,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
+from reconciler.cli.logs_command import logs_command
 from reconciler.cli.options import SettingsError, settings_from, settings_options
 from reconciler.core.config import (
     DAY,
@@ -373,6 +374,9 @@ def _check_loop_options(interval: float, heartbeat_interval: float, stay: float,
         parse_address(health_address)
     except ValueError as exc:
         raise SettingsError(f"invalid --health-address: {exc}") from None
+
+
+main.add_command(logs_command)
 
 
 @main.command()

@@ -47,6 +47,7 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
+from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,9 @@ class Engine:
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
+        self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
+                                limits=KeepLimits(settings.log_keep_lines,
+                                                  settings.log_keep_bytes))
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
@@ -344,7 +348,7 @@ class Engine:
             return report.tick_id
 
         executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
-                            before_action=self.steps.before_action)
+                            self.pod_logs.keep, before_action=self.steps.before_action)
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()
