@@ -6,7 +6,7 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
 - namespace caps: one `GET /api/v1/namespaces/{ns}` per namespace of a pod waiting for
   a create, cached for `CAPS_TTL`;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
-  using a credential (and on a process's first tick), then one
+  using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
 """
 
@@ -57,6 +57,9 @@ def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
     Nothing is written here (observation is read-only): `save_billing` records the read
     once the tick applies, and a tick that never gets there reads the same hours again.
     """
+    ours = {row.instance_id for row in rows if row.instance_id}
+    if not ours:
+        return BillingRead()  # nothing of ours to map a charge to: spare the request
     until = _hour(now)
     since = store.billing_covered_until() or _hour(
         now - timedelta(days=settings.cost_history_days))
@@ -67,7 +70,6 @@ def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
     except runpod_errors.RunPodError as exc:
         log.warning("could not read RunPod billing: %s", exc)
         return BillingRead()
-    ours = {row.instance_id for row in rows if row.instance_id}
     kept = [r for r in records if r.instance_id in ours]
     per_instance = store.spend_by_instance()
     for instance_id, usd in spend.by_instance(kept).items():
@@ -118,13 +120,12 @@ class RegistryCollector:
 
     def __init__(self, owner_id: str) -> None:
         self.owner_id = owner_id
-        self._checked = False
 
     def collect(self, runpod: RunPodClient, instances: Sequence[Instance],
                 released: Iterable[str], keep: Iterable[str] = ()) -> list[str]:
-        """Look when this tick terminated an instance that used a credential (or on the
-        first tick); `instances` are the ones still there, `keep` this tick's choices."""
-        if self._checked and not any(released):
+        """Look when this tick terminated an instance that used a credential; `instances`
+        are the ones still there, `keep` this tick's choices."""
+        if not any(released):
             return []
         try:
             unused = unused_registries(runpod.list_registry_auths(), instances, self.owner_id,
@@ -132,7 +133,6 @@ class RegistryCollector:
         except runpod_errors.RunPodError as exc:
             log.warning("could not list registry credentials: %s", exc)
             return []
-        self._checked = True
         deleted = []
         for auth in unused:
             try:
