@@ -36,6 +36,7 @@ import yaml
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube_http import Handler
+from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_rbac import Authorizer
 from reconciler.sim.kube_resources import BY_PLURAL, PODS, Resource
 from reconciler.sim.kube_select import Selector
@@ -83,6 +84,8 @@ class KubeSimulator:
         self.tls = tls
         self.clock = clock or SimClock()
         self.store = Store(self.clock)
+        self.jobs = JobController(self.store)
+        self.store.add_controller(self.jobs.admit, self.jobs.react)
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
         self.requests: list[tuple[str, str, str, int]] = []

@@ -154,6 +154,11 @@ class Handler(BaseHTTPRequestHandler):
                 raise not_found(route.resource.plural, route.name)
             if route.subresource == "binding":
                 raise ApiError(405, "the server does not allow this method on the binding")
+            if _wants_table(self.headers.get("Accept", "")):
+                return self._send(200, table_for(
+                    route.resource, [entry.obj], store.clock.now(),
+                    entry.obj["metadata"]["resourceVersion"],
+                    include_object=_arg(query, "includeObject") or "Metadata"))
             return self._send_raw(200, entry.json())
         try:
             selector = parse_selector(_arg(query, "labelSelector"), _arg(query, "fieldSelector"),
@@ -164,8 +169,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._watch(route, query, selector)
         page = store.list_page(route.resource, route.namespace, selector,
                           _int_arg(query, "limit"), _arg(query, "continue"))
-        if "as=Table" in self.headers.get("Accept", ""):
-            return self._send(200, table_for(route.resource, page, store.clock.now()))
+        if _wants_table(self.headers.get("Accept", "")):
+            return self._send(200, table_for(
+                route.resource, [entry.obj for entry in page.items], store.clock.now(),
+                page.resource_version, page.continue_token,
+                _arg(query, "includeObject") or "Metadata"))
         return self._send_raw(200, _list_json(route.resource, page))
 
     def _create(self, route: Route, query: Query) -> int:
@@ -338,6 +346,10 @@ def _verb(method: str, route: Route, query: Query) -> str:
             return "get"
         return "watch" if _arg(query, "watch") in ("1", "true") else "list"
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+
+def _wants_table(accept: str) -> bool:
+    return "as=Table" in accept
 
 
 def _list_json(resource: Resource, page: Page) -> bytes:

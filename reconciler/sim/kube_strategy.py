@@ -12,6 +12,7 @@ import binascii
 import re
 from typing import Any
 
+from reconciler.sim.kube_pod_status import normalize_pod_status, pod_status_causes
 from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, PODS, SECRETS, Resource
 from reconciler.sim.kube_status import ApiError, invalid
 
@@ -40,6 +41,8 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
     """Normalisation applied to every create and update."""
     if resource is SECRETS:
         _fold_string_data(obj)
+    elif resource is PODS and isinstance(obj.get("status"), dict):
+        normalize_pod_status(obj["status"])
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
@@ -59,6 +62,10 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
 def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
     if resource is not PODS:
         return
+    if old.get("status") != new.get("status"):
+        causes = pod_status_causes(old, new)
+        if causes:
+            raise invalid("Pod", new["metadata"]["name"], causes)
     if _masked_pod_spec(old.get("spec", {})) != _masked_pod_spec(new.get("spec", {})):
         raise invalid("Pod", new["metadata"]["name"], [(
             "spec", "Forbidden: pod updates may not change fields other than "
