@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_rbac import Attributes
 from reconciler.sim.kube_resources import Resource, find_resource
@@ -152,8 +153,9 @@ class Handler(BaseHTTPRequestHandler):
             entry = store.find(route.resource, route.namespace, route.name)
             if entry is None:
                 raise not_found(route.resource.plural, route.name)
-            if route.subresource == "binding":
-                raise ApiError(405, "the server does not allow this method on the binding")
+            if route.subresource in ("binding", "eviction"):
+                raise ApiError(405, f"the server does not allow this method on the "
+                               f"{route.subresource}")
             if _wants_table(self.headers.get("Accept", "")):
                 return self._send(200, table_for(
                     route.resource, [entry.obj], store.clock.now(),
@@ -180,6 +182,9 @@ class Handler(BaseHTTPRequestHandler):
         body = self._json_body()
         if route.subresource == "binding" and route.namespace:
             self.sim.store.bind(route.namespace, route.name, body)
+            return self._send(201, success(201))
+        if route.subresource == "eviction" and route.namespace:
+            self.sim.store.evict(route.namespace, route.name, body)
             return self._send(201, success(201))
         if route.name:
             raise ApiError(405, "POST is only allowed on a collection or pods/binding")
@@ -209,7 +214,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:
-        if not route.name or route.subresource == "binding":
+        if not route.name or route.subresource in ("binding", "eviction"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # watch ------------------------------------------------------------------------
@@ -297,6 +302,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _json_body(self) -> dict[str, Any]:
         content_type = self.headers.get("Content-Type", "application/json")
+        if content_type.split(";")[0].strip() == protobuf.CONTENT_TYPE:
+            return protobuf.decode_object(self._body)
         if not content_type.startswith("application/json"):
             raise ApiError(415, f"the body of the request was in an unknown format: "
                            f"{content_type}")

@@ -53,17 +53,22 @@ class Resource:
             main["shortNames"] = list(self.short_names)
         entries = [main]
         for sub in self.subresources:
-            kind, verbs = ("Binding", ["create"]) if sub == "binding" else (
-                self.kind, ["get", "patch", "update"])
-            entries.append({"name": f"{self.plural}/{sub}", "singularName": "",
-                            "namespaced": self.namespaced, "kind": kind, "verbs": verbs})
+            entry = {"name": f"{self.plural}/{sub}", "singularName": "",
+                     "namespaced": self.namespaced, "kind": self.kind,
+                     "verbs": ["get", "patch", "update"]}
+            if sub == "binding":
+                entry.update(kind="Binding", verbs=["create"])
+            elif sub == "eviction":
+                # kubectl drain finds the Eviction API by this entry's group and version.
+                entry.update(kind="Eviction", verbs=["create"], group="policy", version="v1")
+            entries.append(entry)
         return entries
 
 
 NAMESPACES = Resource("", "v1", "namespaces", "namespace", "Namespace", False,
                       ("status",), ("ns",), (*_META_FIELDS, "status.phase"))
 PODS = Resource(
-    "", "v1", "pods", "pod", "Pod", True, ("status", "binding"), ("po",),
+    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "eviction"), ("po",),
     (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
      "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"),
 )

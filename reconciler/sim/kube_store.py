@@ -252,6 +252,15 @@ class Store:
                                    deletionGracePeriodSeconds=grace)
             return self._commit(resource, _key_of_obj(obj), obj, "MODIFIED")
 
+    def evict(self, namespace: str, name: str, eviction: dict[str, Any]) -> None:
+        """pods/eviction: a delete with the eviction's options (no disruption budgets are
+        modelled, so an eviction is never refused for one)."""
+        options = eviction.get("deleteOptions") or {}
+        with self.lock:
+            self._entry(PODS, namespace, name)
+            self.delete(PODS, namespace, name, options.get("gracePeriodSeconds"),
+                        options.get("preconditions"))
+
     def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
         with self.lock:
             pod = self._entry(PODS, namespace, name).obj

@@ -31,6 +31,11 @@ Rules (source in brackets):
  T1  Table for pods: READY, STATUS with the reason, RESTARTS, AGE; wide IP, NODE,
      NOMINATED NODE, READINESS GATES; for a list and for one object   [printers.go]
  T2  Table for nodes: STATUS (SchedulingDisabled), ROLES, VERSION; wide INTERNAL-IP...
+ B1  protobuf request bodies (`k8s\0` + runtime.Unknown) for Secret, ConfigMap,
+     Namespace, Job and Eviction, as kubectl's imperative commands send them; other
+     kinds and unknown fields are refused (415), never guessed      [runtime/protobuf]
+ E1  pods/eviction deletes the pod with the eviction's options, and discovery lists it
+     with group policy, version v1 (how kubectl drain finds it)     [policy/v1 Eviction]
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from kubernetes.client.exceptions import ApiException
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_jobs import TRACKING_FINALIZER
+from reconciler.sim.kube_protobuf import CONTENT_TYPE as PROTOBUF
 from reconciler.sim.kube_resources import PODS
 
 SMP = "application/strategic-merge-patch+json"
@@ -437,3 +443,84 @@ def test_t1_kubectl_get_pod_name_shows_the_reason_and_wide_columns(
         assert row.split()[:4] == ["p", "0/1", "InstanceLost", "0"]
         header, row = kubectl("get", "pod", "p", "-o", "wide")
         assert "NOMINATED NODE" in header and row.split()[5:7] == ["10.0.0.7", NODE]
+
+
+# --- B, E: protobuf bodies and evictions -------------------------------------------------
+
+
+def _envelope(api_version: str, kind: str, raw: bytes) -> bytes:
+    def field(number: int, data: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(data)]) + data
+
+    type_meta = field(1, api_version.encode()) + field(2, kind.encode())
+    return b"k8s\x00" + field(1, type_meta) + field(2, raw)
+
+
+def _post(sim: KubeSimulator, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    with sim.api_client() as api_client:
+        response = api_client.call_api("POST", sim.base_url + path, header_params={
+            "Content-Type": PROTOBUF, "Authorization": f"Bearer {sim.token}"}, body=body)
+        return response.status, dict(json.loads(response.read()))
+
+
+def test_b1_a_protobuf_config_map_is_created(sim: KubeSimulator) -> None:
+    meta = bytes([0x0A, 2]) + b"cm"  # ObjectMeta.name
+    entry = bytes([0x0A, 1]) + b"k" + bytes([0x12, 1]) + b"v"  # data map entry
+    raw = bytes([0x0A, len(meta)]) + meta + bytes([0x12, len(entry)]) + entry
+    status, created = _post(sim, "/api/v1/namespaces/default/configmaps",
+                            _envelope("v1", "ConfigMap", raw))
+    assert status == 201 and created["data"] == {"k": "v"}
+    assert (sim.get("configmaps", "default", "cm") or {})["data"] == {"k": "v"}
+
+
+def test_b1_unknown_kinds_and_fields_are_refused(sim: KubeSimulator) -> None:
+    status, answer = _post(sim, "/api/v1/namespaces/default/configmaps",
+                           _envelope("v1", "Service", b""))
+    assert status == 415 and "Service" in answer["message"]
+    status, answer = _post(sim, "/api/v1/namespaces/default/configmaps",
+                           _envelope("v1", "ConfigMap", bytes([0xF8, 0x07, 0x01])))
+    assert status == 415 and "field 127 of ConfigMap" in answer["message"]
+    status, _ = _post(sim, "/api/v1/namespaces/default/configmaps", b"{}")
+    assert status == 400
+
+
+def test_e1_eviction_is_discoverable_and_deletes(sim: KubeSimulator,
+                                                 core: client.CoreV1Api) -> None:
+    entry = next(r for r in core.get_api_resources().resources if r.name == "pods/eviction")
+    assert (entry.kind, entry.group, entry.version) == ("Eviction", "policy", "v1")
+    _pod(sim)
+    core.create_namespaced_pod_eviction("p", "default", {
+        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"},
+        "deleteOptions": {"gracePeriodSeconds": 0}})
+    assert sim.get("pods", "default", "p") is None
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_b1_e1_kubectl_imperative_commands_and_drain(tmp_path: Path, clock: SimClock) -> None:
+    with KubeSimulator(clock=clock, tls=True) as sim:
+        kubeconfig = sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
+        sim.put("nodes", {"metadata": {"name": NODE},
+                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        _pod(sim)
+
+        def kubectl(*args: str) -> str:
+            done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args],
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        assert "secret/s created" in kubectl("create", "secret", "generic", "s",
+                                             "--from-literal=token=t0p")
+        assert "configmap/c created" in kubectl("create", "configmap", "c",
+                                                "--from-literal=a=b")
+        assert "namespace/team created" in kubectl("create", "namespace", "team")
+        assert "job.batch/j created" in kubectl("create", "job", "j", "--image=busybox:1.36",
+                                                "--", "echo", "hi")
+        assert (sim.get("secrets", "default", "s") or {})["data"] == {"token": "dDBw"}
+        assert (sim.get("configmaps", "default", "c") or {})["data"] == {"a": "b"}
+        assert sim.get("namespaces", None, "team") is not None
+        job = sim.get("jobs", "default", "j") or {}
+        assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+        drained = kubectl("drain", NODE, "--force", "--grace-period=0", "--timeout=30s")
+        assert "pod/p evicted" in drained
+        assert sim.get("pods", "default", "p") is None
