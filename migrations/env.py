@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Engine
 
-from reconciler.store.models import Base
+from reconciler.adapters.store.models import Base
 
 target_metadata = Base.metadata
 

@@ -31,7 +31,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.chaos` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reconciler.crashpoints import POINTS
+from reconciler.runtime.crashpoints import POINTS
 from tests.chaos import invariants
 from tests.chaos.invariants import History
 from tests.chaos.ticks import (

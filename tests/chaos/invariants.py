@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.domain import POD_UID_ENV
+from reconciler.core.domain import POD_UID_ENV
 from tests.chaos.ticks import JournalRow
 from tests.chaos.world import Json, Snapshot
 

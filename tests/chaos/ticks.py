@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.crashpoints import CRASH_EXIT_CODE, ENV_VAR
+from reconciler.runtime.crashpoints import CRASH_EXIT_CODE, ENV_VAR
 from tests.chaos.world import API_KEY, SimHost
 
 # A clean tick that takes longer than this is a hang worth failing the campaign for.

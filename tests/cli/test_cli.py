@@ -10,9 +10,9 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import main
-from reconciler.store import db, migrate
-from reconciler.store.models import Mapping, MappingState, Tick
+from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.models import Mapping, MappingState, Tick
+from reconciler.cli.commands import main
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

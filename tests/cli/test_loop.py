@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from reconciler.sim.sandbox import API_KEY, Sandbox
+from reconciler.demo.sandbox import API_KEY, Sandbox
 
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"

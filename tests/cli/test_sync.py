@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from click.testing import CliRunner
 
-from reconciler.cli import main
-from reconciler.sim.sandbox import API_KEY, Sandbox
+from reconciler.cli.commands import main
+from reconciler.demo.sandbox import API_KEY, Sandbox
 
 
 @pytest.fixture

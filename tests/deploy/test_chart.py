@@ -16,9 +16,9 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from reconciler.cli import sync
-from reconciler.cli_options import settings_from
-from reconciler.config import Settings
+from reconciler.cli.commands import sync
+from reconciler.cli.options import settings_from
+from reconciler.core.config import Settings
 
 from .manifests import (
     CHART,

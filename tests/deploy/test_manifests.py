@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli import main, sync
-from reconciler.leader import DEFAULT_LEASE_NAME
+from reconciler.cli.commands import main, sync
+from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 
 from .manifests import (
     DEPLOY,

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.config import Settings
-from reconciler.kube.errors import ForbiddenError, KubeError
-from reconciler.leader import DEFAULT_LEASE_NAME
-from reconciler.sim.sandbox import Sandbox
-from reconciler.watch import PENDING_SELECTOR, node_selector
+from reconciler.adapters.kube.errors import ForbiddenError, KubeError
+from reconciler.core.config import Settings
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler import crashpoints
-from reconciler.config import Settings
-from reconciler.sim.sandbox import Sandbox
+from reconciler.core.config import Settings
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import crashpoints
 
 FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 

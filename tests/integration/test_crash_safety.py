@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import crashpoints
-from reconciler.sim.sandbox import Sandbox
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import crashpoints
 
 
 def crash() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.sim.sandbox import Sandbox
+from reconciler.demo.sandbox import Sandbox
 
 
 def phase(box: Sandbox, name: str) -> str | None:

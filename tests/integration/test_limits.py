@@ -3,7 +3,7 @@ the instance and spend caps, and a burst of 100 pods against a 60-per-minute quo
 
 from __future__ import annotations
 
-from reconciler.sim.sandbox import Sandbox
+from reconciler.demo.sandbox import Sandbox
 
 
 def set_capacity(box: Sandbox, places: list[tuple[str, str]], count: int) -> None:

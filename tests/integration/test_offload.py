@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_resources import PODS
-from reconciler.sim.sandbox import Sandbox
 from tests.integration.conftest import FAST
 
 MANAGED = {"runpod.io/managed": "true"}

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from reconciler.sim.sandbox import Sandbox
-from reconciler.store import db
-from reconciler.wiring import LOCK_NAME, LOCK_TTL, open_store
+from reconciler.adapters.store import db
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 
 from . import postgres
 from .conftest import FAST

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.kube.client import KubeClient
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 

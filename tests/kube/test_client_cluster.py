@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.config import Settings
-from reconciler.kube.client import KubeClient
-from reconciler.kube.errors import ConflictError, ForbiddenError
-from reconciler.kube.node import build_node
-from reconciler.leader import Attempt, Change, LeaderElector
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.errors import ConflictError, ForbiddenError
+from reconciler.core.config import Settings
+from reconciler.core.node import build_node
+from reconciler.runtime.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.kube.client import KubeClient
-from reconciler.kube.errors import (
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.errors import (
     ConflictError,
     InvalidError,
     NotFoundError,

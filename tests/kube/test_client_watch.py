@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.kube.client import KubeClient
-from reconciler.kube.errors import GoneError, TransportError
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.errors import GoneError, TransportError
 from reconciler.sim.kube import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.kube.client import KubeClient
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.kube.client import KubeClient
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.runtime.watch import PodWatch, node_selector
 from reconciler.sim.kube import KubeSimulator
-from reconciler.watch import PodWatch, node_selector
 
 PodFactory = Callable[..., dict[str, Any]]
 

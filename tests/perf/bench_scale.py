@@ -60,9 +60,9 @@ from scale_world import (
     remote_world,
 )
 
-import reconciler.engine as engine_module
-from reconciler.config import Settings
-from reconciler.planner import Observation, plan
+import reconciler.runtime.engine as engine_module
+from reconciler.core.config import Settings
+from reconciler.core.planner import Observation, plan
 from reconciler.sim.clock import SimClock
 
 PAGE_SIZE = 500

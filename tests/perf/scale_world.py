@@ -27,17 +27,17 @@ import kubernetes
 from sqlalchemy import Engine as SqlEngine
 from sqlalchemy import event
 
-from reconciler.config import Settings
-from reconciler.domain import OWNER_ENV, POD_UID_ENV
-from reconciler.engine import Engine, TickReport
-from reconciler.kube.client import KubeClient
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.repository import Store
+from reconciler.core.config import Settings
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.runtime.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.runpod import REQUEST_LOG_LIMIT, RunPodSimulator
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES
-from reconciler.store import db, migrate
-from reconciler.store.repository import Store
 
 API_KEY = "bench-runpod-key"
 TOKEN = "bench-kube-token"

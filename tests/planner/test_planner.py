@@ -10,7 +10,7 @@ from typing import NoReturn
 
 import pytest
 
-from reconciler.actions import (
+from reconciler.core.actions import (
     Adopt,
     Create,
     Event,
@@ -20,10 +20,10 @@ from reconciler.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.config import Settings
-from reconciler.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
-from reconciler.mapping import MappingState
-from reconciler.translate import status as pod_status
+from reconciler.core.config import Settings
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
+from reconciler.core.mapping import MappingState
+from reconciler.core.translate import status as pod_status
 from tests.planner.world import OWNER, SETTINGS, T0, World, instance, kinds, pod
 
 
@@ -347,7 +347,7 @@ def test_metadata_annotations_name_the_instance() -> None:
 
 
 def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-untyped-def]
-    from reconciler.mapping import MappingRecord
+    from reconciler.core.mapping import MappingRecord
 
     p = world.pods[uid]
     return MappingRecord(uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0,

@@ -9,9 +9,9 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.actions import MUTATING, Action, Create, SaveRow, Terminate
-from reconciler.domain import InstanceStatus
-from reconciler.mapping import MappingRecord, MappingState
+from reconciler.core.actions import MUTATING, Action, Create, SaveRow, Terminate
+from reconciler.core.domain import InstanceStatus
+from reconciler.core.mapping import MappingRecord, MappingState
 from tests.planner.world import OWNER, T0, World, instance, pod
 
 PHASES = ["Pending", "Running", "Succeeded", "Failed"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.actions import (
+from reconciler.core.actions import (
     Action,
     Adopt,
     Create,
@@ -19,8 +19,8 @@ from reconciler.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.config import Settings
-from reconciler.domain import (
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
     OWNER_ENV,
     POD_UID_ENV,
     Availability,
@@ -32,8 +32,8 @@ from reconciler.domain import (
     PortMapping,
     Runtime,
 )
-from reconciler.mapping import MappingRecord
-from reconciler.planner import CreateInputs, Observation, plan
+from reconciler.core.mapping import MappingRecord
+from reconciler.core.planner import CreateInputs, Observation, plan
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 

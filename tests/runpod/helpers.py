@@ -6,8 +6,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.domain import OWNER_ENV, POD_UID_ENV, CreateRequest
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, CreateRequest
 
 # Distinctive, so a redaction test can search every output for it.
 API_KEY = "rpa_TEST0KEY0MUST0NEVER0LEAK0b1e2c3"

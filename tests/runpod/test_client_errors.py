@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, ClientFactory, closed_port, create_request

@@ -9,16 +9,16 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.domain import (
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.parse import parse_runtime
+from reconciler.core.domain import (
     Cloud,
     InstanceStatus,
     NetworkVolume,
     PersistentVolume,
     PortMapping,
 )
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
-from reconciler.runpod.parse import parse_runtime
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import OWNER, RTX_4090, create_request

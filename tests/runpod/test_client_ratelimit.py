@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.runpod.client import RunPodClient
-from reconciler.runpod.ratelimit import RateLimiter, parse_members
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.ratelimit import RateLimiter, parse_members
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 

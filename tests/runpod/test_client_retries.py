@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 
@@ -136,7 +136,7 @@ def test_each_retry_is_logged(
     sim: RunPodSimulator, client: RunPodClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     sim.inject_fault("GET", "/v2/pods", 429, retry_after=3)
-    caplog.set_level(logging.WARNING, logger="reconciler.runpod")
+    caplog.set_level(logging.WARNING, logger="reconciler.adapters.runpod")
     client.list_instances()
     assert "GET /v2/pods: attempt 1/4 failed: " in caplog.text
     assert "will retry in 3.0 s" in caplog.text

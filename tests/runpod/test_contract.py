@@ -13,9 +13,9 @@ import jsonschema
 import pytest
 import requests
 
-from reconciler.domain import STOP_ON_EXIT_ENV, Cloud, NetworkVolume, PersistentVolume
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.domain import STOP_ON_EXIT_ENV, Cloud, NetworkVolume, PersistentVolume
 from reconciler.sim.runpod import RunPodSimulator
 
 from . import contract

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import requests
 
-from reconciler.domain import Availability, Cloud
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.domain import Availability, Cloud
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090, create_request

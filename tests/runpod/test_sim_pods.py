@@ -11,9 +11,9 @@ import json
 import pytest
 import requests
 
-from reconciler.domain import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV, InstanceStatus
-from reconciler.runpod import errors
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.domain import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV, InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, OWNER, RTX_4090, create_request

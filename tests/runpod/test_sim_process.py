@@ -12,8 +12,8 @@ import time
 
 import requests
 
-from reconciler.domain import InstanceStatus
-from reconciler.runpod.client import RunPodClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.domain import InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, create_request

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.wiring import LOCK_NAME, LOCK_TTL, LockHeld, LockKeeper, open_store
+from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, LockHeld, LockKeeper, open_store
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 
-from reconciler.store import db, migrate
-from reconciler.store.models import Base
+from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.models import Base
 
 TABLES = {"mappings", "ticks", "actions", "locks"}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.domain import Availability, DataCenterStock, GpuType, KubeObject
+from reconciler.core.domain import Availability, DataCenterStock, GpuType, KubeObject
 
 PodFactory = Callable[..., KubeObject]
 

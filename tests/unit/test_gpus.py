@@ -12,14 +12,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.config import Settings
-from reconciler.domain import Availability, Cloud, GpuType
-from reconciler.gpus import GpuRequest, all_out_of_stock, explain_unsatisfiable, gpu_request, rank
-from reconciler.translate import annotations as ann
-from reconciler.translate.errors import (
+from reconciler.core.config import Settings
+from reconciler.core.domain import Availability, Cloud, GpuType
+from reconciler.core.translate import annotations as ann
+from reconciler.core.translate.errors import (
     INVALID_ANNOTATION,
     UNSATISFIABLE_GPU_REQUEST,
     TranslationError,
+)
+from reconciler.core.translate.gpus import (
+    GpuRequest,
+    all_out_of_stock,
+    explain_unsatisfiable,
+    gpu_request,
+    rank,
 )
 
 from .conftest import build_gpu, build_job, build_pod

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.debounce import Debouncer
-from reconciler.leader import Attempt, Change, Election
-from reconciler.watch import ChangeFilter, backoff_seconds, may_be_offloaded
+from reconciler.runtime.debounce import Debouncer
+from reconciler.runtime.leader import Attempt, Change, Election
+from reconciler.runtime.watch import ChangeFilter, backoff_seconds, may_be_offloaded
 
 
 class FakeClock:

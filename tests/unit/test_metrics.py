@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.actions import PatchStatus, PodRef, SaveRow, Terminate
-from reconciler.domain import OWNER_ENV, POD_UID_ENV, Instance, InstanceStatus
-from reconciler.engine import TickReport
-from reconciler.mapping import MappingRecord, MappingState
-from reconciler.metrics import DUPLICATE_REASON, ORPHAN_REASON, Metrics
-from reconciler.planner import Observation
+from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, Instance, InstanceStatus
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import Observation
+from reconciler.runtime.engine import TickReport
+from reconciler.runtime.metrics import DUPLICATE_REASON, ORPHAN_REASON, Metrics
 
 OWNER = "cluster/virtual-runpod"
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.config import Settings
-from reconciler.kube.node import build_node
-from reconciler.placement import exclusion
+from reconciler.core.config import Settings
+from reconciler.core.node import build_node
+from reconciler.core.placement import exclusion
 
 NODE = build_node(Settings(), datetime(2026, 1, 1, tzinfo=UTC))
 

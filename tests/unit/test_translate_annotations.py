@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from reconciler.translate import annotations as ann
-from reconciler.translate.errors import INVALID_ANNOTATION, TranslationError
+from reconciler.core.translate import annotations as ann
+from reconciler.core.translate.errors import INVALID_ANNOTATION, TranslationError
 
 from .conftest import build_job, build_pod
 

@@ -17,15 +17,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.domain import EXIT_CODE_MARKER
-from reconciler.translate.container import (
+from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.translate.container import (
     choose_container,
     instance_args,
     start_command,
     wrap_for_batch,
 )
-from reconciler.translate.errors import BATCH_COMMAND_REQUIRED, INVALID_ANNOTATION, TranslationError
-from reconciler.translate.expansion import expand
+from reconciler.core.translate.errors import (
+    BATCH_COMMAND_REQUIRED,
+    INVALID_ANNOTATION,
+    TranslationError,
+)
+from reconciler.core.translate.expansion import expand
 
 from .conftest import build_pod
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.translate.env import EnvSources, container_env, referenced_objects
-from reconciler.translate.errors import CREATE_CONTAINER_CONFIG_ERROR, TranslationError
+from reconciler.core.translate.env import EnvSources, container_env, referenced_objects
+from reconciler.core.translate.errors import CREATE_CONTAINER_CONFIG_ERROR, TranslationError
 
 from .conftest import build_pod
 

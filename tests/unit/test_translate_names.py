@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.translate.names import MAX_NAME_LENGTH, instance_name
+from reconciler.core.translate.names import MAX_NAME_LENGTH, instance_name
 
 from .conftest import build_pod
 

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.translate.annotations import PORTS
-from reconciler.translate.errors import INVALID_ANNOTATION, TranslationError
-from reconciler.translate.ports import container_ports, instance_ports, parse_ports
+from reconciler.core.translate.annotations import PORTS
+from reconciler.core.translate.errors import INVALID_ANNOTATION, TranslationError
+from reconciler.core.translate.ports import container_ports, instance_ports, parse_ports
 
 from .conftest import build_job, build_pod
 

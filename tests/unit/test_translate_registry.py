@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from reconciler.translate.registry import registry_credentials, registry_host
+from reconciler.core.translate.registry import registry_credentials, registry_host
 
 
 @pytest.mark.parametrize(

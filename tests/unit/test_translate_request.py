@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from reconciler.config import Settings
-from reconciler.domain import (
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
     OWNER_ENV,
     POD_UID_ENV,
     STOP_ON_EXIT_ENV,
@@ -21,10 +21,10 @@ from reconciler.domain import (
     NetworkVolume,
     PersistentVolume,
 )
-from reconciler.translate import annotations as ann
-from reconciler.translate.container import wrap_for_batch
-from reconciler.translate.env import EnvSources
-from reconciler.translate.errors import (
+from reconciler.core.translate import annotations as ann
+from reconciler.core.translate.container import wrap_for_batch
+from reconciler.core.translate.env import EnvSources
+from reconciler.core.translate.errors import (
     CREATE_CONTAINER_CONFIG_ERROR,
     GPU_CATALOG_UNAVAILABLE,
     INVALID_ANNOTATION,
@@ -32,7 +32,7 @@ from reconciler.translate.errors import (
     UNSATISFIABLE_GPU_REQUEST,
     TranslationError,
 )
-from reconciler.translate.request import create_requests, requests_out_of_stock
+from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 from .conftest import build_gpu, build_job, build_pod
 

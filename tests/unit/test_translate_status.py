@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.domain import Instance, InstanceStatus, KubeObject, PortMapping, Runtime
-from reconciler.translate.status import (
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject, PortMapping, Runtime
+from reconciler.core.translate.status import (
     metadata_annotations,
     mirror_key,
     pod_status,

@@ -1,0 +1,1 @@
+"""Adapters: the RunPod client, the Kubernetes adapter and the state store."""

@@ -1,0 +1,467 @@
+"""The Kubernetes adapter: the kubelet-like calls the reconciler makes, as raw JSON.
+
+It rides on the official client's `ApiClient` (kubeconfig or in-cluster config, token
+refresh, TLS, connection pool) but not on its models: thousands of pods per tick are
+far cheaper as `json.loads` dicts, and sending our own dicts keeps timestamps in the
+exact formats the API server parses (the models would re-serialise them). Every
+request goes through `_request`, the one place where client and urllib3 errors become
+`reconciler.adapters.kube.errors`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import kubernetes
+import urllib3
+
+from reconciler.adapters.kube.errors import (
+    ConflictError,
+    KubeError,
+    NotFoundError,
+    TransportError,
+    error_for,
+)
+from reconciler.adapters.kube.stream import WatchStream
+from reconciler.core.domain import KubeObject
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# (connect, read) seconds: a hung API server must fail one tick, not hang the loop.
+DEFAULT_TIMEOUT = (5.0, 30.0)
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+# Like the kubelet's nodeStatusReportFrequency: an unchanged node status is rewritten this
+# often, so its heartbeat times stay meaningful; the Lease is the real liveness signal.
+NODE_STATUS_REPORT_SECONDS = 300
+DEFAULT_COMPONENT = "runpod-reconciler"
+WATCH_READ_SLACK_SECONDS = 30
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+@dataclass(frozen=True)
+class LeaseClaim:
+    """The outcome of one try for a Lease; true when won."""
+
+    won: bool
+    taken_over_from: str | None = None
+    """The holder whose lease had expired when we took it (it stopped renewing)."""
+
+    def __bool__(self) -> bool:
+        return self.won
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class KubeClient:
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        now: Callable[[], datetime] = _utc_now,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> None:
+        """`now` stamps events and node leases (a SimClock's `now` in tests)."""
+        self.api_client = api_client
+        self._now = now
+        self._timeout = timeout
+
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | None = None, context: str | None = None,
+        *, now: Callable[[], datetime] = _utc_now,
+    ) -> KubeClient:
+        """A kubeconfig path, else $KUBECONFIG or ~/.kube/config, else in-cluster config."""
+        default = Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
+        try:
+            if kubeconfig or context or default.exists():
+                api_client = kubernetes.config.new_client_from_config(
+                    config_file=kubeconfig, context=context, persist_config=False)
+            else:
+                configuration = kubernetes.client.Configuration()
+                kubernetes.config.load_incluster_config(client_configuration=configuration)
+                api_client = kubernetes.client.ApiClient(configuration)
+        except kubernetes.config.ConfigException as error:
+            raise KubeError(f"no usable Kubernetes configuration: {error}") from error
+        return cls(api_client, now=now)
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    # pods -------------------------------------------------------------------------
+
+    def list_node_pods(self, node_name: str, page_size: int = 500) -> list[KubeObject]:
+        return self._list_all("/api/v1/pods", f"spec.nodeName={node_name}", page_size)
+
+    def list_pending_managed_pods(self, page_size: int = 500) -> list[KubeObject]:
+        """Unscheduled Pending pods in every namespace (offload candidates)."""
+        return self._list_all("/api/v1/pods", "spec.nodeName=,status.phase=Pending", page_size)
+
+    def pods_resource_version(self, field_selector: str) -> str:
+        """Where a watch of these pods can start: the resourceVersion of a one-item list
+        (the whole list is the tick's business)."""
+        page = self._request("GET", "/api/v1/pods",
+                             query=[("fieldSelector", field_selector), ("limit", "1")])
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
+    def watch_pods(self, field_selector: str, resource_version: str,
+                   timeout_seconds: int) -> WatchStream:
+        """The changes to these pods after `resource_version`, until the server ends the
+        watch after `timeout_seconds` (or the caller closes the stream)."""
+        query = [("fieldSelector", field_selector), ("watch", "true"),
+                 ("resourceVersion", resource_version),
+                 ("timeoutSeconds", str(timeout_seconds))]
+        # The read timeout outlasts the server's own end of the watch: a quiet watch is
+        # not a broken one.
+        timeout = (self._timeout[0], timeout_seconds + WATCH_READ_SLACK_SECONDS)
+        headers = {"Accept": "application/json"}
+        with _translated_errors():
+            request = self.api_client.param_serialize(
+                method="GET", resource_path="/api/v1/pods", query_params=query,
+                header_params=headers, auth_settings=["BearerToken"])
+            response = self.api_client.call_api(*request, _request_timeout=timeout)
+            if not 200 <= response.status < 300:
+                raise error_for(response.status, response.read())
+        return WatchStream(response.response)
+
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        # Strategic merge: conditions merge by type and containerStatuses by name, so
+        # conditions set by others (the scheduler's PodScheduled) survive.
+        self._request("PATCH", _pod_path(namespace, name, "status"), body={"status": status},
+                      content_type=STRATEGIC_MERGE_PATCH)
+
+    def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: dict[str, str | None],
+    ) -> None:
+        """Merge patch: other annotations stay; a None value removes that key."""
+        self._request("PATCH", _pod_path(namespace, name),
+                      body={"metadata": {"annotations": annotations}}, content_type=MERGE_PATCH)
+
+    def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Finish a pod like the kubelet: grace 0, and only the pod with this UID.
+
+        Already gone is success; a different pod under the same name raises ConflictError.
+        """
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                   "preconditions": {"uid": uid}}
+        try:
+            self._request("DELETE", _pod_path(namespace, name), body=options)
+        except NotFoundError:
+            return
+
+    def bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> None:
+        binding = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        self._request("POST", _pod_path(namespace, name, "binding"), body=binding)
+
+    # jobs, secrets, config maps, cluster identity ------------------------------------
+
+    def get_job(self, namespace: str, name: str) -> KubeObject | None:
+        return self._get_optional(f"/apis/batch/v1/namespaces/{_q(namespace)}/jobs/{_q(name)}")
+
+    def owning_job(self, pod: KubeObject) -> KubeObject | None:
+        """The Job controlling this pod; None if none, or if the name now holds another Job."""
+        meta = pod.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
+                job = self.get_job(meta.get("namespace") or "default", ref["name"])
+                if job is not None and job["metadata"].get("uid") == ref.get("uid"):
+                    return job
+        return None
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
+        secret = self._get_optional(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
+        if secret is None:
+            return None
+        return {key: _b64_text(value) for key, value in (secret.get("data") or {}).items()}
+
+    def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
+        config_map = self._get_optional(
+            f"/api/v1/namespaces/{_q(namespace)}/configmaps/{_q(name)}")
+        if config_map is None:
+            return None
+        values = {k: _b64_text(v) for k, v in (config_map.get("binaryData") or {}).items()}
+        values.update(config_map.get("data") or {})
+        return values
+
+    def cluster_uid(self) -> str:
+        return str(self._request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"])
+
+    # events -----------------------------------------------------------------------
+
+    def record_event(
+        self, pod: KubeObject, reason: str, message: str, type: str = "Normal",
+        component: str = DEFAULT_COMPONENT,
+    ) -> None:
+        """Record an Event on `pod`; a repeat of the same one bumps its count instead.
+
+        The event's name is derived from (object UID, reason, message, type, component),
+        so repeats are found again after a restart, without any local cache.
+        """
+        meta = pod["metadata"]
+        namespace = meta.get("namespace") or "default"
+        name = _event_name(pod, reason, message, type, component)
+        collection = f"/api/v1/namespaces/{_q(namespace)}/events"
+        stamp = _time(self._now())
+        existing = self._get_optional(f"{collection}/{_q(name)}")
+        if existing is None:
+            event = _new_event(pod, name, reason, message, type, component, stamp)
+            try:
+                self._request("POST", collection, body=event)
+                return
+            except ConflictError:  # created concurrently: count ours on top of it
+                existing = self._request("GET", f"{collection}/{_q(name)}")
+        bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
+        self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
+
+    # node and heartbeat ------------------------------------------------------------
+
+    def ensure_node(self, node: KubeObject) -> None:
+        """Create the Node or bring it to `node`; writes nothing when nothing changed."""
+        path = f"/api/v1/nodes/{_q(node['metadata']['name'])}"
+        current = self._get_optional(path)
+        if current is None:
+            current = self._request("POST", "/api/v1/nodes", body=node)
+        metadata_patch = _node_metadata_patch(current, node)
+        if metadata_patch:
+            self._request("PATCH", path, body=metadata_patch, content_type=MERGE_PATCH)
+        status = _node_status_update(current.get("status") or {}, node.get("status") or {})
+        if status is not None:
+            self._request("PATCH", f"{path}/status", body={"status": status},
+                          content_type=STRATEGIC_MERGE_PATCH)
+
+    def renew_node_lease(self, node_name: str, duration_seconds: int = 40) -> None:
+        """The node heartbeat: the Lease named after the node in kube-node-lease."""
+        collection = _LEASES.format(namespace=NODE_LEASE_NAMESPACE)
+        lease = self._get_optional(f"{collection}/{_q(node_name)}")
+        spec = {"holderIdentity": node_name, "leaseDurationSeconds": duration_seconds,
+                "renewTime": _micro_time(self._now())}
+        if lease is None:
+            self._request("POST", collection,
+                          body=_lease(NODE_LEASE_NAMESPACE, node_name, spec))
+            return
+        lease["spec"] = {**(lease.get("spec") or {}), **spec}
+        self._request("PUT", f"{collection}/{_q(node_name)}", body=lease)
+
+    # leader election ---------------------------------------------------------------
+
+    def try_acquire_lease(
+        self, namespace: str, name: str, identity: str, duration_seconds: int, now: datetime,
+    ) -> LeaseClaim:
+        """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
+        a valid one or won the race (a 409 on our resourceVersion-guarded write)."""
+        collection = _LEASES.format(namespace=_q(namespace))
+        lease = self._get_optional(f"{collection}/{_q(name)}")
+        stamp = _micro_time(now)
+        claim = {"holderIdentity": identity, "leaseDurationSeconds": duration_seconds,
+                 "renewTime": stamp}
+        try:
+            if lease is None:
+                first = {**claim, "acquireTime": stamp, "leaseTransitions": 0}
+                self._request("POST", collection, body=_lease(namespace, name, first))
+                return LeaseClaim(won=True)
+            spec = lease.get("spec") or {}
+            holder = spec.get("holderIdentity")
+            if holder and holder != identity and not _lease_expired(spec, now):
+                return LeaseClaim(won=False)
+            if holder != identity:
+                claim.update(acquireTime=stamp,
+                             leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
+            lease["spec"] = {**spec, **claim}
+            self._request("PUT", f"{collection}/{_q(name)}", body=lease)
+            return LeaseClaim(won=True, taken_over_from=holder if holder != identity else None)
+        except ConflictError:
+            return LeaseClaim(won=False)
+
+    def release_lease(self, namespace: str, name: str, identity: str) -> None:
+        """Give the Lease up at once (if still ours), so a successor need not wait it out."""
+        path = f"{_LEASES.format(namespace=_q(namespace))}/{_q(name)}"
+        lease = self._get_optional(path)
+        spec = (lease or {}).get("spec") or {}
+        if lease is None or spec.get("holderIdentity") != identity:
+            return
+        spec.pop("holderIdentity")
+        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
+        try:
+            self._request("PUT", path, body=lease)
+        except ConflictError:
+            return  # someone else wrote it meanwhile: it is no longer ours to release
+
+    # plumbing ---------------------------------------------------------------------
+
+    def _list_all(self, path: str, field_selector: str, page_size: int) -> list[KubeObject]:
+        items: list[KubeObject] = []
+        token = ""
+        while True:
+            query = [("fieldSelector", field_selector), ("limit", str(page_size))]
+            if token:
+                query.append(("continue", token))
+            page = self._request("GET", path, query=query)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return items
+
+    def _get_optional(self, path: str) -> KubeObject | None:
+        try:
+            return self._request("GET", path)
+        except NotFoundError:
+            return None
+
+    def _request(
+        self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
+        body: Any = None, content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        with _translated_errors():
+            request = self.api_client.param_serialize(
+                method=method, resource_path=path, query_params=query or [],
+                header_params=headers, body=body, auth_settings=["BearerToken"])
+            response = self.api_client.call_api(*request, _request_timeout=self._timeout)
+            data = response.read()
+        if not 200 <= response.status < 300:
+            raise error_for(response.status, data)
+        return json.loads(data) if data else None
+
+
+@contextmanager
+def _translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except kubernetes.client.ApiException as error:
+        if not error.status:
+            raise TransportError(str(error.reason or error)) from error
+        raise error_for(error.status, error.body, str(error.reason or "")) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise TransportError(f"no answer from the Kubernetes API: {error}") from error
+
+
+def _q(segment: str) -> str:
+    return quote(segment, safe="")
+
+
+def _pod_path(namespace: str, name: str, subresource: str = "") -> str:
+    path = f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def _time(moment: datetime) -> str:
+    """metav1.Time: RFC 3339 in whole seconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_time(moment: datetime) -> str:
+    """metav1.MicroTime: the API server insists on exactly six fractional digits."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _b64_text(value: str) -> str:
+    # Binary values cannot become env vars anyway; replace rather than fail the pod.
+    return base64.b64decode(value).decode("utf-8", errors="replace")
+
+
+def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
+    renewed = spec.get("renewTime") or spec.get("acquireTime")
+    if not renewed:
+        return True
+    duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+    return now >= datetime.fromisoformat(renewed) + duration
+
+
+def _event_name(
+    obj: KubeObject, reason: str, message: str, type: str, component: str,
+) -> str:
+    meta = obj["metadata"]
+    identity = "\0".join((meta.get("uid", ""), reason, message, type, component))
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return f"{meta['name'][:236]}.{digest}"
+
+
+def _new_event(
+    obj: KubeObject, name: str, reason: str, message: str, type: str, component: str,
+    stamp: str,
+) -> KubeObject:
+    meta = obj["metadata"]
+    namespace = meta.get("namespace") or "default"
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            # List items carry no kind: what the reconciler reports on is a pod unless told.
+            "kind": obj.get("kind", "Pod"), "apiVersion": obj.get("apiVersion", "v1"),
+            "namespace": namespace, "name": meta["name"], "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        },
+        "reason": reason, "message": message, "type": type,
+        "source": {"component": component},
+        "reportingComponent": component, "reportingInstance": "",
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+
+
+def _node_metadata_patch(current: KubeObject, desired: KubeObject) -> KubeObject:
+    """Labels and taints we own that are missing or differ; others' are left alone."""
+    patch: KubeObject = {}
+    labels = current["metadata"].get("labels") or {}
+    changed = {k: v for k, v in (desired["metadata"].get("labels") or {}).items()
+               if labels.get(k) != v}
+    if changed:
+        patch["metadata"] = {"labels": changed}
+    taints = (current.get("spec") or {}).get("taints") or []
+    missing = [t for t in (desired.get("spec") or {}).get("taints") or [] if t not in taints]
+    if missing:
+        patch["spec"] = {"taints": taints + missing}
+    return patch
+
+
+def _node_status_update(current: dict[str, Any], desired: dict[str, Any]) -> dict | None:
+    """The status to write, or None when only heartbeat times differ and none is due."""
+    old_conditions = {c.get("type"): c for c in current.get("conditions") or []}
+    conditions = []
+    for condition in desired.get("conditions") or []:
+        old = old_conditions.get(condition.get("type"))
+        if old and old.get("status") == condition.get("status"):
+            # A transition time marks a change of status, not a rewrite of the same one.
+            condition = {**condition, "lastTransitionTime": old.get("lastTransitionTime")}
+        conditions.append(condition)
+    wanted = {**desired, "conditions": conditions}
+    same = _without_heartbeats(wanted) == _without_heartbeats(
+        {k: current.get(k) for k in wanted})
+    return None if same and not _heartbeat_due(old_conditions, conditions) else wanted
+
+
+def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:
+    conditions = sorted(
+        ({k: v for k, v in c.items() if k != "lastHeartbeatTime"}
+         for c in status.get("conditions") or []),
+        key=lambda c: str(c.get("type")),
+    )
+    return {**status, "conditions": conditions}
+
+
+def _heartbeat_due(old: dict[str, dict[str, Any]], conditions: list[dict[str, Any]]) -> bool:
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    previous = (old.get("Ready") or {}).get("lastHeartbeatTime")
+    if ready is None or not previous or not ready.get("lastHeartbeatTime"):
+        return ready is not None
+    elapsed = datetime.fromisoformat(ready["lastHeartbeatTime"]) - datetime.fromisoformat(previous)
+    return elapsed >= timedelta(seconds=NODE_STATUS_REPORT_SECONDS)

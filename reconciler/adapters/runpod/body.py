@@ -1,0 +1,45 @@
+"""Domain values → RunPod v2 request bodies.
+
+Optional fields are left out rather than sent as null: the create body is closed
+(unknown or mistyped fields are a 422), and an absent field lets RunPod or the
+template supply its default.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.core.domain import CreateRequest
+
+
+def create_pod_body(request: CreateRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": request.name,
+        "gpu": {"id": request.gpu_type_id, "count": request.gpu_count},
+        "cloud": request.cloud.value,
+        "env": dict(request.env),
+    }
+    optional = {
+        "image": request.image or None,
+        "args": request.args,
+        "ports": list(request.ports) or None,
+        "disk": request.container_disk_gb,
+        "dataCenterIds": list(request.datacenter_ids) or None,
+        "templateId": request.template_id,
+        "registry": request.registry_auth_id,
+        "mounts": _mounts(request),
+    }
+    body.update({key: value for key, value in optional.items() if value is not None})
+    return body
+
+
+def _mounts(request: CreateRequest) -> dict[str, Any] | None:
+    """Both kinds are passed on if both are set: RunPod's 400 then says what is wrong."""
+    mounts: dict[str, Any] = {}
+    if request.persistent_volume is not None:
+        volume = request.persistent_volume
+        mounts["persistent"] = {"size": volume.size_gb, "path": volume.path}
+    if request.network_volume is not None:
+        network = request.network_volume
+        mounts["network"] = [{"volumeId": network.volume_id, "path": network.path}]
+    return mounts or None

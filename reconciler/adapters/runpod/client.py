@@ -1,0 +1,345 @@
+"""The RunPod REST v2 client: one session, one request function that owns retries.
+
+Retry rules (DESIGN §1, §3):
+- reads and DELETE are idempotent: retried on 429, 5xx and transport errors;
+- a create, an action and a registry create are retried on 429 only (RunPod refused
+  them before acting). After a 5xx or a transport error they may have taken effect,
+  so they raise with `in_doubt=True` and the caller decides (a create is adopted by
+  its owner tags, never sent blindly again);
+- 4xx other than 429 are final.
+Waits honour `Retry-After`, else back off exponentially with jitter; both attempts and
+total time are bounded. All waiting goes through the injected `sleep`, so tests pass a
+simulated clock and nothing really sleeps.
+
+The API key lives only in the session's Authorization header: it is never logged,
+never part of an error message and not shown by `repr()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod.body import create_pod_body
+from reconciler.adapters.runpod.logs import exit_code_from, sse_log_lines
+from reconciler.adapters.runpod.parse import parse_gpu_types, parse_instance, parse_registry
+from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.core.domain import Cloud, CreateRequest, GpuType, Instance, RegistryAuth
+
+logger = logging.getLogger(__name__)
+
+BACKOFF_BASE_SECONDS = 1.0
+BACKOFF_CAP_SECONDS = 30.0
+# The marker line is the wrapper's last words, so a short tail holds it.
+LOG_TAIL_LINES = 100
+# The log stream stays open after its backfill; this much silence means it is all in.
+LOG_IDLE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    path: str
+    route: str
+    idempotent: bool = True
+    # For calls that may have acted although they failed: what the caller must assume.
+    doubt: str = ""
+    body: Any = None
+    params: dict[str, str] | None = None
+    stream: bool = False
+    read_timeout: float | None = None
+
+
+class RunPodClient:
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str = "https://api.runpod.io",
+        *,
+        connect_timeout: float = 5,
+        read_timeout: float = 30,
+        max_attempts: int = 4,
+        max_retry_time: float = 60,
+        sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+        on_response: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._timeout = (connect_timeout, read_timeout)
+        self._max_attempts = max(1, max_attempts)
+        self._max_retry_time = max_retry_time
+        self._sleep = sleep
+        self._monotonic = monotonic
+        self._on_response = on_response
+        self._limiter = RateLimiter()
+        self._session = requests.Session()
+        self._session.headers["Authorization"] = f"Bearer {api_key}"
+        self._session.headers["Accept"] = "application/json"
+
+    def __repr__(self) -> str:
+        return f"RunPodClient(base_url={self._base_url!r})"
+
+    def __enter__(self) -> RunPodClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._session.close()
+
+    @property
+    def rate_budget(self) -> int | None:
+        return self._limiter.budget(self._monotonic())
+
+    # Pods
+
+    def list_instances(self) -> list[Instance]:
+        data = self._json(_Call("GET", "/v2/pods", "GET /v2/pods"))
+        pods = data.get("pods") if isinstance(data, dict) else None
+        if not isinstance(pods, list):
+            raise errors.RunPodError("GET /v2/pods answered without a pods list")
+        return [parse_instance(pod) for pod in pods]
+
+    def get_instance(self, instance_id: str) -> Instance:
+        path = f"/v2/pods/{_segment(instance_id)}"
+        return parse_instance(self._json(_Call("GET", path, "GET /v2/pods/{id}")))
+
+    def create_instance(self, request: CreateRequest) -> Instance:
+        call = _Call(
+            "POST",
+            "/v2/pods",
+            "POST /v2/pods",
+            idempotent=False,
+            doubt="the instance may exist anyway: look for it by its owner tags",
+            body=create_pod_body(request),
+        )
+        instance = parse_instance(self._json(call))
+        logger.info("created instance %s for %s", instance.id, request.name)
+        return instance
+
+    def delete_instance(self, instance_id: str) -> None:
+        """Terminate for good. An instance that is already gone counts as deleted."""
+        path = f"/v2/pods/{_segment(instance_id)}"
+        try:
+            self._send(_Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
+        except errors.NotFoundError:
+            logger.debug("instance %s was already gone", instance_id)
+
+    def instance_action(self, instance_id: str, action: str) -> Instance | None:
+        """start | stop | restart answer the updated instance; terminate answers None."""
+        call = _Call(
+            "POST",
+            f"/v2/pods/{_segment(instance_id)}/action",
+            "POST /v2/pods/{id}/action",
+            idempotent=False,
+            doubt=f"the {action} may have been applied anyway",
+            body={"action": action},
+        )
+        response = self._send(call)
+        if response.status_code == 204 or not response.content:
+            return None
+        return parse_instance(_decode(response, call.route))
+
+    def read_exit_code(self, instance_id: str) -> int | None:
+        call = _Call(
+            "GET",
+            f"/v2/pods/{_segment(instance_id)}/logs",
+            "GET /v2/pods/{id}/logs",
+            params={"source": "container", "tail": str(LOG_TAIL_LINES)},
+            stream=True,
+            read_timeout=min(LOG_IDLE_SECONDS, self._timeout[1]),
+        )
+        with closing(self._send(call)) as response:
+            return exit_code_from(_backfill(response))
+
+    # Catalog and registries
+
+    def list_gpu_types(self, gpu_count: int = 1, cloud: Cloud | None = None) -> list[GpuType]:
+        params = {"include": "AVAILABILITY", "product": "POD", "count": str(gpu_count)}
+        if cloud is not None:
+            params["cloud"] = cloud.value
+        call = _Call("GET", "/v2/catalog/gpus", "GET /v2/catalog/gpus", params=params)
+        return parse_gpu_types(self._json(call))
+
+    def list_registry_auths(self) -> list[RegistryAuth]:
+        data = self._json(_Call("GET", "/v2/registries", "GET /v2/registries"))
+        entries = data.get("registries") if isinstance(data, dict) else None
+        return [parse_registry(entry) for entry in entries or []]
+
+    def create_registry_auth(self, name: str, username: str, password: str) -> RegistryAuth:
+        call = _Call(
+            "POST",
+            "/v2/registries",
+            "POST /v2/registries",
+            idempotent=False,
+            doubt="the credential may have been stored anyway",
+            body={"name": name, "username": username, "password": password},
+        )
+        return parse_registry(self._json(call))
+
+    # The one request function
+
+    def _json(self, call: _Call) -> Any:
+        with closing(self._send(call)) as response:
+            return _decode(response, call.route)
+
+    def _send(self, call: _Call) -> requests.Response:
+        started = self._monotonic()
+        attempt = 1
+        while True:
+            self._pace(call)
+            try:
+                return self._attempt(call)
+            except errors.RunPodError as error:
+                delay = self._retry_delay(call, error, attempt, started)
+                if delay is None:
+                    raise
+                logger.warning(
+                    "%s: attempt %d/%d failed: %s; will retry in %.1f s",
+                    call.route,
+                    attempt,
+                    self._max_attempts,
+                    error,
+                    delay,
+                )
+                self._sleep(delay)
+                attempt += 1
+
+    def _pace(self, call: _Call) -> None:
+        delay = self._limiter.delay(self._monotonic())
+        if delay > 0:
+            logger.debug("%s: pacing %.1f s to stay inside the rate limit", call.route, delay)
+            self._sleep(delay)
+
+    def _attempt(self, call: _Call) -> requests.Response:
+        try:
+            response = self._session.request(
+                call.method,
+                self._base_url + call.path,
+                json=call.body,
+                params=call.params,
+                timeout=(self._timeout[0], call.read_timeout or self._timeout[1]),
+                stream=call.stream,
+            )
+        except requests.RequestException as exc:
+            self._report(call, 0)
+            raise self._transport_error(call, exc) from exc
+        self._report(call, response.status_code)
+        self._limiter.observe(response.headers, self._monotonic())
+        if response.status_code >= 400:
+            with closing(response):
+                raise self._http_error(call, response)
+        return response
+
+    def _report(self, call: _Call, status: int) -> None:
+        if self._on_response is not None:
+            self._on_response(call.route, status)
+
+    def _transport_error(self, call: _Call, exc: requests.RequestException) -> errors.RunPodError:
+        message = f"{call.route}: no answer from RunPod ({type(exc).__name__}: {exc})"
+        in_doubt = not call.idempotent
+        if in_doubt:
+            message += f"; {call.doubt}"
+        return errors.TransportError(self._redact(message), in_doubt=in_doubt)
+
+    def _http_error(self, call: _Call, response: requests.Response) -> errors.RunPodError:
+        status = response.status_code
+        detail = self._redact(_problem_detail(response))
+        message = f"{call.route} answered {status}: {detail or response.reason}"
+        in_doubt = not call.idempotent and status >= 500
+        if in_doubt:
+            message += f"; {call.doubt}"
+        cls = errors.error_class_for(status)
+        if cls is errors.RateLimitedError:
+            return errors.RateLimitedError(
+                message, detail=detail, retry_after=_retry_after(response)
+            )
+        return cls(message, status=status, detail=detail, in_doubt=in_doubt)
+
+    def _retry_delay(
+        self, call: _Call, error: errors.RunPodError, attempt: int, started: float
+    ) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up now."""
+        if attempt >= self._max_attempts or not _retryable(call, error):
+            return None
+        delay = _backoff(attempt, error)
+        if self._monotonic() - started + delay > self._max_retry_time:
+            return None
+        return delay
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _retryable(call: _Call, error: errors.RunPodError) -> bool:
+    if isinstance(error, errors.RateLimitedError):
+        return True
+    return call.idempotent and isinstance(error, errors.ServerError | errors.TransportError)
+
+
+def _backoff(attempt: int, error: errors.RunPodError) -> float:
+    if isinstance(error, errors.RateLimitedError) and error.retry_after is not None:
+        return error.retry_after
+    ceiling = min(BACKOFF_CAP_SECONDS, BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
+    # Jitter keeps several reconcilers from retrying in lockstep after one outage.
+    return ceiling * random.uniform(0.5, 1.0)
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    """Seconds from `Retry-After`; the contract sends integers, an HTTP date is ignored."""
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "")))
+    except ValueError:
+        return None
+
+
+def _problem_detail(response: requests.Response) -> str:
+    try:
+        problem = response.json()
+    except ValueError:
+        return response.text[:200]
+    if not isinstance(problem, dict):
+        return ""
+    detail = str(problem.get("detail") or problem.get("title") or "")
+    violations = problem.get("errors")
+    if isinstance(violations, list) and violations:
+        detail += " (" + "; ".join(str(item) for item in violations) + ")"
+    return detail
+
+
+def _decode(response: requests.Response, route: str) -> Any:
+    try:
+        return response.json()
+    except (ValueError, requests.RequestException) as exc:
+        raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
+
+
+def _backfill(response: requests.Response) -> list[str]:
+    """Log lines of the backfill: stop after `tail` events, at end of stream or on silence."""
+    lines: list[str] = []
+    # Decoded here: requests only decodes when the server names a charset.
+    raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
+    try:
+        for line in sse_log_lines(raw):
+            lines.append(line)
+            if len(lines) >= LOG_TAIL_LINES:
+                break
+    except requests.RequestException:
+        logger.debug("log stream went quiet after %d lines", len(lines))
+    return lines
+
+
+def _segment(value: str) -> str:
+    """An id as one path segment, so an odd id can never address another route."""
+    return quote(value, safe="")

@@ -1,0 +1,165 @@
+"""RunPod v2 JSON → domain values, tolerant of what a newer API may send.
+
+Unknown fields are ignored, an unknown status becomes `InstanceStatus.UNKNOWN`, numbers
+may arrive as numeric strings, and missing optional fields take their defaults. Only a
+pod without an `id` is refused: an instance we cannot address would look to the
+planner like a vanished one, which is worse than a failed tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.adapters.runpod.errors import RunPodError
+from reconciler.core.domain import (
+    Availability,
+    DataCenterStock,
+    GpuType,
+    Instance,
+    InstanceStatus,
+    PortMapping,
+    RegistryAuth,
+    Runtime,
+)
+
+Json = Mapping[str, Any]
+
+
+def parse_instance(data: object) -> Instance:
+    if not isinstance(data, Mapping) or not data.get("id"):
+        raise RunPodError("RunPod answered with a pod that has no id")
+    gpu = _mapping(data.get("gpu"))
+    return Instance(
+        id=str(data["id"]),
+        name=str(data.get("name") or ""),
+        status=InstanceStatus.parse(data.get("status")),
+        image=str(data.get("image") or ""),
+        env=_string_map(data.get("env")),
+        cost_per_hr=_float(data.get("cost")),
+        gpu_type_id=_optional_str(gpu.get("id")),
+        gpu_count=_int(gpu.get("count"), default=1 if gpu.get("id") else 0),
+        cloud=_optional_str(data.get("cloud")),
+        datacenter_id=_optional_str(data.get("dataCenterId")),
+        ports=_strings(data.get("ports")),
+        created_at=parse_datetime(data.get("createdAt")),
+        started_at=parse_datetime(data.get("startedAt")),
+        runtime=parse_runtime(data.get("runtime")),
+        actions=_strings(data.get("actions")),
+    )
+
+
+def parse_runtime(data: object) -> Runtime | None:
+    """None until the container runs.
+
+    The contract says `runtime` is null when the pod is not RUNNING, yet its own create
+    example answers `"runtime": {}` for a PROVISIONING pod. An object with neither
+    `uptime` nor `ports` carries no evidence that a container runs, so it counts as
+    no runtime; otherwise a pod could be reported Ready before it is.
+    """
+    if not isinstance(data, Mapping) or ("uptime" not in data and "ports" not in data):
+        return None
+    ports = data.get("ports")
+    mappings = [_port(item) for item in ports] if isinstance(ports, list) else []
+    return Runtime(
+        uptime_seconds=_int(data.get("uptime")),
+        ports=tuple(port for port in mappings if port is not None),
+    )
+
+
+def _port(data: object) -> PortMapping | None:
+    if not isinstance(data, Mapping) or _optional_int(data.get("private")) is None:
+        return None
+    return PortMapping(
+        private_port=_int(data.get("private")),
+        protocol=str(data.get("type") or "tcp").lower(),
+        public_ip=_optional_str(data.get("ip")),
+        public_port=_optional_int(data.get("public")),
+    )
+
+
+def parse_gpu_type(data: Json) -> GpuType:
+    price = _mapping(data.get("price"))
+    max_count = _mapping(data.get("maxCount"))
+    return GpuType(
+        id=str(data["id"]),
+        name=str(data.get("name") or data["id"]),
+        memory_gb=_int(data.get("memory")),
+        secure=bool(data.get("secure")),
+        community=bool(data.get("community")),
+        secure_price=_float(price.get("secure")),
+        community_price=_float(price.get("community")),
+        max_count_secure=_int(max_count.get("secure"), default=8),
+        max_count_community=_int(max_count.get("community"), default=8),
+        availability=Availability.parse(data.get("availability")),
+        datacenters=tuple(_stock(item) for item in _list(data.get("dataCenters"))),
+    )
+
+
+def _stock(data: object) -> DataCenterStock:
+    entry = _mapping(data)
+    availability = Availability.parse(entry.get("availability"))
+    return DataCenterStock(str(entry.get("id") or ""), availability)
+
+
+def parse_gpu_types(data: object) -> list[GpuType]:
+    entries = _list(_mapping(data).get("gpus"))
+    return [parse_gpu_type(entry) for entry in entries if _mapping(entry).get("id")]
+
+
+def parse_registry(data: object) -> RegistryAuth:
+    entry = _mapping(data)
+    if not entry.get("id"):
+        raise RunPodError("RunPod answered with a registry credential that has no id")
+    return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+
+
+def parse_datetime(value: object) -> datetime | None:
+    """An aware UTC datetime; a naive timestamp is taken as UTC, garbage as unknown."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _mapping(value: object) -> Json:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(item) for item in _list(value))
+
+
+def _string_map(value: object) -> dict[str, str]:
+    return {str(key): str(item) for key, item in _mapping(value).items() if item is not None}
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _optional_int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def _int(value: object, default: int = 0) -> int:
+    parsed = _optional_int(value)
+    return default if parsed is None else parsed

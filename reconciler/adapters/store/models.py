@@ -1,0 +1,152 @@
+"""The persisted state: which Kubernetes pod owns which RunPod instance, and what we did.
+
+The mapping table is a cache of intent, not the source of truth: the instances' owner
+tags and the pods' annotations can rebuild it (DESIGN §3). What it adds is memory
+across ticks that neither world keeps for us: a create in flight, orphan sightings,
+the hash of the status we last wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    DateTime,
+    Enum,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from reconciler.core.mapping import MappingState
+
+# Named constraints so that Alembic's batch mode on SQLite can find and alter them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC (SQLite has no time zones) and always hands back aware UTC."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are ambiguous; pass an aware UTC datetime")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _state_column() -> Mapped[MappingState]:
+    # Stored as plain strings (no CHECK constraint) so adding a state needs no migration.
+    return mapped_column(
+        Enum(MappingState, native_enum=False, create_constraint=False, length=16,
+             values_callable=lambda states: [s.value for s in states]),
+        index=True,
+    )
+
+
+class Mapping(Base):
+    """One row per managed Kubernetes pod, keyed by the pod's UID."""
+
+    __tablename__ = "mappings"
+
+    pod_uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(253), index=True)
+    name: Mapped[str] = mapped_column(String(253))
+    state: Mapped[MappingState] = _state_column()
+    instance_id: Mapped[str | None] = mapped_column(String(64), unique=True)
+    """The RunPod pod id; unset while a create is in flight or in doubt."""
+    instance_name: Mapped[str | None] = mapped_column(String(191))
+    attempt_id: Mapped[str | None] = mapped_column(String(36))
+    """Random id of the current create attempt, to tell a retried create from the first."""
+    attempt_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the create intent was committed; the listing-lag grace period counts from it."""
+    gpu_type_id: Mapped[str | None] = mapped_column(String(128))
+    datacenter_id: Mapped[str | None] = mapped_column(String(64))
+    cost_per_hr: Mapped[float | None] = mapped_column(Float)
+    last_instance_status: Mapped[str | None] = mapped_column(String(16))
+    status_hash: Mapped[str | None] = mapped_column(String(64))
+    """Fingerprint of the pod status we last wrote, so an unchanged status is not re-patched."""
+    mirror_key: Mapped[str | None] = mapped_column(String(32))
+    """Digest of the pod's resourceVersion and the instance fields its status and annotations
+    were last computed from: while it holds, a tick need not compute them again."""
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    """Exit code of a finished batch pod's process, once read from the instance's log."""
+    orphan_sightings: Mapped[int] = mapped_column(Integer, default=0)
+    """Consecutive ticks on which the instance was seen without its pod."""
+    reason: Mapped[str | None] = mapped_column(String(64))
+    """Why the pod waits or failed, as kubectl shows it (InstanceLost, BudgetExceeded…)."""
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Tick(Base):
+    """One row per reconcile tick, for `state show`, metrics and post-mortems."""
+
+    __tablename__ = "ticks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    pods_seen: Mapped[int] = mapped_column(Integer, default=0)
+    instances_seen: Mapped[int] = mapped_column(Integer, default=0)
+    actions_planned: Mapped[int] = mapped_column(Integer, default=0)
+    actions_applied: Mapped[int] = mapped_column(Integer, default=0)
+    actions_failed: Mapped[int] = mapped_column(Integer, default=0)
+    dry_run: Mapped[bool] = mapped_column(default=False)
+    error_summary: Mapped[str | None] = mapped_column(Text)
+
+
+class ActionRecord(Base):
+    """The journal: one row per side effect, opened before the call and closed after it.
+
+    A row left without `finished_at` marks a call a crash interrupted.
+    """
+
+    __tablename__ = "actions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tick_id: Mapped[int | None] = mapped_column(
+        ForeignKey("ticks.id", ondelete="SET NULL"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    pod_uid: Mapped[str | None] = mapped_column(String(64), index=True)
+    instance_id: Mapped[str | None] = mapped_column(String(64))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    """ok, failed, or skipped; unset while the call is in flight."""
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Lock(Base):
+    """A named lease in the database: one writer per database at a time."""
+
+    __tablename__ = "locks"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(253))
+    acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,0 +1,1 @@
+"""The command line: `reconciler sync`, `state show`, `demo`, `db upgrade`."""

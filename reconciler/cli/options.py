@@ -1,0 +1,75 @@
+"""The flags that fill `Settings`, shared by `sync` and `demo`.
+
+Each has an explicit RECONCILER_* environment variable (the same for every command),
+so a Deployment configures the reconciler with env alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from reconciler.core.config import DEFAULT_NODE_NAME, Settings
+from reconciler.core.domain import Cloud
+
+F = Callable[..., Any]
+
+_DEFAULTS = Settings()
+
+# (flag, Settings field, click type, help)
+SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
+    ("--node-name", "node_name", str, "Name of the virtual node whose pods run on RunPod."),
+    ("--cluster-id", "cluster_id", str,
+     "Cluster half of the owner id tagged on instances (default: kube-system's UID)."),
+    ("--max-gpu-price", "max_gpu_price", float,
+     "USD/h a pod may cost without a runpod.io/max-price annotation."),
+    ("--cloud-type", "cloud", click.Choice([c.value for c in Cloud]),
+     "Cloud tier for pods without runpod.io/cloud-type."),
+    ("--datacenter-ids", "datacenter_ids", str,
+     "Comma-separated data centers instances may use (empty: any)."),
+    ("--container-disk-gb", "container_disk_gb", int, "Default container disk in GB."),
+    ("--max-instances", "max_instances", int, "Most owned instances at once."),
+    ("--max-hourly-spend", "max_hourly_spend", float, "Most USD/h all owned instances cost."),
+    ("--max-creates-per-tick", "max_creates_per_tick", int, "Most create calls in one tick."),
+    ("--max-pending-time", "max_pending_time", float,
+     "Seconds a pod may wait for an instance before it fails."),
+    ("--max-pending-time-before-offload", "max_pending_time_before_offload", float,
+     "Seconds a managed pod may be unschedulable before it is offloaded to RunPod."),
+    ("--pending-threshold", "pending_threshold", int,
+     "Offload the oldest unschedulable managed pods beyond this many (0: off)."),
+    ("--create-grace-time", "create_grace_time", float,
+     "Seconds an in-doubt create may take to appear before creating again."),
+    ("--orphan-grace-time", "orphan_grace_time", float,
+     "Seconds an instance without a pod must be old before it is terminated."),
+    ("--catalog-ttl", "catalog_ttl", float, "Seconds the GPU catalog is cached."),
+    ("--node-gpus", "node_gpus", int, "nvidia.com/gpu capacity of the virtual node."),
+    ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
+    ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
+    ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+]
+
+
+def settings_options(command: F) -> F:
+    for flag, name, kind, help_text in reversed(SETTINGS_FLAGS):
+        default = getattr(_DEFAULTS, name)
+        if isinstance(default, tuple):
+            default = ",".join(default)
+        elif isinstance(default, Cloud):
+            default = default.value
+        envvar = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        command = click.option(flag, name, type=kind, default=default, envvar=envvar,
+                               show_envvar=True, show_default=True, help=help_text)(command)
+    return command
+
+
+def settings_from(options: dict[str, Any]) -> Settings:
+    """Pops the settings flags out of a command's keyword arguments."""
+    values = {name: options.pop(name) for _, name, _, _ in SETTINGS_FLAGS}
+    values["cloud"] = Cloud(values["cloud"])
+    values["datacenter_ids"] = tuple(
+        part.strip() for part in values["datacenter_ids"].split(",") if part.strip())
+    if not values["node_name"]:
+        values["node_name"] = DEFAULT_NODE_NAME
+    return Settings(**values)

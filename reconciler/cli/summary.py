@@ -1,0 +1,69 @@
+"""How a tick is reported on the terminal: a short table for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from reconciler.cli.state_view import render_table
+from reconciler.core.actions import Action
+from reconciler.runtime.engine import TickReport
+
+
+def report_record(report: TickReport) -> dict[str, Any]:
+    return {
+        "tick": report.tick_id,
+        "ok": report.ok,
+        "pods": report.pods,
+        "instances": report.instances,
+        "planned": dict(report.planned),
+        "applied": dict(report.applied),
+        "failed": dict(report.failed),
+        "errors": report.errors,
+        "duration_seconds": round(report.duration, 3),
+    }
+
+
+def describe(action: Action) -> tuple[str, str, str]:
+    """(kind, subject, detail) of one planned action, for --dry-run."""
+    kind = type(action).__name__
+    pod = getattr(action, "pod", None)
+    subject = str(pod) if pod is not None else getattr(action, "instance_id", "") or ""
+    detail = (getattr(action, "reason", None) or getattr(action, "message", None)
+              or getattr(action, "trigger", None) or "")
+    if kind == "Create":
+        detail = ", ".join(c.gpu_type_id for c in getattr(action, "candidates", ()))
+    elif kind == "PatchStatus":
+        detail = str(getattr(action, "status", {}).get("phase", ""))
+    elif kind == "SaveRow":
+        row = getattr(action, "row", None)
+        subject, detail = (f"{row.namespace}/{row.name}", row.state.value) if row else ("", "")
+    return kind, subject, str(detail)
+
+
+def render(report: TickReport, output: str, dry_run: bool) -> str:
+    if output == "json":
+        record = report_record(report)
+        if dry_run:
+            record["plan"] = [dict(zip(("kind", "subject", "detail"), describe(a), strict=True))
+                              for a in report.actions]
+        return json.dumps(record, indent=2)
+    lines = [_headline(report, dry_run)]
+    if dry_run:
+        lines.append(render_table([describe(a) for a in report.actions],
+                                  ("ACTION", "SUBJECT", "DETAIL")) if report.actions
+                     else "nothing to do")
+    elif report.planned:
+        kinds = sorted(report.planned)
+        lines.append(render_table([(k, str(report.planned[k]), str(report.applied[k]),
+                                    str(report.failed[k])) for k in kinds],
+                                  ("ACTION", "PLANNED", "APPLIED", "FAILED")))
+    lines += [f"error: {e}" for e in report.errors]
+    return "\n".join(lines)
+
+
+def _headline(report: TickReport, dry_run: bool) -> str:
+    state = "ok" if report.ok else "FAILED"
+    name = "dry run" if dry_run else f"tick #{report.tick_id}"
+    return (f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
+            f"{report.instances} owned instances, {sum(report.planned.values())} actions")

@@ -1,0 +1,1 @@
+"""Core: the pure decisions (domain, planner, translation, offload). No I/O, no clock."""

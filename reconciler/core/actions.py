@@ -1,0 +1,122 @@
+"""What a tick decides to do: plain values from the planner, carried out by the executor.
+
+Each action names the pod it concerns by a `PodRef` (enough to patch, delete or record
+an Event on it) and carries everything its side effect needs, so the executor decides
+nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.core.domain import CreateRequest, Instance, KubeObject
+from reconciler.core.mapping import MappingRecord
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, pod: KubeObject) -> PodRef:
+        meta = pod["metadata"]
+        return cls(meta.get("namespace", "default"), meta["name"], meta["uid"])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class SaveRow:
+    """Upsert the mapping row (the planner only emits it when something changed)."""
+
+    row: MappingRecord
+
+
+@dataclass(frozen=True)
+class DeleteRow:
+    """Forget a finished mapping whose pod and instance are both long gone."""
+
+    pod_uid: str
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create an instance, trying the ranked candidates in order (DESIGN §3 protocol).
+
+    `row` is the intent to commit before the first call (state creating, attempt id).
+    """
+
+    pod: PodRef
+    row: MappingRecord
+    candidates: tuple[CreateRequest, ...]
+    pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
+    """(registry, username, password) to turn into a RunPod registry credential first."""
+
+
+@dataclass(frozen=True)
+class Adopt:
+    """Record an owned instance we found for a pod (in-doubt create, or state rebuilt)."""
+
+    pod: PodRef
+    instance: Instance
+    row: MappingRecord
+
+
+@dataclass(frozen=True)
+class Terminate:
+    """DELETE an owned instance. `row` (if any) is saved as terminating first."""
+
+    instance_id: str
+    reason: str
+    pod: PodRef | None = None
+    row: MappingRecord | None = None
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    pod: PodRef
+    status: dict[str, Any]
+    row: MappingRecord
+    """The row with the new status fingerprint, saved once the patch succeeded."""
+
+
+@dataclass(frozen=True)
+class PatchMetadata:
+    pod: PodRef
+    annotations: dict[str, str | None]
+
+
+@dataclass(frozen=True)
+class FinalizePod:
+    """Delete the pod object (grace 0, UID precondition) once its instance is gone."""
+
+    pod: PodRef
+    row: MappingRecord | None
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Bind a pending pod to the virtual node (offload mode)."""
+
+    pod: PodRef
+    node_name: str
+    trigger: str
+
+
+@dataclass(frozen=True)
+class Event:
+    pod: PodRef
+    reason: str
+    message: str
+    warning: bool = False
+
+
+Action = SaveRow | DeleteRow | Create | Adopt | Terminate | PatchStatus | PatchMetadata | \
+    FinalizePod | Bind | Event
+
+# Actions with a side effect outside the database (what `--dry-run` would have done).
+MUTATING = (Create, Adopt, Terminate, PatchStatus, PatchMetadata, FinalizePod, Bind)

@@ -1,0 +1,74 @@
+"""Typed settings: one frozen dataclass, filled by the CLI from flags or RECONCILER_* vars.
+
+The pure core (planner, translation, GPU ranking) receives a `Settings` value and never
+reads the environment itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.core.domain import Cloud
+
+DEFAULT_NODE_NAME = "virtual-runpod"
+DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
+DEFAULT_RUNPOD_URL = "https://api.runpod.io"
+
+
+@dataclass(frozen=True)
+class Settings:
+    node_name: str = DEFAULT_NODE_NAME
+    """Name of the virtual node whose pods we run on RunPod."""
+
+    cluster_id: str = ""
+    """First half of the owner id; empty means the UID of the kube-system namespace."""
+
+    max_gpu_price: float = 2.0
+    """USD per hour for a whole pod when it has no runpod.io/max-price annotation."""
+
+    cloud: Cloud = Cloud.SECURE
+    """Cloud tier used when a pod has no runpod.io/cloud-type annotation."""
+
+    datacenter_ids: tuple[str, ...] = ()
+    """Data centers we may place instances in; empty allows all."""
+
+    container_disk_gb: int = 50
+    """Container disk for pods without runpod.io/container-disk-gb."""
+
+    max_instances: int = 100
+    """Owned instances (live or being created) never exceed this."""
+
+    max_hourly_spend: float = 200.0
+    """Sum of the owned instances' cost per hour never exceeds this (USD)."""
+
+    max_creates_per_tick: int = 50
+    """Upper bound on create calls in one tick, before the rate budget bounds it further."""
+
+    max_pending_time: float = 15 * 60
+    """Seconds a pod may wait for an instance (capacity, bad annotation) before Failed."""
+
+    max_pending_time_before_offload: float = 0
+    """Seconds a managed pod may stay unschedulable before it is bound to the virtual node."""
+
+    pending_threshold: int = 0
+    """Offload the oldest unschedulable managed pods beyond this many; 0 turns it off."""
+
+    create_grace_time: float = 120
+    """Seconds to wait for an in-doubt create to show in the list before creating again."""
+
+    orphan_grace_time: float = 300
+    """Seconds an owned instance without a pod must have existed before it is terminated."""
+
+    catalog_ttl: float = 300
+    """Seconds the GPU catalog is cached between fetches."""
+
+    node_gpus: int = 1000
+    """nvidia.com/gpu capacity the virtual node advertises."""
+
+    node_pods: int = 1000
+    node_cpu: str = "4000"
+    node_memory: str = "16Ti"
+
+    @property
+    def owner_id(self) -> str:
+        return f"{self.cluster_id}/{self.node_name}"

@@ -1,0 +1,579 @@
+"""The decision of one tick: `plan(observation, settings, now) -> [Action]`.
+
+Pure: no I/O, no clock, no randomness. Every rule of DESIGN §3 to §5 lives here. The
+planner looks at each pod UID once, with its pod (if the object exists), its mapping
+row (if we have one) and the owned instances tagged with that UID, and decides what
+moves that triple one step closer to agreement. Creates are collected and admitted
+last, oldest pod first, against the instance, spend and rate budgets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import (
+    Action,
+    Adopt,
+    Create,
+    DeleteRow,
+    Event,
+    FinalizePod,
+    PatchMetadata,
+    PatchStatus,
+    PodRef,
+    SaveRow,
+    Terminate,
+)
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
+    CreateRequest,
+    GpuType,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+)
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.offload import PendingPod, plan_offloads
+from reconciler.core.translate import status as pod_status
+from reconciler.core.translate.container import is_batch
+from reconciler.core.translate.env import EnvSources
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.request import create_requests, requests_out_of_stock
+
+# Reasons the planner itself gives (translation has its own, see translate.errors).
+BUDGET_EXCEEDED = "BudgetExceeded"
+NO_CAPACITY = "RunPodCapacityUnavailable"
+INSTANCE_LOST = "InstanceLost"
+INSTANCE_ERROR = "InstanceError"
+INSTANCE_STOPPED = "InstanceStopped"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+PENDING_TOO_LONG = "PendingTooLong"
+
+# A finished row is kept this long after its pod is gone, for `state show --all`.
+FINISHED_ROW_RETENTION = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class CreateInputs:
+    """What a create needs from Kubernetes besides the pod, fetched only for such pods."""
+
+    job: KubeObject | None = None
+    sources: EnvSources = field(default_factory=lambda: EnvSources({}, {}))
+    registry_auth_id: str | None = None
+    pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
+    error: TranslationError | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    pods: Sequence[KubeObject]
+    instances: Sequence[Instance]
+    rows: Sequence[MappingRecord]
+    catalog: Sequence[GpuType] = ()
+    create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
+    exit_codes: Mapping[str, int | None] = field(default_factory=dict)
+    """Exit codes read this tick from the logs of EXITED instances, by instance id."""
+    rate_budget: int | None = None
+    """RunPod requests we may still send in the current window; None when unknown."""
+    pending: Sequence[PendingPod] = ()
+    """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A pod that should get an instance, pending admission against the budgets."""
+
+    pod: KubeObject
+    row: MappingRecord | None
+    candidates: tuple[CreateRequest, ...]
+    pull_secret: tuple[str, str, str] | None
+
+
+class _Tick:
+    """The inputs of one plan, with the lookups every rule needs."""
+
+    def __init__(self, obs: Observation, settings: Settings, now: datetime) -> None:
+        self.obs, self.settings, self.now = obs, settings, now
+        self.catalog = {gpu.id: gpu for gpu in obs.catalog}
+
+    def within(self, since: datetime | None, seconds: float) -> bool:
+        return _within(self.now, since, seconds)
+
+    def new_row(self, pod: KubeObject, state: MappingState) -> MappingRecord:
+        ref = PodRef.of(pod)
+        return MappingRecord(ref.uid, ref.namespace, ref.name, state, self.now, self.now)
+
+    def save(self, old: MappingRecord | None, new: MappingRecord) -> list[Action]:
+        if old is not None and old.same_as(new):
+            return []
+        return [SaveRow(new.changed(updated_at=self.now))]
+
+
+def _within(now: datetime, since: datetime | None, seconds: float) -> bool:
+    return since is not None and now - since < timedelta(seconds=seconds)
+
+
+def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
+    tick = _Tick(obs, settings, now)
+    pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
+    rows = {row.pod_uid: row for row in obs.rows}
+    owned = owned_instances(obs.instances, settings.owner_id)
+    actions: list[Action] = []
+    waiting: list[_Waiting] = []
+    for uid in sorted(set(pods) | set(rows) | set(owned)):
+        decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        actions += decided
+        if wait is not None:
+            waiting.append(wait)
+    offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned))
+    return offloads + actions + _admit(tick, waiting, owned, rows)
+
+
+def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
+                  owned: Mapping[str, list[Instance]]) -> int:
+    """Instances we may still add: the cap minus live pods of the node and orphans."""
+    live = {uid for uid, pod in pods.items()
+            if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)}
+    return settings.max_instances - len(live | set(owned))
+
+
+def owned_instances(instances: Iterable[Instance], owner_id: str) -> dict[str, list[Instance]]:
+    """Our instances by pod UID. Anything without our owner tag is not ours to see."""
+    owned: dict[str, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.owner == owner_id and instance.status is not InstanceStatus.TERMINATED:
+            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+    return owned
+
+
+def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance: bool,
+                        settings: Settings, now: datetime) -> bool:
+    """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
+    if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
+        return False
+    if row is None:
+        return podinfo.POD_ID_ANNOTATION not in podinfo.pod_annotations(pod)
+    if row.state is MappingState.PENDING:
+        return True
+    return row.state is MappingState.CREATING and not _within(
+        now, row.attempt_started_at, settings.create_grace_time)
+
+
+# --- one pod UID -----------------------------------------------------------------
+
+
+def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None,
+            instances: list[Instance]) -> tuple[list[Action], _Waiting | None]:
+    keep, extras = _split_duplicates(instances, row)
+    actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
+    if pod is None:
+        return actions + _without_pod(t, row, keep), None
+    if podinfo.is_deleting(pod):
+        return actions + _deleting(t, pod, row, keep), None
+    if podinfo.is_finished(pod):
+        return actions + _finished(t, pod, row, keep), None
+    if keep is not None:
+        return actions + _with_instance(t, pod, row, keep), None
+    decided, wait = _without_instance(t, pod, row)
+    return actions + decided, wait
+
+
+def _split_duplicates(instances: list[Instance],
+                      row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
+    """Keep the mapped instance, else the oldest; the rest are duplicates."""
+    if len(instances) < 2:
+        return (instances[0] if instances else None), []
+    mapped = [i for i in instances if row is not None and i.id == row.instance_id]
+    ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
+    return ordered[0], ordered[1:]
+
+
+def _age_key(instance: Instance) -> tuple[str, str]:
+    return (instance.created_at.isoformat() if instance.created_at else "", instance.id)
+
+
+def _terminate_duplicate(pod: KubeObject | None, extra: Instance) -> Action:
+    ref = PodRef.of(pod) if pod is not None else None
+    return Terminate(extra.id, "duplicate instance for one pod", ref)
+
+
+def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None) -> list[Action]:
+    if instance is not None:
+        return _orphan(t, row, instance)
+    if row is None:
+        return []
+    if row.state is MappingState.CREATING and t.within(row.attempt_started_at,
+                                                       t.settings.create_grace_time):
+        return []  # an in-doubt create may still show up; it is an orphan then
+    if not row.state.finished:
+        return t.save(row, _ended(row))
+    if not t.within(row.updated_at, FINISHED_ROW_RETENTION.total_seconds()):
+        return [DeleteRow(row.pod_uid)]
+    return []
+
+
+def _ended(row: MappingRecord) -> MappingRecord:
+    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED")
+
+
+def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Action]:
+    """An owned instance whose pod is gone: terminated on its second sighting, once old."""
+    if row is None:
+        row = MappingRecord(instance.pod_uid or instance.id, "", instance.name,
+                            MappingState.RUNNING, t.now, t.now, instance_id=instance.id)
+    if row.state is MappingState.TERMINATING:
+        return [Terminate(instance.id, "orphan: its pod is gone", None, row)]
+    sightings = row.orphan_sightings + 1
+    old_enough = not t.within(instance.created_at, t.settings.orphan_grace_time)
+    if sightings >= 2 and old_enough:
+        return [Terminate(instance.id, "orphan: its pod is gone", None,
+                          row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings))]
+    return t.save(None, row.changed(orphan_sightings=sightings))
+
+
+def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
+              instance: Instance | None) -> list[Action]:
+    """A pod being deleted is finished like a kubelet would: instance first, then object."""
+    ref = PodRef.of(pod)
+    if instance is not None:
+        return _terminate(t, ref, row, instance, "pod deleted")
+    if row is not None and row.state is MappingState.CREATING and t.within(
+            row.attempt_started_at, t.settings.create_grace_time):
+        return []  # wait: the in-doubt create must be found and terminated first
+    done = _ended(row) if row is not None else None
+    return [FinalizePod(ref, done)]
+
+
+def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
+              instance: Instance | None) -> list[Action]:
+    if instance is not None:
+        return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
+    if row is not None and not row.state.finished:
+        return t.save(row, _ended(row))
+    return []
+
+
+def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance,
+               why: str) -> list[Action]:
+    row = row or _adopted_row(t, ref, instance)
+    first = row.state is not MappingState.TERMINATING
+    actions: list[Action] = [Terminate(instance.id, why, ref,
+                                       row.changed(state=MappingState.TERMINATING))]
+    if first:
+        actions.append(Event(ref, "TerminatingInstance",
+                             f"terminating RunPod instance {instance.id}: {why}"))
+    return actions
+
+
+# --- a live pod with its instance --------------------------------------------------
+
+
+def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
+                   instance: Instance) -> list[Action]:
+    actions: list[Action] = []
+    if row is None or row.instance_id != instance.id:
+        actions, row = _adopt(t, PodRef.of(pod), row, instance)
+    if row.state is MappingState.TERMINATING or row.state.finished:
+        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
+    if podinfo.deadline_passed(pod, t.now):
+        return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
+                               "pod ran longer than spec.activeDeadlineSeconds")
+    return actions + _follow_instance(t, pod, row, instance)
+
+
+def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
+           instance: Instance) -> tuple[list[Action], MappingRecord]:
+    adopted = _adopted_row(t, ref, instance, row)
+    return [Adopt(ref, instance, adopted),
+            Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for this pod "
+                  "and took it over (earlier create or rebuilt state)")], adopted
+
+
+def _adopted_row(t: _Tick, ref: PodRef, instance: Instance,
+                 row: MappingRecord | None = None) -> MappingRecord:
+    base = row or MappingRecord(ref.uid, ref.namespace, ref.name, MappingState.RUNNING,
+                                t.now, t.now)
+    return base.changed(
+        state=MappingState.RUNNING, instance_id=instance.id, instance_name=instance.name,
+        attempt_id=None, gpu_type_id=instance.gpu_type_id, datacenter_id=instance.datacenter_id,
+        cost_per_hr=instance.cost_per_hr, last_instance_status=instance.status.value,
+        reason=None, last_error=None, orphan_sightings=0)
+
+
+def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
+                     instance: Instance) -> list[Action]:
+    status = instance.status
+    if status is InstanceStatus.ERROR:
+        return _fail(t, pod, row, instance, INSTANCE_ERROR,
+                     f"RunPod instance {instance.id} is in an unrecoverable error state")
+    if status is InstanceStatus.EXITED:
+        return _exited(t, pod, row, instance)
+    if status is InstanceStatus.UNKNOWN:
+        return []  # never act on a status we do not understand
+    return _mirror(t, pod, row, instance)
+
+
+def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    if not is_batch(pod):
+        return _fail(t, pod, row, instance, INSTANCE_STOPPED,
+                     f"RunPod instance {instance.id} was stopped outside Kubernetes")
+    if instance.id not in t.obs.exit_codes and row.exit_code is None:
+        return []  # the engine could not read the log this tick; decide when it can
+    code = t.obs.exit_codes.get(instance.id, row.exit_code)
+    return _finish(t, pod, row.changed(exit_code=code), instance)
+
+
+def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    """Copy the instance's state onto the pod: status, annotations and the row."""
+    key = pod_status.mirror_key(pod, instance)
+    mirrored = _mirrored_fields(row, instance)
+    if key is not None and key == row.mirror_key and _holds(row, mirrored):
+        # The inputs of the tick that left the pod mirrored: the outputs are the same
+        # too. Not computing them is most of what a steady tick at scale saves.
+        return []
+    ref = PodRef.of(pod)
+    status = pod_status.pod_status(pod, instance, exit_code=None, now=t.now)
+    fingerprint = pod_status.status_fingerprint(status)
+    annotations = _annotations_to_patch(pod, instance)
+    # No key while annotations wait for their patch, or one that failed would never
+    # be retried. Otherwise the key is stored even when our own patches are about to
+    # renew the resourceVersion: the next tick computes once more and stores the new one.
+    new_row = row.changed(**mirrored, status_hash=fingerprint,
+                          mirror_key=None if annotations else key)
+    actions: list[Action] = []
+    if fingerprint != row.status_hash:
+        actions.append(PatchStatus(ref, status, new_row))
+        if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
+            actions.append(Event(ref, "Started", f"RunPod instance {instance.id} is running"))
+    else:
+        actions += t.save(row, new_row)
+    if annotations:
+        actions.append(PatchMetadata(ref, annotations))
+    return actions
+
+
+def _mirrored_fields(row: MappingRecord, instance: Instance) -> dict[str, object]:
+    """The row fields mirroring sets, besides the status fingerprint and the key."""
+    return {"last_instance_status": instance.status.value, "cost_per_hr": instance.cost_per_hr,
+            "datacenter_id": instance.datacenter_id or row.datacenter_id, "reason": None,
+            "last_error": None, "orphan_sightings": 0}
+
+
+def _holds(row: MappingRecord, fields: Mapping[str, object]) -> bool:
+    return all(getattr(row, name) == value for name, value in fields.items())
+
+
+def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str | None]:
+    current = podinfo.pod_annotations(pod)
+    wanted = pod_status.metadata_annotations(instance)
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
+
+
+def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    """A batch pod's process ended: record how, then release the instance."""
+    ref = PodRef.of(pod)
+    status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=t.now)
+    done = row.changed(state=MappingState.TERMINATING,
+                       status_hash=pod_status.status_fingerprint(status),
+                       last_instance_status=instance.status.value)
+    outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
+    return [PatchStatus(ref, status, done),
+            Event(ref, "Completed", f"process {outcome}", warning=row.exit_code != 0),
+            Terminate(instance.id, f"pod {outcome}", ref, done)]
+
+
+def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None,
+          reason: str, message: str) -> list[Action]:
+    """Fail the pod with a reason kubectl shows, and release its instance if any."""
+    ref = PodRef.of(pod)
+    row = row or t.new_row(pod, MappingState.FAILED)
+    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
+                                   message=message)
+    state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
+    failed = row.changed(state=state, reason=reason, last_error=message,
+                         status_hash=pod_status.status_fingerprint(status))
+    actions: list[Action] = [PatchStatus(ref, status, failed),
+                             Event(ref, reason, message, warning=True)]
+    if instance is not None:
+        actions.append(Terminate(instance.id, reason, ref, failed))
+    return actions
+
+
+# --- a live pod without an instance ------------------------------------------------
+
+
+def _without_instance(t: _Tick, pod: KubeObject,
+                      row: MappingRecord | None) -> tuple[list[Action], _Waiting | None]:
+    if row is None and (rebuilt := _rebuilt_from_annotation(t, pod)) is not None:
+        return [SaveRow(rebuilt)], None
+    if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
+        return _restore_final_status(t, pod, row), None
+    if row is not None and row.state is MappingState.RUNNING:
+        return _instance_missing(t, pod, row), None
+    if row is not None and row.state is MappingState.CREATING and t.within(
+            row.attempt_started_at, t.settings.create_grace_time):
+        return [], None  # in doubt: the instance may still appear in the list
+    if podinfo.deadline_passed(pod, t.now):
+        return _fail(t, pod, row, None, DEADLINE_EXCEEDED,
+                     "pod waited longer than spec.activeDeadlineSeconds"), None
+    return _prepare_create(t, pod, row)
+
+
+def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
+    """After state loss the pod's runpod.io/pod-id still says an instance existed.
+
+    The row gets a fresh grace period: the instance may only be lagging in the list.
+    """
+    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+    if not instance_id:
+        return None
+    return t.new_row(pod, MappingState.RUNNING).changed(instance_id=instance_id,
+                                                        attempt_started_at=t.now)
+
+
+def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
+    """Finished work never runs again; make sure the pod shows how it ended."""
+    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED)
+    if row.exit_code is not None:
+        ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
+        status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
+    else:
+        reason = row.reason or INSTANCE_LOST
+        status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
+                                       message=row.last_error or "the RunPod instance is gone")
+    fingerprint = pod_status.status_fingerprint(status)
+    final = final.changed(status_hash=fingerprint)
+    if fingerprint != row.status_hash:
+        return [PatchStatus(PodRef.of(pod), status, final)]
+    return t.save(row, final)
+
+
+def _instance_missing(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
+    if t.within(row.attempt_started_at, t.settings.create_grace_time):
+        return []  # a new instance can lag behind in the list
+    return _fail(t, pod, row, None, INSTANCE_LOST,
+                 f"RunPod instance {row.instance_id} disappeared while the pod was running")
+
+
+def _prepare_create(t: _Tick, pod: KubeObject,
+                    row: MappingRecord | None) -> tuple[list[Action], _Waiting | None]:
+    inputs = t.obs.create_inputs.get(podinfo.uid(pod))
+    if inputs is None or not t.obs.catalog:
+        return [], None  # the engine could not gather what a create needs this tick
+    try:
+        if inputs.error is not None:
+            raise inputs.error
+        candidates = create_requests(pod, inputs.job, inputs.sources, t.obs.catalog,
+                                     t.settings, t.settings.owner_id, inputs.registry_auth_id)
+    except TranslationError as error:
+        return _cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
+    if requests_out_of_stock(candidates, t.obs.catalog):
+        return _cannot_create(t, pod, row, NO_CAPACITY,
+                              "every GPU type that fits this pod is out of stock", False), None
+    actions: list[Action] = []
+    if row is not None and row.reason:
+        # The last attempt failed (no capacity, budget): retry, still showing why.
+        if _waited_too_long(t, pod):
+            return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
+        actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+    return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
+
+
+def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+                   message: str, permanent: bool) -> list[Action]:
+    """Wait with a visible reason, or fail once the reason is permanent or too old."""
+    if permanent:
+        return _fail(t, pod, row, None, reason, message)
+    if _waited_too_long(t, pod):
+        return _fail(t, pod, row, None, reason, _gave_up(t, message))
+    actions, _ = _show_waiting(t, pod, row, reason, message)
+    return actions
+
+
+def _waited_too_long(t: _Tick, pod: KubeObject) -> bool:
+    return podinfo.age(pod, t.now) > timedelta(seconds=t.settings.max_pending_time)
+
+
+def _gave_up(t: _Tick, message: str | None) -> str:
+    return f"{message or 'no instance'}; gave up after {int(t.settings.max_pending_time)} s"
+
+
+def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+                  message: str) -> tuple[list[Action], MappingRecord]:
+    """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
+    ref = PodRef.of(pod)
+    row = row or t.new_row(pod, MappingState.PENDING)
+    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
+                                   message=message, pending=True)
+    fingerprint = pod_status.status_fingerprint(status)
+    waiting = row.changed(state=MappingState.PENDING, reason=reason, last_error=message,
+                          attempt_id=None, status_hash=fingerprint)
+    actions: list[Action] = []
+    if row.reason != reason:
+        actions.append(Event(ref, reason, message, warning=True))
+    if fingerprint != row.status_hash:
+        return [*actions, PatchStatus(ref, status, waiting)], waiting
+    return actions + t.save(row, waiting), waiting
+
+
+# --- admission: budgets and pacing -------------------------------------------------
+
+
+def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
+           rows: dict[str, MappingRecord]) -> list[Action]:
+    """Oldest pods first, within the instance cap, the spend cap and the rate budget."""
+    live = [i for group in owned.values() for i in group]
+    in_doubt = sum(1 for r in rows.values()
+                   if r.state is MappingState.CREATING and r.pod_uid not in owned
+                   and t.within(r.attempt_started_at, t.settings.create_grace_time))
+    count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
+    slots = _create_slots(t)
+    actions: list[Action] = []
+    for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
+        affordable = tuple(c for c in wait.candidates
+                           if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
+        if count + 1 > t.settings.max_instances or not affordable:
+            cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+            actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED, _budget_message(
+                t, count, spend, cheapest), False)
+        elif slots > 0:
+            actions.append(_create(t, wait, affordable))
+            # Count the dearest candidate tried: RunPod may accept any of them.
+            spend += max(_hourly_cost(t, c) for c in affordable)
+            count, slots = count + 1, slots - 1
+    return actions
+
+
+def _create_slots(t: _Tick) -> int:
+    # Keep a few requests of the window for terminates and the next list.
+    budget = t.obs.rate_budget
+    rate_slots = t.settings.max_creates_per_tick if budget is None else max(0, budget - 3)
+    return min(t.settings.max_creates_per_tick, rate_slots)
+
+
+def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:
+    gpu = t.catalog.get(candidate.gpu_type_id)
+    return 0.0 if gpu is None else gpu.price(candidate.cloud) * candidate.gpu_count
+
+
+def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:
+    return (f"waiting for budget: {count}/{t.settings.max_instances} instances, "
+            f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
+            f"this pod needs at least ${cost:.2f}/h")
+
+
+def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> Create:
+    ref = PodRef.of(wait.pod)
+    base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
+    attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
+    # The previous reason stays on the intent row, so that the executor raises an
+    # Event only when a failed create fails for a new reason.
+    intent = base.changed(state=MappingState.CREATING, attempt_id=attempt,
+                          attempt_started_at=t.now, instance_name=candidates[0].name,
+                          updated_at=t.now)
+    return Create(ref, intent, candidates, wait.pull_secret)

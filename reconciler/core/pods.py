@@ -1,0 +1,73 @@
+"""Reading the few facts the planner needs out of a pod's JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from reconciler.core.domain import KubeObject
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+POD_ID_ANNOTATION = "runpod.io/pod-id"
+
+
+def uid(pod: KubeObject) -> str:
+    return str(pod["metadata"]["uid"])
+
+
+def phase(pod: KubeObject) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def is_deleting(pod: KubeObject) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def is_finished(pod: KubeObject) -> bool:
+    return phase(pod) in FINISHED_PHASES
+
+
+def is_ours_to_run(pod: KubeObject) -> bool:
+    """DaemonSet and mirror pods land on every node; a virtual node never runs them."""
+    meta = pod["metadata"]
+    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+        return False
+    return not any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
+
+
+def pod_annotations(pod: KubeObject) -> dict[str, str]:
+    return dict(pod["metadata"].get("annotations") or {})
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def created_at(pod: KubeObject) -> datetime | None:
+    return parse_time(pod["metadata"].get("creationTimestamp"))
+
+
+def deadline_passed(pod: KubeObject, now: datetime) -> bool:
+    """spec.activeDeadlineSeconds, counted from status.startTime as the kubelet does."""
+    limit = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    if limit is None:
+        return False  # most pods: spare parsing their times on every tick
+    started = parse_time((pod.get("status") or {}).get("startTime")) or created_at(pod)
+    if started is None:
+        return False
+    return now - started >= timedelta(seconds=int(limit))
+
+
+def age(pod: KubeObject, now: datetime) -> timedelta:
+    created = created_at(pod)
+    return timedelta(0) if created is None else now - created
+
+
+def oldest_first(pod: KubeObject) -> tuple[str, str, str]:
+    """Sort key: creation time, then namespace and name for a stable order."""
+    created = created_at(pod)
+    meta = pod["metadata"]
+    return (created.isoformat() if created else "", meta.get("namespace", "default"),
+            meta["name"])

@@ -1,0 +1,125 @@
+"""The `runpod.io/...` annotations users put on a pod (or its Job), and typed readers.
+
+Every reader looks at the pod first, then at its owning Job, so that a Job author can
+annotate the Job once instead of its pod template. A value that does not parse raises
+`TranslationError(InvalidAnnotation)` naming the annotation and the value: a typo never
+silently turns into a default. Annotations hold no secrets, so echoing values is safe.
+"""
+
+from __future__ import annotations
+
+from reconciler.core.domain import KubeObject
+from reconciler.core.translate.errors import invalid_annotation
+
+MANAGED = "runpod.io/managed"
+OFFLOAD = "runpod.io/offload"
+REQUIRED_GPU_MEMORY = "runpod.io/required-gpu-memory"
+GPU_TYPES = "runpod.io/gpu-types"
+MAX_PRICE = "runpod.io/max-price"
+CLOUD_TYPE = "runpod.io/cloud-type"
+DATACENTER_IDS = "runpod.io/datacenter-ids"
+PORTS = "runpod.io/ports"
+CONTAINER_DISK_GB = "runpod.io/container-disk-gb"
+VOLUME_GB = "runpod.io/volume-gb"
+VOLUME_MOUNT_PATH = "runpod.io/volume-mount-path"
+NETWORK_VOLUME_ID = "runpod.io/network-volume-id"
+TEMPLATE_ID = "runpod.io/template-id"
+TEMPLATE_ID_LEGACY = "runpod.io/templateId"
+CONTAINER_REGISTRY_AUTH_ID = "runpod.io/container-registry-auth-id"
+DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+
+# Written by the reconciler onto the pod's metadata once its instance exists.
+POD_ID = "runpod.io/pod-id"
+COST_PER_HR = "runpod.io/cost-per-hr"
+GPU_TYPE = "runpod.io/gpu-type"
+DATACENTER = "runpod.io/datacenter"
+PUBLIC_IP = "runpod.io/public-ip"
+# Not `runpod.io/ports`: that name is the user's port override, which must survive.
+PORT_MAPPINGS = "runpod.io/port-mappings"
+
+
+def _metadata_map(obj: KubeObject | None, field: str) -> dict[str, str]:
+    if obj is None:
+        return {}
+    return (obj.get("metadata") or {}).get(field) or {}
+
+
+def read(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
+    """The annotation's value on the pod, else on its Job, else None."""
+    for obj in (pod, job):
+        value = _metadata_map(obj, "annotations").get(name)
+        if value is not None:
+            return str(value)
+    return None
+
+
+def read_int(pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1) -> int | None:
+    value = read(pod, job, name)
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise invalid_annotation(name, value, "a whole number") from None
+    if number < minimum:
+        raise invalid_annotation(name, value, f"a whole number of at least {minimum}")
+    return number
+
+
+def read_price(pod: KubeObject, job: KubeObject | None, name: str) -> float | None:
+    value = read(pod, job, name)
+    if value is None:
+        return None
+    try:
+        price = float(value.strip())
+    except ValueError:
+        raise invalid_annotation(name, value, "a price in USD per hour") from None
+    # float() accepts "nan" and "inf", neither of which is a usable cap.
+    if not 0 < price < float("inf"):
+        raise invalid_annotation(name, value, "a positive price in USD per hour")
+    return price
+
+
+def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, ...] | None:
+    """A comma-separated list; an empty item (as in "a,,b" or "") is a typo, not a wildcard."""
+    value = read(pod, job, name)
+    if value is None:
+        return None
+    items = tuple(item.strip() for item in value.split(","))
+    if not all(items):
+        raise invalid_annotation(name, value, "a comma-separated list without empty items")
+    return items
+
+
+def read_choice(
+    pod: KubeObject, job: KubeObject | None, name: str, choices: tuple[str, ...]
+) -> str | None:
+    value = read(pod, job, name)
+    if value is None:
+        return None
+    if value.strip().upper() not in choices:
+        raise invalid_annotation(name, value, "one of " + ", ".join(choices))
+    return value.strip().upper()
+
+
+def parse_flag(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise invalid_annotation(name, value, '"true" or "false"')
+    return lowered == "true"
+
+
+def read_flag(pod: KubeObject, job: KubeObject | None, name: str) -> bool:
+    value = read(pod, job, name)
+    return value is not None and parse_flag(name, value)
+
+
+def is_managed(pod: KubeObject, job: KubeObject | None) -> bool:
+    """`runpod.io/managed` on the pod, the Job's annotations or the Job's labels.
+
+    Labels count on the Job because the older Job controller selected Jobs by label.
+    """
+    value = read(pod, job, MANAGED)
+    if value is None:
+        value = _metadata_map(job, "labels").get(MANAGED)
+    return value is not None and parse_flag(MANAGED, str(value))

@@ -1,0 +1,130 @@
+"""A pod turned into the create requests to try, best GPU type first.
+
+This is the translation's entry point: it checks everything the pod asks for before
+anything is created, so a bad annotation or a missing Secret shows up as a reason on
+the pod instead of as a RunPod error, and the requests differ only in GPU type and
+data centers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
+    OWNER_ENV,
+    POD_UID_ENV,
+    STOP_ON_EXIT_ENV,
+    Availability,
+    CreateRequest,
+    GpuType,
+    KubeObject,
+)
+from reconciler.core.translate.annotations import (
+    CONTAINER_REGISTRY_AUTH_ID,
+    TEMPLATE_ID,
+    TEMPLATE_ID_LEGACY,
+    read,
+)
+from reconciler.core.translate.container import choose_container, instance_args, is_batch
+from reconciler.core.translate.env import EnvSources, container_env
+from reconciler.core.translate.errors import (
+    GPU_CATALOG_UNAVAILABLE,
+    INVALID_IMAGE_NAME,
+    UNSATISFIABLE_GPU_REQUEST,
+    TranslationError,
+)
+from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
+from reconciler.core.translate.names import instance_name
+from reconciler.core.translate.ports import instance_ports
+from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.storage import storage
+
+# registry_credentials belongs to the create inputs the engine gathers for a pod.
+__all__ = ["create_requests", "registry_credentials", "requests_out_of_stock"]
+
+
+def create_requests(
+    pod: KubeObject,
+    job: KubeObject | None,
+    sources: EnvSources,
+    catalog: Sequence[GpuType],
+    settings: Settings,
+    owner_id: str,
+    registry_auth_id: str | None = None,
+) -> list[CreateRequest]:
+    """One request per fitting GPU type, in the order to try them; or TranslationError."""
+    if not catalog:
+        # An empty catalog is a failed fetch, not proof that no GPU will ever fit.
+        raise TranslationError(
+            GPU_CATALOG_UNAVAILABLE, "RunPod's GPU catalog is not available", permanent=False
+        )
+    request = gpu_request(pod, job, settings)
+    candidates = rank(request, catalog)
+    if not candidates:
+        raise TranslationError(
+            UNSATISFIABLE_GPU_REQUEST, explain_unsatisfiable(request, catalog), permanent=True
+        )
+    base = _instance(pod, job, sources, settings, owner_id)
+    auth = read(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
+    return [
+        replace(
+            base,
+            gpu_type_id=gpu.id,
+            gpu_count=request.count,
+            cloud=request.cloud,
+            datacenter_ids=datacenters,
+            registry_auth_id=auth,
+        )
+        for gpu, datacenters in candidates
+    ]
+
+
+def _instance(
+    pod: KubeObject,
+    job: KubeObject | None,
+    sources: EnvSources,
+    settings: Settings,
+    owner_id: str,
+) -> CreateRequest:
+    """The fields every candidate shares; the GPU is filled in per candidate."""
+    container = choose_container(pod)
+    template = read(pod, job, TEMPLATE_ID) or read(pod, job, TEMPLATE_ID_LEGACY)
+    image = str(container.get("image") or "")
+    if not image and template is None:
+        raise TranslationError(
+            INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image', permanent=False
+        )
+    disks = storage(pod, job, settings)
+    env = container_env(pod, container, sources)
+    return CreateRequest(
+        name=instance_name(pod),
+        image=image,
+        gpu_type_id="",
+        args=instance_args(pod, container, env),
+        env={**env, **_tags(pod, owner_id)},
+        ports=instance_ports(pod, job, container),
+        container_disk_gb=disks.container_disk_gb,
+        persistent_volume=disks.persistent_volume,
+        network_volume=disks.network_volume,
+        template_id=template,
+    )
+
+
+def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
+    """Our identity tags; they override any same-named variable the pod sets (DESIGN §3)."""
+    tags = {OWNER_ENV: owner_id, POD_UID_ENV: str(pod["metadata"]["uid"])}
+    if is_batch(pod):
+        tags[STOP_ON_EXIT_ENV] = "1"
+    return tags
+
+
+def requests_out_of_stock(requests: Sequence[CreateRequest], catalog: Sequence[GpuType]) -> bool:
+    """True when no request's GPU type has stock in its data centers (wait, don't fail)."""
+    types: Mapping[str, GpuType] = {gpu.id: gpu for gpu in catalog}
+    return all(
+        stock(types[r.gpu_type_id], r.datacenter_ids or None) is Availability.NONE
+        for r in requests
+        if r.gpu_type_id in types
+    )

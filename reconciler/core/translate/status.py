@@ -1,0 +1,311 @@
+"""A RunPod instance seen as the status of the Kubernetes pod it runs.
+
+`pod_status` is a deterministic function of its inputs: times already on the pod
+(condition transitions, startTime, container start and finish) are carried over
+whenever their meaning did not change, and `now` is stamped only on a real transition.
+The planner fingerprints the result to patch a pod only when its status changes, so a
+steady tick must produce the very same dict; and it keeps the `mirror_key` of the
+inputs, so that a steady tick need not compute the status at all.
+
+Only the chosen container runs on RunPod, so only it gets a container status, and
+readiness means "every requested TCP port is published" (probes are not run).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject, PortMapping
+from reconciler.core.translate.annotations import (
+    COST_PER_HR,
+    DATACENTER,
+    GPU_TYPE,
+    POD_ID,
+    PORT_MAPPINGS,
+    PUBLIC_IP,
+)
+from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.errors import TranslationError
+
+CONTAINER_CREATING = "ContainerCreating"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# The kubelet's exit code for a container whose end it could not observe
+# (ContainerStatusUnknown); the API would read a missing exit code as 0, a success.
+UNKNOWN_EXIT_CODE = 137
+PROXY_URL = "https://{instance_id}-{port}.proxy.runpod.net"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the instance means for the pod, before times and names are filled in."""
+
+    phase: str
+    state: str  # waiting | running | terminated
+    reason: str | None = None  # the container state's
+    message: str | None = None
+    exit_code: int | None = None
+    pod_reason: str | None = None  # status.reason of a pod that ended
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "running"
+
+
+def pod_status(
+    pod: KubeObject,
+    instance: Instance | None,
+    *,
+    exit_code: int | None,
+    now: datetime,
+    reason: str | None = None,
+    message: str | None = None,
+    pending: bool = False,
+) -> dict[str, Any]:
+    """The pod's status (pods/status subresource) for the instance and the planner's reason.
+
+    A `reason` fails the pod, with or without an instance, unless `pending` says the
+    pod is waiting: then it stays Pending and `kubectl get pod` shows the reason. One
+    reason can mean either (no capacity yet, no capacity for too long), so the caller,
+    who knows which, says so.
+    """
+    current: dict[str, Any] = pod.get("status") or {}
+    unknown = instance is not None and instance.status is InstanceStatus.UNKNOWN
+    if current.get("phase") in TERMINAL_PHASES or (unknown and reason is None):
+        # Terminal phases are final; an unknown instance status is never acted on.
+        return {**copy.deepcopy(current), "phase": current.get("phase") or "Pending"}
+    if reason is None:
+        outcome = _outcome(instance, exit_code)
+    elif pending:
+        outcome = _Outcome("Pending", "waiting", reason, message)
+    elif exit_code is not None:
+        outcome = _exited(exit_code, reason, message)
+    else:
+        outcome = _lost(reason, message)
+    return _assemble(pod, instance, outcome, now)
+
+
+def _outcome(instance: Instance | None, exit_code: int | None) -> _Outcome:
+    if exit_code is not None:
+        # The wrapper reported the end; the instance may not have stopped (or be gone).
+        return _exited(exit_code, None, None)
+    if instance is None:
+        return _Outcome("Pending", "waiting", CONTAINER_CREATING, "waiting for a RunPod instance")
+    described = f"RunPod instance {instance.id} is {instance.status.value}"
+    if instance.status is InstanceStatus.RUNNING and serving(instance):
+        return _Outcome("Running", "running")
+    if instance.status in (InstanceStatus.PROVISIONING, InstanceStatus.STARTING):
+        return _Outcome("Pending", "waiting", CONTAINER_CREATING, described)
+    if instance.status is InstanceStatus.RUNNING:
+        return _Outcome("Pending", "waiting", CONTAINER_CREATING, described + " (ports not ready)")
+    if instance.status is InstanceStatus.ERROR:
+        return _lost("InstanceError", described)
+    if instance.status is InstanceStatus.EXITED:
+        return _lost("ExitCodeUnknown", described)
+    return _lost("InstanceLost", described)
+
+
+def _exited(exit_code: int, reason: str | None, message: str | None) -> _Outcome:
+    """The process ended with a known code; a planner `reason` still fails the pod."""
+    succeeded = exit_code == 0 and reason is None
+    return _Outcome(
+        "Succeeded" if succeeded else "Failed",
+        "terminated",
+        "Completed" if exit_code == 0 else "Error",
+        message,
+        exit_code,
+        reason,
+    )
+
+
+def _lost(reason: str, message: str | None) -> _Outcome:
+    """The pod ended without an exit code we saw; `reason` shows in kubectl's STATUS."""
+    return _Outcome("Failed", "terminated", reason, message, pod_reason=reason)
+
+
+def serving(instance: Instance) -> bool:
+    """Running with every requested TCP port published (HTTP ports go through the proxy)."""
+    if instance.runtime is None:
+        return False
+    published = {p.private_port for p in instance.runtime.ports if p.public_port is not None}
+    wanted = {int(port.split("/")[0]) for port in instance.ports if port.endswith("/tcp")}
+    return wanted <= published
+
+
+def public_ip(instance: Instance | None) -> str | None:
+    ports = instance.runtime.ports if instance is not None and instance.runtime else ()
+    return next((port.public_ip for port in ports if port.public_ip), None)
+
+
+def _rfc3339(moment: datetime) -> str:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _assemble(
+    pod: KubeObject, instance: Instance | None, outcome: _Outcome, now: datetime
+) -> dict[str, Any]:
+    current: dict[str, Any] = pod.get("status") or {}
+    phase = outcome.phase
+    if phase == "Pending" and current.get("phase") == "Running":
+        # A container restarting on RunPod does not make a running pod Pending again.
+        phase = "Running"
+    status: dict[str, Any] = {
+        "phase": phase,
+        "conditions": _conditions(current, outcome, now),
+        "startTime": current.get("startTime") or _rfc3339(now),
+        "containerStatuses": _container_statuses(pod, instance, outcome, now),
+    }
+    if phase in TERMINAL_PHASES and outcome.pod_reason:
+        status["reason"] = outcome.pod_reason
+        if outcome.message:
+            status["message"] = outcome.message
+    address = public_ip(instance)
+    if address:
+        status.update(
+            podIP=address, podIPs=[{"ip": address}], hostIP=address, hostIPs=[{"ip": address}]
+        )
+    return status
+
+
+def _conditions(current: dict[str, Any], outcome: _Outcome, now: datetime) -> list[dict[str, Any]]:
+    previous = {c.get("type"): c for c in current.get("conditions") or []}
+    ready = "True" if outcome.ready else "False"
+    not_ready = "PodCompleted" if outcome.phase in TERMINAL_PHASES else "ContainersNotReady"
+    conditions = []
+    for kind, value in (
+        ("PodScheduled", "True"),
+        ("Initialized", "True"),
+        ("ContainersReady", ready),
+        ("Ready", ready),
+    ):
+        before = previous.get(kind) or {}
+        unchanged = before.get("status") == value and before.get("lastTransitionTime")
+        condition = {
+            "type": kind,
+            "status": value,
+            "lastTransitionTime": before["lastTransitionTime"] if unchanged else _rfc3339(now),
+        }
+        if value == "False":
+            condition["reason"] = not_ready
+        conditions.append(condition)
+    return conditions
+
+
+def _container_statuses(
+    pod: KubeObject, instance: Instance | None, outcome: _Outcome, now: datetime
+) -> list[dict[str, Any]]:
+    try:
+        container = choose_container(pod)
+    except TranslationError:
+        # A status is still owed for a pod whose spec we cannot translate.
+        containers = (pod.get("spec") or {}).get("containers") or []
+        if not containers:
+            return []
+        container = containers[0]
+    previous: dict[str, Any] = next(
+        (
+            s
+            for s in (pod.get("status") or {}).get("containerStatuses") or []
+            if s.get("name") == container.get("name")
+        ),
+        {},
+    )
+    status: dict[str, Any] = {
+        "name": container.get("name"),
+        "image": container.get("image"),
+        "ready": outcome.ready,
+        "started": outcome.ready,
+        "restartCount": previous.get("restartCount", 0),
+        "state": {outcome.state: _state(instance, outcome, previous.get("state") or {}, now)},
+    }
+    if instance is not None:
+        status["containerID"] = f"runpod://{instance.id}"
+    return [status]
+
+
+def _state(
+    instance: Instance | None, outcome: _Outcome, previous: dict[str, Any], now: datetime
+) -> dict[str, Any]:
+    was_running = (previous.get("running") or {}).get("startedAt")
+    started = _rfc3339(instance.started_at) if instance and instance.started_at else was_running
+    state: dict[str, Any]
+    if outcome.state == "waiting":
+        state = {"reason": outcome.reason, "message": outcome.message}
+    elif outcome.state == "running":
+        state = {"startedAt": started or _rfc3339(now)}
+    else:
+        finished = (previous.get("terminated") or {}).get("finishedAt") or _rfc3339(now)
+        code = UNKNOWN_EXIT_CODE if outcome.exit_code is None else outcome.exit_code
+        state = {
+            "exitCode": code,
+            "reason": outcome.reason,
+            "message": outcome.message,
+            "startedAt": started,
+            "finishedAt": finished,
+        }
+    return {key: value for key, value in state.items() if value is not None}
+
+
+def status_fingerprint(status: dict[str, Any]) -> str:
+    """A stable digest of a status: equal statuses, equal fingerprints, whatever the key order."""
+    encoded = json.dumps(status, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:16]
+
+
+def _cost(value: float) -> str:
+    # Dollars per hour without float noise or trailing zeros: 0.69, 0.165, 2.
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _port_mappings(instance: Instance) -> str:
+    published: dict[int, PortMapping] = {}
+    if instance.runtime is not None:
+        published = {p.private_port: p for p in instance.runtime.ports if p.public_port}
+    shown = []
+    for port in instance.ports:
+        number, _, protocol = port.partition("/")
+        if protocol == "http":
+            url = PROXY_URL.format(instance_id=instance.id, port=number)
+            shown.append(f"{port}->{url}")
+        elif int(number) in published:
+            mapping = published[int(number)]
+            shown.append(f"{port}->{mapping.public_ip}:{mapping.public_port}")
+    return ", ".join(shown)
+
+
+def mirror_key(pod: KubeObject, instance: Instance) -> str | None:
+    """A digest of what `pod_status` (without a reason) and `metadata_annotations` read.
+
+    The pod stands in by its resourceVersion, which any change to it renews; the instance
+    by the fields read here, but not `runtime.uptime_seconds`, which grows on every tick
+    and is read by neither. `now` is left out on purpose: it is stamped only on a time
+    the pod does not show yet, so once the pod shows the status computed from these
+    inputs, a later `now` gives the same status again. None without a resourceVersion,
+    when nothing would tell that the pod changed.
+    """
+    version = pod["metadata"].get("resourceVersion")
+    if not version:
+        return None
+    published = instance.runtime.ports if instance.runtime is not None else None
+    read = (version, instance.id, instance.status.value, instance.started_at,
+            instance.cost_per_hr, instance.gpu_type_id, instance.datacenter_id,
+            instance.ports, published)
+    return hashlib.blake2b(repr(read).encode(), digest_size=8).hexdigest()
+
+
+def metadata_annotations(instance: Instance) -> dict[str, str]:
+    """What the pod's metadata shows of its instance; keys without a known value are left out."""
+    values = {
+        POD_ID: instance.id,
+        COST_PER_HR: _cost(instance.cost_per_hr),
+        GPU_TYPE: instance.gpu_type_id,
+        DATACENTER: instance.datacenter_id,
+        PUBLIC_IP: public_ip(instance),
+        PORT_MAPPINGS: _port_mappings(instance),
+    }
+    return {key: value for key, value in values.items() if value}

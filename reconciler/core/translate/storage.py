@@ -1,0 +1,63 @@
+"""Disk and volumes of the instance, from the pod's storage annotations.
+
+v2 mounts one kind of volume at most: a persistent volume on the host
+(`runpod.io/volume-gb`, at least 10 GB) or an existing network volume
+(`runpod.io/network-volume-id`), each at `runpod.io/volume-mount-path`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.core.config import Settings
+from reconciler.core.domain import KubeObject, NetworkVolume, PersistentVolume
+from reconciler.core.translate.annotations import (
+    CONTAINER_DISK_GB,
+    NETWORK_VOLUME_ID,
+    VOLUME_GB,
+    VOLUME_MOUNT_PATH,
+    read,
+    read_int,
+)
+from reconciler.core.translate.errors import invalid_annotation
+
+DEFAULT_MOUNT_PATH = "/workspace"
+MIN_PERSISTENT_GB = 10
+
+
+@dataclass(frozen=True)
+class Storage:
+    container_disk_gb: int
+    persistent_volume: PersistentVolume | None = None
+    network_volume: NetworkVolume | None = None
+
+
+def storage(pod: KubeObject, job: KubeObject | None, settings: Settings) -> Storage:
+    disk = read_int(pod, job, CONTAINER_DISK_GB)
+    size = read_int(pod, job, VOLUME_GB, minimum=MIN_PERSISTENT_GB)
+    volume_id = read(pod, job, NETWORK_VOLUME_ID)
+    if size is not None and volume_id is not None:
+        raise invalid_annotation(
+            NETWORK_VOLUME_ID, volume_id, f"allowed together with {VOLUME_GB} (one mount kind)"
+        )
+    path = _mount_path(pod, job)
+    return Storage(
+        container_disk_gb=settings.container_disk_gb if disk is None else disk,
+        persistent_volume=None if size is None else PersistentVolume(size, path),
+        network_volume=None if volume_id is None else NetworkVolume(_volume_id(volume_id), path),
+    )
+
+
+def _mount_path(pod: KubeObject, job: KubeObject | None) -> str:
+    path = read(pod, job, VOLUME_MOUNT_PATH)
+    if path is None:
+        return DEFAULT_MOUNT_PATH
+    if not path.startswith("/"):
+        raise invalid_annotation(VOLUME_MOUNT_PATH, path, "an absolute path")
+    return path
+
+
+def _volume_id(value: str) -> str:
+    if not value.strip():
+        raise invalid_annotation(NETWORK_VOLUME_ID, value, "a network volume id")
+    return value.strip()

@@ -1,0 +1,1 @@
+"""The demo world: the product wired to the built-in simulators."""

@@ -1,0 +1,218 @@
+"""`reconciler demo`: the product at work on one machine, against the built-in simulators.
+
+A short scripted scenario on the simulated clock; every step is a real tick of the
+real engine over loopback HTTP. It prints one line per Kubernetes Event as the
+reconciler records them, then the mapping table and a summary with the checks that
+matter: no duplicate and no leaked instance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.adapters.store import queries
+from reconciler.adapters.store.db import make_engine, session_factory
+from reconciler.cli import state_view
+from reconciler.core.actions import Terminate
+from reconciler.core.config import Settings
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.demo.sandbox import API_KEY, Sandbox
+
+Echo = Callable[[str], None]
+
+DEMO_SETTINGS = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
+
+
+@dataclass
+class DemoResult:
+    created: int = 0
+    in_doubt: int = 0
+    terminated: int = 0
+    duplicates: int = 0
+    leaked: list[str] = field(default_factory=list)
+    pods: dict[str, str] = field(default_factory=dict)
+    cost_per_hr: float = 0.0
+
+
+class _Narrator:
+    """Prints what happened since the last look: new Events, one line each."""
+
+    def __init__(self, box: Sandbox, echo: Echo) -> None:
+        self.box, self.echo = box, echo
+        self.start = box.clock.now()
+        self.seen: set[tuple[str, int]] = set()
+
+    def say(self, text: str) -> None:
+        self.echo(f"\n{self._stamp()}  == {text}")
+
+    def events(self) -> None:
+        fresh = [e for e in self.box.kube_sim.list("events", None)
+                 if (e["metadata"]["uid"], e.get("count", 1)) not in self.seen]
+        for event in sorted(fresh, key=lambda e: e["metadata"].get("resourceVersion", "0")):
+            self.seen.add((event["metadata"]["uid"], event.get("count", 1)))
+            target = event["involvedObject"]
+            self.echo(f"{self._stamp()}  {target.get('namespace')}/{target.get('name'):<14} "
+                      f"{event['reason']:<26} {event['message']}")
+
+    def tick(self, advance: float = 0) -> None:
+        if advance:
+            self.box.advance(advance)
+        report = self.box.tick()
+        self.events()
+        for action in report.actions:
+            # An orphan has no pod to carry an Event, so the demo reports it itself.
+            if isinstance(action, Terminate) and action.pod is None:
+                self.echo(f"{self._stamp()}  {'(no pod)':<17} {'TerminatedOrphan':<26} "
+                          f"terminated RunPod instance {action.instance_id}: {action.reason}")
+
+    def _stamp(self) -> str:
+        elapsed = int((self.box.clock.now() - self.start).total_seconds())
+        return f"[t+{elapsed // 60:02d}:{elapsed % 60:02d}]"
+
+
+def run_demo(echo: Echo, keep_running: bool = False,
+             wait: Callable[[], None] | None = None) -> DemoResult:
+    box = Sandbox(DEMO_SETTINGS)
+    box.clock.advance((datetime.now(UTC) - box.clock.now()).total_seconds())
+    with box:
+        narrator = _Narrator(box, echo)
+        echo(f"RunPod simulator at {box.runpod_sim.base_url}, "
+             f"Kubernetes simulator at {box.kube_sim.base_url}")
+        _scenario(box, narrator)
+        result = _summarise(box, echo)
+        if keep_running:
+            _print_connection_help(box, echo)
+            if wait is not None:
+                wait()
+    return result
+
+
+def _scenario(box: Sandbox, n: _Narrator) -> None:
+    n.say("four pods land on the virtual node")
+    box.add_pod("train", namespace="ml", command=["python", "train.py", "--epochs", "3"],
+                restart_policy="Never")
+    box.add_pod("notebook", namespace="ml", image="jupyter/base-notebook", ports=[8888, 22])
+    box.add_pod("huge", namespace="ml", annotations={"runpod.io/required-gpu-memory": "640"})
+    box.add_pod("scratch", namespace="ml")
+    n.tick()
+    n.say("instances boot (simulated time passes)")
+    n.tick(advance=30)
+    _show_endpoints(box, n)
+
+    n.say("the training process exits 0; its instance stops itself")
+    box.runpod_sim.exit_process(_instance_id(box, "ml", "train"), 0)
+    n.tick(advance=5)
+    n.tick(advance=5)
+
+    n.say("the cluster has no GPU left for the managed Job ml/finetune; its pod is "
+          "offloaded")
+    job = box.add_job("finetune", namespace="ml", annotations={"runpod.io/managed": "true"})
+    box.add_pod("finetune-0", namespace="ml", command=["python", "finetune.py"],
+                restart_policy="Never", bound=False, job=job)
+    box.kube_sim.make_unschedulable("ml", "finetune-0")
+    n.tick(advance=1)
+    n.tick(advance=1)
+    n.tick(advance=30)
+    box.runpod_sim.exit_process(_instance_id(box, "ml", "finetune-0"), 0)
+    n.tick(advance=5)
+
+    n.say("a user deletes ml/scratch while it runs")
+    box.kube_sim.delete_pod("ml", "scratch", grace_seconds=30)
+    n.tick(advance=1)
+    n.tick(advance=5)
+
+    n.say("an instance whose pod no longer exists (a leftover from a force-deleted pod)")
+    box.runpod_sim.add_instance(name="ml-forgotten", env={
+        OWNER_ENV: box.settings.owner_id, POD_UID_ENV: "uid-of-a-pod-that-is-gone"})
+    n.tick(advance=1)
+    n.tick(advance=DEMO_SETTINGS.orphan_grace_time + 5)
+
+    n.say("a create succeeds at RunPod but the answer is lost (HTTP 500), then the "
+          "reconciler restarts")
+    box.runpod_sim.create_then_fail(1, status=500)
+    box.add_pod("serve", namespace="ml", image="vllm/vllm-openai", ports=[8000])
+    n.tick(advance=1)
+    box.restart()
+    n.echo(f"{n._stamp()}  (reconciler restarted: new process state, same database)")
+    n.tick(advance=10)
+    n.tick(advance=30)
+
+
+def _instance_id(box: Sandbox, namespace: str, name: str) -> str:
+    pod = box.pod(name, namespace)
+    assert pod is not None, f"{namespace}/{name} is gone"
+    return str(pod["metadata"]["annotations"]["runpod.io/pod-id"])
+
+
+def _show_endpoints(box: Sandbox, n: _Narrator) -> None:
+    pod = box.pod("notebook", "ml") or {}
+    ports = (pod.get("metadata", {}).get("annotations") or {}).get("runpod.io/port-mappings")
+    phase = pod.get("status", {}).get("phase")
+    n.echo(f"{n._stamp()}  ml/notebook is {phase}; endpoints: {ports}")
+
+
+def _summarise(box: Sandbox, echo: Echo) -> DemoResult:
+    result = DemoResult()
+    for request in box.runpod_sim.requests:
+        if request.method == "POST" and request.path == "/v2/pods":
+            result.created += request.status == 201
+            result.in_doubt += request.status >= 500
+        if request.method == "DELETE" and request.status in (204, 404):
+            result.terminated += 1
+    live = box.owned_instances()
+    result.cost_per_hr = sum(float(i.get("cost") or 0) for i in live)
+    pods = {p["metadata"]["uid"]: p for p in box.kube_sim.list("pods", None)}
+    result.pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}":
+                   p.get("status", {}).get("phase", "?") for p in pods.values()}
+    by_pod: dict[str, int] = {}
+    for instance in live:
+        uid = instance["env"].get(POD_UID_ENV, "")
+        by_pod[uid] = by_pod.get(uid, 0) + 1
+        if uid not in pods:
+            result.leaked.append(instance["id"])
+    result.duplicates = sum(count - 1 for count in by_pod.values())
+    echo("\n" + _state_table(box))
+    echo(_summary_lines(result))
+    return result
+
+
+def _state_table(box: Sandbox) -> str:
+    engine = make_engine(box.database_url)
+    with session_factory(engine)() as session:
+        rows = queries.mappings(session, include_finished=True)
+    engine.dispose()
+    now = box.clock.now()
+    return state_view.render_table([state_view.table_row(r, now) for r in rows])
+
+
+def _summary_lines(result: DemoResult) -> str:
+    phases = ", ".join(f"{name} {phase}" for name, phase in sorted(result.pods.items()))
+    return "\n".join([
+        "",
+        f"pods now:            {phases}",
+        f"instances created:   {result.created + result.in_doubt} "
+        f"({result.in_doubt} of them answered HTTP 500 and were adopted, not duplicated)",
+        f"instances terminated: {result.terminated}",
+        f"cost now:            ${result.cost_per_hr:.2f}/h",
+        f"duplicates:          {result.duplicates}",
+        f"leaked instances:    {len(result.leaked)}",
+    ])
+
+
+def _print_connection_help(box: Sandbox, echo: Echo) -> None:
+    url = box.runpod_sim.base_url
+    echo("\nThe simulators keep running (Ctrl-C to stop). Try:")
+    echo(f"  kubectl --kubeconfig {box.kubeconfig} get pods -A")
+    echo(f"  RUNPOD_API_KEY={API_KEY} reconciler --database-url {box.database_url} "
+         f"sync --once --kubeconfig {box.kubeconfig} --runpod-url {url}")
+    echo(f"  reconciler --database-url {box.database_url} state show")
+    echo(f"  curl -X POST {url}/_sim/clock/advance -d '{{\"seconds\": 30}}'")
+
+
+def summary_record(result: DemoResult) -> dict[str, Any]:
+    return {"created": result.created, "in_doubt": result.in_doubt, "terminated": result.terminated,
+            "duplicates": result.duplicates, "leaked": result.leaked, "pods": result.pods,
+            "cost_per_hr": result.cost_per_hr}

@@ -1,0 +1,154 @@
+"""The whole system on loopback: both simulators, the real clients, a store and an engine,
+all on one simulated clock. The demo, the end-to-end tests and the benchmarks use it.
+
+Only the clock is shared in-process; every call between the reconciler and the two
+worlds is real HTTP through the official `kubernetes` client and `requests`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.repository import Store
+from reconciler.core.config import Settings
+from reconciler.runtime.engine import Engine, TickReport
+from reconciler.runtime.wiring import open_store, resolve_owner
+from reconciler.sim.clock import SimClock
+from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.runpod import RunPodSimulator
+
+API_KEY = "sandbox-runpod-key"
+TOKEN = "sandbox-kube-token"
+
+
+class Sandbox:
+    def __init__(self, settings: Settings | None = None, *, database_url: str | None = None,
+                 workdir: str | None = None, runpod_options: dict[str, Any] | None = None,
+                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None) -> None:
+        self.clock = SimClock()
+        self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
+        self.workdir = Path(workdir or self._tmp.name)
+        self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
+        self.runpod_sim = RunPodSimulator(API_KEY, clock=self.clock, **(runpod_options or {}))
+        self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
+                                      rbac_subject=rbac_subject)
+        self._base_settings = settings or Settings()
+        self.engine: Engine
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> Sandbox:
+        self.runpod_sim.start()
+        self.kube_sim.start()
+        self.kubeconfig = self.kube_sim.write_kubeconfig(str(self.workdir / "kubeconfig"))
+        self.restart()
+        return self
+
+    def stop(self) -> None:
+        self.runpod.close()
+        self.kube_sim.stop()
+        self.runpod_sim.stop()
+        self._tmp.cleanup()
+
+    def restart(self) -> None:
+        """A new reconciler process: fresh clients, fresh engine, same database."""
+        self.kube = KubeClient(self.kube_sim.api_client(), now=self.clock.now)
+        self.runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, sleep=self.clock.sleep,
+                                   monotonic=self.clock.monotonic, read_timeout=5)
+        self.store: Store = open_store(self.database_url, upgrade=True)
+        self.settings = resolve_owner(self._base_settings, self.kube)
+        self.engine = Engine(self.settings, self.runpod, self.kube, self.store, self.clock.now)
+
+    def configure(self, **changes: Any) -> None:
+        self._base_settings = dataclasses.replace(self._base_settings, **changes)
+        self.settings = dataclasses.replace(self.settings, **changes)
+        self.engine.settings = self.settings
+
+    # --- acting as the cluster ---------------------------------------------------------
+
+    def tick(self, dry_run: bool = False) -> TickReport:
+        return self.engine.tick(dry_run=dry_run)
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def add_pod(self, name: str, *, namespace: str = "default", image: str = "python:3.11",
+                command: list[str] | None = None, gpus: int = 1, ports: Sequence[int] = (),
+                annotations: dict[str, str] | None = None, restart_policy: str = "Always",
+                env: list[dict[str, Any]] | None = None,
+                extra_spec: dict[str, Any] | None = None, bound: bool = True,
+                job: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A pod on the virtual node; with `bound=False` one the scheduler has yet to place,
+        and with `job` one that Job's controller made (owner reference, job-name label)."""
+        container: dict[str, Any] = {
+            "name": "main", "image": image,
+            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+            "ports": [{"containerPort": p, "protocol": "TCP"} for p in ports],
+        }
+        if command:
+            container["command"] = command
+        if env:
+            container["env"] = env
+        self.ensure_namespace(namespace)
+        spec = {"restartPolicy": restart_policy, "containers": [container],
+                **({"nodeName": self.settings.node_name, "tolerations": [
+                    {"key": "virtual-kubelet.io/provider", "operator": "Exists"}]}
+                   if bound else {}),
+                **(extra_spec or {})}
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace,
+                                    "annotations": dict(annotations or {})}
+        if job is not None:
+            metadata["labels"] = {"job-name": job["metadata"]["name"]}
+            metadata["ownerReferences"] = [{
+                "apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+                "uid": job["metadata"]["uid"], "controller": True}]
+        return self.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod",
+                                         "metadata": metadata, "spec": spec})
+
+    def add_job(self, name: str, *, namespace: str = "default",
+                annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                completions: int = 1, parallelism: int = 1) -> dict[str, Any]:
+        """A Job object only: tests play its controller by adding pods with `job=`."""
+        self.ensure_namespace(namespace)
+        template = {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "python:3.11"}]}}
+        return self.kube_sim.put("jobs", {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace,
+                         "annotations": dict(annotations or {}), "labels": dict(labels or {})},
+            "spec": {"completions": completions, "parallelism": parallelism,
+                     "backoffLimit": 6, "template": template}})
+
+    def ensure_namespace(self, namespace: str) -> None:
+        if self.kube_sim.get("namespaces", None, namespace) is None:
+            self.kube_sim.put("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": namespace}})
+
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
+        return self.kube_sim.get("pods", namespace, name)
+
+    def owned_instances(self) -> list[dict[str, Any]]:
+        """Our instances as the RunPod simulator holds them (not through the client)."""
+        owner = self.settings.owner_id
+        return [i for i in self.runpod_sim.instances.values()
+                if (i.get("env") or {}).get("RUNPOD_RECONCILER_OWNER") == owner]
+
+    def instance_for(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        uid = pod["metadata"]["uid"]
+        found = [i for i in self.owned_instances()
+                 if i["env"].get("RUNPOD_RECONCILER_POD_UID") == uid]
+        return found[0] if found else None
+
+    def events(self, name: str, namespace: str = "default") -> list[dict[str, Any]]:
+        return [e for e in self.kube_sim.list("events", namespace)
+                if e.get("involvedObject", {}).get("name") == name]

@@ -1,5 +1,0 @@
-"""The RunPod REST v2 client: `RunPodClient` and the errors it raises (`errors`)."""
-
-from reconciler.runpod.client import RunPodClient
-
-__all__ = ["RunPodClient"]

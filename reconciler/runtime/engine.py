@@ -1,0 +1,291 @@
+"""One tick: observe both worlds, plan, apply the plan, record the tick (DESIGN §2).
+
+Observation is read-only. Besides the two lists and the rows it fetches only what the
+planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
+for pods about to be created, and the exit code of a batch instance that just stopped.
+A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reconciler.adapters.kube import errors as kube_errors
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.models import Tick
+from reconciler.adapters.store.repository import Store
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import Action
+from reconciler.core.config import Settings
+from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.node import build_node
+from reconciler.core.offload import PendingPod
+from reconciler.core.planner import (
+    CreateInputs,
+    Observation,
+    needs_create_inputs,
+    owned_instances,
+    plan,
+)
+from reconciler.core.translate.container import choose_container, is_batch
+from reconciler.core.translate.env import EnvSources, referenced_objects
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.registry import registry_credentials
+from reconciler.runtime.executor import Executor
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickReport:
+    started_at: datetime
+    finished_at: datetime | None = None
+    tick_id: int | None = None
+    observed: bool = False
+    pods: int = 0
+    instances: int = 0
+    planned: Counter[str] = field(default_factory=Counter)
+    applied: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)
+    """The actions that were carried out without an error."""
+    observation: Observation | None = None
+    """What the tick saw, for the metrics; None when it could not observe."""
+
+    @property
+    def duration(self) -> float:
+        end = self.finished_at or self.started_at
+        return (end - self.started_at).total_seconds()
+
+    @property
+    def ok(self) -> bool:
+        return self.observed
+
+
+class CatalogCache:
+    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = timedelta(seconds=ttl)
+        self._types: list[GpuType] = []
+        self._fetched_at: datetime | None = None
+
+    def get(self, runpod: RunPodClient, now: datetime) -> list[GpuType]:
+        if self._fetched_at is None or now - self._fetched_at >= self.ttl:
+            try:
+                self._types = runpod.list_gpu_types()
+                self._fetched_at = now
+            except runpod_errors.RunPodError as exc:
+                log.warning("could not refresh the GPU catalog: %s", exc)
+        return self._types
+
+
+class Engine:
+    def __init__(self, settings: Settings, runpod: RunPodClient, kube: KubeClient,
+                 store: Store, clock: Clock = utcnow) -> None:
+        self.settings, self.runpod, self.kube, self.store, self.clock = (
+            settings, runpod, kube, store, clock)
+        self.catalog = CatalogCache(settings.catalog_ttl)
+        self._node_registered = False
+        # A hook run before each tick; the wiring renews the writer lock there.
+        self.before_tick: Callable[[], None] = lambda: None
+        # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
+        # keep the node alive itself.
+        self.heartbeat_in_tick = True
+
+    def tick(self, dry_run: bool = False) -> TickReport:
+        self.before_tick()
+        report = TickReport(started_at=self.clock())
+        try:
+            observation = self._observe(report.started_at)
+        except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
+            report.errors.append(f"observe: {exc}")
+            log.error("tick skipped, could not observe: %s", exc)
+            return self._finish(report, dry_run)
+        report.observed, report.observation = True, observation
+        report.pods = len(observation.pods)
+        report.instances = sum(len(g) for g in owned_instances(
+            observation.instances, self.settings.owner_id).values())
+        report.actions = plan(observation, self.settings, report.started_at)
+        report.planned = Counter(type(a).__name__ for a in report.actions)
+        if not dry_run:
+            if self.heartbeat_in_tick:
+                self._heartbeat(report)
+            self._apply(report)
+        return self._finish(report, dry_run)
+
+    # --- observe ----------------------------------------------------------------------
+
+    def _observe(self, now: datetime) -> Observation:
+        instances = list(self.runpod.list_instances())
+        pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
+                if podinfo.is_ours_to_run(p)]
+        rows = self.store.load_rows()
+        instances += self._confirm_missing(instances, rows, pods)
+        owned = owned_instances(instances, self.settings.owner_id)
+        by_uid = {row.pod_uid: row for row in rows}
+        needing = [p for p in pods if needs_create_inputs(
+            p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
+        catalog = self.catalog.get(self.runpod, now) if needing else []
+        inputs = self._create_inputs(needing) if catalog else {}
+        return Observation(pods, instances, rows, catalog, inputs,
+                           self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
+                           self._unscheduled_pods())
+
+    def _unscheduled_pods(self) -> list[PendingPod]:
+        """Pending pods without a node, each with its Job (one GET per Job), to offload."""
+        jobs: dict[tuple[str, str], KubeObject | None] = {}
+        pending = []
+        for pod in self.kube.list_pending_managed_pods():
+            if not podinfo.is_ours_to_run(pod):
+                continue
+            key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
+            try:
+                if key[1] and key not in jobs:
+                    jobs[key] = self.kube.owning_job(pod)
+            except kube_errors.KubeError as exc:
+                log.warning("could not read the Job of %s/%s: %s", key[0],
+                            pod["metadata"]["name"], exc)
+                continue
+            pending.append(PendingPod(pod, jobs.get(key)))
+        return pending
+
+    def _confirm_missing(self, listed: Sequence[Instance], rows: Sequence[MappingRecord],
+                         pods: Sequence[KubeObject]) -> list[Instance]:
+        """Ask for each mapped instance of a live pod that the list does not show.
+
+        The list can lag behind for longer than any grace period; only a 404 proves an
+        instance is gone. One call per missing instance, none in a steady tick.
+        """
+        listed_ids = {i.id for i in listed}
+        live = {podinfo.uid(p) for p in pods}
+        found = []
+        for row in rows:
+            if (row.state is MappingState.RUNNING and row.instance_id
+                    and row.instance_id not in listed_ids and row.pod_uid in live):
+                with contextlib.suppress(runpod_errors.NotFoundError):  # 404: really gone
+                    found.append(self.runpod.get_instance(row.instance_id))
+        return found
+
+    def _exit_codes(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
+                    rows: Mapping[str, MappingRecord]) -> dict[str, int | None]:
+        """Read the exit code of batch instances that stopped and whose code we lack."""
+        codes: dict[str, int | None] = {}
+        for pod in pods:
+            uid = podinfo.uid(pod)
+            row = rows.get(uid)
+            if not is_batch(pod) or (row is not None and row.exit_code is not None):
+                continue
+            for instance in owned.get(uid, []):
+                if instance.status is InstanceStatus.EXITED:
+                    try:
+                        codes[instance.id] = self.runpod.read_exit_code(instance.id)
+                    except runpod_errors.RunPodError as exc:
+                        log.warning("could not read the exit code of %s: %s", instance.id, exc)
+        return codes
+
+    def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
+        inputs: dict[str, CreateInputs] = {}
+        for pod in pods:
+            try:
+                inputs[podinfo.uid(pod)] = self._inputs_for(pod)
+            except kube_errors.KubeError as exc:
+                # Not the pod's fault: leave it for the next tick without a reason.
+                log.warning("could not read what %s/%s needs: %s",
+                            pod["metadata"].get("namespace"), pod["metadata"]["name"], exc)
+        return inputs
+
+    def _inputs_for(self, pod: KubeObject) -> CreateInputs:
+        job = self.kube.owning_job(pod)
+        try:
+            container = choose_container(pod)
+        except TranslationError as error:
+            return CreateInputs(job=job, error=error)
+        namespace = pod["metadata"].get("namespace", "default")
+        secret_names, config_map_names = referenced_objects(pod, container)
+        secrets = self._read_all(self.kube.read_secret, namespace, secret_names)
+        config_maps = self._read_all(self.kube.read_config_map, namespace, config_map_names)
+        pull_names = [ref.get("name", "") for ref in pod["spec"].get("imagePullSecrets") or ()]
+        pull = self._read_all(self.kube.read_secret, namespace, pull_names)
+        return CreateInputs(job=job, sources=EnvSources(secrets, config_maps),
+                            pull_secret=registry_credentials(container.get("image", ""), pull))
+
+    @staticmethod
+    def _read_all(read: Callable[[str, str], dict[str, str] | None], namespace: str,
+                  names: Any) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for name in names:
+            data = read(namespace, name)
+            if data is not None:
+                found[name] = data
+        return found
+
+    # --- apply and record -------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """The loop's heartbeat: register the node again (recreated if it was deleted, its
+        Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
+        self.kube.ensure_node(build_node(self.settings, self.clock()))
+        self._node_registered = True
+        self.kube.renew_node_lease(self.settings.node_name)
+
+    def _heartbeat(self, report: TickReport) -> None:
+        """Keep the virtual node registered and its lease fresh, so it stays Ready."""
+        try:
+            if not self._node_registered:
+                self.kube.ensure_node(build_node(self.settings, self.clock()))
+                self._node_registered = True
+            self.kube.renew_node_lease(self.settings.node_name)
+        except kube_errors.KubeError as exc:
+            report.errors.append(f"heartbeat: {exc}")
+            log.warning("node heartbeat failed: %s", exc)
+
+    def _apply(self, report: TickReport) -> None:
+        def tick_id() -> int:
+            if report.tick_id is None:
+                report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
+            return report.tick_id
+
+        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
+            report.actions)
+        report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
+        report.errors += outcome.errors
+
+    def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
+        report.finished_at = self.clock()
+        if dry_run:
+            return report
+        tick = Tick(id=report.tick_id, started_at=report.started_at,
+                    finished_at=report.finished_at, pods_seen=report.pods,
+                    instances_seen=report.instances,
+                    actions_planned=sum(report.planned.values()),
+                    actions_applied=sum(report.applied.values()),
+                    actions_failed=sum(report.failed.values()), dry_run=dry_run,
+                    error_summary="\n".join(report.errors[:20]) or None)
+        report.tick_id = self.store.record_tick(tick)
+        return report
+
+
+def _job_owner_uid(pod: KubeObject) -> str:
+    """The UID of the Job the pod names as its owner, or ""."""
+    for ref in pod["metadata"].get("ownerReferences") or ():
+        if ref.get("kind") == "Job":
+            return str(ref.get("uid", ""))
+    return ""

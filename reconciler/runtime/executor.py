@@ -1,0 +1,263 @@
+"""Carries out a plan, one action at a time, following DESIGN §3's protocol.
+
+Every side effect is journaled: a row is opened before the call and closed after it.
+One action failing never stops the others; it becomes a log line, a journal outcome,
+a row note and (where a user must know) an Event on the pod. The executor decides
+nothing the planner did not, except what only the answer of a call can tell: which
+create candidate RunPod accepted, and whether to stop creating for this tick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from reconciler.adapters.kube import errors as kube_errors
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.repository import Store
+from reconciler.core.actions import (
+    Action,
+    Adopt,
+    Bind,
+    Create,
+    DeleteRow,
+    Event,
+    FinalizePod,
+    PatchMetadata,
+    PatchStatus,
+    PodRef,
+    SaveRow,
+    Terminate,
+)
+from reconciler.core.domain import CreateRequest, Instance
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import NO_CAPACITY
+from reconciler.runtime import crashpoints
+
+log = logging.getLogger(__name__)
+
+INSUFFICIENT_BALANCE = "InsufficientBalance"
+INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+
+
+@dataclass
+class Outcome:
+    applied: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    done: list[Action] = field(default_factory=list)
+
+
+class _CreatesStopped(Exception):
+    """RunPod said no more creates this tick (no balance, rate limit)."""
+
+
+class Executor:
+    def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
+                 clock: Callable[[], datetime], tick_id: Callable[[], int]) -> None:
+        self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
+        self._tick_id = tick_id
+        self._creates_stopped: str | None = None
+        self._registry_ids: dict[str, str] | None = None
+
+    def run(self, actions: Iterable[Action]) -> Outcome:
+        outcome = Outcome()
+        for action in actions:
+            kind = type(action).__name__
+            try:
+                self._apply(action)
+                outcome.applied[kind] += 1
+                outcome.done.append(action)
+            except Exception as exc:  # one action never stops the others
+                outcome.failed[kind] += 1
+                outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
+                log.warning("%s for %s failed: %s", kind, _subject(action), exc,
+                            exc_info=not isinstance(exc, _EXPECTED))
+                self._report_failure(action, exc)
+        return outcome
+
+    def _apply(self, action: Action) -> None:
+        match action:
+            case SaveRow(row=row):
+                self.store.save_row(row)
+            case DeleteRow(pod_uid=uid):
+                self.store.delete_row(uid)
+            case Create():
+                self._create(action)
+            case Adopt(row=row):
+                self.store.save_row(row)
+            case Terminate():
+                self._terminate(action)
+            case PatchStatus(pod=pod, status=status, row=row):
+                self._journaled("patch-status", pod.uid, None,
+                                lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
+                crashpoints.reached("after-status-patch")
+                self.store.save_row(row)
+            case PatchMetadata(pod=pod, annotations=annotations):
+                self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
+                                .patch_pod_annotations(pod.namespace, pod.name, annotations))
+            case FinalizePod(pod=pod, row=row):
+                self._journaled("finalize-pod", pod.uid, None,
+                                lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid))
+                crashpoints.reached("after-finalize")
+                if row is not None:
+                    self.store.save_row(row)
+            case Bind(pod=pod, node_name=node, trigger=trigger):
+                self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
+                    pod.namespace, pod.name, pod.uid, node))
+                self._event(pod, "OffloadedToRunPod", f"bound to {node}: {trigger}")
+            case Event(pod=pod, reason=reason, message=message, warning=warning):
+                self._event(pod, reason, message, warning)
+
+    # --- journal ----------------------------------------------------------------------
+
+    def _journaled(self, kind: str, pod_uid: str | None, instance_id: str | None,
+                   call: Callable[[], object]) -> object:
+        entry = self.store.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
+        try:
+            result = call()
+        except Exception as exc:
+            self.store.close_action(entry, "failed", str(exc), self.clock())
+            raise
+        created = result.id if isinstance(result, Instance) else None
+        self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
+        return result
+
+    def _event(self, pod: PodRef, reason: str, message: str, warning: bool = False) -> None:
+        involved = {"kind": "Pod", "apiVersion": "v1", "metadata": {
+            "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}
+        self.kube.record_event(involved, reason, message, "Warning" if warning else "Normal")
+
+    def _report_failure(self, action: Action, exc: Exception) -> None:
+        pod = getattr(action, "pod", None)
+        if isinstance(action, SaveRow | DeleteRow | Event) or pod is None:
+            return
+        try:
+            self.store.note_error(pod.uid, f"{type(action).__name__}: {exc}", self.clock())
+        except Exception:
+            log.exception("could not note the failure on the row of %s", pod)
+
+    # --- create -----------------------------------------------------------------------
+
+    def _create(self, action: Create) -> None:
+        if self._creates_stopped:
+            log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
+            return
+        self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
+        crashpoints.reached("after-intent")
+        try:
+            candidates = self._with_registry_auth(action)
+            instance = self._first_accepted(action, candidates)
+        except _CreatesStopped:
+            return
+        if instance is None:
+            return
+        crashpoints.reached("after-create")
+        self.store.save_row(_created_row(action.row, instance, self.clock()))
+        crashpoints.reached("after-id-write")
+        self._event(action.pod, "CreatedInstance",
+                    f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
+                    f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
+                    f"${instance.cost_per_hr:.2f}/h)")
+
+    def _first_accepted(self, action: Create,
+                        candidates: tuple[CreateRequest, ...]) -> Instance | None:
+        """Try the ranked candidates per RunPod's answers (DESIGN §1)."""
+        refusals: list[str] = []
+        for candidate in candidates:
+            try:
+                return self._create_one(action, candidate)
+            except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
+                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+            except runpod_errors.InsufficientBalanceError as exc:
+                self._stop_creates(action, INSUFFICIENT_BALANCE, str(exc))
+            except runpod_errors.RateLimitedError as exc:
+                self._stop_creates(action, None, str(exc))
+            except runpod_errors.InvalidRequestError as exc:
+                self._give_up(action, INVALID_RUNPOD_REQUEST, f"RunPod refused the request "
+                              f"as invalid (a reconciler bug, not retried): {exc.detail}")
+                raise
+            # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
+            # the next ticks adopt the instance if it was made after all.
+        self._wait(action, NO_CAPACITY, "no GPU type that fits this pod could be created: "
+                   + "; ".join(refusals))
+        return None
+
+    def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
+        result = self._journaled("create", action.pod.uid, None,
+                                 lambda: self.runpod.create_instance(candidate))
+        assert isinstance(result, Instance)
+        return result
+
+    def _stop_creates(self, action: Create, reason: str | None, detail: str) -> None:
+        self._creates_stopped = detail
+        if reason is None:  # rate limited: nothing wrong with the pod, try next tick
+            self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
+        else:
+            self._wait(action, reason, detail)
+        raise _CreatesStopped(detail)
+
+    def _wait(self, action: Create, reason: str, message: str) -> None:
+        """Nothing was created: back to pending, with a reason the planner will show."""
+        self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None,
+                                               reason=reason, last_error=message,
+                                               updated_at=self.clock()))
+        if action.row.reason != reason:
+            self._event(action.pod, reason, message, warning=True)
+
+    def _give_up(self, action: Create, reason: str, message: str) -> None:
+        self.store.save_row(action.row.changed(state=MappingState.FAILED, attempt_id=None,
+                                               reason=reason, last_error=message,
+                                               updated_at=self.clock()))
+        self._event(action.pod, reason, message, warning=True)
+
+    def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
+        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name)."""
+        if action.pull_secret is None or action.candidates[0].registry_auth_id:
+            return action.candidates
+        registry, username, password = action.pull_secret
+        name = "k8s-" + hashlib.sha256(f"{registry}\0{username}\0{password}".encode()
+                                       ).hexdigest()[:16]
+        if self._registry_ids is None:
+            self._registry_ids = {a.name: a.id for a in self.runpod.list_registry_auths()}
+        if name not in self._registry_ids:
+            created = self.runpod.create_registry_auth(name, username, password)
+            self._registry_ids[name] = created.id
+        return tuple(replace(c, registry_auth_id=self._registry_ids[name])
+                     for c in action.candidates)
+
+    # --- terminate --------------------------------------------------------------------
+
+    def _terminate(self, action: Terminate) -> None:
+        if action.row is not None:
+            self.store.save_row(action.row.changed(updated_at=self.clock()))
+        crashpoints.reached("after-terminating")
+        pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
+        self._journaled("terminate", pod_uid, action.instance_id,
+                        lambda: self.runpod.delete_instance(action.instance_id))
+        crashpoints.reached("after-delete")
+        log.info("terminated instance %s (%s)", action.instance_id, action.reason)
+
+
+_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
+
+
+def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
+    return intent.changed(
+        state=MappingState.RUNNING, instance_id=instance.id, instance_name=instance.name,
+        gpu_type_id=instance.gpu_type_id, datacenter_id=instance.datacenter_id,
+        cost_per_hr=instance.cost_per_hr, last_instance_status=instance.status.value,
+        reason=None, last_error=None, updated_at=now)
+
+
+def _subject(action: Action) -> str:
+    pod = getattr(action, "pod", None)
+    if pod is not None:
+        return str(pod)
+    return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

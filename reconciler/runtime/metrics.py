@@ -1,0 +1,121 @@
+"""Prometheus metrics of the loop mode, fed from each tick's report and the RunPod client.
+
+What happened to instances is read from the tick's carried-out actions (`report.done`),
+by the reasons the planner gives them; nothing here decides anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import Action, PatchStatus, SaveRow, Terminate
+from reconciler.core.planner import owned_instances
+from reconciler.runtime.engine import TickReport
+
+# The planner's reasons for terminating (reconciler/core/planner.py).
+DUPLICATE_REASON = "duplicate instance for one pod"
+ORPHAN_REASON = "orphan: its pod is gone"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.tick_seconds = Histogram(
+            "reconciler_tick_duration_seconds", "Duration of one reconcile tick.",
+            registry=self.registry, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+        self.ticks = Counter("reconciler_ticks", "Ticks by result.", ["result"],
+                             registry=self.registry)
+        self.early_ticks = Counter("reconciler_early_ticks",
+                                   "Ticks started early because the pod watch saw a change.",
+                                   registry=self.registry)
+        self.actions = Counter("reconciler_actions", "Actions by kind and outcome.",
+                               ["kind", "outcome"], registry=self.registry)
+        self.pods = Gauge("reconciler_managed_pods", "Pods bound to the virtual node.",
+                          registry=self.registry)
+        self.instances = Gauge("reconciler_owned_instances", "RunPod instances we own.",
+                               registry=self.registry)
+        self.hourly_cost = Gauge("reconciler_owned_cost_per_hour_usd",
+                                 "What the instances we own cost together, USD per hour.",
+                                 registry=self.registry)
+        self.rate_budget = Gauge("reconciler_runpod_rate_budget_remaining",
+                                 "RunPod requests left in the current window.",
+                                 registry=self.registry)
+        self.runpod_requests = Counter(
+            "reconciler_runpod_requests",
+            "RunPod API answers by method, route template and HTTP status (0: no answer).",
+            ["method", "route", "status"], registry=self.registry)
+        self.orphans_found = Counter(
+            "reconciler_orphans_found", "Owned instances first seen without their pod.",
+            registry=self.registry)
+        self.orphans_terminated = Counter(
+            "reconciler_orphans_terminated", "Orphaned instances terminated.",
+            registry=self.registry)
+        self.duplicates_healed = Counter(
+            "reconciler_duplicates_healed", "Second instances of one pod terminated.",
+            registry=self.registry)
+        self.pending_to_running = Histogram(
+            "reconciler_pod_pending_to_running_seconds",
+            "From a pod's creation to the status patch that made it Running.",
+            registry=self.registry,
+            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600))
+        self.leader = Gauge("reconciler_leader",
+                            "1 while this replica leads (or runs without election), else 0.",
+                            registry=self.registry)
+        self.heartbeats = Counter("reconciler_node_heartbeats", "Node heartbeats by result.",
+                                  ["result"], registry=self.registry)
+
+    def runpod_response(self, route: str, status: int) -> None:
+        """The RunPod client's `on_response` hook; `route` is "GET /v2/pods/{id}"."""
+        method, _, template = route.partition(" ")
+        self.runpod_requests.labels(method, template, str(status)).inc()
+
+    def observe(self, report: TickReport, rate_budget: int | None, owner_id: str) -> None:
+        self.tick_seconds.observe(report.duration)
+        self.ticks.labels("ok" if report.ok else "failed").inc()
+        for kind, count in report.applied.items():
+            self.actions.labels(kind, "applied").inc(count)
+        for kind, count in report.failed.items():
+            self.actions.labels(kind, "failed").inc(count)
+        if report.ok:
+            self.pods.set(report.pods)
+            self.instances.set(report.instances)
+        if report.observation is not None:
+            owned = owned_instances(report.observation.instances, owner_id)
+            self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
+        self._count_healing(report.done)
+        self._time_starts(report)
+        if rate_budget is not None:
+            self.rate_budget.set(rate_budget)
+
+    def _count_healing(self, done: Iterable[Action]) -> None:
+        for action in done:
+            if isinstance(action, Terminate) and action.reason == DUPLICATE_REASON:
+                self.duplicates_healed.inc()
+            elif isinstance(action, Terminate) and action.reason == ORPHAN_REASON:
+                self.orphans_terminated.inc()
+            elif isinstance(action, SaveRow) and action.row.orphan_sightings == 1:
+                self.orphans_found.inc()  # the first of the two sightings before terminating
+
+    def _time_starts(self, report: TickReport) -> None:
+        """Pods whose patch this tick turned them Running (they were not before)."""
+        if report.observation is None or report.finished_at is None:
+            return
+        before = {podinfo.uid(p): p for p in report.observation.pods}
+        for action in report.done:
+            if not isinstance(action, PatchStatus) or action.status.get("phase") != "Running":
+                continue
+            pod = before.get(action.pod.uid)
+            if pod is None or podinfo.phase(pod) == "Running":
+                continue
+            created = podinfo.created_at(pod)
+            if created is not None:
+                self.pending_to_running.observe(_seconds(created, report.finished_at))
+
+
+def _seconds(start: datetime, end: datetime) -> float:
+    # Clocks of two machines: a pod stamped a little in our future took no time, not less.
+    return max(0.0, (end - start).total_seconds())
