@@ -73,7 +73,7 @@ def _message(data: bytes, name: str) -> dict[str, Any]:
                 result.setdefault(json_name, {}).update(decoded)
             else:
                 result[json_name] = decoded
-    for number, (json_name, _, flags) in schema.items():
+    for json_name, _, flags in schema.values():
         if json_name in result and flags & OMITEMPTY and not flags & POINTER \
                 and result[json_name] in ("", 0, False, None, {}, []):
             del result[json_name]
@@ -125,13 +125,14 @@ def _fields(data: bytes) -> list[Field]:
     while position < len(data):
         key, position = _varint(data, position)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == _VARINT:
             value, position = _varint(data, position)
         elif wire == _BYTES:
             length, position = _varint(data, position)
-            value, position = data[position:position + length], position + length
-            if len(value) != length:
+            if position + length > len(data):
                 raise ApiError(400, "truncated protobuf body")
+            value, position = data[position:position + length], position + length
         elif wire in (_FIXED64, _FIXED32):
             size = 8 if wire == _FIXED64 else 4
             value, position = int.from_bytes(data[position:position + size], "little"), \
