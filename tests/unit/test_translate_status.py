@@ -87,12 +87,12 @@ def test_not_yet_serving_is_pending_container_creating(instance: Instance) -> No
 
 
 def test_running_with_every_tcp_port_published_is_ready() -> None:
-    started = datetime(2026, 5, 1, 11, 59, tzinfo=UTC)
+    started = T0 - timedelta(seconds=PUBLISHED.uptime_seconds)  # as long up as running
     status = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED, started_at=started))
     assert status["phase"] == "Running"
     assert _conditions(status)["Ready"] == "True"
     assert _container(status)["ready"] is True
-    assert _container(status)["state"] == {"running": {"startedAt": "2026-05-01T11:59:00Z"}}
+    assert _container(status)["state"] == {"running": {"startedAt": "2026-05-01T11:59:30Z"}}
     assert status["podIP"] == status["hostIP"] == "203.0.113.7"
     assert status["startTime"] == STAMP0
 

@@ -330,17 +330,17 @@ def _state(
 ) -> dict[str, Any]:
     state_before = previous.get("state") or {}
     was_running = (state_before.get("running") or {}).get("startedAt")
-    started = _rfc3339(instance.started_at) if instance and instance.started_at else was_running
+    # The container's own start (from its uptime) before the instance's: restarts are
+    # told by comparing the two, so they must mean the same thing.
+    container_start = container_started_at(instance, now)
+    started = _rfc3339(container_start) if container_start else \
+        _rfc3339(instance.started_at) if instance and instance.started_at else was_running
     state: dict[str, Any]
     if outcome.state == "waiting":
         state = {"reason": outcome.reason, "message": outcome.message}
     elif outcome.state == "running":
         if was_running and not restarted:
             state = {"startedAt": was_running}
-        elif restarted or previous.get("lastState"):
-            # A run after a restart started when RunPod started the container again.
-            again = container_started_at(instance, now) or now
-            state = {"startedAt": _rfc3339(again)}
         else:
             state = {"startedAt": started or _rfc3339(now)}
     else:
@@ -406,9 +406,16 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
 
 
 def _restarted(pod: KubeObject, instance: Instance, now: datetime) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return any(_restart_end(status, instance, _Outcome("Running", "running"), now) is not None
-               for status in statuses)
+    """Whether the container started again after the start the pod shows (kept cheap:
+    this runs for every pod on every tick)."""
+    if instance.runtime is None:
+        return False
+    latest = now.timestamp() - instance.runtime.uptime_seconds - RESTART_SLACK_SECONDS
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+        if started and datetime.fromisoformat(started).timestamp() < latest:
+            return True
+    return False
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:
