@@ -59,6 +59,7 @@ def test_a_deleted_pod_held_by_a_finalizer_ends_terminal_and_its_instance_goes(
     assert terminated["reason"] == "Error" and terminated["exitCode"] == 137
     assert {c["type"]: c["status"] for c in held["status"]["conditions"]}["Ready"] == "False"
     assert held["metadata"]["deletionGracePeriodSeconds"] == 0
+    assert container(held)["imageID"] == "python:3.11"  # what ran, kept to the end
     before = len(box.kube_sim.requests)
     box.tick()  # nothing left to do: the finalizer's owner finishes it
     writes = [r for r in box.kube_sim.requests[before:]

@@ -280,8 +280,8 @@ def _chosen_status(container: KubeObject, instance: Instance | None, outcome: _O
     status: dict[str, Any] = {
         "name": container.get("name"),
         "image": container.get("image"),
-        "imageID": instance.image if instance is not None and outcome.state != "waiting"
-        else "",
+        "imageID": "" if outcome.state == "waiting" else
+        instance.image if instance is not None else previous.get("imageID") or "",
         "ready": outcome.ready,
         "started": outcome.ready,
         "restartCount": restart_count,
