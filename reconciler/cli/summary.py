@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, assert_never
 
 from reconciler.cli.state_view import render_table
-from reconciler.core.actions import Action
+from reconciler.core.actions import (
+    Action,
+    Adopt,
+    Bind,
+    Create,
+    DeleteRow,
+    Event,
+    FinalizePod,
+    PatchMetadata,
+    PatchStatus,
+    SaveRow,
+    Terminate,
+)
 from reconciler.runtime.engine import TickReport
 
 
@@ -27,18 +39,25 @@ def report_record(report: TickReport) -> dict[str, Any]:
 def describe(action: Action) -> tuple[str, str, str]:
     """(kind, subject, detail) of one planned action, for --dry-run."""
     kind = type(action).__name__
-    pod = getattr(action, "pod", None)
-    subject = str(pod) if pod is not None else getattr(action, "instance_id", "") or ""
-    detail = (getattr(action, "reason", None) or getattr(action, "message", None)
-              or getattr(action, "trigger", None) or "")
-    if kind == "Create":
-        detail = ", ".join(c.gpu_type_id for c in getattr(action, "candidates", ()))
-    elif kind == "PatchStatus":
-        detail = str(getattr(action, "status", {}).get("phase", ""))
-    elif kind == "SaveRow":
-        row = getattr(action, "row", None)
-        subject, detail = (f"{row.namespace}/{row.name}", row.state.value) if row else ("", "")
-    return kind, subject, str(detail)
+    match action:
+        case SaveRow(row=row):
+            return kind, f"{row.namespace}/{row.name}", row.state.value
+        case DeleteRow():
+            return kind, "", ""
+        case Create(pod=pod, candidates=candidates):
+            return kind, str(pod), ", ".join(c.gpu_type_id for c in candidates)
+        case Terminate(pod=pod, instance_id=instance_id, detail=detail):
+            return kind, str(pod) if pod is not None else instance_id, detail
+        case PatchStatus(pod=pod, status=status):
+            return kind, str(pod), str(status.get("phase", ""))
+        case Adopt(pod=pod) | PatchMetadata(pod=pod) | FinalizePod(pod=pod):
+            return kind, str(pod), ""
+        case Bind(pod=pod, detail=detail):
+            return kind, str(pod), detail
+        case Event(pod=pod, reason=reason):
+            return kind, str(pod), reason.value
+        case _:
+            assert_never(action)
 
 
 def render(report: TickReport, output: str, dry_run: bool) -> str:

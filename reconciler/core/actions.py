@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.core.domain import CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,15 @@ class Adopt:
 
 @dataclass(frozen=True)
 class Terminate:
-    """DELETE an owned instance. `row` (if any) is saved as terminating first."""
+    """DELETE an owned instance. `row` (if any) is saved as terminating first.
+
+    `reason` is for code (metrics, tests); `detail` says the same in words, for the log,
+    the Event and `--dry-run`.
+    """
 
     instance_id: str
-    reason: str
+    reason: TerminateReason
+    detail: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
 
@@ -107,19 +113,18 @@ class Bind:
 
     pod: PodRef
     node_name: str
-    trigger: str
+    trigger: OffloadTrigger
+    detail: str
+    """The trigger in words, for the pod's Event."""
 
 
 @dataclass(frozen=True)
 class Event:
     pod: PodRef
-    reason: str
+    reason: EventReason
     message: str
     warning: bool = False
 
 
 Action = SaveRow | DeleteRow | Create | Adopt | Terminate | PatchStatus | PatchMetadata | \
     FinalizePod | Bind | Event
-
-# Actions with a side effect outside the database (what `--dry-run` would have done).
-MUTATING = (Create, Adopt, Terminate, PatchStatus, PatchMetadata, FinalizePod, Bind)

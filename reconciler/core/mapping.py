@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass
 from datetime import datetime
 
+from reconciler.core.reasons import PodReason
+
 
 class MappingState(enum.StrEnum):
     PENDING = "pending"
@@ -50,7 +52,7 @@ class MappingRecord:
     """Digest of what the status and annotations were last computed from (see `_mirror`)."""
     exit_code: int | None = None
     orphan_sightings: int = 0
-    reason: str | None = None
+    reason: PodReason | None = None
     last_error: str | None = None
 
     def changed(self, **changes: object) -> MappingRecord:

@@ -30,6 +30,7 @@ from reconciler.core.actions import Action, Bind, Event, PodRef
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
 from reconciler.core.node import build_node
+from reconciler.core.reasons import OffloadTrigger
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.errors import TranslationError
 
@@ -72,7 +73,7 @@ def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: dateti
             continue
         if candidate.forced:
             actions.append(Bind(PodRef.of(entry.pod), settings.node_name,
-                                f'{ann.OFFLOAD} is "true"'))
+                                OffloadTrigger.FORCED, f'{ann.OFFLOAD} is "true"'))
         elif candidate.unschedulable_since is not None:
             waiting.append(candidate)
     return actions + _automatic(waiting, settings, now, room, node)
@@ -122,23 +123,23 @@ def _automatic(waiting: list[_Candidate], settings: Settings, now: datetime, roo
         trigger = _trigger(candidate, settings, now, excess, len(waiting))
         if trigger is None or placement.exclusion(candidate.pod, node) is not None:
             continue
-        actions.append(Bind(PodRef.of(candidate.pod), settings.node_name, trigger))
+        actions.append(Bind(PodRef.of(candidate.pod), settings.node_name, *trigger))
         room, excess = room - 1, excess - 1
     return actions
 
 
 def _trigger(candidate: _Candidate, settings: Settings, now: datetime, excess: int,
-             unschedulable: int) -> str | None:
+             unschedulable: int) -> tuple[OffloadTrigger, str] | None:
     if candidate.opted_out or candidate.unschedulable_since is None:
         return None
     # The stamp is the API server's clock: a little ahead of ours must not read as "not
     # yet", or a limit of 0 would wait for the next periodic tick.
     waited = max(0.0, (now - candidate.unschedulable_since).total_seconds())
     if waited >= candidate.wait_limit:
-        return (f"unschedulable for {int(waited)} s "
-                f"(offload after {int(candidate.wait_limit)} s)")
+        return OffloadTrigger.WAITED, (f"unschedulable for {int(waited)} s "
+                                       f"(offload after {int(candidate.wait_limit)} s)")
     if excess > 0:
-        return (f"{unschedulable} managed pods unschedulable, more than the "
-                f"threshold of {settings.pending_threshold}")
+        return OffloadTrigger.OVERFLOW, (f"{unschedulable} managed pods unschedulable, more "
+                                         f"than the threshold of {settings.pending_threshold}")
     return None
 

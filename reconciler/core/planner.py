@@ -39,20 +39,14 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, plan_offloads
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
-# Reasons the planner itself gives (translation has its own, see translate.errors).
-BUDGET_EXCEEDED = "BudgetExceeded"
-NO_CAPACITY = "RunPodCapacityUnavailable"
-INSTANCE_LOST = "InstanceLost"
-INSTANCE_ERROR = "InstanceError"
-INSTANCE_STOPPED = "InstanceStopped"
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-PENDING_TOO_LONG = "PendingTooLong"
+ORPHAN_DETAIL = "orphan: its pod is gone"
 
 # A finished row is kept this long after its pod is gone, for `state show --all`.
 FINISHED_ROW_RETENTION = timedelta(days=1)
@@ -199,7 +193,7 @@ def _age_key(instance: Instance) -> tuple[str, str]:
 
 def _terminate_duplicate(pod: KubeObject | None, extra: Instance) -> Action:
     ref = PodRef.of(pod) if pod is not None else None
-    return Terminate(extra.id, "duplicate instance for one pod", ref)
+    return Terminate(extra.id, TerminateReason.DUPLICATE, "duplicate instance for one pod", ref)
 
 
 def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None) -> list[Action]:
@@ -227,11 +221,11 @@ def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Act
         row = MappingRecord(instance.pod_uid or instance.id, "", instance.name,
                             MappingState.RUNNING, t.now, t.now, instance_id=instance.id)
     if row.state is MappingState.TERMINATING:
-        return [Terminate(instance.id, "orphan: its pod is gone", None, row)]
+        return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None, row)]
     sightings = row.orphan_sightings + 1
     old_enough = not t.within(instance.created_at, t.settings.orphan_grace_time)
     if sightings >= 2 and old_enough:
-        return [Terminate(instance.id, "orphan: its pod is gone", None,
+        return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None,
                           row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings))]
     return t.save(None, row.changed(orphan_sightings=sightings))
 
@@ -246,7 +240,7 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     """
     ref = PodRef.of(pod)
     if instance is not None:
-        return _terminate(t, ref, row, instance, "pod deleted")
+        return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
     if row is not None and row.state is MappingState.CREATING and t.within(
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
@@ -262,20 +256,21 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
 def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
               instance: Instance | None) -> list[Action]:
     if instance is not None:
-        return _terminate(t, PodRef.of(pod), row, instance, f"pod {podinfo.phase(pod)}")
+        return _terminate(t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED,
+                          f"pod {podinfo.phase(pod)}")
     if row is not None and not row.state.finished:
         return t.save(row, _ended(row))
     return []
 
 
 def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance,
-               why: str) -> list[Action]:
+               reason: TerminateReason, why: str) -> list[Action]:
     row = row or _adopted_row(t, ref, instance)
     first = row.state is not MappingState.TERMINATING
-    actions: list[Action] = [Terminate(instance.id, why, ref,
+    actions: list[Action] = [Terminate(instance.id, reason, why, ref,
                                        row.changed(state=MappingState.TERMINATING))]
     if first:
-        actions.append(Event(ref, "TerminatingInstance",
+        actions.append(Event(ref, Notice.TERMINATING_INSTANCE,
                              f"terminating RunPod instance {instance.id}: {why}"))
     return actions
 
@@ -289,9 +284,11 @@ def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     if row is None or row.instance_id != instance.id:
         actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, row.reason or "finished", PodRef.of(pod), row)]
+        return [*actions, Terminate(instance.id, TerminateReason.ALREADY_DECIDED,
+                                    row.reason.value if row.reason else "finished",
+                                    PodRef.of(pod), row)]
     if podinfo.deadline_passed(pod, t.now):
-        return actions + _fail(t, pod, row, instance, DEADLINE_EXCEEDED,
+        return actions + _fail(t, pod, row, instance, PodReason.DEADLINE_EXCEEDED,
                                "pod ran longer than spec.activeDeadlineSeconds")
     return actions + _follow_instance(t, pod, row, instance)
 
@@ -300,7 +297,7 @@ def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
            instance: Instance) -> tuple[list[Action], MappingRecord]:
     adopted = _adopted_row(t, ref, instance, row)
     return [Adopt(ref, instance, adopted),
-            Event(ref, "AdoptedInstance", f"found RunPod instance {instance.id} for this pod "
+            Event(ref, Notice.ADOPTED_INSTANCE, f"found RunPod instance {instance.id} for this pod "
                   "and took it over (earlier create or rebuilt state)")], adopted
 
 
@@ -319,7 +316,7 @@ def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
                      instance: Instance) -> list[Action]:
     status = instance.status
     if status is InstanceStatus.ERROR:
-        return _fail(t, pod, row, instance, INSTANCE_ERROR,
+        return _fail(t, pod, row, instance, PodReason.INSTANCE_ERROR,
                      f"RunPod instance {instance.id} is in an unrecoverable error state")
     if status is InstanceStatus.EXITED:
         return _exited(t, pod, row, instance)
@@ -330,7 +327,7 @@ def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
 
 def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     if not is_batch(pod):
-        return _fail(t, pod, row, instance, INSTANCE_STOPPED,
+        return _fail(t, pod, row, instance, PodReason.INSTANCE_STOPPED,
                      f"RunPod instance {instance.id} was stopped outside Kubernetes")
     if instance.id not in t.obs.exit_codes and row.exit_code is None:
         return []  # the engine could not read the log this tick; decide when it can
@@ -359,7 +356,7 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     if fingerprint != row.status_hash:
         actions.append(PatchStatus(ref, status, new_row))
         if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
-            actions.append(Event(ref, "Started", f"RunPod instance {instance.id} is running"))
+            actions.append(Event(ref, Notice.STARTED, f"RunPod instance {instance.id} is running"))
     else:
         actions += t.save(row, new_row)
     if annotations:
@@ -393,12 +390,12 @@ def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
                        last_instance_status=instance.status.value)
     outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
     return [PatchStatus(ref, status, done),
-            Event(ref, "Completed", f"process {outcome}", warning=row.exit_code != 0),
-            Terminate(instance.id, f"pod {outcome}", ref, done)]
+            Event(ref, Notice.COMPLETED, f"process {outcome}", warning=row.exit_code != 0),
+            Terminate(instance.id, TerminateReason.PROCESS_ENDED, f"pod {outcome}", ref, done)]
 
 
 def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None,
-          reason: str, message: str) -> list[Action]:
+          reason: PodReason, message: str) -> list[Action]:
     """Fail the pod with a reason kubectl shows, and release its instance if any."""
     ref = PodRef.of(pod)
     row = row or t.new_row(pod, MappingState.FAILED)
@@ -410,7 +407,8 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:
-        actions.append(Terminate(instance.id, reason, ref, failed))
+        actions.append(Terminate(instance.id, TerminateReason.POD_FAILED, reason.value, ref,
+                                 failed))
     return actions
 
 
@@ -429,7 +427,7 @@ def _without_instance(t: _Tick, pod: KubeObject,
             row.attempt_started_at, t.settings.create_grace_time):
         return [], None  # in doubt: the instance may still appear in the list
     if podinfo.deadline_passed(pod, t.now):
-        return _fail(t, pod, row, None, DEADLINE_EXCEEDED,
+        return _fail(t, pod, row, None, PodReason.DEADLINE_EXCEEDED,
                      "pod waited longer than spec.activeDeadlineSeconds"), None
     return _prepare_create(t, pod, row)
 
@@ -453,7 +451,7 @@ def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
         status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
     else:
-        reason = row.reason or INSTANCE_LOST
+        reason = row.reason or PodReason.INSTANCE_LOST
         status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
                                        message=row.last_error or "the RunPod instance is gone")
     fingerprint = pod_status.status_fingerprint(status)
@@ -466,7 +464,7 @@ def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list
 def _instance_missing(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     if t.within(row.attempt_started_at, t.settings.create_grace_time):
         return []  # a new instance can lag behind in the list
-    return _fail(t, pod, row, None, INSTANCE_LOST,
+    return _fail(t, pod, row, None, PodReason.INSTANCE_LOST,
                  f"RunPod instance {row.instance_id} disappeared while the pod was running")
 
 
@@ -483,7 +481,7 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     except TranslationError as error:
         return _cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
     if requests_out_of_stock(candidates, t.obs.catalog):
-        return _cannot_create(t, pod, row, NO_CAPACITY,
+        return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE,
                               "every GPU type that fits this pod is out of stock", False), None
     actions: list[Action] = []
     if row is not None and row.reason:
@@ -494,7 +492,7 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
-def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
                    message: str, permanent: bool) -> list[Action]:
     """Wait with a visible reason, or fail once the reason is permanent or too old."""
     if permanent:
@@ -513,7 +511,7 @@ def _gave_up(t: _Tick, message: str | None) -> str:
     return f"{message or 'no instance'}; gave up after {int(t.settings.max_pending_time)} s"
 
 
-def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: str,
+def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
                   message: str) -> tuple[list[Action], MappingRecord]:
     """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
     ref = PodRef.of(pod)
@@ -549,8 +547,8 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
                            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
         if count + 1 > t.settings.max_instances or not affordable:
             cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
-            actions += _cannot_create(t, wait.pod, wait.row, BUDGET_EXCEEDED, _budget_message(
-                t, count, spend, cheapest), False)
+            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
+                                      _budget_message(t, count, spend, cheapest), False)
         elif slots > 0:
             actions.append(_create(t, wait, affordable))
             # Count the dearest candidate tried: RunPod may accept any of them.

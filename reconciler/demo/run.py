@@ -66,7 +66,7 @@ class _Narrator:
             # An orphan has no pod to carry an Event, so the demo reports it itself.
             if isinstance(action, Terminate) and action.pod is None:
                 self.echo(f"{self._stamp()}  {'(no pod)':<17} {'TerminatedOrphan':<26} "
-                          f"terminated RunPod instance {action.instance_id}: {action.reason}")
+                          f"terminated RunPod instance {action.instance_id}: {action.detail}")
 
     def _stamp(self) -> str:
         elapsed = int((self.box.clock.now() - self.start).total_seconds())

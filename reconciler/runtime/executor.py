@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import assert_never
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
@@ -37,13 +38,10 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.planner import NO_CAPACITY
+from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.runtime import crashpoints
 
 log = logging.getLogger(__name__)
-
-INSUFFICIENT_BALANCE = "InsufficientBalance"
-INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
 
 
 @dataclass
@@ -113,12 +111,14 @@ class Executor:
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
-            case Bind(pod=pod, node_name=node, trigger=trigger):
+            case Bind(pod=pod, node_name=node, detail=detail):
                 self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
                     pod.namespace, pod.name, pod.uid, node))
-                self._event(pod, "OffloadedToRunPod", f"bound to {node}: {trigger}")
+                self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
+            case _:
+                assert_never(action)
 
     # --- journal ----------------------------------------------------------------------
 
@@ -134,10 +134,12 @@ class Executor:
         self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
         return result
 
-    def _event(self, pod: PodRef, reason: str, message: str, warning: bool = False) -> None:
+    def _event(self, pod: PodRef, reason: EventReason, message: str,
+               warning: bool = False) -> None:
         involved = {"kind": "Pod", "apiVersion": "v1", "metadata": {
             "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}
-        self.kube.record_event(involved, reason, message, "Warning" if warning else "Normal")
+        self.kube.record_event(involved, reason.value, message,
+                               "Warning" if warning else "Normal")
 
     def _report_failure(self, action: Action, exc: Exception) -> None:
         pod = getattr(action, "pod", None)
@@ -166,7 +168,7 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        self._event(action.pod, "CreatedInstance",
+        self._event(action.pod, Notice.CREATED_INSTANCE,
                     f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
                     f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
                     f"${instance.cost_per_hr:.2f}/h)")
@@ -181,17 +183,18 @@ class Executor:
             except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
-                self._stop_creates(action, INSUFFICIENT_BALANCE, str(exc))
+                self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
             except runpod_errors.RateLimitedError as exc:
                 self._stop_creates(action, None, str(exc))
             except runpod_errors.InvalidRequestError as exc:
-                self._give_up(action, INVALID_RUNPOD_REQUEST, f"RunPod refused the request "
-                              f"as invalid (a reconciler bug, not retried): {exc.detail}")
+                self._give_up(action, PodReason.INVALID_RUNPOD_REQUEST,
+                              "RunPod refused the request as invalid (a reconciler bug, not "
+                              f"retried): {exc.detail}")
                 raise
             # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
             # the next ticks adopt the instance if it was made after all.
-        self._wait(action, NO_CAPACITY, "no GPU type that fits this pod could be created: "
-                   + "; ".join(refusals))
+        self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
+                   "no GPU type that fits this pod could be created: " + "; ".join(refusals))
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
@@ -200,7 +203,7 @@ class Executor:
         assert isinstance(result, Instance)
         return result
 
-    def _stop_creates(self, action: Create, reason: str | None, detail: str) -> None:
+    def _stop_creates(self, action: Create, reason: PodReason | None, detail: str) -> None:
         self._creates_stopped = detail
         if reason is None:  # rate limited: nothing wrong with the pod, try next tick
             self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
@@ -208,7 +211,7 @@ class Executor:
             self._wait(action, reason, detail)
         raise _CreatesStopped(detail)
 
-    def _wait(self, action: Create, reason: str, message: str) -> None:
+    def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
         self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None,
                                                reason=reason, last_error=message,
@@ -216,7 +219,7 @@ class Executor:
         if action.row.reason != reason:
             self._event(action.pod, reason, message, warning=True)
 
-    def _give_up(self, action: Create, reason: str, message: str) -> None:
+    def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
         self.store.save_row(action.row.changed(state=MappingState.FAILED, attempt_id=None,
                                                reason=reason, last_error=message,
                                                updated_at=self.clock()))
@@ -247,7 +250,7 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        log.info("terminated instance %s (%s)", action.instance_id, action.reason)
+        log.info("terminated instance %s (%s)", action.instance_id, action.detail)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import assert_never
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, PatchStatus, SaveRow, Terminate
 from reconciler.core.planner import owned_instances
+from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.engine import TickReport
-
-# The planner's reasons for terminating (reconciler/core/planner.py).
-DUPLICATE_REASON = "duplicate instance for one pod"
-ORPHAN_REASON = "orphan: its pod is gone"
 
 
 class Metrics:
@@ -93,12 +91,23 @@ class Metrics:
 
     def _count_healing(self, done: Iterable[Action]) -> None:
         for action in done:
-            if isinstance(action, Terminate) and action.reason == DUPLICATE_REASON:
-                self.duplicates_healed.inc()
-            elif isinstance(action, Terminate) and action.reason == ORPHAN_REASON:
-                self.orphans_terminated.inc()
+            if isinstance(action, Terminate):
+                self._count_terminate(action.reason)
             elif isinstance(action, SaveRow) and action.row.orphan_sightings == 1:
                 self.orphans_found.inc()  # the first of the two sightings before terminating
+
+    def _count_terminate(self, reason: TerminateReason) -> None:
+        match reason:
+            case TerminateReason.DUPLICATE:
+                self.duplicates_healed.inc()
+            case TerminateReason.ORPHAN:
+                self.orphans_terminated.inc()
+            case (TerminateReason.POD_DELETED | TerminateReason.POD_ENDED
+                  | TerminateReason.PROCESS_ENDED | TerminateReason.POD_FAILED
+                  | TerminateReason.ALREADY_DECIDED):
+                pass  # the pod's own end: counted by the actions metric
+            case _:
+                assert_never(reason)
 
     def _time_starts(self, report: TickReport) -> None:
         """Pods whose patch this tick turned them Running (they were not before)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.core.reasons import PodReason
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
 
@@ -157,4 +158,4 @@ def test_listing_lag_longer_than_the_grace_does_not_fail_a_healthy_pod(box: Sand
     assert creates(box) == 1
     box.runpod_sim.vanish(next(iter(box.runpod_sim.instances)))
     box.tick()  # now the GET answers 404: really lost
-    assert (box.pod("a") or {})["status"]["reason"] == "InstanceLost"
+    assert (box.pod("a") or {})["status"]["reason"] == PodReason.INSTANCE_LOST

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.core.reasons import Notice, PodReason
 from reconciler.demo.sandbox import Sandbox
 
 
@@ -27,7 +28,7 @@ def test_pod_runs_on_runpod_then_deleting_it_removes_instance_and_pod(box: Sandb
     box.add_pod("web", ports=[8888, 22])
     box.tick()
     instance = box.instance_for(box.pod("web") or {})
-    assert instance is not None and "CreatedInstance" in reasons(box, "web")
+    assert instance is not None and Notice.CREATED_INSTANCE in reasons(box, "web")
     box.tick()
     pod = box.pod("web") or {}
     assert phase(box, "web") == "Pending" and waiting_reason(pod) == "ContainerCreating"
@@ -121,7 +122,7 @@ def test_runpod_error_fails_the_pod(box: Sandbox) -> None:
     box.runpod_sim.fail_instance(instance["id"])
     box.tick()
     assert phase(box, "bad") == "Failed"
-    assert (box.pod("bad") or {})["status"]["reason"] == "InstanceError"
+    assert (box.pod("bad") or {})["status"]["reason"] == PodReason.INSTANCE_ERROR
     assert box.instance_for(box.pod("bad") or {}) is None
 
 
@@ -134,8 +135,8 @@ def test_instance_deleted_behind_our_back_fails_the_pod_instance_lost(box: Sandb
     box.advance(box.settings.create_grace_time + 1)
     box.tick()
     pod = box.pod("lost") or {}
-    assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "InstanceLost"
-    assert "InstanceLost" in reasons(box, "lost")
+    assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == PodReason.INSTANCE_LOST
+    assert PodReason.INSTANCE_LOST in reasons(box, "lost")
     box.tick()
     assert box.instance_for(pod) is None  # never re-created: finished work stays finished
 
@@ -146,7 +147,7 @@ def test_missing_secret_keeps_the_pod_pending_until_it_exists(box: Sandbox) -> N
     box.tick()
     pod = box.pod("needs") or {}
     assert phase(box, "needs") == "Pending"
-    assert waiting_reason(pod) == "CreateContainerConfigError"
+    assert waiting_reason(pod) == PodReason.CREATE_CONTAINER_CONFIG_ERROR
     assert box.instance_for(pod) is None
     box.kube_sim.put("secrets", {"apiVersion": "v1", "kind": "Secret",
                                  "metadata": {"name": "hf", "namespace": "default"},

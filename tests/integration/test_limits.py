@@ -3,6 +3,7 @@ the instance and spend caps, and a burst of 100 pods against a 60-per-minute quo
 
 from __future__ import annotations
 
+from reconciler.core.reasons import PodReason
 from reconciler.demo.sandbox import Sandbox
 
 
@@ -30,8 +31,8 @@ def test_no_capacity_keeps_the_pod_pending_then_fails_it(box: Sandbox) -> None:
     box.add_pod("a")
     box.tick()
     assert (box.pod("a") or {})["status"]["phase"] == "Pending"
-    assert status_reason(box, "a") == "RunPodCapacityUnavailable"
-    assert [e["reason"] for e in box.events("a")] == ["RunPodCapacityUnavailable"]
+    assert status_reason(box, "a") == PodReason.CAPACITY_UNAVAILABLE
+    assert [e["reason"] for e in box.events("a")] == [PodReason.CAPACITY_UNAVAILABLE]
     box.advance(60)
     box.tick()
     assert len(box.events("a")) == 1  # same reason, no repeated Event
@@ -39,7 +40,7 @@ def test_no_capacity_keeps_the_pod_pending_then_fails_it(box: Sandbox) -> None:
     box.tick()
     pod = box.pod("a") or {}
     assert pod["status"]["phase"] == "Failed"
-    assert pod["status"]["reason"] == "RunPodCapacityUnavailable"
+    assert pod["status"]["reason"] == PodReason.CAPACITY_UNAVAILABLE
     assert box.owned_instances() == []
 
 
@@ -49,9 +50,9 @@ def test_capacity_gone_after_the_catalog_was_read_is_retried(box: Sandbox) -> No
     places = exhaust_capacity(box)
     box.add_pod("second")
     box.tick()  # every candidate answers 400: the Event is immediate...
-    assert "RunPodCapacityUnavailable" in [e["reason"] for e in box.events("second")]
+    assert PodReason.CAPACITY_UNAVAILABLE in [e["reason"] for e in box.events("second")]
     box.tick()  # ...and the next plan shows the reason while it retries
-    assert status_reason(box, "second") == "RunPodCapacityUnavailable"
+    assert status_reason(box, "second") == PodReason.CAPACITY_UNAVAILABLE
     set_capacity(box, places, 5)
     box.tick()
     assert box.instance_for(box.pod("second") or {}) is not None
@@ -65,8 +66,8 @@ def test_instance_cap_holds_and_waiting_pods_say_why(box: Sandbox) -> None:
     box.tick()
     box.tick()
     assert len(box.owned_instances()) == 2
-    assert status_reason(box, "p3") == "BudgetExceeded"
-    assert "BudgetExceeded" in [e["reason"] for e in box.events("p3")]
+    assert status_reason(box, "p3") == PodReason.BUDGET_EXCEEDED
+    assert PodReason.BUDGET_EXCEEDED in [e["reason"] for e in box.events("p3")]
     box.kube_sim.delete_pod("default", "p0")
     box.tick()
     box.tick()
@@ -82,7 +83,7 @@ def test_spend_cap_holds_and_only_affordable_gpus_are_tried(box: Sandbox) -> Non
         box.tick()
     spend = sum(float(i["cost"]) for i in box.owned_instances())
     assert 0 < spend <= 1.0
-    assert "BudgetExceeded" in [e["reason"] for e in box.events("p2")]
+    assert PodReason.BUDGET_EXCEEDED in [e["reason"] for e in box.events("p2")]
 
 
 def test_burst_of_100_pods_under_60_per_minute_without_a_429(box: Sandbox) -> None:

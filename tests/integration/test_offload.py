@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.core.reasons import Notice, PodReason
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_resources import PODS
 from tests.integration.conftest import FAST
@@ -40,7 +41,7 @@ def node_of(box: Sandbox, name: str) -> str | None:
 
 
 def offload_events(box: Sandbox, name: str) -> list[str]:
-    return [e["message"] for e in box.events(name) if e["reason"] == "OffloadedToRunPod"]
+    return [e["message"] for e in box.events(name) if e["reason"] == Notice.OFFLOADED]
 
 
 def binding_requests(box: Sandbox) -> list[str]:
@@ -203,7 +204,7 @@ def test_bad_annotation_gets_an_event_and_the_other_pods_go_on(box: Sandbox) -> 
     pending_pod(box, "fine", annotations=MANAGED)
     report = box.tick()
     assert node_of(box, "typo") is None and node_of(box, "fine") == NODE
-    [event] = [e for e in box.events("typo") if e["reason"] == "InvalidAnnotation"]
+    [event] = [e for e in box.events("typo") if e["reason"] == PodReason.INVALID_ANNOTATION]
     assert event["type"] == "Warning"
     assert 'runpod.io/offload: "yes"' in event["message"]
     assert not report.failed

@@ -23,6 +23,7 @@ from reconciler.core.actions import (
 from reconciler.core.config import Settings
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
 from reconciler.core.mapping import MappingState
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status
 from tests.planner.world import OWNER, SETTINGS, T0, World, instance, kinds, pod
 
@@ -228,7 +229,7 @@ def test_lost_database_with_a_vanished_instance_trusts_the_pod_annotation() -> N
     world.apply([save])
     world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
     status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
-    assert status["phase"] == "Failed" and status["reason"] == "InstanceLost"
+    assert status["phase"] == "Failed" and status["reason"] == PodReason.INSTANCE_LOST
 
 
 def test_instance_deleted_behind_our_back_fails_the_pod() -> None:
@@ -239,8 +240,8 @@ def test_instance_deleted_behind_our_back_fails_the_pod() -> None:
     world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
     actions = world.plan()
     failed = next(a for a in actions if isinstance(a, PatchStatus))
-    assert failed.status["reason"] == "InstanceLost"
-    assert any(isinstance(a, Event) and a.reason == "InstanceLost" for a in actions)
+    assert failed.status["reason"] == PodReason.INSTANCE_LOST
+    assert any(isinstance(a, Event) and a.reason == PodReason.INSTANCE_LOST for a in actions)
     world.apply(actions)
     assert not [a for a in world.plan() if isinstance(a, Create)]
 
@@ -296,22 +297,23 @@ def test_invalid_annotation_keeps_the_pod_pending_with_a_reason_then_fails() -> 
     world = World().add(pod("bad", annotations={"runpod.io/required-gpu-memory": "abc"}))
     actions = world.plan()
     event = next(a for a in actions if isinstance(a, Event))
-    assert event.reason == "InvalidAnnotation" and "runpod.io/required-gpu-memory" in event.message
+    assert event.reason is PodReason.INVALID_ANNOTATION
+    assert "runpod.io/required-gpu-memory" in event.message
     status = next(a for a in actions if isinstance(a, PatchStatus)).status
     assert status["phase"] == "Pending"
     waiting = status["containerStatuses"][0]["state"]["waiting"]
-    assert waiting["reason"] == "InvalidAnnotation"
+    assert waiting["reason"] == PodReason.INVALID_ANNOTATION
     world.apply(actions)
     assert world.plan() == []  # same reason: no second event, no second patch
     world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
     failed = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
-    assert failed["phase"] == "Failed" and failed["reason"] == "InvalidAnnotation"
+    assert failed["phase"] == "Failed" and failed["reason"] == PodReason.INVALID_ANNOTATION
 
 
 def test_impossible_gpu_request_fails_at_once() -> None:
     world = World().add(pod("huge", annotations={"runpod.io/required-gpu-memory": "640"}))
     status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
-    assert status["phase"] == "Failed" and status["reason"] == "UnsatisfiableGPURequest"
+    assert status["phase"] == "Failed" and status["reason"] == PodReason.UNSATISFIABLE_GPU_REQUEST
 
 
 def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
@@ -319,7 +321,7 @@ def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
     world.add(pod("a", created=T0), pod("b", created=T0 + timedelta(seconds=1)))
     actions = world.plan()
     assert [a.pod.name for a in actions if isinstance(a, Create)] == ["a"]
-    budget = [a for a in actions if isinstance(a, Event) and a.reason == "BudgetExceeded"]
+    budget = [a for a in actions if isinstance(a, Event) and a.reason == PodReason.BUDGET_EXCEEDED]
     assert [e.pod.name for e in budget] == ["b"]
 
 
@@ -329,7 +331,7 @@ def test_spend_cap_offers_only_the_gpus_that_fit_the_remaining_budget() -> None:
     actions = world.plan()
     [create] = [a for a in actions if isinstance(a, Create)]
     assert [c.gpu_type_id for c in create.candidates] == ["NVIDIA GeForce RTX 4090"]
-    budget = [a for a in actions if isinstance(a, Event) and a.reason == "BudgetExceeded"]
+    budget = [a for a in actions if isinstance(a, Event) and a.reason == PodReason.BUDGET_EXCEEDED]
     assert [e.pod.name for e in budget] == ["b"]  # 0.69 + 0.69 would pass $1/h
 
 
@@ -349,7 +351,7 @@ def test_active_deadline_fails_a_running_pod() -> None:
     world.now = T0 + timedelta(seconds=61)
     actions = world.plan()
     status = next(a for a in actions if isinstance(a, PatchStatus)).status
-    assert status["reason"] == "DeadlineExceeded"
+    assert status["reason"] == PodReason.DEADLINE_EXCEEDED
     assert any(isinstance(a, Terminate) for a in actions)
 
 

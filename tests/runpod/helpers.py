@@ -6,8 +6,12 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+import requests
+
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, CreateRequest
+from reconciler.adapters.runpod.parse import parse_instance
+from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, CreateRequest, Instance
+from reconciler.sim.runpod import RunPodSimulator
 
 # Distinctive, so a redaction test can search every output for it.
 API_KEY = "rpa_TEST0KEY0MUST0NEVER0LEAK0b1e2c3"
@@ -35,3 +39,26 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+class ActionRefused(Exception):
+    """The simulator refused a pod action; `status` is its HTTP status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"{status}: {detail}")
+        self.status, self.detail = status, detail
+
+
+def pod_action(sim: RunPodSimulator, instance_id: str, action: str) -> Instance | None:
+    """`POST /v2/pods/{id}/action` as a RunPod user would send it.
+
+    The reconciler never sends it (it terminates with DELETE, and a stopped instance
+    still bills), so the client has no such call; the tests use it to put simulated
+    instances into the states a user can bring them to. None for terminate (204).
+    """
+    answer = requests.post(f"{sim.base_url}/v2/pods/{instance_id}/action",
+                           json={"action": action}, timeout=5,
+                           headers={"Authorization": f"Bearer {API_KEY}"})
+    if answer.status_code >= 400:
+        raise ActionRefused(answer.status_code, str(answer.json().get("detail", "")))
+    return None if answer.status_code == 204 else parse_instance(answer.json())

@@ -25,12 +25,6 @@ class Case:
     provoke: Callable[[RunPodSimulator, RunPodClient], object]
 
 
-def _stop_twice(sim: RunPodSimulator, client: RunPodClient) -> object:
-    instance_id = sim.add_instance("to-stop")
-    client.instance_action(instance_id, "stop")
-    return client.instance_action(instance_id, "stop")
-
-
 def _failing_create(sim: RunPodSimulator, client: RunPodClient) -> object:
     sim.create_then_fail(status=502)
     return client.create_instance(create_request())
@@ -70,12 +64,17 @@ CASES = {
     "404 pod": Case(
         errors.NotFoundError, 404, False, lambda sim, client: client.get_instance("nope")
     ),
-    "409 action": Case(errors.ConflictError, 409, False, _stop_twice),
-    "422 action": Case(
+    "409 get": Case(
+        errors.ConflictError,
+        409,
+        False,
+        _with_fault("GET", "/v2/pods/*", 409, lambda client: client.get_instance("any")),
+    ),
+    "422 create": Case(
         errors.InvalidRequestError,
         422,
         False,
-        lambda sim, client: client.instance_action(sim.add_instance("x"), "explode"),
+        lambda sim, client: client.create_instance(create_request(name="")),
     ),
     "429 list": Case(
         errors.RateLimitedError,

@@ -89,15 +89,6 @@ def test_400_is_never_retried(sim: RunPodSimulator, client: RunPodClient) -> Non
     assert _calls(sim, "POST", "/v2/pods") == [400]
 
 
-def test_action_is_not_retried_on_500(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance_id = sim.add_instance("acted-on")
-    sim.inject_fault("POST", "/v2/pods/*/action", 500)
-    with pytest.raises(errors.ServerError) as raised:
-        client.instance_action(instance_id, "stop")
-    assert raised.value.in_doubt
-    assert _calls(sim, "POST", f"/v2/pods/{instance_id}/action") == [500]
-
-
 def test_registry_create_is_not_retried_on_503(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.inject_fault("POST", "/v2/registries", 503)
     with pytest.raises(errors.ServerError) as raised:

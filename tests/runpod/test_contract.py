@@ -13,13 +13,12 @@ import jsonschema
 import pytest
 import requests
 
-from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.domain import STOP_ON_EXIT_ENV, Cloud, NetworkVolume, PersistentVolume
 from reconciler.sim.runpod import RunPodSimulator
 
 from . import contract
-from .helpers import API_KEY, RTX_4090, create_request
+from .helpers import API_KEY, RTX_4090, create_request, pod_action
 
 
 @pytest.fixture
@@ -49,9 +48,8 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
         create_request(env={STOP_ON_EXIT_ENV: "1"}, network_volume=NetworkVolume("vol", "/v"))
     )
     sim.advance(15)
-    client.instance_action(batch.id, "restart")
-    client.instance_action(batch.id, "stop")
-    client.instance_action(batch.id, "terminate")
+    for action in ("restart", "stop", "terminate"):
+        pod_action(sim, batch.id, action)
     client.list_gpu_types(gpu_count=2, cloud=Cloud.COMMUNITY)
     client.read_exit_code(next(iter(sim.instances)))
 
@@ -81,7 +79,7 @@ def test_pods_in_every_status(sim: RunPodSimulator, client: RunPodClient) -> Non
     sim.advance(6)  # STARTING
     sim.stick_runtime_null(ids[1])
     sim.advance(10)  # RUNNING
-    client.instance_action(ids[2], "stop")
+    pod_action(sim, ids[2], "stop")
     sim.fail_instance(ids[3])
     sim.add_foreign_instance()
     statuses = {pod["status"] for pod in sim.instances.values()}
@@ -149,8 +147,11 @@ def test_every_error_answer(
     for answer in answers:
         assert answer.headers["Content-Type"] == "application/problem+json"
         contract.validate(contract.ERROR_RESPONSE, answer.json())
-    with pytest.raises(errors.ConflictError):
-        client.instance_action(sim.add_instance("r"), "start")
+    refused = http.post(f"{sim.base_url}/v2/pods/{sim.add_instance('r')}/action",
+                        json={"action": "start"}, timeout=5)
+    assert refused.status_code == 409
+    assert refused.headers["Content-Type"] == "application/problem+json"
+    contract.validate(contract.ERROR_RESPONSE, refused.json())
 
 
 def test_the_schemas_reject_what_the_contract_forbids(sim: RunPodSimulator) -> None:

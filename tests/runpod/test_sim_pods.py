@@ -16,7 +16,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.domain import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV, InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
 
-from .helpers import API_KEY, OWNER, RTX_4090, create_request
+from .helpers import API_KEY, OWNER, RTX_4090, ActionRefused, create_request, pod_action
 
 BATCH_ENV = {OWNER_ENV: OWNER, STOP_ON_EXIT_ENV: "1"}
 
@@ -51,19 +51,19 @@ def test_a_bigger_image_pulls_longer(sim: RunPodSimulator, client: RunPodClient)
 def test_actions_follow_the_status(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance = client.create_instance(create_request())
     assert instance.actions == ("stop", "terminate")
-    with pytest.raises(errors.ConflictError):
-        client.instance_action(instance.id, "restart")
-    with pytest.raises(errors.ConflictError):
-        client.instance_action(instance.id, "start")
+    for action in ("restart", "start"):
+        with pytest.raises(ActionRefused) as refused:
+            pod_action(sim, instance.id, action)
+        assert refused.value.status == 409
 
 
 def test_stop_then_start(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client)
-    stopped = client.instance_action(instance_id, "stop")
+    stopped = pod_action(sim, instance_id, "stop")
     assert stopped is not None and stopped.status is InstanceStatus.EXITED
     assert stopped.cost_per_hr == 0 and stopped.runtime is None
     assert stopped.actions == ("start", "terminate")
-    started = client.instance_action(instance_id, "start")
+    started = pod_action(sim, instance_id, "start")
     assert started is not None and started.status is InstanceStatus.STARTING
     sim.advance(10)
     assert client.get_instance(instance_id).status is InstanceStatus.RUNNING
@@ -72,14 +72,14 @@ def test_stop_then_start(sim: RunPodSimulator, client: RunPodClient) -> None:
 def test_restart_resets_uptime(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client)
     sim.advance(100)
-    restarted = client.instance_action(instance_id, "restart")
+    restarted = pod_action(sim, instance_id, "restart")
     assert restarted is not None and restarted.runtime is not None
     assert restarted.runtime.uptime_seconds == 0
 
 
 def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPodClient) -> None:
     first, second = _running(sim, client), _running(sim, client)
-    assert client.instance_action(first, "terminate") is None
+    assert pod_action(sim, first, "terminate") is None
     client.delete_instance(second)
     assert client.list_instances() == []
     with pytest.raises(errors.NotFoundError):
@@ -98,7 +98,7 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 1)
-    client.instance_action(instance_id, "start")
+    pod_action(sim, instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
     assert client.read_exit_code(instance_id) == 0
@@ -198,7 +198,8 @@ def test_stopping_frees_the_gpu_and_starting_needs_it_again(
         sim.set_capacity(RTX_4090, datacenter, 0)
     sim.set_capacity(RTX_4090, "US-KS-2", 1)
     first = _running(sim, client)
-    client.instance_action(first, "stop")
+    pod_action(sim, first, "stop")
     client.create_instance(create_request())
-    with pytest.raises(errors.RejectedError, match="no capacity"):
-        client.instance_action(first, "start")
+    with pytest.raises(ActionRefused, match="no capacity") as refused:
+        pod_action(sim, first, "start")
+    assert refused.value.status == 400

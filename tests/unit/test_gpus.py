@@ -14,18 +14,16 @@ from hypothesis import strategies as st
 
 from reconciler.core.config import Settings
 from reconciler.core.domain import Availability, Cloud, GpuType
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
-from reconciler.core.translate.errors import (
-    INVALID_ANNOTATION,
-    UNSATISFIABLE_GPU_REQUEST,
-    TranslationError,
-)
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import (
+    Candidate,
     GpuRequest,
-    all_out_of_stock,
     explain_unsatisfiable,
     gpu_request,
     rank,
+    stock,
 )
 
 from .conftest import build_gpu, build_job, build_pod
@@ -72,7 +70,7 @@ def test_unusable_gpu_count_is_permanent(value: str) -> None:
     pod = build_pod(resources={"limits": {"nvidia.com/gpu": value}})
     with pytest.raises(TranslationError) as caught:
         gpu_request(pod, None, Settings())
-    assert caught.value.reason == UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
+    assert caught.value.reason == PodReason.UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
 
 
 def test_annotations_and_defaults() -> None:
@@ -100,7 +98,7 @@ def test_memory_annotation_abc_is_invalid_not_permanent() -> None:
     pod = build_pod(annotations={ann.REQUIRED_GPU_MEMORY: "abc"})
     with pytest.raises(TranslationError) as caught:
         gpu_request(pod, None, Settings())
-    assert caught.value.reason == INVALID_ANNOTATION
+    assert caught.value.reason == PodReason.INVALID_ANNOTATION
     assert not caught.value.permanent
     assert ann.REQUIRED_GPU_MEMORY in caught.value.message and '"abc"' in caught.value.message
 
@@ -125,11 +123,17 @@ def test_disjoint_datacenters_are_unsatisfiable_and_name_both_lists() -> None:
     pod = build_pod(annotations={ann.DATACENTER_IDS: "CA-MTL-1"})
     with pytest.raises(TranslationError) as caught:
         gpu_request(pod, None, Settings(datacenter_ids=("EU-RO-1", "US-TX-3")))
-    assert caught.value.reason == UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
+    assert caught.value.reason == PodReason.UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
     assert "CA-MTL-1" in caught.value.message and "EU-RO-1, US-TX-3" in caught.value.message
 
 
 # --- ranking -----------------------------------------------------------------------
+
+
+def _in_stock(candidate: Candidate) -> bool:
+    """Stock where the candidate may be placed (any data center when none is named)."""
+    gpu, datacenters = candidate
+    return stock(gpu, datacenters or None) is not Availability.NONE
 
 
 def test_ranked_by_price_then_availability() -> None:
@@ -146,8 +150,7 @@ def test_out_of_stock_types_rank_last_but_stay() -> None:
     catalog = [build_gpu("cheap-empty", price=0.1, availability=N), build_gpu("dear", price=3.0)]
     candidates = rank(_request(), catalog)
     assert _ids(candidates) == ["dear", "cheap-empty"]
-    assert not all_out_of_stock(candidates)
-    assert all_out_of_stock(candidates[1:])
+    assert [_in_stock(c) for c in candidates] == [True, False]
 
 
 def test_allow_list_order_wins_over_price_and_filters(catalog: list[GpuType]) -> None:
@@ -195,8 +198,8 @@ def test_no_stock_in_allowed_datacenters_keeps_the_allowed_set_and_ranks_last() 
     stocked = build_gpu("dear", price=2.0, datacenters={"US-GA-1": M})
     candidates = rank(_request(datacenter_ids=("US-GA-1",)), [empty_here, stocked])
     assert candidates == [(stocked, ("US-GA-1",)), (empty_here, ("US-GA-1",))]
-    assert all_out_of_stock(candidates[1:])
-    assert not all_out_of_stock(rank(_request(), [empty_here]))
+    assert [_in_stock(c) for c in candidates] == [True, False]
+    assert [_in_stock(c) for c in rank(_request(), [empty_here])] == [True]
 
 
 # --- impossible requests -----------------------------------------------------------

@@ -11,8 +11,9 @@ from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, Instance, InstanceStatus
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.planner import Observation
+from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.engine import TickReport
-from reconciler.runtime.metrics import DUPLICATE_REASON, ORPHAN_REASON, Metrics
+from reconciler.runtime.metrics import Metrics
 
 OWNER = "cluster/virtual-runpod"
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -58,11 +59,12 @@ def test_cost_is_the_sum_over_our_own_instances() -> None:
 
 def test_healing_is_counted_by_the_reason_of_carried_out_terminations() -> None:
     metrics = Metrics()
-    duplicate = Terminate("d", DUPLICATE_REASON)
-    orphan = Terminate("o", ORPHAN_REASON)
+    # The words are for people: the metric follows the typed reason, whatever they say.
+    duplicate = Terminate("d", TerminateReason.DUPLICATE, "reworded: second instance")
+    orphan = Terminate("o", TerminateReason.ORPHAN, "duplicate instance for one pod")
     first_sighting = SaveRow(row("gone", orphan_sightings=1))
-    finished = Terminate("f", "pod Succeeded")
-    failed_duplicate = Terminate("d2", DUPLICATE_REASON)
+    finished = Terminate("f", TerminateReason.POD_ENDED, "pod Succeeded")
+    failed_duplicate = Terminate("d2", TerminateReason.DUPLICATE, "")
     metrics.observe(report([], [], [duplicate, orphan, first_sighting, finished],
                            actions=[duplicate, orphan, first_sighting, finished,
                                     failed_duplicate]), None, OWNER)

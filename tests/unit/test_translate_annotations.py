@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 import pytest
 
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
-from reconciler.core.translate.errors import INVALID_ANNOTATION, TranslationError
+from reconciler.core.translate.errors import TranslationError
 
 from .conftest import build_job, build_pod
 
@@ -40,7 +41,7 @@ def test_malformed_value_names_annotation_and_value(
 ) -> None:
     with pytest.raises(TranslationError) as caught:
         reader(build_pod(annotations={name: value}), None, name)
-    assert caught.value.reason == INVALID_ANNOTATION
+    assert caught.value.reason == PodReason.INVALID_ANNOTATION
     assert not caught.value.permanent
     assert name in caught.value.message
     assert f'"{value}"' in caught.value.message
@@ -90,5 +91,6 @@ def test_managed_reads_pod_then_job_annotations_then_job_labels(
 
 def test_flag_rejects_anything_but_true_or_false() -> None:
     with pytest.raises(TranslationError, match=re.escape('runpod.io/offload: "yes"')):
-        ann.read_flag(build_pod(annotations={ann.OFFLOAD: "yes"}), None, ann.OFFLOAD)
-    assert ann.read_flag(build_pod(), None, ann.OFFLOAD) is False
+        ann.parse_flag(ann.OFFLOAD, "yes")
+    assert ann.parse_flag(ann.OFFLOAD, " TRUE ") is True
+    assert ann.parse_flag(ann.OFFLOAD, "false") is False

@@ -18,17 +18,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import (
     choose_container,
     instance_args,
     start_command,
     wrap_for_batch,
 )
-from reconciler.core.translate.errors import (
-    BATCH_COMMAND_REQUIRED,
-    INVALID_ANNOTATION,
-    TranslationError,
-)
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.expansion import expand
 
 from .conftest import build_pod
@@ -61,7 +58,7 @@ def test_default_container_naming_nothing_is_a_fixable_error() -> None:
     )
     with pytest.raises(TranslationError) as caught:
         choose_container(pod)
-    assert caught.value.reason == INVALID_ANNOTATION
+    assert caught.value.reason == PodReason.INVALID_ANNOTATION
     assert not caught.value.permanent
     assert '"ghost"' in caught.value.message
 
@@ -104,7 +101,7 @@ def test_batch_pod_without_command_is_rejected_permanently() -> None:
     pod = build_pod(restart_policy="Never")
     with pytest.raises(TranslationError) as caught:
         instance_args(pod, pod["spec"]["containers"][0], {})
-    assert caught.value.reason == BATCH_COMMAND_REQUIRED
+    assert caught.value.reason == PodReason.BATCH_COMMAND_REQUIRED
     assert caught.value.permanent
 
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.env import EnvSources, container_env, referenced_objects
-from reconciler.core.translate.errors import CREATE_CONTAINER_CONFIG_ERROR, TranslationError
+from reconciler.core.translate.errors import TranslationError
 
 from .conftest import build_pod
 
@@ -109,7 +110,7 @@ def test_missing_required_source_waits_with_kubelet_message(
 ) -> None:
     with pytest.raises(TranslationError) as caught:
         _env(entry, env_from=env_from)
-    assert caught.value.reason == CREATE_CONTAINER_CONFIG_ERROR
+    assert caught.value.reason == PodReason.CREATE_CONTAINER_CONFIG_ERROR
     assert not caught.value.permanent
     assert caught.value.message == message
 

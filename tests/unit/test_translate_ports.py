@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import PORTS
-from reconciler.core.translate.errors import INVALID_ANNOTATION, TranslationError
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.ports import container_ports, instance_ports, parse_ports
 
 from .conftest import build_job, build_pod
@@ -54,7 +55,7 @@ def test_annotation_on_job_applies_and_empty_exposes_nothing() -> None:
 def test_malformed_override_is_rejected(value: str) -> None:
     with pytest.raises(TranslationError) as caught:
         parse_ports(value)
-    assert caught.value.reason == INVALID_ANNOTATION
+    assert caught.value.reason == PodReason.INVALID_ANNOTATION
     assert not caught.value.permanent
     assert PORTS in caught.value.message and value in caught.value.message
 

@@ -21,17 +21,11 @@ from reconciler.core.domain import (
     NetworkVolume,
     PersistentVolume,
 )
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.container import wrap_for_batch
 from reconciler.core.translate.env import EnvSources
-from reconciler.core.translate.errors import (
-    CREATE_CONTAINER_CONFIG_ERROR,
-    GPU_CATALOG_UNAVAILABLE,
-    INVALID_ANNOTATION,
-    INVALID_IMAGE_NAME,
-    UNSATISFIABLE_GPU_REQUEST,
-    TranslationError,
-)
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 from .conftest import build_gpu, build_job, build_pod
@@ -110,7 +104,7 @@ def test_missing_image_is_allowed_only_with_a_template() -> None:
     containers = [{"name": "main"}]
     with pytest.raises(TranslationError) as caught:
         _create(build_pod(containers=containers))
-    assert caught.value.reason == INVALID_IMAGE_NAME and not caught.value.permanent
+    assert caught.value.reason == PodReason.INVALID_IMAGE_NAME and not caught.value.permanent
     templated = build_pod(containers=containers, annotations={ann.TEMPLATE_ID: "t"})
     assert _create(templated)[0].image == ""
 
@@ -147,7 +141,7 @@ def test_network_volume_with_mount_path() -> None:
 def test_storage_annotation_errors(annotations: dict[str, str], named: str) -> None:
     with pytest.raises(TranslationError) as caught:
         _create(build_pod(annotations=annotations))
-    assert caught.value.reason == INVALID_ANNOTATION and not caught.value.permanent
+    assert caught.value.reason == PodReason.INVALID_ANNOTATION and not caught.value.permanent
     assert named in caught.value.message
 
 
@@ -158,21 +152,22 @@ def test_impossible_gpu_request_is_permanent(catalog: list[GpuType]) -> None:
     pod = build_pod(annotations={ann.REQUIRED_GPU_MEMORY: "1000"})
     with pytest.raises(TranslationError) as caught:
         _create(pod, catalog=catalog)
-    assert caught.value.reason == UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
+    assert caught.value.reason == PodReason.UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
     assert "1000 GB" in caught.value.message
 
 
 def test_empty_catalog_is_not_proof_of_impossibility() -> None:
     with pytest.raises(TranslationError) as caught:
         _create(build_pod(), catalog=[])
-    assert caught.value.reason == GPU_CATALOG_UNAVAILABLE and not caught.value.permanent
+    assert caught.value.reason == PodReason.GPU_CATALOG_UNAVAILABLE and not caught.value.permanent
 
 
 def test_missing_secret_waits() -> None:
     pod = build_pod(env=[{"name": "T", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "t"}}}])
     with pytest.raises(TranslationError) as caught:
         _create(pod)
-    assert caught.value.reason == CREATE_CONTAINER_CONFIG_ERROR and not caught.value.permanent
+    assert caught.value.reason is PodReason.CREATE_CONTAINER_CONFIG_ERROR
+    assert not caught.value.permanent
 
 
 def test_repr_of_requests_hides_secret_values() -> None:

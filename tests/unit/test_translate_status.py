@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject, PortMapping, Runtime
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.status import (
     metadata_annotations,
     mirror_key,
@@ -114,7 +115,7 @@ def test_a_running_pod_does_not_go_back_to_pending() -> None:
 def test_error_fails_the_pod() -> None:
     status = _status(build_pod(), _instance(InstanceStatus.ERROR))
     assert status["phase"] == "Failed"
-    assert status["reason"] == "InstanceError"
+    assert status["reason"] == PodReason.INSTANCE_ERROR
     assert "abc123" in status["message"]
 
 
@@ -156,14 +157,15 @@ def test_unknown_status_keeps_the_pod_as_it_is() -> None:
 def test_terminal_phase_is_final() -> None:
     succeeded = _status(build_pod(), _instance(InstanceStatus.EXITED), 0)
     pod = build_pod(status=succeeded)
-    assert _status(pod, None, reason="InstanceLost", now=T1) == succeeded
+    assert _status(pod, None, reason=PodReason.INSTANCE_LOST, now=T1) == succeeded
 
 
 @pytest.mark.parametrize(
     "reason",
-    ["InstanceLost", "RunPodCapacityUnavailable", "UnsatisfiableGPURequest", "DeadlineExceeded"],
+    [PodReason.INSTANCE_LOST, PodReason.CAPACITY_UNAVAILABLE, PodReason.UNSATISFIABLE_GPU_REQUEST,
+     PodReason.DEADLINE_EXCEEDED],
 )
-def test_a_reason_fails_the_pod_and_shows_in_kubectl(reason: str) -> None:
+def test_a_reason_fails_the_pod_and_shows_in_kubectl(reason: PodReason) -> None:
     status = _status(build_pod(), None, reason=reason, message="because")
     assert (status["phase"], status["reason"], status["message"]) == ("Failed", reason, "because")
     assert _container(status)["state"]["terminated"]["reason"] == reason
@@ -171,9 +173,10 @@ def test_a_reason_fails_the_pod_and_shows_in_kubectl(reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "reason", ["InvalidAnnotation", "CreateContainerConfigError", "RunPodCapacityUnavailable"]
+    "reason", [PodReason.INVALID_ANNOTATION, PodReason.CREATE_CONTAINER_CONFIG_ERROR,
+               PodReason.CAPACITY_UNAVAILABLE]
 )
-def test_a_pending_reason_holds_the_pod(reason: str) -> None:
+def test_a_pending_reason_holds_the_pod(reason: PodReason) -> None:
     status = _status(build_pod(), None, reason=reason, message='secret "x" not found', pending=True)
     assert status["phase"] == "Pending"
     assert _container(status)["state"] == {
@@ -192,7 +195,7 @@ def test_no_instance_yet_is_container_creating() -> None:
 
 def test_untranslatable_pod_still_gets_a_container_status() -> None:
     pod = build_pod(annotations={"kubectl.kubernetes.io/default-container": "ghost"})
-    status = _status(pod, None, reason="InvalidAnnotation", pending=True)
+    status = _status(pod, None, reason=PodReason.INVALID_ANNOTATION, pending=True)
     assert _container(status)["name"] == "main"
 
 
@@ -241,7 +244,8 @@ _INSTANCES = st.one_of(
 @given(
     st.lists(
         st.tuples(
-            _INSTANCES, st.sampled_from([None, 0, 1]), st.sampled_from([None, "InstanceLost"])
+            _INSTANCES, st.sampled_from([None, 0, 1]),
+            st.sampled_from([None, PodReason.INSTANCE_LOST]),
         ),
         min_size=1,
         max_size=5,

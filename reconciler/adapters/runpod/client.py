@@ -2,7 +2,7 @@
 
 Retry rules (DESIGN §1, §3):
 - reads and DELETE are idempotent: retried on 429, 5xx and transport errors;
-- a create, an action and a registry create are retried on 429 only (RunPod refused
+- a create and a registry create are retried on 429 only (RunPod refused
   them before acting). After a 5xx or a transport error they may have taken effect,
   so they raise with `in_doubt=True` and the caller decides (a create is adopted by
   its owner tags, never sent blindly again);
@@ -135,21 +135,6 @@ class RunPodClient:
             self._send(_Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
         except errors.NotFoundError:
             logger.debug("instance %s was already gone", instance_id)
-
-    def instance_action(self, instance_id: str, action: str) -> Instance | None:
-        """start | stop | restart answer the updated instance; terminate answers None."""
-        call = _Call(
-            "POST",
-            f"/v2/pods/{_segment(instance_id)}/action",
-            "POST /v2/pods/{id}/action",
-            idempotent=False,
-            doubt=f"the {action} may have been applied anyway",
-            body={"action": action},
-        )
-        response = self._send(call)
-        if response.status_code == 204 or not response.content:
-            return None
-        return parse_instance(_decode(response, call.route))
 
     def read_exit_code(self, instance_id: str) -> int | None:
         call = _Call(

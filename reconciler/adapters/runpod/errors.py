@@ -37,7 +37,7 @@ class NotFoundError(RunPodError):
 
 
 class ConflictError(RunPodError):
-    """409: the action is not valid for the pod's current status."""
+    """409: not valid for the pod's current status (RunPod's answer to a pod action)."""
 
 
 class InvalidRequestError(RunPodError):

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from reconciler.core.mapping import MappingState
+from reconciler.core.reasons import PodReason
 
 # Named constraints so that Alembic's batch mode on SQLite can find and alter them.
 NAMING_CONVENTION = {
@@ -51,6 +52,20 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else value.replace(tzinfo=UTC)
+
+
+class ReasonText(TypeDecorator[PodReason]):
+    """A `PodReason` stored as its text (no CHECK constraint: a new reason needs no
+    migration). A reason this version does not know reads back as none."""
+
+    impl = String(64)
+    cache_ok = True
+
+    def process_bind_param(self, value: PodReason | None, dialect: Dialect) -> str | None:
+        return None if value is None else PodReason(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> PodReason | None:
+        return PodReason.parse(value)
 
 
 class Base(DeclarativeBase):
@@ -95,7 +110,7 @@ class Mapping(Base):
     """Exit code of a finished batch pod's process, once read from the instance's log."""
     orphan_sightings: Mapped[int] = mapped_column(Integer, default=0)
     """Consecutive ticks on which the instance was seen without its pod."""
-    reason: Mapped[str | None] = mapped_column(String(64))
+    reason: Mapped[PodReason | None] = mapped_column(ReasonText())
     """Why the pod waits or failed, as kubectl shows it (InstanceLost, BudgetExceeded…)."""
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

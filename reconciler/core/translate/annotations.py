@@ -109,11 +109,6 @@ def parse_flag(name: str, value: str) -> bool:
     return lowered == "true"
 
 
-def read_flag(pod: KubeObject, job: KubeObject | None, name: str) -> bool:
-    value = read(pod, job, name)
-    return value is not None and parse_flag(name, value)
-
-
 def is_managed(pod: KubeObject, job: KubeObject | None) -> bool:
     """`runpod.io/managed` on the pod, the Job's annotations or the Job's labels.
 

@@ -23,13 +23,9 @@ import shlex
 from collections.abc import Mapping
 
 from reconciler.core.domain import EXIT_CODE_MARKER, KubeObject
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import DEFAULT_CONTAINER
-from reconciler.core.translate.errors import (
-    BATCH_COMMAND_REQUIRED,
-    INVALID_ANNOTATION,
-    INVALID_POD_SPEC,
-    TranslationError,
-)
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.expansion import expand
 
 # Proxies injected next to the workload by service meshes; they are not the workload.
@@ -77,7 +73,8 @@ def choose_container(pod: KubeObject) -> KubeObject:
     """The annotated default container, else the only one, else the first non-sidecar."""
     containers: list[KubeObject] = (pod.get("spec") or {}).get("containers") or []
     if not containers:
-        raise TranslationError(INVALID_POD_SPEC, "the pod has no containers", permanent=True)
+        raise TranslationError(PodReason.INVALID_POD_SPEC, "the pod has no containers",
+                               permanent=True)
     wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CONTAINER)
     if wanted is not None:
         return _named(containers, wanted)
@@ -91,7 +88,7 @@ def _named(containers: list[KubeObject], name: str) -> KubeObject:
             return container
     # Annotations can be edited on a live pod, so this is fixable: not permanent.
     raise TranslationError(
-        INVALID_ANNOTATION,
+        PodReason.INVALID_ANNOTATION,
         f'annotation {DEFAULT_CONTAINER}: "{name}" names no container of the pod',
         permanent=False,
     )
@@ -126,7 +123,7 @@ def instance_args(pod: KubeObject, container: KubeObject, env: Mapping[str, str]
     if command is None:
         # The image's default command is unknown here, so there is nothing to wrap.
         raise TranslationError(
-            BATCH_COMMAND_REQUIRED,
+            PodReason.BATCH_COMMAND_REQUIRED,
             "a batch pod (restartPolicy Never or OnFailure) needs an explicit command or "
             "args on RunPod, so that its end can be detected",
             permanent=True,

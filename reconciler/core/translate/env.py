@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.domain import KubeObject
-from reconciler.core.translate.errors import CREATE_CONTAINER_CONFIG_ERROR, TranslationError
+from reconciler.core.reasons import PodReason
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.expansion import expand
 
 # The kubelet skips envFrom keys that are not valid variable names; so do we.
@@ -145,7 +146,7 @@ def field_value(pod: KubeObject, path: str) -> str:
     if path not in _FIELDS:
         # The API server admits only known paths, and env cannot be edited: permanent.
         raise TranslationError(
-            CREATE_CONTAINER_CONFIG_ERROR, f"unsupported fieldRef {path}", permanent=True
+            PodReason.CREATE_CONTAINER_CONFIG_ERROR, f"unsupported fieldRef {path}", permanent=True
         )
     section_name, key = _FIELDS[path]
     return str((pod.get(section_name) or {}).get(key) or "")
@@ -168,4 +169,4 @@ _FIELDS = {
 
 def _config_error(message: str) -> TranslationError:
     # The Secret or ConfigMap can still be created: the pod waits, as with the kubelet.
-    return TranslationError(CREATE_CONTAINER_CONFIG_ERROR, message, permanent=False)
+    return TranslationError(PodReason.CREATE_CONTAINER_CONFIG_ERROR, message, permanent=False)

@@ -1,21 +1,15 @@
-"""The one error translation raises, and the reasons it carries.
+"""The one error translation raises.
 
-A reason is what `kubectl get pod` shows in its STATUS column, so it is CamelCase like
-the kubelet's own reasons. `permanent` tells the planner whether the pod can ever run
-as specified: a permanent error fails the pod now; any other leaves it Pending with the
-reason and is retried every tick, because the user can still fix an annotation or create
-a missing Secret (the planner fails it after `max_pending_time`).
+Its reason is a `PodReason`: what `kubectl get pod` shows in its STATUS column.
+`permanent` tells the planner whether the pod can ever run as specified: a permanent
+error fails the pod now; any other leaves it Pending with the reason and is retried
+every tick, because the user can still fix an annotation or create a missing Secret (the
+planner fails it after `max_pending_time`).
 """
 
 from __future__ import annotations
 
-INVALID_ANNOTATION = "InvalidAnnotation"
-CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
-INVALID_IMAGE_NAME = "InvalidImageName"
-GPU_CATALOG_UNAVAILABLE = "GPUCatalogUnavailable"
-UNSATISFIABLE_GPU_REQUEST = "UnsatisfiableGPURequest"
-BATCH_COMMAND_REQUIRED = "BatchCommandRequired"
-INVALID_POD_SPEC = "InvalidPodSpec"
+from reconciler.core.reasons import PodReason
 
 
 class TranslationError(Exception):
@@ -25,7 +19,7 @@ class TranslationError(Exception):
     keys, never a Secret value.
     """
 
-    def __init__(self, reason: str, message: str, *, permanent: bool) -> None:
+    def __init__(self, reason: PodReason, message: str, *, permanent: bool) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -40,7 +34,7 @@ class TranslationError(Exception):
 
 def invalid_annotation(name: str, value: str, expected: str) -> TranslationError:
     return TranslationError(
-        INVALID_ANNOTATION,
+        PodReason.INVALID_ANNOTATION,
         f'annotation {name}: "{value}" is not {expected}',
         permanent=False,
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from reconciler.core.config import Settings
 from reconciler.core.domain import Availability, Cloud, GpuType, KubeObject
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CLOUD_TYPE,
     DATACENTER_IDS,
@@ -26,7 +27,7 @@ from reconciler.core.translate.annotations import (
     read_price,
 )
 from reconciler.core.translate.container import choose_container
-from reconciler.core.translate.errors import UNSATISFIABLE_GPU_REQUEST, TranslationError
+from reconciler.core.translate.errors import TranslationError
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -74,7 +75,7 @@ def _parse_count(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         # Container resources cannot be edited on a live pod: permanent.
         raise TranslationError(
-            UNSATISFIABLE_GPU_REQUEST,
+            PodReason.UNSATISFIABLE_GPU_REQUEST,
             f'{GPU_RESOURCE}: "{value}" is not a whole number of GPUs of at least 1',
             permanent=True,
         )
@@ -91,7 +92,7 @@ def _datacenters(
     both = tuple(dc for dc in wanted if dc in allowed)
     if not both:
         raise TranslationError(
-            UNSATISFIABLE_GPU_REQUEST,
+            PodReason.UNSATISFIABLE_GPU_REQUEST,
             f"annotation {DATACENTER_IDS} asks for {', '.join(wanted)}, but this node may "
             f"only use {', '.join(allowed)}",
             permanent=True,
@@ -205,7 +206,3 @@ def rank(request: GpuRequest, catalog: Sequence[GpuType]) -> list[Candidate]:
     ranked = sorted((gpu for gpu in catalog if fits(request, gpu)), key=key)
     return [(gpu, _placement(request, gpu)) for gpu in ranked]
 
-
-def all_out_of_stock(candidates: Sequence[Candidate]) -> bool:
-    """True when no candidate has stock where it may be placed (capacity, not a bad spec)."""
-    return all(stock(gpu, dcs or None) is Availability.NONE for gpu, dcs in candidates)

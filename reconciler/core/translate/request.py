@@ -21,6 +21,7 @@ from reconciler.core.domain import (
     GpuType,
     KubeObject,
 )
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
     TEMPLATE_ID,
@@ -29,12 +30,7 @@ from reconciler.core.translate.annotations import (
 )
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
 from reconciler.core.translate.env import EnvSources, container_env
-from reconciler.core.translate.errors import (
-    GPU_CATALOG_UNAVAILABLE,
-    INVALID_IMAGE_NAME,
-    UNSATISFIABLE_GPU_REQUEST,
-    TranslationError,
-)
+from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
 from reconciler.core.translate.names import instance_name
 from reconciler.core.translate.ports import instance_ports
@@ -58,13 +54,15 @@ def create_requests(
     if not catalog:
         # An empty catalog is a failed fetch, not proof that no GPU will ever fit.
         raise TranslationError(
-            GPU_CATALOG_UNAVAILABLE, "RunPod's GPU catalog is not available", permanent=False
+            PodReason.GPU_CATALOG_UNAVAILABLE, "RunPod's GPU catalog is not available",
+            permanent=False,
         )
     request = gpu_request(pod, job, settings)
     candidates = rank(request, catalog)
     if not candidates:
         raise TranslationError(
-            UNSATISFIABLE_GPU_REQUEST, explain_unsatisfiable(request, catalog), permanent=True
+            PodReason.UNSATISFIABLE_GPU_REQUEST, explain_unsatisfiable(request, catalog),
+            permanent=True,
         )
     base = _instance(pod, job, sources, settings, owner_id)
     auth = read(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
@@ -94,7 +92,8 @@ def _instance(
     image = str(container.get("image") or "")
     if not image and template is None:
         raise TranslationError(
-            INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image', permanent=False
+            PodReason.INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image',
+            permanent=False,
         )
     disks = storage(pod, job, settings)
     env = container_env(pod, container, sources)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject, PortMapping
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     COST_PER_HR,
     DATACENTER,
@@ -69,7 +70,7 @@ def pod_status(
     *,
     exit_code: int | None,
     now: datetime,
-    reason: str | None = None,
+    reason: PodReason | None = None,
     message: str | None = None,
     pending: bool = False,
 ) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def pod_status(
     if reason is None:
         outcome = _outcome(instance, exit_code)
     elif pending:
-        outcome = _Outcome("Pending", "waiting", reason, message)
+        outcome = _Outcome("Pending", "waiting", reason.value, message)
     elif exit_code is not None:
         outcome = _exited(exit_code, reason, message)
     else:
@@ -133,13 +134,13 @@ def _outcome(instance: Instance | None, exit_code: int | None) -> _Outcome:
     if instance.status is InstanceStatus.RUNNING:
         return _Outcome("Pending", "waiting", CONTAINER_CREATING, described + " (ports not ready)")
     if instance.status is InstanceStatus.ERROR:
-        return _lost("InstanceError", described)
+        return _lost(PodReason.INSTANCE_ERROR, described)
     if instance.status is InstanceStatus.EXITED:
-        return _lost("ExitCodeUnknown", described)
-    return _lost("InstanceLost", described)
+        return _lost(PodReason.EXIT_CODE_UNKNOWN, described)
+    return _lost(PodReason.INSTANCE_LOST, described)
 
 
-def _exited(exit_code: int, reason: str | None, message: str | None) -> _Outcome:
+def _exited(exit_code: int, reason: PodReason | None, message: str | None) -> _Outcome:
     """The process ended with a known code; a planner `reason` still fails the pod."""
     succeeded = exit_code == 0 and reason is None
     return _Outcome(
@@ -148,13 +149,13 @@ def _exited(exit_code: int, reason: str | None, message: str | None) -> _Outcome
         "Completed" if exit_code == 0 else "Error",
         message,
         exit_code,
-        reason,
+        None if reason is None else reason.value,
     )
 
 
-def _lost(reason: str, message: str | None) -> _Outcome:
+def _lost(reason: PodReason, message: str | None) -> _Outcome:
     """The pod ended without an exit code we saw; `reason` shows in kubectl's STATUS."""
-    return _Outcome("Failed", "terminated", reason, message, pod_reason=reason)
+    return _Outcome("Failed", "terminated", reason.value, message, pod_reason=reason.value)
 
 
 def serving(instance: Instance) -> bool:

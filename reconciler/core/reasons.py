@@ -1,0 +1,94 @@
+"""Every reason the reconciler gives, as closed sets (docs/architecture.md §2, Reasons).
+
+The planner, the executor, the Events, the metrics and the tests all name reasons by
+these members, never by their text: rewording a message can then never silently change
+what a metric counts or what a test checks. Code that branches on a reason matches every
+member and ends in `typing.assert_never`, so a new member cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class PodReason(enum.StrEnum):
+    """Why a pod waits for an instance, or why it failed.
+
+    The value is what `kubectl get pod` shows in its STATUS column and the reason of the
+    pod's Event, so it is CamelCase like the kubelet's own reasons. A waiting pod is
+    retried every tick and fails with the same reason after `max_pending_time`.
+    """
+
+    # Translation: the pod cannot be turned into a create request as it stands.
+    INVALID_ANNOTATION = "InvalidAnnotation"
+    CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+    INVALID_IMAGE_NAME = "InvalidImageName"
+    GPU_CATALOG_UNAVAILABLE = "GPUCatalogUnavailable"
+    UNSATISFIABLE_GPU_REQUEST = "UnsatisfiableGPURequest"
+    BATCH_COMMAND_REQUIRED = "BatchCommandRequired"
+    INVALID_POD_SPEC = "InvalidPodSpec"
+    # Admission and RunPod's answers to a create.
+    CAPACITY_UNAVAILABLE = "RunPodCapacityUnavailable"
+    BUDGET_EXCEEDED = "BudgetExceeded"
+    INSUFFICIENT_BALANCE = "InsufficientBalance"
+    INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+    # What happened to a pod's instance.
+    INSTANCE_LOST = "InstanceLost"
+    INSTANCE_ERROR = "InstanceError"
+    INSTANCE_STOPPED = "InstanceStopped"
+    EXIT_CODE_UNKNOWN = "ExitCodeUnknown"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+    @classmethod
+    def parse(cls, value: str | None) -> PodReason | None:
+        """A stored reason; None for none, and for one this version does not know (a
+        newer version wrote it): the pod is then treated as having no reason."""
+        try:
+            return None if value is None else cls(value)
+        except ValueError:
+            return None
+
+
+class Notice(enum.StrEnum):
+    """Events about what the reconciler did with a pod (Normal, except a failed process)."""
+
+    CREATED_INSTANCE = "CreatedInstance"
+    ADOPTED_INSTANCE = "AdoptedInstance"
+    STARTED = "Started"
+    COMPLETED = "Completed"
+    TERMINATING_INSTANCE = "TerminatingInstance"
+    OFFLOADED = "OffloadedToRunPod"
+
+
+EventReason = PodReason | Notice
+"""The reason of an Event on a pod."""
+
+
+class TerminateReason(enum.Enum):
+    """Why an instance is deleted. The human wording travels beside it (`Terminate.detail`)."""
+
+    DUPLICATE = "duplicate"
+    """A second instance for one pod: the mapped (else oldest) one stays."""
+    ORPHAN = "orphan"
+    """Its pod is gone, it was seen so on two ticks and is past the grace period."""
+    POD_DELETED = "pod-deleted"
+    """The pod is being deleted: the instance goes first, then the pod object."""
+    POD_ENDED = "pod-ended"
+    """The pod reached Succeeded or Failed by itself."""
+    PROCESS_ENDED = "process-ended"
+    """A batch pod's process exited; its exit code is recorded."""
+    POD_FAILED = "pod-failed"
+    """The reconciler failed the pod (a `PodReason`)."""
+    ALREADY_DECIDED = "already-decided"
+    """The row says terminating or finished, yet the instance is still listed: again."""
+
+
+class OffloadTrigger(enum.Enum):
+    """Why offload mode bound a pod to the virtual node (docs/architecture.md §2)."""
+
+    FORCED = "forced"
+    """`runpod.io/offload: "true"` on the pod or its Job."""
+    WAITED = "waited"
+    """Unschedulable for longer than the pod's offload wait."""
+    OVERFLOW = "overflow"
+    """More managed pods unschedulable than `pending_threshold`."""
