@@ -366,8 +366,14 @@ def test_mirror_key_follows_the_resource_version() -> None:
 
 def test_mirror_key_ignores_the_uptime() -> None:
     """RunPod's uptime grows on every list; a steady pod must keep its key."""
-    pod = build_pod()
-    pod["metadata"]["resourceVersion"] = "41"
     older = _instance(InstanceStatus.RUNNING, PUBLISHED)
+    pod = build_pod(status=_status(build_pod(), older, now=T1))  # it shows the running start
+    pod["metadata"]["resourceVersion"] = "41"
     newer = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED, uptime_seconds=45))
-    assert mirror_key(pod, older, T1) == mirror_key(pod, newer, T1)
+    later = T1 + timedelta(seconds=15)
+    assert mirror_key(pod, older, T1) == mirror_key(pod, newer, later)
+    # A container RunPod started again (a minute later than the pod shows) changes it.
+    restarted = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED,
+                                                                      uptime_seconds=5))
+    assert mirror_key(pod, restarted, later + timedelta(minutes=1)) != mirror_key(
+        pod, older, T1)

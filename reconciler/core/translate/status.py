@@ -389,9 +389,9 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
 
     The pod stands in by its resourceVersion, which any change to it renews; the instance
     by the fields read here, but not `runtime.uptime_seconds`, which grows on every tick
-    and is read by neither, except to tell that RunPod restarted the container (its
-    start moved past the one the pod shows), which the key holds as a flag. `now` is
-    otherwise left out on purpose: it is stamped only on a time the pod does not show
+    and is read by neither, except for the container's start: the key holds it while
+    the pod shows none, then only whether RunPod restarted the container since. `now`
+    is otherwise left out on purpose: it is stamped only on a time the pod does not show
     yet, so once the pod shows the status computed from these inputs, a later `now`
     gives the same status again. None without a resourceVersion, when nothing would
     tell that the pod changed.
@@ -402,21 +402,25 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
     published = instance.runtime.ports if instance.runtime is not None else None
     read = (version, instance.id, instance.status.value, instance.image, instance.started_at,
             instance.cost_per_hr, instance.gpu_type_id, instance.datacenter_id,
-            instance.ports, published, _restarted(pod, instance, now))
+            instance.ports, published, _container_start(pod, instance, now))
     return hashlib.blake2b(repr(read).encode(), digest_size=8).hexdigest()
 
 
-def _restarted(pod: KubeObject, instance: Instance, now: datetime) -> bool:
-    """Whether the container started again after the start the pod shows (kept cheap:
-    this runs for every pod on every tick)."""
+def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> object:
+    """What the status reads of the container's start (kept cheap: this runs for every
+    pod on every tick): nothing without a runtime; whether RunPod restarted the
+    container since the start the pod shows; or, when the pod shows no start yet, the
+    start itself (whole seconds)."""
     if instance.runtime is None:
-        return False
-    latest = now.timestamp() - instance.runtime.uptime_seconds - RESTART_SLACK_SECONDS
-    for status in (pod.get("status") or {}).get("containerStatuses") or ():
-        started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
-        if started and datetime.fromisoformat(started).timestamp() < latest:
-            return True
-    return False
+        return None
+    started = now.timestamp() - instance.runtime.uptime_seconds
+    shown: list[str] = [
+        start for status in (pod.get("status") or {}).get("containerStatuses") or ()
+        if (start := ((status.get("state") or {}).get("running") or {}).get("startedAt"))]
+    if not shown:
+        return int(started)
+    return any(datetime.fromisoformat(value).timestamp() < started - RESTART_SLACK_SECONDS
+               for value in shown)
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:
