@@ -6,6 +6,7 @@ import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,9 +26,11 @@ from reconciler.cli import state_view, summary
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
 from reconciler.runtime import leader, logs
+from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import Connections, LockHeld, reconciler
+from reconciler.runtime.wiring import Connections, LockHeld, connect, writer_lock
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class CliContext:
@@ -159,6 +162,10 @@ def require_schema(engine: Engine) -> None:
 @click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
               type=click.FloatRange(min=1), help="Seconds between node heartbeats in the loop "
               "mode (--once beats once per run).")
+@click.option("--stay", envvar="RECONCILER_STAY", default=0.0, type=click.FloatRange(min=0),
+              help="With --once: after the tick, keep the node's heartbeat (every "
+              "--heartbeat-interval) until this many seconds after the run began, so the node "
+              "stays Ready until the next CronJob run (its period minus ~10 s).")
 @click.option("--watch/--no-watch", envvar="RECONCILER_WATCH", default=True,
               help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.")
 @click.option("--health-address", envvar="RECONCILER_HEALTH_ADDRESS", default=":8080",
@@ -178,7 +185,8 @@ def require_schema(engine: Engine) -> None:
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
          runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
-         heartbeat_interval: float, watch: bool, health_address: str, leader_elect: bool,
+         heartbeat_interval: float, stay: float, watch: bool, health_address: str,
+         leader_elect: bool,
          leader_elect_namespace: str | None, leader_elect_lease_name: str,
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
@@ -191,14 +199,22 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
     conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
+    if stay and (not once or dry_run):
+        raise click.UsageError("--stay needs --once (and no --dry-run): the loop beats anyway")
+    if once and not stay and not dry_run:
+        log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
             # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
             # writer lock is released instead of blocking the next run until it expires.
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with reconciler(settings, conn) as engine:
-                report = engine.tick(dry_run=dry_run)
-            click.echo(summary.render(report, output, dry_run))
+            with connect(settings, conn) as engine:
+                started = engine.clock()
+                with writer_lock(engine):
+                    report = engine.tick(dry_run=dry_run)
+                click.echo(summary.render(report, output, dry_run))
+                # The stay writes nothing to the database: the next run need not wait.
+                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
             if not report.ok:
                 sys.exit(1)
         else:

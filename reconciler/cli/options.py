@@ -6,6 +6,7 @@ so a Deployment configures the reconciler with env alone.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ import click
 
 from reconciler.core.config import DEFAULT_NODE_NAME, Settings
 from reconciler.core.domain import Cloud
+from reconciler.core.quantity import canonical_quantity
 
 F = Callable[..., Any]
 
@@ -48,7 +50,13 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
     ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
     ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+    ("--kubelet-address", "kubelet_address", str,
+     "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP)."),
+    ("--kubelet-port", "kubelet_port", click.IntRange(0, 65535),
+     "Kubelet port the virtual node advertises (0: none)."),
 ]
+# Flags that fall back to a variable the pod's downward API sets.
+_FALLBACK_ENV = {"kubelet_address": "POD_IP"}
 
 
 def settings_options(command: F) -> F:
@@ -58,7 +66,9 @@ def settings_options(command: F) -> F:
             default = ",".join(default)
         elif isinstance(default, Cloud):
             default = default.value
-        envvar = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        envvar: str | list[str] = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        if name in _FALLBACK_ENV:
+            envvar = [str(envvar), _FALLBACK_ENV[name]]
         command = click.option(flag, name, type=kind, default=default, envvar=envvar,
                                show_envvar=True, show_default=True, help=help_text)(command)
     return command
@@ -72,4 +82,21 @@ def settings_from(options: dict[str, Any]) -> Settings:
         part.strip() for part in values["datacenter_ids"].split(",") if part.strip())
     if not values["node_name"]:
         values["node_name"] = DEFAULT_NODE_NAME
+    for name, flag in (("node_cpu", "--node-cpu"), ("node_memory", "--node-memory")):
+        try:
+            values[name] = canonical_quantity(values[name])
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint=flag) from None
+    values["kubelet_address"] = _ip_address(values["kubelet_address"].strip())
     return Settings(**values)
+
+
+def _ip_address(text: str) -> str:
+    """An InternalIP must be an IP: the API server dials it for logs and exec."""
+    if not text:
+        return ""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not an IP address",
+                                 param_hint="--kubelet-address") from None

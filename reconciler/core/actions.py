@@ -86,8 +86,9 @@ class Terminate:
 class PatchStatus:
     pod: PodRef
     status: dict[str, Any]
-    row: MappingRecord
-    """The row with the new status fingerprint, saved once the patch succeeded."""
+    row: MappingRecord | None
+    """The row with the new status fingerprint, saved once the patch succeeded (None for
+    a pod we never run, which has no row)."""
 
 
 @dataclass(frozen=True)

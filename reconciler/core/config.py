@@ -66,8 +66,15 @@ class Settings:
     """nvidia.com/gpu capacity the virtual node advertises."""
 
     node_pods: int = 1000
-    node_cpu: str = "4000"
+    node_cpu: str = "4k"
     node_memory: str = "16Ti"
+
+    kubelet_address: str = ""
+    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP).
+    Empty: the node lists only its name as a Hostname address."""
+
+    kubelet_port: int = 10250
+    """The node's status.daemonEndpoints.kubeletEndpoint port; 0 advertises none."""
 
     @property
     def owner_id(self) -> str:

@@ -1,27 +1,66 @@
-"""The virtual node as the reconciler registers it: a pure function of the settings."""
+"""The virtual node as the reconciler registers it, and what its live state allows.
+
+Pure: the settings, the cluster's version and the clock in; the Node object out. The
+adapter writes it; `admits` reads the live Node back (cordon, taints) for offload mode.
+"""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
+from reconciler.core.quantity import canonical_quantity
 
-KUBELET_VERSION = "v1.30.0-runpod-reconciler"
 PROVIDER_TAINT = {"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"}
+# Until the cluster's own version is known (GET /version), e.g. in a pure test.
+UNKNOWN_KUBELET_VERSION = "v0.0.0-runpod-reconciler"
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
-def build_node(settings: Settings, now: datetime, internal_ip: str | None = None) -> KubeObject:
+def kubelet_version(server_git_version: str) -> str:
+    """The kubelet version the node reports: the cluster's own release, marked as ours.
+
+    Version skew checks and tooling compare a node's kubelet with the control plane; a
+    pinned string would claim an old or future kubelet as clusters are upgraded."""
+    match = _VERSION.match(server_git_version.strip())
+    if match is None:
+        return UNKNOWN_KUBELET_VERSION
+    return "v{}.{}.{}-runpod-reconciler".format(*match.groups())
+
+
+def build_node(settings: Settings, now: datetime,
+               version: str = UNKNOWN_KUBELET_VERSION) -> KubeObject:
+    """The Node as we register it, quantities in the API server's canonical form so the
+    stored object reads back equal and an unchanged heartbeat writes nothing."""
     name = settings.node_name
     resources = {
-        "nvidia.com/gpu": str(settings.node_gpus),
-        "pods": str(settings.node_pods),
-        "cpu": settings.node_cpu,
-        "memory": settings.node_memory,
+        "nvidia.com/gpu": canonical_quantity(str(settings.node_gpus)),
+        "pods": canonical_quantity(str(settings.node_pods)),
+        "cpu": canonical_quantity(settings.node_cpu),
+        "memory": canonical_quantity(settings.node_memory),
     }
-    addresses = [{"type": "Hostname", "address": name}]
-    if internal_ip:
-        addresses.insert(0, {"type": "InternalIP", "address": internal_ip})
+    status: KubeObject = {
+        "capacity": dict(resources),
+        "allocatable": dict(resources),
+        "conditions": _conditions(now),
+        "addresses": _addresses(settings),
+        "nodeInfo": {
+            "kubeletVersion": version,
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "containerRuntimeVersion": "runpod://v2",
+            "kernelVersion": "",
+            "osImage": "RunPod",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "kubeProxyVersion": "",
+        },
+    }
+    if settings.kubelet_port:
+        status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": settings.kubelet_port}}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -37,25 +76,20 @@ def build_node(settings: Settings, now: datetime, internal_ip: str | None = None
             },
         },
         "spec": {"taints": [dict(PROVIDER_TAINT)]},
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": _conditions(now),
-            "addresses": addresses,
-            "nodeInfo": {
-                "kubeletVersion": KUBELET_VERSION,
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "containerRuntimeVersion": "runpod://v2",
-                "kernelVersion": "",
-                "osImage": "RunPod",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-                "kubeProxyVersion": "",
-            },
-        },
+        "status": status,
     }
+
+
+def _addresses(settings: Settings) -> list[dict[str, str]]:
+    """The InternalIP where the reconciler's pod listens, when known.
+
+    The API server reaches a kubelet at the first address by *type* in its
+    --kubelet-preferred-address-types, Hostname first by default, whatever the order of
+    the list: a Hostname address (the node's name resolves nowhere) would win over the
+    InternalIP, so it is listed only when there is no IP to give."""
+    if settings.kubelet_address:
+        return [{"type": "InternalIP", "address": settings.kubelet_address}]
+    return [{"type": "Hostname", "address": settings.node_name}]
 
 
 def _conditions(now: datetime) -> list[dict[str, str]]:

@@ -29,7 +29,6 @@ from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Bind, Event, PodRef
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
-from reconciler.core.node import build_node
 from reconciler.core.reasons import OffloadTrigger
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.errors import TranslationError
@@ -54,10 +53,23 @@ class _Candidate:
     unschedulable_since: datetime | None
 
 
+def has_candidates(pending: Sequence[PendingPod]) -> bool:
+    """Whether any pod may be bound this tick (then the engine reads the live Node)."""
+    for entry in pending:
+        try:
+            if _unbound(entry.pod) and ann.is_managed(entry.pod, entry.job):
+                return True
+        except TranslationError:
+            return True  # plan_offloads tells the pod why
+    return False
+
+
 def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: datetime,
-                  room: int) -> list[Action]:
-    """Binds (and Events for unreadable annotations); `room` caps the automatic triggers."""
-    node = build_node(settings, now)
+                  room: int, node: KubeObject) -> list[Action]:
+    """Binds (and Events for unreadable annotations); `room` caps the automatic triggers.
+
+    `node` is the live Node: cordoned, or with a taint a pod does not tolerate, it gets
+    no pod, whatever the trigger (`kubectl cordon` stops new spending)."""
     actions: list[Action] = []
     waiting: list[_Candidate] = []
     for entry in pending:
@@ -72,6 +84,8 @@ def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: dateti
         if candidate is None:
             continue
         if candidate.forced:
+            if placement.closed_to(candidate.pod, node) is not None:
+                continue
             actions.append(Bind(PodRef.of(entry.pod), settings.node_name,
                                 OffloadTrigger.FORCED, f'{ann.OFFLOAD} is "true"'))
         elif candidate.unschedulable_since is not None:
@@ -121,7 +135,8 @@ def _automatic(waiting: list[_Candidate], settings: Settings, now: datetime, roo
         if room <= 0:
             break
         trigger = _trigger(candidate, settings, now, excess, len(waiting))
-        if trigger is None or placement.exclusion(candidate.pod, node) is not None:
+        if trigger is None or placement.closed_to(candidate.pod, node) is not None \
+                or placement.exclusion(candidate.pod, node) is not None:
             continue
         actions.append(Bind(PodRef.of(candidate.pod), settings.node_name, *trigger))
         room, excess = room - 1, excess - 1

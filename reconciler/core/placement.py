@@ -19,6 +19,8 @@ from reconciler.core.domain import KubeObject
 from reconciler.core.node import PROVIDER_TAINT
 
 _EXECUTION_EFFECTS = ("NoSchedule", "NoExecute")
+# Set by the node lifecycle controller when the node's heartbeat is late.
+_HEARTBEAT_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
 
 def exclusion(pod: KubeObject, node: KubeObject) -> str | None:
@@ -33,9 +35,29 @@ def exclusion(pod: KubeObject, node: KubeObject) -> str | None:
                 .get("requiredDuringSchedulingIgnoredDuringExecution"))
     if required and not _any_term_matches(required.get("nodeSelectorTerms") or [], node):
         return "its required node affinity does not match the virtual node"
-    tolerations = spec.get("tolerations") or []
+    return _untolerated_taint(pod, node)
+
+
+def closed_to(pod: KubeObject, node: KubeObject) -> str | None:
+    """Why the live node takes no new work for this pod (no binding, no new instance), or
+    None: it is cordoned, or has a NoSchedule/NoExecute taint the pod does not tolerate.
+
+    The taints the node lifecycle controller sets while our own heartbeat is late
+    (`unreachable`, `not-ready`) do not count: they say the reconciler was away, and the
+    reconciler running this very check is back (its heartbeat lifts them)."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "the virtual node is cordoned (spec.unschedulable); `kubectl uncordon` it"
+    # Our own provider taint is the placement rules' business (`exclusion`), which a
+    # forced pod skips; the taints someone else added bind every pod.
+    return _untolerated_taint(pod, node, ignored=(*_HEARTBEAT_TAINTS, PROVIDER_TAINT["key"]))
+
+
+def _untolerated_taint(pod: KubeObject, node: KubeObject,
+                       ignored: tuple[str, ...] = _HEARTBEAT_TAINTS) -> str | None:
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in _EXECUTION_EFFECTS and not _allowed(taint, tolerations):
+        if taint.get("effect") in _EXECUTION_EFFECTS and taint.get("key") not in ignored \
+                and not _allowed(taint, tolerations):
             return f"it does not tolerate the virtual node's taint {_describe(taint)}"
     return None
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from reconciler.core import daemonsets, placement
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -38,6 +39,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
@@ -76,6 +78,11 @@ class Observation:
     """RunPod requests we may still send in the current window; None when unknown."""
     pending: Sequence[PendingPod] = ()
     """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
+    node: KubeObject | None = None
+    """The live virtual Node (cordon, taints), read when something new may start; None
+    when not read or not registered (then the node as we register it)."""
+    daemon_pods: Sequence[KubeObject] = ()
+    """DaemonSet pods bound to the virtual node, which never run there."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,7 @@ class _Tick:
     def __init__(self, obs: Observation, settings: Settings, now: datetime) -> None:
         self.obs, self.settings, self.now = obs, settings, now
         self.catalog = {gpu.id: gpu for gpu in obs.catalog}
+        self.node = obs.node or build_node(settings, now)
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return _within(self.now, since, seconds)
@@ -124,8 +132,10 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
         actions += decided
         if wait is not None:
             waiting.append(wait)
-    offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned))
-    return offloads + actions + _admit(tick, waiting, owned, rows)
+    offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned),
+                             tick.node)
+    return (offloads + actions + _admit(tick, waiting, owned, rows)
+            + daemonsets.notices(obs.daemon_pods, now))
 
 
 def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
@@ -543,6 +553,14 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     slots = _create_slots(t)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
+        closed = placement.closed_to(wait.pod, t.node)
+        if closed is not None:
+            cordoned = bool((t.node.get("spec") or {}).get("unschedulable"))
+            actions += _cannot_create(t, wait.pod, wait.row,
+                                      PodReason.NODE_CORDONED if cordoned
+                                      else PodReason.NODE_TAINTED,
+                                      f"no new instance: {closed}", False)
+            continue
         affordable = tuple(c for c in wait.candidates
                            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
         if count + 1 > t.settings.max_instances or not affordable:

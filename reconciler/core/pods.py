@@ -37,7 +37,12 @@ def is_ours_to_run(pod: KubeObject) -> bool:
     meta = pod["metadata"]
     if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
         return False
-    return not any(ref.get("kind") == "DaemonSet" for ref in meta.get("ownerReferences") or ())
+    return not is_daemon_set_pod(pod)
+
+
+def is_daemon_set_pod(pod: KubeObject) -> bool:
+    return any(ref.get("kind") == "DaemonSet"
+               for ref in pod["metadata"].get("ownerReferences") or ())
 
 
 def pod_annotations(pod: KubeObject) -> dict[str, str]:

@@ -30,6 +30,12 @@ class PodReason(enum.StrEnum):
     # Admission and RunPod's answers to a create.
     CAPACITY_UNAVAILABLE = "RunPodCapacityUnavailable"
     BUDGET_EXCEEDED = "BudgetExceeded"
+    NODE_CORDONED = "NodeCordoned"
+    """The virtual node is cordoned: no new instance until it is uncordoned."""
+    NODE_TAINTED = "NodeTainted"
+    """The virtual node has a NoSchedule/NoExecute taint the pod does not tolerate."""
+    DAEMON_SET_POD_NOT_RUN = "DaemonSetPodNotRun"
+    """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
     # What happened to a pod's instance.

@@ -21,6 +21,7 @@ from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.wiring import open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube_controllers import ControllerSettings
 from reconciler.sim.runpod import RunPodSimulator
 
 API_KEY = "sandbox-runpod-key"
@@ -30,14 +31,18 @@ TOKEN = "sandbox-kube-token"
 class Sandbox:
     def __init__(self, settings: Settings | None = None, *, database_url: str | None = None,
                  workdir: str | None = None, runpod_options: dict[str, Any] | None = None,
-                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None) -> None:
+                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None,
+                 tls: bool = False, controllers: ControllerSettings | None = None) -> None:
+        """`tls` for the real kubectl (it sends a token only over TLS); `controllers` runs
+        the node lifecycle, cloud node and pod GC controllers on the shared clock."""
         self.clock = SimClock()
         self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
         self.workdir = Path(workdir or self._tmp.name)
         self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
         self.runpod_sim = RunPodSimulator(API_KEY, clock=self.clock, **(runpod_options or {}))
         self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
-                                      rbac_subject=rbac_subject)
+                                      rbac_subject=rbac_subject, tls=tls,
+                                      controllers=controllers)
         self._base_settings = settings or Settings()
         self.engine: Engine
 

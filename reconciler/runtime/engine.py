@@ -27,8 +27,8 @@ from reconciler.core.actions import Action
 from reconciler.core.config import Settings
 from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.node import build_node
-from reconciler.core.offload import PendingPod
+from reconciler.core.node import build_node, kubelet_version
+from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
     CreateInputs,
     Observation,
@@ -104,6 +104,7 @@ class Engine:
             settings, runpod, kube, store, clock)
         self.catalog = CatalogCache(settings.catalog_ttl)
         self._node_registered = False
+        self._kubelet_version: str | None = None
         # A hook run before each tick; the wiring renews the writer lock there.
         self.before_tick: Callable[[], None] = lambda: None
         # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
@@ -135,8 +136,8 @@ class Engine:
 
     def _observe(self, now: datetime) -> Observation:
         instances = list(self.runpod.list_instances())
-        pods = [p for p in self.kube.list_node_pods(self.settings.node_name)
-                if podinfo.is_ours_to_run(p)]
+        on_node = self.kube.list_node_pods(self.settings.node_name)
+        pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
         owned = owned_instances(instances, self.settings.owner_id)
@@ -145,9 +146,14 @@ class Engine:
             p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
+        pending = self._unscheduled_pods()
+        # Cordon and taints matter only to new work: no read in a steady tick.
+        node = self.kube.read_node(self.settings.node_name) \
+            if needing or has_candidates(pending) else None
         return Observation(pods, instances, rows, catalog, inputs,
                            self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
-                           self._unscheduled_pods())
+                           pending, node,
+                           [p for p in on_node if podinfo.is_daemon_set_pod(p)])
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -242,7 +248,7 @@ class Engine:
     def heartbeat(self) -> None:
         """The loop's heartbeat: register the node again (recreated if it was deleted, its
         Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
-        self.kube.ensure_node(build_node(self.settings, self.clock()))
+        self.kube.ensure_node(self._desired_node())
         self._node_registered = True
         self.kube.renew_node_lease(self.settings.node_name)
 
@@ -250,12 +256,18 @@ class Engine:
         """Keep the virtual node registered and its lease fresh, so it stays Ready."""
         try:
             if not self._node_registered:
-                self.kube.ensure_node(build_node(self.settings, self.clock()))
+                self.kube.ensure_node(self._desired_node())
                 self._node_registered = True
             self.kube.renew_node_lease(self.settings.node_name)
         except kube_errors.KubeError as exc:
             report.errors.append(f"heartbeat: {exc}")
             log.warning("node heartbeat failed: %s", exc)
+
+    def _desired_node(self) -> KubeObject:
+        """The Node to register; its kubelet version follows the cluster's (read once)."""
+        if self._kubelet_version is None:
+            self._kubelet_version = kubelet_version(self.kube.server_version())
+        return build_node(self.settings, self.clock(), self._kubelet_version)
 
     def _apply(self, report: TickReport) -> None:
         def tick_id() -> int:

@@ -96,7 +96,8 @@ class Executor:
                 self._journaled("patch-status", pod.uid, None,
                                 lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
                 crashpoints.reached("after-status-patch")
-                self.store.save_row(row)
+                if row is not None:
+                    self.store.save_row(row)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))

@@ -130,10 +130,3 @@ def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[Lock
     finally:
         lock.release()
 
-
-@contextmanager
-def reconciler(settings: Settings, conn: Connections,
-               clock: Clock = utcnow) -> Iterator[Engine]:
-    """An engine holding the database's writer lock for as long as the block runs."""
-    with connect(settings, conn, clock) as engine, writer_lock(engine):
-        yield engine

@@ -35,6 +35,7 @@ import kubernetes
 import yaml
 
 from reconciler.sim.clock import SimClock
+from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Handler
 from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_rbac import Authorizer
@@ -79,11 +80,16 @@ class KubeSimulator:
         rbac_files: Sequence[str] = (),
         rbac_subject: str | None = None,
         tls: bool = False,
+        controllers: ControllerSettings | None = None,
     ) -> None:
+        """`controllers` runs the node lifecycle, (cloud node) and pod GC controllers on
+        the clock; without it nothing acts on a node that stops reporting."""
         self.token = token
         self.tls = tls
         self.clock = clock or SimClock()
         self.store = Store(self.clock)
+        self.controllers = NodeControllers(self.store, self.clock, controllers) \
+            if controllers is not None else None
         self.jobs = JobController(self.store)
         self.store.add_controller(self.jobs.admit, self.jobs.react)
         self.subject = rbac_subject or "system:admin"
@@ -113,12 +119,16 @@ class KubeSimulator:
         self._thread = threading.Thread(target=server.serve_forever, args=(0.02,),
                                         name="kube-sim", daemon=True)
         self._thread.start()
+        if self.controllers is not None:
+            self.controllers.start()
         return self
 
     def stop(self) -> None:
         if self._server is None:
             return
         self.stopping.set()
+        if self.controllers is not None:
+            self.controllers.stop()
         with self.store.changed:
             self.store.changed.notify_all()  # ends open watches
         self._server.shutdown()

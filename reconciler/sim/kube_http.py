@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_rbac import Attributes
-from reconciler.sim.kube_resources import Resource, find_resource
+from reconciler.sim.kube_resources import CREATE_ONLY_SUBRESOURCES, Resource, find_resource
 from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
 from reconciler.sim.kube_status import ApiError, not_found, success
 from reconciler.sim.kube_store import Page, WatchEvent
@@ -153,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
             entry = store.find(route.resource, route.namespace, route.name)
             if entry is None:
                 raise not_found(route.resource.plural, route.name)
-            if route.subresource in ("binding", "eviction"):
+            if route.subresource in CREATE_ONLY_SUBRESOURCES:
                 raise ApiError(405, f"the server does not allow this method on the "
                                f"{route.subresource}")
             if _wants_table(self.headers.get("Accept", "")):
@@ -214,7 +214,7 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:
-        if not route.name or route.subresource in ("binding", "eviction"):
+        if not route.name or route.subresource in CREATE_ONLY_SUBRESOURCES:
             raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # watch ------------------------------------------------------------------------

@@ -17,6 +17,12 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 
+# Subresources that only take a POST, with the kind (and group) of their body. kubectl
+# drain finds pods/eviction here and uses the group/version it names, else it deletes.
+CREATE_ONLY_SUBRESOURCES: dict[str, dict[str, str]] = {
+    "binding": {"kind": "Binding"},
+    "eviction": {"kind": "Eviction", "group": "policy", "version": "v1"},
+}
 _ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 _META_FIELDS = ("metadata.name", "metadata.namespace")
 
@@ -53,14 +59,11 @@ class Resource:
             main["shortNames"] = list(self.short_names)
         entries = [main]
         for sub in self.subresources:
-            entry = {"name": f"{self.plural}/{sub}", "singularName": "",
-                     "namespaced": self.namespaced, "kind": self.kind,
-                     "verbs": ["get", "patch", "update"]}
-            if sub == "binding":
-                entry.update(kind="Binding", verbs=["create"])
-            elif sub == "eviction":
-                # kubectl drain finds the Eviction API by this entry's group and version.
-                entry.update(kind="Eviction", verbs=["create"], group="policy", version="v1")
+            entry: dict[str, Any] = {"name": f"{self.plural}/{sub}", "singularName": "",
+                                     "namespaced": self.namespaced, "kind": self.kind,
+                                     "verbs": ["get", "patch", "update"]}
+            if sub in CREATE_ONLY_SUBRESOURCES:
+                entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
             entries.append(entry)
         return entries
 

@@ -252,15 +252,6 @@ class Store:
                                    deletionGracePeriodSeconds=grace)
             return self._commit(resource, _key_of_obj(obj), obj, "MODIFIED")
 
-    def evict(self, namespace: str, name: str, eviction: dict[str, Any]) -> None:
-        """pods/eviction: a delete with the eviction's options (no disruption budgets are
-        modelled, so an eviction is never refused for one)."""
-        options = eviction.get("deleteOptions") or {}
-        with self.lock:
-            self._entry(PODS, namespace, name)
-            self.delete(PODS, namespace, name, options.get("gracePeriodSeconds"),
-                        options.get("preconditions"))
-
     def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
         with self.lock:
             pod = self._entry(PODS, namespace, name).obj
@@ -272,6 +263,37 @@ class Store:
             conditions.append({"type": "PodScheduled", "status": "True",
                                "lastTransitionTime": format_time(self.clock.now())})
             obj["status"]["conditions"] = conditions
+            self._commit(PODS, (namespace, name), obj, "MODIFIED")
+
+    def evict(self, namespace: str, name: str, eviction: dict[str, Any]) -> dict[str, Any]:
+        """pods/eviction as without PodDisruptionBudgets (the simulator serves none): the
+        pod is marked DisruptionTarget and deleted with the eviction's delete options."""
+        with self.lock:
+            pod = self._entry(PODS, namespace, name).obj
+            _check_eviction(pod, eviction)
+            options = eviction.get("deleteOptions") or {}
+            _check_preconditions(PODS, pod, options.get("preconditions") or {})
+            self.disrupt(namespace, name, "EvictionByEvictionAPI", "Eviction API: evicting")
+            return self.delete(PODS, namespace, name, options.get("gracePeriodSeconds"))
+
+    def disrupt(self, namespace: str, name: str, reason: str, message: str,
+                fail: bool = False) -> None:
+        """The DisruptionTarget condition the control plane sets on a pod it is about to
+        delete (and, for pod garbage collection, phase Failed); none on a finished pod."""
+        with self.lock:
+            pod = self._entry(PODS, namespace, name).obj
+            status = pod.get("status") or {}
+            if status.get("phase") in ("Succeeded", "Failed"):
+                return
+            obj = copy.deepcopy(pod)
+            conditions = [c for c in obj["status"].get("conditions", [])
+                          if c.get("type") != "DisruptionTarget"]
+            conditions.append({"type": "DisruptionTarget", "status": "True", "reason": reason,
+                               "message": message,
+                               "lastTransitionTime": format_time(self.clock.now())})
+            obj["status"]["conditions"] = conditions
+            if fail:
+                obj["status"]["phase"] = "Failed"
             self._commit(PODS, (namespace, name), obj, "MODIFIED")
 
     # internals --------------------------------------------------------------------
@@ -429,6 +451,18 @@ def _check_binding(pod: dict[str, Any], binding: dict[str, Any]) -> None:
     if pod["spec"].get("nodeName"):
         raise conflict("pods/binding", name,
                        f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
+
+
+def _check_eviction(pod: dict[str, Any], eviction: dict[str, Any]) -> None:
+    meta = eviction.get("metadata") or {}
+    if eviction.get("kind", "Eviction") != "Eviction":
+        raise ApiError(400, f"the body is a {eviction.get('kind')}, not an Eviction")
+    if meta.get("name") != pod["metadata"]["name"]:
+        raise ApiError(400, f"name in URL does not match name in Eviction object: "
+                       f"{pod['metadata']['name']} vs {meta.get('name')}")
+    if meta.get("namespace") and meta["namespace"] != pod["metadata"]["namespace"]:
+        raise ApiError(400, "the namespace of the provided object does not match the "
+                       "namespace sent on the request")
 
 
 def _key_of(entry: Entry) -> Key:

@@ -12,8 +12,9 @@ import binascii
 import re
 from typing import Any
 
+from reconciler.sim import kube_admission, kube_nodes
 from reconciler.sim.kube_pod_status import normalize_pod_status, pod_status_causes
-from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, PODS, SECRETS, Resource
+from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, NODES, PODS, SECRETS, Resource
 from reconciler.sim.kube_status import ApiError, invalid
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -29,6 +30,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
     """Fill the defaults the API server adds; `obj` is a private copy."""
     if resource is PODS:
         _default_pod(obj)
+        kube_admission.default_toleration_seconds(obj)
     elif resource is SECRETS:
         _fold_string_data(obj)
         obj.setdefault("type", "Opaque")
@@ -41,8 +43,12 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
     """Normalisation applied to every create and update."""
     if resource is SECRETS:
         _fold_string_data(obj)
-    elif resource is PODS and isinstance(obj.get("status"), dict):
-        normalize_pod_status(obj["status"])
+    elif resource is NODES:
+        kube_nodes.canonicalize_node(obj)
+    elif resource is PODS:
+        kube_nodes.canonicalize_pod(obj)
+        if isinstance(obj.get("status"), dict):
+            normalize_pod_status(obj["status"])
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
@@ -55,11 +61,15 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
         causes += _event_causes(obj)
     elif resource is SECRETS:
         causes += _secret_causes(obj)
+    elif resource is NODES:
+        causes += kube_nodes.node_causes(obj)
     if causes:
         raise invalid(resource.kind, obj.get("metadata", {}).get("name", ""), causes)
 
 
 def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
+    if resource is NODES and (causes := kube_nodes.node_update_causes(old, new)):
+        raise invalid("Node", new["metadata"]["name"], causes)
     if resource is not PODS:
         return
     if old.get("status") != new.get("status"):

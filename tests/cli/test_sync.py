@@ -79,3 +79,38 @@ def test_missing_api_key_is_a_one_line_error(box: Sandbox) -> None:
                                 env={"RUNPOD_API_KEY": None})
     assert result.exit_code == 2
     assert "RUNPOD_API_KEY" in result.output
+
+
+def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sandbox) -> None:
+    result = CliRunner().invoke(main, [
+        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
+        "--runpod-url", box.runpod_sim.base_url],
+        env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"})
+    assert result.exit_code == 0, result.output
+    node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.42.0.7"}]
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
+
+
+def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> None:
+    result = CliRunner().invoke(main, [
+        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
+        "--runpod-url", box.runpod_sim.base_url], env={"RUNPOD_API_KEY": API_KEY})
+    assert result.exit_code == 0
+    assert "--once without --stay" in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--stay", "40"], "--stay needs --once"),
+    (["--once", "--dry-run", "--stay", "40"], "--stay needs --once"),
+    (["--once", "--kubelet-address", "my-host"], "'my-host' is not an IP address"),
+    (["--once", "--node-cpu", "lots"], "'lots' is not a Kubernetes quantity"),
+    (["--once", "--kubelet-port", "70000"], "--kubelet-port"),
+])
+def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str],
+                                              message: str) -> None:
+    result = CliRunner().invoke(main, [
+        "--database-url", box.database_url, "sync", "--kubeconfig", box.kubeconfig, *args],
+        env={"RUNPOD_API_KEY": API_KEY})
+    assert result.exit_code == 2
+    assert message in result.output

@@ -83,8 +83,13 @@ def test_cronjob_mode_installs_a_cronjob_and_no_deployment() -> None:
     (container,) = pod_spec(job)["containers"]
     assert job["spec"]["schedule"] == "*/1 * * * *"
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
-    assert container["args"] == ["sync", "--once"]
+    # The run stays and beats until the next is due, so the node never turns NotReady.
+    assert container["args"] == ["sync", "--once", "--stay", "40"]
     assert "livenessProbe" not in container and "ports" not in container
+    env_names = {v["name"]: v for v in container["env"]}
+    assert env_names["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    stay_zero = pod_spec(find(chart_objects({**CRONJOB, "cronjob": {"stay": 0}}), "CronJob"))
+    assert stay_zero["containers"][0]["args"] == ["sync", "--once", "--stay", "0"]
 
 
 def test_existing_secret_is_used_and_no_secret_is_created() -> None:

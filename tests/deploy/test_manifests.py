@@ -107,7 +107,7 @@ def test_cronjob_runs_one_tick_a_minute_never_overlapping_on_the_same_volume() -
     assert job["spec"]["schedule"] == "*/1 * * * *"
     assert job["spec"]["concurrencyPolicy"] == "Forbid"
     assert 0 < job["spec"]["startingDeadlineSeconds"] < 60
-    assert container["args"] == ["sync", "--once"]
+    assert container["args"] == ["sync", "--once", "--stay", "40"]
     assert spec["restartPolicy"] == "Never"
     _assert_hardened_with_database_volume(spec)
     assert spec["volumes"] == pod_spec(deployment())["volumes"]

@@ -16,7 +16,7 @@ import pytest
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import ConflictError, ForbiddenError
 from reconciler.core.config import Settings
-from reconciler.core.node import build_node
+from reconciler.core.node import build_node, kubelet_version
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -57,8 +57,8 @@ def test_record_event_creates_then_counts_repeats(
 
 def test_build_node_reflects_settings() -> None:
     settings = Settings(node_name="burst", node_gpus=8, node_pods=110, node_cpu="64",
-                        node_memory="512Gi")
-    node = build_node(settings, SimClock().now(), internal_ip="10.0.0.9")
+                        node_memory="512Gi", kubelet_address="10.0.0.9", kubelet_port=10250)
+    node = build_node(settings, SimClock().now(), kubelet_version("v1.31.4-eks-2d5f260"))
 
     labels = node["metadata"]["labels"]
     assert labels["type"] == "virtual-kubelet"
@@ -72,8 +72,23 @@ def test_build_node_reflects_settings() -> None:
     assert conditions["Ready"] == ("True", "KubeletReady")
     assert {conditions[t][0] for t in ("MemoryPressure", "DiskPressure", "PIDPressure")} == \
         {"False"}
-    assert node["status"]["addresses"][0] == {"type": "InternalIP", "address": "10.0.0.9"}
-    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.30.0-runpod-reconciler"
+    # Only the InternalIP: an API server would try a Hostname address first.
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.9"}]
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
+    assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.4-runpod-reconciler"
+
+
+def test_build_node_without_an_address_or_port() -> None:
+    node = build_node(Settings(node_name="burst", kubelet_port=0), SimClock().now())
+    assert node["status"]["addresses"] == [{"type": "Hostname", "address": "burst"}]
+    assert "daemonEndpoints" not in node["status"]
+
+
+def test_build_node_writes_quantities_canonically() -> None:
+    node = build_node(Settings(node_cpu="4000", node_memory="16384Gi", node_gpus=1000,
+                               node_pods=110), SimClock().now())
+    assert node["status"]["capacity"] == {"nvidia.com/gpu": "1k", "pods": "110", "cpu": "4k",
+                                          "memory": "16Ti"}
 
 
 def test_ensure_node_creates_then_writes_only_what_changed(

@@ -9,7 +9,7 @@ import pytest
 
 from reconciler.core.config import Settings
 from reconciler.core.node import build_node
-from reconciler.core.placement import exclusion
+from reconciler.core.placement import closed_to, exclusion
 
 NODE = build_node(Settings(), datetime(2026, 1, 1, tzinfo=UTC))
 
@@ -68,3 +68,34 @@ def test_a_taint_the_node_gains_must_be_tolerated() -> None:
     assert "maintenance:NoSchedule" in (exclusion(pod(), tainted) or "")
     assert exclusion(pod(tolerations=[{"key": "maintenance", "operator": "Exists"}]),
                      tainted) is None
+
+
+def with_taints(*taints: dict[str, str], unschedulable: bool = False) -> dict[str, Any]:
+    spec = {**NODE["spec"], "taints": [*NODE["spec"]["taints"], *taints]}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {**NODE, "spec": spec}
+
+
+MAINTENANCE = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(("node", "spec", "closed"), [
+    (NODE, {}, False),
+    (with_taints(unschedulable=True), {"tolerations": [{"operator": "Exists"}]}, True),
+    (with_taints(MAINTENANCE), {}, True),
+    (with_taints({**MAINTENANCE, "effect": "NoExecute"}), {}, True),
+    (with_taints({**MAINTENANCE, "effect": "PreferNoSchedule"}), {}, False),
+    (with_taints(MAINTENANCE), {"tolerations": [{"key": "maintenance", "operator": "Exists"}]},
+     False),
+    # The control plane's taints for a late heartbeat: the reconciler reading them is back.
+    (with_taints({"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}), {}, False),
+    # Our own provider taint is the placement rules' business, not a closed node.
+    (NODE, {"tolerations": [{"key": "virtual-kubelet.io/provider", "value": "aws",
+                             "operator": "Equal", "effect": "NoSchedule"}]}, False),
+], ids=["open", "cordoned", "foreign-no-schedule", "foreign-no-execute", "prefer-only",
+        "tolerated", "heartbeat-taint", "provider-taint"])
+def test_a_cordoned_or_foreign_tainted_node_is_closed(node: dict[str, Any],
+                                                      spec: dict[str, Any],
+                                                      closed: bool) -> None:
+    assert (closed_to(pod(**spec), node) is not None) is closed

@@ -208,6 +208,10 @@ class KubeClient:
     def cluster_uid(self) -> str:
         return str(self._request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"])
 
+    def server_version(self) -> str:
+        """The API server's gitVersion (GET /version), e.g. v1.32.3-eks-4096722."""
+        return str(self._request("GET", "/version").get("gitVersion") or "")
+
     # events -----------------------------------------------------------------------
 
     def record_event(
@@ -236,6 +240,10 @@ class KubeClient:
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 
     # node and heartbeat ------------------------------------------------------------
+
+    def read_node(self, name: str) -> KubeObject | None:
+        """The live Node (cordon, taints), or None when it is not registered."""
+        return self._get_optional(f"/api/v1/nodes/{_q(name)}")
 
     def ensure_node(self, node: KubeObject) -> None:
         """Create the Node or bring it to `node`; writes nothing when nothing changed."""

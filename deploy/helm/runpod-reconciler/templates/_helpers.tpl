@@ -88,6 +88,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 - name: RECONCILER_NODE_NAME
   value: {{ required "nodeName is required" .Values.nodeName | quote }}
+{{- /* The virtual node's InternalIP: where this pod can be reached. */}}
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
 - name: RECONCILER_LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 - name: RECONCILER_LOG_FORMAT
@@ -153,7 +158,7 @@ containers:
   - name: reconciler
     image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
     imagePullPolicy: {{ .Values.image.pullPolicy }}
-    args: {{ if eq .Values.mode "cronjob" }}["sync", "--once"]{{ else }}["sync"]{{ end }}
+    args: {{ if eq .Values.mode "cronjob" }}["sync", "--once", "--stay", {{ .Values.cronjob.stay | int64 | toString | quote }}]{{ else }}["sync"]{{ end }}
     env:
       {{- include "runpod-reconciler.env" . | nindent 6 }}
     {{- if eq .Values.mode "deployment" }}
