@@ -1,3 +1,3 @@
-from reconciler.cli.commands import main
+from reconciler.app import main
 
 main()

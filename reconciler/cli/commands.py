@@ -24,13 +24,15 @@ from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
 from reconciler.cli.options import settings_from, settings_options
-from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL
+from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
 from reconciler.runtime import leader, logs
+from reconciler.runtime.engine import TickReport
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import Connections, LockHeld, connect, writer_lock
+from reconciler.runtime.wiring import Connections, LockHeld, RunMode, connect, holding
 
 log = logging.getLogger(__name__)
+
 
 @dataclass
 class CliContext:
@@ -205,16 +207,7 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
-            # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the
-            # writer lock is released instead of blocking the next run until it expires.
-            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-            with connect(settings, conn) as engine:
-                started = engine.clock()
-                with writer_lock(engine):
-                    report = engine.tick(dry_run=dry_run)
-                click.echo(summary.render(report, output, dry_run))
-                # The stay writes nothing to the database: the next run need not wait.
-                stay_beating(engine, started, stay, heartbeat_interval, time.sleep)
+            report = _run_once(settings, conn, dry_run, output, stay, heartbeat_interval)
             if not report.ok:
                 sys.exit(1)
         else:
@@ -225,29 +218,21 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
 
 
-@main.command()
-@click.option("--keep-running", is_flag=True,
-              help="Leave the simulators up afterwards and print how to use them.")
-@output_option
-def demo(keep_running: bool, output: str) -> None:
-    """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
-    from reconciler.demo.run import run_demo, summary_record
-
-    echo = click.echo if output == "table" else (lambda _line: None)
-    if logging.getLogger().level == logging.INFO:
-        # The narration shows every decision; routine INFO lines would only repeat it.
-        logging.getLogger("reconciler").setLevel(logging.WARNING)
-    result = run_demo(echo, keep_running=keep_running, wait=_wait_for_interrupt)
-    if output == "json":
-        click.echo(json.dumps(summary_record(result), indent=2))
-    if result.duplicates or result.leaked:
-        sys.exit(1)
-
-
-def _wait_for_interrupt() -> None:
-    import threading
-
+def _run_once(settings: Settings, conn: Connections, dry_run: bool, output: str,
+              stay: float, heartbeat_interval: float) -> TickReport:
+    """One tick under the writer lock, its summary, then the stay (runtime/once.py)."""
+    # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the writer
+    # lock is released instead of blocking the next run until it expires. The handler is
+    # ours only for the run (the process may be a test runner, or host other work).
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        click.echo("stopping the simulators")
+        with connect(settings, conn, RunMode.ONCE) as parts:
+            started = parts.engine.clock()
+            with holding(parts.lock):
+                report = parts.engine.tick(dry_run=dry_run)
+            click.echo(summary.render(report, output, dry_run))
+            # The stay writes nothing to the database: the next run need not wait.
+            stay_beating(parts.heartbeat, started, stay, heartbeat_interval, time.sleep)
+        return report
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -46,7 +46,7 @@ class DeleteRow:
 
 @dataclass(frozen=True)
 class Create:
-    """Create an instance, trying the ranked candidates in order (DESIGN §3 protocol).
+    """Create an instance, trying the ranked candidates in order (docs/architecture.md §4).
 
     `row` is the intent to commit before the first call (state creating, attempt id).
     """

@@ -14,16 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-KubeObject = dict[str, Any]
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 
-# Tags carried in the env of every instance we create. They are how we recognise our
-# own instances in the account (DESIGN §3): anything without our owner tag is invisible.
-OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
-POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
-# Set on batch pods whose start command is wrapped to stop the instance when the
-# process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
-STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
-EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
+KubeObject = dict[str, Any]
 
 
 class InstanceStatus(enum.StrEnum):

@@ -1,9 +1,9 @@
 """The decision of one tick: `plan(observation, settings, now) -> [Action]`.
 
-Pure: no I/O, no clock, no randomness. Every rule of DESIGN §3 to §5 lives here. The
-planner looks at each pod UID once, with its pod (if the object exists), its mapping
-row (if we have one) and the owned instances tagged with that UID, and decides what
-moves that triple one step closer to agreement. Creates are collected and admitted
+Pure: no I/O, no clock, no randomness. Every rule of docs/architecture.md §2 to §4
+lives here. The planner looks at each pod UID once, with its pod (if the object exists),
+its mapping row (if we have one) and the owned instances tagged with that UID, and
+decides what moves that triple one step closer to agreement. Creates are collected and admitted
 last, oldest pod first, against the instance, spend and rate budgets.
 """
 

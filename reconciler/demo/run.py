@@ -18,7 +18,7 @@ from reconciler.adapters.store.db import make_engine, session_factory
 from reconciler.cli import state_view
 from reconciler.core.actions import Terminate
 from reconciler.core.config import Settings
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
 
 Echo = Callable[[str], None]

@@ -18,7 +18,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.engine import Engine, TickReport
-from reconciler.runtime.wiring import open_store, resolve_owner
+from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_controllers import ControllerSettings
@@ -72,12 +72,20 @@ class Sandbox:
                                    monotonic=self.clock.monotonic, read_timeout=5)
         self.store: Store = open_store(self.database_url, upgrade=True)
         self.settings = resolve_owner(self._base_settings, self.kube)
-        self.engine = Engine(self.settings, self.runpod, self.kube, self.store, self.clock.now)
+        self._compose()
 
     def configure(self, **changes: Any) -> None:
+        """New settings for the ticks to come: the engine is composed again (an engine's
+        settings never change), with the same clients and store."""
         self._base_settings = dataclasses.replace(self._base_settings, **changes)
         self.settings = dataclasses.replace(self.settings, **changes)
-        self.engine.settings = self.settings
+        self._compose()
+
+    def _compose(self) -> None:
+        # One tick at a time with no heartbeat schedule, like `sync --once`, but without
+        # the writer lock: the tests count every database write of a tick.
+        self.engine, self.heartbeat = compose(self.settings, self.runpod, self.kube,
+                                              self.store, self.clock.now, RunMode.ONCE)
 
     # --- acting as the cluster ---------------------------------------------------------
 

@@ -1,4 +1,9 @@
-"""One tick: observe both worlds, plan, apply the plan, record the tick (DESIGN §2).
+"""One tick: observe both worlds, plan, apply the plan, record the tick.
+
+docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
+its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
+schedule, the loop's metrics) is handed to it as `TickSteps` where it is built
+(runtime/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
@@ -20,14 +25,12 @@ from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.store.models import Tick
-from reconciler.adapters.store.repository import Store
+from reconciler.adapters.store.repository import Store, TickSummary
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action
 from reconciler.core.config import Settings
 from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.node import build_node, kubelet_version
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
     CreateInputs,
@@ -97,22 +100,42 @@ class CatalogCache:
         return self._types
 
 
+def _nothing() -> None:
+    """No step."""
+
+
+def _ignore(_engine: Engine, _report: TickReport) -> None:
+    """No step."""
+
+
+@dataclass(frozen=True)
+class TickSteps:
+    """What runs around each tick besides observe, plan, apply and record."""
+
+    before: Callable[[], None] = _nothing
+    """First of all; raising refuses the tick (the writer lock's renewal)."""
+    heartbeat: Callable[[], None] | None = None
+    """Before the plan is applied (not in a dry run), for a process that has no heartbeat
+    schedule of its own. A KubeError goes into the tick's errors; the tick goes on."""
+    after: Callable[[Engine, TickReport], None] = _ignore
+    """Last, with the engine and its finished report (the loop's metrics and readiness)."""
+
+
 class Engine:
     def __init__(self, settings: Settings, runpod: RunPodClient, kube: KubeClient,
-                 store: Store, clock: Clock = utcnow) -> None:
+                 store: Store, clock: Clock = utcnow, steps: TickSteps = TickSteps()) -> None:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings, runpod, kube, store, clock)
+        self.steps = steps
         self.catalog = CatalogCache(settings.catalog_ttl)
-        self._node_registered = False
-        self._kubelet_version: str | None = None
-        # A hook run before each tick; the wiring renews the writer lock there.
-        self.before_tick: Callable[[], None] = lambda: None
-        # The loop mode beats on its own schedule (`heartbeat()`); a single tick must
-        # keep the node alive itself.
-        self.heartbeat_in_tick = True
 
     def tick(self, dry_run: bool = False) -> TickReport:
-        self.before_tick()
+        self.steps.before()
+        report = self._tick(dry_run)
+        self.steps.after(self, report)
+        return report
+
+    def _tick(self, dry_run: bool) -> TickReport:
         report = TickReport(started_at=self.clock())
         try:
             observation = self._observe(report.started_at)
@@ -127,8 +150,8 @@ class Engine:
         report.actions = plan(observation, self.settings, report.started_at)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
-            if self.heartbeat_in_tick:
-                self._heartbeat(report)
+            if self.steps.heartbeat is not None:
+                self._heartbeat(self.steps.heartbeat, report)
             self._apply(report)
         return self._finish(report, dry_run)
 
@@ -245,34 +268,19 @@ class Engine:
 
     # --- apply and record -------------------------------------------------------------
 
-    def heartbeat(self) -> None:
-        """The loop's heartbeat: register the node again (recreated if it was deleted, its
-        Ready condition rewritten when due) and renew its Lease. Raises KubeError."""
-        self.kube.ensure_node(self._desired_node())
-        self._node_registered = True
-        self.kube.renew_node_lease(self.settings.node_name)
-
-    def _heartbeat(self, report: TickReport) -> None:
-        """Keep the virtual node registered and its lease fresh, so it stays Ready."""
+    @staticmethod
+    def _heartbeat(beat: Callable[[], None], report: TickReport) -> None:
         try:
-            if not self._node_registered:
-                self.kube.ensure_node(self._desired_node())
-                self._node_registered = True
-            self.kube.renew_node_lease(self.settings.node_name)
+            beat()
         except kube_errors.KubeError as exc:
             report.errors.append(f"heartbeat: {exc}")
             log.warning("node heartbeat failed: %s", exc)
 
-    def _desired_node(self) -> KubeObject:
-        """The Node to register; its kubelet version follows the cluster's (read once)."""
-        if self._kubelet_version is None:
-            self._kubelet_version = kubelet_version(self.kube.server_version())
-        return build_node(self.settings, self.clock(), self._kubelet_version)
-
     def _apply(self, report: TickReport) -> None:
         def tick_id() -> int:
+            # The journal's entries point at the tick row: open it with the first one.
             if report.tick_id is None:
-                report.tick_id = self.store.record_tick(Tick(started_at=report.started_at))
+                report.tick_id = self.store.open_tick(report.started_at)
             return report.tick_id
 
         outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
@@ -281,17 +289,16 @@ class Engine:
         report.errors += outcome.errors
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
-        report.finished_at = self.clock()
+        report.finished_at = finished = self.clock()
         if dry_run:
             return report
-        tick = Tick(id=report.tick_id, started_at=report.started_at,
-                    finished_at=report.finished_at, pods_seen=report.pods,
-                    instances_seen=report.instances,
-                    actions_planned=sum(report.planned.values()),
-                    actions_applied=sum(report.applied.values()),
-                    actions_failed=sum(report.failed.values()), dry_run=dry_run,
-                    error_summary="\n".join(report.errors[:20]) or None)
-        report.tick_id = self.store.record_tick(tick)
+        report.tick_id = self.store.record_tick(TickSummary(
+            started_at=report.started_at, finished_at=finished,
+            pods_seen=report.pods, instances_seen=report.instances,
+            actions_planned=sum(report.planned.values()),
+            actions_applied=sum(report.applied.values()),
+            actions_failed=sum(report.failed.values()), errors=tuple(report.errors)),
+            report.tick_id)
         return report
 
 

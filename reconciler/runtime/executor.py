@@ -1,4 +1,5 @@
-"""Carries out a plan, one action at a time, following DESIGN §3's protocol.
+"""Carries out a plan, one action at a time, following the protocol of
+docs/architecture.md §4.
 
 Every side effect is journaled: a row is opened before the call and closed after it.
 One action failing never stops the others; it becomes a log line, a journal outcome,
@@ -176,7 +177,7 @@ class Executor:
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (DESIGN §1)."""
+        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4)."""
         refusals: list[str] = []
         for candidate in candidates:
             try:

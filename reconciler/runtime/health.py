@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.runtime.engine import Clock
+from reconciler.runtime.engine import Clock, Engine, TickReport
 from reconciler.runtime.metrics import Metrics
 
 
@@ -26,6 +26,12 @@ class Health:
         self.window = timedelta(seconds=3 * interval)
         self.clock, self.metrics = clock, metrics
         self.last_ok: datetime | None = None
+
+    def record(self, engine: Engine, report: TickReport) -> None:
+        """After each tick of the loop: its metrics, and readiness when it observed."""
+        self.metrics.observe(report, engine.runpod.rate_budget, engine.settings.owner_id)
+        if report.ok:
+            self.last_ok = report.finished_at
 
     def ready(self) -> bool:
         return self.last_ok is not None and self.clock() - self.last_ok <= self.window

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from reconciler.adapters.kube import errors as kube_errors
-from reconciler.runtime.engine import Engine
+from reconciler.runtime.heartbeat import NodeHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +34,16 @@ WITHOUT_STAY_WARNING = (
     "schedule period minus the start-up time and a margin (deploy/cronjob: --stay 40).")
 
 
-def stay_beating(engine: Engine, since: datetime, stay: float, interval: float,
+def stay_beating(heartbeat: NodeHeartbeat, since: datetime, stay: float, interval: float,
                  sleep: Callable[[float], None]) -> int:
     """Beat every `interval` seconds until `stay` seconds after `since`; the number of
     failed beats (a failure is logged, and the next beat tries again)."""
     until = since + timedelta(seconds=stay)
     failed = 0
-    while (remaining := (until - engine.clock()).total_seconds()) > 0:
+    while (remaining := (until - heartbeat.clock()).total_seconds()) > 0:
         sleep(min(interval, remaining))
         try:
-            engine.heartbeat()
+            heartbeat.beat()
         except kube_errors.KubeError as exc:
             failed += 1
             log.warning("node heartbeat failed: %s", exc)

@@ -43,7 +43,15 @@ from reconciler.runtime.watch import (
     may_be_offloaded,
     node_selector,
 )
-from reconciler.runtime.wiring import Connections, LockHeld, connect, identity, writer_lock
+from reconciler.runtime.wiring import (
+    Connections,
+    LockHeld,
+    Reconciler,
+    RunMode,
+    connect,
+    holding,
+    identity,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,13 +88,16 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
         log.info("received %s; finishing the tick in progress", signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    previous = {signum: signal.signal(signum, on_signal)
+                for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with connect(settings, conn, on_runpod_response=metrics.runpod_response) as engine:
-            Replica(engine, health, options, stop).run()
+        with connect(settings, conn, RunMode.LOOP, on_runpod_response=metrics.runpod_response,
+                     after_tick=health.record) as parts:
+            Replica(parts, health, options, stop).run()
     finally:
         server.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     log.info("stopped cleanly")
 
 
@@ -124,11 +135,7 @@ class Ticker:
 
     def _tick(self) -> None:
         self.debouncer.started()
-        report = self.engine.tick()
-        self.health.metrics.observe(report, self.engine.runpod.rate_budget,
-                                    self.engine.settings.owner_id)
-        if report.ok:
-            self.health.last_ok = report.finished_at
+        report = self.engine.tick()  # its metrics and readiness: `Health.record`, after it
         log.info("tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
                  report.tick_id, report.pods, report.instances, sum(report.applied.values()),
                  sum(report.failed.values()), report.duration)
@@ -137,9 +144,10 @@ class Ticker:
 class Replica:
     """One reconciler process: elects (if asked to), and while leading runs the jobs."""
 
-    def __init__(self, engine: Engine, health: Health, options: LoopOptions,
+    def __init__(self, parts: Reconciler, health: Health, options: LoopOptions,
                  stop: threading.Event) -> None:
-        self.engine, self.health, self.options, self.stop = engine, health, options, stop
+        self.parts, self.health, self.options, self.stop = parts, health, options, stop
+        self.engine = engine = parts.engine
         self.metrics = health.metrics
         self.scheduler = BackgroundScheduler(timezone="UTC")
         self.ticker = Ticker(engine, health, self.scheduler)
@@ -204,10 +212,9 @@ class Replica:
     def _lead(self) -> None:
         """Take the writer lock, then tick, beat and watch."""
         predecessor = self.elector.predecessor if self.elector is not None else None
-        self._held.enter_context(writer_lock(self.engine, predecessor))
+        self._held.enter_context(holding(self.parts.lock, predecessor))
         self._leading = True
         self.metrics.leader.set(1)
-        self.engine.heartbeat_in_tick = False
         options, now = self.options, utcnow()
         self.scheduler.add_job(self._heartbeat, "interval", seconds=options.heartbeat_interval,
                                next_run_time=now, max_instances=1, coalesce=True)
@@ -228,7 +235,7 @@ class Replica:
 
     def _heartbeat(self) -> None:
         try:
-            self.engine.heartbeat()
+            self.parts.heartbeat.beat()
             self.metrics.heartbeats.labels("ok").inc()
         except KubeError as exc:
             self.metrics.heartbeats.labels("failed").inc()

@@ -34,7 +34,7 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # Metadata that changes with every write, whatever was written.
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
-# A pending pod may be offloaded when it, or its Job, asks for it (DESIGN §1).
+# A pending pod may be offloaded when it, or its Job, asks for it (docs/architecture.md §2).
 _OFFLOAD_ANNOTATIONS = ("runpod.io/managed", "runpod.io/offload")
 
 

@@ -1,8 +1,11 @@
-"""Builds a running reconciler from settings: clients, store, engine and the writer lock."""
+"""Builds a running reconciler from settings: clients, store, engine, heartbeat and the
+writer lock. `compose` is the one place an engine is put together; nothing changes it
+afterwards (docs/architecture.md §2)."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import os
 import socket
@@ -16,7 +19,8 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import logs
-from reconciler.runtime.engine import Clock, Engine, utcnow
+from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
+from reconciler.runtime.heartbeat import NodeHeartbeat
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,10 @@ LOCK_TTL = 120.0
 
 class LockHeld(RuntimeError):
     """Another reconciler writes to this database right now."""
+
+
+class LockNotHeld(RuntimeError):
+    """A tick was asked for while this process does not hold the writer lock."""
 
 
 @dataclass(frozen=True)
@@ -61,32 +69,37 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
 class LockKeeper:
     """Holds the database's writer lock, renewing it well before it expires."""
 
-    def __init__(self, store: Store, clock: Clock, predecessor: str | None = None) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store, self.clock = store, clock
         self.owner = identity()
-        # A leader whose expired Lease we took: it stopped acting before the Lease ran
-        # out (leader.py), so its lock is free to take without waiting out the TTL.
-        self.predecessor = predecessor
         self._renewed = clock()
+        self._held = False
 
-    def acquire(self) -> None:
+    def acquire(self, predecessor: str | None = None) -> None:
+        """Take the lock, or raise LockHeld. `predecessor` is a leader whose expired Lease
+        we took: it stopped acting before the Lease ran out (leader.py), so its lock is
+        free to take without waiting out the TTL."""
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
-        if holder is not None and (holder == self.predecessor or _dead_here(holder)):
+        if holder is not None and (holder == predecessor or _dead_here(holder)):
             log.warning("taking over the lock of %s, %s", holder,
-                        "the previous leader" if holder == self.predecessor
+                        "the previous leader" if holder == predecessor
                         else "a dead process on this host")
             holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
                                              dead_holder=holder)
         if holder is not None:
             raise LockHeld(f"another reconciler ({holder}) is writing to this database")
-        self._renewed = self.clock()
+        self._renewed, self._held = self.clock(), True
 
     def renew_if_due(self) -> None:
-        """One write per half TTL, not per tick: a steady tick writes only its tick row."""
+        """Before each tick. One write per half TTL, not per tick: a steady tick writes
+        only its tick row. Raises LockNotHeld when the lock was never taken or released."""
+        if not self._held:
+            raise LockNotHeld("not holding the database's writer lock: no tick")
         if (self.clock() - self._renewed).total_seconds() >= LOCK_TTL / 2:
             self.acquire()
 
     def release(self) -> None:
+        self._held = False
         self.store.release_lock(LOCK_NAME, self.owner)
 
 
@@ -104,27 +117,64 @@ def _dead_here(holder: str) -> bool:
     return False
 
 
+class RunMode(enum.Enum):
+    """How a process keeps the virtual node alive (docs/architecture.md §5)."""
+
+    ONCE = "once"
+    """No heartbeat schedule (`sync --once`, the sandbox): each tick keeps the node alive."""
+    LOOP = "loop"
+    """The loop beats on its own schedule; its ticks leave the node alone."""
+
+
+@dataclass(frozen=True)
+class Reconciler:
+    """One reconciler process, composed: the engine, its node heartbeat, its writer lock."""
+
+    engine: Engine
+    heartbeat: NodeHeartbeat
+    lock: LockKeeper
+
+
+def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: Store,
+            clock: Clock, mode: RunMode, lock: LockKeeper | None = None,
+            after_tick: Callable[[Engine, TickReport], None] | None = None,
+            ) -> tuple[Engine, NodeHeartbeat]:
+    """The engine and its heartbeat, with what runs around each tick: the writer lock's
+    renewal first (when there is a lock), the heartbeat in the ticks of `RunMode.ONCE`,
+    and `after_tick` last."""
+    heartbeat = NodeHeartbeat(kube, settings, clock)
+    steps = TickSteps(heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None)
+    if lock is not None:
+        steps = dataclasses.replace(steps, before=lock.renew_if_due)
+    if after_tick is not None:
+        steps = dataclasses.replace(steps, after=after_tick)
+    return Engine(settings, runpod, kube, store, clock, steps), heartbeat
+
+
 @contextmanager
-def connect(settings: Settings, conn: Connections, clock: Clock = utcnow,
-            on_runpod_response: Callable[[str, int], None] | None = None) -> Iterator[Engine]:
-    """An engine with its clients and store, not yet holding the writer lock: a standby
+def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock = utcnow,
+            on_runpod_response: Callable[[str, int], None] | None = None,
+            after_tick: Callable[[Engine, TickReport], None] | None = None,
+            ) -> Iterator[Reconciler]:
+    """A reconciler with its clients and store, not yet holding the writer lock: a standby
     replica must not take the lock before it leads."""
     logs.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate)
     kube = KubeClient.from_config(conn.kubeconfig)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
+    lock = LockKeeper(store, clock)
     try:
-        yield Engine(resolve_owner(settings, kube), runpod, kube, store, clock)
+        engine, heartbeat = compose(resolve_owner(settings, kube), runpod, kube, store, clock,
+                                    mode, lock, after_tick)
+        yield Reconciler(engine, heartbeat, lock)
     finally:
         runpod.close()
 
 
 @contextmanager
-def writer_lock(engine: Engine, predecessor: str | None = None) -> Iterator[LockKeeper]:
-    """The database's writer lock for as long as the block runs, renewed before ticks."""
-    lock = LockKeeper(engine.store, engine.clock, predecessor)
-    lock.acquire()
-    engine.before_tick = lock.renew_if_due
+def holding(lock: LockKeeper, predecessor: str | None = None) -> Iterator[LockKeeper]:
+    """The database's writer lock for as long as the block runs."""
+    lock.acquire(predecessor)
     try:
         yield lock
     finally:

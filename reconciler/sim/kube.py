@@ -36,7 +36,7 @@ import yaml
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
-from reconciler.sim.kube_http import Handler
+from reconciler.sim.kube_http import Backend, Handler
 from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_rbac import Authorizer
 from reconciler.sim.kube_resources import BY_PLURAL, PODS, Resource
@@ -59,7 +59,7 @@ class Fault:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    simulator: KubeSimulator
+    simulator: Backend
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients hanging up (a closed pool, an abandoned watch) are normal here."""

@@ -3,29 +3,44 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
-from reconciler.sim.kube_rbac import Attributes
+from reconciler.sim.kube_rbac import Attributes, Authorizer
 from reconciler.sim.kube_resources import CREATE_ONLY_SUBRESOURCES, Resource, find_resource
 from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
 from reconciler.sim.kube_status import ApiError, not_found, success
-from reconciler.sim.kube_store import Page, WatchEvent
+from reconciler.sim.kube_store import Page, Store, WatchEvent
 from reconciler.sim.kube_table import table_for
-
-if TYPE_CHECKING:
-    from reconciler.sim.kube import KubeSimulator
 
 Query = dict[str, list[str]]
 _PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
 # How long a watch waits for news before checking whether it should end.
 _WATCH_POLL_SECONDS = 0.5
 _DEFAULT_WATCH_SECONDS = 1800
+
+
+class Backend(Protocol):
+    """What the handler needs of the simulator that serves it (`KubeSimulator`)."""
+
+    token: str
+    subject: str
+    authorizer: Authorizer | None
+    store: Store
+    stopping: threading.Event
+
+    @property
+    def base_url(self) -> str: ...
+
+    def take_fault(self, method: str, path: str) -> int | None: ...
+
+    def record(self, method: str, path: str, query: str, status: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,7 @@ class Handler(BaseHTTPRequestHandler):
         """Silent: `simulator.requests` is the request log."""
 
     @property
-    def sim(self) -> KubeSimulator:
+    def sim(self) -> Backend:
         return self.server.simulator  # type: ignore[attr-defined]
 
     def _handle(self, method: str) -> None:

@@ -71,7 +71,7 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.core.domain import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
+from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
 
 ACTIONS_BY_STATUS = {
     "RUNNING": ["stop", "restart", "terminate"],

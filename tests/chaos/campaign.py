@@ -151,8 +151,8 @@ class Run:
     def _check_steady(self) -> None:
         """Rows may trail the worlds (a terminate is confirmed a tick later), then nothing.
 
-        DESIGN §2: a steady tick writes nothing; the plan must reach that fixed point
-        within `ROW_TAIL_TICKS` and stay there.
+        docs/architecture.md §2: a steady tick writes nothing; the plan must reach that
+        fixed point within `ROW_TAIL_TICKS` and stay there.
         """
         plans = [self._tick(TickPlan()).planned for _ in range(ROW_TAIL_TICKS + 1)]
         quiet = [not p for p in plans]

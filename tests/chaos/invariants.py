@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.domain import POD_UID_ENV
+from reconciler.core.contract import POD_UID_ENV
 from tests.chaos.ticks import JournalRow
 from tests.chaos.world import Json, Snapshot
 
@@ -40,7 +40,7 @@ def foreign_violations(requests: Iterable[Json], foreign: set[str],
 
 
 def action_requests(requests: Iterable[Json]) -> list[str]:
-    """The reconciler terminates with DELETE, never with stop (DESIGN §1)."""
+    """The reconciler terminates with DELETE, never with stop (docs/architecture.md §4)."""
     return [f"{r['method']} {r['path']} {r['body']}" for r in requests
             if (m := _INSTANCE_PATH.match(r["path"])) and m["action"]]
 

@@ -17,7 +17,8 @@ from tests.chaos.invariants import foreign_violations, journal_violations
 from tests.chaos.ticks import CREATE_GRACE, JournalRow, Reconciler, TickPlan
 from tests.chaos.world import SimHost, Snapshot, pod_manifest, sim_host
 
-pytestmark = pytest.mark.slow
+# The campaign's module fixture runs hundreds of ticks (330 s once on a loaded machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")

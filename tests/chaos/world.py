@@ -20,7 +20,7 @@ from typing import Any
 
 import requests
 
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"

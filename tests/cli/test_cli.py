@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.models import Mapping, MappingState, Tick
-from reconciler.cli.commands import main
+from reconciler.app import main
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

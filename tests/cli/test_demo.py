@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from reconciler.cli.commands import main
+from reconciler.app import main
 
 
 def test_demo_ends_with_no_duplicate_and_no_leak() -> None:

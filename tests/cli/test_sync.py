@@ -1,10 +1,13 @@
 """`reconciler sync --once` against the simulators: the summary, --dry-run changing
-nothing, JSON output, a clear error when a world cannot be reached, the key never shown."""
+nothing, JSON output, a clear error when a world cannot be reached, the key never shown,
+the caller's SIGTERM handler back in place afterwards."""
 
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 from click.testing import CliRunner
@@ -36,6 +39,20 @@ def test_one_tick_creates_and_prints_a_summary(box: Sandbox) -> None:
     assert "tick #" in output and " ok " in output
     assert "Create" in output
     assert len(box.owned_instances()) == 1
+
+
+def test_the_sigterm_handler_is_the_callers_again_after_the_tick(box: Sandbox) -> None:
+    """`--once` exits through its cleanup on SIGTERM while it ticks, and only then."""
+    def callers(_signum: int, _frame: FrameType | None) -> None:
+        """The handler of whoever runs the command."""
+
+    previous = signal.signal(signal.SIGTERM, callers)
+    try:
+        code, output = sync(box)
+        assert code == 0, output
+        assert signal.getsignal(signal.SIGTERM) is callers
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(box: Sandbox) -> None:

@@ -1,7 +1,8 @@
-"""Crash safety end to end (DESIGN §3): a create that succeeds but answers 500, listing
-lag, a crash between the intent row and the create, a crash between the create and the
-id write, a crash before a delete is recorded, and a deleted database. Each converges
-within two further ticks to exactly one instance per live pod and none for dead pods."""
+"""Crash safety end to end (docs/architecture.md §4): a create that succeeds but answers
+500, listing lag, a crash between the intent row and the create, a crash between the
+create and the id write, a crash before a delete is recorded, and a deleted database.
+Each converges within two further ticks to exactly one instance per live pod and none
+for dead pods."""
 
 from __future__ import annotations
 

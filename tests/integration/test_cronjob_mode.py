@@ -64,7 +64,7 @@ def run_cronjob(box: Sandbox, minutes: int, stay: float, skipped: tuple[int, ...
             box.restart()  # a new process: new clients, new engine
             started = box.clock.now()
             box.tick()
-            assert stay_beating(box.engine, started, stay, 10, box.clock.sleep) == 0
+            assert stay_beating(box.heartbeat, started, stay, 10, box.clock.sleep) == 0
         box.advance(60 - (box.clock.now() - period_start).total_seconds())
 
 

@@ -42,12 +42,12 @@ def managed_unschedulable(box: Sandbox, name: str, **options: Any) -> None:
 
 def test_three_idle_heartbeats_make_no_node_patch(box: Sandbox) -> None:
     box.configure(node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3")
-    box.engine.heartbeat()  # registers the node
+    box.heartbeat.beat()  # registers the node
     box.kube_sim.requests.clear()
 
     for _ in range(3):
         box.advance(10)
-        box.engine.heartbeat()
+        box.heartbeat.beat()
 
     assert node_writes(box) == []
     node = core(box).read_node(NODE)

@@ -32,8 +32,9 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.runtime.engine import Engine, TickReport
+from reconciler.runtime.wiring import RunMode, compose
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.runpod import REQUEST_LOG_LIMIT, RunPodSimulator
@@ -230,8 +231,8 @@ class MeasuredReconciler:
         sql = db.make_engine(self.database_url)
         migrate.upgrade(sql)
         self.writes = WriteCounter(sql)
-        self.engine = Engine(self.settings, self.runpod, kube, Store(db.session_factory(sql)),
-                             self.clock.now)
+        self.engine, _ = compose(self.settings, self.runpod, kube,
+                                 Store(db.session_factory(sql)), self.clock.now, RunMode.ONCE)
 
     def tick(self) -> TickReport:
         return self.engine.tick()

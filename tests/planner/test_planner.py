@@ -21,7 +21,8 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.config import Settings
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, InstanceStatus
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.domain import InstanceStatus
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status

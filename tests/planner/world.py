@@ -21,9 +21,8 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.config import Settings
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
     Availability,
     DataCenterStock,
     GpuType,

@@ -10,7 +10,8 @@ import requests
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.parse import parse_instance
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, CreateRequest, Instance
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.domain import CreateRequest, Instance
 from reconciler.sim.runpod import RunPodSimulator
 
 # Distinctive, so a redaction test can search every output for it.

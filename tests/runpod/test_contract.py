@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.domain import STOP_ON_EXIT_ENV, Cloud, NetworkVolume, PersistentVolume
+from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.domain import Cloud, NetworkVolume, PersistentVolume
 from reconciler.sim.runpod import RunPodSimulator
 
 from . import contract

@@ -13,7 +13,8 @@ import requests
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.domain import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV, InstanceStatus
+from reconciler.core.contract import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, OWNER, RTX_4090, ActionRefused, create_request, pod_action

@@ -39,9 +39,11 @@ def test_runs_as_a_process() -> None:
 def test_listing_10k_pods_is_fast(sim: RunPodSimulator, client: RunPodClient) -> None:
     for index in range(10_000):
         sim.add_instance(f"bench-{index}", ports=["22/tcp"], env={"K": "v"})
-    started = time.perf_counter()
+    # CPU time of this process (the simulator's threads and the client): wall time also
+    # counts whatever else shares the machine, and failed here at 9 s under load.
+    started = time.process_time()
     instances = client.list_instances()
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert len(instances) == 10_000
     # Measured about 0.5 s on two cores; quadratic work would take minutes.
     assert elapsed < 5

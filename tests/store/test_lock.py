@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, LockHeld, LockKeeper, open_store
+from reconciler.runtime.wiring import (
+    LOCK_NAME,
+    LOCK_TTL,
+    LockHeld,
+    LockKeeper,
+    LockNotHeld,
+    open_store,
+)
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -38,6 +45,8 @@ def test_keeper_renews_at_half_ttl_and_reports_a_lost_lock(tmp_path: Path) -> No
     now[0] = T0 + timedelta(seconds=LOCK_TTL + 1)
     assert store.acquire_lock(LOCK_NAME, "rival", LOCK_TTL, now[0]) == keeper.owner
     keeper.release()
+    with pytest.raises(LockNotHeld):
+        keeper.renew_if_due()  # released: no tick may run on it
     store.acquire_lock(LOCK_NAME, "rival", LOCK_TTL, now[0])
     with pytest.raises(LockHeld, match="rival"):
         keeper.acquire()
@@ -52,7 +61,7 @@ def test_the_new_leader_takes_the_lock_of_the_leader_whose_lease_it_took(
     with pytest.raises(LockHeld, match="other-host/41"):
         LockKeeper(store, lambda: T0).acquire()
     with pytest.raises(LockHeld, match="other-host/41"):
-        LockKeeper(store, lambda: T0, predecessor="third-host/7").acquire()
-    successor = LockKeeper(store, lambda: T0, predecessor="other-host/41")
-    successor.acquire()
+        LockKeeper(store, lambda: T0).acquire(predecessor="third-host/7")
+    successor = LockKeeper(store, lambda: T0)
+    successor.acquire(predecessor="other-host/41")
     assert store.acquire_lock(LOCK_NAME, "other-host/41", LOCK_TTL, T0) == successor.owner

@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
-from reconciler.core.domain import OWNER_ENV, POD_UID_ENV, Instance, InstanceStatus
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.planner import Observation
 from reconciler.core.reasons import TerminateReason

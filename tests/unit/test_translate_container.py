@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import (
     choose_container,
@@ -217,9 +218,14 @@ def test_wrapper_falls_back_to_python3(tmp_path: Path) -> None:
             pass
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.handle_request)
+    server.timeout = 10  # handle_request gives up then, so a missed call cannot hang the run
+    thread = threading.Thread(target=server.handle_request, daemon=True)
     thread.start()
-    bin_dir = _bin_with(tmp_path, "python3")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # The interpreter itself, not a launcher such as a pyenv shim: a shim needs its own
+    # environment (PYENV_ROOT, HOME), which the wrapper's bare PATH does not give it.
+    (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
     _fake(bin_dir, "sleep", tmp_path / "sleep.args")
     env_url = f"http://127.0.0.1:{server.server_address[1]}"
     result = _run(wrap_for_batch("python3 -c 'raise SystemExit(4)'"), str(bin_dir), env_url)

@@ -9,10 +9,8 @@ from collections.abc import Sequence
 import pytest
 
 from reconciler.core.config import Settings
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
-    STOP_ON_EXIT_ENV,
     Availability,
     Cloud,
     CreateRequest,

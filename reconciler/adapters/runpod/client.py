@@ -1,6 +1,6 @@
 """The RunPod REST v2 client: one session, one request function that owns retries.
 
-Retry rules (DESIGN §1, §3):
+Retry rules (docs/architecture.md §4):
 - reads and DELETE are idempotent: retried on 429, 5xx and transport errors;
 - a create and a registry create are retried on 429 only (RunPod refused
   them before acting). After a 5xx or a transport error they may have taken effect,

@@ -3,7 +3,8 @@
 Every error carries `status` (None when no HTTP answer came back), `detail` (the
 problem+json detail RunPod sent, if any) and `in_doubt`: True when the request may
 have taken effect although it failed, e.g. a create answered with 500 or cut off by a
-timeout. The engine treats an in-doubt create as "an instance may exist" (DESIGN §3).
+timeout. The engine treats an in-doubt create as "an instance may exist"
+(docs/architecture.md §4).
 """
 
 from __future__ import annotations

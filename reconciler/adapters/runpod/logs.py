@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 
-from reconciler.core.domain import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER
 
 _LEADING_INT = re.compile(r"-?\d+")
 

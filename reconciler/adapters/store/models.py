@@ -1,9 +1,9 @@
 """The persisted state: which Kubernetes pod owns which RunPod instance, and what we did.
 
 The mapping table is a cache of intent, not the source of truth: the instances' owner
-tags and the pods' annotations can rebuild it (DESIGN §3). What it adds is memory
-across ticks that neither world keeps for us: a create in flight, orphan sightings,
-the hash of the status we last wrote.
+tags and the pods' annotations can rebuild it (docs/architecture.md §4). What it adds
+is memory across ticks that neither world keeps for us: a create in flight, orphan
+sightings, the hash of the status we last wrote.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """Writes to the state store, each in its own short transaction.
 
-The executor calls these between HTTP calls, never around them (DESIGN §2): a crash
-leaves at most one side effect whose result was not recorded, and the protocol of
-DESIGN §3 is built to recover exactly that.
+The executor calls these between HTTP calls, never around them (docs/architecture.md
+§2): a crash leaves at most one side effect whose result was not recorded, and the
+protocol of docs/architecture.md §4 is built to recover exactly that.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, insert, select, update
@@ -19,6 +20,22 @@ from reconciler.adapters.store.models import ActionRecord, Lock, Mapping, Tick
 from reconciler.core.mapping import MappingRecord
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+# A tick row keeps the first errors; the log has them all.
+MAX_TICK_ERRORS = 20
+
+
+@dataclass(frozen=True)
+class TickSummary:
+    """What the row of a finished tick records, for `state show` and post-mortems."""
+
+    started_at: datetime
+    finished_at: datetime
+    pods_seen: int
+    instances_seen: int
+    actions_planned: int
+    actions_applied: int
+    actions_failed: int
+    errors: tuple[str, ...] = ()
 
 
 class Store:
@@ -47,10 +64,24 @@ class Store:
 
     # --- ticks and the journal ----------------------------------------------------
 
-    def record_tick(self, tick: Tick) -> int:
-        """Insert or update a tick row; returns its id."""
+    def open_tick(self, started_at: datetime) -> int:
+        """The row of a tick in progress, for its journal entries to point at; its id."""
         with self._sessions.begin() as session:
-            merged = session.merge(tick)
+            tick = Tick(started_at=started_at)
+            session.add(tick)
+            session.flush()
+            return tick.id
+
+    def record_tick(self, summary: TickSummary, tick_id: int | None = None) -> int:
+        """Write a finished tick's row (the one `open_tick` gave, if any); its id."""
+        row = Tick(id=tick_id, started_at=summary.started_at, finished_at=summary.finished_at,
+                   pods_seen=summary.pods_seen, instances_seen=summary.instances_seen,
+                   actions_planned=summary.actions_planned,
+                   actions_applied=summary.actions_applied,
+                   actions_failed=summary.actions_failed, dry_run=False,
+                   error_summary="\n".join(summary.errors[:MAX_TICK_ERRORS]) or None)
+        with self._sessions.begin() as session:
+            merged = session.merge(row)
             session.flush()
             return merged.id
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from reconciler.core.domain import EXIT_CODE_MARKER, KubeObject
+from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.domain import KubeObject
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import DEFAULT_CONTAINER
 from reconciler.core.translate.errors import TranslationError

@@ -12,15 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from reconciler.core.config import Settings
-from reconciler.core.domain import (
-    OWNER_ENV,
-    POD_UID_ENV,
-    STOP_ON_EXIT_ENV,
-    Availability,
-    CreateRequest,
-    GpuType,
-    KubeObject,
-)
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
@@ -112,7 +105,8 @@ def _instance(
 
 
 def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
-    """Our identity tags; they override any same-named variable the pod sets (DESIGN §3)."""
+    """Our identity tags; they override any same-named variable the pod sets
+    (docs/architecture.md §3)."""
     tags = {OWNER_ENV: owner_id, POD_UID_ENV: str(pod["metadata"]["uid"])}
     if is_batch(pod):
         tags[STOP_ON_EXIT_ENV] = "1"

@@ -1,0 +1,17 @@
+"""What both sides of the wire agree on: the env tags of our instances and the batch
+wrapper's exit-code line.
+
+The simulators import this module and nothing else of the product (docs/architecture.md
+§1), so they cannot come to share our clients' other assumptions.
+"""
+
+from __future__ import annotations
+
+# Carried in the env of every instance we create: how we recognise our own instances in
+# the account (docs/architecture.md §3). Anything without our owner tag is invisible.
+OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
+POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
+# Set on batch pods whose start command is wrapped to stop the instance when the
+# process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
+STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
+EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
