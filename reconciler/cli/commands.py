@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,17 +19,28 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from reconciler import __version__
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeError
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
 from reconciler.runtime import leader, logs
-from reconciler.runtime.engine import TickReport
+from reconciler.runtime.drain import StillReconciling, check_no_reconciler
+from reconciler.runtime.drain import drain as run_drain
+from reconciler.runtime.engine import TickReport, utcnow
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import Connections, LockHeld, RunMode, connect, holding
+from reconciler.runtime.wiring import (
+    Connections,
+    LockHeld,
+    RunMode,
+    connect,
+    holding,
+    resolve_owner,
+)
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +50,14 @@ class CliContext:
     database_url: str
 
     @contextmanager
-    def engine(self) -> Iterator[Engine]:
+    def engine(self, must_exist: bool = False) -> Iterator[Engine]:
+        """The database's engine; with `must_exist`, a SQLite file that is not there is an
+        error instead of a new empty database (reading must not create one)."""
+        missing = db.missing_sqlite_file(self.database_url) if must_exist else None
+        if missing is not None:
+            raise click.ClickException(
+                f"no database at {missing}: pass --database-url (or set "
+                "RECONCILER_DATABASE_URL) to the reconciler's database")
         try:
             engine = db.make_engine(self.database_url)
         except db.DatabaseURLError as exc:
@@ -63,13 +81,93 @@ def safe_url(url: str) -> str:
         return repr(url)
 
 
+def _output_default(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    """Without --output, JSON logs (--log-format json) make every output JSON too."""
+    if value is not None:
+        return value
+    return "json" if _json_mode(ctx) else "table"
+
+
+def _json_mode(ctx: click.Context) -> bool:
+    return ctx.find_root().params.get("log_format") == "json"
+
+
 output_option = click.option(
-    "--output", "-o", type=click.Choice(["table", "json"]), default="table",
-    show_default=True, help="Table for people, JSON for scripts.",
+    "--output", "-o", type=click.Choice(["table", "json"]), default=None,
+    callback=_output_default, show_default=False,
+    help="Table for people, JSON for scripts [default: json with --log-format json, "
+    "else table].",
 )
 
+kubeconfig_option = click.option(
+    "--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
+    help="Kubeconfig file, or several separated by ':' and merged as kubectl merges them "
+    "[default: ~/.kube/config, else the in-cluster config].")
+context_option = click.option(
+    "--context", "kube_context", envvar="RECONCILER_CONTEXT", default=None,
+    help="The kubeconfig context to use [default: its current-context].")
+runpod_url_option = click.option(
+    "--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
+    help="Base URL of the RunPod API.")
+runpod_api_key_option = click.option(
+    "--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
+    show_default=False, help="RunPod API key (prefer the environment variable).")
 
-@click.group(context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
+# The group's own options, which people also write after the subcommand.
+GLOBAL_OPTIONS = ("--database-url", "--log-level", "--log-format")
+
+
+class _Reconciler(click.Group):
+    """The root group: global options anywhere on the line, and JSON errors in JSON mode."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            if not _json_mode(ctx):
+                raise
+            kind = _JSONUsageError if exc.exit_code == _JSONUsageError.exit_code else _JSONError
+            raise kind(exc.format_message()) from None
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move the global options (each with its value) in front of the subcommand, where
+    click looks for them: `reconciler state show --database-url X` then works."""
+    hoisted: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest += args[index:]
+            break
+        name = arg.partition("=")[0]
+        if name in GLOBAL_OPTIONS:
+            takes_next = "=" not in arg and index + 1 < len(args)
+            hoisted += args[index:index + 1 + takes_next]
+            index += 1 + takes_next
+            continue
+        rest.append(arg)
+        index += 1
+    return hoisted + rest
+
+
+class _JSONError(click.ClickException):
+    """A user error as one JSON object on standard error."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(json.dumps({"error": self.format_message()}), err=True)
+
+
+class _JSONUsageError(_JSONError):
+    exit_code = 2
+
+
+@click.group(cls=_Reconciler,
+             context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
 @click.version_option(__version__, prog_name="reconciler")
 @click.option("--database-url", default=DEFAULT_DATABASE_URL,
               help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).")
@@ -95,21 +193,49 @@ main.add_command(db_group, name="db")
 
 @db_group.command("upgrade")
 @click.option("--revision", default="head", help="Target revision.")
+@output_option
 @click.pass_obj
-def db_upgrade(obj: CliContext, revision: str) -> None:
+def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
     """Apply the schema migrations up to REVISION (the latest by default)."""
     with obj.engine() as engine:
         migrate.upgrade(engine, revision)
-        click.echo(f"database at revision {migrate.current_revision(engine)}")
+        current = migrate.current_revision(engine)
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
+    else:
+        click.echo(f"database at revision {current}")
+
+
+@db_group.command("downgrade")
+@click.argument("revision")
+@output_option
+@click.pass_obj
+def db_downgrade(obj: CliContext, revision: str, output: str) -> None:
+    """Undo the schema migrations after REVISION, to roll back to an older reconciler.
+
+    Run it with the newer reconciler (it knows how to undo its own migrations), while no
+    reconciler runs; `reconciler db current` of the older one names the REVISION it needs.
+    """
+    with obj.engine(must_exist=True) as engine:
+        migrate.downgrade(engine, revision)
+        current = migrate.current_revision(engine)
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
+    else:
+        click.echo(f"database at revision {current}")
 
 
 @db_group.command("current")
+@output_option
 @click.pass_obj
-def db_current(obj: CliContext) -> None:
+def db_current(obj: CliContext, output: str) -> None:
     """Print the database's schema revision and whether it is the latest."""
-    with obj.engine() as engine:
+    with obj.engine(must_exist=True) as engine:
         current = migrate.current_revision(engine)
     head = migrate.head_revision()
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": head}))
+        return
     suffix = " (latest)" if current == head else f" (latest is {head})"
     click.echo(f"{current or 'empty'}{suffix}")
 
@@ -127,7 +253,7 @@ def state() -> None:
 @click.pass_obj
 def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
     """Print the mapping table: one row per managed pod."""
-    with obj.engine() as engine:
+    with obj.engine(must_exist=True) as engine:
         require_schema(engine)
         with db.session_factory(engine)() as session:
             rows = queries.mappings(session, namespace, include_finished=show_all)
@@ -147,16 +273,24 @@ def require_schema(engine: Engine) -> None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
 
 
+def _require_latest_schema(obj: CliContext) -> None:
+    """A dry run does not migrate: the database must exist and be at the latest schema."""
+    with obj.engine(must_exist=True) as engine:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    if current != head:
+        raise click.ClickException(
+            f"the database schema is at {current or 'nothing'}, not the latest ({head}); "
+            "a dry run changes nothing, so run `reconciler db upgrade` first")
+
+
 @main.command()
 @click.option("--once", is_flag=True, help="Run one tick and exit (the CronJob mode).")
 @click.option("--dry-run", is_flag=True, help="With --once: print the plan, change nothing.")
 @output_option
-@click.option("--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
-              help="Kubeconfig file (default: in-cluster config).")
-@click.option("--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
-              help="Base URL of the RunPod API.")
-@click.option("--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
-              show_default=False, help="RunPod API key (prefer the environment variable).")
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
 @click.option("--migrate/--no-migrate", "upgrade", envvar="RECONCILER_MIGRATE", default=True,
               help="Upgrade the database schema at start.")
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
@@ -186,10 +320,10 @@ def require_schema(engine: Engine) -> None:
 @settings_options
 @click.pass_obj
 def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
-         runpod_url: str, runpod_api_key: str, upgrade: bool, interval: float,
-         heartbeat_interval: float, stay: float, watch: bool, health_address: str,
-         leader_elect: bool,
-         leader_elect_namespace: str | None, leader_elect_lease_name: str,
+         kube_context: str | None, runpod_url: str, runpod_api_key: str, upgrade: bool,
+         interval: float, heartbeat_interval: float, stay: float, watch: bool,
+         health_address: str, leader_elect: bool, leader_elect_namespace: str | None,
+         leader_elect_lease_name: str,
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
@@ -198,7 +332,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                        leader_namespace=leader_elect_namespace or leader.default_namespace(),
                        lease_name=leader_elect_lease_name,
                        lease_seconds=leader_elect_lease_duration)
-    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade)
+    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade,
+                       context=kube_context)
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
     if stay and (not once or dry_run):
@@ -207,7 +342,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         log.warning(WITHOUT_STAY_WARNING)
     try:
         if once:
-            report = _run_once(settings, conn, dry_run, output, stay, heartbeat_interval)
+            report = _run_once(obj, settings, conn, dry_run, output, stay,
+                               heartbeat_interval)
             if not report.ok:
                 sys.exit(1)
         else:
@@ -218,17 +354,70 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
 
 
-def _run_once(settings: Settings, conn: Connections, dry_run: bool, output: str,
-              stay: float, heartbeat_interval: float) -> TickReport:
-    """One tick under the writer lock, its summary, then the stay (runtime/once.py)."""
+@main.command()
+@click.option("--timeout", default=600.0, type=click.FloatRange(min=0),
+              help="Seconds to wait until RunPod lists none of the instances.")
+@click.option("--force", is_flag=True,
+              help="Drain even while a reconciler still beats the virtual node's heartbeat.")
+@output_option
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
+@settings_options
+def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
+          kube_context: str | None, runpod_url: str, runpod_api_key: str,
+          **options: Any) -> None:
+    """Terminate every RunPod instance this reconciler owns and wait until they are gone.
+
+    Run it after stopping the reconciler and before uninstalling, so that nothing is left
+    billing. It finds the instances by their owner tag (cluster id and node name), so it
+    needs no database. Exit code 1 if some are still listed when the timeout runs out.
+    """
+    settings = settings_from(options)
+    logs.register_secret(runpod_api_key)
+    try:
+        kube = KubeClient.from_config(kubeconfig, kube_context)
+        try:
+            settings = resolve_owner(settings, kube)
+            if not force:
+                check_no_reconciler(kube, settings.node_name, utcnow())
+        finally:
+            kube.close()
+        with RunPodClient(runpod_api_key, runpod_url) as runpod:
+            report = run_drain(runpod, settings.owner_id, timeout=timeout)
+    except StillReconciling as exc:
+        raise click.ClickException(str(exc)) from None
+    except (KubeError, RunPodError) as exc:
+        raise click.ClickException(logs.redact(f"cannot drain: {exc}")) from None
+    if output == "json":
+        click.echo(json.dumps({"owner": settings.owner_id, "terminated": report.terminated,
+                               "remaining": report.remaining, "errors": report.errors}))
+    else:
+        click.echo(f"terminated {len(report.terminated)} instance(s) owned by "
+                   f"{settings.owner_id}")
+        if report.remaining:
+            click.echo(f"still listed after {timeout:g} s: {', '.join(report.remaining)}")
+        else:
+            click.echo("RunPod lists none of them any more: nothing of ours is billing")
+    if not report.ok:
+        sys.exit(1)
+
+
+def _run_once(obj: CliContext, settings: Settings, conn: Connections, dry_run: bool,
+              output: str, stay: float, heartbeat_interval: float) -> TickReport:
+    """One tick under the writer lock, its summary, then the stay (runtime/once.py). A
+    dry run only reads: no migration and no lock, so it also works beside a running loop."""
+    if dry_run:
+        _require_latest_schema(obj)
     # A CronJob's deadline sends SIGTERM: exit through the finally blocks, so the writer
     # lock is released instead of blocking the next run until it expires. The handler is
     # ours only for the run (the process may be a test runner, or host other work).
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        with connect(settings, conn, RunMode.ONCE) as parts:
+        with connect(settings, conn, RunMode.ONCE, read_only=dry_run) as parts:
             started = parts.engine.clock()
-            with holding(parts.lock):
+            with nullcontext() if dry_run else holding(parts.lock):
                 report = parts.engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))
             # The stay writes nothing to the database: the next run need not wait.

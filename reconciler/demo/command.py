@@ -5,35 +5,51 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
 from reconciler.cli.commands import output_option
 
+if TYPE_CHECKING:
+    from reconciler.demo.live import LiveWorld
+    from reconciler.demo.run import DemoResult
+
 
 @click.command()
 @click.option("--keep-running", is_flag=True,
-              help="Leave the simulators up afterwards and print how to use them.")
+              help="Leave the simulated world running in real time afterwards, and print "
+              "commands (kubectl among them) to use it.")
 @output_option
 def demo(keep_running: bool, output: str) -> None:
     """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
+    from reconciler.demo.live import TICK_SECONDS
     from reconciler.demo.run import run_demo, summary_record
 
     echo = click.echo if output == "table" else (lambda _line: None)
     if logging.getLogger().level == logging.INFO:
         # The narration shows every decision; routine INFO lines would only repeat it.
         logging.getLogger("reconciler").setLevel(logging.WARNING)
-    result = run_demo(echo, keep_running=keep_running, wait=_wait_for_interrupt)
-    if output == "json":
-        click.echo(json.dumps(summary_record(result), indent=2))
+
+    def print_json(result: DemoResult) -> None:
+        if output == "json":
+            click.echo(json.dumps(summary_record(result), indent=2))
+
+    def run_until_stopped(world: LiveWorld) -> None:
+        """Step the demo world every TICK_SECONDS until SIGINT (Ctrl-C) or SIGTERM."""
+        stop = threading.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        # Only now: a person (or script) may act on this line at once.
+        click.echo("Stop with Ctrl-C (SIGINT) or SIGTERM.", err=output == "json")
+        while not stop.wait(TICK_SECONDS):
+            world.step()
+        click.echo("stopping the simulators", err=True)
+
+    result = run_demo(echo, keep_running=keep_running, wait=run_until_stopped,
+                      on_result=print_json)
     if result.duplicates or result.leaked:
         sys.exit(1)
-
-
-def _wait_for_interrupt() -> None:
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        click.echo("stopping the simulators")

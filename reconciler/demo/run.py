@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.store import queries
@@ -19,22 +20,40 @@ from reconciler.cli import state_view
 from reconciler.core.actions import Terminate
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.demo.examples import write_examples
+from reconciler.demo.live import TICK_SECONDS, LiveWorld
 from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.runtime.wiring import LockKeeper, holding
 
 Echo = Callable[[str], None]
+
+# Instances the scenario makes itself, as if left over (the orphan), not the reconciler.
+PLANTED_INSTANCES = 1
 
 DEMO_SETTINGS = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 
 
+# The scenario's clock starts this long before the real time, so that when it is over
+# the simulated world is not ahead of the clocks of the person using it (kubectl's ages).
+HEAD_START_SECONDS = 600
+
+
 @dataclass
 class DemoResult:
+    """What the demo did at RunPod. The counts add up: created + planted = terminated +
+    running, and `created` includes the in-doubt creates (made, answer lost, adopted)."""
+
     created: int = 0
     in_doubt: int = 0
+    planted: int = 0
     terminated: int = 0
+    running: int = 0
     duplicates: int = 0
     leaked: list[str] = field(default_factory=list)
     pods: dict[str, str] = field(default_factory=dict)
     cost_per_hr: float = 0.0
+    commands: list[str] = field(default_factory=list)
+    """With --keep-running: what to try while the world runs on."""
 
 
 class _Narrator:
@@ -74,20 +93,39 @@ class _Narrator:
 
 
 def run_demo(echo: Echo, keep_running: bool = False,
-             wait: Callable[[], None] | None = None) -> DemoResult:
-    box = Sandbox(DEMO_SETTINGS)
-    box.clock.advance((datetime.now(UTC) - box.clock.now()).total_seconds())
+             wait: Callable[[LiveWorld], None] | None = None,
+             on_result: Callable[[DemoResult], None] | None = None) -> DemoResult:
+    """Run the scenario; with `keep_running`, `on_result` hears the summary before `wait`
+    runs the world on in real time (kubectl needs TLS then)."""
+    box = Sandbox(DEMO_SETTINGS, tls=keep_running)
+    _advance_to(box, datetime.now(UTC) - timedelta(seconds=HEAD_START_SECONDS))
     with box:
         narrator = _Narrator(box, echo)
         echo(f"RunPod simulator at {box.runpod_sim.base_url}, "
              f"Kubernetes simulator at {box.kube_sim.base_url}")
         _scenario(box, narrator)
         result = _summarise(box, echo)
-        if keep_running:
-            _print_connection_help(box, echo)
+        if not keep_running:
+            if on_result is not None:
+                on_result(result)
+            return result
+        _advance_to(box, datetime.now(UTC))
+        paths = write_examples(box.workdir)
+        result.commands = connection_help(box, paths)
+        echo("\nThe simulators keep running in real time, and the reconciler ticks every "
+             f"{TICK_SECONDS:g} s. Try, in another shell:")
+        for command in result.commands:
+            echo(f"  {command}")
+        if on_result is not None:
+            on_result(result)
+        with holding(LockKeeper(box.store, box.clock.now)) as lock:
             if wait is not None:
-                wait()
+                wait(LiveWorld(box, lock))
     return result
+
+
+def _advance_to(box: Sandbox, moment: datetime) -> None:
+    box.advance(max(0.0, (moment - box.clock.now()).total_seconds()))
 
 
 def _scenario(box: Sandbox, n: _Narrator) -> None:
@@ -155,14 +193,16 @@ def _show_endpoints(box: Sandbox, n: _Narrator) -> None:
 
 
 def _summarise(box: Sandbox, echo: Echo) -> DemoResult:
-    result = DemoResult()
+    result = DemoResult(planted=PLANTED_INSTANCES)
     for request in box.runpod_sim.requests:
         if request.method == "POST" and request.path == "/v2/pods":
-            result.created += request.status == 201
+            # A 5xx create made its instance anyway in this scenario (create_then_fail).
+            result.created += request.status == 201 or request.status >= 500
             result.in_doubt += request.status >= 500
-        if request.method == "DELETE" and request.status in (204, 404):
+        if request.method == "DELETE" and request.status == 204:
             result.terminated += 1
     live = box.owned_instances()
+    result.running = len(live)
     result.cost_per_hr = sum(float(i.get("cost") or 0) for i in live)
     pods = {p["metadata"]["uid"]: p for p in box.kube_sim.list("pods", None)}
     result.pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}":
@@ -193,26 +233,38 @@ def _summary_lines(result: DemoResult) -> str:
     return "\n".join([
         "",
         f"pods now:            {phases}",
-        f"instances created:   {result.created + result.in_doubt} "
-        f"({result.in_doubt} of them answered HTTP 500 and were adopted, not duplicated)",
+        f"instances created:   {result.created} ({result.in_doubt} of them answered "
+        "HTTP 500, existed anyway and was adopted, not duplicated)",
+        f"instances planted:   {result.planted} (the leftover of a force-deleted pod)",
         f"instances terminated: {result.terminated}",
-        f"cost now:            ${result.cost_per_hr:.2f}/h",
+        f"instances running:   {result.running} (${result.cost_per_hr:.2f}/h)",
         f"duplicates:          {result.duplicates}",
         f"leaked instances:    {len(result.leaked)}",
     ])
 
 
-def _print_connection_help(box: Sandbox, echo: Echo) -> None:
-    url = box.runpod_sim.base_url
-    echo("\nThe simulators keep running (Ctrl-C to stop). Try:")
-    echo(f"  kubectl --kubeconfig {box.kubeconfig} get pods -A")
-    echo(f"  RUNPOD_API_KEY={API_KEY} reconciler --database-url {box.database_url} "
-         f"sync --once --kubeconfig {box.kubeconfig} --runpod-url {url}")
-    echo(f"  reconciler --database-url {box.database_url} state show")
-    echo(f"  curl -X POST {url}/_sim/clock/advance -d '{{\"seconds\": 30}}'")
+def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
+    """Commands that work as printed against the running demo, one per line."""
+    kubectl = f"kubectl --kubeconfig {box.kubeconfig}"
+    url, database = box.runpod_sim.base_url, box.database_url
+    return [
+        f"{kubectl} get nodes",
+        f"{kubectl} apply -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
+        f"{kubectl} get pods -A",
+        f"{kubectl} describe pod gpu-notebook",
+        f"reconciler --database-url {database} state show",
+        f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
+        f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
+        f"curl -s -X POST {url}/_sim/clock/advance -d '{{\"seconds\": 60}}'",
+        f"{kubectl} delete -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
+    ]
 
 
 def summary_record(result: DemoResult) -> dict[str, Any]:
-    return {"created": result.created, "in_doubt": result.in_doubt, "terminated": result.terminated,
-            "duplicates": result.duplicates, "leaked": result.leaked, "pods": result.pods,
-            "cost_per_hr": result.cost_per_hr}
+    record = {"created": result.created, "in_doubt": result.in_doubt,
+              "planted": result.planted, "terminated": result.terminated,
+              "running": result.running, "duplicates": result.duplicates,
+              "leaked": result.leaked, "pods": result.pods, "cost_per_hr": result.cost_per_hr}
+    if result.commands:
+        record["commands"] = result.commands
+    return record

@@ -41,6 +41,7 @@ from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.runtime import crashpoints
+from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,10 @@ class Executor:
                 self.store.delete_row(uid)
             case Create():
                 self._create(action)
-            case Adopt(row=row):
+            case Adopt(pod=pod, instance=instance, row=row):
                 self.store.save_row(row)
+                self._decided("adopt", pod, instance.id, "an owned instance found by its tags",
+                              instance.cost_per_hr)
             case Terminate():
                 self._terminate(action)
             case PatchStatus(pod=pod, status=status, row=row):
@@ -99,6 +102,10 @@ class Executor:
                 crashpoints.reached("after-status-patch")
                 if row is not None:
                     self.store.save_row(row)
+                if status.get("phase") == "Failed":
+                    self._decided("fail", pod, row.instance_id if row else None,
+                                  f"{status.get('reason')}: {status.get('message')}",
+                                  row.cost_per_hr if row else None)
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
@@ -113,14 +120,22 @@ class Executor:
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
+                self._decided("finalize", pod, row.instance_id if row else None,
+                              "deleted, and its instance is gone")
             case Bind(pod=pod, node_name=node, detail=detail):
                 self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
                     pod.namespace, pod.name, pod.uid, node))
                 self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
+                self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
             case _:
                 assert_never(action)
+
+    def _decided(self, action: str, pod: PodRef | None, instance: str | None, reason: str,
+                 price: float | None = None) -> None:
+        decision(Decision(action, pod.namespace if pod else None, pod.name if pod else None,
+                          instance, reason, price, self._tick_id()))
 
     # --- journal ----------------------------------------------------------------------
 
@@ -170,10 +185,11 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        self._event(action.pod, Notice.CREATED_INSTANCE,
-                    f"created RunPod instance {instance.id} ({instance.gpu_type_id} "
-                    f"x{instance.gpu_count} in {instance.datacenter_id or 'any data center'}, "
-                    f"${instance.cost_per_hr:.2f}/h)")
+        placement = (f"{instance.gpu_type_id} x{instance.gpu_count} in "
+                     f"{instance.datacenter_id or 'any data center'}")
+        self._event(action.pod, Notice.CREATED_INSTANCE, f"created RunPod instance "
+                    f"{instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)")
+        self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
@@ -252,7 +268,8 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
-        log.info("terminated instance %s (%s)", action.instance_id, action.detail)
+        self._decided("terminate", action.pod, action.instance_id, action.detail,
+                      action.row.cost_per_hr if action.row else None)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)

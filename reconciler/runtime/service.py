@@ -136,9 +136,11 @@ class Ticker:
     def _tick(self) -> None:
         self.debouncer.started()
         report = self.engine.tick()  # its metrics and readiness: `Health.record`, after it
-        log.info("tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
-                 report.tick_id, report.pods, report.instances, sum(report.applied.values()),
-                 sum(report.failed.values()), report.duration)
+        # A tick that changed nothing is routine; each decision has its own line anyway.
+        level = logging.INFO if report.applied or report.failed else logging.DEBUG
+        log.log(level, "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
+                report.tick_id, report.pods, report.instances, sum(report.applied.values()),
+                sum(report.failed.values()), report.duration)
 
 
 class Replica:

@@ -45,6 +45,8 @@ class Connections:
     runpod_api_key: str = dataclasses.field(repr=False)
     kubeconfig: str | None = None
     migrate: bool = True
+    context: str | None = None
+    """The kubeconfig context to use instead of its current-context."""
 
 
 def identity() -> str:
@@ -155,17 +157,18 @@ def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: S
 def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock = utcnow,
             on_runpod_response: Callable[[str, int], None] | None = None,
             after_tick: Callable[[Engine, TickReport], None] | None = None,
-            ) -> Iterator[Reconciler]:
+            read_only: bool = False) -> Iterator[Reconciler]:
     """A reconciler with its clients and store, not yet holding the writer lock: a standby
-    replica must not take the lock before it leads."""
+    replica must not take the lock before it leads. `read_only` (a dry run): no
+    migration, and ticks that need no lock, since they write nothing."""
     logs.register_secret(conn.runpod_api_key)
-    store = open_store(conn.database_url, conn.migrate)
-    kube = KubeClient.from_config(conn.kubeconfig)
+    store = open_store(conn.database_url, conn.migrate and not read_only)
+    kube = KubeClient.from_config(conn.kubeconfig, conn.context)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
     lock = LockKeeper(store, clock)
     try:
         engine, heartbeat = compose(resolve_owner(settings, kube), runpod, kube, store, clock,
-                                    mode, lock, after_tick)
+                                    mode, None if read_only else lock, after_tick)
         yield Reconciler(engine, heartbeat, lock)
     finally:
         runpod.close()

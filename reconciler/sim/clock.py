@@ -78,3 +78,9 @@ class SimClock:
     def sleep(self, seconds: float) -> None:
         """A drop-in for time.sleep that moves simulated time instead of waiting."""
         self.advance(max(0.0, seconds))
+
+
+def real_start() -> SimClock:
+    """A clock set to the wall clock's time, for simulators run on their own: timestamps
+    a person reads (and kubectl's ages) then make sense. Tests keep the fixed start."""
+    return SimClock(datetime.now(UTC))

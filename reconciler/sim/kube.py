@@ -34,7 +34,7 @@ from typing import Any
 import kubernetes
 import yaml
 
-from reconciler.sim.clock import SimClock
+from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Backend, Handler
 from reconciler.sim.kube_jobs import JobController
@@ -255,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="serve HTTPS (kubectl sends its token only over TLS)")
     args = parser.parse_args(argv)
     simulator = KubeSimulator(args.token, host=args.host, port=args.port, tls=args.tls,
+                              clock=real_start(),
                               rbac_files=args.rbac, rbac_subject=args.rbac_subject)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -72,7 +72,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
-from reconciler.sim.clock import SimClock
+from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
@@ -888,7 +888,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with RunPodSimulator(args.api_key, host=args.host, port=args.port) as sim:
+    with RunPodSimulator(args.api_key, host=args.host, port=args.port,
+                         clock=real_start()) as sim:
         print(sim.base_url, flush=True)
         while not stopping.wait(0.5):
             continue

@@ -1,4 +1,6 @@
-"""The CLI skeleton: help everywhere, `db` and `state show` output, one-line user errors."""
+"""The CLI skeleton: help everywhere, `db` and `state show` output, one-line user errors,
+global options after the subcommand, JSON everywhere in JSON mode, and reading commands
+that never create a database."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
+from alembic.script import ScriptDirectory
 from click.testing import CliRunner
 
 from reconciler.adapters.store import db, migrate
@@ -116,7 +119,7 @@ def test_namespace_filter(url: str) -> None:
 
 
 @pytest.mark.parametrize("bad_url, message", [
-    ("sqlite:////no/such/dir/state.db", "cannot open database"),
+    ("sqlite:////no/such/dir/state.db", "no database at /no/such/dir/state.db"),
     ("nope://", "unsupported database kind"),
     ("::::", "not a database URL"),
 ])
@@ -128,6 +131,7 @@ def test_unusable_database_is_one_clear_line(bad_url: str, message: str) -> None
 
 
 def test_database_without_schema_says_how_to_fix(url: str) -> None:
+    Path(url.removeprefix("sqlite:///")).touch()
     result = CliRunner().invoke(main, ["--database-url", url, "state", "show"])
     assert result.exit_code == 1
     assert "reconciler db upgrade" in result.output
@@ -145,3 +149,67 @@ def test_password_in_url_is_never_printed() -> None:
                "show"])
     assert result.exit_code == 1
     assert "hunter22" not in result.output
+
+
+def test_state_show_on_a_missing_database_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "elsewhere" / "reconciler.db"
+    path.parent.mkdir()
+    for command in (["state", "show"], ["db", "current"]):
+        result = CliRunner().invoke(main, ["--database-url", f"sqlite:///{path}", *command])
+        assert result.exit_code == 1
+        assert f"no database at {path}" in result.output and "--database-url" in result.output
+        assert list(path.parent.iterdir()) == []
+
+
+def test_global_options_work_after_the_subcommand(url: str) -> None:
+    runner = CliRunner()
+    upgraded = runner.invoke(main, ["db", "upgrade", "--database-url", url])
+    assert upgraded.exit_code == 0, upgraded.output
+    shown = runner.invoke(main, ["state", "show", "-o", "json", f"--database-url={url}",
+                                 "--log-level", "WARNING"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output) == []
+
+
+def test_json_mode_makes_every_output_json(url: str) -> None:
+    runner = CliRunner()
+    outputs = [runner.invoke(main, ["--log-format", "json", "--database-url", url, *command])
+               for command in (["db", "upgrade"], ["db", "current"], ["state", "show"])]
+    assert [r.exit_code for r in outputs] == [0, 0, 0], [r.output for r in outputs]
+    upgraded, current, shown = (json.loads(r.stdout) for r in outputs)
+    assert upgraded == current == {"revision": migrate.head_revision(),
+                                   "latest": migrate.head_revision()}
+    assert shown == []
+    # An explicit --output still wins.
+    table = runner.invoke(main, ["--log-format", "json", "--database-url", url, "state",
+                                 "show", "-o", "table"])
+    assert table.stdout.startswith("NAMESPACE") or "no pods" in table.stdout.lower()
+
+
+def test_json_mode_errors_are_json_on_standard_error(tmp_path: Path) -> None:
+    missing = tmp_path / "none.db"
+    result = CliRunner().invoke(main, ["state", "show", "--log-format", "json",
+                                       "--database-url", f"sqlite:///{missing}"])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert json.loads(result.stderr)["error"].startswith(f"no database at {missing}")
+    usage = CliRunner().invoke(main, ["--log-format", "json", "state", "show", "--nope"])
+    assert usage.exit_code == 2
+    assert "--nope" in json.loads(usage.stderr)["error"]
+
+
+def test_downgrade_rolls_the_schema_back_and_upgrade_forward_again(url: str) -> None:
+    runner = CliRunner()
+    assert runner.invoke(main, ["--database-url", url, "db", "upgrade"]).exit_code == 0
+    first = migrate_revisions()[0]
+    down = runner.invoke(main, ["--database-url", url, "db", "downgrade", first, "-o", "json"])
+    assert down.exit_code == 0, down.output
+    assert json.loads(down.stdout)["revision"] == first
+    assert f"{first} (latest is {migrate.head_revision()})" in runner.invoke(
+        main, ["--database-url", url, "db", "current"]).output
+    assert runner.invoke(main, ["--database-url", url, "db", "upgrade"]).exit_code == 0
+
+
+def migrate_revisions() -> list[str]:
+    script = ScriptDirectory(migrate.SCRIPT_LOCATION)
+    return [r.revision for r in reversed(list(script.walk_revisions()))]

@@ -1,4 +1,5 @@
-"""`reconciler demo` runs the whole scenario and ends in the state it promises."""
+"""`reconciler demo` runs the whole scenario and ends in the state it promises, with
+summary counts that agree with each other and with the narration."""
 
 from __future__ import annotations
 
@@ -17,8 +18,16 @@ def test_demo_ends_with_no_duplicate_and_no_leak() -> None:
     assert summary["pods"] == {"ml/finetune-0": "Succeeded", "ml/huge": "Failed",
                                "ml/notebook": "Running", "ml/serve": "Running",
                                "ml/train": "Succeeded"}
-    assert summary["in_doubt"] == 1 and summary["created"] == 4
-    assert summary["terminated"] == 4
+    assert summary["in_doubt"] == 1 and summary["created"] == 5
+    assert summary["terminated"] == 4 and summary["running"] == 2
+    # The counts agree: every instance that existed is terminated or still running.
+    assert summary["created"] + summary["planted"] == summary["terminated"] + summary["running"]
+
+
+def test_the_narration_and_the_summary_count_the_same_instances() -> None:
+    output = CliRunner().invoke(main, ["demo"]).output
+    made = output.count("CreatedInstance") + output.count("AdoptedInstance")
+    assert f"instances created:   {made} " in output
 
 
 def test_demo_narrates_every_step() -> None:

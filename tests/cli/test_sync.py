@@ -1,12 +1,15 @@
 """`reconciler sync --once` against the simulators: the summary, --dry-run changing
-nothing, JSON output, a clear error when a world cannot be reached, the key never shown,
-the caller's SIGTERM handler back in place afterwards."""
+nothing (also while a loop holds the writer lock), JSON output (also as JSON mode's
+default), a clear error when a world cannot be reached, the key never shown, the
+caller's SIGTERM handler back in place afterwards."""
 
 from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from types import FrameType
 
 import pytest
@@ -14,6 +17,7 @@ from click.testing import CliRunner
 
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.runtime.wiring import LOCK_NAME
 
 
 @pytest.fixture
@@ -96,6 +100,41 @@ def test_missing_api_key_is_a_one_line_error(box: Sandbox) -> None:
                                 env={"RUNPOD_API_KEY": None})
     assert result.exit_code == 2
     assert "RUNPOD_API_KEY" in result.output
+
+
+def database_contents(box: Sandbox) -> list[tuple[object, ...]]:
+    with sqlite3.connect(box.database_url.removeprefix("sqlite:///")) as connection:
+        tables = [name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        return [(table, *row) for table in tables
+                for row in connection.execute(f"SELECT * FROM {table}")]
+
+
+def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandbox) -> None:
+    box.add_pod("train")
+    holder = "another-host/4242"
+    assert box.store.acquire_lock(LOCK_NAME, holder, 600, datetime.now(UTC)) is None
+    before = database_contents(box)
+    code, output = sync(box, "--dry-run", "--output", "json")
+    assert code == 0, output
+    assert [step["kind"] for step in json.loads(output)["plan"]].count("Create") == 1
+    assert database_contents(box) == before
+    assert box.owned_instances() == []
+    # The real tick is still refused: the lock keeps two writers apart.
+    code, _ = sync(box)
+    assert code == 1
+
+
+def test_json_logs_make_the_summary_json(box: Sandbox) -> None:
+    box.add_pod("train")
+    result = CliRunner().invoke(main, [
+        "--log-format", "json", "--database-url", box.database_url, "sync", "--once",
+        "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url],
+        env={"RUNPOD_API_KEY": API_KEY})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["applied"]["Create"] == 1
+    for line in result.stderr.splitlines():
+        json.loads(line)
 
 
 def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sandbox) -> None:

@@ -1,6 +1,7 @@
 """The simulator is faithful enough for the real kubectl (over TLS, since kubectl sends
 its token only there), and runs as a process: `python -m reconciler.sim.kube` prints
-its URL first, writes a kubeconfig the official client can use, and stops on SIGTERM."""
+its URL first, writes a kubeconfig the official client can use, keeps a clock that starts
+at the real time, and stops on SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,10 @@ def test_process_mode_serves_until_terminated(tmp_path: Path) -> None:
 
         kube = KubeClient.from_config(str(kubeconfig))
         assert kube.cluster_uid()
+        # Run on its own, its clock starts at the real time, not at the tests' fixed start.
+        kube_system = kube._request("GET", "/api/v1/namespaces/kube-system")
+        created = datetime.fromisoformat(kube_system["metadata"]["creationTimestamp"])
+        assert abs((created - datetime.now(UTC)).total_seconds()) < 60
         assert kube.list_node_pods("virtual-runpod") == []
         kube.close()
     finally:

@@ -1,7 +1,7 @@
 """The simulator as a separate process (`python -m reconciler.sim.runpod`): its first
 stdout line is the base URL, the real client works against it, the admin API drives
-its clock, and SIGTERM ends it cleanly. Also the scale promise: listing 10 000 pods
-stays fast (linear work per request)."""
+its clock (which starts at the real time), and SIGTERM ends it cleanly. Also the scale
+promise: listing 10 000 pods stays fast (linear work per request)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import requests
 
@@ -28,6 +29,8 @@ def test_runs_as_a_process() -> None:
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base_url)
         with RunPodClient(API_KEY, base_url) as client:
             created = client.create_instance(create_request())
+            assert created.created_at is not None
+            assert abs((created.created_at - datetime.now(UTC)).total_seconds()) < 60
             assert [instance.id for instance in client.list_instances()] == [created.id]
             requests.post(f"{base_url}/_sim/clock/advance", json={"seconds": 60}, timeout=5)
             assert client.get_instance(created.id).status is InstanceStatus.RUNNING

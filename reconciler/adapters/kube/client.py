@@ -32,6 +32,8 @@ from reconciler.adapters.kube.errors import (
     TransportError,
     error_for,
 )
+from reconciler.adapters.kube.kubeconfig import KubeconfigError
+from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
 
@@ -40,6 +42,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 # (connect, read) seconds: a hung API server must fail one tick, not hang the loop.
 DEFAULT_TIMEOUT = (5.0, 30.0)
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+_HOME_KUBECONFIG = "~/.kube/config"
 # Like the kubelet's nodeStatusReportFrequency: an unchanged node status is rewritten this
 # often, so its heartbeat times stay meaningful; the Lease is the real liveness signal.
 NODE_STATUS_REPORT_SECONDS = 300
@@ -82,17 +85,21 @@ class KubeClient:
         cls, kubeconfig: str | None = None, context: str | None = None,
         *, now: Callable[[], datetime] = _utc_now,
     ) -> KubeClient:
-        """A kubeconfig path, else $KUBECONFIG or ~/.kube/config, else in-cluster config."""
-        default = Path(os.environ.get("KUBECONFIG") or "~/.kube/config").expanduser()
+        """A kubeconfig path (or several, `:`-separated, merged as kubectl merges them),
+        else $KUBECONFIG or ~/.kube/config, else in-cluster config; `context` picks one
+        of the kubeconfig's contexts instead of its current-context."""
+        source = kubeconfig or os.environ.get("KUBECONFIG") or ""
+        if not source and (context or Path(_HOME_KUBECONFIG).expanduser().exists()):
+            source = _HOME_KUBECONFIG
         try:
-            if kubeconfig or context or default.exists():
-                api_client = kubernetes.config.new_client_from_config(
-                    config_file=kubeconfig, context=context, persist_config=False)
+            if source:
+                api_client = kubernetes.config.new_client_from_config_dict(
+                    merge_kubeconfig(source), context=context, persist_config=False)
             else:
                 configuration = kubernetes.client.Configuration()
                 kubernetes.config.load_incluster_config(client_configuration=configuration)
                 api_client = kubernetes.client.ApiClient(configuration)
-        except kubernetes.config.ConfigException as error:
+        except (kubernetes.config.ConfigException, KubeconfigError) as error:
             raise KubeError(f"no usable Kubernetes configuration: {error}") from error
         return cls(api_client, now=now)
 
@@ -271,6 +278,13 @@ class KubeClient:
             return
         lease["spec"] = {**(lease.get("spec") or {}), **spec}
         self._request("PUT", f"{collection}/{_q(node_name)}", body=lease)
+
+    def node_lease_renewed_at(self, node_name: str) -> datetime | None:
+        """When the node's heartbeat Lease was last renewed; None if it has none."""
+        collection = _LEASES.format(namespace=NODE_LEASE_NAMESPACE)
+        lease = self._get_optional(f"{collection}/{_q(node_name)}")
+        renewed = ((lease or {}).get("spec") or {}).get("renewTime")
+        return datetime.fromisoformat(renewed) if renewed else None
 
     # leader election ---------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -50,3 +51,18 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     # Rows outlive their session (the planner reads them after commit), so no expiry.
     return sessionmaker(engine, expire_on_commit=False)
+
+
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names, when it does not exist (connecting would create it);
+    None for other databases, in-memory SQLite and files that exist."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
+            or database.startswith("file:"):
+        return None
+    path = Path(database).expanduser().resolve()
+    return None if path.exists() else path

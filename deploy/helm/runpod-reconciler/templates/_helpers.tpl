@@ -67,6 +67,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled" }}
 {{- end }}
 {{- end }}
+{{- if and (or .Values.monitoring.serviceMonitor.enabled .Values.monitoring.prometheusRule.enabled) (or (ne .Values.mode "deployment") (not .Values.metrics.service.enabled)) }}
+{{- fail "monitoring.serviceMonitor and monitoring.prometheusRule need mode=deployment and metrics.service.enabled: only the loop serves /metrics" }}
+{{- end }}
 {{- end }}
 
 {{/* The container's environment: the key, the database and every non-null setting. */}}

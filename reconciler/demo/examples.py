@@ -1,0 +1,75 @@
+"""The example manifests the README shows and `reconciler demo --keep-running` writes out.
+
+One copy of the text: a test checks that the README's blocks are these, byte for byte,
+and that both reach Running in the demo.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# A pod the scheduler places on the virtual node: it selects the node's label and
+# tolerates its taint, as pods for any virtual-kubelet node do.
+GPU_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: gpu-notebook
+  annotations:
+    runpod.io/max-price: "1.00"            # USD/h for the whole pod
+    runpod.io/required-gpu-memory: "24"    # GB per GPU
+spec:
+  nodeSelector:
+    type: virtual-kubelet
+  tolerations:
+    - key: virtual-kubelet.io/provider
+      operator: Equal
+      value: runpod
+      effect: NoSchedule
+  containers:
+    - name: notebook
+      image: jupyter/base-notebook
+      ports:
+        - containerPort: 8888
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+"""
+
+# A Job whose pod runs on RunPod and ends there: a batch pod must name its command.
+GPU_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: gpu-job
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        type: virtual-kubelet
+      tolerations:
+        - key: virtual-kubelet.io/provider
+          operator: Equal
+          value: runpod
+          effect: NoSchedule
+      containers:
+        - name: main
+          image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+          command: ["python", "-c", "import torch; print(torch.cuda.get_device_name())"]
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+EXAMPLES = {"gpu-pod.yaml": GPU_POD, "gpu-job.yaml": GPU_JOB}
+
+
+def write_examples(directory: Path) -> dict[str, Path]:
+    """Write every example into `directory`; returns the paths by file name."""
+    paths = {}
+    for name, text in EXAMPLES.items():
+        paths[name] = directory / name
+        paths[name].write_text(text)
+    return paths

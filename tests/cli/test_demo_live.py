@@ -1,0 +1,125 @@
+"""`reconciler demo --keep-running`: every command it prints works as printed (the real
+kubectl over TLS with the token, the reconciler's own commands, the clock shortcut), the
+example pod and Job it offers reach Running and go away when deleted, and it stops
+cleanly on SIGINT."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.demo.examples import EXAMPLES
+from reconciler.demo.live import LiveWorld
+from reconciler.demo.run import run_demo
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None or shutil.which("curl") is None,
+                                reason="kubectl and curl are needed")
+
+
+def run_printed(command: str) -> str:
+    """Run one printed line as a shell would: `VAR=value` prefixes, then the program."""
+    words, env = _as_process(command)
+    done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def run_printed_while_stepping(command: str, world: LiveWorld) -> None:
+    """For a command that waits for the world to move (kubectl delete waits until the
+    pods are gone): the demo's loop runs meanwhile, as it does beside a person."""
+    words, env = _as_process(command)
+    process = subprocess.Popen(words, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    for _ in range(30):
+        world.step()
+        try:
+            out, err = process.communicate(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    else:
+        process.kill()
+        pytest.fail(f"{command} did not finish")
+    assert process.returncode == 0, f"{command}\n{out}\n{err}"
+
+
+def _as_process(command: str) -> tuple[list[str], dict[str, str]]:
+    words = shlex.split(command)
+    env = dict(os.environ)
+    while "=" in words[0] and not words[0].startswith("-"):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    if words[0] == "reconciler":  # the console script of this checkout
+        words = [sys.executable, "-m", "reconciler", *words[1:]]
+    return words, env
+
+
+def find(commands: list[str], *words: str) -> str:
+    matches = [c for c in commands if all(w in c for w in words)]
+    assert len(matches) == 1, (words, commands)
+    return matches[0]
+
+
+def test_printed_commands_work_and_the_examples_reach_running() -> None:
+    seen: dict[str, object] = {}
+
+    def use(world: LiveWorld) -> None:
+        commands = world_commands["commands"]
+        kubeconfig = world.box.kubeconfig
+        assert "https://" in Path(kubeconfig).read_text()  # kubectl sends tokens over TLS only
+        assert "virtual-runpod" in run_printed(find(commands, "get nodes"))
+        apply = find(commands, "apply -f")
+        assert {Path(p).name: Path(p).read_text()
+                for p in shlex.split(apply)[5::2]} == EXAMPLES
+        applied = run_printed(apply)
+        assert "pod/gpu-notebook created" in applied and "job.batch/gpu-job created" in applied
+        world.step()  # scheduled to the virtual node, the Job's pod made, instances created
+        run_printed(find(commands, "_sim/clock/advance"))  # boot without waiting
+        world.step()
+        listing = run_printed(find(commands, "get pods -A"))
+        running = {line.split()[1] for line in listing.splitlines()[1:]
+                   if line.split()[3] == "Running"}
+        assert "gpu-notebook" in running
+        assert any(name.startswith("gpu-job-") for name in running), listing
+        assert "runpod.io/pod-id" in run_printed(find(commands, "describe pod gpu-notebook"))
+        assert "gpu-notebook" in run_printed(find(commands, "state show"))
+        # A dry run beside the running demo, which holds the writer lock.
+        assert "dry run ok" in run_printed(find(commands, "sync --once --dry-run"))
+        run_printed_while_stepping(find(commands, "delete -f"), world)
+        left = json.loads(run_printed(
+            f"kubectl --kubeconfig {kubeconfig} get pods -n default -o json"))["items"]
+        seen["left"] = [p["metadata"]["name"] for p in left]
+        seen["instances"] = [i["name"] for i in world.box.owned_instances()]
+
+    world_commands: dict[str, list[str]] = {}
+    result = run_demo(lambda _line: None, keep_running=True, wait=use,
+                      on_result=lambda r: world_commands.update(commands=r.commands))
+    assert seen["left"] == []
+    assert not any("gpu" in str(name) for name in seen["instances"])  # type: ignore[attr-defined]
+    assert result.duplicates == 0 and result.leaked == []
+
+
+def test_keep_running_stops_cleanly_on_sigint() -> None:
+    process = subprocess.Popen([sys.executable, "-m", "reconciler", "demo", "--keep-running"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("Stop with Ctrl-C"):
+                break
+        assert any("kubectl --kubeconfig" in line for line in lines), "".join(lines)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
