@@ -89,6 +89,9 @@ class PatchStatus:
     row: MappingRecord | None
     """The row with the new status fingerprint, saved once the patch succeeded (None for
     a pod we never run, which has no row)."""
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    """Annotations to write in the same request: the pods/status subresource takes
+    metadata changes too (only spec, deletionTimestamp and ownerReferences are reset)."""
 
 
 @dataclass(frozen=True)

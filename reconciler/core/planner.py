@@ -42,6 +42,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.stock import Place, usable
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.env import EnvSources
@@ -49,6 +50,9 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 ORPHAN_DETAIL = "orphan: its pod is gone"
+
+REFUSED_EVERYWHERE = ("RunPod lately refused creates for want of stock on every GPU type "
+                      "that fits this pod; trying again when the catalog shows stock")
 
 # A finished row is kept this long after its pod is gone, for `state show --all`.
 FINISHED_ROW_RETENTION = timedelta(days=1)
@@ -83,6 +87,8 @@ class Observation:
     when not read or not registered (then the node as we register it)."""
     daemon_pods: Sequence[KubeObject] = ()
     """DaemonSet pods bound to the virtual node, which never run there."""
+    refused: frozenset[Place] = frozenset()
+    """Where RunPod lately refused creates for want of stock (`reconciler.core.stock`)."""
 
 
 @dataclass(frozen=True)
@@ -364,11 +370,12 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
                           mirror_key=None if annotations else key)
     actions: list[Action] = []
     if fingerprint != row.status_hash:
-        actions.append(PatchStatus(ref, status, new_row))
+        # One request for both: the status subresource takes the annotations along.
+        actions.append(PatchStatus(ref, status, new_row, annotations))
         if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
             actions.append(Event(ref, Notice.STARTED, f"RunPod instance {instance.id} is running"))
-    else:
-        actions += t.save(row, new_row)
+        return actions
+    actions += t.save(row, new_row)
     if annotations:
         actions.append(PatchMetadata(ref, annotations))
     return actions
@@ -493,6 +500,10 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     if requests_out_of_stock(candidates, t.obs.catalog):
         return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE,
                               "every GPU type that fits this pod is out of stock", False), None
+    candidates = usable(candidates, t.obs.refused)
+    if not candidates:
+        return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE,
+                              False), None
     actions: list[Action] = []
     if row is not None and row.reason:
         # The last attempt failed (no capacity, budget): retry, still showing why.
@@ -550,7 +561,7 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
                    if r.state is MappingState.CREATING and r.pod_uid not in owned
                    and t.within(r.attempt_started_at, t.settings.create_grace_time))
     count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
-    slots = _create_slots(t)
+    slots = create_slots(t.obs, t.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
         closed = placement.closed_to(wait.pod, t.node)
@@ -575,11 +586,12 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     return actions
 
 
-def _create_slots(t: _Tick) -> int:
-    # Keep a few requests of the window for terminates and the next list.
-    budget = t.obs.rate_budget
-    rate_slots = t.settings.max_creates_per_tick if budget is None else max(0, budget - 3)
-    return min(t.settings.max_creates_per_tick, rate_slots)
+def create_slots(obs: Observation, settings: Settings) -> int:
+    """Creates one tick may plan: the cap, and the rate budget (our share of it) less a
+    few requests kept for terminates and the next list."""
+    budget = obs.rate_budget
+    rate_slots = settings.max_creates_per_tick if budget is None else max(0, budget - 3)
+    return min(settings.max_creates_per_tick, rate_slots)
 
 
 def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:

@@ -29,7 +29,7 @@ from reconciler.adapters.store.repository import Store, TickSummary
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action
 from reconciler.core.config import Settings
-from reconciler.core.domain import GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.core.domain import Cloud, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
@@ -39,6 +39,7 @@ from reconciler.core.planner import (
     owned_instances,
     plan,
 )
+from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
@@ -71,6 +72,8 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    deferred_creates: int = 0
+    """Planned creates the executor left for a later tick (quota share spent, stopped)."""
 
     @property
     def duration(self) -> float:
@@ -83,21 +86,42 @@ class TickReport:
 
 
 class CatalogCache:
-    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy."""
+    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy.
 
-    def __init__(self, ttl: float) -> None:
+    A create refused for want of stock proves the cached availability stale: the next
+    tick that needs the catalog fetches it again, though not more often than
+    `STALE_REFETCH` (each fetch is a request out of the quota). What a fetch shows in
+    stock clears the stock memory's older refusals there.
+    """
+
+    STALE_REFETCH = timedelta(seconds=30)
+
+    def __init__(self, ttl: float, stock: StockMemory) -> None:
         self.ttl = timedelta(seconds=ttl)
+        self.stock = stock
         self._types: list[GpuType] = []
         self._fetched_at: datetime | None = None
+        self._stale = False
+
+    def mark_stale(self) -> None:
+        self._stale = True
 
     def get(self, runpod: RunPodClient, now: datetime) -> list[GpuType]:
-        if self._fetched_at is None or now - self._fetched_at >= self.ttl:
+        if self._due(now):
             try:
                 self._types = runpod.list_gpu_types()
-                self._fetched_at = now
+                self._fetched_at, self._stale = now, False
+                # The catalog is fetched without `cloud`: RunPod then reports SECURE.
+                self.stock.catalog_seen(self._types, now, Cloud.SECURE)
             except runpod_errors.RunPodError as exc:
                 log.warning("could not refresh the GPU catalog: %s", exc)
         return self._types
+
+    def _due(self, now: datetime) -> bool:
+        if self._fetched_at is None:
+            return True
+        age = now - self._fetched_at
+        return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
 def _nothing() -> None:
@@ -127,7 +151,9 @@ class Engine:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings, runpod, kube, store, clock)
         self.steps = steps
-        self.catalog = CatalogCache(settings.catalog_ttl)
+        # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
+        self.stock = StockMemory()
+        self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
@@ -176,7 +202,8 @@ class Engine:
         return Observation(pods, instances, rows, catalog, inputs,
                            self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
                            pending, node,
-                           [p for p in on_node if podinfo.is_daemon_set_pod(p)])
+                           [p for p in on_node if podinfo.is_daemon_set_pod(p)],
+                           refused=self.stock.active(now))
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -283,9 +310,12 @@ class Engine:
                 report.tick_id = self.store.open_tick(report.started_at)
             return report.tick_id
 
-        outcome = Executor(self.runpod, self.kube, self.store, self.clock, tick_id).run(
-            report.actions)
+        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock)
+        outcome = executor.run(report.actions)
+        if executor.refusals:
+            self.catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
+        report.deferred_creates = executor.deferred
         report.errors += outcome.errors
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:

@@ -39,7 +39,9 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
+from reconciler.core.stock import StockMemory, usable
 from reconciler.runtime import crashpoints
 from reconciler.runtime.logs import Decision, decision
 
@@ -60,11 +62,17 @@ class _CreatesStopped(Exception):
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], tick_id: Callable[[], int]) -> None:
+                 clock: Callable[[], datetime], tick_id: Callable[[], int],
+                 stock: StockMemory | None = None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self._tick_id = tick_id
+        self.stock = stock if stock is not None else StockMemory()
+        self.refusals = 0
+        """Creates RunPod refused this run for want of stock."""
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
+        self.deferred = 0
+        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -96,9 +104,9 @@ class Executor:
                               instance.cost_per_hr)
             case Terminate():
                 self._terminate(action)
-            case PatchStatus(pod=pod, status=status, row=row):
-                self._journaled("patch-status", pod.uid, None,
-                                lambda: self.kube.patch_pod_status(pod.namespace, pod.name, status))
+            case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
+                self._journaled("patch-status", pod.uid, None, lambda: self.kube
+                                .patch_pod_status(pod.namespace, pod.name, status, annotations))
                 crashpoints.reached("after-status-patch")
                 if row is not None:
                     self.store.save_row(row)
@@ -170,8 +178,14 @@ class Executor:
     # --- create -----------------------------------------------------------------------
 
     def _create(self, action: Create) -> None:
+        budget = self.runpod.rate_budget
+        if not self._creates_stopped and budget is not None and budget <= 0:
+            # Not sleeping until the window resets inside this tick: the next tick comes
+            # at the reset and divides the fresh window among the reconcilers on the key.
+            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
         if self._creates_stopped:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
+            self.deferred += 1
             return
         self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
         crashpoints.reached("after-intent")
@@ -193,12 +207,21 @@ class Executor:
 
     def _first_accepted(self, action: Create,
                         candidates: tuple[CreateRequest, ...]) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4)."""
+        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4), past
+        the places RunPod refused lately (an earlier pod of this tick included)."""
         refusals: list[str] = []
-        for candidate in candidates:
+        for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
-                return self._create_one(action, candidate)
-            except (runpod_errors.RejectedError, runpod_errors.PermissionDeniedError) as exc:
+                instance = self._create_one(action, candidate)
+                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+                return instance
+            except runpod_errors.RejectedError as exc:
+                # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
+                # alone answers 400 too, but the translation checks the rules first).
+                self.stock.refused(candidate, self.clock())
+                self.refusals += 1
+                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+            except runpod_errors.PermissionDeniedError as exc:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
@@ -212,7 +235,8 @@ class Executor:
             # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
             # the next ticks adopt the instance if it was made after all.
         self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
-                   "no GPU type that fits this pod could be created: " + "; ".join(refusals))
+                   "no GPU type that fits this pod could be created: "
+                   + ("; ".join(refusals) or REFUSED_EVERYWHERE))
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:

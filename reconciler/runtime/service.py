@@ -15,6 +15,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import timedelta
@@ -24,8 +25,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.core.config import Settings
+from reconciler.core.planner import create_slots
 from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.engine import Engine, utcnow
+from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
 from reconciler.runtime.leader import (
     DEFAULT_LEASE_NAME,
@@ -101,15 +103,32 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
     log.info("stopped cleanly")
 
 
-class Ticker:
-    """Runs ticks one at a time: on the schedule, and early when the watch saw a change."""
+def creates_capped(report: TickReport, settings: Settings) -> bool:
+    """Whether pods may still be waiting for a create slot: the executor left creates
+    for later, or the plan used every slot it had while more pods needed one."""
+    if report.deferred_creates:
+        return True
+    if report.observation is None:
+        return False
+    creates = report.planned.get("Create", 0)
+    waiting = len(report.observation.create_inputs)
+    return waiting > creates and creates >= create_slots(report.observation, settings)
 
-    def __init__(self, engine: Engine, health: Health, scheduler: BackgroundScheduler) -> None:
+
+class Ticker:
+    """Runs ticks one at a time: on the schedule, and early when the watch saw a change,
+    never closer together than the RunPod quota allows (`RunPodClient.tick_gap`)."""
+
+    def __init__(self, engine: Engine, health: Health, scheduler: BackgroundScheduler,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.engine, self.health, self.scheduler = engine, health, scheduler
-        self.debouncer = Debouncer(time.monotonic)
+        self.debouncer = Debouncer(monotonic, min_gap=engine.runpod.tick_gap)
         self._running = threading.Lock()
 
     def periodic(self) -> None:
+        since = self.debouncer.since_last_start()
+        if since is not None and since < self.debouncer.min_gap():
+            return  # the quota is low: a tick began lately, and the next one is paced
         if not self._running.acquire(blocking=False):
             return  # an early tick is running: it is as fresh as this one would be
         try:
@@ -120,8 +139,10 @@ class Ticker:
     def changed(self) -> None:
         """Called by the watches: schedule an early tick unless one is already due."""
         delay = self.debouncer.poke()
-        if delay is None:
-            return
+        if delay is not None:
+            self._schedule_early(delay)
+
+    def _schedule_early(self, delay: float) -> None:
         # No misfire limit: a late early tick still has a change to look at. (Once the
         # scheduler is shut down, the job is only queued, never run.)
         self.scheduler.add_job(self._early, "date", misfire_grace_time=None,
@@ -129,6 +150,10 @@ class Ticker:
 
     def _early(self) -> None:
         with self._running:  # waits for a tick in progress: it may have missed the change
+            hold = self.debouncer.hold()
+            if hold > 0:  # the last tick spent quota: the gap grew since this was due
+                self._schedule_early(hold)
+                return
             if self.debouncer.fire():
                 self.health.metrics.early_ticks.inc()
                 self._tick()
@@ -141,6 +166,10 @@ class Ticker:
         log.log(level, "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
                 report.tick_id, report.pods, report.instances, sum(report.applied.values()),
                 sum(report.failed.values()), report.duration)
+        if creates_capped(report, self.engine.settings):
+            # Pods are left waiting for a create slot: the next tick comes as soon as the
+            # quota's gap allows, not at the next periodic tick.
+            self.changed()
 
 
 class Replica:

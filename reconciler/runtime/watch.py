@@ -25,6 +25,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import GoneError, KubeError
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
+from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,8 @@ PENDING_SELECTOR = "spec.nodeName=,status.phase=Pending"
 
 
 class ChangeFilter:
-    """Drops events that change nothing but a pod's status, except its scheduling.
+    """Drops events that change nothing but a pod's status (except its scheduling) and
+    the annotations the reconciler writes.
 
     The reconciler writes the status of the pods on its node (it is their kubelet): each
     patch echoes back as a MODIFIED event, and a tick for it would find nothing to do.
@@ -87,6 +89,9 @@ def backoff_seconds(failures: int, rand: Callable[[], float] = random.random) ->
 
 def _digest(pod: KubeObject) -> str:
     meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
+    # Our own annotations echo back like our status patches: no reason to look again.
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                           if k not in WRITTEN_ANNOTATIONS}
     spec = pod.get("spec") or {}
     scheduled = [(c.get("status"), c.get("reason"))
                  for c in (pod.get("status") or {}).get("conditions") or []

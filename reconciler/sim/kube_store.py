@@ -406,7 +406,21 @@ class Store:
 def _scope_to_subresource(
     resource: Resource, old: dict[str, Any], new: dict[str, Any], subresource: str,
 ) -> dict[str, Any]:
-    """The status subresource changes only status; the main resource never changes it."""
+    """The status subresource changes only status; the main resource never changes it.
+
+    Pods are the exception the API server makes: their status strategy resets only spec,
+    deletionTimestamp and ownerReferences, so labels and annotations written through
+    pods/status are kept (the kubelet's status manager relies on one request).
+    """
+    if subresource == "status" and resource.plural == "pods":
+        obj = copy.deepcopy(new)
+        obj["spec"] = copy.deepcopy(old.get("spec", {}))
+        for key in ("deletionTimestamp", "ownerReferences"):
+            if key in old.get("metadata", {}):
+                obj["metadata"][key] = copy.deepcopy(old["metadata"][key])
+            else:
+                obj["metadata"].pop(key, None)
+        return obj
     if subresource == "status":
         obj = copy.deepcopy(old)
         obj["status"] = new.get("status", {})

@@ -398,10 +398,12 @@ class RunPodSimulator:
         if not self._authorized(authorization):
             return Reply.problem(Problem(401, "missing or invalid bearer token"))
         seconds = self.clock.now().timestamp()
-        retry_after = self._limits.admit(seconds)
+        refused = self._limits.admit(seconds)
         headers = self._limits.headers(seconds)
-        if retry_after is not None:
-            detail = "rate limit exceeded; retry later"
+        if refused is not None:
+            # As the contract's example: the detail names the window that was exceeded.
+            window, retry_after = refused
+            detail = f"rate limit exceeded for the {window} window"
             reply = Reply.problem(Problem(429, detail, headers={"Retry-After": str(retry_after)}))
         else:
             reply = self._answer(method, path, params, body)

@@ -23,15 +23,17 @@ class RateWindows:
         current = math.floor(now / length)
         return self.quotas[name] - (used if index == current else 0)
 
-    def admit(self, now: float) -> int | None:
-        """Count one request; or, if a window is spent, seconds until it resets."""
+    def admit(self, now: float) -> tuple[str, int] | None:
+        """Count one request; or, if a window is spent, that window (the one that resets
+        last when several are) and the seconds until it resets."""
         spent = [
-            _reset_in(length, now)
+            (_reset_in(length, now), name)
             for name, length in WINDOWS
             if self._remaining(name, length, now) <= 0
         ]
         if spent:
-            return max(spent)
+            seconds, name = max(spent)
+            return name, seconds
         for name, length in WINDOWS:
             current = math.floor(now / length)
             index, used = self._used.get(name, (current, 0))

@@ -110,11 +110,14 @@ def offload(box: Sandbox) -> None:
 
 
 def client_only_calls(box: Sandbox) -> None:
-    """KubeClient calls a single tick does not make: a repeated Event, the loop's pod
-    watches and leader election."""
+    """KubeClient calls a single tick does not make: a repeated Event, an annotations
+    patch on its own (a tick writes them with the status, and alone only when someone
+    removed them since), the loop's pod watches and leader election."""
     pod = box.pod("p") or box.add_pod("p")
     for _ in range(2):  # the repeat patches the first one's count
         box.kube.record_event(pod, "Offloading", "moving to the virtual node")
+    box.kube.patch_pod_annotations("default", pod["metadata"]["name"],
+                                   {"runpod.io/pod-id": "restored"})
     for selector in (node_selector(box.settings.node_name), PENDING_SELECTOR):
         version = box.kube.pods_resource_version(selector)
         box.kube.watch_pods(selector, version, timeout_seconds=1).close()

@@ -44,6 +44,10 @@ def test_no_capacity_keeps_the_pod_pending_then_fails_it(box: Sandbox) -> None:
     assert box.owned_instances() == []
 
 
+def create_statuses(box: Sandbox) -> list[int]:
+    return [r.status for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/pods")]
+
+
 def test_capacity_gone_after_the_catalog_was_read_is_retried(box: Sandbox) -> None:
     box.add_pod("first")
     box.tick()  # caches the catalog while it shows stock
@@ -51,11 +55,46 @@ def test_capacity_gone_after_the_catalog_was_read_is_retried(box: Sandbox) -> No
     box.add_pod("second")
     box.tick()  # every candidate answers 400: the Event is immediate...
     assert PodReason.CAPACITY_UNAVAILABLE in [e["reason"] for e in box.events("second")]
-    box.tick()  # ...and the next plan shows the reason while it retries
+    refused = len(create_statuses(box))
+    box.tick()  # ...and the next plan shows the reason, without asking RunPod again
     assert status_reason(box, "second") == PodReason.CAPACITY_UNAVAILABLE
+    assert len(create_statuses(box)) == refused
     set_capacity(box, places, 5)
+    box.advance(30)  # a refusal makes the cached catalog stale: it is read again
     box.tick()
     assert box.instance_for(box.pod("second") or {}) is not None
+
+
+def test_a_refused_gpu_type_is_skipped_across_ticks(box: Sandbox) -> None:
+    """The cheapest type runs out after the catalog was cached: one refused create, not
+    one per tick, and the next type serves the pods that follow."""
+    box.add_pod("warm", annotations={"runpod.io/gpu-types": "RTX A6000,L40S"})
+    box.tick()  # the catalog is cached while the RTX A6000 is in stock
+    set_capacity(box, [("NVIDIA RTX A6000", dc) for dc in ("US-TX-3", "EU-RO-1")], 0)
+    for number in range(4):
+        box.add_pod(f"p{number}", annotations={"runpod.io/gpu-types": "RTX A6000,L40S"})
+        box.tick()
+        box.advance(5)
+    assert create_statuses(box).count(400) == 1
+    gpus = [(box.instance_for(box.pod(f"p{n}") or {}) or {}).get("gpu", {}).get("id")
+            for n in range(4)]
+    assert gpus == ["NVIDIA L40S"] * 4
+
+
+def test_a_refused_type_is_tried_again_once_the_catalog_shows_stock(box: Sandbox) -> None:
+    annotations = {"runpod.io/gpu-types": "RTX A6000,L40S"}
+    box.add_pod("warm", annotations=annotations)
+    box.tick()
+    a6000 = [("NVIDIA RTX A6000", dc) for dc in ("US-TX-3", "EU-RO-1")]
+    set_capacity(box, a6000, 0)
+    box.add_pod("refused", annotations=annotations)
+    box.tick()  # refused on the A6000, created on the L40S; the catalog is now stale
+    set_capacity(box, a6000, 4)
+    box.advance(31)
+    box.add_pod("later", annotations=annotations)
+    box.tick()  # the catalog is read again, shows the A6000 in stock: tried first again
+    assert (box.instance_for(box.pod("later") or {}) or {})["gpu"]["id"] == "NVIDIA RTX A6000"
+    assert create_statuses(box).count(400) == 1
 
 
 def test_instance_cap_holds_and_waiting_pods_say_why(box: Sandbox) -> None:
@@ -97,4 +136,23 @@ def test_burst_of_100_pods_under_60_per_minute_without_a_429(box: Sandbox) -> No
         ticks += 1
     assert len(box.owned_instances()) == 100
     assert ticks > 1  # the quota spread the creates over several ticks
+    assert [r for r in box.runpod_sim.requests if r.status == 429] == []
+
+
+def test_a_tick_stops_creating_when_the_quota_is_spent_instead_of_waiting(
+        box: Sandbox) -> None:
+    """The next tick, at the window's reset, gets the fresh window (shared fairly when
+    other reconcilers use the key); a tick never sleeps through a reset holding slots."""
+    box.configure(max_creates_per_tick=100, max_instances=200, max_hourly_spend=1000)
+    for n in range(80):
+        box.add_pod(f"p{n:03d}")
+    started = box.clock.monotonic()
+    report = box.tick()
+    created = len(box.owned_instances())
+    # The first minute's quota, less the tick's list, the catalog and a reserve.
+    assert 40 <= created + report.deferred_creates < 60
+    assert box.clock.monotonic() - started < 60  # it did not wait for the next minute
+    box.advance(60)
+    box.tick()
+    assert len(box.owned_instances()) == 80
     assert [r for r in box.runpod_sim.requests if r.status == 429] == []

@@ -380,8 +380,20 @@ class ChurnResult:
         def mean(value: Callable[[TickSample], float]) -> float:
             return statistics.fmean(value(sample) for sample in rounds)
 
+        per_pod = self.replaced_per_tick
         return {
             "replaced_per_tick": self.replaced_per_tick,
+            "per_replaced_pod": {
+                "kube_requests": mean(lambda t: t.kube_total) / per_pod,
+                # Without the steady tick's own list pages and heartbeat, which do not
+                # grow with the number of pods replaced.
+                "kube_requests_beyond_steady": mean(
+                    lambda t: t.kube_total - t.kube.get(LIST_PAGE, 0)
+                    - t.kube.get(UNSCHEDULED_PAGE, 0) - t.kube.get(HEARTBEAT, 0)) / per_pod,
+                "runpod_requests": mean(lambda t: t.runpod_total) / per_pod,
+                "writes": mean(lambda t: t.write_total) / per_pod,
+                "cpu_ms": 1000 * mean(lambda t: t.cpu_s) / per_pod,
+            },
             "wall_ms": 1000 * mean(lambda t: t.wall_s),
             "cpu_ms": 1000 * mean(lambda t: t.cpu_s),
             "sim_cpu_ms": 1000 * mean(lambda t: t.sim_cpu_s),
@@ -489,6 +501,10 @@ def churn_rows(r: dict[str, Any]) -> dict[str, str]:
         "churn: kube requests / tick": f"{r['kube_requests']:.0f}",
         "churn: RunPod requests / tick": f"{r['runpod_requests']:.0f}",
         "churn: DB writes / tick": f"{r['writes']:.0f}",
+        "churn per replaced pod: kube/RunPod/writes/CPU ms": (
+            f"{r['per_replaced_pod']['kube_requests']:.2f} / "
+            f"{r['per_replaced_pod']['runpod_requests']:.1f} / "
+            f"{r['per_replaced_pod']['writes']:.1f} / {r['per_replaced_pod']['cpu_ms']:.1f}"),
     }
 
 
@@ -545,9 +561,24 @@ def burst_targets(n: int, r: dict[str, Any]) -> list[Target]:
     return found
 
 
+def churn_targets(n: int, r: dict[str, Any]) -> list[Target]:
+    """Issue 20's targets per replaced pod (stated for N=10 000, checked at every N)."""
+    per = r["per_replaced_pod"]
+    return [
+        Target(f"N={n} churn: <= 5 Kubernetes requests per replaced pod (beyond the "
+               "steady tick's pages and heartbeat)",
+               f"{per['kube_requests_beyond_steady']:.2f} ({per['kube_requests']:.2f} with them)",
+               per["kube_requests_beyond_steady"] <= 5),
+        Target(f"N={n} churn: <= 4 database writes per replaced pod",
+               f"{per['writes']:.1f}", per["writes"] <= 4),
+        Target(f"N={n} churn: <= 5 ms reconciler CPU per replaced pod",
+               f"{per['cpu_ms']:.1f} ms", per["cpu_ms"] <= 5),
+    ]
+
+
 def targets(records: Sequence[dict[str, Any]]) -> list[Target]:
     checks: dict[str, Callable[[int, dict[str, Any]], list[Target]]] = {
-        "steady": steady_targets, "burst": burst_targets}
+        "steady": steady_targets, "burst": burst_targets, "churn": churn_targets}
     found: list[Target] = []
     for record in records:
         if record["scenario"] in checks:

@@ -5,6 +5,7 @@ and the mirror key that spares a steady pod the status computation."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from datetime import timedelta
 from typing import NoReturn
 
@@ -43,9 +44,11 @@ def test_running_instance_is_mirrored_then_the_tick_is_quiet() -> None:
     world = World().add(pod("serve", ports=[22]))
     world.apply(world.plan())
     actions = world.plan()
-    assert kinds(actions)[:1] == ["PatchStatus"] and "PatchMetadata" in kinds(actions)
-    status = next(a for a in actions if isinstance(a, PatchStatus)).status
-    assert status["phase"] == "Running"
+    # Status and annotations in one request: no separate PatchMetadata.
+    assert kinds(actions) == ["PatchStatus", "Event"]
+    patch = next(a for a in actions if isinstance(a, PatchStatus))
+    assert patch.status["phase"] == "Running"
+    assert patch.annotations["runpod.io/pod-id"] == "inst1"
     world.apply(actions)
     # Our patches renewed the pod's resourceVersion: one more tick computes the status,
     # finds it unchanged and only records the new mirror key.
@@ -106,7 +109,15 @@ def test_a_row_that_noted_an_error_is_cleared_although_the_key_holds() -> None:
 def test_a_failed_metadata_patch_is_retried() -> None:
     world = World().add(pod("serve", ports=[22]))
     world.apply(world.plan())
-    for _ in range(3):  # the metadata patch keeps failing; everything else succeeds
+    for _ in range(3):  # the status patch carrying the annotations keeps failing
+        actions = world.plan()
+        [patch] = [a for a in actions if isinstance(a, PatchStatus)]
+        assert patch.annotations
+        world.apply([a for a in actions if not isinstance(a, PatchStatus)])
+    # The status got through without them (someone removed them since): a metadata
+    # patch alone writes them again, on this tick and the next ones until it succeeds.
+    world.apply([replace(patch, annotations={})])
+    for _ in range(2):
         actions = world.plan()
         assert "PatchMetadata" in kinds(actions)
         world.apply([a for a in actions if not isinstance(a, PatchMetadata)])
@@ -366,7 +377,7 @@ def test_daemonset_and_mirror_pods_are_ignored() -> None:
 def test_metadata_annotations_name_the_instance() -> None:
     world = World().add(pod("serve", ports=[22]))
     world.apply(world.plan())
-    patch = next(a for a in world.plan() if isinstance(a, PatchMetadata))
+    patch = next(a for a in world.plan() if isinstance(a, PatchStatus))
     assert patch.annotations["runpod.io/pod-id"].startswith("inst")
     assert patch.annotations["runpod.io/gpu-type"] == "NVIDIA GeForce RTX 4090"
 

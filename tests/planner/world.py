@@ -34,6 +34,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.planner import CreateInputs, Observation, plan
+from reconciler.core.stock import Place
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -97,6 +98,7 @@ class World:
     now: datetime = T0
     settings: Settings = SETTINGS
     rate_budget: int | None = None
+    refused: frozenset[Place] = frozenset()
 
     def add(self, *objects: KubeObject | Instance) -> World:
         for obj in objects:
@@ -112,7 +114,8 @@ class World:
             instances=[self._aged(i) for i in self.instances.values()],
             rows=list(self.rows.values()), catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
-            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget)
+            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
+            refused=self.refused)
 
     def _aged(self, inst: Instance) -> Instance:
         """A running container's uptime grows with the world's clock, as on RunPod."""
@@ -145,9 +148,13 @@ class World:
                 self.instances.pop(iid, None)
                 if row is not None:
                     self.rows[row.pod_uid] = row
-            case PatchStatus(pod=ref, status=status, row=row):
+            case PatchStatus(pod=ref, status=status, row=row, annotations=changes):
                 if ref.uid in self.pods:
                     self.pods[ref.uid] = {**self.pods[ref.uid], "status": copy.deepcopy(status)}
+                    if changes:
+                        meta = self.pods[ref.uid]["metadata"] = dict(
+                            self.pods[ref.uid]["metadata"])
+                        meta["annotations"] = {**meta.get("annotations", {}), **changes}
                     self.touch(ref.uid)
                 self.rows[row.pod_uid] = row
             case PatchMetadata(pod=ref, annotations=changes):

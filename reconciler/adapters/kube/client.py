@@ -142,7 +142,8 @@ class KubeClient:
                 raise error_for(response.status, response.read())
         return WatchStream(response.response)
 
-    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
+                         annotations: dict[str, str | None] | None = None) -> None:
         """Make the pod show `status`, leaving what others set (their conditions) alone.
 
         A strategic merge patch, written for each list's patch strategy: conditions
@@ -150,9 +151,14 @@ class KubeClient:
         (a stale one would stay); podIPs and hostIPs merge by ip, so they are replaced
         whole (a merged old and new address is refused: hostIPs[0] must be hostIP, one
         address per family); containerStatuses is atomic and always sent whole.
+        Annotations go in the same request when given: the pods/status subresource
+        keeps metadata changes (it resets only spec, deletionTimestamp and
+        ownerReferences).
         """
-        self._request("PATCH", _pod_path(namespace, name, "status"),
-                      body={"status": _status_patch(status)},
+        body: dict[str, Any] = {"status": _status_patch(status)}
+        if annotations:
+            body["metadata"] = {"annotations": annotations}
+        self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
                       content_type=STRATEGIC_MERGE_PATCH)
 
     def patch_pod_annotations(
@@ -228,21 +234,20 @@ class KubeClient:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
 
         The event's name is derived from (object UID, reason, message, type, component),
-        so repeats are found again after a restart, without any local cache.
+        so repeats are found again after a restart, without any local cache. Most events
+        are new: one POST; only a repeat (409 AlreadyExists) costs a GET and a PATCH more.
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
         stamp = _time(self._now())
-        existing = self._get_optional(f"{collection}/{_q(name)}")
-        if existing is None:
-            event = _new_event(pod, name, reason, message, type, component, stamp)
-            try:
-                self._request("POST", collection, body=event)
-                return
-            except ConflictError:  # created concurrently: count ours on top of it
-                existing = self._request("GET", f"{collection}/{_q(name)}")
+        event = _new_event(pod, name, reason, message, type, component, stamp)
+        try:
+            self._request("POST", collection, body=event)
+            return
+        except ConflictError:  # recorded before: count this one on top of it
+            existing = self._request("GET", f"{collection}/{_q(name)}")
         bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 

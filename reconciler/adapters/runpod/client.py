@@ -100,7 +100,12 @@ class RunPodClient:
 
     @property
     def rate_budget(self) -> int | None:
+        """Requests we may still send now: our share when others use the key too."""
         return self._limiter.budget(self._monotonic())
+
+    def tick_gap(self) -> float:
+        """Seconds between the starts of two ticks that leave the quota to the work."""
+        return self._limiter.tick_gap(self._monotonic())
 
     # Pods
 

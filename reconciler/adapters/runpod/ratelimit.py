@@ -5,26 +5,30 @@ day): `RateLimit` carries the remaining count `r` and the seconds `t` until the 
 resets, `RateLimit-Policy` the quota `q` and window length `w`. Every authenticated
 response carries them, so the latest answer tells us where we stand.
 
-Pacing rules, applied before every request:
-- a window with nothing left: wait until it resets;
-- a window in its last quarter: spread what is left evenly over the time until it
-  resets, so that a burst of creates slows down smoothly instead of hitting 429
-  (which would cost a round trip and a `Retry-After` wait);
-- otherwise: go at once, so a normal tick of a few calls is never slowed.
+This module keeps that state on the client's clock and projects it to "now" (a window
+whose reset has passed is whole again); the decisions themselves (how long to wait
+before a request, how far apart ticks go, what share of the quota is ours when other
+reconcilers use the same key) are pure functions in `reconciler.core.pacing`.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# Below this share of a window's quota we start spreading the remaining requests.
-PACE_BELOW_SHARE = 0.25
+from reconciler.core import pacing
+
+# Answers of one window whose reset times differ by less than this are of one window
+# instance (`t` is in whole seconds, rounded up).
+SAME_WINDOW_SECONDS = 1.5
+MAX_DROP_SAMPLES = 200
 
 
 @dataclass(frozen=True)
-class Window:
+class _Heard:
     """What the latest response said about one window, on the client's clock."""
 
     remaining: int
@@ -55,17 +59,24 @@ def _int_params(params: list[str]) -> dict[str, int]:
 
 
 class RateLimiter:
-    """Remembers the latest RateLimit state and says how long to wait before a request."""
+    """Remembers the latest RateLimit state; answers with `reconciler.core.pacing`'s rules."""
 
     def __init__(self) -> None:
-        self._windows: dict[str, Window] = {}
+        self._heard: dict[str, _Heard] = {}
         self._quotas: dict[str, int] = {}
+        self._lengths: dict[str, int] = {}
+        self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
+        self._sent: deque[float] = deque()  # when our recent requests were answered
         self._lock = threading.Lock()
 
     def observe(self, headers: Mapping[str, str], now: float) -> None:
+        """Take in one response's headers (call once per response to our request)."""
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
+            self._sent.append(now)
+            while now - self._sent[0] > pacing.RATE_SPAN_SECONDS:
+                self._sent.popleft()
             if policy:
                 self._observe_policy(policy)
             if state:
@@ -75,38 +86,65 @@ class RateLimiter:
         for name, params in parse_members(header).items():
             if "q" in params:
                 self._quotas[name] = params["q"]
+            if params.get("w", 0) > 0:
+                self._lengths[name] = params["w"]
 
     def _observe_state(self, header: str, now: float) -> None:
+        sampled = False
         for name, params in parse_members(header).items():
-            if "r" in params and "t" in params:
-                self._windows[name] = Window(params["r"], now, now + params["t"])
+            if "r" not in params or "t" not in params:
+                continue
+            heard = _Heard(params["r"], now, now + params["t"])
+            before = self._heard.get(name)
+            self._heard[name] = heard
+            if not sampled and before is not None and _same_instance(before, heard):
+                # Every window counts every request: one sample per answer is enough.
+                self._drops.append(pacing.DropSample(now, before.remaining - heard.remaining))
+                sampled = True
+
+    def windows(self, now: float) -> list[pacing.Window]:
+        """Every window we heard of, projected to `now`."""
+        with self._lock:
+            return [w for name, heard in self._heard.items()
+                    if (w := self._project(name, heard, now)) is not None]
+
+    def _project(self, name: str, heard: _Heard, now: float) -> pacing.Window | None:
+        quota = self._quotas.get(name)
+        if heard.reset_at > now:
+            return pacing.Window(name, max(0, heard.remaining), heard.reset_at - now, quota,
+                                 now - heard.observed_at)
+        # The window has reset since we heard of it: whole again, if we know its quota.
+        length = self._lengths.get(name)
+        if quota is None:
+            return None
+        if not length:
+            return pacing.Window(name, quota, 0.0, quota)
+        periods = math.floor((now - heard.reset_at) / length) + 1
+        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota)
+
+    def sharers(self, now: float) -> float:
+        """Requests the account sends per request of ours lately (1: we are alone)."""
+        with self._lock:
+            samples = list(self._drops)
+        return pacing.sharers(samples, now)
 
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may be sent."""
-        with self._lock:
-            waits = [self._wait(name, window, now) for name, window in self._windows.items()]
-        return max(waits, default=0.0)
-
-    def _wait(self, name: str, window: Window, now: float) -> float:
-        if window.reset_at <= now:
-            return 0.0
-        if window.remaining <= 0:
-            return window.reset_at - now
-        quota = self._quotas.get(name)
-        if quota is None or window.remaining > quota * PACE_BELOW_SHARE:
-            return 0.0
-        spacing = (window.reset_at - window.observed_at) / window.remaining
-        return max(0.0, window.observed_at + spacing - now)
+        share = self.sharers(now)
+        return max((pacing.request_delay(w, share) for w in self.windows(now)), default=0.0)
 
     def budget(self, now: float) -> int | None:
-        """Requests we may still send now, or None when no header has told us yet."""
-        with self._lock:
-            counts = [self._left(name, window, now) for name, window in self._windows.items()]
-        known = [count for count in counts if count is not None]
-        return min(known, default=None)
+        """Requests we may still send now (our share), or None when no header told us."""
+        return pacing.our_budget(self.windows(now), self.sharers(now))
 
-    def _left(self, name: str, window: Window, now: float) -> int | None:
-        if window.reset_at > now:
-            return max(0, window.remaining)
-        # The window has reset since we heard of it: its full quota, if we know it.
-        return self._quotas.get(name)
+    def tick_gap(self, now: float) -> float:
+        """Seconds between the starts of two ticks that keep lists to their share."""
+        share = self.sharers(now)
+        with self._lock:
+            sent = list(self._sent)
+        return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
+
+
+def _same_instance(before: _Heard, after: _Heard) -> bool:
+    return (abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
+            and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS)

@@ -36,6 +36,8 @@ DATACENTER = "runpod.io/datacenter"
 PUBLIC_IP = "runpod.io/public-ip"
 # Not `runpod.io/ports`: that name is the user's port override, which must survive.
 PORT_MAPPINGS = "runpod.io/port-mappings"
+WRITTEN_ANNOTATIONS = frozenset(
+    {POD_ID, COST_PER_HR, GPU_TYPE, DATACENTER, PUBLIC_IP, PORT_MAPPINGS})
 
 
 def _metadata_map(obj: KubeObject | None, field: str) -> dict[str, str]:

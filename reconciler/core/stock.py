@@ -1,0 +1,102 @@
+"""Stock memory: where RunPod lately refused a create, so that we stop asking there.
+
+RunPod creates on one GPU type per call and answers 400 when it has no machine free;
+the GPU catalog's availability, cached for minutes, can say "in stock" long after the
+last one went. Without memory every tick would try the cheapest type first again and
+pay a refused create for it. So a refusal is remembered per (GPU type, cloud, data
+center) — or for the type anywhere, when the create left the data center to RunPod —
+and candidates are narrowed past it, in this tick and the next ones, until either:
+
+- a catalog fetched after the refusal shows that type available there again, or
+- a back-off ends (a minute, doubling for each refusal in a row, at most ten), after
+  which one create tries again.
+
+A create that RunPod accepts forgets the refusals of its type. Pure: time is passed in,
+and the engine keeps the one instance that lives across ticks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from reconciler.core.domain import Availability, Cloud, CreateRequest, GpuType
+
+FIRST_BACKOFF = timedelta(seconds=60)
+MAX_BACKOFF = timedelta(seconds=600)
+ANYWHERE = "*"
+
+# (GPU type id, cloud, data center id or ANYWHERE)
+Place = tuple[str, Cloud, str]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    at: datetime
+    until: datetime
+    strikes: int
+
+
+class StockMemory:
+    def __init__(self) -> None:
+        self._refusals: dict[Place, Refusal] = {}
+
+    def refused(self, candidate: CreateRequest, now: datetime) -> None:
+        """RunPod refused this candidate (no capacity where it asked)."""
+        for place in _places(candidate):
+            before = self._refusals.get(place)
+            strikes = 1 if before is None else before.strikes + 1
+            backoff = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (strikes - 1))
+            self._refusals[place] = Refusal(now, now + backoff, strikes)
+
+    def accepted(self, gpu_type_id: str, cloud: Cloud) -> None:
+        """A create on this type went through: its stock is back, wherever it was."""
+        for place in [p for p in self._refusals if p[:2] == (gpu_type_id, cloud)]:
+            del self._refusals[place]
+
+    def catalog_seen(self, catalog: Iterable[GpuType], fetched_at: datetime,
+                     cloud: Cloud) -> None:
+        """A catalog fetched at `fetched_at` shows stock: forget older refusals there."""
+        for gpu in catalog:
+            stocked = {dc.id for dc in gpu.datacenters if dc.availability > Availability.NONE}
+            for place, refusal in list(self._refusals.items()):
+                if place[:2] != (gpu.id, cloud) or refusal.at >= fetched_at:
+                    continue
+                where = place[2]
+                if where in stocked or (where == ANYWHERE
+                                        and gpu.availability > Availability.NONE):
+                    del self._refusals[place]
+
+    def active(self, now: datetime) -> frozenset[Place]:
+        """The places to skip now; refusals whose back-off ended are tried again."""
+        return frozenset(p for p, r in self._refusals.items() if r.until > now)
+
+    def __len__(self) -> int:
+        return len(self._refusals)
+
+
+def _places(candidate: CreateRequest) -> list[Place]:
+    key = (candidate.gpu_type_id, candidate.cloud)
+    return [(*key, dc) for dc in candidate.datacenter_ids or (ANYWHERE,)]
+
+
+def usable(candidates: Sequence[CreateRequest],
+           refused: frozenset[Place]) -> list[CreateRequest]:
+    """The candidates minus the places RunPod refused lately; a candidate keeps the data
+    centers that were not refused, and goes when none is left."""
+    if not refused:
+        return list(candidates)
+    kept = []
+    for candidate in candidates:
+        if (candidate.gpu_type_id, candidate.cloud, ANYWHERE) in refused:
+            continue
+        if not candidate.datacenter_ids:
+            kept.append(candidate)
+            continue
+        left = tuple(dc for dc in candidate.datacenter_ids
+                     if (candidate.gpu_type_id, candidate.cloud, dc) not in refused)
+        if left:
+            kept.append(replace(candidate, datacenter_ids=left)
+                        if left != candidate.datacenter_ids else candidate)
+    return kept

@@ -1,0 +1,214 @@
+"""Quota pacing's pure decisions (`reconciler.core.pacing`) and the client-side state that
+feeds them: the gap between early ticks in each window (fast while ample, stretched as
+a window runs low, the hour and day windows as binding as the minute one), the spacing
+of requests in a window's last quarter, and the share of the quota a reconciler claims
+when other reconcilers spend the same key; and that a tick which used every create slot
+asks for the next tick at once (the gap still applies)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+import pytest
+
+from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.core import pacing
+from reconciler.core.config import Settings
+from reconciler.core.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
+from reconciler.core.planner import CreateInputs, Observation
+from reconciler.runtime.debounce import Debouncer
+from reconciler.runtime.engine import TickReport
+from reconciler.runtime.service import creates_capped
+
+POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
+
+
+def _state(minute: tuple[int, int], hour: tuple[int, int] = (3000, 3600),
+           day: tuple[int, int] = (50000, 86400)) -> str:
+    return ", ".join(f'"{name}";r={r};t={t}' for name, (r, t) in
+                     (("minute", minute), ("hour", hour), ("day", day)))
+
+
+# --- the gap between ticks -------------------------------------------------------------
+
+BUSY = 5.0  # requests per second: above what any window here sustains
+
+
+def test_an_ample_quota_ticks_at_the_watch_floor() -> None:
+    windows = [Window("minute", 600, 30, 600), Window("hour", 30000, 1800, 30000)]
+    assert tick_gap(windows, rate=BUSY) == pacing.MIN_TICK_GAP
+
+
+def test_spending_slower_than_the_windows_sustain_ticks_at_the_floor() -> None:
+    # The contract's quotas at the start of a day: the day sustains 0.58 a second.
+    windows = [Window("minute", 58, 57, 60), Window("hour", 2998, 3597, 3000),
+               Window("day", 49998, 86397, 50000)]
+    assert tick_gap(windows, rate=0.2) == pacing.MIN_TICK_GAP
+    # A trickle of a pod every 2 s with a tick each spends a request a second: stretch.
+    assert tick_gap(windows, rate=1.0) == pytest.approx(86397 / (49998 * pacing.LIST_SHARE))
+
+
+def test_no_header_yet_ticks_at_the_floor() -> None:
+    assert tick_gap([], rate=BUSY) == pacing.MIN_TICK_GAP
+
+
+def test_the_gap_keeps_lists_to_a_fifth_of_what_a_window_sustains() -> None:
+    # 60 left for 60 s: one request a second is sustainable, lists get one in five.
+    assert tick_gap([Window("minute", 60, 60, 60)], rate=BUSY) == pytest.approx(5)
+
+
+def test_the_gap_stretches_as_a_window_runs_low() -> None:
+    gaps = [tick_gap([Window("minute", left, 40, 60)], rate=BUSY) for left in (60, 30, 10, 4)]
+    assert gaps == sorted(gaps) and gaps[0] < gaps[-1]
+
+
+def test_a_spent_window_holds_ticks_until_it_resets() -> None:
+    assert tick_gap([Window("minute", 0, 17, 60)]) == 17
+    assert tick_gap([Window("minute", 1, 17, 60)], rate=BUSY) == 17  # never past the reset
+
+
+def test_the_hour_and_day_windows_bind_too() -> None:
+    minute = Window("minute", 60, 59, 60)
+    hour_low = Window("hour", 100, 1800, 3000)
+    assert tick_gap([minute], rate=BUSY) < 6
+    assert tick_gap([minute, hour_low], rate=BUSY) == pytest.approx(1800 / 20)
+    day_low = Window("day", 200, 40000, 50000)
+    assert tick_gap([minute, day_low], rate=BUSY) == pytest.approx(40000 / 40)
+    # A low window stretches the gap even at a modest pace: 0.1/s > 100/1800.
+    assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 20)
+
+
+def test_recent_rate_counts_our_requests_and_the_sharers() -> None:
+    times = [float(t) for t in range(100, 130)]  # one a second for 30 s
+    assert pacing.recent_rate(times, now=130) == pytest.approx(1)
+    assert pacing.recent_rate(times, now=130, share_count=3) == pytest.approx(3)
+    assert pacing.recent_rate(times, now=200) == 0
+
+
+# --- spacing of requests -----------------------------------------------------------------
+
+
+def test_plenty_left_sends_at_once() -> None:
+    assert request_delay(Window("minute", 40, 30, 60)) == 0
+
+
+def test_the_last_quarter_is_spread_from_the_last_answer() -> None:
+    assert request_delay(Window("minute", 10, 30, 60)) == pytest.approx(3)
+    assert request_delay(Window("minute", 10, 28, 60, age=2)) == pytest.approx(1)
+
+
+def test_sharers_space_alike_in_the_last_quarter_and_keep_a_reserve() -> None:
+    alone = request_delay(Window("minute", 14, 30, 60))
+    shared = request_delay(Window("minute", 14, 30, 60), share_count=3)
+    assert shared == pytest.approx(30 / (14 - 6)) and shared > alone
+    # Down to the reserve three sharers keep: wait for the reset.
+    assert request_delay(Window("minute", 6, 30, 60), share_count=3) == 30
+
+
+# --- sharing one key ---------------------------------------------------------------------
+
+
+def test_alone_the_counter_falls_by_our_own_requests() -> None:
+    assert sharers([DropSample(0, 1), DropSample(1, 1)], now=2) == 1
+
+
+def test_others_on_the_key_show_as_a_faster_fall() -> None:
+    assert sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 2)], now=3) == 3
+
+
+def test_one_burst_of_another_user_does_not_make_us_give_up_our_share() -> None:
+    assert sharers([DropSample(0, 3), DropSample(1, 44), DropSample(2, 3)], now=3) == 3
+
+
+def test_old_samples_are_forgotten() -> None:
+    assert sharers([DropSample(0, 3)], now=pacing.SHARER_MEMORY_SECONDS + 1) == 1
+
+
+def test_our_budget_is_our_share_of_the_tightest_window() -> None:
+    windows = [Window("minute", 59, 60, 60), Window("hour", 30, 3600, 3000)]
+    assert our_budget(windows) == 30
+    assert our_budget(windows, share_count=3) == (30 - 6) // 3
+    assert our_budget([]) is None
+
+
+def test_the_limiter_learns_of_other_users_from_the_headers() -> None:
+    limiter = RateLimiter()
+    for step, remaining in enumerate((57, 54, 51, 48)):  # three users, one request each
+        limiter.observe({"RateLimit": _state((remaining, 50 - step)),
+                         "RateLimit-Policy": POLICY}, now=10.0 + step)
+    assert limiter.sharers(13.0) == pytest.approx(3)
+    assert limiter.budget(13.0) == (48 - 6) // 3
+
+
+def test_a_long_pause_says_nothing_about_other_users() -> None:
+    limiter = RateLimiter()
+    limiter.observe({"RateLimit": _state((59, 59)), "RateLimit-Policy": POLICY}, now=1.0)
+    # 30 s later the counter fell by 20: could be anyone's requests over that time.
+    limiter.observe({"RateLimit": _state((39, 29)), "RateLimit-Policy": POLICY}, now=31.0)
+    assert limiter.sharers(31.0) == 1
+
+
+def test_the_limiter_stretches_the_gap_once_requests_come_fast() -> None:
+    limiter = RateLimiter()
+    for step in range(20):  # 20 requests in 10 s: 2 a second, more than the day sustains
+        limiter.observe({"RateLimit": _state((59 - step, 60 - step // 2)),
+                         "RateLimit-Policy": POLICY}, now=step / 2)
+    assert limiter.tick_gap(10.0) > 5
+    assert limiter.tick_gap(100.0) == pacing.MIN_TICK_GAP  # quiet since: ample again
+
+
+def test_a_window_that_reset_since_is_whole_again() -> None:
+    limiter = RateLimiter()
+    limiter.observe({"RateLimit": _state((0, 10), day=(50000, 3600)),
+                     "RateLimit-Policy": POLICY}, now=0.0)
+    assert limiter.tick_gap(5.0) == pytest.approx(5)  # the spent minute's reset
+    assert limiter.windows(10.0)[0].remaining == 60
+    assert limiter.windows(10.0)[0].reset_in == pytest.approx(60)
+
+
+# --- the debouncer asks for the gap each time --------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_early_tick_is_held_while_the_gap_grew_since_it_was_scheduled() -> None:
+    clock, gap = _Clock(), [1.0]
+    debounce = Debouncer(clock, delay=0.5, min_gap=lambda: gap[0])
+    debounce.started()
+    assert debounce.poke() == pytest.approx(1.0)
+    gap[0] = 6.0  # that tick spent most of the window
+    clock.now += 1.0
+    assert debounce.hold() == pytest.approx(5.0)
+    clock.now += 5.0
+    assert debounce.hold() == 0 and debounce.fire() is True
+
+
+# --- a tick that used every create slot asks for the next one ------------------------------
+
+
+def _report(creates: int, budget: int | None, waiting: int = 100,
+            deferred: int = 0) -> TickReport:
+    report = TickReport(started_at=datetime(2026, 1, 1, tzinfo=UTC))
+    inputs = {f"uid-{n}": CreateInputs() for n in range(waiting)}
+    report.observation = Observation(pods=[], instances=[], rows=[], rate_budget=budget,
+                                     create_inputs=inputs)
+    report.planned = Counter({"Create": creates} if creates else {})
+    report.deferred_creates = deferred
+    return report
+
+
+def test_a_tick_that_filled_its_create_slots_asks_for_another() -> None:
+    settings = Settings(max_creates_per_tick=50)
+    assert creates_capped(_report(50, None), settings)
+    assert creates_capped(_report(7, 10), settings)  # the rate budget's share: 10 - 3
+    assert creates_capped(_report(0, 3), settings)  # no slot at all while pods wait
+    assert creates_capped(_report(20, None, deferred=5), settings)  # stopped mid-tick
+    assert not creates_capped(_report(12, None, waiting=12), settings)  # all got one
+    assert not creates_capped(_report(0, None, waiting=0), settings)
