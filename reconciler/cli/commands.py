@@ -25,6 +25,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import state_view, summary
+from reconciler.cli.logs_command import logs_command
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
 from reconciler.runtime import leader, logs
@@ -352,6 +353,9 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(str(exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+
+
+main.add_command(logs_command)
 
 
 @main.command()

@@ -53,7 +53,13 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--kubelet-address", "kubelet_address", str,
      "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP)."),
     ("--kubelet-port", "kubelet_port", click.IntRange(0, 65535),
-     "Kubelet port the virtual node advertises (0: none)."),
+     "Port of the kubelet endpoint (kubectl logs) the virtual node advertises (0: none)."),
+    ("--kubelet-tls-secret", "kubelet_tls_secret", str,
+     "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed)."),
+    ("--log-keep-lines", "log_keep_lines", click.IntRange(0, 5000),
+     "Lines of a pod's log kept after its instance ends."),
+    ("--log-keep-bytes", "log_keep_bytes", click.IntRange(0),
+     "Most bytes of a pod's log kept after its instance ends."),
 ]
 # Flags that fall back to a variable the pod's downward API sets.
 _FALLBACK_ENV = {"kubelet_address": "POD_IP"}

@@ -14,6 +14,10 @@ from reconciler.core.domain import CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
 
+# Terminations after which the pod object stays, and so should its log.
+_POD_STAYS = frozenset({TerminateReason.POD_ENDED, TerminateReason.PROCESS_ENDED,
+                        TerminateReason.POD_FAILED, TerminateReason.ALREADY_DECIDED})
+
 
 @dataclass(frozen=True)
 class PodRef:
@@ -80,6 +84,11 @@ class Terminate:
     detail: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
+
+    @property
+    def keeps_log(self) -> bool:
+        """The pod object stays after its instance: keep the log's last lines first."""
+        return self.pod is not None and self.reason in _POD_STAYS
 
 
 @dataclass(frozen=True)

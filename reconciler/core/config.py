@@ -70,11 +70,21 @@ class Settings:
     node_memory: str = "16Ti"
 
     kubelet_address: str = ""
-    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP).
-    Empty: the node lists only its name as a Hostname address."""
+    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP),
+    and so the kubelet endpoint. Empty: the node lists only its name as a Hostname address."""
 
     kubelet_port: int = 10250
-    """The node's status.daemonEndpoints.kubeletEndpoint port; 0 advertises none."""
+    """Port of the kubelet endpoint (`kubectl logs`), advertised in the node's
+    status.daemonEndpoints; 0 serves and advertises none."""
+
+    kubelet_tls_secret: str = ""
+    """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""
+
+    log_keep_lines: int = 1000
+    """Lines of a pod's log kept in the store when its instance ends."""
+
+    log_keep_bytes: int = 1 << 20
+    """Most bytes of a pod's log kept in the store when its instance ends."""
 
     @property
     def owner_id(self) -> str:

@@ -64,6 +64,8 @@ class Notice(enum.StrEnum):
     COMPLETED = "Completed"
     TERMINATING_INSTANCE = "TerminatingInstance"
     OFFLOADED = "OffloadedToRunPod"
+    RUNPOD_SYSTEM = "RunPodSystem"
+    """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
 
 
 EventReason = PodReason | Notice

@@ -100,6 +100,8 @@ def run_demo(echo: Echo, keep_running: bool = False,
     box = Sandbox(DEMO_SETTINGS, tls=keep_running)
     _advance_to(box, datetime.now(UTC) - timedelta(seconds=HEAD_START_SECONDS))
     with box:
+        if keep_running:
+            box.start_kubelet()  # `kubectl logs` reaches it through the node's address
         narrator = _Narrator(box, echo)
         echo(f"RunPod simulator at {box.runpod_sim.base_url}, "
              f"Kubernetes simulator at {box.kube_sim.base_url}")
@@ -141,6 +143,9 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     _show_endpoints(box, n)
 
     n.say("the training process exits 0; its instance stops itself")
+    box.runpod_sim.write_container_log(_instance_id(box, "ml", "train"), [
+        "epoch 1/3 loss 0.91", "epoch 2/3 loss 0.54", "epoch 3/3 loss 0.31",
+        "saved the model to /workspace/model.pt"])
     box.runpod_sim.exit_process(_instance_id(box, "ml", "train"), 0)
     n.tick(advance=5)
     n.tick(advance=5)
@@ -251,6 +256,7 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"{kubectl} get nodes",
         f"{kubectl} apply -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
         f"{kubectl} get pods -A",
+        f"{kubectl} logs -n ml train",
         f"{kubectl} describe pod gpu-notebook",
         f"reconciler --database-url {database} state show",
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "

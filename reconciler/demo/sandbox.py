@@ -18,6 +18,8 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.engine import Engine, TickReport
+from reconciler.runtime.kubelet.endpoint import start_endpoint
+from reconciler.runtime.kubelet.server import KubeletServer
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -43,6 +45,8 @@ class Sandbox:
         self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
                                       rbac_subject=rbac_subject, tls=tls,
                                       controllers=controllers)
+        self.kubelet: KubeletServer | None = None
+        self._kubelet_runpod: RunPodClient | None = None
         self._base_settings = settings or Settings()
         self.engine: Engine
 
@@ -60,6 +64,10 @@ class Sandbox:
         return self
 
     def stop(self) -> None:
+        if self.kubelet is not None:
+            self.kubelet.stop()
+        if self._kubelet_runpod is not None:
+            self._kubelet_runpod.close()
         self.runpod.close()
         self.kube_sim.stop()
         self.runpod_sim.stop()
@@ -73,6 +81,19 @@ class Sandbox:
         self.store: Store = open_store(self.database_url, upgrade=True)
         self.settings = resolve_owner(self._base_settings, self.kube)
         self._compose()
+
+    def start_kubelet(self, port: int = 0) -> KubeletServer:
+        """Serve the kubelet endpoint on 127.0.0.1 (a free port by default) and advertise
+        it on the node at the next tick, so that `kubectl logs` reaches it."""
+        self._kubelet_runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, read_timeout=5)
+        self.configure(kubelet_address="127.0.0.1", kubelet_port=port or 10250)
+        server = start_endpoint(self.settings, self.kube, self.store, self._kubelet_runpod,
+                                self.clock.now, lambda: True, "runpod-system",
+                                host="127.0.0.1", port=port)
+        assert server is not None
+        self.kubelet = server
+        self.configure(kubelet_port=server.port)
+        return server
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

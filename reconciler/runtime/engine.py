@@ -45,6 +45,7 @@ from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime.executor import Executor
+from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,9 @@ class Engine:
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
+        self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
+                                limits=KeepLimits(settings.log_keep_lines,
+                                                  settings.log_keep_bytes))
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
@@ -310,7 +314,8 @@ class Engine:
                 report.tick_id = self.store.open_tick(report.started_at)
             return report.tick_id
 
-        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock)
+        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
+                            self.pod_logs.keep)
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()

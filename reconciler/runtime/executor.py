@@ -63,8 +63,10 @@ class _CreatesStopped(Exception):
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
                  clock: Callable[[], datetime], tick_id: Callable[[], int],
-                 stock: StockMemory | None = None) -> None:
+                 stock: StockMemory | None = None,
+                 keep_log: Callable[[str, str], list[str]] | None = None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
+        self.keep_log = keep_log
         self._tick_id = tick_id
         self.stock = stock if stock is not None else StockMemory()
         self.refusals = 0
@@ -158,6 +160,15 @@ class Executor:
         created = result.id if isinstance(result, Instance) else None
         self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
         return result
+
+    def _keep_log(self, pod: PodRef, instance_id: str) -> None:
+        """One RunPod request, once per pod: its last lines into the store, RunPod's own
+        lines about the instance (image pull, start-up, errors) onto the pod as Events."""
+        try:
+            for line in self.keep_log(pod.uid, instance_id) if self.keep_log else []:
+                self._event(pod, Notice.RUNPOD_SYSTEM, line[:1024])
+        except Exception:  # a log is worth less than the DELETE that must follow
+            log.warning("could not keep the log of %s", pod, exc_info=True)
 
     def _event(self, pod: PodRef, reason: EventReason, message: str,
                warning: bool = False) -> None:
@@ -289,6 +300,8 @@ class Executor:
             self.store.save_row(action.row.changed(updated_at=self.clock()))
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
+        if action.keeps_log and action.pod is not None:
+            self._keep_log(action.pod, action.instance_id)
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")

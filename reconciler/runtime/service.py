@@ -24,11 +24,13 @@ from types import FrameType
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
+from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
 from reconciler.core.planner import create_slots
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
+from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.leader import (
     DEFAULT_LEASE_NAME,
     DEFAULT_LEASE_SECONDS,
@@ -94,8 +96,19 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         with connect(settings, conn, RunMode.LOOP, on_runpod_response=metrics.runpod_response,
-                     after_tick=health.record) as parts:
-            Replica(parts, health, options, stop).run()
+                     after_tick=health.record) as parts, \
+                RunPodClient(conn.runpod_api_key, conn.runpod_url,
+                             on_response=metrics.runpod_response) as logs_runpod:
+            replica = Replica(parts, health, options, stop)
+            engine = parts.engine
+            kubelet = start_endpoint(engine.settings, engine.kube, engine.store, logs_runpod,
+                                     engine.clock, lambda: replica.leading,
+                                     options.leader_namespace)
+            try:
+                replica.run()
+            finally:
+                if kubelet is not None:
+                    kubelet.stop()
     finally:
         server.stop()
         for signum, handler in previous.items():
@@ -191,6 +204,10 @@ class Replica:
         self._watches: list[PodWatch] = []
         self._leading = False
         self._lost = False
+
+    @property
+    def leading(self) -> bool:
+        return self._leading and not self._lost
 
     def run(self) -> None:
         self.scheduler.start()

@@ -35,11 +35,13 @@ import kubernetes
 import yaml
 
 from reconciler.sim.clock import SimClock, real_start
+from reconciler.sim.kube_access import MASTERS, AccessModel
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Backend, Handler
 from reconciler.sim.kube_jobs import JobController
-from reconciler.sim.kube_rbac import Authorizer
-from reconciler.sim.kube_resources import BY_PLURAL, PODS, Resource
+from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
+from reconciler.sim.kube_rbac import Authorizer, load_documents
+from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
 from reconciler.sim.kube_select import Selector
 from reconciler.sim.kube_store import Store, format_time
 from reconciler.sim.kube_tls import make_certificate, server_context
@@ -94,6 +96,16 @@ class KubeSimulator:
         self.store.add_controller(self.jobs.admit, self.jobs.react)
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
+        # TokenReview and SubjectAccessReview answer from this, for kubelets to ask.
+        self.access = AccessModel()
+        self.access.add_rbac(load_documents(rbac_files))
+        self.access.add_user(token, self.subject, () if rbac_files else (MASTERS,))
+        self.client_ca = ClientCA()
+        self._publish_client_ca()
+        self.kubelet_ca_file: str | None = None
+        """The CA to verify kubelets' serving certificates with; None: not verified."""
+        self._pki_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._kubelet_client: tuple[str, str] | None = None
         self.requests: list[tuple[str, str, str, int]] = []
         self.stopping = threading.Event()
         self._faults: list[Fault] = []
@@ -137,6 +149,9 @@ class KubeSimulator:
         if self._cert_dir is not None:
             self._cert_dir.cleanup()
             self._cert_dir = None
+        if self._pki_dir is not None:
+            self._pki_dir.cleanup()
+            self._pki_dir, self._kubelet_client = None, None
 
     def __enter__(self) -> KubeSimulator:
         return self.start()
@@ -158,6 +173,32 @@ class KubeSimulator:
     def ca_cert_path(self) -> str | None:
         """The certificate to trust when serving TLS."""
         return str(Path(self._cert_dir.name) / "cert.pem") if self._cert_dir else None
+
+    # the API server's side of kubelets ------------------------------------------------
+
+    def _publish_client_ca(self) -> None:
+        self.store.put(CONFIG_MAPS, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "extension-apiserver-authentication",
+                         "namespace": "kube-system"},
+            "data": {"client-ca-file": self.client_ca.cert_pem.decode()},
+        })
+
+    def kubelet_client_files(self) -> tuple[str, str]:
+        """The certificate and key this API server presents to kubelets."""
+        if self._kubelet_client is None:
+            self._pki_dir = tempfile.TemporaryDirectory(prefix="kube-sim-pki-")
+            credential = self.client_ca.issue_client(APISERVER_KUBELET_CLIENT)
+            self._kubelet_client = credential.write(Path(self._pki_dir.name), "kubelet-client")
+        return self._kubelet_client
+
+    def add_user(self, token: str, name: str, groups: Sequence[str] = ()) -> None:
+        """A user TokenReview knows (the simulator's own API still serves only `token`)."""
+        self.access.add_user(token, name, groups)
+
+    def add_rbac(self, documents: Sequence[dict[str, Any]]) -> None:
+        """Roles and bindings for SubjectAccessReview (not for this API's own requests)."""
+        self.access.add_rbac(documents)
 
     # clients ----------------------------------------------------------------------
 

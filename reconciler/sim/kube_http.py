@@ -12,6 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
+from reconciler.sim.kube_access import AccessModel
+from reconciler.sim.kube_pod_log import open_pod_log
 from reconciler.sim.kube_rbac import Attributes, Authorizer
 from reconciler.sim.kube_resources import CREATE_ONLY_SUBRESOURCES, Resource, find_resource
 from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
@@ -34,11 +36,15 @@ class Backend(Protocol):
     authorizer: Authorizer | None
     store: Store
     stopping: threading.Event
+    access: AccessModel
+    kubelet_ca_file: str | None
 
     @property
     def base_url(self) -> str: ...
 
     def take_fault(self, method: str, path: str) -> int | None: ...
+
+    def kubelet_client_files(self) -> tuple[str, str]: ...
 
     def record(self, method: str, path: str, query: str, status: int) -> None: ...
 
@@ -164,6 +170,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _read(self, route: Route, query: Query) -> int:
         store = self.sim.store
+        if route.resource in resources.REVIEWS:
+            raise ApiError(405, "the server does not allow this method on the requested "
+                                "resource")
         if route.name:
             entry = store.find(route.resource, route.namespace, route.name)
             if entry is None:
@@ -171,6 +180,9 @@ class Handler(BaseHTTPRequestHandler):
             if route.subresource in CREATE_ONLY_SUBRESOURCES:
                 raise ApiError(405, f"the server does not allow this method on the "
                                f"{route.subresource}")
+            if route.subresource == "log":
+                assert route.namespace is not None
+                return self._relay(open_pod_log(self.sim, route.namespace, route.name, query))
             if _wants_table(self.headers.get("Accept", "")):
                 return self._send(200, table_for(
                     route.resource, [entry.obj], store.clock.now(),
@@ -195,6 +207,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _create(self, route: Route, query: Query) -> int:
         body = self._json_body()
+        if route.resource is resources.TOKEN_REVIEWS:
+            return self._send(201, self.sim.access.token_review(body))
+        if route.resource is resources.SUBJECT_ACCESS_REVIEWS:
+            return self._send(201, self.sim.access.subject_access_review(body))
         if route.subresource == "binding" and route.namespace:
             self.sim.store.bind(route.namespace, route.name, body)
             return self._send(201, success(201))
@@ -229,7 +245,8 @@ class Handler(BaseHTTPRequestHandler):
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:
-        if not route.name or route.subresource in CREATE_ONLY_SUBRESOURCES:
+        if not route.name or route.subresource in (*CREATE_ONLY_SUBRESOURCES, "log") \
+                or route.resource in resources.REVIEWS:
             raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # watch ------------------------------------------------------------------------
@@ -286,6 +303,26 @@ class Handler(BaseHTTPRequestHandler):
         line = b'{"type":"' + kind.encode() + b'","object":' + obj_json + b"}\n"
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
+
+    def _relay(self, upstream: Any) -> int:
+        """Pass a kubelet's log answer on as it comes, chunk by chunk."""
+        with upstream:
+            self._record(200)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            try:
+                for data in upstream.iter_content(chunk_size=None):
+                    if data:
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+            except OSError:  # our client hung up, or the kubelet's stream broke
+                self.close_connection = True
+                return 200
+            self._end_stream()
+        return 200
 
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")

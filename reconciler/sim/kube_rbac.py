@@ -71,9 +71,15 @@ class Authorizer:
 
     @classmethod
     def from_files(cls, paths: Iterable[str], subject: str) -> Authorizer:
-        documents = [doc for path in paths
-                     for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
-        return cls(list(_grants_for(documents, subject)))
+        return cls.from_documents(load_documents(paths), subject)
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[dict[str, Any]], subject: str,
+                       groups: Iterable[str] | None = None) -> Authorizer:
+        """`groups` as the authenticator reported them; by default those of the name."""
+        known = set(groups) | {"system:authenticated"} if groups is not None \
+            else _groups_of(subject)
+        return cls(list(_grants_for(documents, subject, known)))
 
     def allows(self, attrs: Attributes) -> bool:
         return any(
@@ -84,7 +90,12 @@ class Authorizer:
         )
 
 
-def _grants_for(documents: list[dict[str, Any]], subject: str) -> Iterable[Grant]:
+def load_documents(paths: Iterable[str]) -> list[dict[str, Any]]:
+    return [doc for path in paths for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
+
+
+def _grants_for(documents: Sequence[dict[str, Any]], subject: str,
+                groups: set[str]) -> Iterable[Grant]:
     roles = {
         (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]):
             tuple(Rule.parse(rule) for rule in doc.get("rules") or [])
@@ -93,7 +104,7 @@ def _grants_for(documents: list[dict[str, Any]], subject: str) -> Iterable[Grant
     for doc in documents:
         if doc.get("kind") not in ("ClusterRoleBinding", "RoleBinding"):
             continue
-        if not any(_is_subject(s, subject) for s in doc.get("subjects") or []):
+        if not any(_is_subject(s, subject, groups) for s in doc.get("subjects") or []):
             continue
         binding_namespace = doc["metadata"].get("namespace", "")
         ref = doc["roleRef"]
@@ -103,12 +114,12 @@ def _grants_for(documents: list[dict[str, Any]], subject: str) -> Iterable[Grant
         yield Grant(binding_namespace if doc["kind"] == "RoleBinding" else "", rules)
 
 
-def _is_subject(entry: dict[str, Any], subject: str) -> bool:
+def _is_subject(entry: dict[str, Any], subject: str, groups: set[str]) -> bool:
     kind, name = entry.get("kind"), entry.get("name")
     if kind == "ServiceAccount":
         return subject == f"system:serviceaccount:{entry.get('namespace', '')}:{name}"
     if kind == "Group":
-        return name in _groups_of(subject)
+        return name in groups
     return kind == "User" and name == subject
 
 

@@ -38,6 +38,7 @@ class Resource:
     subresources: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
     field_labels: tuple[str, ...] = _META_FIELDS
+    verbs: tuple[str, ...] = _ALL_VERBS
 
     @property
     def api_version(self) -> str:
@@ -53,7 +54,7 @@ class Resource:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(_ALL_VERBS),
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -64,6 +65,8 @@ class Resource:
                                      "verbs": ["get", "patch", "update"]}
             if sub in CREATE_ONLY_SUBRESOURCES:
                 entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
+            elif sub == "log":
+                entry["verbs"] = ["get"]
             entries.append(entry)
         return entries
 
@@ -71,7 +74,7 @@ class Resource:
 NAMESPACES = Resource("", "v1", "namespaces", "namespace", "Namespace", False,
                       ("status",), ("ns",), (*_META_FIELDS, "status.phase"))
 PODS = Resource(
-    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "eviction"), ("po",),
+    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "eviction", "log"), ("po",),
     (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
      "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"),
 )
@@ -90,9 +93,16 @@ CONFIG_MAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True,
 JOBS = Resource("batch", "v1", "jobs", "job", "Job", True, ("status",),
                 field_labels=(*_META_FIELDS, "status.successful"))
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True)
+# Reviews are answered, never stored: a kubelet authenticates and authorizes with them.
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "tokenreview",
+                         "TokenReview", False, verbs=("create",))
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
+                                  "subjectaccessreview", "SubjectAccessReview", False,
+                                  verbs=("create",))
+REVIEWS = (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)
 
 RESOURCES: tuple[Resource, ...] = (
-    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES,
+    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES, *REVIEWS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
 

@@ -8,7 +8,8 @@ It serves what the reconciler uses, with the contract's status codes and
     GET    /v2/pods/{id}            one pod (404 once deleted)
     DELETE /v2/pods/{id}            204; 404 for an unknown id
     POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
-    GET    /v2/pods/{id}/logs       SSE backfill (`source`, `tail`), then the stream ends
+    GET    /v2/pods/{id}/logs       SSE (`source`, `tail`, `since`, `Last-Event-ID`): open
+                                    while the pod runs (see `runpod_logs`)
     GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`
     GET    /v2/registries, POST /v2/registries   (the password is never echoed)
 
@@ -27,6 +28,10 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/pods/{id}/exit              {"code": 3}
     POST   /_sim/pods/{id}/stick-runtime-null
     POST   /_sim/pods/{id}/fail              the pod turns ERROR
+    POST   /_sim/pods/{id}/logs              {"lines": ["..."]}: the container prints them now
+    POST   /_sim/pods/{id}/logs/drop         {"after": 2, "next": false}: cut the pod's open
+                                              log streams (or, with next, the next one
+                                              opened) after that many more events
     POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
     DELETE /_sim/pods/{id}                   vanish without any API call
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
@@ -75,6 +80,7 @@ from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
+from reconciler.sim.runpod_logs import LogStream, new_lines, open_stream
 from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
 from reconciler.sim.runpod_validate import (
     Problem,
@@ -85,6 +91,8 @@ from reconciler.sim.runpod_validate import (
 )
 
 REQUEST_LOG_LIMIT = 20_000
+# How often an idle log stream looks for lines a clock move made visible (real seconds).
+_LOG_POLL_SECONDS = 0.05
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -107,6 +115,8 @@ class Reply:
     content_type: str = "application/json"
     # Real seconds to stall before answering (create-then-hang).
     hang: float = 0.0
+    # A log stream: the body is its backfill, then the handler keeps it going.
+    stream: LogStream | None = None
 
     @classmethod
     def problem(cls, problem: Problem) -> Reply:
@@ -137,6 +147,7 @@ class _Request:
     body: Any
     now: datetime
     match: dict[str, str]
+    headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pod_id(self) -> str:
@@ -185,6 +196,8 @@ class RunPodSimulator:
         self._quota = quota
         self._boot = (timedelta(seconds=provisioning_seconds), timedelta(seconds=starting_seconds))
         self._lock = threading.RLock()
+        # Notified when a pod's log or life changes, so open log streams send at once.
+        self._log_written = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self.reset()
@@ -238,6 +251,8 @@ class RunPodSimulator:
             self._log: deque[SimRequest] = deque(maxlen=REQUEST_LOG_LIMIT)
             self._random = random.Random(0)
             self._next_public_port = 30000
+            self._open_streams: list[LogStream] = []
+            self._next_stream_drops: dict[str, int] = {}
 
     # Views for tests
 
@@ -269,6 +284,37 @@ class RunPodSimulator:
         with self._lock:
             self._release(self._pod(instance_id))
             del self._pods[instance_id]
+            self._log_written.notify_all()
+
+    def write_container_log(self, instance_id: str, lines: Sequence[str]) -> None:
+        """The pod's container prints `lines` now (stdout and stderr alike)."""
+        with self._lock:
+            pod = self._pod(instance_id)
+            if not pod.log_is_open(self.clock.now()):
+                raise ValueError(f"pod {instance_id} is {pod.status(self.clock.now())}: "
+                                 "no container is running to print")
+            for line in lines:
+                pod.write_log(self.clock.now(), "container", str(line))
+            self._log_written.notify_all()
+
+    def drop_log_streams(self, instance_id: str, after: int = 0, *, next_one: bool = False) -> int:
+        """Cut the pod's open log streams after `after` more events each (or, with
+        `next_one`, the next stream opened); returns how many streams were marked."""
+        with self._lock:
+            self._pod(instance_id)
+            if next_one:
+                self._next_stream_drops[instance_id] = after
+                return 1
+            marked = [s for s in self._open_streams if s.pod_id == instance_id]
+            for stream in marked:
+                stream.drop_after = after
+            self._log_written.notify_all()
+            return len(marked)
+
+    @property
+    def open_log_streams(self) -> int:
+        with self._lock:
+            return len(self._open_streams)
 
     def fail_instance(self, instance_id: str) -> None:
         with self._lock:
@@ -368,12 +414,14 @@ class RunPodSimulator:
         return self._stopping.wait(seconds)
 
     def handle_api(
-        self, method: str, target: str, authorization: str | None, raw_body: bytes
+        self, method: str, target: str, authorization: str | None, raw_body: bytes,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         path, params = _split(target)
         body = _parse_json(raw_body)
         with self._lock:
-            reply = self._authorized_reply(method, path, params, authorization, body)
+            reply = self._authorized_reply(method, path, params, authorization, body,
+                                           dict(headers or {}))
             self._log.append(SimRequest(method, path, params, reply.status, _masked(body)))
         return reply
 
@@ -393,7 +441,8 @@ class RunPodSimulator:
                 return Reply.problem(Problem(400, str(exc)))
 
     def _authorized_reply(
-        self, method: str, path: str, params: dict[str, str], authorization: str | None, body: Any
+        self, method: str, path: str, params: dict[str, str], authorization: str | None,
+        body: Any, request_headers: dict[str, str],
     ) -> Reply:
         if not self._authorized(authorization):
             return Reply.problem(Problem(401, "missing or invalid bearer token"))
@@ -406,7 +455,7 @@ class RunPodSimulator:
             detail = f"rate limit exceeded for the {window} window"
             reply = Reply.problem(Problem(429, detail, headers={"Retry-After": str(retry_after)}))
         else:
-            reply = self._answer(method, path, params, body)
+            reply = self._answer(method, path, params, body, request_headers)
         reply.headers.update(headers)
         return reply
 
@@ -414,12 +463,14 @@ class RunPodSimulator:
         expected = f"Bearer {self._api_key}".encode()
         return authorization is not None and hmac.compare_digest(authorization.encode(), expected)
 
-    def _answer(self, method: str, path: str, params: dict[str, str], body: Any) -> Reply:
+    def _answer(
+        self, method: str, path: str, params: dict[str, str], body: Any, headers: dict[str, str]
+    ) -> Reply:
         try:
             self._raise_injected_fault(method, path)
             if isinstance(body, _BadJson):
                 raise Problem(400, "request body is not valid JSON")
-            return self._dispatch(_ROUTES, method, path, params, body)
+            return self._dispatch(_ROUTES, method, path, params, body, headers)
         except Problem as problem:
             return Reply.problem(problem)
 
@@ -430,6 +481,7 @@ class RunPodSimulator:
         path: str,
         params: dict[str, str],
         body: Any,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         allowed = []
         for route_method, regex, handler in table:
@@ -437,7 +489,8 @@ class RunPodSimulator:
             if match is None:
                 continue
             if route_method == method:
-                request = _Request(method, path, params, body, self.clock.now(), match.groupdict())
+                request = _Request(method, path, params, body, self.clock.now(),
+                                   match.groupdict(), headers or {})
                 reply: Reply = getattr(self, handler)(request)
                 return reply
             allowed.append(route_method)
@@ -482,6 +535,7 @@ class RunPodSimulator:
         pod = self._api_pod(request)
         self._release(pod)
         del self._pods[pod.id]
+        self._log_written.notify_all()
         return Reply(204)
 
     @api("POST", "/v2/pods")
@@ -621,14 +675,47 @@ class RunPodSimulator:
     @api("GET", "/v2/pods/{id}/logs")
     def _pod_logs(self, request: _Request) -> Reply:
         pod = self._api_pod(request)
-        source = request.params.get("source")
-        tail = _int_param(request.params, "tail", 100, 0, 5000)
-        if source not in (None, "container", "system"):
-            raise Problem(422, "Request validation failed.", errors=["source: container|system"])
-        lines = pod.visible_log(request.now, source, tail)
-        text = "".join(sse_event(line, index) for index, line in enumerate(lines, 1))
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return Reply(200, text.encode(), headers, "text/event-stream; charset=utf-8")
+        stream = open_stream(pod, request.now, request.params,
+                             request.headers.get("last-event-id"))
+        if pod.id in self._next_stream_drops:
+            stream.drop_after = self._next_stream_drops.pop(pod.id)
+        # Open from now on (before its first byte), so a test can cut it at once.
+        self._open_streams.append(stream)
+        headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
+                   "X-Accel-Buffering": "no"}
+        return Reply(200, None, headers, "text/event-stream; charset=utf-8", stream=stream)
+
+    def serve_log_stream(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
+        """Send the stream's events through `send` until the pod's log ends (True) or
+        the stream is cut (False). Runs in the request's own thread."""
+        pending = stream.backfill
+        try:
+            while True:
+                sent, cut = stream.take(pending)
+                if sent:
+                    send("".join(sse_event(line) for line in sent).encode())
+                stream.advance(sent)
+                if cut:
+                    return False
+                with self._lock:
+                    pod = self._pods.get(stream.pod_id)
+                    now = self.clock.now()
+                    if pod is None or self._stopping.is_set():
+                        return True
+                    pending = new_lines(pod, now, stream)
+                    if not pending and not pod.log_is_open(now):
+                        return True
+                    if not pending and stream.drop_after != 0:
+                        # Clock moves are not notified: poll for lines they make visible.
+                        self._log_written.wait(_LOG_POLL_SECONDS)
+                        pending = new_lines(pod, self.clock.now(), stream)
+        finally:
+            self.close_log_stream(stream)
+
+    def close_log_stream(self, stream: LogStream) -> None:
+        with self._lock:
+            if stream in self._open_streams:  # reset() may have forgotten it
+                self._open_streams.remove(stream)
 
     # Catalog and registries
 
@@ -698,6 +785,21 @@ class RunPodSimulator:
     def _admin_fail(self, request: _Request) -> Reply:
         self.fail_instance(request.pod_id)
         return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/logs")
+    def _admin_logs(self, request: _Request) -> Reply:
+        lines = request.body.get("lines") if isinstance(request.body, dict) else None
+        if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+            raise ValueError('the body must be {"lines": ["...", ...]}')
+        self.write_container_log(request.pod_id, lines)
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/logs/drop")
+    def _admin_drop_logs(self, request: _Request) -> Reply:
+        body = request.body or {}
+        marked = self.drop_log_streams(request.pod_id, int(body.get("after", 0)),
+                                       next_one=bool(body.get("next", False)))
+        return Reply(200, {"streams": marked})
 
     @admin("POST", "/_sim/pods/{id}/fields")
     def _admin_fields(self, request: _Request) -> Reply:
@@ -846,10 +948,38 @@ class _HttpHandler(BaseHTTPRequestHandler):
         if self.path.startswith("/_sim/"):
             reply = sim.handle_admin(method, self.path, raw)
         else:
-            reply = sim.handle_api(method, self.path, self.headers.get("Authorization"), raw)
+            reply = sim.handle_api(method, self.path, self.headers.get("Authorization"), raw,
+                                   {"last-event-id": self.headers.get("Last-Event-ID", "")})
         if reply.hang and sim.stall(reply.hang):
             return
-        self._write(reply)
+        if reply.stream is not None:
+            self._stream(reply, reply.stream)
+        else:
+            self._write(reply)
+
+    def _stream(self, reply: Reply, stream: LogStream) -> None:
+        """Chunked SSE: a clean end sends the last chunk, a cut closes without it."""
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.flush()
+            ended = self.server.simulator.serve_log_stream(stream, self._chunk)
+            if ended:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client hung up
+        finally:
+            self.server.simulator.close_log_stream(stream)
+        self.close_connection = True
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
 
     def _write(self, reply: Reply) -> None:
         payload = _encode(reply)

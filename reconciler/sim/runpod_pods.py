@@ -32,6 +32,12 @@ class LogLine:
     ts: datetime
     source: str  # "container" or "system"
     line: str
+    seq: int = 0
+    """Order of writing; with `ts` it makes the event id a reconnect resumes after."""
+
+    @property
+    def key(self) -> tuple[datetime, int]:
+        return (self.ts, self.seq)
 
 
 @dataclass
@@ -64,6 +70,7 @@ class SimPod:
     runtime_stuck: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
     log: list[LogLine] = field(default_factory=list)
+    _written: int = 0
 
     def status(self, now: datetime) -> str:
         if self.stopped_at is not None:
@@ -74,6 +81,10 @@ class SimPod:
             return "PROVISIONING"
         return "STARTING" if now < self.running_at else "RUNNING"
 
+    def write_log(self, ts: datetime, source: str, line: str) -> None:
+        self._written += 1
+        self.log.append(LogLine(ts, source, line, self._written))
+
     def listed(self, now: datetime) -> bool:
         return self.listed_from is None or now >= self.listed_from
 
@@ -81,17 +92,17 @@ class SimPod:
         self.starting_at, self.running_at = starting_at, running_at
         self.stopped_at = None
         self.errored = False
-        self.log.append(LogLine(starting_at, "system", f"pulling image {self.image}"))
-        self.log.append(LogLine(running_at, "container", "container started"))
+        self.write_log(starting_at, "system", f"pulling image {self.image}")
+        self.write_log(running_at, "container", "container started")
 
     def stop(self, now: datetime, reason: str = "pod stopped") -> None:
         # Boot lines scheduled for later never happen once the pod is stopped.
         self.log = [line for line in self.log if line.ts <= now]
-        self.log.append(LogLine(now, "system", reason))
+        self.write_log(now, "system", reason)
         self.stopped_at = now
 
     def restart(self, now: datetime, reason: str) -> None:
-        self.log.append(LogLine(now, "system", reason))
+        self.write_log(now, "system", reason)
         self.restarted_at = now
 
     def exit_process(self, now: datetime, code: int) -> None:
@@ -99,14 +110,19 @@ class SimPod:
         if self.status(now) != "RUNNING":
             raise ValueError(f"pod {self.id} is {self.status(now)}, no process is running")
         if self.env.get(STOP_ON_EXIT_ENV) == "1":
-            self.log.append(LogLine(now, "container", f"{EXIT_CODE_MARKER}{code}"))
+            self.write_log(now, "container", f"{EXIT_CODE_MARKER}{code}")
             self.stop(now, "pod stopped by its own container")
         else:
             self.restart(now, f"container exited with code {code}; restarting it")
 
-    def visible_log(self, now: datetime, source: str | None, tail: int) -> list[LogLine]:
+    def visible_log(self, now: datetime, source: str | None) -> list[LogLine]:
+        """The lines written by `now`, in stream order."""
         lines = [line for line in self.log if line.ts <= now and source in (None, line.source)]
-        return lines[-tail:] if tail else []
+        return sorted(lines, key=lambda line: line.key)
+
+    def log_is_open(self, now: datetime) -> bool:
+        """A stream stays open while the container runs or is yet to run."""
+        return self.status(now) not in ("EXITED", "ERROR")
 
     def to_json(self, now: datetime) -> dict[str, Any]:
         status = self.status(now)
@@ -171,6 +187,10 @@ class SimPod:
         }
 
 
-def sse_event(line: LogLine, sequence: int) -> str:
+def event_id(line: LogLine) -> str:
+    return f"{iso(line.ts)}/{line.seq:012d}"
+
+
+def sse_event(line: LogLine) -> str:
     payload = json.dumps({"ts": iso(line.ts), "source": line.source, "line": line.line})
-    return f"id: {iso(line.ts)}/{sequence:012d}\ndata: {payload}\n\n"
+    return f"id: {event_id(line)}\ndata: {payload}\n\n"

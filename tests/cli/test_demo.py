@@ -37,3 +37,4 @@ def test_demo_narrates_every_step() -> None:
                  "TerminatingInstance", "TerminatedOrphan", "AdoptedInstance",
                  "duplicates:          0", "leaked instances:    0"):
         assert line in result.output
+

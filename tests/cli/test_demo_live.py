@@ -1,5 +1,6 @@
 """`reconciler demo --keep-running`: every command it prints works as printed (the real
-kubectl over TLS with the token, the reconciler's own commands, the clock shortcut), the
+kubectl over TLS with the token, `kubectl logs` of a finished pod through the virtual
+node's kubelet endpoint, the reconciler's own commands, the clock shortcut), the
 example pod and Job it offers reach Running and go away when deleted, and it stops
 cleanly on SIGINT."""
 
@@ -84,6 +85,9 @@ def test_printed_commands_work_and_the_examples_reach_running() -> None:
         world.step()  # scheduled to the virtual node, the Job's pod made, instances created
         run_printed(find(commands, "_sim/clock/advance"))  # boot without waiting
         world.step()
+        # The finished train pod's log, kept after its instance was terminated.
+        assert run_printed(find(commands, "logs -n ml train")).endswith(
+            "epoch 3/3 loss 0.31\nsaved the model to /workspace/model.pt\n")
         listing = run_printed(find(commands, "get pods -A"))
         running = {line.split()[1] for line in listing.splitlines()[1:]
                    if line.split()[3] == "Running"}

@@ -4,7 +4,9 @@
   minute away, and the node heartbeat runs without any tick;
 - SIGTERM exits 0 and hands the leader Lease back;
 - with two replicas and --leader-elect only the leader acts; when it is killed -9 the
-  standby takes over within the lease duration and reconciles a new pod.
+  standby takes over within the lease duration and reconciles a new pod;
+- the kubelet endpoint: the leader serves pod logs and advertises itself on the node, a
+  standby answers 503 with a sentence, a caller without credentials 401.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 import requests
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.demo.sandbox import TOKEN as KUBE_TOKEN
 
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"
@@ -59,11 +62,13 @@ class Reconciler:
     def __init__(self, box: Sandbox, database: Path, log: Path, *args: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
+        self.kubelet_port = free_port()
         self.log = log
         with log.open("w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{database}",
                  "sync", "--health-address", f"127.0.0.1:{self.port}",
+                 "--kubelet-port", str(self.kubelet_port), "--kubelet-address", "127.0.0.1",
                  "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url,
                  *args],
                 env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "DEBUG"},
@@ -195,3 +200,38 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
     assert b.metric("reconciler_leader") == 1.0
     assert creates(box) == 2  # nothing created twice across the takeover
     assert "taking over the lock of" in b.output()
+
+
+ADMIN = {"Authorization": f"Bearer {KUBE_TOKEN}"}
+
+
+def logs_url(replica: Reconciler, pod: str) -> str:
+    return f"https://127.0.0.1:{replica.kubelet_port}/containerLogs/default/{pod}/main"
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> requests.Response:
+    return requests.get(url, headers=headers, verify=False, timeout=10)
+
+
+def test_the_leader_serves_logs_and_a_standby_says_so(
+        box: Sandbox, start: Callable[..., Reconciler]) -> None:
+    args = ("--interval", "1", "--leader-elect", "--leader-elect-lease-duration", "6")
+    leader = start(*args)
+    eventually(lambda: leader.metric("reconciler_leader") == 1.0 if answers(
+        f"{leader.base}/readyz") else False)
+    standby = start(*args)
+    eventually(lambda: answers(f"{standby.base}/readyz"))
+
+    box.add_pod("p", command=["python", "x.py"])
+    eventually(lambda: box.instance_for(box.pod("p") or {}) is not None, seconds=10)
+    node = box.kube_sim.get("nodes", None, box.settings.node_name) or {}
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == leader.kubelet_port
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
+
+    assert get(logs_url(leader, "p")).status_code == 401
+    refused = get(logs_url(standby, "p"), ADMIN)
+    assert refused.status_code == 503 and "standby" in refused.text
+    instance = box.instance_for(box.pod("p") or {}) or {}
+    box.advance(30)
+    box.runpod_sim.write_container_log(str(instance["id"]), ["hello"])
+    eventually(lambda: get(logs_url(leader, "p"), ADMIN).text.endswith("hello\n"))

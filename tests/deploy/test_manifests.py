@@ -93,7 +93,10 @@ def test_deployment_is_one_hardened_replica_with_probes_and_the_database_volume(
     assert workload["spec"]["replicas"] == 1
     assert workload["spec"]["strategy"] == {"type": "Recreate"}
     assert container["args"] == ["sync"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
+                                  {"name": "kubelet", "containerPort": 10250, "protocol": "TCP"}]
+    pod_ip = next(e for e in container["env"] if e["name"] == "POD_IP")
+    assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["resources"]["requests"] and container["resources"]["limits"]

@@ -128,6 +128,18 @@ def client_only_calls(box: Sandbox) -> None:
     box.kube.release_lease("runpod-system", DEFAULT_LEASE_NAME, "me")
 
 
+def kubelet_endpoint_calls(box: Sandbox) -> None:
+    """What the kubelet endpoint asks the API server: who a token is, what they may do,
+    and the pod a log is asked for (through a list: there is no single-pod `get`)."""
+    status = box.kube.review_token("sandbox-kube-token")
+    assert status["authenticated"]
+    allowed, _ = box.kube.review_access("jane", ["system:authenticated"], "", {
+        "verb": "get", "resource": "nodes", "subresource": "proxy",
+        "name": box.settings.node_name})
+    assert not allowed
+    box.kube.find_pod("default", "p")
+
+
 def exercise(box: Sandbox) -> Outcome:
     """Every Kubernetes call the reconciler makes, each at least once."""
     outcome = Outcome()
@@ -136,6 +148,7 @@ def exercise(box: Sandbox) -> Outcome:
     node_repair_after_restart(box)
     offload(box)
     client_only_calls(box)
+    kubelet_endpoint_calls(box)
     return outcome
 
 

@@ -122,6 +122,13 @@ class KubeClient:
                              query=[("fieldSelector", field_selector), ("limit", "1")])
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
+    def find_pod(self, namespace: str, name: str) -> KubeObject | None:
+        """One pod by name, through a list (the RBAC rules grant no single-pod `get`)."""
+        page = self._request("GET", f"/api/v1/namespaces/{_q(namespace)}/pods",
+                             query=[("fieldSelector", f"metadata.name={name}")])
+        items = page.get("items") or []
+        return items[0] if items else None
+
     def watch_pods(self, field_selector: str, resource_version: str,
                    timeout_seconds: int) -> WatchStream:
         """The changes to these pods after `resource_version`, until the server ends the
@@ -224,6 +231,26 @@ class KubeClient:
     def server_version(self) -> str:
         """The API server's gitVersion (GET /version), e.g. v1.32.3-eks-4096722."""
         return str(self._request("GET", "/version").get("gitVersion") or "")
+
+    # reviews: a kubelet's authentication and authorization ---------------------------
+
+    def review_token(self, token: str) -> dict[str, Any]:
+        """The TokenReview status for a bearer token: `authenticated`, `user`, `error`."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}}
+        review = self._request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body)
+        return dict(review.get("status") or {})
+
+    def review_access(self, user: str, groups: list[str], uid: str,
+                      attributes: dict[str, str]) -> tuple[bool, str]:
+        """SubjectAccessReview: may `user` do `attributes`? (allowed, reason)"""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": {"user": user, "groups": groups, "uid": uid,
+                         "resourceAttributes": attributes}}
+        review = self._request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                               body=body)
+        status = review.get("status") or {}
+        return bool(status.get("allowed")), str(status.get("reason") or "")
 
     # events -----------------------------------------------------------------------
 

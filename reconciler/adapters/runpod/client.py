@@ -20,17 +20,25 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
 import requests
+import urllib3
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_pod_body
 from reconciler.adapters.runpod.logs import exit_code_from, sse_log_lines
+from reconciler.adapters.runpod.logstream import (
+    LogEvent,
+    LogStreamBroken,
+    LogStreamIdle,
+    sse_events,
+)
 from reconciler.adapters.runpod.parse import parse_gpu_types, parse_instance, parse_registry
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core.domain import Cloud, CreateRequest, GpuType, Instance, RegistryAuth
@@ -57,6 +65,7 @@ class _Call:
     params: dict[str, str] | None = None
     stream: bool = False
     read_timeout: float | None = None
+    headers: dict[str, str] | None = None
 
 
 class RunPodClient:
@@ -153,6 +162,32 @@ class RunPodClient:
         with closing(self._send(call)) as response:
             return exit_code_from(_backfill(response))
 
+    def log_events(self, instance_id: str, *, source: str | None, tail: int | None,
+                   since: datetime | None, last_event_id: str | None,
+                   idle_seconds: float) -> Iterator[LogEvent]:
+        """One log stream, event by event, until it ends. Raises LogStreamBroken when it
+        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way)."""
+        params = {"source": source} if source else {}
+        if since is not None:
+            params["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        elif tail is not None:
+            params["tail"] = str(tail)
+        headers = {"Accept": "text/event-stream"}
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        call = _Call("GET", f"/v2/pods/{_segment(instance_id)}/logs", "GET /v2/pods/{id}/logs",
+                     params=params, stream=True, read_timeout=idle_seconds, headers=headers)
+        with closing(self._send(call)) as response:
+            raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
+            try:
+                yield from sse_events(raw)
+            except requests.ConnectionError as exc:
+                if exc.args and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
+                    raise LogStreamIdle(str(exc)) from exc
+                raise LogStreamBroken(f"connection lost: {type(exc).__name__}") from exc
+            except requests.RequestException as exc:
+                raise LogStreamBroken(f"stream cut: {type(exc).__name__}") from exc
+
     # Catalog and registries
 
     def list_gpu_types(self, gpu_count: int = 1, cloud: Cloud | None = None) -> list[GpuType]:
@@ -221,6 +256,7 @@ class RunPodClient:
                 params=call.params,
                 timeout=(self._timeout[0], call.read_timeout or self._timeout[1]),
                 stream=call.stream,
+                headers=call.headers,
             )
         except requests.RequestException as exc:
             self._report(call, 0)

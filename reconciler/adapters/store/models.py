@@ -117,6 +117,23 @@ class Mapping(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class PodLog(Base):
+    """The last lines of a pod's container log, kept when its instance ended, so that
+    `kubectl logs` works after the instance is gone. Deleted with the pod's row."""
+
+    __tablename__ = "pod_logs"
+
+    pod_uid: Mapped[str] = mapped_column(
+        ForeignKey("mappings.pod_uid", ondelete="CASCADE"), primary_key=True
+    )
+    instance_id: Mapped[str | None] = mapped_column(String(64))
+    lines: Mapped[str] = mapped_column(Text)
+    """JSON list of [RFC 3339 time, line], oldest first; the user's lines only."""
+    truncated: Mapped[bool] = mapped_column(default=False)
+    """True when older lines were left out to stay within the limits."""
+    saved_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class Tick(Base):
     """One row per reconcile tick, for `state show`, metrics and post-mortems."""
 

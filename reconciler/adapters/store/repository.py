@@ -8,6 +8,7 @@ protocol of docs/architecture.md §4 is built to recover exactly that.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, Lock, Mapping, Tick
+from reconciler.adapters.store.models import ActionRecord, Lock, Mapping, PodLog, Tick
 from reconciler.core.mapping import MappingRecord
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
@@ -56,6 +57,37 @@ class Store:
     def delete_row(self, pod_uid: str) -> None:
         with self._sessions.begin() as session:
             session.execute(delete(Mapping).where(Mapping.pod_uid == pod_uid))
+
+    def row(self, pod_uid: str) -> MappingRecord | None:
+        with self._sessions() as session:
+            found = session.get(Mapping, pod_uid)
+            if found is None:
+                return None
+            return MappingRecord(**{f: getattr(found, f) for f in _FIELDS})
+
+    # --- pod logs kept after the end ---------------------------------------------
+
+    def save_log(self, pod_uid: str, instance_id: str | None,
+                 lines: Sequence[tuple[datetime, str]], truncated: bool, now: datetime) -> bool:
+        """Keep these lines for the pod; False when its row is gone (nothing to keep)."""
+        text = json.dumps([[ts.isoformat(), line] for ts, line in lines])
+        with self._sessions.begin() as session:
+            if session.get(Mapping, pod_uid) is None:
+                return False
+            session.merge(PodLog(pod_uid=pod_uid, instance_id=instance_id, lines=text,
+                                 truncated=truncated, saved_at=now))
+        return True
+
+    def saved_log(self, pod_uid: str) -> list[tuple[datetime, str]] | None:
+        with self._sessions() as session:
+            found = session.get(PodLog, pod_uid)
+            if found is None:
+                return None
+            return [(datetime.fromisoformat(ts), line) for ts, line in json.loads(found.lines)]
+
+    def has_saved_log(self, pod_uid: str) -> bool:
+        with self._sessions() as session:
+            return session.get(PodLog, pod_uid) is not None
 
     def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
         with self._sessions.begin() as session:

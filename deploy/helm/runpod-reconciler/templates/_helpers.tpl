@@ -123,6 +123,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   "RECONCILER_NODE_MEMORY" .Values.nodeCapacity.memory
   "RECONCILER_MAX_PENDING_TIME_BEFORE_OFFLOAD" .Values.offload.maxPendingTimeBeforeOffload }}
 {{- if eq .Values.mode "deployment" }}
+{{- /* The kubelet endpoint (kubectl logs), at POD_IP above. */}}
+- name: RECONCILER_KUBELET_PORT
+  value: {{ .Values.kubelet.port | int64 | toString | quote }}
+{{- if .Values.kubelet.tlsSecret }}
+- name: RECONCILER_KUBELET_TLS_SECRET
+  value: {{ .Values.kubelet.tlsSecret | quote }}
+{{- end }}
 {{- $_ := set $others "RECONCILER_INTERVAL" .Values.interval }}
 {{- $_ := set $others "RECONCILER_HEARTBEAT_INTERVAL" .Values.heartbeatInterval }}
 {{- if .Values.leaderElection.enabled }}
@@ -169,6 +176,11 @@ containers:
       - name: http
         containerPort: 8080
         protocol: TCP
+      {{- if gt (int64 .Values.kubelet.port) 0 }}
+      - name: kubelet
+        containerPort: {{ .Values.kubelet.port | int64 }}
+        protocol: TCP
+      {{- end }}
     livenessProbe:
       httpGet:
         path: /healthz

@@ -1,0 +1,137 @@
+"""Reading a pod's log from RunPod v2: `GET /v2/pods/{id}/logs`, Server-Sent Events.
+
+Each event carries `id: <ts>/<sequence>` and `data: {"ts", "source", "line"}`. The stream
+starts with a backfill (the last `tail` lines, or every line `since` a moment, or every
+line after a `Last-Event-ID`), then stays open with live lines while the pod runs, and
+ends when the pod has stopped. It may also break (a proxy, the network): then
+`LogStreamBroken` is raised and a reader resumes by the last event id it saw, so that
+no line is lost and none comes twice (`read_log`).
+
+What each read costs in RunPod requests: one per stream opened, so one for a plain read
+and one more per resume after a break.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+MAX_TAIL = 5000
+"""RunPod backfills at most this many lines."""
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    id: str
+    ts: datetime
+    source: str
+    line: str
+
+
+class LogStreamBroken(Exception):
+    """The stream stopped without its end: resume from the last event id."""
+
+
+class LogStreamIdle(Exception):
+    """Nothing arrived for the idle time given when the stream was opened."""
+
+
+class LogStreamOpener(Protocol):
+    def __call__(self, instance_id: str, *, source: str | None, tail: int | None,
+                 since: datetime | None, last_event_id: str | None,
+                 idle_seconds: float) -> Iterator[LogEvent]: ...
+
+
+def sse_events(raw_lines: Iterable[str]) -> Iterator[LogEvent]:
+    """The events of an SSE stream; events without a JSON payload are skipped."""
+    event_id, data = "", []
+    for raw in raw_lines:
+        if raw.startswith("id:"):
+            event_id = raw[3:].strip()
+        elif raw.startswith("data:"):
+            data.append(raw[5:].removeprefix(" "))
+        elif raw == "" and data:
+            event = _event(event_id, "\n".join(data))
+            event_id, data = "", []
+            if event is not None:
+                yield event
+    if data and (event := _event(event_id, "\n".join(data))) is not None:
+        yield event
+
+
+def _event(event_id: str, payload: str) -> LogEvent | None:
+    try:
+        body = json.loads(payload)
+        ts = datetime.fromisoformat(str(body["ts"]).replace("Z", "+00:00")).astimezone(UTC)
+        return LogEvent(event_id or str(body["ts"]), ts, str(body.get("source", "")),
+                        str(body.get("line", "")))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.debug("skipping a log event that is not {ts, source, line}")
+        return None
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """What to read: where to start, and whether to follow the live stream."""
+
+    source: str | None = "container"
+    tail: int | None = None
+    """Lines to backfill (capped at MAX_TAIL); None with no `since` means as many as
+    RunPod keeps."""
+    since: datetime | None = None
+    after: str | None = None
+    """Start just after this event id (then `tail` and `since` do not apply)."""
+    follow: bool = False
+
+
+def read_log(
+    open_stream: LogStreamOpener,
+    instance_id: str,
+    read: LogRead,
+    *,
+    backfill_idle_seconds: float,
+    follow_idle_seconds: float,
+    max_resumes: int = 5,
+    sleep: Callable[[float], None],
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Generator[LogEvent, None, bool]:
+    """The events of a pod's log, resuming after breaks by the last event id.
+
+    Without `follow` it ends after the backfill: when the stream ends, or when nothing
+    came for `backfill_idle_seconds` (the stream gives no sign that its backfill is
+    complete). With `follow` it goes on until the stream ends (the pod stopped), or
+    `should_stop()` says the reader has gone (asked after each idle spell). After
+    `max_resumes` breaks in a row without a new event it gives up with the last break.
+    Returns True when the stream ended (the pod stopped), False when it was left open.
+    """
+    cursor: str | None = read.after
+    breaks = 0
+    while True:
+        idle = follow_idle_seconds if read.follow else backfill_idle_seconds
+        tail = None if read.since else min(read.tail if read.tail is not None else MAX_TAIL,
+                                           MAX_TAIL)
+        try:
+            for event in open_stream(instance_id, source=read.source, tail=tail,
+                                     since=read.since, last_event_id=cursor,
+                                     idle_seconds=idle):
+                cursor, breaks = event.id, 0
+                yield event
+            return True
+        except LogStreamIdle:
+            if not read.follow or should_stop():
+                return False
+            log.debug("log stream of %s idle for %.0f s; resuming", instance_id, idle)
+        except LogStreamBroken as exc:
+            breaks += 1
+            if breaks > max_resumes or should_stop():
+                raise
+            delay = min(2.0 ** (breaks - 1), 10.0)
+            log.info("log stream of %s broke (%s); resuming after %s in %.0f s",
+                     instance_id, exc, cursor or "the start", delay)
+            sleep(delay)

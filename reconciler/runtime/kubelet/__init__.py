@@ -1,0 +1,1 @@
+"""The virtual node's kubelet endpoint: `kubectl logs` for pods on RunPod."""

@@ -1,0 +1,201 @@
+"""Where a pod's log comes from: its RunPod instance while it lives, the store after.
+
+Reading a live instance costs RunPod requests: one for the backfill, one more to follow
+(`-f`), and one per resume after a broken stream. A log kept in the store costs none.
+When a pod's instance ends while the pod object stays (a batch pod finished, a pod
+failed), `keep()` saves the last lines (one request), so `kubectl logs` still works
+after the instance is gone, until the pod object, and with it its row, is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.logstream import (
+    MAX_TAIL,
+    LogEvent,
+    LogRead,
+    LogStreamBroken,
+    read_log,
+)
+from reconciler.adapters.store.repository import Store
+from reconciler.core.mapping import MappingState
+from reconciler.core.podlogs import (
+    PREVIOUS_UNSUPPORTED,
+    LogLine,
+    LogOptions,
+    last_lines,
+    users_lines,
+)
+from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.errors import TranslationError
+
+log = logging.getLogger(__name__)
+
+# Lines asked for beyond the tail: the batch wrapper's own lines end a finished log and
+# are left out, so a tail of N needs a few more to show N of the user's.
+WRAPPER_SLACK = 4
+SYSTEM_LINES_KEPT = 10
+"""The last system lines of an ended instance that become Events on its pod."""
+BACKFILL_IDLE_SECONDS = 1.0
+"""RunPod gives no sign that a backfill is complete: this much silence ends it."""
+FOLLOW_IDLE_SECONDS = 60.0
+"""A followed stream silent this long is opened again (one request), in case it died
+unnoticed; the reader is asked meanwhile whether it is still there."""
+
+
+# Row states whose instance may still have a log to read.
+_LIVE = (MappingState.RUNNING, MappingState.TERMINATING)
+
+
+class LogError(Exception):
+    """A request we cannot serve: HTTP status and a sentence for the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class KeepLimits:
+    lines: int = 1000
+    bytes: int = 1 << 20
+
+
+class PodLogs:
+    def __init__(self, node_name: str, runpod: RunPodClient, kube: KubeClient, store: Store,
+                 clock: Callable[[], datetime], *, limits: KeepLimits = KeepLimits(),
+                 sleep: Callable[[float], None] = time.sleep,
+                 backfill_idle: float = BACKFILL_IDLE_SECONDS,
+                 follow_idle: float = FOLLOW_IDLE_SECONDS) -> None:
+        self.node_name, self.runpod, self.kube, self.store = node_name, runpod, kube, store
+        self.clock, self.limits, self.sleep = clock, limits, sleep
+        self.backfill_idle, self.follow_idle = backfill_idle, follow_idle
+
+    # --- keeping the last lines when an instance ends ------------------------------
+
+    def keep(self, pod_uid: str, instance_id: str) -> list[str]:
+        """Save the instance's last container lines for the pod (once), in one request
+        for both sources; returns its last system lines (start-up, errors), which become
+        the pod's Events. Never raises."""
+        if self.store.has_saved_log(pod_uid):
+            return []
+        try:
+            events, _ = _drain(self._read(instance_id, LogRead(
+                source=None, tail=min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL))))
+        except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+            log.warning("could not keep the log of instance %s: %s", instance_id, exc)
+            return []
+        container = users_lines(LogLine(e.ts, e.line) for e in events if e.source != "system")
+        lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
+        self.store.save_log(pod_uid, instance_id, lines, truncated, self.clock())
+        return [e.line for e in events if e.source == "system"][-SYSTEM_LINES_KEPT:]
+
+    def _within_limits(self, lines: list[tuple[datetime, str]]
+                       ) -> tuple[list[tuple[datetime, str]], bool]:
+        kept = lines[-self.limits.lines:] if self.limits.lines else []
+        size, start = 0, len(kept)
+        while start > 0 and size + len(kept[start - 1][1].encode()) + 1 <= self.limits.bytes:
+            start -= 1
+            size += len(kept[start][1].encode()) + 1
+        return kept[start:], start > 0 or len(kept) < len(lines)
+
+    # --- serving a log -----------------------------------------------------------------
+
+    def lines(self, namespace: str, name: str, container: str, options: LogOptions,
+              should_stop: Callable[[], bool] = lambda: False) -> Iterator[LogLine]:
+        """The pod's lines as asked; raises LogError before the first line if it cannot."""
+        pod_uid, container = self._check(namespace, name, container, options)
+        row = self.store.row(pod_uid)
+        if row is not None and row.instance_id is not None and row.state in _LIVE:
+            return self._live(row.instance_id, pod_uid, options, should_stop)
+        saved = self.store.saved_log(pod_uid)
+        if saved is not None:
+            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
+        if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
+            raise LogError(400, f'container "{container}" in pod "{name}" is waiting to '
+                                "start: ContainerCreating")
+        raise LogError(404, f'the log of pod "{name}" was not kept: its instance ended '
+                            "before it could be read")
+
+    def _check(self, namespace: str, name: str, container: str,
+               options: LogOptions) -> tuple[str, str]:
+        """The pod's uid and the container that runs, or a LogError saying why not."""
+        pod = self.kube.find_pod(namespace, name)
+        if pod is None:
+            raise LogError(404, f'pods "{name}" not found')
+        if pod.get("spec", {}).get("nodeName") != self.node_name:
+            raise LogError(404, f'pod "{namespace}/{name}" is not on node "{self.node_name}"')
+        try:
+            runs = choose_container(pod)["name"]
+        except TranslationError as exc:
+            raise LogError(400, f'pod "{name}" has no container that runs on RunPod: '
+                                f"{exc}") from exc
+        if container and container != runs:
+            raise LogError(400, f'container "{container}" of pod "{name}" does not run: only '
+                                f'"{runs}" runs on RunPod (sidecars and init containers do '
+                                "not); ask for that one")
+        if options.previous:
+            raise LogError(400, PREVIOUS_UNSUPPORTED)
+        return str(pod["metadata"]["uid"]), runs
+
+    def _live(self, instance_id: str, pod_uid: str, options: LogOptions,
+              should_stop: Callable[[], bool]) -> Iterator[LogLine]:
+        tail = options.tail_lines
+        backfill_read = LogRead(tail=None if tail is None else tail + WRAPPER_SLACK,
+                                since=options.since)
+        opened_at = self.clock()
+        try:
+            events, ended = _drain(self._read(instance_id, backfill_read))
+        except runpod_errors.NotFoundError:
+            saved = self.store.saved_log(pod_uid)
+            if saved is None:
+                raise LogError(404, f"RunPod instance {instance_id} is gone and its log was "
+                                    "not kept") from None
+            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
+        except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+            raise LogError(502, f"RunPod did not give the log: {exc}") from exc
+        backfill = last_lines((LogLine(e.ts, e.line) for e in events), options)
+        if not options.follow or ended:
+            return iter(backfill)
+        after = events[-1].id if events else None
+        follow = LogRead(after=after, since=None if after else (options.since or opened_at),
+                         tail=0, follow=True)
+        return self._followed(backfill, instance_id, follow, should_stop)
+
+    def _followed(self, backfill: list[LogLine], instance_id: str, read: LogRead,
+                  should_stop: Callable[[], bool]) -> Iterator[LogLine]:
+        yield from backfill
+        events = self._read(instance_id, read, should_stop)
+        try:
+            yield from users_lines(LogLine(event.ts, event.line) for event in events)
+        except runpod_errors.NotFoundError:
+            return  # the instance is gone: so is its log stream
+        except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+            log.warning("following the log of %s stopped: %s", instance_id, exc)
+
+    def _read(self, instance_id: str, read: LogRead,
+              should_stop: Callable[[], bool] = lambda: False
+              ) -> Generator[LogEvent, None, bool]:
+        return read_log(self.runpod.log_events, instance_id, read,
+                        backfill_idle_seconds=self.backfill_idle,
+                        follow_idle_seconds=self.follow_idle, sleep=self.sleep,
+                        should_stop=should_stop)
+
+
+def _drain(events: Generator[LogEvent, None, bool]) -> tuple[list[LogEvent], bool]:
+    """Every event, and whether the stream ended (True) or went quiet (False)."""
+    items: list[LogEvent] = []
+    while True:
+        try:
+            items.append(next(events))
+        except StopIteration as stop:
+            return items, bool(stop.value)
