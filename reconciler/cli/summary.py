@@ -32,6 +32,8 @@ def report_record(report: TickReport) -> dict[str, Any]:
         "applied": dict(report.applied),
         "failed": dict(report.failed),
         "errors": report.errors,
+        "skipped": report.skipped,
+        "deferred_creates": report.deferred_creates,
         "duration_seconds": round(report.duration, 3),
     }
 
@@ -83,6 +85,10 @@ def render(report: TickReport, output: str, dry_run: bool) -> str:
 
 def _headline(report: TickReport, dry_run: bool) -> str:
     state = "ok" if report.ok else "FAILED"
+    if report.skipped:
+        state += f" ({report.skipped})"
+    elif report.deferred_creates:
+        state += f" ({report.deferred_creates} creates wait for a later tick)"
     name = "dry run" if dry_run else f"tick #{report.tick_id}"
     return (f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
             f"{report.instances} owned instances, {sum(report.planned.values())} actions")

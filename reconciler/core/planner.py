@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -50,6 +50,12 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 ORPHAN_DETAIL = "orphan: its pod is gone"
+# Definite refusals of a create (issue 16) repeat until someone fixes something (the
+# template, the key, the annotation): retry once a minute, not every tick, to spare the
+# request quota.
+REFUSAL_RETRY_SECONDS = 60
+_REFUSALS = frozenset({PodReason.TEMPLATE_NOT_FOUND, PodReason.RUNPOD_UNAUTHORIZED,
+                       PodReason.RUNPOD_REFUSED, PodReason.INVALID_ANNOTATION})
 
 REFUSED_EVERYWHERE = ("RunPod lately refused creates for want of stock on every GPU type "
                       "that fits this pod; trying again when the catalog shows stock")
@@ -126,7 +132,16 @@ def _within(now: datetime, since: datetime | None, seconds: float) -> bool:
     return since is not None and now - since < timedelta(seconds=seconds)
 
 
-def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
+PlanError = Callable[[str, Exception], None]
+"""Told of an error while planning one pod (the engine logs its traceback at debug)."""
+
+
+def _ignore_error(_uid: str, _exc: Exception) -> None:
+    """No one to tell."""
+
+
+def plan(obs: Observation, settings: Settings, now: datetime,
+         on_error: PlanError = _ignore_error) -> list[Action]:
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
@@ -134,7 +149,11 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
     actions: list[Action] = []
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
-        decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        try:
+            decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        except Exception as exc:  # one malformed pod never stops the others
+            on_error(uid, exc)
+            decided, wait = _undecidable(tick, pods.get(uid), rows.get(uid), uid in owned, exc)
         actions += decided
         if wait is not None:
             waiting.append(wait)
@@ -142,6 +161,22 @@ def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
                              tick.node)
     return (offloads + actions + _admit(tick, waiting, owned, rows)
             + daemonsets.notices(obs.daemon_pods, now))
+
+
+def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
+                 has_instance: bool, exc: Exception) -> tuple[list[Action], None]:
+    """A pod whose planning failed: a waiting reason while nothing runs for it (so it
+    fails at --max-pending-time), else an Event only, never a decision about its instance."""
+    if pod is None:
+        return [], None
+    message = f"the reconciler could not plan this pod: {type(exc).__name__}: {exc}"
+    reason = exc.reason if isinstance(exc, TranslationError) else PodReason.INVALID_POD_SPEC
+    if not has_instance and (row is None or row.state is MappingState.PENDING):
+        try:
+            return _cannot_create(t, pod, row, reason, message, False), None
+        except Exception:  # no status can be built for it: the Event below says why
+            pass
+    return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
 
 def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
@@ -179,7 +214,7 @@ def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance
 
 def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None,
             instances: list[Instance]) -> tuple[list[Action], _Waiting | None]:
-    keep, extras = _split_duplicates(instances, row)
+    keep, extras = _split_duplicates(t, instances, row, pod)
     actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
     if pod is None:
         return actions + _without_pod(t, row, keep), None
@@ -193,14 +228,23 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
     return actions + decided, wait
 
 
-def _split_duplicates(instances: list[Instance],
-                      row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
-    """Keep the mapped instance, else the oldest; the rest are duplicates."""
+def _split_duplicates(t: _Tick, instances: list[Instance], row: MappingRecord | None,
+                      pod: KubeObject | None) -> tuple[Instance | None, list[Instance]]:
+    """The instance to keep and the duplicates to terminate now.
+
+    Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
+    writers with different databases agree), else the mapped one, else the oldest. A
+    duplicate younger than the create grace may be another writer's create it has yet to
+    record: it is left alone until the grace is over (issue 16).
+    """
     if len(instances) < 2:
         return (instances[0] if instances else None), []
-    mapped = [i for i in instances if row is not None and i.id == row.instance_id]
-    ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
-    return ordered[0], ordered[1:]
+    named = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION) if pod else None
+    mapped = row.instance_id if row is not None else None
+    ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
+    extras = [i for i in ordered[1:]
+              if not t.within(i.created_at, t.settings.create_grace_time)]
+    return ordered[0], extras
 
 
 def _age_key(instance: Instance) -> tuple[str, str]:
@@ -510,6 +554,8 @@ def _prepare_create(t: _Tick, pod: KubeObject,
         if _waited_too_long(t, pod):
             return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
         actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+        if row.reason in _REFUSALS and t.within(row.updated_at, REFUSAL_RETRY_SECONDS):
+            return actions, None
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 

@@ -38,6 +38,11 @@ class PodReason(enum.StrEnum):
     """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+    # Definite refusals of a create (issue 16): nothing was created; retried once a
+    # minute rather than every tick, and failed with the reason at max_pending_time.
+    TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
+    RUNPOD_REFUSED = "RunPodRefused"
     # What happened to a pod's instance.
     INSTANCE_LOST = "InstanceLost"
     INSTANCE_ERROR = "InstanceError"
@@ -76,7 +81,8 @@ class TerminateReason(enum.Enum):
     """Why an instance is deleted. The human wording travels beside it (`Terminate.detail`)."""
 
     DUPLICATE = "duplicate"
-    """A second instance for one pod: the mapped (else oldest) one stays."""
+    """A second instance for one pod, past the create grace: the one the pod's
+    annotation names (else the mapped, else the oldest one) stays."""
     ORPHAN = "orphan"
     """Its pod is gone, it was seen so on two ticks and is past the grace period."""
     POD_DELETED = "pod-deleted"

@@ -39,11 +39,13 @@ from reconciler.core.planner import (
     owned_instances,
     plan,
 )
+from reconciler.core.reasons import PodReason
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
+from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
@@ -73,6 +75,8 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    skipped: str | None = None
+    """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
     """Planned creates the executor left for a later tick (quota share spent, stopped)."""
 
@@ -83,7 +87,7 @@ class TickReport:
 
     @property
     def ok(self) -> bool:
-        return self.observed
+        return self.observed or self.skipped is not None
 
 
 class CatalogCache:
@@ -125,6 +129,10 @@ class CatalogCache:
         return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
+def _log_plan_error(uid: str, exc: Exception) -> None:
+    log.debug("could not plan pod %s", uid, exc_info=exc)
+
+
 def _nothing() -> None:
     """No step."""
 
@@ -144,6 +152,9 @@ class TickSteps:
     schedule of its own. A KubeError goes into the tick's errors; the tick goes on."""
     after: Callable[[Engine, TickReport], None] = _ignore
     """Last, with the engine and its finished report (the loop's metrics and readiness)."""
+    before_action: Callable[[], None] = _nothing
+    """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
+    raises WriterLost, which ends the tick."""
 
 
 class Engine:
@@ -161,14 +172,25 @@ class Engine:
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
-        report = self._tick(dry_run)
+        self.steps.before_action()
+        report = TickReport(started_at=self.clock())
+        self.runpod.deadline_in(self.settings.tick_deadline)
+        try:
+            report = self._tick(report, dry_run)
+        finally:
+            self.runpod.deadline_in(None)
         self.steps.after(self, report)
         return report
 
-    def _tick(self, dry_run: bool) -> TickReport:
-        report = TickReport(started_at=self.clock())
+    def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
         try:
             observation = self._observe(report.started_at)
+        except runpod_errors.RateLimitedError as exc:
+            # Not an error: RunPod asked us to wait, and the next tick will list again.
+            report.skipped = "skipped, rate limited by RunPod" + (
+                f" (retry after {exc.retry_after:.0f} s)" if exc.retry_after is not None else "")
+            log.warning("tick %s", report.skipped)
+            return self._finish(report, dry_run)
         except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
             report.errors.append(f"observe: {exc}")
             log.error("tick skipped, could not observe: %s", exc)
@@ -177,12 +199,17 @@ class Engine:
         report.pods = len(observation.pods)
         report.instances = sum(len(g) for g in owned_instances(
             observation.instances, self.settings.owner_id).values())
-        report.actions = plan(observation, self.settings, report.started_at)
+        report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
             if self.steps.heartbeat is not None:
                 self._heartbeat(self.steps.heartbeat, report)
-            self._apply(report)
+            try:
+                self._apply(report)
+            except WriterLost as exc:
+                report.errors.append(f"stopped: {exc}")
+                self._finish(report, dry_run)
+                raise
         return self._finish(report, dry_run)
 
     # --- observe ----------------------------------------------------------------------
@@ -270,6 +297,12 @@ class Engine:
                 # Not the pod's fault: leave it for the next tick without a reason.
                 log.warning("could not read what %s/%s needs: %s",
                             pod["metadata"].get("namespace"), pod["metadata"]["name"], exc)
+            except Exception as exc:  # one malformed pod never stops the tick
+                log.debug("reading what %s/%s needs failed", pod["metadata"].get("namespace"),
+                          pod["metadata"].get("name"), exc_info=True)
+                inputs[podinfo.uid(pod)] = CreateInputs(error=TranslationError(
+                    PodReason.INVALID_POD_SPEC, f"the pod spec could not be read "
+                    f"({type(exc).__name__}: {exc})", permanent=False))
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
@@ -315,13 +348,16 @@ class Engine:
             return report.tick_id
 
         executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
-                            self.pod_logs.keep)
+                            self.pod_logs.keep, before_action=self.steps.before_action)
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
         report.errors += outcome.errors
+        if executor.past_deadline:
+            log.warning("tick deadline (%.0f s) passed: %d creates wait for a later tick",
+                        self.settings.tick_deadline, executor.deferred)
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()

@@ -42,7 +42,9 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.stock import StockMemory, usable
+from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
+from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
@@ -57,33 +59,49 @@ class Outcome:
 
 
 class _CreatesStopped(Exception):
-    """RunPod said no more creates this tick (no balance, rate limit)."""
+    """RunPod said no more creates this tick (no balance, rate limit, deadline)."""
+
+
+class _CreatesSkipped(Exception):
+    """This pod's create was ended before RunPod heard of it (reason already recorded)."""
 
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
                  clock: Callable[[], datetime], tick_id: Callable[[], int],
                  stock: StockMemory | None = None,
-                 keep_log: Callable[[str, str], list[str]] | None = None) -> None:
+                 keep_log: Callable[[str, str], list[str]] | None = None,
+                 before_action: Callable[[], None] = lambda: None) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self.keep_log = keep_log
         self._tick_id = tick_id
         self.stock = stock if stock is not None else StockMemory()
         self.refusals = 0
         """Creates RunPod refused this run for want of stock."""
+        # Keeps the node's writer Lease; raises WriterLost, which ends the run.
+        self._before_action = before_action
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
         self.deferred = 0
+        self.past_deadline = False
+        """Whether creates were left over because the tick's deadline had passed."""
         """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
         for action in actions:
             kind = type(action).__name__
+            self._before_action()
+            if isinstance(action, Create) and self.runpod.past_deadline:
+                self.deferred += 1
+                self.past_deadline = True
+                continue  # nothing committed: the next tick plans this create again
             try:
                 self._apply(action)
                 outcome.applied[kind] += 1
                 outcome.done.append(action)
+            except WriterLost:
+                raise
             except Exception as exc:  # one action never stops the others
                 outcome.failed[kind] += 1
                 outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
@@ -198,10 +216,15 @@ class Executor:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
             self.deferred += 1
             return
+        try:
+            # Before the intent: nothing of it can create an instance, and a failure
+            # here leaves the row as it was instead of `creating`.
+            candidates = self._with_registry_auth(action)
+        except _CreatesSkipped:
+            return
         self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
         crashpoints.reached("after-intent")
         try:
-            candidates = self._with_registry_auth(action)
             instance = self._first_accepted(action, candidates)
         except _CreatesStopped:
             return
@@ -236,15 +259,26 @@ class Executor:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
-            except runpod_errors.RateLimitedError as exc:
+            except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
                 self._stop_creates(action, None, str(exc))
+            except runpod_errors.AuthenticationError as exc:
+                self._stop_creates(action, PodReason.RUNPOD_UNAUTHORIZED,
+                                   f"RunPod refused the API key: {exc.detail or exc}")
             except runpod_errors.InvalidRequestError as exc:
                 self._give_up(action, PodReason.INVALID_RUNPOD_REQUEST,
                               "RunPod refused the request as invalid (a reconciler bug, not "
                               f"retried): {exc.detail}")
                 raise
-            # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
-            # the next ticks adopt the instance if it was made after all.
+            except runpod_errors.NotFoundError as exc:
+                self._wait(action, *_not_found(candidate, exc))
+                return None
+            except runpod_errors.RunPodError as exc:
+                if exc.in_doubt:
+                    # 5xx or no answer: the row stays `creating`, and the next ticks
+                    # adopt the instance if it was made after all.
+                    raise
+                self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
+                return None
         self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
                    "no GPU type that fits this pod could be created: "
                    + ("; ".join(refusals) or REFUSED_EVERYWHERE))
@@ -279,19 +313,32 @@ class Executor:
         self._event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
-        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name)."""
-        if action.pull_secret is None or action.candidates[0].registry_auth_id:
+        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name);
+        check a credential the pod names by id exists (one list per tick, shared)."""
+        named = action.candidates[0].registry_auth_id
+        if named:
+            if named not in self._registries().values():
+                self._wait(action, PodReason.INVALID_ANNOTATION,
+                           f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
+                           f"credential {named!r}")
+                raise _CreatesSkipped
+            return action.candidates
+        if action.pull_secret is None:
             return action.candidates
         registry, username, password = action.pull_secret
         name = "k8s-" + hashlib.sha256(f"{registry}\0{username}\0{password}".encode()
                                        ).hexdigest()[:16]
+        known = self._registries()
+        if name not in known:
+            created = self.runpod.create_registry_auth(name, username, password)
+            known[name] = created.id
+        return tuple(replace(c, registry_auth_id=known[name]) for c in action.candidates)
+
+    def _registries(self) -> dict[str, str]:
+        """The account's registry credentials, name to id, listed once per tick."""
         if self._registry_ids is None:
             self._registry_ids = {a.name: a.id for a in self.runpod.list_registry_auths()}
-        if name not in self._registry_ids:
-            created = self.runpod.create_registry_auth(name, username, password)
-            self._registry_ids[name] = created.id
-        return tuple(replace(c, registry_auth_id=self._registry_ids[name])
-                     for c in action.candidates)
+        return self._registry_ids
 
     # --- terminate --------------------------------------------------------------------
 
@@ -310,6 +357,21 @@ class Executor:
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
+
+
+def _not_found(candidate: CreateRequest,
+               exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
+    """The reason for a 404 on create: what the request referred to that RunPod lacks.
+
+    Registry credentials are checked before the create, so a template is what is missing
+    when one was named; otherwise another id from the pod's annotations (network volume).
+    """
+    detail = exc.detail or str(exc)
+    if candidate.template_id:
+        return PodReason.TEMPLATE_NOT_FOUND, (f"RunPod has no template "
+                                              f"{candidate.template_id!r} this account may "
+                                              f"use: {detail}")
+    return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:

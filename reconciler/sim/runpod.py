@@ -4,7 +4,8 @@ It serves what the reconciler uses, with the contract's status codes and
 `application/problem+json` errors:
 
     GET    /v2/pods                 every listed pod (after the listing lag)
-    POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity, 402, 422
+    POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity/unknown
+                                    data center, 402, 404 template/registry, 422
     GET    /v2/pods/{id}            one pod (404 once deleted)
     DELETE /v2/pods/{id}            204; 404 for an unknown id
     POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
@@ -546,6 +547,10 @@ class RunPodSimulator:
         gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
         cloud = body.get("cloud", "SECURE")
         self._check_offer(gpu_id, count, cloud, body.get("registry"))
+        unknown = sorted(set(body.get("dataCenterIds", [])) - self._catalog.datacenters())
+        if unknown:
+            # A deterministic rule, not capacity: it fails the same on every candidate.
+            raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
         datacenter = self._catalog.take(gpu_id, count, body.get("dataCenterIds", []))
         if datacenter is None:
             wanted = ", ".join(body.get("dataCenterIds", [])) or "any data center"
@@ -573,7 +578,8 @@ class RunPodSimulator:
         if not gpu.offered(cloud) or count > gpu.max_for(cloud):
             raise Problem(400, f"{gpu_id} x {count} is not offered on {cloud} cloud")
         if registry is not None and registry not in self._registries:
-            raise Problem(400, f"registry credential {registry} not found")
+            # The contract's 404: "not found or not accessible to the caller".
+            raise Problem(404, f"registry credential {registry} not found")
         hourly = gpu.price_for(cloud) * count
         if self._balance is not None and self._balance < hourly:
             raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")

@@ -32,7 +32,6 @@ from reconciler.adapters.kube.errors import (
     TransportError,
     error_for,
 )
-from reconciler.adapters.kube.kubeconfig import KubeconfigError
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
@@ -58,6 +57,8 @@ class LeaseClaim:
     won: bool
     taken_over_from: str | None = None
     """The holder whose lease had expired when we took it (it stopped renewing)."""
+    holder: str | None = None
+    """Who holds it when we did not win (None when a race was lost to an unknown writer)."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -99,8 +100,13 @@ class KubeClient:
                 configuration = kubernetes.client.Configuration()
                 kubernetes.config.load_incluster_config(client_configuration=configuration)
                 api_client = kubernetes.client.ApiClient(configuration)
-        except (kubernetes.config.ConfigException, KubeconfigError) as error:
-            raise KubeError(f"no usable Kubernetes configuration: {error}") from error
+        except Exception as error:
+            # The loader raises ConfigException, KubeconfigError, YAML parse errors,
+            # OSError (unreadable file) and TypeError (odd shapes) alike: each is a
+            # configuration to fix.
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise KubeError(f"no usable Kubernetes configuration ({source or 'in-cluster'}): "
+                            f"{first_line}") from error
         return cls(api_client, now=now)
 
     def close(self) -> None:
@@ -322,9 +328,13 @@ class KubeClient:
 
     def try_acquire_lease(
         self, namespace: str, name: str, identity: str, duration_seconds: int, now: datetime,
+        *, dead_holder: str | None = None,
     ) -> LeaseClaim:
         """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
-        a valid one or won the race (a 409 on our resourceVersion-guarded write)."""
+        a valid one or won the race (a 409 on our resourceVersion-guarded write).
+
+        `dead_holder` names a holder known to be dead (a process of this host that no
+        longer runs): its Lease is taken as if it had expired."""
         collection = _LEASES.format(namespace=_q(namespace))
         lease = self._get_optional(f"{collection}/{_q(name)}")
         stamp = _micro_time(now)
@@ -337,8 +347,9 @@ class KubeClient:
                 return LeaseClaim(won=True)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            if holder and holder != identity and not _lease_expired(spec, now):
-                return LeaseClaim(won=False)
+            if (holder and holder != identity and holder != dead_holder
+                    and not _lease_expired(spec, now)):
+                return LeaseClaim(won=False, holder=holder)
             if holder != identity:
                 claim.update(acquireTime=stamp,
                              leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)

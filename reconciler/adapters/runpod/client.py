@@ -8,8 +8,9 @@ Retry rules (docs/architecture.md §4):
   its owner tags, never sent blindly again);
 - 4xx other than 429 are final.
 Waits honour `Retry-After`, else back off exponentially with jitter; both attempts and
-total time are bounded. All waiting goes through the injected `sleep`, so tests pass a
-simulated clock and nothing really sleeps.
+total time are bounded. Within a tick (`deadline_in`) no request starts after the tick's
+deadline, no read waits past it, and no retry is planned beyond it. All waiting goes
+through the injected `sleep`, so tests pass a simulated clock and nothing really sleeps.
 
 The API key lives only in the session's Authorization header: it is never logged,
 never part of an error message and not shown by `repr()`.
@@ -91,6 +92,7 @@ class RunPodClient:
         self._monotonic = monotonic
         self._on_response = on_response
         self._limiter = RateLimiter()
+        self._deadline: float | None = None
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
@@ -111,6 +113,14 @@ class RunPodClient:
     def rate_budget(self) -> int | None:
         """Requests we may still send now: our share when others use the key too."""
         return self._limiter.budget(self._monotonic())
+
+    def deadline_in(self, seconds: float | None) -> None:
+        """Bound every request from now on to end within `seconds` (None: unbounded)."""
+        self._deadline = None if seconds is None else self._monotonic() + seconds
+
+    @property
+    def past_deadline(self) -> bool:
+        return self._deadline is not None and self._monotonic() >= self._deadline
 
     def tick_gap(self) -> float:
         """Seconds between the starts of two ticks that leave the quota to the work."""
@@ -242,19 +252,29 @@ class RunPodClient:
                 attempt += 1
 
     def _pace(self, call: _Call) -> None:
-        delay = self._limiter.delay(self._monotonic())
+        now = self._monotonic()
+        delay = self._limiter.delay(now)
+        if delay > 0 and self._deadline is not None and now + delay >= self._deadline:
+            raise errors.DeadlinePassed(
+                f"{call.route}: not sent, pacing would pass the tick's deadline")
         if delay > 0:
             logger.debug("%s: pacing %.1f s to stay inside the rate limit", call.route, delay)
             self._sleep(delay)
 
     def _attempt(self, call: _Call) -> requests.Response:
+        read_timeout = call.read_timeout or self._timeout[1]
+        if self._deadline is not None:
+            left = self._deadline - self._monotonic()
+            if left <= 0:
+                raise errors.DeadlinePassed(f"{call.route}: not sent, the tick's deadline passed")
+            read_timeout = min(read_timeout, left)
         try:
             response = self._session.request(
                 call.method,
                 self._base_url + call.path,
                 json=call.body,
                 params=call.params,
-                timeout=(self._timeout[0], call.read_timeout or self._timeout[1]),
+                timeout=(min(self._timeout[0], read_timeout), read_timeout),
                 stream=call.stream,
                 headers=call.headers,
             )
@@ -300,7 +320,10 @@ class RunPodClient:
         if attempt >= self._max_attempts or not _retryable(call, error):
             return None
         delay = _backoff(attempt, error)
-        if self._monotonic() - started + delay > self._max_retry_time:
+        now = self._monotonic()
+        if now - started + delay > self._max_retry_time:
+            return None
+        if self._deadline is not None and now + delay >= self._deadline:
             return None
         return delay
 
