@@ -122,10 +122,13 @@ class PatchMetadata:
 
 @dataclass(frozen=True)
 class FinalizePod:
-    """Delete the pod object (grace 0, UID precondition) once its instance is gone."""
+    """Finish a deleted pod like a kubelet once its instance is gone: write `status` (its
+    terminal phase; None when it already shows one), then delete the object with grace 0
+    and a UID precondition."""
 
     pod: PodRef
     row: MappingRecord | None
+    status: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -364,7 +364,12 @@ def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Act
 
 def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
               instance: Instance | None) -> list[Action]:
-    """A pod being deleted is finished like a kubelet would: instance first, then object."""
+    """A pod being deleted is finished like a kubelet would: the instance is terminated
+    and confirmed gone, then the pod gets a terminal phase, then the object is deleted.
+
+    The phase comes only once the instance is gone: a Job that replaces only failed
+    pods starts the replacement on that phase, and must not run two at once.
+    """
     ref = PodRef.of(pod)
     if instance is not None:
         return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
@@ -372,7 +377,12 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
     done = _ended(t, row) if row is not None else None
-    return [FinalizePod(ref, done)]
+    status = pod_status.deleted_status(pod, row.instance_id if row else None,
+                                       exit_code=row.exit_code if row else None, now=t.now)
+    if status is None and podinfo.deletion_is_immediate(pod):
+        # Terminal and deleted at once already: finalizers of others hold the object.
+        return t.save(row, done) if row is not None and done is not None else []
+    return [FinalizePod(ref, done, status)]
 
 
 def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
@@ -489,7 +499,7 @@ def _log_tail(lines: Sequence[str]) -> str:
 
 def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     """Copy the instance's state onto the pod: status, annotations and the row."""
-    key = pod_status.mirror_key(pod, instance)
+    key = pod_status.mirror_key(pod, instance, t.now)
     mirrored = _mirrored_fields(row, instance)
     if key is not None and key == row.mirror_key and _holds(row, mirrored):
         # The inputs of the tick that left the pod mirrored: the outputs are the same

@@ -147,7 +147,12 @@ class Executor:
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
-            case FinalizePod(pod=pod, row=row):
+            case FinalizePod(pod=pod, row=row, status=final):
+                if final is not None:
+                    # The terminal phase first: a delete held by finalizers must not leave
+                    # the pod showing Running.
+                    self._journaled("patch-status", pod.uid, None, lambda: self.kube
+                                    .patch_pod_status(pod.namespace, pod.name, final))
                 self._journaled("finalize-pod", pod.uid, None,
                                 lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid))
                 crashpoints.reached("after-finalize")

@@ -373,6 +373,11 @@ class RunPodSimulator:
         with self._lock:
             self._pod(instance_id).errored = True
 
+    def move_instance(self, instance_id: str, public_ip: str) -> None:
+        """The pod comes back on another machine (a host migration): a new public IP."""
+        with self._lock:
+            self._pod(instance_id).public_ip = public_ip
+
     def stick_runtime_null(self, instance_id: str) -> None:
         with self._lock:
             self._pod(instance_id).runtime_stuck = True

@@ -130,6 +130,28 @@ def test_deleting_a_pod_terminates_then_finalizes() -> None:
     world.apply(actions)
     [finalize] = world.plan()
     assert isinstance(finalize, FinalizePod) and finalize.pod.uid == "uid-gone"
+    # Only now, the instance gone, the pod gets its terminal phase (written first).
+    assert finalize.status is not None and finalize.status["phase"] == "Failed"
+    terminated = finalize.status["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["reason"] == "Error"
+
+
+def test_a_deleted_batch_pod_that_had_ended_with_zero_succeeds() -> None:
+    world = World().add(pod("job", deleting=True, phase="Running", restart_policy="Never"))
+    world.rows["uid-job"] = world_row(world, "uid-job", "inst-ended").changed(
+        state=MappingState.TERMINATED, exit_code=0)
+    [finalize] = world.plan()
+    assert isinstance(finalize, FinalizePod) and finalize.status is not None
+    assert finalize.status["phase"] == "Succeeded"
+
+
+def test_a_terminal_pod_deleted_at_once_and_held_by_finalizers_is_left_alone() -> None:
+    held = pod("held", deleting=True, phase="Failed")
+    held["metadata"]["deletionGracePeriodSeconds"] = 0
+    assert World().add(held).plan() == []
+    held["metadata"]["deletionGracePeriodSeconds"] = 30  # deleted, not yet by us
+    [finalize] = World().add(held).plan()
+    assert isinstance(finalize, FinalizePod) and finalize.status is None
 
 
 def test_finished_pod_never_gets_a_create_and_its_instance_goes() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -116,13 +117,22 @@ class World:
 
     def observe(self) -> Observation:
         return Observation(
-            pods=list(self.pods.values()), instances=list(self.instances.values()),
+            pods=list(self.pods.values()),
+            instances=[self._aged(i) for i in self.instances.values()],
             rows=list(self.rows.values()), catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
             exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
             refused=self.refused,
             exit_logs=dict(self.exit_logs), namespace_caps=dict(self.namespace_caps),
             billing=list(self.billing), spend=dict(self.spend))
+
+    def _aged(self, inst: Instance) -> Instance:
+        """A running container's uptime grows with the world's clock, as on RunPod."""
+        if inst.runtime is None or inst.created_at is None:
+            return inst
+        uptime = int((self.now - inst.created_at).total_seconds())
+        return dataclasses.replace(inst, runtime=dataclasses.replace(inst.runtime,
+                                                                     uptime_seconds=uptime))
 
     def plan(self) -> list[Action]:
         return plan(self.observe(), self.settings, self.now)

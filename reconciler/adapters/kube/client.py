@@ -157,11 +157,18 @@ class KubeClient:
 
     def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
                          annotations: dict[str, str | None] | None = None) -> None:
-        """Strategic merge: conditions merge by type and containerStatuses by name, so
-        conditions set by others (the scheduler's PodScheduled) survive. Annotations go
-        in the same request when given: the pods/status subresource keeps metadata
-        changes (it resets only spec, deletionTimestamp and ownerReferences)."""
-        body: dict[str, Any] = {"status": status}
+        """Make the pod show `status`, leaving what others set (their conditions) alone.
+
+        A strategic merge patch, written for each list's patch strategy: conditions
+        merge by type, so each of ours clears the reason and message it does not carry
+        (a stale one would stay); podIPs and hostIPs merge by ip, so they are replaced
+        whole (a merged old and new address is refused: hostIPs[0] must be hostIP, one
+        address per family); containerStatuses is atomic and always sent whole.
+        Annotations go in the same request when given: the pods/status subresource
+        keeps metadata changes (it resets only spec, deletionTimestamp and
+        ownerReferences).
+        """
+        body: dict[str, Any] = {"status": _status_patch(status)}
         if annotations:
             body["metadata"] = {"annotations": annotations}
         self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
@@ -444,6 +451,17 @@ def _micro_time(moment: datetime) -> str:
 def _b64_text(value: str) -> str:
     # Binary values cannot become env vars anyway; replace rather than fail the pod.
     return base64.b64decode(value).decode("utf-8", errors="replace")
+
+
+def _status_patch(status: dict[str, Any]) -> dict[str, Any]:
+    patch = dict(status)
+    if "conditions" in status:
+        patch["conditions"] = [{"reason": None, "message": None, **condition}
+                               for condition in status["conditions"]]
+    for field in ("podIPs", "hostIPs"):
+        if field in status:
+            patch[field] = [{"$patch": "replace"}, *status[field]]
+    return patch
 
 
 def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
