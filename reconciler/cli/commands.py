@@ -7,16 +7,16 @@ import logging
 import signal
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import click
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from reconciler import __version__
 from reconciler.adapters.kube.client import KubeClient
@@ -24,20 +24,29 @@ from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
-from reconciler.cli import state_view, summary
+from reconciler.cli import cost_view, state_view, summary
 from reconciler.cli.logs_command import logs_command
-from reconciler.cli.options import settings_from, settings_options
-from reconciler.core.config import DEFAULT_DATABASE_URL, DEFAULT_RUNPOD_URL, Settings
+from reconciler.cli.options import SettingsError, settings_from, settings_options
+from reconciler.core.config import (
+    DAY,
+    DEFAULT_DATABASE_URL,
+    DEFAULT_RUNPOD_URL,
+    Settings,
+    out_of_range,
+)
 from reconciler.runtime import leader, logs
+from reconciler.runtime.claim import WriterHeld, WriterLost
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
 from reconciler.runtime.engine import utcnow
+from reconciler.runtime.health import parse_address
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import (
     Connections,
     LockHeld,
     RunMode,
+    claiming,
     connect,
     holding,
     resolve_owner,
@@ -64,22 +73,14 @@ class CliContext:
         except db.DatabaseURLError as exc:
             raise click.ClickException(str(exc)) from None
         try:
+            migrate.check_schema(engine, db.location(self.database_url), will_upgrade=True)
             yield engine
-        except OperationalError as exc:
-            reason = str(exc.orig) if exc.orig is not None else type(exc).__name__
-            raise click.ClickException(
-                f"cannot open database {safe_url(self.database_url)}: {reason}"
-            ) from None
+        except DatabaseError as exc:
+            raise click.ClickException(db.describe_error(self.database_url, exc)) from None
+        except migrate.SchemaError as exc:
+            raise click.ClickException(str(exc)) from None
         finally:
             engine.dispose()
-
-
-def safe_url(url: str) -> str:
-    """The URL as it may be shown: without its password."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return repr(url)
 
 
 def _output_default(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
@@ -259,14 +260,63 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
         with db.session_factory(engine)() as session:
             rows = queries.mappings(session, namespace, include_finished=show_all)
             tick = queries.last_tick(session)
+            every_row = queries.mappings(session, namespace)
+            lines = queries.spend_lines(session)
+            budgets = [b for b in queries.namespace_budgets(session)
+                       if namespace in (None, b.namespace)]
+            unowned = [u for u in queries.unowned_instances(session)
+                       if namespace in (None, u.namespace)]
+            billed_until = queries.billing_covered_until(session)
+    spent: dict[str, float] = defaultdict(float)
+    for line in lines:
+        if namespace in (None, line.namespace):
+            spent[line.instance_id] += line.usd
     if output == "json":
-        click.echo(json.dumps([state_view.mapping_record(r) for r in rows], indent=2))
+        records = [{**state_view.mapping_record(r),
+                    "spend_usd": round(spent.get(r.instance_id or "", 0.0), 2)} for r in rows]
+        records += [state_view.unowned_record(u) for u in unowned]
+        click.echo(json.dumps(records, indent=2))
         return
     now = datetime.now(UTC)
     click.echo(state_view.render_table([state_view.table_row(r, now) for r in rows]))
+    click.echo("")
+    for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
+        click.echo(text)
     if tick is not None:
-        click.echo(f"\nlast tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
+        click.echo(f"last tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
                    f"{tick.actions_applied} applied, {tick.actions_failed} failed")
+
+
+@main.command()
+@click.option("--since", default=None, metavar="D",
+              help="Only charges from then on: a duration (30m, 24h, 7d) or an ISO date.")
+@click.option("--by", "by", type=click.Choice(cost_view.GROUPS), default="pod",
+              help="Group the charges by pod, namespace or GPU type.")
+@output_option
+@click.pass_obj
+def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
+    """What RunPod charged for our instances (its billing, read hourly by the reconciler)."""
+    now = datetime.now(UTC)
+    try:
+        start = cost_view.parse_since(since, now) if since is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    with obj.engine(must_exist=True) as engine:
+        require_schema(engine)
+        with db.session_factory(engine)() as session:
+            lines = queries.spend_lines(session, start)
+            mappings = queries.mappings(session)
+            billed_until = queries.billing_covered_until(session)
+    rows = cost_view.group(lines, by)
+    if by == "pod" and start is None:
+        cost_view.flag_mismatches(rows, mappings, lines, billed_until)
+    if output == "json":
+        click.echo(json.dumps(cost_view.record(rows, by, start, billed_until), indent=2))
+        return
+    click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
+    total = sum(row.usd for row in rows)
+    until = f"{billed_until:%Y-%m-%d %H:%M} UTC" if billed_until else "never read yet"
+    click.echo(f"\ntotal ${total:.2f} (RunPod billing through {until})")
 
 
 def require_schema(engine: Engine) -> None:
@@ -297,7 +347,7 @@ def _require_latest_schema(obj: CliContext) -> None:
 @click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
               help="Seconds between ticks in the loop mode.")
 @click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
-              type=click.FloatRange(min=1), help="Seconds between node heartbeats in the loop "
+              type=float, help="Seconds between node heartbeats in the loop "
               "mode (--once beats once per run).")
 @click.option("--stay", envvar="RECONCILER_STAY", default=0.0, type=click.FloatRange(min=0),
               help="With --once: after the tick, keep the node's heartbeat (every "
@@ -328,6 +378,8 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
          leader_elect_lease_duration: int, **options: Any) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
+    _check_loop_options(interval, heartbeat_interval, stay, leader_elect_lease_duration,
+                        health_address)
     loop = LoopOptions(interval=interval, heartbeat_interval=heartbeat_interval,
                        health_address=health_address, watch=watch, leader_elect=leader_elect,
                        leader_namespace=leader_elect_namespace or leader.default_namespace(),
@@ -347,10 +399,29 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
                 sys.exit(1)
         else:
             run_loop(settings, conn, loop)
-    except (LockHeld, LeadershipLost) as exc:
+    except (LockHeld, LeadershipLost, WriterHeld, WriterLost, migrate.SchemaError) as exc:
         raise click.ClickException(str(exc)) from None
-    except (KubeError, RunPodError, db.DatabaseURLError, OperationalError) as exc:
+    except DatabaseError as exc:
+        raise click.ClickException(db.describe_error(obj.database_url, exc)) from None
+    except (KubeError, RunPodError, db.DatabaseURLError) as exc:
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+
+
+def _check_loop_options(interval: float, heartbeat_interval: float, stay: float,
+                        lease_seconds: int, health_address: str) -> None:
+    """The loop's own flags, checked like the settings: before anything starts."""
+    for flag, value, limits in (
+            ("--interval", interval, (0.1, DAY, "a number of seconds")),
+            ("--heartbeat-interval", heartbeat_interval, (1, 3600, "a number of seconds")),
+            ("--stay", stay, (0, DAY, "a number of seconds")),
+            ("--leader-elect-lease-duration", lease_seconds, (3, 3600, "a number of seconds"))):
+        problem = out_of_range(value, limits)
+        if problem is not None:
+            raise SettingsError(f"invalid {flag}: {problem}")
+    try:
+        parse_address(health_address)
+    except ValueError as exc:
+        raise SettingsError(f"invalid --health-address: {exc}") from None
 
 
 main.add_command(logs_command)
@@ -420,10 +491,14 @@ def _run_once(obj: CliContext, settings: Settings, conn: Connections, dry_run: b
     try:
         with connect(settings, conn, RunMode.ONCE, read_only=dry_run) as parts:
             started = parts.engine.clock()
-            with nullcontext() if dry_run else holding(parts.lock):
+            with ExitStack() as held:
+                if not dry_run:  # a dry run writes nothing: no Lease, no lock
+                    held.enter_context(claiming(parts.claim))
+                    held.enter_context(holding(parts.lock))
                 report = parts.engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))
-            # The stay writes nothing to the database: the next run need not wait.
+            # The stay only beats (it does not act for the node), and writes nothing to
+            # the database: the next run need wait for neither.
             failed_beats = stay_beating(parts.heartbeat, started, stay, heartbeat_interval,
                                         time.sleep)
         return report.ok and not failed_beats

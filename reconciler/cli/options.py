@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from reconciler.core.config import DEFAULT_NODE_NAME, Settings
+from reconciler.core.config import DEFAULT_NODE_NAME, Settings, settings_problems
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
 
@@ -46,10 +46,18 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
     ("--orphan-grace-time", "orphan_grace_time", float,
      "Seconds an instance without a pod must be old before it is terminated."),
     ("--catalog-ttl", "catalog_ttl", float, "Seconds the GPU catalog is cached."),
+    ("--exit-code-timeout", "exit_code_timeout", float,
+     "Seconds a stopped batch instance's exit code may stay unreadable before the "
+     "instance is terminated anyway and its pod fails with ExitCodeUnknown."),
+    ("--cost-history", "cost_history_days", int,
+     "Days finished pods' mappings and billing records are kept for `reconciler cost`."),
     ("--node-gpus", "node_gpus", int, "nvidia.com/gpu capacity of the virtual node."),
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
     ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
     ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+    ("--tick-deadline", "tick_deadline", float,
+     "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
+     "request runs past it."),
     ("--kubelet-address", "kubelet_address", str,
      "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP)."),
     ("--kubelet-port", "kubelet_port", click.IntRange(0, 65535),
@@ -65,6 +73,28 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
 _FALLBACK_ENV = {"kubelet_address": "POD_IP"}
 
 
+class SettingsError(click.ClickException):
+    """A setting out of its range: one line naming the flag or variable, exit code 2 (a
+    usage error), before anything starts."""
+
+    exit_code = 2
+
+
+def envvar_of(flag: str) -> str:
+    return "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def setting_error(flag: str, name: str, problem: str) -> SettingsError:
+    """The error for the flag `flag` (parameter `name`), naming where its value came from."""
+    context = click.get_current_context(silent=True)
+    source = context.get_parameter_source(name) if context is not None else None
+    if source is click.core.ParameterSource.ENVIRONMENT:
+        where = f"environment variable {envvar_of(flag)}"
+    else:
+        where = f"{flag} (or {envvar_of(flag)})"
+    return SettingsError(f"invalid {where}: {problem}")
+
+
 def settings_options(command: F) -> F:
     for flag, name, kind, help_text in reversed(SETTINGS_FLAGS):
         default = getattr(_DEFAULTS, name)
@@ -72,7 +102,7 @@ def settings_options(command: F) -> F:
             default = ",".join(default)
         elif isinstance(default, Cloud):
             default = default.value
-        envvar: str | list[str] = "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
+        envvar: str | list[str] = envvar_of(flag)
         if name in _FALLBACK_ENV:
             envvar = [str(envvar), _FALLBACK_ENV[name]]
         command = click.option(flag, name, type=kind, default=default, envvar=envvar,
@@ -94,7 +124,11 @@ def settings_from(options: dict[str, Any]) -> Settings:
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint=flag) from None
     values["kubelet_address"] = _ip_address(values["kubelet_address"].strip())
-    return Settings(**values)
+    settings = Settings(**values)
+    flags = {name: flag for flag, name, _, _ in SETTINGS_FLAGS}
+    for name, problem in settings_problems(settings):
+        raise setting_error(flags[name], name, problem)
+    return settings
 
 
 def _ip_address(text: str) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.adapters.store.models import Mapping
+from reconciler.adapters.store.models import Mapping, NamespaceBudget, UnownedInstance
 
 COLUMNS = ("NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H", "STATUS", "AGE", "NOTE")
 
@@ -29,6 +29,7 @@ def mapping_record(row: Mapping) -> dict[str, Any]:
         "last_error": row.last_error,
         "created_at": row.created_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
+        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
     }
 
 
@@ -61,3 +62,42 @@ def render_table(rows: Sequence[tuple[str, ...]], header: Sequence[str] = COLUMN
 def _shorten(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+LIVE_STATES = ("creating", "running", "terminating")
+
+
+def money_lines(rows: Sequence[Mapping], spend_by_instance: dict[str, float],
+                budgets: Sequence[NamespaceBudget], unowned: Sequence[UnownedInstance],
+                billed_until: datetime | None) -> list[str]:
+    """The footer of `state show`: spend, namespace use against caps, look-alikes."""
+    lines = []
+    total = sum(spend_by_instance.values())
+    until = f" (billed through {billed_until:%Y-%m-%d %H:%M} UTC)" if billed_until else \
+        " (no billing read yet)"
+    lines.append(f"spend: ${total:.2f} charged by RunPod{until}")
+    use: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        if row.state.value in LIVE_STATES:
+            count, cost = use.get(row.namespace, (0, 0.0))
+            use[row.namespace] = (count + 1, cost + (row.cost_per_hr or 0.0))
+    for budget in budgets:
+        count, cost = use.get(budget.namespace, (0, 0.0))
+        caps = [f"{count}/{budget.max_instances if budget.max_instances is not None else '-'} "
+                "instances",
+                f"${cost:.2f}/h of "
+                + (f"${budget.max_hourly_spend:.2f}/h" if budget.max_hourly_spend is not None
+                   else "-")]
+        note = f" ({budget.error})" if budget.error else ""
+        lines.append(f"namespace {budget.namespace}: " + ", ".join(caps) + note)
+    for item in unowned:
+        lines.append(f"unowned, looks like ours: instance {item.instance_id} ({item.name}), "
+                     f"like pod {item.namespace}/{item.pod_name}; left alone")
+    return lines
+
+
+def unowned_record(item: UnownedInstance) -> dict[str, Any]:
+    return {"pod_uid": None, "namespace": item.namespace, "name": item.pod_name,
+            "state": "unowned-lookalike", "instance_id": item.instance_id,
+            "instance_name": item.name, "note": "unowned, looks like ours",
+            "first_seen_at": item.first_seen_at.isoformat()}

@@ -16,6 +16,7 @@ from reconciler.core.actions import (
     FinalizePod,
     PatchMetadata,
     PatchStatus,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
@@ -32,6 +33,8 @@ def report_record(report: TickReport) -> dict[str, Any]:
         "applied": dict(report.applied),
         "failed": dict(report.failed),
         "errors": report.errors,
+        "skipped": report.skipped,
+        "deferred_creates": report.deferred_creates,
         "duration_seconds": round(report.duration, 3),
     }
 
@@ -54,6 +57,8 @@ def describe(action: Action) -> tuple[str, str, str]:
             return kind, str(pod), ""
         case Bind(pod=pod, detail=detail):
             return kind, str(pod), detail
+        case RestoreTags(pod=pod, instance_id=instance_id):
+            return kind, str(pod) if pod is not None else instance_id, "owner tags lost"
         case Event(pod=pod, reason=reason):
             return kind, str(pod), reason.value
         case _:
@@ -83,6 +88,10 @@ def render(report: TickReport, output: str, dry_run: bool) -> str:
 
 def _headline(report: TickReport, dry_run: bool) -> str:
     state = "ok" if report.ok else "FAILED"
+    if report.skipped:
+        state += f" ({report.skipped})"
+    elif report.deferred_creates:
+        state += f" ({report.deferred_creates} creates wait for a later tick)"
     name = "dry run" if dry_run else f"tick #{report.tick_id}"
     return (f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
             f"{report.instances} owned instances, {sum(report.planned.values())} actions")

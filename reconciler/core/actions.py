@@ -84,11 +84,22 @@ class Terminate:
     detail: str
     pod: PodRef | None = None
     row: MappingRecord | None = None
+    leaked_seconds: float = 0.0
+    """For a leak: how long RunPod billed the instance after its pod ended."""
 
     @property
     def keeps_log(self) -> bool:
         """The pod object stays after its instance: keep the log's last lines first."""
         return self.pod is not None and self.reason in _POD_STAYS
+
+
+@dataclass(frozen=True)
+class RestoreTags:
+    """PATCH our tags back onto an instance we own by row or annotation (env sent whole)."""
+
+    instance_id: str
+    env: dict[str, str] = field(repr=False)
+    pod: PodRef | None = None
 
 
 @dataclass(frozen=True)
@@ -111,10 +122,13 @@ class PatchMetadata:
 
 @dataclass(frozen=True)
 class FinalizePod:
-    """Delete the pod object (grace 0, UID precondition) once its instance is gone."""
+    """Finish a deleted pod like a kubelet once its instance is gone: write `status` (its
+    terminal phase; None when it already shows one), then delete the object with grace 0
+    and a UID precondition."""
 
     pod: PodRef
     row: MappingRecord | None
+    status: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,5 +150,5 @@ class Event:
     warning: bool = False
 
 
-Action = SaveRow | DeleteRow | Create | Adopt | Terminate | PatchStatus | PatchMetadata | \
-    FinalizePod | Bind | Event
+Action = SaveRow | DeleteRow | Create | Adopt | Terminate | RestoreTags | PatchStatus | \
+    PatchMetadata | FinalizePod | Bind | Event

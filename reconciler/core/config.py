@@ -6,6 +6,8 @@ reads the environment itself.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from reconciler.core.domain import Cloud
@@ -62,6 +64,14 @@ class Settings:
     catalog_ttl: float = 300
     """Seconds the GPU catalog is cached between fetches."""
 
+    exit_code_timeout: float = 600
+    """Seconds a stopped batch instance's exit code may stay unreadable; then the instance
+    is terminated anyway and its pod fails with ExitCodeUnknown."""
+
+    cost_history_days: int = 31
+    """Days mapping rows and billing records are kept after their pod ended, for
+    `reconciler cost` and the leak audit."""
+
     node_gpus: int = 1000
     """nvidia.com/gpu capacity the virtual node advertises."""
 
@@ -86,6 +96,56 @@ class Settings:
     log_keep_bytes: int = 1 << 20
     """Most bytes of a pod's log kept in the store when its instance ends."""
 
+    tick_deadline: float = 10
+    """Seconds after a tick's start when no more creates start and RunPod requests stop
+    (also the longest any one request may take); the rest waits for the next tick."""
+
     @property
     def owner_id(self) -> str:
         return f"{self.cluster_id}/{self.node_name}"
+
+
+DAY = 24 * 3600.0
+YEAR = 365 * DAY
+# No machine RunPod rents has a disk this large; above it a value is a typo. The contract
+# itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
+MAX_DISK_GB = 10_000
+
+# Field -> (lowest, highest, what the number is). Every value must also be finite: a
+# NaN compares false with everything, so it would pass any check written as `x < limit`.
+LIMITS: dict[str, tuple[float, float, str]] = {
+    "max_gpu_price": (0.01, 10_000, "a price in USD per hour"),
+    "container_disk_gb": (1, MAX_DISK_GB, "a disk size in GB"),
+    "max_instances": (0, 100_000, "a number of instances"),
+    "max_hourly_spend": (0, 1_000_000, "a spend in USD per hour"),
+    "max_creates_per_tick": (0, 1000, "a number of creates"),
+    "max_pending_time": (0, YEAR, "a number of seconds"),
+    "max_pending_time_before_offload": (0, YEAR, "a number of seconds"),
+    "pending_threshold": (0, 100_000, "a number of pods"),
+    "create_grace_time": (0, DAY, "a number of seconds"),
+    "orphan_grace_time": (0, YEAR, "a number of seconds"),
+    "catalog_ttl": (0, DAY, "a number of seconds"),
+    "node_gpus": (0, 1_000_000_000, "a number of GPUs"),
+    "node_pods": (0, 1_000_000_000, "a number of pods"),
+    "tick_deadline": (1, 3600, "a number of seconds"),
+}
+
+
+def out_of_range(value: float, limits: tuple[float, float, str]) -> str | None:
+    """Why `value` breaks `limits`, or None when it is finite and within them."""
+    low, high, what = limits
+    if not math.isfinite(value) or not low <= value <= high:
+        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
+    return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
+    """(field, why) for every setting out of its range."""
+    for name, limits in LIMITS.items():
+        problem = out_of_range(getattr(settings, name), limits)
+        if problem is not None:
+            yield name, problem

@@ -14,9 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler import __version__
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 
 KubeObject = dict[str, Any]
+
+# Sent on every RunPod request, by the reconciler and by the batch wrapper: RunPod's
+# gateway refuses some library defaults (urllib's gets a 403, error 1010).
+USER_AGENT = f"runpod-reconciler/{__version__}"
+# Names of the registry credentials we create start with this, then a digest of the
+# owner id: credentials with any other name are not ours and never deleted.
+REGISTRY_NAME_PREFIX = "runpod-reconciler-"
 
 
 class InstanceStatus(enum.StrEnum):
@@ -92,6 +100,7 @@ class Instance:
     started_at: datetime | None = None
     runtime: Runtime | None = None
     actions: tuple[str, ...] = ()
+    registry_auth_id: str | None = None
 
     @property
     def owner(self) -> str | None:
@@ -184,3 +193,24 @@ class RegistryAuth:
 
     id: str
     name: str
+
+
+@dataclass(frozen=True)
+class ExitLog:
+    """What the end of a stopped batch instance's log says: the code, if the marker is
+    there, and the last lines (kept on the pod when the code cannot be read)."""
+
+    code: int | None
+    lines: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BillingRecord:
+    """What RunPod charged for one instance in one time bucket, in USD."""
+
+    instance_id: str
+    start: datetime
+    end: datetime
+    total_usd: float
+    gpu_usd: float = 0.0
+    disk_usd: float = 0.0

@@ -54,6 +54,10 @@ class MappingRecord:
     orphan_sightings: int = 0
     reason: PodReason | None = None
     last_error: str | None = None
+    exited_at: datetime | None = None
+    """When a batch instance was first seen stopped without a readable exit code."""
+    ended_at: datetime | None = None
+    """When the row became finished: the leak audit counts RunPod's charges after it."""
 
     def changed(self, **changes: object) -> MappingRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from datetime import datetime
 from reconciler.core import placement
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Bind, Event, PodRef
-from reconciler.core.config import Settings
+from reconciler.core.config import YEAR, Settings
 from reconciler.core.domain import KubeObject
 from reconciler.core.reasons import OffloadTrigger
 from reconciler.core.translate import annotations as ann
@@ -108,7 +108,8 @@ def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:
         return None
     flag = ann.read(pod, job, ann.OFFLOAD)
     forced = flag is not None and ann.parse_flag(ann.OFFLOAD, flag)
-    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0)
+    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0,
+                         maximum=int(YEAR))
     return _Candidate(pod, forced, opted_out=flag is not None and not forced,
                       wait_limit=settings.max_pending_time_before_offload
                       if limit is None else limit,

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from reconciler.core import daemonsets, placement
+from reconciler.core import daemonsets, ownership, placement, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -27,11 +27,14 @@ from reconciler.core.actions import (
     PatchMetadata,
     PatchStatus,
     PodRef,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
+from reconciler.core.budgets import NamespaceCaps, NamespaceUse
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
+    BillingRecord,
     CreateRequest,
     GpuType,
     Instance,
@@ -50,12 +53,18 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
 ORPHAN_DETAIL = "orphan: its pod is gone"
+# Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
+LOG_TAIL_KEPT_LINES = 80
+LOG_TAIL_KEPT_BYTES = 2048
+# Definite refusals of a create (issue 16) repeat until someone fixes something (the
+# template, the key, the annotation): retry once a minute, not every tick, to spare the
+# request quota.
+REFUSAL_RETRY_SECONDS = 60
+_REFUSALS = frozenset({PodReason.TEMPLATE_NOT_FOUND, PodReason.RUNPOD_UNAUTHORIZED,
+                       PodReason.RUNPOD_REFUSED, PodReason.INVALID_ANNOTATION})
 
 REFUSED_EVERYWHERE = ("RunPod lately refused creates for want of stock on every GPU type "
                       "that fits this pod; trying again when the catalog shows stock")
-
-# A finished row is kept this long after its pod is gone, for `state show --all`.
-FINISHED_ROW_RETENTION = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,8 @@ class Observation:
     catalog: Sequence[GpuType] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
-    """Exit codes read this tick from the logs of EXITED instances, by instance id."""
+    """Exit codes read this tick from the logs of EXITED instances, by instance id; a
+    read without the marker gives None (not known yet)."""
     rate_budget: int | None = None
     """RunPod requests we may still send in the current window; None when unknown."""
     pending: Sequence[PendingPod] = ()
@@ -89,6 +99,14 @@ class Observation:
     """DaemonSet pods bound to the virtual node, which never run there."""
     refused: frozenset[Place] = frozenset()
     """Where RunPod lately refused creates for want of stock (`reconciler.core.stock`)."""
+    exit_logs: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """The last log lines read with those exit codes, by instance id."""
+    namespace_caps: Mapping[str, NamespaceCaps] = field(default_factory=dict)
+    """Caps of the namespaces of pods waiting to be created (read only for those)."""
+    billing: Sequence[BillingRecord] = ()
+    """Charges of our instances read this tick (whole hours since the last read)."""
+    spend: Mapping[str, float] = field(default_factory=dict)
+    """USD charged so far by pod UID; only on ticks that read billing."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,8 @@ class _Tick:
         self.obs, self.settings, self.now = obs, settings, now
         self.catalog = {gpu.id: gpu for gpu in obs.catalog}
         self.node = obs.node or build_node(settings, now)
+        self.lookalikes: dict[str, str] = {}
+        """Pod UID → an untagged instance named like its own: no create while it stands."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return _within(self.now, since, seconds)
@@ -126,22 +146,54 @@ def _within(now: datetime, since: datetime | None, seconds: float) -> bool:
     return since is not None and now - since < timedelta(seconds=seconds)
 
 
-def plan(obs: Observation, settings: Settings, now: datetime) -> list[Action]:
+PlanError = Callable[[str, Exception], None]
+"""Told of an error while planning one pod (the engine logs its traceback at debug)."""
+
+
+def _ignore_error(_uid: str, _exc: Exception) -> None:
+    """No one to tell."""
+
+
+def plan(obs: Observation, settings: Settings, now: datetime,
+         on_error: PlanError = _ignore_error) -> list[Action]:
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
-    owned = owned_instances(obs.instances, settings.owner_id)
-    actions: list[Action] = []
+    claimed = ownership.claims(obs.rows, pods.values())
+    owned = owned_instances(obs.instances, settings.owner_id, claimed)
+    tick.lookalikes = _lookalikes(obs.instances, claimed, pods)
+    actions: list[Action] = _restore_tags(tick, claimed, pods)
+    actions += _leaks(tick) + _spend_annotations(tick, pods)
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
-        decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        try:
+            decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
+        except Exception as exc:  # one malformed pod never stops the others
+            on_error(uid, exc)
+            decided, wait = _undecidable(tick, pods.get(uid), rows.get(uid), uid in owned, exc)
         actions += decided
         if wait is not None:
             waiting.append(wait)
     offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned),
                              tick.node)
-    return (offloads + actions + _admit(tick, waiting, owned, rows)
+    return (offloads + actions + _admit(tick, waiting, owned, rows, pods)
             + daemonsets.notices(obs.daemon_pods, now))
+
+
+def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
+                 has_instance: bool, exc: Exception) -> tuple[list[Action], None]:
+    """A pod whose planning failed: a waiting reason while nothing runs for it (so it
+    fails at --max-pending-time), else an Event only, never a decision about its instance."""
+    if pod is None:
+        return [], None
+    message = f"the reconciler could not plan this pod: {type(exc).__name__}: {exc}"
+    reason = exc.reason if isinstance(exc, TranslationError) else PodReason.INVALID_POD_SPEC
+    if not has_instance and (row is None or row.state is MappingState.PENDING):
+        try:
+            return _cannot_create(t, pod, row, reason, message, False), None
+        except Exception:  # no status can be built for it: the Event below says why
+            pass
+    return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
 
 def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
@@ -152,13 +204,66 @@ def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
     return settings.max_instances - len(live | set(owned))
 
 
-def owned_instances(instances: Iterable[Instance], owner_id: str) -> dict[str, list[Instance]]:
-    """Our instances by pod UID. Anything without our owner tag is not ours to see."""
+def owned_instances(instances: Iterable[Instance], owner_id: str,
+                    claimed: Mapping[str, str] | None = None) -> dict[str, list[Instance]]:
+    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
+    pod's annotation (see `ownership`). Anything else is not ours to see."""
     owned: dict[str, list[Instance]] = defaultdict(list)
     for instance in instances:
-        if instance.owner == owner_id and instance.status is not InstanceStatus.TERMINATED:
+        if instance.status is InstanceStatus.TERMINATED:
+            continue
+        if instance.owner == owner_id:
             owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+        elif (uid := ownership.lost_tags(instance, owner_id, claimed or {})) is not None:
+            owned[uid].append(instance)
     return owned
+
+
+def _lookalikes(instances: Sequence[Instance], claimed: Mapping[str, str],
+                pods: Mapping[str, KubeObject]) -> dict[str, str]:
+    found = ownership.lookalikes(instances, claimed, list(pods.values()))
+    if not found:
+        return {}
+    by_name = {(PodRef.of(p).namespace, PodRef.of(p).name): uid for uid, p in pods.items()}
+    return {by_name[(item.namespace, item.pod_name)]: item.instance_id for item in found}
+
+
+def _restore_tags(t: _Tick, claimed: Mapping[str, str],
+                  pods: Mapping[str, KubeObject]) -> list[Action]:
+    """Put our tags back on owned instances that lost them; their pods carry on."""
+    actions: list[Action] = []
+    for instance in t.obs.instances:
+        uid = ownership.lost_tags(instance, t.settings.owner_id, claimed)
+        if uid is None:
+            continue
+        pod = pods.get(uid)
+        ref = PodRef.of(pod) if pod is not None else None
+        env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
+        actions.append(RestoreTags(instance.id, env, ref))
+        if ref is not None:
+            actions.append(Event(ref, Notice.TAGS_RESTORED,
+                                 f"RunPod instance {instance.id} lost its owner tags (its env "
+                                 "was replaced); put them back", warning=True))
+    return actions
+
+
+def _leaks(t: _Tick) -> list[Action]:
+    """Instances RunPod bills after their pod ended: terminate them again, loudly."""
+    return [Terminate(leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON,
+                      leaked_seconds=leak.seconds)
+            for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)]
+
+
+def _spend_annotations(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]:
+    actions: list[Action] = []
+    for uid, usd in sorted(t.obs.spend.items()):
+        pod = pods.get(uid)
+        if pod is None or podinfo.is_deleting(pod):
+            continue
+        value = spend.annotation_value(usd)
+        if podinfo.pod_annotations(pod).get(spend.SPEND_ANNOTATION) != value:
+            actions.append(PatchMetadata(PodRef.of(pod), {spend.SPEND_ANNOTATION: value}))
+    return actions
 
 
 def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance: bool,
@@ -179,7 +284,7 @@ def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance
 
 def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None,
             instances: list[Instance]) -> tuple[list[Action], _Waiting | None]:
-    keep, extras = _split_duplicates(instances, row)
+    keep, extras = _split_duplicates(t, instances, row, pod)
     actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
     if pod is None:
         return actions + _without_pod(t, row, keep), None
@@ -193,14 +298,23 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
     return actions + decided, wait
 
 
-def _split_duplicates(instances: list[Instance],
-                      row: MappingRecord | None) -> tuple[Instance | None, list[Instance]]:
-    """Keep the mapped instance, else the oldest; the rest are duplicates."""
+def _split_duplicates(t: _Tick, instances: list[Instance], row: MappingRecord | None,
+                      pod: KubeObject | None) -> tuple[Instance | None, list[Instance]]:
+    """The instance to keep and the duplicates to terminate now.
+
+    Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
+    writers with different databases agree), else the mapped one, else the oldest. A
+    duplicate younger than the create grace may be another writer's create it has yet to
+    record: it is left alone until the grace is over (issue 16).
+    """
     if len(instances) < 2:
         return (instances[0] if instances else None), []
-    mapped = [i for i in instances if row is not None and i.id == row.instance_id]
-    ordered = mapped + sorted((i for i in instances if i not in mapped), key=_age_key)
-    return ordered[0], ordered[1:]
+    named = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION) if pod else None
+    mapped = row.instance_id if row is not None else None
+    ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
+    extras = [i for i in ordered[1:]
+              if not t.within(i.created_at, t.settings.create_grace_time)]
+    return ordered[0], extras
 
 
 def _age_key(instance: Instance) -> tuple[str, str]:
@@ -221,14 +335,16 @@ def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None)
                                                        t.settings.create_grace_time):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
-        return t.save(row, _ended(row))
-    if not t.within(row.updated_at, FINISHED_ROW_RETENTION.total_seconds()):
+        return t.save(row, _ended(t, row))
+    # Kept for `reconciler cost` and the leak audit as long as --cost-history says.
+    if not t.within(row.ended_at or row.updated_at, t.settings.cost_history_days * 86400):
         return [DeleteRow(row.pod_uid)]
     return []
 
 
-def _ended(row: MappingRecord) -> MappingRecord:
-    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED")
+def _ended(t: _Tick, row: MappingRecord) -> MappingRecord:
+    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED",
+                       ended_at=row.ended_at or t.now)
 
 
 def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Action]:
@@ -248,15 +364,25 @@ def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Act
 
 def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
               instance: Instance | None) -> list[Action]:
-    """A pod being deleted is finished like a kubelet would: instance first, then object."""
+    """A pod being deleted is finished like a kubelet would: the instance is terminated
+    and confirmed gone, then the pod gets a terminal phase, then the object is deleted.
+
+    The phase comes only once the instance is gone: a Job that replaces only failed
+    pods starts the replacement on that phase, and must not run two at once.
+    """
     ref = PodRef.of(pod)
     if instance is not None:
         return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
     if row is not None and row.state is MappingState.CREATING and t.within(
             row.attempt_started_at, t.settings.create_grace_time):
         return []  # wait: the in-doubt create must be found and terminated first
-    done = _ended(row) if row is not None else None
-    return [FinalizePod(ref, done)]
+    done = _ended(t, row) if row is not None else None
+    status = pod_status.deleted_status(pod, row.instance_id if row else None,
+                                       exit_code=row.exit_code if row else None, now=t.now)
+    if status is None and podinfo.deletion_is_immediate(pod):
+        # Terminal and deleted at once already: finalizers of others hold the object.
+        return t.save(row, done) if row is not None and done is not None else []
+    return [FinalizePod(ref, done, status)]
 
 
 def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
@@ -265,7 +391,7 @@ def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
         return _terminate(t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED,
                           f"pod {podinfo.phase(pod)}")
     if row is not None and not row.state.finished:
-        return t.save(row, _ended(row))
+        return t.save(row, _ended(t, row))
     return []
 
 
@@ -335,15 +461,45 @@ def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     if not is_batch(pod):
         return _fail(t, pod, row, instance, PodReason.INSTANCE_STOPPED,
                      f"RunPod instance {instance.id} was stopped outside Kubernetes")
-    if instance.id not in t.obs.exit_codes and row.exit_code is None:
-        return []  # the engine could not read the log this tick; decide when it can
-    code = t.obs.exit_codes.get(instance.id, row.exit_code)
-    return _finish(t, pod, row.changed(exit_code=code), instance)
+    code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
+    if code is not None:
+        return _finish(t, pod, row.changed(exit_code=code, exited_at=None), instance)
+    # Not readable (yet): the log route fails, or the backfill lacks the marker. The
+    # stopped instance still bills its disk, so this lasts --exit-code-timeout at most.
+    if row.exited_at is None:
+        return t.save(row, row.changed(exited_at=t.now))
+    if t.within(row.exited_at, t.settings.exit_code_timeout):
+        return []
+    return _exit_code_unknown(t, pod, row, instance)
+
+
+def _exit_code_unknown(t: _Tick, pod: KubeObject, row: MappingRecord,
+                       instance: Instance) -> list[Action]:
+    """Give up on the code: fail the pod with the log's end on it, end the billing."""
+    ref = PodRef.of(pod)
+    summary = (f"the exit code of RunPod instance {instance.id} could not be read within "
+               f"{int(t.settings.exit_code_timeout)} s of its stop")
+    tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
+    shown = f"{summary}; last log lines:\n{tail}" if tail else summary
+    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now,
+                                   reason=PodReason.EXIT_CODE_UNKNOWN, message=shown)
+    # The row keeps the summary only: log lines may hold anything, and stay off the disk.
+    failed = row.changed(state=MappingState.TERMINATING, reason=PodReason.EXIT_CODE_UNKNOWN,
+                         last_error=summary, status_hash=pod_status.status_fingerprint(status))
+    return [PatchStatus(ref, status, failed),
+            Event(ref, PodReason.EXIT_CODE_UNKNOWN, summary, warning=True),
+            Terminate(instance.id, TerminateReason.POD_FAILED, PodReason.EXIT_CODE_UNKNOWN.value,
+                      ref, failed)]
+
+
+def _log_tail(lines: Sequence[str]) -> str:
+    tail = "\n".join(lines[-LOG_TAIL_KEPT_LINES:])
+    return tail.encode()[-LOG_TAIL_KEPT_BYTES:].decode("utf-8", "ignore")
 
 
 def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     """Copy the instance's state onto the pod: status, annotations and the row."""
-    key = pod_status.mirror_key(pod, instance)
+    key = pod_status.mirror_key(pod, instance, t.now)
     mirrored = _mirrored_fields(row, instance)
     if key is not None and key == row.mirror_key and _holds(row, mirrored):
         # The inputs of the tick that left the pod mirrored: the outputs are the same
@@ -410,7 +566,8 @@ def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instan
                                    message=message)
     state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
     failed = row.changed(state=state, reason=reason, last_error=message,
-                         status_hash=pod_status.status_fingerprint(status))
+                         status_hash=pod_status.status_fingerprint(status),
+                         ended_at=row.ended_at or (None if instance is not None else t.now))
     actions: list[Action] = [PatchStatus(ref, status, failed),
                              Event(ref, reason, message, warning=True)]
     if instance is not None:
@@ -436,6 +593,14 @@ def _without_instance(t: _Tick, pod: KubeObject,
     if podinfo.deadline_passed(pod, t.now):
         return _fail(t, pod, row, None, PodReason.DEADLINE_EXCEEDED,
                      "pod waited longer than spec.activeDeadlineSeconds"), None
+    lookalike = t.lookalikes.get(podinfo.uid(pod))
+    if lookalike is not None:
+        # Probably this pod's own instance, its tags and our records lost: a create
+        # would pay twice. It is never touched either; a person decides.
+        return _cannot_create(t, pod, row, PodReason.UNOWNED_LOOKALIKE, (
+            f"RunPod instance {lookalike} is named like this pod's but carries no owner tag "
+            "and nothing of ours records it; not creating another. Delete it, or put the "
+            "tags back, to go on"), False), None
     return _prepare_create(t, pod, row)
 
 
@@ -453,7 +618,8 @@ def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
 
 def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     """Finished work never runs again; make sure the pod shows how it ended."""
-    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED)
+    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
+                        ended_at=row.ended_at or t.now)
     if row.exit_code is not None:
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
         status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
@@ -500,6 +666,8 @@ def _prepare_create(t: _Tick, pod: KubeObject,
         if _waited_too_long(t, pod):
             return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
         actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+        if row.reason in _REFUSALS and t.within(row.updated_at, REFUSAL_RETRY_SECONDS):
+            return actions, None
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
@@ -544,13 +712,15 @@ def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: 
 
 
 def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
-           rows: dict[str, MappingRecord]) -> list[Action]:
-    """Oldest pods first, within the instance cap, the spend cap and the rate budget."""
+           rows: dict[str, MappingRecord], pods: Mapping[str, KubeObject]) -> list[Action]:
+    """Oldest pods first, within the global caps, their namespace's caps and the rate
+    budget."""
     live = [i for group in owned.values() for i in group]
-    in_doubt = sum(1 for r in rows.values()
-                   if r.state is MappingState.CREATING and r.pod_uid not in owned
-                   and t.within(r.attempt_started_at, t.settings.create_grace_time))
-    count, spend = len(live) + in_doubt, sum(i.cost_per_hr for i in live)
+    in_doubt = [r for r in rows.values()
+                if r.state is MappingState.CREATING and r.pod_uid not in owned
+                and t.within(r.attempt_started_at, t.settings.create_grace_time)]
+    count, spend = len(live) + len(in_doubt), sum(i.cost_per_hr for i in live)
+    use = namespace_use(owned, in_doubt, rows, pods)
     slots = create_slots(t.obs, t.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
@@ -564,16 +734,48 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
             continue
         affordable = tuple(c for c in wait.candidates
                            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        namespace = PodRef.of(wait.pod).namespace
+        ns_use = use.setdefault(namespace, NamespaceUse())
+        refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
         if count + 1 > t.settings.max_instances or not affordable:
-            cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
             actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
                                       _budget_message(t, count, spend, cheapest), False)
+        elif refusal is not None:
+            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
+                                      f"waiting for budget: {refusal}", False)
         elif slots > 0:
             actions.append(_create(t, wait, affordable))
             # Count the dearest candidate tried: RunPod may accept any of them.
-            spend += max(_hourly_cost(t, c) for c in affordable)
+            dearest = max(_hourly_cost(t, c) for c in affordable)
+            spend += dearest
+            ns_use.instances += 1
+            ns_use.hourly_spend += dearest
             count, slots = count + 1, slots - 1
     return actions
+
+
+def namespace_use(owned: Mapping[str, list[Instance]], in_doubt: Iterable[MappingRecord],
+                  rows: Mapping[str, MappingRecord],
+                  pods: Mapping[str, KubeObject]) -> dict[str, NamespaceUse]:
+    """Live instances and their list prices per namespace (in-doubt creates count too)."""
+    use: dict[str, NamespaceUse] = defaultdict(NamespaceUse)
+    for uid, group in owned.items():
+        namespace = _namespace_of(uid, rows, pods)
+        if namespace is not None:
+            use[namespace].instances += len(group)
+            use[namespace].hourly_spend += sum(i.cost_per_hr for i in group)
+    for row in in_doubt:
+        use[row.namespace].instances += 1
+    return dict(use)
+
+
+def _namespace_of(uid: str, rows: Mapping[str, MappingRecord],
+                  pods: Mapping[str, KubeObject]) -> str | None:
+    if uid in pods:
+        return PodRef.of(pods[uid]).namespace
+    row = rows.get(uid)
+    return row.namespace if row is not None and row.namespace else None
 
 
 def create_slots(obs: Observation, settings: Settings) -> int:

@@ -23,6 +23,11 @@ def is_deleting(pod: KubeObject) -> bool:
     return bool(pod["metadata"].get("deletionTimestamp"))
 
 
+def deletion_is_immediate(pod: KubeObject) -> bool:
+    """Deleted with grace 0: nothing is left for a kubelet to do but wait for finalizers."""
+    return pod["metadata"].get("deletionGracePeriodSeconds") == 0
+
+
 def is_finished(pod: KubeObject) -> bool:
     return phase(pod) in FINISHED_PHASES
 

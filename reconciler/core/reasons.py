@@ -38,12 +38,20 @@ class PodReason(enum.StrEnum):
     """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+    # Definite refusals of a create (issue 16): nothing was created; retried once a
+    # minute rather than every tick, and failed with the reason at max_pending_time.
+    TEMPLATE_NOT_FOUND = "TemplateNotFound"
+    RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
+    RUNPOD_REFUSED = "RunPodRefused"
     # What happened to a pod's instance.
     INSTANCE_LOST = "InstanceLost"
     INSTANCE_ERROR = "InstanceError"
     INSTANCE_STOPPED = "InstanceStopped"
     EXIT_CODE_UNKNOWN = "ExitCodeUnknown"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    # An untagged instance nothing of ours records is named like the pod's own: waiting
+    # rather than paying for a second instance.
+    UNOWNED_LOOKALIKE = "UnownedLookalike"
 
     @classmethod
     def parse(cls, value: str | None) -> PodReason | None:
@@ -64,6 +72,7 @@ class Notice(enum.StrEnum):
     COMPLETED = "Completed"
     TERMINATING_INSTANCE = "TerminatingInstance"
     OFFLOADED = "OffloadedToRunPod"
+    TAGS_RESTORED = "TagsRestored"
     RUNPOD_SYSTEM = "RunPodSystem"
     """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
 
@@ -76,7 +85,8 @@ class TerminateReason(enum.Enum):
     """Why an instance is deleted. The human wording travels beside it (`Terminate.detail`)."""
 
     DUPLICATE = "duplicate"
-    """A second instance for one pod: the mapped (else oldest) one stays."""
+    """A second instance for one pod, past the create grace: the one the pod's
+    annotation names (else the mapped, else the oldest one) stays."""
     ORPHAN = "orphan"
     """Its pod is gone, it was seen so on two ticks and is past the grace period."""
     POD_DELETED = "pod-deleted"
@@ -89,6 +99,8 @@ class TerminateReason(enum.Enum):
     """The reconciler failed the pod (a `PodReason`)."""
     ALREADY_DECIDED = "already-decided"
     """The row says terminating or finished, yet the instance is still listed: again."""
+    LEAK = "leak"
+    """RunPod billed it for hours after its pod ended (the billing audit): again, loudly."""
 
 
 class OffloadTrigger(enum.Enum):

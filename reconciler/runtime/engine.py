@@ -26,10 +26,11 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
+from reconciler.core import ownership
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action
+from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
-from reconciler.core.domain import Cloud, GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.core.domain import Cloud, ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
@@ -39,11 +40,14 @@ from reconciler.core.planner import (
     owned_instances,
     plan,
 )
+from reconciler.core.reasons import PodReason
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.registry import registry_credentials
+from reconciler.runtime import money
+from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 
@@ -73,6 +77,14 @@ class TickReport:
     """The actions that were carried out without an error."""
     observation: Observation | None = None
     """What the tick saw, for the metrics; None when it could not observe."""
+    lookalikes: list[ownership.Lookalike] = field(default_factory=list)
+    """Untagged instances nothing claims, named like ours: reported, never touched."""
+    billing: money.BillingRead = field(default_factory=money.BillingRead)
+    registries_used: set[str] = field(default_factory=set)
+    """Registry credentials this tick's creates chose (kept from deletion)."""
+    registries_deleted: list[str] = field(default_factory=list)
+    skipped: str | None = None
+    """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
     """Planned creates the executor left for a later tick (quota share spent, stopped)."""
 
@@ -83,7 +95,7 @@ class TickReport:
 
     @property
     def ok(self) -> bool:
-        return self.observed
+        return self.observed or self.skipped is not None
 
 
 class CatalogCache:
@@ -125,6 +137,10 @@ class CatalogCache:
         return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
+def _log_plan_error(uid: str, exc: Exception) -> None:
+    log.debug("could not plan pod %s", uid, exc_info=exc)
+
+
 def _nothing() -> None:
     """No step."""
 
@@ -144,6 +160,9 @@ class TickSteps:
     schedule of its own. A KubeError goes into the tick's errors; the tick goes on."""
     after: Callable[[Engine, TickReport], None] = _ignore
     """Last, with the engine and its finished report (the loop's metrics and readiness)."""
+    before_action: Callable[[], None] = _nothing
+    """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
+    raises WriterLost, which ends the tick."""
 
 
 class Engine:
@@ -155,59 +174,112 @@ class Engine:
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
+        self.namespace_caps = money.NamespaceCapsCache()
+        self.registries = money.RegistryCollector(settings.owner_id)
         self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
                                 limits=KeepLimits(settings.log_keep_lines,
                                                   settings.log_keep_bytes))
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
-        report = self._tick(dry_run)
+        self.steps.before_action()
+        report = TickReport(started_at=self.clock())
+        self.runpod.deadline_in(self.settings.tick_deadline)
+        try:
+            report = self._tick(report, dry_run)
+        finally:
+            self.runpod.deadline_in(None)
         self.steps.after(self, report)
         return report
 
-    def _tick(self, dry_run: bool) -> TickReport:
-        report = TickReport(started_at=self.clock())
+    def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
         try:
-            observation = self._observe(report.started_at)
+            observation, report.billing = self._observe(report.started_at)
+        except runpod_errors.RateLimitedError as exc:
+            # Not an error: RunPod asked us to wait, and the next tick will list again.
+            report.skipped = "skipped, rate limited by RunPod" + (
+                f" (retry after {exc.retry_after:.0f} s)" if exc.retry_after is not None else "")
+            log.warning("tick %s", report.skipped)
+            return self._finish(report, dry_run)
         except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
             report.errors.append(f"observe: {exc}")
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
+        claimed = ownership.claims(observation.rows, observation.pods)
         report.instances = sum(len(g) for g in owned_instances(
-            observation.instances, self.settings.owner_id).values())
-        report.actions = plan(observation, self.settings, report.started_at)
+            observation.instances, self.settings.owner_id, claimed).values())
+        report.lookalikes = ownership.lookalikes(observation.instances, claimed,
+                                                 observation.pods)
+        report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
             if self.steps.heartbeat is not None:
                 self._heartbeat(self.steps.heartbeat, report)
-            self._apply(report)
+            self._record_money(report)
+            try:
+                self._apply(report)
+            except WriterLost as exc:
+                report.errors.append(f"stopped: {exc}")
+                self._finish(report, dry_run)
+                raise
+            self._collect_registries(report)
         return self._finish(report, dry_run)
+
+    def _record_money(self, report: TickReport) -> None:
+        """What observing learnt that only the database keeps: billing, caps, look-alikes."""
+        now = report.started_at
+        money.save_billing(self.store, self.settings, report.billing, now)
+        self.namespace_caps.save(self.store, now)
+        if report.lookalikes:
+            log.warning("unowned, looks like ours (untagged, no row, no annotation; left "
+                        "alone): %s", ", ".join(f"{i.instance_id} ({i.namespace}/{i.pod_name})"
+                                                for i in report.lookalikes))
+        self.store.sync_lookalikes(report.lookalikes, now)
+
+    def _collect_registries(self, report: TickReport) -> None:
+        observation = report.observation
+        if observation is None:
+            return
+        ended = {a.instance_id for a in report.done if isinstance(a, Terminate)}
+        left = [i for i in observation.instances if i.id not in ended]
+        released = [i.registry_auth_id for i in observation.instances
+                    if i.id in ended and i.registry_auth_id]
+        report.registries_deleted = self.registries.collect(
+            self.runpod, left, released, keep=report.registries_used)
 
     # --- observe ----------------------------------------------------------------------
 
-    def _observe(self, now: datetime) -> Observation:
+    def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         instances = list(self.runpod.list_instances())
         on_node = self.kube.list_node_pods(self.settings.node_name)
         pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
-        owned = owned_instances(instances, self.settings.owner_id)
+        owned = owned_instances(instances, self.settings.owner_id,
+                                ownership.claims(rows, pods))
         by_uid = {row.pod_uid: row for row in rows}
         needing = [p for p in pods if needs_create_inputs(
             p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
+        caps = self.namespace_caps.get(
+            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now)
+        exits = self._exit_logs(pods, owned, by_uid)
+        billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         node = self.kube.read_node(self.settings.node_name) \
             if needing or has_candidates(pending) else None
         return Observation(pods, instances, rows, catalog, inputs,
-                           self._exit_codes(pods, owned, by_uid), self.runpod.rate_budget,
+                           {i: e.code for i, e in exits.items()}, self.runpod.rate_budget,
                            pending, node,
                            [p for p in on_node if podinfo.is_daemon_set_pod(p)],
-                           refused=self.stock.active(now))
+                           refused=self.stock.active(now),
+                           exit_logs={i: e.lines for i, e in exits.items()},
+                           namespace_caps=caps, billing=billing.records,
+                           spend=billing.spend_by_pod), billing
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -244,10 +316,10 @@ class Engine:
                     found.append(self.runpod.get_instance(row.instance_id))
         return found
 
-    def _exit_codes(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
-                    rows: Mapping[str, MappingRecord]) -> dict[str, int | None]:
+    def _exit_logs(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
+                   rows: Mapping[str, MappingRecord]) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        codes: dict[str, int | None] = {}
+        codes: dict[str, ExitLog] = {}
         for pod in pods:
             uid = podinfo.uid(pod)
             row = rows.get(uid)
@@ -270,6 +342,12 @@ class Engine:
                 # Not the pod's fault: leave it for the next tick without a reason.
                 log.warning("could not read what %s/%s needs: %s",
                             pod["metadata"].get("namespace"), pod["metadata"]["name"], exc)
+            except Exception as exc:  # one malformed pod never stops the tick
+                log.debug("reading what %s/%s needs failed", pod["metadata"].get("namespace"),
+                          pod["metadata"].get("name"), exc_info=True)
+                inputs[podinfo.uid(pod)] = CreateInputs(error=TranslationError(
+                    PodReason.INVALID_POD_SPEC, f"the pod spec could not be read "
+                    f"({type(exc).__name__}: {exc})", permanent=False))
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
@@ -315,13 +393,18 @@ class Engine:
             return report.tick_id
 
         executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
-                            self.pod_logs.keep)
+                            self.pod_logs.keep, before_action=self.steps.before_action,
+                            owner_id=self.settings.owner_id)
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
         report.errors += outcome.errors
+        report.registries_used = executor.registries_used
+        if executor.past_deadline:
+            log.warning("tick deadline (%.0f s) passed: %d creates wait for a later tick",
+                        self.settings.tick_deadline, executor.deferred)
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()

@@ -10,7 +10,6 @@ create candidate RunPod accepted, and whether to stop creating for this tick.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -34,15 +33,19 @@ from reconciler.core.actions import (
     PatchMetadata,
     PatchStatus,
     PodRef,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import registry_name
 from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.stock import StockMemory, usable
+from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
+from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
@@ -57,33 +60,53 @@ class Outcome:
 
 
 class _CreatesStopped(Exception):
-    """RunPod said no more creates this tick (no balance, rate limit)."""
+    """RunPod said no more creates this tick (no balance, rate limit, deadline)."""
+
+
+class _CreatesSkipped(Exception):
+    """This pod's create was ended before RunPod heard of it (reason already recorded)."""
 
 
 class Executor:
     def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
                  clock: Callable[[], datetime], tick_id: Callable[[], int],
                  stock: StockMemory | None = None,
-                 keep_log: Callable[[str, str], list[str]] | None = None) -> None:
+                 keep_log: Callable[[str, str], list[str]] | None = None,
+                 before_action: Callable[[], None] = lambda: None,
+                 owner_id: str = "") -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self.keep_log = keep_log
         self._tick_id = tick_id
+        self._owner_id = owner_id
         self.stock = stock if stock is not None else StockMemory()
         self.refusals = 0
         """Creates RunPod refused this run for want of stock."""
+        # Keeps the node's writer Lease; raises WriterLost, which ends the run.
+        self._before_action = before_action
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
+        self.registries_used: set[str] = set()
+        """Registry credentials this run's creates chose: not to be collected this tick."""
         self.deferred = 0
+        self.past_deadline = False
+        """Whether creates were left over because the tick's deadline had passed."""
         """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
         for action in actions:
             kind = type(action).__name__
+            self._before_action()
+            if isinstance(action, Create) and self.runpod.past_deadline:
+                self.deferred += 1
+                self.past_deadline = True
+                continue  # nothing committed: the next tick plans this create again
             try:
                 self._apply(action)
                 outcome.applied[kind] += 1
                 outcome.done.append(action)
+            except WriterLost:
+                raise
             except Exception as exc:  # one action never stops the others
                 outcome.failed[kind] += 1
                 outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
@@ -106,6 +129,11 @@ class Executor:
                               instance.cost_per_hr)
             case Terminate():
                 self._terminate(action)
+            case RestoreTags(instance_id=instance_id, env=env, pod=tagged):
+                self._journaled("restore-tags", tagged.uid if tagged else None, instance_id,
+                                lambda: self.runpod.update_instance_env(instance_id, env))
+                log.warning("put the owner tags back on instance %s (its env was replaced)",
+                            instance_id)
             case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
                 self._journaled("patch-status", pod.uid, None, lambda: self.kube
                                 .patch_pod_status(pod.namespace, pod.name, status, annotations))
@@ -119,7 +147,12 @@ class Executor:
             case PatchMetadata(pod=pod, annotations=annotations):
                 self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
                                 .patch_pod_annotations(pod.namespace, pod.name, annotations))
-            case FinalizePod(pod=pod, row=row):
+            case FinalizePod(pod=pod, row=row, status=final):
+                if final is not None:
+                    # The terminal phase first: a delete held by finalizers must not leave
+                    # the pod showing Running.
+                    self._journaled("patch-status", pod.uid, None, lambda: self.kube
+                                    .patch_pod_status(pod.namespace, pod.name, final))
                 self._journaled("finalize-pod", pod.uid, None,
                                 lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid))
                 crashpoints.reached("after-finalize")
@@ -193,10 +226,15 @@ class Executor:
             log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
             self.deferred += 1
             return
+        try:
+            # Before the intent: nothing of it can create an instance, and a failure
+            # here leaves the row as it was instead of `creating`.
+            candidates = self._with_registry_auth(action)
+        except _CreatesSkipped:
+            return
         self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
         crashpoints.reached("after-intent")
         try:
-            candidates = self._with_registry_auth(action)
             instance = self._first_accepted(action, candidates)
         except _CreatesStopped:
             return
@@ -231,15 +269,26 @@ class Executor:
                 refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
-            except runpod_errors.RateLimitedError as exc:
+            except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
                 self._stop_creates(action, None, str(exc))
+            except runpod_errors.AuthenticationError as exc:
+                self._stop_creates(action, PodReason.RUNPOD_UNAUTHORIZED,
+                                   f"RunPod refused the API key: {exc.detail or exc}")
             except runpod_errors.InvalidRequestError as exc:
                 self._give_up(action, PodReason.INVALID_RUNPOD_REQUEST,
                               "RunPod refused the request as invalid (a reconciler bug, not "
                               f"retried): {exc.detail}")
                 raise
-            # An in-doubt error (5xx, timeout) propagates: the row stays `creating`, and
-            # the next ticks adopt the instance if it was made after all.
+            except runpod_errors.NotFoundError as exc:
+                self._wait(action, *_not_found(candidate, exc))
+                return None
+            except runpod_errors.RunPodError as exc:
+                if exc.in_doubt:
+                    # 5xx or no answer: the row stays `creating`, and the next ticks
+                    # adopt the instance if it was made after all.
+                    raise
+                self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
+                return None
         self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
                    "no GPU type that fits this pod could be created: "
                    + ("; ".join(refusals) or REFUSED_EVERYWHERE))
@@ -274,25 +323,42 @@ class Executor:
         self._event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
-        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name)."""
-        if action.pull_secret is None or action.candidates[0].registry_auth_id:
+        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name);
+        check a credential the pod names by id exists (one list per tick, shared)."""
+        named = action.candidates[0].registry_auth_id
+        if named:
+            if named not in self._registries().values():
+                self._wait(action, PodReason.INVALID_ANNOTATION,
+                           f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
+                           f"credential {named!r}")
+                raise _CreatesSkipped
+            return action.candidates
+        if action.pull_secret is None:
             return action.candidates
         registry, username, password = action.pull_secret
-        name = "k8s-" + hashlib.sha256(f"{registry}\0{username}\0{password}".encode()
-                                       ).hexdigest()[:16]
+        name = registry_name(self._owner_id, registry, username, password)
+        known = self._registries()
+        if name not in known:
+            created = self.runpod.create_registry_auth(name, username, password)
+            known[name] = created.id
+        self.registries_used.add(known[name])
+        return tuple(replace(c, registry_auth_id=known[name]) for c in action.candidates)
+
+    def _registries(self) -> dict[str, str]:
+        """The account's registry credentials, name to id, listed once per tick."""
         if self._registry_ids is None:
             self._registry_ids = {a.name: a.id for a in self.runpod.list_registry_auths()}
-        if name not in self._registry_ids:
-            created = self.runpod.create_registry_auth(name, username, password)
-            self._registry_ids[name] = created.id
-        return tuple(replace(c, registry_auth_id=self._registry_ids[name])
-                     for c in action.candidates)
+        return self._registry_ids
 
     # --- terminate --------------------------------------------------------------------
 
     def _terminate(self, action: Terminate) -> None:
         if action.row is not None:
-            self.store.save_row(action.row.changed(updated_at=self.clock()))
+            # The instance's end, as far as we decide it: the leak audit and the cost
+            # report count from here, not from when a later tick saw it gone.
+            now = self.clock()
+            self.store.save_row(action.row.changed(updated_at=now,
+                                                   ended_at=action.row.ended_at or now))
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         if action.keeps_log and action.pod is not None:
@@ -300,11 +366,29 @@ class Executor:
         self._journaled("terminate", pod_uid, action.instance_id,
                         lambda: self.runpod.delete_instance(action.instance_id))
         crashpoints.reached("after-delete")
+        if action.leaked_seconds:
+            log.error("LEAK: RunPod billed instance %s for %.0f s after its pod ended; "
+                      "terminated it again", action.instance_id, action.leaked_seconds)
         self._decided("terminate", action.pod, action.instance_id, action.detail,
                       action.row.cost_per_hr if action.row else None)
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
+
+
+def _not_found(candidate: CreateRequest,
+               exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
+    """The reason for a 404 on create: what the request referred to that RunPod lacks.
+
+    Registry credentials are checked before the create, so a template is what is missing
+    when one was named; otherwise another id from the pod's annotations (network volume).
+    """
+    detail = exc.detail or str(exc)
+    if candidate.template_id:
+        return PodReason.TEMPLATE_NOT_FOUND, (f"RunPod has no template "
+                                              f"{candidate.template_id!r} this account may "
+                                              f"use: {detail}")
+    return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:

@@ -38,9 +38,13 @@ class Health:
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """":8080" listens on every interface, "127.0.0.1:0" on a free loopback port."""
-    host, _, port = address.rpartition(":")
-    return host or "0.0.0.0", int(port)
+    """":8080" listens on every interface, "127.0.0.1:0" on a free loopback port.
+    Raises ValueError with a message for the user."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535 or " " in host:
+        raise ValueError(f"{address!r} is not [HOST]:PORT with a port from 0 to 65535 "
+                         "(for example :8080 or 127.0.0.1:9090)")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 class HealthServer:

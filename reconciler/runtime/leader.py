@@ -91,23 +91,30 @@ class LeaderElector:
         self.election = Election(renew_deadline=lease_seconds * 2 / 3)
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
+        self.holder: str | None = None
+        """Who held the lease when our last attempt was refused."""
+        self.error: KubeError | None = None
+        """Why our last attempt had no answer."""
 
     @property
     def leading(self) -> bool:
         return self.election.leading
 
-    def attempt(self) -> tuple[Attempt, Change | None]:
-        """One try to acquire or renew the lease, and what it changed."""
+    def attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
+        """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
+        lease is taken at once (see `KubeClient.try_acquire_lease`)."""
         try:
             claim = self.kube.try_acquire_lease(self.namespace, self.name, self.identity,
-                                                self.lease_seconds, self.clock())
+                                                self.lease_seconds, self.clock(),
+                                                dead_holder=dead_holder)
             attempt = Attempt.WON if claim.won else Attempt.REFUSED
+            self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
         except KubeError as exc:
             log.warning("leader election: no answer about lease %s/%s: %s",
                         self.namespace, self.name, exc)
-            attempt = Attempt.UNREACHABLE
+            attempt, self.error = Attempt.UNREACHABLE, exc
         return attempt, self.election.observe(attempt, self.monotonic())
 
     def release(self) -> None:

@@ -13,7 +13,8 @@ from typing import assert_never
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, PatchStatus, SaveRow, Terminate
+from reconciler.core.actions import Action, PatchStatus, RestoreTags, SaveRow, Terminate
+from reconciler.core.ownership import claims
 from reconciler.core.planner import owned_instances
 from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.engine import TickReport
@@ -65,6 +66,23 @@ class Metrics:
                             registry=self.registry)
         self.heartbeats = Counter("reconciler_node_heartbeats", "Node heartbeats by result.",
                                   ["result"], registry=self.registry)
+        self.tags_restored = Counter(
+            "reconciler_tags_restored", "Owner tags put back on instances we own by row or "
+            "annotation after their env was replaced.", registry=self.registry)
+        self.lookalikes = Gauge(
+            "reconciler_unowned_lookalike_instances", "Untagged instances nothing of ours "
+            "claims, named like ours: reported, never touched.", registry=self.registry)
+        self.leaked_seconds = Counter(
+            "reconciler_leaked_instance_seconds", "Seconds RunPod billed our instances after "
+            "their pods ended (and the grace), found by the billing audit.",
+            registry=self.registry)
+        self.spend = Gauge("reconciler_spend_usd_total",
+                           "USD RunPod charged for our instances, by namespace (billing, "
+                           "whole hours, within --cost-history).", ["namespace"],
+                           registry=self.registry)
+        self.registries_deleted = Counter(
+            "reconciler_registry_credentials_deleted", "Our registry credentials deleted "
+            "once no pod used them.", registry=self.registry)
 
     def runpod_response(self, route: str, status: int) -> None:
         """The RunPod client's `on_response` hook; `route` is "GET /v2/pods/{id}"."""
@@ -82,9 +100,12 @@ class Metrics:
             self.pods.set(report.pods)
             self.instances.set(report.instances)
         if report.observation is not None:
-            owned = owned_instances(report.observation.instances, owner_id)
+            observation = report.observation
+            owned = owned_instances(observation.instances, owner_id,
+                                    claims(observation.rows, observation.pods))
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
         self._count_healing(report.done)
+        self._count_money(report)
         self._time_starts(report)
         if rate_budget is not None:
             self.rate_budget.set(rate_budget)
@@ -96,6 +117,24 @@ class Metrics:
             elif isinstance(action, SaveRow) and action.row.orphan_sightings == 1:
                 self.orphans_found.inc()  # the first of the two sightings before terminating
 
+    def _count_money(self, report: TickReport) -> None:
+        for action in report.done:
+            if isinstance(action, RestoreTags):
+                self.tags_restored.inc()
+            elif isinstance(action, Terminate) and action.leaked_seconds:
+                self.leaked_seconds.inc(action.leaked_seconds)
+        self.registries_deleted.inc(len(report.registries_deleted))
+        if report.observed:
+            self.lookalikes.set(len(report.lookalikes))
+        if report.billing.spend_by_pod and report.observation is not None:
+            namespaces = {row.pod_uid: row.namespace for row in report.observation.rows}
+            totals: dict[str, float] = {}
+            for uid, usd in report.billing.spend_by_pod.items():
+                namespace = namespaces.get(uid, "")
+                totals[namespace] = totals.get(namespace, 0.0) + usd
+            for namespace, usd in totals.items():
+                self.spend.labels(namespace).set(usd)
+
     def _count_terminate(self, reason: TerminateReason) -> None:
         match reason:
             case TerminateReason.DUPLICATE:
@@ -106,6 +145,8 @@ class Metrics:
                   | TerminateReason.PROCESS_ENDED | TerminateReason.POD_FAILED
                   | TerminateReason.ALREADY_DECIDED):
                 pass  # the pod's own end: counted by the actions metric
+            case TerminateReason.LEAK:
+                pass  # counted in seconds by _count_money
             case _:
                 assert_never(reason)
 

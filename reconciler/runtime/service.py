@@ -27,6 +27,7 @@ from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
 from reconciler.core.planner import create_slots
+from reconciler.runtime.claim import WriterHeld, WriterLost, identity
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
@@ -52,9 +53,9 @@ from reconciler.runtime.wiring import (
     LockHeld,
     Reconciler,
     RunMode,
+    claiming,
     connect,
     holding,
-    identity,
 )
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,11 @@ class Ticker:
 
     def _tick(self) -> None:
         self.debouncer.started()
-        report = self.engine.tick()  # its metrics and readiness: `Health.record`, after it
+        try:
+            report = self.engine.tick()  # its metrics and readiness: `Health.record`
+        except WriterLost as exc:
+            log.error("tick stopped: %s", exc)  # the claim's own job stops the loop
+            return
         # A tick that changed nothing is routine; each decision has its own line anyway.
         level = logging.INFO if report.applied or report.failed else logging.DEBUG
         log.log(level, "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
@@ -200,10 +205,10 @@ class Replica:
             self.elector = LeaderElector(engine.kube, options.leader_namespace,
                                          options.lease_name, identity(), options.lease_seconds,
                                          utcnow, time.monotonic)
-        self._held = ExitStack()  # the writer lock, once leading
+        self._held = ExitStack()  # the node's writer Lease and the writer lock, once leading
         self._watches: list[PodWatch] = []
         self._leading = False
-        self._lost = False
+        self._lost: str | None = None
 
     @property
     def leading(self) -> bool:
@@ -221,7 +226,7 @@ class Replica:
         finally:
             self._shut_down()
         if self._lost:
-            raise LeadershipLost("another replica took over the leader lease")
+            raise LeadershipLost(self._lost)
 
     def _stand_by(self, elector: LeaderElector) -> None:
         self.metrics.leader.set(0)
@@ -236,7 +241,7 @@ class Replica:
         if change is Change.STOPPED_LEADING:
             log.error("lost the leader lease; stopping, to restart as a standby")
             self.metrics.leader.set(0)
-            self._lost = True
+            self._lost = "another replica took over the leader lease"
             self.stop.set()
             return
         if change is Change.STARTED_LEADING:
@@ -250,7 +255,7 @@ class Replica:
         if not self._leading and not self.stop.is_set():
             try:
                 self._lead()
-            except LockHeld as exc:
+            except (LockHeld, WriterHeld) as exc:
                 # The old leader's lock: released on its way out, taken over at once
                 # from the leader whose lease expired or a dead process on this host,
                 # else expired after the lock's TTL.
@@ -258,14 +263,20 @@ class Replica:
                             exc, self.elector.retry_period)
 
     def _lead(self) -> None:
-        """Take the writer lock, then tick, beat and watch."""
+        """Take the node's writer Lease and the writer lock, then tick, beat and watch."""
         predecessor = self.elector.predecessor if self.elector is not None else None
-        self._held.enter_context(holding(self.parts.lock, predecessor))
+        with ExitStack() as taking:  # both or neither
+            taking.enter_context(claiming(self.parts.claim))
+            taking.enter_context(holding(self.parts.lock, predecessor))
+            self._held = taking.pop_all()
         self._leading = True
         self.metrics.leader.set(1)
         options, now = self.options, utcnow()
         self.scheduler.add_job(self._heartbeat, "interval", seconds=options.heartbeat_interval,
                                next_run_time=now, max_instances=1, coalesce=True)
+        self.scheduler.add_job(self._keep_claim, "interval",
+                               seconds=self.parts.claim.elector.retry_period, max_instances=1,
+                               coalesce=True)
         self.scheduler.add_job(self.ticker.periodic, "interval", seconds=options.interval,
                                jitter=options.interval * 0.1, next_run_time=now,
                                max_instances=1, coalesce=True)
@@ -280,6 +291,15 @@ class Replica:
             PodWatch(kube, PENDING_SELECTOR, changed, ChangeFilter(may_be_offloaded),
                      name="watch-pending-pods").start(),
         ]
+
+    def _keep_claim(self) -> None:
+        """Renew the node's writer Lease between ticks too; stop when it is lost."""
+        try:
+            self.parts.claim.keep()
+        except WriterLost as exc:
+            log.error("%s; stopping", exc)
+            self._lost = str(exc)
+            self.stop.set()
 
     def _heartbeat(self) -> None:
         try:

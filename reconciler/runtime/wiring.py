@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-import os
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,6 +17,7 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import logs
+from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
 
@@ -49,13 +48,11 @@ class Connections:
     """The kubeconfig context to use instead of its current-context."""
 
 
-def identity() -> str:
-    """Who holds the lock: host and process, enough to find the other reconciler."""
-    return f"{socket.gethostname()}/{os.getpid()}"
-
-
 def open_store(database_url: str, upgrade: bool) -> Store:
+    """The store, its schema checked (and upgraded unless told not to). Raises
+    SchemaError, DatabaseURLError or SQLAlchemy's DatabaseError."""
     engine = db.make_engine(database_url)
+    migrate.check_schema(engine, db.location(database_url), will_upgrade=upgrade)
     if upgrade:
         migrate.upgrade(engine)
     return Store(db.session_factory(engine))
@@ -82,7 +79,7 @@ class LockKeeper:
         we took: it stopped acting before the Lease ran out (leader.py), so its lock is
         free to take without waiting out the TTL."""
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
-        if holder is not None and (holder == predecessor or _dead_here(holder)):
+        if holder is not None and (holder == predecessor or dead_here(holder)):
             log.warning("taking over the lock of %s, %s", holder,
                         "the previous leader" if holder == predecessor
                         else "a dead process on this host")
@@ -105,20 +102,6 @@ class LockKeeper:
         self.store.release_lock(LOCK_NAME, self.owner)
 
 
-def _dead_here(holder: str) -> bool:
-    """Whether `holder` (host/pid) is a process of this host that no longer runs."""
-    host, _, pid = holder.rpartition("/")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 class RunMode(enum.Enum):
     """How a process keeps the virtual node alive (docs/architecture.md §5)."""
 
@@ -135,19 +118,25 @@ class Reconciler:
     engine: Engine
     heartbeat: NodeHeartbeat
     lock: LockKeeper
+    claim: WriterClaim
+    """The node's writer Lease: taken by every writer before it acts (issue 16)."""
 
 
 def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: Store,
             clock: Clock, mode: RunMode, lock: LockKeeper | None = None,
             after_tick: Callable[[Engine, TickReport], None] | None = None,
+            claim: WriterClaim | None = None,
             ) -> tuple[Engine, NodeHeartbeat]:
     """The engine and its heartbeat, with what runs around each tick: the writer lock's
-    renewal first (when there is a lock), the heartbeat in the ticks of `RunMode.ONCE`,
-    and `after_tick` last."""
+    renewal first (when there is a lock), the node's writer Lease kept before the tick
+    and each action (when there is a claim), the heartbeat in the ticks of
+    `RunMode.ONCE`, and `after_tick` last."""
     heartbeat = NodeHeartbeat(kube, settings, clock)
     steps = TickSteps(heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None)
     if lock is not None:
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
+    if claim is not None:
+        steps = dataclasses.replace(steps, before_action=claim.keep)
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
     return Engine(settings, runpod, kube, store, clock, steps), heartbeat
@@ -167,9 +156,12 @@ def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock =
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
     lock = LockKeeper(store, clock)
     try:
-        engine, heartbeat = compose(resolve_owner(settings, kube), runpod, kube, store, clock,
-                                    mode, None if read_only else lock, after_tick)
-        yield Reconciler(engine, heartbeat, lock)
+        settings = resolve_owner(settings, kube)
+        claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
+        engine, heartbeat = compose(settings, runpod, kube, store, clock, mode,
+                                    None if read_only else lock, after_tick,
+                                    None if read_only else claim)
+        yield Reconciler(engine, heartbeat, lock, claim)
     finally:
         runpod.close()
 
@@ -183,3 +175,13 @@ def holding(lock: LockKeeper, predecessor: str | None = None) -> Iterator[LockKe
     finally:
         lock.release()
 
+
+@contextmanager
+def claiming(claim: WriterClaim) -> Iterator[WriterClaim]:
+    """The node's writer Lease for as long as the block runs (the engine keeps it before
+    each action). Raises WriterHeld when another writer acts for the node."""
+    claim.acquire()
+    try:
+        yield claim
+    finally:
+        claim.release()

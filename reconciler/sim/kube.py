@@ -38,6 +38,7 @@ from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.kube_access import MASTERS, AccessModel
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Backend, Handler
+from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
 from reconciler.sim.kube_rbac import Authorizer, load_documents
 from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
@@ -91,6 +92,8 @@ class KubeSimulator:
         self.store = Store(self.clock)
         self.controllers = NodeControllers(self.store, self.clock, controllers) \
             if controllers is not None else None
+        self.jobs = JobController(self.store)
+        self.store.add_controller(self.jobs.admit, self.jobs.react)
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
         # TokenReview and SubjectAccessReview answer from this, for kubelets to ask.

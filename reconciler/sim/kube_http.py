@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_access import AccessModel
 from reconciler.sim.kube_pod_log import open_pod_log
@@ -182,6 +183,11 @@ class Handler(BaseHTTPRequestHandler):
             if route.subresource == "log":
                 assert route.namespace is not None
                 return self._relay(open_pod_log(self.sim, route.namespace, route.name, query))
+            if _wants_table(self.headers.get("Accept", "")):
+                return self._send(200, table_for(
+                    route.resource, [entry.obj], store.clock.now(),
+                    entry.obj["metadata"]["resourceVersion"],
+                    include_object=_arg(query, "includeObject") or "Metadata"))
             return self._send_raw(200, entry.json())
         try:
             selector = parse_selector(_arg(query, "labelSelector"), _arg(query, "fieldSelector"),
@@ -192,8 +198,11 @@ class Handler(BaseHTTPRequestHandler):
             return self._watch(route, query, selector)
         page = store.list_page(route.resource, route.namespace, selector,
                           _int_arg(query, "limit"), _arg(query, "continue"))
-        if "as=Table" in self.headers.get("Accept", ""):
-            return self._send(200, table_for(route.resource, page, store.clock.now()))
+        if _wants_table(self.headers.get("Accept", "")):
+            return self._send(200, table_for(
+                route.resource, [entry.obj for entry in page.items], store.clock.now(),
+                page.resource_version, page.continue_token,
+                _arg(query, "includeObject") or "Metadata"))
         return self._send_raw(200, _list_json(route.resource, page))
 
     def _create(self, route: Route, query: Query) -> int:
@@ -345,6 +354,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _json_body(self) -> dict[str, Any]:
         content_type = self.headers.get("Content-Type", "application/json")
+        if content_type.split(";")[0].strip() == protobuf.CONTENT_TYPE:
+            return protobuf.decode_object(self._body)
         if not content_type.startswith("application/json"):
             raise ApiError(415, f"the body of the request was in an unknown format: "
                            f"{content_type}")
@@ -394,6 +405,10 @@ def _verb(method: str, route: Route, query: Query) -> str:
             return "get"
         return "watch" if _arg(query, "watch") in ("1", "true") else "list"
     return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+
+def _wants_table(accept: str) -> bool:
+    return "as=Table" in accept
 
 
 def _list_json(resource: Resource, page: Page) -> bytes:

@@ -2,8 +2,8 @@
 
 All functions return a new document and never modify their inputs: the store keeps
 stored objects immutable so that list responses can be served without copying.
-Strategic merge knows the merge keys of the lists this project and kubectl touch;
-any other list is replaced, as the API server does for lists without a merge key.
+Strategic merge follows each list's patch strategy from the Go API types (merge key,
+merged set, or atomic) and the directives kubectl and the kubelet send.
 """
 
 from __future__ import annotations
@@ -11,28 +11,63 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# Lists merged element-wise by a key field, by their path of field names (indices skipped).
+# The patch strategy of every list field, read from the Go API types' struct tags
+# (`patchStrategy`, `patchMergeKey`) of the kinds the simulator serves. Paths are field
+# names from the object's root with list indices skipped. A list that is not here is
+# atomic: a strategic merge patch replaces it whole, as for `status.containerStatuses`,
+# `spec.tolerations` and `spec.taints` (no patch strategy in the Go types).
+_POD_SPEC_KEYS: dict[tuple[str, ...], str] = {
+    ("containers",): "name",
+    ("containers", "env"): "name",
+    ("containers", "ports"): "containerPort",
+    ("containers", "volumeMounts"): "mountPath",
+    ("containers", "volumeDevices"): "devicePath",
+    ("initContainers",): "name",
+    ("initContainers", "env"): "name",
+    ("initContainers", "ports"): "containerPort",
+    ("initContainers", "volumeMounts"): "mountPath",
+    ("initContainers", "volumeDevices"): "devicePath",
+    ("ephemeralContainers",): "name",
+    ("volumes",): "name",
+    ("imagePullSecrets",): "name",
+    ("hostAliases",): "ip",
+    ("schedulingGates",): "name",
+    ("topologySpreadConstraints",): "topologyKey",
+    ("resourceClaims",): "name",
+}
+_METADATA_KEYS: dict[tuple[str, ...], str] = {("ownerReferences",): "uid"}
 MERGE_KEYS: dict[tuple[str, ...], str] = {
-    ("metadata", "ownerReferences"): "uid",
+    **{("spec", *path): key for path, key in _POD_SPEC_KEYS.items()},
+    **{("spec", "template", "spec", *path): key for path, key in _POD_SPEC_KEYS.items()},
+    **{("metadata", *path): key for path, key in _METADATA_KEYS.items()},
+    **{("spec", "template", "metadata", *path): key for path, key in _METADATA_KEYS.items()},
+    # Pod, Node and Job status.
     ("status", "conditions"): "type",
-    ("status", "containerStatuses"): "name",
-    ("status", "initContainerStatuses"): "name",
-    ("status", "ephemeralContainerStatuses"): "name",
-    ("status", "addresses"): "type",
     ("status", "podIPs"): "ip",
-    ("spec", "containers"): "name",
-    ("spec", "initContainers"): "name",
-    ("spec", "containers", "env"): "name",
-    ("spec", "containers", "ports"): "containerPort",
-    ("spec", "volumes"): "name",
-    ("spec", "template", "spec", "containers"): "name",
+    ("status", "hostIPs"): "ip",
+    ("status", "resourceClaimStatuses"): "name",
+    ("status", "addresses"): "type",
 }
 # Lists of scalars merged as sets (patchStrategy "merge" without a key).
-MERGED_SETS: frozenset[tuple[str, ...]] = frozenset({("metadata", "finalizers")})
+MERGED_SETS: frozenset[tuple[str, ...]] = frozenset({
+    ("metadata", "finalizers"), ("spec", "template", "metadata", "finalizers"),
+    ("spec", "podCIDRs"),
+})
+_DIRECTIVE = "$patch"
+_RETAIN_KEYS = "$retainKeys"
+_ORDER_PREFIX = "$setElementOrder/"
+_DELETE_PREFIX = "$deleteFromPrimitiveList/"
 
 
 class PatchError(ValueError):
     """A patch that cannot be applied (answered with 422 Invalid)."""
+
+
+class _Deleted:
+    """What a map patched with `$patch: delete` becomes: its key goes from the parent."""
+
+
+_DELETED = _Deleted()
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -48,51 +83,131 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def strategic_merge_patch(target: Any, patch: Any, path: tuple[str, ...] = ()) -> Any:
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """apimachinery's strategicpatch for the built-in kinds, directives included.
+
+    `$patch: replace|delete|merge` on maps and in lists, `$retainKeys`,
+    `$setElementOrder/<list>` and `$deleteFromPrimitiveList/<list>`.
+    """
+    merged = _merge_map(target, patch, ())
+    return {} if merged is _DELETED else merged
+
+
+def _merge_map(target: Any, patch: Any, path: tuple[str, ...]) -> Any:
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    directive = patch.get(_DIRECTIVE)
+    if directive == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != _DIRECTIVE}
+    if directive == "delete":
+        return _DELETED
+    if directive not in (None, "merge"):
+        raise PatchError(f"Unknown patch type: {directive} in map: {patch}")
     result = dict(target) if isinstance(target, dict) else {}
+    retain = patch.get(_RETAIN_KEYS)
+    if retain is not None:
+        if not isinstance(retain, list):
+            raise PatchError(f"{_RETAIN_KEYS} must be a list at {'.'.join(path) or 'root'}")
+        result = {k: v for k, v in result.items() if k in retain}
+    orders: dict[str, Any] = {}
     for key, value in patch.items():
-        if key.startswith("$deleteFromPrimitiveList/"):
-            field = key.split("/", 1)[1]
-            result[field] = [v for v in result.get(field) or [] if v not in value]
+        if key.startswith(_DELETE_PREFIX):
+            field = key.removeprefix(_DELETE_PREFIX)
+            result[field] = [v for v in result.get(field) or [] if v not in (value or [])]
+        elif key.startswith(_ORDER_PREFIX):
+            orders[key.removeprefix(_ORDER_PREFIX)] = value
         elif key.startswith("$"):
-            continue  # ordering and retainKeys directives do not change content here
+            if key not in (_DIRECTIVE, _RETAIN_KEYS):
+                raise PatchError(f"unknown strategic merge patch directive {key!r}")
         elif value is None:
             result.pop(key, None)
         elif isinstance(value, list):
             result[key] = _merge_list(result.get(key), value, (*path, key))
         else:
-            result[key] = strategic_merge_patch(result.get(key), value, (*path, key))
+            merged = _merge_map(result.get(key), value, (*path, key))
+            if merged is _DELETED:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+    for field, order in orders.items():
+        if isinstance(result.get(field), list):
+            result[field] = _ordered(result[field], order, MERGE_KEYS.get((*path, field)))
     return result
 
 
 def _merge_list(target: Any, patch: list[Any], path: tuple[str, ...]) -> list[Any]:
-    current = target if isinstance(target, list) else []
+    current = list(target) if isinstance(target, list) else []
     if path in MERGED_SETS:
         return current + [v for v in patch if v not in current]
     key = MERGE_KEYS.get(path)
     if key is None:
-        return copy.deepcopy(patch)
-    merged = list(current)
+        return copy.deepcopy(patch)  # atomic: replaced whole
+    items, replace = _special_elements(current, patch, key, path)
+    if replace:
+        return [copy.deepcopy(item) for item in items]
+    for item in items:
+        index = next((i for i, old in enumerate(current)
+                      if isinstance(old, dict) and old.get(key) == item[key]), None)
+        if index is None:
+            current.append(_strip(_merge_map({}, item, path)))
+        else:
+            current[index] = _strip(_merge_map(current[index], item, path))
+    return current
+
+
+def _special_elements(current: list[Any], patch: list[Any], key: str,
+                      path: tuple[str, ...]) -> tuple[list[dict[str, Any]], bool]:
+    """Apply `{"$patch": "delete", key: ...}` items now; `{"$patch": "replace"}` makes the
+    rest of the patch the whole list. Returns the plain items and whether to replace."""
+    plain: list[dict[str, Any]] = []
+    replace = False
     for item in patch:
-        _merge_keyed_item(merged, item, key, path)
-    return merged
+        if not isinstance(item, dict):
+            raise PatchError(f"{'.'.join(path)}: a list with merge key {key!r} must hold maps")
+        directive = item.get(_DIRECTIVE)
+        if directive is None:
+            if key not in item:
+                raise PatchError(f"map: {item} does not contain declared merge key: {key}")
+            plain.append(item)
+        elif directive == "delete":
+            if key not in item:
+                raise PatchError(f"map: {item} does not contain declared merge key: {key}")
+            current[:] = [old for old in current
+                          if not (isinstance(old, dict) and old.get(key) == item[key])]
+        elif directive == "replace":
+            replace = True
+        elif directive == "merge":
+            raise PatchError("merging lists cannot yet be specified in the patch")
+        else:
+            raise PatchError(f"Unknown patch type: {directive} in map: {item}")
+    return plain, replace
 
 
-def _merge_keyed_item(merged: list[Any], item: Any, key: str, path: tuple[str, ...]) -> None:
-    if not isinstance(item, dict) or key not in item:
-        raise PatchError(f"map in list {'.'.join(path)} lacks merge key {key!r}")
-    index = next((i for i, old in enumerate(merged) if old.get(key) == item[key]), None)
-    if item.get("$patch") == "delete":
-        if index is not None:
-            del merged[index]
-    elif index is None:
-        merged.append(strategic_merge_patch({}, item, path))
-    else:
-        merged[index] = strategic_merge_patch(merged[index], item, path)
+def _strip(item: Any) -> Any:
+    return {} if item is _DELETED else item
+
+
+def _ordered(items: list[Any], order: Any, key: str | None) -> list[Any]:
+    """`$setElementOrder`: the listed elements in the given order; elements only the
+    server had keep their place after the element they followed."""
+    if not isinstance(order, list):
+        raise PatchError("$setElementOrder must be a list")
+    wanted = [entry.get(key) if key and isinstance(entry, dict) else entry for entry in order]
+
+    def identity(item: Any) -> Any:
+        return item.get(key) if key and isinstance(item, dict) else item
+
+    listed = sorted((i for i in items if identity(i) in wanted),
+                    key=lambda i: wanted.index(identity(i)))
+    result: list[Any] = []
+    pending = list(listed)
+    for item in items:
+        if identity(item) in wanted:
+            if pending:
+                result.append(pending.pop(0))
+        else:
+            result.append(item)
+    return result + pending
 
 
 def json_patch(target: Any, operations: Any) -> Any:

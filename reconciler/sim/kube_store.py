@@ -16,6 +16,7 @@ import json
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,6 +47,7 @@ PATCH_TYPES = {
 }
 
 Key = tuple[str, str]  # (namespace or "", name)
+Hook = Callable[[Resource, dict[str, Any]], None]
 
 
 @dataclass
@@ -91,6 +93,9 @@ class Store:
         self._log: list[WatchEvent] = []
         self._log_floor = 0
         self._random = random.Random()
+        self._admission: list[Hook] = []
+        self._reactions: list[Hook] = []
+        self._reacting = False
         for name in INITIAL_NAMESPACES:
             self.create(NAMESPACES, None, {"metadata": {"name": name}})
 
@@ -98,6 +103,13 @@ class Store:
     def resource_version(self) -> int:
         with self.lock:
             return self._rv
+
+    def add_controller(self, admit: Hook, react: Hook) -> None:
+        """A modelled controller: `admit` may change an object about to be created (as
+        the controller that creates it would have), `react` sees every committed write
+        and may write in turn (its own writes do not wake it again)."""
+        self._admission.append(admit)
+        self._reactions.append(react)
 
     # reads ------------------------------------------------------------------------
 
@@ -160,6 +172,8 @@ class Store:
             if keep_status and status is not None:
                 obj["status"] = status
             prepare_for_write(resource, obj)
+            for admit in self._admission:
+                admit(resource, obj)
             validate(resource, obj)
             key = (namespace or "", meta["name"])
             if key in self._objects[resource]:
@@ -336,6 +350,13 @@ class Store:
         entry = Entry(obj)
         objects[key] = entry
         self._record(resource, kind, entry, previous.obj if previous else None)
+        if not self._reacting:
+            self._reacting = True
+            try:
+                for react in self._reactions:
+                    react(resource, obj)
+            finally:
+                self._reacting = False
         return obj
 
     def _remove(self, resource: Resource, key: Key, obj: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from reconciler.sim import kube_admission, kube_nodes
+from reconciler.sim.kube_pod_status import normalize_pod_status, pod_status_causes
 from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, NODES, PODS, SECRETS, Resource
 from reconciler.sim.kube_status import ApiError, invalid
 
@@ -46,6 +47,8 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
         kube_nodes.canonicalize_node(obj)
     elif resource is PODS:
         kube_nodes.canonicalize_pod(obj)
+        if isinstance(obj.get("status"), dict):
+            normalize_pod_status(obj["status"])
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
@@ -69,6 +72,10 @@ def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]
         raise invalid("Node", new["metadata"]["name"], causes)
     if resource is not PODS:
         return
+    if old.get("status") != new.get("status"):
+        causes = pod_status_causes(old, new)
+        if causes:
+            raise invalid("Pod", new["metadata"]["name"], causes)
     if _masked_pod_spec(old.get("spec", {})) != _masked_pod_spec(new.get("spec", {})):
         raise invalid("Pod", new["metadata"]["name"], [(
             "spec", "Forbidden: pod updates may not change fields other than "

@@ -1,75 +1,231 @@
-"""Server-side printing: the `Table` kubectl asks for when it prints `kubectl get`."""
+"""Server-side printing: the `Table` kubectl asks for when it prints `kubectl get`.
+
+The columns and cells follow kube-apiserver's printers (pkg/printers/internalversion):
+for pods NAME READY STATUS RESTARTS AGE, STATUS being the reason kubectl users know
+(a waiting or terminated container's reason, `Terminating`, `Completed`...), and the
+`-o wide` columns IP NODE NOMINATED NODE READINESS GATES; for nodes NAME STATUS ROLES
+AGE VERSION and INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME. The
+server always fills every column; kubectl shows priority-1 columns only with `-o wide`.
+A single object (`kubectl get pod NAME`) is a Table of one row.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from reconciler.sim.kube_resources import NODES, PODS, Resource
-from reconciler.sim.kube_store import Page
 
-Cells = Callable[[dict[str, Any]], list[Any]]
+Cells = Callable[[dict[str, Any], datetime], list[Any]]
+Column = tuple[str, int]  # (name, priority)
+
+_NAME_COLUMN = ("Name", 0)
+_NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
 
 
-def table_for(resource: Resource, page: Page, now: datetime) -> dict[str, Any]:
-    columns, cells = _COLUMNS.get(resource, ((), _no_cells))
-    metadata = {"resourceVersion": page.resource_version}
-    if page.continue_token:
-        metadata["continue"] = page.continue_token
+def table_for(resource: Resource, objects: Sequence[dict[str, Any]], now: datetime,
+              resource_version: str, continue_token: str = "",
+              include_object: str = "Metadata") -> dict[str, Any]:
+    columns, cells = _PRINTERS.get(resource, ((_NAME_COLUMN, ("Age", 0)), _default_cells))
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if continue_token:
+        metadata["continue"] = continue_token
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": [
-            {"name": name, "type": kind, "format": "name" if name == "Name" else "",
-             "description": name, "priority": 0}
-            for name, kind in (("Name", "string"), *columns, ("Age", "string"))
+            {"name": name, "type": "string", "format": "name" if name == "Name" else "",
+             "description": name, "priority": priority}
+            for name, priority in columns
         ],
-        "rows": [_row(entry.obj, cells, now) for entry in page.items],
+        "rows": [{"cells": cells(obj, now), "object": _row_object(obj, include_object)}
+                 for obj in objects],
     }
 
 
-def _row(obj: dict[str, Any], cells: Cells, now: datetime) -> dict[str, Any]:
-    meta = obj["metadata"]
-    partial = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
-    return {"cells": [meta["name"], *cells(obj), _age(meta["creationTimestamp"], now)],
-            "object": partial}
+def _row_object(obj: dict[str, Any], include_object: str) -> dict[str, Any] | None:
+    if include_object == "None":
+        return None
+    if include_object == "Object":
+        return obj
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj["metadata"]}
 
 
-def _pod_cells(pod: dict[str, Any]) -> list[Any]:
-    statuses = pod.get("status", {}).get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
-    total = len(pod.get("spec", {}).get("containers") or [])
-    phase = pod.get("status", {}).get("phase", "Unknown")
-    if "deletionTimestamp" in pod["metadata"]:
-        phase = "Terminating"
-    restarts = sum(int(s.get("restartCount", 0)) for s in statuses)
-    return [f"{ready}/{total}", phase, restarts]
+def _default_cells(obj: dict[str, Any], now: datetime) -> list[Any]:
+    return [obj["metadata"]["name"], human_age(obj["metadata"]["creationTimestamp"], now)]
 
 
-def _node_cells(node: dict[str, Any]) -> list[Any]:
-    conditions = node.get("status", {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    labels = node["metadata"].get("labels") or {}
-    roles = labels.get("kubernetes.io/role", "<none>")
-    version = node.get("status", {}).get("nodeInfo", {}).get("kubeletVersion", "")
-    return ["Ready" if ready else "NotReady", roles, version]
+# --- pods ---------------------------------------------------------------------------
+
+_POD_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN, ("Ready", 0), ("Status", 0), ("Restarts", 0), ("Age", 0),
+    ("IP", 1), ("Node", 1), ("Nominated Node", 1), ("Readiness Gates", 1),
+)
 
 
-def _no_cells(obj: dict[str, Any]) -> list[Any]:
-    return []
+def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    reason, ready, restarts, last_restart = pod_status_reason(pod)
+    shown_restarts = str(restarts)
+    if restarts and last_restart:
+        shown_restarts = f"{restarts} ({human_age(last_restart, now)} ago)"
+    pod_ips = status.get("podIPs") or []
+    gates = spec.get("readinessGates") or []
+    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    gates_shown = f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}" \
+        f"/{len(gates)}" if gates else "<none>"
+    return [
+        meta["name"], f"{ready}/{len(spec.get('containers') or [])}", reason, shown_restarts,
+        human_age(meta["creationTimestamp"], now),
+        (pod_ips[0].get("ip") if pod_ips else "") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        gates_shown,
+    ]
 
 
-def _age(created: str, now: datetime) -> str:
-    seconds = int((now - datetime.fromisoformat(created)).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= 2 * size:
-            return f"{seconds // size}{unit}"
-    return f"{max(0, seconds)}s"
+def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
+    """printPod's STATUS, ready containers, restarts and the last restart's time."""
+    status = pod.get("status") or {}
+    phase = status.get("phase") or ""
+    reason = status.get("reason") or phase
+    conditions = status.get("conditions") or []
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+           for c in conditions):
+        reason = "SchedulingGated"
+    restarts, last_restart, ready = 0, "", 0
+    initializing = False
+    init_total = len((pod.get("spec") or {}).get("initContainers") or [])
+    for index, container in enumerate(status.get("initContainerStatuses") or []):
+        restarts += int(container.get("restartCount") or 0)
+        last_restart = max(last_restart, _last_finished(container))
+        state = container.get("state") or {}
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        if terminated is not None and terminated.get("exitCode", 0) == 0:
+            continue
+        if terminated is not None:
+            reason = "Init:" + (terminated.get("reason") or _exit_text(terminated))
+        elif waiting and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            reason = "Init:" + waiting["reason"]
+        else:
+            reason = f"Init:{index}/{init_total}"
+        initializing = True
+        break
+    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True"
+                      for c in conditions)
+    if not initializing or initialized:
+        restarts, last_restart = 0, ""
+        running = False
+        for container in reversed(status.get("containerStatuses") or []):
+            restarts += int(container.get("restartCount") or 0)
+            last_restart = max(last_restart, _last_finished(container))
+            state = container.get("state") or {}
+            waiting, terminated = state.get("waiting"), state.get("terminated")
+            if waiting is not None and waiting.get("reason"):
+                reason = waiting["reason"]
+            elif terminated is not None:
+                reason = terminated.get("reason") or _exit_text(terminated)
+            elif container.get("ready") and state.get("running") is not None:
+                running = True
+                ready += 1
+        if reason == "Completed" and running:
+            ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True"
+                                  for c in conditions)
+            reason = "Running" if ready_condition else "NotReady"
+    deleting = pod["metadata"].get("deletionTimestamp") is not None
+    if deleting and status.get("reason") == "NodeLost":
+        reason = "Unknown"
+    elif deleting and phase not in ("Succeeded", "Failed"):
+        reason = "Terminating"
+    return reason, ready, restarts, last_restart or None
 
 
-_COLUMNS: dict[Resource, tuple[tuple[tuple[str, str], ...], Cells]] = {
-    PODS: ((("Ready", "string"), ("Status", "string"), ("Restarts", "integer")), _pod_cells),
-    NODES: ((("Status", "string"), ("Roles", "string"), ("Version", "string")), _node_cells),
+def _last_finished(container: dict[str, Any]) -> str:
+    terminated = (container.get("lastState") or {}).get("terminated") or {}
+    return str(terminated.get("finishedAt") or "")
+
+
+def _exit_text(terminated: dict[str, Any]) -> str:
+    if terminated.get("signal"):
+        return f"Signal:{terminated['signal']}"
+    return f"ExitCode:{terminated.get('exitCode', 0)}"
+
+
+# --- nodes --------------------------------------------------------------------------
+
+_NODE_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN, ("Status", 0), ("Roles", 0), ("Age", 0), ("Version", 0),
+    ("Internal-IP", 1), ("External-IP", 1), ("OS-Image", 1), ("Kernel-Version", 1),
+    ("Container-Runtime", 1),
+)
+
+
+def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
+    meta, status = node["metadata"], node.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    shown = ["Unknown"] if ready is None else \
+        ["Ready" if ready.get("status") == "True" else "NotReady"]
+    if (node.get("spec") or {}).get("unschedulable"):
+        shown.append("SchedulingDisabled")
+    info = status.get("nodeInfo") or {}
+    return [
+        meta["name"], ",".join(shown), ",".join(_node_roles(meta.get("labels") or {})) or "<none>",
+        human_age(meta["creationTimestamp"], now), info.get("kubeletVersion", ""),
+        _address(status, "InternalIP"), _address(status, "ExternalIP"),
+        info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+        info.get("containerRuntimeVersion") or "<unknown>",
+    ]
+
+
+def _node_roles(labels: dict[str, str]) -> list[str]:
+    roles = {key.removeprefix(_NODE_ROLE_PREFIX) for key in labels
+             if key.startswith(_NODE_ROLE_PREFIX) and key != _NODE_ROLE_PREFIX}
+    if labels.get("kubernetes.io/role"):
+        roles.add(labels["kubernetes.io/role"])
+    return sorted(roles)
+
+
+def _address(status: dict[str, Any], kind: str) -> str:
+    return next((a.get("address") for a in status.get("addresses") or []
+                 if a.get("type") == kind), None) or "<none>"
+
+
+# --- time ---------------------------------------------------------------------------
+
+
+def human_age(since: str, now: datetime) -> str:
+    """apimachinery's duration.HumanDuration, as in the AGE column."""
+    seconds = int((now - datetime.fromisoformat(since.replace("Z", "+00:00"))).total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 120:
+        return f"{max(0, seconds)}s"
+    minutes, hours = seconds // 60, seconds // 3600
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        rest = (hours // 24) % 365
+        return f"{hours // 24 // 365}y{rest}d" if rest else f"{hours // 24 // 365}y"
+    return f"{hours // 24 // 365}y"
+
+
+_PRINTERS: dict[Resource, tuple[tuple[Column, ...], Cells]] = {
+    PODS: (_POD_COLUMNS, _pod_cells),
+    NODES: (_NODE_COLUMNS, _node_cells),
 }

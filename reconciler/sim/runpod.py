@@ -4,14 +4,24 @@ It serves what the reconciler uses, with the contract's status codes and
 `application/problem+json` errors:
 
     GET    /v2/pods                 every listed pod (after the listing lag)
-    POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity, 402, 422
+    POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity/unknown
+                                    data center, 402, 404 template/registry, 422
     GET    /v2/pods/{id}            one pod (404 once deleted)
     DELETE /v2/pods/{id}            204; 404 for an unknown id
     POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
     GET    /v2/pods/{id}/logs       SSE (`source`, `tail`, `since`, `Last-Event-ID`): open
                                     while the pod runs (see `runpod_logs`)
     GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`
+    PATCH  /v2/pods/{id}            update; `env` replaces the whole env (PATCH semantics)
     GET    /v2/registries, POST /v2/registries   (the password is never echoed)
+    GET    /v2/registries/{id}, DELETE /v2/registries/{id}   (400 while a pod uses it)
+    GET    /v2/billing/pods, GET /v2/billing     from each pod's ledger (see runpod_billing)
+
+A deleted pod leaves the list at once, but `GET /v2/pods/{id}` keeps serving it with
+status TERMINATED (cost 0, no runtime, no actions), as the contract's status says.
+RunPod's gateway refuses urllib's default User-Agent (`Python-urllib/*`) with 403 and
+error code 1010; the simulator does the same. Every API request's headers are recorded
+(Authorization masked) so tests can check what a client sent.
 
 Pods live on a `SimClock`: PROVISIONING for `provisioning_seconds`, STARTING for
 `starting_seconds` plus the image's pull time (`set_image_pull_seconds`), then RUNNING
@@ -37,13 +47,16 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
                                               "retryAfter"}; or {"kind": "create-then-fail",
                                               "status", "count"}; or {"kind":
-                                              "create-then-hang", "seconds", "count"}
+                                              "create-then-hang", "seconds", "count"}; or
+                                              {"kind": "delete-keeps-billing", "count"}
     POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
     POST   /_sim/listing-lag                 {"seconds": 20}
     POST   /_sim/image-pull                  {"image", "seconds"}
     POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
-    GET    /_sim/requests                    [{"method", "path", "query", "status", "body"}]
+    GET    /_sim/requests                    [{"method", "path", "query", "status", "body",
+                                              "headers"}]
+    GET    /_sim/billing/{id}                {"gpu", "disk", "total"}: the pod's whole ledger
     GET    /_sim/state                       {"now", "balance", "pods": every pod as served}
     POST   /_sim/reset
 
@@ -77,6 +90,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.sim import runpod_billing as billing
 from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
@@ -88,9 +102,12 @@ from reconciler.sim.runpod_validate import (
     check_create_registry,
     check_pod_action,
     check_port,
+    check_update_pod,
 )
 
 REQUEST_LOG_LIMIT = 20_000
+# The User-Agent urllib sends by default; RunPod's gateway answers it 403 (error 1010).
+_REFUSED_USER_AGENT = "python-urllib/"
 # How often an idle log stream looks for lines a clock move made visible (real seconds).
 _LOG_POLL_SECONDS = 0.05
 _ID_ALPHABET = string.ascii_lowercase + string.digits
@@ -105,6 +122,8 @@ class SimRequest:
     query: dict[str, str]
     status: int
     body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    """The request's headers (Authorization masked), names as the client spelled them."""
 
 
 @dataclass
@@ -130,6 +149,19 @@ class _Fault:
     status: int
     count: int
     retry_after: int
+
+
+@dataclass
+class _CountedFault:
+    count: int
+    seconds: float = 0.0
+
+    def spend(self) -> bool:
+        """True while the fault still applies, using up one of its occurrences."""
+        if self.count <= 0:
+            return False
+        self.count -= 1
+        return True
 
 
 @dataclass
@@ -241,6 +273,9 @@ class RunPodSimulator:
             self._catalog = Catalog(self._gpu_types)
             self._pods: dict[str, SimPod] = {}
             self._registries: dict[str, str] = {}
+            self._ledgers: dict[str, billing.PodLedger] = {}
+            self._terminated: dict[str, dict[str, Any]] = {}
+            self._ghost_deletes = _CountedFault(0)
             self._templates: dict[str, dict[str, Any]] = {}
             self._limits = RateWindows(self._quota)
             self._faults: list[_Fault] = []
@@ -279,10 +314,12 @@ class RunPodSimulator:
             pod.exit_process(self.clock.now(), code)
             if pod.stopped_at is not None:
                 self._release(pod)
+                self._ledgers[pod.id].gpu_off(self.clock.now())
 
     def vanish(self, instance_id: str) -> None:
         with self._lock:
             self._release(self._pod(instance_id))
+            self._ledgers[instance_id].delete(self.clock.now())
             del self._pods[instance_id]
             self._log_written.notify_all()
 
@@ -316,9 +353,30 @@ class RunPodSimulator:
         with self._lock:
             return len(self._open_streams)
 
+    def delete_keeps_billing(self, count: int = 1) -> None:
+        """The next `count` DELETEs answer 204 and hide the pod, which goes on billing.
+
+        Acts out the leak the reconciler audits for: RunPod said the pod was gone, yet
+        bills for it. A later DELETE of the same id really ends it.
+        """
+        with self._lock:
+            self._ghost_deletes = _CountedFault(count)
+
+    def billed(self, instance_id: str) -> dict[str, float]:
+        """The pod's whole ledger up to now, unrounded: {"gpu", "disk", "total"}."""
+        with self._lock:
+            ledger = self._ledgers[instance_id]
+            gpu, disk = ledger.amounts(ledger.created_at, self.clock.now())
+            return {"gpu": gpu, "disk": disk, "total": gpu + disk}
+
     def fail_instance(self, instance_id: str) -> None:
         with self._lock:
             self._pod(instance_id).errored = True
+
+    def move_instance(self, instance_id: str, public_ip: str) -> None:
+        """The pod comes back on another machine (a host migration): a new public IP."""
+        with self._lock:
+            self._pod(instance_id).public_ip = public_ip
 
     def stick_runtime_null(self, instance_id: str) -> None:
         with self._lock:
@@ -414,10 +472,15 @@ class RunPodSimulator:
     ) -> Reply:
         path, params = _split(target)
         body = _parse_json(raw_body)
+        seen = {name: ("***" if name.lower() == "authorization" else value)
+                for name, value in (headers or {}).items()}
         with self._lock:
-            reply = self._authorized_reply(method, path, params, authorization, body,
-                                           dict(headers or {}))
-            self._log.append(SimRequest(method, path, params, reply.status, _masked(body)))
+            if _user_agent(seen).lower().startswith(_REFUSED_USER_AGENT):
+                reply = Reply.problem(Problem(403, "error code: 1010 (browser signature banned)"))
+            else:
+                reply = self._authorized_reply(method, path, params, authorization, body,
+                                               {k.lower(): v for k, v in (headers or {}).items()})
+            self._log.append(SimRequest(method, path, params, reply.status, _masked(body), seen))
         return reply
 
     def handle_admin(self, method: str, target: str, raw_body: bytes) -> Reply:
@@ -523,13 +586,49 @@ class RunPodSimulator:
 
     @api("GET", "/v2/pods/{id}")
     def _get_pod(self, request: _Request) -> Reply:
+        terminated = self._terminated.get(request.pod_id)
+        if terminated is not None and request.pod_id not in self._pods:
+            return Reply(200, terminated)
         return Reply(200, self._api_pod(request).to_json(request.now))
+
+    @api("PATCH", "/v2/pods/{id}")
+    def _update_pod(self, request: _Request) -> Reply:
+        check_update_pod(request.body)
+        pod = self._api_pod(request)
+        body = request.body
+        if "templateId" in body:
+            raise Problem(400, "templateId on update is not available in this simulator")
+        registry = body.get("registry")
+        if registry is not None and registry not in self._registries:
+            raise Problem(400, f"registry credential {registry} not found")
+        for port in body.get("ports", []):
+            check_port(port)
+        # PATCH semantics: a field present replaces the pod's value whole (env too).
+        for name in ("name", "image", "args", "disk", "registry", "mounts"):
+            if name in body:
+                setattr(pod, name, body[name])
+        if "env" in body:
+            pod.env = dict(body["env"])
+        if "ports" in body:
+            pod.ports = list(body["ports"])
+            pod.public_ports = {int(spec.split("/")[0]): pod.public_ports.get(
+                int(spec.split("/")[0])) or self._public_port() for spec in pod.ports}
+        return Reply(200, pod.to_json(request.now))
 
     @api("DELETE", "/v2/pods/{id}")
     def _delete_pod(self, request: _Request) -> Reply:
+        ledger = self._ledgers.get(request.pod_id)
+        if request.pod_id in self._terminated and ledger is not None and ledger.deleted_at is None:
+            ledger.delete(request.now)  # a pod whose earlier delete kept it billing
+            return Reply(204)
         pod = self._api_pod(request)
         self._release(pod)
+        terminated = pod.to_json(request.now)
+        terminated.update(status="TERMINATED", cost=0.0, runtime=None, actions=[])
+        self._terminated[pod.id] = terminated
         del self._pods[pod.id]
+        if not self._ghost_deletes.spend():
+            self._ledgers[pod.id].delete(request.now)
         self._log_written.notify_all()
         return Reply(204)
 
@@ -541,6 +640,10 @@ class RunPodSimulator:
         gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
         cloud = body.get("cloud", "SECURE")
         self._check_offer(gpu_id, count, cloud, body.get("registry"))
+        unknown = sorted(set(body.get("dataCenterIds", [])) - self._catalog.datacenters())
+        if unknown:
+            # A deterministic rule, not capacity: it fails the same on every candidate.
+            raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
         datacenter = self._catalog.take(gpu_id, count, body.get("dataCenterIds", []))
         if datacenter is None:
             wanted = ", ".join(body.get("dataCenterIds", [])) or "any data center"
@@ -568,7 +671,8 @@ class RunPodSimulator:
         if not gpu.offered(cloud) or count > gpu.max_for(cloud):
             raise Problem(400, f"{gpu_id} x {count} is not offered on {cloud} cloud")
         if registry is not None and registry not in self._registries:
-            raise Problem(400, f"registry credential {registry} not found")
+            # The contract's 404: "not found or not accessible to the caller".
+            raise Problem(404, f"registry credential {registry} not found")
         hourly = gpu.price_for(cloud) * count
         if self._balance is not None and self._balance < hourly:
             raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")
@@ -619,6 +723,10 @@ class RunPodSimulator:
         )
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
+        ledger = billing.PodLedger(pod.id, pod.price_per_gpu * count,
+                                   billing.DISK_USD_PER_GB_HOUR * pod.disk, now)
+        ledger.gpu_on(now)
+        self._ledgers[pod.id] = ledger
         return pod
 
     def _boot_pod(self, pod: SimPod, now: datetime, provisioning: timedelta) -> None:
@@ -656,6 +764,7 @@ class RunPodSimulator:
     def _stop_pod(self, pod: SimPod, now: datetime) -> None:
         pod.stop(now)
         self._release(pod)  # a stopped pod keeps its disk but not its GPUs
+        self._ledgers[pod.id].gpu_off(now)
 
     def _start_pod(self, pod: SimPod, now: datetime) -> None:
         if not pod.holds_capacity:
@@ -663,6 +772,7 @@ class RunPodSimulator:
                 raise Problem(400, f"no capacity: {pod.gpu_id} is not free on the pod's host")
             pod.holds_capacity = True
         self._boot_pod(pod, now, provisioning=timedelta())
+        self._ledgers[pod.id].gpu_on(now)
 
     def _restart_pod(self, pod: SimPod, now: datetime) -> None:
         pod.restart(now, "container restarted on request")
@@ -745,6 +855,37 @@ class RunPodSimulator:
         self._registries[registry_id] = name
         return Reply(201, {"id": registry_id, "name": name})
 
+    @api("GET", "/v2/registries/{id}")
+    def _get_registry(self, request: _Request) -> Reply:
+        name = self._registries.get(request.pod_id)
+        if name is None:
+            raise Problem(404, "registry credential not found")
+        return Reply(200, {"id": request.pod_id, "name": name})
+
+    @api("DELETE", "/v2/registries/{id}")
+    def _delete_registry(self, request: _Request) -> Reply:
+        if request.pod_id not in self._registries:
+            raise Problem(404, "registry credential not found")
+        users = sorted(p.id for p in self._pods.values() if p.registry == request.pod_id)
+        if users:
+            raise Problem(400, f"registry credential is in use by pod {users[0]}")
+        del self._registries[request.pod_id]
+        return Reply(204)
+
+    # Billing
+
+    @api("GET", "/v2/billing/pods")
+    def _pod_billing(self, request: _Request) -> Reply:
+        window = billing.resolve_window(request.params, request.now)
+        return Reply(200, billing.pod_billing(self._ledgers, window, request.params.get("podId")))
+
+    @api("GET", "/v2/billing")
+    def _billing(self, request: _Request) -> Reply:
+        if "podId" in request.params:
+            raise Problem(400, "podId is not a parameter of this route")
+        window = billing.resolve_window(request.params, request.now)
+        return Reply(200, billing.account_billing(self._ledgers, window))
+
     # Admin routes
 
     @admin("POST", "/_sim/clock/advance")
@@ -814,6 +955,8 @@ class RunPodSimulator:
             self.create_then_fail(count, int(body.get("status", 500)))
         elif kind == "create-then-hang":
             self.create_then_hang(count, float(body.get("seconds", 2.0)))
+        elif kind == "delete-keeps-billing":
+            self.delete_keeps_billing(count)
         elif kind == "status":
             retry_after = int(body.get("retryAfter", 5))
             fault = (body["method"], body["path"], int(body["status"]), count)
@@ -854,6 +997,10 @@ class RunPodSimulator:
     def _admin_requests(self, request: _Request) -> Reply:
         return Reply(200, [asdict(entry) for entry in self._log])
 
+    @admin("GET", "/_sim/billing/{id}")
+    def _admin_billed(self, request: _Request) -> Reply:
+        return Reply(200, self.billed(request.pod_id))
+
     @admin("GET", "/_sim/state")
     def _admin_state(self, request: _Request) -> Reply:
         pods = [pod.to_json(request.now) for pod in self._pods.values()]
@@ -881,6 +1028,13 @@ def _parse_json(raw: bytes) -> Any:
 def _split(target: str) -> tuple[str, dict[str, str]]:
     parts = urlsplit(target)
     return parts.path, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
+def _user_agent(headers: Mapping[str, str]) -> str:
+    for name, value in headers.items():
+        if name.lower() == "user-agent":
+            return value
+    return ""
 
 
 def _masked(body: Any) -> Any:
@@ -944,7 +1098,7 @@ class _HttpHandler(BaseHTTPRequestHandler):
             reply = sim.handle_admin(method, self.path, raw)
         else:
             reply = sim.handle_api(method, self.path, self.headers.get("Authorization"), raw,
-                                   {"last-event-id": self.headers.get("Last-Event-ID", "")})
+                                   dict(self.headers.items()))
         if reply.hang and sim.stall(reply.hang):
             return
         if reply.stream is not None:

@@ -111,6 +111,10 @@ class Catalog:
         for datacenter, count in entry.get("capacity", {}).items():
             self.free[(offer.id, datacenter)] = int(count)
 
+    def datacenters(self) -> set[str]:
+        """Every data center the simulated RunPod has (any GPU type, free or not)."""
+        return {dc for (_, dc) in self.free}
+
     def datacenters_of(self, gpu_id: str) -> list[str]:
         return [dc for (gpu, dc) in self.free if gpu == gpu_id]
 

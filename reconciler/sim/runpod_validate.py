@@ -230,3 +230,25 @@ def check_pod_action(body: Any) -> str:
 
 def check_create_registry(body: Any) -> None:
     _validate(_CREATE_REGISTRY, body)
+
+
+_UPDATE_POD = _object(
+    {
+        "name": _string(1),
+        "image": _string(),
+        "args": _string(),
+        "disk": _integer(1),
+        "env": _string_map,
+        "ports": _array(_string()),
+        "registry": _nullable(_string()),
+        "globalNetworking": _boolean,
+        "locked": _boolean,
+        "mounts": _MOUNTS,
+        "templateId": _string(),
+    }
+)
+
+
+def check_update_pod(body: Any) -> None:
+    """`UpdatePodRequest`: every field optional, nothing else allowed."""
+    _validate(_UPDATE_POD, body)

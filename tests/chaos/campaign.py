@@ -4,7 +4,9 @@ Each run starts a fresh node, namespace, owner id and database against the simul
 (one `simhost.py` process per campaign), seeds foreign instances, then for a number of
 chaos ticks: users act, a fault may be injected, and `reconciler sync --once` runs as a
 real subprocess, armed at the least-exercised crash point (`RECONCILER_CRASH_AT`),
-SIGKILLed after a random real delay, or left alone. In database-chaos runs the SQLite
+SIGKILLed after a random real delay, or left alone; now and then a second writer (its
+own database, same node) runs alongside it, and the node's writer Lease must keep them
+from acting at once. In database-chaos runs the SQLite
 file is deleted at random moments (after a tick, often one that was just killed). Then
 the faults stop and clean ticks run until both worlds agree. After every run the
 invariants of `invariants.py` are checked; `Snapshot.unconverged` defines agreement.
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +52,11 @@ MAX_SETTLE_TICKS = 8
 # Clean ticks an orphan may outlive once faults stop: two sightings, terminate, confirm.
 MAX_ORPHAN_SETTLE_TICKS = 4
 FAULT_CHANCE = 0.5
+# A second `sync --once` for the same node with its own database, started with the tick
+# (a CronJob next to a Deployment, a manual run): the node's writer Lease must keep the
+# two from acting at once (issue 16).
+SECOND_WRITER_CHANCE = 0.2
+SECOND_WRITER_GENERATION = 1_000
 DB_DELETE_CHANCE = 0.2
 INITIAL_PODS = 3
 # Ticks after the worlds agree in which rows may still catch up (terminated confirmed).
@@ -66,6 +74,8 @@ class RunResult:
     kills: int = 0
     locks_expired: int = 0
     db_deletions: int = 0
+    second_writers: int = 0
+    """Ticks run alongside a second writer with its own database."""
     faults: Counter[str] = field(default_factory=Counter)
     settle_ticks: int | None = None
     duplicates_seen: int = 0
@@ -91,6 +101,8 @@ class Run:
         self.host, self.chaos_ticks, self.coverage = host, chaos_ticks, coverage
         node = f"chaos-{index}"
         self.reconciler = Reconciler(host, workdir, node, f"cluster-{index}-{seed}")
+        self.second = Reconciler(host, workdir, node, f"cluster-{index}-{seed}",
+                                 database=f"{node}-second")
         self.workload = Workload(host, f"run-{index}", node, self.rng)
         self.result = RunResult(index, seed, db_chaos)
         self.history = History()
@@ -126,7 +138,10 @@ class Run:
             if self.rng.random() < FAULT_CHANCE and self.workload.inject_fault() == \
                     "create-then-hang" and plan.crash_at is None:
                 plan = TickPlan(kill_after=self.rng.uniform(0.9, 3.5))
-            self._record(self._tick(plan))
+            if self.rng.random() < SECOND_WRITER_CHANCE:
+                self._record(self._tick_with_a_second_writer(plan))
+            else:
+                self._record(self._tick(plan))
             self._maybe_delete_database()
             tick += 1
 
@@ -171,15 +186,31 @@ class Run:
             return TickPlan(kill_after=self.rng.uniform(0.5, 2.5))
         return TickPlan()
 
-    def _tick(self, plan: TickPlan) -> TickResult:
-        result = self.reconciler.tick(plan)
+    def _tick(self, plan: TickPlan, writer: Reconciler | None = None,
+              contended: bool = False) -> TickResult:
+        """One tick; `contended` when another writer ran at the same time, so that being
+        refused for the node's writer Lease is the expected outcome, not a failure."""
+        writer = writer or self.reconciler
+        result = writer.tick(plan)
         self.result.ticks += 1
         if result.died:
-            self.result.locks_expired += expire_lock(self.reconciler.db_path)
-        if not result.died and (result.returncode not in (0, 1) or result.report is None):
+            self.result.locks_expired += expire_lock(writer.db_path)
+        if result.refused and not contended:
+            self.result.violate("ticks-run", [f"tick refused with no other writer ({plan}); "
+                                              f"its log ends:\n{writer.log_tail()}"])
+        elif not result.died and not result.refused and (
+                result.returncode not in (0, 1) or result.report is None):
             self.result.violate("ticks-run", [f"tick exited {result.returncode} without a "
                                               f"report ({plan}); its log ends:\n"
-                                              f"{self.reconciler.log_tail()}"])
+                                              f"{writer.log_tail()}"])
+        return result
+
+    def _tick_with_a_second_writer(self, plan: TickPlan) -> TickResult:
+        self.result.second_writers += 1
+        with ThreadPoolExecutor(2) as pool:
+            second = pool.submit(self._tick, TickPlan(), self.second, True)
+            result = self._tick(plan, contended=True)
+            second.result()
         return result
 
     def _record(self, result: TickResult) -> None:
@@ -220,7 +251,8 @@ class Run:
                        invariants.foreign_violations(requests, self.foreign, snap))
         result.violate("terminate-by-delete", invariants.action_requests(requests))
         journal = self.archived + read_journal(self.reconciler.db_path,
-                                               self.result.db_deletions)
+                                               self.result.db_deletions) + read_journal(
+            self.second.db_path, SECOND_WRITER_GENERATION)
         result.violate("journal", invariants.journal_violations(
             requests, self.host.kube_requests(), journal, self.workload.namespace,
             self.workload.uid_by_name))
@@ -232,12 +264,15 @@ class Run:
         result.duplicates_seen = len(twice)
         result.duplicates_healed = not snap.duplicates()
         result.orphan_seconds = history.orphan_seconds
-        result.faults = self.workload.faults
+        result.faults = self.workload.faults + Counter({"second-writer": result.second_writers})
 
     def _duplicates_explained(self) -> bool:
-        """Only a listing lag longer than the create grace may make a second instance."""
+        """Only a listing lag longer than the create grace may make a second instance; or
+        a short one, when a writer lost its rows (deleted database, or the second writer's
+        own database) and the pod's annotation was not written yet."""
+        lost_rows = self.result.db_chaos or self.result.second_writers > 0
         return self.workload.long_lag or (
-            self.result.db_chaos and self.workload.faults["listing-lag-short"] > 0)
+            lost_rows and self.workload.faults["listing-lag-short"] > 0)
 
 
 # --- a campaign -------------------------------------------------------------------------

@@ -35,6 +35,7 @@ def test_kills_faults_and_database_deletions_happen(campaign: list[RunResult]) -
     assert sum(r.kills for r in campaign) > 0
     assert sum(sum(r.faults.values()) for r in campaign) >= 10
     assert campaign[1].db_chaos and campaign[1].db_deletions > 0
+    assert sum(r.second_writers for r in campaign) > 0
 
 
 def test_every_invariant_holds(campaign: list[RunResult]) -> None:

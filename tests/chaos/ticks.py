@@ -27,6 +27,8 @@ TICK_TIMEOUT = 90.0
 # Real seconds: short, because the subprocess itself measures grace periods in real time.
 CREATE_GRACE = 1.0
 ORPHAN_GRACE = 0.5
+# The one line a writer prints when another one acts for the node (issue 16).
+REFUSAL = "acts for node"
 # Pods must not fail for waiting while faults are injected; "stuck" is judged in ticks.
 MAX_PENDING = 3600.0
 
@@ -49,6 +51,8 @@ class TickResult:
     returncode: int
     seconds: float
     report: dict[str, Any] | None
+    refused: bool = False
+    """Refused at start because another writer held the node's writer Lease."""
 
     @property
     def crashed(self) -> bool:
@@ -76,10 +80,12 @@ class Reconciler:
     workdir: Path
     node: str
     cluster_id: str
+    database: str = ""
+    """The database file's name; by default the node's (a second writer has its own)."""
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
-        self.log_path = self.workdir / f"{self.node}.log"
+        self.log_path = self.workdir / f"{self.database or self.node}.log"
 
     @property
     def owner(self) -> str:
@@ -87,7 +93,7 @@ class Reconciler:
 
     @property
     def db_path(self) -> Path:
-        return self.workdir / f"{self.node}.db"
+        return self.workdir / f"{self.database or self.node}.db"
 
     def env(self, crash_at: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
@@ -118,7 +124,9 @@ class Reconciler:
                 process.kill()  # SIGKILL, this one process only
                 out, _ = process.communicate()
             log.write(f"--- exit {process.returncode}: {out.strip()}\n")
-        return TickResult(plan, process.returncode, time.monotonic() - started, _report(out))
+        refused = process.returncode == 1 and REFUSAL in self.log_tail(2)
+        return TickResult(plan, process.returncode, time.monotonic() - started, _report(out),
+                          refused)
 
     def log_tail(self, lines: int = 12) -> str:
         """The end of the log: a failed tick's own lines, for a violation's message."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli.commands import main, sync
+from reconciler.runtime.claim import writer_lease_name
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 
 from .manifests import (
@@ -175,8 +176,9 @@ def test_rbac_names_the_node_the_workloads_run_as() -> None:
              for rule in doc["rules"] if set(rule["resources"]) & {"nodes", "nodes/status",
                                                                     "leases"}
              for name in rule.get("resourceNames", [])}
-    assert named == {env(deployment())["RECONCILER_NODE_NAME"]} == {
-        env(cronjob())["RECONCILER_NODE_NAME"]}
+    node = env(deployment())["RECONCILER_NODE_NAME"]
+    assert node == env(cronjob())["RECONCILER_NODE_NAME"]
+    assert named == {node, writer_lease_name(node)}
     subjects = [s for doc in rbac if "Binding" in doc["kind"] for s in doc["subjects"]]
     account = find(load("common/serviceaccount.yaml"), "ServiceAccount")["metadata"]
     assert subjects and all(s == {"kind": "ServiceAccount", "name": account["name"],

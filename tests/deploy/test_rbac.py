@@ -4,8 +4,8 @@ enforced from deploy/common/rbac.yaml (and from the Helm chart's rendering).
 Sufficient: the reconciler, authenticated as the runpod-reconciler ServiceAccount, runs
 a pod's whole life (created on RunPod, Running, deleted, gone) and makes every other
 call KubeClient has (Job, Secret and ConfigMap reads, node repair after a restart, a
-repeated Event, the pod watches, leader election) and offloads a Job's pod, without a
-single 403.
+repeated Event, the pod watches, leader election, the node's writer Lease) and offloads
+a Job's pod, without a single 403.
 Necessary: with any one verb taken out of any rule, a call is refused with 403 for
 exactly that verb and resource. No rule uses a wildcard.
 """
@@ -26,6 +26,7 @@ import yaml
 from reconciler.adapters.kube.errors import ForbiddenError, KubeError
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.claim import WriterClaim, WriterHeld
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 
@@ -126,6 +127,10 @@ def client_only_calls(box: Sandbox) -> None:
         assert box.kube.try_acquire_lease("runpod-system", DEFAULT_LEASE_NAME, "me", 15,
                                           box.clock.now())
     box.kube.release_lease("runpod-system", DEFAULT_LEASE_NAME, "me")
+    claim = WriterClaim(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
+    for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
+        claim.acquire()
+    claim.release()
 
 
 def kubelet_endpoint_calls(box: Sandbox) -> None:
@@ -223,7 +228,8 @@ def test_every_granted_verb_is_needed(tmp_path: Path, document: int, rule: int,
 
     box = sandbox(reduced)
     try:
-        with contextlib.suppress(KubeError):  # a refused call (even at start) ends the run
+        # A refused call (even at start) ends the run; so does a writer Lease refused.
+        with contextlib.suppress(KubeError, WriterHeld):
             box.start()
             exercise(box)
         refused = forbidden(box)

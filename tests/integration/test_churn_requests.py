@@ -1,5 +1,6 @@
 """What replacing a pod costs in Kubernetes requests, end to end through both simulators:
-the deleted pod's instance is terminated and the pod finalized (an Event, a DELETE), and
+the deleted pod's instance is terminated and the pod finalized like a kubelet does (an
+Event, its terminal phase, a DELETE), and
 the new pod's status and the annotations that name its instance travel together in one
 pods/status request per change (Pending with its instance, then Running), with the
 Events a user must see. No separate metadata PATCH is sent."""
@@ -22,7 +23,7 @@ def pod_writes(box: Sandbox) -> Counter[str]:
     return kinds
 
 
-def test_replacing_a_pod_costs_six_requests(box: Sandbox) -> None:
+def test_replacing_a_pod_costs_seven_requests(box: Sandbox) -> None:
     box.add_pod("old", ports=[8080])
     for _ in range(4):  # created, mirrored while provisioning, running
         box.tick()
@@ -41,6 +42,8 @@ def test_replacing_a_pod_costs_six_requests(box: Sandbox) -> None:
     assert new["metadata"]["annotations"]["runpod.io/pod-id"]
     assert pod_writes(box) == Counter({
         "POST events": 3,  # TerminatingInstance, CreatedInstance, Started
-        "PATCH pods/status": 2,  # Pending with the instance's annotations, then Running
+        # The new pod: Pending with the instance's annotations, then Running; the old
+        # pod: its terminal phase before its DELETE.
+        "PATCH pods/status": 3,
         "DELETE pods": 1,  # the old pod, once its instance is gone
     })

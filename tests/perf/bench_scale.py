@@ -62,7 +62,7 @@ from scale_world import (
 
 import reconciler.runtime.engine as engine_module
 from reconciler.core.config import Settings
-from reconciler.core.planner import Observation, plan
+from reconciler.core.planner import Observation, PlanError, plan
 from reconciler.sim.clock import SimClock
 
 PAGE_SIZE = 500
@@ -118,10 +118,12 @@ class PlannerProbe:
         self.keep = keep
         self.last: tuple[Observation, Settings, datetime] | None = None
 
-    def __call__(self, obs: Observation, settings: Settings, now: datetime) -> list[Any]:
+    def __call__(self, obs: Observation, settings: Settings, now: datetime,
+                 on_error: PlanError | None = None) -> list[Any]:
         started = time.perf_counter()
         try:
-            return plan(obs, settings, now)
+            return plan(obs, settings, now) if on_error is None else plan(
+                obs, settings, now, on_error)
         finally:
             self.elapsed = time.perf_counter() - started
             if self.keep:  # off while measuring: a kept observation would inflate the RSS

@@ -130,6 +130,28 @@ def test_deleting_a_pod_terminates_then_finalizes() -> None:
     world.apply(actions)
     [finalize] = world.plan()
     assert isinstance(finalize, FinalizePod) and finalize.pod.uid == "uid-gone"
+    # Only now, the instance gone, the pod gets its terminal phase (written first).
+    assert finalize.status is not None and finalize.status["phase"] == "Failed"
+    terminated = finalize.status["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["reason"] == "Error"
+
+
+def test_a_deleted_batch_pod_that_had_ended_with_zero_succeeds() -> None:
+    world = World().add(pod("job", deleting=True, phase="Running", restart_policy="Never"))
+    world.rows["uid-job"] = world_row(world, "uid-job", "inst-ended").changed(
+        state=MappingState.TERMINATED, exit_code=0)
+    [finalize] = world.plan()
+    assert isinstance(finalize, FinalizePod) and finalize.status is not None
+    assert finalize.status["phase"] == "Succeeded"
+
+
+def test_a_terminal_pod_deleted_at_once_and_held_by_finalizers_is_left_alone() -> None:
+    held = pod("held", deleting=True, phase="Failed")
+    held["metadata"]["deletionGracePeriodSeconds"] = 0
+    assert World().add(held).plan() == []
+    held["metadata"]["deletionGracePeriodSeconds"] = 30  # deleted, not yet by us
+    [finalize] = World().add(held).plan()
+    assert isinstance(finalize, FinalizePod) and finalize.status is None
 
 
 def test_finished_pod_never_gets_a_create_and_its_instance_goes() -> None:
@@ -165,19 +187,68 @@ def test_young_orphan_waits_for_the_grace_period() -> None:
     assert not [a for a in world.plan() if isinstance(a, Terminate)]
 
 
+PAST_GRACE = timedelta(seconds=SETTINGS.create_grace_time + 10)
+
+
 def test_duplicates_keep_the_mapped_instance() -> None:
     older = instance("uid-a", created=T0)
     mapped = instance("uid-a", created=T0 + timedelta(seconds=5))
     world = World().add(pod("a", phase="Running"), older, mapped)
     world.apply([SaveRow(world_row(world, "uid-a", mapped.id))])
+    world.now = T0 + PAST_GRACE
     terminated = [a.instance_id for a in world.plan() if isinstance(a, Terminate)]
     assert terminated == [older.id]
+
+
+def test_duplicates_keep_the_instance_the_pods_annotation_names_over_the_mapped_one() -> None:
+    """Writers with different databases map different instances, but read the same pod."""
+    named = instance("uid-a", created=T0 + timedelta(seconds=5))
+    mapped = instance("uid-a", created=T0)
+    world = World().add(pod("a", phase="Running", annotations={"runpod.io/pod-id": named.id}),
+                        named, mapped)
+    world.apply([SaveRow(world_row(world, "uid-a", mapped.id))])
+    world.now = T0 + PAST_GRACE
+    actions = world.plan()
+    assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [mapped.id]
+    assert [a.instance.id for a in actions if isinstance(a, Adopt)] == [named.id]
+
+
+def test_a_duplicate_younger_than_the_create_grace_is_left_alone_until_it_is_over() -> None:
+    """It may be another writer's create that it has yet to record."""
+    kept = instance("uid-a", created=T0)
+    young = instance("uid-a", created=T0 + timedelta(seconds=60))
+    world = World().add(pod("a", phase="Running"), kept, young)
+    world.apply([SaveRow(world_row(world, "uid-a", kept.id))])
+    world.now = T0 + timedelta(seconds=61)
+    assert not [a for a in world.plan() if isinstance(a, Terminate)]
+    world.now = young.created_at + timedelta(seconds=SETTINGS.create_grace_time)
+    assert [a.instance_id for a in world.plan() if isinstance(a, Terminate)] == [young.id]
+
+
+def test_two_writers_with_their_own_rows_keep_one_instance_and_fail_no_pod() -> None:
+    """Issue 16: each writer created an instance for the pod and maps its own. Taking
+    turns, they agree through the pod's annotation, so one instance survives."""
+    first = instance("uid-a", created=T0)
+    second = instance("uid-a", created=T0 + timedelta(seconds=2))
+    a = World().add(pod("a", phase="Running"), first, second)
+    b = World(pods=a.pods, instances=a.instances)  # the same worlds, another database
+    a.apply([SaveRow(world_row(a, "uid-a", first.id))])
+    b.apply([SaveRow(world_row(b, "uid-a", second.id))])
+    for turn in range(24):
+        writer = (a, b)[turn % 2]
+        writer.now = b.now = a.now = T0 + timedelta(seconds=15 * (turn + 1))
+        writer.apply(writer.plan())
+    assert len(a.instances) == 1
+    assert a.pods["uid-a"]["status"]["phase"] != "Failed"
+    [survivor] = a.instances
+    assert a.rows["uid-a"].instance_id == b.rows["uid-a"].instance_id == survivor
 
 
 def test_without_a_row_duplicates_keep_the_oldest() -> None:
     older = instance("uid-a", created=T0)
     newer = instance("uid-a", created=T0 + timedelta(seconds=5))
     world = World().add(pod("a"), newer, older)
+    world.now = T0 + PAST_GRACE
     actions = world.plan()
     assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [newer.id]
     assert [a.instance.id for a in actions if isinstance(a, Adopt)] == [older.id]
@@ -271,7 +342,8 @@ def test_unread_exit_code_waits_instead_of_guessing() -> None:
     stopped = instance("uid-job", status=InstanceStatus.EXITED)
     world = World().add(pod("job", phase="Running", restart_policy="Never",
                             command=["true"]), stopped)
-    assert kinds(world.plan()) == ["Adopt", "Event"]  # no status guessed, nothing terminated
+    # No status guessed, nothing terminated: the row only notes when the wait began.
+    assert kinds(world.plan()) == ["Adopt", "Event", "SaveRow"]
     world.apply(world.plan())
     assert world.plan() == []
 
@@ -366,3 +438,20 @@ def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-unty
     p = world.pods[uid]
     return MappingRecord(uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0,
                          instance_id=instance_id)
+
+
+def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on() -> None:
+    """Issue 16: an error while planning one pod is that pod's, never the tick's."""
+    broken = pod("broken")
+    broken["spec"]["containers"][0]["resources"] = "not a map"  # crashes translation
+    world = World().add(pod("a"), broken, pod("b"))
+    actions = world.plan()
+    created = sorted(a.pod.name for a in actions if isinstance(a, Create))
+    assert created == ["a", "b"]
+    [event] = [a for a in actions if isinstance(a, Event) and a.pod.name == "broken"]
+    assert event.reason == "InvalidPodSpec" and "AttributeError" in event.message
+    world.apply(actions)
+    world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
+    failed = [a for a in world.plan() if isinstance(a, PatchStatus) and a.pod.name == "broken"]
+    assert failed and failed[0].status["phase"] == "Failed"
+    assert failed[0].status["reason"] == "InvalidPodSpec"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,13 +17,16 @@ from reconciler.core.actions import (
     FinalizePod,
     PatchMetadata,
     PatchStatus,
+    RestoreTags,
     SaveRow,
     Terminate,
 )
+from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import (
     Availability,
+    BillingRecord,
     DataCenterStock,
     GpuType,
     Instance,
@@ -94,6 +98,10 @@ class World:
     instances: dict[str, Instance] = field(default_factory=dict)
     rows: dict[str, MappingRecord] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    exit_logs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    namespace_caps: dict[str, NamespaceCaps] = field(default_factory=dict)
+    billing: list[BillingRecord] = field(default_factory=list)
+    spend: dict[str, float] = field(default_factory=dict)
     now: datetime = T0
     settings: Settings = SETTINGS
     rate_budget: int | None = None
@@ -109,11 +117,22 @@ class World:
 
     def observe(self) -> Observation:
         return Observation(
-            pods=list(self.pods.values()), instances=list(self.instances.values()),
+            pods=list(self.pods.values()),
+            instances=[self._aged(i) for i in self.instances.values()],
             rows=list(self.rows.values()), catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
             exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
-            refused=self.refused)
+            refused=self.refused,
+            exit_logs=dict(self.exit_logs), namespace_caps=dict(self.namespace_caps),
+            billing=list(self.billing), spend=dict(self.spend))
+
+    def _aged(self, inst: Instance) -> Instance:
+        """A running container's uptime grows with the world's clock, as on RunPod."""
+        if inst.runtime is None or inst.created_at is None:
+            return inst
+        uptime = int((self.now - inst.created_at).total_seconds())
+        return dataclasses.replace(inst, runtime=dataclasses.replace(inst.runtime,
+                                                                     uptime_seconds=uptime))
 
     def plan(self) -> list[Action]:
         return plan(self.observe(), self.settings, self.now)
@@ -134,6 +153,8 @@ class World:
                 new = Instance(**{**new.__dict__, "env": dict(candidates[0].env)})
                 self.instances[new.id] = new
                 self.rows[ref.uid] = row.changed(state=row.state.RUNNING, instance_id=new.id)
+            case RestoreTags(instance_id=iid, env=env):
+                self.instances[iid] = Instance(**{**self.instances[iid].__dict__, "env": env})
             case Terminate(instance_id=iid, row=row):
                 self.instances.pop(iid, None)
                 if row is not None:

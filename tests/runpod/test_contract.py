@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import jsonschema
@@ -53,6 +54,9 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
         pod_action(sim, batch.id, action)
     client.list_gpu_types(gpu_count=2, cloud=Cloud.COMMUNITY)
     client.read_exit_code(next(iter(sim.instances)))
+    client.update_instance_env(next(iter(sim.instances)), {"A": "1"})
+    client.delete_registry_auth(client.create_registry_auth("spare", "robot", "pw").id)
+    client.pod_billing(sim.clock.now() - timedelta(days=2), sim.clock.now())
 
 
 def _schema_for(method: str, path: str) -> dict[str, Any] | None:
@@ -72,7 +76,7 @@ def test_every_request_body_the_client_sends(sim: RunPodSimulator, client: RunPo
             continue
         contract.validate(schema, request.body)
         checked += 1
-    assert checked == 8
+    assert checked == 10
 
 
 def test_pods_in_every_status(sim: RunPodSimulator, client: RunPodClient) -> None:

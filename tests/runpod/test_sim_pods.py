@@ -83,8 +83,14 @@ def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPo
     assert pod_action(sim, first, "terminate") is None
     client.delete_instance(second)
     assert client.list_instances() == []
-    with pytest.raises(errors.NotFoundError):
-        client.get_instance(first)
+    # The contract's TERMINATED: "permanently deleted", still readable by id, free.
+    for gone in (first, second):
+        read = client.get_instance(gone)
+        assert (read.status, read.cost_per_hr, read.runtime, read.actions) == (
+            InstanceStatus.TERMINATED, 0.0, None, ())
+    with pytest.raises(ActionRefused) as refused:
+        pod_action(sim, first, "stop")  # nothing left to act on
+    assert refused.value.status == 404
 
 
 def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
@@ -93,7 +99,7 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 3)
     assert client.get_instance(instance_id).status is InstanceStatus.EXITED
-    assert client.read_exit_code(instance_id) == 3
+    assert client.read_exit_code(instance_id).code == 3
 
 
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -102,7 +108,7 @@ def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> 
     pod_action(sim, instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
-    assert client.read_exit_code(instance_id) == 0
+    assert client.read_exit_code(instance_id).code == 0
 
 
 def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -112,7 +118,7 @@ def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPo
     instance = client.get_instance(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
-    assert client.read_exit_code(instance_id) is None
+    assert client.read_exit_code(instance_id).code is None
 
 
 def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:

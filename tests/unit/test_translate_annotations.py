@@ -53,7 +53,8 @@ def test_required_gpu_memory_abc_is_invalid_annotation() -> None:
         ann.read_int(pod, None, ann.REQUIRED_GPU_MEMORY)
     assert (
         caught.value.message
-        == 'annotation runpod.io/required-gpu-memory: "abc" is not a whole number'
+        == 'annotation runpod.io/required-gpu-memory: "abc" is not a whole number from 1 to '
+        '1000000'
     )
 
 

@@ -88,12 +88,12 @@ def test_not_yet_serving_is_pending_container_creating(instance: Instance) -> No
 
 
 def test_running_with_every_tcp_port_published_is_ready() -> None:
-    started = datetime(2026, 5, 1, 11, 59, tzinfo=UTC)
+    started = T0 - timedelta(seconds=PUBLISHED.uptime_seconds)  # as long up as running
     status = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED, started_at=started))
     assert status["phase"] == "Running"
     assert _conditions(status)["Ready"] == "True"
     assert _container(status)["ready"] is True
-    assert _container(status)["state"] == {"running": {"startedAt": "2026-05-01T11:59:00Z"}}
+    assert _container(status)["state"] == {"running": {"startedAt": "2026-05-01T11:59:30Z"}}
     assert status["podIP"] == status["hostIP"] == "203.0.113.7"
     assert status["startTime"] == STAMP0
 
@@ -222,9 +222,10 @@ def test_condition_times_move_only_on_transition() -> None:
         "Ready": STAMP1,
     }
     assert running["startTime"] == STAMP0
+    an_hour_on = dataclasses.replace(PUBLISHED, uptime_seconds=PUBLISHED.uptime_seconds + 3600)
     later = _status(
         build_pod(status=running),
-        _instance(InstanceStatus.RUNNING, PUBLISHED),
+        _instance(InstanceStatus.RUNNING, an_hour_on),
         now=T1 + timedelta(hours=1),
     )
     assert later == running
@@ -263,8 +264,14 @@ def test_a_patched_status_is_a_fixed_point(
         )
         pod = {**pod, "status": status}
         now += timedelta(minutes=1)
+        # A minute on, the same container has run a minute longer.
+        later = instance
+        if instance is not None and instance.runtime is not None:
+            older = instance.runtime.uptime_seconds + 60
+            later = dataclasses.replace(
+                instance, runtime=dataclasses.replace(instance.runtime, uptime_seconds=older))
         again = pod_status(
-            pod, instance, exit_code=exit_code, now=now, reason=reason, pending=pending
+            pod, later, exit_code=exit_code, now=now, reason=reason, pending=pending
         )
         assert status_fingerprint(again) == status_fingerprint(status)
 
@@ -342,25 +349,31 @@ def test_equal_mirror_keys_mean_equal_status_and_annotations(
     second = dataclasses.replace(first, **{field: getattr(other, field)})
     pod = build_pod(status=_status(build_pod(), before) if before else None)
     pod["metadata"]["resourceVersion"] = "41"
-    if mirror_key(pod, first) == mirror_key(pod, second):
+    if mirror_key(pod, first, T1) == mirror_key(pod, second, T1):
         assert _status(pod, first, now=T1) == _status(pod, second, now=T1)
         assert metadata_annotations(first) == metadata_annotations(second)
 
 
 def test_mirror_key_follows_the_resource_version() -> None:
     pod, instance = build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED)
-    assert mirror_key(pod, instance) is None  # nothing would tell that the pod changed
+    assert mirror_key(pod, instance, T1) is None  # nothing would tell that the pod changed
     pod["metadata"]["resourceVersion"] = "41"
-    first = mirror_key(pod, instance)
-    assert first is not None and mirror_key(pod, instance) == first
+    first = mirror_key(pod, instance, T1)
+    assert first is not None and mirror_key(pod, instance, T1) == first
     pod["metadata"]["resourceVersion"] = "42"
-    assert mirror_key(pod, instance) != first
+    assert mirror_key(pod, instance, T1) != first
 
 
 def test_mirror_key_ignores_the_uptime() -> None:
     """RunPod's uptime grows on every list; a steady pod must keep its key."""
-    pod = build_pod()
-    pod["metadata"]["resourceVersion"] = "41"
     older = _instance(InstanceStatus.RUNNING, PUBLISHED)
+    pod = build_pod(status=_status(build_pod(), older, now=T1))  # it shows the running start
+    pod["metadata"]["resourceVersion"] = "41"
     newer = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED, uptime_seconds=45))
-    assert mirror_key(pod, older) == mirror_key(pod, newer)
+    later = T1 + timedelta(seconds=15)
+    assert mirror_key(pod, older, T1) == mirror_key(pod, newer, later)
+    # A container RunPod started again (a minute later than the pod shows) changes it.
+    restarted = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED,
+                                                                      uptime_seconds=5))
+    assert mirror_key(pod, restarted, later + timedelta(minutes=1)) != mirror_key(
+        pod, older, T1)

@@ -32,7 +32,6 @@ from reconciler.adapters.kube.errors import (
     TransportError,
     error_for,
 )
-from reconciler.adapters.kube.kubeconfig import KubeconfigError
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
@@ -58,6 +57,8 @@ class LeaseClaim:
     won: bool
     taken_over_from: str | None = None
     """The holder whose lease had expired when we took it (it stopped renewing)."""
+    holder: str | None = None
+    """Who holds it when we did not win (None when a race was lost to an unknown writer)."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -99,8 +100,13 @@ class KubeClient:
                 configuration = kubernetes.client.Configuration()
                 kubernetes.config.load_incluster_config(client_configuration=configuration)
                 api_client = kubernetes.client.ApiClient(configuration)
-        except (kubernetes.config.ConfigException, KubeconfigError) as error:
-            raise KubeError(f"no usable Kubernetes configuration: {error}") from error
+        except Exception as error:
+            # The loader raises ConfigException, KubeconfigError, YAML parse errors,
+            # OSError (unreadable file) and TypeError (odd shapes) alike: each is a
+            # configuration to fix.
+            first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise KubeError(f"no usable Kubernetes configuration ({source or 'in-cluster'}): "
+                            f"{first_line}") from error
         return cls(api_client, now=now)
 
     def close(self) -> None:
@@ -151,11 +157,18 @@ class KubeClient:
 
     def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
                          annotations: dict[str, str | None] | None = None) -> None:
-        """Strategic merge: conditions merge by type and containerStatuses by name, so
-        conditions set by others (the scheduler's PodScheduled) survive. Annotations go
-        in the same request when given: the pods/status subresource keeps metadata
-        changes (it resets only spec, deletionTimestamp and ownerReferences)."""
-        body: dict[str, Any] = {"status": status}
+        """Make the pod show `status`, leaving what others set (their conditions) alone.
+
+        A strategic merge patch, written for each list's patch strategy: conditions
+        merge by type, so each of ours clears the reason and message it does not carry
+        (a stale one would stay); podIPs and hostIPs merge by ip, so they are replaced
+        whole (a merged old and new address is refused: hostIPs[0] must be hostIP, one
+        address per family); containerStatuses is atomic and always sent whole.
+        Annotations go in the same request when given: the pods/status subresource
+        keeps metadata changes (it resets only spec, deletionTimestamp and
+        ownerReferences).
+        """
+        body: dict[str, Any] = {"status": _status_patch(status)}
         if annotations:
             body["metadata"] = {"annotations": annotations}
         self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
@@ -217,6 +230,13 @@ class KubeClient:
         values = {k: _b64_text(v) for k, v in (config_map.get("binaryData") or {}).items()}
         values.update(config_map.get("data") or {})
         return values
+
+    def namespace_annotations(self, name: str) -> dict[str, str] | None:
+        """The Namespace object's annotations (budget caps), None if it does not exist."""
+        namespace = self._get_optional(f"/api/v1/namespaces/{_q(name)}")
+        if namespace is None:
+            return None
+        return dict((namespace.get("metadata") or {}).get("annotations") or {})
 
     def cluster_uid(self) -> str:
         return str(self._request("GET", "/api/v1/namespaces/kube-system")["metadata"]["uid"])
@@ -318,9 +338,13 @@ class KubeClient:
 
     def try_acquire_lease(
         self, namespace: str, name: str, identity: str, duration_seconds: int, now: datetime,
+        *, dead_holder: str | None = None,
     ) -> LeaseClaim:
         """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
-        a valid one or won the race (a 409 on our resourceVersion-guarded write)."""
+        a valid one or won the race (a 409 on our resourceVersion-guarded write).
+
+        `dead_holder` names a holder known to be dead (a process of this host that no
+        longer runs): its Lease is taken as if it had expired."""
         collection = _LEASES.format(namespace=_q(namespace))
         lease = self._get_optional(f"{collection}/{_q(name)}")
         stamp = _micro_time(now)
@@ -333,8 +357,9 @@ class KubeClient:
                 return LeaseClaim(won=True)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            if holder and holder != identity and not _lease_expired(spec, now):
-                return LeaseClaim(won=False)
+            if (holder and holder != identity and holder != dead_holder
+                    and not _lease_expired(spec, now)):
+                return LeaseClaim(won=False, holder=holder)
             if holder != identity:
                 claim.update(acquireTime=stamp,
                              leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
@@ -429,6 +454,17 @@ def _micro_time(moment: datetime) -> str:
 def _b64_text(value: str) -> str:
     # Binary values cannot become env vars anyway; replace rather than fail the pod.
     return base64.b64decode(value).decode("utf-8", errors="replace")
+
+
+def _status_patch(status: dict[str, Any]) -> dict[str, Any]:
+    patch = dict(status)
+    if "conditions" in status:
+        patch["conditions"] = [{"reason": None, "message": None, **condition}
+                               for condition in status["conditions"]]
+    for field in ("podIPs", "hostIPs"):
+        if field in status:
+            patch[field] = [{"$patch": "replace"}, *status[field]]
+    return patch
 
 
 def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:

@@ -8,8 +8,9 @@ Retry rules (docs/architecture.md §4):
   its owner tags, never sent blindly again);
 - 4xx other than 429 are final.
 Waits honour `Retry-After`, else back off exponentially with jitter; both attempts and
-total time are bounded. All waiting goes through the injected `sleep`, so tests pass a
-simulated clock and nothing really sleeps.
+total time are bounded. Within a tick (`deadline_in`) no request starts after the tick's
+deadline, no read waits past it, and no retry is planned beyond it. All waiting goes
+through the injected `sleep`, so tests pass a simulated clock and nothing really sleeps.
 
 The API key lives only in the session's Authorization header: it is never logged,
 never part of an error message and not shown by `repr()`.
@@ -39,9 +40,24 @@ from reconciler.adapters.runpod.logstream import (
     LogStreamIdle,
     sse_events,
 )
-from reconciler.adapters.runpod.parse import parse_gpu_types, parse_instance, parse_registry
+from reconciler.adapters.runpod.parse import (
+    parse_gpu_types,
+    parse_instance,
+    parse_pod_billing,
+    parse_registry,
+)
 from reconciler.adapters.runpod.ratelimit import RateLimiter
-from reconciler.core.domain import Cloud, CreateRequest, GpuType, Instance, RegistryAuth
+from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.domain import (
+    USER_AGENT,
+    BillingRecord,
+    Cloud,
+    CreateRequest,
+    ExitLog,
+    GpuType,
+    Instance,
+    RegistryAuth,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +65,10 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The marker line is the wrapper's last words, so a short tail holds it.
 LOG_TAIL_LINES = 100
-# The log stream stays open after its backfill; this much silence means it is all in.
-LOG_IDLE_SECONDS = 2.0
+# Once a marker is in, lines still coming this soon are read too: a later run's marker
+# (someone started the instance again) wins. Before it, each line may take a whole
+# read timeout: a slow backfill is never cut short.
+LOG_AFTER_MARKER_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,8 @@ class _Call:
     params: dict[str, str] | None = None
     stream: bool = False
     read_timeout: float | None = None
+    # False for reads the next tick repeats anyway: a failure costs one request, not four.
+    retry_failures: bool = True
     headers: dict[str, str] | None = None
 
 
@@ -91,9 +111,11 @@ class RunPodClient:
         self._monotonic = monotonic
         self._on_response = on_response
         self._limiter = RateLimiter()
+        self._deadline: float | None = None
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
+        self._session.headers["User-Agent"] = USER_AGENT
 
     def __repr__(self) -> str:
         return f"RunPodClient(base_url={self._base_url!r})"
@@ -111,6 +133,14 @@ class RunPodClient:
     def rate_budget(self) -> int | None:
         """Requests we may still send now: our share when others use the key too."""
         return self._limiter.budget(self._monotonic())
+
+    def deadline_in(self, seconds: float | None) -> None:
+        """Bound every request from now on to end within `seconds` (None: unbounded)."""
+        self._deadline = None if seconds is None else self._monotonic() + seconds
+
+    @property
+    def past_deadline(self) -> bool:
+        return self._deadline is not None and self._monotonic() >= self._deadline
 
     def tick_gap(self) -> float:
         """Seconds between the starts of two ticks that leave the quota to the work."""
@@ -150,17 +180,31 @@ class RunPodClient:
         except errors.NotFoundError:
             logger.debug("instance %s was already gone", instance_id)
 
-    def read_exit_code(self, instance_id: str) -> int | None:
+    def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
+        """PATCH the env. It replaces the instance's env whole: pass all of it."""
+        call = _Call("PATCH", f"/v2/pods/{_segment(instance_id)}", "PATCH /v2/pods/{id}",
+                     body={"env": env})
+        return parse_instance(self._json(call))
+
+    def read_exit_code(self, instance_id: str) -> ExitLog:
+        """The exit code our batch wrapper logged, and the log's last lines.
+
+        A stopped instance's stream backfills its last lines and may then stay open. The
+        read ends after `tail` lines, at the end of the stream, or shortly after the
+        marker line (the wrapper's last words). Until the marker it waits for each line as
+        long as any read may, so a slow backfill is read whole, not cut off by silence.
+        """
         call = _Call(
             "GET",
             f"/v2/pods/{_segment(instance_id)}/logs",
             "GET /v2/pods/{id}/logs",
             params={"source": "container", "tail": str(LOG_TAIL_LINES)},
             stream=True,
-            read_timeout=min(LOG_IDLE_SECONDS, self._timeout[1]),
+            retry_failures=False,
         )
         with closing(self._send(call)) as response:
-            return exit_code_from(_backfill(response))
+            lines = _backfill(response)
+        return ExitLog(exit_code_from(lines), tuple(lines))
 
     def log_events(self, instance_id: str, *, source: str | None, tail: int | None,
                    since: datetime | None, last_event_id: str | None,
@@ -213,6 +257,25 @@ class RunPodClient:
         )
         return parse_registry(self._json(call))
 
+    def delete_registry_auth(self, registry_id: str) -> bool:
+        """Delete a credential; False when RunPod refuses because a pod still uses it."""
+        path = f"/v2/registries/{_segment(registry_id)}"
+        try:
+            self._send(_Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
+        except errors.NotFoundError:
+            logger.debug("registry credential %s was already gone", registry_id)
+        except errors.RejectedError:
+            return False
+        return True
+
+    # Billing
+
+    def pod_billing(self, start: datetime, end: datetime) -> list[BillingRecord]:
+        """Hourly charges per pod in [start, end); RunPod snaps both to whole hours."""
+        params = {"bucketSize": "hour", "startTime": _rfc3339(start), "endTime": _rfc3339(end)}
+        call = _Call("GET", "/v2/billing/pods", "GET /v2/billing/pods", params=params)
+        return parse_pod_billing(self._json(call))
+
     # The one request function
 
     def _json(self, call: _Call) -> Any:
@@ -242,19 +305,29 @@ class RunPodClient:
                 attempt += 1
 
     def _pace(self, call: _Call) -> None:
-        delay = self._limiter.delay(self._monotonic())
+        now = self._monotonic()
+        delay = self._limiter.delay(now)
+        if delay > 0 and self._deadline is not None and now + delay >= self._deadline:
+            raise errors.DeadlinePassed(
+                f"{call.route}: not sent, pacing would pass the tick's deadline")
         if delay > 0:
             logger.debug("%s: pacing %.1f s to stay inside the rate limit", call.route, delay)
             self._sleep(delay)
 
     def _attempt(self, call: _Call) -> requests.Response:
+        read_timeout = call.read_timeout or self._timeout[1]
+        if self._deadline is not None:
+            left = self._deadline - self._monotonic()
+            if left <= 0:
+                raise errors.DeadlinePassed(f"{call.route}: not sent, the tick's deadline passed")
+            read_timeout = min(read_timeout, left)
         try:
             response = self._session.request(
                 call.method,
                 self._base_url + call.path,
                 json=call.body,
                 params=call.params,
-                timeout=(self._timeout[0], call.read_timeout or self._timeout[1]),
+                timeout=(min(self._timeout[0], read_timeout), read_timeout),
                 stream=call.stream,
                 headers=call.headers,
             )
@@ -300,7 +373,10 @@ class RunPodClient:
         if attempt >= self._max_attempts or not _retryable(call, error):
             return None
         delay = _backoff(attempt, error)
-        if self._monotonic() - started + delay > self._max_retry_time:
+        now = self._monotonic()
+        if now - started + delay > self._max_retry_time:
+            return None
+        if self._deadline is not None and now + delay >= self._deadline:
             return None
         return delay
 
@@ -311,7 +387,8 @@ class RunPodClient:
 def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     if isinstance(error, errors.RateLimitedError):
         return True
-    return call.idempotent and isinstance(error, errors.ServerError | errors.TransportError)
+    return call.idempotent and call.retry_failures and isinstance(
+        error, errors.ServerError | errors.TransportError)
 
 
 def _backoff(attempt: int, error: errors.RunPodError) -> float:
@@ -352,7 +429,11 @@ def _decode(response: requests.Response, route: str) -> Any:
 
 
 def _backfill(response: requests.Response) -> list[str]:
-    """Log lines of the backfill: stop after `tail` events, at end of stream or on silence."""
+    """Log lines of the backfill, up to the marker line, `tail` events or the stream's end.
+
+    A read that times out before the marker keeps what it has: the caller treats a
+    missing code as not known yet, never as known to be lost.
+    """
     lines: list[str] = []
     # Decoded here: requests only decodes when the server names a charset.
     raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
@@ -361,9 +442,25 @@ def _backfill(response: requests.Response) -> list[str]:
             lines.append(line)
             if len(lines) >= LOG_TAIL_LINES:
                 break
+            if EXIT_CODE_MARKER in line and not _shorten_read_timeout(response):
+                break
     except requests.RequestException:
-        logger.debug("log stream went quiet after %d lines", len(lines))
+        logger.debug("log stream stopped after %d lines", len(lines))
     return lines
+
+
+def _shorten_read_timeout(response: requests.Response) -> bool:
+    """Wait only LOG_AFTER_MARKER_SECONDS for each further line; False if not possible."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is None:
+        return False
+    sock.settimeout(LOG_AFTER_MARKER_SECONDS)
+    return True
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _segment(value: str) -> str:

@@ -77,6 +77,10 @@ class TransportError(RunPodError):
     """No usable HTTP answer: timeout, connection refused or reset, unreadable body."""
 
 
+class DeadlinePassed(RunPodError):
+    """The tick's deadline had passed: the request was not sent (never in doubt)."""
+
+
 _BY_STATUS: dict[int, type[RunPodError]] = {
     400: RejectedError,
     401: AuthenticationError,

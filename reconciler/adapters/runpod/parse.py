@@ -15,6 +15,7 @@ from typing import Any
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.core.domain import (
     Availability,
+    BillingRecord,
     DataCenterStock,
     GpuType,
     Instance,
@@ -47,6 +48,7 @@ def parse_instance(data: object) -> Instance:
         started_at=parse_datetime(data.get("startedAt")),
         runtime=parse_runtime(data.get("runtime")),
         actions=_strings(data.get("actions")),
+        registry_auth_id=_optional_str(data.get("registry")),
     )
 
 
@@ -113,6 +115,23 @@ def parse_registry(data: object) -> RegistryAuth:
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
     return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+
+
+def parse_pod_billing(data: object) -> list[BillingRecord]:
+    """The records of `GET /v2/billing/pods`; a record without pod or times is skipped."""
+    records = _mapping(data).get("records")
+    if not isinstance(records, list):
+        raise RunPodError("GET /v2/billing/pods answered without a records list")
+    parsed = []
+    for entry in map(_mapping, records):
+        start, end = parse_datetime(entry.get("startTime")), parse_datetime(entry.get("endTime"))
+        if not entry.get("podId") or start is None or end is None:
+            continue
+        parsed.append(BillingRecord(
+            instance_id=str(entry["podId"]), start=start, end=end,
+            total_usd=_float(entry.get("totalAmount")), gpu_usd=_float(entry.get("gpuAmount")),
+            disk_usd=_float(entry.get("diskAmount"))))
+    return parsed
 
 
 def parse_datetime(value: object) -> datetime | None:

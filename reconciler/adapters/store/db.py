@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError
 from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 10_000
@@ -15,6 +15,33 @@ BUSY_TIMEOUT_MS = 10_000
 
 class DatabaseURLError(ValueError):
     """The database URL cannot be used; the message is safe to show to a user."""
+
+
+def describe_error(url: str, exc: DatabaseError) -> str:
+    """One line for a user about a database that cannot be used: where, what, what to do.
+    Never the password, never SQLAlchemy's multi-line text."""
+    reason = str(exc.orig) if exc.orig is not None else type(exc).__name__
+    where = location(url)
+    code = getattr(exc.orig, "sqlite_errorname", None)
+    if code == "SQLITE_NOTADB":
+        return (f"cannot open database {where}: the file is not a database (damaged, or not "
+                "SQLite); move it aside and start again: the state is rebuilt from the "
+                "instances' tags and the pods' runpod.io/pod-id annotations")
+    if code == "SQLITE_CANTOPEN":
+        return (f"cannot open database {where}: unable to open the file (does its directory "
+                "exist, and may this user write there?)")
+    return f"cannot open database {where}: {reason.splitlines()[0] if reason else reason}"
+
+
+def location(url: str) -> str:
+    """The file of a SQLite URL, else the URL without its password."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return repr(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        return parsed.database
+    return parsed.render_as_string(hide_password=True)
 
 
 def make_engine(url: str) -> Engine:

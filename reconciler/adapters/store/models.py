@@ -115,6 +115,60 @@ class Mapping(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    exited_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When a batch instance was first seen stopped without a readable exit code; the
+    --exit-code-timeout counts from it."""
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the row became finished; RunPod's charges after it (and a grace) are leaks."""
+
+
+class SpendRecord(Base):
+    """What RunPod charged for one of our instances in one hour (GET /v2/billing/pods)."""
+
+    __tablename__ = "spend_records"
+
+    instance_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bucket_start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    bucket_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    total_usd: Mapped[float] = mapped_column(Float)
+    gpu_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    disk_usd: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class BillingRead(Base):
+    """How far billing has been read: whole hours up to `covered_until` are stored."""
+
+    __tablename__ = "billing_reads"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    covered_until: Mapped[datetime] = mapped_column(UTCDateTime())
+    read_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class NamespaceBudget(Base):
+    """A namespace's caps as last read from its annotations, for `state show`."""
+
+    __tablename__ = "namespace_budgets"
+
+    namespace: Mapped[str] = mapped_column(String(253), primary_key=True)
+    max_hourly_spend: Mapped[float | None] = mapped_column(Float)
+    max_instances: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    """Why an annotation could not be read (creates in the namespace wait meanwhile)."""
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class UnownedInstance(Base):
+    """An untagged instance nothing of ours claims, named as we would name a pod of the
+    node: reported ("unowned, looks like ours"), never touched."""
+
+    __tablename__ = "unowned_instances"
+
+    instance_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(191))
+    namespace: Mapped[str] = mapped_column(String(253))
+    pod_name: Mapped[str] = mapped_column(String(253))
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class PodLog(Base):

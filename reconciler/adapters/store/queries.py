@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from reconciler.adapters.store.models import Mapping, MappingState, Tick
+from reconciler.adapters.store.models import (
+    BillingRead,
+    Mapping,
+    MappingState,
+    NamespaceBudget,
+    SpendRecord,
+    Tick,
+    UnownedInstance,
+)
 
 FINISHED_STATES = (MappingState.TERMINATED, MappingState.FAILED)
 
@@ -22,3 +33,39 @@ def mappings(session: Session, namespace: str | None = None,
 
 def last_tick(session: Session) -> Tick | None:
     return session.scalars(select(Tick).order_by(Tick.id.desc()).limit(1)).first()
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    """One billed hour of one of our instances, with the pod it ran for."""
+
+    instance_id: str
+    bucket_start: datetime
+    usd: float
+    pod_uid: str | None
+    namespace: str | None
+    name: str | None
+    gpu_type_id: str | None
+
+
+def spend_lines(session: Session, since: datetime | None = None) -> list[SpendLine]:
+    query = (select(SpendRecord.instance_id, SpendRecord.bucket_start, SpendRecord.total_usd,
+                    Mapping.pod_uid, Mapping.namespace, Mapping.name, Mapping.gpu_type_id)
+             .join(Mapping, Mapping.instance_id == SpendRecord.instance_id, isouter=True)
+             .order_by(SpendRecord.bucket_start))
+    if since is not None:
+        query = query.where(SpendRecord.bucket_start >= since)
+    return [SpendLine(*row) for row in session.execute(query)]
+
+
+def billing_covered_until(session: Session) -> datetime | None:
+    read = session.get(BillingRead, "pods")
+    return None if read is None else read.covered_until
+
+
+def namespace_budgets(session: Session) -> list[NamespaceBudget]:
+    return list(session.scalars(select(NamespaceBudget).order_by(NamespaceBudget.namespace)))
+
+
+def unowned_instances(session: Session) -> list[UnownedInstance]:
+    return list(session.scalars(select(UnownedInstance).order_by(UnownedInstance.instance_id)))

@@ -13,14 +13,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, Lock, Mapping, PodLog, Tick
+from reconciler.adapters.store.models import (
+    ActionRecord,
+    BillingRead,
+    Lock,
+    Mapping,
+    NamespaceBudget,
+    PodLog,
+    SpendRecord,
+    Tick,
+    UnownedInstance,
+)
+from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.domain import BillingRecord
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.ownership import Lookalike
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_POD_BILLING = "pods"
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
 
@@ -93,6 +107,65 @@ class Store:
         with self._sessions.begin() as session:
             session.execute(update(Mapping).where(Mapping.pod_uid == pod_uid)
                             .values(last_error=message, updated_at=now))
+
+    # --- billing ------------------------------------------------------------------
+
+    def billing_covered_until(self) -> datetime | None:
+        with self._sessions() as session:
+            read = session.get(BillingRead, _POD_BILLING)
+            return None if read is None else read.covered_until
+
+    def save_billing(self, records: Sequence[BillingRecord], covered_until: datetime,
+                     now: datetime, forget_before: datetime) -> None:
+        """Store one read's records and how far it reached; drop what history lets go."""
+        with self._sessions.begin() as session:
+            for record in records:
+                session.merge(SpendRecord(
+                    instance_id=record.instance_id, bucket_start=record.start,
+                    bucket_end=record.end, total_usd=record.total_usd,
+                    gpu_usd=record.gpu_usd, disk_usd=record.disk_usd))
+            session.merge(BillingRead(name=_POD_BILLING, covered_until=covered_until,
+                                      read_at=now))
+            session.execute(delete(SpendRecord).where(SpendRecord.bucket_end < forget_before))
+
+    def spend_by_instance(self) -> dict[str, float]:
+        with self._sessions() as session:
+            result = session.execute(select(SpendRecord.instance_id,
+                                            func.sum(SpendRecord.total_usd))
+                                     .group_by(SpendRecord.instance_id))
+            return {instance_id: float(total) for instance_id, total in result}
+
+    # --- namespace budgets and look-alikes --------------------------------------------
+
+    def save_namespace_caps(self, caps: Sequence[NamespaceCaps], now: datetime) -> None:
+        """Remember the caps `state show` shows; writes only what changed."""
+        with self._sessions.begin() as session:
+            for cap in caps:
+                known = session.get(NamespaceBudget, cap.namespace)
+                values = (cap.max_hourly_spend, cap.max_instances, cap.error)
+                if known is not None and (known.max_hourly_spend, known.max_instances,
+                                          known.error) == values:
+                    continue
+                if cap.empty:
+                    if known is not None:
+                        session.delete(known)
+                    continue
+                session.merge(NamespaceBudget(namespace=cap.namespace, max_hourly_spend=values[0],
+                                              max_instances=values[1], error=values[2],
+                                              updated_at=now))
+
+    def sync_lookalikes(self, found: Sequence[Lookalike], now: datetime) -> None:
+        """Keep the look-alike list equal to this tick's; writes only on a change."""
+        with self._sessions.begin() as session:
+            known = {row.instance_id: row for row in session.scalars(select(UnownedInstance))}
+            wanted = {item.instance_id: item for item in found}
+            for instance_id in known.keys() - wanted.keys():
+                session.delete(known[instance_id])
+            for instance_id in wanted.keys() - known.keys():
+                item = wanted[instance_id]
+                session.add(UnownedInstance(instance_id=instance_id, name=item.name,
+                                            namespace=item.namespace, pod_name=item.pod_name,
+                                            first_seen_at=now))
 
     # --- ticks and the journal ----------------------------------------------------
 

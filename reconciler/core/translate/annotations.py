@@ -8,8 +8,19 @@ silently turns into a default. Annotations hold no secrets, so echoing values is
 
 from __future__ import annotations
 
+import re
+
 from reconciler.core.domain import KubeObject
 from reconciler.core.translate.errors import invalid_annotation
+
+# An id RunPod hands out (template, registry credential, network volume): printable,
+# no spaces, of a sane length. The exact alphabet is RunPod's to choose.
+_ID = re.compile(r"[!-~]{1,128}")
+_WHOLE = re.compile(r"\s*\d{1,12}\s*")
+MAX_LIST_ITEMS = 64
+MAX_ITEM_LENGTH = 128
+MAX_PRICE_USD = 10_000.0
+MAX_WHOLE = 1_000_000
 
 MANAGED = "runpod.io/managed"
 OFFLOAD = "runpod.io/offload"
@@ -55,31 +66,43 @@ def read(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
     return None
 
 
-def read_int(pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1) -> int | None:
+def read_int(
+    pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1,
+    maximum: int = MAX_WHOLE,
+) -> int | None:
     value = read(pod, job, name)
     if value is None:
         return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise invalid_annotation(name, value, "a whole number") from None
-    if number < minimum:
-        raise invalid_annotation(name, value, f"a whole number of at least {minimum}")
-    return number
+    expected = f"a whole number from {minimum} to {maximum}"
+    if not _WHOLE.fullmatch(value) or not minimum <= int(value) <= maximum:
+        raise invalid_annotation(name, value, expected)
+    return int(value)
 
 
 def read_price(pod: KubeObject, job: KubeObject | None, name: str) -> float | None:
     value = read(pod, job, name)
     if value is None:
         return None
+    expected = f"a price in USD per hour above 0 and at most {MAX_PRICE_USD:g}"
     try:
         price = float(value.strip())
     except ValueError:
-        raise invalid_annotation(name, value, "a price in USD per hour") from None
+        raise invalid_annotation(name, value, expected) from None
     # float() accepts "nan" and "inf", neither of which is a usable cap.
-    if not 0 < price < float("inf"):
-        raise invalid_annotation(name, value, "a positive price in USD per hour")
+    if not 0 < price <= MAX_PRICE_USD:
+        raise invalid_annotation(name, value, expected)
     return price
+
+
+def read_id(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
+    """A RunPod id: printable ASCII without spaces, at most 128 characters."""
+    value = read(pod, job, name)
+    if value is None:
+        return None
+    if not _ID.fullmatch(value.strip()):
+        raise invalid_annotation(name, value[:200], "a RunPod id (1 to 128 printable "
+                                 "characters, no spaces)")
+    return value.strip()
 
 
 def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, ...] | None:
@@ -88,8 +111,10 @@ def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, 
     if value is None:
         return None
     items = tuple(item.strip() for item in value.split(","))
-    if not all(items):
-        raise invalid_annotation(name, value, "a comma-separated list without empty items")
+    if (not all(items) or len(items) > MAX_LIST_ITEMS
+            or any(len(item) > MAX_ITEM_LENGTH for item in items)):
+        raise invalid_annotation(name, value[:200], f"a comma-separated list of at most "
+                                 f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} characters")
     return items
 
 

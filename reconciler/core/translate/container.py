@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Mapping
 
 from reconciler.core.contract import EXIT_CODE_MARKER
-from reconciler.core.domain import KubeObject
+from reconciler.core.domain import USER_AGENT, KubeObject
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import DEFAULT_CONTAINER
 from reconciler.core.translate.errors import TranslationError
@@ -45,15 +45,16 @@ rc=$?
 printf '%s%s\\n' '{marker}' "$rc"
 url="${{RUNPOD_API_URL:-https://api.runpod.io}}/v2/pods/$RUNPOD_POD_ID/action"
 body='{{"action":"stop"}}'
+ua='{user_agent}'
 while :; do
   if command -v curl >/dev/null 2>&1; then
-    curl -fsS -X POST -H "Authorization: Bearer $RUNPOD_API_KEY" \\
+    curl -fsS -X POST -A "$ua" -H "Authorization: Bearer $RUNPOD_API_KEY" \\
       -H 'Content-Type: application/json' -d "$body" "$url"
   elif command -v wget >/dev/null 2>&1; then
-    wget -q -O- --header="Authorization: Bearer $RUNPOD_API_KEY" \\
+    wget -q -O- -U "$ua" --header="Authorization: Bearer $RUNPOD_API_KEY" \\
       --header='Content-Type: application/json' --post-data="$body" "$url"
   elif command -v python3 >/dev/null 2>&1; then
-    python3 -c '{python}' "$url" "$body"
+    python3 -c '{python}' "$url" "$body" "$ua"
   else
     echo 'runpod-reconciler: no curl, wget or python3 to stop this instance;' \\
       'it runs until its deadline' >&2
@@ -62,11 +63,12 @@ while :; do
 done
 """
 
+# urllib's default User-Agent is refused by RunPod's gateway (403, error 1010).
 _PYTHON_STOP = (
     "import os, sys, urllib.request as u; "
     'u.urlopen(u.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST", '
     'headers={"Authorization": "Bearer " + os.environ.get("RUNPOD_API_KEY", ""), '
-    '"Content-Type": "application/json"}), timeout=30)'
+    '"Content-Type": "application/json", "User-Agent": sys.argv[3]}), timeout=30)'
 )
 
 
@@ -111,7 +113,8 @@ def wrap_for_batch(command: str) -> str:
     """The `sh -c` invocation that runs `command` (a shell-quoted argv, as made by
     `start_command`), reports its exit code, then stops the instance."""
     script = _WRAPPER.format(
-        command=command, marker=EXIT_CODE_MARKER, python=_PYTHON_STOP, retry=_STOP_RETRY_SECONDS
+        command=command, marker=EXIT_CODE_MARKER, python=_PYTHON_STOP, retry=_STOP_RETRY_SECONDS,
+        user_agent=USER_AGENT,
     )
     return shlex.join(["sh", "-c", script])
 

@@ -81,8 +81,14 @@ def container_env(pod: KubeObject, container: KubeObject, sources: EnvSources) -
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         env.update(_from_source(source, sources))
-    for var in container.get("env") or []:
-        name = str(var["name"])
+    for index, var in enumerate(container.get("env") or []):
+        name = var.get("name") if isinstance(var, dict) else None
+        if not isinstance(name, str) or not name:
+            # The API server admits no such entry, and env cannot be edited: permanent.
+            raise TranslationError(
+                PodReason.INVALID_POD_SPEC, f"env[{index}] of the container has no name",
+                permanent=True,
+            )
         if "valueFrom" in var:
             value = _value_from(pod, var["valueFrom"], sources)
             if value is not None:

@@ -30,6 +30,8 @@ from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Well above any GPU sold; a larger number is a typo (GB per GPU).
+MAX_GPU_MEMORY_GB = 2048
 
 Candidate = tuple[GpuType, tuple[str, ...]]
 
@@ -53,7 +55,7 @@ def gpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
     cloud = read_choice(pod, job, CLOUD_TYPE, tuple(Cloud))
     return GpuRequest(
         count=gpu_count(choose_container(pod)),
-        min_memory_gb=read_int(pod, job, REQUIRED_GPU_MEMORY),
+        min_memory_gb=read_int(pod, job, REQUIRED_GPU_MEMORY, maximum=MAX_GPU_MEMORY_GB),
         allowed_types=read_list(pod, job, GPU_TYPES),
         max_price=settings.max_gpu_price if max_price is None else max_price,
         cloud=settings.cloud if cloud is None else Cloud(cloud),

@@ -17,14 +17,17 @@ from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObj
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
+    DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
-    read,
+    read_id,
+    read_list,
 )
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
 from reconciler.core.translate.env import EnvSources, container_env
-from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.errors import TranslationError, invalid_annotation
 from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
+from reconciler.core.translate.image import check_image
 from reconciler.core.translate.names import instance_name
 from reconciler.core.translate.ports import instance_ports
 from reconciler.core.translate.registry import registry_credentials
@@ -51,6 +54,7 @@ def create_requests(
             permanent=False,
         )
     request = gpu_request(pod, job, settings)
+    _check_datacenters(pod, job, catalog)
     candidates = rank(request, catalog)
     if not candidates:
         raise TranslationError(
@@ -58,7 +62,7 @@ def create_requests(
             permanent=True,
         )
     base = _instance(pod, job, sources, settings, owner_id)
-    auth = read(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
+    auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
     return [
         replace(
             base,
@@ -72,6 +76,21 @@ def create_requests(
     ]
 
 
+def _check_datacenters(pod: KubeObject, job: KubeObject | None,
+                       catalog: Sequence[GpuType]) -> None:
+    """At least one data center the pod names must be one the catalog lists GPUs in: a
+    typo is a bad annotation to fix, not capacity to wait for (and costs no create).
+    The others are preferences: one the catalog does not list now is only skipped."""
+    wanted = read_list(pod, job, DATACENTER_IDS)
+    known = {dc.id for gpu in catalog for dc in gpu.datacenters}
+    unknown = [dc for dc in wanted or () if dc not in known]
+    if known and wanted and len(unknown) == len(wanted):
+        listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
+        raise invalid_annotation(DATACENTER_IDS, ",".join(wanted or ()),
+                                 f"a list of RunPod data centers ({', '.join(unknown)} "
+                                 f"unknown; RunPod lists GPUs in {listed})")
+
+
 def _instance(
     pod: KubeObject,
     job: KubeObject | None,
@@ -81,13 +100,15 @@ def _instance(
 ) -> CreateRequest:
     """The fields every candidate shares; the GPU is filled in per candidate."""
     container = choose_container(pod)
-    template = read(pod, job, TEMPLATE_ID) or read(pod, job, TEMPLATE_ID_LEGACY)
+    template = read_id(pod, job, TEMPLATE_ID) or read_id(pod, job, TEMPLATE_ID_LEGACY)
     image = str(container.get("image") or "")
     if not image and template is None:
         raise TranslationError(
             PodReason.INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image',
             permanent=False,
         )
+    if image:
+        check_image(image)
     disks = storage(pod, job, settings)
     env = container_env(pod, container, sources)
     return CreateRequest(

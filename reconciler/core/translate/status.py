@@ -17,7 +17,7 @@ import copy
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject, PortMapping
@@ -34,7 +34,14 @@ from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 
 CONTAINER_CREATING = "ContainerCreating"
+# The reason of the containers a RunPod instance does not run (all but the chosen one).
+NOT_RUN_ON_RUNPOD = "NotRunOnRunPod"
+# The kubelet's reason for a container whose end it could not observe.
+STATUS_UNKNOWN = "ContainerStatusUnknown"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# RunPod reports a container's uptime in whole seconds, read some seconds after the
+# tick's `now`: a container start that moved by more than this is a restart.
+RESTART_SLACK_SECONDS = 10
 # The kubelet's exit code for a container whose end it could not observe
 # (ContainerStatusUnknown); the API would read a missing exit code as 0, a success.
 UNKNOWN_EXIT_CODE = 137
@@ -88,6 +95,29 @@ def pod_status(
     else:
         outcome = _lost(reason, message)
     return _assemble(pod, instance, outcome, now)
+
+
+def deleted_status(
+    pod: KubeObject, instance_id: str | None, *, exit_code: int | None, now: datetime
+) -> dict[str, Any] | None:
+    """The terminal status a kubelet writes for a deleted pod whose instance is gone, or
+    None when the pod already shows a terminal phase.
+
+    Succeeded only for a process that ended with 0 before the deletion; otherwise
+    Failed, the container terminated with a reason: `Error` (exit 137, killed) when an
+    instance ran it, `ContainerStatusUnknown` when none ever did.
+    """
+    if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    if exit_code is not None:
+        outcome = _exited(exit_code, None, None)
+    elif instance_id:
+        outcome = _Outcome("Failed", "terminated", "Error", f"RunPod instance {instance_id} "
+                           "was terminated because the pod was deleted", UNKNOWN_EXIT_CODE)
+    else:
+        outcome = _Outcome("Failed", "terminated", STATUS_UNKNOWN,
+                           "no RunPod instance ran this pod before it was deleted")
+    return _assemble(pod, None, outcome, now)
 
 
 def _outcome(instance: Instance | None, exit_code: int | None) -> _Outcome:
@@ -155,11 +185,12 @@ def _assemble(
     if phase == "Pending" and current.get("phase") == "Running":
         # A container restarting on RunPod does not make a running pod Pending again.
         phase = "Running"
+    statuses = _container_statuses(pod, instance, outcome, now)
     status: dict[str, Any] = {
         "phase": phase,
-        "conditions": _conditions(current, outcome, now),
+        "conditions": _conditions(current, outcome, statuses, now),
         "startTime": current.get("startTime") or _rfc3339(now),
-        "containerStatuses": _container_statuses(pod, instance, outcome, now),
+        "containerStatuses": statuses,
     }
     if phase in TERMINAL_PHASES and outcome.pod_reason:
         status["reason"] = outcome.pod_reason
@@ -173,10 +204,14 @@ def _assemble(
     return status
 
 
-def _conditions(current: dict[str, Any], outcome: _Outcome, now: datetime) -> list[dict[str, Any]]:
+def _conditions(current: dict[str, Any], outcome: _Outcome, statuses: list[dict[str, Any]],
+                now: datetime) -> list[dict[str, Any]]:
+    """The kubelet's conditions: ContainersReady and Ready hold when every container of
+    the pod is ready, so `kubectl get`'s READY column and the conditions agree."""
     previous = {c.get("type"): c for c in current.get("conditions") or []}
-    ready = "True" if outcome.ready else "False"
-    not_ready = "PodCompleted" if outcome.phase in TERMINAL_PHASES else "ContainersNotReady"
+    unready = [s["name"] for s in statuses if not s["ready"]]
+    ready = "True" if statuses and not unready else "False"
+    terminal = outcome.phase in TERMINAL_PHASES
     conditions = []
     for kind, value in (
         ("PodScheduled", "True"),
@@ -192,7 +227,9 @@ def _conditions(current: dict[str, Any], outcome: _Outcome, now: datetime) -> li
             "lastTransitionTime": before["lastTransitionTime"] if unchanged else _rfc3339(now),
         }
         if value == "False":
-            condition["reason"] = not_ready
+            condition["reason"] = "PodCompleted" if terminal else "ContainersNotReady"
+            if not terminal:
+                condition["message"] = f"containers with unready status: [{' '.join(unready)}]"
         conditions.append(condition)
     return conditions
 
@@ -200,53 +237,121 @@ def _conditions(current: dict[str, Any], outcome: _Outcome, now: datetime) -> li
 def _container_statuses(
     pod: KubeObject, instance: Instance | None, outcome: _Outcome, now: datetime
 ) -> list[dict[str, Any]]:
+    """One status per container of the spec (the list is replaced whole on every patch):
+    the chosen container follows the instance, the others do not run on RunPod."""
+    containers = (pod.get("spec") or {}).get("containers") or []
     try:
-        container = choose_container(pod)
+        chosen = choose_container(pod).get("name")
     except TranslationError:
         # A status is still owed for a pod whose spec we cannot translate.
-        containers = (pod.get("spec") or {}).get("containers") or []
-        if not containers:
-            return []
-        container = containers[0]
-    previous: dict[str, Any] = next(
-        (
-            s
-            for s in (pod.get("status") or {}).get("containerStatuses") or []
-            if s.get("name") == container.get("name")
-        ),
-        {},
-    )
+        chosen = containers[0].get("name") if containers else None
+    previous = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses")
+                or []}
+    return [
+        _chosen_status(container, instance, outcome, previous.get(chosen) or {}, now)
+        if container.get("name") == chosen
+        else _not_run_status(container, chosen, outcome)
+        for container in containers
+    ]
+
+
+def _not_run_status(container: KubeObject, chosen: str | None,
+                    outcome: _Outcome) -> dict[str, Any]:
+    why = {"reason": NOT_RUN_ON_RUNPOD,
+           "message": f"a RunPod instance runs only the container {chosen}"}
+    # Exit code 0: the container did not fail (a Job's podFailurePolicy reads exit codes).
+    state = {"terminated": {"exitCode": 0, **why}} if outcome.phase in TERMINAL_PHASES \
+        else {"waiting": why}
+    return {"name": container.get("name"), "image": container.get("image"), "imageID": "",
+            "ready": False, "started": False, "restartCount": 0, "state": state}
+
+
+def _chosen_status(container: KubeObject, instance: Instance | None, outcome: _Outcome,
+                   previous: dict[str, Any], now: datetime) -> dict[str, Any]:
+    restart_count = int(previous.get("restartCount") or 0)
+    last_state = previous.get("lastState") or {}
+    ended = _restart_end(previous, instance, outcome, now)
+    if ended is not None:
+        restart_count += 1
+        last_state = {"terminated": {
+            "exitCode": UNKNOWN_EXIT_CODE, "reason": STATUS_UNKNOWN,
+            "message": "RunPod restarted the container; it does not report the exit code",
+            "startedAt": (previous["state"]["running"]).get("startedAt"),
+            "finishedAt": _rfc3339(ended)}}
     status: dict[str, Any] = {
         "name": container.get("name"),
         "image": container.get("image"),
+        "imageID": "" if outcome.state == "waiting" else
+        instance.image if instance is not None else previous.get("imageID") or "",
         "ready": outcome.ready,
         "started": outcome.ready,
-        "restartCount": previous.get("restartCount", 0),
-        "state": {outcome.state: _state(instance, outcome, previous.get("state") or {}, now)},
+        "restartCount": restart_count,
+        "state": {outcome.state: _state(instance, outcome, previous, ended is not None,
+                                        now)},
     }
+    if last_state:
+        status["lastState"] = last_state
     if instance is not None:
         status["containerID"] = f"runpod://{instance.id}"
-    return [status]
+    return status
+
+
+def container_started_at(instance: Instance | None, now: datetime) -> datetime | None:
+    """When the instance's container (re)started, from its uptime."""
+    if instance is None or instance.runtime is None:
+        return None
+    return now - timedelta(seconds=instance.runtime.uptime_seconds)
+
+
+def _restart_end(previous: dict[str, Any], instance: Instance | None, outcome: _Outcome,
+                 now: datetime) -> datetime | None:
+    """When the running container ended, if RunPod restarted it since the last status:
+    it is no longer running, or runs again since a later start."""
+    running = (previous.get("state") or {}).get("running")
+    if running is None or outcome.state == "terminated":
+        return None
+    if outcome.state == "waiting":
+        return now
+    started = _parse(running.get("startedAt"))
+    restarted = container_started_at(instance, now)
+    if started is None or restarted is None:
+        return None
+    if restarted - started > timedelta(seconds=RESTART_SLACK_SECONDS):
+        return restarted
+    return None
+
+
+def _parse(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
 def _state(
-    instance: Instance | None, outcome: _Outcome, previous: dict[str, Any], now: datetime
+    instance: Instance | None, outcome: _Outcome, previous: dict[str, Any], restarted: bool,
+    now: datetime,
 ) -> dict[str, Any]:
-    was_running = (previous.get("running") or {}).get("startedAt")
-    started = _rfc3339(instance.started_at) if instance and instance.started_at else was_running
+    state_before = previous.get("state") or {}
+    was_running = (state_before.get("running") or {}).get("startedAt")
+    # The container's own start (from its uptime) before the instance's: restarts are
+    # told by comparing the two, so they must mean the same thing.
+    container_start = container_started_at(instance, now)
+    started = _rfc3339(container_start) if container_start else \
+        _rfc3339(instance.started_at) if instance and instance.started_at else was_running
     state: dict[str, Any]
     if outcome.state == "waiting":
         state = {"reason": outcome.reason, "message": outcome.message}
     elif outcome.state == "running":
-        state = {"startedAt": started or _rfc3339(now)}
+        if was_running and not restarted:
+            state = {"startedAt": was_running}
+        else:
+            state = {"startedAt": started or _rfc3339(now)}
     else:
-        finished = (previous.get("terminated") or {}).get("finishedAt") or _rfc3339(now)
+        finished = (state_before.get("terminated") or {}).get("finishedAt") or _rfc3339(now)
         code = UNKNOWN_EXIT_CODE if outcome.exit_code is None else outcome.exit_code
         state = {
             "exitCode": code,
             "reason": outcome.reason,
             "message": outcome.message,
-            "startedAt": started,
+            "startedAt": was_running or started,
             "finishedAt": finished,
         }
     return {key: value for key, value in state.items() if value is not None}
@@ -279,24 +384,43 @@ def _port_mappings(instance: Instance) -> str:
     return ", ".join(shown)
 
 
-def mirror_key(pod: KubeObject, instance: Instance) -> str | None:
+def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None:
     """A digest of what `pod_status` (without a reason) and `metadata_annotations` read.
 
     The pod stands in by its resourceVersion, which any change to it renews; the instance
     by the fields read here, but not `runtime.uptime_seconds`, which grows on every tick
-    and is read by neither. `now` is left out on purpose: it is stamped only on a time
-    the pod does not show yet, so once the pod shows the status computed from these
-    inputs, a later `now` gives the same status again. None without a resourceVersion,
-    when nothing would tell that the pod changed.
+    and is read by neither, except for the container's start: the key holds it while
+    the pod shows none, then only whether RunPod restarted the container since. `now`
+    is otherwise left out on purpose: it is stamped only on a time the pod does not show
+    yet, so once the pod shows the status computed from these inputs, a later `now`
+    gives the same status again. None without a resourceVersion, when nothing would
+    tell that the pod changed.
     """
     version = pod["metadata"].get("resourceVersion")
     if not version:
         return None
     published = instance.runtime.ports if instance.runtime is not None else None
-    read = (version, instance.id, instance.status.value, instance.started_at,
+    read = (version, instance.id, instance.status.value, instance.image, instance.started_at,
             instance.cost_per_hr, instance.gpu_type_id, instance.datacenter_id,
-            instance.ports, published)
+            instance.ports, published, _container_start(pod, instance, now))
     return hashlib.blake2b(repr(read).encode(), digest_size=8).hexdigest()
+
+
+def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> object:
+    """What the status reads of the container's start (kept cheap: this runs for every
+    pod on every tick): nothing without a runtime; whether RunPod restarted the
+    container since the start the pod shows; or, when the pod shows no start yet, the
+    start itself (whole seconds)."""
+    if instance.runtime is None:
+        return None
+    started = now.timestamp() - instance.runtime.uptime_seconds
+    shown: list[str] = [
+        start for status in (pod.get("status") or {}).get("containerStatuses") or ()
+        if (start := ((status.get("state") or {}).get("running") or {}).get("startedAt"))]
+    if not shown:
+        return int(started)
+    return any(datetime.fromisoformat(value).timestamp() < started - RESTART_SLACK_SECONDS
+               for value in shown)
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reconciler.core.config import Settings
+from reconciler.core.config import MAX_DISK_GB, Settings
 from reconciler.core.domain import KubeObject, NetworkVolume, PersistentVolume
 from reconciler.core.translate.annotations import (
     CONTAINER_DISK_GB,
@@ -17,12 +17,14 @@ from reconciler.core.translate.annotations import (
     VOLUME_GB,
     VOLUME_MOUNT_PATH,
     read,
+    read_id,
     read_int,
 )
 from reconciler.core.translate.errors import invalid_annotation
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MIN_PERSISTENT_GB = 10
+MAX_PATH = 4096  # PATH_MAX on Linux
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,9 @@ class Storage:
 
 
 def storage(pod: KubeObject, job: KubeObject | None, settings: Settings) -> Storage:
-    disk = read_int(pod, job, CONTAINER_DISK_GB)
-    size = read_int(pod, job, VOLUME_GB, minimum=MIN_PERSISTENT_GB)
-    volume_id = read(pod, job, NETWORK_VOLUME_ID)
+    disk = read_int(pod, job, CONTAINER_DISK_GB, maximum=MAX_DISK_GB)
+    size = read_int(pod, job, VOLUME_GB, minimum=MIN_PERSISTENT_GB, maximum=MAX_DISK_GB)
+    volume_id = read_id(pod, job, NETWORK_VOLUME_ID)
     if size is not None and volume_id is not None:
         raise invalid_annotation(
             NETWORK_VOLUME_ID, volume_id, f"allowed together with {VOLUME_GB} (one mount kind)"
@@ -44,7 +46,7 @@ def storage(pod: KubeObject, job: KubeObject | None, settings: Settings) -> Stor
     return Storage(
         container_disk_gb=settings.container_disk_gb if disk is None else disk,
         persistent_volume=None if size is None else PersistentVolume(size, path),
-        network_volume=None if volume_id is None else NetworkVolume(_volume_id(volume_id), path),
+        network_volume=None if volume_id is None else NetworkVolume(volume_id, path),
     )
 
 
@@ -52,12 +54,8 @@ def _mount_path(pod: KubeObject, job: KubeObject | None) -> str:
     path = read(pod, job, VOLUME_MOUNT_PATH)
     if path is None:
         return DEFAULT_MOUNT_PATH
-    if not path.startswith("/"):
-        raise invalid_annotation(VOLUME_MOUNT_PATH, path, "an absolute path")
+    if not path.startswith("/") or len(path) > MAX_PATH or not path.isprintable():
+        raise invalid_annotation(VOLUME_MOUNT_PATH, path[:200],
+                                 f"an absolute path of at most {MAX_PATH} printable characters")
     return path
 
-
-def _volume_id(value: str) -> str:
-    if not value.strip():
-        raise invalid_annotation(NETWORK_VOLUME_ID, value, "a network volume id")
-    return value.strip()

@@ -1,0 +1,128 @@
+"""`reconciler cost`: what RunPod charged for our instances, grouped, as a table or JSON.
+
+The figures are RunPod's own (`GET /v2/billing/pods`, whole hours, read at most once an
+hour by the reconciler), mapped to pods through the mapping rows. Per pod, the charge is
+compared with list price times lifetime: a difference above 10% is flagged, which is
+how a leak or a wrong price shows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reconciler.adapters.store.models import Mapping
+from reconciler.adapters.store.queries import SpendLine
+from reconciler.core import spend
+from reconciler.core.mapping import MappingRecord
+
+GROUPS = ("pod", "namespace", "gpu")
+UNMAPPED = "(unmapped)"
+_DURATION = re.compile(r"^(\d+)([mhd])$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """`30m`, `24h`, `7d` (ago), or an ISO date or date-time (UTC unless it says)."""
+    match = _DURATION.match(text.strip())
+    if match:
+        return now - timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f'"{text}" is neither a duration like 7d, 24h, 30m nor an ISO '
+                         "date") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@dataclass
+class CostRow:
+    key: str
+    usd: float = 0.0
+    list_usd: float | None = None
+    mismatch: bool = False
+
+
+def group(lines: Sequence[SpendLine], by: str) -> list[CostRow]:
+    rows: dict[str, CostRow] = {}
+    for line in lines:
+        key = _key(line, by)
+        rows.setdefault(key, CostRow(key)).usd += line.usd
+    return sorted(rows.values(), key=lambda row: (-row.usd, row.key))
+
+
+def _key(line: SpendLine, by: str) -> str:
+    if line.pod_uid is None:
+        return UNMAPPED
+    if by == "namespace":
+        return line.namespace or UNMAPPED
+    if by == "gpu":
+        return line.gpu_type_id or UNMAPPED
+    return f"{line.namespace}/{line.name}"
+
+
+def flag_mismatches(rows: list[CostRow], mappings: Sequence[Mapping], lines: Sequence[SpendLine],
+                    covered_until: datetime | None) -> None:
+    """Per pod: compare the charge with list price times lifetime, over whole lives only.
+
+    A pod counts once billing has been read past its end (or up to now, while it runs).
+    """
+    if covered_until is None:
+        return
+    charged: dict[str, float] = defaultdict(float)
+    for line in lines:
+        if line.pod_uid is not None:
+            charged[line.pod_uid] += line.usd
+    by_key = {f"{m.namespace}/{m.name}": m for m in mappings}
+    for row in rows:
+        mapping = by_key.get(row.key)
+        if mapping is None:
+            continue
+        record = _record(mapping)
+        if record.ended_at is not None and covered_until < record.ended_at:
+            continue  # the last hours of its life are not read yet
+        row.list_usd = spend.list_price_usd(record, covered_until)
+        row.mismatch = spend.mismatched(charged[mapping.pod_uid], row.list_usd)
+
+
+def _record(mapping: Mapping) -> MappingRecord:
+    return MappingRecord(mapping.pod_uid, mapping.namespace, mapping.name, mapping.state,
+                         mapping.created_at, mapping.updated_at, instance_id=mapping.instance_id,
+                         attempt_started_at=mapping.attempt_started_at,
+                         cost_per_hr=mapping.cost_per_hr, ended_at=mapping.ended_at)
+
+
+def record(rows: Sequence[CostRow], by: str, since: datetime | None,
+           covered_until: datetime | None) -> dict[str, Any]:
+    """Stable JSON keys; add new keys, never rename them (scripts read this)."""
+    entries = []
+    for row in rows:
+        entry: dict[str, Any] = {by: row.key, "usd": round(row.usd, 2)}
+        if by == "pod":
+            entry["list_usd"] = None if row.list_usd is None else round(row.list_usd, 2)
+            entry["mismatch"] = row.mismatch
+        entries.append(entry)
+    return {"total_usd": round(sum(row.usd for row in rows), 2), "by": by,
+            "since": since.isoformat() if since else None,
+            "billed_until": covered_until.isoformat() if covered_until else None,
+            "rows": entries}
+
+
+def table(rows: Sequence[CostRow], by: str) -> list[tuple[str, ...]]:
+    lines = []
+    for row in rows:
+        cells = [row.key, f"${row.usd:.2f}"]
+        if by == "pod":
+            listed = "-" if row.list_usd is None else f"${row.list_usd:.2f}"
+            cells += [listed, "differs by >10%" if row.mismatch else ""]
+        lines.append(tuple(cells))
+    return lines
+
+
+def header(by: str) -> tuple[str, ...]:
+    return (by.upper(), "CHARGED", "LIST PRICE", "NOTE") if by == "pod" else (
+        by.upper(), "CHARGED")

@@ -1,0 +1,113 @@
+"""Which RunPod instances are ours, beyond the env tags (DESIGN §3, issue 19).
+
+The env tags are the first proof of ownership, but a PATCH of an instance's env (or an
+edit in RunPod's console) replaces the env whole and takes them away. Two more proofs
+survive that: the instance id in a mapping row, and in a pod's `runpod.io/pod-id`
+annotation. An instance claimed that way is still ours (its tags get restored); one
+carrying another owner's tag never is. An untagged instance that nothing claims but
+whose name is the one we would give a pod of the node "looks like ours": it is only
+reported, never touched, because a name is no proof.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.core import pods as podinfo
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import (
+    REGISTRY_NAME_PREFIX,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+    RegistryAuth,
+)
+from reconciler.core.mapping import MappingRecord
+from reconciler.core.translate.container import is_batch
+from reconciler.core.translate.names import instance_name
+
+
+def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[str, str]:
+    """Instance id → pod UID, from the rows' instance ids and the pods' annotations."""
+    claimed = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
+    for pod in pods:
+        instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+        if instance_id:
+            claimed.setdefault(instance_id, podinfo.uid(pod))
+    return claimed
+
+
+def lost_tags(instance: Instance, owner_id: str, claimed: Mapping[str, str]) -> str | None:
+    """The pod UID of a claimed instance whose owner tag is gone, else None."""
+    if instance.owner is not None or instance.status is InstanceStatus.TERMINATED:
+        return None
+    return claimed.get(instance.id)
+
+
+def restored_env(instance: Instance, owner_id: str, pod_uid: str,
+                 pod: KubeObject | None) -> dict[str, str]:
+    """The env to PATCH back: what the instance has now plus our tags.
+
+    PATCH replaces the env whole, so everything the instance still has is sent too.
+    """
+    env = {**instance.env, OWNER_ENV: owner_id, POD_UID_ENV: pod_uid}
+    if pod is not None and is_batch(pod):
+        env[STOP_ON_EXIT_ENV] = "1"
+    return env
+
+
+@dataclass(frozen=True)
+class Lookalike:
+    """An untagged, unclaimed instance named as we would name a pod of the node."""
+
+    instance_id: str
+    name: str
+    namespace: str
+    pod_name: str
+
+
+def lookalikes(instances: Iterable[Instance], claimed: Mapping[str, str],
+               pods: Sequence[KubeObject]) -> list[Lookalike]:
+    untagged = [i for i in instances if i.owner is None and i.id not in claimed
+                and i.status is not InstanceStatus.TERMINATED]
+    if not untagged:
+        return []  # the usual case: spare naming every pod
+    names = {instance_name(pod): pod for pod in pods}
+    found = []
+    for instance in untagged:
+        pod = names.get(instance.name)
+        if pod is not None:
+            meta = pod["metadata"]
+            found.append(Lookalike(instance.id, instance.name,
+                                   meta.get("namespace", "default"), meta["name"]))
+    return found
+
+
+# --- registry credentials ----------------------------------------------------------
+
+
+def registry_name(owner_id: str, registry: str, username: str, password: str) -> str:
+    """Our credential's name: the prefix, whose credential it is, and what it holds.
+
+    A rotated password gives a new name (so a new credential); the owner digest keeps
+    two clusters sharing an account from deleting each other's credentials.
+    """
+    owner = hashlib.sha256(owner_id.encode()).hexdigest()[:8]
+    content = hashlib.sha256(f"{registry}\0{username}\0{password}".encode()).hexdigest()[:16]
+    return f"{REGISTRY_NAME_PREFIX}{owner}-{content}"
+
+
+def is_our_registry(auth: RegistryAuth, owner_id: str) -> bool:
+    owner = hashlib.sha256(owner_id.encode()).hexdigest()[:8]
+    return auth.name.startswith(f"{REGISTRY_NAME_PREFIX}{owner}-")
+
+
+def unused_registries(auths: Iterable[RegistryAuth], instances: Iterable[Instance],
+                      owner_id: str, keep: Iterable[str] = ()) -> list[RegistryAuth]:
+    """Our credentials that no listed instance uses (whoever owns it), minus `keep`."""
+    used = {i.registry_auth_id for i in instances
+            if i.registry_auth_id and i.status is not InstanceStatus.TERMINATED}
+    used |= set(keep)
+    return [a for a in auths if is_our_registry(a, owner_id) and a.id not in used]

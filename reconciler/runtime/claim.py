@@ -1,0 +1,126 @@
+"""One writer per virtual node, arbitrated by the API server (issue 16).
+
+The database lock keeps apart two writers of one database, and leader election the
+replicas of one Deployment. Neither stops a CronJob, a second replica with its own SQLite
+file or a manual `sync --once` from acting for the same node at the same time, and two
+such writers create an instance each and then heal each other's as duplicates. So every
+writer, `--once` included, holds the node's writer Lease (coordination.k8s.io, in
+kube-node-lease, next to the node's heartbeat Lease) before it acts, and renews it
+while it acts: before each action, once a third of the lease has passed. A second
+writer is refused with the holder's name, whatever its database.
+
+The Lease logic is the leader election's (`leader.LeaderElector`): a writer that could
+not renew for two thirds of the lease stops acting before anybody may take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from datetime import datetime
+
+from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
+from reconciler.runtime.leader import Attempt, Change, LeaderElector
+
+log = logging.getLogger(__name__)
+
+# Long enough that the longest single request of a tick (bounded by the tick deadline)
+# fits inside the renew deadline; short enough that a writer killed without releasing
+# it blocks the next CronJob run only briefly.
+WRITER_LEASE_SECONDS = 30
+
+
+class WriterHeld(RuntimeError):
+    """Another writer acts for this node right now."""
+
+
+class WriterLost(RuntimeError):
+    """We could not keep the node's writer Lease: stop acting at once."""
+
+
+def writer_lease_name(node_name: str) -> str:
+    return f"{node_name}-writer"
+
+
+def identity() -> str:
+    """Who writes: host and process, enough to find the other reconciler."""
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def dead_here(holder: str) -> bool:
+    """Whether `holder` (host/pid) is a process of this host that no longer runs."""
+    host, _, pid = holder.rpartition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class WriterClaim:
+    """The node's writer Lease, for as long as this process acts for the node."""
+
+    def __init__(self, kube: KubeClient, node_name: str, clock: Callable[[], datetime],
+                 monotonic: Callable[[], float], lease_seconds: int = WRITER_LEASE_SECONDS,
+                 owner: str | None = None) -> None:
+        self.node_name = node_name
+        self.elector = LeaderElector(kube, NODE_LEASE_NAMESPACE, writer_lease_name(node_name),
+                                     owner or identity(), lease_seconds, clock, monotonic)
+        self.monotonic = monotonic
+        self.lost = False
+        self._tried = monotonic()
+        # The loop keeps the Lease from its own job and from the tick's actions: two
+        # renewals at once would race on the resourceVersion, and the loser would
+        # read its own 409 as having lost the Lease.
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        return f"Lease {self.elector.namespace}/{self.elector.name}"
+
+    def acquire(self) -> None:
+        """Take the Lease or raise WriterHeld naming who holds it."""
+        attempt, _ = self._attempt()
+        holder = self.elector.holder
+        if attempt is Attempt.REFUSED and holder and dead_here(holder):
+            log.warning("taking over the writer %s of %s, a dead process on this host",
+                        self.where, holder)
+            attempt, _ = self._attempt(dead_holder=holder)
+        if not self.elector.leading:
+            who = f"another reconciler ({self.elector.holder})" if self.elector.holder \
+                else "another reconciler"
+            if attempt is Attempt.UNREACHABLE:
+                raise WriterHeld(f"cannot tell who acts for node {self.node_name}: no "
+                                 f"answer about the {self.where}: {self.elector.error}")
+            raise WriterHeld(f"{who} acts for node {self.node_name}: it holds the "
+                             f"{self.where}; try again once it has finished")
+
+    def keep(self) -> None:
+        """Renew once a third of the lease has passed; raise WriterLost once it is gone."""
+        with self._lock:
+            self._keep()
+
+    def _keep(self) -> None:
+        if self.lost:
+            raise WriterLost(f"lost the writer {self.where} of node {self.node_name}")
+        if self.monotonic() - self._tried < self.elector.retry_period:
+            return
+        _, change = self._attempt()
+        if change is Change.STOPPED_LEADING:
+            self.lost = True
+            raise WriterLost(f"lost the writer {self.where} of node {self.node_name}"
+                             + (f" to {self.elector.holder}" if self.elector.holder else ""))
+
+    def release(self) -> None:
+        self.elector.release()
+
+    def _attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
+        self._tried = self.monotonic()
+        return self.elector.attempt(dead_holder)

@@ -1,0 +1,145 @@
+"""The engine's money chores: billing reads, namespace caps and registry credential upkeep.
+
+Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
+- billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
+  (the read's reach is kept in the database, so restarts and `--once` runs share it);
+- namespace caps: one `GET /api/v1/namespaces/{ns}` per namespace of a pod waiting for
+  a create, cached for `CAPS_TTL`;
+- registry credentials: one `GET /v2/registries` on a tick that terminated an instance
+  using a credential, then one
+  `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from reconciler.adapters.kube import errors as kube_errors
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.repository import Store
+from reconciler.core import spend
+from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
+from reconciler.core.config import Settings
+from reconciler.core.domain import BillingRecord, Instance
+from reconciler.core.mapping import MappingRecord
+from reconciler.core.ownership import unused_registries
+
+log = logging.getLogger(__name__)
+
+BILLING_PERIOD = timedelta(hours=1)
+CAPS_TTL = timedelta(seconds=60)
+
+
+def _hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+@dataclass(frozen=True)
+class BillingRead:
+    records: Sequence[BillingRecord] = ()
+    """Our instances' charges in the hours read this tick."""
+    spend_by_pod: dict[str, float] = field(default_factory=dict)
+    """USD so far by pod UID, with this read; empty when nothing was read."""
+    covered_until: datetime | None = None
+    """How far the read reached; None when nothing was read."""
+
+
+def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
+                 rows: Sequence[MappingRecord], now: datetime) -> BillingRead:
+    """Read the whole hours that ended since the last read, at most once an hour.
+
+    Only ended hours are read, so no bucket is read twice and a charge is counted once.
+    Nothing is written here (observation is read-only): `save_billing` records the read
+    once the tick applies, and a tick that never gets there reads the same hours again.
+    """
+    ours = {row.instance_id for row in rows if row.instance_id}
+    if not ours:
+        return BillingRead()  # nothing of ours to map a charge to: spare the request
+    until = _hour(now)
+    since = store.billing_covered_until() or _hour(
+        now - timedelta(days=settings.cost_history_days))
+    if until - since < BILLING_PERIOD:
+        return BillingRead()
+    try:
+        records = runpod.pod_billing(since, until)
+    except runpod_errors.RunPodError as exc:
+        log.warning("could not read RunPod billing: %s", exc)
+        return BillingRead()
+    kept = [r for r in records if r.instance_id in ours]
+    per_instance = store.spend_by_instance()
+    for instance_id, usd in spend.by_instance(kept).items():
+        per_instance[instance_id] = per_instance.get(instance_id, 0.0) + usd
+    log.info("read RunPod billing %s..%s: %d records of our instances, $%.2f",
+             since.isoformat(), until.isoformat(), len(kept), sum(r.total_usd for r in kept))
+    return BillingRead(kept, spend.spend_by_pod(per_instance, rows), until)
+
+
+def save_billing(store: Store, settings: Settings, read: BillingRead, now: datetime) -> None:
+    if read.covered_until is not None:
+        store.save_billing(read.records, read.covered_until, now,
+                           forget_before=now - timedelta(days=settings.cost_history_days))
+
+
+class NamespaceCapsCache:
+    """Budget caps of namespaces, read from their annotations and kept for CAPS_TTL."""
+
+    def __init__(self) -> None:
+        self._caps: dict[str, tuple[datetime, NamespaceCaps]] = {}
+        self._unsaved: list[NamespaceCaps] = []
+
+    def get(self, kube: KubeClient, namespaces: Iterable[str],
+            now: datetime) -> dict[str, NamespaceCaps]:
+        for namespace in sorted(set(namespaces)):
+            cached = self._caps.get(namespace)
+            if cached is not None and now - cached[0] < CAPS_TTL:
+                continue
+            try:
+                annotations = kube.namespace_annotations(namespace) or {}
+            except kube_errors.KubeError as exc:
+                log.warning("could not read the budget of namespace %s: %s", namespace, exc)
+                continue
+            caps = caps_from_annotations(namespace, annotations)
+            self._caps[namespace] = (now, caps)
+            self._unsaved.append(caps)
+        return {ns: caps for ns, (_, caps) in self._caps.items()}
+
+    def save(self, store: Store, now: datetime) -> None:
+        """Record what was read for `state show` (the store writes only changes)."""
+        if self._unsaved:
+            store.save_namespace_caps(self._unsaved, now)
+            self._unsaved = []
+
+
+class RegistryCollector:
+    """Deletes our registry credentials once no instance uses them any more."""
+
+    def __init__(self, owner_id: str) -> None:
+        self.owner_id = owner_id
+
+    def collect(self, runpod: RunPodClient, instances: Sequence[Instance],
+                released: Iterable[str], keep: Iterable[str] = ()) -> list[str]:
+        """Look when this tick terminated an instance that used a credential; `instances`
+        are the ones still there, `keep` this tick's choices."""
+        if not any(released):
+            return []
+        try:
+            unused = unused_registries(runpod.list_registry_auths(), instances, self.owner_id,
+                                       keep)
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not list registry credentials: %s", exc)
+            return []
+        deleted = []
+        for auth in unused:
+            try:
+                if runpod.delete_registry_auth(auth.id):
+                    deleted.append(auth.id)
+                    log.info("deleted registry credential %s (%s): no pod uses it",
+                             auth.id, auth.name)
+            except runpod_errors.RunPodError as exc:
+                log.warning("could not delete registry credential %s: %s", auth.id, exc)
+        return deleted
