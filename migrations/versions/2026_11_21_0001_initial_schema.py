@@ -84,8 +84,10 @@ def upgrade() -> None:
         sa.Column("outcome", sa.String(16), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(
-            ["tick_id"], ["ticks.id"],
-            name=op.f("fk_actions_tick_id_ticks"), ondelete="SET NULL",
+            ["tick_id"],
+            ["ticks.id"],
+            name=op.f("fk_actions_tick_id_ticks"),
+            ondelete="SET NULL",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_actions")),
     )

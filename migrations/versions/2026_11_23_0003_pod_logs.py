@@ -24,8 +24,12 @@ def upgrade() -> None:
         sa.Column("lines", sa.Text(), nullable=False),
         sa.Column("truncated", sa.Boolean(), nullable=False),
         sa.Column("saved_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["pod_uid"], ["mappings.pod_uid"],
-                                name=op.f("fk_pod_logs_pod_uid_mappings"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["pod_uid"],
+            ["mappings.pod_uid"],
+            name=op.f("fk_pod_logs_pod_uid_mappings"),
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("pod_uid", name=op.f("pk_pod_logs")),
     )
 

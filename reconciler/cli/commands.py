@@ -67,7 +67,8 @@ class CliContext:
         if missing is not None:
             raise click.ClickException(
                 f"no database at {missing}: pass --database-url (or set "
-                "RECONCILER_DATABASE_URL) to the reconciler's database")
+                "RECONCILER_DATABASE_URL) to the reconciler's database"
+            )
         try:
             engine = db.make_engine(self.database_url)
         except db.DatabaseURLError as exc:
@@ -95,25 +96,43 @@ def _json_mode(ctx: click.Context) -> bool:
 
 
 output_option = click.option(
-    "--output", "-o", type=click.Choice(["table", "json"]), default=None,
-    callback=_output_default, show_default=False,
-    help="Table for people, JSON for scripts [default: json with --log-format json, "
-    "else table].",
+    "--output",
+    "-o",
+    type=click.Choice(["table", "json"]),
+    default=None,
+    callback=_output_default,
+    show_default=False,
+    help="Table for people, JSON for scripts [default: json with --log-format json, else table].",
 )
 
 kubeconfig_option = click.option(
-    "--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
+    "--kubeconfig",
+    envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"],
+    default=None,
     help="Kubeconfig file, or several separated by ':' and merged as kubectl merges them "
-    "[default: ~/.kube/config, else the in-cluster config].")
+    "[default: ~/.kube/config, else the in-cluster config].",
+)
 context_option = click.option(
-    "--context", "kube_context", envvar="RECONCILER_CONTEXT", default=None,
-    help="The kubeconfig context to use [default: its current-context].")
+    "--context",
+    "kube_context",
+    envvar="RECONCILER_CONTEXT",
+    default=None,
+    help="The kubeconfig context to use [default: its current-context].",
+)
 runpod_url_option = click.option(
-    "--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
-    help="Base URL of the RunPod API.")
+    "--runpod-url",
+    envvar="RECONCILER_RUNPOD_URL",
+    default=DEFAULT_RUNPOD_URL,
+    help="Base URL of the RunPod API.",
+)
 runpod_api_key_option = click.option(
-    "--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
-    show_default=False, help="RunPod API key (prefer the environment variable).")
+    "--runpod-api-key",
+    envvar="RUNPOD_API_KEY",
+    required=True,
+    show_envvar=True,
+    show_default=False,
+    help="RunPod API key (prefer the environment variable).",
+)
 
 # The group's own options, which people also write after the subcommand.
 GLOBAL_OPTIONS = ("--database-url", "--log-level", "--log-format")
@@ -149,7 +168,7 @@ def hoist_global_options(args: list[str]) -> list[str]:
         name = arg.partition("=")[0]
         if name in GLOBAL_OPTIONS:
             takes_next = "=" not in arg and index + 1 < len(args)
-            hoisted += args[index:index + 1 + takes_next]
+            hoisted += args[index : index + 1 + takes_next]
             index += 1 + takes_next
             continue
         rest.append(arg)
@@ -168,16 +187,24 @@ class _JSONUsageError(_JSONError):
     exit_code = 2
 
 
-@click.group(cls=_Reconciler,
-             context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True})
+@click.group(
+    cls=_Reconciler, context_settings={"auto_envvar_prefix": "RECONCILER", "show_default": True}
+)
 @click.version_option(__version__, prog_name="reconciler")
-@click.option("--database-url", default=DEFAULT_DATABASE_URL,
-              help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).")
-@click.option("--log-level", default="INFO",
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-              help="Least severe log level printed.")
-@click.option("--log-format", default="text", type=click.Choice(["text", "json"]),
-              help="Log line format.")
+@click.option(
+    "--database-url",
+    default=DEFAULT_DATABASE_URL,
+    help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).",
+)
+@click.option(
+    "--log-level",
+    default="INFO",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Least severe log level printed.",
+)
+@click.option(
+    "--log-format", default="text", type=click.Choice(["text", "json"]), help="Log line format."
+)
 @click.pass_context
 def main(ctx: click.Context, database_url: str, log_level: str, log_format: str) -> None:
     """Burst Kubernetes GPU pods onto RunPod, with no leaked or duplicate instances."""
@@ -250,8 +277,12 @@ def state() -> None:
 @state.command("show")
 @output_option
 @click.option("--namespace", "-n", default=None, help="Only pods of this namespace.")
-@click.option("--all", "show_all", is_flag=True,
-              help="Include pods whose instance is terminated or that failed.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Include pods whose instance is terminated or that failed.",
+)
 @click.pass_obj
 def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
     """Print the mapping table: one row per managed pod."""
@@ -262,18 +293,25 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
             tick = queries.last_tick(session)
             every_row = queries.mappings(session, namespace)
             lines = queries.spend_lines(session)
-            budgets = [b for b in queries.namespace_budgets(session)
-                       if namespace in (None, b.namespace)]
-            unowned = [u for u in queries.unowned_instances(session)
-                       if namespace in (None, u.namespace)]
+            budgets = [
+                b for b in queries.namespace_budgets(session) if namespace in (None, b.namespace)
+            ]
+            unowned = [
+                u for u in queries.unowned_instances(session) if namespace in (None, u.namespace)
+            ]
             billed_until = queries.billing_covered_until(session)
     spent: dict[str, float] = defaultdict(float)
     for line in lines:
         if namespace in (None, line.namespace):
             spent[line.instance_id] += line.usd
     if output == "json":
-        records = [{**state_view.mapping_record(r),
-                    "spend_usd": round(spent.get(r.instance_id or "", 0.0), 2)} for r in rows]
+        records = [
+            {
+                **state_view.mapping_record(r),
+                "spend_usd": round(spent.get(r.instance_id or "", 0.0), 2),
+            }
+            for r in rows
+        ]
         records += [state_view.unowned_record(u) for u in unowned]
         click.echo(json.dumps(records, indent=2))
         return
@@ -283,15 +321,26 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
         click.echo(text)
     if tick is not None:
-        click.echo(f"last tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
-                   f"{tick.actions_applied} applied, {tick.actions_failed} failed")
+        click.echo(
+            f"last tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "
+            f"{tick.actions_applied} applied, {tick.actions_failed} failed"
+        )
 
 
 @main.command()
-@click.option("--since", default=None, metavar="D",
-              help="Only charges from then on: a duration (30m, 24h, 7d) or an ISO date.")
-@click.option("--by", "by", type=click.Choice(cost_view.GROUPS), default="pod",
-              help="Group the charges by pod, namespace or GPU type.")
+@click.option(
+    "--since",
+    default=None,
+    metavar="D",
+    help="Only charges from then on: a duration (30m, 24h, 7d) or an ISO date.",
+)
+@click.option(
+    "--by",
+    "by",
+    type=click.Choice(cost_view.GROUPS),
+    default="pod",
+    help="Group the charges by pod, namespace or GPU type.",
+)
 @output_option
 @click.pass_obj
 def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
@@ -331,7 +380,8 @@ def _require_latest_schema(obj: CliContext) -> None:
     if current != head:
         raise click.ClickException(
             f"the database schema is at {current or 'nothing'}, not the latest ({head}); "
-            "a dry run changes nothing, so run `reconciler db upgrade` first")
+            "a dry run changes nothing, so run `reconciler db upgrade` first"
+        )
 
 
 @main.command()
@@ -342,51 +392,116 @@ def _require_latest_schema(obj: CliContext) -> None:
 @context_option
 @runpod_url_option
 @runpod_api_key_option
-@click.option("--migrate/--no-migrate", "upgrade", envvar="RECONCILER_MIGRATE", default=True,
-              help="Upgrade the database schema at start.")
-@click.option("--interval", envvar="RECONCILER_INTERVAL", default=15.0, type=float,
-              help="Seconds between ticks in the loop mode.")
-@click.option("--heartbeat-interval", envvar="RECONCILER_HEARTBEAT_INTERVAL", default=10.0,
-              type=float, help="Seconds between node heartbeats in the loop "
-              "mode (--once beats once per run).")
-@click.option("--stay", envvar="RECONCILER_STAY", default=0.0, type=click.FloatRange(min=0),
-              help="With --once: after the tick, keep the node's heartbeat (every "
-              "--heartbeat-interval) until this many seconds after the run began, so the node "
-              "stays Ready until the next CronJob run (its period minus ~10 s).")
-@click.option("--watch/--no-watch", envvar="RECONCILER_WATCH", default=True,
-              help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.")
-@click.option("--health-address", envvar="RECONCILER_HEALTH_ADDRESS", default=":8080",
-              help="Where the loop mode serves /healthz, /readyz and /metrics.")
-@click.option("--leader-elect", envvar="RECONCILER_LEADER_ELECT", is_flag=True,
-              help="Loop mode: act only while holding the leader Lease (for replicas > 1).")
-@click.option("--leader-elect-namespace", envvar="RECONCILER_LEADER_ELECT_NAMESPACE",
-              default=None, show_default=False,
-              help="Namespace of the leader Lease [default: the pod's own, else "
-              f"{leader.FALLBACK_NAMESPACE}].")
-@click.option("--leader-elect-lease-name", envvar="RECONCILER_LEADER_ELECT_LEASE_NAME",
-              default=leader.DEFAULT_LEASE_NAME, help="Name of the leader Lease.")
-@click.option("--leader-elect-lease-duration", envvar="RECONCILER_LEADER_ELECT_LEASE_DURATION",
-              default=leader.DEFAULT_LEASE_SECONDS, type=click.IntRange(min=3),
-              help="Seconds a dead leader's Lease blocks a standby; renewed every third.")
+@click.option(
+    "--migrate/--no-migrate",
+    "upgrade",
+    envvar="RECONCILER_MIGRATE",
+    default=True,
+    help="Upgrade the database schema at start.",
+)
+@click.option(
+    "--interval",
+    envvar="RECONCILER_INTERVAL",
+    default=15.0,
+    type=float,
+    help="Seconds between ticks in the loop mode.",
+)
+@click.option(
+    "--heartbeat-interval",
+    envvar="RECONCILER_HEARTBEAT_INTERVAL",
+    default=10.0,
+    type=float,
+    help="Seconds between node heartbeats in the loop mode (--once beats once per run).",
+)
+@click.option(
+    "--stay",
+    envvar="RECONCILER_STAY",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    help="With --once: after the tick, keep the node's heartbeat (every "
+    "--heartbeat-interval) until this many seconds after the run began, so the node "
+    "stays Ready until the next CronJob run (its period minus ~10 s).",
+)
+@click.option(
+    "--watch/--no-watch",
+    envvar="RECONCILER_WATCH",
+    default=True,
+    help="Loop mode: watch pods and tick early (after 0.5 s) when one changes.",
+)
+@click.option(
+    "--health-address",
+    envvar="RECONCILER_HEALTH_ADDRESS",
+    default=":8080",
+    help="Where the loop mode serves /healthz, /readyz and /metrics.",
+)
+@click.option(
+    "--leader-elect",
+    envvar="RECONCILER_LEADER_ELECT",
+    is_flag=True,
+    help="Loop mode: act only while holding the leader Lease (for replicas > 1).",
+)
+@click.option(
+    "--leader-elect-namespace",
+    envvar="RECONCILER_LEADER_ELECT_NAMESPACE",
+    default=None,
+    show_default=False,
+    help="Namespace of the leader Lease [default: the pod's own, else "
+    f"{leader.FALLBACK_NAMESPACE}].",
+)
+@click.option(
+    "--leader-elect-lease-name",
+    envvar="RECONCILER_LEADER_ELECT_LEASE_NAME",
+    default=leader.DEFAULT_LEASE_NAME,
+    help="Name of the leader Lease.",
+)
+@click.option(
+    "--leader-elect-lease-duration",
+    envvar="RECONCILER_LEADER_ELECT_LEASE_DURATION",
+    default=leader.DEFAULT_LEASE_SECONDS,
+    type=click.IntRange(min=3),
+    help="Seconds a dead leader's Lease blocks a standby; renewed every third.",
+)
 @settings_options
 @click.pass_obj
-def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: str | None,
-         kube_context: str | None, runpod_url: str, runpod_api_key: str, upgrade: bool,
-         interval: float, heartbeat_interval: float, stay: float, watch: bool,
-         health_address: str, leader_elect: bool, leader_elect_namespace: str | None,
-         leader_elect_lease_name: str,
-         leader_elect_lease_duration: int, **options: Any) -> None:
+def sync(
+    obj: CliContext,
+    once: bool,
+    dry_run: bool,
+    output: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    runpod_url: str,
+    runpod_api_key: str,
+    upgrade: bool,
+    interval: float,
+    heartbeat_interval: float,
+    stay: float,
+    watch: bool,
+    health_address: str,
+    leader_elect: bool,
+    leader_elect_namespace: str | None,
+    leader_elect_lease_name: str,
+    leader_elect_lease_duration: int,
+    **options: Any,
+) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
     settings = settings_from(options)
-    _check_loop_options(interval, heartbeat_interval, stay, leader_elect_lease_duration,
-                        health_address)
-    loop = LoopOptions(interval=interval, heartbeat_interval=heartbeat_interval,
-                       health_address=health_address, watch=watch, leader_elect=leader_elect,
-                       leader_namespace=leader_elect_namespace or leader.default_namespace(),
-                       lease_name=leader_elect_lease_name,
-                       lease_seconds=leader_elect_lease_duration)
-    conn = Connections(obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade,
-                       context=kube_context)
+    _check_loop_options(
+        interval, heartbeat_interval, stay, leader_elect_lease_duration, health_address
+    )
+    loop = LoopOptions(
+        interval=interval,
+        heartbeat_interval=heartbeat_interval,
+        health_address=health_address,
+        watch=watch,
+        leader_elect=leader_elect,
+        leader_namespace=leader_elect_namespace or leader.default_namespace(),
+        lease_name=leader_elect_lease_name,
+        lease_seconds=leader_elect_lease_duration,
+    )
+    conn = Connections(
+        obj.database_url, runpod_url, runpod_api_key, kubeconfig, upgrade, context=kube_context
+    )
     if dry_run and not once:
         raise click.UsageError("--dry-run needs --once")
     if stay and (not once or dry_run):
@@ -407,14 +522,16 @@ def sync(obj: CliContext, once: bool, dry_run: bool, output: str, kubeconfig: st
         raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
 
 
-def _check_loop_options(interval: float, heartbeat_interval: float, stay: float,
-                        lease_seconds: int, health_address: str) -> None:
+def _check_loop_options(
+    interval: float, heartbeat_interval: float, stay: float, lease_seconds: int, health_address: str
+) -> None:
     """The loop's own flags, checked like the settings: before anything starts."""
     for flag, value, limits in (
-            ("--interval", interval, (0.1, DAY, "a number of seconds")),
-            ("--heartbeat-interval", heartbeat_interval, (1, 3600, "a number of seconds")),
-            ("--stay", stay, (0, DAY, "a number of seconds")),
-            ("--leader-elect-lease-duration", lease_seconds, (3, 3600, "a number of seconds"))):
+        ("--interval", interval, (0.1, DAY, "a number of seconds")),
+        ("--heartbeat-interval", heartbeat_interval, (1, 3600, "a number of seconds")),
+        ("--stay", stay, (0, DAY, "a number of seconds")),
+        ("--leader-elect-lease-duration", lease_seconds, (3, 3600, "a number of seconds")),
+    ):
         problem = out_of_range(value, limits)
         if problem is not None:
             raise SettingsError(f"invalid {flag}: {problem}")
@@ -428,19 +545,33 @@ main.add_command(logs_command)
 
 
 @main.command()
-@click.option("--timeout", default=600.0, type=click.FloatRange(min=0),
-              help="Seconds to wait until RunPod lists none of the instances.")
-@click.option("--force", is_flag=True,
-              help="Drain even while a reconciler still beats the virtual node's heartbeat.")
+@click.option(
+    "--timeout",
+    default=600.0,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait until RunPod lists none of the instances.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Drain even while a reconciler still beats the virtual node's heartbeat.",
+)
 @output_option
 @kubeconfig_option
 @context_option
 @runpod_url_option
 @runpod_api_key_option
 @settings_options
-def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
-          kube_context: str | None, runpod_url: str, runpod_api_key: str,
-          **options: Any) -> None:
+def drain(
+    timeout: float,
+    force: bool,
+    output: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    runpod_url: str,
+    runpod_api_key: str,
+    **options: Any,
+) -> None:
     """Terminate every RunPod instance this reconciler owns and wait until they are gone.
 
     Run it after stopping the reconciler and before uninstalling, so that nothing is left
@@ -464,11 +595,18 @@ def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
     except (KubeError, RunPodError) as exc:
         raise click.ClickException(logs.redact(f"cannot drain: {exc}")) from None
     if output == "json":
-        click.echo(json.dumps({"owner": settings.owner_id, "terminated": report.terminated,
-                               "remaining": report.remaining, "errors": report.errors}))
+        click.echo(
+            json.dumps(
+                {
+                    "owner": settings.owner_id,
+                    "terminated": report.terminated,
+                    "remaining": report.remaining,
+                    "errors": report.errors,
+                }
+            )
+        )
     else:
-        click.echo(f"terminated {len(report.terminated)} instance(s) owned by "
-                   f"{settings.owner_id}")
+        click.echo(f"terminated {len(report.terminated)} instance(s) owned by {settings.owner_id}")
         if report.remaining:
             click.echo(f"still listed after {timeout:g} s: {', '.join(report.remaining)}")
         else:
@@ -477,8 +615,15 @@ def drain(timeout: float, force: bool, output: str, kubeconfig: str | None,
         sys.exit(1)
 
 
-def _run_once(obj: CliContext, settings: Settings, conn: Connections, dry_run: bool,
-              output: str, stay: float, heartbeat_interval: float) -> bool:
+def _run_once(
+    obj: CliContext,
+    settings: Settings,
+    conn: Connections,
+    dry_run: bool,
+    output: str,
+    stay: float,
+    heartbeat_interval: float,
+) -> bool:
     """One tick under the writer lock, its summary, then the stay (runtime/once.py). A
     dry run only reads: no migration and no lock, so it also works beside a running loop.
     Whether it all worked: the tick observed both worlds and no heartbeat failed."""
@@ -499,8 +644,9 @@ def _run_once(obj: CliContext, settings: Settings, conn: Connections, dry_run: b
             click.echo(summary.render(report, output, dry_run))
             # The stay only beats (it does not act for the node), and writes nothing to
             # the database: the next run need wait for neither.
-            failed_beats = stay_beating(parts.heartbeat, started, stay, heartbeat_interval,
-                                        time.sleep)
+            failed_beats = stay_beating(
+                parts.heartbeat, started, stay, heartbeat_interval, time.sleep
+            )
         return report.ok and not failed_beats
     finally:
         signal.signal(signal.SIGTERM, previous)

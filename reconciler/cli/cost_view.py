@@ -34,8 +34,9 @@ def parse_since(text: str, now: datetime) -> datetime:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise ValueError(f'"{text}" is neither a duration like 7d, 24h, 30m nor an ISO '
-                         "date") from None
+        raise ValueError(
+            f'"{text}" is neither a duration like 7d, 24h, 30m nor an ISO date'
+        ) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
@@ -65,8 +66,12 @@ def _key(line: SpendLine, by: str) -> str:
     return f"{line.namespace}/{line.name}"
 
 
-def flag_mismatches(rows: list[CostRow], mappings: Sequence[Mapping], lines: Sequence[SpendLine],
-                    covered_until: datetime | None) -> None:
+def flag_mismatches(
+    rows: list[CostRow],
+    mappings: Sequence[Mapping],
+    lines: Sequence[SpendLine],
+    covered_until: datetime | None,
+) -> None:
     """Per pod: compare the charge with list price times lifetime, over whole lives only.
 
     A pod counts once billing has been read past its end (or up to now, while it runs).
@@ -90,14 +95,23 @@ def flag_mismatches(rows: list[CostRow], mappings: Sequence[Mapping], lines: Seq
 
 
 def _record(mapping: Mapping) -> MappingRecord:
-    return MappingRecord(mapping.pod_uid, mapping.namespace, mapping.name, mapping.state,
-                         mapping.created_at, mapping.updated_at, instance_id=mapping.instance_id,
-                         attempt_started_at=mapping.attempt_started_at,
-                         cost_per_hr=mapping.cost_per_hr, ended_at=mapping.ended_at)
+    return MappingRecord(
+        mapping.pod_uid,
+        mapping.namespace,
+        mapping.name,
+        mapping.state,
+        mapping.created_at,
+        mapping.updated_at,
+        instance_id=mapping.instance_id,
+        attempt_started_at=mapping.attempt_started_at,
+        cost_per_hr=mapping.cost_per_hr,
+        ended_at=mapping.ended_at,
+    )
 
 
-def record(rows: Sequence[CostRow], by: str, since: datetime | None,
-           covered_until: datetime | None) -> dict[str, Any]:
+def record(
+    rows: Sequence[CostRow], by: str, since: datetime | None, covered_until: datetime | None
+) -> dict[str, Any]:
     """Stable JSON keys; add new keys, never rename them (scripts read this)."""
     entries = []
     for row in rows:
@@ -106,10 +120,13 @@ def record(rows: Sequence[CostRow], by: str, since: datetime | None,
             entry["list_usd"] = None if row.list_usd is None else round(row.list_usd, 2)
             entry["mismatch"] = row.mismatch
         entries.append(entry)
-    return {"total_usd": round(sum(row.usd for row in rows), 2), "by": by,
-            "since": since.isoformat() if since else None,
-            "billed_until": covered_until.isoformat() if covered_until else None,
-            "rows": entries}
+    return {
+        "total_usd": round(sum(row.usd for row in rows), 2),
+        "by": by,
+        "since": since.isoformat() if since else None,
+        "billed_until": covered_until.isoformat() if covered_until else None,
+        "rows": entries,
+    }
 
 
 def table(rows: Sequence[CostRow], by: str) -> list[tuple[str, ...]]:
@@ -124,5 +141,4 @@ def table(rows: Sequence[CostRow], by: str) -> list[tuple[str, ...]]:
 
 
 def header(by: str) -> tuple[str, ...]:
-    return (by.upper(), "CHARGED", "LIST PRICE", "NOTE") if by == "pod" else (
-        by.upper(), "CHARGED")
+    return (by.upper(), "CHARGED", "LIST PRICE", "NOTE") if by == "pod" else (by.upper(), "CHARGED")

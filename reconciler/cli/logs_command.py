@@ -35,37 +35,79 @@ def parse_duration(text: str) -> timedelta:
 @click.command("logs")
 @click.argument("pod")
 @click.option("--namespace", "-n", default="default", show_default=True)
-@click.option("--container", "-c", default="", help="The container (default: the one that "
-              "runs on RunPod).")
+@click.option(
+    "--container", "-c", default="", help="The container (default: the one that runs on RunPod)."
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep streaming until the pod stops.")
-@click.option("--tail", type=click.IntRange(min=-1), default=-1,
-              help="Only the last N lines (-1: all RunPod keeps, up to 5000).")
+@click.option(
+    "--tail",
+    type=click.IntRange(min=-1),
+    default=-1,
+    help="Only the last N lines (-1: all RunPod keeps, up to 5000).",
+)
 @click.option("--since", default=None, help="Only lines newer than this, e.g. 5m or 1h.")
 @click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
-@click.option("--kubeconfig", envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"], default=None,
-              help="Kubeconfig file (default: in-cluster config).")
-@click.option("--runpod-url", envvar="RECONCILER_RUNPOD_URL", default=DEFAULT_RUNPOD_URL,
-              help="Base URL of the RunPod API.")
-@click.option("--runpod-api-key", envvar="RUNPOD_API_KEY", required=True, show_envvar=True,
-              show_default=False, help="RunPod API key (prefer the environment variable).")
-@click.option("--node-name", envvar="RECONCILER_NODE_NAME", default=DEFAULT_NODE_NAME,
-              help="The virtual node.")
+@click.option(
+    "--kubeconfig",
+    envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"],
+    default=None,
+    help="Kubeconfig file (default: in-cluster config).",
+)
+@click.option(
+    "--runpod-url",
+    envvar="RECONCILER_RUNPOD_URL",
+    default=DEFAULT_RUNPOD_URL,
+    help="Base URL of the RunPod API.",
+)
+@click.option(
+    "--runpod-api-key",
+    envvar="RUNPOD_API_KEY",
+    required=True,
+    show_envvar=True,
+    show_default=False,
+    help="RunPod API key (prefer the environment variable).",
+)
+@click.option(
+    "--node-name",
+    envvar="RECONCILER_NODE_NAME",
+    default=DEFAULT_NODE_NAME,
+    help="The virtual node.",
+)
 @click.pass_obj
-def logs_command(obj: Any, pod: str, namespace: str, container: str, follow: bool,
-                 tail: int, since: str | None, timestamps: bool, kubeconfig: str | None,
-                 runpod_url: str, runpod_api_key: str, node_name: str) -> None:
+def logs_command(
+    obj: Any,
+    pod: str,
+    namespace: str,
+    container: str,
+    follow: bool,
+    tail: int,
+    since: str | None,
+    timestamps: bool,
+    kubeconfig: str | None,
+    runpod_url: str,
+    runpod_api_key: str,
+    node_name: str,
+) -> None:
     """Print a pod's log: from its RunPod instance, or the lines kept after it ended."""
     logs.register_secret(runpod_api_key)
     now = datetime.now(UTC)
-    options = LogOptions(follow=follow, tail_lines=None if tail < 0 else tail,
-                         since=now - parse_duration(since) if since else None,
-                         timestamps=timestamps)
+    options = LogOptions(
+        follow=follow,
+        tail_lines=None if tail < 0 else tail,
+        since=now - parse_duration(since) if since else None,
+        timestamps=timestamps,
+    )
     database_url: str = obj.database_url  # the group's CliContext
     try:
         kube = KubeClient.from_config(kubeconfig)
         with RunPodClient(runpod_api_key, runpod_url) as runpod:
-            source = PodLogs(node_name, runpod, kube, open_store(database_url, upgrade=False),
-                             lambda: datetime.now(UTC))
+            source = PodLogs(
+                node_name,
+                runpod,
+                kube,
+                open_store(database_url, upgrade=False),
+                lambda: datetime.now(UTC),
+            )
             for data in render(source.lines(namespace, pod, container, options), options):
                 sys.stdout.buffer.write(data)
                 sys.stdout.buffer.flush()

@@ -45,17 +45,25 @@ def format_age(since: datetime, now: datetime) -> str:
 def table_row(row: Mapping, now: datetime) -> tuple[str, ...]:
     cost = "-" if row.cost_per_hr is None else f"${row.cost_per_hr:.2f}"
     return (
-        row.namespace, row.name, row.state.value, row.instance_id or "-",
-        row.gpu_type_id or "-", row.datacenter_id or "-", cost,
-        row.last_instance_status or "-", format_age(row.created_at, now),
+        row.namespace,
+        row.name,
+        row.state.value,
+        row.instance_id or "-",
+        row.gpu_type_id or "-",
+        row.datacenter_id or "-",
+        cost,
+        row.last_instance_status or "-",
+        format_age(row.created_at, now),
         _shorten(row.last_error or ""),
     )
 
 
 def render_table(rows: Sequence[tuple[str, ...]], header: Sequence[str] = COLUMNS) -> str:
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-             for line in (tuple(header), *rows)]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in (tuple(header), *rows)
+    ]
     return "\n".join(lines)
 
 
@@ -67,14 +75,21 @@ def _shorten(text: str, limit: int = 60) -> str:
 LIVE_STATES = ("creating", "running", "terminating")
 
 
-def money_lines(rows: Sequence[Mapping], spend_by_instance: dict[str, float],
-                budgets: Sequence[NamespaceBudget], unowned: Sequence[UnownedInstance],
-                billed_until: datetime | None) -> list[str]:
+def money_lines(
+    rows: Sequence[Mapping],
+    spend_by_instance: dict[str, float],
+    budgets: Sequence[NamespaceBudget],
+    unowned: Sequence[UnownedInstance],
+    billed_until: datetime | None,
+) -> list[str]:
     """The footer of `state show`: spend, namespace use against caps, look-alikes."""
     lines = []
     total = sum(spend_by_instance.values())
-    until = f" (billed through {billed_until:%Y-%m-%d %H:%M} UTC)" if billed_until else \
-        " (no billing read yet)"
+    until = (
+        f" (billed through {billed_until:%Y-%m-%d %H:%M} UTC)"
+        if billed_until
+        else " (no billing read yet)"
+    )
     lines.append(f"spend: ${total:.2f} charged by RunPod{until}")
     use: dict[str, tuple[int, float]] = {}
     for row in rows:
@@ -83,21 +98,30 @@ def money_lines(rows: Sequence[Mapping], spend_by_instance: dict[str, float],
             use[row.namespace] = (count + 1, cost + (row.cost_per_hr or 0.0))
     for budget in budgets:
         count, cost = use.get(budget.namespace, (0, 0.0))
-        caps = [f"{count}/{budget.max_instances if budget.max_instances is not None else '-'} "
-                "instances",
-                f"${cost:.2f}/h of "
-                + (f"${budget.max_hourly_spend:.2f}/h" if budget.max_hourly_spend is not None
-                   else "-")]
+        caps = [
+            f"{count}/{budget.max_instances if budget.max_instances is not None else '-'} "
+            "instances",
+            f"${cost:.2f}/h of "
+            + (f"${budget.max_hourly_spend:.2f}/h" if budget.max_hourly_spend is not None else "-"),
+        ]
         note = f" ({budget.error})" if budget.error else ""
         lines.append(f"namespace {budget.namespace}: " + ", ".join(caps) + note)
     for item in unowned:
-        lines.append(f"unowned, looks like ours: instance {item.instance_id} ({item.name}), "
-                     f"like pod {item.namespace}/{item.pod_name}; left alone")
+        lines.append(
+            f"unowned, looks like ours: instance {item.instance_id} ({item.name}), "
+            f"like pod {item.namespace}/{item.pod_name}; left alone"
+        )
     return lines
 
 
 def unowned_record(item: UnownedInstance) -> dict[str, Any]:
-    return {"pod_uid": None, "namespace": item.namespace, "name": item.pod_name,
-            "state": "unowned-lookalike", "instance_id": item.instance_id,
-            "instance_name": item.name, "note": "unowned, looks like ours",
-            "first_seen_at": item.first_seen_at.isoformat()}
+    return {
+        "pod_uid": None,
+        "namespace": item.namespace,
+        "name": item.pod_name,
+        "state": "unowned-lookalike",
+        "instance_id": item.instance_id,
+        "instance_name": item.name,
+        "note": "unowned, looks like ours",
+        "first_seen_at": item.first_seen_at.isoformat(),
+    }

@@ -69,19 +69,29 @@ def render(report: TickReport, output: str, dry_run: bool) -> str:
     if output == "json":
         record = report_record(report)
         if dry_run:
-            record["plan"] = [dict(zip(("kind", "subject", "detail"), describe(a), strict=True))
-                              for a in report.actions]
+            record["plan"] = [
+                dict(zip(("kind", "subject", "detail"), describe(a), strict=True))
+                for a in report.actions
+            ]
         return json.dumps(record, indent=2)
     lines = [_headline(report, dry_run)]
     if dry_run:
-        lines.append(render_table([describe(a) for a in report.actions],
-                                  ("ACTION", "SUBJECT", "DETAIL")) if report.actions
-                     else "nothing to do")
+        lines.append(
+            render_table([describe(a) for a in report.actions], ("ACTION", "SUBJECT", "DETAIL"))
+            if report.actions
+            else "nothing to do"
+        )
     elif report.planned:
         kinds = sorted(report.planned)
-        lines.append(render_table([(k, str(report.planned[k]), str(report.applied[k]),
-                                    str(report.failed[k])) for k in kinds],
-                                  ("ACTION", "PLANNED", "APPLIED", "FAILED")))
+        lines.append(
+            render_table(
+                [
+                    (k, str(report.planned[k]), str(report.applied[k]), str(report.failed[k]))
+                    for k in kinds
+                ],
+                ("ACTION", "PLANNED", "APPLIED", "FAILED"),
+            )
+        )
     lines += [f"error: {e}" for e in report.errors]
     return "\n".join(lines)
 
@@ -93,5 +103,7 @@ def _headline(report: TickReport, dry_run: bool) -> str:
     elif report.deferred_creates:
         state += f" ({report.deferred_creates} creates wait for a later tick)"
     name = "dry run" if dry_run else f"tick #{report.tick_id}"
-    return (f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
-            f"{report.instances} owned instances, {sum(report.planned.values())} actions")
+    return (
+        f"{name} {state} in {report.duration:.2f} s: {report.pods} pods, "
+        f"{report.instances} owned instances, {sum(report.planned.values())} actions"
+    )

@@ -15,8 +15,14 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
 
 # Terminations after which the pod object stays, and so should its log.
-_POD_STAYS = frozenset({TerminateReason.POD_ENDED, TerminateReason.PROCESS_ENDED,
-                        TerminateReason.POD_FAILED, TerminateReason.ALREADY_DECIDED})
+_POD_STAYS = frozenset(
+    {
+        TerminateReason.POD_ENDED,
+        TerminateReason.PROCESS_ENDED,
+        TerminateReason.POD_FAILED,
+        TerminateReason.ALREADY_DECIDED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -150,5 +156,16 @@ class Event:
     warning: bool = False
 
 
-Action = SaveRow | DeleteRow | Create | Adopt | Terminate | RestoreTags | PatchStatus | \
-    PatchMetadata | FinalizePod | Bind | Event
+Action = (
+    SaveRow
+    | DeleteRow
+    | Create
+    | Adopt
+    | Terminate
+    | RestoreTags
+    | PatchStatus
+    | PatchMetadata
+    | FinalizePod
+    | Bind
+    | Event
+)

@@ -50,8 +50,12 @@ def caps_from_annotations(namespace: str, annotations: Mapping[str, str]) -> Nam
         except ValueError:
             max_count = None
             errors.append(f'{MAX_INSTANCES_ANNOTATION}: "{count}" is not a whole number >= 0')
-    return NamespaceCaps(namespace, max_spend, max_count,
-                         f"namespace {namespace}: " + "; ".join(errors) if errors else None)
+    return NamespaceCaps(
+        namespace,
+        max_spend,
+        max_count,
+        f"namespace {namespace}: " + "; ".join(errors) if errors else None,
+    )
 
 
 @dataclass
@@ -68,11 +72,17 @@ class NamespaceUse:
         if caps.error:
             return caps.error
         if caps.max_instances is not None and self.instances + 1 > caps.max_instances:
-            return (f"namespace {caps.namespace}: {self.instances}/{caps.max_instances} "
-                    f"instances ({MAX_INSTANCES_ANNOTATION})")
-        if (caps.max_hourly_spend is not None
-                and self.hourly_spend + extra_cost > caps.max_hourly_spend + 1e-9):
-            return (f"namespace {caps.namespace}: ${self.hourly_spend:.2f}/h of "
-                    f"${caps.max_hourly_spend:.2f}/h spent, this pod needs at least "
-                    f"${extra_cost:.2f}/h ({MAX_HOURLY_SPEND_ANNOTATION})")
+            return (
+                f"namespace {caps.namespace}: {self.instances}/{caps.max_instances} "
+                f"instances ({MAX_INSTANCES_ANNOTATION})"
+            )
+        if (
+            caps.max_hourly_spend is not None
+            and self.hourly_spend + extra_cost > caps.max_hourly_spend + 1e-9
+        ):
+            return (
+                f"namespace {caps.namespace}: ${self.hourly_spend:.2f}/h of "
+                f"${caps.max_hourly_spend:.2f}/h spent, this pod needs at least "
+                f"${extra_cost:.2f}/h ({MAX_HOURLY_SPEND_ANNOTATION})"
+            )
         return None

@@ -22,9 +22,11 @@ from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status
 
 NOT_RUN = PodReason.DAEMON_SET_POD_NOT_RUN
-MESSAGE = ("the virtual node runs no DaemonSet pods (a node agent has no node here); keep "
-           "this DaemonSet off it with node affinity on the label type NotIn "
-           "[virtual-kubelet], or do not tolerate the taint virtual-kubelet.io/provider")
+MESSAGE = (
+    "the virtual node runs no DaemonSet pods (a node agent has no node here); keep "
+    "this DaemonSet off it with node affinity on the label type NotIn "
+    "[virtual-kubelet], or do not tolerate the taint virtual-kubelet.io/provider"
+)
 
 
 def notices(daemon_pods: Iterable[KubeObject], now: datetime) -> list[Action]:
@@ -33,8 +35,10 @@ def notices(daemon_pods: Iterable[KubeObject], now: datetime) -> list[Action]:
         if podinfo.is_finished(pod) or podinfo.is_deleting(pod) or _told(pod):
             continue
         ref = PodRef.of(pod)
-        actions += [Event(ref, NOT_RUN, MESSAGE, warning=True),
-                    PatchStatus(ref, _not_run_status(pod, now), None)]
+        actions += [
+            Event(ref, NOT_RUN, MESSAGE, warning=True),
+            PatchStatus(ref, _not_run_status(pod, now), None),
+        ]
     return actions
 
 
@@ -43,8 +47,11 @@ def _told(pod: KubeObject) -> bool:
 
 
 def _not_run_status(pod: KubeObject, now: datetime) -> KubeObject:
-    status = copy.deepcopy(pod_status.pod_status(
-        pod, None, exit_code=None, now=now, reason=NOT_RUN, message=MESSAGE, pending=True))
+    status = copy.deepcopy(
+        pod_status.pod_status(
+            pod, None, exit_code=None, now=now, reason=NOT_RUN, message=MESSAGE, pending=True
+        )
+    )
     status.update(reason=NOT_RUN, message=MESSAGE)
     for condition in status.get("conditions") or []:
         if condition.get("type") == "Ready":

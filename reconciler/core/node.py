@@ -30,8 +30,9 @@ def kubelet_version(server_git_version: str) -> str:
     return "v{}.{}.{}-runpod-reconciler".format(*match.groups())
 
 
-def build_node(settings: Settings, now: datetime,
-               version: str = UNKNOWN_KUBELET_VERSION) -> KubeObject:
+def build_node(
+    settings: Settings, now: datetime, version: str = UNKNOWN_KUBELET_VERSION
+) -> KubeObject:
     """The Node as we register it, quantities in the API server's canonical form so the
     stored object reads back equal and an unchanged heartbeat writes nothing."""
     name = settings.node_name
@@ -100,11 +101,24 @@ def _conditions(now: datetime) -> list[dict[str, str]]:
         ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ]
     conditions = [
-        {"type": kind, "status": "False", "reason": reason, "message": message,
-         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+        {
+            "type": kind,
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
         for kind, reason, message in pressure
     ]
-    conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady",
-                       "message": "runpod-reconciler is posting ready status",
-                       "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
+    conditions.append(
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "runpod-reconciler is posting ready status",
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+    )
     return conditions

@@ -64,8 +64,9 @@ def has_candidates(pending: Sequence[PendingPod]) -> bool:
     return False
 
 
-def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: datetime,
-                  room: int, node: KubeObject) -> list[Action]:
+def plan_offloads(
+    pending: Sequence[PendingPod], settings: Settings, now: datetime, room: int, node: KubeObject
+) -> list[Action]:
     """Binds (and Events for unreadable annotations); `room` caps the automatic triggers.
 
     `node` is the live Node: cordoned, or with a taint a pod does not tolerate, it gets
@@ -78,16 +79,21 @@ def plan_offloads(pending: Sequence[PendingPod], settings: Settings, now: dateti
         try:
             candidate = _candidate(entry, settings)
         except TranslationError as error:
-            actions.append(Event(PodRef.of(entry.pod), error.reason, error.message,
-                                 warning=True))
+            actions.append(Event(PodRef.of(entry.pod), error.reason, error.message, warning=True))
             continue
         if candidate is None:
             continue
         if candidate.forced:
             if placement.closed_to(candidate.pod, node) is not None:
                 continue
-            actions.append(Bind(PodRef.of(entry.pod), settings.node_name,
-                                OffloadTrigger.FORCED, f'{ann.OFFLOAD} is "true"'))
+            actions.append(
+                Bind(
+                    PodRef.of(entry.pod),
+                    settings.node_name,
+                    OffloadTrigger.FORCED,
+                    f'{ann.OFFLOAD} is "true"',
+                )
+            )
         elif candidate.unschedulable_since is not None:
             waiting.append(candidate)
     return actions + _automatic(waiting, settings, now, room, node)
@@ -97,8 +103,12 @@ def _unbound(pod: KubeObject) -> bool:
     """Pending without a node, not being deleted, and released by every scheduling gate
     (a gate, as Kueue sets, means someone else still decides whether the pod may run)."""
     spec = pod.get("spec") or {}
-    return (not spec.get("nodeName") and not spec.get("schedulingGates")
-            and podinfo.phase(pod) == "Pending" and not podinfo.is_deleting(pod))
+    return (
+        not spec.get("nodeName")
+        and not spec.get("schedulingGates")
+        and podinfo.phase(pod) == "Pending"
+        and not podinfo.is_deleting(pod)
+    )
 
 
 def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:
@@ -108,26 +118,33 @@ def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:
         return None
     flag = ann.read(pod, job, ann.OFFLOAD)
     forced = flag is not None and ann.parse_flag(ann.OFFLOAD, flag)
-    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0,
-                         maximum=int(YEAR))
-    return _Candidate(pod, forced, opted_out=flag is not None and not forced,
-                      wait_limit=settings.max_pending_time_before_offload
-                      if limit is None else limit,
-                      unschedulable_since=unschedulable_since(pod))
+    limit = ann.read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0, maximum=int(YEAR))
+    return _Candidate(
+        pod,
+        forced,
+        opted_out=flag is not None and not forced,
+        wait_limit=settings.max_pending_time_before_offload if limit is None else limit,
+        unschedulable_since=unschedulable_since(pod),
+    )
 
 
 def unschedulable_since(pod: KubeObject) -> datetime | None:
     """When the scheduler last found no node for the pod; None if it has not said so."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
-        if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
-                and condition.get("reason") == "Unschedulable"):
-            return (podinfo.parse_time(condition.get("lastTransitionTime"))
-                    or podinfo.created_at(pod))
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            return podinfo.parse_time(condition.get("lastTransitionTime")) or podinfo.created_at(
+                pod
+            )
     return None
 
 
-def _automatic(waiting: list[_Candidate], settings: Settings, now: datetime, room: int,
-               node: KubeObject) -> list[Action]:
+def _automatic(
+    waiting: list[_Candidate], settings: Settings, now: datetime, room: int, node: KubeObject
+) -> list[Action]:
     """The waited and overflow triggers, oldest pod first, within `room`."""
     waiting.sort(key=lambda c: podinfo.oldest_first(c.pod))
     excess = (len(waiting) - settings.pending_threshold) if settings.pending_threshold else 0
@@ -136,26 +153,32 @@ def _automatic(waiting: list[_Candidate], settings: Settings, now: datetime, roo
         if room <= 0:
             break
         trigger = _trigger(candidate, settings, now, excess, len(waiting))
-        if trigger is None or placement.closed_to(candidate.pod, node) is not None \
-                or placement.exclusion(candidate.pod, node) is not None:
+        if (
+            trigger is None
+            or placement.closed_to(candidate.pod, node) is not None
+            or placement.exclusion(candidate.pod, node) is not None
+        ):
             continue
         actions.append(Bind(PodRef.of(candidate.pod), settings.node_name, *trigger))
         room, excess = room - 1, excess - 1
     return actions
 
 
-def _trigger(candidate: _Candidate, settings: Settings, now: datetime, excess: int,
-             unschedulable: int) -> tuple[OffloadTrigger, str] | None:
+def _trigger(
+    candidate: _Candidate, settings: Settings, now: datetime, excess: int, unschedulable: int
+) -> tuple[OffloadTrigger, str] | None:
     if candidate.opted_out or candidate.unschedulable_since is None:
         return None
     # The stamp is the API server's clock: a little ahead of ours must not read as "not
     # yet", or a limit of 0 would wait for the next periodic tick.
     waited = max(0.0, (now - candidate.unschedulable_since).total_seconds())
     if waited >= candidate.wait_limit:
-        return OffloadTrigger.WAITED, (f"unschedulable for {int(waited)} s "
-                                       f"(offload after {int(candidate.wait_limit)} s)")
+        return OffloadTrigger.WAITED, (
+            f"unschedulable for {int(waited)} s (offload after {int(candidate.wait_limit)} s)"
+        )
     if excess > 0:
-        return OffloadTrigger.OVERFLOW, (f"{unschedulable} managed pods unschedulable, more "
-                                         f"than the threshold of {settings.pending_threshold}")
+        return OffloadTrigger.OVERFLOW, (
+            f"{unschedulable} managed pods unschedulable, more "
+            f"than the threshold of {settings.pending_threshold}"
+        )
     return None
-

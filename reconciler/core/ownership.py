@@ -46,8 +46,9 @@ def lost_tags(instance: Instance, owner_id: str, claimed: Mapping[str, str]) -> 
     return claimed.get(instance.id)
 
 
-def restored_env(instance: Instance, owner_id: str, pod_uid: str,
-                 pod: KubeObject | None) -> dict[str, str]:
+def restored_env(
+    instance: Instance, owner_id: str, pod_uid: str, pod: KubeObject | None
+) -> dict[str, str]:
     """The env to PATCH back: what the instance has now plus our tags.
 
     PATCH replaces the env whole, so everything the instance still has is sent too.
@@ -68,10 +69,14 @@ class Lookalike:
     pod_name: str
 
 
-def lookalikes(instances: Iterable[Instance], claimed: Mapping[str, str],
-               pods: Sequence[KubeObject]) -> list[Lookalike]:
-    untagged = [i for i in instances if i.owner is None and i.id not in claimed
-                and i.status is not InstanceStatus.TERMINATED]
+def lookalikes(
+    instances: Iterable[Instance], claimed: Mapping[str, str], pods: Sequence[KubeObject]
+) -> list[Lookalike]:
+    untagged = [
+        i
+        for i in instances
+        if i.owner is None and i.id not in claimed and i.status is not InstanceStatus.TERMINATED
+    ]
     if not untagged:
         return []  # the usual case: spare naming every pod
     names = {instance_name(pod): pod for pod in pods}
@@ -80,8 +85,11 @@ def lookalikes(instances: Iterable[Instance], claimed: Mapping[str, str],
         pod = names.get(instance.name)
         if pod is not None:
             meta = pod["metadata"]
-            found.append(Lookalike(instance.id, instance.name,
-                                   meta.get("namespace", "default"), meta["name"]))
+            found.append(
+                Lookalike(
+                    instance.id, instance.name, meta.get("namespace", "default"), meta["name"]
+                )
+            )
     return found
 
 
@@ -104,10 +112,17 @@ def is_our_registry(auth: RegistryAuth, owner_id: str) -> bool:
     return auth.name.startswith(f"{REGISTRY_NAME_PREFIX}{owner}-")
 
 
-def unused_registries(auths: Iterable[RegistryAuth], instances: Iterable[Instance],
-                      owner_id: str, keep: Iterable[str] = ()) -> list[RegistryAuth]:
+def unused_registries(
+    auths: Iterable[RegistryAuth],
+    instances: Iterable[Instance],
+    owner_id: str,
+    keep: Iterable[str] = (),
+) -> list[RegistryAuth]:
     """Our credentials that no listed instance uses (whoever owns it), minus `keep`."""
-    used = {i.registry_auth_id for i in instances
-            if i.registry_auth_id and i.status is not InstanceStatus.TERMINATED}
+    used = {
+        i.registry_auth_id
+        for i in instances
+        if i.registry_auth_id and i.status is not InstanceStatus.TERMINATED
+    }
     used |= set(keep)
     return [a for a in auths if is_our_registry(a, owner_id) and a.id not in used]

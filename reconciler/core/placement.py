@@ -31,8 +31,9 @@ def exclusion(pod: KubeObject, node: KubeObject) -> str | None:
     mismatched = sorted(k for k, v in selector.items() if labels.get(k) != v)
     if mismatched:
         return f"its nodeSelector ({', '.join(mismatched)}) does not match the virtual node"
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
     if required and not _any_term_matches(required.get("nodeSelectorTerms") or [], node):
         return "its required node affinity does not match the virtual node"
     return _untolerated_taint(pod, node)
@@ -52,12 +53,16 @@ def closed_to(pod: KubeObject, node: KubeObject) -> str | None:
     return _untolerated_taint(pod, node, ignored=(*_HEARTBEAT_TAINTS, PROVIDER_TAINT["key"]))
 
 
-def _untolerated_taint(pod: KubeObject, node: KubeObject,
-                       ignored: tuple[str, ...] = _HEARTBEAT_TAINTS) -> str | None:
+def _untolerated_taint(
+    pod: KubeObject, node: KubeObject, ignored: tuple[str, ...] = _HEARTBEAT_TAINTS
+) -> str | None:
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in _EXECUTION_EFFECTS and taint.get("key") not in ignored \
-                and not _allowed(taint, tolerations):
+        if (
+            taint.get("effect") in _EXECUTION_EFFECTS
+            and taint.get("key") not in ignored
+            and not _allowed(taint, tolerations)
+        ):
             return f"it does not tolerate the virtual node's taint {_describe(taint)}"
     return None
 
@@ -97,7 +102,8 @@ def _any_term_matches(terms: Iterable[Mapping[str, Any]], node: KubeObject) -> b
         (term.get("matchExpressions") or term.get("matchFields"))
         and all(_holds(e, labels) for e in term.get("matchExpressions") or [])
         and all(_holds(e, fields) for e in term.get("matchFields") or [])
-        for term in terms)
+        for term in terms
+    )
 
 
 def _holds(expression: Mapping[str, Any], values: Mapping[str, str]) -> bool:

@@ -60,11 +60,19 @@ LOG_TAIL_KEPT_BYTES = 2048
 # template, the key, the annotation): retry once a minute, not every tick, to spare the
 # request quota.
 REFUSAL_RETRY_SECONDS = 60
-_REFUSALS = frozenset({PodReason.TEMPLATE_NOT_FOUND, PodReason.RUNPOD_UNAUTHORIZED,
-                       PodReason.RUNPOD_REFUSED, PodReason.INVALID_ANNOTATION})
+_REFUSALS = frozenset(
+    {
+        PodReason.TEMPLATE_NOT_FOUND,
+        PodReason.RUNPOD_UNAUTHORIZED,
+        PodReason.RUNPOD_REFUSED,
+        PodReason.INVALID_ANNOTATION,
+    }
+)
 
-REFUSED_EVERYWHERE = ("RunPod lately refused creates for want of stock on every GPU type "
-                      "that fits this pod; trying again when the catalog shows stock")
+REFUSED_EVERYWHERE = (
+    "RunPod lately refused creates for want of stock on every GPU type "
+    "that fits this pod; trying again when the catalog shows stock"
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +162,9 @@ def _ignore_error(_uid: str, _exc: Exception) -> None:
     """No one to tell."""
 
 
-def plan(obs: Observation, settings: Settings, now: datetime,
-         on_error: PlanError = _ignore_error) -> list[Action]:
+def plan(
+    obs: Observation, settings: Settings, now: datetime, on_error: PlanError = _ignore_error
+) -> list[Action]:
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
@@ -174,14 +183,20 @@ def plan(obs: Observation, settings: Settings, now: datetime,
         actions += decided
         if wait is not None:
             waiting.append(wait)
-    offloads = plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned),
-                             tick.node)
-    return (offloads + actions + _admit(tick, waiting, owned, rows, pods)
-            + daemonsets.notices(obs.daemon_pods, now))
+    offloads = plan_offloads(
+        obs.pending, settings, now, _offload_room(settings, pods, owned), tick.node
+    )
+    return (
+        offloads
+        + actions
+        + _admit(tick, waiting, owned, rows, pods)
+        + daemonsets.notices(obs.daemon_pods, now)
+    )
 
 
-def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
-                 has_instance: bool, exc: Exception) -> tuple[list[Action], None]:
+def _undecidable(
+    t: _Tick, pod: KubeObject | None, row: MappingRecord | None, has_instance: bool, exc: Exception
+) -> tuple[list[Action], None]:
     """A pod whose planning failed: a waiting reason while nothing runs for it (so it
     fails at --max-pending-time), else an Event only, never a decision about its instance."""
     if pod is None:
@@ -196,16 +211,21 @@ def _undecidable(t: _Tick, pod: KubeObject | None, row: MappingRecord | None,
     return [Event(PodRef.of(pod), reason, message, warning=True)], None
 
 
-def _offload_room(settings: Settings, pods: Mapping[str, KubeObject],
-                  owned: Mapping[str, list[Instance]]) -> int:
+def _offload_room(
+    settings: Settings, pods: Mapping[str, KubeObject], owned: Mapping[str, list[Instance]]
+) -> int:
     """Instances we may still add: the cap minus live pods of the node and orphans."""
-    live = {uid for uid, pod in pods.items()
-            if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)}
+    live = {
+        uid
+        for uid, pod in pods.items()
+        if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+    }
     return settings.max_instances - len(live | set(owned))
 
 
-def owned_instances(instances: Iterable[Instance], owner_id: str,
-                    claimed: Mapping[str, str] | None = None) -> dict[str, list[Instance]]:
+def owned_instances(
+    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
+) -> dict[str, list[Instance]]:
     """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
     pod's annotation (see `ownership`). Anything else is not ours to see."""
     owned: dict[str, list[Instance]] = defaultdict(list)
@@ -219,8 +239,9 @@ def owned_instances(instances: Iterable[Instance], owner_id: str,
     return owned
 
 
-def _lookalikes(instances: Sequence[Instance], claimed: Mapping[str, str],
-                pods: Mapping[str, KubeObject]) -> dict[str, str]:
+def _lookalikes(
+    instances: Sequence[Instance], claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+) -> dict[str, str]:
     found = ownership.lookalikes(instances, claimed, list(pods.values()))
     if not found:
         return {}
@@ -228,8 +249,9 @@ def _lookalikes(instances: Sequence[Instance], claimed: Mapping[str, str],
     return {by_name[(item.namespace, item.pod_name)]: item.instance_id for item in found}
 
 
-def _restore_tags(t: _Tick, claimed: Mapping[str, str],
-                  pods: Mapping[str, KubeObject]) -> list[Action]:
+def _restore_tags(
+    t: _Tick, claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+) -> list[Action]:
     """Put our tags back on owned instances that lost them; their pods carry on."""
     actions: list[Action] = []
     for instance in t.obs.instances:
@@ -241,17 +263,26 @@ def _restore_tags(t: _Tick, claimed: Mapping[str, str],
         env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
         actions.append(RestoreTags(instance.id, env, ref))
         if ref is not None:
-            actions.append(Event(ref, Notice.TAGS_RESTORED,
-                                 f"RunPod instance {instance.id} lost its owner tags (its env "
-                                 "was replaced); put them back", warning=True))
+            actions.append(
+                Event(
+                    ref,
+                    Notice.TAGS_RESTORED,
+                    f"RunPod instance {instance.id} lost its owner tags (its env "
+                    "was replaced); put them back",
+                    warning=True,
+                )
+            )
     return actions
 
 
 def _leaks(t: _Tick) -> list[Action]:
     """Instances RunPod bills after their pod ended: terminate them again, loudly."""
-    return [Terminate(leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON,
-                      leaked_seconds=leak.seconds)
-            for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)]
+    return [
+        Terminate(
+            leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
+        )
+        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)
+    ]
 
 
 def _spend_annotations(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]:
@@ -266,8 +297,13 @@ def _spend_annotations(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]
     return actions
 
 
-def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance: bool,
-                        settings: Settings, now: datetime) -> bool:
+def needs_create_inputs(
+    pod: KubeObject,
+    row: MappingRecord | None,
+    has_instance: bool,
+    settings: Settings,
+    now: datetime,
+) -> bool:
     """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
     if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
@@ -276,14 +312,16 @@ def needs_create_inputs(pod: KubeObject, row: MappingRecord | None, has_instance
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not _within(
-        now, row.attempt_started_at, settings.create_grace_time)
+        now, row.attempt_started_at, settings.create_grace_time
+    )
 
 
 # --- one pod UID -----------------------------------------------------------------
 
 
-def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None,
-            instances: list[Instance]) -> tuple[list[Action], _Waiting | None]:
+def _decide(
+    t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | None, instances: list[Instance]
+) -> tuple[list[Action], _Waiting | None]:
     keep, extras = _split_duplicates(t, instances, row, pod)
     actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
     if pod is None:
@@ -298,8 +336,9 @@ def _decide(t: _Tick, uid: str, pod: KubeObject | None, row: MappingRecord | Non
     return actions + decided, wait
 
 
-def _split_duplicates(t: _Tick, instances: list[Instance], row: MappingRecord | None,
-                      pod: KubeObject | None) -> tuple[Instance | None, list[Instance]]:
+def _split_duplicates(
+    t: _Tick, instances: list[Instance], row: MappingRecord | None, pod: KubeObject | None
+) -> tuple[Instance | None, list[Instance]]:
     """The instance to keep and the duplicates to terminate now.
 
     Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
@@ -312,8 +351,7 @@ def _split_duplicates(t: _Tick, instances: list[Instance], row: MappingRecord | 
     named = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION) if pod else None
     mapped = row.instance_id if row is not None else None
     ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
-    extras = [i for i in ordered[1:]
-              if not t.within(i.created_at, t.settings.create_grace_time)]
+    extras = [i for i in ordered[1:] if not t.within(i.created_at, t.settings.create_grace_time)]
     return ordered[0], extras
 
 
@@ -331,8 +369,9 @@ def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None)
         return _orphan(t, row, instance)
     if row is None:
         return []
-    if row.state is MappingState.CREATING and t.within(row.attempt_started_at,
-                                                       t.settings.create_grace_time):
+    if row.state is MappingState.CREATING and t.within(
+        row.attempt_started_at, t.settings.create_grace_time
+    ):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
         return t.save(row, _ended(t, row))
@@ -343,27 +382,45 @@ def _without_pod(t: _Tick, row: MappingRecord | None, instance: Instance | None)
 
 
 def _ended(t: _Tick, row: MappingRecord) -> MappingRecord:
-    return row.changed(state=MappingState.TERMINATED, last_instance_status="TERMINATED",
-                       ended_at=row.ended_at or t.now)
+    return row.changed(
+        state=MappingState.TERMINATED,
+        last_instance_status="TERMINATED",
+        ended_at=row.ended_at or t.now,
+    )
 
 
 def _orphan(t: _Tick, row: MappingRecord | None, instance: Instance) -> list[Action]:
     """An owned instance whose pod is gone: terminated on its second sighting, once old."""
     if row is None:
-        row = MappingRecord(instance.pod_uid or instance.id, "", instance.name,
-                            MappingState.RUNNING, t.now, t.now, instance_id=instance.id)
+        row = MappingRecord(
+            instance.pod_uid or instance.id,
+            "",
+            instance.name,
+            MappingState.RUNNING,
+            t.now,
+            t.now,
+            instance_id=instance.id,
+        )
     if row.state is MappingState.TERMINATING:
         return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None, row)]
     sightings = row.orphan_sightings + 1
     old_enough = not t.within(instance.created_at, t.settings.orphan_grace_time)
     if sightings >= 2 and old_enough:
-        return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None,
-                          row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings))]
+        return [
+            Terminate(
+                instance.id,
+                TerminateReason.ORPHAN,
+                ORPHAN_DETAIL,
+                None,
+                row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings),
+            )
+        ]
     return t.save(None, row.changed(orphan_sightings=sightings))
 
 
-def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
-              instance: Instance | None) -> list[Action]:
+def _deleting(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+) -> list[Action]:
     """A pod being deleted is finished like a kubelet would: the instance is terminated
     and confirmed gone, then the pod gets a terminal phase, then the object is deleted.
 
@@ -373,83 +430,139 @@ def _deleting(t: _Tick, pod: KubeObject, row: MappingRecord | None,
     ref = PodRef.of(pod)
     if instance is not None:
         return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
-    if row is not None and row.state is MappingState.CREATING and t.within(
-            row.attempt_started_at, t.settings.create_grace_time):
+    if (
+        row is not None
+        and row.state is MappingState.CREATING
+        and t.within(row.attempt_started_at, t.settings.create_grace_time)
+    ):
         return []  # wait: the in-doubt create must be found and terminated first
     done = _ended(t, row) if row is not None else None
-    status = pod_status.deleted_status(pod, row.instance_id if row else None,
-                                       exit_code=row.exit_code if row else None, now=t.now)
+    status = pod_status.deleted_status(
+        pod, row.instance_id if row else None, exit_code=row.exit_code if row else None, now=t.now
+    )
     if status is None and podinfo.deletion_is_immediate(pod):
         # Terminal and deleted at once already: finalizers of others hold the object.
         return t.save(row, done) if row is not None and done is not None else []
     return [FinalizePod(ref, done, status)]
 
 
-def _finished(t: _Tick, pod: KubeObject, row: MappingRecord | None,
-              instance: Instance | None) -> list[Action]:
+def _finished(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+) -> list[Action]:
     if instance is not None:
-        return _terminate(t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED,
-                          f"pod {podinfo.phase(pod)}")
+        return _terminate(
+            t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED, f"pod {podinfo.phase(pod)}"
+        )
     if row is not None and not row.state.finished:
         return t.save(row, _ended(t, row))
     return []
 
 
-def _terminate(t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance,
-               reason: TerminateReason, why: str) -> list[Action]:
+def _terminate(
+    t: _Tick,
+    ref: PodRef,
+    row: MappingRecord | None,
+    instance: Instance,
+    reason: TerminateReason,
+    why: str,
+) -> list[Action]:
     row = row or _adopted_row(t, ref, instance)
     first = row.state is not MappingState.TERMINATING
-    actions: list[Action] = [Terminate(instance.id, reason, why, ref,
-                                       row.changed(state=MappingState.TERMINATING))]
+    actions: list[Action] = [
+        Terminate(instance.id, reason, why, ref, row.changed(state=MappingState.TERMINATING))
+    ]
     if first:
-        actions.append(Event(ref, Notice.TERMINATING_INSTANCE,
-                             f"terminating RunPod instance {instance.id}: {why}"))
+        actions.append(
+            Event(
+                ref,
+                Notice.TERMINATING_INSTANCE,
+                f"terminating RunPod instance {instance.id}: {why}",
+            )
+        )
     return actions
 
 
 # --- a live pod with its instance --------------------------------------------------
 
 
-def _with_instance(t: _Tick, pod: KubeObject, row: MappingRecord | None,
-                   instance: Instance) -> list[Action]:
+def _with_instance(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance
+) -> list[Action]:
     actions: list[Action] = []
     if row is None or row.instance_id != instance.id:
         actions, row = _adopt(t, PodRef.of(pod), row, instance)
     if row.state is MappingState.TERMINATING or row.state.finished:
-        return [*actions, Terminate(instance.id, TerminateReason.ALREADY_DECIDED,
-                                    row.reason.value if row.reason else "finished",
-                                    PodRef.of(pod), row)]
+        return [
+            *actions,
+            Terminate(
+                instance.id,
+                TerminateReason.ALREADY_DECIDED,
+                row.reason.value if row.reason else "finished",
+                PodRef.of(pod),
+                row,
+            ),
+        ]
     if podinfo.deadline_passed(pod, t.now):
-        return actions + _fail(t, pod, row, instance, PodReason.DEADLINE_EXCEEDED,
-                               "pod ran longer than spec.activeDeadlineSeconds")
+        return actions + _fail(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.DEADLINE_EXCEEDED,
+            "pod ran longer than spec.activeDeadlineSeconds",
+        )
     return actions + _follow_instance(t, pod, row, instance)
 
 
-def _adopt(t: _Tick, ref: PodRef, row: MappingRecord | None,
-           instance: Instance) -> tuple[list[Action], MappingRecord]:
+def _adopt(
+    t: _Tick, ref: PodRef, row: MappingRecord | None, instance: Instance
+) -> tuple[list[Action], MappingRecord]:
     adopted = _adopted_row(t, ref, instance, row)
-    return [Adopt(ref, instance, adopted),
-            Event(ref, Notice.ADOPTED_INSTANCE, f"found RunPod instance {instance.id} for this pod "
-                  "and took it over (earlier create or rebuilt state)")], adopted
+    return [
+        Adopt(ref, instance, adopted),
+        Event(
+            ref,
+            Notice.ADOPTED_INSTANCE,
+            f"found RunPod instance {instance.id} for this pod "
+            "and took it over (earlier create or rebuilt state)",
+        ),
+    ], adopted
 
 
-def _adopted_row(t: _Tick, ref: PodRef, instance: Instance,
-                 row: MappingRecord | None = None) -> MappingRecord:
-    base = row or MappingRecord(ref.uid, ref.namespace, ref.name, MappingState.RUNNING,
-                                t.now, t.now)
+def _adopted_row(
+    t: _Tick, ref: PodRef, instance: Instance, row: MappingRecord | None = None
+) -> MappingRecord:
+    base = row or MappingRecord(
+        ref.uid, ref.namespace, ref.name, MappingState.RUNNING, t.now, t.now
+    )
     return base.changed(
-        state=MappingState.RUNNING, instance_id=instance.id, instance_name=instance.name,
-        attempt_id=None, gpu_type_id=instance.gpu_type_id, datacenter_id=instance.datacenter_id,
-        cost_per_hr=instance.cost_per_hr, last_instance_status=instance.status.value,
-        reason=None, last_error=None, orphan_sightings=0)
+        state=MappingState.RUNNING,
+        instance_id=instance.id,
+        instance_name=instance.name,
+        attempt_id=None,
+        gpu_type_id=instance.gpu_type_id,
+        datacenter_id=instance.datacenter_id,
+        cost_per_hr=instance.cost_per_hr,
+        last_instance_status=instance.status.value,
+        reason=None,
+        last_error=None,
+        orphan_sightings=0,
+    )
 
 
-def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
-                     instance: Instance) -> list[Action]:
+def _follow_instance(
+    t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
     status = instance.status
     if status is InstanceStatus.ERROR:
-        return _fail(t, pod, row, instance, PodReason.INSTANCE_ERROR,
-                     f"RunPod instance {instance.id} is in an unrecoverable error state")
+        return _fail(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.INSTANCE_ERROR,
+            f"RunPod instance {instance.id} is in an unrecoverable error state",
+        )
     if status is InstanceStatus.EXITED:
         return _exited(t, pod, row, instance)
     if status is InstanceStatus.UNKNOWN:
@@ -459,8 +572,14 @@ def _follow_instance(t: _Tick, pod: KubeObject, row: MappingRecord,
 
 def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
     if not is_batch(pod):
-        return _fail(t, pod, row, instance, PodReason.INSTANCE_STOPPED,
-                     f"RunPod instance {instance.id} was stopped outside Kubernetes")
+        return _fail(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.INSTANCE_STOPPED,
+            f"RunPod instance {instance.id} was stopped outside Kubernetes",
+        )
     code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
     if code is not None:
         return _finish(t, pod, row.changed(exit_code=code, exited_at=None), instance)
@@ -473,23 +592,34 @@ def _exited(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     return _exit_code_unknown(t, pod, row, instance)
 
 
-def _exit_code_unknown(t: _Tick, pod: KubeObject, row: MappingRecord,
-                       instance: Instance) -> list[Action]:
+def _exit_code_unknown(
+    t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
     """Give up on the code: fail the pod with the log's end on it, end the billing."""
     ref = PodRef.of(pod)
-    summary = (f"the exit code of RunPod instance {instance.id} could not be read within "
-               f"{int(t.settings.exit_code_timeout)} s of its stop")
+    summary = (
+        f"the exit code of RunPod instance {instance.id} could not be read within "
+        f"{int(t.settings.exit_code_timeout)} s of its stop"
+    )
     tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
     shown = f"{summary}; last log lines:\n{tail}" if tail else summary
-    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now,
-                                   reason=PodReason.EXIT_CODE_UNKNOWN, message=shown)
+    status = pod_status.pod_status(
+        pod, None, exit_code=None, now=t.now, reason=PodReason.EXIT_CODE_UNKNOWN, message=shown
+    )
     # The row keeps the summary only: log lines may hold anything, and stay off the disk.
-    failed = row.changed(state=MappingState.TERMINATING, reason=PodReason.EXIT_CODE_UNKNOWN,
-                         last_error=summary, status_hash=pod_status.status_fingerprint(status))
-    return [PatchStatus(ref, status, failed),
-            Event(ref, PodReason.EXIT_CODE_UNKNOWN, summary, warning=True),
-            Terminate(instance.id, TerminateReason.POD_FAILED, PodReason.EXIT_CODE_UNKNOWN.value,
-                      ref, failed)]
+    failed = row.changed(
+        state=MappingState.TERMINATING,
+        reason=PodReason.EXIT_CODE_UNKNOWN,
+        last_error=summary,
+        status_hash=pod_status.status_fingerprint(status),
+    )
+    return [
+        PatchStatus(ref, status, failed),
+        Event(ref, PodReason.EXIT_CODE_UNKNOWN, summary, warning=True),
+        Terminate(
+            instance.id, TerminateReason.POD_FAILED, PodReason.EXIT_CODE_UNKNOWN.value, ref, failed
+        ),
+    ]
 
 
 def _log_tail(lines: Sequence[str]) -> str:
@@ -512,8 +642,9 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     # No key while annotations wait for their patch, or one that failed would never
     # be retried. Otherwise the key is stored even when our own patches are about to
     # renew the resourceVersion: the next tick computes once more and stores the new one.
-    new_row = row.changed(**mirrored, status_hash=fingerprint,
-                          mirror_key=None if annotations else key)
+    new_row = row.changed(
+        **mirrored, status_hash=fingerprint, mirror_key=None if annotations else key
+    )
     actions: list[Action] = []
     if fingerprint != row.status_hash:
         # One request for both: the status subresource takes the annotations along.
@@ -529,9 +660,14 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
 
 def _mirrored_fields(row: MappingRecord, instance: Instance) -> dict[str, object]:
     """The row fields mirroring sets, besides the status fingerprint and the key."""
-    return {"last_instance_status": instance.status.value, "cost_per_hr": instance.cost_per_hr,
-            "datacenter_id": instance.datacenter_id or row.datacenter_id, "reason": None,
-            "last_error": None, "orphan_sightings": 0}
+    return {
+        "last_instance_status": instance.status.value,
+        "cost_per_hr": instance.cost_per_hr,
+        "datacenter_id": instance.datacenter_id or row.datacenter_id,
+        "reason": None,
+        "last_error": None,
+        "orphan_sightings": 0,
+    }
 
 
 def _holds(row: MappingRecord, fields: Mapping[str, object]) -> bool:
@@ -548,59 +684,95 @@ def _finish(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     """A batch pod's process ended: record how, then release the instance."""
     ref = PodRef.of(pod)
     status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=t.now)
-    done = row.changed(state=MappingState.TERMINATING,
-                       status_hash=pod_status.status_fingerprint(status),
-                       last_instance_status=instance.status.value)
+    done = row.changed(
+        state=MappingState.TERMINATING,
+        status_hash=pod_status.status_fingerprint(status),
+        last_instance_status=instance.status.value,
+    )
     outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
-    return [PatchStatus(ref, status, done),
-            Event(ref, Notice.COMPLETED, f"process {outcome}", warning=row.exit_code != 0),
-            Terminate(instance.id, TerminateReason.PROCESS_ENDED, f"pod {outcome}", ref, done)]
+    return [
+        PatchStatus(ref, status, done),
+        Event(ref, Notice.COMPLETED, f"process {outcome}", warning=row.exit_code != 0),
+        Terminate(instance.id, TerminateReason.PROCESS_ENDED, f"pod {outcome}", ref, done),
+    ]
 
 
-def _fail(t: _Tick, pod: KubeObject, row: MappingRecord | None, instance: Instance | None,
-          reason: PodReason, message: str) -> list[Action]:
+def _fail(
+    t: _Tick,
+    pod: KubeObject,
+    row: MappingRecord | None,
+    instance: Instance | None,
+    reason: PodReason,
+    message: str,
+) -> list[Action]:
     """Fail the pod with a reason kubectl shows, and release its instance if any."""
     ref = PodRef.of(pod)
     row = row or t.new_row(pod, MappingState.FAILED)
-    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
-                                   message=message)
+    status = pod_status.pod_status(
+        pod, None, exit_code=None, now=t.now, reason=reason, message=message
+    )
     state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
-    failed = row.changed(state=state, reason=reason, last_error=message,
-                         status_hash=pod_status.status_fingerprint(status),
-                         ended_at=row.ended_at or (None if instance is not None else t.now))
-    actions: list[Action] = [PatchStatus(ref, status, failed),
-                             Event(ref, reason, message, warning=True)]
+    failed = row.changed(
+        state=state,
+        reason=reason,
+        last_error=message,
+        status_hash=pod_status.status_fingerprint(status),
+        ended_at=row.ended_at or (None if instance is not None else t.now),
+    )
+    actions: list[Action] = [
+        PatchStatus(ref, status, failed),
+        Event(ref, reason, message, warning=True),
+    ]
     if instance is not None:
-        actions.append(Terminate(instance.id, TerminateReason.POD_FAILED, reason.value, ref,
-                                 failed))
+        actions.append(
+            Terminate(instance.id, TerminateReason.POD_FAILED, reason.value, ref, failed)
+        )
     return actions
 
 
 # --- a live pod without an instance ------------------------------------------------
 
 
-def _without_instance(t: _Tick, pod: KubeObject,
-                      row: MappingRecord | None) -> tuple[list[Action], _Waiting | None]:
+def _without_instance(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None
+) -> tuple[list[Action], _Waiting | None]:
     if row is None and (rebuilt := _rebuilt_from_annotation(t, pod)) is not None:
         return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:
         return _instance_missing(t, pod, row), None
-    if row is not None and row.state is MappingState.CREATING and t.within(
-            row.attempt_started_at, t.settings.create_grace_time):
+    if (
+        row is not None
+        and row.state is MappingState.CREATING
+        and t.within(row.attempt_started_at, t.settings.create_grace_time)
+    ):
         return [], None  # in doubt: the instance may still appear in the list
     if podinfo.deadline_passed(pod, t.now):
-        return _fail(t, pod, row, None, PodReason.DEADLINE_EXCEEDED,
-                     "pod waited longer than spec.activeDeadlineSeconds"), None
+        return _fail(
+            t,
+            pod,
+            row,
+            None,
+            PodReason.DEADLINE_EXCEEDED,
+            "pod waited longer than spec.activeDeadlineSeconds",
+        ), None
     lookalike = t.lookalikes.get(podinfo.uid(pod))
     if lookalike is not None:
         # Probably this pod's own instance, its tags and our records lost: a create
         # would pay twice. It is never touched either; a person decides.
-        return _cannot_create(t, pod, row, PodReason.UNOWNED_LOOKALIKE, (
-            f"RunPod instance {lookalike} is named like this pod's but carries no owner tag "
-            "and nothing of ours records it; not creating another. Delete it, or put the "
-            "tags back, to go on"), False), None
+        return _cannot_create(
+            t,
+            pod,
+            row,
+            PodReason.UNOWNED_LOOKALIKE,
+            (
+                f"RunPod instance {lookalike} is named like this pod's but carries no owner tag "
+                "and nothing of ours records it; not creating another. Delete it, or put the "
+                "tags back, to go on"
+            ),
+            False,
+        ), None
     return _prepare_create(t, pod, row)
 
 
@@ -612,21 +784,30 @@ def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
     instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
     if not instance_id:
         return None
-    return t.new_row(pod, MappingState.RUNNING).changed(instance_id=instance_id,
-                                                        attempt_started_at=t.now)
+    return t.new_row(pod, MappingState.RUNNING).changed(
+        instance_id=instance_id, attempt_started_at=t.now
+    )
 
 
 def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     """Finished work never runs again; make sure the pod shows how it ended."""
-    final = row.changed(state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
-                        ended_at=row.ended_at or t.now)
+    final = row.changed(
+        state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
+        ended_at=row.ended_at or t.now,
+    )
     if row.exit_code is not None:
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
         status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
     else:
         reason = row.reason or PodReason.INSTANCE_LOST
-        status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
-                                       message=row.last_error or "the RunPod instance is gone")
+        status = pod_status.pod_status(
+            pod,
+            None,
+            exit_code=None,
+            now=t.now,
+            reason=reason,
+            message=row.last_error or "the RunPod instance is gone",
+        )
     fingerprint = pod_status.status_fingerprint(status)
     final = final.changed(status_hash=fingerprint)
     if fingerprint != row.status_hash:
@@ -637,29 +818,50 @@ def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list
 def _instance_missing(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
     if t.within(row.attempt_started_at, t.settings.create_grace_time):
         return []  # a new instance can lag behind in the list
-    return _fail(t, pod, row, None, PodReason.INSTANCE_LOST,
-                 f"RunPod instance {row.instance_id} disappeared while the pod was running")
+    return _fail(
+        t,
+        pod,
+        row,
+        None,
+        PodReason.INSTANCE_LOST,
+        f"RunPod instance {row.instance_id} disappeared while the pod was running",
+    )
 
 
-def _prepare_create(t: _Tick, pod: KubeObject,
-                    row: MappingRecord | None) -> tuple[list[Action], _Waiting | None]:
+def _prepare_create(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None
+) -> tuple[list[Action], _Waiting | None]:
     inputs = t.obs.create_inputs.get(podinfo.uid(pod))
     if inputs is None or not t.obs.catalog:
         return [], None  # the engine could not gather what a create needs this tick
     try:
         if inputs.error is not None:
             raise inputs.error
-        candidates = create_requests(pod, inputs.job, inputs.sources, t.obs.catalog,
-                                     t.settings, t.settings.owner_id, inputs.registry_auth_id)
+        candidates = create_requests(
+            pod,
+            inputs.job,
+            inputs.sources,
+            t.obs.catalog,
+            t.settings,
+            t.settings.owner_id,
+            inputs.registry_auth_id,
+        )
     except TranslationError as error:
         return _cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
     if requests_out_of_stock(candidates, t.obs.catalog):
-        return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE,
-                              "every GPU type that fits this pod is out of stock", False), None
+        return _cannot_create(
+            t,
+            pod,
+            row,
+            PodReason.CAPACITY_UNAVAILABLE,
+            "every GPU type that fits this pod is out of stock",
+            False,
+        ), None
     candidates = usable(candidates, t.obs.refused)
     if not candidates:
-        return _cannot_create(t, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE,
-                              False), None
+        return _cannot_create(
+            t, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE, False
+        ), None
     actions: list[Action] = []
     if row is not None and row.reason:
         # The last attempt failed (no capacity, budget): retry, still showing why.
@@ -671,8 +873,14 @@ def _prepare_create(t: _Tick, pod: KubeObject,
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
-def _cannot_create(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
-                   message: str, permanent: bool) -> list[Action]:
+def _cannot_create(
+    t: _Tick,
+    pod: KubeObject,
+    row: MappingRecord | None,
+    reason: PodReason,
+    message: str,
+    permanent: bool,
+) -> list[Action]:
     """Wait with a visible reason, or fail once the reason is permanent or too old."""
     if permanent:
         return _fail(t, pod, row, None, reason, message)
@@ -690,16 +898,23 @@ def _gave_up(t: _Tick, message: str | None) -> str:
     return f"{message or 'no instance'}; gave up after {int(t.settings.max_pending_time)} s"
 
 
-def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason,
-                  message: str) -> tuple[list[Action], MappingRecord]:
+def _show_waiting(
+    t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: PodReason, message: str
+) -> tuple[list[Action], MappingRecord]:
     """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
     ref = PodRef.of(pod)
     row = row or t.new_row(pod, MappingState.PENDING)
-    status = pod_status.pod_status(pod, None, exit_code=None, now=t.now, reason=reason,
-                                   message=message, pending=True)
+    status = pod_status.pod_status(
+        pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
+    )
     fingerprint = pod_status.status_fingerprint(status)
-    waiting = row.changed(state=MappingState.PENDING, reason=reason, last_error=message,
-                          attempt_id=None, status_hash=fingerprint)
+    waiting = row.changed(
+        state=MappingState.PENDING,
+        reason=reason,
+        last_error=message,
+        attempt_id=None,
+        status_hash=fingerprint,
+    )
     actions: list[Action] = []
     if row.reason != reason:
         actions.append(Event(ref, reason, message, warning=True))
@@ -711,14 +926,23 @@ def _show_waiting(t: _Tick, pod: KubeObject, row: MappingRecord | None, reason: 
 # --- admission: budgets and pacing -------------------------------------------------
 
 
-def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
-           rows: dict[str, MappingRecord], pods: Mapping[str, KubeObject]) -> list[Action]:
+def _admit(
+    t: _Tick,
+    waiting: list[_Waiting],
+    owned: dict[str, list[Instance]],
+    rows: dict[str, MappingRecord],
+    pods: Mapping[str, KubeObject],
+) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
     budget."""
     live = [i for group in owned.values() for i in group]
-    in_doubt = [r for r in rows.values()
-                if r.state is MappingState.CREATING and r.pod_uid not in owned
-                and t.within(r.attempt_started_at, t.settings.create_grace_time)]
+    in_doubt = [
+        r
+        for r in rows.values()
+        if r.state is MappingState.CREATING
+        and r.pod_uid not in owned
+        and t.within(r.attempt_started_at, t.settings.create_grace_time)
+    ]
     count, spend = len(live) + len(in_doubt), sum(i.cost_per_hr for i in live)
     use = namespace_use(owned, in_doubt, rows, pods)
     slots = create_slots(t.obs, t.settings)
@@ -727,23 +951,40 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
         closed = placement.closed_to(wait.pod, t.node)
         if closed is not None:
             cordoned = bool((t.node.get("spec") or {}).get("unschedulable"))
-            actions += _cannot_create(t, wait.pod, wait.row,
-                                      PodReason.NODE_CORDONED if cordoned
-                                      else PodReason.NODE_TAINTED,
-                                      f"no new instance: {closed}", False)
+            actions += _cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.NODE_CORDONED if cordoned else PodReason.NODE_TAINTED,
+                f"no new instance: {closed}",
+                False,
+            )
             continue
-        affordable = tuple(c for c in wait.candidates
-                           if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend)
+        affordable = tuple(
+            c for c in wait.candidates if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+        )
         cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
         namespace = PodRef.of(wait.pod).namespace
         ns_use = use.setdefault(namespace, NamespaceUse())
         refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
         if count + 1 > t.settings.max_instances or not affordable:
-            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
-                                      _budget_message(t, count, spend, cheapest), False)
+            actions += _cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.BUDGET_EXCEEDED,
+                _budget_message(t, count, spend, cheapest),
+                False,
+            )
         elif refusal is not None:
-            actions += _cannot_create(t, wait.pod, wait.row, PodReason.BUDGET_EXCEEDED,
-                                      f"waiting for budget: {refusal}", False)
+            actions += _cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.BUDGET_EXCEEDED,
+                f"waiting for budget: {refusal}",
+                False,
+            )
         elif slots > 0:
             actions.append(_create(t, wait, affordable))
             # Count the dearest candidate tried: RunPod may accept any of them.
@@ -755,9 +996,12 @@ def _admit(t: _Tick, waiting: list[_Waiting], owned: dict[str, list[Instance]],
     return actions
 
 
-def namespace_use(owned: Mapping[str, list[Instance]], in_doubt: Iterable[MappingRecord],
-                  rows: Mapping[str, MappingRecord],
-                  pods: Mapping[str, KubeObject]) -> dict[str, NamespaceUse]:
+def namespace_use(
+    owned: Mapping[str, list[Instance]],
+    in_doubt: Iterable[MappingRecord],
+    rows: Mapping[str, MappingRecord],
+    pods: Mapping[str, KubeObject],
+) -> dict[str, NamespaceUse]:
     """Live instances and their list prices per namespace (in-doubt creates count too)."""
     use: dict[str, NamespaceUse] = defaultdict(NamespaceUse)
     for uid, group in owned.items():
@@ -770,8 +1014,9 @@ def namespace_use(owned: Mapping[str, list[Instance]], in_doubt: Iterable[Mappin
     return dict(use)
 
 
-def _namespace_of(uid: str, rows: Mapping[str, MappingRecord],
-                  pods: Mapping[str, KubeObject]) -> str | None:
+def _namespace_of(
+    uid: str, rows: Mapping[str, MappingRecord], pods: Mapping[str, KubeObject]
+) -> str | None:
     if uid in pods:
         return PodRef.of(pods[uid]).namespace
     row = rows.get(uid)
@@ -792,9 +1037,11 @@ def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:
 
 
 def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:
-    return (f"waiting for budget: {count}/{t.settings.max_instances} instances, "
-            f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
-            f"this pod needs at least ${cost:.2f}/h")
+    return (
+        f"waiting for budget: {count}/{t.settings.max_instances} instances, "
+        f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
+        f"this pod needs at least ${cost:.2f}/h"
+    )
 
 
 def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> Create:
@@ -803,7 +1050,11 @@ def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> 
     attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
     # The previous reason stays on the intent row, so that the executor raises an
     # Event only when a failed create fails for a new reason.
-    intent = base.changed(state=MappingState.CREATING, attempt_id=attempt,
-                          attempt_started_at=t.now, instance_name=candidates[0].name,
-                          updated_at=t.now)
+    intent = base.changed(
+        state=MappingState.CREATING,
+        attempt_id=attempt,
+        attempt_started_at=t.now,
+        instance_name=candidates[0].name,
+        updated_at=t.now,
+    )
     return Create(ref, intent, candidates, wait.pull_secret)

@@ -88,10 +88,11 @@ def users_lines(lines: Iterable[LogLine]) -> Iterator[LogLine]:
 
 def last_lines(lines: Iterable[LogLine], options: LogOptions) -> list[LogLine]:
     """The user's lines of a backfill, from `since`, the last `tail_lines` of them."""
-    kept = [line for line in users_lines(lines)
-            if options.since is None or line.ts >= options.since]
+    kept = [
+        line for line in users_lines(lines) if options.since is None or line.ts >= options.since
+    ]
     if options.tail_lines is not None:
-        kept = kept[len(kept) - options.tail_lines:] if options.tail_lines else []
+        kept = kept[len(kept) - options.tail_lines :] if options.tail_lines else []
     return kept
 
 

@@ -41,8 +41,9 @@ def is_ours_to_run(pod: KubeObject) -> bool:
 
 
 def is_daemon_set_pod(pod: KubeObject) -> bool:
-    return any(ref.get("kind") == "DaemonSet"
-               for ref in pod["metadata"].get("ownerReferences") or ())
+    return any(
+        ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or ()
+    )
 
 
 def pod_annotations(pod: KubeObject) -> dict[str, str]:
@@ -79,5 +80,4 @@ def oldest_first(pod: KubeObject) -> tuple[str, str, str]:
     """Sort key: creation time, then namespace and name for a stable order."""
     created = created_at(pod)
     meta = pod["metadata"]
-    return (created.isoformat() if created else "", meta.get("namespace", "default"),
-            meta["name"])
+    return (created.isoformat() if created else "", meta.get("namespace", "default"), meta["name"])

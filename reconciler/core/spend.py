@@ -32,11 +32,15 @@ class Leak:
     usd: float
 
 
-def leaks(records: Iterable[BillingRecord], rows: Iterable[MappingRecord],
-          grace_seconds: float) -> list[Leak]:
+def leaks(
+    records: Iterable[BillingRecord], rows: Iterable[MappingRecord], grace_seconds: float
+) -> list[Leak]:
     """Instances charged for hours that began after their pod ended and the grace passed."""
-    ended = {row.instance_id: row for row in rows
-             if row.instance_id and row.state.finished and row.ended_at is not None}
+    ended = {
+        row.instance_id: row
+        for row in rows
+        if row.instance_id and row.state.finished and row.ended_at is not None
+    }
     seconds: dict[str, float] = defaultdict(float)
     usd: dict[str, float] = defaultdict(float)
     for record in records:
@@ -76,8 +80,9 @@ def by_instance(records: Iterable[BillingRecord]) -> dict[str, float]:
     return dict(totals)
 
 
-def spend_by_pod(instance_usd: Mapping[str, float],
-                 rows: Iterable[MappingRecord]) -> dict[str, float]:
+def spend_by_pod(
+    instance_usd: Mapping[str, float], rows: Iterable[MappingRecord]
+) -> dict[str, float]:
     """Pod UID → USD charged for its instance(s) so far."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:

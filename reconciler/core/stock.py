@@ -55,8 +55,7 @@ class StockMemory:
         for place in [p for p in self._refusals if p[:2] == (gpu_type_id, cloud)]:
             del self._refusals[place]
 
-    def catalog_seen(self, catalog: Iterable[GpuType], fetched_at: datetime,
-                     cloud: Cloud) -> None:
+    def catalog_seen(self, catalog: Iterable[GpuType], fetched_at: datetime, cloud: Cloud) -> None:
         """A catalog fetched at `fetched_at` shows stock: forget older refusals there."""
         for gpu in catalog:
             stocked = {dc.id for dc in gpu.datacenters if dc.availability > Availability.NONE}
@@ -64,8 +63,7 @@ class StockMemory:
                 if place[:2] != (gpu.id, cloud) or refusal.at >= fetched_at:
                     continue
                 where = place[2]
-                if where in stocked or (where == ANYWHERE
-                                        and gpu.availability > Availability.NONE):
+                if where in stocked or (where == ANYWHERE and gpu.availability > Availability.NONE):
                     del self._refusals[place]
 
     def active(self, now: datetime) -> frozenset[Place]:
@@ -81,8 +79,7 @@ def _places(candidate: CreateRequest) -> list[Place]:
     return [(*key, dc) for dc in candidate.datacenter_ids or (ANYWHERE,)]
 
 
-def usable(candidates: Sequence[CreateRequest],
-           refused: frozenset[Place]) -> list[CreateRequest]:
+def usable(candidates: Sequence[CreateRequest], refused: frozenset[Place]) -> list[CreateRequest]:
     """The candidates minus the places RunPod refused lately; a candidate keeps the data
     centers that were not refused, and goes when none is left."""
     if not refused:
@@ -94,9 +91,15 @@ def usable(candidates: Sequence[CreateRequest],
         if not candidate.datacenter_ids:
             kept.append(candidate)
             continue
-        left = tuple(dc for dc in candidate.datacenter_ids
-                     if (candidate.gpu_type_id, candidate.cloud, dc) not in refused)
+        left = tuple(
+            dc
+            for dc in candidate.datacenter_ids
+            if (candidate.gpu_type_id, candidate.cloud, dc) not in refused
+        )
         if left:
-            kept.append(replace(candidate, datacenter_ids=left)
-                        if left != candidate.datacenter_ids else candidate)
+            kept.append(
+                replace(candidate, datacenter_ids=left)
+                if left != candidate.datacenter_ids
+                else candidate
+            )
     return kept

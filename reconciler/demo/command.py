@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option("--keep-running", is_flag=True,
-              help="Leave the simulated world running in real time afterwards, and print "
-              "commands (kubectl among them) to use it.")
+@click.option(
+    "--keep-running",
+    is_flag=True,
+    help="Leave the simulated world running in real time afterwards, and print "
+    "commands (kubectl among them) to use it.",
+)
 @output_option
 def demo(keep_running: bool, output: str) -> None:
     """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
@@ -49,7 +52,6 @@ def demo(keep_running: bool, output: str) -> None:
             world.step()
         click.echo("stopping the simulators", err=True)
 
-    result = run_demo(echo, keep_running=keep_running, wait=run_until_stopped,
-                      on_result=print_json)
+    result = run_demo(echo, keep_running=keep_running, wait=run_until_stopped, on_result=print_json)
     if result.duplicates or result.leaked:
         sys.exit(1)

@@ -25,8 +25,12 @@ TICK_SECONDS = 2.0
 
 
 class LiveWorld:
-    def __init__(self, box: Sandbox, lock: LockKeeper | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        box: Sandbox,
+        lock: LockKeeper | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.box, self._lock, self._monotonic = box, lock, monotonic
         self._last = monotonic()
         # The scenario played the Job controller for its own Jobs already.
@@ -64,8 +68,11 @@ class LiveWorld:
         jobs = {j["metadata"]["uid"] for j in self.box.kube_sim.list("jobs", None)}
         for pod in self.box.kube_sim.list("pods", None):
             meta = pod["metadata"]
-            owners = [r["uid"] for r in meta.get("ownerReferences") or ()
-                      if r.get("kind") == "Job" and r.get("controller")]
+            owners = [
+                r["uid"]
+                for r in meta.get("ownerReferences") or ()
+                if r.get("kind") == "Job" and r.get("controller")
+            ]
             if owners and owners[0] not in jobs and not meta.get("deletionTimestamp"):
                 self.box.kube_sim.delete_pod(meta["namespace"], meta["name"])
 
@@ -76,28 +83,51 @@ class LiveWorld:
             return
         for pod in self.box.kube_sim.list("pods", None):
             meta, spec = pod["metadata"], pod.get("spec") or {}
-            if (spec.get("nodeName") or meta.get("deletionTimestamp")
-                    or podinfo.phase(pod) != "Pending" or exclusion(pod, node) is not None):
+            if (
+                spec.get("nodeName")
+                or meta.get("deletionTimestamp")
+                or podinfo.phase(pod) != "Pending"
+                or exclusion(pod, node) is not None
+            ):
                 continue
-            self.box.kube_sim.store.bind(meta["namespace"], meta["name"], {
-                "target": {"kind": "Node", "name": node["metadata"]["name"]},
-                "metadata": {"uid": meta["uid"]}})
+            self.box.kube_sim.store.bind(
+                meta["namespace"],
+                meta["name"],
+                {
+                    "target": {"kind": "Node", "name": node["metadata"]["name"]},
+                    "metadata": {"uid": meta["uid"]},
+                },
+            )
 
 
 def _job_pod(job: dict[str, Any]) -> dict[str, Any]:
     meta, template = job["metadata"], job["spec"]["template"]
     name, uid = meta["name"], meta["uid"]
-    labels = {**((template.get("metadata") or {}).get("labels") or {}),
-              "job-name": name, "controller-uid": uid,
-              "batch.kubernetes.io/job-name": name, "batch.kubernetes.io/controller-uid": uid}
+    labels = {
+        **((template.get("metadata") or {}).get("labels") or {}),
+        "job-name": name,
+        "controller-uid": uid,
+        "batch.kubernetes.io/job-name": name,
+        "batch.kubernetes.io/controller-uid": uid,
+    }
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {
-            "name": f"{name}-{secrets.token_hex(3)[:5]}", "namespace": meta["namespace"],
+            "name": f"{name}-{secrets.token_hex(3)[:5]}",
+            "namespace": meta["namespace"],
             "labels": labels,
             "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
-                                 "uid": uid, "controller": True,
-                                 "blockOwnerDeletion": True}]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
         "spec": template["spec"],
     }

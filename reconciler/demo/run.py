@@ -68,13 +68,18 @@ class _Narrator:
         self.echo(f"\n{self._stamp()}  == {text}")
 
     def events(self) -> None:
-        fresh = [e for e in self.box.kube_sim.list("events", None)
-                 if (e["metadata"]["uid"], e.get("count", 1)) not in self.seen]
+        fresh = [
+            e
+            for e in self.box.kube_sim.list("events", None)
+            if (e["metadata"]["uid"], e.get("count", 1)) not in self.seen
+        ]
         for event in sorted(fresh, key=lambda e: e["metadata"].get("resourceVersion", "0")):
             self.seen.add((event["metadata"]["uid"], event.get("count", 1)))
             target = event["involvedObject"]
-            self.echo(f"{self._stamp()}  {target.get('namespace')}/{target.get('name'):<14} "
-                      f"{event['reason']:<26} {event['message']}")
+            self.echo(
+                f"{self._stamp()}  {target.get('namespace')}/{target.get('name'):<14} "
+                f"{event['reason']:<26} {event['message']}"
+            )
 
     def tick(self, advance: float = 0) -> None:
         if advance:
@@ -84,17 +89,22 @@ class _Narrator:
         for action in report.actions:
             # An orphan has no pod to carry an Event, so the demo reports it itself.
             if isinstance(action, Terminate) and action.pod is None:
-                self.echo(f"{self._stamp()}  {'(no pod)':<17} {'TerminatedOrphan':<26} "
-                          f"terminated RunPod instance {action.instance_id}: {action.detail}")
+                self.echo(
+                    f"{self._stamp()}  {'(no pod)':<17} {'TerminatedOrphan':<26} "
+                    f"terminated RunPod instance {action.instance_id}: {action.detail}"
+                )
 
     def _stamp(self) -> str:
         elapsed = int((self.box.clock.now() - self.start).total_seconds())
         return f"[t+{elapsed // 60:02d}:{elapsed % 60:02d}]"
 
 
-def run_demo(echo: Echo, keep_running: bool = False,
-             wait: Callable[[LiveWorld], None] | None = None,
-             on_result: Callable[[DemoResult], None] | None = None) -> DemoResult:
+def run_demo(
+    echo: Echo,
+    keep_running: bool = False,
+    wait: Callable[[LiveWorld], None] | None = None,
+    on_result: Callable[[DemoResult], None] | None = None,
+) -> DemoResult:
     """Run the scenario; with `keep_running`, `on_result` hears the summary before `wait`
     runs the world on in real time (kubectl needs TLS then)."""
     box = Sandbox(DEMO_SETTINGS, tls=keep_running)
@@ -103,8 +113,10 @@ def run_demo(echo: Echo, keep_running: bool = False,
         if keep_running:
             box.start_kubelet()  # `kubectl logs` reaches it through the node's address
         narrator = _Narrator(box, echo)
-        echo(f"RunPod simulator at {box.runpod_sim.base_url}, "
-             f"Kubernetes simulator at {box.kube_sim.base_url}")
+        echo(
+            f"RunPod simulator at {box.runpod_sim.base_url}, "
+            f"Kubernetes simulator at {box.kube_sim.base_url}"
+        )
         _scenario(box, narrator)
         result = _summarise(box, echo)
         if not keep_running:
@@ -114,8 +126,10 @@ def run_demo(echo: Echo, keep_running: bool = False,
         _advance_to(box, datetime.now(UTC))
         paths = write_examples(box.workdir)
         result.commands = connection_help(box, paths)
-        echo("\nThe simulators keep running in real time, and the reconciler ticks every "
-             f"{TICK_SECONDS:g} s. Try, in another shell:")
+        echo(
+            "\nThe simulators keep running in real time, and the reconciler ticks every "
+            f"{TICK_SECONDS:g} s. Try, in another shell:"
+        )
         for command in result.commands:
             echo(f"  {command}")
         if on_result is not None:
@@ -132,8 +146,12 @@ def _advance_to(box: Sandbox, moment: datetime) -> None:
 
 def _scenario(box: Sandbox, n: _Narrator) -> None:
     n.say("four pods land on the virtual node")
-    box.add_pod("train", namespace="ml", command=["python", "train.py", "--epochs", "3"],
-                restart_policy="Never")
+    box.add_pod(
+        "train",
+        namespace="ml",
+        command=["python", "train.py", "--epochs", "3"],
+        restart_policy="Never",
+    )
     box.add_pod("notebook", namespace="ml", image="jupyter/base-notebook", ports=[8888, 22])
     box.add_pod("huge", namespace="ml", annotations={"runpod.io/required-gpu-memory": "640"})
     box.add_pod("scratch", namespace="ml")
@@ -143,18 +161,29 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     _show_endpoints(box, n)
 
     n.say("the training process exits 0; its instance stops itself")
-    box.runpod_sim.write_container_log(_instance_id(box, "ml", "train"), [
-        "epoch 1/3 loss 0.91", "epoch 2/3 loss 0.54", "epoch 3/3 loss 0.31",
-        "saved the model to /workspace/model.pt"])
+    box.runpod_sim.write_container_log(
+        _instance_id(box, "ml", "train"),
+        [
+            "epoch 1/3 loss 0.91",
+            "epoch 2/3 loss 0.54",
+            "epoch 3/3 loss 0.31",
+            "saved the model to /workspace/model.pt",
+        ],
+    )
     box.runpod_sim.exit_process(_instance_id(box, "ml", "train"), 0)
     n.tick(advance=5)
     n.tick(advance=5)
 
-    n.say("the cluster has no GPU left for the managed Job ml/finetune; its pod is "
-          "offloaded")
+    n.say("the cluster has no GPU left for the managed Job ml/finetune; its pod is offloaded")
     job = box.add_job("finetune", namespace="ml", annotations={"runpod.io/managed": "true"})
-    box.add_pod("finetune-0", namespace="ml", command=["python", "finetune.py"],
-                restart_policy="Never", bound=False, job=job)
+    box.add_pod(
+        "finetune-0",
+        namespace="ml",
+        command=["python", "finetune.py"],
+        restart_policy="Never",
+        bound=False,
+        job=job,
+    )
     box.kube_sim.make_unschedulable("ml", "finetune-0")
     n.tick(advance=1)
     n.tick(advance=1)
@@ -168,13 +197,17 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     n.tick(advance=5)
 
     n.say("an instance whose pod no longer exists (a leftover from a force-deleted pod)")
-    box.runpod_sim.add_instance(name="ml-forgotten", env={
-        OWNER_ENV: box.settings.owner_id, POD_UID_ENV: "uid-of-a-pod-that-is-gone"})
+    box.runpod_sim.add_instance(
+        name="ml-forgotten",
+        env={OWNER_ENV: box.settings.owner_id, POD_UID_ENV: "uid-of-a-pod-that-is-gone"},
+    )
     n.tick(advance=1)
     n.tick(advance=DEMO_SETTINGS.orphan_grace_time + 5)
 
-    n.say("a create succeeds at RunPod but the answer is lost (HTTP 500), then the "
-          "reconciler restarts")
+    n.say(
+        "a create succeeds at RunPod but the answer is lost (HTTP 500), then the "
+        "reconciler restarts"
+    )
     box.runpod_sim.create_then_fail(1, status=500)
     box.add_pod("serve", namespace="ml", image="vllm/vllm-openai", ports=[8000])
     n.tick(advance=1)
@@ -210,8 +243,12 @@ def _summarise(box: Sandbox, echo: Echo) -> DemoResult:
     result.running = len(live)
     result.cost_per_hr = sum(float(i.get("cost") or 0) for i in live)
     pods = {p["metadata"]["uid"]: p for p in box.kube_sim.list("pods", None)}
-    result.pods = {f"{p['metadata']['namespace']}/{p['metadata']['name']}":
-                   p.get("status", {}).get("phase", "?") for p in pods.values()}
+    result.pods = {
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": p.get("status", {}).get(
+            "phase", "?"
+        )
+        for p in pods.values()
+    }
     by_pod: dict[str, int] = {}
     for instance in live:
         uid = instance["env"].get(POD_UID_ENV, "")
@@ -235,17 +272,19 @@ def _state_table(box: Sandbox) -> str:
 
 def _summary_lines(result: DemoResult) -> str:
     phases = ", ".join(f"{name} {phase}" for name, phase in sorted(result.pods.items()))
-    return "\n".join([
-        "",
-        f"pods now:            {phases}",
-        f"instances created:   {result.created} ({result.in_doubt} of them answered "
-        "HTTP 500, existed anyway and was adopted, not duplicated)",
-        f"instances planted:   {result.planted} (the leftover of a force-deleted pod)",
-        f"instances terminated: {result.terminated}",
-        f"instances running:   {result.running} (${result.cost_per_hr:.2f}/h)",
-        f"duplicates:          {result.duplicates}",
-        f"leaked instances:    {len(result.leaked)}",
-    ])
+    return "\n".join(
+        [
+            "",
+            f"pods now:            {phases}",
+            f"instances created:   {result.created} ({result.in_doubt} of them answered "
+            "HTTP 500, existed anyway and was adopted, not duplicated)",
+            f"instances planted:   {result.planted} (the leftover of a force-deleted pod)",
+            f"instances terminated: {result.terminated}",
+            f"instances running:   {result.running} (${result.cost_per_hr:.2f}/h)",
+            f"duplicates:          {result.duplicates}",
+            f"leaked instances:    {len(result.leaked)}",
+        ]
+    )
 
 
 def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
@@ -267,10 +306,17 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
 
 
 def summary_record(result: DemoResult) -> dict[str, Any]:
-    record = {"created": result.created, "in_doubt": result.in_doubt,
-              "planted": result.planted, "terminated": result.terminated,
-              "running": result.running, "duplicates": result.duplicates,
-              "leaked": result.leaked, "pods": result.pods, "cost_per_hr": result.cost_per_hr}
+    record = {
+        "created": result.created,
+        "in_doubt": result.in_doubt,
+        "planted": result.planted,
+        "terminated": result.terminated,
+        "running": result.running,
+        "duplicates": result.duplicates,
+        "leaked": result.leaked,
+        "pods": result.pods,
+        "cost_per_hr": result.cost_per_hr,
+    }
     if result.commands:
         record["commands"] = result.commands
     return record

@@ -31,10 +31,18 @@ TOKEN = "sandbox-kube-token"
 
 
 class Sandbox:
-    def __init__(self, settings: Settings | None = None, *, database_url: str | None = None,
-                 workdir: str | None = None, runpod_options: dict[str, Any] | None = None,
-                 rbac_files: tuple[str, ...] = (), rbac_subject: str | None = None,
-                 tls: bool = False, controllers: ControllerSettings | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        database_url: str | None = None,
+        workdir: str | None = None,
+        runpod_options: dict[str, Any] | None = None,
+        rbac_files: tuple[str, ...] = (),
+        rbac_subject: str | None = None,
+        tls: bool = False,
+        controllers: ControllerSettings | None = None,
+    ) -> None:
         """`tls` for the real kubectl (it sends a token only over TLS); `controllers` runs
         the node lifecycle, cloud node and pod GC controllers on the shared clock."""
         self.clock = SimClock()
@@ -42,9 +50,14 @@ class Sandbox:
         self.workdir = Path(workdir or self._tmp.name)
         self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
         self.runpod_sim = RunPodSimulator(API_KEY, clock=self.clock, **(runpod_options or {}))
-        self.kube_sim = KubeSimulator(TOKEN, clock=self.clock, rbac_files=rbac_files,
-                                      rbac_subject=rbac_subject, tls=tls,
-                                      controllers=controllers)
+        self.kube_sim = KubeSimulator(
+            TOKEN,
+            clock=self.clock,
+            rbac_files=rbac_files,
+            rbac_subject=rbac_subject,
+            tls=tls,
+            controllers=controllers,
+        )
         self.kubelet: KubeletServer | None = None
         self._kubelet_runpod: RunPodClient | None = None
         self._base_settings = settings or Settings()
@@ -76,8 +89,13 @@ class Sandbox:
     def restart(self) -> None:
         """A new reconciler process: fresh clients, fresh engine, same database."""
         self.kube = KubeClient(self.kube_sim.api_client(), now=self.clock.now)
-        self.runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, sleep=self.clock.sleep,
-                                   monotonic=self.clock.monotonic, read_timeout=5)
+        self.runpod = RunPodClient(
+            API_KEY,
+            self.runpod_sim.base_url,
+            sleep=self.clock.sleep,
+            monotonic=self.clock.monotonic,
+            read_timeout=5,
+        )
         self.store: Store = open_store(self.database_url, upgrade=True)
         self.settings = resolve_owner(self._base_settings, self.kube)
         self._compose()
@@ -87,9 +105,17 @@ class Sandbox:
         it on the node at the next tick, so that `kubectl logs` reaches it."""
         self._kubelet_runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, read_timeout=5)
         self.configure(kubelet_address="127.0.0.1", kubelet_port=port or 10250)
-        server = start_endpoint(self.settings, self.kube, self.store, self._kubelet_runpod,
-                                self.clock.now, lambda: True, "runpod-system",
-                                host="127.0.0.1", port=port)
+        server = start_endpoint(
+            self.settings,
+            self.kube,
+            self.store,
+            self._kubelet_runpod,
+            self.clock.now,
+            lambda: True,
+            "runpod-system",
+            host="127.0.0.1",
+            port=port,
+        )
         assert server is not None
         self.kubelet = server
         self.configure(kubelet_port=server.port)
@@ -105,8 +131,9 @@ class Sandbox:
     def _compose(self) -> None:
         # One tick at a time with no heartbeat schedule, like `sync --once`, but without
         # the writer lock: the tests count every database write of a tick.
-        self.engine, self.heartbeat = compose(self.settings, self.runpod, self.kube,
-                                              self.store, self.clock.now, RunMode.ONCE)
+        self.engine, self.heartbeat = compose(
+            self.settings, self.runpod, self.kube, self.store, self.clock.now, RunMode.ONCE
+        )
 
     # --- acting as the cluster ---------------------------------------------------------
 
@@ -116,16 +143,27 @@ class Sandbox:
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
-    def add_pod(self, name: str, *, namespace: str = "default", image: str = "python:3.11",
-                command: list[str] | None = None, gpus: int = 1, ports: Sequence[int] = (),
-                annotations: dict[str, str] | None = None, restart_policy: str = "Always",
-                env: list[dict[str, Any]] | None = None,
-                extra_spec: dict[str, Any] | None = None, bound: bool = True,
-                job: dict[str, Any] | None = None) -> dict[str, Any]:
+    def add_pod(
+        self,
+        name: str,
+        *,
+        namespace: str = "default",
+        image: str = "python:3.11",
+        command: list[str] | None = None,
+        gpus: int = 1,
+        ports: Sequence[int] = (),
+        annotations: dict[str, str] | None = None,
+        restart_policy: str = "Always",
+        env: list[dict[str, Any]] | None = None,
+        extra_spec: dict[str, Any] | None = None,
+        bound: bool = True,
+        job: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """A pod on the virtual node; with `bound=False` one the scheduler has yet to place,
         and with `job` one that Job's controller made (owner reference, job-name label)."""
         container: dict[str, Any] = {
-            "name": "main", "image": image,
+            "name": "main",
+            "image": image,
             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
             "ports": [{"containerPort": p, "protocol": "TCP"} for p in ports],
         }
@@ -134,39 +172,83 @@ class Sandbox:
         if env:
             container["env"] = env
         self.ensure_namespace(namespace)
-        spec = {"restartPolicy": restart_policy, "containers": [container],
-                **({"nodeName": self.settings.node_name, "tolerations": [
-                    {"key": "virtual-kubelet.io/provider", "operator": "Exists"}]}
-                   if bound else {}),
-                **(extra_spec or {})}
-        metadata: dict[str, Any] = {"name": name, "namespace": namespace,
-                                    "annotations": dict(annotations or {})}
+        spec = {
+            "restartPolicy": restart_policy,
+            "containers": [container],
+            **(
+                {
+                    "nodeName": self.settings.node_name,
+                    "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+                }
+                if bound
+                else {}
+            ),
+            **(extra_spec or {}),
+        }
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": namespace,
+            "annotations": dict(annotations or {}),
+        }
         if job is not None:
             metadata["labels"] = {"job-name": job["metadata"]["name"]}
-            metadata["ownerReferences"] = [{
-                "apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
-                "uid": job["metadata"]["uid"], "controller": True}]
-        return self.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod",
-                                         "metadata": metadata, "spec": spec})
+            metadata["ownerReferences"] = [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job["metadata"]["name"],
+                    "uid": job["metadata"]["uid"],
+                    "controller": True,
+                }
+            ]
+        return self.kube_sim.create_pod(
+            {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+        )
 
-    def add_job(self, name: str, *, namespace: str = "default",
-                annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                completions: int = 1, parallelism: int = 1) -> dict[str, Any]:
+    def add_job(
+        self,
+        name: str,
+        *,
+        namespace: str = "default",
+        annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        completions: int = 1,
+        parallelism: int = 1,
+    ) -> dict[str, Any]:
         """A Job object only: tests play its controller by adding pods with `job=`."""
         self.ensure_namespace(namespace)
-        template = {"spec": {"restartPolicy": "Never", "containers": [
-            {"name": "main", "image": "python:3.11"}]}}
-        return self.kube_sim.put("jobs", {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "namespace": namespace,
-                         "annotations": dict(annotations or {}), "labels": dict(labels or {})},
-            "spec": {"completions": completions, "parallelism": parallelism,
-                     "backoffLimit": 6, "template": template}})
+        template = {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "python:3.11"}],
+            }
+        }
+        return self.kube_sim.put(
+            "jobs",
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "annotations": dict(annotations or {}),
+                    "labels": dict(labels or {}),
+                },
+                "spec": {
+                    "completions": completions,
+                    "parallelism": parallelism,
+                    "backoffLimit": 6,
+                    "template": template,
+                },
+            },
+        )
 
     def ensure_namespace(self, namespace: str) -> None:
         if self.kube_sim.get("namespaces", None, namespace) is None:
-            self.kube_sim.put("namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                             "metadata": {"name": namespace}})
+            self.kube_sim.put(
+                "namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
 
     def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
         return self.kube_sim.get("pods", namespace, name)
@@ -174,15 +256,22 @@ class Sandbox:
     def owned_instances(self) -> list[dict[str, Any]]:
         """Our instances as the RunPod simulator holds them (not through the client)."""
         owner = self.settings.owner_id
-        return [i for i in self.runpod_sim.instances.values()
-                if (i.get("env") or {}).get("RUNPOD_RECONCILER_OWNER") == owner]
+        return [
+            i
+            for i in self.runpod_sim.instances.values()
+            if (i.get("env") or {}).get("RUNPOD_RECONCILER_OWNER") == owner
+        ]
 
     def instance_for(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         uid = pod["metadata"]["uid"]
-        found = [i for i in self.owned_instances()
-                 if i["env"].get("RUNPOD_RECONCILER_POD_UID") == uid]
+        found = [
+            i for i in self.owned_instances() if i["env"].get("RUNPOD_RECONCILER_POD_UID") == uid
+        ]
         return found[0] if found else None
 
     def events(self, name: str, namespace: str = "default") -> list[dict[str, Any]]:
-        return [e for e in self.kube_sim.list("events", namespace)
-                if e.get("involvedObject", {}).get("name") == name]
+        return [
+            e
+            for e in self.kube_sim.list("events", namespace)
+            if e.get("involvedObject", {}).get("name") == name
+        ]

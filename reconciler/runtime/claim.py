@@ -67,12 +67,25 @@ def dead_here(holder: str) -> bool:
 class WriterClaim:
     """The node's writer Lease, for as long as this process acts for the node."""
 
-    def __init__(self, kube: KubeClient, node_name: str, clock: Callable[[], datetime],
-                 monotonic: Callable[[], float], lease_seconds: int = WRITER_LEASE_SECONDS,
-                 owner: str | None = None) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        node_name: str,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float],
+        lease_seconds: int = WRITER_LEASE_SECONDS,
+        owner: str | None = None,
+    ) -> None:
         self.node_name = node_name
-        self.elector = LeaderElector(kube, NODE_LEASE_NAMESPACE, writer_lease_name(node_name),
-                                     owner or identity(), lease_seconds, clock, monotonic)
+        self.elector = LeaderElector(
+            kube,
+            NODE_LEASE_NAMESPACE,
+            writer_lease_name(node_name),
+            owner or identity(),
+            lease_seconds,
+            clock,
+            monotonic,
+        )
         self.monotonic = monotonic
         self.lost = False
         self._tried = monotonic()
@@ -90,17 +103,25 @@ class WriterClaim:
         attempt, _ = self._attempt()
         holder = self.elector.holder
         if attempt is Attempt.REFUSED and holder and dead_here(holder):
-            log.warning("taking over the writer %s of %s, a dead process on this host",
-                        self.where, holder)
+            log.warning(
+                "taking over the writer %s of %s, a dead process on this host", self.where, holder
+            )
             attempt, _ = self._attempt(dead_holder=holder)
         if not self.elector.leading:
-            who = f"another reconciler ({self.elector.holder})" if self.elector.holder \
+            who = (
+                f"another reconciler ({self.elector.holder})"
+                if self.elector.holder
                 else "another reconciler"
+            )
             if attempt is Attempt.UNREACHABLE:
-                raise WriterHeld(f"cannot tell who acts for node {self.node_name}: no "
-                                 f"answer about the {self.where}: {self.elector.error}")
-            raise WriterHeld(f"{who} acts for node {self.node_name}: it holds the "
-                             f"{self.where}; try again once it has finished")
+                raise WriterHeld(
+                    f"cannot tell who acts for node {self.node_name}: no "
+                    f"answer about the {self.where}: {self.elector.error}"
+                )
+            raise WriterHeld(
+                f"{who} acts for node {self.node_name}: it holds the "
+                f"{self.where}; try again once it has finished"
+            )
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""
@@ -115,8 +136,10 @@ class WriterClaim:
         _, change = self._attempt()
         if change is Change.STOPPED_LEADING:
             self.lost = True
-            raise WriterLost(f"lost the writer {self.where} of node {self.node_name}"
-                             + (f" to {self.elector.holder}" if self.elector.holder else ""))
+            raise WriterLost(
+                f"lost the writer {self.where} of node {self.node_name}"
+                + (f" to {self.elector.holder}" if self.elector.holder else "")
+            )
 
     def release(self) -> None:
         self.elector.release()

@@ -19,11 +19,16 @@ DEFAULT_MIN_GAP = 1.0
 
 
 class Debouncer:
-    def __init__(self, clock: Callable[[], float], delay: float = DEFAULT_DELAY,
-                 min_gap: Callable[[], float] | float = DEFAULT_MIN_GAP) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        delay: float = DEFAULT_DELAY,
+        min_gap: Callable[[], float] | float = DEFAULT_MIN_GAP,
+    ) -> None:
         self.clock, self.delay = clock, delay
         self.min_gap: Callable[[], float] = (
-            min_gap if callable(min_gap) else (lambda: float(min_gap)))
+            min_gap if callable(min_gap) else (lambda: float(min_gap))
+        )
         self._due: float | None = None
         self._last_change: float | None = None
         self._last_start: float | None = None
@@ -53,7 +58,8 @@ class Debouncer:
         with self._lock:
             self._due = None
             return self._last_change is not None and (
-                self._last_start is None or self._last_change >= self._last_start)
+                self._last_start is None or self._last_change >= self._last_start
+            )
 
     def started(self) -> None:
         """A tick (early or periodic) starts: it sees every change made before now."""

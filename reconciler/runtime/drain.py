@@ -55,19 +55,29 @@ def check_no_reconciler(kube: KubeClient, node_name: str, now: datetime) -> None
         raise StillReconciling(
             f"a reconciler still serves node {node_name} (its heartbeat Lease was renewed "
             f"{age} s ago): stop it first (scale the Deployment to 0, or suspend the "
-            "CronJob), or pass --force")
+            "CronJob), or pass --force"
+        )
 
 
-def drain(runpod: RunPodClient, owner_id: str, *, timeout: float, poll: float = 5.0,
-          sleep: Callable[[float], None] = time.sleep,
-          monotonic: Callable[[], float] = time.monotonic) -> DrainReport:
+def drain(
+    runpod: RunPodClient,
+    owner_id: str,
+    *,
+    timeout: float,
+    poll: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> DrainReport:
     """Terminate every instance tagged with `owner_id`; wait up to `timeout` seconds for
     RunPod's list to show none of them."""
     report = DrainReport()
     deadline = monotonic() + timeout
     while True:
-        owned = [i for group in owned_instances(runpod.list_instances(), owner_id).values()
-                 for i in group]
+        owned = [
+            i
+            for group in owned_instances(runpod.list_instances(), owner_id).values()
+            for i in group
+        ]
         for instance in owned:
             if instance.id in report.terminated:
                 continue  # asked already; the list may lag behind the DELETE
@@ -78,9 +88,16 @@ def drain(runpod: RunPodClient, owner_id: str, *, timeout: float, poll: float = 
                 log.warning("could not terminate %s (trying again): %s", instance.id, exc)
                 continue
             report.terminated.append(instance.id)
-            decision(Decision("terminate", None, None, instance.id,
-                              f"drain before uninstalling ({instance.name})",
-                              instance.cost_per_hr))
+            decision(
+                Decision(
+                    "terminate",
+                    None,
+                    None,
+                    instance.id,
+                    f"drain before uninstalling ({instance.name})",
+                    instance.cost_per_hr,
+                )
+            )
         if not owned or monotonic() >= deadline:
             report.remaining = [i.id for i in owned]
             return report

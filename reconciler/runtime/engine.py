@@ -166,19 +166,36 @@ class TickSteps:
 
 
 class Engine:
-    def __init__(self, settings: Settings, runpod: RunPodClient, kube: KubeClient,
-                 store: Store, clock: Clock = utcnow, steps: TickSteps = TickSteps()) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        runpod: RunPodClient,
+        kube: KubeClient,
+        store: Store,
+        clock: Clock = utcnow,
+        steps: TickSteps = TickSteps(),
+    ) -> None:
         self.settings, self.runpod, self.kube, self.store, self.clock = (
-            settings, runpod, kube, store, clock)
+            settings,
+            runpod,
+            kube,
+            store,
+            clock,
+        )
         self.steps = steps
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
-        self.pod_logs = PodLogs(settings.node_name, runpod, kube, store, clock,
-                                limits=KeepLimits(settings.log_keep_lines,
-                                                  settings.log_keep_bytes))
+        self.pod_logs = PodLogs(
+            settings.node_name,
+            runpod,
+            kube,
+            store,
+            clock,
+            limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+        )
 
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
@@ -198,7 +215,8 @@ class Engine:
         except runpod_errors.RateLimitedError as exc:
             # Not an error: RunPod asked us to wait, and the next tick will list again.
             report.skipped = "skipped, rate limited by RunPod" + (
-                f" (retry after {exc.retry_after:.0f} s)" if exc.retry_after is not None else "")
+                f" (retry after {exc.retry_after:.0f} s)" if exc.retry_after is not None else ""
+            )
             log.warning("tick %s", report.skipped)
             return self._finish(report, dry_run)
         except (runpod_errors.RunPodError, kube_errors.KubeError) as exc:
@@ -208,10 +226,13 @@ class Engine:
         report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
         claimed = ownership.claims(observation.rows, observation.pods)
-        report.instances = sum(len(g) for g in owned_instances(
-            observation.instances, self.settings.owner_id, claimed).values())
-        report.lookalikes = ownership.lookalikes(observation.instances, claimed,
-                                                 observation.pods)
+        report.instances = sum(
+            len(g)
+            for g in owned_instances(
+                observation.instances, self.settings.owner_id, claimed
+            ).values()
+        )
+        report.lookalikes = ownership.lookalikes(observation.instances, claimed, observation.pods)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
@@ -233,9 +254,12 @@ class Engine:
         money.save_billing(self.store, self.settings, report.billing, now)
         self.namespace_caps.save(self.store, now)
         if report.lookalikes:
-            log.warning("unowned, looks like ours (untagged, no row, no annotation; left "
-                        "alone): %s", ", ".join(f"{i.instance_id} ({i.namespace}/{i.pod_name})"
-                                                for i in report.lookalikes))
+            log.warning(
+                "unowned, looks like ours (untagged, no row, no annotation; left alone): %s",
+                ", ".join(
+                    f"{i.instance_id} ({i.namespace}/{i.pod_name})" for i in report.lookalikes
+                ),
+            )
         self.store.sync_lookalikes(report.lookalikes, now)
 
     def _collect_registries(self, report: TickReport) -> None:
@@ -244,10 +268,14 @@ class Engine:
             return
         ended = {a.instance_id for a in report.done if isinstance(a, Terminate)}
         left = [i for i in observation.instances if i.id not in ended]
-        released = [i.registry_auth_id for i in observation.instances
-                    if i.id in ended and i.registry_auth_id]
+        released = [
+            i.registry_auth_id
+            for i in observation.instances
+            if i.id in ended and i.registry_auth_id
+        ]
         report.registries_deleted = self.registries.collect(
-            self.runpod, left, released, keep=report.registries_used)
+            self.runpod, left, released, keep=report.registries_used
+        )
 
     # --- observe ----------------------------------------------------------------------
 
@@ -257,29 +285,46 @@ class Engine:
         pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
-        owned = owned_instances(instances, self.settings.owner_id,
-                                ownership.claims(rows, pods))
+        owned = owned_instances(instances, self.settings.owner_id, ownership.claims(rows, pods))
         by_uid = {row.pod_uid: row for row in rows}
-        needing = [p for p in pods if needs_create_inputs(
-            p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now)]
+        needing = [
+            p
+            for p in pods
+            if needs_create_inputs(
+                p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now
+            )
+        ]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
         caps = self.namespace_caps.get(
-            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now)
+            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
+        )
         exits = self._exit_logs(pods, owned, by_uid)
         billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
-        node = self.kube.read_node(self.settings.node_name) \
-            if needing or has_candidates(pending) else None
-        return Observation(pods, instances, rows, catalog, inputs,
-                           {i: e.code for i, e in exits.items()}, self.runpod.rate_budget,
-                           pending, node,
-                           [p for p in on_node if podinfo.is_daemon_set_pod(p)],
-                           refused=self.stock.active(now),
-                           exit_logs={i: e.lines for i, e in exits.items()},
-                           namespace_caps=caps, billing=billing.records,
-                           spend=billing.spend_by_pod), billing
+        node = (
+            self.kube.read_node(self.settings.node_name)
+            if needing or has_candidates(pending)
+            else None
+        )
+        return Observation(
+            pods,
+            instances,
+            rows,
+            catalog,
+            inputs,
+            {i: e.code for i, e in exits.items()},
+            self.runpod.rate_budget,
+            pending,
+            node,
+            [p for p in on_node if podinfo.is_daemon_set_pod(p)],
+            refused=self.stock.active(now),
+            exit_logs={i: e.lines for i, e in exits.items()},
+            namespace_caps=caps,
+            billing=billing.records,
+            spend=billing.spend_by_pod,
+        ), billing
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -293,14 +338,16 @@ class Engine:
                 if key[1] and key not in jobs:
                     jobs[key] = self.kube.owning_job(pod)
             except kube_errors.KubeError as exc:
-                log.warning("could not read the Job of %s/%s: %s", key[0],
-                            pod["metadata"]["name"], exc)
+                log.warning(
+                    "could not read the Job of %s/%s: %s", key[0], pod["metadata"]["name"], exc
+                )
                 continue
             pending.append(PendingPod(pod, jobs.get(key)))
         return pending
 
-    def _confirm_missing(self, listed: Sequence[Instance], rows: Sequence[MappingRecord],
-                         pods: Sequence[KubeObject]) -> list[Instance]:
+    def _confirm_missing(
+        self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
+    ) -> list[Instance]:
         """Ask for each mapped instance of a live pod that the list does not show.
 
         The list can lag behind for longer than any grace period; only a 404 proves an
@@ -310,14 +357,22 @@ class Engine:
         live = {podinfo.uid(p) for p in pods}
         found = []
         for row in rows:
-            if (row.state is MappingState.RUNNING and row.instance_id
-                    and row.instance_id not in listed_ids and row.pod_uid in live):
+            if (
+                row.state is MappingState.RUNNING
+                and row.instance_id
+                and row.instance_id not in listed_ids
+                and row.pod_uid in live
+            ):
                 with contextlib.suppress(runpod_errors.NotFoundError):  # 404: really gone
                     found.append(self.runpod.get_instance(row.instance_id))
         return found
 
-    def _exit_logs(self, pods: Sequence[KubeObject], owned: Mapping[str, list[Instance]],
-                   rows: Mapping[str, MappingRecord]) -> dict[str, ExitLog]:
+    def _exit_logs(
+        self,
+        pods: Sequence[KubeObject],
+        owned: Mapping[str, list[Instance]],
+        rows: Mapping[str, MappingRecord],
+    ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
         codes: dict[str, ExitLog] = {}
         for pod in pods:
@@ -340,14 +395,26 @@ class Engine:
                 inputs[podinfo.uid(pod)] = self._inputs_for(pod)
             except kube_errors.KubeError as exc:
                 # Not the pod's fault: leave it for the next tick without a reason.
-                log.warning("could not read what %s/%s needs: %s",
-                            pod["metadata"].get("namespace"), pod["metadata"]["name"], exc)
+                log.warning(
+                    "could not read what %s/%s needs: %s",
+                    pod["metadata"].get("namespace"),
+                    pod["metadata"]["name"],
+                    exc,
+                )
             except Exception as exc:  # one malformed pod never stops the tick
-                log.debug("reading what %s/%s needs failed", pod["metadata"].get("namespace"),
-                          pod["metadata"].get("name"), exc_info=True)
-                inputs[podinfo.uid(pod)] = CreateInputs(error=TranslationError(
-                    PodReason.INVALID_POD_SPEC, f"the pod spec could not be read "
-                    f"({type(exc).__name__}: {exc})", permanent=False))
+                log.debug(
+                    "reading what %s/%s needs failed",
+                    pod["metadata"].get("namespace"),
+                    pod["metadata"].get("name"),
+                    exc_info=True,
+                )
+                inputs[podinfo.uid(pod)] = CreateInputs(
+                    error=TranslationError(
+                        PodReason.INVALID_POD_SPEC,
+                        f"the pod spec could not be read ({type(exc).__name__}: {exc})",
+                        permanent=False,
+                    )
+                )
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
@@ -362,12 +429,16 @@ class Engine:
         config_maps = self._read_all(self.kube.read_config_map, namespace, config_map_names)
         pull_names = [ref.get("name", "") for ref in pod["spec"].get("imagePullSecrets") or ()]
         pull = self._read_all(self.kube.read_secret, namespace, pull_names)
-        return CreateInputs(job=job, sources=EnvSources(secrets, config_maps),
-                            pull_secret=registry_credentials(container.get("image", ""), pull))
+        return CreateInputs(
+            job=job,
+            sources=EnvSources(secrets, config_maps),
+            pull_secret=registry_credentials(container.get("image", ""), pull),
+        )
 
     @staticmethod
-    def _read_all(read: Callable[[str, str], dict[str, str] | None], namespace: str,
-                  names: Any) -> dict[str, dict[str, str]]:
+    def _read_all(
+        read: Callable[[str, str], dict[str, str] | None], namespace: str, names: Any
+    ) -> dict[str, dict[str, str]]:
         found: dict[str, dict[str, str]] = {}
         for name in names:
             data = read(namespace, name)
@@ -392,9 +463,17 @@ class Engine:
                 report.tick_id = self.store.open_tick(report.started_at)
             return report.tick_id
 
-        executor = Executor(self.runpod, self.kube, self.store, self.clock, tick_id, self.stock,
-                            self.pod_logs.keep, before_action=self.steps.before_action,
-                            owner_id=self.settings.owner_id)
+        executor = Executor(
+            self.runpod,
+            self.kube,
+            self.store,
+            self.clock,
+            tick_id,
+            self.stock,
+            self.pod_logs.keep,
+            before_action=self.steps.before_action,
+            owner_id=self.settings.owner_id,
+        )
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()
@@ -403,20 +482,29 @@ class Engine:
         report.errors += outcome.errors
         report.registries_used = executor.registries_used
         if executor.past_deadline:
-            log.warning("tick deadline (%.0f s) passed: %d creates wait for a later tick",
-                        self.settings.tick_deadline, executor.deferred)
+            log.warning(
+                "tick deadline (%.0f s) passed: %d creates wait for a later tick",
+                self.settings.tick_deadline,
+                executor.deferred,
+            )
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()
         if dry_run:
             return report
-        report.tick_id = self.store.record_tick(TickSummary(
-            started_at=report.started_at, finished_at=finished,
-            pods_seen=report.pods, instances_seen=report.instances,
-            actions_planned=sum(report.planned.values()),
-            actions_applied=sum(report.applied.values()),
-            actions_failed=sum(report.failed.values()), errors=tuple(report.errors)),
-            report.tick_id)
+        report.tick_id = self.store.record_tick(
+            TickSummary(
+                started_at=report.started_at,
+                finished_at=finished,
+                pods_seen=report.pods,
+                instances_seen=report.instances,
+                actions_planned=sum(report.planned.values()),
+                actions_applied=sum(report.applied.values()),
+                actions_failed=sum(report.failed.values()),
+                errors=tuple(report.errors),
+            ),
+            report.tick_id,
+        )
         return report
 
 

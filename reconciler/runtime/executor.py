@@ -68,12 +68,18 @@ class _CreatesSkipped(Exception):
 
 
 class Executor:
-    def __init__(self, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], tick_id: Callable[[], int],
-                 stock: StockMemory | None = None,
-                 keep_log: Callable[[str, str], list[str]] | None = None,
-                 before_action: Callable[[], None] = lambda: None,
-                 owner_id: str = "") -> None:
+    def __init__(
+        self,
+        runpod: RunPodClient,
+        kube: KubeClient,
+        store: Store,
+        clock: Callable[[], datetime],
+        tick_id: Callable[[], int],
+        stock: StockMemory | None = None,
+        keep_log: Callable[[str, str], list[str]] | None = None,
+        before_action: Callable[[], None] = lambda: None,
+        owner_id: str = "",
+    ) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
         self.keep_log = keep_log
         self._tick_id = tick_id
@@ -110,8 +116,13 @@ class Executor:
             except Exception as exc:  # one action never stops the others
                 outcome.failed[kind] += 1
                 outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
-                log.warning("%s for %s failed: %s", kind, _subject(action), exc,
-                            exc_info=not isinstance(exc, _EXPECTED))
+                log.warning(
+                    "%s for %s failed: %s",
+                    kind,
+                    _subject(action),
+                    exc,
+                    exc_info=not isinstance(exc, _EXPECTED),
+                )
                 self._report_failure(action, exc)
         return outcome
 
@@ -125,44 +136,84 @@ class Executor:
                 self._create(action)
             case Adopt(pod=pod, instance=instance, row=row):
                 self.store.save_row(row)
-                self._decided("adopt", pod, instance.id, "an owned instance found by its tags",
-                              instance.cost_per_hr)
+                self._decided(
+                    "adopt",
+                    pod,
+                    instance.id,
+                    "an owned instance found by its tags",
+                    instance.cost_per_hr,
+                )
             case Terminate():
                 self._terminate(action)
             case RestoreTags(instance_id=instance_id, env=env, pod=tagged):
-                self._journaled("restore-tags", tagged.uid if tagged else None, instance_id,
-                                lambda: self.runpod.update_instance_env(instance_id, env))
-                log.warning("put the owner tags back on instance %s (its env was replaced)",
-                            instance_id)
+                self._journaled(
+                    "restore-tags",
+                    tagged.uid if tagged else None,
+                    instance_id,
+                    lambda: self.runpod.update_instance_env(instance_id, env),
+                )
+                log.warning(
+                    "put the owner tags back on instance %s (its env was replaced)", instance_id
+                )
             case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
-                self._journaled("patch-status", pod.uid, None, lambda: self.kube
-                                .patch_pod_status(pod.namespace, pod.name, status, annotations))
+                self._journaled(
+                    "patch-status",
+                    pod.uid,
+                    None,
+                    lambda: self.kube.patch_pod_status(
+                        pod.namespace, pod.name, status, annotations
+                    ),
+                )
                 crashpoints.reached("after-status-patch")
                 if row is not None:
                     self.store.save_row(row)
                 if status.get("phase") == "Failed":
-                    self._decided("fail", pod, row.instance_id if row else None,
-                                  f"{status.get('reason')}: {status.get('message')}",
-                                  row.cost_per_hr if row else None)
+                    self._decided(
+                        "fail",
+                        pod,
+                        row.instance_id if row else None,
+                        f"{status.get('reason')}: {status.get('message')}",
+                        row.cost_per_hr if row else None,
+                    )
             case PatchMetadata(pod=pod, annotations=annotations):
-                self._journaled("patch-metadata", pod.uid, None, lambda: self.kube
-                                .patch_pod_annotations(pod.namespace, pod.name, annotations))
+                self._journaled(
+                    "patch-metadata",
+                    pod.uid,
+                    None,
+                    lambda: self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations),
+                )
             case FinalizePod(pod=pod, row=row, status=final):
                 if final is not None:
                     # The terminal phase first: a delete held by finalizers must not leave
                     # the pod showing Running.
-                    self._journaled("patch-status", pod.uid, None, lambda: self.kube
-                                    .patch_pod_status(pod.namespace, pod.name, final))
-                self._journaled("finalize-pod", pod.uid, None,
-                                lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid))
+                    self._journaled(
+                        "patch-status",
+                        pod.uid,
+                        None,
+                        lambda: self.kube.patch_pod_status(pod.namespace, pod.name, final),
+                    )
+                self._journaled(
+                    "finalize-pod",
+                    pod.uid,
+                    None,
+                    lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid),
+                )
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.store.save_row(row)
-                self._decided("finalize", pod, row.instance_id if row else None,
-                              "deleted, and its instance is gone")
+                self._decided(
+                    "finalize",
+                    pod,
+                    row.instance_id if row else None,
+                    "deleted, and its instance is gone",
+                )
             case Bind(pod=pod, node_name=node, detail=detail):
-                self._journaled("bind", pod.uid, None, lambda: self.kube.bind_pod(
-                    pod.namespace, pod.name, pod.uid, node))
+                self._journaled(
+                    "bind",
+                    pod.uid,
+                    None,
+                    lambda: self.kube.bind_pod(pod.namespace, pod.name, pod.uid, node),
+                )
                 self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
                 self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
@@ -170,15 +221,31 @@ class Executor:
             case _:
                 assert_never(action)
 
-    def _decided(self, action: str, pod: PodRef | None, instance: str | None, reason: str,
-                 price: float | None = None) -> None:
-        decision(Decision(action, pod.namespace if pod else None, pod.name if pod else None,
-                          instance, reason, price, self._tick_id()))
+    def _decided(
+        self,
+        action: str,
+        pod: PodRef | None,
+        instance: str | None,
+        reason: str,
+        price: float | None = None,
+    ) -> None:
+        decision(
+            Decision(
+                action,
+                pod.namespace if pod else None,
+                pod.name if pod else None,
+                instance,
+                reason,
+                price,
+                self._tick_id(),
+            )
+        )
 
     # --- journal ----------------------------------------------------------------------
 
-    def _journaled(self, kind: str, pod_uid: str | None, instance_id: str | None,
-                   call: Callable[[], object]) -> object:
+    def _journaled(
+        self, kind: str, pod_uid: str | None, instance_id: str | None, call: Callable[[], object]
+    ) -> object:
         entry = self.store.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
         try:
             result = call()
@@ -198,12 +265,13 @@ class Executor:
         except Exception:  # a log is worth less than the DELETE that must follow
             log.warning("could not keep the log of %s", pod, exc_info=True)
 
-    def _event(self, pod: PodRef, reason: EventReason, message: str,
-               warning: bool = False) -> None:
-        involved = {"kind": "Pod", "apiVersion": "v1", "metadata": {
-            "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}}
-        self.kube.record_event(involved, reason.value, message,
-                               "Warning" if warning else "Normal")
+    def _event(self, pod: PodRef, reason: EventReason, message: str, warning: bool = False) -> None:
+        involved = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+        }
+        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
 
     def _report_failure(self, action: Action, exc: Exception) -> None:
         pod = getattr(action, "pod", None)
@@ -243,14 +311,20 @@ class Executor:
         crashpoints.reached("after-create")
         self.store.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        placement = (f"{instance.gpu_type_id} x{instance.gpu_count} in "
-                     f"{instance.datacenter_id or 'any data center'}")
-        self._event(action.pod, Notice.CREATED_INSTANCE, f"created RunPod instance "
-                    f"{instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)")
+        placement = (
+            f"{instance.gpu_type_id} x{instance.gpu_count} in "
+            f"{instance.datacenter_id or 'any data center'}"
+        )
+        self._event(
+            action.pod,
+            Notice.CREATED_INSTANCE,
+            f"created RunPod instance {instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)",
+        )
         self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
-    def _first_accepted(self, action: Create,
-                        candidates: tuple[CreateRequest, ...]) -> Instance | None:
+    def _first_accepted(
+        self, action: Create, candidates: tuple[CreateRequest, ...]
+    ) -> Instance | None:
         """Try the ranked candidates per RunPod's answers (docs/architecture.md §4), past
         the places RunPod refused lately (an earlier pod of this tick included)."""
         refusals: list[str] = []
@@ -272,12 +346,18 @@ class Executor:
             except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
                 self._stop_creates(action, None, str(exc))
             except runpod_errors.AuthenticationError as exc:
-                self._stop_creates(action, PodReason.RUNPOD_UNAUTHORIZED,
-                                   f"RunPod refused the API key: {exc.detail or exc}")
+                self._stop_creates(
+                    action,
+                    PodReason.RUNPOD_UNAUTHORIZED,
+                    f"RunPod refused the API key: {exc.detail or exc}",
+                )
             except runpod_errors.InvalidRequestError as exc:
-                self._give_up(action, PodReason.INVALID_RUNPOD_REQUEST,
-                              "RunPod refused the request as invalid (a reconciler bug, not "
-                              f"retried): {exc.detail}")
+                self._give_up(
+                    action,
+                    PodReason.INVALID_RUNPOD_REQUEST,
+                    "RunPod refused the request as invalid (a reconciler bug, not "
+                    f"retried): {exc.detail}",
+                )
                 raise
             except runpod_errors.NotFoundError as exc:
                 self._wait(action, *_not_found(candidate, exc))
@@ -289,14 +369,18 @@ class Executor:
                     raise
                 self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
                 return None
-        self._wait(action, PodReason.CAPACITY_UNAVAILABLE,
-                   "no GPU type that fits this pod could be created: "
-                   + ("; ".join(refusals) or REFUSED_EVERYWHERE))
+        self._wait(
+            action,
+            PodReason.CAPACITY_UNAVAILABLE,
+            "no GPU type that fits this pod could be created: "
+            + ("; ".join(refusals) or REFUSED_EVERYWHERE),
+        )
         return None
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
-        result = self._journaled("create", action.pod.uid, None,
-                                 lambda: self.runpod.create_instance(candidate))
+        result = self._journaled(
+            "create", action.pod.uid, None, lambda: self.runpod.create_instance(candidate)
+        )
         assert isinstance(result, Instance)
         return result
 
@@ -310,16 +394,28 @@ class Executor:
 
     def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
-        self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None,
-                                               reason=reason, last_error=message,
-                                               updated_at=self.clock()))
+        self.store.save_row(
+            action.row.changed(
+                state=MappingState.PENDING,
+                attempt_id=None,
+                reason=reason,
+                last_error=message,
+                updated_at=self.clock(),
+            )
+        )
         if action.row.reason != reason:
             self._event(action.pod, reason, message, warning=True)
 
     def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
-        self.store.save_row(action.row.changed(state=MappingState.FAILED, attempt_id=None,
-                                               reason=reason, last_error=message,
-                                               updated_at=self.clock()))
+        self.store.save_row(
+            action.row.changed(
+                state=MappingState.FAILED,
+                attempt_id=None,
+                reason=reason,
+                last_error=message,
+                updated_at=self.clock(),
+            )
+        )
         self._event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
@@ -328,9 +424,12 @@ class Executor:
         named = action.candidates[0].registry_auth_id
         if named:
             if named not in self._registries().values():
-                self._wait(action, PodReason.INVALID_ANNOTATION,
-                           f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
-                           f"credential {named!r}")
+                self._wait(
+                    action,
+                    PodReason.INVALID_ANNOTATION,
+                    f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
+                    f"credential {named!r}",
+                )
                 raise _CreatesSkipped
             return action.candidates
         if action.pull_secret is None:
@@ -357,27 +456,40 @@ class Executor:
             # The instance's end, as far as we decide it: the leak audit and the cost
             # report count from here, not from when a later tick saw it gone.
             now = self.clock()
-            self.store.save_row(action.row.changed(updated_at=now,
-                                                   ended_at=action.row.ended_at or now))
+            self.store.save_row(
+                action.row.changed(updated_at=now, ended_at=action.row.ended_at or now)
+            )
         crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         if action.keeps_log and action.pod is not None:
             self._keep_log(action.pod, action.instance_id)
-        self._journaled("terminate", pod_uid, action.instance_id,
-                        lambda: self.runpod.delete_instance(action.instance_id))
+        self._journaled(
+            "terminate",
+            pod_uid,
+            action.instance_id,
+            lambda: self.runpod.delete_instance(action.instance_id),
+        )
         crashpoints.reached("after-delete")
         if action.leaked_seconds:
-            log.error("LEAK: RunPod billed instance %s for %.0f s after its pod ended; "
-                      "terminated it again", action.instance_id, action.leaked_seconds)
-        self._decided("terminate", action.pod, action.instance_id, action.detail,
-                      action.row.cost_per_hr if action.row else None)
+            log.error(
+                "LEAK: RunPod billed instance %s for %.0f s after its pod ended; "
+                "terminated it again",
+                action.instance_id,
+                action.leaked_seconds,
+            )
+        self._decided(
+            "terminate",
+            action.pod,
+            action.instance_id,
+            action.detail,
+            action.row.cost_per_hr if action.row else None,
+        )
 
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
 
 
-def _not_found(candidate: CreateRequest,
-               exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
+def _not_found(candidate: CreateRequest, exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
     """The reason for a 404 on create: what the request referred to that RunPod lacks.
 
     Registry credentials are checked before the create, so a template is what is missing
@@ -385,18 +497,25 @@ def _not_found(candidate: CreateRequest,
     """
     detail = exc.detail or str(exc)
     if candidate.template_id:
-        return PodReason.TEMPLATE_NOT_FOUND, (f"RunPod has no template "
-                                              f"{candidate.template_id!r} this account may "
-                                              f"use: {detail}")
+        return PodReason.TEMPLATE_NOT_FOUND, (
+            f"RunPod has no template {candidate.template_id!r} this account may use: {detail}"
+        )
     return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
     return intent.changed(
-        state=MappingState.RUNNING, instance_id=instance.id, instance_name=instance.name,
-        gpu_type_id=instance.gpu_type_id, datacenter_id=instance.datacenter_id,
-        cost_per_hr=instance.cost_per_hr, last_instance_status=instance.status.value,
-        reason=None, last_error=None, updated_at=now)
+        state=MappingState.RUNNING,
+        instance_id=instance.id,
+        instance_name=instance.name,
+        gpu_type_id=instance.gpu_type_id,
+        datacenter_id=instance.datacenter_id,
+        cost_per_hr=instance.cost_per_hr,
+        last_instance_status=instance.status.value,
+        reason=None,
+        last_error=None,
+        updated_at=now,
+    )
 
 
 def _subject(action: Action) -> str:

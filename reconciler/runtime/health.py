@@ -38,12 +38,14 @@ class Health:
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """":8080" listens on every interface, "127.0.0.1:0" on a free loopback port.
+    """ ":8080" listens on every interface, "127.0.0.1:0" on a free loopback port.
     Raises ValueError with a message for the user."""
     host, colon, port = address.rpartition(":")
     if not colon or not port.isdigit() or not 0 <= int(port) <= 65535 or " " in host:
-        raise ValueError(f"{address!r} is not [HOST]:PORT with a port from 0 to 65535 "
-                         "(for example :8080 or 127.0.0.1:9090)")
+        raise ValueError(
+            f"{address!r} is not [HOST]:PORT with a port from 0 to 65535 "
+            "(for example :8080 or 127.0.0.1:9090)"
+        )
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -51,8 +53,9 @@ class HealthServer:
     def __init__(self, address: str, health: Health) -> None:
         handler = type("Handler", (_Handler,), {"health": health})
         self._server = ThreadingHTTPServer(parse_address(address), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
-                                        name="health")
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, daemon=True, name="health"
+        )
 
     @property
     def port(self) -> int:
@@ -75,8 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, b"ok\n", "text/plain")
         elif self.path == "/readyz":
             ready = self.health.ready()
-            self._reply(200 if ready else 503, b"ready\n" if ready else b"not ready\n",
-                        "text/plain")
+            self._reply(
+                200 if ready else 503, b"ready\n" if ready else b"not ready\n", "text/plain"
+            )
         elif self.path == "/metrics":
             self._reply(200, generate_latest(self.health.metrics.registry), CONTENT_TYPE_LATEST)
         else:

@@ -27,8 +27,7 @@ NODE_MONITOR_GRACE_SECONDS = 40
 
 
 class NodeHeartbeat:
-    def __init__(self, kube: KubeClient, settings: Settings,
-                 clock: Callable[[], datetime]) -> None:
+    def __init__(self, kube: KubeClient, settings: Settings, clock: Callable[[], datetime]) -> None:
         self.kube, self.settings, self.clock = kube, settings, clock
         self._registered = False
         self._kubelet_version: str | None = None
@@ -61,6 +60,9 @@ class NodeHeartbeat:
         previous = self.kube.renew_node_lease(self.settings.node_name)
         late = 0.0 if previous is None else (self.clock() - previous).total_seconds()
         if late > NODE_MONITOR_GRACE_SECONDS:
-            log.warning("the node's Lease had not been renewed for %d s: the node was "
-                        "NotReady and its pods at risk of eviction; with --once, raise "
-                        "--stay to the schedule's period minus the run's start-up", late)
+            log.warning(
+                "the node's Lease had not been renewed for %d s: the node was "
+                "NotReady and its pods at risk of eviction; with --once, raise "
+                "--stay to the schedule's period minus the run's start-up",
+                late,
+            )

@@ -81,9 +81,16 @@ def default_namespace() -> str:
 
 
 class LeaderElector:
-    def __init__(self, kube: KubeClient, namespace: str, name: str, identity: str,
-                 lease_seconds: int, clock: Callable[[], datetime],
-                 monotonic: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_seconds: int,
+        clock: Callable[[], datetime],
+        monotonic: Callable[[], float],
+    ) -> None:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
         self.lease_seconds = lease_seconds
         self.retry_period = lease_seconds / 3
@@ -104,16 +111,22 @@ class LeaderElector:
         """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
         lease is taken at once (see `KubeClient.try_acquire_lease`)."""
         try:
-            claim = self.kube.try_acquire_lease(self.namespace, self.name, self.identity,
-                                                self.lease_seconds, self.clock(),
-                                                dead_holder=dead_holder)
+            claim = self.kube.try_acquire_lease(
+                self.namespace,
+                self.name,
+                self.identity,
+                self.lease_seconds,
+                self.clock(),
+                dead_holder=dead_holder,
+            )
             attempt = Attempt.WON if claim.won else Attempt.REFUSED
             self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
         except KubeError as exc:
-            log.warning("leader election: no answer about lease %s/%s: %s",
-                        self.namespace, self.name, exc)
+            log.warning(
+                "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc
+            )
             attempt, self.error = Attempt.UNREACHABLE, exc
         return attempt, self.election.observe(attempt, self.monotonic())
 
@@ -126,6 +139,10 @@ class LeaderElector:
             self.kube.release_lease(self.namespace, self.name, self.identity)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
-            log.warning("could not release leader lease %s/%s (it expires in %d s): %s",
-                        self.namespace, self.name, self.lease_seconds, exc)
-
+            log.warning(
+                "could not release leader lease %s/%s (it expires in %d s): %s",
+                self.namespace,
+                self.name,
+                self.lease_seconds,
+                exc,
+            )

@@ -77,8 +77,9 @@ class _JSONFormatter(_RedactingFormatter):
         }
         fields = getattr(record, "decision", None)
         if isinstance(fields, dict):
-            entry.update({key: fields[key] for key in DECISION_FIELDS
-                          if fields.get(key) is not None})
+            entry.update(
+                {key: fields[key] for key in DECISION_FIELDS if fields.get(key) is not None}
+            )
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return redact(json.dumps(entry))

@@ -24,65 +24,108 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.tick_seconds = Histogram(
-            "reconciler_tick_duration_seconds", "Duration of one reconcile tick.",
-            registry=self.registry, buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
-        self.ticks = Counter("reconciler_ticks", "Ticks by result.", ["result"],
-                             registry=self.registry)
-        self.early_ticks = Counter("reconciler_early_ticks",
-                                   "Ticks started early because the pod watch saw a change.",
-                                   registry=self.registry)
-        self.actions = Counter("reconciler_actions", "Actions by kind and outcome.",
-                               ["kind", "outcome"], registry=self.registry)
-        self.pods = Gauge("reconciler_managed_pods", "Pods bound to the virtual node.",
-                          registry=self.registry)
-        self.instances = Gauge("reconciler_owned_instances", "RunPod instances we own.",
-                               registry=self.registry)
-        self.hourly_cost = Gauge("reconciler_owned_cost_per_hour_usd",
-                                 "What the instances we own cost together, USD per hour.",
-                                 registry=self.registry)
-        self.rate_budget = Gauge("reconciler_runpod_rate_budget_remaining",
-                                 "RunPod requests left in the current window.",
-                                 registry=self.registry)
+            "reconciler_tick_duration_seconds",
+            "Duration of one reconcile tick.",
+            registry=self.registry,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+        )
+        self.ticks = Counter(
+            "reconciler_ticks", "Ticks by result.", ["result"], registry=self.registry
+        )
+        self.early_ticks = Counter(
+            "reconciler_early_ticks",
+            "Ticks started early because the pod watch saw a change.",
+            registry=self.registry,
+        )
+        self.actions = Counter(
+            "reconciler_actions",
+            "Actions by kind and outcome.",
+            ["kind", "outcome"],
+            registry=self.registry,
+        )
+        self.pods = Gauge(
+            "reconciler_managed_pods", "Pods bound to the virtual node.", registry=self.registry
+        )
+        self.instances = Gauge(
+            "reconciler_owned_instances", "RunPod instances we own.", registry=self.registry
+        )
+        self.hourly_cost = Gauge(
+            "reconciler_owned_cost_per_hour_usd",
+            "What the instances we own cost together, USD per hour.",
+            registry=self.registry,
+        )
+        self.rate_budget = Gauge(
+            "reconciler_runpod_rate_budget_remaining",
+            "RunPod requests left in the current window.",
+            registry=self.registry,
+        )
         self.runpod_requests = Counter(
             "reconciler_runpod_requests",
             "RunPod API answers by method, route template and HTTP status (0: no answer).",
-            ["method", "route", "status"], registry=self.registry)
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
         self.orphans_found = Counter(
-            "reconciler_orphans_found", "Owned instances first seen without their pod.",
-            registry=self.registry)
+            "reconciler_orphans_found",
+            "Owned instances first seen without their pod.",
+            registry=self.registry,
+        )
         self.orphans_terminated = Counter(
-            "reconciler_orphans_terminated", "Orphaned instances terminated.",
-            registry=self.registry)
+            "reconciler_orphans_terminated",
+            "Orphaned instances terminated.",
+            registry=self.registry,
+        )
         self.duplicates_healed = Counter(
-            "reconciler_duplicates_healed", "Second instances of one pod terminated.",
-            registry=self.registry)
+            "reconciler_duplicates_healed",
+            "Second instances of one pod terminated.",
+            registry=self.registry,
+        )
         self.pending_to_running = Histogram(
             "reconciler_pod_pending_to_running_seconds",
             "From a pod's creation to the status patch that made it Running.",
             registry=self.registry,
-            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600))
-        self.leader = Gauge("reconciler_leader",
-                            "1 while this replica leads (or runs without election), else 0.",
-                            registry=self.registry)
-        self.heartbeats = Counter("reconciler_node_heartbeats", "Node heartbeats by result.",
-                                  ["result"], registry=self.registry)
+            buckets=(5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600),
+        )
+        self.leader = Gauge(
+            "reconciler_leader",
+            "1 while this replica leads (or runs without election), else 0.",
+            registry=self.registry,
+        )
+        self.heartbeats = Counter(
+            "reconciler_node_heartbeats",
+            "Node heartbeats by result.",
+            ["result"],
+            registry=self.registry,
+        )
         self.tags_restored = Counter(
-            "reconciler_tags_restored", "Owner tags put back on instances we own by row or "
-            "annotation after their env was replaced.", registry=self.registry)
+            "reconciler_tags_restored",
+            "Owner tags put back on instances we own by row or "
+            "annotation after their env was replaced.",
+            registry=self.registry,
+        )
         self.lookalikes = Gauge(
-            "reconciler_unowned_lookalike_instances", "Untagged instances nothing of ours "
-            "claims, named like ours: reported, never touched.", registry=self.registry)
+            "reconciler_unowned_lookalike_instances",
+            "Untagged instances nothing of ours claims, named like ours: reported, never touched.",
+            registry=self.registry,
+        )
         self.leaked_seconds = Counter(
-            "reconciler_leaked_instance_seconds", "Seconds RunPod billed our instances after "
+            "reconciler_leaked_instance_seconds",
+            "Seconds RunPod billed our instances after "
             "their pods ended (and the grace), found by the billing audit.",
-            registry=self.registry)
-        self.spend = Gauge("reconciler_spend_usd_total",
-                           "USD RunPod charged for our instances, by namespace (billing, "
-                           "whole hours, within --cost-history).", ["namespace"],
-                           registry=self.registry)
+            registry=self.registry,
+        )
+        self.spend = Gauge(
+            "reconciler_spend_usd_total",
+            "USD RunPod charged for our instances, by namespace (billing, "
+            "whole hours, within --cost-history).",
+            ["namespace"],
+            registry=self.registry,
+        )
         self.registries_deleted = Counter(
-            "reconciler_registry_credentials_deleted", "Our registry credentials deleted "
-            "once no pod used them.", registry=self.registry)
+            "reconciler_registry_credentials_deleted",
+            "Our registry credentials deleted once no pod used them.",
+            registry=self.registry,
+        )
 
     def runpod_response(self, route: str, status: int) -> None:
         """The RunPod client's `on_response` hook; `route` is "GET /v2/pods/{id}"."""
@@ -101,8 +144,9 @@ class Metrics:
             self.instances.set(report.instances)
         if report.observation is not None:
             observation = report.observation
-            owned = owned_instances(observation.instances, owner_id,
-                                    claims(observation.rows, observation.pods))
+            owned = owned_instances(
+                observation.instances, owner_id, claims(observation.rows, observation.pods)
+            )
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
         self._count_healing(report.done)
         self._count_money(report)
@@ -141,9 +185,13 @@ class Metrics:
                 self.duplicates_healed.inc()
             case TerminateReason.ORPHAN:
                 self.orphans_terminated.inc()
-            case (TerminateReason.POD_DELETED | TerminateReason.POD_ENDED
-                  | TerminateReason.PROCESS_ENDED | TerminateReason.POD_FAILED
-                  | TerminateReason.ALREADY_DECIDED):
+            case (
+                TerminateReason.POD_DELETED
+                | TerminateReason.POD_ENDED
+                | TerminateReason.PROCESS_ENDED
+                | TerminateReason.POD_FAILED
+                | TerminateReason.ALREADY_DECIDED
+            ):
                 pass  # the pod's own end: counted by the actions metric
             case TerminateReason.LEAK:
                 pass  # counted in seconds by _count_money

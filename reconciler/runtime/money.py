@@ -49,8 +49,13 @@ class BillingRead:
     """How far the read reached; None when nothing was read."""
 
 
-def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
-                 rows: Sequence[MappingRecord], now: datetime) -> BillingRead:
+def read_billing(
+    runpod: RunPodClient,
+    store: Store,
+    settings: Settings,
+    rows: Sequence[MappingRecord],
+    now: datetime,
+) -> BillingRead:
     """Read the whole hours that ended since the last read, at most once an hour.
 
     Only ended hours are read, so no bucket is read twice and a charge is counted once.
@@ -61,8 +66,7 @@ def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
     if not ours:
         return BillingRead()  # nothing of ours to map a charge to: spare the request
     until = _hour(now)
-    since = store.billing_covered_until() or _hour(
-        now - timedelta(days=settings.cost_history_days))
+    since = store.billing_covered_until() or _hour(now - timedelta(days=settings.cost_history_days))
     if until - since < BILLING_PERIOD:
         return BillingRead()
     try:
@@ -74,15 +78,24 @@ def read_billing(runpod: RunPodClient, store: Store, settings: Settings,
     per_instance = store.spend_by_instance()
     for instance_id, usd in spend.by_instance(kept).items():
         per_instance[instance_id] = per_instance.get(instance_id, 0.0) + usd
-    log.info("read RunPod billing %s..%s: %d records of our instances, $%.2f",
-             since.isoformat(), until.isoformat(), len(kept), sum(r.total_usd for r in kept))
+    log.info(
+        "read RunPod billing %s..%s: %d records of our instances, $%.2f",
+        since.isoformat(),
+        until.isoformat(),
+        len(kept),
+        sum(r.total_usd for r in kept),
+    )
     return BillingRead(kept, spend.spend_by_pod(per_instance, rows), until)
 
 
 def save_billing(store: Store, settings: Settings, read: BillingRead, now: datetime) -> None:
     if read.covered_until is not None:
-        store.save_billing(read.records, read.covered_until, now,
-                           forget_before=now - timedelta(days=settings.cost_history_days))
+        store.save_billing(
+            read.records,
+            read.covered_until,
+            now,
+            forget_before=now - timedelta(days=settings.cost_history_days),
+        )
 
 
 class NamespaceCapsCache:
@@ -92,8 +105,9 @@ class NamespaceCapsCache:
         self._caps: dict[str, tuple[datetime, NamespaceCaps]] = {}
         self._unsaved: list[NamespaceCaps] = []
 
-    def get(self, kube: KubeClient, namespaces: Iterable[str],
-            now: datetime) -> dict[str, NamespaceCaps]:
+    def get(
+        self, kube: KubeClient, namespaces: Iterable[str], now: datetime
+    ) -> dict[str, NamespaceCaps]:
         for namespace in sorted(set(namespaces)):
             cached = self._caps.get(namespace)
             if cached is not None and now - cached[0] < CAPS_TTL:
@@ -121,15 +135,19 @@ class RegistryCollector:
     def __init__(self, owner_id: str) -> None:
         self.owner_id = owner_id
 
-    def collect(self, runpod: RunPodClient, instances: Sequence[Instance],
-                released: Iterable[str], keep: Iterable[str] = ()) -> list[str]:
+    def collect(
+        self,
+        runpod: RunPodClient,
+        instances: Sequence[Instance],
+        released: Iterable[str],
+        keep: Iterable[str] = (),
+    ) -> list[str]:
         """Look when this tick terminated an instance that used a credential; `instances`
         are the ones still there, `keep` this tick's choices."""
         if not any(released):
             return []
         try:
-            unused = unused_registries(runpod.list_registry_auths(), instances, self.owner_id,
-                                       keep)
+            unused = unused_registries(runpod.list_registry_auths(), instances, self.owner_id, keep)
         except runpod_errors.RunPodError as exc:
             log.warning("could not list registry credentials: %s", exc)
             return []
@@ -138,8 +156,9 @@ class RegistryCollector:
             try:
                 if runpod.delete_registry_auth(auth.id):
                     deleted.append(auth.id)
-                    log.info("deleted registry credential %s (%s): no pod uses it",
-                             auth.id, auth.name)
+                    log.info(
+                        "deleted registry credential %s (%s): no pod uses it", auth.id, auth.name
+                    )
             except runpod_errors.RunPodError as exc:
                 log.warning("could not delete registry credential %s: %s", auth.id, exc)
         return deleted

@@ -27,11 +27,17 @@ WITHOUT_STAY_WARNING = (
     f"{NODE_MONITOR_GRACE_SECONDS} s apart leave the node NotReady in between; after 5 "
     "minutes its pods are evicted, and a managed cloud's node controller may delete the "
     "node at once, which ends every instance. Run the Deployment, or pass --stay with the "
-    "schedule period minus the start-up time and a margin (deploy/cronjob: --stay 40).")
+    "schedule period minus the start-up time and a margin (deploy/cronjob: --stay 40)."
+)
 
 
-def stay_beating(heartbeat: NodeHeartbeat, since: datetime, stay: float, interval: float,
-                 sleep: Callable[[float], None]) -> int:
+def stay_beating(
+    heartbeat: NodeHeartbeat,
+    since: datetime,
+    stay: float,
+    interval: float,
+    sleep: Callable[[float], None],
+) -> int:
     """Beat every `interval` seconds until `stay` seconds after `since`; the number of
     failed beats (a failure is logged, and the next beat tries again)."""
     until = since + timedelta(seconds=stay)

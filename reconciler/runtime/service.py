@@ -93,18 +93,33 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
         log.info("received %s; finishing the tick in progress", signal.Signals(signum).name)
         stop.set()
 
-    previous = {signum: signal.signal(signum, on_signal)
-                for signum in (signal.SIGTERM, signal.SIGINT)}
+    previous = {
+        signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
     try:
-        with connect(settings, conn, RunMode.LOOP, on_runpod_response=metrics.runpod_response,
-                     after_tick=health.record) as parts, \
-                RunPodClient(conn.runpod_api_key, conn.runpod_url,
-                             on_response=metrics.runpod_response) as logs_runpod:
+        with (
+            connect(
+                settings,
+                conn,
+                RunMode.LOOP,
+                on_runpod_response=metrics.runpod_response,
+                after_tick=health.record,
+            ) as parts,
+            RunPodClient(
+                conn.runpod_api_key, conn.runpod_url, on_response=metrics.runpod_response
+            ) as logs_runpod,
+        ):
             replica = Replica(parts, health, options, stop)
             engine = parts.engine
-            kubelet = start_endpoint(engine.settings, engine.kube, engine.store, logs_runpod,
-                                     engine.clock, lambda: replica.leading,
-                                     options.leader_namespace)
+            kubelet = start_endpoint(
+                engine.settings,
+                engine.kube,
+                engine.store,
+                logs_runpod,
+                engine.clock,
+                lambda: replica.leading,
+                options.leader_namespace,
+            )
             try:
                 replica.run()
             finally:
@@ -133,8 +148,13 @@ class Ticker:
     """Runs ticks one at a time: on the schedule, and early when the watch saw a change,
     never closer together than the RunPod quota allows (`RunPodClient.tick_gap`)."""
 
-    def __init__(self, engine: Engine, health: Health, scheduler: BackgroundScheduler,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        health: Health,
+        scheduler: BackgroundScheduler,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.engine, self.health, self.scheduler = engine, health, scheduler
         self.debouncer = Debouncer(monotonic, min_gap=engine.runpod.tick_gap)
         self._running = threading.Lock()
@@ -159,8 +179,12 @@ class Ticker:
     def _schedule_early(self, delay: float) -> None:
         # No misfire limit: a late early tick still has a change to look at. (Once the
         # scheduler is shut down, the job is only queued, never run.)
-        self.scheduler.add_job(self._early, "date", misfire_grace_time=None,
-                               run_date=utcnow() + timedelta(seconds=delay))
+        self.scheduler.add_job(
+            self._early,
+            "date",
+            misfire_grace_time=None,
+            run_date=utcnow() + timedelta(seconds=delay),
+        )
 
     def _early(self) -> None:
         with self._running:  # waits for a tick in progress: it may have missed the change
@@ -181,9 +205,16 @@ class Ticker:
             return
         # A tick that changed nothing is routine; each decision has its own line anyway.
         level = logging.INFO if report.applied or report.failed else logging.DEBUG
-        log.log(level, "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
-                report.tick_id, report.pods, report.instances, sum(report.applied.values()),
-                sum(report.failed.values()), report.duration)
+        log.log(
+            level,
+            "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
+            report.tick_id,
+            report.pods,
+            report.instances,
+            sum(report.applied.values()),
+            sum(report.failed.values()),
+            report.duration,
+        )
         if creates_capped(report, self.engine.settings):
             # Pods are left waiting for a create slot: the next tick comes as soon as the
             # quota's gap allows, not at the next periodic tick.
@@ -193,8 +224,9 @@ class Ticker:
 class Replica:
     """One reconciler process: elects (if asked to), and while leading runs the jobs."""
 
-    def __init__(self, parts: Reconciler, health: Health, options: LoopOptions,
-                 stop: threading.Event) -> None:
+    def __init__(
+        self, parts: Reconciler, health: Health, options: LoopOptions, stop: threading.Event
+    ) -> None:
         self.parts, self.health, self.options, self.stop = parts, health, options, stop
         self.engine = engine = parts.engine
         self.metrics = health.metrics
@@ -202,9 +234,15 @@ class Replica:
         self.ticker = Ticker(engine, health, self.scheduler)
         self.elector: LeaderElector | None = None
         if options.leader_elect:
-            self.elector = LeaderElector(engine.kube, options.leader_namespace,
-                                         options.lease_name, identity(), options.lease_seconds,
-                                         utcnow, time.monotonic)
+            self.elector = LeaderElector(
+                engine.kube,
+                options.leader_namespace,
+                options.lease_name,
+                identity(),
+                options.lease_seconds,
+                utcnow,
+                time.monotonic,
+            )
         self._held = ExitStack()  # the node's writer Lease and the writer lock, once leading
         self._watches: list[PodWatch] = []
         self._leading = False
@@ -230,10 +268,21 @@ class Replica:
 
     def _stand_by(self, elector: LeaderElector) -> None:
         self.metrics.leader.set(0)
-        log.info("leader election on lease %s/%s as %s: trying every %.1f s",
-                 elector.namespace, elector.name, elector.identity, elector.retry_period)
-        self.scheduler.add_job(self._elect, "interval", seconds=elector.retry_period,
-                               next_run_time=utcnow(), max_instances=1, coalesce=True)
+        log.info(
+            "leader election on lease %s/%s as %s: trying every %.1f s",
+            elector.namespace,
+            elector.name,
+            elector.identity,
+            elector.retry_period,
+        )
+        self.scheduler.add_job(
+            self._elect,
+            "interval",
+            seconds=elector.retry_period,
+            next_run_time=utcnow(),
+            max_instances=1,
+            coalesce=True,
+        )
 
     def _elect(self) -> None:
         assert self.elector is not None
@@ -259,8 +308,9 @@ class Replica:
                 # The old leader's lock: released on its way out, taken over at once
                 # from the leader whose lease expired or a dead process on this host,
                 # else expired after the lock's TTL.
-                log.warning("leading, but %s; trying again in %.1f s",
-                            exc, self.elector.retry_period)
+                log.warning(
+                    "leading, but %s; trying again in %.1f s", exc, self.elector.retry_period
+                )
 
     def _lead(self) -> None:
         """Take the node's writer Lease and the writer lock, then tick, beat and watch."""
@@ -272,24 +322,46 @@ class Replica:
         self._leading = True
         self.metrics.leader.set(1)
         options, now = self.options, utcnow()
-        self.scheduler.add_job(self._heartbeat, "interval", seconds=options.heartbeat_interval,
-                               next_run_time=now, max_instances=1, coalesce=True)
-        self.scheduler.add_job(self._keep_claim, "interval",
-                               seconds=self.parts.claim.elector.retry_period, max_instances=1,
-                               coalesce=True)
-        self.scheduler.add_job(self.ticker.periodic, "interval", seconds=options.interval,
-                               jitter=options.interval * 0.1, next_run_time=now,
-                               max_instances=1, coalesce=True)
+        self.scheduler.add_job(
+            self._heartbeat,
+            "interval",
+            seconds=options.heartbeat_interval,
+            next_run_time=now,
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self._keep_claim,
+            "interval",
+            seconds=self.parts.claim.elector.retry_period,
+            max_instances=1,
+            coalesce=True,
+        )
+        self.scheduler.add_job(
+            self.ticker.periodic,
+            "interval",
+            seconds=options.interval,
+            jitter=options.interval * 0.1,
+            next_run_time=now,
+            max_instances=1,
+            coalesce=True,
+        )
         if options.watch:
             self._start_watches()
 
     def _start_watches(self) -> None:
         kube, changed = self.engine.kube, self.ticker.changed
         self._watches = [
-            PodWatch(kube, node_selector(self.engine.settings.node_name), changed,
-                     name="watch-node-pods").start(),
-            PodWatch(kube, PENDING_SELECTOR, changed, ChangeFilter(may_be_offloaded),
-                     name="watch-pending-pods").start(),
+            PodWatch(
+                kube, node_selector(self.engine.settings.node_name), changed, name="watch-node-pods"
+            ).start(),
+            PodWatch(
+                kube,
+                PENDING_SELECTOR,
+                changed,
+                ChangeFilter(may_be_offloaded),
+                name="watch-pending-pods",
+            ).start(),
         ]
 
     def _keep_claim(self) -> None:

@@ -78,7 +78,8 @@ def may_be_offloaded(pod: KubeObject) -> bool:
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     return any(key in annotations for key in _OFFLOAD_ANNOTATIONS) or any(
-        ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or [])
+        ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or []
+    )
 
 
 def backoff_seconds(failures: int, rand: Callable[[], float] = random.random) -> float:
@@ -90,12 +91,15 @@ def backoff_seconds(failures: int, rand: Callable[[], float] = random.random) ->
 def _digest(pod: KubeObject) -> str:
     meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
     # Our own annotations echo back like our status patches: no reason to look again.
-    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
-                           if k not in WRITTEN_ANNOTATIONS}
+    meta["annotations"] = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in WRITTEN_ANNOTATIONS
+    }
     spec = pod.get("spec") or {}
-    scheduled = [(c.get("status"), c.get("reason"))
-                 for c in (pod.get("status") or {}).get("conditions") or []
-                 if c.get("type") == "PodScheduled"]
+    scheduled = [
+        (c.get("status"), c.get("reason"))
+        for c in (pod.get("status") or {}).get("conditions") or []
+        if c.get("type") == "PodScheduled"
+    ]
     text = json.dumps([meta, spec, scheduled], sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
@@ -103,9 +107,15 @@ def _digest(pod: KubeObject) -> str:
 class PodWatch:
     """One watch in its own thread, calling `changed` for every event that matters."""
 
-    def __init__(self, kube: KubeClient, field_selector: str, changed: Callable[[], None],
-                 change_filter: ChangeFilter | None = None, name: str = "watch",
-                 watch_seconds: int = WATCH_SECONDS) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        field_selector: str,
+        changed: Callable[[], None],
+        change_filter: ChangeFilter | None = None,
+        name: str = "watch",
+        watch_seconds: int = WATCH_SECONDS,
+    ) -> None:
         self.kube, self.field_selector, self.changed = kube, field_selector, changed
         self.filter = change_filter or ChangeFilter()
         self.watch_seconds = watch_seconds
@@ -143,8 +153,13 @@ class PodWatch:
                     break
                 failures += 1
                 delay = backoff_seconds(failures)
-                log.warning("watch %s failed (%d in a row): %s; will retry in %.1f s",
-                            self.field_selector, failures, exc, delay)
+                log.warning(
+                    "watch %s failed (%d in a row): %s; will retry in %.1f s",
+                    self.field_selector,
+                    failures,
+                    exc,
+                    delay,
+                )
                 self._stop.wait(delay)
 
     def _follow(self, version: str) -> str:

@@ -80,11 +80,14 @@ class LockKeeper:
         free to take without waiting out the TTL."""
         holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
         if holder is not None and (holder == predecessor or dead_here(holder)):
-            log.warning("taking over the lock of %s, %s", holder,
-                        "the previous leader" if holder == predecessor
-                        else "a dead process on this host")
-            holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock(),
-                                             dead_holder=holder)
+            log.warning(
+                "taking over the lock of %s, %s",
+                holder,
+                "the previous leader" if holder == predecessor else "a dead process on this host",
+            )
+            holder = self.store.acquire_lock(
+                LOCK_NAME, self.owner, LOCK_TTL, self.clock(), dead_holder=holder
+            )
         if holder is not None:
             raise LockHeld(f"another reconciler ({holder}) is writing to this database")
         self._renewed, self._held = self.clock(), True
@@ -122,11 +125,17 @@ class Reconciler:
     """The node's writer Lease: taken by every writer before it acts (issue 16)."""
 
 
-def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: Store,
-            clock: Clock, mode: RunMode, lock: LockKeeper | None = None,
-            after_tick: Callable[[Engine, TickReport], None] | None = None,
-            claim: WriterClaim | None = None,
-            ) -> tuple[Engine, NodeHeartbeat]:
+def compose(
+    settings: Settings,
+    runpod: RunPodClient,
+    kube: KubeClient,
+    store: Store,
+    clock: Clock,
+    mode: RunMode,
+    lock: LockKeeper | None = None,
+    after_tick: Callable[[Engine, TickReport], None] | None = None,
+    claim: WriterClaim | None = None,
+) -> tuple[Engine, NodeHeartbeat]:
     """The engine and its heartbeat, with what runs around each tick: the writer lock's
     renewal first (when there is a lock), the node's writer Lease kept before the tick
     and each action (when there is a claim), the heartbeat in the ticks of
@@ -143,10 +152,15 @@ def compose(settings: Settings, runpod: RunPodClient, kube: KubeClient, store: S
 
 
 @contextmanager
-def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock = utcnow,
-            on_runpod_response: Callable[[str, int], None] | None = None,
-            after_tick: Callable[[Engine, TickReport], None] | None = None,
-            read_only: bool = False) -> Iterator[Reconciler]:
+def connect(
+    settings: Settings,
+    conn: Connections,
+    mode: RunMode,
+    clock: Clock = utcnow,
+    on_runpod_response: Callable[[str, int], None] | None = None,
+    after_tick: Callable[[Engine, TickReport], None] | None = None,
+    read_only: bool = False,
+) -> Iterator[Reconciler]:
     """A reconciler with its clients and store, not yet holding the writer lock: a standby
     replica must not take the lock before it leads. `read_only` (a dry run): no
     migration, and ticks that need no lock, since they write nothing."""
@@ -158,9 +172,17 @@ def connect(settings: Settings, conn: Connections, mode: RunMode, clock: Clock =
     try:
         settings = resolve_owner(settings, kube)
         claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
-        engine, heartbeat = compose(settings, runpod, kube, store, clock, mode,
-                                    None if read_only else lock, after_tick,
-                                    None if read_only else claim)
+        engine, heartbeat = compose(
+            settings,
+            runpod,
+            kube,
+            store,
+            clock,
+            mode,
+            None if read_only else lock,
+            after_tick,
+            None if read_only else claim,
+        )
         yield Reconciler(engine, heartbeat, lock, claim)
     finally:
         runpod.close()

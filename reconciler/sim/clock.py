@@ -54,8 +54,9 @@ class SimClock:
     def every(self, seconds: float, callback: Callable[[], None]) -> Timer:
         """Run `callback` each time `seconds` of simulated time have passed."""
         with self._lock:
-            timer = Timer(timedelta(seconds=seconds), callback,
-                          self._now + timedelta(seconds=seconds))
+            timer = Timer(
+                timedelta(seconds=seconds), callback, self._now + timedelta(seconds=seconds)
+            )
             self._timers.append(timer)
         return timer
 

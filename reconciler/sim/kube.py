@@ -55,8 +55,11 @@ class Fault:
     remaining: int
 
     def matches(self, method: str, path: str) -> bool:
-        return self.remaining > 0 and self.method in ("*", method) \
+        return (
+            self.remaining > 0
+            and self.method in ("*", method)
             and fnmatch.fnmatchcase(path, self.path_pattern)
+        )
 
 
 class _Server(ThreadingHTTPServer):
@@ -90,8 +93,11 @@ class KubeSimulator:
         self.tls = tls
         self.clock = clock or SimClock()
         self.store = Store(self.clock)
-        self.controllers = NodeControllers(self.store, self.clock, controllers) \
-            if controllers is not None else None
+        self.controllers = (
+            NodeControllers(self.store, self.clock, controllers)
+            if controllers is not None
+            else None
+        )
         self.jobs = JobController(self.store)
         self.store.add_controller(self.jobs.admit, self.jobs.react)
         self.subject = rbac_subject or "system:admin"
@@ -125,11 +131,13 @@ class KubeSimulator:
             cert, key = make_certificate(Path(self._cert_dir.name), self._address[0])
             # The handshake then runs in the request thread, not in the accept loop.
             server.socket = server_context(cert, key).wrap_socket(
-                server.socket, server_side=True, do_handshake_on_connect=False)
+                server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._server = server
         # A short poll keeps stop() (and so each test's teardown) quick.
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,),
-                                        name="kube-sim", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.02,), name="kube-sim", daemon=True
+        )
         self._thread.start()
         if self.controllers is not None:
             self.controllers.start()
@@ -157,7 +165,9 @@ class KubeSimulator:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()
@@ -177,12 +187,18 @@ class KubeSimulator:
     # the API server's side of kubelets ------------------------------------------------
 
     def _publish_client_ca(self) -> None:
-        self.store.put(CONFIG_MAPS, {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "extension-apiserver-authentication",
-                         "namespace": "kube-system"},
-            "data": {"client-ca-file": self.client_ca.cert_pem.decode()},
-        })
+        self.store.put(
+            CONFIG_MAPS,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": "extension-apiserver-authentication",
+                    "namespace": "kube-system",
+                },
+                "data": {"client-ca-file": self.client_ca.cert_pem.decode()},
+            },
+        )
 
     def kubelet_client_files(self) -> tuple[str, str]:
         """The certificate and key this API server presents to kubelets."""
@@ -206,14 +222,19 @@ class KubeSimulator:
         cluster: dict[str, str] = {"server": self.base_url}
         if self.ca_cert_path:
             cluster["certificate-authority-data"] = base64.b64encode(
-                Path(self.ca_cert_path).read_bytes()).decode()
+                Path(self.ca_cert_path).read_bytes()
+            ).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "sim", "cluster": cluster}],
             "users": [{"name": "sim", "user": {"token": self.token}}],
-            "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "sim",
-                                                     "namespace": "default"}}],
+            "contexts": [
+                {
+                    "name": "sim",
+                    "context": {"cluster": "sim", "user": "sim", "namespace": "default"},
+                }
+            ],
             "current-context": "sim",
         }
         Path(path).write_text(yaml.safe_dump(config))
@@ -234,12 +255,20 @@ class KubeSimulator:
 
     def make_unschedulable(self, namespace: str, name: str) -> None:
         condition = {
-            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
             "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
             "lastTransitionTime": format_time(self.clock.now()),
         }
-        self.store.patch(PODS, namespace, name, "application/strategic-merge-patch+json",
-                         {"status": {"conditions": [condition]}}, "status")
+        self.store.patch(
+            PODS,
+            namespace,
+            name,
+            "application/strategic-merge-patch+json",
+            {"status": {"conditions": [condition]}},
+            "status",
+        )
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int = 30) -> None:
         self.store.delete(PODS, namespace, name, grace_seconds)
@@ -284,20 +313,28 @@ def _resource(kind_plural: str) -> Resource:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reconciler.sim.kube",
-                                     description="Serve a simulated Kubernetes API.")
+    parser = argparse.ArgumentParser(
+        prog="python -m reconciler.sim.kube", description="Serve a simulated Kubernetes API."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--token", default="sim-token")
     parser.add_argument("--kubeconfig-out", help="write a kubeconfig for this server here")
     parser.add_argument("--rbac", action="append", default=[], help="RBAC manifest file")
     parser.add_argument("--rbac-subject", help="whom the token authenticates as")
-    parser.add_argument("--tls", action="store_true",
-                        help="serve HTTPS (kubectl sends its token only over TLS)")
+    parser.add_argument(
+        "--tls", action="store_true", help="serve HTTPS (kubectl sends its token only over TLS)"
+    )
     args = parser.parse_args(argv)
-    simulator = KubeSimulator(args.token, host=args.host, port=args.port, tls=args.tls,
-                              clock=real_start(),
-                              rbac_files=args.rbac, rbac_subject=args.rbac_subject)
+    simulator = KubeSimulator(
+        args.token,
+        host=args.host,
+        port=args.port,
+        tls=args.tls,
+        clock=real_start(),
+        rbac_files=args.rbac,
+        rbac_subject=args.rbac_subject,
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -21,15 +21,32 @@ from reconciler.sim.kube_status import ApiError
 
 MASTERS = "system:masters"
 _BUILT_IN: tuple[dict[str, Any], ...] = (
-    {"kind": "ClusterRole", "metadata": {"name": "system:kubelet-api-admin"}, "rules": [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "proxy"]},
-        {"apiGroups": [""], "resources": ["nodes/log", "nodes/metrics", "nodes/proxy",
-                                          "nodes/stats", "nodes/configz", "nodes/healthz",
-                                          "nodes/pods"], "verbs": ["*"]},
-    ]},
-    {"kind": "ClusterRoleBinding", "metadata": {"name": "kubeadm:apiserver-kubelet-client"},
-     "roleRef": {"kind": "ClusterRole", "name": "system:kubelet-api-admin"},
-     "subjects": [{"kind": "User", "name": APISERVER_KUBELET_CLIENT}]},
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "system:kubelet-api-admin"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "proxy"]},
+            {
+                "apiGroups": [""],
+                "resources": [
+                    "nodes/log",
+                    "nodes/metrics",
+                    "nodes/proxy",
+                    "nodes/stats",
+                    "nodes/configz",
+                    "nodes/healthz",
+                    "nodes/pods",
+                ],
+                "verbs": ["*"],
+            },
+        ],
+    },
+    {
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kubeadm:apiserver-kubelet-client"},
+        "roleRef": {"kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+        "subjects": [{"kind": "User", "name": APISERVER_KUBELET_CLIENT}],
+    },
 )
 
 
@@ -64,8 +81,11 @@ class AccessModel:
     def token_review(self, body: dict[str, Any]) -> dict[str, Any]:
         token = (body.get("spec") or {}).get("token")
         if not isinstance(token, str) or not token:
-            raise ApiError(422, 'TokenReview.authentication.k8s.io "" is invalid: '
-                           "spec.token: Required value", reason="Invalid")
+            raise ApiError(
+                422,
+                'TokenReview.authentication.k8s.io "" is invalid: spec.token: Required value',
+                reason="Invalid",
+            )
         with self._lock:
             user = self.users.get(token)
         status: dict[str, Any] = {"authenticated": False}
@@ -73,34 +93,56 @@ class AccessModel:
             status["error"] = "[invalid bearer token, token lookup failed]"
         else:
             groups = [*user.groups, "system:authenticated"]
-            status = {"authenticated": True,
-                      "user": {"username": user.name, "uid": user.uid, "groups": groups}}
+            status = {
+                "authenticated": True,
+                "user": {"username": user.name, "uid": user.uid, "groups": groups},
+            }
         return _review(body, "authentication.k8s.io/v1", "TokenReview", status)
 
     def subject_access_review(self, body: dict[str, Any]) -> dict[str, Any]:
         spec = body.get("spec") or {}
         resource = spec.get("resourceAttributes")
         if not spec.get("user") and not spec.get("groups"):
-            raise ApiError(422, 'SubjectAccessReview.authorization.k8s.io "" is invalid: '
-                           "spec.user: Invalid value: \"\": at least one of user or group "
-                           "must be specified", reason="Invalid")
+            raise ApiError(
+                422,
+                'SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                'spec.user: Invalid value: "": at least one of user or group '
+                "must be specified",
+                reason="Invalid",
+            )
         if (resource is None) == (spec.get("nonResourceAttributes") is None):
-            raise ApiError(422, 'SubjectAccessReview.authorization.k8s.io "" is invalid: '
-                           "spec.resourceAttributes: exactly one of nonResourceAttributes "
-                           "or resourceAttributes must be specified", reason="Invalid")
+            raise ApiError(
+                422,
+                'SubjectAccessReview.authorization.k8s.io "" is invalid: '
+                "spec.resourceAttributes: exactly one of nonResourceAttributes "
+                "or resourceAttributes must be specified",
+                reason="Invalid",
+            )
         allowed = resource is not None and self.allows(
-            spec.get("user", ""), spec.get("groups") or [],
-            Attributes(resource.get("verb", ""), resource.get("group", ""),
-                       resource.get("resource", ""), resource.get("subresource", ""),
-                       resource.get("namespace", ""), resource.get("name", "")))
+            spec.get("user", ""),
+            spec.get("groups") or [],
+            Attributes(
+                resource.get("verb", ""),
+                resource.get("group", ""),
+                resource.get("resource", ""),
+                resource.get("subresource", ""),
+                resource.get("namespace", ""),
+                resource.get("name", ""),
+            ),
+        )
         status: dict[str, Any] = {"allowed": allowed}
         if allowed:
             status["reason"] = "RBAC: allowed by the simulated cluster's bindings"
         return _review(body, "authorization.k8s.io/v1", "SubjectAccessReview", status)
 
 
-def _review(body: dict[str, Any], api_version: str, kind: str,
-            status: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": api_version, "kind": kind,
-            "metadata": {"creationTimestamp": None}, "spec": body.get("spec") or {},
-            "status": status}
+def _review(
+    body: dict[str, Any], api_version: str, kind: str, status: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"creationTimestamp": None},
+        "spec": body.get("spec") or {},
+        "status": status,
+    }

@@ -22,12 +22,20 @@ def default_toleration_seconds(pod: dict[str, Any]) -> None:
         tolerations = []
     for key in (NOT_READY_TAINT, UNREACHABLE_TAINT):
         if not any(_covers(t, key) for t in tolerations if isinstance(t, dict)):
-            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+            tolerations.append(
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
     spec["tolerations"] = tolerations
 
 
 def _covers(toleration: dict[str, Any], key: str) -> bool:
     """The plugin's own test: the key (or an empty key) with NoExecute (or any effect)."""
-    return toleration.get("key", "") in ("", key) and \
-        toleration.get("effect", "") in ("", "NoExecute")
+    return toleration.get("key", "") in ("", key) and toleration.get("effect", "") in (
+        "",
+        "NoExecute",
+    )

@@ -59,8 +59,9 @@ class _Health:
 
 
 class NodeControllers:
-    def __init__(self, store: Store, clock: SimClock,
-                 settings: ControllerSettings | None = None) -> None:
+    def __init__(
+        self, store: Store, clock: SimClock, settings: ControllerSettings | None = None
+    ) -> None:
         self.store, self.clock = store, clock
         self.settings = settings or ControllerSettings()
         self._health: dict[str, _Health] = {}
@@ -69,8 +70,10 @@ class NodeControllers:
         self._timers: list[Timer] = []
 
     def start(self) -> NodeControllers:
-        self._timers = [self.clock.every(self.settings.node_monitor_period, self.monitor),
-                        self.clock.every(self.settings.pod_gc_period, self.collect_pods)]
+        self._timers = [
+            self.clock.every(self.settings.node_monitor_period, self.monitor),
+            self.clock.every(self.settings.pod_gc_period, self.collect_pods),
+        ]
         return self
 
     def stop(self) -> None:
@@ -114,12 +117,16 @@ class NodeControllers:
         if ready is None:
             conditions.append({"type": "Ready", "lastHeartbeatTime": stamp})
         for condition in conditions:
-            condition.update(status="Unknown", reason="NodeStatusUnknown",
-                             message="Kubelet stopped posting node status.",
-                             lastTransitionTime=stamp)
+            condition.update(
+                status="Unknown",
+                reason="NodeStatusUnknown",
+                message="Kubelet stopped posting node status.",
+                lastTransitionTime=stamp,
+            )
         self.store.update(NODES, None, name, updated, "status")
-        self._health[name] = _Health(renewed, (_condition(updated, "Ready") or {})
-                                     .get("lastHeartbeatTime"), seen.observed)
+        self._health[name] = _Health(
+            renewed, (_condition(updated, "Ready") or {}).get("lastHeartbeatTime"), seen.observed
+        )
         self._mark_pods_not_ready(name)
 
     def _mark_pods_not_ready(self, node_name: str) -> None:
@@ -130,27 +137,38 @@ class NodeControllers:
             updated = copy.deepcopy(pod)
             for condition in updated["status"]["conditions"]:
                 if condition.get("type") == "Ready":
-                    condition.update(status="False",
-                                     lastTransitionTime=format_time(self.clock.now()))
+                    condition.update(
+                        status="False", lastTransitionTime=format_time(self.clock.now())
+                    )
             self._write_pod_status(updated)
 
     def _sync_taints(self, node: dict[str, Any]) -> None:
         spec = node.get("spec") or {}
         wanted: list[tuple[str, str]] = []
         condition_taint = _CONDITION_TAINTS.get(
-            (_condition(node, "Ready") or {}).get("status", "Unknown"))
+            (_condition(node, "Ready") or {}).get("status", "Unknown")
+        )
         if condition_taint:
             wanted += [(condition_taint, "NoExecute"), (condition_taint, "NoSchedule")]
         if spec.get("unschedulable"):
             wanted.append((UNSCHEDULABLE, "NoSchedule"))
         taints = spec.get("taints") or []
-        kept = [t for t in taints if t.get("key") not in _MANAGED_KEYS
-                or (t.get("key"), t.get("effect")) in wanted]
+        kept = [
+            t
+            for t in taints
+            if t.get("key") not in _MANAGED_KEYS or (t.get("key"), t.get("effect")) in wanted
+        ]
         present = {(t.get("key"), t.get("effect")) for t in kept}
         stamp = format_time(self.clock.now())
-        added = [{"key": key, "effect": effect, **({"timeAdded": stamp}
-                                                  if effect == "NoExecute" else {})}
-                 for key, effect in wanted if (key, effect) not in present]
+        added = [
+            {
+                "key": key,
+                "effect": effect,
+                **({"timeAdded": stamp} if effect == "NoExecute" else {}),
+            }
+            for key, effect in wanted
+            if (key, effect) not in present
+        ]
         if kept == taints and not added:
             return
         updated = copy.deepcopy(node)
@@ -165,8 +183,11 @@ class NodeControllers:
 
     def _evict_intolerant_pods(self, node: dict[str, Any]) -> None:
         now = self.clock.now()
-        taints = [t for t in (node.get("spec") or {}).get("taints") or []
-                  if t.get("effect") == "NoExecute"]
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("effect") == "NoExecute"
+        ]
         for pod in self._pods_on(node["metadata"]["name"]):
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
             if not taints or "deletionTimestamp" in pod["metadata"]:
@@ -179,8 +200,9 @@ class NodeControllers:
             since = self._evictions.setdefault(key, now)
             if limit is None or now >= since + timedelta(seconds=limit):
                 self._evictions.pop(key, None)
-                self.store.disrupt(*key, "DeletionByTaintManager",
-                                   "Taint manager: deleting due to NoExecute taint")
+                self.store.disrupt(
+                    *key, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"
+                )
                 self.store.delete(PODS, *key)
 
     # pod garbage collection -------------------------------------------------------
@@ -194,16 +216,16 @@ class NodeControllers:
                 node_name = (entry.obj.get("spec") or {}).get("nodeName")
                 if node_name and node_name not in nodes:
                     orphaned.setdefault(node_name, []).append(entry.obj)
-            self._missing_nodes = {name: self._missing_nodes.get(name, now)
-                                   for name in orphaned}
+            self._missing_nodes = {name: self._missing_nodes.get(name, now) for name in orphaned}
             quarantine = timedelta(seconds=self.settings.pod_gc_quarantine)
             for name, pods in orphaned.items():
                 if now - self._missing_nodes[name] < quarantine:
                     continue
                 for pod in pods:
                     key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
-                    self.store.disrupt(*key, "DeletionByPodGC",
-                                       "PodGC: node no longer exists", fail=True)
+                    self.store.disrupt(
+                        *key, "DeletionByPodGC", "PodGC: node no longer exists", fail=True
+                    )
                     self.store.delete(PODS, *key, 0)
 
     # helpers ----------------------------------------------------------------------
@@ -212,8 +234,11 @@ class NodeControllers:
         return list(self.store.list_page(resource, None, Selector()).items)
 
     def _pods_on(self, node_name: str) -> list[dict[str, Any]]:
-        return [entry.obj for entry in self._all(PODS)
-                if (entry.obj.get("spec") or {}).get("nodeName") == node_name]
+        return [
+            entry.obj
+            for entry in self._all(PODS)
+            if (entry.obj.get("spec") or {}).get("nodeName") == node_name
+        ]
 
     def _write_pod_status(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -230,8 +255,9 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
-def _toleration_limit(taints: list[dict[str, Any]],
-                      tolerations: list[dict[str, Any]]) -> float | None:
+def _toleration_limit(
+    taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]
+) -> float | None:
     """Seconds the pod may stay: None if a taint is not tolerated, -1 for ever.
 
     As upstream: per taint the first toleration that matches it, then the shortest
@@ -242,8 +268,7 @@ def _toleration_limit(taints: list[dict[str, Any]],
         if match is None:
             return None
         used.append(match)
-    limits = [float(t["tolerationSeconds"]) for t in used
-              if t.get("tolerationSeconds") is not None]
+    limits = [float(t["tolerationSeconds"]) for t in used if t.get("tolerationSeconds") is not None]
     if not limits:
         return -1
     return max(0.0, min(limits))
@@ -257,5 +282,4 @@ def _tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
         return False
     if toleration.get("operator", "Equal") == "Exists":
         return not key or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == \
-        (taint.get("value") or "")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")

@@ -139,8 +139,13 @@ class Handler(BaseHTTPRequestHandler):
         if route is None:
             raise ApiError(404, "the server could not find the requested resource")
         self._authorize(method, route, query)
-        operation = {"GET": self._read, "POST": self._create, "PUT": self._update,
-                     "PATCH": self._patch, "DELETE": self._delete}[method]
+        operation = {
+            "GET": self._read,
+            "POST": self._create,
+            "PUT": self._update,
+            "PATCH": self._patch,
+            "DELETE": self._delete,
+        }[method]
         return operation(route, query)
 
     # auth -------------------------------------------------------------------------
@@ -154,55 +159,86 @@ class Handler(BaseHTTPRequestHandler):
         if authorizer is None:
             return
         verb = _verb(method, route, query)
-        attrs = Attributes(verb, route.resource.group, route.resource.plural,
-                           route.subresource, route.namespace or "", route.name)
+        attrs = Attributes(
+            verb,
+            route.resource.group,
+            route.resource.plural,
+            route.subresource,
+            route.namespace or "",
+            route.name,
+        )
         if authorizer.allows(attrs):
             return
-        where = f' in the namespace "{route.namespace}"' if route.namespace else \
-            " at the cluster scope"
+        where = (
+            f' in the namespace "{route.namespace}"' if route.namespace else " at the cluster scope"
+        )
         plural = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
         subject = f'{plural} "{route.name}"' if route.name else plural
-        raise ApiError(403, f'{subject} is forbidden: User "{self.sim.subject}" cannot {verb} '
-                       f'resource "{plural}" in API group "{route.resource.group}"{where}',
-                       details={"name": route.name, "kind": route.resource.plural})
+        raise ApiError(
+            403,
+            f'{subject} is forbidden: User "{self.sim.subject}" cannot {verb} '
+            f'resource "{plural}" in API group "{route.resource.group}"{where}',
+            details={"name": route.name, "kind": route.resource.plural},
+        )
 
     # operations -------------------------------------------------------------------
 
     def _read(self, route: Route, query: Query) -> int:
         store = self.sim.store
         if route.resource in resources.REVIEWS:
-            raise ApiError(405, "the server does not allow this method on the requested "
-                                "resource")
+            raise ApiError(405, "the server does not allow this method on the requested resource")
         if route.name:
             entry = store.find(route.resource, route.namespace, route.name)
             if entry is None:
                 raise not_found(route.resource.plural, route.name)
             if route.subresource in CREATE_ONLY_SUBRESOURCES:
-                raise ApiError(405, f"the server does not allow this method on the "
-                               f"{route.subresource}")
+                raise ApiError(
+                    405, f"the server does not allow this method on the {route.subresource}"
+                )
             if route.subresource == "log":
                 assert route.namespace is not None
                 return self._relay(open_pod_log(self.sim, route.namespace, route.name, query))
             if _wants_table(self.headers.get("Accept", "")):
-                return self._send(200, table_for(
-                    route.resource, [entry.obj], store.clock.now(),
-                    entry.obj["metadata"]["resourceVersion"],
-                    include_object=_arg(query, "includeObject") or "Metadata"))
+                return self._send(
+                    200,
+                    table_for(
+                        route.resource,
+                        [entry.obj],
+                        store.clock.now(),
+                        entry.obj["metadata"]["resourceVersion"],
+                        include_object=_arg(query, "includeObject") or "Metadata",
+                    ),
+                )
             return self._send_raw(200, entry.json())
         try:
-            selector = parse_selector(_arg(query, "labelSelector"), _arg(query, "fieldSelector"),
-                                      route.resource.field_labels)
+            selector = parse_selector(
+                _arg(query, "labelSelector"),
+                _arg(query, "fieldSelector"),
+                route.resource.field_labels,
+            )
         except SelectorError as error:
             raise ApiError(400, str(error)) from error
         if _arg(query, "watch") in ("1", "true"):
             return self._watch(route, query, selector)
-        page = store.list_page(route.resource, route.namespace, selector,
-                          _int_arg(query, "limit"), _arg(query, "continue"))
+        page = store.list_page(
+            route.resource,
+            route.namespace,
+            selector,
+            _int_arg(query, "limit"),
+            _arg(query, "continue"),
+        )
         if _wants_table(self.headers.get("Accept", "")):
-            return self._send(200, table_for(
-                route.resource, [entry.obj for entry in page.items], store.clock.now(),
-                page.resource_version, page.continue_token,
-                _arg(query, "includeObject") or "Metadata"))
+            return self._send(
+                200,
+                table_for(
+                    route.resource,
+                    [entry.obj for entry in page.items],
+                    store.clock.now(),
+                    page.resource_version,
+                    page.continue_token,
+                    _arg(query, "includeObject") or "Metadata",
+                ),
+            )
         return self._send_raw(200, _list_json(route.resource, page))
 
     def _create(self, route: Route, query: Query) -> int:
@@ -223,15 +259,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def _update(self, route: Route, query: Query) -> int:
         self._require_name(route)
-        obj = self.sim.store.update(route.resource, route.namespace, route.name,
-                                    self._json_body(), route.subresource)
+        obj = self.sim.store.update(
+            route.resource, route.namespace, route.name, self._json_body(), route.subresource
+        )
         return self._send(200, obj)
 
     def _patch(self, route: Route, query: Query) -> int:
         self._require_name(route)
         content_type = self.headers.get("Content-Type", "").split(";")[0].strip()
-        obj = self.sim.store.patch(route.resource, route.namespace, route.name, content_type,
-                                   _decode(self._body), route.subresource)
+        obj = self.sim.store.patch(
+            route.resource,
+            route.namespace,
+            route.name,
+            content_type,
+            _decode(self._body),
+            route.subresource,
+        )
         return self._send(200, obj)
 
     def _delete(self, route: Route, query: Query) -> int:
@@ -240,13 +283,17 @@ class Handler(BaseHTTPRequestHandler):
         grace = options.get("gracePeriodSeconds")
         if _arg(query, "gracePeriodSeconds"):
             grace = _int_arg(query, "gracePeriodSeconds")
-        obj = self.sim.store.delete(route.resource, route.namespace, route.name, grace,
-                                    options.get("preconditions"))
+        obj = self.sim.store.delete(
+            route.resource, route.namespace, route.name, grace, options.get("preconditions")
+        )
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:
-        if not route.name or route.subresource in (*CREATE_ONLY_SUBRESOURCES, "log") \
-                or route.resource in resources.REVIEWS:
+        if (
+            not route.name
+            or route.subresource in (*CREATE_ONLY_SUBRESOURCES, "log")
+            or route.resource in resources.REVIEWS
+        ):
             raise ApiError(405, "the server does not allow this method on the requested resource")
 
     # watch ------------------------------------------------------------------------
@@ -357,8 +404,7 @@ class Handler(BaseHTTPRequestHandler):
         if content_type.split(";")[0].strip() == protobuf.CONTENT_TYPE:
             return protobuf.decode_object(self._body)
         if not content_type.startswith("application/json"):
-            raise ApiError(415, f"the body of the request was in an unknown format: "
-                           f"{content_type}")
+            raise ApiError(415, f"the body of the request was in an unknown format: {content_type}")
         body = _decode(self._body)
         if not isinstance(body, dict):
             raise ApiError(400, "the request body must be a JSON object")
@@ -416,8 +462,9 @@ def _list_json(resource: Resource, page: Page) -> bytes:
     metadata: dict[str, Any] = {"resourceVersion": page.resource_version}
     if page.continue_token:
         metadata["continue"] = page.continue_token
-    head = json.dumps({"kind": f"{resource.kind}List", "apiVersion": resource.api_version,
-                       "metadata": metadata})
+    head = json.dumps(
+        {"kind": f"{resource.kind}List", "apiVersion": resource.api_version, "metadata": metadata}
+    )
     items = b",".join(entry.json() for entry in page.items)
     return head[:-1].encode() + b',"items":[' + items + b"]}"
 

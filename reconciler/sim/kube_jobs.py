@@ -56,16 +56,24 @@ class JobController:
             return
         remaining = [f for f in meta["finalizers"] if f != TRACKING_FINALIZER]
         namespace = meta.get("namespace", "")
-        self.store.patch(PODS, namespace, meta["name"], MERGE_PATCH,
-                         {"metadata": {"finalizers": remaining or None}})
+        self.store.patch(
+            PODS,
+            namespace,
+            meta["name"],
+            MERGE_PATCH,
+            {"metadata": {"finalizers": remaining or None}},
+        )
         if job is not None and outcome in ("succeeded", "failed"):
             self._count(job, outcome)
 
     def _job_of(self, pod: dict[str, Any]) -> dict[str, Any] | None:
         meta = pod["metadata"]
         for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == "Job" and ref.get("controller") and \
-                    str(ref.get("apiVersion", "")).startswith("batch/"):
+            if (
+                ref.get("kind") == "Job"
+                and ref.get("controller")
+                and str(ref.get("apiVersion", "")).startswith("batch/")
+            ):
                 entry = self.store.find(JOBS, meta.get("namespace"), ref.get("name", ""))
                 if entry is not None and entry.obj["metadata"]["uid"] == ref.get("uid"):
                     return entry.obj
@@ -78,18 +86,30 @@ class JobController:
         conditions = list(status.get("conditions") or [])
         if not _finished(job):
             if status.get("succeeded", 0) >= int(spec.get("completions") or 1):
-                conditions.append({"type": "Complete", "status": "True", "lastProbeTime": now,
-                                   "lastTransitionTime": now})
+                conditions.append(
+                    {
+                        "type": "Complete",
+                        "status": "True",
+                        "lastProbeTime": now,
+                        "lastTransitionTime": now,
+                    }
+                )
                 status["completionTime"] = now
-            elif status.get("failed", 0) > int(spec.get("backoffLimit",
-                                                         _DEFAULT_BACKOFF_LIMIT)):
-                conditions.append({"type": "Failed", "status": "True",
-                                   "reason": "BackoffLimitExceeded", "lastProbeTime": now,
-                                   "lastTransitionTime": now})
+            elif status.get("failed", 0) > int(spec.get("backoffLimit", _DEFAULT_BACKOFF_LIMIT)):
+                conditions.append(
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "BackoffLimitExceeded",
+                        "lastProbeTime": now,
+                        "lastTransitionTime": now,
+                    }
+                )
         status["conditions"] = conditions
         meta = job["metadata"]
-        self.store.patch(JOBS, meta.get("namespace"), meta["name"], MERGE_PATCH,
-                         {"status": status}, "status")
+        self.store.patch(
+            JOBS, meta.get("namespace"), meta["name"], MERGE_PATCH, {"status": status}, "status"
+        )
 
 
 def _only_replaces_failed(job: dict[str, Any]) -> bool:
@@ -110,5 +130,7 @@ def _outcome(pod: dict[str, Any], job: dict[str, Any] | None) -> str | None:
 
 
 def _finished(job: dict[str, Any]) -> bool:
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )

@@ -27,7 +27,8 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 PREFERRED_ADDRESS_TYPES = ("Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
 _QUALIFIED_NAME = re.compile(
     r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 _NODE_QUANTITIES = ("capacity", "allocatable")
 
 
@@ -50,8 +51,7 @@ def canonicalize_pod(pod: dict[str, Any]) -> None:
             resources = container.get("resources") if isinstance(container, dict) else None
             for field in ("requests", "limits"):
                 if isinstance(resources, dict):
-                    _canonicalize(resources.get(field),
-                                  f"spec.{kind}[{index}].resources.{field}")
+                    _canonicalize(resources.get(field), f"spec.{kind}[{index}].resources.{field}")
 
 
 def _canonicalize(quantities: Any, path: str) -> None:
@@ -71,8 +71,9 @@ def node_causes(node: dict[str, Any]) -> Causes:
         for name, value in (status.get(field) or {}).items():
             path = f"status.{field}[{name}]"
             if kube_quantity.is_negative(value):
-                causes.append((path, f'Invalid value: "{value}": must be greater than or '
-                                     "equal to 0"))
+                causes.append(
+                    (path, f'Invalid value: "{value}": must be greater than or equal to 0')
+                )
             elif _is_extended(name) and not kube_quantity.is_whole(value):
                 causes.append((path, f'Invalid value: "{value}": must be an integer'))
     return causes + _taint_causes((node.get("spec") or {}).get("taints") or [])
@@ -87,8 +88,12 @@ def node_update_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
         seen.append(address)
     old_id = (old.get("spec") or {}).get("providerID")
     if old_id and (new.get("spec") or {}).get("providerID") != old_id:
-        causes.append(("spec.providerID", "Forbidden: node updates may not change providerID "
-                                          "except from \"\" to valid"))
+        causes.append(
+            (
+                "spec.providerID",
+                'Forbidden: node updates may not change providerID except from "" to valid',
+            )
+        )
     return causes
 
 
@@ -103,8 +108,11 @@ def preferred_address(node: dict[str, Any]) -> str | None:
 
 def _is_extended(name: str) -> bool:
     """A resource outside the kubernetes.io namespace, such as nvidia.com/gpu."""
-    return "/" in name and not name.split("/")[0].endswith("kubernetes.io") \
+    return (
+        "/" in name
+        and not name.split("/")[0].endswith("kubernetes.io")
         and not name.startswith("requests.")
+    )
 
 
 def _taint_causes(taints: list[Any]) -> Causes:
@@ -114,13 +122,21 @@ def _taint_causes(taints: list[Any]) -> Causes:
         path = f"spec.taints[{index}]"
         key, effect = str(taint.get("key") or ""), str(taint.get("effect") or "")
         if not _QUALIFIED_NAME.fullmatch(key) or len(key.rsplit("/", 1)[-1]) > 63:
-            causes.append((f"{path}.key", f'Invalid value: "{key}": name part must consist '
-                                          "of alphanumeric characters, '-', '_' or '.'"))
+            causes.append(
+                (
+                    f"{path}.key",
+                    f'Invalid value: "{key}": name part must consist '
+                    "of alphanumeric characters, '-', '_' or '.'",
+                )
+            )
         if effect not in TAINT_EFFECTS:
-            causes.append((f"{path}.effect", f'Unsupported value: "{effect}": supported '
-                                             f"values: {', '.join(TAINT_EFFECTS)}"))
+            causes.append(
+                (
+                    f"{path}.effect",
+                    f'Unsupported value: "{effect}": supported values: {", ".join(TAINT_EFFECTS)}',
+                )
+            )
         if (key, effect) in seen:
-            causes.append((path, "Duplicate value: taints must be unique by key and effect "
-                                 "pair"))
+            causes.append((path, "Duplicate value: taints must be unique by key and effect pair"))
         seen.add((key, effect))
     return causes

@@ -49,10 +49,13 @@ MERGE_KEYS: dict[tuple[str, ...], str] = {
     ("status", "addresses"): "type",
 }
 # Lists of scalars merged as sets (patchStrategy "merge" without a key).
-MERGED_SETS: frozenset[tuple[str, ...]] = frozenset({
-    ("metadata", "finalizers"), ("spec", "template", "metadata", "finalizers"),
-    ("spec", "podCIDRs"),
-})
+MERGED_SETS: frozenset[tuple[str, ...]] = frozenset(
+    {
+        ("metadata", "finalizers"),
+        ("spec", "template", "metadata", "finalizers"),
+        ("spec", "podCIDRs"),
+    }
+)
 _DIRECTIVE = "$patch"
 _RETAIN_KEYS = "$retainKeys"
 _ORDER_PREFIX = "$setElementOrder/"
@@ -146,8 +149,14 @@ def _merge_list(target: Any, patch: list[Any], path: tuple[str, ...]) -> list[An
     if replace:
         return [copy.deepcopy(item) for item in items]
     for item in items:
-        index = next((i for i, old in enumerate(current)
-                      if isinstance(old, dict) and old.get(key) == item[key]), None)
+        index = next(
+            (
+                i
+                for i, old in enumerate(current)
+                if isinstance(old, dict) and old.get(key) == item[key]
+            ),
+            None,
+        )
         if index is None:
             current.append(_strip(_merge_map({}, item, path)))
         else:
@@ -155,8 +164,9 @@ def _merge_list(target: Any, patch: list[Any], path: tuple[str, ...]) -> list[An
     return current
 
 
-def _special_elements(current: list[Any], patch: list[Any], key: str,
-                      path: tuple[str, ...]) -> tuple[list[dict[str, Any]], bool]:
+def _special_elements(
+    current: list[Any], patch: list[Any], key: str, path: tuple[str, ...]
+) -> tuple[list[dict[str, Any]], bool]:
     """Apply `{"$patch": "delete", key: ...}` items now; `{"$patch": "replace"}` makes the
     rest of the patch the whole list. Returns the plain items and whether to replace."""
     plain: list[dict[str, Any]] = []
@@ -172,8 +182,9 @@ def _special_elements(current: list[Any], patch: list[Any], key: str,
         elif directive == "delete":
             if key not in item:
                 raise PatchError(f"map: {item} does not contain declared merge key: {key}")
-            current[:] = [old for old in current
-                          if not (isinstance(old, dict) and old.get(key) == item[key])]
+            current[:] = [
+                old for old in current if not (isinstance(old, dict) and old.get(key) == item[key])
+            ]
         elif directive == "replace":
             replace = True
         elif directive == "merge":
@@ -197,8 +208,9 @@ def _ordered(items: list[Any], order: Any, key: str | None) -> list[Any]:
     def identity(item: Any) -> Any:
         return item.get(key) if key and isinstance(item, dict) else item
 
-    listed = sorted((i for i in items if identity(i) in wanted),
-                    key=lambda i: wanted.index(identity(i)))
+    listed = sorted(
+        (i for i in items if identity(i) in wanted), key=lambda i: wanted.index(identity(i))
+    )
     result: list[Any] = []
     pending = list(listed)
     for item in items:

@@ -47,8 +47,7 @@ class KubeletCaller(Protocol):
     def kubelet_client_files(self) -> tuple[str, str]: ...
 
 
-def open_pod_log(sim: KubeletCaller, namespace: str, name: str,
-                 query: Query) -> requests.Response:
+def open_pod_log(sim: KubeletCaller, namespace: str, name: str, query: Query) -> requests.Response:
     """The kubelet's streaming answer (200), or an ApiError to send instead."""
     entry = sim.store.find(PODS, namespace, name)
     if entry is None:
@@ -63,14 +62,21 @@ def open_pod_log(sim: KubeletCaller, namespace: str, name: str,
     if node is None:
         raise not_found("nodes", node_name)
     host, port = kubelet_location(node.obj)
-    url = (f"https://{_url_host(host)}:{port}/containerLogs/{quote(namespace)}/"
-           f"{quote(name)}/{quote(container)}")
+    url = (
+        f"https://{_url_host(host)}:{port}/containerLogs/{quote(namespace)}/"
+        f"{quote(name)}/{quote(container)}"
+    )
     try:
-        answer = requests.get(url, params=options, stream=True, timeout=(5, None),
-                              cert=sim.kubelet_client_files(),
-                              verify=sim.kubelet_ca_file or False)
+        answer = requests.get(
+            url,
+            params=options,
+            stream=True,
+            timeout=(5, None),
+            cert=sim.kubelet_client_files(),
+            verify=sim.kubelet_ca_file or False,
+        )
     except requests.RequestException as exc:
-        raise ApiError(500, f"Get \"{url}\": {_cause(exc)}") from exc
+        raise ApiError(500, f'Get "{url}": {_cause(exc)}') from exc
     if answer.status_code != 200:
         with answer:
             text = answer.raw.read(_MAX_ERROR_BYTES).decode("utf-8", "replace").strip()
@@ -95,14 +101,18 @@ def kubelet_location(node: dict[str, Any]) -> tuple[str, int]:
 def _container(pod: dict[str, Any], wanted: str) -> str:
     spec = pod.get("spec", {})
     names = [c["name"] for c in spec.get("containers", [])]
-    others = [c["name"] for c in spec.get("initContainers", []) + spec.get(
-        "ephemeralContainers", [])]
+    others = [
+        c["name"] for c in spec.get("initContainers", []) + spec.get("ephemeralContainers", [])
+    ]
     name = pod["metadata"]["name"]
     if not wanted:
         if len(names) == 1:
             return names[0]
-        raise ApiError(400, f"a container name must be specified for pod {name}, "
-                            f"choose one of: [{' '.join(names)}]")
+        raise ApiError(
+            400,
+            f"a container name must be specified for pod {name}, "
+            f"choose one of: [{' '.join(names)}]",
+        )
     if wanted not in names + others:
         raise ApiError(400, f"container {wanted} is not valid for pod {name}")
     return wanted
@@ -121,13 +131,20 @@ def _options(query: Query) -> dict[str, str]:
         least = 0 if key == "tailLines" else 1
         if not raw.lstrip("-").isdigit() or int(raw) < least:
             bound = "greater than or equal to 0" if least == 0 else "greater than 0"
-            raise ApiError(422, f'PodLogOptions "" is invalid: {key}: Invalid value: {raw}: '
-                                f"must be {bound}", reason="Invalid")
+            raise ApiError(
+                422,
+                f'PodLogOptions "" is invalid: {key}: Invalid value: {raw}: must be {bound}',
+                reason="Invalid",
+            )
         options[key] = raw
     if _arg(query, "sinceTime"):
         if "sinceSeconds" in options:
-            raise ApiError(422, 'PodLogOptions "" is invalid: at most one of sinceTime or '
-                                "sinceSeconds may be specified", reason="Invalid")
+            raise ApiError(
+                422,
+                'PodLogOptions "" is invalid: at most one of sinceTime or '
+                "sinceSeconds may be specified",
+                reason="Invalid",
+            )
         options["sinceTime"] = _arg(query, "sinceTime")
     return options
 

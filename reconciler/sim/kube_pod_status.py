@@ -78,12 +78,20 @@ def pod_status_causes(old: dict[str, Any], new: dict[str, Any]) -> Causes:
     if old_status.get("qosClass") and status.get("qosClass") != old_status.get("qosClass"):
         causes.append(("status.qosClass", "Invalid value: field is immutable"))
     restart_policy = (old.get("spec") or {}).get("restartPolicy", "Always")
-    causes += _transition_causes(old_status.get("containerStatuses") or [],
-                                 status.get("containerStatuses") or [], restart_policy)
+    causes += _transition_causes(
+        old_status.get("containerStatuses") or [],
+        status.get("containerStatuses") or [],
+        restart_policy,
+    )
     old_phase = old_status.get("phase")
     if old_phase in TERMINAL_PHASES and status.get("phase") != old_phase:
-        causes.append(("status.phase", f"Forbidden: may not be changed from the terminal "
-                       f"phase {old_phase} (the kubelet never does)"))
+        causes.append(
+            (
+                "status.phase",
+                f"Forbidden: may not be changed from the terminal "
+                f"phase {old_phase} (the kubelet never does)",
+            )
+        )
     for field in _STATUS_LISTS:
         for index, container in enumerate(status.get(field) or []):
             causes += _container_causes(f"status.{field}[{index}]", container)
@@ -99,13 +107,21 @@ def _ip_causes(status: dict[str, Any], field: str) -> Causes:
         try:
             addresses.append(ipaddress.ip_address(str(value)))
         except ValueError:
-            causes.append((f"status.{field}[{index}]",
-                           f'Invalid value: "{value}": must be a valid IP address'))
+            causes.append(
+                (
+                    f"status.{field}[{index}]",
+                    f'Invalid value: "{value}": must be a valid IP address',
+                )
+            )
     if len(entries) > 1 and len(addresses) == len(entries):
         families = {address.version for address in addresses}
         if len(entries) > 2 or families != {4, 6}:
-            causes.append((f"status.{field}",
-                           "Invalid value: may specify no more than one IP for each IP family"))
+            causes.append(
+                (
+                    f"status.{field}",
+                    "Invalid value: may specify no more than one IP for each IP family",
+                )
+            )
         seen: set[Any] = set()
         for index, address in enumerate(addresses):
             if address in seen:
@@ -121,8 +137,9 @@ def _host_ip_causes(status: dict[str, Any]) -> Causes:
     causes: Causes = []
     first = entries[0].get("ip") if isinstance(entries[0], dict) else None
     if first != status.get("hostIP", ""):
-        causes.append(("status.hostIPs[0].ip", f'Invalid value: "{first}": must be equal '
-                       "to `hostIP`"))
+        causes.append(
+            ("status.hostIPs[0].ip", f'Invalid value: "{first}": must be equal to `hostIP`')
+        )
     return causes + _ip_causes(status, "hostIPs")
 
 
@@ -138,10 +155,17 @@ def _transition_causes(old: list[Any], new: list[Any], restart_policy: str) -> C
         if terminated.get("exitCode", 0) != 0 and restart_policy == "OnFailure":
             continue
         for after in new:
-            if isinstance(after, dict) and after.get("name") == before.get("name") \
-                    and "terminated" not in (after.get("state") or {}):
-                causes.append((f"status.containerStatuses[{index}].state",
-                               "Forbidden: may not be transitioned to non-terminated state"))
+            if (
+                isinstance(after, dict)
+                and after.get("name") == before.get("name")
+                and "terminated" not in (after.get("state") or {})
+            ):
+                causes.append(
+                    (
+                        f"status.containerStatuses[{index}].state",
+                        "Forbidden: may not be transitioned to non-terminated state",
+                    )
+                )
     return causes
 
 
@@ -152,7 +176,12 @@ def _container_causes(where: str, container: Any) -> Causes:
     for field in ("state", "lastState"):
         members = [m for m in _STATE_MEMBERS if (container.get(field) or {}).get(m) is not None]
         if len(members) > 1:
-            causes.append((f"{where}.{field}", "Invalid value: only one of "
-                           f"{', '.join(_STATE_MEMBERS)} may be specified, got "
-                           f"{', '.join(members)}"))
+            causes.append(
+                (
+                    f"{where}.{field}",
+                    "Invalid value: only one of "
+                    f"{', '.join(_STATE_MEMBERS)} may be specified, got "
+                    f"{', '.join(members)}",
+                )
+            )
     return causes

@@ -38,9 +38,10 @@ Field = tuple[int, int, Any]  # (number, wire type, int or bytes)
 def decode_object(body: bytes) -> dict[str, Any]:
     """The JSON object a protobuf request body stands for."""
     if not body.startswith(MAGIC):
-        raise ApiError(400, "the protobuf body does not start with the Kubernetes magic "
-                       "number 'k8s\\x00'")
-    envelope = _group(_fields(body[len(MAGIC):]))
+        raise ApiError(
+            400, "the protobuf body does not start with the Kubernetes magic number 'k8s\\x00'"
+        )
+    envelope = _group(_fields(body[len(MAGIC) :]))
     type_meta = _group(_fields(_one_bytes(envelope, 1)))
     api_version = _one_bytes(type_meta, 1).decode()
     kind = _one_bytes(type_meta, 2).decode()
@@ -48,8 +49,11 @@ def decode_object(body: bytes) -> dict[str, Any]:
         raise ApiError(415, "protobuf bodies with a content encoding are not supported")
     message = DECODED_KINDS.get((api_version, kind))
     if message is None:
-        raise ApiError(415, f"the simulator decodes protobuf bodies only for "
-                       f"{', '.join(k for _, k in DECODED_KINDS)}; got {api_version} {kind}")
+        raise ApiError(
+            415,
+            f"the simulator decodes protobuf bodies only for "
+            f"{', '.join(k for _, k in DECODED_KINDS)}; got {api_version} {kind}",
+        )
     obj = _message(_one_bytes(envelope, 2), message)
     return {"apiVersion": api_version, "kind": kind, **obj}
 
@@ -74,8 +78,12 @@ def _message(data: bytes, name: str) -> dict[str, Any]:
             else:
                 result[json_name] = decoded
     for json_name, _, flags in schema.values():
-        if json_name in result and flags & OMITEMPTY and not flags & POINTER \
-                and result[json_name] in ("", 0, False, None, {}, []):
+        if (
+            json_name in result
+            and flags & OMITEMPTY
+            and not flags & POINTER
+            and result[json_name] in ("", 0, False, None, {}, [])
+        ):
             del result[json_name]
     return result
 
@@ -103,8 +111,9 @@ def _special(value: bytes, kind: str, where: str) -> Any:
     fields = _group(_fields(value))
     if kind == "time":
         seconds = fields.get(1, [0])[-1]
-        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") \
-            if seconds else None
+        return (
+            datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if seconds else None
+        )
     if kind == "qty":
         return _one_bytes(fields, 1).decode()
     if kind == "ios":
@@ -132,11 +141,13 @@ def _fields(data: bytes) -> list[Field]:
             length, position = _varint(data, position)
             if position + length > len(data):
                 raise ApiError(400, "truncated protobuf body")
-            value, position = data[position:position + length], position + length
+            value, position = data[position : position + length], position + length
         elif wire in (_FIXED64, _FIXED32):
             size = 8 if wire == _FIXED64 else 4
-            value, position = int.from_bytes(data[position:position + size], "little"), \
-                position + size
+            value, position = (
+                int.from_bytes(data[position : position + size], "little"),
+                position + size,
+            )
         else:
             raise ApiError(400, f"unsupported protobuf wire type {wire}")
         fields.append((number, wire, value))

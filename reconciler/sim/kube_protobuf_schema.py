@@ -875,4 +875,5 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
         2: ("gmsaCredentialSpec", "s", 6),
         3: ("runAsUserName", "s", 6),
         4: ("hostProcess", "b", 6),
-    },}
+    },
+}

@@ -36,8 +36,7 @@ def parse(text: object) -> tuple[Decimal, str]:
     raw = str(text).strip()
     match = _QUANTITY.fullmatch(raw)
     if match is None or raw.count(".") > 1 or not any(c.isdigit() for c in match.group(1)):
-        raise QuantityError(
-            f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+        raise QuantityError(f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
     number, suffix = match.groups()
     with localcontext() as context:
         context.prec = 80

@@ -36,8 +36,12 @@ class Rule:
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Rule:
-        return cls(*(frozenset(raw.get(field) or ()) for field in
-                     ("apiGroups", "resources", "verbs", "resourceNames")))
+        return cls(
+            *(
+                frozenset(raw.get(field) or ())
+                for field in ("apiGroups", "resources", "verbs", "resourceNames")
+            )
+        )
 
     def allows(self, attrs: Attributes) -> bool:
         return (
@@ -52,8 +56,11 @@ class Rule:
             return True
         if not attrs.subresource:
             return attrs.resource in self.resources
-        wanted = {f"{attrs.resource}/{attrs.subresource}", f"{attrs.resource}/*",
-                  f"*/{attrs.subresource}"}
+        wanted = {
+            f"{attrs.resource}/{attrs.subresource}",
+            f"{attrs.resource}/*",
+            f"*/{attrs.subresource}",
+        }
         return bool(self.resources & wanted)
 
 
@@ -74,11 +81,13 @@ class Authorizer:
         return cls.from_documents(load_documents(paths), subject)
 
     @classmethod
-    def from_documents(cls, documents: Sequence[dict[str, Any]], subject: str,
-                       groups: Iterable[str] | None = None) -> Authorizer:
+    def from_documents(
+        cls, documents: Sequence[dict[str, Any]], subject: str, groups: Iterable[str] | None = None
+    ) -> Authorizer:
         """`groups` as the authenticator reported them; by default those of the name."""
-        known = set(groups) | {"system:authenticated"} if groups is not None \
-            else _groups_of(subject)
+        known = (
+            set(groups) | {"system:authenticated"} if groups is not None else _groups_of(subject)
+        )
         return cls(list(_grants_for(documents, subject, known)))
 
     def allows(self, attrs: Attributes) -> bool:
@@ -94,12 +103,15 @@ def load_documents(paths: Iterable[str]) -> list[dict[str, Any]]:
     return [doc for path in paths for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
 
 
-def _grants_for(documents: Sequence[dict[str, Any]], subject: str,
-                groups: set[str]) -> Iterable[Grant]:
+def _grants_for(
+    documents: Sequence[dict[str, Any]], subject: str, groups: set[str]
+) -> Iterable[Grant]:
     roles = {
-        (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]):
-            tuple(Rule.parse(rule) for rule in doc.get("rules") or [])
-        for doc in documents if doc.get("kind") in ("ClusterRole", "Role")
+        (doc["kind"], doc["metadata"].get("namespace", ""), doc["metadata"]["name"]): tuple(
+            Rule.parse(rule) for rule in doc.get("rules") or []
+        )
+        for doc in documents
+        if doc.get("kind") in ("ClusterRole", "Role")
     }
     for doc in documents:
         if doc.get("kind") not in ("ClusterRoleBinding", "RoleBinding"):

@@ -60,9 +60,13 @@ class Resource:
             main["shortNames"] = list(self.short_names)
         entries = [main]
         for sub in self.subresources:
-            entry: dict[str, Any] = {"name": f"{self.plural}/{sub}", "singularName": "",
-                                     "namespaced": self.namespaced, "kind": self.kind,
-                                     "verbs": ["get", "patch", "update"]}
+            entry: dict[str, Any] = {
+                "name": f"{self.plural}/{sub}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": ["get", "patch", "update"],
+            }
             if sub in CREATE_ONLY_SUBRESOURCES:
                 entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
             elif sub == "log":
@@ -71,41 +75,122 @@ class Resource:
         return entries
 
 
-NAMESPACES = Resource("", "v1", "namespaces", "namespace", "Namespace", False,
-                      ("status",), ("ns",), (*_META_FIELDS, "status.phase"))
+NAMESPACES = Resource(
+    "",
+    "v1",
+    "namespaces",
+    "namespace",
+    "Namespace",
+    False,
+    ("status",),
+    ("ns",),
+    (*_META_FIELDS, "status.phase"),
+)
 PODS = Resource(
-    "", "v1", "pods", "pod", "Pod", True, ("status", "binding", "eviction", "log"), ("po",),
-    (*_META_FIELDS, "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
-     "spec.serviceAccountName", "status.phase", "status.podIP", "status.nominatedNodeName"),
+    "",
+    "v1",
+    "pods",
+    "pod",
+    "Pod",
+    True,
+    ("status", "binding", "eviction", "log"),
+    ("po",),
+    (
+        *_META_FIELDS,
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
 )
-NODES = Resource("", "v1", "nodes", "node", "Node", False, ("status",), ("no",),
-                 (*_META_FIELDS, "spec.unschedulable"))
+NODES = Resource(
+    "",
+    "v1",
+    "nodes",
+    "node",
+    "Node",
+    False,
+    ("status",),
+    ("no",),
+    (*_META_FIELDS, "spec.unschedulable"),
+)
 EVENTS = Resource(
-    "", "v1", "events", "event", "Event", True, (), ("ev",),
-    (*_META_FIELDS, "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-     "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-     "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
+    "",
+    "v1",
+    "events",
+    "event",
+    "Event",
+    True,
+    (),
+    ("ev",),
+    (
+        *_META_FIELDS,
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
 )
-SECRETS = Resource("", "v1", "secrets", "secret", "Secret", True,
-                   field_labels=(*_META_FIELDS, "type"))
-CONFIG_MAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True,
-                       short_names=("cm",))
-JOBS = Resource("batch", "v1", "jobs", "job", "Job", True, ("status",),
-                field_labels=(*_META_FIELDS, "status.successful"))
+SECRETS = Resource(
+    "", "v1", "secrets", "secret", "Secret", True, field_labels=(*_META_FIELDS, "type")
+)
+CONFIG_MAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",))
+JOBS = Resource(
+    "batch",
+    "v1",
+    "jobs",
+    "job",
+    "Job",
+    True,
+    ("status",),
+    field_labels=(*_META_FIELDS, "status.successful"),
+)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", True)
 # Stored only (no controller): `kubectl drain --ignore-daemonsets` reads a pod's DaemonSet.
-DAEMON_SETS = Resource("apps", "v1", "daemonsets", "daemonset", "DaemonSet", True,
-                       ("status",), ("ds",))
+DAEMON_SETS = Resource(
+    "apps", "v1", "daemonsets", "daemonset", "DaemonSet", True, ("status",), ("ds",)
+)
 # Reviews are answered, never stored: a kubelet authenticates and authorizes with them.
-TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "tokenreview",
-                         "TokenReview", False, verbs=("create",))
-SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
-                                  "subjectaccessreview", "SubjectAccessReview", False,
-                                  verbs=("create",))
+TOKEN_REVIEWS = Resource(
+    "authentication.k8s.io",
+    "v1",
+    "tokenreviews",
+    "tokenreview",
+    "TokenReview",
+    False,
+    verbs=("create",),
+)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io",
+    "v1",
+    "subjectaccessreviews",
+    "subjectaccessreview",
+    "SubjectAccessReview",
+    False,
+    verbs=("create",),
+)
 REVIEWS = (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)
 
 RESOURCES: tuple[Resource, ...] = (
-    NAMESPACES, PODS, NODES, EVENTS, SECRETS, CONFIG_MAPS, JOBS, LEASES, DAEMON_SETS,
+    NAMESPACES,
+    PODS,
+    NODES,
+    EVENTS,
+    SECRETS,
+    CONFIG_MAPS,
+    JOBS,
+    LEASES,
+    DAEMON_SETS,
     *REVIEWS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
@@ -139,9 +224,13 @@ def api_versions(server_address: str) -> dict[str, Any]:
 
 def api_group_list() -> dict[str, Any]:
     groups = [api_group(name) for name in group_versions()]
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [{k: v for k, v in g.items() if k not in ("kind", "apiVersion")}
-                       for g in groups if g]}
+    return {
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": [
+            {k: v for k, v in g.items() if k not in ("kind", "apiVersion")} for g in groups if g
+        ],
+    }
 
 
 def api_group(name: str) -> dict[str, Any] | None:
@@ -149,8 +238,13 @@ def api_group(name: str) -> dict[str, Any] | None:
     if versions is None:
         return None
     entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-    return {"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": entries,
-            "preferredVersion": entries[0]}
+    return {
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": name,
+        "versions": entries,
+        "preferredVersion": entries[0],
+    }
 
 
 def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
@@ -172,10 +266,12 @@ def _gv_path(group: str, version: str) -> str:
 def openapi_v3_index() -> dict[str, Any]:
     """The OpenAPI v3 index: one document per group-version."""
     gvs = {(r.group, r.version) for r in RESOURCES}
-    return {"paths": {
-        _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=sim"}
-        for g, v in sorted(gvs)
-    }}
+    return {
+        "paths": {
+            _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash=sim"}
+            for g, v in sorted(gvs)
+        }
+    }
 
 
 def openapi_v3_document(gv_path: str) -> dict[str, Any] | None:
@@ -190,12 +286,21 @@ def openapi_v3_document(gv_path: str) -> dict[str, Any] | None:
     paths = {}
     for r in resources:
         prefix = f"/{gv_path}/namespaces/{{namespace}}" if r.namespaced else f"/{gv_path}"
-        paths[f"{prefix}/{r.plural}/{{name}}"] = {"patch": {
-            "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version,
-                                                "kind": r.kind},
-            "parameters": [{"name": "fieldValidation", "in": "query",
-                            "schema": {"type": "string"}}],
-            "responses": {"200": {"description": "OK"}},
-        }}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
-            "paths": paths}
+        paths[f"{prefix}/{r.plural}/{{name}}"] = {
+            "patch": {
+                "x-kubernetes-group-version-kind": {
+                    "group": r.group,
+                    "version": r.version,
+                    "kind": r.kind,
+                },
+                "parameters": [
+                    {"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}
+                ],
+                "responses": {"200": {"description": "OK"}},
+            }
+        }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+    }

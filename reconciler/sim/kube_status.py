@@ -25,7 +25,10 @@ class ApiError(Exception):
     """An error answer: HTTP code, machine-readable reason, human message."""
 
     def __init__(
-        self, code: int, message: str, reason: str | None = None,
+        self,
+        code: int,
+        message: str,
+        reason: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
@@ -54,27 +57,37 @@ def not_found(plural: str, name: str) -> ApiError:
 
 
 def already_exists(plural: str, name: str) -> ApiError:
-    return ApiError(409, f'{plural} "{name}" already exists', "AlreadyExists",
-                    {"name": name, "kind": plural})
+    return ApiError(
+        409, f'{plural} "{name}" already exists', "AlreadyExists", {"name": name, "kind": plural}
+    )
 
 
 def conflict(plural: str, name: str, why: str) -> ApiError:
-    return ApiError(409, f'Operation cannot be fulfilled on {plural} "{name}": {why}',
-                    "Conflict", {"name": name, "kind": plural})
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {plural} "{name}": {why}',
+        "Conflict",
+        {"name": name, "kind": plural},
+    )
 
 
 def invalid(kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
     """422 with one cause per (field, problem), like the API server's field errors."""
     text = "; ".join(f"{field}: {problem}" for field, problem in causes)
     return ApiError(
-        422, f'{kind} "{name}" is invalid: {text}', "Invalid",
-        {"name": name, "kind": kind, "causes": [
-            {"reason": "FieldValueInvalid", "message": problem, "field": field}
-            for field, problem in causes
-        ]},
+        422,
+        f'{kind} "{name}" is invalid: {text}',
+        "Invalid",
+        {
+            "name": name,
+            "kind": kind,
+            "causes": [
+                {"reason": "FieldValueInvalid", "message": problem, "field": field}
+                for field, problem in causes
+            ],
+        },
     )
 
 
 def success(code: int = 200) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "code": code}
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code}

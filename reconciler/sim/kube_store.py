@@ -38,8 +38,13 @@ INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 # Watch history kept; a watch from an older resourceVersion gets 410 Expired.
 WATCH_HISTORY = 20_000
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_SYSTEM_METADATA = ("uid", "creationTimestamp", "namespace", "deletionTimestamp",
-                    "deletionGracePeriodSeconds")
+_SYSTEM_METADATA = (
+    "uid",
+    "creationTimestamp",
+    "namespace",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 PATCH_TYPES = {
     "application/merge-patch+json": merge_patch,
     "application/strategic-merge-patch+json": strategic_merge_patch,
@@ -123,8 +128,12 @@ class Store:
             return self._objects[resource].get((namespace or "", name))
 
     def list_page(
-        self, resource: Resource, namespace: str | None, selector: Selector,
-        limit: int = 0, token: str = "",
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selector: Selector,
+        limit: int = 0,
+        token: str = "",
     ) -> Page:
         with self.lock:
             list_rv, start_key = _decode_token(token) if token else (self._rv, None)
@@ -149,15 +158,19 @@ class Store:
     def events_after(self, rv: int) -> list[WatchEvent]:
         with self.lock:
             if rv < self._log_floor:
-                raise ApiError(410, f"too old resource version: {rv} ({self._log_floor})",
-                               "Expired")
+                raise ApiError(
+                    410, f"too old resource version: {rv} ({self._log_floor})", "Expired"
+                )
             start = bisect.bisect_right(self._log, rv, key=lambda event: event.rv)
             return self._log[start:]
 
     # writes -----------------------------------------------------------------------
 
     def create(
-        self, resource: Resource, namespace: str | None, body: dict[str, Any],
+        self,
+        resource: Resource,
+        namespace: str | None,
+        body: dict[str, Any],
         keep_status: bool = False,
     ) -> dict[str, Any]:
         obj = copy.deepcopy(body)
@@ -187,7 +200,11 @@ class Store:
             return self._commit(resource, key, obj, "ADDED")
 
     def update(
-        self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any],
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        body: dict[str, Any],
         subresource: str = "",
     ) -> dict[str, Any]:
         obj = copy.deepcopy(body)
@@ -197,8 +214,13 @@ class Store:
             return self._write(resource, old, obj, subresource)
 
     def patch(
-        self, resource: Resource, namespace: str | None, name: str, content_type: str,
-        patch: Any, subresource: str = "",
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        content_type: str,
+        patch: Any,
+        subresource: str = "",
     ) -> dict[str, Any]:
         apply = PATCH_TYPES.get(content_type)
         if apply is None:
@@ -232,8 +254,12 @@ class Store:
             return self._commit(resource, _key_of_obj(obj), obj, "MODIFIED")
 
     def delete(
-        self, resource: Resource, namespace: str | None, name: str,
-        grace_seconds: int | None = None, preconditions: dict[str, Any] | None = None,
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        grace_seconds: int | None = None,
+        preconditions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         with self.lock:
             old = self._entry(resource, namespace, name).obj
@@ -248,8 +274,9 @@ class Store:
                 return self._remove(resource, _key_of_obj(old), old)
             obj = copy.deepcopy(old)
             deadline = self.clock.now() + timedelta(seconds=grace)
-            obj["metadata"].update(deletionTimestamp=format_time(deadline),
-                                   deletionGracePeriodSeconds=grace)
+            obj["metadata"].update(
+                deletionTimestamp=format_time(deadline), deletionGracePeriodSeconds=grace
+            )
             return self._commit(resource, _key_of_obj(obj), obj, "MODIFIED")
 
     def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
@@ -258,10 +285,16 @@ class Store:
             _check_binding(pod, binding)
             obj = copy.deepcopy(pod)
             obj["spec"]["nodeName"] = binding["target"]["name"]
-            conditions = [c for c in obj["status"].get("conditions", [])
-                          if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True",
-                               "lastTransitionTime": format_time(self.clock.now())})
+            conditions = [
+                c for c in obj["status"].get("conditions", []) if c.get("type") != "PodScheduled"
+            ]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": format_time(self.clock.now()),
+                }
+            )
             obj["status"]["conditions"] = conditions
             self._commit(PODS, (namespace, name), obj, "MODIFIED")
 
@@ -276,8 +309,9 @@ class Store:
             self.disrupt(namespace, name, "EvictionByEvictionAPI", "Eviction API: evicting")
             return self.delete(PODS, namespace, name, options.get("gracePeriodSeconds"))
 
-    def disrupt(self, namespace: str, name: str, reason: str, message: str,
-                fail: bool = False) -> None:
+    def disrupt(
+        self, namespace: str, name: str, reason: str, message: str, fail: bool = False
+    ) -> None:
         """The DisruptionTarget condition the control plane sets on a pod it is about to
         delete (and, for pod garbage collection, phase Failed); none on a finished pod."""
         with self.lock:
@@ -286,11 +320,20 @@ class Store:
             if status.get("phase") in ("Succeeded", "Failed"):
                 return
             obj = copy.deepcopy(pod)
-            conditions = [c for c in obj["status"].get("conditions", [])
-                          if c.get("type") != "DisruptionTarget"]
-            conditions.append({"type": "DisruptionTarget", "status": "True", "reason": reason,
-                               "message": message,
-                               "lastTransitionTime": format_time(self.clock.now())})
+            conditions = [
+                c
+                for c in obj["status"].get("conditions", [])
+                if c.get("type") != "DisruptionTarget"
+            ]
+            conditions.append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": format_time(self.clock.now()),
+                }
+            )
             obj["status"]["conditions"] = conditions
             if fail:
                 obj["status"]["phase"] = "Failed"
@@ -305,21 +348,36 @@ class Store:
         return entry
 
     def _write(
-        self, resource: Resource, old: dict[str, Any], new: dict[str, Any], subresource: str,
+        self,
+        resource: Resource,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str,
     ) -> dict[str, Any]:
         """Shared tail of update and patch: preconditions, subresource scoping, validation."""
         name = old["metadata"]["name"]
         if new["metadata"].get("name", name) != name:
-            raise ApiError(400, f"the name of the object ({new['metadata'].get('name')}) "
-                           f"does not match the name on the URL ({name})")
+            raise ApiError(
+                400,
+                f"the name of the object ({new['metadata'].get('name')}) "
+                f"does not match the name on the URL ({name})",
+            )
         sent_rv = new["metadata"].get("resourceVersion")
         if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
-            raise conflict(resource.plural, name, "the object has been modified; please "
-                           "apply your changes to the latest version and try again")
+            raise conflict(
+                resource.plural,
+                name,
+                "the object has been modified; please "
+                "apply your changes to the latest version and try again",
+            )
         sent_uid = new["metadata"].get("uid")
         if sent_uid and sent_uid != old["metadata"]["uid"]:
-            raise conflict(resource.plural, name, f"Precondition failed: UID in precondition: "
-                           f"{sent_uid}, UID in object meta: {old['metadata']['uid']}")
+            raise conflict(
+                resource.plural,
+                name,
+                f"Precondition failed: UID in precondition: "
+                f"{sent_uid}, UID in object meta: {old['metadata']['uid']}",
+            )
         obj = _scope_to_subresource(resource, old, new, subresource)
         for system in _SYSTEM_METADATA:
             obj["metadata"].pop(system, None)
@@ -335,8 +393,11 @@ class Store:
         key = _key_of_obj(old)
         committed = self._commit(resource, key, obj, "MODIFIED")
         meta = committed["metadata"]
-        if "deletionTimestamp" in meta and not meta.get("finalizers") \
-                and meta.get("deletionGracePeriodSeconds", 0) == 0:
+        if (
+            "deletionTimestamp" in meta
+            and not meta.get("finalizers")
+            and meta.get("deletionGracePeriodSeconds", 0) == 0
+        ):
             return self._remove(resource, key, committed)
         return committed
 
@@ -391,8 +452,11 @@ class Store:
             meta.pop("namespace", None)
             return
         if meta.get("namespace") and meta["namespace"] != namespace:
-            raise ApiError(400, "the namespace of the provided object does not match the "
-                           "namespace sent on the request")
+            raise ApiError(
+                400,
+                "the namespace of the provided object does not match the "
+                "namespace sent on the request",
+            )
         if ("", namespace) not in self._objects[NAMESPACES]:
             raise not_found("namespaces", namespace or "")
 
@@ -404,7 +468,10 @@ class Store:
 
 
 def _scope_to_subresource(
-    resource: Resource, old: dict[str, Any], new: dict[str, Any], subresource: str,
+    resource: Resource,
+    old: dict[str, Any],
+    new: dict[str, Any],
+    subresource: str,
 ) -> dict[str, Any]:
     """The status subresource changes only status; the main resource never changes it.
 
@@ -445,9 +512,12 @@ def _check_preconditions(resource: Resource, obj: dict, preconditions: dict[str,
     for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
         wanted = preconditions.get(field_name)
         if wanted and wanted != meta.get(field_name):
-            raise conflict(resource.plural, meta["name"],
-                           f"Precondition failed: {label} in precondition: {wanted}, "
-                           f"{label} in object meta: {meta.get(field_name)}")
+            raise conflict(
+                resource.plural,
+                meta["name"],
+                f"Precondition failed: {label} in precondition: {wanted}, "
+                f"{label} in object meta: {meta.get(field_name)}",
+            )
 
 
 def _check_binding(pod: dict[str, Any], binding: dict[str, Any]) -> None:
@@ -457,14 +527,22 @@ def _check_binding(pod: dict[str, Any], binding: dict[str, Any]) -> None:
         raise ApiError(422, "binding target must be a Node with a name", "Invalid")
     wanted_uid = (binding.get("metadata") or {}).get("uid")
     if wanted_uid and wanted_uid != meta["uid"]:
-        raise conflict("pods/binding", name, f"Precondition failed: UID in precondition: "
-                       f"{wanted_uid}, UID in object meta: {meta['uid']}")
+        raise conflict(
+            "pods/binding",
+            name,
+            f"Precondition failed: UID in precondition: "
+            f"{wanted_uid}, UID in object meta: {meta['uid']}",
+        )
     if "deletionTimestamp" in meta:
-        raise conflict("pods/binding", name,
-                       f"pod {name} is being deleted, cannot be assigned to a host")
+        raise conflict(
+            "pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host"
+        )
     if pod["spec"].get("nodeName"):
-        raise conflict("pods/binding", name,
-                       f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\"")
+        raise conflict(
+            "pods/binding",
+            name,
+            f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+        )
 
 
 def _check_eviction(pod: dict[str, Any], eviction: dict[str, Any]) -> None:
@@ -472,11 +550,16 @@ def _check_eviction(pod: dict[str, Any], eviction: dict[str, Any]) -> None:
     if eviction.get("kind", "Eviction") != "Eviction":
         raise ApiError(400, f"the body is a {eviction.get('kind')}, not an Eviction")
     if meta.get("name") != pod["metadata"]["name"]:
-        raise ApiError(400, f"name in URL does not match name in Eviction object: "
-                       f"{pod['metadata']['name']} vs {meta.get('name')}")
+        raise ApiError(
+            400,
+            f"name in URL does not match name in Eviction object: "
+            f"{pod['metadata']['name']} vs {meta.get('name')}",
+        )
     if meta.get("namespace") and meta["namespace"] != pod["metadata"]["namespace"]:
-        raise ApiError(400, "the namespace of the provided object does not match the "
-                       "namespace sent on the request")
+        raise ApiError(
+            400,
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )
 
 
 def _key_of(entry: Entry) -> Key:

@@ -77,11 +77,18 @@ def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]
         if causes:
             raise invalid("Pod", new["metadata"]["name"], causes)
     if _masked_pod_spec(old.get("spec", {})) != _masked_pod_spec(new.get("spec", {})):
-        raise invalid("Pod", new["metadata"]["name"], [(
-            "spec", "Forbidden: pod updates may not change fields other than "
-            "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-            "`spec.activeDeadlineSeconds`, `spec.tolerations`, `spec.schedulingGates`",
-        )])
+        raise invalid(
+            "Pod",
+            new["metadata"]["name"],
+            [
+                (
+                    "spec",
+                    "Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations`, `spec.schedulingGates`",
+                )
+            ],
+        )
 
 
 def check_json_types(resource: Resource, obj: dict[str, Any]) -> None:
@@ -90,16 +97,23 @@ def check_json_types(resource: Resource, obj: dict[str, Any]) -> None:
         for field in ("acquireTime", "renewTime"):
             value = (obj.get("spec") or {}).get(field)
             if value is not None and not _MICRO_TIME.fullmatch(str(value)):
-                raise ApiError(400, f'parsing time "{value}" as '
-                               '"2006-01-02T15:04:05.000000Z07:00": cannot parse', "BadRequest")
+                raise ApiError(
+                    400,
+                    f'parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse',
+                    "BadRequest",
+                )
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         raise ApiError(400, "Object 'metadata' is missing or not an object", "BadRequest")
     for field in ("labels", "annotations"):
         values = metadata.get(field) or {}
         if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-            raise ApiError(400, f"json: cannot unmarshal into Go struct field "
-                           f"ObjectMeta.metadata.{field} of type string", "BadRequest")
+            raise ApiError(
+                400,
+                f"json: cannot unmarshal into Go struct field "
+                f"ObjectMeta.metadata.{field} of type string",
+                "BadRequest",
+            )
 
 
 def _metadata_causes(obj: dict[str, Any]) -> Causes:
@@ -107,8 +121,13 @@ def _metadata_causes(obj: dict[str, Any]) -> Causes:
     if not name:
         return [("metadata.name", "Required value: name or generateName is required")]
     if len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        return [("metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain '
-                 "must consist of lower case alphanumeric characters, '-' or '.'")]
+        return [
+            (
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain '
+                "must consist of lower case alphanumeric characters, '-' or '.'",
+            )
+        ]
     return []
 
 
@@ -143,10 +162,16 @@ def _secret_causes(obj: dict[str, Any]) -> Causes:
 
 def _default_pod(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
-    for key, value in (("restartPolicy", "Always"), ("terminationGracePeriodSeconds", 30),
-                       ("dnsPolicy", "ClusterFirst"), ("schedulerName", "default-scheduler"),
-                       ("serviceAccountName", "default"), ("securityContext", {}),
-                       ("enableServiceLinks", True), ("priority", 0)):
+    for key, value in (
+        ("restartPolicy", "Always"),
+        ("terminationGracePeriodSeconds", 30),
+        ("dnsPolicy", "ClusterFirst"),
+        ("schedulerName", "default-scheduler"),
+        ("serviceAccountName", "default"),
+        ("securityContext", {}),
+        ("enableServiceLinks", True),
+        ("priority", 0),
+    ):
         spec.setdefault(key, value)
     for container in spec.get("containers") or []:
         if isinstance(container, dict):
@@ -165,12 +190,14 @@ def _default_container(container: dict[str, Any]) -> None:
 
 
 def _qos_class(spec: dict[str, Any]) -> str:
-    resources = [c.get("resources") or {} for c in spec.get("containers") or []
-                 if isinstance(c, dict)]
+    resources = [
+        c.get("resources") or {} for c in spec.get("containers") or [] if isinstance(c, dict)
+    ]
     if not any(r.get("requests") or r.get("limits") for r in resources):
         return "BestEffort"
-    guaranteed = all(r.get("limits") and (r.get("requests") or r["limits"]) == r["limits"]
-                     for r in resources)
+    guaranteed = all(
+        r.get("limits") and (r.get("requests") or r["limits"]) == r["limits"] for r in resources
+    )
     return "Guaranteed" if guaranteed else "Burstable"
 
 
@@ -187,6 +214,9 @@ def _masked_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
     masked = {k: v for k, v in spec.items() if k not in _MUTABLE_POD_SPEC}
     for field in ("containers", "initContainers"):
         if isinstance(masked.get(field), list):
-            masked[field] = [{k: v for k, v in c.items() if k != "image"}
-                             for c in masked[field] if isinstance(c, dict)]
+            masked[field] = [
+                {k: v for k, v in c.items() if k != "image"}
+                for c in masked[field]
+                if isinstance(c, dict)
+            ]
     return masked

@@ -24,9 +24,14 @@ _NAME_COLUMN = ("Name", 0)
 _NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
 
 
-def table_for(resource: Resource, objects: Sequence[dict[str, Any]], now: datetime,
-              resource_version: str, continue_token: str = "",
-              include_object: str = "Metadata") -> dict[str, Any]:
+def table_for(
+    resource: Resource,
+    objects: Sequence[dict[str, Any]],
+    now: datetime,
+    resource_version: str,
+    continue_token: str = "",
+    include_object: str = "Metadata",
+) -> dict[str, Any]:
     columns, cells = _PRINTERS.get(resource, ((_NAME_COLUMN, ("Age", 0)), _default_cells))
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if continue_token:
@@ -36,12 +41,19 @@ def table_for(resource: Resource, objects: Sequence[dict[str, Any]], now: dateti
         "apiVersion": "meta.k8s.io/v1",
         "metadata": metadata,
         "columnDefinitions": [
-            {"name": name, "type": "string", "format": "name" if name == "Name" else "",
-             "description": name, "priority": priority}
+            {
+                "name": name,
+                "type": "string",
+                "format": "name" if name == "Name" else "",
+                "description": name,
+                "priority": priority,
+            }
             for name, priority in columns
         ],
-        "rows": [{"cells": cells(obj, now), "object": _row_object(obj, include_object)}
-                 for obj in objects],
+        "rows": [
+            {"cells": cells(obj, now), "object": _row_object(obj, include_object)}
+            for obj in objects
+        ],
     }
 
 
@@ -50,8 +62,11 @@ def _row_object(obj: dict[str, Any], include_object: str) -> dict[str, Any] | No
         return None
     if include_object == "Object":
         return obj
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-            "metadata": obj["metadata"]}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj["metadata"],
+    }
 
 
 def _default_cells(obj: dict[str, Any], now: datetime) -> list[Any]:
@@ -61,8 +76,15 @@ def _default_cells(obj: dict[str, Any], now: datetime) -> list[Any]:
 # --- pods ---------------------------------------------------------------------------
 
 _POD_COLUMNS: tuple[Column, ...] = (
-    _NAME_COLUMN, ("Ready", 0), ("Status", 0), ("Restarts", 0), ("Age", 0),
-    ("IP", 1), ("Node", 1), ("Nominated Node", 1), ("Readiness Gates", 1),
+    _NAME_COLUMN,
+    ("Ready", 0),
+    ("Status", 0),
+    ("Restarts", 0),
+    ("Age", 0),
+    ("IP", 1),
+    ("Node", 1),
+    ("Nominated Node", 1),
+    ("Readiness Gates", 1),
 )
 
 
@@ -75,10 +97,16 @@ def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
     pod_ips = status.get("podIPs") or []
     gates = spec.get("readinessGates") or []
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    gates_shown = f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}" \
-        f"/{len(gates)}" if gates else "<none>"
+    gates_shown = (
+        f"{sum(1 for g in gates if conditions.get(g.get('conditionType')) == 'True')}/{len(gates)}"
+        if gates
+        else "<none>"
+    )
     return [
-        meta["name"], f"{ready}/{len(spec.get('containers') or [])}", reason, shown_restarts,
+        meta["name"],
+        f"{ready}/{len(spec.get('containers') or [])}",
+        reason,
+        shown_restarts,
         human_age(meta["creationTimestamp"], now),
         (pod_ips[0].get("ip") if pod_ips else "") or "<none>",
         spec.get("nodeName") or "<none>",
@@ -93,8 +121,9 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
     phase = status.get("phase") or ""
     reason = status.get("reason") or phase
     conditions = status.get("conditions") or []
-    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
-           for c in conditions):
+    if any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in conditions
+    ):
         reason = "SchedulingGated"
     restarts, last_restart, ready = 0, "", 0
     initializing = False
@@ -114,8 +143,9 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
             reason = f"Init:{index}/{init_total}"
         initializing = True
         break
-    initialized = any(c.get("type") == "Initialized" and c.get("status") == "True"
-                      for c in conditions)
+    initialized = any(
+        c.get("type") == "Initialized" and c.get("status") == "True" for c in conditions
+    )
     if not initializing or initialized:
         restarts, last_restart = 0, ""
         running = False
@@ -132,8 +162,9 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
                 running = True
                 ready += 1
         if reason == "Completed" and running:
-            ready_condition = any(c.get("type") == "Ready" and c.get("status") == "True"
-                                  for c in conditions)
+            ready_condition = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+            )
             reason = "Running" if ready_condition else "NotReady"
     deleting = pod["metadata"].get("deletionTimestamp") is not None
     if deleting and status.get("reason") == "NodeLost":
@@ -157,8 +188,15 @@ def _exit_text(terminated: dict[str, Any]) -> str:
 # --- nodes --------------------------------------------------------------------------
 
 _NODE_COLUMNS: tuple[Column, ...] = (
-    _NAME_COLUMN, ("Status", 0), ("Roles", 0), ("Age", 0), ("Version", 0),
-    ("Internal-IP", 1), ("External-IP", 1), ("OS-Image", 1), ("Kernel-Version", 1),
+    _NAME_COLUMN,
+    ("Status", 0),
+    ("Roles", 0),
+    ("Age", 0),
+    ("Version", 0),
+    ("Internal-IP", 1),
+    ("External-IP", 1),
+    ("OS-Image", 1),
+    ("Kernel-Version", 1),
     ("Container-Runtime", 1),
 )
 
@@ -166,31 +204,44 @@ _NODE_COLUMNS: tuple[Column, ...] = (
 def _node_cells(node: dict[str, Any], now: datetime) -> list[Any]:
     meta, status = node["metadata"], node.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    shown = ["Unknown"] if ready is None else \
-        ["Ready" if ready.get("status") == "True" else "NotReady"]
+    shown = (
+        ["Unknown"] if ready is None else ["Ready" if ready.get("status") == "True" else "NotReady"]
+    )
     if (node.get("spec") or {}).get("unschedulable"):
         shown.append("SchedulingDisabled")
     info = status.get("nodeInfo") or {}
     return [
-        meta["name"], ",".join(shown), ",".join(_node_roles(meta.get("labels") or {})) or "<none>",
-        human_age(meta["creationTimestamp"], now), info.get("kubeletVersion", ""),
-        _address(status, "InternalIP"), _address(status, "ExternalIP"),
-        info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+        meta["name"],
+        ",".join(shown),
+        ",".join(_node_roles(meta.get("labels") or {})) or "<none>",
+        human_age(meta["creationTimestamp"], now),
+        info.get("kubeletVersion", ""),
+        _address(status, "InternalIP"),
+        _address(status, "ExternalIP"),
+        info.get("osImage") or "<unknown>",
+        info.get("kernelVersion") or "<unknown>",
         info.get("containerRuntimeVersion") or "<unknown>",
     ]
 
 
 def _node_roles(labels: dict[str, str]) -> list[str]:
-    roles = {key.removeprefix(_NODE_ROLE_PREFIX) for key in labels
-             if key.startswith(_NODE_ROLE_PREFIX) and key != _NODE_ROLE_PREFIX}
+    roles = {
+        key.removeprefix(_NODE_ROLE_PREFIX)
+        for key in labels
+        if key.startswith(_NODE_ROLE_PREFIX) and key != _NODE_ROLE_PREFIX
+    }
     if labels.get("kubernetes.io/role"):
         roles.add(labels["kubernetes.io/role"])
     return sorted(roles)
 
 
 def _address(status: dict[str, Any], kind: str) -> str:
-    return next((a.get("address") for a in status.get("addresses") or []
-                 if a.get("type") == kind), None) or "<none>"
+    return (
+        next(
+            (a.get("address") for a in status.get("addresses") or [] if a.get("type") == kind), None
+        )
+        or "<none>"
+    )
 
 
 # --- time ---------------------------------------------------------------------------

@@ -22,10 +22,28 @@ def make_certificate(directory: Path, host: str) -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
     alt_names = "DNS:localhost,IP:127.0.0.1" + (f",IP:{host}" if host != "127.0.0.1" else "")
     subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "30", "-subj", f"/CN={host}", "-addext",
-         f"subjectAltName={alt_names}", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            openssl,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            f"/CN={host}",
+            "-addext",
+            f"subjectAltName={alt_names}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 

@@ -328,8 +328,10 @@ class RunPodSimulator:
         with self._lock:
             pod = self._pod(instance_id)
             if not pod.log_is_open(self.clock.now()):
-                raise ValueError(f"pod {instance_id} is {pod.status(self.clock.now())}: "
-                                 "no container is running to print")
+                raise ValueError(
+                    f"pod {instance_id} is {pod.status(self.clock.now())}: "
+                    "no container is running to print"
+                )
             for line in lines:
                 pod.write_log(self.clock.now(), "container", str(line))
             self._log_written.notify_all()
@@ -467,19 +469,31 @@ class RunPodSimulator:
         return self._stopping.wait(seconds)
 
     def handle_api(
-        self, method: str, target: str, authorization: str | None, raw_body: bytes,
+        self,
+        method: str,
+        target: str,
+        authorization: str | None,
+        raw_body: bytes,
         headers: Mapping[str, str] | None = None,
     ) -> Reply:
         path, params = _split(target)
         body = _parse_json(raw_body)
-        seen = {name: ("***" if name.lower() == "authorization" else value)
-                for name, value in (headers or {}).items()}
+        seen = {
+            name: ("***" if name.lower() == "authorization" else value)
+            for name, value in (headers or {}).items()
+        }
         with self._lock:
             if _user_agent(seen).lower().startswith(_REFUSED_USER_AGENT):
                 reply = Reply.problem(Problem(403, "error code: 1010 (browser signature banned)"))
             else:
-                reply = self._authorized_reply(method, path, params, authorization, body,
-                                               {k.lower(): v for k, v in (headers or {}).items()})
+                reply = self._authorized_reply(
+                    method,
+                    path,
+                    params,
+                    authorization,
+                    body,
+                    {k.lower(): v for k, v in (headers or {}).items()},
+                )
             self._log.append(SimRequest(method, path, params, reply.status, _masked(body), seen))
         return reply
 
@@ -499,8 +513,13 @@ class RunPodSimulator:
                 return Reply.problem(Problem(400, str(exc)))
 
     def _authorized_reply(
-        self, method: str, path: str, params: dict[str, str], authorization: str | None,
-        body: Any, request_headers: dict[str, str],
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        authorization: str | None,
+        body: Any,
+        request_headers: dict[str, str],
     ) -> Reply:
         if not self._authorized(authorization):
             return Reply.problem(Problem(401, "missing or invalid bearer token"))
@@ -547,8 +566,9 @@ class RunPodSimulator:
             if match is None:
                 continue
             if route_method == method:
-                request = _Request(method, path, params, body, self.clock.now(),
-                                   match.groupdict(), headers or {})
+                request = _Request(
+                    method, path, params, body, self.clock.now(), match.groupdict(), headers or {}
+                )
                 reply: Reply = getattr(self, handler)(request)
                 return reply
             allowed.append(route_method)
@@ -611,8 +631,11 @@ class RunPodSimulator:
             pod.env = dict(body["env"])
         if "ports" in body:
             pod.ports = list(body["ports"])
-            pod.public_ports = {int(spec.split("/")[0]): pod.public_ports.get(
-                int(spec.split("/")[0])) or self._public_port() for spec in pod.ports}
+            pod.public_ports = {
+                int(spec.split("/")[0]): pod.public_ports.get(int(spec.split("/")[0]))
+                or self._public_port()
+                for spec in pod.ports
+            }
         return Reply(200, pod.to_json(request.now))
 
     @api("DELETE", "/v2/pods/{id}")
@@ -723,8 +746,9 @@ class RunPodSimulator:
         )
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
-        ledger = billing.PodLedger(pod.id, pod.price_per_gpu * count,
-                                   billing.DISK_USD_PER_GB_HOUR * pod.disk, now)
+        ledger = billing.PodLedger(
+            pod.id, pod.price_per_gpu * count, billing.DISK_USD_PER_GB_HOUR * pod.disk, now
+        )
         ledger.gpu_on(now)
         self._ledgers[pod.id] = ledger
         return pod
@@ -780,14 +804,16 @@ class RunPodSimulator:
     @api("GET", "/v2/pods/{id}/logs")
     def _pod_logs(self, request: _Request) -> Reply:
         pod = self._api_pod(request)
-        stream = open_stream(pod, request.now, request.params,
-                             request.headers.get("last-event-id"))
+        stream = open_stream(pod, request.now, request.params, request.headers.get("last-event-id"))
         if pod.id in self._next_stream_drops:
             stream.drop_after = self._next_stream_drops.pop(pod.id)
         # Open from now on (before its first byte), so a test can cut it at once.
         self._open_streams.append(stream)
-        headers = {"Cache-Control": "no-cache", "Connection": "keep-alive",
-                   "X-Accel-Buffering": "no"}
+        headers = {
+            "Cache-Control": "no-cache",
+            "Connection": "keep-alive",
+            "X-Accel-Buffering": "no",
+        }
         return Reply(200, None, headers, "text/event-stream; charset=utf-8", stream=stream)
 
     def serve_log_stream(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
@@ -933,8 +959,9 @@ class RunPodSimulator:
     @admin("POST", "/_sim/pods/{id}/logs/drop")
     def _admin_drop_logs(self, request: _Request) -> Reply:
         body = request.body or {}
-        marked = self.drop_log_streams(request.pod_id, int(body.get("after", 0)),
-                                       next_one=bool(body.get("next", False)))
+        marked = self.drop_log_streams(
+            request.pod_id, int(body.get("after", 0)), next_one=bool(body.get("next", False))
+        )
         return Reply(200, {"streams": marked})
 
     @admin("POST", "/_sim/pods/{id}/fields")
@@ -1097,8 +1124,13 @@ class _HttpHandler(BaseHTTPRequestHandler):
         if self.path.startswith("/_sim/"):
             reply = sim.handle_admin(method, self.path, raw)
         else:
-            reply = sim.handle_api(method, self.path, self.headers.get("Authorization"), raw,
-                                   dict(self.headers.items()))
+            reply = sim.handle_api(
+                method,
+                self.path,
+                self.headers.get("Authorization"),
+                raw,
+                dict(self.headers.items()),
+            )
         if reply.hang and sim.stall(reply.hang):
             return
         if reply.stream is not None:
@@ -1169,8 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with RunPodSimulator(args.api_key, host=args.host, port=args.port,
-                         clock=real_start()) as sim:
+    with RunPodSimulator(args.api_key, host=args.host, port=args.port, clock=real_start()) as sim:
         print(sim.base_url, flush=True)
         while not stopping.wait(0.5):
             continue

@@ -52,11 +52,16 @@ class PodLedger:
 
     def amounts(self, start: datetime, end: datetime) -> tuple[float, float]:
         """(gpu, disk) USD charged within [start, end)."""
-        gpu_seconds = sum(_overlap(begin, stop or end, start, end)
-                          for begin, stop in self.gpu_periods if begin is not None)
+        gpu_seconds = sum(
+            _overlap(begin, stop or end, start, end)
+            for begin, stop in self.gpu_periods
+            if begin is not None
+        )
         disk_seconds = _overlap(self.created_at, self.deleted_at or end, start, end)
-        return (self.gpu_usd_per_hour * gpu_seconds / 3600,
-                self.disk_usd_per_hour * disk_seconds / 3600)
+        return (
+            self.gpu_usd_per_hour * gpu_seconds / 3600,
+            self.disk_usd_per_hour * disk_seconds / 3600,
+        )
 
 
 def _overlap(a_start: datetime, a_end: datetime, b_start: datetime, b_end: datetime) -> float:
@@ -112,8 +117,11 @@ def resolve_window(params: Mapping[str, str], now: datetime) -> Window:
     """The query's window per the contract's snapping rules; Problem on bad input."""
     size = params.get("bucketSize", "day")
     if size not in BUCKET_SIZES:
-        raise Problem(422, "Request validation failed.",
-                      errors=[f"bucketSize: must be one of {', '.join(BUCKET_SIZES)}"])
+        raise Problem(
+            422,
+            "Request validation failed.",
+            errors=[f"bucketSize: must be one of {', '.join(BUCKET_SIZES)}"],
+        )
     if "lastN" in params:
         if "startTime" in params or "endTime" in params:
             raise Problem(400, "lastN is mutually exclusive with startTime/endTime")
@@ -149,8 +157,9 @@ def _time_param(params: Mapping[str, str], name: str) -> datetime | None:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
-        raise Problem(422, "Request validation failed.",
-                      errors=[f"{name}: RFC 3339 date-time with an offset"])
+        raise Problem(
+            422, "Request validation failed.", errors=[f"{name}: RFC 3339 date-time with an offset"]
+        )
     return moment.astimezone(UTC)
 
 
@@ -158,8 +167,9 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def pod_billing(ledgers: Mapping[str, PodLedger], window: Window,
-                pod_id: str | None) -> dict[str, Any]:
+def pod_billing(
+    ledgers: Mapping[str, PodLedger], window: Window, pod_id: str | None
+) -> dict[str, Any]:
     """The body of `GET /v2/billing/pods`: one record per pod per bucket it was billed in."""
     records: list[dict[str, Any]] = []
     for start, end in buckets(window.start, window.end, window.size):
@@ -168,27 +178,57 @@ def pod_billing(ledgers: Mapping[str, PodLedger], window: Window,
                 continue
             gpu, disk = ledger.amounts(start, end)
             if gpu or disk:
-                records.append({"startTime": iso(start), "endTime": iso(end),
-                                "podId": ledger.pod_id, **_pod_amounts(gpu, disk)})
-    totals = _pod_amounts(sum(r["gpuAmount"] for r in records),
-                          sum(r["diskAmount"] for r in records))
-    query = {"startTime": iso(window.start), "endTime": iso(window.end),
-             "bucketSize": window.size, "podId": pod_id}
-    return {"records": records, "metadata": {
-        "query": query, "recordCount": len(records),
-        "uniquePodCount": len({r["podId"] for r in records}), "totals": totals}}
+                records.append(
+                    {
+                        "startTime": iso(start),
+                        "endTime": iso(end),
+                        "podId": ledger.pod_id,
+                        **_pod_amounts(gpu, disk),
+                    }
+                )
+    totals = _pod_amounts(
+        sum(r["gpuAmount"] for r in records), sum(r["diskAmount"] for r in records)
+    )
+    query = {
+        "startTime": iso(window.start),
+        "endTime": iso(window.end),
+        "bucketSize": window.size,
+        "podId": pod_id,
+    }
+    return {
+        "records": records,
+        "metadata": {
+            "query": query,
+            "recordCount": len(records),
+            "uniquePodCount": len({r["podId"] for r in records}),
+            "totals": totals,
+        },
+    }
 
 
 def _pod_amounts(gpu: float, disk: float) -> dict[str, float]:
     gpu, disk = round(gpu, AMOUNT_DECIMALS), round(disk, AMOUNT_DECIMALS)
-    return {"totalAmount": round(gpu + disk, AMOUNT_DECIMALS), "gpuAmount": gpu,
-            "cpuAmount": 0.0, "diskAmount": disk}
+    return {
+        "totalAmount": round(gpu + disk, AMOUNT_DECIMALS),
+        "gpuAmount": gpu,
+        "cpuAmount": 0.0,
+        "diskAmount": disk,
+    }
 
 
-_AGGREGATE_ZEROES = ("podCpuAmount", "serverlessGpuAmount", "serverlessCpuAmount",
-                     "serverlessDiskAmount", "serverlessFeeAmount", "storageStandardAmount",
-                     "storageHighPerformanceAmount", "endpointAmount", "clusterGpuAmount",
-                     "clusterDiskAmount", "clusterNetworkingAmount")
+_AGGREGATE_ZEROES = (
+    "podCpuAmount",
+    "serverlessGpuAmount",
+    "serverlessCpuAmount",
+    "serverlessDiskAmount",
+    "serverlessFeeAmount",
+    "storageStandardAmount",
+    "storageHighPerformanceAmount",
+    "endpointAmount",
+    "clusterGpuAmount",
+    "clusterDiskAmount",
+    "clusterNetworkingAmount",
+)
 
 
 def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[str, Any]:
@@ -199,19 +239,25 @@ def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[st
         for ledger in ledgers.values():
             pod_gpu, pod_disk = ledger.amounts(start, end)
             gpu, disk = gpu + pod_gpu, disk + pod_disk
-        records.append({"startTime": iso(start), "endTime": iso(end),
-                        **_aggregate_amounts(gpu, disk)})
-    totals = _aggregate_amounts(sum(r["podGpuAmount"] for r in records),
-                                sum(r["podDiskAmount"] for r in records))
-    query = {"startTime": iso(window.start), "endTime": iso(window.end),
-             "bucketSize": window.size}
-    return {"records": records,
-            "metadata": {"query": query, "recordCount": len(records), "totals": totals}}
+        records.append(
+            {"startTime": iso(start), "endTime": iso(end), **_aggregate_amounts(gpu, disk)}
+        )
+    totals = _aggregate_amounts(
+        sum(r["podGpuAmount"] for r in records), sum(r["podDiskAmount"] for r in records)
+    )
+    query = {"startTime": iso(window.start), "endTime": iso(window.end), "bucketSize": window.size}
+    return {
+        "records": records,
+        "metadata": {"query": query, "recordCount": len(records), "totals": totals},
+    }
 
 
 def _aggregate_amounts(gpu: float, disk: float) -> dict[str, float]:
     gpu, disk = round(gpu, AMOUNT_DECIMALS), round(disk, AMOUNT_DECIMALS)
-    amounts = {"totalAmount": round(gpu + disk, AMOUNT_DECIMALS), "podGpuAmount": gpu,
-               "podDiskAmount": disk}
+    amounts = {
+        "totalAmount": round(gpu + disk, AMOUNT_DECIMALS),
+        "podGpuAmount": gpu,
+        "podDiskAmount": disk,
+    }
     amounts.update(dict.fromkeys(_AGGREGATE_ZEROES, 0.0))
     return amounts

@@ -107,8 +107,9 @@ def _parse_time(value: str, name: str) -> datetime:
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        raise Problem(422, "Request validation failed.",
-                      errors=[f"{name}: an RFC 3339 timestamp"]) from None
+        raise Problem(
+            422, "Request validation failed.", errors=[f"{name}: an RFC 3339 timestamp"]
+        ) from None
     if moment.tzinfo is None:
         raise Problem(422, "Request validation failed.", errors=[f"{name}: needs a UTC offset"])
     return moment.astimezone(UTC)

@@ -87,22 +87,39 @@ class RunResult:
         self.violations += [(invariant, m) for m in messages]
 
 
-INVARIANTS = ("ticks-run", "converged", "foreign-untouched", "terminate-by-delete",
-              "journal", "finished-not-rerun", "no-unexplained-duplicate", "orphans-bounded",
-              "steady-tick")
+INVARIANTS = (
+    "ticks-run",
+    "converged",
+    "foreign-untouched",
+    "terminate-by-delete",
+    "journal",
+    "finished-not-rerun",
+    "no-unexplained-duplicate",
+    "orphans-bounded",
+    "steady-tick",
+)
 
 
 class Run:
     """One campaign run: setup, chaos ticks, settle ticks, invariants."""
 
-    def __init__(self, host: SimHost, workdir: Path, index: int, seed: int, db_chaos: bool,
-                 chaos_ticks: int, coverage: Counter[str]) -> None:
+    def __init__(
+        self,
+        host: SimHost,
+        workdir: Path,
+        index: int,
+        seed: int,
+        db_chaos: bool,
+        chaos_ticks: int,
+        coverage: Counter[str],
+    ) -> None:
         self.rng = random.Random(seed)
         self.host, self.chaos_ticks, self.coverage = host, chaos_ticks, coverage
         node = f"chaos-{index}"
         self.reconciler = Reconciler(host, workdir, node, f"cluster-{index}-{seed}")
-        self.second = Reconciler(host, workdir, node, f"cluster-{index}-{seed}",
-                                 database=f"{node}-second")
+        self.second = Reconciler(
+            host, workdir, node, f"cluster-{index}-{seed}", database=f"{node}-second"
+        )
         self.workload = Workload(host, f"run-{index}", node, self.rng)
         self.result = RunResult(index, seed, db_chaos)
         self.history = History()
@@ -135,8 +152,11 @@ class Run:
             if steer == "add" and not self.workload.keep_bounded(snap):
                 steer = "end"
             self.workload.step(snap, steer)
-            if self.rng.random() < FAULT_CHANCE and self.workload.inject_fault() == \
-                    "create-then-hang" and plan.crash_at is None:
+            if (
+                self.rng.random() < FAULT_CHANCE
+                and self.workload.inject_fault() == "create-then-hang"
+                and plan.crash_at is None
+            ):
                 plan = TickPlan(kill_after=self.rng.uniform(0.9, 3.5))
             if self.rng.random() < SECOND_WRITER_CHANCE:
                 self._record(self._tick_with_a_second_writer(plan))
@@ -157,9 +177,13 @@ class Run:
                 self.result.settle_ticks = settle
                 break
         if orphans_gone is None or orphans_gone > MAX_ORPHAN_SETTLE_TICKS:
-            self.result.violate("orphans-bounded", [
-                f"orphans outlived {MAX_ORPHAN_SETTLE_TICKS} clean ticks: "
-                f"{[i['id'] for i in self._look().orphans()]}"])
+            self.result.violate(
+                "orphans-bounded",
+                [
+                    f"orphans outlived {MAX_ORPHAN_SETTLE_TICKS} clean ticks: "
+                    f"{[i['id'] for i in self._look().orphans()]}"
+                ],
+            )
         if self.result.settle_ticks is not None:
             self._check_steady()
 
@@ -171,7 +195,7 @@ class Run:
         """
         plans = [self._tick(TickPlan()).planned for _ in range(ROW_TAIL_TICKS + 1)]
         quiet = [not p for p in plans]
-        if not any(quiet) or not all(quiet[quiet.index(True):]):
+        if not any(quiet) or not all(quiet[quiet.index(True) :]):
             self.result.violate("steady-tick", [f"ticks after convergence planned {plans}"])
 
     # --- one tick --------------------------------------------------------------------
@@ -186,8 +210,9 @@ class Run:
             return TickPlan(kill_after=self.rng.uniform(0.5, 2.5))
         return TickPlan()
 
-    def _tick(self, plan: TickPlan, writer: Reconciler | None = None,
-              contended: bool = False) -> TickResult:
+    def _tick(
+        self, plan: TickPlan, writer: Reconciler | None = None, contended: bool = False
+    ) -> TickResult:
         """One tick; `contended` when another writer ran at the same time, so that being
         refused for the node's writer Lease is the expected outcome, not a failure."""
         writer = writer or self.reconciler
@@ -196,13 +221,23 @@ class Run:
         if result.died:
             self.result.locks_expired += expire_lock(writer.db_path)
         if result.refused and not contended:
-            self.result.violate("ticks-run", [f"tick refused with no other writer ({plan}); "
-                                              f"its log ends:\n{writer.log_tail()}"])
-        elif not result.died and not result.refused and (
-                result.returncode not in (0, 1) or result.report is None):
-            self.result.violate("ticks-run", [f"tick exited {result.returncode} without a "
-                                              f"report ({plan}); its log ends:\n"
-                                              f"{writer.log_tail()}"])
+            self.result.violate(
+                "ticks-run",
+                [f"tick refused with no other writer ({plan}); its log ends:\n{writer.log_tail()}"],
+            )
+        elif (
+            not result.died
+            and not result.refused
+            and (result.returncode not in (0, 1) or result.report is None)
+        ):
+            self.result.violate(
+                "ticks-run",
+                [
+                    f"tick exited {result.returncode} without a "
+                    f"report ({plan}); its log ends:\n"
+                    f"{writer.log_tail()}"
+                ],
+            )
         return result
 
     def _tick_with_a_second_writer(self, plan: TickPlan) -> TickResult:
@@ -244,23 +279,37 @@ class Run:
         snap = self._look()
         result, history = self.result, self.history
         if result.settle_ticks is None:
-            result.violate("converged", [f"not converged after {MAX_SETTLE_TICKS} clean "
-                                         f"ticks: {snap.unconverged()[:6]}"])
+            result.violate(
+                "converged",
+                [f"not converged after {MAX_SETTLE_TICKS} clean ticks: {snap.unconverged()[:6]}"],
+            )
         requests = self.host.runpod_requests()
-        result.violate("foreign-untouched",
-                       invariants.foreign_violations(requests, self.foreign, snap))
+        result.violate(
+            "foreign-untouched", invariants.foreign_violations(requests, self.foreign, snap)
+        )
         result.violate("terminate-by-delete", invariants.action_requests(requests))
-        journal = self.archived + read_journal(self.reconciler.db_path,
-                                               self.result.db_deletions) + read_journal(
-            self.second.db_path, SECOND_WRITER_GENERATION)
-        result.violate("journal", invariants.journal_violations(
-            requests, self.host.kube_requests(), journal, self.workload.namespace,
-            self.workload.uid_by_name))
+        journal = (
+            self.archived
+            + read_journal(self.reconciler.db_path, self.result.db_deletions)
+            + read_journal(self.second.db_path, SECOND_WRITER_GENERATION)
+        )
+        result.violate(
+            "journal",
+            invariants.journal_violations(
+                requests,
+                self.host.kube_requests(),
+                journal,
+                self.workload.namespace,
+                self.workload.uid_by_name,
+            ),
+        )
         result.violate("finished-not-rerun", history.violations)
         twice = history.created_twice()
         if not self._duplicates_explained():
-            result.violate("no-unexplained-duplicate", [
-                f"pod {uid} got {n} instances without a listing lag" for uid, n in twice.items()])
+            result.violate(
+                "no-unexplained-duplicate",
+                [f"pod {uid} got {n} instances without a listing lag" for uid, n in twice.items()],
+            )
         result.duplicates_seen = len(twice)
         result.duplicates_healed = not snap.duplicates()
         result.orphan_seconds = history.orphan_seconds
@@ -272,7 +321,8 @@ class Run:
         own database) and the pod's annotation was not written yet."""
         lost_rows = self.result.db_chaos or self.result.second_writers > 0
         return self.workload.long_lag or (
-            lost_rows and self.workload.faults["listing-lag-short"] > 0)
+            lost_rows and self.workload.faults["listing-lag-short"] > 0
+        )
 
 
 # --- a campaign -------------------------------------------------------------------------
@@ -296,8 +346,15 @@ class Campaign:
             with sim_host(workdir) as host:
                 for index in range(self.runs):
                     db_chaos = (index + 1) % self.db_chaos_every == 0
-                    run = Run(host, workdir, index, self.seed * 1000 + index, db_chaos,
-                              self.chaos_ticks, coverage)
+                    run = Run(
+                        host,
+                        workdir,
+                        index,
+                        self.seed * 1000 + index,
+                        db_chaos,
+                        self.chaos_ticks,
+                        coverage,
+                    )
                     results.append(run.execute())
                     if echo:
                         print(run_line(results[-1]), flush=True)
@@ -306,9 +363,11 @@ class Campaign:
 
 def run_line(r: RunResult) -> str:
     held = "all invariants held" if not r.violations else f"{len(r.violations)} VIOLATIONS"
-    return (f"run {r.index} seed {r.seed}{' db-chaos' if r.db_chaos else ''}: {r.ticks} ticks, "
-            f"{sum(r.fired.values())} crashes, {r.kills} kills, {r.db_deletions} db deletions, "
-            f"{sum(r.faults.values())} faults, converged in {r.settle_ticks} ticks, {held}")
+    return (
+        f"run {r.index} seed {r.seed}{' db-chaos' if r.db_chaos else ''}: {r.ticks} ticks, "
+        f"{sum(r.fired.values())} crashes, {r.kills} kills, {r.db_deletions} db deletions, "
+        f"{sum(r.faults.values())} faults, converged in {r.settle_ticks} ticks, {held}"
+    )
 
 
 def table(results: list[RunResult]) -> str:
@@ -320,8 +379,7 @@ def table(results: list[RunResult]) -> str:
         lines.append(f"{point:<22} {armed:>5}  {fired:>5}  {runs:>5}/{len(results)}")
     kills = sum(r.kills for r in results)
     lines.append(f"{'random SIGKILL':<22} {'':>5}  {kills:>5}")
-    lines.append(f"{'stale lock expired':<22} {'':>5}  "
-                 f"{sum(r.locks_expired for r in results):>5}")
+    lines.append(f"{'stale lock expired':<22} {'':>5}  {sum(r.locks_expired for r in results):>5}")
     lines.append(f"{'database deleted':<22} {'':>5}  {sum(r.db_deletions for r in results):>5}")
     faults: Counter[str] = sum((r.faults for r in results), Counter())
     lines += ["", "fault injected              count"]
@@ -348,8 +406,7 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
 
 
 def _violation_lines(results: list[RunResult]) -> list[str]:
-    lines = [f"run {r.index} [{name}] {message}" for r in results
-             for name, message in r.violations]
+    lines = [f"run {r.index} [{name}] {message}" for r in results for name, message in r.violations]
     return ["", "violations:", *lines] if lines else ["", "violations: none"]
 
 
@@ -358,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--chaos-ticks", type=int, default=40)
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="keep databases and reconciler logs here")
+    parser.add_argument(
+        "--workdir", type=Path, default=None, help="keep databases and reconciler logs here"
+    )
     args = parser.parse_args(argv)
     campaign = Campaign(args.runs, args.seed, args.chaos_ticks, workdir=args.workdir)
     results = campaign.execute(echo=True)

@@ -26,14 +26,17 @@ _INSTANCE_PATH = re.compile(r"^/v2/pods/(?P<id>[^/]+)(?P<action>/action)?$")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/status)?$")
 
 
-def foreign_violations(requests: Iterable[Json], foreign: set[str],
-                       snapshot: Snapshot) -> list[str]:
+def foreign_violations(
+    requests: Iterable[Json], foreign: set[str], snapshot: Snapshot
+) -> list[str]:
     found = []
     for request in requests:
         match = _INSTANCE_PATH.match(request["path"])
         if match and match["id"] in foreign and request["method"] != "GET":
-            found.append(f"foreign instance {match['id']} touched: {request['method']} "
-                         f"{request['path']} -> {request['status']}")
+            found.append(
+                f"foreign instance {match['id']} touched: {request['method']} "
+                f"{request['path']} -> {request['status']}"
+            )
     present = {i["id"] for i in snapshot.instances}
     found += [f"foreign instance {i} is gone" for i in sorted(foreign - present)]
     return found
@@ -41,25 +44,38 @@ def foreign_violations(requests: Iterable[Json], foreign: set[str],
 
 def action_requests(requests: Iterable[Json]) -> list[str]:
     """The reconciler terminates with DELETE, never with stop (docs/architecture.md §4)."""
-    return [f"{r['method']} {r['path']} {r['body']}" for r in requests
-            if (m := _INSTANCE_PATH.match(r["path"])) and m["action"]]
+    return [
+        f"{r['method']} {r['path']} {r['body']}"
+        for r in requests
+        if (m := _INSTANCE_PATH.match(r["path"])) and m["action"]
+    ]
 
 
 # --- the journal ------------------------------------------------------------------------
 
 
-def journal_violations(runpod_requests: Iterable[Json], kube_requests: Iterable[list[Any]],
-                       journal: list[JournalRow], namespace: str,
-                       uid_by_name: Mapping[str, str]) -> list[str]:
+def journal_violations(
+    runpod_requests: Iterable[Json],
+    kube_requests: Iterable[list[Any]],
+    journal: list[JournalRow],
+    namespace: str,
+    uid_by_name: Mapping[str, str],
+) -> list[str]:
     rows = Counter(_journal_key(r) for r in journal)
     ok_rows = Counter(_journal_key(r) for r in journal if r.outcome == "ok")
     seen, answered = _runpod_effects(runpod_requests)
     seen += _kube_effects(kube_requests, namespace, uid_by_name)
-    problems = [f"{n} x {kind} of {key} in the simulator log, {rows[(kind, key)]} journal rows"
-                for (kind, key), n in seen.items() if n > rows[(kind, key)]]
-    problems += [f"journal says {kind} of {key} succeeded {n} x, the simulator answered "
-                 f"{answered[(kind, key)]} x" for (kind, key), n in ok_rows.items()
-                 if kind in ("create", "terminate") and n > answered[(kind, key)]]
+    problems = [
+        f"{n} x {kind} of {key} in the simulator log, {rows[(kind, key)]} journal rows"
+        for (kind, key), n in seen.items()
+        if n > rows[(kind, key)]
+    ]
+    problems += [
+        f"journal says {kind} of {key} succeeded {n} x, the simulator answered "
+        f"{answered[(kind, key)]} x"
+        for (kind, key), n in ok_rows.items()
+        if kind in ("create", "terminate") and n > answered[(kind, key)]
+    ]
     return problems + _open_row_violations(journal)
 
 
@@ -69,8 +85,9 @@ def _journal_key(row: JournalRow) -> tuple[str, str]:
     return row.kind, subject or "?"
 
 
-def _runpod_effects(requests: Iterable[Json]) -> tuple[Counter[tuple[str, str]],
-                                                       Counter[tuple[str, str]]]:
+def _runpod_effects(
+    requests: Iterable[Json],
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
     """Calls that may have changed something, and calls answered with success."""
     effects: Counter[tuple[str, str]] = Counter()
     answered: Counter[tuple[str, str]] = Counter()
@@ -86,26 +103,36 @@ def _runpod_effects(requests: Iterable[Json]) -> tuple[Counter[tuple[str, str]],
     return +effects, answered
 
 
-def _kube_effects(requests: Iterable[list[Any]], namespace: str,
-                  uid_by_name: Mapping[str, str]) -> Counter[tuple[str, str]]:
+def _kube_effects(
+    requests: Iterable[list[Any]], namespace: str, uid_by_name: Mapping[str, str]
+) -> Counter[tuple[str, str]]:
     effects: Counter[tuple[str, str]] = Counter()
     for method, path, _query, status in requests:
         match = _POD_PATH.match(path)
         if not match or match["ns"] != namespace or not 200 <= status < 300:
             continue
-        kind = {("DELETE", None): "finalize-pod", ("PATCH", None): "patch-metadata",
-                ("PATCH", "/status"): "patch-status"}.get((method, match["sub"]))
+        kind = {
+            ("DELETE", None): "finalize-pod",
+            ("PATCH", None): "patch-metadata",
+            ("PATCH", "/status"): "patch-status",
+        }.get((method, match["sub"]))
         if kind is not None:
             effects[(kind, uid_by_name.get(match["name"], match["name"]))] += 1
     return effects
 
 
 def _open_row_violations(journal: list[JournalRow]) -> list[str]:
-    problems = [f"journal row {r.id} ({r.kind}) left open by tick {r.tick_id}, which finished"
-                for r in journal if not r.finished and r.tick_finished]
+    problems = [
+        f"journal row {r.id} ({r.kind}) left open by tick {r.tick_id}, which finished"
+        for r in journal
+        if not r.finished and r.tick_finished
+    ]
     by_tick = Counter((r.generation, r.tick_id) for r in journal if not r.finished)
-    return problems + [f"tick {tick} of database #{generation} left {n} journal rows open"
-                       for (generation, tick), n in by_tick.items() if n > 1]
+    return problems + [
+        f"tick {tick} of database #{generation} left {n} journal rows open"
+        for (generation, tick), n in by_tick.items()
+        if n > 1
+    ]
 
 
 # --- tick by tick -----------------------------------------------------------------------
@@ -132,8 +159,12 @@ class History:
 
     def _follow_orphans(self, snap: Snapshot, now: float, elapsed: float) -> None:
         orphans = {i["id"] for i in snap.orphans()}
-        duplicates = {i["id"] for g in snap.owned.values() if len(g) > 1
-                      for i in sorted(g, key=lambda i: i["createdAt"])[1:]}
+        duplicates = {
+            i["id"]
+            for g in snap.owned.values()
+            if len(g) > 1
+            for i in sorted(g, key=lambda i: i["createdAt"])[1:]
+        }
         extra = orphans | duplicates
         self.orphan_seconds += elapsed * len(extra)
         for instance_id in extra:
@@ -150,8 +181,9 @@ class History:
             before = self.finished_with.setdefault(uid, self.ever[uid] | now_owned)
             new = now_owned - before
             if new:
-                self.violations.append(f"finished pod {pod['metadata']['name']} got new "
-                                       f"instances {sorted(new)}")
+                self.violations.append(
+                    f"finished pod {pod['metadata']['name']} got new instances {sorted(new)}"
+                )
                 before.update(new)
 
     def created_twice(self) -> dict[str, int]:

@@ -108,8 +108,9 @@ class _ControlServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Control)
         self.kube, self.clock = kube, clock
 
-    def route(self, method: str, parts: list[str], query: dict[str, list[str]],
-              body: Any) -> tuple[int, Any]:
+    def route(
+        self, method: str, parts: list[str], query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any]:
         match method, parts:
             case "POST", ["pods"]:
                 return 201, self.kube.create_pod(body)
@@ -121,8 +122,9 @@ class _ControlServer(ThreadingHTTPServer):
             case "PUT", ["objects", plural]:
                 return 200, self.kube.put(plural, body)
             case "POST", ["faults"]:
-                self.kube.inject_fault(body["method"], body["path"], int(body["status"]),
-                                       int(body.get("count", 1)))
+                self.kube.inject_fault(
+                    body["method"], body["path"], int(body["status"]), int(body.get("count", 1))
+                )
                 return 200, {}
             case "GET", ["requests"]:
                 return 200, list(self.kube.requests)
@@ -139,9 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig-out", required=True)
     args = parser.parse_args(argv)
     clock = WallClock()
-    runpod = RunPodSimulator(args.runpod_key, clock=clock, quota=QUOTA,
-                             provisioning_seconds=PROVISIONING_SECONDS,
-                             starting_seconds=STARTING_SECONDS)
+    runpod = RunPodSimulator(
+        args.runpod_key,
+        clock=clock,
+        quota=QUOTA,
+        provisioning_seconds=PROVISIONING_SECONDS,
+        starting_seconds=STARTING_SECONDS,
+    )
     kube = KubeSimulator(args.kube_token, clock=clock)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -151,8 +157,16 @@ def main(argv: list[str] | None = None) -> int:
         control = _ControlServer(kube, clock)
         threading.Thread(target=control.serve_forever, args=(0.05,), daemon=True).start()
         host, port = control.server_address[:2]
-        print(json.dumps({"runpod": runpod.base_url, "kube": kube.base_url,
-                          "control": f"http://{host!s}:{port}"}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "runpod": runpod.base_url,
+                    "kube": kube.base_url,
+                    "control": f"http://{host!s}:{port}",
+                }
+            ),
+            flush=True,
+        )
         stop.wait()
         control.shutdown()
     return 0

@@ -86,8 +86,12 @@ def test_a_delete_of_a_foreign_instance_is_caught() -> None:
 
 
 def test_a_side_effect_without_a_journal_row_is_caught() -> None:
-    create = {"method": "POST", "path": "/v2/pods", "status": 201,
-              "body": {"env": {"RUNPOD_RECONCILER_POD_UID": "u1"}}}
+    create = {
+        "method": "POST",
+        "path": "/v2/pods",
+        "status": 201,
+        "body": {"env": {"RUNPOD_RECONCILER_POD_UID": "u1"}},
+    }
     row = JournalRow(0, 1, 1, False, "create", "u1", None, False, None)
     assert journal_violations([create], [], [], "ns", {})
     assert not journal_violations([create], [], [row], "ns", {})
@@ -104,5 +108,6 @@ def test_open_rows_of_one_tick_are_counted_per_database() -> None:
     first = JournalRow(0, 1, 1, False, "create", "u1", None, False, None)
     again = JournalRow(1, 1, 1, False, "create", "u2", None, False, None)
     assert not journal_violations([], [], [first, again], "ns", {})
-    assert journal_violations([], [], [first, JournalRow(0, 2, 1, False, "terminate", None,
-                                                          "i1", False, None)], "ns", {})
+    assert journal_violations(
+        [], [], [first, JournalRow(0, 2, 1, False, "terminate", None, "i1", False, None)], "ns", {}
+    )

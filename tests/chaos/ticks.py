@@ -97,27 +97,47 @@ class Reconciler:
 
     def env(self, crash_at: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RECONCILER_")}
-        env.update(RUNPOD_API_KEY=API_KEY, RECONCILER_NODE_NAME=self.node,
-                   RECONCILER_CLUSTER_ID=self.cluster_id,
-                   RECONCILER_CREATE_GRACE_TIME=str(CREATE_GRACE),
-                   RECONCILER_ORPHAN_GRACE_TIME=str(ORPHAN_GRACE),
-                   RECONCILER_MAX_PENDING_TIME=str(MAX_PENDING))
+        env.update(
+            RUNPOD_API_KEY=API_KEY,
+            RECONCILER_NODE_NAME=self.node,
+            RECONCILER_CLUSTER_ID=self.cluster_id,
+            RECONCILER_CREATE_GRACE_TIME=str(CREATE_GRACE),
+            RECONCILER_ORPHAN_GRACE_TIME=str(ORPHAN_GRACE),
+            RECONCILER_MAX_PENDING_TIME=str(MAX_PENDING),
+        )
         if crash_at:
             env[ENV_VAR] = crash_at
         return env
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{self.db_path}",
-                "sync", "--once", "--output", "json", "--kubeconfig", str(self.host.kubeconfig),
-                "--runpod-url", self.host.runpod_url]
+        return [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "--database-url",
+            f"sqlite:///{self.db_path}",
+            "sync",
+            "--once",
+            "--output",
+            "json",
+            "--kubeconfig",
+            str(self.host.kubeconfig),
+            "--runpod-url",
+            self.host.runpod_url,
+        ]
 
     def tick(self, plan: TickPlan) -> TickResult:
         started = time.monotonic()
         with open(self.log_path, "a") as log:
             log.write(f"--- tick {plan}\n")
             log.flush()
-            process = subprocess.Popen(self.command(), env=self.env(plan.crash_at),
-                                       stdout=subprocess.PIPE, stderr=log, text=True)
+            process = subprocess.Popen(
+                self.command(),
+                env=self.env(plan.crash_at),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
             try:
                 out, _ = process.communicate(timeout=plan.kill_after or TICK_TIMEOUT)
             except subprocess.TimeoutExpired:
@@ -125,8 +145,9 @@ class Reconciler:
                 out, _ = process.communicate()
             log.write(f"--- exit {process.returncode}: {out.strip()}\n")
         refused = process.returncode == 1 and REFUSAL in self.log_tail(2)
-        return TickResult(plan, process.returncode, time.monotonic() - started, _report(out),
-                          refused)
+        return TickResult(
+            plan, process.returncode, time.monotonic() - started, _report(out), refused
+        )
 
     def log_tail(self, lines: int = 12) -> str:
         """The end of the log: a failed tick's own lines, for a violation's message."""
@@ -182,13 +203,17 @@ def read_journal(db_path: Path, generation: int = 0) -> list[JournalRow]:
     """Every `actions` row with whether its tick finished; [] without a database."""
     if not db_path.exists():
         return []
-    query = ("SELECT a.id, a.tick_id, t.finished_at IS NOT NULL, a.kind, a.pod_uid, "
-             "a.instance_id, a.finished_at IS NOT NULL, a.outcome "
-             "FROM actions a LEFT JOIN ticks t ON t.id = a.tick_id ORDER BY a.id")
+    query = (
+        "SELECT a.id, a.tick_id, t.finished_at IS NOT NULL, a.kind, a.pod_uid, "
+        "a.instance_id, a.finished_at IS NOT NULL, a.outcome "
+        "FROM actions a LEFT JOIN ticks t ON t.id = a.tick_id ORDER BY a.id"
+    )
     with closing(sqlite3.connect(db_path)) as conn:
         try:
             rows = conn.execute(query).fetchall()
         except sqlite3.OperationalError:  # killed before the schema was made
             return []
-    return [JournalRow(generation, r[0], r[1], bool(r[2]), r[3], r[4], r[5], bool(r[6]), r[7])
-            for r in rows]
+    return [
+        JournalRow(generation, r[0], r[1], bool(r[2]), r[3], r[4], r[5], bool(r[6]), r[7])
+        for r in rows
+    ]

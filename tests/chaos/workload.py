@@ -25,9 +25,13 @@ HANG_SECONDS = 2.5
 
 # Which workload event makes an armed crash point likely to be reached this tick.
 STEER = {
-    "after-intent": "add", "after-create": "add", "after-id-write": "add",
-    "after-terminating": "end", "after-delete": "end",
-    "after-status-patch": "add", "after-finalize": "delete",
+    "after-intent": "add",
+    "after-create": "add",
+    "after-id-write": "add",
+    "after-terminating": "end",
+    "after-delete": "end",
+    "after-status-patch": "add",
+    "after-finalize": "delete",
 }
 
 
@@ -57,11 +61,23 @@ class Workload:
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""
         events: dict[str, Callable[[Snapshot], None]] = {
-            "add": self.add_pod, "end": self._end_one, "delete": self._delete_one,
-            "force": self._force_delete_one, "cleanup": self._cleanup_finished,
-            "vanish": self._vanish_one, "error": self._error_one}
-        odds = {"add": 0.45, "end": 0.35, "delete": 0.25, "force": 0.08, "cleanup": 0.2,
-                "vanish": 0.04, "error": 0.04}
+            "add": self.add_pod,
+            "end": self._end_one,
+            "delete": self._delete_one,
+            "force": self._force_delete_one,
+            "cleanup": self._cleanup_finished,
+            "vanish": self._vanish_one,
+            "error": self._error_one,
+        }
+        odds = {
+            "add": 0.45,
+            "end": 0.35,
+            "delete": 0.25,
+            "force": 0.08,
+            "cleanup": 0.2,
+            "vanish": 0.04,
+            "error": 0.04,
+        }
         room = self.keep_bounded(snap)
         for name, chance in odds.items():
             if name == "add" and not room and steer != "add":
@@ -73,8 +89,13 @@ class Workload:
         return [snap.pods[uid] for uid in sorted(snap.pods) if snap.live(uid)]
 
     def _running_instance(self, snap: Snapshot, batch: bool) -> Json | None:
-        choices = [i for uid in sorted(snap.owned) if snap.live(uid) and (uid in self.batch)
-                   == batch for i in snap.owned[uid] if i["status"] == "RUNNING"]
+        choices = [
+            i
+            for uid in sorted(snap.owned)
+            if snap.live(uid) and (uid in self.batch) == batch
+            for i in snap.owned[uid]
+            if i["status"] == "RUNNING"
+        ]
         return self.rng.choice(choices) if choices else None
 
     def _end_one(self, snap: Snapshot) -> None:
@@ -84,8 +105,7 @@ class Workload:
             self._delete_one(snap)
             return
         code = self.rng.choice([0, 0, 1, 3])
-        self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code},
-                         missing_ok=True)
+        self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code}, missing_ok=True)
 
     def _delete_one(self, snap: Snapshot, grace: int = 30) -> None:
         live = self._live(snap)
@@ -136,8 +156,13 @@ class Workload:
         some_uid = next(iter(self.uid_by_name.values()), "none")
         bodies = [
             {"name": f"{self.namespace}-p000-{some_uid[:8]}"},
-            {"name": "look-alike", "env": {"RUNPOD_RECONCILER_OWNER": f"other/{self.node}",
-                                           "RUNPOD_RECONCILER_POD_UID": some_uid}},
+            {
+                "name": "look-alike",
+                "env": {
+                    "RUNPOD_RECONCILER_OWNER": f"other/{self.node}",
+                    "RUNPOD_RECONCILER_POD_UID": some_uid,
+                },
+            },
             {"name": "half-tagged", "env": {"RUNPOD_RECONCILER_POD_UID": some_uid}},
         ]
         return {self.host.runpod("POST", "pods", body)["id"] for body in bodies}
@@ -145,20 +170,26 @@ class Workload:
 
 def _runpod_fault(method: str, path: str, status: int, count: int) -> Callable[[Workload], None]:
     def inject(w: Workload) -> None:
-        w.host.runpod("POST", "faults", {"method": method, "path": path, "status": status,
-                                         "count": count, "retryAfter": 1})
+        w.host.runpod(
+            "POST",
+            "faults",
+            {"method": method, "path": path, "status": status, "count": count, "retryAfter": 1},
+        )
+
     return inject
 
 
 def _kube_fault(method: str, path: str, status: int, count: int) -> Callable[[Workload], None]:
     def inject(w: Workload) -> None:
         w.host.kube_fault(method, path, status, count)
+
     return inject
 
 
 def _create_then(kind: str, **extra: float) -> Callable[[Workload], None]:
     def inject(w: Workload) -> None:
         w.host.runpod("POST", "faults", {"kind": kind, "count": 1, **extra})
+
     return inject
 
 

@@ -43,13 +43,27 @@ class SimHost:
     def start(self) -> SimHost:
         with open(self.workdir / "simhost.log", "w") as log:
             self._process = subprocess.Popen(
-                [sys.executable, str(SIMHOST), "--runpod-key", API_KEY, "--kube-token", TOKEN,
-                 "--kubeconfig-out", str(self.kubeconfig)],
-                stdout=subprocess.PIPE, stderr=log, text=True)
+                [
+                    sys.executable,
+                    str(SIMHOST),
+                    "--runpod-key",
+                    API_KEY,
+                    "--kube-token",
+                    TOKEN,
+                    "--kubeconfig-out",
+                    str(self.kubeconfig),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         assert self._process.stdout is not None
         urls = json.loads(self._process.stdout.readline())
         self.runpod_url, self.kube_url, self.control_url = (
-            urls["runpod"], urls["kube"], urls["control"])
+            urls["runpod"],
+            urls["kube"],
+            urls["control"],
+        )
         return self
 
     def stop(self) -> None:
@@ -63,8 +77,9 @@ class SimHost:
 
     def runpod(self, method: str, path: str, body: Any = None, missing_ok: bool = False) -> Any:
         """`missing_ok`: a user acting on an instance that is already gone does nothing."""
-        response = self._http.request(method, f"{self.runpod_url}/_sim/{path}", json=body,
-                                      timeout=10)
+        response = self._http.request(
+            method, f"{self.runpod_url}/_sim/{path}", json=body, timeout=10
+        )
         if missing_ok and response.status_code == 404:
             return None
         if response.status_code >= 400:
@@ -80,15 +95,17 @@ class SimHost:
     # --- Kubernetes control ----------------------------------------------------------
 
     def control(self, method: str, path: str, body: Any = None) -> Any:
-        response = self._http.request(method, f"{self.control_url}/{path}", json=body,
-                                      timeout=10)
+        response = self._http.request(method, f"{self.control_url}/{path}", json=body, timeout=10)
         if response.status_code >= 400:
             raise RuntimeError(f"{method} /{path}: {response.status_code} {response.text}")
         return response.json()
 
     def ensure_namespace(self, name: str) -> None:
-        self.control("PUT", "objects/namespaces",
-                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        self.control(
+            "PUT",
+            "objects/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
 
     def create_pod(self, manifest: Json) -> Json:
         return dict(self.control("POST", "pods", manifest))
@@ -100,8 +117,9 @@ class SimHost:
         return list(self.control("GET", "pods"))
 
     def kube_fault(self, method: str, path: str, status: int, count: int) -> None:
-        self.control("POST", "faults",
-                     {"method": method, "path": path, "status": status, "count": count})
+        self.control(
+            "POST", "faults", {"method": method, "path": path, "status": status, "count": count}
+        )
 
     def kube_requests(self) -> list[list[Any]]:
         return list(self.control("GET", "requests"))
@@ -118,12 +136,23 @@ def sim_host(workdir: Path) -> Iterator[SimHost]:
 
 def pod_manifest(namespace: str, name: str, node: str, batch: bool) -> Json:
     command = ["python", "train.py"] if batch else ["python", "-m", "http.server", "8000"]
-    container = {"name": "main", "image": "python:3.11", "command": command,
-                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"nodeName": node, "restartPolicy": "Never" if batch else "Always",
-                     "containers": [container], "tolerations": [TOLERATION]}}
+    container = {
+        "name": "main",
+        "image": "python:3.11",
+        "command": command,
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never" if batch else "Always",
+            "containers": [container],
+            "tolerations": [TOLERATION],
+        },
+    }
 
 
 # --- one look at both worlds ------------------------------------------------------------
@@ -150,8 +179,11 @@ class Snapshot:
 
     @classmethod
     def take(cls, host: SimHost, owner: str, node: str) -> Snapshot:
-        pods = {p["metadata"]["uid"]: p for p in host.pods()
-                if (p.get("spec") or {}).get("nodeName") == node}
+        pods = {
+            p["metadata"]["uid"]: p
+            for p in host.pods()
+            if (p.get("spec") or {}).get("nodeName") == node
+        }
         return cls(owner, node, pods, host.instances())
 
     def live(self, uid: str) -> bool:
@@ -167,8 +199,10 @@ class Snapshot:
 
     def unconverged(self) -> list[str]:
         """Why the worlds do not agree yet; empty once converged."""
-        problems = [f"orphan instance {i['id']} ({i['status']}) of pod "
-                    f"{i['env'].get(POD_UID_ENV)}" for i in self.orphans()]
+        problems = [
+            f"orphan instance {i['id']} ({i['status']}) of pod {i['env'].get(POD_UID_ENV)}"
+            for i in self.orphans()
+        ]
         problems += [f"pod {uid} has {n} instances" for uid, n in self.duplicates().items()]
         for uid, pod in self.pods.items():
             problems += _pod_problems(pod, self.owned.get(uid, []))

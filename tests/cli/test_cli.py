@@ -71,25 +71,43 @@ def seed(url: str) -> None:
     migrate.upgrade(engine)
     now = datetime.now(UTC)
     with db.session_factory(engine)() as session:
-        session.add_all([
-            Mapping(pod_uid="uid-1", namespace="ml", name="train", state=MappingState.RUNNING,
-                    instance_id="pod_abc", instance_name="ml-train-uid1",
-                    gpu_type_id="NVIDIA GeForce RTX 4090", datacenter_id="US-TX-3",
-                    cost_per_hr=0.69, last_instance_status="RUNNING",
-                    created_at=now - timedelta(minutes=12), updated_at=now),
-            Mapping(pod_uid="uid-2", namespace="web", name="serve",
-                    state=MappingState.TERMINATED, instance_id="pod_old",
-                    created_at=now - timedelta(hours=3), updated_at=now),
-            Tick(started_at=now, finished_at=now, actions_applied=2),
-        ])
+        session.add_all(
+            [
+                Mapping(
+                    pod_uid="uid-1",
+                    namespace="ml",
+                    name="train",
+                    state=MappingState.RUNNING,
+                    instance_id="pod_abc",
+                    instance_name="ml-train-uid1",
+                    gpu_type_id="NVIDIA GeForce RTX 4090",
+                    datacenter_id="US-TX-3",
+                    cost_per_hr=0.69,
+                    last_instance_status="RUNNING",
+                    created_at=now - timedelta(minutes=12),
+                    updated_at=now,
+                ),
+                Mapping(
+                    pod_uid="uid-2",
+                    namespace="web",
+                    name="serve",
+                    state=MappingState.TERMINATED,
+                    instance_id="pod_old",
+                    created_at=now - timedelta(hours=3),
+                    updated_at=now,
+                ),
+                Tick(started_at=now, finished_at=now, actions_applied=2),
+            ]
+        )
         session.commit()
     engine.dispose()
 
 
 def test_seeded_rows_as_json(url: str) -> None:
     seed(url)
-    result = CliRunner().invoke(main, ["--database-url", url, "state", "show", "-o", "json",
-                                       "--all"])
+    result = CliRunner().invoke(
+        main, ["--database-url", url, "state", "show", "-o", "json", "--all"]
+    )
     rows = json.loads(result.output)
     assert [r["name"] for r in rows] == ["train", "serve"]
     assert rows[0]["instance_id"] == "pod_abc"
@@ -102,8 +120,18 @@ def test_table_hides_finished_rows_unless_asked(url: str) -> None:
     result = CliRunner().invoke(main, ["--database-url", url, "state", "show"])
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert lines[0].split() == ["NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H",
-                                "STATUS", "AGE", "NOTE"]
+    assert lines[0].split() == [
+        "NAMESPACE",
+        "POD",
+        "STATE",
+        "INSTANCE",
+        "GPU",
+        "DC",
+        "COST/H",
+        "STATUS",
+        "AGE",
+        "NOTE",
+    ]
     assert "pod_abc" in lines[1] and "$0.69" in lines[1] and "12m" in lines[1]
     assert "serve" not in result.output
     assert "last tick #1" in result.output
@@ -113,16 +141,20 @@ def test_table_hides_finished_rows_unless_asked(url: str) -> None:
 
 def test_namespace_filter(url: str) -> None:
     seed(url)
-    result = CliRunner().invoke(main, ["--database-url", url, "state", "show", "-n", "web",
-                                       "--all", "-o", "json"])
+    result = CliRunner().invoke(
+        main, ["--database-url", url, "state", "show", "-n", "web", "--all", "-o", "json"]
+    )
     assert [r["name"] for r in json.loads(result.output)] == ["serve"]
 
 
-@pytest.mark.parametrize("bad_url, message", [
-    ("sqlite:////no/such/dir/state.db", "no database at /no/such/dir/state.db"),
-    ("nope://", "unsupported database kind"),
-    ("::::", "not a database URL"),
-])
+@pytest.mark.parametrize(
+    "bad_url, message",
+    [
+        ("sqlite:////no/such/dir/state.db", "no database at /no/such/dir/state.db"),
+        ("nope://", "unsupported database kind"),
+        ("::::", "not a database URL"),
+    ],
+)
 def test_unusable_database_is_one_clear_line(bad_url: str, message: str) -> None:
     result = CliRunner().invoke(main, ["--database-url", bad_url, "state", "show"])
     assert result.exit_code == 1
@@ -145,8 +177,9 @@ def test_bad_flag_value_is_rejected_cleanly() -> None:
 
 def test_password_in_url_is_never_printed() -> None:
     result = CliRunner().invoke(
-        main, ["--database-url", "postgresql+nosuchdriver://u:hunter22@127.0.0.1/db", "state",
-               "show"])
+        main,
+        ["--database-url", "postgresql+nosuchdriver://u:hunter22@127.0.0.1/db", "state", "show"],
+    )
     assert result.exit_code == 1
     assert "hunter22" not in result.output
 
@@ -165,31 +198,39 @@ def test_global_options_work_after_the_subcommand(url: str) -> None:
     runner = CliRunner()
     upgraded = runner.invoke(main, ["db", "upgrade", "--database-url", url])
     assert upgraded.exit_code == 0, upgraded.output
-    shown = runner.invoke(main, ["state", "show", "-o", "json", f"--database-url={url}",
-                                 "--log-level", "WARNING"])
+    shown = runner.invoke(
+        main, ["state", "show", "-o", "json", f"--database-url={url}", "--log-level", "WARNING"]
+    )
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.output) == []
 
 
 def test_json_mode_makes_every_output_json(url: str) -> None:
     runner = CliRunner()
-    outputs = [runner.invoke(main, ["--log-format", "json", "--database-url", url, *command])
-               for command in (["db", "upgrade"], ["db", "current"], ["state", "show"])]
+    outputs = [
+        runner.invoke(main, ["--log-format", "json", "--database-url", url, *command])
+        for command in (["db", "upgrade"], ["db", "current"], ["state", "show"])
+    ]
     assert [r.exit_code for r in outputs] == [0, 0, 0], [r.output for r in outputs]
     upgraded, current, shown = (json.loads(r.stdout) for r in outputs)
-    assert upgraded == current == {"revision": migrate.head_revision(),
-                                   "latest": migrate.head_revision()}
+    assert (
+        upgraded
+        == current
+        == {"revision": migrate.head_revision(), "latest": migrate.head_revision()}
+    )
     assert shown == []
     # An explicit --output still wins.
-    table = runner.invoke(main, ["--log-format", "json", "--database-url", url, "state",
-                                 "show", "-o", "table"])
+    table = runner.invoke(
+        main, ["--log-format", "json", "--database-url", url, "state", "show", "-o", "table"]
+    )
     assert table.stdout.startswith("NAMESPACE") or "no pods" in table.stdout.lower()
 
 
 def test_json_mode_errors_are_json_on_standard_error(tmp_path: Path) -> None:
     missing = tmp_path / "none.db"
-    result = CliRunner().invoke(main, ["state", "show", "--log-format", "json",
-                                       "--database-url", f"sqlite:///{missing}"])
+    result = CliRunner().invoke(
+        main, ["state", "show", "--log-format", "json", "--database-url", f"sqlite:///{missing}"]
+    )
     assert result.exit_code == 1
     assert result.stdout == ""
     assert json.loads(result.stderr)["error"].startswith(f"no database at {missing}")
@@ -205,8 +246,10 @@ def test_downgrade_rolls_the_schema_back_and_upgrade_forward_again(url: str) -> 
     down = runner.invoke(main, ["--database-url", url, "db", "downgrade", first, "-o", "json"])
     assert down.exit_code == 0, down.output
     assert json.loads(down.stdout)["revision"] == first
-    assert f"{first} (latest is {migrate.head_revision()})" in runner.invoke(
-        main, ["--database-url", url, "db", "current"]).output
+    assert (
+        f"{first} (latest is {migrate.head_revision()})"
+        in runner.invoke(main, ["--database-url", url, "db", "current"]).output
+    )
     assert runner.invoke(main, ["--database-url", url, "db", "upgrade"]).exit_code == 0
 
 

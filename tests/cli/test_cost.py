@@ -28,9 +28,19 @@ def url(tmp_path: Path) -> str:
     start = NOW - timedelta(hours=10)
 
     def row(uid: str, namespace: str, gpu: str, cost: float, instance: str) -> MappingRecord:
-        return MappingRecord(uid, namespace, f"pod-{uid}", MappingState.TERMINATED, start, NOW,
-                             instance_id=instance, gpu_type_id=gpu, cost_per_hr=cost,
-                             attempt_started_at=start, ended_at=start + timedelta(hours=4))
+        return MappingRecord(
+            uid,
+            namespace,
+            f"pod-{uid}",
+            MappingState.TERMINATED,
+            start,
+            NOW,
+            instance_id=instance,
+            gpu_type_id=gpu,
+            cost_per_hr=cost,
+            attempt_started_at=start,
+            ended_at=start + timedelta(hours=4),
+        )
 
     store.save_row(row("a", "ml", "A100", 1.0, "i-a"))
     store.save_row(row("b", "web", "4090", 0.5, "i-b"))
@@ -61,9 +71,13 @@ def test_by_pod_with_the_list_price_flag(url: str) -> None:
 
 def test_by_namespace_and_gpu(url: str) -> None:
     assert _cost(url, "--by", "namespace")["rows"] == [
-        {"namespace": "web", "usd": 6.0}, {"namespace": "ml", "usd": 4.0}]
+        {"namespace": "web", "usd": 6.0},
+        {"namespace": "ml", "usd": 4.0},
+    ]
     assert _cost(url, "--by", "gpu")["rows"] == [
-        {"gpu": "4090", "usd": 6.0}, {"gpu": "A100", "usd": 4.0}]
+        {"gpu": "4090", "usd": 6.0},
+        {"gpu": "A100", "usd": 4.0},
+    ]
 
 
 def test_since_keeps_later_hours_only(url: str) -> None:

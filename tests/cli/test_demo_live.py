@@ -21,8 +21,10 @@ from reconciler.demo.examples import EXAMPLES
 from reconciler.demo.live import LiveWorld
 from reconciler.demo.run import run_demo
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None or shutil.which("curl") is None,
-                                reason="kubectl and curl are needed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("kubectl") is None or shutil.which("curl") is None,
+    reason="kubectl and curl are needed",
+)
 
 
 def run_printed(command: str) -> str:
@@ -37,8 +39,9 @@ def run_printed_while_stepping(command: str, world: LiveWorld) -> None:
     """For a command that waits for the world to move (kubectl delete waits until the
     pods are gone): the demo's loop runs meanwhile, as it does beside a person."""
     words, env = _as_process(command)
-    process = subprocess.Popen(words, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        words, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     for _ in range(30):
         world.step()
         try:
@@ -78,8 +81,7 @@ def test_printed_commands_work_and_the_examples_reach_running() -> None:
         assert "https://" in Path(kubeconfig).read_text()  # kubectl sends tokens over TLS only
         assert "virtual-runpod" in run_printed(find(commands, "get nodes"))
         apply = find(commands, "apply -f")
-        assert {Path(p).name: Path(p).read_text()
-                for p in shlex.split(apply)[5::2]} == EXAMPLES
+        assert {Path(p).name: Path(p).read_text() for p in shlex.split(apply)[5::2]} == EXAMPLES
         applied = run_printed(apply)
         assert "pod/gpu-notebook created" in applied and "job.batch/gpu-job created" in applied
         world.step()  # scheduled to the virtual node, the Job's pod made, instances created
@@ -87,10 +89,12 @@ def test_printed_commands_work_and_the_examples_reach_running() -> None:
         world.step()
         # The finished train pod's log, kept after its instance was terminated.
         assert run_printed(find(commands, "logs -n ml train")).endswith(
-            "epoch 3/3 loss 0.31\nsaved the model to /workspace/model.pt\n")
+            "epoch 3/3 loss 0.31\nsaved the model to /workspace/model.pt\n"
+        )
         listing = run_printed(find(commands, "get pods -A"))
-        running = {line.split()[1] for line in listing.splitlines()[1:]
-                   if line.split()[3] == "Running"}
+        running = {
+            line.split()[1] for line in listing.splitlines()[1:] if line.split()[3] == "Running"
+        }
         assert "gpu-notebook" in running
         assert any(name.startswith("gpu-job-") for name in running), listing
         assert "runpod.io/pod-id" in run_printed(find(commands, "describe pod gpu-notebook"))
@@ -98,22 +102,31 @@ def test_printed_commands_work_and_the_examples_reach_running() -> None:
         # A dry run beside the running demo, which holds the writer lock.
         assert "dry run ok" in run_printed(find(commands, "sync --once --dry-run"))
         run_printed_while_stepping(find(commands, "delete -f"), world)
-        left = json.loads(run_printed(
-            f"kubectl --kubeconfig {kubeconfig} get pods -n default -o json"))["items"]
+        left = json.loads(
+            run_printed(f"kubectl --kubeconfig {kubeconfig} get pods -n default -o json")
+        )["items"]
         seen["left"] = [p["metadata"]["name"] for p in left]
         seen["instances"] = [i["name"] for i in world.box.owned_instances()]
 
     world_commands: dict[str, list[str]] = {}
-    result = run_demo(lambda _line: None, keep_running=True, wait=use,
-                      on_result=lambda r: world_commands.update(commands=r.commands))
+    result = run_demo(
+        lambda _line: None,
+        keep_running=True,
+        wait=use,
+        on_result=lambda r: world_commands.update(commands=r.commands),
+    )
     assert seen["left"] == []
     assert not any("gpu" in str(name) for name in seen["instances"])  # type: ignore[attr-defined]
     assert result.duplicates == 0 and result.leaked == []
 
 
 def test_keep_running_stops_cleanly_on_sigint() -> None:
-    process = subprocess.Popen([sys.executable, "-m", "reconciler", "demo", "--keep-running"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reconciler", "demo", "--keep-running"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         lines = []

@@ -35,8 +35,19 @@ def start_pod(box: Sandbox, name: str, restart_policy: str = "Always") -> str:
 
 
 def command(box: Sandbox, *args: str) -> list[str]:
-    return [sys.executable, "-m", "reconciler", "--database-url", box.database_url, "logs",
-            "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url, *args]
+    return [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "--database-url",
+        box.database_url,
+        "logs",
+        "--kubeconfig",
+        box.kubeconfig,
+        "--runpod-url",
+        box.runpod_sim.base_url,
+        *args,
+    ]
 
 
 ENV = {**os.environ, "RUNPOD_API_KEY": API_KEY}
@@ -45,25 +56,35 @@ ENV = {**os.environ, "RUNPOD_API_KEY": API_KEY}
 def test_plain_read_with_tail_and_timestamps(box: Sandbox) -> None:
     instance_id = start_pod(box, "train")
     box.runpod_sim.write_container_log(instance_id, ["a", "b", "c"])
-    done = subprocess.run(command(box, "train", "--tail", "2"), env=ENV, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        command(box, "train", "--tail", "2"), env=ENV, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "b\nc\n"
-    stamped = subprocess.run(command(box, "train", "--tail", "1", "--timestamps"), env=ENV,
-                             capture_output=True, text=True, timeout=60).stdout
+    stamped = subprocess.run(
+        command(box, "train", "--tail", "1", "--timestamps"),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     assert stamped.startswith("2026-01-01T00:00:30") and stamped.endswith(" c\n")
 
 
 def test_follow_gets_new_lines_and_ends_with_the_instance(box: Sandbox) -> None:
     instance_id = start_pod(box, "job", restart_policy="Never")
     box.runpod_sim.write_container_log(instance_id, ["first"])
-    follower = subprocess.Popen(command(box, "-f", "job"), env=ENV, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        command(box, "-f", "job"),
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert follower.stdout is not None
         # (the simulated container says "container started" when it starts)
-        assert [follower.stdout.readline() for _ in range(2)] == ["container started\n",
-                                                                  "first\n"]
+        assert [follower.stdout.readline() for _ in range(2)] == ["container started\n", "first\n"]
         box.runpod_sim.write_container_log(instance_id, ["second"])
         assert follower.stdout.readline() == "second\n"
         box.runpod_sim.exit_process(instance_id, 0)
@@ -82,12 +103,12 @@ def test_a_finished_pods_kept_log_and_a_missing_pod(box: Sandbox) -> None:
         box.tick()
         box.advance(30)
     assert instance_id not in box.runpod_sim.instances
-    done = subprocess.run(command(box, "job"), env=ENV, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(command(box, "job"), env=ENV, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("result: 42\n")
-    missing = subprocess.run(command(box, "nope"), env=ENV, capture_output=True, text=True,
-                             timeout=60)
+    missing = subprocess.run(
+        command(box, "nope"), env=ENV, capture_output=True, text=True, timeout=60
+    )
     assert missing.returncode == 1
     assert missing.stderr.strip() == 'Error: pods "nope" not found'
 

@@ -66,13 +66,30 @@ class Reconciler:
         self.log = log
         with log.open("w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "reconciler", "--database-url", f"sqlite:///{database}",
-                 "sync", "--health-address", f"127.0.0.1:{self.port}",
-                 "--kubelet-port", str(self.kubelet_port), "--kubelet-address", "127.0.0.1",
-                 "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url,
-                 *args],
+                [
+                    sys.executable,
+                    "-m",
+                    "reconciler",
+                    "--database-url",
+                    f"sqlite:///{database}",
+                    "sync",
+                    "--health-address",
+                    f"127.0.0.1:{self.port}",
+                    "--kubelet-port",
+                    str(self.kubelet_port),
+                    "--kubelet-address",
+                    "127.0.0.1",
+                    "--kubeconfig",
+                    box.kubeconfig,
+                    "--runpod-url",
+                    box.runpod_sim.base_url,
+                    *args,
+                ],
                 env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "DEBUG"},
-                text=True, stdout=out, stderr=subprocess.STDOUT)
+                text=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def metrics(self) -> str:
         return requests.get(f"{self.base}/metrics", timeout=2).text
@@ -126,12 +143,20 @@ def has_instance(box: Sandbox, name: str) -> bool:
 
 
 def test_watch_heartbeat_health_metrics_and_sigterm(
-        box: Sandbox, start: Callable[..., Reconciler]) -> None:
-    reconciler = start("--interval", LONG_INTERVAL, "--heartbeat-interval", "1",
-                       "--leader-elect", "--leader-elect-lease-duration", str(LEASE_SECONDS))
+    box: Sandbox, start: Callable[..., Reconciler]
+) -> None:
+    reconciler = start(
+        "--interval",
+        LONG_INTERVAL,
+        "--heartbeat-interval",
+        "1",
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        str(LEASE_SECONDS),
+    )
     eventually(lambda: answers(f"{reconciler.base}/healthz"))
     eventually(lambda: answers(f"{reconciler.base}/readyz"))
-    eventually(lambda: reconciler.metric("reconciler_ticks_total{result=\"ok\"}") == 1)
+    eventually(lambda: reconciler.metric('reconciler_ticks_total{result="ok"}') == 1)
 
     box.add_pod("late")
     latency = eventually(lambda: has_instance(box, "late"), seconds=2)
@@ -149,17 +174,29 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     # Heartbeats go on between ticks: the node Lease is renewed again and again.
     node_lease = box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name) or {}
     first = node_lease["spec"]["renewTime"]
-    eventually(lambda: (box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name)
-                        or {})["spec"]["renewTime"] != first, seconds=5)
-    assert (reconciler.metric("reconciler_node_heartbeats_total{result=\"ok\"}") or 0) >= 2
+    eventually(
+        lambda: (
+            (box.kube_sim.get("leases", "kube-node-lease", box.settings.node_name) or {})["spec"][
+                "renewTime"
+            ]
+            != first
+        ),
+        seconds=5,
+    )
+    assert (reconciler.metric('reconciler_node_heartbeats_total{result="ok"}') or 0) >= 2
 
     metrics = reconciler.metrics()
-    for name in ("reconciler_tick_duration_seconds_bucket", "reconciler_ticks_total",
-                 "reconciler_runpod_requests_total{method=\"POST\",route=\"/v2/pods\","
-                 "status=\"201\"}",
-                 "reconciler_owned_cost_per_hour_usd", "reconciler_orphans_found_total",
-                 "reconciler_orphans_terminated_total", "reconciler_duplicates_healed_total",
-                 "reconciler_pod_pending_to_running_seconds_bucket", "reconciler_leader 1.0"):
+    for name in (
+        "reconciler_tick_duration_seconds_bucket",
+        "reconciler_ticks_total",
+        'reconciler_runpod_requests_total{method="POST",route="/v2/pods",status="201"}',
+        "reconciler_owned_cost_per_hour_usd",
+        "reconciler_orphans_found_total",
+        "reconciler_orphans_terminated_total",
+        "reconciler_duplicates_healed_total",
+        "reconciler_pod_pending_to_running_seconds_bucket",
+        "reconciler_leader 1.0",
+    ):
         assert name in metrics, name
     assert lease(box).get("holderIdentity")
 
@@ -171,9 +208,15 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
-        box: Sandbox, start: Callable[..., Reconciler]) -> None:
-    args = ("--interval", "1", "--leader-elect",
-            "--leader-elect-lease-duration", str(LEASE_SECONDS))
+    box: Sandbox, start: Callable[..., Reconciler]
+) -> None:
+    args = (
+        "--interval",
+        "1",
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        str(LEASE_SECONDS),
+    )
     a = start(*args)
     eventually(lambda: answers(f"{a.base}/readyz"))
     b = start(*args)
@@ -182,11 +225,13 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
 
     box.add_pod("first")
     eventually(lambda: has_instance(box, "first"), seconds=5)
-    eventually(lambda: (a.metric("reconciler_ticks_total{result=\"ok\"}") or 0) >= 3)
+    eventually(lambda: (a.metric('reconciler_ticks_total{result="ok"}') or 0) >= 3)
     assert a.metric("reconciler_leader") == 1.0
-    assert b.metric("reconciler_ticks_total{result=\"ok\"}") is None
-    assert b.metric("reconciler_runpod_requests_total{method=\"GET\",route=\"/v2/pods\","
-                    "status=\"200\"}") is None
+    assert b.metric('reconciler_ticks_total{result="ok"}') is None
+    assert (
+        b.metric('reconciler_runpod_requests_total{method="GET",route="/v2/pods",status="200"}')
+        is None
+    )
     assert creates(box) == 1
     assert lease(box)["holderIdentity"].endswith(f"/{a.process.pid}")
 
@@ -214,11 +259,15 @@ def get(url: str, headers: dict[str, str] | None = None) -> requests.Response:
 
 
 def test_the_leader_serves_logs_and_a_standby_says_so(
-        box: Sandbox, start: Callable[..., Reconciler]) -> None:
+    box: Sandbox, start: Callable[..., Reconciler]
+) -> None:
     args = ("--interval", "1", "--leader-elect", "--leader-elect-lease-duration", "6")
     leader = start(*args)
-    eventually(lambda: leader.metric("reconciler_leader") == 1.0 if answers(
-        f"{leader.base}/readyz") else False)
+    eventually(
+        lambda: (
+            leader.metric("reconciler_leader") == 1.0 if answers(f"{leader.base}/readyz") else False
+        )
+    )
     standby = start(*args)
     eventually(lambda: answers(f"{standby.base}/readyz"))
 

@@ -25,8 +25,10 @@ from reconciler.cli.commands import main
 def sync(database: Path | str, *args: str, env: dict[str, str] | None = None) -> Result:
     url = database if isinstance(database, str) else f"sqlite:///{database}"
     return CliRunner().invoke(
-        main, ["--database-url", url, "sync", "--once", "--runpod-url", "http://127.0.0.1:9",
-               *args], env={"RUNPOD_API_KEY": "k", **(env or {})})
+        main,
+        ["--database-url", url, "sync", "--once", "--runpod-url", "http://127.0.0.1:9", *args],
+        env={"RUNPOD_API_KEY": "k", **(env or {})},
+    )
 
 
 # A log line of the text format; logged warnings are not the error under test.
@@ -40,29 +42,35 @@ def one_line(result: Result) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize(("args", "env", "named"), [
-    (["--orphan-grace-time", "nan"], {}, "--orphan-grace-time"),
-    (["--orphan-grace-time", "inf"], {}, "--orphan-grace-time"),
-    (["--orphan-grace-time", "1e300"], {}, "--orphan-grace-time"),
-    (["--create-grace-time", "-1"], {}, "--create-grace-time"),
-    (["--max-pending-time", "-inf"], {}, "--max-pending-time"),
-    (["--max-gpu-price", "0"], {}, "--max-gpu-price"),
-    (["--max-hourly-spend", "nan"], {}, "--max-hourly-spend"),
-    (["--max-instances", "-5"], {}, "--max-instances"),
-    (["--max-creates-per-tick", "-1"], {}, "--max-creates-per-tick"),
-    (["--container-disk-gb", "0"], {}, "--container-disk-gb"),
-    (["--catalog-ttl", "nan"], {}, "--catalog-ttl"),
-    (["--tick-deadline", "0"], {}, "--tick-deadline"),
-    (["--interval", "nan"], {}, "--interval"),
-    (["--heartbeat-interval", "inf"], {}, "--heartbeat-interval"),
-    (["--stay", "nan"], {}, "--stay"),
-    (["--health-address", "not-an-address"], {}, "--health-address"),
-    (["--health-address", ":99999"], {}, "--health-address"),
-    ([], {"RECONCILER_ORPHAN_GRACE_TIME": "nan"}, "RECONCILER_ORPHAN_GRACE_TIME"),
-    ([], {"RECONCILER_MAX_GPU_PRICE": "-2"}, "RECONCILER_MAX_GPU_PRICE"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["--orphan-grace-time", "nan"], {}, "--orphan-grace-time"),
+        (["--orphan-grace-time", "inf"], {}, "--orphan-grace-time"),
+        (["--orphan-grace-time", "1e300"], {}, "--orphan-grace-time"),
+        (["--create-grace-time", "-1"], {}, "--create-grace-time"),
+        (["--max-pending-time", "-inf"], {}, "--max-pending-time"),
+        (["--max-gpu-price", "0"], {}, "--max-gpu-price"),
+        (["--max-hourly-spend", "nan"], {}, "--max-hourly-spend"),
+        (["--max-instances", "-5"], {}, "--max-instances"),
+        (["--max-creates-per-tick", "-1"], {}, "--max-creates-per-tick"),
+        (["--container-disk-gb", "0"], {}, "--container-disk-gb"),
+        (["--catalog-ttl", "nan"], {}, "--catalog-ttl"),
+        (["--tick-deadline", "0"], {}, "--tick-deadline"),
+        (["--interval", "nan"], {}, "--interval"),
+        (["--heartbeat-interval", "inf"], {}, "--heartbeat-interval"),
+        (["--stay", "nan"], {}, "--stay"),
+        (["--health-address", "not-an-address"], {}, "--health-address"),
+        (["--health-address", ":99999"], {}, "--health-address"),
+        ([], {"RECONCILER_ORPHAN_GRACE_TIME": "nan"}, "RECONCILER_ORPHAN_GRACE_TIME"),
+        ([], {"RECONCILER_MAX_GPU_PRICE": "-2"}, "RECONCILER_MAX_GPU_PRICE"),
+    ],
+)
 def test_a_bad_setting_is_exit_2_and_one_line_before_anything_starts(
-    tmp_path: Path, args: list[str], env: dict[str, str], named: str,
+    tmp_path: Path,
+    args: list[str],
+    env: dict[str, str],
+    named: str,
 ) -> None:
     database = tmp_path / "state.db"
     result = sync(database, *args, env=env)
@@ -75,8 +83,10 @@ def test_a_bad_setting_is_exit_2_and_one_line_before_anything_starts(
 def test_a_damaged_database_names_its_path_and_what_to_do(tmp_path: Path) -> None:
     database = tmp_path / "state.db"
     database.write_bytes(b"this is not SQLite at all" * 100)
-    for result in (sync(database), CliRunner().invoke(
-            main, ["--database-url", f"sqlite:///{database}", "state", "show"])):
+    for result in (
+        sync(database),
+        CliRunner().invoke(main, ["--database-url", f"sqlite:///{database}", "state", "show"]),
+    ):
         assert result.exit_code == 1
         line = one_line(result)
         assert str(database) in line and "is not a database" in line
@@ -93,7 +103,8 @@ def stamp(database: Path, revision: str) -> None:
 
 @pytest.mark.parametrize("no_migrate", [False, True])
 def test_a_schema_from_a_newer_version_says_upgrade_the_reconciler(
-    tmp_path: Path, no_migrate: bool,
+    tmp_path: Path,
+    no_migrate: bool,
 ) -> None:
     database = tmp_path / "state.db"
     stamp(database, "20991231_from_the_future")
@@ -102,8 +113,7 @@ def test_a_schema_from_a_newer_version_says_upgrade_the_reconciler(
     line = one_line(result)
     assert "written by a newer version" in line and "upgrade the reconciler" in line
     assert str(database) in line
-    shown = CliRunner().invoke(main, ["--database-url", f"sqlite:///{database}", "state",
-                                      "show"])
+    shown = CliRunner().invoke(main, ["--database-url", f"sqlite:///{database}", "state", "show"])
     assert "written by a newer version" in one_line(shown)
 
 

@@ -28,10 +28,21 @@ def box() -> Iterator[Sandbox]:
 
 def sync(box: Sandbox, *args: str, runpod_url: str | None = None) -> tuple[int, str]:
     """Exit code and standard output (log lines go to standard error)."""
-    result = CliRunner().invoke(main, [
-        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
-        "--runpod-url", runpod_url or box.runpod_sim.base_url, *args],
-        env={"RUNPOD_API_KEY": API_KEY})
+    result = CliRunner().invoke(
+        main,
+        [
+            "--database-url",
+            box.database_url,
+            "sync",
+            "--once",
+            "--kubeconfig",
+            box.kubeconfig,
+            "--runpod-url",
+            runpod_url or box.runpod_sim.base_url,
+            *args,
+        ],
+        env={"RUNPOD_API_KEY": API_KEY},
+    )
     assert API_KEY not in result.output  # neither on stdout nor in any log line
     return result.exit_code, result.stdout
 
@@ -47,6 +58,7 @@ def test_one_tick_creates_and_prints_a_summary(box: Sandbox) -> None:
 
 def test_the_sigterm_handler_is_the_callers_again_after_the_tick(box: Sandbox) -> None:
     """`--once` exits through its cleanup on SIGTERM while it ticks, and only then."""
+
     def callers(_signum: int, _frame: FrameType | None) -> None:
         """The handler of whoever runs the command."""
 
@@ -96,18 +108,26 @@ def test_unreachable_runpod_fails_the_tick_and_never_shows_the_key(box: Sandbox)
 
 
 def test_missing_api_key_is_a_one_line_error(box: Sandbox) -> None:
-    result = CliRunner().invoke(main, ["--database-url", box.database_url, "sync", "--once"],
-                                env={"RUNPOD_API_KEY": None})
+    result = CliRunner().invoke(
+        main, ["--database-url", box.database_url, "sync", "--once"], env={"RUNPOD_API_KEY": None}
+    )
     assert result.exit_code == 2
     assert "RUNPOD_API_KEY" in result.output
 
 
 def database_contents(box: Sandbox) -> list[tuple[object, ...]]:
     with sqlite3.connect(box.database_url.removeprefix("sqlite:///")) as connection:
-        tables = [name for (name,) in connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return [(table, *row) for table in tables
-                for row in connection.execute(f"SELECT * FROM {table}")]
+        tables = [
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return [
+            (table, *row)
+            for table in tables
+            for row in connection.execute(f"SELECT * FROM {table}")
+        ]
 
 
 def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandbox) -> None:
@@ -127,10 +147,22 @@ def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandb
 
 def test_json_logs_make_the_summary_json(box: Sandbox) -> None:
     box.add_pod("train")
-    result = CliRunner().invoke(main, [
-        "--log-format", "json", "--database-url", box.database_url, "sync", "--once",
-        "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url],
-        env={"RUNPOD_API_KEY": API_KEY})
+    result = CliRunner().invoke(
+        main,
+        [
+            "--log-format",
+            "json",
+            "--database-url",
+            box.database_url,
+            "sync",
+            "--once",
+            "--kubeconfig",
+            box.kubeconfig,
+            "--runpod-url",
+            box.runpod_sim.base_url,
+        ],
+        env={"RUNPOD_API_KEY": API_KEY},
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["applied"]["Create"] == 1
     for line in result.stderr.splitlines():
@@ -138,10 +170,20 @@ def test_json_logs_make_the_summary_json(box: Sandbox) -> None:
 
 
 def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sandbox) -> None:
-    result = CliRunner().invoke(main, [
-        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
-        "--runpod-url", box.runpod_sim.base_url],
-        env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"})
+    result = CliRunner().invoke(
+        main,
+        [
+            "--database-url",
+            box.database_url,
+            "sync",
+            "--once",
+            "--kubeconfig",
+            box.kubeconfig,
+            "--runpod-url",
+            box.runpod_sim.base_url,
+        ],
+        env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"},
+    )
     assert result.exit_code == 0, result.output
     node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.42.0.7"}]
@@ -149,24 +191,39 @@ def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sa
 
 
 def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> None:
-    result = CliRunner().invoke(main, [
-        "--database-url", box.database_url, "sync", "--once", "--kubeconfig", box.kubeconfig,
-        "--runpod-url", box.runpod_sim.base_url], env={"RUNPOD_API_KEY": API_KEY})
+    result = CliRunner().invoke(
+        main,
+        [
+            "--database-url",
+            box.database_url,
+            "sync",
+            "--once",
+            "--kubeconfig",
+            box.kubeconfig,
+            "--runpod-url",
+            box.runpod_sim.base_url,
+        ],
+        env={"RUNPOD_API_KEY": API_KEY},
+    )
     assert result.exit_code == 0
     assert "--once without --stay" in result.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--stay", "40"], "--stay needs --once"),
-    (["--once", "--dry-run", "--stay", "40"], "--stay needs --once"),
-    (["--once", "--kubelet-address", "my-host"], "'my-host' is not an IP address"),
-    (["--once", "--node-cpu", "lots"], "'lots' is not a Kubernetes quantity"),
-    (["--once", "--kubelet-port", "70000"], "--kubelet-port"),
-])
-def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str],
-                                              message: str) -> None:
-    result = CliRunner().invoke(main, [
-        "--database-url", box.database_url, "sync", "--kubeconfig", box.kubeconfig, *args],
-        env={"RUNPOD_API_KEY": API_KEY})
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--stay", "40"], "--stay needs --once"),
+        (["--once", "--dry-run", "--stay", "40"], "--stay needs --once"),
+        (["--once", "--kubelet-address", "my-host"], "'my-host' is not an IP address"),
+        (["--once", "--node-cpu", "lots"], "'lots' is not a Kubernetes quantity"),
+        (["--once", "--kubelet-port", "70000"], "--kubelet-port"),
+    ],
+)
+def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["--database-url", box.database_url, "sync", "--kubeconfig", box.kubeconfig, *args],
+        env={"RUNPOD_API_KEY": API_KEY},
+    )
     assert result.exit_code == 2
     assert message in result.output

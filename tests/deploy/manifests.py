@@ -29,16 +29,24 @@ def documents(text: str) -> list[Obj]:
 
 def manifest_files() -> list[Path]:
     """Every plain manifest: the YAML under deploy/ that is neither chart nor kustomization."""
-    return sorted(p for p in DEPLOY.rglob("*.yaml")
-                  if CHART not in p.parents and p.name != "kustomization.yaml")
+    return sorted(
+        p
+        for p in DEPLOY.rglob("*.yaml")
+        if CHART not in p.parents and p.name != "kustomization.yaml"
+    )
 
 
 def kustomize(directory: Path) -> list[Obj]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl (for `kubectl kustomize`) is not installed")
-    built = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True,
-                           text=True, check=True, timeout=60)
+    built = subprocess.run(
+        [kubectl, "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     return documents(built.stdout)
 
 
@@ -49,8 +57,12 @@ def render_chart(values: Obj | None = None) -> dict[str, str]:
 
 
 def chart_objects(values: Obj | None = None) -> list[Obj]:
-    return [doc for path, text in sorted(render_chart(values).items())
-            if path.endswith(".yaml") for doc in documents(text)]
+    return [
+        doc
+        for path, text in sorted(render_chart(values).items())
+        if path.endswith(".yaml")
+        for doc in documents(text)
+    ]
 
 
 def validate(obj: Obj) -> None:
@@ -59,8 +71,9 @@ def validate(obj: Obj) -> None:
 
 
 def find(objects: list[Obj], kind: str, name: str | None = None) -> Obj:
-    matches = [o for o in objects if o["kind"] == kind
-               and (name is None or o["metadata"]["name"] == name)]
+    matches = [
+        o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
     assert len(matches) == 1, f"{len(matches)} {kind} {name or ''}"
     return matches[0]
 

@@ -38,17 +38,25 @@ from .manifests import (
 EXISTING = {"runpod": {"existingSecret": "my-runpod"}}
 CRONJOB = {"mode": "cronjob"}
 INLINE_KEY = {"runpod": {"apiKey": "rp_test_123"}}
-POSTGRES = {"replicaCount": 2,
-            "database": {"existingSecret": "db", "existingSecretKey": "url"},
-            "persistence": {"enabled": False}}
-RENDERINGS = {"default": {}, "cronjob": CRONJOB, "existing-secret": EXISTING,
-              "inline-key": INLINE_KEY, "postgres": POSTGRES}
+POSTGRES = {
+    "replicaCount": 2,
+    "database": {"existingSecret": "db", "existingSecretKey": "url"},
+    "persistence": {"enabled": False},
+}
+RENDERINGS = {
+    "default": {},
+    "cronjob": CRONJOB,
+    "existing-secret": EXISTING,
+    "inline-key": INLINE_KEY,
+    "postgres": POSTGRES,
+}
 
 
 @pytest.mark.parametrize("values", RENDERINGS.values(), ids=RENDERINGS.keys())
 def test_chart_lints_clean_in_strict_mode(values: Obj) -> None:
-    report = helm.lint(CHART, values, strict=True, namespace=NAMESPACE,
-                       kube_version=f"v{KUBE_VERSION}")
+    report = helm.lint(
+        CHART, values, strict=True, namespace=NAMESPACE, kube_version=f"v{KUBE_VERSION}"
+    )
     assert report["errors"] == []
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert problems == []
@@ -64,15 +72,24 @@ def test_every_rendering_validates(values: Obj) -> None:
 
 def test_default_values_install_the_deployment_mode() -> None:
     objects = chart_objects()
-    assert kinds(objects) == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                              "RoleBinding", "PersistentVolumeClaim", "Deployment", "Service"}
+    assert kinds(objects) == {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "Service",
+    }
     workload = find(objects, "Deployment")
     (container,) = pod_spec(workload)["containers"]
     assert workload["spec"]["replicas"] == 1
     assert workload["spec"]["strategy"] == {"type": "Recreate"}
     assert container["args"] == ["sync"]
     assert env(workload)["RUNPOD_API_KEY"] == {
-        "secretKeyRef": {"name": "runpod-reconciler", "key": "RUNPOD_API_KEY"}}
+        "secretKeyRef": {"name": "runpod-reconciler", "key": "RUNPOD_API_KEY"}
+    }
     assert env(workload)["RECONCILER_DATABASE_URL"] == "sqlite:////var/lib/reconciler/reconciler.db"
 
 
@@ -96,7 +113,8 @@ def test_existing_secret_is_used_and_no_secret_is_created() -> None:
     objects = chart_objects(EXISTING)
     assert "Secret" not in kinds(objects)
     assert env(find(objects, "Deployment"))["RUNPOD_API_KEY"] == {
-        "secretKeyRef": {"name": "my-runpod", "key": "RUNPOD_API_KEY"}}
+        "secretKeyRef": {"name": "my-runpod", "key": "RUNPOD_API_KEY"}
+    }
 
 
 def test_inline_key_is_stored_in_the_charts_secret() -> None:
@@ -104,7 +122,8 @@ def test_inline_key_is_stored_in_the_charts_secret() -> None:
     secret = find(objects, "Secret")
     assert base64.b64decode(secret["data"]["RUNPOD_API_KEY"]) == b"rp_test_123"
     assert env(find(objects, "Deployment"))["RUNPOD_API_KEY"] == {
-        "secretKeyRef": {"name": secret["metadata"]["name"], "key": "RUNPOD_API_KEY"}}
+        "secretKeyRef": {"name": secret["metadata"]["name"], "key": "RUNPOD_API_KEY"}
+    }
 
 
 def test_postgres_replicas_read_the_url_from_a_secret_and_mount_no_claim() -> None:
@@ -113,21 +132,27 @@ def test_postgres_replicas_read_the_url_from_a_secret_and_mount_no_claim() -> No
     assert workload["spec"]["replicas"] == 2
     assert "PersistentVolumeClaim" not in kinds(objects)
     assert env(workload)["RECONCILER_DATABASE_URL"] == {
-        "secretKeyRef": {"name": "db", "key": "url"}}
+        "secretKeyRef": {"name": "db", "key": "url"}
+    }
 
 
 SETTINGS_VALUES = {
-    "nodeName": "burst-a100", "interval": 20, "heartbeatInterval": 5, "maxGpuPrice": 3.5,
+    "nodeName": "burst-a100",
+    "interval": 20,
+    "heartbeatInterval": 5,
+    "maxGpuPrice": 3.5,
     "maxInstances": 0,
-    "maxHourlySpend": 1500, "datacenterIds": ["US-KS-2", "EU-RO-1"],
+    "maxHourlySpend": 1500,
+    "datacenterIds": ["US-KS-2", "EU-RO-1"],
     "nodeCapacity": {"gpus": 2000000, "pods": 500, "cpu": "256", "memory": "2Ti"},
     "offload": {"maxPendingTimeBeforeOffload": 120, "pendingThreshold": 8},
     "extraEnv": [{"name": "RECONCILER_MAX_PENDING_TIME", "value": "600"}],
 }
 
 
-def parse_like_the_container(variables: dict[str, Any],
-                             monkeypatch: pytest.MonkeyPatch) -> tuple[Settings, Obj]:
+def parse_like_the_container(
+    variables: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Settings, Obj]:
     """Settings and the other `sync` options, read from these variables by the real CLI."""
     for name in [n for n in os.environ if n.startswith("RECONCILER_")]:
         monkeypatch.delenv(name)
@@ -146,10 +171,20 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
     workload = find(chart_objects(SETTINGS_VALUES), "Deployment")
     settings, options = parse_like_the_container(env(workload), monkeypatch)
     assert settings == dataclasses.replace(
-        Settings(), node_name="burst-a100", max_gpu_price=3.5, max_instances=0,
-        max_hourly_spend=1500.0, datacenter_ids=("US-KS-2", "EU-RO-1"), node_gpus=2000000,
-        node_pods=500, node_cpu="256", node_memory="2Ti", max_pending_time=600.0,
-        max_pending_time_before_offload=120.0, pending_threshold=8)
+        Settings(),
+        node_name="burst-a100",
+        max_gpu_price=3.5,
+        max_instances=0,
+        max_hourly_spend=1500.0,
+        datacenter_ids=("US-KS-2", "EU-RO-1"),
+        node_gpus=2000000,
+        node_pods=500,
+        node_cpu="256",
+        node_memory="2Ti",
+        max_pending_time=600.0,
+        max_pending_time_before_offload=120.0,
+        pending_threshold=8,
+    )
     assert options["interval"] == 20.0
     assert options["heartbeat_interval"] == 5.0
 
@@ -167,8 +202,11 @@ def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyP
 def test_cronjob_mode_passes_no_loop_options() -> None:
     values = {**SETTINGS_VALUES, **CRONJOB}
     variables = env(find(chart_objects(values), "CronJob"))
-    assert not {"RECONCILER_INTERVAL", "RECONCILER_HEARTBEAT_INTERVAL",
-                "RECONCILER_LEADER_ELECT"} & set(variables)
+    assert not {
+        "RECONCILER_INTERVAL",
+        "RECONCILER_HEARTBEAT_INTERVAL",
+        "RECONCILER_LEADER_ELECT",
+    } & set(variables)
 
 
 def test_leader_lease_is_named_after_the_release_in_flag_and_rbac(
@@ -176,8 +214,9 @@ def test_leader_lease_is_named_after_the_release_in_flag_and_rbac(
 ) -> None:
     with helm.Chart.load(CHART) as chart:
         rendered = chart.render({}, name="burst", namespace=NAMESPACE, is_install=True)
-    objects = [doc for path, text in rendered.items() if path.endswith(".yaml")
-               for doc in documents(text)]
+    objects = [
+        doc for path, text in rendered.items() if path.endswith(".yaml") for doc in documents(text)
+    ]
     _, options = parse_like_the_container(env(find(objects, "Deployment")), monkeypatch)
     role = find(objects, "Role", "burst-runpod-reconciler-leader-election")
     named = [rule["resourceNames"] for rule in role["rules"] if "resourceNames" in rule]
@@ -192,14 +231,23 @@ def test_without_leader_election_the_flag_is_not_passed(
     assert options["leader_elect"] is False
 
 
-@pytest.mark.parametrize(("values", "reason"), [
-    ({"replicaCount": 2}, "SQLite has one writer"),
-    ({"replicaCount": 2, "database": {"url": "postgresql://db/r"},
-      "leaderElection": {"enabled": False}}, "needs leaderElection.enabled"),
-    ({"persistence": {"enabled": False}}, "the SQLite file must outlive the pod"),
-    ({"mode": "daemonset"}, "mode"),
-    ({"maxInstances": "many"}, "maxInstances"),
-])
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [
+        ({"replicaCount": 2}, "SQLite has one writer"),
+        (
+            {
+                "replicaCount": 2,
+                "database": {"url": "postgresql://db/r"},
+                "leaderElection": {"enabled": False},
+            },
+            "needs leaderElection.enabled",
+        ),
+        ({"persistence": {"enabled": False}}, "the SQLite file must outlive the pod"),
+        ({"mode": "daemonset"}, "mode"),
+        ({"maxInstances": "many"}, "maxInstances"),
+    ],
+)
 def test_values_that_cannot_work_are_refused_with_the_reason(values: Obj, reason: str) -> None:
     with pytest.raises(helm.HelmError, match=reason):
         chart_objects(values)
@@ -215,8 +263,11 @@ def test_leader_election_permissions_follow_the_value() -> None:
 
 def test_chart_rbac_grants_exactly_the_plain_manifests_rules() -> None:
     def rules(objects: list[Obj]) -> dict[tuple[str, str], Any]:
-        return {(o["kind"], o["metadata"].get("namespace", "")): o["rules"]
-                for o in objects if o["kind"] in ("ClusterRole", "Role")}
+        return {
+            (o["kind"], o["metadata"].get("namespace", "")): o["rules"]
+            for o in objects
+            if o["kind"] in ("ClusterRole", "Role")
+        }
 
     plain = documents((DEPLOY / "common" / "rbac.yaml").read_text())
     assert rules(chart_objects()) == rules(plain)
@@ -229,6 +280,8 @@ def test_chart_pods_are_hardened_like_the_plain_deployment() -> None:
         workload = find(objects, "CronJob" if values else "Deployment")
         spec, plain_spec = pod_spec(workload), pod_spec(plain)
         assert spec["securityContext"] == plain_spec["securityContext"]
-        assert spec["containers"][0]["securityContext"] == \
-            plain_spec["containers"][0]["securityContext"]
+        assert (
+            spec["containers"][0]["securityContext"]
+            == plain_spec["containers"][0]["securityContext"]
+        )
         assert spec["containers"][0]["volumeMounts"] == plain_spec["containers"][0]["volumeMounts"]

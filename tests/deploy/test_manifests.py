@@ -28,8 +28,15 @@ from .manifests import (
     validate,
 )
 
-SHARED = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-          "RoleBinding", "PersistentVolumeClaim"}
+SHARED = {
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "PersistentVolumeClaim",
+}
 
 
 def load(relative: str) -> list[Obj]:
@@ -62,12 +69,16 @@ def test_every_manifest_file_validates(path: Path) -> None:
         validate(obj)
 
 
-@pytest.mark.parametrize(("directory", "workloads"), [
-    ("", {"Deployment", "Service"}),
-    ("cronjob", {"CronJob"}),
-])
-def test_kustomize_build_validates_and_installs_one_mode(directory: str,
-                                                        workloads: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("directory", "workloads"),
+    [
+        ("", {"Deployment", "Service"}),
+        ("cronjob", {"CronJob"}),
+    ],
+)
+def test_kustomize_build_validates_and_installs_one_mode(
+    directory: str, workloads: set[str]
+) -> None:
     objects = kustomize(DEPLOY / directory)
     for obj in objects:
         validate(obj)
@@ -94,8 +105,10 @@ def test_deployment_is_one_hardened_replica_with_probes_and_the_database_volume(
     assert workload["spec"]["replicas"] == 1
     assert workload["spec"]["strategy"] == {"type": "Recreate"}
     assert container["args"] == ["sync"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
-                                  {"name": "kubelet", "containerPort": 10250, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "http", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "kubelet", "containerPort": 10250, "protocol": "TCP"},
+    ]
     pod_ip = next(e for e in container["env"] if e["name"] == "POD_IP")
     assert pod_ip["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -127,13 +140,17 @@ def _assert_hardened_with_database_volume(spec: Obj) -> None:
     assert spec["securityContext"]["runAsUser"] == image_uid()
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]}}
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in spec["volumes"]}
     data = volumes[mounts["/var/lib/reconciler"]]
-    assert data["persistentVolumeClaim"]["claimName"] == find(
-        load("common/pvc.yaml"), "PersistentVolumeClaim")["metadata"]["name"]
+    assert (
+        data["persistentVolumeClaim"]["claimName"]
+        == find(load("common/pvc.yaml"), "PersistentVolumeClaim")["metadata"]["name"]
+    )
     workload_env = {v["name"]: v for v in container["env"]}
     assert workload_env["RECONCILER_DATABASE_URL"]["value"] == image_database_url()
 
@@ -165,24 +182,31 @@ def test_api_key_comes_from_the_example_secrets_name_and_key() -> None:
     assert "REPLACE" in secret["stringData"][key]
     for workload in (deployment(), cronjob()):
         assert env(workload)["RUNPOD_API_KEY"] == {
-            "secretKeyRef": {"name": secret["metadata"]["name"], "key": key}}
+            "secretKeyRef": {"name": secret["metadata"]["name"], "key": key}
+        }
         assert workload["metadata"]["namespace"] == secret["metadata"]["namespace"]
 
 
 def test_rbac_names_the_node_the_workloads_run_as() -> None:
     rbac = load("common/rbac.yaml")
-    named = {name for doc in rbac if doc["kind"] in ("ClusterRole", "Role")
-             if doc["metadata"]["name"] != "runpod-reconciler-leader-election"
-             for rule in doc["rules"] if set(rule["resources"]) & {"nodes", "nodes/status",
-                                                                    "leases"}
-             for name in rule.get("resourceNames", [])}
+    named = {
+        name
+        for doc in rbac
+        if doc["kind"] in ("ClusterRole", "Role")
+        if doc["metadata"]["name"] != "runpod-reconciler-leader-election"
+        for rule in doc["rules"]
+        if set(rule["resources"]) & {"nodes", "nodes/status", "leases"}
+        for name in rule.get("resourceNames", [])
+    }
     node = env(deployment())["RECONCILER_NODE_NAME"]
     assert node == env(cronjob())["RECONCILER_NODE_NAME"]
     assert named == {node, writer_lease_name(node)}
     subjects = [s for doc in rbac if "Binding" in doc["kind"] for s in doc["subjects"]]
     account = find(load("common/serviceaccount.yaml"), "ServiceAccount")["metadata"]
-    assert subjects and all(s == {"kind": "ServiceAccount", "name": account["name"],
-                                  "namespace": account["namespace"]} for s in subjects)
+    assert subjects and all(
+        s == {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        for s in subjects
+    )
 
 
 def test_metrics_service_targets_the_deployments_http_port() -> None:
@@ -190,7 +214,8 @@ def test_metrics_service_targets_the_deployments_http_port() -> None:
     labels = deployment()["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"] == [
-        {"name": "http-metrics", "port": 8080, "targetPort": "http", "protocol": "TCP"}]
+        {"name": "http-metrics", "port": 8080, "targetPort": "http", "protocol": "TCP"}
+    ]
 
 
 def test_the_deployment_elects_a_leader_on_the_lease_the_rbac_names() -> None:
@@ -198,4 +223,5 @@ def test_the_deployment_elects_a_leader_on_the_lease_the_rbac_names() -> None:
     role = find(load("common/rbac.yaml"), "Role", "runpod-reconciler-leader-election")
     assert role["metadata"]["namespace"] == deployment()["metadata"]["namespace"]
     assert [r["resourceNames"] for r in role["rules"] if "resourceNames" in r] == [
-        [DEFAULT_LEASE_NAME]]
+        [DEFAULT_LEASE_NAME]
+    ]

@@ -25,15 +25,33 @@ from reconciler.demo.sandbox import API_KEY, Sandbox
 from .manifests import CHART, NAMESPACE, Obj, chart_objects, find, kinds, validate
 
 DASHBOARD = CHART / "dashboards" / "runpod-reconciler.json"
-ALL_ON = {"monitoring": {"serviceMonitor": {"enabled": True},
-                         "prometheusRule": {"enabled": True},
-                         "grafanaDashboard": {"enabled": True}}}
+ALL_ON = {
+    "monitoring": {
+        "serviceMonitor": {"enabled": True},
+        "prometheusRule": {"enabled": True},
+        "grafanaDashboard": {"enabled": True},
+    }
+}
 # Metrics of other exporters a rule may use, and why.
 EXTERNAL = {"kube_node_status_condition"}  # kube-state-metrics: the node's Ready condition
 # Labels Prometheus adds to every scraped series (target labels), not the exporter.
 TARGET_LABELS = {"namespace", "job", "instance", "pod", "service", "le"}
-PROMQL_WORDS = {"sum", "max", "min", "by", "rate", "increase", "histogram_quantile", "absent",
-                "and", "or", "unless", "without", "humanize", "label_values"}
+PROMQL_WORDS = {
+    "sum",
+    "max",
+    "min",
+    "by",
+    "rate",
+    "increase",
+    "histogram_quantile",
+    "absent",
+    "and",
+    "or",
+    "unless",
+    "without",
+    "humanize",
+    "label_values",
+}
 
 
 def dashboard_exprs() -> list[str]:
@@ -67,20 +85,26 @@ def test_the_pack_renders_when_enabled() -> None:
     objects = chart_objects(ALL_ON)
     monitor = find(objects, "ServiceMonitor")
     service = find(objects, "Service")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= \
-        service["metadata"]["labels"].items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     board = find(objects, "ConfigMap")
     assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert json.loads(board["data"]["runpod-reconciler.json"]) == json.loads(
-        DASHBOARD.read_text())
+    assert json.loads(board["data"]["runpod-reconciler.json"]) == json.loads(DASHBOARD.read_text())
     validate(board)
-    alerts = {r["alert"] for g in find(objects, "PrometheusRule")["spec"]["groups"]
-              for r in g["rules"]}
-    assert alerts == {"RunPodInstancesWithoutPods", "RunPodSpendHigh",
-                      "RunPodReconcilerTicksFailing", "RunPodRateLimited",
-                      "RunPodReconcilerLeaderMissing", "RunPodVirtualNodeNotReady",
-                      "RunPodNodeHeartbeatFailing"}
+    alerts = {
+        r["alert"] for g in find(objects, "PrometheusRule")["spec"]["groups"] for r in g["rules"]
+    }
+    assert alerts == {
+        "RunPodInstancesWithoutPods",
+        "RunPodSpendHigh",
+        "RunPodReconcilerTicksFailing",
+        "RunPodRateLimited",
+        "RunPodReconcilerLeaderMissing",
+        "RunPodVirtualNodeNotReady",
+        "RunPodNodeHeartbeatFailing",
+    }
     for expr in rule_exprs():
         assert f'namespace="{NAMESPACE}"' in expr or "kube_node_status_condition" in expr
     report = helm.lint(CHART, ALL_ON, strict=True, namespace=NAMESPACE)
@@ -88,8 +112,9 @@ def test_the_pack_renders_when_enabled() -> None:
 
 
 def test_the_spend_threshold_reaches_its_alert() -> None:
-    values: Obj = {"monitoring": {"prometheusRule": {"enabled": True,
-                                                     "spendPerHourThreshold": 42.5}}}
+    values: Obj = {
+        "monitoring": {"prometheusRule": {"enabled": True, "spendPerHourThreshold": 42.5}}
+    }
     rules = find(chart_objects(values), "PrometheusRule")["spec"]["groups"][0]["rules"]
     (spend,) = [r for r in rules if r["alert"] == "RunPodSpendHigh"]
     assert spend["expr"].endswith("> 42.5")
@@ -108,18 +133,21 @@ def test_the_dashboard_is_importable() -> None:
     assert len(ids) == len(set(ids))
 
 
-@pytest.mark.parametrize(("values", "reason"), [
-    ({"maxInstance": 5}, "maxInstance"),  # a typo of maxInstances
-    ({"persistence": {"sise": "1Gi"}}, "sise"),
-    ({"monitoring": {"prometheusRule": {"enabld": True}}}, "enabld"),
-    ({"maxInstances": -5}, "maxInstances"),
-    ({"maxGpuPrice": -1}, "maxGpuPrice"),
-    ({"interval": 0}, "interval"),
-    ({"replicaCount": 0}, "replicaCount"),
-    ({"nodeName": "Virtual_RunPod"}, "nodeName"),
-    ({"persistence": {"size": "lots"}}, "size"),
-    ({"monitoring": {"prometheusRule": {"spendPerHourThreshold": 0}}}, "spendPerHourThreshold"),
-])
+@pytest.mark.parametrize(
+    ("values", "reason"),
+    [
+        ({"maxInstance": 5}, "maxInstance"),  # a typo of maxInstances
+        ({"persistence": {"sise": "1Gi"}}, "sise"),
+        ({"monitoring": {"prometheusRule": {"enabld": True}}}, "enabld"),
+        ({"maxInstances": -5}, "maxInstances"),
+        ({"maxGpuPrice": -1}, "maxGpuPrice"),
+        ({"interval": 0}, "interval"),
+        ({"replicaCount": 0}, "replicaCount"),
+        ({"nodeName": "Virtual_RunPod"}, "nodeName"),
+        ({"persistence": {"size": "lots"}}, "size"),
+        ({"monitoring": {"prometheusRule": {"spendPerHourThreshold": 0}}}, "spendPerHourThreshold"),
+    ],
+)
 def test_the_values_schema_refuses_unknown_keys_and_bad_ranges(values: Obj, reason: str) -> None:
     with pytest.raises(helm.HelmError, match=reason):
         chart_objects(values)
@@ -131,6 +159,7 @@ def test_monitoring_needs_the_loop_and_its_service() -> None:
 
 
 # --- against a running loop ----------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -146,18 +175,36 @@ def exported(tmp_path: Path) -> Iterator[dict[str, set[str]]]:
         box.add_pod("train")
         port = free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "--database-url",
-             f"sqlite:///{tmp_path / 'loop.db'}", "sync", "--health-address",
-             f"127.0.0.1:{port}", "--kubeconfig", box.kubeconfig, "--runpod-url",
-             box.runpod_sim.base_url, "--leader-elect", "--leader-elect-namespace",
-             "runpod-system", "--interval", "1"],
-            env={**os.environ, "RUNPOD_API_KEY": API_KEY}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "--database-url",
+                f"sqlite:///{tmp_path / 'loop.db'}",
+                "sync",
+                "--health-address",
+                f"127.0.0.1:{port}",
+                "--kubeconfig",
+                box.kubeconfig,
+                "--runpod-url",
+                box.runpod_sim.base_url,
+                "--leader-elect",
+                "--leader-elect-namespace",
+                "runpod-system",
+                "--interval",
+                "1",
+            ],
+            env={**os.environ, "RUNPOD_API_KEY": API_KEY},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             text = ""
             deadline = time.monotonic() + 30
-            while "reconciler_actions_total{" not in text or \
-                    "reconciler_runpod_requests_total{" not in text:
+            while (
+                "reconciler_actions_total{" not in text
+                or "reconciler_runpod_requests_total{" not in text
+            ):
                 assert time.monotonic() < deadline, "the loop exported no actions in time"
                 time.sleep(0.2)
                 try:

@@ -36,8 +36,15 @@ RBAC_FILE = DEPLOY / "common" / "rbac.yaml"
 SUBJECT = "system:serviceaccount:runpod-system:runpod-reconciler"
 FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 # Each verb on the wire (`get` is a GET with a name, `list` one without).
-METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
-           "patch": "PATCH", "delete": "DELETE"}
+METHODS = {
+    "get": "GET",
+    "list": "GET",
+    "watch": "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+}
 
 
 @dataclasses.dataclass
@@ -70,22 +77,51 @@ def lifecycle(box: Sandbox, outcome: Outcome) -> None:
 def job_pod_with_env_sources(box: Sandbox) -> None:
     """A Job's pod whose env reads a Secret and a ConfigMap and that pulls with a Secret."""
     sim = box.kube_sim
-    sim.put("secrets", {"apiVersion": "v1", "kind": "Secret",
-                        "metadata": {"name": "creds", "namespace": "default"},
-                        "data": {"TOKEN": base64.b64encode(b"value").decode()}})
-    sim.put("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": "settings", "namespace": "default"},
-                           "data": {"MODE": "fast"}})
-    job = sim.put("jobs", {"apiVersion": "batch/v1", "kind": "Job",
-                           "metadata": {"name": "train", "namespace": "default"},
-                           "spec": {"template": {"spec": {"containers": []}}}})
-    pod = box.add_pod("train-x", restart_policy="Never", env=[
-        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
-        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "MODE"}}},
-    ], extra_spec={"imagePullSecrets": [{"name": "creds"}]})
-    pod["metadata"]["ownerReferences"] = [{
-        "apiVersion": "batch/v1", "kind": "Job", "name": "train",
-        "uid": job["metadata"]["uid"], "controller": True}]
+    sim.put(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "creds", "namespace": "default"},
+            "data": {"TOKEN": base64.b64encode(b"value").decode()},
+        },
+    )
+    sim.put(
+        "configmaps",
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "default"},
+            "data": {"MODE": "fast"},
+        },
+    )
+    job = sim.put(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"template": {"spec": {"containers": []}}},
+        },
+    )
+    pod = box.add_pod(
+        "train-x",
+        restart_policy="Never",
+        env=[
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "TOKEN"}}},
+            {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "MODE"}}},
+        ],
+        extra_spec={"imagePullSecrets": [{"name": "creds"}]},
+    )
+    pod["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "train",
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
     sim.put("pods", pod)
     box.tick()
 
@@ -104,8 +140,7 @@ def node_repair_after_restart(box: Sandbox) -> None:
 def offload(box: Sandbox) -> None:
     """An unschedulable pod of a managed Job, bound to the virtual node by the engine."""
     job = box.add_job("burst", labels={"runpod.io/managed": "true"})
-    box.add_pod("burst-x", bound=False, restart_policy="Never", command=["python", "x.py"],
-                job=job)
+    box.add_pod("burst-x", bound=False, restart_policy="Never", command=["python", "x.py"], job=job)
     box.kube_sim.make_unschedulable("default", "burst-x")
     box.tick()
 
@@ -117,15 +152,17 @@ def client_only_calls(box: Sandbox) -> None:
     pod = box.pod("p") or box.add_pod("p")
     for _ in range(2):  # the repeat patches the first one's count
         box.kube.record_event(pod, "Offloading", "moving to the virtual node")
-    box.kube.patch_pod_annotations("default", pod["metadata"]["name"],
-                                   {"runpod.io/pod-id": "restored"})
+    box.kube.patch_pod_annotations(
+        "default", pod["metadata"]["name"], {"runpod.io/pod-id": "restored"}
+    )
     for selector in (node_selector(box.settings.node_name), PENDING_SELECTOR):
         version = box.kube.pods_resource_version(selector)
         box.kube.watch_pods(selector, version, timeout_seconds=1).close()
     box.ensure_namespace("runpod-system")
     for _ in range(2):  # acquire (create), then renew (update)
-        assert box.kube.try_acquire_lease("runpod-system", DEFAULT_LEASE_NAME, "me", 15,
-                                          box.clock.now())
+        assert box.kube.try_acquire_lease(
+            "runpod-system", DEFAULT_LEASE_NAME, "me", 15, box.clock.now()
+        )
     box.kube.release_lease("runpod-system", DEFAULT_LEASE_NAME, "me")
     claim = WriterClaim(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
     for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
@@ -138,9 +175,17 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
     and the pod a log is asked for (through a list: there is no single-pod `get`)."""
     status = box.kube.review_token("sandbox-kube-token")
     assert status["authenticated"]
-    allowed, _ = box.kube.review_access("jane", ["system:authenticated"], "", {
-        "verb": "get", "resource": "nodes", "subresource": "proxy",
-        "name": box.settings.node_name})
+    allowed, _ = box.kube.review_access(
+        "jane",
+        ["system:authenticated"],
+        "",
+        {
+            "verb": "get",
+            "resource": "nodes",
+            "subresource": "proxy",
+            "name": box.settings.node_name,
+        },
+    )
     assert not allowed
     box.kube.find_pod("default", "p")
 
@@ -158,8 +203,7 @@ def exercise(box: Sandbox) -> Outcome:
 
 
 def forbidden(box: Sandbox) -> list[tuple[str, str]]:
-    return [(method, path) for method, path, _, status in box.kube_sim.requests
-            if status == 403]
+    return [(method, path) for method, path, _, status in box.kube_sim.requests if status == 403]
 
 
 def requested(box: Sandbox) -> set[tuple[str, str]]:
@@ -170,8 +214,9 @@ def test_whole_lifecycle_and_every_call_pass_with_the_shipped_rbac() -> None:
     with sandbox(RBAC_FILE) as box:
         outcome = exercise(box)
         assert forbidden(box) == []
-        assert outcome == Outcome("Running", pod_gone_after_delete=True,
-                                  instance_gone_after_delete=True)
+        assert outcome == Outcome(
+            "Running", pod_gone_after_delete=True, instance_gone_after_delete=True
+        )
         calls = requested(box)
         assert ("GET", "/apis/batch/v1/namespaces/default/jobs/train") in calls
         assert ("GET", "/api/v1/namespaces/default/secrets/creds") in calls
@@ -209,19 +254,22 @@ def every_granted_verb() -> Iterator[Any]:
                 for verb in rule["verbs"]:
                     where = doc["metadata"].get("namespace", "cluster")
                     names = ",".join(rule.get("resourceNames", []))
-                    yield pytest.param(d, r, resource, verb,
-                                       id=f"{where}:{resource}[{names}]:{verb}")
+                    yield pytest.param(
+                        d, r, resource, verb, id=f"{where}:{resource}[{names}]:{verb}"
+                    )
 
 
 @pytest.mark.parametrize(("document", "rule", "resource", "verb"), list(every_granted_verb()))
-def test_every_granted_verb_is_needed(tmp_path: Path, document: int, rule: int,
-                                      resource: str, verb: str) -> None:
+def test_every_granted_verb_is_needed(
+    tmp_path: Path, document: int, rule: int, resource: str, verb: str
+) -> None:
     rbac = documents(RBAC_FILE.read_text())
     rules = rbac[document]["rules"]
     original = rules.pop(rule)
     others = [r for r in original["resources"] if r != resource]
-    rules.append({**original, "resources": [resource],
-                  "verbs": [v for v in original["verbs"] if v != verb]})
+    rules.append(
+        {**original, "resources": [resource], "verbs": [v for v in original["verbs"] if v != verb]}
+    )
     if others:
         rules.append({**original, "resources": others})
     reduced = write(tmp_path, rbac)
@@ -236,8 +284,9 @@ def test_every_granted_verb_is_needed(tmp_path: Path, document: int, rule: int,
     finally:
         box.stop()
 
-    assert any(method == METHODS[verb] and addresses(path, resource)
-               for method, path in refused), refused
+    assert any(method == METHODS[verb] and addresses(path, resource) for method, path in refused), (
+        refused
+    )
 
 
 def addresses(path: str, resource: str) -> bool:
@@ -262,8 +311,7 @@ def test_without_the_pods_status_rule_the_pod_never_shows_running(tmp_path: Path
 
 
 @pytest.mark.parametrize("node_name", ["virtual-runpod", "burst-a100"])
-def test_the_charts_rbac_is_sufficient_for_its_node_name(tmp_path: Path,
-                                                         node_name: str) -> None:
+def test_the_charts_rbac_is_sufficient_for_its_node_name(tmp_path: Path, node_name: str) -> None:
     rendered = render_chart({"nodeName": node_name})["runpod-reconciler/templates/rbac.yaml"]
     rbac = tmp_path / "rbac.yaml"
     rbac.write_text(rendered)

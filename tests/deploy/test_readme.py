@@ -18,8 +18,9 @@ README = DEPLOY.parent / "README.md"
 
 
 def readme_example(name: str) -> str:
-    match = re.search(rf"<!-- example: {re.escape(name)} -->\n```yaml\n(.*?)```",
-                      README.read_text(), re.S)
+    match = re.search(
+        rf"<!-- example: {re.escape(name)} -->\n```yaml\n(.*?)```", README.read_text(), re.S
+    )
     assert match, f"the README has no example {name}"
     return match.group(1)
 

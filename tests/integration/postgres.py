@@ -31,8 +31,10 @@ def _bindir() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     initdb = found[-1] if found else shutil.which("initdb")
     if initdb is None:
-        raise Unavailable(f"no PostgreSQL: set {URL_VARIABLE}, or install Debian's "
-                          "postgresql package (bash .ci/run does)")
+        raise Unavailable(
+            f"no PostgreSQL: set {URL_VARIABLE}, or install Debian's "
+            "postgresql package (bash .ci/run does)"
+        )
     return Path(initdb).parent
 
 
@@ -61,11 +63,32 @@ def server() -> Iterator[str]:
         if os.geteuid() == 0:
             shutil.chown(workdir, "postgres")
         data, port = Path(workdir) / "data", _free_port()
-        _run([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "reconciler",
-              "--no-sync"])
+        _run(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "reconciler",
+                "--no-sync",
+            ]
+        )
         options = f"-p {port} -k {workdir} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _run([str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
-              "-l", f"{workdir}/server.log", "-w", "start"])
+        _run(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                f"{workdir}/server.log",
+                "-w",
+                "start",
+            ]
+        )
         try:
             yield f"postgresql+psycopg://reconciler@127.0.0.1:{port}/postgres"
         finally:

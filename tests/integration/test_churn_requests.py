@@ -40,10 +40,12 @@ def test_replacing_a_pod_costs_seven_requests(box: Sandbox) -> None:
     new = box.pod("new") or {}
     assert new["status"]["phase"] == "Running"
     assert new["metadata"]["annotations"]["runpod.io/pod-id"]
-    assert pod_writes(box) == Counter({
-        "POST events": 3,  # TerminatingInstance, CreatedInstance, Started
-        # The new pod: Pending with the instance's annotations, then Running; the old
-        # pod: its terminal phase before its DELETE.
-        "PATCH pods/status": 3,
-        "DELETE pods": 1,  # the old pod, once its instance is gone
-    })
+    assert pod_writes(box) == Counter(
+        {
+            "POST events": 3,  # TerminatingInstance, CreatedInstance, Started
+            # The new pod: Pending with the instance's annotations, then Running; the old
+            # pod: its terminal phase before its DELETE.
+            "PATCH pods/status": 3,
+            "DELETE pods": 1,  # the old pod, once its instance is gone
+        }
+    )

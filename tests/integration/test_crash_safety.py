@@ -73,8 +73,9 @@ def test_crash_during_create_converges_to_one_instance(box: Sandbox, point: str)
 
 
 @pytest.mark.parametrize("point", ["after-terminating", "after-delete"])
-def test_crash_during_terminate_still_removes_the_instance_and_pod(box: Sandbox,
-                                                                   point: str) -> None:
+def test_crash_during_terminate_still_removes_the_instance_and_pod(
+    box: Sandbox, point: str
+) -> None:
     box.add_pod("a")
     box.tick()
     box.kube_sim.delete_pod("default", "a")
@@ -130,9 +131,13 @@ def test_duplicate_instances_heal_in_one_tick_once_past_the_create_grace(box: Sa
     box.add_pod("a")
     box.tick()
     pod = box.pod("a") or {}
-    box.runpod_sim.add_instance("dup", env={
-        "RUNPOD_RECONCILER_OWNER": box.settings.owner_id,
-        "RUNPOD_RECONCILER_POD_UID": pod["metadata"]["uid"]})
+    box.runpod_sim.add_instance(
+        "dup",
+        env={
+            "RUNPOD_RECONCILER_OWNER": box.settings.owner_id,
+            "RUNPOD_RECONCILER_POD_UID": pod["metadata"]["uid"],
+        },
+    )
     box.tick()  # young: it may be another writer's create, not yet recorded (issue 16)
     assert len(box.owned_instances()) == 2
     box.advance(box.settings.create_grace_time)

@@ -34,8 +34,9 @@ STAY = 40
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
     controllers = ControllerSettings(cloud_node_lifecycle=True)
-    with Sandbox(dataclasses.replace(FAST, max_pending_time=900),
-                 controllers=controllers) as sandbox:
+    with Sandbox(
+        dataclasses.replace(FAST, max_pending_time=900), controllers=controllers
+    ) as sandbox:
         yield sandbox
 
 
@@ -138,7 +139,10 @@ def test_without_stay_a_missed_run_loses_every_instance(box: Sandbox) -> None:
 
 @pytest.mark.parametrize(("stay", "warned"), [(0, True), (STAY, False)])
 def test_a_run_says_when_the_node_went_unrenewed_too_long(
-    box: Sandbox, caplog: pytest.LogCaptureFixture, stay: float, warned: bool,
+    box: Sandbox,
+    caplog: pytest.LogCaptureFixture,
+    stay: float,
+    warned: bool,
 ) -> None:
     add_pods(box)
     with caplog.at_level(logging.WARNING, logger="reconciler.runtime.heartbeat"):

@@ -23,13 +23,13 @@ def as_json(record: logging.LogRecord) -> dict[str, object]:
     return dict(json.loads(logs._JSONFormatter().format(record)))
 
 
-def test_each_decision_is_one_info_line_with_its_fields(box: Sandbox,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_each_decision_is_one_info_line_with_its_fields(
+    box: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=DECISIONS)
     box.add_pod("train", namespace="ml")
     box.add_pod("huge", namespace="ml", annotations={"runpod.io/required-gpu-memory": "640"})
-    box.add_pod("burst", namespace="ml", bound=False,
-                annotations={"runpod.io/managed": "true"})
+    box.add_pod("burst", namespace="ml", bound=False, annotations={"runpod.io/managed": "true"})
     box.kube_sim.make_unschedulable("ml", "burst")
     box.tick()
     by_action = {(as_json(r)["action"], as_json(r)["pod"]): r for r in decisions(caplog)}
@@ -42,8 +42,10 @@ def test_each_decision_is_one_info_line_with_its_fields(box: Sandbox,
     assert create["instance"] == instance["id"] and create["namespace"] == "ml"
     assert create["price"] == pytest.approx(float(instance["cost"]))
     assert create["tick"] == box.store.journal()[0].tick_id
-    assert f"create ml/train: instance {instance['id']}, ${instance['cost']:.2f}/h" in \
-        create["message"]
+    assert (
+        f"create ml/train: instance {instance['id']}, ${instance['cost']:.2f}/h"
+        in create["message"]
+    )
     assert "UnsatisfiableGPURequest" in str(as_json(by_action["fail", "huge"])["reason"])
     assert "unschedulable" in str(as_json(by_action["bind", "burst"])["reason"])
 
@@ -51,13 +53,17 @@ def test_each_decision_is_one_info_line_with_its_fields(box: Sandbox,
     box.kube_sim.delete_pod("ml", "train", grace_seconds=30)
     box.tick()
     box.tick()
-    steps = [(as_json(r)["action"], as_json(r).get("instance")) for r in decisions(caplog)
-             if as_json(r)["pod"] == "train"]
+    steps = [
+        (as_json(r)["action"], as_json(r).get("instance"))
+        for r in decisions(caplog)
+        if as_json(r)["pod"] == "train"
+    ]
     assert steps == [("terminate", instance["id"]), ("finalize", instance["id"])]
 
 
-def test_an_adopted_instance_is_logged_as_adopted(box: Sandbox,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_an_adopted_instance_is_logged_as_adopted(
+    box: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=DECISIONS)
     box.runpod_sim.create_then_fail(1, status=500)
     box.add_pod("serve")
@@ -69,8 +75,9 @@ def test_an_adopted_instance_is_logged_as_adopted(box: Sandbox,
     assert adopted[0]["instance"] == box.owned_instances()[0]["id"]
 
 
-def test_a_steady_tick_decides_nothing_and_says_nothing(box: Sandbox,
-                                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_steady_tick_decides_nothing_and_says_nothing(
+    box: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     box.add_pod("train")
     box.tick()
     box.advance(60)

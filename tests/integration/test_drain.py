@@ -17,9 +17,11 @@ from reconciler.runtime.drain import drain
 
 def run_drain(box: Sandbox, *args: str) -> tuple[int, str]:
     """Exit code and standard output, or the error line when it failed."""
-    result = CliRunner().invoke(main, [
-        "drain", "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url,
-        *args], env={"RUNPOD_API_KEY": API_KEY})
+    result = CliRunner().invoke(
+        main,
+        ["drain", "--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url, *args],
+        env={"RUNPOD_API_KEY": API_KEY},
+    )
     assert API_KEY not in result.output
     return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
@@ -42,8 +44,9 @@ def test_drain_ends_every_owned_instance_and_nothing_else(box: Sandbox) -> None:
     assert foreign in box.runpod_sim.instances
     calls = [(r.method, r.path) for r in box.runpod_sim.requests[before:]]
     # One list, one DELETE each, one list that shows none: four RunPod requests.
-    assert sorted(calls) == sorted([("GET", "/v2/pods"), ("GET", "/v2/pods"),
-                                    *[("DELETE", f"/v2/pods/{i}") for i in owned]])
+    assert sorted(calls) == sorted(
+        [("GET", "/v2/pods"), ("GET", "/v2/pods"), *[("DELETE", f"/v2/pods/{i}") for i in owned]]
+    )
 
 
 def test_drain_refuses_while_a_reconciler_serves_the_node(box: Sandbox) -> None:
@@ -65,8 +68,14 @@ def test_drain_retries_a_failed_delete_until_the_list_is_empty(box: Sandbox) -> 
     box.tick()
     # More 503s than the client's own attempts: the first poll cannot terminate it.
     box.runpod_sim.inject_fault("DELETE", "/v2/pods/*", 503, count=4)
-    report = drain(box.runpod, box.settings.owner_id, timeout=120, poll=5,
-                   sleep=box.clock.sleep, monotonic=box.clock.monotonic)
+    report = drain(
+        box.runpod,
+        box.settings.owner_id,
+        timeout=120,
+        poll=5,
+        sleep=box.clock.sleep,
+        monotonic=box.clock.monotonic,
+    )
     assert report.ok and len(report.terminated) == 1
     assert report.errors and "503" in report.errors[0]
     assert box.owned_instances() == []
@@ -76,7 +85,13 @@ def test_drain_reports_what_is_left_when_time_runs_out(box: Sandbox) -> None:
     box.add_pod("train")
     box.tick()
     box.runpod_sim.inject_fault("DELETE", "/v2/pods/*", 503, count=1000)
-    report = drain(box.runpod, box.settings.owner_id, timeout=30, poll=5,
-                   sleep=box.clock.sleep, monotonic=box.clock.monotonic)
+    report = drain(
+        box.runpod,
+        box.settings.owner_id,
+        timeout=30,
+        poll=5,
+        sleep=box.clock.sleep,
+        monotonic=box.clock.monotonic,
+    )
     assert not report.ok
     assert report.remaining == [i["id"] for i in box.owned_instances()]

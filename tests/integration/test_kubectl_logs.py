@@ -21,8 +21,7 @@ from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_pki import ClientCA
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
-                                reason="kubectl is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
 
 @pytest.fixture
@@ -33,8 +32,12 @@ def box() -> Iterator[Sandbox]:
 
 
 def kubectl(box: Sandbox, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(["kubectl", "--kubeconfig", box.kubeconfig, *args],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["kubectl", "--kubeconfig", box.kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if ok:
         assert done.returncode == 0, done.stderr
     return done
@@ -60,7 +63,8 @@ def test_the_node_advertises_the_endpoint(box: Sandbox) -> None:
     node = box.kube_sim.get("nodes", None, box.settings.node_name) or {}
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
     assert node["status"]["daemonEndpoints"] == {
-        "kubeletEndpoint": {"Port": box.settings.kubelet_port}}
+        "kubeletEndpoint": {"Port": box.settings.kubelet_port}
+    }
 
 
 def test_logs_tail_since_and_timestamps(box: Sandbox) -> None:
@@ -82,8 +86,11 @@ def test_follow_sees_new_lines_across_a_cut_stream(box: Sandbox) -> None:
     instance_id = running_pod(box)
     box.runpod_sim.write_container_log(instance_id, ["one"])
     before = log_requests(box)
-    follower = subprocess.Popen(["kubectl", "--kubeconfig", box.kubeconfig, "logs", "-f",
-                                 "train", "--tail=1"], stdout=subprocess.PIPE, text=True)
+    follower = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "logs", "-f", "train", "--tail=1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline() == "one\n"
@@ -118,8 +125,11 @@ def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbo
     out = kubectl(box, "logs", "job-pod").stdout
     assert out.endswith("loss 0.3\ndone\n") and "RUNPOD_RECONCILER_EXIT_CODE" not in out
     assert log_requests(box) == before  # served from the store
-    events = [e for e in box.kube_sim.list("events", "default")
-              if e["involvedObject"]["name"] == "job-pod" and e["reason"] == "RunPodSystem"]
+    events = [
+        e
+        for e in box.kube_sim.list("events", "default")
+        if e["involvedObject"]["name"] == "job-pod" and e["reason"] == "RunPodSystem"
+    ]
     assert "pod stopped by its own container" in {e["message"] for e in events}
 
 
@@ -140,35 +150,59 @@ def test_callers_without_credentials_or_rights(box: Sandbox) -> None:
     anonymous = requests.get(base, verify=False, timeout=5)
     assert anonymous.status_code == 401
     box.kube_sim.add_user("jane-token", "jane")
-    denied = requests.get(base, verify=False, timeout=5,
-                          headers={"Authorization": "Bearer jane-token"})
+    denied = requests.get(
+        base, verify=False, timeout=5, headers={"Authorization": "Bearer jane-token"}
+    )
     assert denied.status_code == 403
     assert "user=jane, verb=get, resource=nodes, subresource=proxy" in denied.text
     box.kube_sim.add_user("ops-token", "ops")
-    box.kube_sim.add_rbac([
-        {"kind": "ClusterRole", "metadata": {"name": "node-proxy"},
-         "rules": [{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]},
-        {"kind": "ClusterRoleBinding", "metadata": {"name": "ops-node-proxy"},
-         "roleRef": {"kind": "ClusterRole", "name": "node-proxy"},
-         "subjects": [{"kind": "User", "name": "ops"}]}])
-    allowed = requests.get(base, verify=False, timeout=5,
-                           headers={"Authorization": "Bearer ops-token"})
+    box.kube_sim.add_rbac(
+        [
+            {
+                "kind": "ClusterRole",
+                "metadata": {"name": "node-proxy"},
+                "rules": [{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}],
+            },
+            {
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "ops-node-proxy"},
+                "roleRef": {"kind": "ClusterRole", "name": "node-proxy"},
+                "subjects": [{"kind": "User", "name": "ops"}],
+            },
+        ]
+    )
+    allowed = requests.get(
+        base, verify=False, timeout=5, headers={"Authorization": "Bearer ops-token"}
+    )
     assert allowed.status_code == 200, allowed.text
-    exec_call = requests.post(base.replace("containerLogs", "exec"), verify=False, timeout=5,
-                              headers={"Authorization": "Bearer ops-token"})
+    exec_call = requests.post(
+        base.replace("containerLogs", "exec"),
+        verify=False,
+        timeout=5,
+        headers={"Authorization": "Bearer ops-token"},
+    )
     assert exec_call.status_code == 403  # exec is `create` on nodes/proxy: not granted
-    box.kube_sim.add_rbac([{"kind": "ClusterRoleBinding", "metadata": {"name": "ops-admin"},
-                            "roleRef": {"kind": "ClusterRole",
-                                        "name": "system:kubelet-api-admin"},
-                            "subjects": [{"kind": "User", "name": "ops2"}]}])
+    box.kube_sim.add_rbac(
+        [
+            {
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "ops-admin"},
+                "roleRef": {"kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+                "subjects": [{"kind": "User", "name": "ops2"}],
+            }
+        ]
+    )
     box.kube_sim.add_user("ops2-token", "ops2")
-    exec_allowed = requests.post(base.replace("containerLogs", "exec"), verify=False,
-                                 timeout=5, headers={"Authorization": "Bearer ops2-token"})
+    exec_allowed = requests.post(
+        base.replace("containerLogs", "exec"),
+        verify=False,
+        timeout=5,
+        headers={"Authorization": "Bearer ops2-token"},
+    )
     assert exec_allowed.status_code == 501 and "exec is not supported" in exec_allowed.text
 
 
-def test_client_certificates_must_come_from_the_clusters_ca(box: Sandbox,
-                                                            tmp_path: Path) -> None:
+def test_client_certificates_must_come_from_the_clusters_ca(box: Sandbox, tmp_path: Path) -> None:
     running_pod(box)
     base = f"https://127.0.0.1:{box.settings.kubelet_port}/containerLogs/default/train/main"
     ours = box.kube_sim.client_ca.issue_client("ops", ("system:masters",))

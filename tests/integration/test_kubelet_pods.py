@@ -44,10 +44,12 @@ def refused(box: Sandbox) -> list[tuple[str, str, str, int]]:
 
 
 def test_a_deleted_pod_held_by_a_finalizer_ends_terminal_and_its_instance_goes(
-        box: Sandbox) -> None:
+    box: Sandbox,
+) -> None:
     pod = running(box, "web", ports=[22])
-    box.kube_sim.store.patch(PODS, "default", "web", MERGE,
-                             {"metadata": {"finalizers": ["example.com/keep"]}})
+    box.kube_sim.store.patch(
+        PODS, "default", "web", MERGE, {"metadata": {"finalizers": ["example.com/keep"]}}
+    )
     box.kube_sim.delete_pod("default", "web", grace_seconds=30)
     box.tick()  # terminate the instance
     assert box.instance_for(pod) is None
@@ -62,16 +64,16 @@ def test_a_deleted_pod_held_by_a_finalizer_ends_terminal_and_its_instance_goes(
     assert container(held)["imageID"] == "python:3.11"  # what ran, kept to the end
     before = len(box.kube_sim.requests)
     box.tick()  # nothing left to do: the finalizer's owner finishes it
-    writes = [r for r in box.kube_sim.requests[before:]
-              if r[0] != "GET" and "/pods/" in r[1]]
+    writes = [r for r in box.kube_sim.requests[before:] if r[0] != "GET" and "/pods/" in r[1]]
     assert writes == []
     assert refused(box) == []
 
 
 def test_a_deleted_pending_pod_without_instance_ends_failed(box: Sandbox) -> None:
     box.add_pod("early")
-    box.kube_sim.store.patch(PODS, "default", "early", MERGE,
-                             {"metadata": {"finalizers": ["example.com/keep"]}})
+    box.kube_sim.store.patch(
+        PODS, "default", "early", MERGE, {"metadata": {"finalizers": ["example.com/keep"]}}
+    )
     box.kube_sim.delete_pod("default", "early", grace_seconds=30)
     box.tick()
     pod = box.pod("early") or {}
@@ -81,12 +83,18 @@ def test_a_deleted_pending_pod_without_instance_ends_failed(box: Sandbox) -> Non
 
 
 def _job(box: Sandbox, **spec: Any) -> dict[str, Any]:
-    template = {"spec": {"restartPolicy": "Never",
-                         "containers": [{"name": "main", "image": "python:3.11"}]}}
-    return box.kube_sim.put("jobs", {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "train", "namespace": "default"},
-        "spec": {"template": template, "backoffLimit": 6, **spec}})
+    template = {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "python:3.11"}]}
+    }
+    return box.kube_sim.put(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {"template": template, "backoffLimit": 6, **spec},
+        },
+    )
 
 
 def _job_status(box: Sandbox) -> dict[str, Any]:
@@ -94,10 +102,10 @@ def _job_status(box: Sandbox) -> dict[str, Any]:
 
 
 def test_a_deleted_job_pod_that_only_failed_pods_replace_is_finished_and_counted(
-        box: Sandbox) -> None:
+    box: Sandbox,
+) -> None:
     job = _job(box, podReplacementPolicy="Failed")
-    pod = running(box, "train-abc", job=job, command=["python", "train.py"],
-                  restart_policy="Never")
+    pod = running(box, "train-abc", job=job, command=["python", "train.py"], restart_policy="Never")
     assert pod["metadata"]["finalizers"] == [TRACKING_FINALIZER]
     box.kube_sim.delete_pod("default", "train-abc", grace_seconds=30)
     box.tick()
@@ -109,8 +117,7 @@ def test_a_deleted_job_pod_that_only_failed_pods_replace_is_finished_and_counted
 
 def test_a_finished_job_pod_is_counted_by_its_job(box: Sandbox) -> None:
     job = _job(box, podReplacementPolicy="Failed")
-    pod = running(box, "train-abc", job=job, command=["python", "train.py"],
-                  restart_policy="Never")
+    pod = running(box, "train-abc", job=job, command=["python", "train.py"], restart_policy="Never")
     instance = box.instance_for(pod)
     assert instance is not None
     box.runpod_sim.exit_process(instance["id"], 0)
@@ -170,12 +177,25 @@ def test_a_restart_counts_and_sets_last_state(box: Sandbox) -> None:
 
 def test_every_container_has_a_complete_status_and_readiness_agrees(box: Sandbox) -> None:
     sidecar = {"name": "istio-proxy", "image": "istio/proxyv2:1.24"}
-    box.kube_sim.create_pod({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mesh", "namespace": "default"},
-        "spec": {"nodeName": box.settings.node_name, "containers": [
-            {"name": "main", "image": "python:3.11",
-             "resources": {"limits": {"nvidia.com/gpu": "1"}},
-             "ports": [{"containerPort": 22, "protocol": "TCP"}]}, sidecar]}})
+    box.kube_sim.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "mesh", "namespace": "default"},
+            "spec": {
+                "nodeName": box.settings.node_name,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "python:3.11",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        "ports": [{"containerPort": 22, "protocol": "TCP"}],
+                    },
+                    sidecar,
+                ],
+            },
+        }
+    )
     box.tick()
     box.advance(30)
     box.tick()
@@ -203,8 +223,12 @@ def test_kubectl_get_pod_shows_the_reason(box: Sandbox, tmp_path: Path) -> None:
     with KubeSimulator(clock=box.clock, tls=True) as tls:
         tls.store = box.kube_sim.store
         kubeconfig = tls.write_kubeconfig(str(tmp_path / "kubeconfig"))
-        done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "get", "pod", "web"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", kubeconfig, "get", "pod", "web"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 0, done.stderr
     header, row = done.stdout.splitlines()
     assert header.split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]

@@ -67,7 +67,8 @@ def test_steady_state_tick_writes_nothing_but_its_tick_row(box: Sandbox) -> None
     assert [(r.method, r.path) for r in runpod_calls] == [("GET", "/v2/pods")]
     kube_writes = [r for r in box.kube_sim.requests[kube_before:] if r[0] != "GET"]
     assert [r[1] for r in kube_writes] == [
-        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/virtual-runpod"]
+        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/virtual-runpod"
+    ]
     assert len(box.store.journal()) == journal_before
 
 
@@ -149,9 +150,15 @@ def test_missing_secret_keeps_the_pod_pending_until_it_exists(box: Sandbox) -> N
     assert phase(box, "needs") == "Pending"
     assert waiting_reason(pod) == PodReason.CREATE_CONTAINER_CONFIG_ERROR
     assert box.instance_for(pod) is None
-    box.kube_sim.put("secrets", {"apiVersion": "v1", "kind": "Secret",
-                                 "metadata": {"name": "hf", "namespace": "default"},
-                                 "data": {"token": "c2VjcmV0LXZhbHVl"}})
+    box.kube_sim.put(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf", "namespace": "default"},
+            "data": {"token": "c2VjcmV0LXZhbHVl"},
+        },
+    )
     box.tick()
     instance = box.instance_for(pod)
     assert instance is not None and instance["env"]["TOKEN"] == "secret-value"
@@ -159,9 +166,15 @@ def test_missing_secret_keeps_the_pod_pending_until_it_exists(box: Sandbox) -> N
 
 def test_secret_values_never_reach_the_database_or_the_journal(box: Sandbox) -> None:
     env = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]
-    box.kube_sim.put("secrets", {"apiVersion": "v1", "kind": "Secret",
-                                 "metadata": {"name": "hf", "namespace": "default"},
-                                 "data": {"token": "c2VjcmV0LXZhbHVl"}})
+    box.kube_sim.put(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf", "namespace": "default"},
+            "data": {"token": "c2VjcmV0LXZhbHVl"},
+        },
+    )
     box.add_pod("needs", env=env)
     box.tick()
     box.advance(30)
@@ -176,8 +189,11 @@ def test_node_is_registered_and_its_lease_renewed(box: Sandbox) -> None:
     box.tick()
     node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
     assert node["metadata"]["labels"]["type"] == "virtual-kubelet"
-    assert {"key": "virtual-kubelet.io/provider", "value": "runpod",
-            "effect": "NoSchedule"} in node["spec"]["taints"]
+    assert {
+        "key": "virtual-kubelet.io/provider",
+        "value": "runpod",
+        "effect": "NoSchedule",
+    } in node["spec"]["taints"]
     lease = box.kube_sim.get("leases", "kube-node-lease", "virtual-runpod") or {}
     first = lease["spec"]["renewTime"]
     box.advance(10)

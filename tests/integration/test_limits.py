@@ -76,8 +76,9 @@ def test_a_refused_gpu_type_is_skipped_across_ticks(box: Sandbox) -> None:
         box.tick()
         box.advance(5)
     assert create_statuses(box).count(400) == 1
-    gpus = [(box.instance_for(box.pod(f"p{n}") or {}) or {}).get("gpu", {}).get("id")
-            for n in range(4)]
+    gpus = [
+        (box.instance_for(box.pod(f"p{n}") or {}) or {}).get("gpu", {}).get("id") for n in range(4)
+    ]
     assert gpus == ["NVIDIA L40S"] * 4
 
 
@@ -139,8 +140,7 @@ def test_burst_of_100_pods_under_60_per_minute_without_a_429(box: Sandbox) -> No
     assert [r for r in box.runpod_sim.requests if r.status == 429] == []
 
 
-def test_a_tick_stops_creating_when_the_quota_is_spent_instead_of_waiting(
-        box: Sandbox) -> None:
+def test_a_tick_stops_creating_when_the_quota_is_spent_instead_of_waiting(box: Sandbox) -> None:
     """The next tick, at the window's reset, gets the fresh window (shared fairly when
     other reconcilers use the key); a tick never sleeps through a reset holding slots."""
     box.configure(max_creates_per_tick=100, max_instances=200, max_hourly_spend=1000)

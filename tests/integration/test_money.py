@@ -48,8 +48,11 @@ def _api(box: Sandbox) -> requests.Session:
 
 
 def _requests_for(box: Sandbox, instance_id: str, since: int = 0) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in box.runpod_sim.requests[since:]
-            if instance_id in r.path and r.headers.get("User-Agent") == USER_AGENT]
+    return [
+        (r.method, r.path)
+        for r in box.runpod_sim.requests[since:]
+        if instance_id in r.path and r.headers.get("User-Agent") == USER_AGENT
+    ]
 
 
 def _cli(box: Sandbox, *args: str) -> Any:
@@ -61,14 +64,18 @@ def _cli(box: Sandbox, *args: str) -> Any:
 def test_env_replaced_behind_our_back_gets_the_tags_back(box: Sandbox) -> None:
     instance = _running(box, "web", ports=[22])
     with _api(box) as api:
-        patched = api.patch(f"{box.runpod_sim.base_url}/v2/pods/{instance['id']}",
-                            json={"env": {"DEBUG": "1"}})
+        patched = api.patch(
+            f"{box.runpod_sim.base_url}/v2/pods/{instance['id']}", json={"env": {"DEBUG": "1"}}
+        )
     assert patched.status_code == 200 and OWNER_ENV not in patched.json()["env"]
     report = box.tick()
     assert report.applied["RestoreTags"] == 1
     env = box.runpod_sim.instances[instance["id"]]["env"]
-    assert env == {"DEBUG": "1", OWNER_ENV: box.settings.owner_id,
-                   POD_UID_ENV: (box.pod("web") or {})["metadata"]["uid"]}
+    assert env == {
+        "DEBUG": "1",
+        OWNER_ENV: box.settings.owner_id,
+        POD_UID_ENV: (box.pod("web") or {})["metadata"]["uid"],
+    }
     assert "TagsRestored" in reasons(box, "web")
     box.tick()
     assert phase(box, "web") == "Running"
@@ -96,7 +103,8 @@ def test_tags_and_records_both_lost_is_reported_and_left_alone(box: Sandbox) -> 
     assert f"unowned, looks like ours: instance {instance['id']}" in shown
     listed = json.loads(_cli(box, "state", "show", "-o", "json"))
     assert [e["instance_id"] for e in listed if e["state"] == "unowned-lookalike"] == [
-        instance["id"]]
+        instance["id"]
+    ]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
     assert _sample(metrics.registry, "reconciler_unowned_lookalike_instances") == 1
@@ -123,18 +131,29 @@ def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> 
 def _pull_secret(box: Sandbox, password: str) -> None:
     auths = {"ghcr.io": {"username": "robot", "password": password}}
     data = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": auths}).encode()).decode()}
-    box.kube_sim.put("secrets", {"apiVersion": "v1", "kind": "Secret", "type":
-                                 "kubernetes.io/dockerconfigjson",
-                                 "metadata": {"name": "pull", "namespace": "default"},
-                                 "data": data})
+    box.kube_sim.put(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "pull", "namespace": "default"},
+            "data": data,
+        },
+    )
 
 
 def test_secret_rotation_collects_the_old_credential_once_unused(box: Sandbox) -> None:
-    private = {"image": "ghcr.io/org/train:1", "ports": [22],
-               "extra_spec": {"imagePullSecrets": [{"name": "pull"}]}}
+    private = {
+        "image": "ghcr.io/org/train:1",
+        "ports": [22],
+        "extra_spec": {"imagePullSecrets": [{"name": "pull"}]},
+    }
     with _api(box) as api:
-        foreign = api.post(f"{box.runpod_sim.base_url}/v2/registries", json={
-            "name": "team-hub", "username": "me", "password": "mine"}).json()["id"]
+        foreign = api.post(
+            f"{box.runpod_sim.base_url}/v2/registries",
+            json={"name": "team-hub", "username": "me", "password": "mine"},
+        ).json()["id"]
     _pull_secret(box, "first")
     old = _running(box, "a", **private)["registry"]
     _pull_secret(box, "second")  # rotation
@@ -146,8 +165,11 @@ def test_secret_rotation_collects_the_old_credential_once_unused(box: Sandbox) -
     box.tick()
     box.tick()
     assert {r["id"] for r in _registries(box)} == {new, foreign}
-    deletes = [r for r in box.runpod_sim.requests if r.method == "DELETE"
-               and r.path.startswith("/v2/registries/")]
+    deletes = [
+        r
+        for r in box.runpod_sim.requests
+        if r.method == "DELETE" and r.path.startswith("/v2/registries/")
+    ]
     assert [(r.path, r.status) for r in deletes] == [(f"/v2/registries/{old}", 204)]
 
 
@@ -159,8 +181,9 @@ def _registries(box: Sandbox) -> list[dict[str, Any]]:
 
 def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> None:
     web = _running(box, "web", ports=[22])
-    job = _running(box, "job", namespace="research", command=["python", "x.py"],
-                   restart_policy="Never")
+    job = _running(
+        box, "job", namespace="research", command=["python", "x.py"], restart_policy="Never"
+    )
     box.advance(3 * 3600 + 600)
     box.runpod_sim.exit_process(job["id"], 0)
     box.tick()  # the job ends; its instance is deleted
@@ -180,7 +203,9 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     assert billed["total_usd"] == round(ledger[job["id"]] + web_read, 2)
     namespaces = json.loads(_cli(box, "cost", "--by", "namespace", "-o", "json"))
     assert {r["namespace"]: r["usd"] for r in namespaces["rows"]} == {
-        "research": round(ledger[job["id"]], 2), "default": round(web_read, 2)}
+        "research": round(ledger[job["id"]], 2),
+        "default": round(web_read, 2),
+    }
     assert all(not row["mismatch"] for row in billed["rows"]), billed["rows"]
     annotations = (box.pod("web") or {})["metadata"]["annotations"]
     assert float(annotations[SPEND_ANNOTATION]) == round(web_read, 2)
@@ -188,14 +213,16 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
     assert metrics.registry.get_sample_value(
-        "reconciler_spend_usd_total", {"namespace": "research"}) == pytest.approx(
-        ledger[job["id"]], abs=0.005)
+        "reconciler_spend_usd_total", {"namespace": "research"}
+    ) == pytest.approx(ledger[job["id"]], abs=0.005)
 
 
 def _ledger_until(box: Sandbox, instance_id: str, until: str) -> float:
     with _api(box) as api:
-        answer = api.get(f"{box.runpod_sim.base_url}/v2/billing/pods", params={
-            "podId": instance_id, "bucketSize": "hour", "endTime": until}).json()
+        answer = api.get(
+            f"{box.runpod_sim.base_url}/v2/billing/pods",
+            params={"podId": instance_id, "bucketSize": "hour", "endTime": until},
+        ).json()
     return float(answer["metadata"]["totals"]["totalAmount"])
 
 
@@ -208,8 +235,9 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     assert box.pod("web") is None
     box.advance(3 * 3600)
     report = box.tick()
-    leaks = [a for a in report.done
-             if isinstance(a, Terminate) and a.reason is TerminateReason.LEAK]
+    leaks = [
+        a for a in report.done if isinstance(a, Terminate) and a.reason is TerminateReason.LEAK
+    ]
     assert [a.instance_id for a in leaks] == [instance["id"]]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
@@ -237,8 +265,12 @@ def test_a_namespace_cap_holds_while_another_namespace_creates(box: Sandbox) -> 
         row = next(r for r in box.store.load_rows() if r.pod_uid == pod_uid)
         per_namespace[row.namespace] = per_namespace.get(row.namespace, 0) + 1
     assert per_namespace == {"team-a": 1, "team-b": 3}
-    held = [e for name in ("a1", "a2") for e in box.events(name, "team-a")
-            if e["reason"] == "BudgetExceeded"]
+    held = [
+        e
+        for name in ("a1", "a2")
+        for e in box.events(name, "team-a")
+        if e["reason"] == "BudgetExceeded"
+    ]
     assert len(held) == 1 and "namespace team-a: 1/1 instances" in held[0]["message"]
     assert "namespace team-a: 1/1 instances" in _cli(box, "state", "show")
 

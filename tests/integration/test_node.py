@@ -24,8 +24,11 @@ MANAGED = {"runpod.io/managed": "true"}
 
 
 def node_writes(box: Sandbox) -> list[tuple[str, str]]:
-    return [(m, p) for m, p, *_ in box.kube_sim.requests
-            if m != "GET" and p.startswith(f"/api/v1/nodes/{NODE}")]
+    return [
+        (m, p)
+        for m, p, *_ in box.kube_sim.requests
+        if m != "GET" and p.startswith(f"/api/v1/nodes/{NODE}")
+    ]
 
 
 def core(box: Sandbox) -> client.CoreV1Api:
@@ -42,8 +45,9 @@ def managed_unschedulable(box: Sandbox, name: str, **options: Any) -> None:
 
 @pytest.mark.parametrize("port", [10250, 0])
 def test_three_idle_heartbeats_make_no_node_patch(box: Sandbox, port: int) -> None:
-    box.configure(node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3",
-                  kubelet_port=port)
+    box.configure(
+        node_cpu="4000", node_memory="16Ti", kubelet_address="10.1.2.3", kubelet_port=port
+    )
     box.heartbeat.beat()  # registers the node
     box.kube_sim.requests.clear()
 
@@ -99,12 +103,29 @@ def test_cordon_stops_binding_and_creating(box: Sandbox) -> None:
 
 def test_a_foreign_no_schedule_taint_stops_pods_that_do_not_tolerate_it(box: Sandbox) -> None:
     box.tick()
-    core(box).patch_node(NODE, {"spec": {"taints": [
-        {"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"},
-        {"key": "maintenance", "value": "true", "effect": "NoSchedule"}]}})
+    core(box).patch_node(
+        NODE,
+        {
+            "spec": {
+                "taints": [
+                    {
+                        "key": "virtual-kubelet.io/provider",
+                        "value": "runpod",
+                        "effect": "NoSchedule",
+                    },
+                    {"key": "maintenance", "value": "true", "effect": "NoSchedule"},
+                ]
+            }
+        },
+    )
     managed_unschedulable(box, "plain")
-    managed_unschedulable(box, "tolerant", extra_spec={"tolerations": [
-        {"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]})
+    managed_unschedulable(
+        box,
+        "tolerant",
+        extra_spec={
+            "tolerations": [{"key": "maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+        },
+    )
 
     box.tick()
     box.tick()
@@ -118,9 +139,21 @@ def test_the_heartbeat_taints_of_a_late_node_do_not_stop_new_work(box: Sandbox) 
     """Between two runs the node lifecycle controller may have tainted the node
     unreachable; the reconciler that reads that taint is the one back to lift it."""
     box.tick()
-    core(box).patch_node(NODE, {"spec": {"taints": [
-        {"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"},
-        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]}})
+    core(box).patch_node(
+        NODE,
+        {
+            "spec": {
+                "taints": [
+                    {
+                        "key": "virtual-kubelet.io/provider",
+                        "value": "runpod",
+                        "effect": "NoSchedule",
+                    },
+                    {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                ]
+            }
+        },
+    )
     managed_unschedulable(box, "burst")
     box.tick()
     box.tick()
@@ -144,7 +177,10 @@ def test_kubectl_drain_ends_instances_normally(tls_box: Sandbox) -> None:
 
     drain = subprocess.Popen(
         ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--timeout=60s"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(60):  # kubectl polls in real time; each round is one tick
             try:
@@ -168,30 +204,73 @@ def test_kubectl_drain_ends_instances_normally(tls_box: Sandbox) -> None:
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: Sandbox) -> None:
     box = tls_box
-    daemon_set = box.kube_sim.put("daemonsets", {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "agent", "namespace": "default"},
-        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
-            "metadata": {"labels": {"app": "agent"}},
-            "spec": {"containers": [{"name": "agent", "image": "agent:1"}]}}}})
-    box.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "agent-x", "namespace": "default", "labels": {"app": "agent"},
-        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
-                             "uid": daemon_set["metadata"]["uid"], "controller": True}]},
-        "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "agent", "image": "agent:1"}]}})
-    box.add_pod("train-a", job=box.add_job("train"), restart_policy="Never",
-                command=["python", "run.py"])
+    daemon_set = box.kube_sim.put(
+        "daemonsets",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
+                },
+            },
+        },
+    )
+    box.kube_sim.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "agent-x",
+                "namespace": "default",
+                "labels": {"app": "agent"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "agent",
+                        "uid": daemon_set["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": NODE,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "agent", "image": "agent:1"}],
+            },
+        }
+    )
+    box.add_pod(
+        "train-a", job=box.add_job("train"), restart_policy="Never", command=["python", "run.py"]
+    )
     box.tick()
 
     drain = subprocess.run(
         ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--timeout=5s"],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert drain.returncode != 0 and "DaemonSet-managed Pods" in drain.stderr
 
     drain = subprocess.run(
-        ["kubectl", "--kubeconfig", box.kubeconfig, "drain", NODE, "--ignore-daemonsets",
-         "--timeout=1s"], capture_output=True, text=True, timeout=60)
+        [
+            "kubectl",
+            "--kubeconfig",
+            box.kubeconfig,
+            "drain",
+            NODE,
+            "--ignore-daemonsets",
+            "--timeout=1s",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "evicting pod default/train-a" in drain.stdout + drain.stderr
     box.tick()
     box.tick()
@@ -206,12 +285,30 @@ def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: San
 
 def test_a_daemon_set_pod_is_never_run_and_told_why_once(box: Sandbox) -> None:
     box.ensure_namespace("monitoring")
-    box.kube_sim.create_pod({"apiVersion": "v1", "kind": "Pod", "metadata": {
-        "name": "agent-x", "namespace": "monitoring", "ownerReferences": [{
-            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "ds-uid",
-            "controller": True}]},
-        "spec": {"nodeName": NODE, "tolerations": [{"operator": "Exists"}],
-                 "containers": [{"name": "agent", "image": "agent:1"}]}})
+    box.kube_sim.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "agent-x",
+                "namespace": "monitoring",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "agent",
+                        "uid": "ds-uid",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "nodeName": NODE,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "agent", "image": "agent:1"}],
+            },
+        }
+    )
 
     for _ in range(3):
         box.tick()
@@ -224,11 +321,11 @@ def test_a_daemon_set_pod_is_never_run_and_told_why_once(box: Sandbox) -> None:
     assert (ready["status"], ready["reason"]) == ("False", "DaemonSetPodNotRun")
     events = box.events("agent-x", "monitoring")
     assert [(e["reason"], e["count"]) for e in events] == [("DaemonSetPodNotRun", 1)]
-    patches = [p for m, p, *_ in box.kube_sim.requests
-               if m == "PATCH" and p.endswith("/agent-x/status")]
+    patches = [
+        p for m, p, *_ in box.kube_sim.requests if m == "PATCH" and p.endswith("/agent-x/status")
+    ]
     assert len(patches) == 1
     assert box.owned_instances() == []
-
 
 
 def test_pods_marked_not_ready_while_the_reconciler_was_away_are_ready_again() -> None:
@@ -253,6 +350,9 @@ def test_pods_marked_not_ready_while_the_reconciler_was_away_are_ready_again() -
         box.advance(10)
         requests = len(box.kube_sim.requests)
         box.tick()
-        patches = [p for m, p, *_ in box.kube_sim.requests[requests:]
-                   if m == "PATCH" and p.endswith("/status")]
+        patches = [
+            p
+            for m, p, *_ in box.kube_sim.requests[requests:]
+            if m == "PATCH" and p.endswith("/status")
+        ]
         assert patches == []  # and no patch once it holds

@@ -26,10 +26,22 @@ def box() -> Iterator[Sandbox]:
         yield sandbox
 
 
-def pending_pod(box: Sandbox, name: str, *, unschedulable: bool = True,
-                annotations: dict[str, str] | None = None, **options: Any) -> dict[str, Any]:
-    pod = box.add_pod(name, bound=False, restart_policy="Never", command=["python", "run.py"],
-                      annotations=annotations, **options)
+def pending_pod(
+    box: Sandbox,
+    name: str,
+    *,
+    unschedulable: bool = True,
+    annotations: dict[str, str] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    pod = box.add_pod(
+        name,
+        bound=False,
+        restart_policy="Never",
+        command=["python", "run.py"],
+        annotations=annotations,
+        **options,
+    )
     if unschedulable:
         box.kube_sim.make_unschedulable("default", name)
     return pod
@@ -45,20 +57,23 @@ def offload_events(box: Sandbox, name: str) -> list[str]:
 
 
 def binding_requests(box: Sandbox) -> list[str]:
-    return [path for method, path, *_ in box.kube_sim.requests
-            if method == "POST" and path.endswith("/binding")]
+    return [
+        path
+        for method, path, *_ in box.kube_sim.requests
+        if method == "POST" and path.endswith("/binding")
+    ]
 
 
 # --- triggers --------------------------------------------------------------------------
 
 
 def test_offload_annotation_binds_a_pod_the_scheduler_has_not_given_up_on(box: Sandbox) -> None:
-    pending_pod(box, "forced", unschedulable=False,
-                annotations={**MANAGED, "runpod.io/offload": "true"})
+    pending_pod(
+        box, "forced", unschedulable=False, annotations={**MANAGED, "runpod.io/offload": "true"}
+    )
     box.tick()
     assert node_of(box, "forced") == NODE
-    assert offload_events(box, "forced") == [
-        f'bound to {NODE}: runpod.io/offload is "true"']
+    assert offload_events(box, "forced") == [f'bound to {NODE}: runpod.io/offload is "true"']
     box.tick()  # from here on an ordinary pod of the virtual node
     assert box.instance_for(box.pod("forced") or {}) is not None
 
@@ -79,7 +94,8 @@ def test_unschedulable_longer_than_the_limit_is_offloaded(box: Sandbox) -> None:
     box.tick()
     assert node_of(box, "waits") == NODE
     assert offload_events(box, "waits") == [
-        f"bound to {NODE}: unschedulable for 601 s (offload after 600 s)"]
+        f"bound to {NODE}: unschedulable for 601 s (offload after 600 s)"
+    ]
 
 
 def test_default_limit_of_zero_offloads_as_soon_as_unschedulable(box: Sandbox) -> None:
@@ -90,24 +106,29 @@ def test_default_limit_of_zero_offloads_as_soon_as_unschedulable(box: Sandbox) -
 
 
 def test_job_annotation_overrides_the_wait_limit(box: Sandbox) -> None:
-    job = box.add_job("urgent", annotations={"runpod.io/max-pending-time-before-offload": "0"},
-                      labels=MANAGED)  # managed through the Job's label, as the old controller
+    job = box.add_job(
+        "urgent", annotations={"runpod.io/max-pending-time-before-offload": "0"}, labels=MANAGED
+    )  # managed through the Job's label, as the old controller
     pending_pod(box, "urgent-x", job=job)
     box.tick()
     assert node_of(box, "urgent-x") == NODE
 
 
-def test_more_unschedulable_than_the_threshold_offloads_the_oldest_excess(
-        box: Sandbox) -> None:
+def test_more_unschedulable_than_the_threshold_offloads_the_oldest_excess(box: Sandbox) -> None:
     box.configure(pending_threshold=2)
     for name in ("first", "second", "third", "fourth"):
         pending_pod(box, name, annotations=MANAGED)
         box.advance(1)
     box.tick()
     assert [node_of(box, n) for n in ("first", "second", "third", "fourth")] == [
-        NODE, NODE, None, None]
+        NODE,
+        NODE,
+        None,
+        None,
+    ]
     assert offload_events(box, "first") == [
-        f"bound to {NODE}: 4 managed pods unschedulable, more than the threshold of 2"]
+        f"bound to {NODE}: 4 managed pods unschedulable, more than the threshold of 2"
+    ]
     box.tick()  # two remain, which is not more than the threshold
     assert node_of(box, "third") is None
 
@@ -134,13 +155,22 @@ def test_unmanaged_pods_are_never_offloaded(box: Sandbox) -> None:
 def test_a_pod_bound_elsewhere_being_deleted_or_gated_is_not_bound(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0)
     forced = {**MANAGED, "runpod.io/offload": "true"}
-    pending_pod(box, "elsewhere", annotations=forced,
-                extra_spec={"nodeName": "gpu-node-1"})
-    pending_pod(box, "gated", annotations=forced,
-                extra_spec={"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
+    pending_pod(box, "elsewhere", annotations=forced, extra_spec={"nodeName": "gpu-node-1"})
+    pending_pod(
+        box,
+        "gated",
+        annotations=forced,
+        extra_spec={"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+    )
     pending_pod(box, "leaving", annotations=forced)
-    box.kube_sim.store.patch(PODS, "default", "leaving", "application/merge-patch+json",
-                             {"metadata": {"finalizers": ["example.com/hold"]}}, "")
+    box.kube_sim.store.patch(
+        PODS,
+        "default",
+        "leaving",
+        "application/merge-patch+json",
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+        "",
+    )
     box.kube_sim.delete_pod("default", "leaving")
     assert (box.pod("leaving") or {})["metadata"].get("deletionTimestamp")
     box.tick()
@@ -148,32 +178,68 @@ def test_a_pod_bound_elsewhere_being_deleted_or_gated_is_not_bound(box: Sandbox)
     assert node_of(box, "elsewhere") == "gpu-node-1"
 
 
-@pytest.mark.parametrize("spec", [
-    {"nodeSelector": {"pool": "on-prem-a100"}},
-    {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "type", "operator": "NotIn", "values": ["virtual-kubelet"]}]}]}}}},
-    {"tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Equal",
-                      "value": "aws", "effect": "NoSchedule"}]},
-], ids=["node-selector", "node-affinity", "toleration-for-another-provider"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"nodeSelector": {"pool": "on-prem-a100"}},
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "type",
+                                        "operator": "NotIn",
+                                        "values": ["virtual-kubelet"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        },
+        {
+            "tolerations": [
+                {
+                    "key": "virtual-kubelet.io/provider",
+                    "operator": "Equal",
+                    "value": "aws",
+                    "effect": "NoSchedule",
+                }
+            ]
+        },
+    ],
+    ids=["node-selector", "node-affinity", "toleration-for-another-provider"],
+)
 def test_placement_rules_that_exclude_the_virtual_node_are_respected_unless_forced(
-        box: Sandbox, spec: dict[str, Any]) -> None:
+    box: Sandbox, spec: dict[str, Any]
+) -> None:
     box.configure(max_pending_time_before_offload=0, pending_threshold=1)
     pending_pod(box, "placed", annotations=MANAGED, extra_spec=spec)
     pending_pod(box, "placed-2", annotations=MANAGED, extra_spec=spec)
     box.tick()
     assert binding_requests(box) == []
-    pending_pod(box, "forced", annotations={**MANAGED, "runpod.io/offload": "true"},
-                extra_spec=spec)
+    pending_pod(
+        box, "forced", annotations={**MANAGED, "runpod.io/offload": "true"}, extra_spec=spec
+    )
     box.tick()
     assert node_of(box, "forced") == NODE
 
 
 def test_placement_rules_that_allow_the_virtual_node_are_offloaded(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0)
-    pending_pod(box, "fits", annotations=MANAGED, extra_spec={
-        "nodeSelector": {"kubernetes.io/os": "linux"},
-        "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}]})
+    pending_pod(
+        box,
+        "fits",
+        annotations=MANAGED,
+        extra_spec={
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        },
+    )
     box.tick()
     assert node_of(box, "fits") == NODE
 
@@ -224,8 +290,11 @@ def test_losing_the_race_to_the_scheduler_is_harmless(box: Sandbox) -> None:
 
 
 def job_pods(box: Sandbox, job: dict[str, Any]) -> list[dict[str, Any]]:
-    return [p for p in box.kube_sim.list("pods", "default")
-            if p["metadata"].get("labels", {}).get("job-name") == job["metadata"]["name"]]
+    return [
+        p
+        for p in box.kube_sim.list("pods", "default")
+        if p["metadata"].get("labels", {}).get("job-name") == job["metadata"]["name"]
+    ]
 
 
 def play_job_controller(box: Sandbox, job: dict[str, Any], names: Iterator[str]) -> None:
@@ -241,8 +310,7 @@ def play_job_controller(box: Sandbox, job: dict[str, Any], names: Iterator[str])
         pending_pod(box, next(names), job=job)
 
 
-def test_job_with_three_completions_two_in_parallel_and_one_failed_attempt(
-        box: Sandbox) -> None:
+def test_job_with_three_completions_two_in_parallel_and_one_failed_attempt(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0)
     job = box.add_job("train", annotations=MANAGED, completions=3, parallelism=2)
     names = (f"train-{i}" for i in range(10))
@@ -253,14 +321,18 @@ def test_job_with_three_completions_two_in_parallel_and_one_failed_attempt(
         box.advance(30)
         for pod in job_pods(box, job):
             instance = box.instance_for(pod)
-            if instance is not None and instance["status"] == "RUNNING" and (
-                    pod.get("status") or {}).get("phase") == "Running":
+            if (
+                instance is not None
+                and instance["status"] == "RUNNING"
+                and (pod.get("status") or {}).get("phase") == "Running"
+            ):
                 box.runpod_sim.exit_process(instance["id"], next(outcomes))
     assert next(outcomes, None) is None, "all four attempts ran"
     phases = {p["metadata"]["name"]: p["status"]["phase"] for p in job_pods(box, job)}
     failed = (box.pod("train-1") or {})["status"]["containerStatuses"][0]["state"]
     assert failed["terminated"]["exitCode"] == 1
     assert sorted(phases.values()) == ["Failed", "Succeeded", "Succeeded", "Succeeded"]
-    assert len(phases) == 4 and all(
-        offload_events(box, name) for name in phases), "every attempt was offloaded"
+    assert len(phases) == 4 and all(offload_events(box, name) for name in phases), (
+        "every attempt was offloaded"
+    )
     assert [i for i in box.owned_instances() if i["status"] != "TERMINATED"] == []

@@ -23,8 +23,10 @@ def test_two_once_writers_with_their_own_databases_make_one_instance_per_pod(
         host.ensure_namespace("ml")
         for index in range(PODS):
             host.create_pod(pod_manifest("ml", f"train-{index}", NODE, batch=False))
-        writers = (Reconciler(host, tmp_path, NODE, "cluster-w"),
-                   Reconciler(host, tmp_path, NODE, "cluster-w", database="second"))
+        writers = (
+            Reconciler(host, tmp_path, NODE, "cluster-w"),
+            Reconciler(host, tmp_path, NODE, "cluster-w", database="second"),
+        )
         for _ in range(3):
             with ThreadPoolExecutor(len(writers)) as pool:
                 results = list(pool.map(lambda w: w.tick(TickPlan()), writers))
@@ -37,8 +39,8 @@ def test_two_once_writers_with_their_own_databases_make_one_instance_per_pod(
         snapshot = Snapshot.take(host, writers[0].owner, NODE)
         assert snapshot.duplicates() == {}
         assert sorted(len(snapshot.owned[uid]) for uid in snapshot.pods) == [1] * PODS
-        assert [p["metadata"]["name"] for p in snapshot.pods.values()
-                if phase(p) == "Failed"] == []
-        creates = [r for r in host.runpod_requests()
-                   if r["method"] == "POST" and r["path"] == "/v2/pods"]
+        assert [p["metadata"]["name"] for p in snapshot.pods.values() if phase(p) == "Failed"] == []
+        creates = [
+            r for r in host.runpod_requests() if r["method"] == "POST" and r["path"] == "/v2/pods"
+        ]
         assert len(creates) == PODS

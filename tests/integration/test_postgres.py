@@ -79,7 +79,9 @@ def test_the_writer_lock_refuses_a_second_writer_until_it_expires(url: str) -> N
     store = open_store(url, upgrade=True)
     assert store.acquire_lock(LOCK_NAME, "a", LOCK_TTL, T0) is None
     assert store.acquire_lock(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10)) == "a"
-    assert store.acquire_lock(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10),
-                              dead_holder="a") is None
+    assert (
+        store.acquire_lock(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10), dead_holder="a")
+        is None
+    )
     expired = T0 + timedelta(seconds=10 + LOCK_TTL + 1)
     assert store.acquire_lock(LOCK_NAME, "c", LOCK_TTL, expired) is None

@@ -65,7 +65,8 @@ def test_unknown_data_center_is_an_invalid_annotation_and_creates_nothing(
     assert status_reason(box, "mars") == "InvalidAnnotation"
     assert event_reasons(box, "mars") == ["InvalidAnnotation"]
     message = (box.pod("mars") or {})["status"]["containerStatuses"][0]["state"]["waiting"][
-        "message"]
+        "message"
+    ]
     assert "runpod.io/datacenter-ids" in message and "MARS-1" in message
     assert creates(box) == 0
 
@@ -81,8 +82,10 @@ def test_unknown_registry_credential_is_an_invalid_annotation_and_creates_nothin
     assert creates(box) == 0
 
 
-@pytest.mark.parametrize("image", ["python 3.11", "python:3.11;rm -rf /", "pytörch:2",
-                                   "$(curl evil)", "UPPER/Name", "a" * 300])
+@pytest.mark.parametrize(
+    "image",
+    ["python 3.11", "python:3.11;rm -rf /", "pytörch:2", "$(curl evil)", "UPPER/Name", "a" * 300],
+)
 def test_invalid_image_references_create_nothing(box: Sandbox, image: str) -> None:
     box.add_pod("bad", image=image)
     box.tick()
@@ -92,15 +95,21 @@ def test_invalid_image_references_create_nothing(box: Sandbox, image: str) -> No
     assert creates(box) == 0
 
 
-@pytest.mark.parametrize(("annotation", "value", "accepted"), [
-    ("runpod.io/container-disk-gb", "99999999999", "from 1 to 10000"),
-    ("runpod.io/volume-gb", "5", "from 10 to 10000"),
-    ("runpod.io/required-gpu-memory", "1e9", "from 1 to 2048"),
-    ("runpod.io/max-price", "inf", "at most 10000"),
-    ("runpod.io/template-id", "a b", "no spaces"),
-])
+@pytest.mark.parametrize(
+    ("annotation", "value", "accepted"),
+    [
+        ("runpod.io/container-disk-gb", "99999999999", "from 1 to 10000"),
+        ("runpod.io/volume-gb", "5", "from 10 to 10000"),
+        ("runpod.io/required-gpu-memory", "1e9", "from 1 to 2048"),
+        ("runpod.io/max-price", "inf", "at most 10000"),
+        ("runpod.io/template-id", "a b", "no spaces"),
+    ],
+)
 def test_out_of_range_annotations_name_the_field_and_range_and_create_nothing(
-    box: Sandbox, annotation: str, value: str, accepted: str,
+    box: Sandbox,
+    annotation: str,
+    value: str,
+    accepted: str,
 ) -> None:
     box.add_pod("big", annotations={annotation: value})
     box.tick()

@@ -15,16 +15,16 @@ def _lease(box: Sandbox) -> object:
 
 
 def test_a_once_tick_registers_the_node_and_renews_its_lease(box: Sandbox) -> None:
-    engine, _ = compose(box.settings, box.runpod, box.kube, box.store, box.clock.now,
-                        RunMode.ONCE)
+    engine, _ = compose(box.settings, box.runpod, box.kube, box.store, box.clock.now, RunMode.ONCE)
     assert engine.tick().ok
     assert box.kube_sim.get("nodes", None, box.settings.node_name) is not None
     assert _lease(box) is not None
 
 
 def test_a_loop_tick_leaves_the_node_to_the_heartbeat(box: Sandbox) -> None:
-    engine, heartbeat = compose(box.settings, box.runpod, box.kube, box.store,
-                                box.clock.now, RunMode.LOOP)
+    engine, heartbeat = compose(
+        box.settings, box.runpod, box.kube, box.store, box.clock.now, RunMode.LOOP
+    )
     assert engine.tick().ok
     assert box.kube_sim.get("nodes", None, box.settings.node_name) is None
     assert _lease(box) is None
@@ -35,8 +35,9 @@ def test_a_loop_tick_leaves_the_node_to_the_heartbeat(box: Sandbox) -> None:
 
 def test_an_engine_with_the_writer_lock_ticks_only_while_holding_it(box: Sandbox) -> None:
     lock = LockKeeper(box.store, box.clock.now)
-    engine, _ = compose(box.settings, box.runpod, box.kube, box.store, box.clock.now,
-                        RunMode.ONCE, lock)
+    engine, _ = compose(
+        box.settings, box.runpod, box.kube, box.store, box.clock.now, RunMode.ONCE, lock
+    )
     with pytest.raises(LockNotHeld):
         engine.tick()
     with holding(lock):

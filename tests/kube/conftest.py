@@ -37,12 +37,14 @@ def kube(sim: KubeSimulator, clock: SimClock) -> Iterator[KubeClient]:
 def make_pod(sim: KubeSimulator) -> PodFactory:
     """Create a pod in the simulator: make_pod("p", node="virtual-runpod", labels=...)."""
 
-    def create(name: str, namespace: str = "default", node: str | None = None,
-               **metadata: Any) -> dict[str, Any]:
+    def create(
+        name: str, namespace: str = "default", node: str | None = None, **metadata: Any
+    ) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox:1.36"}]}
         if node:
             spec["nodeName"] = node
-        return sim.create_pod({"metadata": {"name": name, "namespace": namespace, **metadata},
-                               "spec": spec})
+        return sim.create_pod(
+            {"metadata": {"name": name, "namespace": namespace, **metadata}, "spec": spec}
+        )
 
     return create

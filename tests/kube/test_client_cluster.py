@@ -32,7 +32,10 @@ def _writes(sim: KubeSimulator) -> list[tuple[str, str]]:
 
 
 def test_record_event_creates_then_counts_repeats(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
+    clock: SimClock,
 ) -> None:
     pod = make_pod("p", node=NODE)
 
@@ -48,30 +51,43 @@ def test_record_event_creates_then_counts_repeats(
     assert created["firstTimestamp"] == "2026-01-01T00:00:00Z"
     assert created["lastTimestamp"] == "2026-01-01T00:01:00Z"
     assert created["involvedObject"] == {
-        "kind": "Pod", "apiVersion": "v1", "namespace": "default", "name": "p",
-        "uid": pod["metadata"]["uid"], "resourceVersion": pod["metadata"]["resourceVersion"],
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "namespace": "default",
+        "name": "p",
+        "uid": pod["metadata"]["uid"],
+        "resourceVersion": pod["metadata"]["resourceVersion"],
     }
     assert created["source"] == {"component": "runpod-reconciler"}
     assert events["NoGpuFits"]["type"] == "Warning"
 
 
 def test_build_node_reflects_settings() -> None:
-    settings = Settings(node_name="burst", node_gpus=8, node_pods=110, node_cpu="64",
-                        node_memory="512Gi", kubelet_address="10.0.0.9", kubelet_port=10250)
+    settings = Settings(
+        node_name="burst",
+        node_gpus=8,
+        node_pods=110,
+        node_cpu="64",
+        node_memory="512Gi",
+        kubelet_address="10.0.0.9",
+        kubelet_port=10250,
+    )
     node = build_node(settings, SimClock().now(), kubelet_version("v1.31.4-eks-2d5f260"))
 
     labels = node["metadata"]["labels"]
     assert labels["type"] == "virtual-kubelet"
     assert labels["kubernetes.io/hostname"] == "burst"
     assert labels["node.kubernetes.io/instance-type"] == "runpod"
-    assert node["spec"]["taints"] == [{"key": "virtual-kubelet.io/provider", "value": "runpod",
-                                       "effect": "NoSchedule"}]
+    assert node["spec"]["taints"] == [
+        {"key": "virtual-kubelet.io/provider", "value": "runpod", "effect": "NoSchedule"}
+    ]
     expected = {"nvidia.com/gpu": "8", "pods": "110", "cpu": "64", "memory": "512Gi"}
     assert node["status"]["capacity"] == expected == node["status"]["allocatable"]
     conditions = {c["type"]: (c["status"], c["reason"]) for c in node["status"]["conditions"]}
     assert conditions["Ready"] == ("True", "KubeletReady")
-    assert {conditions[t][0] for t in ("MemoryPressure", "DiskPressure", "PIDPressure")} == \
-        {"False"}
+    assert {conditions[t][0] for t in ("MemoryPressure", "DiskPressure", "PIDPressure")} == {
+        "False"
+    }
     # Only the InternalIP: an API server would try a Hostname address first.
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.9"}]
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
@@ -85,14 +101,22 @@ def test_build_node_without_an_address_or_port() -> None:
 
 
 def test_build_node_writes_quantities_canonically() -> None:
-    node = build_node(Settings(node_cpu="4000", node_memory="16384Gi", node_gpus=1000,
-                               node_pods=110), SimClock().now())
-    assert node["status"]["capacity"] == {"nvidia.com/gpu": "1k", "pods": "110", "cpu": "4k",
-                                          "memory": "16Ti"}
+    node = build_node(
+        Settings(node_cpu="4000", node_memory="16384Gi", node_gpus=1000, node_pods=110),
+        SimClock().now(),
+    )
+    assert node["status"]["capacity"] == {
+        "nvidia.com/gpu": "1k",
+        "pods": "110",
+        "cpu": "4k",
+        "memory": "16Ti",
+    }
 
 
 def test_ensure_node_creates_then_writes_only_what_changed(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     settings = Settings(node_name=NODE, node_gpus=4)
     kube.ensure_node(build_node(settings, clock.now()))
@@ -123,7 +147,9 @@ def test_ensure_node_creates_then_writes_only_what_changed(
 
 
 def test_node_lease_is_created_and_renewed_on_the_clock(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     kube.renew_node_lease(NODE)
     clock.advance(10)
@@ -131,12 +157,17 @@ def test_node_lease_is_created_and_renewed_on_the_clock(
 
     lease = sim.get("leases", "kube-node-lease", NODE)
     assert lease is not None
-    assert lease["spec"] == {"holderIdentity": NODE, "leaseDurationSeconds": 40,
-                             "renewTime": "2026-01-01T00:00:10.000000Z"}
+    assert lease["spec"] == {
+        "holderIdentity": NODE,
+        "leaseDurationSeconds": 40,
+        "renewTime": "2026-01-01T00:00:10.000000Z",
+    }
 
 
 def test_leader_election_hands_over_only_after_expiry(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     sim.put("namespaces", {"metadata": {"name": "runpod-system"}})
     args = ("runpod-system", "runpod-reconciler")
@@ -161,7 +192,9 @@ def test_leader_election_hands_over_only_after_expiry(
 
 
 def test_leader_election_loses_a_write_race_quietly(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     assert kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
     clock.advance(20)
@@ -172,7 +205,9 @@ def test_leader_election_loses_a_write_race_quietly(
 
 
 def test_release_lease_lets_a_successor_in_at_once(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     assert kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
     kube.release_lease("default", "leader", "b")  # not b's to release
@@ -184,11 +219,14 @@ def test_release_lease_lets_a_successor_in_at_once(
 
 
 def test_node_lease_renewal_reports_a_lost_race(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     kube.renew_node_lease(NODE)
-    sim.inject_fault("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/"
-                     f"leases/{NODE}", 409)
+    sim.inject_fault(
+        "PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}", 409
+    )
     clock.advance(10)
 
     with pytest.raises(ConflictError):
@@ -200,12 +238,22 @@ def test_node_lease_renewal_reports_a_lost_race(
 
 
 def test_secrets_and_config_maps_are_decoded(sim: KubeSimulator, kube: KubeClient) -> None:
-    sim.put("secrets", {"metadata": {"name": "creds", "namespace": "default"},
-                        "data": {"token": base64.b64encode(b"s3cr3t").decode()},
-                        "stringData": {"user": "alice"}})
-    sim.put("configmaps", {"metadata": {"name": "cfg", "namespace": "default"},
-                           "data": {"MODE": "fast"},
-                           "binaryData": {"blob": base64.b64encode(b"raw").decode()}})
+    sim.put(
+        "secrets",
+        {
+            "metadata": {"name": "creds", "namespace": "default"},
+            "data": {"token": base64.b64encode(b"s3cr3t").decode()},
+            "stringData": {"user": "alice"},
+        },
+    )
+    sim.put(
+        "configmaps",
+        {
+            "metadata": {"name": "cfg", "namespace": "default"},
+            "data": {"MODE": "fast"},
+            "binaryData": {"blob": base64.b64encode(b"raw").decode()},
+        },
+    )
 
     assert kube.read_secret("default", "creds") == {"token": "s3cr3t", "user": "alice"}
     assert kube.read_config_map("default", "cfg") == {"MODE": "fast", "blob": "raw"}
@@ -214,7 +262,8 @@ def test_secrets_and_config_maps_are_decoded(sim: KubeSimulator, kube: KubeClien
 
 
 def test_cluster_uid_is_the_kube_system_namespace_uid(
-    sim: KubeSimulator, kube: KubeClient,
+    sim: KubeSimulator,
+    kube: KubeClient,
 ) -> None:
     namespace = sim.get("namespaces", None, "kube-system")
     assert namespace is not None
@@ -222,12 +271,17 @@ def test_cluster_uid_is_the_kube_system_namespace_uid(
 
 
 def test_rbac_allows_granted_verbs_and_forbids_the_rest(
-    clock: SimClock, make_pod: PodFactory,
+    clock: SimClock,
+    make_pod: PodFactory,
 ) -> None:
     with KubeSimulator(clock=clock, rbac_files=[RBAC_FILE], rbac_subject=RBAC_SUBJECT) as sim:
         sim.put("namespaces", {"metadata": {"name": "runpod-system"}})
-        pod = sim.create_pod({"metadata": {"name": "p"}, "spec": {
-            "nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]}})
+        pod = sim.create_pod(
+            {
+                "metadata": {"name": "p"},
+                "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]},
+            }
+        )
         kube = KubeClient(sim.api_client(), now=clock.now)
 
         assert [p["metadata"]["name"] for p in kube.list_node_pods(NODE)] == ["p"]
@@ -247,7 +301,10 @@ def test_rbac_allows_granted_verbs_and_forbids_the_rest(
 
 
 def test_event_times_follow_the_injected_clock(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
+    clock: SimClock,
 ) -> None:
     clock.advance(timedelta(hours=2).total_seconds())
     kube.record_event(make_pod("p"), "Started", "started")
@@ -257,13 +314,14 @@ def test_event_times_follow_the_injected_clock(
 
 
 def test_a_new_leader_knows_whose_expired_lease_it_took(
-    sim: KubeSimulator, kube: KubeClient, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     sim.put("namespaces", {"metadata": {"name": "runpod-system"}})
 
     def elector(name: str) -> LeaderElector:
-        return LeaderElector(kube, "runpod-system", "leader", name, 15, clock.now,
-                             clock.monotonic)
+        return LeaderElector(kube, "runpod-system", "leader", name, 15, clock.now, clock.monotonic)
 
     first, second = elector("host-a/1"), elector("host-b/2")
     assert first.attempt() == (Attempt.WON, Change.STARTED_LEADING)

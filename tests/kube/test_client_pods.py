@@ -26,7 +26,9 @@ NODE = "virtual-runpod"
 
 
 def test_list_node_pods_pages_through_every_pod_once(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     for i in range(1200):
         make_pod(f"gpu-{i:04d}", namespace="default" if i % 2 else "kube-public", node=NODE)
@@ -45,7 +47,9 @@ def test_list_node_pods_pages_through_every_pod_once(
 
 
 def test_list_pending_managed_pods_returns_only_unscheduled_pending_pods(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     make_pod("waiting")
     make_pod("bound", node=NODE)
@@ -58,16 +62,22 @@ def test_list_pending_managed_pods_returns_only_unscheduled_pending_pods(
 
 
 def test_patch_pod_status_merges_conditions_by_type(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     make_pod("p", node=NODE)
     sim.make_unschedulable("default", "p")
 
-    kube.patch_pod_status("default", "p", {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True"}],
-        "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0}],
-    })
+    kube.patch_pod_status(
+        "default",
+        "p",
+        {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "main", "ready": True, "restartCount": 0}],
+        },
+    )
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None
@@ -78,12 +88,15 @@ def test_patch_pod_status_merges_conditions_by_type(
 
 
 def test_patch_pod_annotations_sets_and_removes_keys(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     make_pod("p", node=NODE, annotations={"keep": "me", "runpod.io/pod-id": "old"})
 
-    kube.patch_pod_annotations("default", "p", {"runpod.io/pod-id": None,
-                                                "runpod.io/gpu-type": "A100"})
+    kube.patch_pod_annotations(
+        "default", "p", {"runpod.io/pod-id": None, "runpod.io/gpu-type": "A100"}
+    )
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None
@@ -91,7 +104,10 @@ def test_patch_pod_annotations_sets_and_removes_keys(
 
 
 def test_user_delete_of_a_bound_pod_waits_for_the_kubelet_finish(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory, clock: SimClock,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
+    clock: SimClock,
 ) -> None:
     uid = make_pod("p", node=NODE)["metadata"]["uid"]
 
@@ -107,7 +123,9 @@ def test_user_delete_of_a_bound_pod_waits_for_the_kubelet_finish(
 
 
 def test_delete_pod_spares_a_pod_recreated_under_the_same_name(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     old_uid = make_pod("p")["metadata"]["uid"]
     sim.delete_pod("default", "p")  # unbound: gone at once
@@ -121,7 +139,9 @@ def test_delete_pod_spares_a_pod_recreated_under_the_same_name(
 
 
 def test_bind_pod_assigns_the_node_once(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     uid = make_pod("p")["metadata"]["uid"]
     sim.make_unschedulable("default", "p")
@@ -130,8 +150,9 @@ def test_bind_pod_assigns_the_node_once(
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None and pod["spec"]["nodeName"] == NODE
-    assert {"type": "PodScheduled", "status": "True"}.items() <= \
-        pod["status"]["conditions"][0].items()
+    assert {"type": "PodScheduled", "status": "True"}.items() <= pod["status"]["conditions"][
+        0
+    ].items()
     with pytest.raises(ConflictError, match="already assigned"):
         kube.bind_pod("default", "p", uid, "other")
     with pytest.raises(ConflictError, match="Precondition failed"):
@@ -139,13 +160,28 @@ def test_bind_pod_assigns_the_node_once(
 
 
 def test_owning_job_follows_the_owner_reference_and_checks_its_uid(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
-    job = sim.put("jobs", {"metadata": {"name": "train", "namespace": "default",
-                                        "annotations": {"runpod.io/managed": "true"}},
-                           "spec": {"template": {"spec": {"containers": []}}}})
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-           "uid": job["metadata"]["uid"], "controller": True}
+    job = sim.put(
+        "jobs",
+        {
+            "metadata": {
+                "name": "train",
+                "namespace": "default",
+                "annotations": {"runpod.io/managed": "true"},
+            },
+            "spec": {"template": {"spec": {"containers": []}}},
+        },
+    )
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
     pod = make_pod("train-abcde", ownerReferences=[ref])
     stale = make_pod("train-old", ownerReferences=[{**ref, "uid": "a-deleted-job"}])
 
@@ -158,7 +194,9 @@ def test_owning_job_follows_the_owner_reference_and_checks_its_uid(
 
 
 def test_api_errors_become_adapter_errors(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     with pytest.raises(NotFoundError) as missing:
         kube.patch_pod_annotations("default", "nope", {"a": "b"})

@@ -23,7 +23,9 @@ NODE = "spec.nodeName=virtual-runpod"
 
 
 def test_watch_from_the_listed_version_sees_only_later_changes_through_the_selector(
-    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory,
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
 ) -> None:
     make_pod("before", node="virtual-runpod")
     version = kube.pods_resource_version(NODE)
@@ -39,8 +41,9 @@ def test_watch_from_the_listed_version_sees_only_later_changes_through_the_selec
     assert seen == [("ADDED", "after"), ("MODIFIED", "after")]
 
 
-def test_a_version_older_than_the_history_is_gone(sim: KubeSimulator, kube: KubeClient,
-                                                   make_pod: PodFactory) -> None:
+def test_a_version_older_than_the_history_is_gone(
+    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory
+) -> None:
     make_pod("p", node="virtual-runpod")
     # As if the history were compacted (20 000 writes would take a while).
     sim.store._log_floor = sim.store.resource_version

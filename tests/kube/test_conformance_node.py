@@ -58,20 +58,38 @@ def cluster_core(cluster: KubeSimulator) -> Iterator[client.CoreV1Api]:
 
 
 def _node(name: str = NODE, **status: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
-            "spec": {}, "status": {"capacity": {"cpu": "4"}, **status}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {},
+        "status": {"capacity": {"cpu": "4"}, **status},
+    }
 
 
 def _ready_node(clock: SimClock, name: str = NODE) -> dict[str, Any]:
     stamp = clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-    return _node(name, conditions=[{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                    "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}])
+    return _node(
+        name,
+        conditions=[
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+            }
+        ],
+    )
 
 
 def _pod(name: str, node: str = NODE, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}],
-                     **spec}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}], **spec},
+    }
 
 
 def _error(call: Any) -> tuple[int, dict[str, Any]]:
@@ -82,10 +100,15 @@ def _error(call: Any) -> tuple[int, dict[str, Any]]:
 
 def _renew_lease(sim: KubeSimulator, clock: SimClock, name: str = NODE) -> None:
     stamp = clock.now().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    sim.put("leases", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                       "metadata": {"name": name, "namespace": "kube-node-lease"},
-                       "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
-                                "renewTime": stamp}})
+    sim.put(
+        "leases",
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": stamp},
+        },
+    )
 
 
 def _ready(sim: KubeSimulator) -> str:
@@ -102,19 +125,25 @@ def _taints(sim: KubeSimulator) -> set[tuple[str, str]]:
 
 
 def test_node_quantities_are_stored_canonically(core: client.CoreV1Api) -> None:
-    core.create_node(_node(capacity={"cpu": "4000", "memory": "16384Gi", "pods": "110",
-                                     "nvidia.com/gpu": "1000"},
-                           allocatable={"cpu": "0.5", "memory": "1536Mi"}))
+    core.create_node(
+        _node(
+            capacity={"cpu": "4000", "memory": "16384Gi", "pods": "110", "nvidia.com/gpu": "1000"},
+            allocatable={"cpu": "0.5", "memory": "1536Mi"},
+        )
+    )
 
     node = core.read_node(NODE)
 
-    assert node.status.capacity == {"cpu": "4k", "memory": "16Ti", "pods": "110",
-                                    "nvidia.com/gpu": "1k"}
+    assert node.status.capacity == {
+        "cpu": "4k",
+        "memory": "16Ti",
+        "pods": "110",
+        "nvidia.com/gpu": "1k",
+    }
     assert node.status.allocatable == {"cpu": "500m", "memory": "1536Mi"}
 
 
-def test_daemon_endpoints_are_always_serialised(core: client.CoreV1Api,
-                                               sim: KubeSimulator) -> None:
+def test_daemon_endpoints_are_always_serialised(core: client.CoreV1Api, sim: KubeSimulator) -> None:
     core.create_node(_node())
     stored = sim.get("nodes", None, NODE) or {}
     assert stored["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
@@ -123,7 +152,9 @@ def test_daemon_endpoints_are_always_serialised(core: client.CoreV1Api,
 def test_container_resources_are_stored_canonically(core: client.CoreV1Api) -> None:
     pod = _pod("p")
     pod["spec"]["containers"][0]["resources"] = {
-        "requests": {"cpu": "1000m", "memory": "2048Mi"}, "limits": {"nvidia.com/gpu": "1"}}
+        "requests": {"cpu": "1000m", "memory": "2048Mi"},
+        "limits": {"nvidia.com/gpu": "1"},
+    }
 
     created = core.create_namespaced_pod("default", pod)
 
@@ -135,12 +166,17 @@ def test_an_unparseable_quantity_is_a_bad_request(core: client.CoreV1Api) -> Non
     assert status == 400 and "quantities must match" in body["message"]
 
 
-@pytest.mark.parametrize(("capacity", "problem"), [
-    ({"cpu": "-1"}, "must be greater than or equal to 0"),
-    ({"nvidia.com/gpu": "1.5"}, "must be an integer"),
-])
+@pytest.mark.parametrize(
+    ("capacity", "problem"),
+    [
+        ({"cpu": "-1"}, "must be greater than or equal to 0"),
+        ({"nvidia.com/gpu": "1.5"}, "must be an integer"),
+    ],
+)
 def test_capacity_must_be_non_negative_and_extended_resources_whole(
-    core: client.CoreV1Api, capacity: dict[str, str], problem: str,
+    core: client.CoreV1Api,
+    capacity: dict[str, str],
+    problem: str,
 ) -> None:
     status, body = _error(lambda: core.create_node(_node(capacity=capacity)))
     assert status == 422 and problem in body["message"]
@@ -149,13 +185,22 @@ def test_capacity_must_be_non_negative_and_extended_resources_whole(
 # taints, addresses, providerID ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("taints", "problem"), [
-    ([{"key": "a", "effect": "NoRun"}], "Unsupported value"),
-    ([{"key": "a", "effect": "NoSchedule"}, {"key": "a", "value": "x", "effect": "NoSchedule"}],
-     "unique by key and effect"),
-])
-def test_taints_are_validated(core: client.CoreV1Api, taints: list[dict[str, str]],
-                              problem: str) -> None:
+@pytest.mark.parametrize(
+    ("taints", "problem"),
+    [
+        ([{"key": "a", "effect": "NoRun"}], "Unsupported value"),
+        (
+            [
+                {"key": "a", "effect": "NoSchedule"},
+                {"key": "a", "value": "x", "effect": "NoSchedule"},
+            ],
+            "unique by key and effect",
+        ),
+    ],
+)
+def test_taints_are_validated(
+    core: client.CoreV1Api, taints: list[dict[str, str]], problem: str
+) -> None:
     node = _node()
     node["spec"]["taints"] = taints
     status, body = _error(lambda: core.create_node(node))
@@ -180,27 +225,36 @@ def test_provider_id_is_set_once(core: client.CoreV1Api) -> None:
 
 
 def test_the_api_server_reaches_a_kubelet_at_a_hostname_before_an_internal_ip() -> None:
-    node = _node(addresses=[{"type": "InternalIP", "address": "10.0.0.9"},
-                            {"type": "Hostname", "address": NODE}])
+    node = _node(
+        addresses=[
+            {"type": "InternalIP", "address": "10.0.0.9"},
+            {"type": "Hostname", "address": NODE},
+        ]
+    )
     assert preferred_address(node) == NODE
-    assert preferred_address(_node(addresses=[
-        {"type": "InternalIP", "address": "10.0.0.9"}])) == "10.0.0.9"
+    assert (
+        preferred_address(_node(addresses=[{"type": "InternalIP", "address": "10.0.0.9"}]))
+        == "10.0.0.9"
+    )
 
 
 # admission and eviction ------------------------------------------------------------
 
 
 def test_default_toleration_seconds_are_added_on_create(core: client.CoreV1Api) -> None:
-    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
-           "effect": "NoExecute"}
+    own = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}
 
     plain = core.create_namespaced_pod("default", _pod("plain"))
     patient = core.create_namespaced_pod("default", _pod("patient", tolerations=[own]))
 
     assert {(t.key, t.toleration_seconds) for t in plain.spec.tolerations} == {
-        ("node.kubernetes.io/not-ready", 300), ("node.kubernetes.io/unreachable", 300)}
+        ("node.kubernetes.io/not-ready", 300),
+        ("node.kubernetes.io/unreachable", 300),
+    }
     assert {(t.key, t.toleration_seconds) for t in patient.spec.tolerations} == {
-        ("node.kubernetes.io/not-ready", 300), ("node.kubernetes.io/unreachable", None)}
+        ("node.kubernetes.io/not-ready", 300),
+        ("node.kubernetes.io/unreachable", None),
+    }
 
 
 def test_eviction_is_advertised_for_kubectl_drain(core: client.CoreV1Api) -> None:
@@ -211,7 +265,8 @@ def test_eviction_is_advertised_for_kubectl_drain(core: client.CoreV1Api) -> Non
 
 
 def test_an_eviction_marks_the_pod_and_deletes_it_gracefully(
-    core: client.CoreV1Api, sim: KubeSimulator,
+    core: client.CoreV1Api,
+    sim: KubeSimulator,
 ) -> None:
     core.create_namespaced_pod("default", _pod("p"))
     body = client.V1Eviction(metadata=client.V1ObjectMeta(name="p", namespace="default"))
@@ -235,26 +290,32 @@ def test_an_eviction_must_name_its_pod(core: client.CoreV1Api) -> None:
 
 
 def test_a_node_whose_lease_stops_goes_unknown_after_the_grace_period(
-    cluster: KubeSimulator, clock: SimClock,
+    cluster: KubeSimulator,
+    clock: SimClock,
 ) -> None:
     cluster.put("nodes", _ready_node(clock))
     _renew_lease(cluster, clock)
     cluster.create_pod(_pod("p"))
-    cluster.store.patch(PODS, "default", "p",
-                        "application/strategic-merge-patch+json",
-                        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-                        "status")
+    cluster.store.patch(
+        PODS,
+        "default",
+        "p",
+        "application/strategic-merge-patch+json",
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        "status",
+    )
 
     clock.advance(45)
     assert _ready(cluster) == "True"
     clock.advance(15)  # the grace period counts from the controller's first look (5 s)
 
     assert _ready(cluster) == "Unknown"
-    assert _taints(cluster) == {("node.kubernetes.io/unreachable", "NoExecute"),
-                                ("node.kubernetes.io/unreachable", "NoSchedule")}
+    assert _taints(cluster) == {
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+    }
     pod = cluster.get("pods", "default", "p") or {}
-    assert next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")[
-        "status"] == "False"
+    assert next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")["status"] == "False"
 
 
 def test_lease_renewals_keep_a_node_ready(cluster: KubeSimulator, clock: SimClock) -> None:
@@ -266,29 +327,42 @@ def test_lease_renewals_keep_a_node_ready(cluster: KubeSimulator, clock: SimCloc
 
 
 def test_pods_are_evicted_when_their_toleration_runs_out(
-    cluster: KubeSimulator, clock: SimClock,
+    cluster: KubeSimulator,
+    clock: SimClock,
 ) -> None:
     cluster.put("nodes", _ready_node(clock))
     _renew_lease(cluster, clock)
     cluster.create_pod(_pod("default-tolerations"))
-    cluster.create_pod(_pod("forever", tolerations=[
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]))
+    cluster.create_pod(
+        _pod(
+            "forever",
+            tolerations=[
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                }
+            ],
+        )
+    )
 
     clock.advance(55 + 295)
-    assert "deletionTimestamp" not in (cluster.get("pods", "default", "default-tolerations")
-                                       or {})["metadata"]
+    assert (
+        "deletionTimestamp"
+        not in (cluster.get("pods", "default", "default-tolerations") or {})["metadata"]
+    )
     clock.advance(10)
 
     evicted = cluster.get("pods", "default", "default-tolerations") or {}
     assert "deletionTimestamp" in evicted["metadata"]
-    assert any(c.get("reason") == "DeletionByTaintManager"
-               for c in evicted["status"]["conditions"])
-    assert "deletionTimestamp" not in (cluster.get("pods", "default", "forever")
-                                       or {})["metadata"]
+    assert any(c.get("reason") == "DeletionByTaintManager" for c in evicted["status"]["conditions"])
+    assert "deletionTimestamp" not in (cluster.get("pods", "default", "forever") or {})["metadata"]
 
 
 def test_a_pod_that_does_not_tolerate_a_no_execute_taint_is_evicted_at_once(
-    cluster: KubeSimulator, clock: SimClock, cluster_core: client.CoreV1Api,
+    cluster: KubeSimulator,
+    clock: SimClock,
+    cluster_core: client.CoreV1Api,
 ) -> None:
     core = cluster_core
     cluster.put("nodes", _ready_node(clock))
@@ -301,8 +375,9 @@ def test_a_pod_that_does_not_tolerate_a_no_execute_taint_is_evicted_at_once(
     assert "deletionTimestamp" in (cluster.get("pods", "default", "p") or {})["metadata"]
 
 
-def test_cordon_adds_the_unschedulable_taint(cluster: KubeSimulator, clock: SimClock,
-                                             cluster_core: client.CoreV1Api) -> None:
+def test_cordon_adds_the_unschedulable_taint(
+    cluster: KubeSimulator, clock: SimClock, cluster_core: client.CoreV1Api
+) -> None:
     core = cluster_core
     cluster.put("nodes", _ready_node(clock))
     _renew_lease(cluster, clock)
@@ -321,7 +396,8 @@ def test_cordon_adds_the_unschedulable_taint(cluster: KubeSimulator, clock: SimC
 
 @pytest.mark.parametrize("cloud", [True, False])
 def test_the_cloud_node_controller_deletes_a_not_ready_node_it_does_not_know(
-    clock: SimClock, cloud: bool,
+    clock: SimClock,
+    cloud: bool,
 ) -> None:
     settings = ControllerSettings(cloud_node_lifecycle=cloud, cloud_nodes={"real-node"})
     with KubeSimulator(clock=clock, controllers=settings) as sim:
@@ -335,7 +411,8 @@ def test_the_cloud_node_controller_deletes_a_not_ready_node_it_does_not_know(
 
 
 def test_pod_gc_deletes_the_pods_of_a_node_missing_past_the_quarantine(
-    cluster: KubeSimulator, clock: SimClock,
+    cluster: KubeSimulator,
+    clock: SimClock,
 ) -> None:
     cluster.create_pod(_pod("p", node="gone-node"))
     clock.advance(20)  # first seen orphaned
@@ -347,7 +424,8 @@ def test_pod_gc_deletes_the_pods_of_a_node_missing_past_the_quarantine(
 
 
 def test_pod_gc_spares_the_pods_of_a_node_registered_again_in_time(
-    cluster: KubeSimulator, clock: SimClock,
+    cluster: KubeSimulator,
+    clock: SimClock,
 ) -> None:
     cluster.create_pod(_pod("p"))
     clock.advance(20)

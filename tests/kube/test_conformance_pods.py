@@ -75,23 +75,33 @@ def batch(sim: KubeSimulator) -> Iterator[client.BatchV1Api]:
         yield client.BatchV1Api(api_client)
 
 
-def _pod(sim: KubeSimulator, name: str = "p", restart: str = "Always", containers: int = 1,
-         **metadata: Any) -> dict[str, Any]:
-    spec = {"nodeName": NODE, "restartPolicy": restart,
-            "containers": [{"name": f"c{i}", "image": "busybox"} for i in range(containers)]}
-    return sim.create_pod({"metadata": {"name": name, "namespace": "default", **metadata},
-                           "spec": spec})
+def _pod(
+    sim: KubeSimulator,
+    name: str = "p",
+    restart: str = "Always",
+    containers: int = 1,
+    **metadata: Any,
+) -> dict[str, Any]:
+    spec = {
+        "nodeName": NODE,
+        "restartPolicy": restart,
+        "containers": [{"name": f"c{i}", "image": "busybox"} for i in range(containers)],
+    }
+    return sim.create_pod(
+        {"metadata": {"name": name, "namespace": "default", **metadata}, "spec": spec}
+    )
 
 
 def _raw(response: Any) -> Any:
     return json.loads(response.data)
 
 
-def _status_patch(core: client.CoreV1Api, body: Any, content_type: str = SMP,
-                  name: str = "p") -> dict[str, Any]:
-    response = core.patch_namespaced_pod_status(name, "default", body,
-                                                _content_type=content_type,
-                                                _preload_content=False)
+def _status_patch(
+    core: client.CoreV1Api, body: Any, content_type: str = SMP, name: str = "p"
+) -> dict[str, Any]:
+    response = core.patch_namespaced_pod_status(
+        name, "default", body, _content_type=content_type, _preload_content=False
+    )
     return dict(_raw(response))
 
 
@@ -103,23 +113,44 @@ def _invalid(call: Any) -> str:
 
 
 def _container(name: str = "c0", **state: Any) -> dict[str, Any]:
-    return {"name": name, "image": "busybox", "imageID": "busybox@sha256:1", "ready": False,
-            "restartCount": 0, "state": state or {"waiting": {"reason": "ContainerCreating"}}}
+    return {
+        "name": name,
+        "image": "busybox",
+        "imageID": "busybox@sha256:1",
+        "ready": False,
+        "restartCount": 0,
+        "state": state or {"waiting": {"reason": "ContainerCreating"}},
+    }
 
 
 def _running(core: client.CoreV1Api, ip: str = "10.0.0.1") -> None:
-    _status_patch(core, {"status": {
-        "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}], "hostIP": ip,
-        "hostIPs": [{"ip": ip}],
-        "containerStatuses": [{**_container(state=None), "ready": True,
-                               "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    _status_patch(
+        core,
+        {
+            "status": {
+                "phase": "Running",
+                "podIP": ip,
+                "podIPs": [{"ip": ip}],
+                "hostIP": ip,
+                "hostIPs": [{"ip": ip}],
+                "containerStatuses": [
+                    {
+                        **_container(state=None),
+                        "ready": True,
+                        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                    }
+                ],
+            }
+        },
+    )
 
 
 # --- P: patch semantics ------------------------------------------------------------------
 
 
 def test_p1_s2_changing_host_ip_with_a_plain_strategic_patch_is_422(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim)
     _running(core)
     sloppy = {"status": {"hostIP": "10.0.0.2", "hostIPs": [{"ip": "10.0.0.2"}]}}
@@ -127,31 +158,40 @@ def test_p1_s2_changing_host_ip_with_a_plain_strategic_patch_is_422(
     assert "must be equal to `hostIP`" in message
     assert "no more than one IP for each IP family" in message
     # What a kubelet sends: the list replaced (or the old entry deleted) by directive.
-    fixed = {"status": {"hostIP": "10.0.0.2",
-                        "hostIPs": [{"$patch": "replace"}, {"ip": "10.0.0.2"}]}}
+    fixed = {
+        "status": {"hostIP": "10.0.0.2", "hostIPs": [{"$patch": "replace"}, {"ip": "10.0.0.2"}]}
+    }
     assert _status_patch(core, fixed)["status"]["hostIPs"] == [{"ip": "10.0.0.2"}]
 
 
 def test_p1_s3_pod_ips_merge_by_ip_but_pod_ip_is_authoritative(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim)
     _running(core)
-    status = _status_patch(core, {"status": {"podIP": "10.0.0.2",
-                                             "podIPs": [{"ip": "10.0.0.2"}]}})["status"]
+    status = _status_patch(core, {"status": {"podIP": "10.0.0.2", "podIPs": [{"ip": "10.0.0.2"}]}})[
+        "status"
+    ]
     assert status["podIP"] == "10.0.0.2" and status["podIPs"] == [{"ip": "10.0.0.2"}]
     # Merging by ip keeps an entry of the other family.
     status = _status_patch(core, {"status": {"podIPs": [{"ip": "fd00::2"}]}})["status"]
     assert status["podIPs"] == [{"ip": "10.0.0.2"}, {"ip": "fd00::2"}]
 
 
-def test_p2_container_statuses_are_replaced_whole(sim: KubeSimulator,
-                                                  core: client.CoreV1Api) -> None:
+def test_p2_container_statuses_are_replaced_whole(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim, restart="Never", containers=2)
     both = [_container("c0"), _container("c1")]
     _status_patch(core, {"status": {"containerStatuses": both}})
     # A sloppy client sends only what changed, expecting a merge by name.
-    sloppy = {"status": {"containerStatuses": [
-        {"name": "c0", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}}
+    sloppy = {
+        "status": {
+            "containerStatuses": [
+                {"name": "c0", "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}
+            ]
+        }
+    }
     statuses = _status_patch(core, sloppy)["status"]["containerStatuses"]
     assert [s["name"] for s in statuses] == ["c0"]
     assert statuses[0]["state"] == {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
@@ -159,62 +199,100 @@ def test_p2_container_statuses_are_replaced_whole(sim: KubeSimulator,
 
 
 def test_p3_conditions_merge_by_type_and_a_missing_reason_stays(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim)
-    _status_patch(core, {"status": {"conditions": [
-        {"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]}})
-    sloppy = _status_patch(core, {"status": {"conditions": [{"type": "Ready",
-                                                             "status": "True"}]}})
+    _status_patch(
+        core,
+        {
+            "status": {
+                "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}]
+            }
+        },
+    )
+    sloppy = _status_patch(core, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
     ready = next(c for c in sloppy["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "ContainersNotReady"  # stale: the sloppy client's bug
-    fixed = _status_patch(core, {"status": {"conditions": [
-        {"type": "Ready", "status": "True", "reason": None}]}})
+    fixed = _status_patch(
+        core, {"status": {"conditions": [{"type": "Ready", "status": "True", "reason": None}]}}
+    )
     ready = next(c for c in fixed["status"]["conditions"] if c["type"] == "Ready")
     assert "reason" not in ready and ready["status"] == "True"
 
 
 def test_p4_finalizers_are_a_merged_set(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     _pod(sim, finalizers=["a.example/x"])
-    pod = core.patch_namespaced_pod("p", "default", {"metadata": {"finalizers": ["b.example/y"]}},
-                                    _content_type=SMP)
+    pod = core.patch_namespaced_pod(
+        "p", "default", {"metadata": {"finalizers": ["b.example/y"]}}, _content_type=SMP
+    )
     assert pod.metadata.finalizers == ["a.example/x", "b.example/y"]
     pod = core.patch_namespaced_pod(
-        "p", "default", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example/x"]}},
-        _content_type=SMP)
+        "p",
+        "default",
+        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example/x"]}},
+        _content_type=SMP,
+    )
     assert pod.metadata.finalizers == ["b.example/y"]
-    pod = core.patch_namespaced_pod("p", "default", {"metadata": {"finalizers": ["c.example/z"]}},
-                                    _content_type=MERGE)
+    pod = core.patch_namespaced_pod(
+        "p", "default", {"metadata": {"finalizers": ["c.example/z"]}}, _content_type=MERGE
+    )
     assert pod.metadata.finalizers == ["c.example/z"]  # P7: merge patch replaces lists
 
 
 def test_p5_owner_references_by_uid_and_containers_by_name(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     first = {"apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": "u1"}
     _pod(sim, containers=2, ownerReferences=[first])
     second = {"apiVersion": "v1", "kind": "ConfigMap", "name": "b", "uid": "u2"}
-    pod = core.patch_namespaced_pod("p", "default", {
-        "metadata": {"ownerReferences": [second]},
-        "spec": {"containers": [{"name": "c1", "image": "busybox:2"}]}}, _content_type=SMP)
+    pod = core.patch_namespaced_pod(
+        "p",
+        "default",
+        {
+            "metadata": {"ownerReferences": [second]},
+            "spec": {"containers": [{"name": "c1", "image": "busybox:2"}]},
+        },
+        _content_type=SMP,
+    )
     assert [r.uid for r in pod.metadata.owner_references] == ["u1", "u2"]
-    assert [(c.name, c.image) for c in pod.spec.containers] == [("c0", "busybox"),
-                                                                ("c1", "busybox:2")]
+    assert [(c.name, c.image) for c in pod.spec.containers] == [
+        ("c0", "busybox"),
+        ("c1", "busybox:2"),
+    ]
 
 
 def test_p6_list_and_map_directives(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     _pod(sim)
-    _status_patch(core, {"status": {"conditions": [
-        {"type": "A", "status": "True"}, {"type": "B", "status": "True"},
-        {"type": "C", "status": "True", "reason": "Old", "message": "m"}]}})
-    status = _status_patch(core, {"status": {
-        "$setElementOrder/conditions": [{"type": "C"}, {"type": "A"}, {"type": "B"}],
-        "conditions": [{"type": "B", "$patch": "delete"},
-                       {"type": "C", "$retainKeys": ["type", "status"], "status": "False"}],
-    }})["status"]
+    _status_patch(
+        core,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "A", "status": "True"},
+                    {"type": "B", "status": "True"},
+                    {"type": "C", "status": "True", "reason": "Old", "message": "m"},
+                ]
+            }
+        },
+    )
+    status = _status_patch(
+        core,
+        {
+            "status": {
+                "$setElementOrder/conditions": [{"type": "C"}, {"type": "A"}, {"type": "B"}],
+                "conditions": [
+                    {"type": "B", "$patch": "delete"},
+                    {"type": "C", "$retainKeys": ["type", "status"], "status": "False"},
+                ],
+            }
+        },
+    )["status"]
     assert [c["type"] for c in status["conditions"]] == ["C", "A"]
     c = status["conditions"][0]
     assert c["status"] == "False" and "reason" not in c and "message" not in c
-    status = _status_patch(core, {"status": {"conditions": [
-        {"$patch": "replace"}, {"type": "D", "status": "True"}]}})["status"]
+    status = _status_patch(
+        core, {"status": {"conditions": [{"$patch": "replace"}, {"type": "D", "status": "True"}]}}
+    )["status"]
     assert [c["type"] for c in status["conditions"]] == ["D"]
     with pytest.raises(ApiException) as caught:
         _status_patch(core, {"status": {"conditions": [{"status": "True"}]}})
@@ -223,21 +301,27 @@ def test_p6_list_and_map_directives(sim: KubeSimulator, core: client.CoreV1Api) 
 
 def test_p7_json_patch_test_failure_is_422(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     _pod(sim)
-    operations = [{"op": "test", "path": "/status/phase", "value": "Running"},
-                  {"op": "replace", "path": "/status/phase", "value": "Failed"}]
+    operations = [
+        {"op": "test", "path": "/status/phase", "value": "Running"},
+        {"op": "replace", "path": "/status/phase", "value": "Failed"},
+    ]
     _invalid(lambda: _status_patch(core, operations, JSON_PATCH))
 
 
 # --- S, K: pod status validation ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("ips", "problem"), [
-    (["10.0.0.1", "10.0.0.2"], "no more than one IP for each IP family"),
-    (["10.0.0.1", "not-an-ip"], "must be a valid IP address"),
-    (["fd00::1", "10.0.0.1", "fd00::2"], "no more than one IP for each IP family"),
-])
-def test_s1_pod_ips_are_valid_and_one_per_family(sim: KubeSimulator, core: client.CoreV1Api,
-                                                 ips: list[str], problem: str) -> None:
+@pytest.mark.parametrize(
+    ("ips", "problem"),
+    [
+        (["10.0.0.1", "10.0.0.2"], "no more than one IP for each IP family"),
+        (["10.0.0.1", "not-an-ip"], "must be a valid IP address"),
+        (["fd00::1", "10.0.0.1", "fd00::2"], "no more than one IP for each IP family"),
+    ],
+)
+def test_s1_pod_ips_are_valid_and_one_per_family(
+    sim: KubeSimulator, core: client.CoreV1Api, ips: list[str], problem: str
+) -> None:
     _pod(sim)
     body = {"status": {"podIP": ips[0], "podIPs": [{"ip": ip} for ip in ips]}}
     assert problem in _invalid(lambda: _status_patch(core, body, MERGE))
@@ -245,13 +329,20 @@ def test_s1_pod_ips_are_valid_and_one_per_family(sim: KubeSimulator, core: clien
 
 def test_s1_a_dual_stack_pair_is_fine(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     _pod(sim)
-    body = {"status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
-                       "hostIP": "10.0.0.9", "hostIPs": [{"ip": "10.0.0.9"}, {"ip": "fd00::9"}]}}
+    body = {
+        "status": {
+            "podIP": "10.0.0.1",
+            "podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}],
+            "hostIP": "10.0.0.9",
+            "hostIPs": [{"ip": "10.0.0.9"}, {"ip": "fd00::9"}],
+        }
+    }
     assert len(_status_patch(core, body, MERGE)["status"]["hostIPs"]) == 2
 
 
 def test_s4_a_terminated_container_of_a_never_restarting_pod_stays_terminated(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim, restart="Never")
     done = _container(terminated={"exitCode": 0, "reason": "Completed"})
     _status_patch(core, {"status": {"containerStatuses": [done]}})
@@ -260,8 +351,9 @@ def test_s4_a_terminated_container_of_a_never_restarting_pod_stays_terminated(
     assert "may not be transitioned to non-terminated state" in message
 
 
-def test_s4_an_always_restarting_pod_may_run_again(sim: KubeSimulator,
-                                                   core: client.CoreV1Api) -> None:
+def test_s4_an_always_restarting_pod_may_run_again(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim, restart="Always")
     done = _container(terminated={"exitCode": 1, "reason": "Error"})
     _status_patch(core, {"status": {"containerStatuses": [done]}})
@@ -275,10 +367,17 @@ def test_s5_qos_class_is_immutable(sim: KubeSimulator, core: client.CoreV1Api) -
 
 
 def test_s6_missing_required_fields_read_back_as_go_zero_values(
-        sim: KubeSimulator, core: client.CoreV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     _pod(sim)
-    _status_patch(core, {"status": {"containerStatuses": [
-        {"name": "c0", "state": {"terminated": {"reason": "Error"}}}]}})
+    _status_patch(
+        core,
+        {
+            "status": {
+                "containerStatuses": [{"name": "c0", "state": {"terminated": {"reason": "Error"}}}]
+            }
+        },
+    )
     raw = _raw(core.read_namespaced_pod("p", "default", _preload_content=False))
     status = raw["status"]["containerStatuses"][0]
     assert status["imageID"] == "" and status["image"] == "" and status["ready"] is False
@@ -295,13 +394,17 @@ def test_k1_a_terminal_phase_never_changes(sim: KubeSimulator, core: client.Core
     assert "terminal phase Failed" in message
 
 
-def test_k2_a_container_state_has_one_member(sim: KubeSimulator,
-                                             core: client.CoreV1Api) -> None:
+def test_k2_a_container_state_has_one_member(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     _pod(sim)
-    both = {"running": {"startedAt": "2026-01-01T00:00:00Z"},
-            "terminated": {"exitCode": 0, "reason": "Completed"}}
-    message = _invalid(lambda: _status_patch(core, {"status": {"containerStatuses": [
-        {**_container(), "state": both}]}}))
+    both = {
+        "running": {"startedAt": "2026-01-01T00:00:00Z"},
+        "terminated": {"exitCode": 0, "reason": "Completed"},
+    }
+    message = _invalid(
+        lambda: _status_patch(
+            core, {"status": {"containerStatuses": [{**_container(), "state": both}]}}
+        )
+    )
     assert "only one of waiting, running, terminated" in message
 
 
@@ -309,14 +412,27 @@ def test_k2_a_container_state_has_one_member(sim: KubeSimulator,
 
 
 def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> dict[str, Any]:
-    template = {"spec": {"restartPolicy": "Never",
-                         "containers": [{"name": "c0", "image": "busybox"}]}}
-    job = batch.create_namespaced_job("default", {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
-        "spec": {"template": template, **spec}}, _preload_content=False)
+    template = {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c0", "image": "busybox"}]}
+    }
+    job = batch.create_namespaced_job(
+        "default",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train"},
+            "spec": {"template": template, **spec},
+        },
+        _preload_content=False,
+    )
     created: dict[str, Any] = _raw(job)
-    ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "train",
-           "uid": created["metadata"]["uid"], "controller": True}
+    ref = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "train",
+        "uid": created["metadata"]["uid"],
+        "controller": True,
+    }
     _pod(sim, restart="Never", ownerReferences=[ref])
     return created
 
@@ -326,7 +442,8 @@ def _job_status(sim: KubeSimulator) -> dict[str, Any]:
 
 
 def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
-        sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
+) -> None:
     _job(sim, batch)
     assert core.read_namespaced_pod("p", "default").metadata.finalizers == [TRACKING_FINALIZER]
     core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
@@ -334,14 +451,20 @@ def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
     assert _job_status(sim)["failed"] == 1
 
 
-@pytest.mark.parametrize("policy", [
-    {"podReplacementPolicy": "Failed"},
-    {"podFailurePolicy": {"rules": [{"action": "FailJob",
-                                     "onExitCodes": {"operator": "In", "values": [42]}}]}},
-])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"podReplacementPolicy": "Failed"},
+        {
+            "podFailurePolicy": {
+                "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]
+            }
+        },
+    ],
+)
 def test_j2_j3_a_job_replacing_only_failed_pods_waits_for_the_terminal_phase(
-        sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api,
-        policy: dict[str, Any]) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api, policy: dict[str, Any]
+) -> None:
     _job(sim, batch, **policy)
     core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
     stuck = sim.get("pods", "default", "p")
@@ -353,7 +476,8 @@ def test_j2_j3_a_job_replacing_only_failed_pods_waits_for_the_terminal_phase(
 
 
 def test_j2_j3_a_succeeded_pod_is_counted_and_completes_the_job(
-        sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
+) -> None:
     _job(sim, batch)
     _status_patch(core, {"status": {"phase": "Succeeded"}})
     assert core.read_namespaced_pod("p", "default").metadata.finalizers is None
@@ -372,48 +496,86 @@ def test_j1_pods_of_no_job_get_no_finalizer(sim: KubeSimulator) -> None:
 
 def _table(sim: KubeSimulator, path: str) -> dict[str, Any]:
     with sim.api_client() as api_client:
-        response = api_client.call_api("GET", sim.base_url + path, header_params={
-            "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
-            "Authorization": f"Bearer {sim.token}"})
+        response = api_client.call_api(
+            "GET",
+            sim.base_url + path,
+            header_params={
+                "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io",
+                "Authorization": f"Bearer {sim.token}",
+            },
+        )
         return dict(json.loads(response.read()))
 
 
 def test_t1_pod_table_shows_the_reason_for_one_pod_and_a_list(
-        sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock
+) -> None:
     _pod(sim)
-    _status_patch(core, {"status": {"phase": "Pending", "podIP": "10.0.0.5",
-                                    "containerStatuses": [_container()]}})
+    _status_patch(
+        core,
+        {"status": {"phase": "Pending", "podIP": "10.0.0.5", "containerStatuses": [_container()]}},
+    )
     clock.advance(150)
     for path in ("/api/v1/namespaces/default/pods/p", "/api/v1/namespaces/default/pods"):
         table = _table(sim, path)
         names = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
-        assert names == [("Name", 0), ("Ready", 0), ("Status", 0), ("Restarts", 0), ("Age", 0),
-                         ("IP", 1), ("Node", 1), ("Nominated Node", 1), ("Readiness Gates", 1)]
-        assert table["rows"][0]["cells"] == ["p", "0/1", "ContainerCreating", "0", "2m30s",
-                                             "10.0.0.5", NODE, "<none>", "<none>"]
+        assert names == [
+            ("Name", 0),
+            ("Ready", 0),
+            ("Status", 0),
+            ("Restarts", 0),
+            ("Age", 0),
+            ("IP", 1),
+            ("Node", 1),
+            ("Nominated Node", 1),
+            ("Readiness Gates", 1),
+        ]
+        assert table["rows"][0]["cells"] == [
+            "p",
+            "0/1",
+            "ContainerCreating",
+            "0",
+            "2m30s",
+            "10.0.0.5",
+            NODE,
+            "<none>",
+            "<none>",
+        ]
 
 
 def test_t1_restarts_show_when_and_deletion_shows_terminating(
-        sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock) -> None:
+    sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock
+) -> None:
     _pod(sim)
-    restarted = {**_container(running={"startedAt": "2026-01-01T00:00:00Z"}), "ready": True,
-                 "restartCount": 2, "lastState": {"terminated": {
-                     "exitCode": 1, "reason": "Error", "finishedAt": "2026-01-01T00:00:00Z"}}}
+    restarted = {
+        **_container(running={"startedAt": "2026-01-01T00:00:00Z"}),
+        "ready": True,
+        "restartCount": 2,
+        "lastState": {
+            "terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-01-01T00:00:00Z"}
+        },
+    }
     _status_patch(core, {"status": {"phase": "Running", "containerStatuses": [restarted]}})
     clock.advance(600)
     cells = _table(sim, "/api/v1/namespaces/default/pods/p")["rows"][0]["cells"]
     assert cells[1:4] == ["1/1", "Running", "2 (10m ago)"]
     sim.delete_pod("default", "p", 30)
-    assert _table(sim, "/api/v1/namespaces/default/pods/p")["rows"][0]["cells"][2] == \
-        "Terminating"
+    assert _table(sim, "/api/v1/namespaces/default/pods/p")["rows"][0]["cells"][2] == "Terminating"
 
 
 def test_t2_node_table(sim: KubeSimulator) -> None:
-    sim.put("nodes", {"metadata": {"name": NODE, "labels": {"kubernetes.io/role": "agent"}},
-                      "spec": {"unschedulable": True},
-                      "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                                 "addresses": [{"type": "InternalIP", "address": "10.1.0.1"}],
-                                 "nodeInfo": {"kubeletVersion": "v1.32.0"}}})
+    sim.put(
+        "nodes",
+        {
+            "metadata": {"name": NODE, "labels": {"kubernetes.io/role": "agent"}},
+            "spec": {"unschedulable": True},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "10.1.0.1"}],
+                "nodeInfo": {"kubeletVersion": "v1.32.0"},
+            },
+        },
+    )
     cells = _table(sim, f"/api/v1/nodes/{NODE}")["rows"][0]["cells"]
     assert cells[:3] == [NODE, "Ready,SchedulingDisabled", "agent"]
     assert cells[4:6] == ["v1.32.0", "10.1.0.1"]
@@ -422,19 +584,36 @@ def test_t2_node_table(sim: KubeSimulator) -> None:
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_t1_kubectl_get_pod_name_shows_the_reason_and_wide_columns(
-        tmp_path: Path, clock: SimClock) -> None:
+    tmp_path: Path, clock: SimClock
+) -> None:
     with KubeSimulator(clock=clock, tls=True) as sim:
         kubeconfig = sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
         _pod(sim)
-        sim.store.patch(PODS, "default", "p", MERGE, {"status": {
-            "phase": "Failed", "reason": "InstanceLost", "podIP": "10.0.0.7",
-            "containerStatuses": [_container(terminated={"exitCode": 137,
-                                                         "reason": "InstanceLost"})]}},
-            "status")
+        sim.store.patch(
+            PODS,
+            "default",
+            "p",
+            MERGE,
+            {
+                "status": {
+                    "phase": "Failed",
+                    "reason": "InstanceLost",
+                    "podIP": "10.0.0.7",
+                    "containerStatuses": [
+                        _container(terminated={"exitCode": 137, "reason": "InstanceLost"})
+                    ],
+                }
+            },
+            "status",
+        )
 
         def kubectl(*args: str) -> list[str]:
-            done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             return done.stdout.splitlines()
 
@@ -458,8 +637,12 @@ def _envelope(api_version: str, kind: str, raw: bytes) -> bytes:
 
 def _post(sim: KubeSimulator, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
     with sim.api_client() as api_client:
-        response = api_client.call_api("POST", sim.base_url + path, header_params={
-            "Content-Type": PROTOBUF, "Authorization": f"Bearer {sim.token}"}, body=body)
+        response = api_client.call_api(
+            "POST",
+            sim.base_url + path,
+            header_params={"Content-Type": PROTOBUF, "Authorization": f"Bearer {sim.token}"},
+            body=body,
+        )
         return response.status, dict(json.loads(response.read()))
 
 
@@ -467,31 +650,44 @@ def test_b1_a_protobuf_config_map_is_created(sim: KubeSimulator) -> None:
     meta = bytes([0x0A, 2]) + b"cm"  # ObjectMeta.name
     entry = bytes([0x0A, 1]) + b"k" + bytes([0x12, 1]) + b"v"  # data map entry
     raw = bytes([0x0A, len(meta)]) + meta + bytes([0x12, len(entry)]) + entry
-    status, created = _post(sim, "/api/v1/namespaces/default/configmaps",
-                            _envelope("v1", "ConfigMap", raw))
+    status, created = _post(
+        sim, "/api/v1/namespaces/default/configmaps", _envelope("v1", "ConfigMap", raw)
+    )
     assert status == 201 and created["data"] == {"k": "v"}
     assert (sim.get("configmaps", "default", "cm") or {})["data"] == {"k": "v"}
 
 
 def test_b1_unknown_kinds_and_fields_are_refused(sim: KubeSimulator) -> None:
-    status, answer = _post(sim, "/api/v1/namespaces/default/configmaps",
-                           _envelope("v1", "Service", b""))
+    status, answer = _post(
+        sim, "/api/v1/namespaces/default/configmaps", _envelope("v1", "Service", b"")
+    )
     assert status == 415 and "Service" in answer["message"]
-    status, answer = _post(sim, "/api/v1/namespaces/default/configmaps",
-                           _envelope("v1", "ConfigMap", bytes([0xF8, 0x07, 0x01])))
+    status, answer = _post(
+        sim,
+        "/api/v1/namespaces/default/configmaps",
+        _envelope("v1", "ConfigMap", bytes([0xF8, 0x07, 0x01])),
+    )
     assert status == 415 and "field 127 of ConfigMap" in answer["message"]
     status, _ = _post(sim, "/api/v1/namespaces/default/configmaps", b"{}")
     assert status == 400
 
 
-def test_e1_eviction_is_discoverable_and_deletes(sim: KubeSimulator,
-                                                 core: client.CoreV1Api) -> None:
+def test_e1_eviction_is_discoverable_and_deletes(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     entry = next(r for r in core.get_api_resources().resources if r.name == "pods/eviction")
     assert (entry.kind, entry.group, entry.version) == ("Eviction", "policy", "v1")
     _pod(sim)
-    core.create_namespaced_pod_eviction("p", "default", {
-        "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"},
-        "deleteOptions": {"gracePeriodSeconds": 0}})
+    core.create_namespaced_pod_eviction(
+        "p",
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "p"},
+            "deleteOptions": {"gracePeriodSeconds": 0},
+        },
+    )
     assert sim.get("pods", "default", "p") is None
 
 
@@ -499,23 +695,33 @@ def test_e1_eviction_is_discoverable_and_deletes(sim: KubeSimulator,
 def test_b1_e1_kubectl_imperative_commands_and_drain(tmp_path: Path, clock: SimClock) -> None:
     with KubeSimulator(clock=clock, tls=True) as sim:
         kubeconfig = sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
-        sim.put("nodes", {"metadata": {"name": NODE},
-                          "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        sim.put(
+            "nodes",
+            {
+                "metadata": {"name": NODE},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            },
+        )
         _pod(sim)
 
         def kubectl(*args: str) -> str:
-            done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             return done.stdout
 
-        assert "secret/s created" in kubectl("create", "secret", "generic", "s",
-                                             "--from-literal=token=t0p")
-        assert "configmap/c created" in kubectl("create", "configmap", "c",
-                                                "--from-literal=a=b")
+        assert "secret/s created" in kubectl(
+            "create", "secret", "generic", "s", "--from-literal=token=t0p"
+        )
+        assert "configmap/c created" in kubectl("create", "configmap", "c", "--from-literal=a=b")
         assert "namespace/team created" in kubectl("create", "namespace", "team")
-        assert "job.batch/j created" in kubectl("create", "job", "j", "--image=busybox:1.36",
-                                                "--", "echo", "hi")
+        assert "job.batch/j created" in kubectl(
+            "create", "job", "j", "--image=busybox:1.36", "--", "echo", "hi"
+        )
         assert (sim.get("secrets", "default", "s") or {})["data"] == {"token": "dDBw"}
         assert (sim.get("configmaps", "default", "c") or {})["data"] == {"a": "b"}
         assert sim.get("namespaces", None, "team") is not None

@@ -41,18 +41,38 @@ def two_files(tmp_path: Path, tls_sim: KubeSimulator) -> tuple[str, str]:
     which uses the cluster and user of the first file. The CA is a relative path."""
     assert tls_sim.ca_cert_path is not None
     shutil.copy(tls_sim.ca_cert_path, tmp_path / "ca.pem")
-    good = write(tmp_path / "good.yaml", {
-        "apiVersion": "v1", "kind": "Config", "current-context": "good",
-        "clusters": [{"name": "sim", "cluster": {"server": tls_sim.base_url,
-                                                 "certificate-authority": "ca.pem"}}],
-        "users": [{"name": "me", "user": {"token": "right-token"}}],
-        "contexts": [{"name": "good", "context": {"cluster": "sim", "user": "me"}}]})
-    other = write(tmp_path / "other.yaml", {
-        "apiVersion": "v1", "kind": "Config", "current-context": "bad",
-        "users": [{"name": "intruder", "user": {"token": "wrong-token"}},
-                  {"name": "me", "user": {"token": "also-wrong"}}],
-        "contexts": [{"name": "bad", "context": {"cluster": "sim", "user": "intruder"}},
-                     {"name": "good2", "context": {"cluster": "sim", "user": "me"}}]})
+    good = write(
+        tmp_path / "good.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "good",
+            "clusters": [
+                {
+                    "name": "sim",
+                    "cluster": {"server": tls_sim.base_url, "certificate-authority": "ca.pem"},
+                }
+            ],
+            "users": [{"name": "me", "user": {"token": "right-token"}}],
+            "contexts": [{"name": "good", "context": {"cluster": "sim", "user": "me"}}],
+        },
+    )
+    other = write(
+        tmp_path / "other.yaml",
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "bad",
+            "users": [
+                {"name": "intruder", "user": {"token": "wrong-token"}},
+                {"name": "me", "user": {"token": "also-wrong"}},
+            ],
+            "contexts": [
+                {"name": "bad", "context": {"cluster": "sim", "user": "intruder"}},
+                {"name": "good2", "context": {"cluster": "sim", "user": "me"}},
+            ],
+        },
+    )
     return good, other
 
 
@@ -64,9 +84,9 @@ def uid_through(kubeconfig: str | None, context: str | None = None) -> str:
         client.close()
 
 
-def test_the_first_file_wins_as_with_kubectl(two_files: tuple[str, str],
-                                             tls_sim: KubeSimulator,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_first_file_wins_as_with_kubectl(
+    two_files: tuple[str, str], tls_sim: KubeSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     good, other = two_files
     assert uid_through(f"{good}:{other}")
     with pytest.raises(KubeError):
@@ -75,8 +95,9 @@ def test_the_first_file_wins_as_with_kubectl(two_files: tuple[str, str],
     monkeypatch.setenv("KUBECONFIG", f"/no/such/file:{good}:{other}")
     assert uid_through(None)
     if shutil.which("kubectl"):
-        done = subprocess.run(["kubectl", "config", "current-context"], capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run(
+            ["kubectl", "config", "current-context"], capture_output=True, text=True, timeout=30
+        )
         assert done.stdout.strip() == "good"
 
 
@@ -92,7 +113,8 @@ def test_context_picks_another_context_across_files(two_files: tuple[str, str]) 
 
 
 def test_relative_certificate_paths_resolve_against_their_file(
-        two_files: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_files: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -100,8 +122,11 @@ def test_relative_certificate_paths_resolve_against_their_file(
 
 
 def test_a_missing_or_broken_kubeconfig_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(KubeError, match=r"no kubeconfig file exists among: /no/such/a, "
-                                        r"/no/such/b"):
+    with pytest.raises(
+        KubeError,
+        match=r"no kubeconfig file exists among: /no/such/a, "
+        r"/no/such/b",
+    ):
         uid_through("/no/such/a:/no/such/b")
     broken = tmp_path / "broken.yaml"
     broken.write_text("clusters:\n  - name: x\n   bad indent: [\n")
@@ -115,14 +140,27 @@ def test_a_missing_or_broken_kubeconfig_is_one_clear_error(tmp_path: Path) -> No
 
 def test_sync_takes_context_and_a_kubeconfig_list(tmp_path: Path) -> None:
     with Sandbox() as box:
-        other = write(tmp_path / "other.yaml", {
-            "apiVersion": "v1", "kind": "Config", "current-context": "bad",
-            "users": [{"name": "intruder", "user": {"token": "wrong"}}],
-            "contexts": [{"name": "bad", "context": {"cluster": "sim", "user": "intruder"}}]})
+        other = write(
+            tmp_path / "other.yaml",
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "bad",
+                "users": [{"name": "intruder", "user": {"token": "wrong"}}],
+                "contexts": [{"name": "bad", "context": {"cluster": "sim", "user": "intruder"}}],
+            },
+        )
         box.add_pod("train")
         env = {"RUNPOD_API_KEY": API_KEY, "KUBECONFIG": f"{other}:{box.kubeconfig}"}
-        base = ["--database-url", box.database_url, "sync", "--once", "--dry-run",
-                "--runpod-url", box.runpod_sim.base_url]
+        base = [
+            "--database-url",
+            box.database_url,
+            "sync",
+            "--once",
+            "--dry-run",
+            "--runpod-url",
+            box.runpod_sim.base_url,
+        ]
         refused = CliRunner().invoke(main, base, env=env)
         assert refused.exit_code == 1  # the first file's current-context: a wrong token
         chosen = CliRunner().invoke(main, [*base, "--context", "sim"], env=env)

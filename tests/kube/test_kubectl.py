@@ -37,12 +37,20 @@ def test_kubectl_get_create_and_delete(tmp_path: Path, clock: SimClock) -> None:
         kubeconfig = sim.write_kubeconfig(str(tmp_path / "kubeconfig"))
         manifest = tmp_path / "pod.yaml"
         manifest.write_text(POD_MANIFEST)
-        sim.create_pod({"metadata": {"name": "existing", "namespace": "kube-public"},
-                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        sim.create_pod(
+            {
+                "metadata": {"name": "existing", "namespace": "kube-public"},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            }
+        )
 
         def kubectl(*args: str) -> str:
-            done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                ["kubectl", "--kubeconfig", kubeconfig, *args],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0, done.stderr
             return done.stdout
 
@@ -60,9 +68,21 @@ def test_kubectl_get_create_and_delete(tmp_path: Path, clock: SimClock) -> None:
 def test_process_mode_serves_until_terminated(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     process = subprocess.Popen(
-        [sys.executable, "-m", "reconciler.sim.kube", "--host", "127.0.0.1", "--port", "0",
-         "--token", "t0ken", "--kubeconfig-out", str(kubeconfig)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "reconciler.sim.kube",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--token",
+            "t0ken",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None

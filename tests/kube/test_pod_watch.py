@@ -22,11 +22,13 @@ def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
         time.sleep(0.02)
 
 
-def test_changes_resumes_starts_over_and_stops(sim: KubeSimulator, kube: KubeClient,
-                                               make_pod: PodFactory) -> None:
+def test_changes_resumes_starts_over_and_stops(
+    sim: KubeSimulator, kube: KubeClient, make_pod: PodFactory
+) -> None:
     pokes: list[float] = []
-    watch = PodWatch(kube, node_selector("virtual-runpod"), lambda: pokes.append(1),
-                     watch_seconds=1).start()
+    watch = PodWatch(
+        kube, node_selector("virtual-runpod"), lambda: pokes.append(1), watch_seconds=1
+    ).start()
     try:
         eventually(lambda: len(pokes) == 1)  # started: whatever happened before counts
         make_pod("a", node="virtual-runpod")

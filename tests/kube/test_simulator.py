@@ -18,8 +18,12 @@ from reconciler.sim.kube_resources import PODS
 
 
 def _pod(name: str, **metadata: Any) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **metadata},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, **metadata},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
 
 
 @pytest.fixture
@@ -31,8 +35,9 @@ def core(sim: KubeSimulator) -> Iterator[client.CoreV1Api]:
 def _model(name: str, containers: int = 1, phase: str | None = None) -> client.V1Pod:
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name),
-        spec=client.V1PodSpec(containers=[client.V1Container(name="main", image="busybox")
-                                          for _ in range(containers)]),
+        spec=client.V1PodSpec(
+            containers=[client.V1Container(name="main", image="busybox") for _ in range(containers)]
+        ),
         status=client.V1PodStatus(phase=phase) if phase else None,
     )
 
@@ -59,8 +64,9 @@ def test_update_with_a_stale_resource_version_is_409(core: client.CoreV1Api) -> 
 
 
 def test_create_ignores_status_and_validates(core: client.CoreV1Api, clock: SimClock) -> None:
-    created = _raw(core.create_namespaced_pod("default", _model("p", phase="Running"),
-                                              _preload_content=False))
+    created = _raw(
+        core.create_namespaced_pod("default", _model("p", phase="Running"), _preload_content=False)
+    )
     assert created["status"]["phase"] == "Pending"
     assert created["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
     assert created["metadata"]["uid"] and created["metadata"]["resourceVersion"]
@@ -78,60 +84,85 @@ def test_create_ignores_status_and_validates(core: client.CoreV1Api, clock: SimC
 
 
 def test_generate_name_gets_a_unique_suffix(sim: KubeSimulator) -> None:
-    names = {sim.create_pod(_pod("", generateName="job-"))["metadata"]["name"]
-             for _ in range(20)}
+    names = {sim.create_pod(_pod("", generateName="job-"))["metadata"]["name"] for _ in range(20)}
     assert len(names) == 20 and all(n.startswith("job-") and len(n) == 9 for n in names)
 
 
 def test_pod_spec_is_immutable_but_the_main_resource_cannot_touch_status(
-    sim: KubeSimulator, core: client.CoreV1Api,
+    sim: KubeSimulator,
+    core: client.CoreV1Api,
 ) -> None:
     sim.create_pod(_pod("p"))
     with pytest.raises(ApiException) as forbidden:
-        core.patch_namespaced_pod("p", "default", {"spec": {"nodeName": "sneaky"}},
-                                  _content_type="application/merge-patch+json")
+        core.patch_namespaced_pod(
+            "p",
+            "default",
+            {"spec": {"nodeName": "sneaky"}},
+            _content_type="application/merge-patch+json",
+        )
     assert forbidden.value.status == 422
 
-    core.patch_namespaced_pod("p", "default", {"status": {"phase": "Running"}},
-                              _content_type="application/merge-patch+json")
+    core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"status": {"phase": "Running"}},
+        _content_type="application/merge-patch+json",
+    )
     pod = sim.get("pods", "default", "p")
     assert pod is not None and pod["status"]["phase"] == "Pending"
 
 
 def test_json_patch_and_strategic_merge(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     sim.create_pod(_pod("p", labels={"a": "1"}, finalizers=["x/one"]))
-    core.patch_namespaced_pod("p", "default", [
-        {"op": "test", "path": "/metadata/labels/a", "value": "1"},
-        {"op": "replace", "path": "/metadata/labels/a", "value": "2"},
-        {"op": "add", "path": "/metadata/labels/b~1c", "value": "3"},
-    ], _content_type="application/json-patch+json", _preload_content=False)
-    core.patch_namespaced_pod("p", "default", {"metadata": {"finalizers": ["x/two"]}},
-                              _content_type="application/strategic-merge-patch+json",
-                              _preload_content=False)
+    core.patch_namespaced_pod(
+        "p",
+        "default",
+        [
+            {"op": "test", "path": "/metadata/labels/a", "value": "1"},
+            {"op": "replace", "path": "/metadata/labels/a", "value": "2"},
+            {"op": "add", "path": "/metadata/labels/b~1c", "value": "3"},
+        ],
+        _content_type="application/json-patch+json",
+        _preload_content=False,
+    )
+    core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"metadata": {"finalizers": ["x/two"]}},
+        _content_type="application/strategic-merge-patch+json",
+        _preload_content=False,
+    )
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None
     assert pod["metadata"]["labels"] == {"a": "2", "b/c": "3"}
     assert pod["metadata"]["finalizers"] == ["x/one", "x/two"]
     with pytest.raises(ApiException) as failed:
-        core.patch_namespaced_pod("p", "default", [
-            {"op": "test", "path": "/metadata/labels/a", "value": "9"}],
-            _content_type="application/json-patch+json")
+        core.patch_namespaced_pod(
+            "p",
+            "default",
+            [{"op": "test", "path": "/metadata/labels/a", "value": "9"}],
+            _content_type="application/json-patch+json",
+        )
     assert failed.value.status == 422
 
 
 def test_field_and_label_selectors(sim: KubeSimulator, core: client.CoreV1Api) -> None:
-    for name, labels, node in (("a", {"tier": "gpu", "team": "x"}, "n1"),
-                               ("b", {"tier": "cpu"}, "n1"),
-                               ("c", {"tier": "gpu"}, "")):
+    for name, labels, node in (
+        ("a", {"tier": "gpu", "team": "x"}, "n1"),
+        ("b", {"tier": "cpu"}, "n1"),
+        ("c", {"tier": "gpu"}, ""),
+    ):
         body = _pod(name, labels=labels)
         body["spec"]["nodeName"] = node
         sim.create_pod(body)
 
     def names(field_selector: str | None = None, label_selector: str | None = None) -> list[str]:
-        listed = _raw(core.list_pod_for_all_namespaces(
-            field_selector=field_selector, label_selector=label_selector,
-            _preload_content=False))
+        listed = _raw(
+            core.list_pod_for_all_namespaces(
+                field_selector=field_selector, label_selector=label_selector, _preload_content=False
+            )
+        )
         return [p["metadata"]["name"] for p in listed["items"]]
 
     assert names(field_selector="spec.nodeName=n1") == ["a", "b"]
@@ -147,8 +178,7 @@ def test_field_and_label_selectors(sim: KubeSimulator, core: client.CoreV1Api) -
     assert bad.value.status == 400
 
 
-def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator,
-                                                core: client.CoreV1Api) -> None:
+def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator, core: client.CoreV1Api) -> None:
     for i in range(10):
         sim.create_pod(_pod(f"p{i}"))
     first = _raw(core.list_namespaced_pod("default", limit=4, _preload_content=False))
@@ -157,8 +187,9 @@ def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator,
     rest: list[str] = []
     token = first["metadata"]["continue"]
     while token:
-        page = _raw(core.list_namespaced_pod("default", limit=4, _continue=token,
-                                             _preload_content=False))
+        page = _raw(
+            core.list_namespaced_pod("default", limit=4, _continue=token, _preload_content=False)
+        )
         rest += [p["metadata"]["name"] for p in page["items"]]
         token = page["metadata"].get("continue")
 
@@ -168,56 +199,78 @@ def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator,
 
 
 def test_finalizers_hold_a_deleted_object_until_removed(
-    sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock,
+    sim: KubeSimulator,
+    core: client.CoreV1Api,
+    clock: SimClock,
 ) -> None:
     sim.create_pod({**_pod("p", finalizers=["example.com/hold"])})
     core.delete_namespaced_pod("p", "default", _preload_content=False)
     pod = sim.get("pods", "default", "p")
     assert pod is not None and pod["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
 
-    core.patch_namespaced_pod("p", "default", {"metadata": {"finalizers": None}},
-                              _content_type="application/merge-patch+json",
-                              _preload_content=False)
+    core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"metadata": {"finalizers": None}},
+        _content_type="application/merge-patch+json",
+        _preload_content=False,
+    )
     assert sim.get("pods", "default", "p") is None
 
 
-def test_delete_precondition_on_resource_version(sim: KubeSimulator,
-                                                 core: client.CoreV1Api) -> None:
+def test_delete_precondition_on_resource_version(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     sim.create_pod(_pod("p"))
     with pytest.raises(ApiException) as failed:
-        core.delete_namespaced_pod("p", "default", body=client.V1DeleteOptions(
-            preconditions=client.V1Preconditions(resource_version="1")))
+        core.delete_namespaced_pod(
+            "p",
+            "default",
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version="1")),
+        )
     assert failed.value.status == 409
     assert sim.get("pods", "default", "p") is not None
 
 
 def test_watch_streams_changes_from_a_resource_version(
-    sim: KubeSimulator, core: client.CoreV1Api,
+    sim: KubeSimulator,
+    core: client.CoreV1Api,
 ) -> None:
     sim.create_pod(_pod("before"))
     listed = _raw(core.list_namespaced_pod("default", _preload_content=False))
     sim.create_pod(_pod("p", labels={"w": "1"}))
-    sim.store.patch(PODS, "default", "p", "application/merge-patch+json",
-                    {"metadata": {"labels": {"w": "2"}}})
+    sim.store.patch(
+        PODS, "default", "p", "application/merge-patch+json", {"metadata": {"labels": {"w": "2"}}}
+    )
     sim.delete_pod("default", "p")
 
-    stream = watch.Watch().stream(core.list_namespaced_pod, "default",
-                                  resource_version=listed["metadata"]["resourceVersion"],
-                                  timeout_seconds=1)
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        resource_version=listed["metadata"]["resourceVersion"],
+        timeout_seconds=1,
+    )
     seen = [(e["type"], e["raw_object"]["metadata"]["name"]) for e in _take(stream, 3)]
 
     assert seen == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
 
 
-def test_watch_with_a_selector_sees_objects_leave_it(sim: KubeSimulator,
-                                                     core: client.CoreV1Api) -> None:
+def test_watch_with_a_selector_sees_objects_leave_it(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     sim.create_pod(_pod("p", labels={"w": "1"}))
     rv = str(sim.store.resource_version)
-    sim.store.patch(PODS, "default", "p", "application/merge-patch+json",
-                    {"metadata": {"labels": {"w": "2"}}})
+    sim.store.patch(
+        PODS, "default", "p", "application/merge-patch+json", {"metadata": {"labels": {"w": "2"}}}
+    )
 
-    stream = watch.Watch().stream(core.list_namespaced_pod, "default", label_selector="w=1",
-                                  resource_version=rv, timeout_seconds=1)
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        "default",
+        label_selector="w=1",
+        resource_version=rv,
+        timeout_seconds=1,
+    )
     (event,) = _take(stream, 1)
 
     assert event["type"] == "DELETED"
@@ -231,8 +284,9 @@ def test_requests_need_the_bearer_token(sim: KubeSimulator) -> None:
     assert ("GET", "/api/v1/namespaces", "", 401) in sim.requests
 
 
-def test_injected_faults_hit_the_next_matching_requests(sim: KubeSimulator,
-                                                        core: client.CoreV1Api) -> None:
+def test_injected_faults_hit_the_next_matching_requests(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
     sim.inject_fault("GET", "/api/v1/namespaces/*", 503, count=2)
     for _ in range(2):
         with pytest.raises(ApiException) as failed:
@@ -242,12 +296,22 @@ def test_injected_faults_hit_the_next_matching_requests(sim: KubeSimulator,
     assert namespace.metadata is not None and namespace.metadata.name == "default"
 
 
-def test_discovery_lists_resources_and_subresources(core: client.CoreV1Api,
-                                                    sim: KubeSimulator) -> None:
+def test_discovery_lists_resources_and_subresources(
+    core: client.CoreV1Api, sim: KubeSimulator
+) -> None:
     resources = core.get_api_resources()
     names = {r.name for r in resources.resources}
-    assert {"pods", "pods/status", "pods/binding", "nodes", "nodes/status", "events",
-            "secrets", "configmaps", "namespaces"} <= names
+    assert {
+        "pods",
+        "pods/status",
+        "pods/binding",
+        "nodes",
+        "nodes/status",
+        "events",
+        "secrets",
+        "configmaps",
+        "namespaces",
+    } <= names
     with sim.api_client() as api_client:
         groups = client.ApisApi(api_client).get_api_versions()
     assert {g.name for g in groups.groups} >= {"batch", "coordination.k8s.io"}

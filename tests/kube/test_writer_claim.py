@@ -34,7 +34,9 @@ def holder(sim: KubeSimulator) -> str | None:
 
 
 def test_a_second_writer_is_refused_with_the_holders_name(
-    kube: KubeClient, clock: SimClock, sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
+    sim: KubeSimulator,
 ) -> None:
     claim(kube, clock, "host-a/1").acquire()
     with pytest.raises(WriterHeld) as refused:
@@ -45,7 +47,9 @@ def test_a_second_writer_is_refused_with_the_holders_name(
 
 
 def test_the_holder_renews_once_a_third_has_passed_and_keeps_the_others_out(
-    kube: KubeClient, clock: SimClock, sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
+    sim: KubeSimulator,
 ) -> None:
     first = claim(kube, clock, "host-a/1")
     first.acquire()
@@ -60,7 +64,8 @@ def test_the_holder_renews_once_a_third_has_passed_and_keeps_the_others_out(
 
 
 def test_a_writer_whose_lease_was_taken_stops(
-    kube: KubeClient, clock: SimClock,
+    kube: KubeClient,
+    clock: SimClock,
 ) -> None:
     first = claim(kube, clock, "host-a/1")
     first.acquire()
@@ -73,7 +78,9 @@ def test_a_writer_whose_lease_was_taken_stops(
 
 
 def test_release_lets_the_next_writer_in_at_once(
-    kube: KubeClient, clock: SimClock, sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
+    sim: KubeSimulator,
 ) -> None:
     first = claim(kube, clock, "host-a/1")
     first.acquire()
@@ -83,10 +90,16 @@ def test_release_lets_the_next_writer_in_at_once(
 
 
 def test_the_lease_of_a_dead_process_on_this_host_is_taken_at_once(
-    kube: KubeClient, clock: SimClock, sim: KubeSimulator,
+    kube: KubeClient,
+    clock: SimClock,
+    sim: KubeSimulator,
 ) -> None:
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True, check=True)
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead = f"{socket.gethostname()}/{finished.stdout.strip()}"
     claim(kube, clock, dead).acquire()
     claim(kube, clock, f"{socket.gethostname()}/{os.getpid()}").acquire()

@@ -93,16 +93,18 @@ class RunPodLog:
 def wait_for_first_ticks(world: QuotaWorld) -> None:
     """Until every reconciler has listed RunPod once (its start-up tick is not measured)."""
     started = time.monotonic()
-    while sum(1 for r in world.runpod.requests if (r.method, r.path) == ("GET", "/v2/pods")
-              ) < len(world.clusters):
+    while sum(1 for r in world.runpod.requests if (r.method, r.path) == ("GET", "/v2/pods")) < len(
+        world.clusters
+    ):
         if time.monotonic() - started > 60:
             raise RuntimeError("the reconcilers did not tick within 60 s")
         time.sleep(0.2)
     time.sleep(1.0)  # and their watches are up
 
 
-def wait_for_instances(world: QuotaWorld, limit: float,
-                       on_poll: Callable[[], None] = lambda: None) -> float:
+def wait_for_instances(
+    world: QuotaWorld, limit: float, on_poll: Callable[[], None] = lambda: None
+) -> float:
     """Real seconds until every added pod has an instance (or `limit` passed)."""
     started = time.monotonic()
     while world.missing() and time.monotonic() - started < limit:
@@ -110,8 +112,9 @@ def wait_for_instances(world: QuotaWorld, limit: float,
         time.sleep(0.5)
     if world.missing():
         logs = "\n\n".join(c.log_tail() for c in world.clusters)
-        raise RuntimeError(f"{world.missing()} pods without an instance after {limit:.0f} s"
-                           f"\n{logs}")
+        raise RuntimeError(
+            f"{world.missing()} pods without an instance after {limit:.0f} s\n{logs}"
+        )
     return time.monotonic() - started
 
 
@@ -123,8 +126,9 @@ def percentile(values: Sequence[float], share: float) -> float:
 # --- trickle ----------------------------------------------------------------------------
 
 
-def bench_trickle(workdir: Path, pods: int = TRICKLE_PODS,
-                  spacing: float = TRICKLE_SPACING) -> dict[str, Any]:
+def bench_trickle(
+    workdir: Path, pods: int = TRICKLE_PODS, spacing: float = TRICKLE_SPACING
+) -> dict[str, Any]:
     with quota_world(workdir) as world:
         [cluster] = world.clusters
         cluster.start_reconciler(world.runpod.base_url)
@@ -136,8 +140,7 @@ def bench_trickle(workdir: Path, pods: int = TRICKLE_PODS,
         wait_for_instances(world, DRAIN_LIMIT_SECONDS)
         log = RunPodLog.since(world, mark)
         created = world.created_at()
-        latency = [created[(cluster.owner_id, uid)] - added
-                   for uid, added in cluster.added.items()]
+        latency = [created[(cluster.owner_id, uid)] - added for uid, added in cluster.added.items()]
     lists = log.count("GET /v2/pods")
     return {
         "pods": pods,
@@ -156,15 +159,27 @@ def bench_trickle(workdir: Path, pods: int = TRICKLE_PODS,
 
 def trickle_targets(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return [
-        ("trickle: every pod created", f"{r['creates_ok']}/{r['pods']}",
-         r["creates_ok"] >= r["pods"]),
+        (
+            "trickle: every pod created",
+            f"{r['creates_ok']}/{r['pods']}",
+            r["creates_ok"] >= r["pods"],
+        ),
         ("trickle: 0 x 429", str(r["throttled"]), r["throttled"] == 0),
-        ("trickle: lists <= 25% of RunPod requests", f"{r['list_share']:.1%}",
-         r["list_share"] <= 0.25),
-        ("trickle: refused creates <= 5% of pods", f"{r['creates_refused']}",
-         r["creates_refused"] <= 0.05 * r["pods"]),
-        ("trickle: p95 pod-to-create <= 10 s", f"{r['latency_p95_s']:.1f} s",
-         r["latency_p95_s"] <= 10),
+        (
+            "trickle: lists <= 25% of RunPod requests",
+            f"{r['list_share']:.1%}",
+            r["list_share"] <= 0.25,
+        ),
+        (
+            "trickle: refused creates <= 5% of pods",
+            f"{r['creates_refused']}",
+            r["creates_refused"] <= 0.05 * r["pods"],
+        ),
+        (
+            "trickle: p95 pod-to-create <= 10 s",
+            f"{r['latency_p95_s']:.1f} s",
+            r["latency_p95_s"] <= 10,
+        ),
     ]
 
 
@@ -211,28 +226,31 @@ def allowed_requests(quota: tuple[int, int, int], start: float, end: float) -> i
     """What the windows let through from `start` to `end`: every window instance the
     burst touched, the two at the edges whole (the simulator aligns windows to whole
     minutes, hours and days of its clock), the tightest window kind deciding."""
-    return min(q * (math.floor(end / length) - math.floor(start / length) + 1)
-               for q, length in zip(quota, (60, 3600, 86400), strict=True))
+    return min(
+        q * (math.floor(end / length) - math.floor(start / length) + 1)
+        for q, length in zip(quota, (60, 3600, 86400), strict=True)
+    )
 
 
 def burst_targets(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
     return [
-        (f"burst of {r['pods']} in the loop: 0 x 429", str(r["throttled"]),
-         r["throttled"] == 0),
-        (f"burst of {r['pods']} in the loop: creates >= 85% of what the windows allow",
-         f"{r['creates']}/{r['allowed']} = {r['window_share']:.1%}",
-         r["window_share"] >= 0.85),
+        (f"burst of {r['pods']} in the loop: 0 x 429", str(r["throttled"]), r["throttled"] == 0),
+        (
+            f"burst of {r['pods']} in the loop: creates >= 85% of what the windows allow",
+            f"{r['creates']}/{r['allowed']} = {r['window_share']:.1%}",
+            r["window_share"] >= 0.85,
+        ),
     ]
 
 
 # --- three clusters on one key --------------------------------------------------------
 
 
-def bench_clusters(workdir: Path, pods: int = CLUSTER_PODS, scale: int = SCALE,
-                   clusters: int = 3) -> dict[str, Any]:
+def bench_clusters(
+    workdir: Path, pods: int = CLUSTER_PODS, scale: int = SCALE, clusters: int = 3
+) -> dict[str, Any]:
     quota = scaled(scale)
-    with quota_world(workdir, clusters=clusters, quota=quota,
-                     gpu_types=ample_capacity()) as world:
+    with quota_world(workdir, clusters=clusters, quota=quota, gpu_types=ample_capacity()) as world:
         for cluster in world.clusters:
             cluster.start_reconciler(world.runpod.base_url)
         wait_for_first_ticks(world)
@@ -276,16 +294,20 @@ def clusters_targets(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
     shares = r["shares_while_contended"]
     return [
         ("three clusters: 0 x 429", str(r["throttled"]), r["throttled"] == 0),
-        ("three clusters: each >= 25% of the creates",
-         ", ".join(f"{owner.split('/')[0]} {share:.1%}" for owner, share in shares.items()),
-         bool(shares) and min(shares.values()) >= 0.25),
+        (
+            "three clusters: each >= 25% of the creates",
+            ", ".join(f"{owner.split('/')[0]} {share:.1%}" for owner, share in shares.items()),
+            bool(shares) and min(shares.values()) >= 0.25,
+        ),
     ]
 
 
 # --- command line ------------------------------------------------------------------------
 
-SCENARIOS: dict[str, tuple[Callable[..., dict[str, Any]],
-                           Callable[[dict[str, Any]], list[tuple[str, str, bool]]]]] = {
+SCENARIOS: dict[
+    str,
+    tuple[Callable[..., dict[str, Any]], Callable[[dict[str, Any]], list[tuple[str, str, bool]]]],
+] = {
     "trickle": (bench_trickle, trickle_targets),
     "burst": (bench_burst, burst_targets),
     "clusters": (bench_clusters, clusters_targets),
@@ -294,15 +316,18 @@ SCENARIOS: dict[str, tuple[Callable[..., dict[str, Any]],
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--scenario", choices=list(SCENARIOS), nargs="+",
-                        default=list(SCENARIOS))
+    parser.add_argument("--scenario", choices=list(SCENARIOS), nargs="+", default=list(SCENARIOS))
     parser.add_argument("--burst-pods", type=int, default=BURST_PODS)
     parser.add_argument("--burst-quota-scale", type=int, default=SCALE)
     parser.add_argument("--cluster-pods", type=int, default=CLUSTER_PODS)
     parser.add_argument("--clusters-quota-scale", type=int, default=SCALE)
     parser.add_argument("--json", type=Path, help="write every measurement here")
-    parser.add_argument("--keep-logs", type=Path, metavar="DIR",
-                        help="run in DIR and keep the reconcilers' logs there")
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        metavar="DIR",
+        help="run in DIR and keep the reconcilers' logs there",
+    )
     return parser.parse_args(argv)
 
 
@@ -331,8 +356,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for target, measured, met in checked:
         print(f"[{'met' if met else 'MISSED'}] {target}: {measured}")
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "targets": [
-            {"name": n, "measured": m, "met": ok} for n, m, ok in checked]}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "results": results,
+                    "targets": [{"name": n, "measured": m, "met": ok} for n, m, ok in checked],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

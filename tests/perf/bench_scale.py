@@ -118,12 +118,14 @@ class PlannerProbe:
         self.keep = keep
         self.last: tuple[Observation, Settings, datetime] | None = None
 
-    def __call__(self, obs: Observation, settings: Settings, now: datetime,
-                 on_error: PlanError | None = None) -> list[Any]:
+    def __call__(
+        self, obs: Observation, settings: Settings, now: datetime, on_error: PlanError | None = None
+    ) -> list[Any]:
         started = time.perf_counter()
         try:
-            return plan(obs, settings, now) if on_error is None else plan(
-                obs, settings, now, on_error)
+            return (
+                plan(obs, settings, now) if on_error is None else plan(obs, settings, now, on_error)
+            )
         finally:
             self.elapsed = time.perf_counter() - started
             if self.keep:  # off while measuring: a kept observation would inflate the RSS
@@ -144,7 +146,7 @@ def kube_kind(method: str, path: str, query: str = "") -> str:
     if method == "GET" and parts[-1] == "pods" and "namespaces" not in parts:
         return UNSCHEDULED_PAGE if "spec.nodeName=," in unquote(query) else LIST_PAGE
     if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
-        rest = parts[parts.index("namespaces") + 2:]
+        rest = parts[parts.index("namespaces") + 2 :]
         return f"{method} {rest[0]}" + (f"/{rest[2]}" if len(rest) > 2 else "")
     return f"{method} {'/'.join(parts)}"
 
@@ -174,8 +176,17 @@ def measure_tick(rec: MeasuredReconciler, host: Any) -> TickSample:
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     sim_cpu = host.cpu_seconds() - sim_cpu
     kube, runpod, statuses = summarize(host.requests_since_mark())
-    return TickSample(wall, cpu, sim_cpu, probe.elapsed, kube, runpod, statuses,
-                      dict(Counter(rec.writes.take())), dict(report.planned))
+    return TickSample(
+        wall,
+        cpu,
+        sim_cpu,
+        probe.elapsed,
+        kube,
+        runpod,
+        statuses,
+        dict(Counter(rec.writes.take())),
+        dict(report.planned),
+    )
 
 
 # --- steady state ---------------------------------------------------------------------
@@ -219,24 +230,27 @@ class SteadyResult:
             "kube_pages": kube.get(LIST_PAGE, 0),
             "kube_heartbeat": kube.get(HEARTBEAT, 0),
             "kube_unscheduled": kube.get(UNSCHEDULED_PAGE, 0),
-            "kube_other": {k: v for k, v in kube.items()
-                           if k not in (LIST_PAGE, HEARTBEAT, UNSCHEDULED_PAGE)},
+            "kube_other": {
+                k: v for k, v in kube.items() if k not in (LIST_PAGE, HEARTBEAT, UNSCHEDULED_PAGE)
+            },
             "expected_pages": math.ceil(self.n / PAGE_SIZE),
             "runpod": self.last.runpod,
             "writes": self.last.writes,
         }
 
 
-def seed_steady(host: Any, clock: SimClock, n: int, settings: Settings,
-                database_url: str) -> tuple[list[tuple[str, str]], int]:
+def seed_steady(
+    host: Any, clock: SimClock, n: int, settings: Settings, database_url: str
+) -> tuple[list[tuple[str, str]], int]:
     """N pods with their owned instances, adopted until a tick plans nothing."""
     pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node_name)
     host.add_instances(settings.owner_id, pods)
     return pods, converge(host, clock, database_url, settings, TICK_INTERVAL)
 
 
-def warm_reconciler(host: Any, clock: SimClock, settings: Settings,
-                    database_url: str) -> MeasuredReconciler:
+def warm_reconciler(
+    host: Any, clock: SimClock, settings: Settings, database_url: str
+) -> MeasuredReconciler:
     """A fresh reconciler after one tick: the node is registered, the pools are warm."""
     rec = MeasuredReconciler(host.urls(), database_url, settings, clock)
     rec.tick()
@@ -244,8 +258,9 @@ def warm_reconciler(host: Any, clock: SimClock, settings: Settings,
     return rec
 
 
-def best_plan_time(obs: tuple[Observation, Settings, datetime],
-                   repeats: int = 5) -> tuple[float, float]:
+def best_plan_time(
+    obs: tuple[Observation, Settings, datetime], repeats: int = 5
+) -> tuple[float, float]:
     """Best wall and best thread-CPU time of `plan()` on one observation."""
     walls, cpus = [], []
     for _ in range(repeats):
@@ -283,8 +298,14 @@ def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
     return text.getvalue()
 
 
-def bench_steady(host: Any, clock: SimClock, n: int, workdir: str, ticks: int = STEADY_TICKS,
-                 profile: bool = False) -> SteadyResult:
+def bench_steady(
+    host: Any,
+    clock: SimClock,
+    n: int,
+    workdir: str,
+    ticks: int = STEADY_TICKS,
+    profile: bool = False,
+) -> SteadyResult:
     settings = bench_settings(n)
     database_url = f"sqlite:///{workdir}/steady-{n}.db"
     _pods, seed_ticks = seed_steady(host, clock, n, settings, database_url)
@@ -296,8 +317,9 @@ def bench_steady(host: Any, clock: SimClock, n: int, workdir: str, ticks: int = 
         clock.advance(TICK_INTERVAL)
     rss = peak_rss_mb()
     plan_wall, plan_cpu = best_plan_time(steady_observation(rec))
-    result = SteadyResult(n, seed_ticks, samples, plan_wall, plan_cpu, baseline, rss,
-                          traced_tick_peak_mb(rec))
+    result = SteadyResult(
+        n, seed_ticks, samples, plan_wall, plan_cpu, baseline, rss, traced_tick_peak_mb(rec)
+    )
     if profile:
         result.profile = profiled_tick(rec)
     rec.close()
@@ -342,8 +364,9 @@ class BurstResult:
         }
 
 
-def bench_burst(host: Any, clock: SimClock, n: int, workdir: str,
-                max_ticks: int = 100_000) -> BurstResult:
+def bench_burst(
+    host: Any, clock: SimClock, n: int, workdir: str, max_ticks: int = 100_000
+) -> BurstResult:
     settings = bench_settings(n)
     rec = warm_reconciler(host, clock, settings, f"sqlite:///{workdir}/burst-{n}.db")
     uids = [uid for _name, uid in host.add_pods("burst", n, settings.node_name)]
@@ -362,8 +385,18 @@ def bench_burst(host: Any, clock: SimClock, n: int, workdir: str,
     _kube, runpod, statuses = summarize(host.requests_since_mark())
     windows = math.floor(end.timestamp() / 60) - math.floor(start.timestamp() / 60) + 1
     rec.close()
-    return BurstResult(n, ticks, (end - start).total_seconds(), wall, cpu, runpod, statuses,
-                       DEFAULT_QUOTA[0], windows, peak_rss_mb())
+    return BurstResult(
+        n,
+        ticks,
+        (end - start).total_seconds(),
+        wall,
+        cpu,
+        runpod,
+        statuses,
+        DEFAULT_QUOTA[0],
+        windows,
+        peak_rss_mb(),
+    )
 
 
 # --- churn ----------------------------------------------------------------------------
@@ -390,8 +423,14 @@ class ChurnResult:
                 # Without the steady tick's own list pages and heartbeat, which do not
                 # grow with the number of pods replaced.
                 "kube_requests_beyond_steady": mean(
-                    lambda t: t.kube_total - t.kube.get(LIST_PAGE, 0)
-                    - t.kube.get(UNSCHEDULED_PAGE, 0) - t.kube.get(HEARTBEAT, 0)) / per_pod,
+                    lambda t: (
+                        t.kube_total
+                        - t.kube.get(LIST_PAGE, 0)
+                        - t.kube.get(UNSCHEDULED_PAGE, 0)
+                        - t.kube.get(HEARTBEAT, 0)
+                    )
+                )
+                / per_pod,
                 "runpod_requests": mean(lambda t: t.runpod_total) / per_pod,
                 "writes": mean(lambda t: t.write_total) / per_pod,
                 "cpu_ms": 1000 * mean(lambda t: t.cpu_s) / per_pod,
@@ -407,15 +446,16 @@ class ChurnResult:
         }
 
 
-def bench_churn(host: Any, clock: SimClock, n: int, workdir: str,
-                rounds: int = CHURN_ROUNDS) -> ChurnResult:
+def bench_churn(
+    host: Any, clock: SimClock, n: int, workdir: str, rounds: int = CHURN_ROUNDS
+) -> ChurnResult:
     settings = bench_settings(n, max_creates_per_tick=max(50, n))
     database_url = f"sqlite:///{workdir}/churn-{n}.db"
     live, _ = seed_steady(host, clock, n, settings, database_url)
     rec = warm_reconciler(host, clock, settings, database_url)
     result = ChurnResult(n, max(1, round(n * CHURN_SHARE)))
     for number in range(rounds):
-        victims, live = live[:result.replaced_per_tick], live[result.replaced_per_tick:]
+        victims, live = live[: result.replaced_per_tick], live[result.replaced_per_tick :]
         host.delete_pods([name for name, _uid in victims])
         live += host.add_pods(f"churn{number}", result.replaced_per_tick, settings.node_name)
         result.samples.append(measure_tick(rec, host))
@@ -429,8 +469,10 @@ def bench_churn(host: Any, clock: SimClock, n: int, workdir: str,
 
 def run_scenario(world: World, scenario: str, n: int, profile: bool = False) -> Any:
     quota = RAISED_QUOTA if scenario == "churn" else DEFAULT_QUOTA
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir, \
-            world(quota) as (host, clock):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-") as workdir,
+        world(quota) as (host, clock),
+    ):
         if scenario == "steady":
             return bench_steady(host, clock, n, workdir, profile=profile)
         if scenario == "burst":
@@ -440,8 +482,11 @@ def run_scenario(world: World, scenario: str, n: int, profile: bool = False) -> 
 
 def worker_main(scenario: str, n: int, profile: bool) -> int:
     result = run_scenario(remote_world, scenario, n, profile)
-    print(json.dumps({"scenario": scenario, "n": n, "summary": result.summary(),
-                      "result": asdict(result)}))
+    print(
+        json.dumps(
+            {"scenario": scenario, "n": n, "summary": result.summary(), "result": asdict(result)}
+        )
+    )
     return 0
 
 
@@ -471,13 +516,15 @@ def steady_rows(r: dict[str, Any]) -> dict[str, str]:
         "steady: reconciler CPU ms": f"{r['cpu_ms']:.0f}",
         "steady: simulators CPU ms": f"{r['sim_cpu_ms']:.0f}",
         "steady: planner in tick ms": f"{r['planner_in_tick_ms']:.0f}",
-        "steady: plan() best wall/CPU ms":
-            f"{r['plan_direct_ms']:.0f} / {r['plan_direct_cpu_ms']:.0f}",
+        "steady: plan() best wall/CPU ms": (
+            f"{r['plan_direct_ms']:.0f} / {r['plan_direct_cpu_ms']:.0f}"
+        ),
         "steady: RSS baseline/peak MB": f"{r['baseline_rss_mb']:.0f} / {r['peak_rss_mb']:.0f}",
         "steady: tick heap peak MB": f"{r['tick_heap_peak_mb']:.1f}",
         "steady: kube pages+unscheduled+heartbeat+other": (
             f"{r['kube_pages']}+{r['kube_unscheduled']}+{r['kube_heartbeat']}"
-            f"+{sum(r['kube_other'].values())}"),
+            f"+{sum(r['kube_other'].values())}"
+        ),
         "steady: RunPod requests": str(sum(r["runpod"].values())),
         "steady: DB writes": ", ".join(f"{k} x{v}" for k, v in r["writes"].items()) or "0",
     }
@@ -506,7 +553,8 @@ def churn_rows(r: dict[str, Any]) -> dict[str, str]:
         "churn per replaced pod: kube/RunPod/writes/CPU ms": (
             f"{r['per_replaced_pod']['kube_requests']:.2f} / "
             f"{r['per_replaced_pod']['runpod_requests']:.1f} / "
-            f"{r['per_replaced_pod']['writes']:.1f} / {r['per_replaced_pod']['cpu_ms']:.1f}"),
+            f"{r['per_replaced_pod']['writes']:.1f} / {r['per_replaced_pod']['cpu_ms']:.1f}"
+        ),
     }
 
 
@@ -538,19 +586,29 @@ def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
         Target(f"N={n} steady: exactly 1 RunPod request", str(runpod), runpod == 1),
         # Issue 10's target predates offload mode, whose list of unscheduled pods (one
         # page: it does not grow with N) issue 7 adds to every tick.
-        Target(f"N={n} steady: {r['expected_pages']} list pages + 1 unscheduled-pods page "
-               "+ heartbeat, nothing else",
-               f"{pages} pages, {r['kube_unscheduled']} unscheduled, "
-               f"{r['kube_heartbeat']} heartbeat, other {r['kube_other']}",
-               pages == r["expected_pages"] and r["kube_unscheduled"] == 1
-               and not r["kube_other"]),
-        Target(f"N={n} steady: no DB write but the tick row", json.dumps(r["writes"]),
-               r["writes"] == {"INSERT ticks": 1}),
+        Target(
+            f"N={n} steady: {r['expected_pages']} list pages + 1 unscheduled-pods page "
+            "+ heartbeat, nothing else",
+            f"{pages} pages, {r['kube_unscheduled']} unscheduled, "
+            f"{r['kube_heartbeat']} heartbeat, other {r['kube_other']}",
+            pages == r["expected_pages"] and r["kube_unscheduled"] == 1 and not r["kube_other"],
+        ),
+        Target(
+            f"N={n} steady: no DB write but the tick row",
+            json.dumps(r["writes"]),
+            r["writes"] == {"INSERT ticks": 1},
+        ),
         Target(f"N={n} steady: tick CPU <= 2 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 2000),
-        Target(f"N={n} steady: planner <= 200 ms (CPU, best of 5)",
-               f"{r['plan_direct_cpu_ms']:.0f} ms", r["plan_direct_cpu_ms"] <= 200),
-        Target(f"N={n} steady: peak RSS <= 300 MB", f"{r['peak_rss_mb']:.0f} MB",
-               r["peak_rss_mb"] <= 300),
+        Target(
+            f"N={n} steady: planner <= 200 ms (CPU, best of 5)",
+            f"{r['plan_direct_cpu_ms']:.0f} ms",
+            r["plan_direct_cpu_ms"] <= 200,
+        ),
+        Target(
+            f"N={n} steady: peak RSS <= 300 MB",
+            f"{r['peak_rss_mb']:.0f} MB",
+            r["peak_rss_mb"] <= 300,
+        ),
     ]
 
 
@@ -558,8 +616,13 @@ def burst_targets(n: int, r: dict[str, Any]) -> list[Target]:
     found = [Target(f"N={n} burst: zero 429s", str(r["throttled"]), r["throttled"] == 0)]
     # A burst of a few windows is dominated by the first window's full quota.
     if r["sim_minutes"] >= MIN_BURST_MINUTES:
-        found.append(Target(f"N={n} burst: >= 90% of the quota on creates (rate)",
-                            f"{r['quota_rate_share']:.1%}", r["quota_rate_share"] >= 0.9))
+        found.append(
+            Target(
+                f"N={n} burst: >= 90% of the quota on creates (rate)",
+                f"{r['quota_rate_share']:.1%}",
+                r["quota_rate_share"] >= 0.9,
+            )
+        )
     return found
 
 
@@ -567,20 +630,31 @@ def churn_targets(n: int, r: dict[str, Any]) -> list[Target]:
     """Issue 20's targets per replaced pod (stated for N=10 000, checked at every N)."""
     per = r["per_replaced_pod"]
     return [
-        Target(f"N={n} churn: <= 5 Kubernetes requests per replaced pod (beyond the "
-               "steady tick's pages and heartbeat)",
-               f"{per['kube_requests_beyond_steady']:.2f} ({per['kube_requests']:.2f} with them)",
-               per["kube_requests_beyond_steady"] <= 5),
-        Target(f"N={n} churn: <= 4 database writes per replaced pod",
-               f"{per['writes']:.1f}", per["writes"] <= 4),
-        Target(f"N={n} churn: <= 5 ms reconciler CPU per replaced pod",
-               f"{per['cpu_ms']:.1f} ms", per["cpu_ms"] <= 5),
+        Target(
+            f"N={n} churn: <= 5 Kubernetes requests per replaced pod (beyond the "
+            "steady tick's pages and heartbeat)",
+            f"{per['kube_requests_beyond_steady']:.2f} ({per['kube_requests']:.2f} with them)",
+            per["kube_requests_beyond_steady"] <= 5,
+        ),
+        Target(
+            f"N={n} churn: <= 4 database writes per replaced pod",
+            f"{per['writes']:.1f}",
+            per["writes"] <= 4,
+        ),
+        Target(
+            f"N={n} churn: <= 5 ms reconciler CPU per replaced pod",
+            f"{per['cpu_ms']:.1f} ms",
+            per["cpu_ms"] <= 5,
+        ),
     ]
 
 
 def targets(records: Sequence[dict[str, Any]]) -> list[Target]:
     checks: dict[str, Callable[[int, dict[str, Any]], list[Target]]] = {
-        "steady": steady_targets, "burst": burst_targets, "churn": churn_targets}
+        "steady": steady_targets,
+        "burst": burst_targets,
+        "churn": churn_targets,
+    }
     found: list[Target] = []
     for record in records:
         if record["scenario"] in checks:
@@ -593,22 +667,39 @@ def targets(records: Sequence[dict[str, Any]]) -> list[Target]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--pods", type=int, nargs="+", default=list(DEFAULT_PODS),
-                        help="managed pod counts to measure")
+    parser.add_argument(
+        "--pods",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_PODS),
+        help="managed pod counts to measure",
+    )
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--scenario", choices=SCENARIOS, nargs="+", default=list(SCENARIOS))
-    parser.add_argument("--burst-max", type=int, default=DEFAULT_BURST_MAX,
-                        help="skip the burst above this N (10 000 at 60/min is ~3 h simulated)")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="cProfile one steady tick at the largest N into DIR")
+    parser.add_argument(
+        "--burst-max",
+        type=int,
+        default=DEFAULT_BURST_MAX,
+        help="skip the burst above this N (10 000 at 60/min is ~3 h simulated)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="cProfile one steady tick at the largest N into DIR",
+    )
     parser.add_argument("--worker", choices=SCENARIOS, help=argparse.SUPPRESS)
     parser.add_argument("--profile-tick", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
 def plan_runs(args: argparse.Namespace) -> list[tuple[str, int]]:
-    return [(scenario, n) for n in sorted(args.pods) for scenario in args.scenario
-            if not (scenario == "burst" and n > args.burst_max)]
+    return [
+        (scenario, n)
+        for n in sorted(args.pods)
+        for scenario in args.scenario
+        if not (scenario == "burst" and n > args.burst_max)
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

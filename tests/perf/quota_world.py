@@ -66,13 +66,21 @@ def free_port() -> int:
 
 def pod_manifest(name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {}},
-        "spec": {"nodeName": NODE_NAME, "restartPolicy": "Always",
-                 "containers": [{"name": "main", "image": "python:3.11",
-                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-                 "tolerations": [{"key": "virtual-kubelet.io/provider",
-                                  "operator": "Exists"}]},
+        "spec": {
+            "nodeName": NODE_NAME,
+            "restartPolicy": "Always",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python:3.11",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        },
     }
 
 
@@ -95,14 +103,36 @@ class Cluster:
         kubeconfig = self.kube.write_kubeconfig(str(self.workdir / f"{self.name}.kubeconfig"))
         log = (self.workdir / f"{self.name}.log").open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "reconciler", "--database-url",
-             f"sqlite:///{self.workdir / (self.name + '.db')}", "sync",
-             "--health-address", f"127.0.0.1:{free_port()}", "--kubeconfig", kubeconfig,
-             "--runpod-url", runpod_url, "--cluster-id", self.name, "--max-instances", "5000",
-             "--max-hourly-spend", "100000", "--node-pods", "5000", "--node-gpus", "5000",
-             *extra],
+            [
+                sys.executable,
+                "-m",
+                "reconciler",
+                "--database-url",
+                f"sqlite:///{self.workdir / (self.name + '.db')}",
+                "sync",
+                "--health-address",
+                f"127.0.0.1:{free_port()}",
+                "--kubeconfig",
+                kubeconfig,
+                "--runpod-url",
+                runpod_url,
+                "--cluster-id",
+                self.name,
+                "--max-instances",
+                "5000",
+                "--max-hourly-spend",
+                "100000",
+                "--node-pods",
+                "5000",
+                "--node-gpus",
+                "5000",
+                *extra,
+            ],
             env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "INFO"},
-            text=True, stdout=log, stderr=subprocess.STDOUT)
+            text=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def add_pods(self, prefix: str, count: int, clock: SimClock) -> None:
         for index in range(count):
@@ -142,24 +172,32 @@ class QuotaWorld:
     def missing(self) -> int:
         """Pods added to any cluster that have no instance yet."""
         created = self.created_at()
-        return sum(1 for c in self.clusters for uid in c.added
-                   if (c.owner_id, uid) not in created)
+        return sum(1 for c in self.clusters for uid in c.added if (c.owner_id, uid) not in created)
 
 
 @contextmanager
-def quota_world(workdir: Path, clusters: int = 1, quota: tuple[int, int, int] = (60, 3000, 50000),
-                gpu_types: list[dict[str, Any]] | None = None) -> Iterator[QuotaWorld]:
+def quota_world(
+    workdir: Path,
+    clusters: int = 1,
+    quota: tuple[int, int, int] = (60, 3000, 50000),
+    gpu_types: list[dict[str, Any]] | None = None,
+) -> Iterator[QuotaWorld]:
     clock = SimClock()
     runpod = RunPodSimulator(API_KEY, clock=clock, quota=quota, gpu_types=gpu_types).start()
     kubes = []
     try:
         for number in range(clusters):
             kube = KubeSimulator(f"quota-bench-token-{number}", clock=clock).start()
-            kube.put("namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                    "metadata": {"name": NAMESPACE}})
+            kube.put(
+                "namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            )
             kubes.append(kube)
-        world = QuotaWorld(clock, runpod, [Cluster(f"cluster-{chr(97 + n)}", kube, workdir)
-                                           for n, kube in enumerate(kubes)])
+        world = QuotaWorld(
+            clock,
+            runpod,
+            [Cluster(f"cluster-{chr(97 + n)}", kube, workdir) for n, kube in enumerate(kubes)],
+        )
         with RealTimeDriver(clock):
             try:
                 yield world

@@ -50,8 +50,13 @@ WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 def bench_settings(n: int, **changes: Any) -> Settings:
     """Settings whose budgets never bind at n pods; the cluster id is fixed."""
-    base = Settings(cluster_id="bench-cluster", max_instances=10 * n + 100,
-                    max_hourly_spend=1e9, node_pods=10 * n + 100, node_gpus=10 * n + 100)
+    base = Settings(
+        cluster_id="bench-cluster",
+        max_instances=10 * n + 100,
+        max_hourly_spend=1e9,
+        node_pods=10 * n + 100,
+        node_gpus=10 * n + 100,
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -65,13 +70,21 @@ class RequestLog:
 
 def _pod_manifest(name: str, node_name: str) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {}},
-        "spec": {"nodeName": node_name, "restartPolicy": "Always",
-                 "containers": [{"name": "main", "image": "python:3.11",
-                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
-                 "tolerations": [{"key": "virtual-kubelet.io/provider",
-                                  "operator": "Exists"}]},
+        "spec": {
+            "nodeName": node_name,
+            "restartPolicy": "Always",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python:3.11",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }
+            ],
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+        },
     }
 
 
@@ -81,9 +94,13 @@ def ample_capacity(free_gpus: int = 1_000_000) -> list[dict[str, Any]]:
     The benchmark measures pacing against the quota; the default few dozen GPUs per
     type would turn a large burst into a capacity test instead.
     """
-    return [{**gpu, "capacity": {dc: free_gpus if count else 0
-                                 for dc, count in gpu["capacity"].items()}}
-            for gpu in DEFAULT_GPU_TYPES]
+    return [
+        {
+            **gpu,
+            "capacity": {dc: free_gpus if count else 0 for dc, count in gpu["capacity"].items()},
+        }
+        for gpu in DEFAULT_GPU_TYPES
+    ]
 
 
 class SimHost:
@@ -91,11 +108,13 @@ class SimHost:
 
     def __init__(self, quota: tuple[int, int, int] = DEFAULT_QUOTA) -> None:
         self.clock = SimClock()
-        self.runpod = RunPodSimulator(API_KEY, clock=self.clock, quota=quota,
-                                      gpu_types=ample_capacity()).start()
+        self.runpod = RunPodSimulator(
+            API_KEY, clock=self.clock, quota=quota, gpu_types=ample_capacity()
+        ).start()
         self.kube = KubeSimulator(TOKEN, clock=self.clock).start()
-        self.kube.put("namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                     "metadata": {"name": NAMESPACE}})
+        self.kube.put(
+            "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+        )
         self._runpod_mark = 0
         self._seeder: MeasuredReconciler | None = None
 
@@ -115,15 +134,18 @@ class SimHost:
 
     def add_pods(self, prefix: str, count: int, node_name: str) -> list[tuple[str, str]]:
         """Pods bound to the virtual node, as (name, uid)."""
-        created = [self.kube.create_pod(_pod_manifest(f"{prefix}-{i:05d}", node_name))
-                   for i in range(count)]
+        created = [
+            self.kube.create_pod(_pod_manifest(f"{prefix}-{i:05d}", node_name))
+            for i in range(count)
+        ]
         return [(p["metadata"]["name"], p["metadata"]["uid"]) for p in created]
 
     def add_instances(self, owner_id: str, pods: list[tuple[str, str]]) -> None:
         """A running owned instance per pod, as if an earlier reconciler had made it."""
         for name, uid in pods:
-            self.runpod.add_instance(f"{NAMESPACE}-{name}-{uid[:8]}",
-                                     env={OWNER_ENV: owner_id, POD_UID_ENV: uid})
+            self.runpod.add_instance(
+                f"{NAMESPACE}-{name}-{uid[:8]}", env={OWNER_ENV: owner_id, POD_UID_ENV: uid}
+            )
 
     def delete_pods(self, names: list[str], grace_seconds: int = 30) -> None:
         for name in names:
@@ -131,9 +153,11 @@ class SimHost:
 
     def pods_with_instance(self, owner_id: str, uids: list[str]) -> int:
         wanted = set(uids)
-        found = {i["env"].get(POD_UID_ENV) for i in self.runpod.instances.values()
-                 if (i.get("env") or {}).get(OWNER_ENV) == owner_id
-                 and i.get("status") != "TERMINATED"}
+        found = {
+            i["env"].get(POD_UID_ENV)
+            for i in self.runpod.instances.values()
+            if (i.get("env") or {}).get(OWNER_ENV) == owner_id and i.get("status") != "TERMINATED"
+        }
         return len(wanted & found)
 
     def mark(self) -> None:
@@ -147,7 +171,8 @@ class SimHost:
             raise RuntimeError("the RunPod request log overflowed; measure shorter phases")
         return RequestLog(
             kube=list(self.kube.requests),
-            runpod=[(r.method, r.path, "", r.status) for r in runpod[self._runpod_mark:]])
+            runpod=[(r.method, r.path, "", r.status) for r in runpod[self._runpod_mark :]],
+        )
 
     def seed_tick(self, database_url: str, settings: Settings) -> int:
         """One tick of the host's own reconciler (to reach steady state); actions planned."""
@@ -161,8 +186,14 @@ class SimHost:
             self._seeder = None
 
 
-def converge(host: Any, clock: SimClock, database_url: str, settings: Settings,
-             interval: float = 15, max_ticks: int = 10) -> int:
+def converge(
+    host: Any,
+    clock: SimClock,
+    database_url: str,
+    settings: Settings,
+    interval: float = 15,
+    max_ticks: int = 10,
+) -> int:
     """Tick the host's reconciler until a tick plans nothing; returns the ticks used."""
     try:
         for count in range(1, max_ticks + 1):
@@ -226,13 +257,24 @@ class MeasuredReconciler:
         configuration.api_key = {"BearerToken": TOKEN}
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         kube = KubeClient(kubernetes.client.ApiClient(configuration), now=self.clock.now)
-        self.runpod = RunPodClient(API_KEY, runpod_url, sleep=self.clock.sleep,
-                                   monotonic=self.clock.monotonic, read_timeout=60)
+        self.runpod = RunPodClient(
+            API_KEY,
+            runpod_url,
+            sleep=self.clock.sleep,
+            monotonic=self.clock.monotonic,
+            read_timeout=60,
+        )
         sql = db.make_engine(self.database_url)
         migrate.upgrade(sql)
         self.writes = WriteCounter(sql)
-        self.engine, _ = compose(self.settings, self.runpod, kube,
-                                 Store(db.session_factory(sql)), self.clock.now, RunMode.ONCE)
+        self.engine, _ = compose(
+            self.settings,
+            self.runpod,
+            kube,
+            Store(db.session_factory(sql)),
+            self.clock.now,
+            RunMode.ONCE,
+        )
 
     def tick(self) -> TickReport:
         return self.engine.tick()

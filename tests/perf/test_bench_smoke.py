@@ -47,14 +47,18 @@ def world() -> Iterator[tuple[Any, SimClock]]:
 
 
 def test_steady_tick_costs_one_list_the_pages_the_heartbeat_and_the_tick_row(
-        world: tuple[Any, SimClock], workdir: str) -> None:
+    world: tuple[Any, SimClock], workdir: str
+) -> None:
     host, clock = world
     result = bench_steady(host, clock, N, workdir, ticks=2)
     for sample in result.samples:
         assert sample.planned == {}
         assert sample.runpod == {"GET /v2/pods": 1}
-        assert sample.kube == {LIST_PAGE: math.ceil(N / PAGE_SIZE), UNSCHEDULED_PAGE: 1,
-                               HEARTBEAT: 2}
+        assert sample.kube == {
+            LIST_PAGE: math.ceil(N / PAGE_SIZE),
+            UNSCHEDULED_PAGE: 1,
+            HEARTBEAT: 2,
+        }
         assert sample.writes == {"INSERT ticks": 1}
 
 
@@ -90,10 +94,16 @@ def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str)
 
 def test_request_names() -> None:
     assert kube_kind("GET", "/api/v1/pods") == LIST_PAGE
-    assert kube_kind("GET", "/api/v1/pods",
-                     "fieldSelector=spec.nodeName%3D%2Cstatus.phase%3DPending") == UNSCHEDULED_PAGE
-    assert kube_kind("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/"
-                            "leases/virtual-runpod") == HEARTBEAT
+    assert (
+        kube_kind("GET", "/api/v1/pods", "fieldSelector=spec.nodeName%3D%2Cstatus.phase%3DPending")
+        == UNSCHEDULED_PAGE
+    )
+    assert (
+        kube_kind(
+            "PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/virtual-runpod"
+        )
+        == HEARTBEAT
+    )
     assert kube_kind("PATCH", "/api/v1/namespaces/bench/pods/p-1/status") == "PATCH pods/status"
     assert kube_kind("POST", "/api/v1/namespaces/bench/events") == "POST events"
     assert runpod_route("DELETE", "/v2/pods/abc123") == "DELETE /v2/pods/{id}"

@@ -68,7 +68,8 @@ def _mirrored_world() -> World:
 
 
 def test_an_unchanged_mirror_key_skips_the_status_computation(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     world = _mirrored_world()
 
     def computed(*args: object, **kwargs: object) -> NoReturn:
@@ -139,7 +140,8 @@ def test_deleting_a_pod_terminates_then_finalizes() -> None:
 def test_a_deleted_batch_pod_that_had_ended_with_zero_succeeds() -> None:
     world = World().add(pod("job", deleting=True, phase="Running", restart_policy="Never"))
     world.rows["uid-job"] = world_row(world, "uid-job", "inst-ended").changed(
-        state=MappingState.TERMINATED, exit_code=0)
+        state=MappingState.TERMINATED, exit_code=0
+    )
     [finalize] = world.plan()
     assert isinstance(finalize, FinalizePod) and finalize.status is not None
     assert finalize.status["phase"] == "Succeeded"
@@ -204,8 +206,9 @@ def test_duplicates_keep_the_instance_the_pods_annotation_names_over_the_mapped_
     """Writers with different databases map different instances, but read the same pod."""
     named = instance("uid-a", created=T0 + timedelta(seconds=5))
     mapped = instance("uid-a", created=T0)
-    world = World().add(pod("a", phase="Running", annotations={"runpod.io/pod-id": named.id}),
-                        named, mapped)
+    world = World().add(
+        pod("a", phase="Running", annotations={"runpod.io/pod-id": named.id}), named, mapped
+    )
     world.apply([SaveRow(world_row(world, "uid-a", mapped.id))])
     world.now = T0 + PAST_GRACE
     actions = world.plan()
@@ -283,8 +286,7 @@ def test_lost_database_is_rebuilt_from_owner_tags_without_a_second_create() -> N
 
 
 def test_lost_database_with_a_vanished_instance_trusts_the_pod_annotation() -> None:
-    world = World().add(pod("train", phase="Running",
-                            annotations={"runpod.io/pod-id": "inst-old"}))
+    world = World().add(pod("train", phase="Running", annotations={"runpod.io/pod-id": "inst-old"}))
     [save] = world.plan()
     assert isinstance(save, SaveRow) and save.row.instance_id == "inst-old"
     world.apply([save])
@@ -318,8 +320,9 @@ def test_runpod_error_fails_the_pod_and_releases_the_instance() -> None:
 
 def test_batch_pod_exit_zero_succeeds_and_releases_the_instance() -> None:
     stopped = instance("uid-job", status=InstanceStatus.EXITED)
-    world = World().add(pod("job", phase="Running", restart_policy="Never",
-                            command=["python", "train.py"]), stopped)
+    world = World().add(
+        pod("job", phase="Running", restart_policy="Never", command=["python", "train.py"]), stopped
+    )
     world.exit_codes = {stopped.id: 0}
     actions = world.plan()
     status = next(a for a in actions if isinstance(a, PatchStatus)).status
@@ -329,8 +332,9 @@ def test_batch_pod_exit_zero_succeeds_and_releases_the_instance() -> None:
 
 def test_batch_pod_exit_code_is_kept_in_the_container_status() -> None:
     stopped = instance("uid-job", status=InstanceStatus.EXITED)
-    world = World().add(pod("job", phase="Running", restart_policy="Never",
-                            command=["false"]), stopped)
+    world = World().add(
+        pod("job", phase="Running", restart_policy="Never", command=["false"]), stopped
+    )
     world.exit_codes = {stopped.id: 3}
     status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
     assert status["phase"] == "Failed"
@@ -340,8 +344,9 @@ def test_batch_pod_exit_code_is_kept_in_the_container_status() -> None:
 
 def test_unread_exit_code_waits_instead_of_guessing() -> None:
     stopped = instance("uid-job", status=InstanceStatus.EXITED)
-    world = World().add(pod("job", phase="Running", restart_policy="Never",
-                            command=["true"]), stopped)
+    world = World().add(
+        pod("job", phase="Running", restart_policy="Never", command=["true"]), stopped
+    )
     # No status guessed, nothing terminated: the row only notes when the wait began.
     assert kinds(world.plan()) == ["Adopt", "Event", "SaveRow"]
     world.apply(world.plan())
@@ -436,8 +441,9 @@ def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-unty
     from reconciler.core.mapping import MappingRecord
 
     p = world.pods[uid]
-    return MappingRecord(uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0,
-                         instance_id=instance_id)
+    return MappingRecord(
+        uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0, instance_id=instance_id
+    )
 
 
 def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on() -> None:

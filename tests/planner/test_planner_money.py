@@ -28,11 +28,16 @@ from reconciler.core.translate.names import instance_name
 from .world import OWNER, T0, World, instance, kinds, pod
 
 
-def _running(world: World, name: str, *, restart_policy: str = "Always",
-             namespace: str = "ml") -> Instance:
+def _running(
+    world: World, name: str, *, restart_policy: str = "Always", namespace: str = "ml"
+) -> Instance:
     """A pod Running on its instance, rows and annotations settled."""
-    live = pod(name, phase="Pending", restart_policy=restart_policy,
-               command=["python", "x.py"] if restart_policy != "Always" else None)
+    live = pod(
+        name,
+        phase="Pending",
+        restart_policy=restart_policy,
+        command=["python", "x.py"] if restart_policy != "Always" else None,
+    )
     live["metadata"]["namespace"] = namespace
     found = instance(live["metadata"]["uid"])
     world.add(live, found)
@@ -54,8 +59,11 @@ def test_a_mapped_instance_whose_env_was_replaced_gets_its_tags_back() -> None:
     restore = [a for a in actions if isinstance(a, RestoreTags)]
     assert [r.instance_id for r in restore] == [found.id]
     # PATCH replaces env whole: what it has now goes back with the tags.
-    assert restore[0].env == {"HF_TOKEN_FILE": "/secrets/hf", OWNER_ENV: OWNER,
-                              POD_UID_ENV: "uid-serve"}
+    assert restore[0].env == {
+        "HF_TOKEN_FILE": "/secrets/hf",
+        OWNER_ENV: OWNER,
+        POD_UID_ENV: "uid-serve",
+    }
     assert any(isinstance(a, Event) and a.reason is Notice.TAGS_RESTORED for a in actions)
     # Never a failed pod, never a second instance, never a terminate for it.
     assert not any(isinstance(a, PatchStatus | Create | Terminate) for a in actions)
@@ -88,8 +96,9 @@ def test_with_neither_row_nor_annotation_it_only_looks_like_ours() -> None:
     found = _running(world, "serve")
     world.rows.clear()
     world.pods["uid-serve"]["metadata"]["annotations"] = {}
-    untagged = replace(world.instances[found.id], env={}, name=instance_name(
-        world.pods["uid-serve"]))
+    untagged = replace(
+        world.instances[found.id], env={}, name=instance_name(world.pods["uid-serve"])
+    )
     world.instances[found.id] = untagged
     seen = lookalikes(world.instances.values(), {}, list(world.pods.values()))
     assert [(s.instance_id, s.pod_name) for s in seen] == [(found.id, "serve")]
@@ -116,7 +125,9 @@ def test_an_unreadable_exit_code_ends_billing_after_the_bound() -> None:
     assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [found.id]
     status = next(a for a in actions if isinstance(a, PatchStatus))
     assert (status.status["phase"], status.status["reason"]) == (
-        "Failed", PodReason.EXIT_CODE_UNKNOWN)
+        "Failed",
+        PodReason.EXIT_CODE_UNKNOWN,
+    )
     terminated = status.status["containerStatuses"][0]["state"]["terminated"]
     assert terminated["reason"] == PodReason.EXIT_CODE_UNKNOWN
     assert terminated["message"].endswith("last log lines:\nepoch 9 done\nKilled")
@@ -152,8 +163,7 @@ def test_an_unreadable_namespace_cap_holds_creates_back() -> None:
     world = World(namespace_caps={"ml": caps}).add(pod("p"))
     actions = world.plan()
     assert not any(isinstance(a, Create) for a in actions)
-    assert "runpod.io/max-hourly-spend" in next(
-        a for a in actions if isinstance(a, Event)).message
+    assert "runpod.io/max-hourly-spend" in next(a for a in actions if isinstance(a, Event)).message
 
 
 def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:
@@ -169,7 +179,11 @@ def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:
     world.now = hour + timedelta(hours=2)
     leak = next(a for a in world.plan() if isinstance(a, Terminate))
     assert (leak.instance_id, leak.reason, leak.detail, leak.leaked_seconds) == (
-        "inst-gone", TerminateReason.LEAK, LEAK_REASON, 7200)
+        "inst-gone",
+        TerminateReason.LEAK,
+        LEAK_REASON,
+        7200,
+    )
     assert row.state is MappingState.TERMINATED
 
 
@@ -185,5 +199,14 @@ def test_the_spend_so_far_is_annotated_on_the_pod() -> None:
 
 
 def world_row(uid: str, instance_id: str, ended: datetime) -> MappingRecord:
-    return MappingRecord(uid, "ml", "gone", MappingState.TERMINATED, T0, T0,
-                         instance_id=instance_id, cost_per_hr=0.69, ended_at=ended)
+    return MappingRecord(
+        uid,
+        "ml",
+        "gone",
+        MappingState.TERMINATED,
+        T0,
+        T0,
+        instance_id=instance_id,
+        cost_per_hr=0.69,
+        ended_at=ended,
+    )

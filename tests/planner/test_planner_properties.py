@@ -27,8 +27,13 @@ from tests.planner.world import OWNER, T0, World, instance, pod
 PHASES = ["Pending", "Running", "Succeeded", "Failed"]
 # Actions with a side effect outside the database.
 _SIDE_EFFECTS = (Create, Adopt, Terminate, PatchStatus, PatchMetadata, FinalizePod, Bind)
-STATUSES = [InstanceStatus.PROVISIONING, InstanceStatus.RUNNING, InstanceStatus.EXITED,
-            InstanceStatus.ERROR, InstanceStatus.UNKNOWN]
+STATUSES = [
+    InstanceStatus.PROVISIONING,
+    InstanceStatus.RUNNING,
+    InstanceStatus.EXITED,
+    InstanceStatus.ERROR,
+    InstanceStatus.UNKNOWN,
+]
 
 
 @st.composite
@@ -37,18 +42,30 @@ def worlds(draw: st.DrawFn) -> World:
     for n in range(draw(st.integers(0, 6))):
         uid = f"uid-{n}"
         phase = draw(st.sampled_from(PHASES))
-        world.add(pod(f"p{n}", uid, phase=phase, deleting=draw(st.booleans()),
-                      restart_policy=draw(st.sampled_from(["Always", "Never"])),
-                      command=["run"], created=T0 - timedelta(seconds=n)))
+        world.add(
+            pod(
+                f"p{n}",
+                uid,
+                phase=phase,
+                deleting=draw(st.booleans()),
+                restart_policy=draw(st.sampled_from(["Always", "Never"])),
+                command=["run"],
+                created=T0 - timedelta(seconds=n),
+            )
+        )
         for _ in range(draw(st.integers(0, 2))):
-            made = instance(uid, status=draw(st.sampled_from(STATUSES)),
-                            created=T0 - timedelta(minutes=draw(st.integers(0, 30))))
+            made = instance(
+                uid,
+                status=draw(st.sampled_from(STATUSES)),
+                created=T0 - timedelta(minutes=draw(st.integers(0, 30))),
+            )
             world.add(made)
             world.exit_codes[made.id] = draw(st.sampled_from([0, 1, None]))
         if draw(st.booleans()):
             state = draw(st.sampled_from(list(MappingState)))
-            world.rows[uid] = MappingRecord(uid, "ml", f"p{n}", state, T0, T0,
-                                            attempt_started_at=T0)
+            world.rows[uid] = MappingRecord(
+                uid, "ml", f"p{n}", state, T0, T0, attempt_started_at=T0
+            )
     for n in range(draw(st.integers(0, 2))):  # orphans and strangers
         world.add(instance(f"gone-{n}", created=T0 - timedelta(hours=1)))
         world.add(instance(f"uid-{n}", owner="another-cluster/node"))
@@ -92,8 +109,9 @@ def test_never_terminates_what_is_not_ours(world: World) -> None:
 @given(worlds())
 @settings(max_examples=150, deadline=None)
 def test_finished_pods_never_get_a_create(world: World) -> None:
-    finished = {uid for uid, p in world.pods.items()
-                if p["status"]["phase"] in ("Succeeded", "Failed")}
+    finished = {
+        uid for uid, p in world.pods.items() if p["status"]["phase"] in ("Succeeded", "Failed")
+    }
     finished |= {uid for uid, r in world.rows.items() if r.state.finished}
     for actions in run(world):
         assert not finished & {a.pod.uid for a in actions if isinstance(a, Create)}

@@ -44,52 +44,101 @@ SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=1
 OWNER = SETTINGS.owner_id
 
 CATALOG = [
-    GpuType("NVIDIA GeForce RTX 4090", "RTX 4090", 24, True, True, 0.69, 0.34,
-            availability=Availability.HIGH,
-            datacenters=(DataCenterStock("US-TX-3", Availability.HIGH),)),
-    GpuType("NVIDIA A100 80GB PCIe", "A100 80GB", 80, True, True, 1.64, 1.19,
-            availability=Availability.MEDIUM,
-            datacenters=(DataCenterStock("EU-RO-1", Availability.MEDIUM),)),
+    GpuType(
+        "NVIDIA GeForce RTX 4090",
+        "RTX 4090",
+        24,
+        True,
+        True,
+        0.69,
+        0.34,
+        availability=Availability.HIGH,
+        datacenters=(DataCenterStock("US-TX-3", Availability.HIGH),),
+    ),
+    GpuType(
+        "NVIDIA A100 80GB PCIe",
+        "A100 80GB",
+        80,
+        True,
+        True,
+        1.64,
+        1.19,
+        availability=Availability.MEDIUM,
+        datacenters=(DataCenterStock("EU-RO-1", Availability.MEDIUM),),
+    ),
 ]
 
 _ids = itertools.count(1)
 
 
-def pod(name: str, uid: str | None = None, *, phase: str = "Pending",
-        created: datetime = T0, annotations: dict[str, str] | None = None,
-        restart_policy: str = "Always", deleting: bool = False,
-        command: list[str] | None = None, ports: list[int] | None = None) -> KubeObject:
-    container: dict[str, Any] = {"name": "main", "image": "python:3.11",
-                                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+def pod(
+    name: str,
+    uid: str | None = None,
+    *,
+    phase: str = "Pending",
+    created: datetime = T0,
+    annotations: dict[str, str] | None = None,
+    restart_policy: str = "Always",
+    deleting: bool = False,
+    command: list[str] | None = None,
+    ports: list[int] | None = None,
+) -> KubeObject:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "python:3.11",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
     if command is not None:
         container["command"] = command
     if ports:
         container["ports"] = [{"containerPort": p, "protocol": "TCP"} for p in ports]
-    meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": uid or f"uid-{name}",
-                            "resourceVersion": "1",
-                            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                            "annotations": dict(annotations or {})}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ml",
+        "uid": uid or f"uid-{name}",
+        "resourceVersion": "1",
+        "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "annotations": dict(annotations or {}),
+    }
     if deleting:
-        meta["deletionTimestamp"] = (created + timedelta(seconds=1)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ")
-    return {"metadata": meta,
-            "spec": {"nodeName": SETTINGS.node_name, "restartPolicy": restart_policy,
-                     "containers": [container]},
-            "status": {"phase": phase}}
+        meta["deletionTimestamp"] = (created + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": meta,
+        "spec": {
+            "nodeName": SETTINGS.node_name,
+            "restartPolicy": restart_policy,
+            "containers": [container],
+        },
+        "status": {"phase": phase},
+    }
 
 
-def instance(pod_uid: str | None, *, status: InstanceStatus = InstanceStatus.RUNNING,
-             owner: str = OWNER, created: datetime = T0, instance_id: str | None = None,
-             runtime: bool = True) -> Instance:
+def instance(
+    pod_uid: str | None,
+    *,
+    status: InstanceStatus = InstanceStatus.RUNNING,
+    owner: str = OWNER,
+    created: datetime = T0,
+    instance_id: str | None = None,
+    runtime: bool = True,
+) -> Instance:
     env = {OWNER_ENV: owner}
     if pod_uid is not None:
         env[POD_UID_ENV] = pod_uid
     return Instance(
-        id=instance_id or f"inst{next(_ids)}", name=f"ml-{pod_uid}", status=status, env=env,
+        id=instance_id or f"inst{next(_ids)}",
+        name=f"ml-{pod_uid}",
+        status=status,
+        env=env,
         cost_per_hr=0.69 if status is InstanceStatus.RUNNING else 0.0,
-        gpu_type_id=CATALOG[0].id, gpu_count=1, datacenter_id="US-TX-3", created_at=created,
-        runtime=Runtime(60, (PortMapping(22, "tcp", "1.2.3.4", 40022),)) if runtime and
-        status is InstanceStatus.RUNNING else None)
+        gpu_type_id=CATALOG[0].id,
+        gpu_count=1,
+        datacenter_id="US-TX-3",
+        created_at=created,
+        runtime=Runtime(60, (PortMapping(22, "tcp", "1.2.3.4", 40022),))
+        if runtime and status is InstanceStatus.RUNNING
+        else None,
+    )
 
 
 @dataclass
@@ -119,20 +168,26 @@ class World:
         return Observation(
             pods=list(self.pods.values()),
             instances=[self._aged(i) for i in self.instances.values()],
-            rows=list(self.rows.values()), catalog=CATALOG,
+            rows=list(self.rows.values()),
+            catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
-            exit_codes=dict(self.exit_codes), rate_budget=self.rate_budget,
+            exit_codes=dict(self.exit_codes),
+            rate_budget=self.rate_budget,
             refused=self.refused,
-            exit_logs=dict(self.exit_logs), namespace_caps=dict(self.namespace_caps),
-            billing=list(self.billing), spend=dict(self.spend))
+            exit_logs=dict(self.exit_logs),
+            namespace_caps=dict(self.namespace_caps),
+            billing=list(self.billing),
+            spend=dict(self.spend),
+        )
 
     def _aged(self, inst: Instance) -> Instance:
         """A running container's uptime grows with the world's clock, as on RunPod."""
         if inst.runtime is None or inst.created_at is None:
             return inst
         uptime = int((self.now - inst.created_at).total_seconds())
-        return dataclasses.replace(inst, runtime=dataclasses.replace(inst.runtime,
-                                                                     uptime_seconds=uptime))
+        return dataclasses.replace(
+            inst, runtime=dataclasses.replace(inst.runtime, uptime_seconds=uptime)
+        )
 
     def plan(self) -> list[Action]:
         return plan(self.observe(), self.settings, self.now)
@@ -163,8 +218,7 @@ class World:
                 if ref.uid in self.pods:
                     self.pods[ref.uid] = {**self.pods[ref.uid], "status": copy.deepcopy(status)}
                     if changes:
-                        meta = self.pods[ref.uid]["metadata"] = dict(
-                            self.pods[ref.uid]["metadata"])
+                        meta = self.pods[ref.uid]["metadata"] = dict(self.pods[ref.uid]["metadata"])
                         meta["annotations"] = {**meta.get("annotations", {}), **changes}
                     self.touch(ref.uid)
                 self.rows[row.pod_uid] = row
@@ -176,7 +230,6 @@ class World:
                 self.pods.pop(ref.uid, None)
                 if row is not None:
                     self.rows[row.pod_uid] = row
-
 
     def touch(self, uid: str) -> None:
         """A new resourceVersion, as the API server gives every write to a pod."""

@@ -265,13 +265,21 @@ REGISTRY = {
 
 # Request bodies by (method, path pattern) as logged by the simulator.
 # UpdatePodRequest: every field optional, nothing else (unevaluatedProperties: false).
-UPDATE_POD_REQUEST: dict[str, Any] = _closed({
-    "name": {"type": "string", "minLength": 1}, "image": {"type": "string"},
-    "args": {"type": "string"}, "disk": {"type": "integer", "minimum": 1},
-    "env": _STRING_MAP, "ports": _STRINGS, "registry": _NULLABLE_STRING,
-    "globalNetworking": {"type": "boolean"}, "locked": {"type": "boolean"}, "mounts": MOUNTS,
-    "templateId": {"type": "string"},
-})
+UPDATE_POD_REQUEST: dict[str, Any] = _closed(
+    {
+        "name": {"type": "string", "minLength": 1},
+        "image": {"type": "string"},
+        "args": {"type": "string"},
+        "disk": {"type": "integer", "minimum": 1},
+        "env": _STRING_MAP,
+        "ports": _STRINGS,
+        "registry": _NULLABLE_STRING,
+        "globalNetworking": {"type": "boolean"},
+        "locked": {"type": "boolean"},
+        "mounts": MOUNTS,
+        "templateId": {"type": "string"},
+    }
+)
 
 REQUEST_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v2/pods"): CREATE_POD_REQUEST,

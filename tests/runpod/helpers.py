@@ -57,9 +57,12 @@ def pod_action(sim: RunPodSimulator, instance_id: str, action: str) -> Instance 
     still bills), so the client has no such call; the tests use it to put simulated
     instances into the states a user can bring them to. None for terminate (204).
     """
-    answer = requests.post(f"{sim.base_url}/v2/pods/{instance_id}/action",
-                           json={"action": action}, timeout=5,
-                           headers={"Authorization": f"Bearer {API_KEY}"})
+    answer = requests.post(
+        f"{sim.base_url}/v2/pods/{instance_id}/action",
+        json={"action": action},
+        timeout=5,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
     if answer.status_code >= 400:
         raise ActionRefused(answer.status_code, str(answer.json().get("detail", "")))
     return None if answer.status_code == 204 else parse_instance(answer.json())

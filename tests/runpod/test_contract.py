@@ -152,8 +152,11 @@ def test_every_error_answer(
     for answer in answers:
         assert answer.headers["Content-Type"] == "application/problem+json"
         contract.validate(contract.ERROR_RESPONSE, answer.json())
-    refused = http.post(f"{sim.base_url}/v2/pods/{sim.add_instance('r')}/action",
-                        json={"action": "start"}, timeout=5)
+    refused = http.post(
+        f"{sim.base_url}/v2/pods/{sim.add_instance('r')}/action",
+        json={"action": "start"},
+        timeout=5,
+    )
     assert refused.status_code == 409
     assert refused.headers["Content-Type"] == "application/problem+json"
     contract.validate(contract.ERROR_RESPONSE, refused.json())

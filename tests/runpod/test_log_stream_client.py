@@ -27,8 +27,15 @@ def pod(sim: RunPodSimulator) -> str:
 
 
 def _lines(client: RunPodClient, pod: str, read: LogRead, max_resumes: int = 5) -> Iterator[str]:
-    events = read_log(client.log_events, pod, read, backfill_idle_seconds=0.3,
-                      follow_idle_seconds=5, sleep=lambda _: None, max_resumes=max_resumes)
+    events = read_log(
+        client.log_events,
+        pod,
+        read,
+        backfill_idle_seconds=0.3,
+        follow_idle_seconds=5,
+        sleep=lambda _: None,
+        max_resumes=max_resumes,
+    )
     return (event.line for event in events)
 
 
@@ -41,7 +48,8 @@ def _log_requests(sim: RunPodSimulator) -> int:
 
 
 def test_backfill_of_a_running_pod_ends_after_silence(
-        sim: RunPodSimulator, client: RunPodClient, pod: str) -> None:
+    sim: RunPodSimulator, client: RunPodClient, pod: str
+) -> None:
     assert _read(client, pod, LogRead(tail=2)) == ["line 4", "line 5"]
     assert _log_requests(sim) == 1
 
@@ -54,14 +62,16 @@ def test_since_reads_from_a_moment(sim: RunPodSimulator, client: RunPodClient, p
 
 
 def test_a_cut_backfill_resumes_without_loss_or_repeat(
-        sim: RunPodSimulator, client: RunPodClient, pod: str) -> None:
+    sim: RunPodSimulator, client: RunPodClient, pod: str
+) -> None:
     sim.drop_log_streams(pod, after=2, next_one=True)
     assert _read(client, pod, LogRead(tail=5)) == [f"line {n}" for n in range(1, 6)]
     assert _log_requests(sim) == 2  # one more request per resume
 
 
 def test_follow_carries_live_lines_across_a_cut_until_the_pod_stops(
-        sim: RunPodSimulator, client: RunPodClient, pod: str) -> None:
+    sim: RunPodSimulator, client: RunPodClient, pod: str
+) -> None:
     received: list[str] = []
     two_seen = threading.Event()
 
@@ -79,8 +89,14 @@ def test_follow_carries_live_lines_across_a_cut_until_the_pod_stops(
     sim.exit_process(pod, 0)
     reader.join(10)
     assert not reader.is_alive()
-    assert received == ["line 4", "line 5", "six", "seven", "eight",
-                        "RUNPOD_RECONCILER_EXIT_CODE=0"]
+    assert received == [
+        "line 4",
+        "line 5",
+        "six",
+        "seven",
+        "eight",
+        "RUNPOD_RECONCILER_EXIT_CODE=0",
+    ]
     assert _log_requests(sim) == 2
 
 

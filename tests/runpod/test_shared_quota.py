@@ -18,8 +18,10 @@ from .helpers import API_KEY
 
 def test_three_clients_on_one_key_never_meet_a_429(clock: SimClock) -> None:
     with RunPodSimulator(API_KEY, clock=clock) as sim:
-        clients = [RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep,
-                                monotonic=clock.monotonic) for _ in range(3)]
+        clients = [
+            RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep, monotonic=clock.monotonic)
+            for _ in range(3)
+        ]
         started = clock.monotonic()
         for _ in range(100):  # 300 requests: five minutes of the 60-a-minute quota
             for client in clients:
@@ -49,8 +51,7 @@ def test_a_spent_hour_window_answers_429_naming_it(clock: SimClock) -> None:
 
 def test_the_client_waits_out_a_spent_hour_too(clock: SimClock) -> None:
     with RunPodSimulator(API_KEY, clock=clock, quota=(100, 3, 1000)) as sim:
-        client = RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep,
-                              monotonic=clock.monotonic)
+        client = RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep, monotonic=clock.monotonic)
         started = clock.monotonic()
         for _ in range(4):
             client.list_instances()

@@ -90,8 +90,7 @@ def test_unknown_template_is_404(sim: RunPodSimulator, http: requests.Session) -
     assert answer.status_code == 404
 
 
-def test_unknown_registry_credential_is_404(sim: RunPodSimulator,
-                                            http: requests.Session) -> None:
+def test_unknown_registry_credential_is_404(sim: RunPodSimulator, http: requests.Session) -> None:
     """A credential id is a reference to a resource: "not found or not accessible"."""
     answer = _create(sim, http, {**VALID, "registry": "no-such-credential"})
     assert answer.status_code == 404
@@ -99,8 +98,9 @@ def test_unknown_registry_credential_is_404(sim: RunPodSimulator,
     assert sim.instances == {}
 
 
-def test_an_unknown_data_center_is_a_rule_not_capacity(sim: RunPodSimulator,
-                                                       http: requests.Session) -> None:
+def test_an_unknown_data_center_is_a_rule_not_capacity(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
     """400 like capacity, but deterministic, with a detail that says so."""
     answer = _create(sim, http, {**VALID, "dataCenterIds": ["MARS-1"]})
     assert answer.status_code == 400

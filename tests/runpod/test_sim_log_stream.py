@@ -42,8 +42,9 @@ def _open(sim: RunPodSimulator, pod: str, **params: str) -> requests.Response:
     headers = dict(HEADERS)
     if "last_event_id" in params:
         headers["Last-Event-ID"] = params.pop("last_event_id")
-    return requests.get(f"{sim.base_url}/v2/pods/{pod}/logs", params=params, headers=headers,
-                        stream=True, timeout=5)
+    return requests.get(
+        f"{sim.base_url}/v2/pods/{pod}/logs", params=params, headers=headers, stream=True, timeout=5
+    )
 
 
 def _take(response: requests.Response, count: int) -> list[tuple[str, dict[str, str]]]:
@@ -70,7 +71,8 @@ def test_the_stream_ends_when_the_pod_stops(sim: RunPodSimulator, pod: str) -> N
     with _open(sim, pod, source="container", tail="0") as response:
         done: list[list[str]] = []
         reader = threading.Thread(
-            target=lambda: done.append([e["line"] for _, e in _events(response)]))
+            target=lambda: done.append([e["line"] for _, e in _events(response)])
+        )
         reader.start()
         sim.write_container_log(pod, ["last words"])
         sim.exit_process(pod, 0)
@@ -87,7 +89,7 @@ def test_last_event_id_resumes_just_after_that_event(sim: RunPodSimulator, pod: 
     second = ids.index(next(i for i, e in events if e["line"] == "two"))
     with _open(sim, pod, source="container", last_event_id=ids[second], tail="1") as response:
         rest = [e["line"] for _, e in _events(response)]
-    assert rest == [e["line"] for _, e in events[second + 1:]]
+    assert rest == [e["line"] for _, e in events[second + 1 :]]
 
 
 def test_since_starts_at_a_moment(sim: RunPodSimulator, pod: str) -> None:
@@ -96,13 +98,15 @@ def test_since_starts_at_a_moment(sim: RunPodSimulator, pod: str) -> None:
     sim.exit_process(pod, 0)
     with _open(sim, pod, source="container", since="2026-01-01T00:00:30Z") as response:
         assert [e["line"] for _, e in _events(response)] == [
-            "later", "RUNPOD_RECONCILER_EXIT_CODE=0"]
+            "later",
+            "RUNPOD_RECONCILER_EXIT_CODE=0",
+        ]
 
 
-@pytest.mark.parametrize("params", [{"tail": "5001"}, {"tail": "-1"}, {"source": "stdout"},
-                                    {"since": "yesterday"}])
-def test_bad_parameters_are_refused(sim: RunPodSimulator, pod: str,
-                                    params: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "params", [{"tail": "5001"}, {"tail": "-1"}, {"source": "stdout"}, {"since": "yesterday"}]
+)
+def test_bad_parameters_are_refused(sim: RunPodSimulator, pod: str, params: dict[str, str]) -> None:
     with _open(sim, pod, **params) as response:
         assert response.status_code == 422
         assert response.headers["Content-Type"] == "application/problem+json"
@@ -130,8 +134,9 @@ def test_the_next_stream_can_be_cut_during_its_backfill(sim: RunPodSimulator, po
 
 
 def test_admin_route_appends_lines(sim: RunPodSimulator, pod: str) -> None:
-    answer = requests.post(f"{sim.base_url}/_sim/pods/{pod}/logs",
-                           json={"lines": ["x", "y"]}, timeout=5)
+    answer = requests.post(
+        f"{sim.base_url}/_sim/pods/{pod}/logs", json={"lines": ["x", "y"]}, timeout=5
+    )
     assert answer.status_code == 204
     bad = requests.post(f"{sim.base_url}/_sim/pods/{pod}/logs", json={"lines": "x"}, timeout=5)
     assert bad.status_code == 400

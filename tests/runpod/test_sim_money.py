@@ -27,8 +27,9 @@ def http(sim: RunPodSimulator) -> Iterator[requests.Session]:
         yield session
 
 
-def test_patch_replaces_the_env_whole(sim: RunPodSimulator, client: RunPodClient,
-                                      http: requests.Session) -> None:
+def test_patch_replaces_the_env_whole(
+    sim: RunPodSimulator, client: RunPodClient, http: requests.Session
+) -> None:
     instance = client.create_instance(create_request(env={OWNER_ENV: "me", "A": "1"}))
     answer = http.patch(f"{sim.base_url}/v2/pods/{instance.id}", json={"env": {"B": "2"}})
     assert answer.status_code == 200 and answer.json()["env"] == {"B": "2"}
@@ -36,25 +37,36 @@ def test_patch_replaces_the_env_whole(sim: RunPodSimulator, client: RunPodClient
     assert sim.instances[instance.id]["name"] == instance.name  # absent fields untouched
 
 
-@pytest.mark.parametrize(("body", "status"), [
-    ({"envs": {}}, 422), ({"env": {"A": 1}}, 422), ({"disk": 0}, 422), ("x", 422),
-    ({"ports": ["22/udp"]}, 400), ({"registry": "reg_nope"}, 400),
-])
-def test_patch_checks_its_body(sim: RunPodSimulator, client: RunPodClient,
-                               http: requests.Session, body: object, status: int) -> None:
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"envs": {}}, 422),
+        ({"env": {"A": 1}}, 422),
+        ({"disk": 0}, 422),
+        ("x", 422),
+        ({"ports": ["22/udp"]}, 400),
+        ({"registry": "reg_nope"}, 400),
+    ],
+)
+def test_patch_checks_its_body(
+    sim: RunPodSimulator, client: RunPodClient, http: requests.Session, body: object, status: int
+) -> None:
     instance = client.create_instance(create_request())
     assert http.patch(f"{sim.base_url}/v2/pods/{instance.id}", json=body).status_code == status
     assert http.patch(f"{sim.base_url}/v2/pods/nope", json={}).status_code == 404
 
 
-def test_a_registry_in_use_cannot_be_deleted(sim: RunPodSimulator, client: RunPodClient,
-                                             http: requests.Session) -> None:
+def test_a_registry_in_use_cannot_be_deleted(
+    sim: RunPodSimulator, client: RunPodClient, http: requests.Session
+) -> None:
     used = client.create_registry_auth("used", "u", "p")
     free = client.create_registry_auth("free", "u", "p")
     instance = client.create_instance(create_request(registry_auth_id=used.id))
     assert client.delete_registry_auth(used.id) is False
     assert http.get(f"{sim.base_url}/v2/registries/{used.id}").json() == {
-        "id": used.id, "name": "used"}
+        "id": used.id,
+        "name": "used",
+    }
     assert client.delete_registry_auth(free.id) is True
     assert http.get(f"{sim.base_url}/v2/registries/{free.id}").status_code == 404
     client.delete_instance(instance.id)
@@ -80,8 +92,9 @@ def test_billing_follows_the_ledger_in_snapped_buckets(
     disk = DISK_USD_PER_GB_HOUR * 40
     expected = price * 1.5 + disk * 2.5
     assert sim.billed(instance.id)["total"] == pytest.approx(expected)
-    answer = _billing(http, sim, bucketSize="hour", startTime=_iso(start),
-                      endTime=_iso(clock.now())).json()
+    answer = _billing(
+        http, sim, bucketSize="hour", startTime=_iso(start), endTime=_iso(clock.now())
+    ).json()
     assert answer["metadata"]["totals"]["totalAmount"] == pytest.approx(expected, abs=1e-5)
     assert {r["podId"] for r in answer["records"]} == {instance.id}
     first = answer["records"][0]
@@ -91,29 +104,37 @@ def test_billing_follows_the_ledger_in_snapped_buckets(
     assert client.get_instance(instance.id).status.value == "TERMINATED"
     day = _billing(http, sim, lastN="1", bucketSize="day").json()
     assert day["metadata"]["query"]["startTime"].endswith("T00:00:00Z")
-    aggregate = http.get(f"{sim.base_url}/v2/billing", params={"lastN": "2",
-                                                               "bucketSize": "day"}).json()
-    assert aggregate["metadata"]["totals"]["podGpuAmount"] == pytest.approx(price * 1.5,
-                                                                            abs=1e-5)
+    aggregate = http.get(
+        f"{sim.base_url}/v2/billing", params={"lastN": "2", "bucketSize": "day"}
+    ).json()
+    assert aggregate["metadata"]["totals"]["podGpuAmount"] == pytest.approx(price * 1.5, abs=1e-5)
 
 
-@pytest.mark.parametrize(("params", "status"), [
-    ({"bucketSize": "minute"}, 422), ({"lastN": "0"}, 422), ({"startTime": "yesterday"}, 422),
-    ({"lastN": "2", "startTime": "2026-01-01T00:00:00Z"}, 400),
-    ({"startTime": "2026-01-02T00:00:00Z", "endTime": "2026-01-01T00:00:00Z"}, 400),
-])
-def test_billing_queries_are_validated(sim: RunPodSimulator, http: requests.Session,
-                                       params: dict[str, str], status: int) -> None:
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"bucketSize": "minute"}, 422),
+        ({"lastN": "0"}, 422),
+        ({"startTime": "yesterday"}, 422),
+        ({"lastN": "2", "startTime": "2026-01-01T00:00:00Z"}, 400),
+        ({"startTime": "2026-01-02T00:00:00Z", "endTime": "2026-01-01T00:00:00Z"}, 400),
+    ],
+)
+def test_billing_queries_are_validated(
+    sim: RunPodSimulator, http: requests.Session, params: dict[str, str], status: int
+) -> None:
     assert _billing(http, sim, **params).status_code == status
 
 
-def test_the_client_reads_pod_billing(sim: RunPodSimulator, client: RunPodClient,
-                                      clock: SimClock) -> None:
+def test_the_client_reads_pod_billing(
+    sim: RunPodSimulator, client: RunPodClient, clock: SimClock
+) -> None:
     instance = client.create_instance(create_request())
     clock.advance(7200)
     records = client.pod_billing(datetime(2000, 1, 1, tzinfo=UTC), clock.now())
     assert sum(r.total_usd for r in records) == pytest.approx(
-        sim.billed(instance.id)["total"], abs=1e-5)
+        sim.billed(instance.id)["total"], abs=1e-5
+    )
 
 
 def test_request_headers_are_recorded_with_the_key_masked(

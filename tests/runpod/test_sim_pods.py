@@ -87,7 +87,11 @@ def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPo
     for gone in (first, second):
         read = client.get_instance(gone)
         assert (read.status, read.cost_per_hr, read.runtime, read.actions) == (
-            InstanceStatus.TERMINATED, 0.0, None, ())
+            InstanceStatus.TERMINATED,
+            0.0,
+            None,
+            (),
+        )
     with pytest.raises(ActionRefused) as refused:
         pod_action(sim, first, "stop")  # nothing left to act on
     assert refused.value.status == 404

@@ -41,8 +41,9 @@ def _tool(name: str) -> str:
 def test_each_branch_stops_the_instance_with_our_user_agent(
     tool: str, sim: RunPodSimulator, client: RunPodClient, tmp_path: Path
 ) -> None:
-    instance = client.create_instance(create_request(env={
-        "RUNPOD_RECONCILER_OWNER": OWNER, STOP_ON_EXIT_ENV: "1"}))
+    instance = client.create_instance(
+        create_request(env={"RUNPOD_RECONCILER_OWNER": OWNER, STOP_ON_EXIT_ENV: "1"})
+    )
     sim.advance(30)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -50,21 +51,28 @@ def test_each_branch_stops_the_instance_with_our_user_agent(
     (bin_dir / "sleep").write_text(FAKE_SLEEP)
     (bin_dir / "sleep").chmod(0o755)
     argv = shlex.split(wrap_for_batch("true"))
-    env = {"PATH": str(bin_dir), "RUNPOD_POD_ID": instance.id, "RUNPOD_API_KEY": API_KEY,
-           "RUNPOD_API_URL": sim.base_url}
-    subprocess.run(["/bin/sh", *argv[1:]], env=env, capture_output=True, text=True, timeout=30,
-                   check=False)
+    env = {
+        "PATH": str(bin_dir),
+        "RUNPOD_POD_ID": instance.id,
+        "RUNPOD_API_KEY": API_KEY,
+        "RUNPOD_API_URL": sim.base_url,
+    }
+    subprocess.run(
+        ["/bin/sh", *argv[1:]], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
     stops = [r for r in sim.requests if r.path == f"/v2/pods/{instance.id}/action"]
     assert [(r.status, r.headers.get("User-Agent"), r.body) for r in stops] == [
-        (200, USER_AGENT, {"action": "stop"})]
+        (200, USER_AGENT, {"action": "stop"})
+    ]
     assert client.get_instance(instance.id).status is InstanceStatus.EXITED
 
 
 def test_urllibs_default_user_agent_is_refused_like_the_gateway_does(
     sim: RunPodSimulator,
 ) -> None:
-    request = urllib.request.Request(f"{sim.base_url}/v2/pods", headers={
-        "Authorization": f"Bearer {API_KEY}"})
+    request = urllib.request.Request(
+        f"{sim.base_url}/v2/pods", headers={"Authorization": f"Bearer {API_KEY}"}
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=10)
     assert refused.value.code == 403

@@ -52,8 +52,7 @@ def test_keeper_renews_at_half_ttl_and_reports_a_lost_lock(tmp_path: Path) -> No
         keeper.acquire()
 
 
-def test_the_new_leader_takes_the_lock_of_the_leader_whose_lease_it_took(
-        tmp_path: Path) -> None:
+def test_the_new_leader_takes_the_lock_of_the_leader_whose_lease_it_took(tmp_path: Path) -> None:
     """Across hosts a dead leader's process cannot be checked; its expired Lease proves it
     stopped acting, so its successor need not wait out the lock's TTL."""
     store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", upgrade=True)

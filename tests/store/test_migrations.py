@@ -36,18 +36,20 @@ def test_the_mirror_key_revision_keeps_the_rows(tmp_path: Path) -> None:
     engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     migrate.upgrade(engine, "0001_initial")
     with engine.begin() as connection:
-        connection.execute(text(
-            "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, "
-            "created_at, updated_at) VALUES ('uid-1', 'ml', 'train', 'running', 0, "
-            "'2026-11-21 00:00:00', '2026-11-21 00:00:00')"))
+        connection.execute(
+            text(
+                "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, "
+                "created_at, updated_at) VALUES ('uid-1', 'ml', 'train', 'running', 0, "
+                "'2026-11-21 00:00:00', '2026-11-21 00:00:00')"
+            )
+        )
     migrate.upgrade(engine)
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT pod_uid, mirror_key FROM mappings")).all()
     assert [tuple(row) for row in rows] == [("uid-1", None)]
     migrate.downgrade(engine, "0001_initial")
     with engine.connect() as connection:
-        assert connection.execute(text("SELECT pod_uid FROM mappings")).scalars().all() == [
-            "uid-1"]
+        assert connection.execute(text("SELECT pod_uid FROM mappings")).scalars().all() == ["uid-1"]
 
 
 def test_models_match_the_migrations(tmp_path: Path) -> None:
@@ -61,6 +63,7 @@ def test_models_match_the_migrations(tmp_path: Path) -> None:
 def test_sqlite_connections_get_the_pragmas(tmp_path: Path) -> None:
     engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     with engine.connect() as connection:
+
         def pragma(name: str) -> object:
             return connection.exec_driver_sql(f"PRAGMA {name}").scalar()
 

@@ -17,8 +17,18 @@ T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
 def test_a_reason_round_trips_as_its_member(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", upgrade=True)
-    store.save_row(MappingRecord("uid-1", "ns", "pod", MappingState.PENDING, T0, T0,
-                                 reason=PodReason.BUDGET_EXCEEDED, last_error="no room"))
+    store.save_row(
+        MappingRecord(
+            "uid-1",
+            "ns",
+            "pod",
+            MappingState.PENDING,
+            T0,
+            T0,
+            reason=PodReason.BUDGET_EXCEEDED,
+            last_error="no room",
+        )
+    )
     [row] = store.load_rows()
     assert row.reason is PodReason.BUDGET_EXCEEDED
 
@@ -26,8 +36,11 @@ def test_a_reason_round_trips_as_its_member(tmp_path: Path) -> None:
 def test_an_unknown_stored_reason_reads_as_none(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     store = open_store(f"sqlite:///{path}", upgrade=True)
-    store.save_row(MappingRecord("uid-1", "ns", "pod", MappingState.PENDING, T0, T0,
-                                 reason=PodReason.BUDGET_EXCEEDED))
+    store.save_row(
+        MappingRecord(
+            "uid-1", "ns", "pod", MappingState.PENDING, T0, T0, reason=PodReason.BUDGET_EXCEEDED
+        )
+    )
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE mappings SET reason = 'FromTheFuture'")
     [row] = store.load_rows()

@@ -58,7 +58,8 @@ def test_a_change_during_a_tick_gets_a_tick_after_it(clock: FakeClock) -> None:
 
 
 def test_a_periodic_tick_that_started_after_the_change_makes_the_early_one_moot(
-        clock: FakeClock) -> None:
+    clock: FakeClock,
+) -> None:
     debounce = Debouncer(clock, delay=0.5, min_gap=1.0)
     debounce.poke()
     clock.now += 0.1
@@ -111,8 +112,11 @@ def test_a_standby_never_stops_what_it_never_started() -> None:
 
 
 def pod(**status: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "p", "uid": "u1", "resourceVersion": "1"},
-            "spec": {"nodeName": "virtual-runpod"}, "status": status}
+    return {
+        "metadata": {"name": "p", "uid": "u1", "resourceVersion": "1"},
+        "spec": {"nodeName": "virtual-runpod"},
+        "status": status,
+    }
 
 
 def test_our_own_status_patches_do_not_count_as_changes() -> None:
@@ -144,7 +148,8 @@ def test_the_scheduler_giving_up_on_a_pod_counts() -> None:
     assert changes.matters("ADDED", waiting)
     unschedulable = copy.deepcopy(waiting)
     unschedulable["status"]["conditions"] = [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ]
     assert changes.matters("MODIFIED", unschedulable)
     unschedulable["status"]["conditions"][0]["message"] = "0/4 nodes are available"
     assert not changes.matters("MODIFIED", unschedulable)

@@ -21,14 +21,25 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
 def instance(id: str, cost: float, owner: str = OWNER) -> Instance:
-    return Instance(id, id, InstanceStatus.RUNNING, cost_per_hr=cost,
-                    env={OWNER_ENV: owner, POD_UID_ENV: f"uid-{id}"})
+    return Instance(
+        id,
+        id,
+        InstanceStatus.RUNNING,
+        cost_per_hr=cost,
+        env={OWNER_ENV: owner, POD_UID_ENV: f"uid-{id}"},
+    )
 
 
 def pod(uid: str, phase: str, created: datetime) -> dict[str, Any]:
-    return {"metadata": {"name": uid, "namespace": "default", "uid": uid,
-                         "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ")},
-            "status": {"phase": phase}}
+    return {
+        "metadata": {
+            "name": uid,
+            "namespace": "default",
+            "uid": uid,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+        "status": {"phase": phase},
+    }
 
 
 def row(uid: str, **changes: Any) -> MappingRecord:
@@ -44,17 +55,33 @@ def value(metrics: Metrics, name: str, labels: dict[str, str] | None = None) -> 
     return 0.0 if found is None else found
 
 
-def report(pods: list[dict[str, Any]], instances: list[Instance], done: list[Any],
-           actions: list[Any] | None = None) -> TickReport:
-    return TickReport(started_at=NOW, finished_at=NOW, observed=True,
-                      observation=Observation(pods, instances, []), done=done,
-                      actions=actions if actions is not None else done)
+def report(
+    pods: list[dict[str, Any]],
+    instances: list[Instance],
+    done: list[Any],
+    actions: list[Any] | None = None,
+) -> TickReport:
+    return TickReport(
+        started_at=NOW,
+        finished_at=NOW,
+        observed=True,
+        observation=Observation(pods, instances, []),
+        done=done,
+        actions=actions if actions is not None else done,
+    )
 
 
 def test_cost_is_the_sum_over_our_own_instances() -> None:
     metrics = Metrics()
-    metrics.observe(report([], [instance("a", 0.5), instance("b", 1.25),
-                                instance("theirs", 9.0, owner="other/node")], []), None, OWNER)
+    metrics.observe(
+        report(
+            [],
+            [instance("a", 0.5), instance("b", 1.25), instance("theirs", 9.0, owner="other/node")],
+            [],
+        ),
+        None,
+        OWNER,
+    )
     assert value(metrics, "reconciler_owned_cost_per_hour_usd") == 1.75
 
 
@@ -66,9 +93,16 @@ def test_healing_is_counted_by_the_reason_of_carried_out_terminations() -> None:
     first_sighting = SaveRow(row("gone", orphan_sightings=1))
     finished = Terminate("f", TerminateReason.POD_ENDED, "pod Succeeded")
     failed_duplicate = Terminate("d2", TerminateReason.DUPLICATE, "")
-    metrics.observe(report([], [], [duplicate, orphan, first_sighting, finished],
-                           actions=[duplicate, orphan, first_sighting, finished,
-                                    failed_duplicate]), None, OWNER)
+    metrics.observe(
+        report(
+            [],
+            [],
+            [duplicate, orphan, first_sighting, finished],
+            actions=[duplicate, orphan, first_sighting, finished, failed_duplicate],
+        ),
+        None,
+        OWNER,
+    )
     assert value(metrics, "reconciler_duplicates_healed_total") == 1
     assert value(metrics, "reconciler_orphans_terminated_total") == 1
     assert value(metrics, "reconciler_orphans_found_total") == 1
@@ -76,15 +110,15 @@ def test_healing_is_counted_by_the_reason_of_carried_out_terminations() -> None:
 
 def test_pending_to_running_is_timed_once_per_pod_from_its_creation() -> None:
     metrics = Metrics()
-    pods = [pod("new", "Pending", NOW - timedelta(seconds=42)),
-            pod("already", "Running", NOW - timedelta(seconds=900))]
+    pods = [
+        pod("new", "Pending", NOW - timedelta(seconds=42)),
+        pod("already", "Running", NOW - timedelta(seconds=900)),
+    ]
     metrics.observe(report(pods, [], [running("new"), running("already")]), None, OWNER)
     assert value(metrics, "reconciler_pod_pending_to_running_seconds_count") == 1
     assert value(metrics, "reconciler_pod_pending_to_running_seconds_sum") == 42
-    assert value(metrics, "reconciler_pod_pending_to_running_seconds_bucket",
-                 {"le": "30.0"}) == 0
-    assert value(metrics, "reconciler_pod_pending_to_running_seconds_bucket",
-                 {"le": "60.0"}) == 1
+    assert value(metrics, "reconciler_pod_pending_to_running_seconds_bucket", {"le": "30.0"}) == 0
+    assert value(metrics, "reconciler_pod_pending_to_running_seconds_bucket", {"le": "60.0"}) == 1
 
 
 def test_a_patch_that_failed_times_nothing() -> None:
@@ -99,7 +133,19 @@ def test_runpod_requests_are_counted_by_route_template_never_by_id() -> None:
     metrics.runpod_response("GET /v2/pods/{id}", 404)
     metrics.runpod_response("GET /v2/pods/{id}", 404)
     metrics.runpod_response("POST /v2/pods", 0)
-    assert value(metrics, "reconciler_runpod_requests_total",
-                 {"method": "GET", "route": "/v2/pods/{id}", "status": "404"}) == 2
-    assert value(metrics, "reconciler_runpod_requests_total",
-                 {"method": "POST", "route": "/v2/pods", "status": "0"}) == 1
+    assert (
+        value(
+            metrics,
+            "reconciler_runpod_requests_total",
+            {"method": "GET", "route": "/v2/pods/{id}", "status": "404"},
+        )
+        == 2
+    )
+    assert (
+        value(
+            metrics,
+            "reconciler_runpod_requests_total",
+            {"method": "POST", "route": "/v2/pods", "status": "0"},
+        )
+        == 1
+    )

@@ -24,10 +24,15 @@ from reconciler.runtime.service import creates_capped
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 
 
-def _state(minute: tuple[int, int], hour: tuple[int, int] = (3000, 3600),
-           day: tuple[int, int] = (50000, 86400)) -> str:
-    return ", ".join(f'"{name}";r={r};t={t}' for name, (r, t) in
-                     (("minute", minute), ("hour", hour), ("day", day)))
+def _state(
+    minute: tuple[int, int],
+    hour: tuple[int, int] = (3000, 3600),
+    day: tuple[int, int] = (50000, 86400),
+) -> str:
+    return ", ".join(
+        f'"{name}";r={r};t={t}'
+        for name, (r, t) in (("minute", minute), ("hour", hour), ("day", day))
+    )
 
 
 # --- the gap between ticks -------------------------------------------------------------
@@ -42,8 +47,11 @@ def test_an_ample_quota_ticks_at_the_watch_floor() -> None:
 
 def test_spending_slower_than_the_windows_sustain_ticks_at_the_floor() -> None:
     # The contract's quotas at the start of a day: the day sustains 0.58 a second.
-    windows = [Window("minute", 58, 57, 60), Window("hour", 2998, 3597, 3000),
-               Window("day", 49998, 86397, 50000)]
+    windows = [
+        Window("minute", 58, 57, 60),
+        Window("hour", 2998, 3597, 3000),
+        Window("day", 49998, 86397, 50000),
+    ]
     assert tick_gap(windows, rate=0.2) == pacing.MIN_TICK_GAP
     # A trickle of a pod every 2 s with a tick each spends a request a second: stretch.
     assert tick_gap(windows, rate=1.0) == pytest.approx(86397 / (49998 * pacing.LIST_SHARE))
@@ -135,8 +143,10 @@ def test_our_budget_is_our_share_of_the_tightest_window() -> None:
 def test_the_limiter_learns_of_other_users_from_the_headers() -> None:
     limiter = RateLimiter()
     for step, remaining in enumerate((57, 54, 51, 48)):  # three users, one request each
-        limiter.observe({"RateLimit": _state((remaining, 50 - step)),
-                         "RateLimit-Policy": POLICY}, now=10.0 + step)
+        limiter.observe(
+            {"RateLimit": _state((remaining, 50 - step)), "RateLimit-Policy": POLICY},
+            now=10.0 + step,
+        )
     assert limiter.sharers(13.0) == pytest.approx(3)
     assert limiter.budget(13.0) == (48 - 6) // 3
 
@@ -152,16 +162,19 @@ def test_a_long_pause_says_nothing_about_other_users() -> None:
 def test_the_limiter_stretches_the_gap_once_requests_come_fast() -> None:
     limiter = RateLimiter()
     for step in range(20):  # 20 requests in 10 s: 2 a second, more than the day sustains
-        limiter.observe({"RateLimit": _state((59 - step, 60 - step // 2)),
-                         "RateLimit-Policy": POLICY}, now=step / 2)
+        limiter.observe(
+            {"RateLimit": _state((59 - step, 60 - step // 2)), "RateLimit-Policy": POLICY},
+            now=step / 2,
+        )
     assert limiter.tick_gap(10.0) > 5
     assert limiter.tick_gap(100.0) == pacing.MIN_TICK_GAP  # quiet since: ample again
 
 
 def test_a_window_that_reset_since_is_whole_again() -> None:
     limiter = RateLimiter()
-    limiter.observe({"RateLimit": _state((0, 10), day=(50000, 3600)),
-                     "RateLimit-Policy": POLICY}, now=0.0)
+    limiter.observe(
+        {"RateLimit": _state((0, 10), day=(50000, 3600)), "RateLimit-Policy": POLICY}, now=0.0
+    )
     assert limiter.tick_gap(5.0) == pytest.approx(5)  # the spent minute's reset
     assert limiter.windows(10.0)[0].remaining == 60
     assert limiter.windows(10.0)[0].reset_in == pytest.approx(60)
@@ -193,12 +206,12 @@ def test_an_early_tick_is_held_while_the_gap_grew_since_it_was_scheduled() -> No
 # --- a tick that used every create slot asks for the next one ------------------------------
 
 
-def _report(creates: int, budget: int | None, waiting: int = 100,
-            deferred: int = 0) -> TickReport:
+def _report(creates: int, budget: int | None, waiting: int = 100, deferred: int = 0) -> TickReport:
     report = TickReport(started_at=datetime(2026, 1, 1, tzinfo=UTC))
     inputs = {f"uid-{n}": CreateInputs() for n in range(waiting)}
-    report.observation = Observation(pods=[], instances=[], rows=[], rate_budget=budget,
-                                     create_inputs=inputs)
+    report.observation = Observation(
+        pods=[], instances=[], rows=[], rate_budget=budget, create_inputs=inputs
+    )
     report.planned = Counter({"Create": creates} if creates else {})
     report.deferred_creates = deferred
     return report

@@ -29,27 +29,51 @@ def lines(*texts: str) -> list[LogLine]:
 
 
 def test_options_as_the_kubelet_reads_them() -> None:
-    options = parse_options({"follow": "true", "tailLines": "2", "sinceSeconds": "60",
-                             "timestamps": "true", "limitBytes": "10"}, NOW)
+    options = parse_options(
+        {
+            "follow": "true",
+            "tailLines": "2",
+            "sinceSeconds": "60",
+            "timestamps": "true",
+            "limitBytes": "10",
+        },
+        NOW,
+    )
     assert options == LogOptions(True, 2, NOW - timedelta(minutes=1), True, 10, False)
     assert parse_options({"tailLines": "-1"}, NOW).tail_lines is None
-    assert parse_options({"sinceTime": "2026-01-01T11:00:00Z"}, NOW).since == \
-        NOW - timedelta(hours=1)
+    assert parse_options({"sinceTime": "2026-01-01T11:00:00Z"}, NOW).since == NOW - timedelta(
+        hours=1
+    )
 
 
-@pytest.mark.parametrize("query", [
-    {"sinceSeconds": "0"}, {"limitBytes": "0"}, {"tailLines": "-2"}, {"tailLines": "x"},
-    {"follow": "maybe"}, {"sinceTime": "noon"}, {"sinceTime": "2026-01-01T11:00:00"},
-    {"sinceSeconds": "5", "sinceTime": "2026-01-01T11:00:00Z"},
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"sinceSeconds": "0"},
+        {"limitBytes": "0"},
+        {"tailLines": "-2"},
+        {"tailLines": "x"},
+        {"follow": "maybe"},
+        {"sinceTime": "noon"},
+        {"sinceTime": "2026-01-01T11:00:00"},
+        {"sinceSeconds": "5", "sinceTime": "2026-01-01T11:00:00Z"},
+    ],
+)
 def test_bad_options_are_refused(query: dict[str, str]) -> None:
     with pytest.raises(LogOptionsError):
         parse_options(query, NOW)
 
 
 def test_the_wrappers_lines_are_left_out_before_the_tail_is_taken() -> None:
-    backfill = lines("runpod-reconciler: note", "a", "b", "c", f"{EXIT_CODE_MARKER}0",
-                     '{"id": "pod123", "status": "EXITED"}', "curl: (22) error: 409")
+    backfill = lines(
+        "runpod-reconciler: note",
+        "a",
+        "b",
+        "c",
+        f"{EXIT_CODE_MARKER}0",
+        '{"id": "pod123", "status": "EXITED"}',
+        "curl: (22) error: 409",
+    )
     assert [x.line for x in last_lines(backfill, LogOptions(tail_lines=2))] == ["b", "c"]
     assert last_lines(backfill, LogOptions(tail_lines=0)) == []
     since = LogOptions(since=NOW + timedelta(seconds=2))
@@ -62,8 +86,10 @@ def test_timestamps_and_limit_bytes() -> None:
     assert b"".join(render(lines("abc", "def"), LogOptions(limit_bytes=6))) == b"abc\nde"
 
 
-@given(st.lists(st.text(alphabet="ab\u00e9", max_size=5), max_size=8),
-       st.integers(min_value=1, max_value=40))
+@given(
+    st.lists(st.text(alphabet="ab\u00e9", max_size=5), max_size=8),
+    st.integers(min_value=1, max_value=40),
+)
 def test_limit_bytes_is_never_exceeded(texts: list[str], limit: int) -> None:
     out = b"".join(render(lines(*texts), LogOptions(limit_bytes=limit)))
     full = b"".join(render(lines(*texts), LogOptions()))

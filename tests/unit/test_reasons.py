@@ -19,8 +19,8 @@ def test_every_reason_is_one_camel_case_word_used_once() -> None:
 
 def test_the_readme_names_every_pod_reason() -> None:
     text = README.read_text()
-    section = text[text.index("Reasons you may see in `kubectl get pod`"):]
-    section = section[:section.index("\n## ")]
+    section = text[text.index("Reasons you may see in `kubectl get pod`") :]
+    section = section[: section.index("\n## ")]
     assert [r.value for r in PodReason if f"`{r.value}`" not in section] == []
 
 

@@ -17,15 +17,25 @@ from tests.planner.world import World, pod
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 A6000 = "NVIDIA RTX A6000"
-BASE = CreateRequest(name="p", image="python:3.11", gpu_type_id=A6000,
-                     datacenter_ids=("US-TX-3", "EU-RO-1"))
+BASE = CreateRequest(
+    name="p", image="python:3.11", gpu_type_id=A6000, datacenter_ids=("US-TX-3", "EU-RO-1")
+)
 L40S = replace(BASE, gpu_type_id="NVIDIA L40S", datacenter_ids=("US-TX-3",))
 
 
 def _gpu(gpu_id: str, *stock: tuple[str, Availability]) -> GpuType:
     best = max((level for _dc, level in stock), default=Availability.NONE)
-    return GpuType(gpu_id, gpu_id, 48, True, True, 0.5, 0.3, availability=best,
-                   datacenters=tuple(DataCenterStock(dc, level) for dc, level in stock))
+    return GpuType(
+        gpu_id,
+        gpu_id,
+        48,
+        True,
+        True,
+        0.5,
+        0.3,
+        availability=best,
+        datacenters=tuple(DataCenterStock(dc, level) for dc, level in stock),
+    )
 
 
 def test_a_refusal_skips_its_places_until_the_backoff_ends() -> None:
@@ -86,12 +96,12 @@ def test_the_planner_skips_refused_places_and_waits_when_none_is_left() -> None:
     world = World().add(pod("a"))
     [create] = [a for a in world.plan() if isinstance(a, Create)]
     first = create.candidates[0]
-    world.refused = frozenset({(first.gpu_type_id, first.cloud, dc)
-                               for dc in first.datacenter_ids})
+    world.refused = frozenset({(first.gpu_type_id, first.cloud, dc) for dc in first.datacenter_ids})
     [create] = [a for a in world.plan() if isinstance(a, Create)]
     assert first.gpu_type_id not in [c.gpu_type_id for c in create.candidates]
-    world.refused = frozenset({(c.gpu_type_id, c.cloud, ANYWHERE) for c in
-                               [first, *create.candidates]})
+    world.refused = frozenset(
+        {(c.gpu_type_id, c.cloud, ANYWHERE) for c in [first, *create.candidates]}
+    )
     actions = world.plan()
     assert not [a for a in actions if isinstance(a, Create)]
     [patch] = [a for a in actions if isinstance(a, PatchStatus)]

@@ -54,7 +54,7 @@ def test_required_gpu_memory_abc_is_invalid_annotation() -> None:
     assert (
         caught.value.message
         == 'annotation runpod.io/required-gpu-memory: "abc" is not a whole number from 1 to '
-        '1000000'
+        "1000000"
     )
 
 

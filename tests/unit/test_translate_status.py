@@ -162,8 +162,12 @@ def test_terminal_phase_is_final() -> None:
 
 @pytest.mark.parametrize(
     "reason",
-    [PodReason.INSTANCE_LOST, PodReason.CAPACITY_UNAVAILABLE, PodReason.UNSATISFIABLE_GPU_REQUEST,
-     PodReason.DEADLINE_EXCEEDED],
+    [
+        PodReason.INSTANCE_LOST,
+        PodReason.CAPACITY_UNAVAILABLE,
+        PodReason.UNSATISFIABLE_GPU_REQUEST,
+        PodReason.DEADLINE_EXCEEDED,
+    ],
 )
 def test_a_reason_fails_the_pod_and_shows_in_kubectl(reason: PodReason) -> None:
     status = _status(build_pod(), None, reason=reason, message="because")
@@ -173,8 +177,12 @@ def test_a_reason_fails_the_pod_and_shows_in_kubectl(reason: PodReason) -> None:
 
 
 @pytest.mark.parametrize(
-    "reason", [PodReason.INVALID_ANNOTATION, PodReason.CREATE_CONTAINER_CONFIG_ERROR,
-               PodReason.CAPACITY_UNAVAILABLE]
+    "reason",
+    [
+        PodReason.INVALID_ANNOTATION,
+        PodReason.CREATE_CONTAINER_CONFIG_ERROR,
+        PodReason.CAPACITY_UNAVAILABLE,
+    ],
 )
 def test_a_pending_reason_holds_the_pod(reason: PodReason) -> None:
     status = _status(build_pod(), None, reason=reason, message='secret "x" not found', pending=True)
@@ -244,7 +252,8 @@ _INSTANCES = st.one_of(
 @given(
     st.lists(
         st.tuples(
-            _INSTANCES, st.sampled_from([None, 0, 1]),
+            _INSTANCES,
+            st.sampled_from([None, 0, 1]),
             st.sampled_from([None, PodReason.INSTANCE_LOST]),
         ),
         min_size=1,
@@ -269,10 +278,9 @@ def test_a_patched_status_is_a_fixed_point(
         if instance is not None and instance.runtime is not None:
             older = instance.runtime.uptime_seconds + 60
             later = dataclasses.replace(
-                instance, runtime=dataclasses.replace(instance.runtime, uptime_seconds=older))
-        again = pod_status(
-            pod, later, exit_code=exit_code, now=now, reason=reason, pending=pending
-        )
+                instance, runtime=dataclasses.replace(instance.runtime, uptime_seconds=older)
+            )
+        again = pod_status(pod, later, exit_code=exit_code, now=now, reason=reason, pending=pending)
         assert status_fingerprint(again) == status_fingerprint(status)
 
 
@@ -373,7 +381,5 @@ def test_mirror_key_ignores_the_uptime() -> None:
     later = T1 + timedelta(seconds=15)
     assert mirror_key(pod, older, T1) == mirror_key(pod, newer, later)
     # A container RunPod started again (a minute later than the pod shows) changes it.
-    restarted = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED,
-                                                                      uptime_seconds=5))
-    assert mirror_key(pod, restarted, later + timedelta(minutes=1)) != mirror_key(
-        pod, older, T1)
+    restarted = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED, uptime_seconds=5))
+    assert mirror_key(pod, restarted, later + timedelta(minutes=1)) != mirror_key(pod, older, T1)

@@ -11,16 +11,29 @@ from reconciler.runtime.watch import ChangeFilter
 
 
 def _pod(annotations: dict[str, str]) -> dict[str, Any]:
-    return {"metadata": {"uid": "u1", "name": "p", "resourceVersion": "1",
-                         "annotations": dict(annotations)},
-            "spec": {"nodeName": "virtual-runpod"}, "status": {"phase": "Pending"}}
+    return {
+        "metadata": {
+            "uid": "u1",
+            "name": "p",
+            "resourceVersion": "1",
+            "annotations": dict(annotations),
+        },
+        "spec": {"nodeName": "virtual-runpod"},
+        "status": {"phase": "Pending"},
+    }
 
 
 def test_our_annotations_echoing_back_change_nothing() -> None:
     changes = ChangeFilter()
     assert changes.matters("ADDED", _pod({"team": "a"}))
-    echoed = _pod({"team": "a", "runpod.io/pod-id": "abc", "runpod.io/cost-per-hr": "0.49",
-                   "runpod.io/public-ip": "1.2.3.4"})
+    echoed = _pod(
+        {
+            "team": "a",
+            "runpod.io/pod-id": "abc",
+            "runpod.io/cost-per-hr": "0.49",
+            "runpod.io/public-ip": "1.2.3.4",
+        }
+    )
     echoed["metadata"]["resourceVersion"] = "2"
     assert not changes.matters("MODIFIED", echoed)
 

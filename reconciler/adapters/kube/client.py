@@ -83,8 +83,11 @@ class KubeClient:
 
     @classmethod
     def from_config(
-        cls, kubeconfig: str | None = None, context: str | None = None,
-        *, now: Callable[[], datetime] = _utc_now,
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        now: Callable[[], datetime] = _utc_now,
     ) -> KubeClient:
         """A kubeconfig path (or several, `:`-separated, merged as kubectl merges them),
         else $KUBECONFIG or ~/.kube/config, else in-cluster config; `context` picks one
@@ -95,7 +98,8 @@ class KubeClient:
         try:
             if source:
                 api_client = kubernetes.config.new_client_from_config_dict(
-                    merge_kubeconfig(source), context=context, persist_config=False)
+                    merge_kubeconfig(source), context=context, persist_config=False
+                )
             else:
                 configuration = kubernetes.client.Configuration()
                 kubernetes.config.load_incluster_config(client_configuration=configuration)
@@ -105,8 +109,9 @@ class KubeClient:
             # OSError (unreadable file) and TypeError (odd shapes) alike: each is a
             # configuration to fix.
             first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-            raise KubeError(f"no usable Kubernetes configuration ({source or 'in-cluster'}): "
-                            f"{first_line}") from error
+            raise KubeError(
+                f"no usable Kubernetes configuration ({source or 'in-cluster'}): {first_line}"
+            ) from error
         return cls(api_client, now=now)
 
     def close(self) -> None:
@@ -124,39 +129,56 @@ class KubeClient:
     def pods_resource_version(self, field_selector: str) -> str:
         """Where a watch of these pods can start: the resourceVersion of a one-item list
         (the whole list is the tick's business)."""
-        page = self._request("GET", "/api/v1/pods",
-                             query=[("fieldSelector", field_selector), ("limit", "1")])
+        page = self._request(
+            "GET", "/api/v1/pods", query=[("fieldSelector", field_selector), ("limit", "1")]
+        )
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     def find_pod(self, namespace: str, name: str) -> KubeObject | None:
         """One pod by name, through a list (the RBAC rules grant no single-pod `get`)."""
-        page = self._request("GET", f"/api/v1/namespaces/{_q(namespace)}/pods",
-                             query=[("fieldSelector", f"metadata.name={name}")])
+        page = self._request(
+            "GET",
+            f"/api/v1/namespaces/{_q(namespace)}/pods",
+            query=[("fieldSelector", f"metadata.name={name}")],
+        )
         items = page.get("items") or []
         return items[0] if items else None
 
-    def watch_pods(self, field_selector: str, resource_version: str,
-                   timeout_seconds: int) -> WatchStream:
+    def watch_pods(
+        self, field_selector: str, resource_version: str, timeout_seconds: int
+    ) -> WatchStream:
         """The changes to these pods after `resource_version`, until the server ends the
         watch after `timeout_seconds` (or the caller closes the stream)."""
-        query = [("fieldSelector", field_selector), ("watch", "true"),
-                 ("resourceVersion", resource_version),
-                 ("timeoutSeconds", str(timeout_seconds))]
+        query = [
+            ("fieldSelector", field_selector),
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
         # The read timeout outlasts the server's own end of the watch: a quiet watch is
         # not a broken one.
         timeout = (self._timeout[0], timeout_seconds + WATCH_READ_SLACK_SECONDS)
         headers = {"Accept": "application/json"}
         with _translated_errors():
             request = self.api_client.param_serialize(
-                method="GET", resource_path="/api/v1/pods", query_params=query,
-                header_params=headers, auth_settings=["BearerToken"])
+                method="GET",
+                resource_path="/api/v1/pods",
+                query_params=query,
+                header_params=headers,
+                auth_settings=["BearerToken"],
+            )
             response = self.api_client.call_api(*request, _request_timeout=timeout)
             if not 200 <= response.status < 300:
                 raise error_for(response.status, response.read())
         return WatchStream(response.response)
 
-    def patch_pod_status(self, namespace: str, name: str, status: dict[str, Any],
-                         annotations: dict[str, str | None] | None = None) -> None:
+    def patch_pod_status(
+        self,
+        namespace: str,
+        name: str,
+        status: dict[str, Any],
+        annotations: dict[str, str | None] | None = None,
+    ) -> None:
         """Make the pod show `status`, leaving what others set (their conditions) alone.
 
         A strategic merge patch, written for each list's patch strategy: conditions
@@ -171,23 +193,38 @@ class KubeClient:
         body: dict[str, Any] = {"status": _status_patch(status)}
         if annotations:
             body["metadata"] = {"annotations": annotations}
-        self._request("PATCH", _pod_path(namespace, name, "status"), body=body,
-                      content_type=STRATEGIC_MERGE_PATCH)
+        self._request(
+            "PATCH",
+            _pod_path(namespace, name, "status"),
+            body=body,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
 
     def patch_pod_annotations(
-        self, namespace: str, name: str, annotations: dict[str, str | None],
+        self,
+        namespace: str,
+        name: str,
+        annotations: dict[str, str | None],
     ) -> None:
         """Merge patch: other annotations stay; a None value removes that key."""
-        self._request("PATCH", _pod_path(namespace, name),
-                      body={"metadata": {"annotations": annotations}}, content_type=MERGE_PATCH)
+        self._request(
+            "PATCH",
+            _pod_path(namespace, name),
+            body={"metadata": {"annotations": annotations}},
+            content_type=MERGE_PATCH,
+        )
 
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Finish a pod like the kubelet: grace 0, and only the pod with this UID.
 
         Already gone is success; a different pod under the same name raises ConflictError.
         """
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
-                   "preconditions": {"uid": uid}}
+        options = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": uid},
+        }
         try:
             self._request("DELETE", _pod_path(namespace, name), body=options)
         except NotFoundError:
@@ -195,7 +232,8 @@ class KubeClient:
 
     def bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> None:
         binding = {
-            "apiVersion": "v1", "kind": "Binding",
+            "apiVersion": "v1",
+            "kind": "Binding",
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
@@ -223,8 +261,7 @@ class KubeClient:
         return {key: _b64_text(value) for key, value in (secret.get("data") or {}).items()}
 
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
-        config_map = self._get_optional(
-            f"/api/v1/namespaces/{_q(namespace)}/configmaps/{_q(name)}")
+        config_map = self._get_optional(f"/api/v1/namespaces/{_q(namespace)}/configmaps/{_q(name)}")
         if config_map is None:
             return None
         values = {k: _b64_text(v) for k, v in (config_map.get("binaryData") or {}).items()}
@@ -249,26 +286,37 @@ class KubeClient:
 
     def review_token(self, token: str) -> dict[str, Any]:
         """The TokenReview status for a bearer token: `authenticated`, `user`, `error`."""
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                "spec": {"token": token}}
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
         review = self._request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body)
         return dict(review.get("status") or {})
 
-    def review_access(self, user: str, groups: list[str], uid: str,
-                      attributes: dict[str, str]) -> tuple[bool, str]:
+    def review_access(
+        self, user: str, groups: list[str], uid: str, attributes: dict[str, str]
+    ) -> tuple[bool, str]:
         """SubjectAccessReview: may `user` do `attributes`? (allowed, reason)"""
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                "spec": {"user": user, "groups": groups, "uid": uid,
-                         "resourceAttributes": attributes}}
-        review = self._request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-                               body=body)
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": groups, "uid": uid, "resourceAttributes": attributes},
+        }
+        review = self._request(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body
+        )
         status = review.get("status") or {}
         return bool(status.get("allowed")), str(status.get("reason") or "")
 
     # events -----------------------------------------------------------------------
 
     def record_event(
-        self, pod: KubeObject, reason: str, message: str, type: str = "Normal",
+        self,
+        pod: KubeObject,
+        reason: str,
+        message: str,
+        type: str = "Normal",
         component: str = DEFAULT_COMPONENT,
     ) -> None:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
@@ -308,19 +356,25 @@ class KubeClient:
             self._request("PATCH", path, body=metadata_patch, content_type=MERGE_PATCH)
         status = _node_status_update(current.get("status") or {}, node.get("status") or {})
         if status is not None:
-            self._request("PATCH", f"{path}/status", body={"status": status},
-                          content_type=STRATEGIC_MERGE_PATCH)
+            self._request(
+                "PATCH",
+                f"{path}/status",
+                body={"status": status},
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
 
     def renew_node_lease(self, node_name: str, duration_seconds: int = 40) -> datetime | None:
         """The node heartbeat: the Lease named after the node in kube-node-lease. Returns
         when it had last been renewed (None for a new Lease)."""
         collection = _LEASES.format(namespace=NODE_LEASE_NAMESPACE)
         lease = self._get_optional(f"{collection}/{_q(node_name)}")
-        spec = {"holderIdentity": node_name, "leaseDurationSeconds": duration_seconds,
-                "renewTime": _micro_time(self._now())}
+        spec = {
+            "holderIdentity": node_name,
+            "leaseDurationSeconds": duration_seconds,
+            "renewTime": _micro_time(self._now()),
+        }
         if lease is None:
-            self._request("POST", collection,
-                          body=_lease(NODE_LEASE_NAMESPACE, node_name, spec))
+            self._request("POST", collection, body=_lease(NODE_LEASE_NAMESPACE, node_name, spec))
             return None
         previous = (lease.get("spec") or {}).get("renewTime")
         lease["spec"] = {**(lease.get("spec") or {}), **spec}
@@ -337,8 +391,14 @@ class KubeClient:
     # leader election ---------------------------------------------------------------
 
     def try_acquire_lease(
-        self, namespace: str, name: str, identity: str, duration_seconds: int, now: datetime,
-        *, dead_holder: str | None = None,
+        self,
+        namespace: str,
+        name: str,
+        identity: str,
+        duration_seconds: int,
+        now: datetime,
+        *,
+        dead_holder: str | None = None,
     ) -> LeaseClaim:
         """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
         a valid one or won the race (a 409 on our resourceVersion-guarded write).
@@ -348,8 +408,11 @@ class KubeClient:
         collection = _LEASES.format(namespace=_q(namespace))
         lease = self._get_optional(f"{collection}/{_q(name)}")
         stamp = _micro_time(now)
-        claim = {"holderIdentity": identity, "leaseDurationSeconds": duration_seconds,
-                 "renewTime": stamp}
+        claim = {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": duration_seconds,
+            "renewTime": stamp,
+        }
         try:
             if lease is None:
                 first = {**claim, "acquireTime": stamp, "leaseTransitions": 0}
@@ -357,12 +420,17 @@ class KubeClient:
                 return LeaseClaim(won=True)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
-            if (holder and holder != identity and holder != dead_holder
-                    and not _lease_expired(spec, now)):
+            if (
+                holder
+                and holder != identity
+                and holder != dead_holder
+                and not _lease_expired(spec, now)
+            ):
                 return LeaseClaim(won=False, holder=holder)
             if holder != identity:
-                claim.update(acquireTime=stamp,
-                             leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1)
+                claim.update(
+                    acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
+                )
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
             return LeaseClaim(won=True, taken_over_from=holder if holder != identity else None)
@@ -405,14 +473,24 @@ class KubeClient:
             return None
 
     def _request(
-        self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-        body: Any = None, content_type: str = "application/json",
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
         with _translated_errors():
             request = self.api_client.param_serialize(
-                method=method, resource_path=path, query_params=query or [],
-                header_params=headers, body=body, auth_settings=["BearerToken"])
+                method=method,
+                resource_path=path,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
             response = self.api_client.call_api(*request, _request_timeout=self._timeout)
             data = response.read()
         if not 200 <= response.status < 300:
@@ -459,8 +537,9 @@ def _b64_text(value: str) -> str:
 def _status_patch(status: dict[str, Any]) -> dict[str, Any]:
     patch = dict(status)
     if "conditions" in status:
-        patch["conditions"] = [{"reason": None, "message": None, **condition}
-                               for condition in status["conditions"]]
+        patch["conditions"] = [
+            {"reason": None, "message": None, **condition} for condition in status["conditions"]
+        ]
     for field in ("podIPs", "hostIPs"):
         if field in status:
             patch[field] = [{"$patch": "replace"}, *status[field]]
@@ -468,8 +547,12 @@ def _status_patch(status: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
-    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
 
 
 def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
@@ -481,7 +564,11 @@ def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
 
 
 def _event_name(
-    obj: KubeObject, reason: str, message: str, type: str, component: str,
+    obj: KubeObject,
+    reason: str,
+    message: str,
+    type: str,
+    component: str,
 ) -> str:
     meta = obj["metadata"]
     identity = "\0".join((meta.get("uid", ""), reason, message, type, component))
@@ -490,24 +577,38 @@ def _event_name(
 
 
 def _new_event(
-    obj: KubeObject, name: str, reason: str, message: str, type: str, component: str,
+    obj: KubeObject,
+    name: str,
+    reason: str,
+    message: str,
+    type: str,
+    component: str,
     stamp: str,
 ) -> KubeObject:
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"
     return {
-        "apiVersion": "v1", "kind": "Event",
+        "apiVersion": "v1",
+        "kind": "Event",
         "metadata": {"name": name, "namespace": namespace},
         "involvedObject": {
             # List items carry no kind: what the reconciler reports on is a pod unless told.
-            "kind": obj.get("kind", "Pod"), "apiVersion": obj.get("apiVersion", "v1"),
-            "namespace": namespace, "name": meta["name"], "uid": meta.get("uid", ""),
+            "kind": obj.get("kind", "Pod"),
+            "apiVersion": obj.get("apiVersion", "v1"),
+            "namespace": namespace,
+            "name": meta["name"],
+            "uid": meta.get("uid", ""),
             "resourceVersion": meta.get("resourceVersion", ""),
         },
-        "reason": reason, "message": message, "type": type,
+        "reason": reason,
+        "message": message,
+        "type": type,
         "source": {"component": component},
-        "reportingComponent": component, "reportingInstance": "",
-        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": "",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
     }
 
 
@@ -515,8 +616,9 @@ def _node_metadata_patch(current: KubeObject, desired: KubeObject) -> KubeObject
     """Labels and taints we own that are missing or differ; others' are left alone."""
     patch: KubeObject = {}
     labels = current["metadata"].get("labels") or {}
-    changed = {k: v for k, v in (desired["metadata"].get("labels") or {}).items()
-               if labels.get(k) != v}
+    changed = {
+        k: v for k, v in (desired["metadata"].get("labels") or {}).items() if labels.get(k) != v
+    }
     if changed:
         patch["metadata"] = {"labels": changed}
     taints = (current.get("spec") or {}).get("taints") or []
@@ -537,15 +639,16 @@ def _node_status_update(current: dict[str, Any], desired: dict[str, Any]) -> dic
             condition = {**condition, "lastTransitionTime": old.get("lastTransitionTime")}
         conditions.append(condition)
     wanted = {**desired, "conditions": conditions}
-    same = _without_heartbeats(wanted) == _without_heartbeats(
-        {k: current.get(k) for k in wanted})
+    same = _without_heartbeats(wanted) == _without_heartbeats({k: current.get(k) for k in wanted})
     return None if same and not _heartbeat_due(old_conditions, conditions) else wanted
 
 
 def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:
     conditions = sorted(
-        ({k: v for k, v in c.items() if k != "lastHeartbeatTime"}
-         for c in status.get("conditions") or []),
+        (
+            {k: v for k, v in c.items() if k != "lastHeartbeatTime"}
+            for c in status.get("conditions") or []
+        ),
         key=lambda c: str(c.get("type")),
     )
     return {**status, "conditions": conditions}

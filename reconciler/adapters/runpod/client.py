@@ -182,8 +182,9 @@ class RunPodClient:
 
     def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
         """PATCH the env. It replaces the instance's env whole: pass all of it."""
-        call = _Call("PATCH", f"/v2/pods/{_segment(instance_id)}", "PATCH /v2/pods/{id}",
-                     body={"env": env})
+        call = _Call(
+            "PATCH", f"/v2/pods/{_segment(instance_id)}", "PATCH /v2/pods/{id}", body={"env": env}
+        )
         return parse_instance(self._json(call))
 
     def read_exit_code(self, instance_id: str) -> ExitLog:
@@ -206,9 +207,16 @@ class RunPodClient:
             lines = _backfill(response)
         return ExitLog(exit_code_from(lines), tuple(lines))
 
-    def log_events(self, instance_id: str, *, source: str | None, tail: int | None,
-                   since: datetime | None, last_event_id: str | None,
-                   idle_seconds: float) -> Iterator[LogEvent]:
+    def log_events(
+        self,
+        instance_id: str,
+        *,
+        source: str | None,
+        tail: int | None,
+        since: datetime | None,
+        last_event_id: str | None,
+        idle_seconds: float,
+    ) -> Iterator[LogEvent]:
         """One log stream, event by event, until it ends. Raises LogStreamBroken when it
         breaks, LogStreamIdle after `idle_seconds` of silence (one request either way)."""
         params = {"source": source} if source else {}
@@ -219,8 +227,15 @@ class RunPodClient:
         headers = {"Accept": "text/event-stream"}
         if last_event_id:
             headers["Last-Event-ID"] = last_event_id
-        call = _Call("GET", f"/v2/pods/{_segment(instance_id)}/logs", "GET /v2/pods/{id}/logs",
-                     params=params, stream=True, read_timeout=idle_seconds, headers=headers)
+        call = _Call(
+            "GET",
+            f"/v2/pods/{_segment(instance_id)}/logs",
+            "GET /v2/pods/{id}/logs",
+            params=params,
+            stream=True,
+            read_timeout=idle_seconds,
+            headers=headers,
+        )
         with closing(self._send(call)) as response:
             raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
             try:
@@ -309,7 +324,8 @@ class RunPodClient:
         delay = self._limiter.delay(now)
         if delay > 0 and self._deadline is not None and now + delay >= self._deadline:
             raise errors.DeadlinePassed(
-                f"{call.route}: not sent, pacing would pass the tick's deadline")
+                f"{call.route}: not sent, pacing would pass the tick's deadline"
+            )
         if delay > 0:
             logger.debug("%s: pacing %.1f s to stay inside the rate limit", call.route, delay)
             self._sleep(delay)
@@ -387,8 +403,11 @@ class RunPodClient:
 def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     if isinstance(error, errors.RateLimitedError):
         return True
-    return call.idempotent and call.retry_failures and isinstance(
-        error, errors.ServerError | errors.TransportError)
+    return (
+        call.idempotent
+        and call.retry_failures
+        and isinstance(error, errors.ServerError | errors.TransportError)
+    )
 
 
 def _backoff(attempt: int, error: errors.RunPodError) -> float:

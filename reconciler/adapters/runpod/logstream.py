@@ -43,9 +43,16 @@ class LogStreamIdle(Exception):
 
 
 class LogStreamOpener(Protocol):
-    def __call__(self, instance_id: str, *, source: str | None, tail: int | None,
-                 since: datetime | None, last_event_id: str | None,
-                 idle_seconds: float) -> Iterator[LogEvent]: ...
+    def __call__(
+        self,
+        instance_id: str,
+        *,
+        source: str | None,
+        tail: int | None,
+        since: datetime | None,
+        last_event_id: str | None,
+        idle_seconds: float,
+    ) -> Iterator[LogEvent]: ...
 
 
 def sse_events(raw_lines: Iterable[str]) -> Iterator[LogEvent]:
@@ -69,8 +76,9 @@ def _event(event_id: str, payload: str) -> LogEvent | None:
     try:
         body = json.loads(payload)
         ts = datetime.fromisoformat(str(body["ts"]).replace("Z", "+00:00")).astimezone(UTC)
-        return LogEvent(event_id or str(body["ts"]), ts, str(body.get("source", "")),
-                        str(body.get("line", "")))
+        return LogEvent(
+            event_id or str(body["ts"]), ts, str(body.get("source", "")), str(body.get("line", ""))
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         log.debug("skipping a log event that is not {ts, source, line}")
         return None
@@ -114,12 +122,18 @@ def read_log(
     breaks = 0
     while True:
         idle = follow_idle_seconds if read.follow else backfill_idle_seconds
-        tail = None if read.since else min(read.tail if read.tail is not None else MAX_TAIL,
-                                           MAX_TAIL)
+        tail = (
+            None if read.since else min(read.tail if read.tail is not None else MAX_TAIL, MAX_TAIL)
+        )
         try:
-            for event in open_stream(instance_id, source=read.source, tail=tail,
-                                     since=read.since, last_event_id=cursor,
-                                     idle_seconds=idle):
+            for event in open_stream(
+                instance_id,
+                source=read.source,
+                tail=tail,
+                since=read.since,
+                last_event_id=cursor,
+                idle_seconds=idle,
+            ):
                 cursor, breaks = event.id, 0
                 yield event
             return True
@@ -132,6 +146,11 @@ def read_log(
             if breaks > max_resumes or should_stop():
                 raise
             delay = min(2.0 ** (breaks - 1), 10.0)
-            log.info("log stream of %s broke (%s); resuming after %s in %.0f s",
-                     instance_id, exc, cursor or "the start", delay)
+            log.info(
+                "log stream of %s broke (%s); resuming after %s in %.0f s",
+                instance_id,
+                exc,
+                cursor or "the start",
+                delay,
+            )
             sleep(delay)

@@ -127,10 +127,16 @@ def parse_pod_billing(data: object) -> list[BillingRecord]:
         start, end = parse_datetime(entry.get("startTime")), parse_datetime(entry.get("endTime"))
         if not entry.get("podId") or start is None or end is None:
             continue
-        parsed.append(BillingRecord(
-            instance_id=str(entry["podId"]), start=start, end=end,
-            total_usd=_float(entry.get("totalAmount")), gpu_usd=_float(entry.get("gpuAmount")),
-            disk_usd=_float(entry.get("diskAmount"))))
+        parsed.append(
+            BillingRecord(
+                instance_id=str(entry["podId"]),
+                start=start,
+                end=end,
+                total_usd=_float(entry.get("totalAmount")),
+                gpu_usd=_float(entry.get("gpuAmount")),
+                disk_usd=_float(entry.get("diskAmount")),
+            )
+        )
     return parsed
 
 

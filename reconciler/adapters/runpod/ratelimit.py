@@ -105,14 +105,18 @@ class RateLimiter:
     def windows(self, now: float) -> list[pacing.Window]:
         """Every window we heard of, projected to `now`."""
         with self._lock:
-            return [w for name, heard in self._heard.items()
-                    if (w := self._project(name, heard, now)) is not None]
+            return [
+                w
+                for name, heard in self._heard.items()
+                if (w := self._project(name, heard, now)) is not None
+            ]
 
     def _project(self, name: str, heard: _Heard, now: float) -> pacing.Window | None:
         quota = self._quotas.get(name)
         if heard.reset_at > now:
-            return pacing.Window(name, max(0, heard.remaining), heard.reset_at - now, quota,
-                                 now - heard.observed_at)
+            return pacing.Window(
+                name, max(0, heard.remaining), heard.reset_at - now, quota, now - heard.observed_at
+            )
         # The window has reset since we heard of it: whole again, if we know its quota.
         length = self._lengths.get(name)
         if quota is None:
@@ -146,5 +150,7 @@ class RateLimiter:
 
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
-    return (abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
-            and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS)
+    return (
+        abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
+        and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS
+    )

@@ -24,12 +24,16 @@ def describe_error(url: str, exc: DatabaseError) -> str:
     where = location(url)
     code = getattr(exc.orig, "sqlite_errorname", None)
     if code == "SQLITE_NOTADB":
-        return (f"cannot open database {where}: the file is not a database (damaged, or not "
-                "SQLite); move it aside and start again: the state is rebuilt from the "
-                "instances' tags and the pods' runpod.io/pod-id annotations")
+        return (
+            f"cannot open database {where}: the file is not a database (damaged, or not "
+            "SQLite); move it aside and start again: the state is rebuilt from the "
+            "instances' tags and the pods' runpod.io/pod-id annotations"
+        )
     if code == "SQLITE_CANTOPEN":
-        return (f"cannot open database {where}: unable to open the file (does its directory "
-                "exist, and may this user write there?)")
+        return (
+            f"cannot open database {where}: unable to open the file (does its directory "
+            "exist, and may this user write there?)"
+        )
     return f"cannot open database {where}: {reason.splitlines()[0] if reason else reason}"
 
 
@@ -88,8 +92,12 @@ def missing_sqlite_file(url: str) -> Path | None:
     except ArgumentError:
         return None
     database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
-            or database.startswith("file:"):
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or not database
+        or database == ":memory:"
+        or database.startswith("file:")
+    ):
         return None
     path = Path(database).expanduser().resolve()
     return None if path.exists() else path

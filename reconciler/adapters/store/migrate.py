@@ -30,13 +30,17 @@ def check_schema(engine: Engine, where: str, *, will_upgrade: bool) -> None:
     current = current_revision(engine)
     script = ScriptDirectory(SCRIPT_LOCATION)
     if current is not None and current not in {r.revision for r in script.walk_revisions()}:
-        raise SchemaError(f"the database {where} was written by a newer version (schema "
-                          f"revision {current}): upgrade the reconciler")
+        raise SchemaError(
+            f"the database {where} was written by a newer version (schema "
+            f"revision {current}): upgrade the reconciler"
+        )
     head = script.get_current_head()
     if not will_upgrade and current != head:
         state = "has no schema yet" if current is None else f"is at schema revision {current}"
-        raise SchemaError(f"the database {where} {state}, not {head}: run `reconciler db "
-                          "upgrade`, or start without --no-migrate")
+        raise SchemaError(
+            f"the database {where} {state}, not {head}: run `reconciler db "
+            "upgrade`, or start without --no-migrate"
+        )
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:

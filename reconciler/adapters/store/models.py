@@ -75,8 +75,13 @@ class Base(DeclarativeBase):
 def _state_column() -> Mapped[MappingState]:
     # Stored as plain strings (no CHECK constraint) so adding a state needs no migration.
     return mapped_column(
-        Enum(MappingState, native_enum=False, create_constraint=False, length=16,
-             values_callable=lambda states: [s.value for s in states]),
+        Enum(
+            MappingState,
+            native_enum=False,
+            create_constraint=False,
+            length=16,
+            values_callable=lambda states: [s.value for s in states],
+        ),
         index=True,
     )
 

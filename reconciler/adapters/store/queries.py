@@ -21,8 +21,9 @@ from reconciler.adapters.store.models import (
 FINISHED_STATES = (MappingState.TERMINATED, MappingState.FAILED)
 
 
-def mappings(session: Session, namespace: str | None = None,
-             include_finished: bool = True) -> list[Mapping]:
+def mappings(
+    session: Session, namespace: str | None = None, include_finished: bool = True
+) -> list[Mapping]:
     query = select(Mapping).order_by(Mapping.namespace, Mapping.name, Mapping.created_at)
     if namespace is not None:
         query = query.where(Mapping.namespace == namespace)
@@ -49,10 +50,19 @@ class SpendLine:
 
 
 def spend_lines(session: Session, since: datetime | None = None) -> list[SpendLine]:
-    query = (select(SpendRecord.instance_id, SpendRecord.bucket_start, SpendRecord.total_usd,
-                    Mapping.pod_uid, Mapping.namespace, Mapping.name, Mapping.gpu_type_id)
-             .join(Mapping, Mapping.instance_id == SpendRecord.instance_id, isouter=True)
-             .order_by(SpendRecord.bucket_start))
+    query = (
+        select(
+            SpendRecord.instance_id,
+            SpendRecord.bucket_start,
+            SpendRecord.total_usd,
+            Mapping.pod_uid,
+            Mapping.namespace,
+            Mapping.name,
+            Mapping.gpu_type_id,
+        )
+        .join(Mapping, Mapping.instance_id == SpendRecord.instance_id, isouter=True)
+        .order_by(SpendRecord.bucket_start)
+    )
     if since is not None:
         query = query.where(SpendRecord.bucket_start >= since)
     return [SpendLine(*row) for row in session.execute(query)]

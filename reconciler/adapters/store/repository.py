@@ -81,15 +81,28 @@ class Store:
 
     # --- pod logs kept after the end ---------------------------------------------
 
-    def save_log(self, pod_uid: str, instance_id: str | None,
-                 lines: Sequence[tuple[datetime, str]], truncated: bool, now: datetime) -> bool:
+    def save_log(
+        self,
+        pod_uid: str,
+        instance_id: str | None,
+        lines: Sequence[tuple[datetime, str]],
+        truncated: bool,
+        now: datetime,
+    ) -> bool:
         """Keep these lines for the pod; False when its row is gone (nothing to keep)."""
         text = json.dumps([[ts.isoformat(), line] for ts, line in lines])
         with self._sessions.begin() as session:
             if session.get(Mapping, pod_uid) is None:
                 return False
-            session.merge(PodLog(pod_uid=pod_uid, instance_id=instance_id, lines=text,
-                                 truncated=truncated, saved_at=now))
+            session.merge(
+                PodLog(
+                    pod_uid=pod_uid,
+                    instance_id=instance_id,
+                    lines=text,
+                    truncated=truncated,
+                    saved_at=now,
+                )
+            )
         return True
 
     def saved_log(self, pod_uid: str) -> list[tuple[datetime, str]] | None:
@@ -105,8 +118,11 @@ class Store:
 
     def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
         with self._sessions.begin() as session:
-            session.execute(update(Mapping).where(Mapping.pod_uid == pod_uid)
-                            .values(last_error=message, updated_at=now))
+            session.execute(
+                update(Mapping)
+                .where(Mapping.pod_uid == pod_uid)
+                .values(last_error=message, updated_at=now)
+            )
 
     # --- billing ------------------------------------------------------------------
 
@@ -115,24 +131,36 @@ class Store:
             read = session.get(BillingRead, _POD_BILLING)
             return None if read is None else read.covered_until
 
-    def save_billing(self, records: Sequence[BillingRecord], covered_until: datetime,
-                     now: datetime, forget_before: datetime) -> None:
+    def save_billing(
+        self,
+        records: Sequence[BillingRecord],
+        covered_until: datetime,
+        now: datetime,
+        forget_before: datetime,
+    ) -> None:
         """Store one read's records and how far it reached; drop what history lets go."""
         with self._sessions.begin() as session:
             for record in records:
-                session.merge(SpendRecord(
-                    instance_id=record.instance_id, bucket_start=record.start,
-                    bucket_end=record.end, total_usd=record.total_usd,
-                    gpu_usd=record.gpu_usd, disk_usd=record.disk_usd))
-            session.merge(BillingRead(name=_POD_BILLING, covered_until=covered_until,
-                                      read_at=now))
+                session.merge(
+                    SpendRecord(
+                        instance_id=record.instance_id,
+                        bucket_start=record.start,
+                        bucket_end=record.end,
+                        total_usd=record.total_usd,
+                        gpu_usd=record.gpu_usd,
+                        disk_usd=record.disk_usd,
+                    )
+                )
+            session.merge(BillingRead(name=_POD_BILLING, covered_until=covered_until, read_at=now))
             session.execute(delete(SpendRecord).where(SpendRecord.bucket_end < forget_before))
 
     def spend_by_instance(self) -> dict[str, float]:
         with self._sessions() as session:
-            result = session.execute(select(SpendRecord.instance_id,
-                                            func.sum(SpendRecord.total_usd))
-                                     .group_by(SpendRecord.instance_id))
+            result = session.execute(
+                select(SpendRecord.instance_id, func.sum(SpendRecord.total_usd)).group_by(
+                    SpendRecord.instance_id
+                )
+            )
             return {instance_id: float(total) for instance_id, total in result}
 
     # --- namespace budgets and look-alikes --------------------------------------------
@@ -143,16 +171,24 @@ class Store:
             for cap in caps:
                 known = session.get(NamespaceBudget, cap.namespace)
                 values = (cap.max_hourly_spend, cap.max_instances, cap.error)
-                if known is not None and (known.max_hourly_spend, known.max_instances,
-                                          known.error) == values:
+                if (
+                    known is not None
+                    and (known.max_hourly_spend, known.max_instances, known.error) == values
+                ):
                     continue
                 if cap.empty:
                     if known is not None:
                         session.delete(known)
                     continue
-                session.merge(NamespaceBudget(namespace=cap.namespace, max_hourly_spend=values[0],
-                                              max_instances=values[1], error=values[2],
-                                              updated_at=now))
+                session.merge(
+                    NamespaceBudget(
+                        namespace=cap.namespace,
+                        max_hourly_spend=values[0],
+                        max_instances=values[1],
+                        error=values[2],
+                        updated_at=now,
+                    )
+                )
 
     def sync_lookalikes(self, found: Sequence[Lookalike], now: datetime) -> None:
         """Keep the look-alike list equal to this tick's; writes only on a change."""
@@ -163,9 +199,15 @@ class Store:
                 session.delete(known[instance_id])
             for instance_id in wanted.keys() - known.keys():
                 item = wanted[instance_id]
-                session.add(UnownedInstance(instance_id=instance_id, name=item.name,
-                                            namespace=item.namespace, pod_name=item.pod_name,
-                                            first_seen_at=now))
+                session.add(
+                    UnownedInstance(
+                        instance_id=instance_id,
+                        name=item.name,
+                        namespace=item.namespace,
+                        pod_name=item.pod_name,
+                        first_seen_at=now,
+                    )
+                )
 
     # --- ticks and the journal ----------------------------------------------------
 
@@ -179,33 +221,60 @@ class Store:
 
     def record_tick(self, summary: TickSummary, tick_id: int | None = None) -> int:
         """Write a finished tick's row (the one `open_tick` gave, if any); its id."""
-        row = Tick(id=tick_id, started_at=summary.started_at, finished_at=summary.finished_at,
-                   pods_seen=summary.pods_seen, instances_seen=summary.instances_seen,
-                   actions_planned=summary.actions_planned,
-                   actions_applied=summary.actions_applied,
-                   actions_failed=summary.actions_failed, dry_run=False,
-                   error_summary="\n".join(summary.errors[:MAX_TICK_ERRORS]) or None)
+        row = Tick(
+            id=tick_id,
+            started_at=summary.started_at,
+            finished_at=summary.finished_at,
+            pods_seen=summary.pods_seen,
+            instances_seen=summary.instances_seen,
+            actions_planned=summary.actions_planned,
+            actions_applied=summary.actions_applied,
+            actions_failed=summary.actions_failed,
+            dry_run=False,
+            error_summary="\n".join(summary.errors[:MAX_TICK_ERRORS]) or None,
+        )
         with self._sessions.begin() as session:
             merged = session.merge(row)
             session.flush()
             return merged.id
 
-    def open_action(self, tick_id: int | None, kind: str, pod_uid: str | None,
-                    instance_id: str | None, now: datetime) -> int:
+    def open_action(
+        self,
+        tick_id: int | None,
+        kind: str,
+        pod_uid: str | None,
+        instance_id: str | None,
+        now: datetime,
+    ) -> int:
         with self._sessions.begin() as session:
-            result = session.execute(insert(ActionRecord).values(
-                tick_id=tick_id, kind=kind, pod_uid=pod_uid, instance_id=instance_id,
-                started_at=now).returning(ActionRecord.id))
+            result = session.execute(
+                insert(ActionRecord)
+                .values(
+                    tick_id=tick_id,
+                    kind=kind,
+                    pod_uid=pod_uid,
+                    instance_id=instance_id,
+                    started_at=now,
+                )
+                .returning(ActionRecord.id)
+            )
             return int(result.scalar_one())
 
-    def close_action(self, action_id: int, outcome: str, error: str | None, now: datetime,
-                     instance_id: str | None = None) -> None:
+    def close_action(
+        self,
+        action_id: int,
+        outcome: str,
+        error: str | None,
+        now: datetime,
+        instance_id: str | None = None,
+    ) -> None:
         values: dict[str, object] = {"outcome": outcome, "error": error, "finished_at": now}
         if instance_id is not None:
             values["instance_id"] = instance_id
         with self._sessions.begin() as session:
-            session.execute(update(ActionRecord).where(ActionRecord.id == action_id)
-                            .values(**values))
+            session.execute(
+                update(ActionRecord).where(ActionRecord.id == action_id).values(**values)
+            )
 
     def journal(self, tick_id: int | None = None) -> Sequence[ActionRecord]:
         with self._sessions() as session:
@@ -216,8 +285,9 @@ class Store:
 
     # --- the writer lock ----------------------------------------------------------
 
-    def acquire_lock(self, name: str, owner: str, ttl: float, now: datetime,
-                     dead_holder: str | None = None) -> str | None:
+    def acquire_lock(
+        self, name: str, owner: str, ttl: float, now: datetime, dead_holder: str | None = None
+    ) -> str | None:
         """Take or renew the lock; returns None on success, else the current holder.
 
         `dead_holder` names a holder known to be dead, whose lock may be taken at once.
@@ -229,8 +299,11 @@ class Store:
             if dead_holder is not None:
                 stale = stale | (Lock.owner == dead_holder)
             taken = session.execute(
-                update(Lock).where(Lock.name == name).where(stale)
-                .values(owner=owner, acquired_at=now, expires_at=expires))
+                update(Lock)
+                .where(Lock.name == name)
+                .where(stale)
+                .values(owner=owner, acquired_at=now, expires_at=expires)
+            )
             if taken.rowcount:  # type: ignore[attr-defined]
                 return None
             holder = session.get(Lock, name)

@@ -48,7 +48,8 @@ PUBLIC_IP = "runpod.io/public-ip"
 # Not `runpod.io/ports`: that name is the user's port override, which must survive.
 PORT_MAPPINGS = "runpod.io/port-mappings"
 WRITTEN_ANNOTATIONS = frozenset(
-    {POD_ID, COST_PER_HR, GPU_TYPE, DATACENTER, PUBLIC_IP, PORT_MAPPINGS})
+    {POD_ID, COST_PER_HR, GPU_TYPE, DATACENTER, PUBLIC_IP, PORT_MAPPINGS}
+)
 
 
 def _metadata_map(obj: KubeObject | None, field: str) -> dict[str, str]:
@@ -67,7 +68,11 @@ def read(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
 
 
 def read_int(
-    pod: KubeObject, job: KubeObject | None, name: str, *, minimum: int = 1,
+    pod: KubeObject,
+    job: KubeObject | None,
+    name: str,
+    *,
+    minimum: int = 1,
     maximum: int = MAX_WHOLE,
 ) -> int | None:
     value = read(pod, job, name)
@@ -100,8 +105,9 @@ def read_id(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
     if value is None:
         return None
     if not _ID.fullmatch(value.strip()):
-        raise invalid_annotation(name, value[:200], "a RunPod id (1 to 128 printable "
-                                 "characters, no spaces)")
+        raise invalid_annotation(
+            name, value[:200], "a RunPod id (1 to 128 printable characters, no spaces)"
+        )
     return value.strip()
 
 
@@ -111,10 +117,17 @@ def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, 
     if value is None:
         return None
     items = tuple(item.strip() for item in value.split(","))
-    if (not all(items) or len(items) > MAX_LIST_ITEMS
-            or any(len(item) > MAX_ITEM_LENGTH for item in items)):
-        raise invalid_annotation(name, value[:200], f"a comma-separated list of at most "
-                                 f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} characters")
+    if (
+        not all(items)
+        or len(items) > MAX_LIST_ITEMS
+        or any(len(item) > MAX_ITEM_LENGTH for item in items)
+    ):
+        raise invalid_annotation(
+            name,
+            value[:200],
+            f"a comma-separated list of at most "
+            f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} characters",
+        )
     return items
 
 

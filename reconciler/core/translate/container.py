@@ -76,8 +76,9 @@ def choose_container(pod: KubeObject) -> KubeObject:
     """The annotated default container, else the only one, else the first non-sidecar."""
     containers: list[KubeObject] = (pod.get("spec") or {}).get("containers") or []
     if not containers:
-        raise TranslationError(PodReason.INVALID_POD_SPEC, "the pod has no containers",
-                               permanent=True)
+        raise TranslationError(
+            PodReason.INVALID_POD_SPEC, "the pod has no containers", permanent=True
+        )
     wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(DEFAULT_CONTAINER)
     if wanted is not None:
         return _named(containers, wanted)
@@ -113,7 +114,10 @@ def wrap_for_batch(command: str) -> str:
     """The `sh -c` invocation that runs `command` (a shell-quoted argv, as made by
     `start_command`), reports its exit code, then stops the instance."""
     script = _WRAPPER.format(
-        command=command, marker=EXIT_CODE_MARKER, python=_PYTHON_STOP, retry=_STOP_RETRY_SECONDS,
+        command=command,
+        marker=EXIT_CODE_MARKER,
+        python=_PYTHON_STOP,
+        retry=_STOP_RETRY_SECONDS,
         user_agent=USER_AGENT,
     )
     return shlex.join(["sh", "-c", script])

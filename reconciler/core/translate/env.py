@@ -86,7 +86,8 @@ def container_env(pod: KubeObject, container: KubeObject, sources: EnvSources) -
         if not isinstance(name, str) or not name:
             # The API server admits no such entry, and env cannot be edited: permanent.
             raise TranslationError(
-                PodReason.INVALID_POD_SPEC, f"env[{index}] of the container has no name",
+                PodReason.INVALID_POD_SPEC,
+                f"env[{index}] of the container has no name",
                 permanent=True,
             )
         if "valueFrom" in var:

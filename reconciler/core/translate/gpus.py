@@ -207,4 +207,3 @@ def rank(request: GpuRequest, catalog: Sequence[GpuType]) -> list[Candidate]:
 
     ranked = sorted((gpu for gpu in catalog if fits(request, gpu)), key=key)
     return [(gpu, _placement(request, gpu)) for gpu in ranked]
-

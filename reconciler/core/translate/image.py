@@ -37,13 +37,19 @@ def check_image(image: str) -> None:
     """
     match = _REFERENCE.fullmatch(image)
     if match is None:
-        raise _invalid(image, "it does not follow [registry/]name[:tag][@digest] with a "
-                       "lower-case name and no spaces or special characters")
+        raise _invalid(
+            image,
+            "it does not follow [registry/]name[:tag][@digest] with a "
+            "lower-case name and no spaces or special characters",
+        )
     if len(match.group("name")) > NAME_MAX_LENGTH:
         raise _invalid(image, f"its name is longer than {NAME_MAX_LENGTH} characters")
 
 
 def _invalid(image: str, why: str) -> TranslationError:
     shown = image if len(image) <= 200 else image[:200] + "..."
-    return TranslationError(PodReason.INVALID_IMAGE_NAME, f"image {shown!r} is not a valid image "
-                            f"reference: {why}", permanent=False)
+    return TranslationError(
+        PodReason.INVALID_IMAGE_NAME,
+        f"image {shown!r} is not a valid image reference: {why}",
+        permanent=False,
+    )

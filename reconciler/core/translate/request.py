@@ -50,7 +50,8 @@ def create_requests(
     if not catalog:
         # An empty catalog is a failed fetch, not proof that no GPU will ever fit.
         raise TranslationError(
-            PodReason.GPU_CATALOG_UNAVAILABLE, "RunPod's GPU catalog is not available",
+            PodReason.GPU_CATALOG_UNAVAILABLE,
+            "RunPod's GPU catalog is not available",
             permanent=False,
         )
     request = gpu_request(pod, job, settings)
@@ -58,7 +59,8 @@ def create_requests(
     candidates = rank(request, catalog)
     if not candidates:
         raise TranslationError(
-            PodReason.UNSATISFIABLE_GPU_REQUEST, explain_unsatisfiable(request, catalog),
+            PodReason.UNSATISFIABLE_GPU_REQUEST,
+            explain_unsatisfiable(request, catalog),
             permanent=True,
         )
     base = _instance(pod, job, sources, settings, owner_id)
@@ -76,8 +78,7 @@ def create_requests(
     ]
 
 
-def _check_datacenters(pod: KubeObject, job: KubeObject | None,
-                       catalog: Sequence[GpuType]) -> None:
+def _check_datacenters(pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType]) -> None:
     """At least one data center the pod names must be one the catalog lists GPUs in: a
     typo is a bad annotation to fix, not capacity to wait for (and costs no create).
     The others are preferences: one the catalog does not list now is only skipped."""
@@ -86,9 +87,12 @@ def _check_datacenters(pod: KubeObject, job: KubeObject | None,
     unknown = [dc for dc in wanted or () if dc not in known]
     if known and wanted and len(unknown) == len(wanted):
         listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
-        raise invalid_annotation(DATACENTER_IDS, ",".join(wanted or ()),
-                                 f"a list of RunPod data centers ({', '.join(unknown)} "
-                                 f"unknown; RunPod lists GPUs in {listed})")
+        raise invalid_annotation(
+            DATACENTER_IDS,
+            ",".join(wanted or ()),
+            f"a list of RunPod data centers ({', '.join(unknown)} "
+            f"unknown; RunPod lists GPUs in {listed})",
+        )
 
 
 def _instance(
@@ -104,7 +108,8 @@ def _instance(
     image = str(container.get("image") or "")
     if not image and template is None:
         raise TranslationError(
-            PodReason.INVALID_IMAGE_NAME, f'container "{container.get("name")}" has no image',
+            PodReason.INVALID_IMAGE_NAME,
+            f'container "{container.get("name")}" has no image',
             permanent=False,
         )
     if image:

@@ -112,11 +112,20 @@ def deleted_status(
     if exit_code is not None:
         outcome = _exited(exit_code, None, None)
     elif instance_id:
-        outcome = _Outcome("Failed", "terminated", "Error", f"RunPod instance {instance_id} "
-                           "was terminated because the pod was deleted", UNKNOWN_EXIT_CODE)
+        outcome = _Outcome(
+            "Failed",
+            "terminated",
+            "Error",
+            f"RunPod instance {instance_id} was terminated because the pod was deleted",
+            UNKNOWN_EXIT_CODE,
+        )
     else:
-        outcome = _Outcome("Failed", "terminated", STATUS_UNKNOWN,
-                           "no RunPod instance ran this pod before it was deleted")
+        outcome = _Outcome(
+            "Failed",
+            "terminated",
+            STATUS_UNKNOWN,
+            "no RunPod instance ran this pod before it was deleted",
+        )
     return _assemble(pod, None, outcome, now)
 
 
@@ -204,8 +213,9 @@ def _assemble(
     return status
 
 
-def _conditions(current: dict[str, Any], outcome: _Outcome, statuses: list[dict[str, Any]],
-                now: datetime) -> list[dict[str, Any]]:
+def _conditions(
+    current: dict[str, Any], outcome: _Outcome, statuses: list[dict[str, Any]], now: datetime
+) -> list[dict[str, Any]]:
     """The kubelet's conditions: ContainersReady and Ready hold when every container of
     the pod is ready, so `kubectl get`'s READY column and the conditions agree."""
     previous = {c.get("type"): c for c in current.get("conditions") or []}
@@ -245,8 +255,7 @@ def _container_statuses(
     except TranslationError:
         # A status is still owed for a pod whose spec we cannot translate.
         chosen = containers[0].get("name") if containers else None
-    previous = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses")
-                or []}
+    previous = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
     return [
         _chosen_status(container, instance, outcome, previous.get(chosen) or {}, now)
         if container.get("name") == chosen
@@ -255,39 +264,61 @@ def _container_statuses(
     ]
 
 
-def _not_run_status(container: KubeObject, chosen: str | None,
-                    outcome: _Outcome) -> dict[str, Any]:
-    why = {"reason": NOT_RUN_ON_RUNPOD,
-           "message": f"a RunPod instance runs only the container {chosen}"}
+def _not_run_status(container: KubeObject, chosen: str | None, outcome: _Outcome) -> dict[str, Any]:
+    why = {
+        "reason": NOT_RUN_ON_RUNPOD,
+        "message": f"a RunPod instance runs only the container {chosen}",
+    }
     # Exit code 0: the container did not fail (a Job's podFailurePolicy reads exit codes).
-    state = {"terminated": {"exitCode": 0, **why}} if outcome.phase in TERMINAL_PHASES \
+    state = (
+        {"terminated": {"exitCode": 0, **why}}
+        if outcome.phase in TERMINAL_PHASES
         else {"waiting": why}
-    return {"name": container.get("name"), "image": container.get("image"), "imageID": "",
-            "ready": False, "started": False, "restartCount": 0, "state": state}
+    )
+    return {
+        "name": container.get("name"),
+        "image": container.get("image"),
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": 0,
+        "state": state,
+    }
 
 
-def _chosen_status(container: KubeObject, instance: Instance | None, outcome: _Outcome,
-                   previous: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _chosen_status(
+    container: KubeObject,
+    instance: Instance | None,
+    outcome: _Outcome,
+    previous: dict[str, Any],
+    now: datetime,
+) -> dict[str, Any]:
     restart_count = int(previous.get("restartCount") or 0)
     last_state = previous.get("lastState") or {}
     ended = _restart_end(previous, instance, outcome, now)
     if ended is not None:
         restart_count += 1
-        last_state = {"terminated": {
-            "exitCode": UNKNOWN_EXIT_CODE, "reason": STATUS_UNKNOWN,
-            "message": "RunPod restarted the container; it does not report the exit code",
-            "startedAt": (previous["state"]["running"]).get("startedAt"),
-            "finishedAt": _rfc3339(ended)}}
+        last_state = {
+            "terminated": {
+                "exitCode": UNKNOWN_EXIT_CODE,
+                "reason": STATUS_UNKNOWN,
+                "message": "RunPod restarted the container; it does not report the exit code",
+                "startedAt": (previous["state"]["running"]).get("startedAt"),
+                "finishedAt": _rfc3339(ended),
+            }
+        }
     status: dict[str, Any] = {
         "name": container.get("name"),
         "image": container.get("image"),
-        "imageID": "" if outcome.state == "waiting" else
-        instance.image if instance is not None else previous.get("imageID") or "",
+        "imageID": ""
+        if outcome.state == "waiting"
+        else instance.image
+        if instance is not None
+        else previous.get("imageID") or "",
         "ready": outcome.ready,
         "started": outcome.ready,
         "restartCount": restart_count,
-        "state": {outcome.state: _state(instance, outcome, previous, ended is not None,
-                                        now)},
+        "state": {outcome.state: _state(instance, outcome, previous, ended is not None, now)},
     }
     if last_state:
         status["lastState"] = last_state
@@ -303,8 +334,9 @@ def container_started_at(instance: Instance | None, now: datetime) -> datetime |
     return now - timedelta(seconds=instance.runtime.uptime_seconds)
 
 
-def _restart_end(previous: dict[str, Any], instance: Instance | None, outcome: _Outcome,
-                 now: datetime) -> datetime | None:
+def _restart_end(
+    previous: dict[str, Any], instance: Instance | None, outcome: _Outcome, now: datetime
+) -> datetime | None:
     """When the running container ended, if RunPod restarted it since the last status:
     it is no longer running, or runs again since a later start."""
     running = (previous.get("state") or {}).get("running")
@@ -326,7 +358,10 @@ def _parse(value: str | None) -> datetime | None:
 
 
 def _state(
-    instance: Instance | None, outcome: _Outcome, previous: dict[str, Any], restarted: bool,
+    instance: Instance | None,
+    outcome: _Outcome,
+    previous: dict[str, Any],
+    restarted: bool,
     now: datetime,
 ) -> dict[str, Any]:
     state_before = previous.get("state") or {}
@@ -334,8 +369,13 @@ def _state(
     # The container's own start (from its uptime) before the instance's: restarts are
     # told by comparing the two, so they must mean the same thing.
     container_start = container_started_at(instance, now)
-    started = _rfc3339(container_start) if container_start else \
-        _rfc3339(instance.started_at) if instance and instance.started_at else was_running
+    started = (
+        _rfc3339(container_start)
+        if container_start
+        else _rfc3339(instance.started_at)
+        if instance and instance.started_at
+        else was_running
+    )
     state: dict[str, Any]
     if outcome.state == "waiting":
         state = {"reason": outcome.reason, "message": outcome.message}
@@ -400,9 +440,19 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
     if not version:
         return None
     published = instance.runtime.ports if instance.runtime is not None else None
-    read = (version, instance.id, instance.status.value, instance.image, instance.started_at,
-            instance.cost_per_hr, instance.gpu_type_id, instance.datacenter_id,
-            instance.ports, published, _container_start(pod, instance, now))
+    read = (
+        version,
+        instance.id,
+        instance.status.value,
+        instance.image,
+        instance.started_at,
+        instance.cost_per_hr,
+        instance.gpu_type_id,
+        instance.datacenter_id,
+        instance.ports,
+        published,
+        _container_start(pod, instance, now),
+    )
     return hashlib.blake2b(repr(read).encode(), digest_size=8).hexdigest()
 
 
@@ -415,12 +465,16 @@ def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> obje
         return None
     started = now.timestamp() - instance.runtime.uptime_seconds
     shown: list[str] = [
-        start for status in (pod.get("status") or {}).get("containerStatuses") or ()
-        if (start := ((status.get("state") or {}).get("running") or {}).get("startedAt"))]
+        start
+        for status in (pod.get("status") or {}).get("containerStatuses") or ()
+        if (start := ((status.get("state") or {}).get("running") or {}).get("startedAt"))
+    ]
     if not shown:
         return int(started)
-    return any(datetime.fromisoformat(value).timestamp() < started - RESTART_SLACK_SECONDS
-               for value in shown)
+    return any(
+        datetime.fromisoformat(value).timestamp() < started - RESTART_SLACK_SECONDS
+        for value in shown
+    )
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:

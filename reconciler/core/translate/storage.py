@@ -55,7 +55,9 @@ def _mount_path(pod: KubeObject, job: KubeObject | None) -> str:
     if path is None:
         return DEFAULT_MOUNT_PATH
     if not path.startswith("/") or len(path) > MAX_PATH or not path.isprintable():
-        raise invalid_annotation(VOLUME_MOUNT_PATH, path[:200],
-                                 f"an absolute path of at most {MAX_PATH} printable characters")
+        raise invalid_annotation(
+            VOLUME_MOUNT_PATH,
+            path[:200],
+            f"an absolute path of at most {MAX_PATH} printable characters",
+        )
     return path
-

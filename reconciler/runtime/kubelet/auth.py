@@ -27,8 +27,14 @@ from reconciler.adapters.kube.client import KubeClient
 ALLOWED_TTL = 300.0
 DENIED_TTL = 30.0
 TOKEN_TTL = 120.0
-_VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch",
-          "DELETE": "delete"}
+_VERBS = {
+    "GET": "get",
+    "HEAD": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+}
 _SUBRESOURCES = {"stats": "stats", "metrics": "metrics", "logs": "log", "spec": "spec"}
 
 
@@ -65,8 +71,9 @@ def caller_from_certificate(peer: dict[str, Any] | None) -> Caller | None:
 
 
 class Authenticator:
-    def __init__(self, kube: KubeClient, node_name: str,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, kube: KubeClient, node_name: str, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self.kube, self.node_name, self.monotonic = kube, node_name, monotonic
         self._cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
         self._lock = threading.Lock()
@@ -88,15 +95,27 @@ class Authenticator:
         if allowed is None:
             try:
                 allowed, _ = self.kube.review_access(
-                    caller.user, list(caller.groups), caller.uid,
-                    {"verb": verb, "resource": "nodes", "subresource": subresource,
-                     "name": self.node_name, "group": "", "version": "v1"})
+                    caller.user,
+                    list(caller.groups),
+                    caller.uid,
+                    {
+                        "verb": verb,
+                        "resource": "nodes",
+                        "subresource": subresource,
+                        "name": self.node_name,
+                        "group": "",
+                        "version": "v1",
+                    },
+                )
             except kube_errors.KubeError as exc:
                 raise AuthError(500, f"could not authorize the request: {exc}") from exc
             self._remember(key, allowed, ALLOWED_TTL if allowed else DENIED_TTL)
         if not allowed:
-            raise AuthError(403, f"Forbidden (user={caller.user}, verb={verb}, "
-                                 f"resource=nodes, subresource={subresource})")
+            raise AuthError(
+                403,
+                f"Forbidden (user={caller.user}, verb={verb}, "
+                f"resource=nodes, subresource={subresource})",
+            )
 
     def _token_caller(self, token: str) -> Caller:
         # The token itself is never kept: only its digest, as the cache key.
@@ -108,8 +127,15 @@ class Authenticator:
             except kube_errors.KubeError as exc:
                 raise AuthError(500, f"could not authenticate the request: {exc}") from exc
             user = status.get("user") or {}
-            caller = Caller(str(user.get("username", "")), tuple(user.get("groups") or ()),
-                            str(user.get("uid", ""))) if status.get("authenticated") else False
+            caller = (
+                Caller(
+                    str(user.get("username", "")),
+                    tuple(user.get("groups") or ()),
+                    str(user.get("uid", "")),
+                )
+                if status.get("authenticated")
+                else False
+            )
             self._remember(key, caller, TOKEN_TTL)
         if not caller:
             raise AuthError(401, "Unauthorized")

@@ -18,22 +18,44 @@ from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pa
 log = logging.getLogger(__name__)
 
 
-def start_endpoint(settings: Settings, kube: KubeClient, store: Store, runpod: RunPodClient,
-                   clock: Callable[[], datetime], is_leader: Callable[[], bool],
-                   namespace: str, host: str = "0.0.0.0",
-                   port: int | None = None) -> KubeletServer | None:
+def start_endpoint(
+    settings: Settings,
+    kube: KubeClient,
+    store: Store,
+    runpod: RunPodClient,
+    clock: Callable[[], datetime],
+    is_leader: Callable[[], bool],
+    namespace: str,
+    host: str = "0.0.0.0",
+    port: int | None = None,
+) -> KubeletServer | None:
     """Serve on `settings.kubelet_port` (None when it is 0). `runpod` is the endpoint's
     own client: requests' sessions are not shared across threads."""
     if settings.kubelet_port == 0:
         return None
-    cert, key = serving_pair(kube, settings.kubelet_tls_secret, namespace,
-                             settings.node_name, settings.kubelet_address)
+    cert, key = serving_pair(
+        kube, settings.kubelet_tls_secret, namespace, settings.node_name, settings.kubelet_address
+    )
     context = server_context(cert, key, client_ca(kube))
-    logs = PodLogs(settings.node_name, runpod, kube, store, clock,
-                   limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes))
-    server = KubeletServer((host, settings.kubelet_port if port is None else port), context,
-                           Authenticator(kube, settings.node_name), logs, is_leader,
-                           clock).start()
-    log.info("serving the kubelet endpoint (kubectl logs) on port %d; the node advertises "
-             "%s", server.port, settings.kubelet_address or "no address (set --kubelet-address)")
+    logs = PodLogs(
+        settings.node_name,
+        runpod,
+        kube,
+        store,
+        clock,
+        limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+    )
+    server = KubeletServer(
+        (host, settings.kubelet_port if port is None else port),
+        context,
+        Authenticator(kube, settings.node_name),
+        logs,
+        is_leader,
+        clock,
+    ).start()
+    log.info(
+        "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
+        server.port,
+        settings.kubelet_address or "no address (set --kubelet-address)",
+    )
     return server

@@ -31,19 +31,28 @@ from reconciler.runtime.kubelet.source import LogError, PodLogs
 log = logging.getLogger(__name__)
 
 _STREAMING = ("exec", "attach", "portForward", "run")
-STANDBY_MESSAGE = ("this runpod-reconciler replica is a standby: the leader serves pod "
-                   "logs (the node's InternalIP points at it once it leads)")
+STANDBY_MESSAGE = (
+    "this runpod-reconciler replica is a standby: the leader serves pod "
+    "logs (the node's InternalIP points at it once it leads)"
+)
 
 
 class KubeletServer:
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext,
-                 auth: Authenticator, logs: PodLogs, is_leader: Callable[[], bool],
-                 clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        context: ssl.SSLContext,
+        auth: Authenticator,
+        logs: PodLogs,
+        is_leader: Callable[[], bool],
+        clock: Callable[[], datetime],
+    ) -> None:
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
         self._server = _Server(address, _Handler)
         self._server.app = self
-        self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
-                                                  do_handshake_on_connect=False)
+        self._server.socket = context.wrap_socket(
+            self._server.socket, server_side=True, do_handshake_on_connect=False
+        )
         self._thread: threading.Thread | None = None
 
     @property
@@ -51,8 +60,9 @@ class KubeletServer:
         return int(self._server.server_address[1])
 
     def start(self) -> KubeletServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.2,),
-                                        name="kubelet-endpoint", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.2,), name="kubelet-endpoint", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -97,8 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         parts = [unquote(part) for part in url.path.split("/") if part]
         try:
-            peer = self.connection.getpeercert() if isinstance(
-                self.connection, ssl.SSLSocket) else None
+            peer = (
+                self.connection.getpeercert()
+                if isinstance(self.connection, ssl.SSLSocket)
+                else None
+            )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
             app.auth.authorize(caller, method, url.path)
         except AuthError as exc:
@@ -106,18 +119,25 @@ class _Handler(BaseHTTPRequestHandler):
         if parts == ["healthz"]:
             return self._text(200, "ok")
         if parts and parts[0] in _STREAMING:
-            return self._text(501, f"{parts[0]} is not supported for pods on RunPod: an "
-                                   "instance runs one container without a kubelet; use the "
-                                   "instance's SSH (runpod.io/public-ip) or its ports")
+            return self._text(
+                501,
+                f"{parts[0]} is not supported for pods on RunPod: an "
+                "instance runs one container without a kubelet; use the "
+                "instance's SSH (runpod.io/public-ip) or its ports",
+            )
         if method != "GET" or len(parts) != 4 or parts[0] != "containerLogs":
-            return self._text(404, f"{url.path} is not served by runpod-reconciler's kubelet "
-                                   "endpoint: only /containerLogs/{namespace}/{pod}/{container}")
+            return self._text(
+                404,
+                f"{url.path} is not served by runpod-reconciler's kubelet "
+                "endpoint: only /containerLogs/{namespace}/{pod}/{container}",
+            )
         if not app.is_leader():
             return self._text(503, STANDBY_MESSAGE)
         self._container_logs(parts[1], parts[2], parts[3], dict(parse_qsl(url.query)))
 
-    def _container_logs(self, namespace: str, pod: str, container: str,
-                        query: dict[str, str]) -> None:
+    def _container_logs(
+        self, namespace: str, pod: str, container: str, query: dict[str, str]
+    ) -> None:
         app = self.server.app
         try:
             options = parse_options(query, app.clock())
@@ -158,4 +178,3 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-

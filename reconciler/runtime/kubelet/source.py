@@ -71,11 +71,19 @@ class KeepLimits:
 
 
 class PodLogs:
-    def __init__(self, node_name: str, runpod: RunPodClient, kube: KubeClient, store: Store,
-                 clock: Callable[[], datetime], *, limits: KeepLimits = KeepLimits(),
-                 sleep: Callable[[float], None] = time.sleep,
-                 backfill_idle: float = BACKFILL_IDLE_SECONDS,
-                 follow_idle: float = FOLLOW_IDLE_SECONDS) -> None:
+    def __init__(
+        self,
+        node_name: str,
+        runpod: RunPodClient,
+        kube: KubeClient,
+        store: Store,
+        clock: Callable[[], datetime],
+        *,
+        limits: KeepLimits = KeepLimits(),
+        sleep: Callable[[float], None] = time.sleep,
+        backfill_idle: float = BACKFILL_IDLE_SECONDS,
+        follow_idle: float = FOLLOW_IDLE_SECONDS,
+    ) -> None:
         self.node_name, self.runpod, self.kube, self.store = node_name, runpod, kube, store
         self.clock, self.limits, self.sleep = clock, limits, sleep
         self.backfill_idle, self.follow_idle = backfill_idle, follow_idle
@@ -89,8 +97,12 @@ class PodLogs:
         if self.store.has_saved_log(pod_uid):
             return []
         try:
-            events, _ = _drain(self._read(instance_id, LogRead(
-                source=None, tail=min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL))))
+            events, _ = _drain(
+                self._read(
+                    instance_id,
+                    LogRead(source=None, tail=min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL)),
+                )
+            )
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
             return []
@@ -99,9 +111,10 @@ class PodLogs:
         self.store.save_log(pod_uid, instance_id, lines, truncated, self.clock())
         return [e.line for e in events if e.source == "system"][-SYSTEM_LINES_KEPT:]
 
-    def _within_limits(self, lines: list[tuple[datetime, str]]
-                       ) -> tuple[list[tuple[datetime, str]], bool]:
-        kept = lines[-self.limits.lines:] if self.limits.lines else []
+    def _within_limits(
+        self, lines: list[tuple[datetime, str]]
+    ) -> tuple[list[tuple[datetime, str]], bool]:
+        kept = lines[-self.limits.lines :] if self.limits.lines else []
         size, start = 0, len(kept)
         while start > 0 and size + len(kept[start - 1][1].encode()) + 1 <= self.limits.bytes:
             start -= 1
@@ -110,8 +123,14 @@ class PodLogs:
 
     # --- serving a log -----------------------------------------------------------------
 
-    def lines(self, namespace: str, name: str, container: str, options: LogOptions,
-              should_stop: Callable[[], bool] = lambda: False) -> Iterator[LogLine]:
+    def lines(
+        self,
+        namespace: str,
+        name: str,
+        container: str,
+        options: LogOptions,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[LogLine]:
         """The pod's lines as asked; raises LogError before the first line if it cannot."""
         pod_uid, container = self._check(namespace, name, container, options)
         row = self.store.row(pod_uid)
@@ -121,13 +140,17 @@ class PodLogs:
         if saved is not None:
             return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
         if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
-            raise LogError(400, f'container "{container}" in pod "{name}" is waiting to '
-                                "start: ContainerCreating")
-        raise LogError(404, f'the log of pod "{name}" was not kept: its instance ended '
-                            "before it could be read")
+            raise LogError(
+                400,
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating',
+            )
+        raise LogError(
+            404, f'the log of pod "{name}" was not kept: its instance ended before it could be read'
+        )
 
-    def _check(self, namespace: str, name: str, container: str,
-               options: LogOptions) -> tuple[str, str]:
+    def _check(
+        self, namespace: str, name: str, container: str, options: LogOptions
+    ) -> tuple[str, str]:
         """The pod's uid and the container that runs, or a LogError saying why not."""
         pod = self.kube.find_pod(namespace, name)
         if pod is None:
@@ -137,29 +160,36 @@ class PodLogs:
         try:
             runs = choose_container(pod)["name"]
         except TranslationError as exc:
-            raise LogError(400, f'pod "{name}" has no container that runs on RunPod: '
-                                f"{exc}") from exc
+            raise LogError(
+                400, f'pod "{name}" has no container that runs on RunPod: {exc}'
+            ) from exc
         if container and container != runs:
-            raise LogError(400, f'container "{container}" of pod "{name}" does not run: only '
-                                f'"{runs}" runs on RunPod (sidecars and init containers do '
-                                "not); ask for that one")
+            raise LogError(
+                400,
+                f'container "{container}" of pod "{name}" does not run: only '
+                f'"{runs}" runs on RunPod (sidecars and init containers do '
+                "not); ask for that one",
+            )
         if options.previous:
             raise LogError(400, PREVIOUS_UNSUPPORTED)
         return str(pod["metadata"]["uid"]), runs
 
-    def _live(self, instance_id: str, pod_uid: str, options: LogOptions,
-              should_stop: Callable[[], bool]) -> Iterator[LogLine]:
+    def _live(
+        self, instance_id: str, pod_uid: str, options: LogOptions, should_stop: Callable[[], bool]
+    ) -> Iterator[LogLine]:
         tail = options.tail_lines
-        backfill_read = LogRead(tail=None if tail is None else tail + WRAPPER_SLACK,
-                                since=options.since)
+        backfill_read = LogRead(
+            tail=None if tail is None else tail + WRAPPER_SLACK, since=options.since
+        )
         opened_at = self.clock()
         try:
             events, ended = _drain(self._read(instance_id, backfill_read))
         except runpod_errors.NotFoundError:
             saved = self.store.saved_log(pod_uid)
             if saved is None:
-                raise LogError(404, f"RunPod instance {instance_id} is gone and its log was "
-                                    "not kept") from None
+                raise LogError(
+                    404, f"RunPod instance {instance_id} is gone and its log was not kept"
+                ) from None
             return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             raise LogError(502, f"RunPod did not give the log: {exc}") from exc
@@ -167,12 +197,18 @@ class PodLogs:
         if not options.follow or ended:
             return iter(backfill)
         after = events[-1].id if events else None
-        follow = LogRead(after=after, since=None if after else (options.since or opened_at),
-                         tail=0, follow=True)
+        follow = LogRead(
+            after=after, since=None if after else (options.since or opened_at), tail=0, follow=True
+        )
         return self._followed(backfill, instance_id, follow, should_stop)
 
-    def _followed(self, backfill: list[LogLine], instance_id: str, read: LogRead,
-                  should_stop: Callable[[], bool]) -> Iterator[LogLine]:
+    def _followed(
+        self,
+        backfill: list[LogLine],
+        instance_id: str,
+        read: LogRead,
+        should_stop: Callable[[], bool],
+    ) -> Iterator[LogLine]:
         yield from backfill
         events = self._read(instance_id, read, should_stop)
         try:
@@ -182,13 +218,18 @@ class PodLogs:
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("following the log of %s stopped: %s", instance_id, exc)
 
-    def _read(self, instance_id: str, read: LogRead,
-              should_stop: Callable[[], bool] = lambda: False
-              ) -> Generator[LogEvent, None, bool]:
-        return read_log(self.runpod.log_events, instance_id, read,
-                        backfill_idle_seconds=self.backfill_idle,
-                        follow_idle_seconds=self.follow_idle, sleep=self.sleep,
-                        should_stop=should_stop)
+    def _read(
+        self, instance_id: str, read: LogRead, should_stop: Callable[[], bool] = lambda: False
+    ) -> Generator[LogEvent, None, bool]:
+        return read_log(
+            self.runpod.log_events,
+            instance_id,
+            read,
+            backfill_idle_seconds=self.backfill_idle,
+            follow_idle_seconds=self.follow_idle,
+            sleep=self.sleep,
+            should_stop=should_stop,
+        )
 
 
 def _drain(events: Generator[LogEvent, None, bool]) -> tuple[list[LogEvent], bool]:

@@ -37,8 +37,9 @@ class TlsSetupError(RuntimeError):
     """The named Secret is missing or unusable: a one-line start-up error."""
 
 
-def serving_pair(kube: KubeClient, secret: str, default_namespace: str, node_name: str,
-                 address: str) -> tuple[bytes, bytes]:
+def serving_pair(
+    kube: KubeClient, secret: str, default_namespace: str, node_name: str, address: str
+) -> tuple[bytes, bytes]:
     """(certificate PEM, key PEM): from `secret` ("[namespace/]name") if given."""
     if not secret:
         return self_signed(node_name, address)
@@ -63,7 +64,8 @@ def self_signed(node_name: str, address: str) -> tuple[bytes, bytes]:
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(subject).issuer_name(subject)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -72,8 +74,9 @@ def self_signed(node_name: str, address: str) -> tuple[bytes, bytes]:
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
@@ -82,8 +85,11 @@ def client_ca(kube: KubeClient) -> str | None:
     data = kube.read_config_map(*AUTH_CONFIG_MAP)
     bundle = (data or {}).get(CLIENT_CA_KEY)
     if not bundle:
-        log.warning("no %s in %s/%s: client certificates will not be accepted",
-                    CLIENT_CA_KEY, *AUTH_CONFIG_MAP)
+        log.warning(
+            "no %s in %s/%s: client certificates will not be accepted",
+            CLIENT_CA_KEY,
+            *AUTH_CONFIG_MAP,
+        )
     return bundle or None
 
 
