@@ -128,6 +128,8 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "node_gpus": (0, 1_000_000_000, "a number of GPUs"),
     "node_pods": (0, 1_000_000_000, "a number of pods"),
     "tick_deadline": (1, 3600, "a number of seconds"),
+    "exit_code_timeout": (1, DAY, "a number of seconds"),
+    "cost_history_days": (1, 3650, "a number of days"),
 }
 
 

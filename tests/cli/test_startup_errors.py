@@ -60,6 +60,8 @@ def one_line(result: Result) -> str:
         (["--interval", "nan"], {}, "--interval"),
         (["--heartbeat-interval", "inf"], {}, "--heartbeat-interval"),
         (["--stay", "nan"], {}, "--stay"),
+        (["--exit-code-timeout", "nan"], {}, "--exit-code-timeout"),
+        (["--cost-history", "-1"], {}, "--cost-history"),
         (["--health-address", "not-an-address"], {}, "--health-address"),
         (["--health-address", ":99999"], {}, "--health-address"),
         ([], {"RECONCILER_ORPHAN_GRACE_TIME": "nan"}, "RECONCILER_ORPHAN_GRACE_TIME"),
