@@ -1,4 +1,4 @@
-"""Which RunPod instances are ours, beyond the env tags (DESIGN §3, issue 19).
+"""Which RunPod instances are ours, beyond the env tags (docs/architecture.md §3, Money).
 
 The env tags are the first proof of ownership, but a PATCH of an instance's env (or an
 edit in RunPod's console) replaces the env whole and takes them away. Two more proofs
