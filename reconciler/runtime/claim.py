@@ -88,7 +88,6 @@ class WriterClaim:
         )
         self.monotonic = monotonic
         self.lost = False
-        self._took_over_at: float | None = None
         self._tried = monotonic()
         # The loop keeps the Lease from its own job and from the tick's actions: two
         # renewals at once would race on the resourceVersion, and the loser would
@@ -108,8 +107,6 @@ class WriterClaim:
                 "taking over the writer %s of %s, a dead process on this host", self.where, holder
             )
             attempt, _ = self._attempt(dead_holder=holder)
-            if self.elector.leading:
-                self._took_over_at = self.monotonic()
         if not self.elector.leading:
             who = (
                 f"another reconciler ({self.elector.holder})"
@@ -125,14 +122,6 @@ class WriterClaim:
                 f"{who} acts for node {self.node_name}: it holds the "
                 f"{self.where}; try again once it has finished"
             )
-
-    def creates_held(self) -> bool:
-        """Whether creates must wait: for one lease term after taking over from a killed
-        process, whose last create (bounded by its tick deadline, well inside a term) may
-        still land after our list. Held back, it is adopted by its tags next time."""
-        if self._took_over_at is None:
-            return False
-        return self.monotonic() - self._took_over_at < self.elector.lease_seconds
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""

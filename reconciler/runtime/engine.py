@@ -149,10 +149,6 @@ def _ignore(_engine: Engine, _report: TickReport) -> None:
     """No step."""
 
 
-def _never() -> bool:
-    return False
-
-
 @dataclass(frozen=True)
 class TickSteps:
     """What runs around each tick besides observe, plan, apply and record."""
@@ -167,10 +163,6 @@ class TickSteps:
     before_action: Callable[[], None] = _nothing
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
-    creates_held: Callable[[], bool] = _never
-    """True while no create may start: this writer has just taken the Lease over from a
-    killed process whose create may still be in flight (its database may not be ours, so
-    its intent row is invisible to us; the instance shows in a later tick's list)."""
 
 
 class Engine:
@@ -480,7 +472,6 @@ class Engine:
             self.stock,
             self.pod_logs.keep,
             before_action=self.steps.before_action,
-            creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
         )
         outcome = executor.run(report.actions)

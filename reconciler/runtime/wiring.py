@@ -145,9 +145,7 @@ def compose(
     if lock is not None:
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
     if claim is not None:
-        steps = dataclasses.replace(
-            steps, before_action=claim.keep, creates_held=claim.creates_held
-        )
+        steps = dataclasses.replace(steps, before_action=claim.keep)
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
     return Engine(settings, runpod, kube, store, clock, steps), heartbeat
