@@ -1,5 +1,6 @@
 """Money through both simulators over real HTTP (issue 19): lost owner tags restored,
-tags and records both lost (reported, untouched), an unreadable exit code bounded,
+tags and records both lost (reported, untouched), an unreadable exit code bounded, a
+slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
 ledger, a leak found by the billing audit, namespace budgets,
 and the User-Agent on every request."""
@@ -126,6 +127,28 @@ def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> 
     pod = box.pod("job") or {}
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == "ExitCodeUnknown"
     assert "ExitCodeUnknown" in reasons(box, "job")
+
+
+# Longer than any silence a reader could take for the end of a backfill (the kubelet's
+# non-follow read once ended after 1 s of it).
+SLOW_BACKFILL_GAP = 1.5
+
+
+@pytest.mark.slow
+def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
+    instance = _running(box, "job", command=["python", "train.py"], restart_policy="Never")
+    box.runpod_sim.exit_process(instance["id"], 3)
+    box.runpod_sim.slow_log_backfill(instance["id"], SLOW_BACKFILL_GAP)
+    since = len(box.runpod_sim.requests)
+    box.tick()
+    pod = box.pod("job") or {}
+    assert pod["status"]["phase"] == "Failed", pod["status"]
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3  # the marker, the backfill's last event
+    assert instance["id"] not in box.runpod_sim.instances
+    reads = [r for r in box.runpod_sim.requests[since:] if r.path.endswith("/logs")]
+    # One stream read whole for the code, not opened again; then the log kept for the pod.
+    assert [r.query.get("source") for r in reads] == ["container", None]
 
 
 def _pull_secret(box: Sandbox, password: str) -> None:

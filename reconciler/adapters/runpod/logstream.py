@@ -7,6 +7,9 @@ ends when the pod has stopped. It may also break (a proxy, the network): then
 `LogStreamBroken` is raised and a reader resumes by the last event id it saw, so that
 no line is lost and none comes twice (`read_log`).
 
+The same reader serves `kubectl logs` and the exit code of a finished batch pod: the
+integer after the wrapper's last marker line (`exit_code_from`).
+
 What each read costs in RunPod requests: one per stream opened, so one for a plain read
 and one more per resume after a break.
 """
@@ -15,15 +18,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
+from reconciler.core.contract import EXIT_CODE_MARKER
+
 log = logging.getLogger(__name__)
 
 MAX_TAIL = 5000
 """RunPod backfills at most this many lines."""
+_LEADING_INT = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -154,3 +161,14 @@ def read_log(
                 delay,
             )
             sleep(delay)
+
+
+def exit_code_from(lines: Iterable[str]) -> int | None:
+    """The integer after the last marker line (a later run's wins), or None when no line
+    carries one."""
+    code: int | None = None
+    for line in lines:
+        if EXIT_CODE_MARKER in line:
+            match = _LEADING_INT.match(line.rsplit(EXIT_CODE_MARKER, 1)[1].strip())
+            code = int(match.group()) if match else None
+    return code
