@@ -49,6 +49,12 @@ class Metrics:
         self.instances = Gauge(
             "reconciler_owned_instances", "RunPod instances we own.", registry=self.registry
         )
+        self.without_pods = Gauge(
+            "reconciler_instances_without_pods",
+            "RunPod instances we own whose pod is not on the node: orphans, billing until "
+            "they are terminated (after two sightings and the orphan grace).",
+            registry=self.registry,
+        )
         self.hourly_cost = Gauge(
             "reconciler_owned_cost_per_hour_usd",
             "What the instances we own cost together, USD per hour.",
@@ -148,6 +154,8 @@ class Metrics:
                 observation.instances, owner_id, claims(observation.rows, observation.pods)
             )
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
+            pods = {podinfo.uid(pod) for pod in observation.pods}
+            self.without_pods.set(sum(len(g) for uid, g in owned.items() if uid not in pods))
         self._count_healing(report.done)
         self._count_money(report)
         self._time_starts(report)

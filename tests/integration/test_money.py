@@ -3,7 +3,7 @@ tags and records both lost (reported, untouched), an unreadable exit code bounde
 slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
 ledger, a leak found by the billing audit, namespace budgets,
-and the User-Agent on every request."""
+a gauge of instances without pods, and the User-Agent on every request."""
 
 from __future__ import annotations
 
@@ -296,6 +296,23 @@ def test_a_namespace_cap_holds_while_another_namespace_creates(box: Sandbox) -> 
     ]
     assert len(held) == 1 and "namespace team-a: 1/1 instances" in held[0]["message"]
     assert "namespace team-a: 1/1 instances" in _cli(box, "state", "show")
+
+
+def test_instances_without_pods_are_one_gauge_until_terminated(box: Sandbox) -> None:
+    instance = _running(box, "web", ports=[22])
+    _running(box, "other", ports=[22])
+    metrics = Metrics()
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 0
+    box.kube_sim.delete_pod("default", "web", grace_seconds=0)  # gone, nothing terminated
+    assert box.pod("web") is None
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 1
+    box.advance(box.settings.orphan_grace_time + 1)
+    box.tick()  # the second sighting past the grace: terminated
+    assert instance["id"] not in box.runpod_sim.instances
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 0
 
 
 def test_every_request_of_the_reconciler_carries_its_user_agent(box: Sandbox) -> None:

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 import requests
@@ -164,7 +165,7 @@ def test_a_slow_backfill_sends_its_events_apart_then_live_lines_at_once(
         live_after = time.monotonic() - opened - arrivals[-1][1]
     assert [line for line, _ in arrivals] == ["one", "two", "three"] and line == "live"
     moments = [0.0] + [at for _, at in arrivals]
-    assert all(later - earlier >= 0.25 for earlier, later in zip(moments, moments[1:]))
+    assert all(later - earlier >= 0.25 for earlier, later in pairwise(moments))
     assert live_after < 0.25  # only the backfill is slow
     bad = requests.post(
         f"{sim.base_url}/_sim/pods/{pod}/logs/slow", json={"seconds": -1}, timeout=5
