@@ -281,7 +281,7 @@ def _leaks(t: _Tick) -> list[Action]:
         Terminate(
             leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
         )
-        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)
+        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time, t.now)
     ]
 
 

@@ -12,7 +12,7 @@ records of our instances, and the functions here judge them:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,28 +29,40 @@ class Leak:
     instance_id: str
     row: MappingRecord
     seconds: float
+    """From when the instance should have been gone (its pod's end and the grace) until
+    now, when it is terminated again."""
     usd: float
 
 
 def leaks(
-    records: Iterable[BillingRecord], rows: Iterable[MappingRecord], grace_seconds: float
+    records: Iterable[BillingRecord],
+    rows: Sequence[MappingRecord],
+    grace_seconds: float,
+    now: datetime,
 ) -> list[Leak]:
-    """Instances charged for hours that began after their pod ended and the grace passed."""
-    ended = {
-        row.instance_id: row
+    """Instances charged for hours that began after their pod ended and the grace passed.
+
+    Billing says that an instance still bills; how long it leaked is told by our own
+    clock instead: its buckets are whole hours (an instance deleted at 10:05 is charged
+    in the 10:00 bucket), so summing them would count up to an hour per bucket that the
+    instance did not run. The leak runs from the pod's end plus the grace until this
+    tick, which deletes the instance (a DELETE answered 204 or 404 is the only sign of
+    its end we can observe; should it bill on, the next read finds it again).
+    """
+    gone_by = {
+        row.instance_id: row.ended_at + timedelta(seconds=grace_seconds)
         for row in rows
         if row.instance_id and row.state.finished and row.ended_at is not None
     }
-    seconds: dict[str, float] = defaultdict(float)
     usd: dict[str, float] = defaultdict(float)
     for record in records:
-        row = ended.get(record.instance_id)
-        if row is None or row.ended_at is None or record.total_usd <= 0:
-            continue
-        if record.start >= row.ended_at + timedelta(seconds=grace_seconds):
-            seconds[record.instance_id] += (record.end - record.start).total_seconds()
+        moment = gone_by.get(record.instance_id)
+        if moment is not None and record.total_usd > 0 and record.start >= moment:
             usd[record.instance_id] += record.total_usd
-    return [Leak(i, ended[i], seconds[i], usd[i]) for i in sorted(seconds)]
+    by_id = {row.instance_id: row for row in rows}
+    return [
+        Leak(i, by_id[i], max(0.0, (now - gone_by[i]).total_seconds()), usd[i]) for i in sorted(usd)
+    ]
 
 
 def annotation_value(usd: float) -> str:

@@ -116,10 +116,13 @@ class Metrics:
         )
         self.leaked_seconds = Counter(
             "reconciler_leaked_instance_seconds",
-            "Seconds RunPod billed our instances after "
-            "their pods ended (and the grace), found by the billing audit.",
+            "Seconds our instances lived on after their pods ended and the grace passed, "
+            "until terminated again (leaks found by the billing audit).",
             registry=self.registry,
         )
+        self._leak_counted: dict[str, float] = {}
+        """Seconds already counted per leaked instance: one found again (it billed on
+        after being terminated) adds only its new seconds."""
         self.spend = Gauge(
             "reconciler_spend_usd_total",
             "USD RunPod charged for our instances, by namespace (billing, "
@@ -174,7 +177,9 @@ class Metrics:
             if isinstance(action, RestoreTags):
                 self.tags_restored.inc()
             elif isinstance(action, Terminate) and action.leaked_seconds:
-                self.leaked_seconds.inc(action.leaked_seconds)
+                counted = self._leak_counted.get(action.instance_id, 0.0)
+                self.leaked_seconds.inc(max(0.0, action.leaked_seconds - counted))
+                self._leak_counted[action.instance_id] = max(counted, action.leaked_seconds)
         self.registries_deleted.inc(len(report.registries_deleted))
         if report.observed:
             self.lookalikes.set(len(report.lookalikes))

@@ -253,10 +253,11 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     instance = _running(box, "web", ports=[22])
     box.runpod_sim.delete_keeps_billing()
     box.kube_sim.delete_pod("default", "web", grace_seconds=30)
-    box.tick()
+    ended = box.clock.now()
+    box.tick()  # terminates the instance: the DELETE answers 204, yet it bills on
     box.tick()
     assert box.pod("web") is None
-    box.advance(3 * 3600)
+    box.advance(3 * 3600 + 125)
     report = box.tick()
     leaks = [
         a for a in report.done if isinstance(a, Terminate) and a.reason is TerminateReason.LEAK
@@ -264,7 +265,10 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     assert [a.instance_id for a in leaks] == [instance["id"]]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
-    assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") >= 3600
+    # Counted in seconds by our clock, from the pod's end plus the grace until now (not
+    # in the billing's whole hours).
+    gone_by = (box.clock.now() - ended).total_seconds() - box.settings.orphan_grace_time
+    assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") == gone_by
     billed = box.runpod_sim.billed(instance["id"])["total"]
     box.advance(3600)
     assert box.runpod_sim.billed(instance["id"])["total"] == billed  # billing ended
