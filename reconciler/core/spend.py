@@ -6,7 +6,9 @@ records of our instances, and the functions here judge them:
 - a charge in an hour that began after the instance's pod ended (plus the grace) is a
   leak: RunPod bills an instance we believed gone;
 - a charge more than `MISMATCH_RATIO` away from list price times lifetime flags a wrong
-  price or an instance that ran longer than we knew.
+  price or an instance that ran longer than we knew. `reconciler cost` shows the flag;
+  a read that makes a pod's charge differ when the read before did not tells it once
+  (`new_differences`: an Event on the pod and a metric), not at every hourly read.
 """
 
 from __future__ import annotations
@@ -78,11 +80,60 @@ def list_price_usd(row: MappingRecord, until: datetime) -> float | None:
     return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
 
 
+def billed_list_price(row: MappingRecord, billed_until: datetime) -> float | None:
+    """The list-price estimate to compare the charge read up to `billed_until` with; None
+    while billing has not reached the end of the instance's life (its last hours unread)."""
+    if row.ended_at is not None and billed_until < row.ended_at:
+        return None
+    return list_price_usd(row, billed_until)
+
+
 def mismatched(charged: float, listed: float | None) -> bool:
     """Charged differs from the list-price estimate by more than MISMATCH_RATIO."""
     if listed is None or listed <= 0:
         return False
     return abs(charged - listed) > MISMATCH_RATIO * listed
+
+
+@dataclass(frozen=True)
+class PriceDifference:
+    """A pod charged more than MISMATCH_RATIO away from list price times its lifetime."""
+
+    row: MappingRecord
+    charged_usd: float
+    list_usd: float
+    billed_until: datetime
+
+    def message(self) -> str:
+        return (
+            f"RunPod charged ${self.charged_usd:.2f} for this pod's instance up to "
+            f"{self.billed_until:%Y-%m-%d %H:%M} UTC, but its list price over that time is "
+            f"${self.list_usd:.2f}: more than {MISMATCH_RATIO:.0%} apart (a wrong price, or "
+            "an instance that ran longer than the reconciler knew)"
+        )
+
+
+def new_differences(
+    rows: Iterable[MappingRecord],
+    before: Mapping[str, float],
+    before_until: datetime | None,
+    after: Mapping[str, float],
+    after_until: datetime,
+) -> list[PriceDifference]:
+    """Pods (by UID in `before` and `after`, USD charged) whose charge differs from list
+    price with this read and did not with the last one, so each is told once."""
+    found = []
+    for row in rows:
+        charged = after.get(row.pod_uid, 0.0)
+        listed = billed_list_price(row, after_until)
+        if listed is None or not mismatched(charged, listed):
+            continue
+        if before_until is not None and mismatched(
+            before.get(row.pod_uid, 0.0), billed_list_price(row, before_until)
+        ):
+            continue
+        found.append(PriceDifference(row, charged, listed, after_until))
+    return found
 
 
 def by_instance(records: Iterable[BillingRecord]) -> dict[str, float]:

@@ -130,6 +130,13 @@ class Metrics:
             ["namespace"],
             registry=self.registry,
         )
+        self.price_differences = Counter(
+            "reconciler_spend_mismatched_pods",
+            "Pods whose RunPod charge was found more than 10% away from list price times "
+            "their instance's life (each difference counted once, when a billing read "
+            "finds it).",
+            registry=self.registry,
+        )
         self.registries_deleted = Counter(
             "reconciler_registry_credentials_deleted",
             "Our registry credentials deleted once no pod used them.",
@@ -181,6 +188,7 @@ class Metrics:
                 self.leaked_seconds.inc(max(0.0, action.leaked_seconds - counted))
                 self._leak_counted[action.instance_id] = max(counted, action.leaked_seconds)
         self.registries_deleted.inc(len(report.registries_deleted))
+        self.price_differences.inc(len(report.billing.differences))
         if report.observed:
             self.lookalikes.set(len(report.lookalikes))
         if report.billing.spend_by_pod and report.observation is not None:

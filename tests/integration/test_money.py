@@ -2,7 +2,8 @@
 tags and records both lost (reported, untouched), an unreadable exit code bounded, a
 slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
-ledger, a leak found by the billing audit, namespace budgets,
+ledger, a charge that differs from list price told once (Event, metric), a leak found
+by the billing audit counted in seconds, namespace budgets,
 a gauge of instances without pods, and the User-Agent on every request."""
 
 from __future__ import annotations
@@ -238,6 +239,37 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     assert metrics.registry.get_sample_value(
         "reconciler_spend_usd_total", {"namespace": "research"}
     ) == pytest.approx(ledger[job["id"]], abs=0.005)
+
+
+def test_a_charge_that_differs_from_list_price_is_told_once(box: Sandbox) -> None:
+    box.add_pod("web", ports=[22])
+    box.tick()
+    (instance,) = box.owned_instances()
+    # RunPod states a price a third below what its ledger charges: a wrong price.
+    box.runpod_sim.set_instance_fields(instance["id"], {"cost": round(instance["cost"] / 1.5, 4)})
+    box.advance(30)
+    box.tick()
+    box.tick()
+    assert phase(box, "web") == "Running"
+    metrics = Metrics()
+    box.advance(2 * 3600)
+    since = len(box.runpod_sim.requests)
+    metrics.observe(box.tick(), None, box.settings.owner_id)  # reads billing: it differs
+    told = [e for e in box.events("web") if e["reason"] == "ChargeDiffersFromListPrice"]
+    assert len(told) == 1 and told[0]["type"] == "Warning"
+    assert "more than 10% apart" in told[0]["message"]
+    assert _sample(metrics.registry, "reconciler_spend_mismatched_pods_total") == 1
+    # The flag costs no request of its own: the tick's list and the hourly billing read.
+    assert [(r.method, r.path) for r in box.runpod_sim.requests[since:]] == [
+        ("GET", "/v2/pods"),
+        ("GET", "/v2/billing/pods"),
+    ]
+    assert json.loads(_cli(box, "cost", "-o", "json"))["rows"][0]["mismatch"] is True
+    box.advance(3600)
+    metrics.observe(box.tick(), None, box.settings.owner_id)  # reads again: still differs
+    told = [e for e in box.events("web") if e["reason"] == "ChargeDiffersFromListPrice"]
+    assert len(told) == 1  # not every hour
+    assert _sample(metrics.registry, "reconciler_spend_mismatched_pods_total") == 1
 
 
 def _ledger_until(box: Sandbox, instance_id: str, until: str) -> float:
