@@ -45,7 +45,8 @@ WRAPPER_SLACK = 4
 SYSTEM_LINES_KEPT = 10
 """The last system lines of an ended instance that become Events on its pod."""
 BACKFILL_IDLE_SECONDS = 1.0
-"""RunPod gives no sign that a backfill is complete: this much silence ends it."""
+"""A read without follow ends at the end of RunPod's backfill (`read_log`); only for an
+instance that prints nothing more does this much silence end it instead."""
 FOLLOW_IDLE_SECONDS = 60.0
 """A followed stream silent this long is opened again (one request), in case it died
 unnoticed; the reader is asked meanwhile whether it is still there."""
