@@ -41,6 +41,7 @@ from reconciler.core.planner import (
     plan,
 )
 from reconciler.core.reasons import PodReason
+from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
@@ -50,6 +51,7 @@ from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
+from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +165,9 @@ class TickSteps:
     before_action: Callable[[], None] = _nothing
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
+    startup: StartupLines | None = None
+    """After an applied tick: shows starting instances' system lines as Events while
+    they start (`sync` and `sync --once`; without it they show when the instance ends)."""
 
 
 class Engine:
@@ -174,7 +179,10 @@ class Engine:
         store: Store,
         clock: Clock = utcnow,
         steps: TickSteps = TickSteps(),
+        system_events: SystemEvents | None = None,
     ) -> None:
+        """`system_events` records RunPod's system lines as Events; the one `steps.startup`
+        records with, so that no line is recorded twice."""
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings,
             runpod,
@@ -188,6 +196,7 @@ class Engine:
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
+        self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
             runpod,
@@ -195,6 +204,7 @@ class Engine:
             store,
             clock,
             limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+            system_events=self.system_events,
         )
 
     def tick(self, dry_run: bool = False) -> TickReport:
@@ -246,7 +256,15 @@ class Engine:
                 self._finish(report, dry_run)
                 raise
             self._collect_registries(report)
+            self._show_startup(observation)
         return self._finish(report, dry_run)
+
+    def _show_startup(self, observation: Observation) -> None:
+        self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
+        if self.steps.startup is not None:
+            self.steps.startup.update(
+                self.runpod, starting(observation.pods, observation.instances, observation.rows)
+            )
 
     def _record_money(self, report: TickReport) -> None:
         """What observing learnt that only the database keeps: billing, caps, look-alikes."""

@@ -338,6 +338,15 @@ class RunPodSimulator:
                 pod.write_log(self.clock.now(), "container", str(line))
             self._log_written.notify_all()
 
+    def write_system_log(self, instance_id: str, lines: Sequence[str]) -> None:
+        """RunPod itself logs `lines` about the pod now (`source=system`: image pull
+        progress, start-up, errors), at any status, as its host does."""
+        with self._lock:
+            pod = self._pod(instance_id)
+            for line in lines:
+                pod.write_log(self.clock.now(), "system", str(line))
+            self._log_written.notify_all()
+
     def drop_log_streams(self, instance_id: str, after: int = 0, *, next_one: bool = False) -> int:
         """Cut the pod's open log streams after `after` more events each (or, with
         `next_one`, the next stream opened); returns how many streams were marked."""

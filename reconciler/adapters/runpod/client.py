@@ -147,6 +147,11 @@ class RunPodClient:
         """Seconds between the starts of two ticks that leave the quota to the work."""
         return self._limiter.tick_gap(self._monotonic())
 
+    def quota_ample(self, extra: int = 1) -> bool:
+        """Whether `extra` requests more, now, leave RunPod's quota ample: for work that
+        can wait or be done otherwise (`reconciler.core.pacing.ample`)."""
+        return self._limiter.ample(self._monotonic(), extra)
+
     # Pods
 
     def list_instances(self) -> list[Instance]:
