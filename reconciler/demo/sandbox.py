@@ -83,8 +83,7 @@ class Sandbox:
         return self
 
     def stop(self) -> None:
-        if self.engine.steps.startup is not None:
-            self.engine.steps.startup.stop()
+        self._stop_startup_lines()
         if self.kubelet is not None:
             self.kubelet.stop()
         if self._kubelet_runpod is not None:
@@ -139,9 +138,7 @@ class Sandbox:
     def _compose(self) -> None:
         # One tick at a time with no heartbeat schedule, like `sync --once`, but without
         # the writer lock: the tests count every database write of a tick.
-        previous = getattr(self, "engine", None)
-        if previous is not None and previous.steps.startup is not None:
-            previous.steps.startup.stop()  # its streams end with it
+        self._stop_startup_lines()  # the old engine's streams end with it
         stream_client = partial(RunPodClient, API_KEY, self.runpod_sim.base_url, read_timeout=5)
         self.engine, self.heartbeat = compose(
             self.settings,
@@ -153,6 +150,11 @@ class Sandbox:
             startup_client=stream_client if self.startup_lines == "stream" else None,
             startup_lines=self.startup_lines is not None,
         )
+
+    def _stop_startup_lines(self) -> None:
+        engine = getattr(self, "engine", None)  # none yet when starting failed early
+        if engine is not None and engine.steps.startup is not None:
+            engine.steps.startup.stop()
 
     # --- acting as the cluster ---------------------------------------------------------
 
