@@ -94,10 +94,14 @@ def test_build_node_reflects_settings() -> None:
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.4-runpod-reconciler"
 
 
-def test_build_node_without_an_address_or_port() -> None:
-    node = build_node(Settings(node_name="burst", kubelet_port=0), SimClock().now())
+def test_build_node_without_an_endpoint_gives_no_address_or_port() -> None:
+    """Port 0 serves nothing: an IP would only make the API server dial a dead address."""
+    settings = Settings(node_name="burst", kubelet_address="10.0.0.9", kubelet_port=0)
+    node = build_node(settings, SimClock().now())
     assert node["status"]["addresses"] == [{"type": "Hostname", "address": "burst"}]
-    assert "daemonEndpoints" not in node["status"]
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert "`reconciler logs`" in ready["message"]
 
 
 def test_build_node_writes_quantities_canonically() -> None:

@@ -648,7 +648,22 @@ def _node_status_update(current: dict[str, Any], desired: dict[str, Any]) -> dic
         conditions.append(condition)
     wanted = {**desired, "conditions": conditions}
     same = _without_heartbeats(wanted) == _without_heartbeats({k: current.get(k) for k in wanted})
-    return None if same and not _heartbeat_due(old_conditions, conditions) else wanted
+    if same and not _heartbeat_due(old_conditions, conditions):
+        return None
+    return (
+        {**wanted, "addresses": _addresses_patch(current, wanted)}
+        if "addresses" in wanted
+        else wanted
+    )
+
+
+def _addresses_patch(current: dict[str, Any], wanted: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node's addresses as a strategic merge patch: merged by type, so an address of
+    a type no longer listed (the IP of a kubelet endpoint given up) needs a delete
+    directive to go, as a kubelet's own status patch carries."""
+    kept = {address.get("type") for address in wanted["addresses"]}
+    gone = {address.get("type") for address in current.get("addresses") or []} - kept - {None}
+    return [*wanted["addresses"], *({"$patch": "delete", "type": kind} for kind in sorted(gone))]
 
 
 def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:
