@@ -176,6 +176,8 @@ def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> N
         (["--once", "--kubelet-address", "my-host"], "'my-host' is not an IP address"),
         (["--once", "--node-cpu", "lots"], "'lots' is not a Kubernetes quantity"),
         (["--once", "--kubelet-port", "70000"], "--kubelet-port"),
+        (["--once", "--node-name", "GPU_Node"], "'GPU_Node' is not a DNS subdomain"),
+        (["--once", "--node-name", "n" * 247], "at most 246, so its writer Lease's name fits"),
     ],
 )
 def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str], message: str) -> None:
