@@ -1,8 +1,11 @@
 """The Alembic migrations: upgrade from empty, downgrade and back, rows kept across the
-mirror key revision, and no drift from the models."""
+mirror key revision, no drift from the models, and replicas starting together on one
+database (each migrates before any holds the writer lock) all succeed."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -20,6 +23,23 @@ def test_upgrade_from_empty_creates_every_table(tmp_path: Path) -> None:
     migrate.upgrade(engine)
     assert set(inspect(engine).get_table_names()) >= TABLES
     assert migrate.current_revision(engine) == migrate.head_revision()
+
+
+def test_processes_upgrading_one_database_at_once_all_succeed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    script = (
+        "import sys; from reconciler.adapters.store import db, migrate; "
+        "migrate.upgrade(db.make_engine(sys.argv[1]))"
+    )
+    upgrades = [
+        subprocess.Popen([sys.executable, "-c", script, url], stderr=subprocess.PIPE, text=True)
+        for _ in range(5)
+    ]
+    failures = [stderr for p in upgrades if (stderr := p.communicate()[1]) and p.returncode]
+    assert failures == []  # without serializing: "table locks already exists"
+    engine = db.make_engine(url)
+    assert migrate.current_revision(engine) == migrate.head_revision()
+    assert set(inspect(engine).get_table_names()) >= TABLES
 
 
 def test_downgrade_to_base_then_upgrade_again(tmp_path: Path) -> None:
