@@ -4,8 +4,6 @@ database (each migrates before any holds the writer lock) all succeed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -14,6 +12,7 @@ from sqlalchemy import inspect, text
 
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.models import Base
+from tests.store.upgrades import upgrade_at_once
 
 TABLES = {"mappings", "ticks", "actions", "locks"}
 
@@ -27,16 +26,7 @@ def test_upgrade_from_empty_creates_every_table(tmp_path: Path) -> None:
 
 def test_processes_upgrading_one_database_at_once_all_succeed(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    script = (
-        "import sys; from reconciler.adapters.store import db, migrate; "
-        "migrate.upgrade(db.make_engine(sys.argv[1]))"
-    )
-    upgrades = [
-        subprocess.Popen([sys.executable, "-c", script, url], stderr=subprocess.PIPE, text=True)
-        for _ in range(5)
-    ]
-    failures = [stderr for p in upgrades if (stderr := p.communicate()[1]) and p.returncode]
-    assert failures == []  # without serializing: "table locks already exists"
+    assert upgrade_at_once(url) == []  # without taking turns: "table locks already exists"
     engine = db.make_engine(url)
     assert migrate.current_revision(engine) == migrate.head_revision()
     assert set(inspect(engine).get_table_names()) >= TABLES
