@@ -41,15 +41,18 @@ from reconciler.core.planner import (
     plan,
 )
 from reconciler.core.reasons import PodReason
+from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.gpus import unknown_datacenters
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
+from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +112,13 @@ class CatalogCache:
 
     STALE_REFETCH = timedelta(seconds=30)
 
-    def __init__(self, ttl: float, stock: StockMemory) -> None:
+    def __init__(
+        self, ttl: float, stock: StockMemory, datacenter_ids: tuple[str, ...] = ()
+    ) -> None:
         self.ttl = timedelta(seconds=ttl)
         self.stock = stock
+        self.datacenter_ids = datacenter_ids
+        self._unknown_datacenters: tuple[str, ...] = ()
         self._types: list[GpuType] = []
         self._fetched_at: datetime | None = None
         self._stale = False
@@ -126,9 +133,22 @@ class CatalogCache:
                 self._fetched_at, self._stale = now, False
                 # The catalog is fetched without `cloud`: RunPod then reports SECURE.
                 self.stock.catalog_seen(self._types, now, Cloud.SECURE)
+                self._check_datacenters()
             except runpod_errors.RunPodError as exc:
                 log.warning("could not refresh the GPU catalog: %s", exc)
         return self._types
+
+    def _check_datacenters(self) -> None:
+        """Say once (again when it changes) which of --datacenter-ids RunPod offers nothing
+        in: pods limited to those wait for a stock that never comes."""
+        unknown = unknown_datacenters(self.datacenter_ids, self._types)
+        if unknown and unknown != self._unknown_datacenters:
+            log.warning(
+                "--datacenter-ids names %s, where RunPod's GPU catalog offers no GPU type "
+                "(a typo, or a closed data center): nothing is created there",
+                ", ".join(unknown),
+            )
+        self._unknown_datacenters = unknown
 
     def _due(self, now: datetime) -> bool:
         if self._fetched_at is None:
@@ -149,6 +169,10 @@ def _ignore(_engine: Engine, _report: TickReport) -> None:
     """No step."""
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class TickSteps:
     """What runs around each tick besides observe, plan, apply and record."""
@@ -163,6 +187,12 @@ class TickSteps:
     before_action: Callable[[], None] = _nothing
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
+    creates_held: Callable[[], bool] = _never
+    """True while no create may start: we took the writer Lease over from a dead process
+    whose last create may still land (see `runtime/claim.py`)."""
+    startup: StartupLines | None = None
+    """After an applied tick: shows starting instances' system lines as Events while
+    they start (`sync` and `sync --once`; without it they show when the instance ends)."""
 
 
 class Engine:
@@ -174,7 +204,10 @@ class Engine:
         store: Store,
         clock: Clock = utcnow,
         steps: TickSteps = TickSteps(),
+        system_events: SystemEvents | None = None,
     ) -> None:
+        """`system_events` records RunPod's system lines as Events; the one `steps.startup`
+        records with, so that no line is recorded twice."""
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings,
             runpod,
@@ -185,9 +218,10 @@ class Engine:
         self.steps = steps
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
-        self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
+        self.catalog = CatalogCache(settings.catalog_ttl, self.stock, settings.datacenter_ids)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
+        self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
             runpod,
@@ -195,6 +229,7 @@ class Engine:
             store,
             clock,
             limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+            system_events=self.system_events,
         )
 
     def tick(self, dry_run: bool = False) -> TickReport:
@@ -246,7 +281,15 @@ class Engine:
                 self._finish(report, dry_run)
                 raise
             self._collect_registries(report)
+            self._show_startup(observation)
         return self._finish(report, dry_run)
+
+    def _show_startup(self, observation: Observation) -> None:
+        self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
+        if self.steps.startup is not None:
+            self.steps.startup.update(
+                self.runpod, starting(observation.pods, observation.instances, observation.rows)
+            )
 
     def _record_money(self, report: TickReport) -> None:
         """What observing learnt that only the database keeps: billing, caps, look-alikes."""
@@ -473,6 +516,7 @@ class Engine:
             self.stock,
             self.pod_logs.keep,
             before_action=self.steps.before_action,
+            creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
         )
         outcome = executor.run(report.actions)

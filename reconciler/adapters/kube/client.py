@@ -59,6 +59,9 @@ class LeaseClaim:
     """The holder whose lease had expired when we took it (it stopped renewing)."""
     holder: str | None = None
     """Who holds it when we did not win (None when a race was lost to an unknown writer)."""
+    predecessor_term_ends: datetime | None = None
+    """When we took the Lease from a holder declared dead before its term was over: when
+    that term would have ended. The holder may have started an action late in its term."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -318,24 +321,32 @@ class KubeClient:
         message: str,
         type: str = "Normal",
         component: str = DEFAULT_COMPONENT,
+        occurred_at: datetime | None = None,
     ) -> None:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
 
         The event's name is derived from (object UID, reason, message, type, component),
         so repeats are found again after a restart, without any local cache. Most events
         are new: one POST; only a repeat (409 AlreadyExists) costs a GET and a PATCH more.
+
+        `occurred_at` stamps the Event with when the thing happened elsewhere (a line of
+        RunPod's log) and makes recording it again harmless: a repeat no later than the
+        Event's last time is that occurrence seen twice, so it is not counted (the GET,
+        no PATCH). Times have whole seconds: two such repeats within one second count once.
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
-        stamp = _time(self._now())
+        stamp = _time(occurred_at or self._now())
         event = _new_event(pod, name, reason, message, type, component, stamp)
         try:
             self._request("POST", collection, body=event)
             return
         except ConflictError:  # recorded before: count this one on top of it
             existing = self._request("GET", f"{collection}/{_q(name)}")
+        if occurred_at is not None and str(existing.get("lastTimestamp") or "") >= stamp:
+            return  # this occurrence (or a later one) is counted already
         bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 
@@ -427,13 +438,20 @@ class KubeClient:
                 and not _lease_expired(spec, now)
             ):
                 return LeaseClaim(won=False, holder=holder)
+            term_ends = None
             if holder != identity:
                 claim.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
+                if holder and not _lease_expired(spec, now):
+                    term_ends = _lease_term_end(spec)
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
-            return LeaseClaim(won=True, taken_over_from=holder if holder != identity else None)
+            return LeaseClaim(
+                won=True,
+                taken_over_from=holder if holder != identity else None,
+                predecessor_term_ends=term_ends,
+            )
         except ConflictError:
             return LeaseClaim(won=False)
 
@@ -556,11 +574,16 @@ def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
 
 
 def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
+    term_end = _lease_term_end(spec)
+    return term_end is None or now >= term_end
+
+
+def _lease_term_end(spec: dict[str, Any]) -> datetime | None:
     renewed = spec.get("renewTime") or spec.get("acquireTime")
     if not renewed:
-        return True
+        return None
     duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
-    return now >= datetime.fromisoformat(renewed) + duration
+    return datetime.fromisoformat(renewed) + duration
 
 
 def _event_name(
@@ -640,7 +663,22 @@ def _node_status_update(current: dict[str, Any], desired: dict[str, Any]) -> dic
         conditions.append(condition)
     wanted = {**desired, "conditions": conditions}
     same = _without_heartbeats(wanted) == _without_heartbeats({k: current.get(k) for k in wanted})
-    return None if same and not _heartbeat_due(old_conditions, conditions) else wanted
+    if same and not _heartbeat_due(old_conditions, conditions):
+        return None
+    return (
+        {**wanted, "addresses": _addresses_patch(current, wanted)}
+        if "addresses" in wanted
+        else wanted
+    )
+
+
+def _addresses_patch(current: dict[str, Any], wanted: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node's addresses as a strategic merge patch: merged by type, so an address of
+    a type no longer listed (the IP of a kubelet endpoint given up) needs a delete
+    directive to go, as a kubelet's own status patch carries."""
+    kept = {address.get("type") for address in wanted["addresses"]}
+    gone = {address.get("type") for address in current.get("addresses") or []} - kept - {None}
+    return [*wanted["addresses"], *({"$patch": "delete", "type": kind} for kind in sorted(gone))]
 
 
 def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from functools import partial
 from typing import Any
 from urllib.parse import quote
@@ -144,6 +145,11 @@ class RunPodClient:
         """Seconds between the starts of two ticks that leave the quota to the work."""
         return self._limiter.tick_gap(self._monotonic())
 
+    def quota_ample(self, extra: int = 1) -> bool:
+        """Whether `extra` requests more, now, leave RunPod's quota ample: for work that
+        can wait or be done otherwise (`reconciler.core.pacing.ample`)."""
+        return self._limiter.ample(self._monotonic(), extra)
+
     # Pods
 
     def list_instances(self) -> list[Instance]:
@@ -217,11 +223,13 @@ class RunPodClient:
         since: datetime | None,
         last_event_id: str | None,
         idle_seconds: float,
+        on_open: Callable[[datetime | None], None] | None = None,
         retry_failures: bool = True,
     ) -> Iterator[LogEvent]:
         """One log stream, event by event, until it ends. Raises LogStreamBroken when it
         breaks, LogStreamIdle after `idle_seconds` of silence (one request either way;
-        more when opening it fails and `retry_failures` allows retries)."""
+        more when opening it fails and `retry_failures` allows retries). `on_open` is
+        told when RunPod served the request (its Date header)."""
         params = {"source": source} if source else {}
         if since is not None:
             params["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -241,6 +249,8 @@ class RunPodClient:
             retry_failures=retry_failures,
         )
         with closing(self._send(call)) as response:
+            if on_open is not None:
+                on_open(_served_at(response))
             raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
             try:
                 yield from sse_events(raw)
@@ -449,6 +459,15 @@ def _decode(response: requests.Response, route: str) -> Any:
         return response.json()
     except (ValueError, requests.RequestException) as exc:
         raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
+
+
+def _served_at(response: requests.Response) -> datetime | None:
+    """The answer's Date header (RFC 9110: when the server made it), or None."""
+    try:
+        served = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError):
+        return None
+    return served if served.tzinfo is not None else None
 
 
 def _rfc3339(moment: datetime) -> str:
