@@ -2,13 +2,15 @@
 
 docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
 its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
-schedule, the loop's metrics) is handed to it as `TickSteps` where it is built
-(runtime/wiring.py).
+schedule, the showing of start-up lines, the loop's metrics) is handed to it as
+`TickSteps` where it is built (runtime/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
+After an applied tick, starting instances' system lines may be read, while the quota is
+ample (runtime/kubelet/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
