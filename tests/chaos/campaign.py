@@ -167,6 +167,10 @@ class Run:
 
     def _settle(self) -> None:
         self.workload.lag(0)
+        # Clean ticks follow each other in a second or two: the wait for a killed
+        # writer's term (its create may still land) would outlast them, so stand in for
+        # it, as for the database lock's TTL.
+        self.host.end_dead_writers_term(self.reconciler.node)
         orphans_gone: int | None = None
         for settle in range(1, MAX_SETTLE_TICKS + 1):
             self._tick(TickPlan())

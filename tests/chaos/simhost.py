@@ -15,6 +15,7 @@ gets a small control server acting as the cluster's users and as the fault injec
     DELETE /pods/{ns}/{name}?grace=N  a user's delete (N=0 is `kubectl delete --force`)
     GET    /pods                      every pod
     PUT    /objects/{plural}          create or overwrite any object (namespaces)
+    GET    /objects/{plural}/{ns}/{name}  one object (404 when there is none)
     POST   /faults                    {"method", "path" (glob), "status", "count"}
     GET    /requests                  [[method, path, query, status], ...]
     POST   /clock/advance             {"seconds": 5}
@@ -121,6 +122,9 @@ class _ControlServer(ThreadingHTTPServer):
                 return 200, self.kube.list("pods")
             case "PUT", ["objects", plural]:
                 return 200, self.kube.put(plural, body)
+            case "GET", ["objects", plural, namespace, name]:
+                found = self.kube.get(plural, namespace, name)
+                return (200, found) if found is not None else (404, {"error": "not found"})
             case "POST", ["faults"]:
                 self.kube.inject_fault(
                     body["method"], body["path"], int(body["status"]), int(body.get("count", 1))

@@ -15,12 +15,15 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.runtime.claim import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"
@@ -99,6 +102,25 @@ class SimHost:
         if response.status_code >= 400:
             raise RuntimeError(f"{method} /{path}: {response.status_code} {response.text}")
         return response.json()
+
+    def end_dead_writers_term(self, node: str) -> bool:
+        """Stand in for waiting out the term of a node's writer Lease whose holder died
+        (up to 30 s of wall time, in which its successor starts no create): move the
+        Lease's last renewal back by its duration. True if there was such a Lease."""
+        path = f"objects/leases/{NODE_LEASE_NAMESPACE}/{writer_lease_name(node)}"
+        try:
+            lease = self.control("GET", path)
+        except RuntimeError:  # no Lease: no writer ever got that far
+            return False
+        spec = lease.get("spec") or {}
+        holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
+        if not holder or not renewed or not dead_here(holder):
+            return False
+        term = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
+        moved = datetime.fromisoformat(renewed.replace("Z", "+00:00")) - term
+        spec["renewTime"] = moved.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.control("PUT", "objects/leases", lease)
+        return True
 
     def ensure_namespace(self, name: str) -> None:
         self.control(
