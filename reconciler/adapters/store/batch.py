@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import ActionRecord, Mapping
@@ -46,7 +46,16 @@ class JournalEntry:
     """The row's id once committed; a row committed open is updated when it closes."""
 
     def values(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "id"}
+        return {
+            "tick_id": self.tick_id,
+            "kind": self.kind,
+            "pod_uid": self.pod_uid,
+            "instance_id": self.instance_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "outcome": self.outcome,
+            "error": self.error,
+        }
 
 
 class WriteBatch:
@@ -125,31 +134,63 @@ class WriteBatch:
             _write_journal(session, entries)
 
 
+# Core statements on the tables: executemany without the ORM's per-row bookkeeping.
+_MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
+_ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
+_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_UPDATE_ROW = (
+    _MAPPINGS.update()
+    .where(_MAPPINGS.c.pod_uid == bindparam("key"))
+    .values({name: bindparam(name) for name in _ROW_FIELDS if name != "pod_uid"})
+)
+_NOTE_ERROR = (
+    _MAPPINGS.update()
+    .where(_MAPPINGS.c.pod_uid == bindparam("key"))
+    .values(last_error=bindparam("last_error"), updated_at=bindparam("updated_at"))
+)
+_CLOSE_ENTRY = (
+    _ACTIONS.update()
+    .where(_ACTIONS.c.id == bindparam("key"))
+    .values(
+        finished_at=bindparam("finished_at"),
+        outcome=bindparam("outcome"),
+        error=bindparam("error"),
+        instance_id=bindparam("instance_id"),
+    )
+)
+
+
 def _write_rows(session: Session, rows: dict[str, MappingRecord | None]) -> None:
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
-        session.execute(delete(Mapping).where(Mapping.pod_uid.in_(deleted)))
-    saved = [dataclasses.asdict(row) for row in rows.values() if row is not None]
+        session.execute(_MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted)))
+    saved = {uid: row for uid, row in rows.items() if row is not None}
     if not saved:
         return
     existing = set(
-        session.scalars(
-            select(Mapping.pod_uid).where(Mapping.pod_uid.in_([r["pod_uid"] for r in saved]))
-        )
+        session.scalars(select(_MAPPINGS.c.pod_uid).where(_MAPPINGS.c.pod_uid.in_(saved)))
     )
-    updates = [r for r in saved if r["pod_uid"] in existing]
-    inserts = [r for r in saved if r["pod_uid"] not in existing]
+    updates = [_values(row) | {"key": uid} for uid, row in saved.items() if uid in existing]
+    inserts = [_values(row) for uid, row in saved.items() if uid not in existing]
     if updates:
-        session.execute(update(Mapping), updates)  # by primary key, one statement
+        session.execute(_UPDATE_ROW, updates)
     if inserts:
-        session.execute(insert(Mapping), inserts)
+        session.execute(_MAPPINGS.insert(), inserts)
+
+
+def _values(row: MappingRecord) -> dict[str, Any]:
+    # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
+    return {name: getattr(row, name) for name in _ROW_FIELDS}
 
 
 def _write_notes(session: Session, notes: dict[str, tuple[str, datetime]]) -> None:
-    # One UPDATE per noted row: failures are few, and a row that is gone stays gone.
-    for uid, (message, now) in notes.items():
+    if notes:  # a row that is gone stays gone: its UPDATE matches nothing
         session.execute(
-            update(Mapping).where(Mapping.pod_uid == uid).values(last_error=message, updated_at=now)
+            _NOTE_ERROR,
+            [
+                {"key": uid, "last_error": message, "updated_at": now}
+                for uid, (message, now) in notes.items()
+            ],
         )
 
 
@@ -163,17 +204,17 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
         else:
             new_open.append(entry)
     if new_closed:
-        session.execute(insert(ActionRecord), [e.values() for e in new_closed])
+        session.execute(_ACTIONS.insert(), [e.values() for e in new_closed])
     for entry in new_open:  # its call is next: the row's id is kept to close it later
         entry.id = session.execute(
-            insert(ActionRecord).values(**entry.values()).returning(ActionRecord.id)
+            _ACTIONS.insert().values(**entry.values()).returning(_ACTIONS.c.id)
         ).scalar_one()
     if reclosed:
         session.execute(
-            update(ActionRecord),
+            _CLOSE_ENTRY,
             [
                 {
-                    "id": e.id,
+                    "key": e.id,
                     "finished_at": e.finished_at,
                     "outcome": e.outcome,
                     "error": e.error,
