@@ -18,12 +18,13 @@ needed it fails before its call.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Table, bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import ActionRecord, Mapping
@@ -143,6 +144,22 @@ _UPDATE_ROW = (
     .where(_MAPPINGS.c.pod_uid == bindparam("key"))
     .values({name: bindparam(name) for name in _ROW_FIELDS if name != "pod_uid"})
 )
+
+
+def _upsert_row(insert: Callable[[Table], Any]) -> Any:
+    """INSERT … ON CONFLICT (pod_uid) DO UPDATE: one statement whether the row exists."""
+    statement = insert(_MAPPINGS)
+    return statement.on_conflict_do_update(
+        index_elements=[_MAPPINGS.c.pod_uid],
+        set_={name: statement.excluded[name] for name in _ROW_FIELDS if name != "pod_uid"},
+    )
+
+
+# The two databases the store is made for; another one takes a SELECT and two statements.
+_UPSERT_ROW = {
+    "sqlite": _upsert_row(sqlite.insert),
+    "postgresql": _upsert_row(postgresql.insert),
+}
 _NOTE_ERROR = (
     _MAPPINGS.update()
     .where(_MAPPINGS.c.pod_uid == bindparam("key"))
@@ -164,14 +181,22 @@ def _write_rows(session: Session, rows: dict[str, MappingRecord | None]) -> None
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
         session.execute(_MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted)))
-    saved = {uid: row for uid, row in rows.items() if row is not None}
+    saved = [_values(row) for row in rows.values() if row is not None]
     if not saved:
         return
+    upsert = _UPSERT_ROW.get(session.get_bind().dialect.name)
+    if upsert is not None:
+        session.execute(upsert, saved)
+        return
     existing = set(
-        session.scalars(select(_MAPPINGS.c.pod_uid).where(_MAPPINGS.c.pod_uid.in_(saved)))
+        session.scalars(
+            select(_MAPPINGS.c.pod_uid).where(
+                _MAPPINGS.c.pod_uid.in_([r["pod_uid"] for r in saved])
+            )
+        )
     )
-    updates = [_values(row) | {"key": uid} for uid, row in saved.items() if uid in existing]
-    inserts = [_values(row) for uid, row in saved.items() if uid not in existing]
+    updates = [r | {"key": r["pod_uid"]} for r in saved if r["pod_uid"] in existing]
+    inserts = [r for r in saved if r["pod_uid"] not in existing]
     if updates:
         session.execute(_UPDATE_ROW, updates)
     if inserts:
