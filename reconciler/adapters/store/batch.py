@@ -231,9 +231,8 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
     if new_closed:
         session.execute(_ACTIONS.insert(), [e.values() for e in new_closed])
     for entry in new_open:  # its call is next: the row's id is kept to close it later
-        entry.id = session.execute(
-            _ACTIONS.insert().values(**entry.values()).returning(_ACTIONS.c.id)
-        ).scalar_one()
+        inserted = session.execute(_ACTIONS.insert(), entry.values())
+        entry.id = inserted.inserted_primary_key[0]  # type: ignore[attr-defined]
     if reclosed:
         session.execute(
             _CLOSE_ENTRY,
