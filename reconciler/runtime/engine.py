@@ -149,6 +149,10 @@ def _ignore(_engine: Engine, _report: TickReport) -> None:
     """No step."""
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class TickSteps:
     """What runs around each tick besides observe, plan, apply and record."""
@@ -163,6 +167,9 @@ class TickSteps:
     before_action: Callable[[], None] = _nothing
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
+    creates_held: Callable[[], bool] = _never
+    """True while no create may start: we took the writer Lease over from a dead process
+    whose last create may still land (see `runtime/claim.py`)."""
 
 
 class Engine:
@@ -472,6 +479,7 @@ class Engine:
             self.stock,
             self.pod_logs.keep,
             before_action=self.steps.before_action,
+            creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
         )
         outcome = executor.run(report.actions)

@@ -8,9 +8,10 @@ nothing the planner did not, except what only the answer of a call can tell: whi
 create candidate RunPod accepted, and whether to stop creating for this tick.
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
-the protocol needs them durable (`_commit_before`: a create's intent and journal row
-before the POST, a terminate's row before the DELETE) and once at the end of the run;
-the batch's docstring argues why nothing else needs to be committed sooner.
+the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
+and journal row before the POST, a terminate's row and journal row before the DELETE)
+and once at the end of the run; the batch's docstring argues why nothing else needs to
+be committed sooner.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Executor:
         stock: StockMemory | None = None,
         keep_log: Callable[[str, str], list[str]] | None = None,
         before_action: Callable[[], None] = lambda: None,
+        creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
     ) -> None:
         self.runpod, self.kube, self.clock = runpod, kube, clock
@@ -96,6 +98,7 @@ class Executor:
         """Creates RunPod refused this run for want of stock."""
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
+        self._creates_held = creates_held
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
@@ -123,6 +126,9 @@ class Executor:
             self.deferred += 1
             self.past_deadline = True
             return  # nothing committed: the next tick plans this create again
+        if isinstance(action, Create) and self._creates_held():
+            self.deferred += 1
+            return  # a dead writer's create may still land: see runtime/claim.py
         try:
             self._apply(action)
             outcome.applied[kind] += 1
