@@ -188,3 +188,12 @@ def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str], mes
     )
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_a_data_center_the_catalog_does_not_offer_is_named_in_a_warning(box: Sandbox) -> None:
+    box.add_pod("train")
+    result = sync_once(box, "--datacenter-ids", "US-TX-3,US-XX-9")
+    assert result.exit_code == 0, result.output
+    assert "--datacenter-ids names US-XX-9, where RunPod's GPU catalog offers" in result.stderr
+    assert "US-TX-3," not in result.stderr  # the one it offers is not named
+    assert len(box.owned_instances()) == 1  # placed in the one that exists
