@@ -143,3 +143,21 @@ def _gap(window: Window, share_count: float, rate: float) -> float:
         return 0.0  # ample: at this pace the window ends with half of it unspent
     # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in).
     return min(window.reset_in, window.reset_in / (ours * LIST_SHARE))
+
+
+def ample(
+    windows: Iterable[Window], share_count: float = 1.0, rate: float = 0.0, extra: int = 1
+) -> bool:
+    """Whether `extra` requests more, now, leave the quota ample: every window keeps our
+    share beyond the reserve for them, and the account's recent `rate` with them added
+    stays within AMPLE_SHARE of what the window sustains until its reset. Work that can
+    wait (reading a starting instance's log to show its lines live) is done only then.
+    No window heard of (a caller exempt from limits): ample."""
+    for window in windows:
+        if window.reset_in <= 0:
+            continue
+        ours = (window.remaining - reserve(share_count)) / share_count
+        sustainable = window.remaining / window.reset_in
+        if ours < extra or rate + extra / RATE_SPAN_SECONDS > AMPLE_SHARE * sustainable:
+            return False
+    return True

@@ -27,8 +27,9 @@ Pods live on a `SimClock`: PROVISIONING for `provisioning_seconds`, STARTING for
 `starting_seconds` plus the image's pull time (`set_image_pull_seconds`), then RUNNING
 with a runtime (public IP and port per `tcp` port; `http` ports go through RunPod's
 proxy and carry no public address). Time moves only through `advance()` (or a client
-whose `sleep` is the clock's). Every authenticated answer carries `RateLimit` and
-`RateLimit-Policy`; a spent window answers 429 with `Retry-After`.
+whose `sleep` is the clock's), and every answer's `Date` header is read from it.
+Every authenticated answer carries `RateLimit` and `RateLimit-Policy`; a spent window
+answers 429 with `Retry-After`.
 
 Test controls, in process and over HTTP under `/_sim/` (no key needed, not rate
 limited, not in the request log); bodies are JSON:
@@ -42,6 +43,9 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/pods/{id}/logs/drop         {"after": 2, "next": false}: cut the pod's open
                                               log streams (or, with next, the next one
                                               opened) after that many more events
+    POST   /_sim/pods/{id}/logs/slow         {"seconds": 1.5}: the pod's streams opened from
+                                              now on send their backfill one event at a
+                                              time, that many real seconds before each
     POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
     DELETE /_sim/pods/{id}                   vanish without any API call
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
@@ -83,6 +87,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from email.utils import formatdate
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
@@ -95,7 +100,7 @@ from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_logs import LogStream, new_lines, open_stream
-from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
+from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, LogLine, SimPod, iso, sse_event
 from reconciler.sim.runpod_validate import (
     Problem,
     check_create_pod,
@@ -288,6 +293,7 @@ class RunPodSimulator:
             self._next_public_port = 30000
             self._open_streams: list[LogStream] = []
             self._next_stream_drops: dict[str, int] = {}
+            self._backfill_gaps: dict[str, float] = {}
 
     # Views for tests
 
@@ -336,6 +342,15 @@ class RunPodSimulator:
                 pod.write_log(self.clock.now(), "container", str(line))
             self._log_written.notify_all()
 
+    def write_system_log(self, instance_id: str, lines: Sequence[str]) -> None:
+        """RunPod itself logs `lines` about the pod now (`source=system`: image pull
+        progress, start-up, errors), at any status, as its host does."""
+        with self._lock:
+            pod = self._pod(instance_id)
+            for line in lines:
+                pod.write_log(self.clock.now(), "system", str(line))
+            self._log_written.notify_all()
+
     def drop_log_streams(self, instance_id: str, after: int = 0, *, next_one: bool = False) -> int:
         """Cut the pod's open log streams after `after` more events each (or, with
         `next_one`, the next stream opened); returns how many streams were marked."""
@@ -349,6 +364,15 @@ class RunPodSimulator:
                 stream.drop_after = after
             self._log_written.notify_all()
             return len(marked)
+
+    def slow_log_backfill(self, instance_id: str, seconds: float) -> None:
+        """Streams of the pod opened from now on send their backfill one event at a time,
+        `seconds` (real time) before each, as a slow server does; 0 makes them prompt."""
+        if seconds < 0:
+            raise ValueError("seconds must be 0 or more")
+        with self._lock:
+            self._pod(instance_id)
+            self._backfill_gaps[instance_id] = seconds
 
     @property
     def open_log_streams(self) -> int:
@@ -807,6 +831,7 @@ class RunPodSimulator:
         stream = open_stream(pod, request.now, request.params, request.headers.get("last-event-id"))
         if pod.id in self._next_stream_drops:
             stream.drop_after = self._next_stream_drops.pop(pod.id)
+        stream.backfill_gap = self._backfill_gaps.get(pod.id, 0.0)
         # Open from now on (before its first byte), so a test can cut it at once.
         self._open_streams.append(stream)
         headers = {
@@ -819,15 +844,10 @@ class RunPodSimulator:
     def serve_log_stream(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
         """Send the stream's events through `send` until the pod's log ends (True) or
         the stream is cut (False). Runs in the request's own thread."""
-        pending = stream.backfill
         try:
+            if not self._send_backfill(stream, send):
+                return False
             while True:
-                sent, cut = stream.take(pending)
-                if sent:
-                    send("".join(sse_event(line) for line in sent).encode())
-                stream.advance(sent)
-                if cut:
-                    return False
                 with self._lock:
                     pod = self._pods.get(stream.pod_id)
                     now = self.clock.now()
@@ -840,8 +860,22 @@ class RunPodSimulator:
                         # Clock moves are not notified: poll for lines they make visible.
                         self._log_written.wait(_LOG_POLL_SECONDS)
                         pending = new_lines(pod, self.clock.now(), stream)
+                if not _send_lines(stream, pending, send):
+                    return False
         finally:
             self.close_log_stream(stream)
+
+    def _send_backfill(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
+        """The backfill at once, or event by event when the pod's backfills are slow;
+        False when the stream was cut."""
+        if not stream.backfill_gap:
+            return _send_lines(stream, stream.backfill, send)
+        for line in stream.backfill:
+            if self._stopping.wait(stream.backfill_gap):
+                return True  # shutting down: the live loop ends the stream
+            if not _send_lines(stream, [line], send):
+                return False
+        return True
 
     def close_log_stream(self, stream: LogStream) -> None:
         with self._lock:
@@ -963,6 +997,12 @@ class RunPodSimulator:
             request.pod_id, int(body.get("after", 0)), next_one=bool(body.get("next", False))
         )
         return Reply(200, {"streams": marked})
+
+    @admin("POST", "/_sim/pods/{id}/logs/slow")
+    def _admin_slow_logs(self, request: _Request) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        self.slow_log_backfill(request.pod_id, float(body.get("seconds", 0)))
+        return Reply(204)
 
     @admin("POST", "/_sim/pods/{id}/fields")
     def _admin_fields(self, request: _Request) -> Reply:
@@ -1176,8 +1216,24 @@ class _HttpHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. after its timeout)
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The `Date` header from the simulated clock, as a real server dates its answers
+        by its own clock (RFC 9110 §6.6.1): a log stream's Date is when its backfill was
+        cut off, so events stamped a second or more after it are live."""
+        moment = self.server.simulator.clock.now().timestamp() if timestamp is None else timestamp
+        return formatdate(moment, usegmt=True)
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the request log is kept by the simulator itself."""
+
+
+def _send_lines(stream: LogStream, lines: list[LogLine], send: Callable[[bytes], None]) -> bool:
+    """Send what the stream may carry of `lines`; False when it must be cut after them."""
+    sent, cut = stream.take(lines)
+    if sent:
+        send("".join(sse_event(line) for line in sent).encode())
+    stream.advance(sent)
+    return not cut
 
 
 def _encode(reply: Reply) -> bytes:

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -33,11 +35,13 @@ import urllib3
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_pod_body
-from reconciler.adapters.runpod.logs import exit_code_from, sse_log_lines
 from reconciler.adapters.runpod.logstream import (
     LogEvent,
+    LogRead,
     LogStreamBroken,
     LogStreamIdle,
+    exit_code_from,
+    read_log,
     sse_events,
 )
 from reconciler.adapters.runpod.parse import (
@@ -47,7 +51,6 @@ from reconciler.adapters.runpod.parse import (
     parse_registry,
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
-from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
@@ -63,12 +66,8 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
-# The marker line is the wrapper's last words, so a short tail holds it.
-LOG_TAIL_LINES = 100
-# Once a marker is in, lines still coming this soon are read too: a later run's marker
-# (someone started the instance again) wins. Before it, each line may take a whole
-# read timeout: a slow backfill is never cut short.
-LOG_AFTER_MARKER_SECONDS = 1.0
+# The marker line is among the wrapper's last words, so a short tail holds it.
+EXIT_LOG_READ = LogRead(source="container", tail=100)
 
 
 @dataclass(frozen=True)
@@ -146,6 +145,11 @@ class RunPodClient:
         """Seconds between the starts of two ticks that leave the quota to the work."""
         return self._limiter.tick_gap(self._monotonic())
 
+    def quota_ample(self, extra: int = 1) -> bool:
+        """Whether `extra` requests more, now, leave RunPod's quota ample: for work that
+        can wait or be done otherwise (`reconciler.core.pacing.ample`)."""
+        return self._limiter.ample(self._monotonic(), extra)
+
     # Pods
 
     def list_instances(self) -> list[Instance]:
@@ -188,23 +192,26 @@ class RunPodClient:
         return parse_instance(self._json(call))
 
     def read_exit_code(self, instance_id: str) -> ExitLog:
-        """The exit code our batch wrapper logged, and the log's last lines.
+        """The exit code our batch wrapper logged, and the log's last lines (one request).
 
-        A stopped instance's stream backfills its last lines and may then stay open. The
-        read ends after `tail` lines, at the end of the stream, or shortly after the
-        marker line (the wrapper's last words). Until the marker it waits for each line as
-        long as any read may, so a slow backfill is read whole, not cut off by silence.
+        The instance has stopped, so its stream is all backfill and ends after it. Each
+        event may take as long as any read may (the read timeout, within the tick's
+        deadline), so a slow backfill is read whole, never cut short by a silence. A
+        broken stream is not resumed here: the next tick reads again.
         """
-        call = _Call(
-            "GET",
-            f"/v2/pods/{_segment(instance_id)}/logs",
-            "GET /v2/pods/{id}/logs",
-            params={"source": "container", "tail": str(LOG_TAIL_LINES)},
-            stream=True,
-            retry_failures=False,
+        events = read_log(
+            partial(self.log_events, retry_failures=False),
+            instance_id,
+            EXIT_LOG_READ,
+            backfill_idle_seconds=self._timeout[1],
+            follow_idle_seconds=self._timeout[1],
+            max_resumes=0,
+            sleep=self._sleep,
         )
-        with closing(self._send(call)) as response:
-            lines = _backfill(response)
+        try:
+            lines = [event.line for event in events]
+        except LogStreamBroken as exc:
+            raise errors.TransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
         return ExitLog(exit_code_from(lines), tuple(lines))
 
     def log_events(
@@ -216,9 +223,13 @@ class RunPodClient:
         since: datetime | None,
         last_event_id: str | None,
         idle_seconds: float,
+        on_open: Callable[[datetime | None], None] | None = None,
+        retry_failures: bool = True,
     ) -> Iterator[LogEvent]:
         """One log stream, event by event, until it ends. Raises LogStreamBroken when it
-        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way)."""
+        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way;
+        more when opening it fails and `retry_failures` allows retries). `on_open` is
+        told when RunPod served the request (its Date header)."""
         params = {"source": source} if source else {}
         if since is not None:
             params["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -235,8 +246,11 @@ class RunPodClient:
             stream=True,
             read_timeout=idle_seconds,
             headers=headers,
+            retry_failures=retry_failures,
         )
         with closing(self._send(call)) as response:
+            if on_open is not None:
+                on_open(_served_at(response))
             raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
             try:
                 yield from sse_events(raw)
@@ -460,35 +474,13 @@ def _decode(response: requests.Response, route: str) -> Any:
         raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
 
 
-def _backfill(response: requests.Response) -> list[str]:
-    """Log lines of the backfill, up to the marker line, `tail` events or the stream's end.
-
-    A read that times out before the marker keeps what it has: the caller treats a
-    missing code as not known yet, never as known to be lost.
-    """
-    lines: list[str] = []
-    # Decoded here: requests only decodes when the server names a charset.
-    raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
+def _served_at(response: requests.Response) -> datetime | None:
+    """The answer's Date header (RFC 9110: when the server made it), or None."""
     try:
-        for line in sse_log_lines(raw):
-            lines.append(line)
-            if len(lines) >= LOG_TAIL_LINES:
-                break
-            if EXIT_CODE_MARKER in line and not _shorten_read_timeout(response):
-                break
-    except requests.RequestException:
-        logger.debug("log stream stopped after %d lines", len(lines))
-    return lines
-
-
-def _shorten_read_timeout(response: requests.Response) -> bool:
-    """Wait only LOG_AFTER_MARKER_SECONDS for each further line; False if not possible."""
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is None:
-        return False
-    sock.settimeout(LOG_AFTER_MARKER_SECONDS)
-    return True
+        served = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError):
+        return None
+    return served if served.tzinfo is not None else None
 
 
 def _rfc3339(moment: datetime) -> str:

@@ -148,6 +148,14 @@ class RateLimiter:
             sent = list(self._sent)
         return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
 
+    def ample(self, now: float, extra: int = 1) -> bool:
+        """Whether `extra` requests more leave the quota ample (`pacing.ample`)."""
+        share = self.sharers(now)
+        with self._lock:
+            sent = list(self._sent)
+        rate = pacing.recent_rate(sent, now, share)
+        return pacing.ample(self.windows(now), share, rate, extra)
+
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
     return (
