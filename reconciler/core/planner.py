@@ -657,14 +657,13 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     new_row = row.changed(
         **mirrored, status_hash=fingerprint, mirror_key=None if annotations else key
     )
-    actions: list[Action] = []
     if fingerprint != row.status_hash:
         # One request for both: the status subresource takes the annotations along.
-        actions.append(PatchStatus(ref, status, new_row, annotations))
-        if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
-            actions.append(Event(ref, Notice.STARTED, f"RunPod instance {instance.id} is running"))
-        return actions
-    actions += t.save(row, new_row)
+        # No Event says the pod started: the status does (phase, the container's
+        # startedAt, the Ready condition), as a virtual kubelet's does; the Events
+        # are for what only we know, the instance created and the instance deleted.
+        return [PatchStatus(ref, status, new_row, annotations)]
+    actions: list[Action] = t.save(row, new_row)
     if annotations:
         actions.append(PatchMetadata(ref, annotations))
     return actions

@@ -68,7 +68,6 @@ class Notice(enum.StrEnum):
 
     CREATED_INSTANCE = "CreatedInstance"
     ADOPTED_INSTANCE = "AdoptedInstance"
-    STARTED = "Started"
     COMPLETED = "Completed"
     TERMINATING_INSTANCE = "TerminatingInstance"
     OFFLOADED = "OffloadedToRunPod"

@@ -111,7 +111,7 @@ class RunPodClient:
         self._on_response = on_response
         self._limiter = RateLimiter()
         self._deadline: float | None = None
-        self._session = requests.Session()
+        self._session = _session_for(self._base_url)
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
         self._session.headers["User-Agent"] = USER_AGENT
@@ -412,6 +412,19 @@ class RunPodClient:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _session_for(base_url: str) -> requests.Session:
+    """A session that reads the environment (HTTPS_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE)
+    once, for the one host it talks to. Per request, as requests does by default, that
+    reading cost more CPU than the rest of the request (issue 20); and a ~/.netrc entry
+    can no longer replace the API key's header with its own credentials."""
+    session = requests.Session()
+    found = session.merge_environment_settings(base_url, {}, None, None, None)
+    session.proxies.update(found["proxies"])
+    session.verify = found["verify"]
+    session.trust_env = False
+    return session
 
 
 def _retryable(call: _Call, error: errors.RunPodError) -> bool:
