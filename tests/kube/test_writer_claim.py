@@ -138,3 +138,17 @@ def test_a_writer_that_takes_over_an_expired_lease_does_not_wait(
     successor = claim(kube, clock, "host-b/2")
     successor.acquire()
     assert not successor.creates_held()
+
+
+def test_a_writer_that_loses_the_race_for_the_lease_names_who_holds_it(
+    kube: KubeClient,
+    clock: SimClock,
+    sim: KubeSimulator,
+) -> None:
+    claim(kube, clock, "host-a/1").acquire()
+    clock.advance(WRITER_LEASE_SECONDS)  # expired: anybody may take it
+    # Another writer writes the Lease between our read and our write: our write is 409.
+    sim.inject_fault("PUT", f"*/leases/{writer_lease_name('gpu-node')}", 409)
+    with pytest.raises(WriterHeld) as refused:
+        claim(kube, clock, "host-b/2").acquire()
+    assert str(refused.value).startswith("another reconciler (host-a/1) acts for node gpu-node")

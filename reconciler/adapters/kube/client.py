@@ -58,7 +58,8 @@ class LeaseClaim:
     taken_over_from: str | None = None
     """The holder whose lease had expired when we took it (it stopped renewing)."""
     holder: str | None = None
-    """Who holds it when we did not win (None when a race was lost to an unknown writer)."""
+    """Who holds it when we did not win (None when even a read after a lost race found
+    nobody: the winner released it at once)."""
     predecessor_term_ends: datetime | None = None
     """When we took the Lease from a holder declared dead before its term was over: when
     that term would have ended. The holder may have started an action late in its term."""
@@ -453,7 +454,10 @@ class KubeClient:
                 predecessor_term_ends=term_ends,
             )
         except ConflictError:
-            return LeaseClaim(won=False)
+            # Another writer wrote the Lease between our read and our write: one more
+            # read names it, so a refused writer can say who acts.
+            winner = self._get_optional(f"{collection}/{_q(name)}") or {}
+            return LeaseClaim(won=False, holder=(winner.get("spec") or {}).get("holderIdentity"))
 
     def release_lease(self, namespace: str, name: str, identity: str) -> None:
         """Give the Lease up at once (if still ours), so a successor need not wait it out."""
