@@ -18,8 +18,19 @@ second kind:
   requests are sent per request of its own (`sharers`) and claims only its share: its
   create budget and its tick gap are divided or multiplied by it, and a reserve that
   grows with it is never spent, so that the stale view each one has of the counters
-  does not end in a 429 storm. Within a window's last quarter they all space their
-  requests alike, so that each gets an even turn.
+  does not end in a 429 storm.
+- **Fair from the first tick.** A share estimate needs requests to compare, so it
+  cannot stop the first reconciler to see pods from taking a whole window before the
+  others have sent anything. Fairness comes from spacing instead: every reconciler on
+  a key spaces its requests by the same rule, from the same shared counters (what is
+  left of the tightest window spread evenly until its reset), so their rates are equal
+  whoever started first. A reconciler spaces so from its first request once it has
+  seen another user spend (`Company.SHARED`); one that has not yet watched the
+  counters for a full minute (`Company.UNPROVEN`) spends freely only the first half of
+  the tightest window; one that watched them fall by its own requests alone for a
+  minute (`Company.ALONE`) spends freely down to the window's last quarter. Spacing
+  costs a burst no throughput (the window allows as many requests, just not at once),
+  only latency, and only while others may be there.
 """
 
 from __future__ import annotations
@@ -28,13 +39,23 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 # The share of a window's sustainable rate that early ticks' list calls may take.
 LIST_SHARE = 0.2
 # The watch's floor between the starts of two ticks, whatever the quota.
 MIN_TICK_GAP = 1.0
+# While the quota is not ample, the gap that keeps lists to their share of our own
+# requests never grows beyond this (a pod's wait for its tick).
+BUSY_GAP_CAP = 8.0
 # Below this share of a window's quota requests are spread until the reset.
 SPREAD_BELOW_SHARE = 0.25
+# The same for the tightest window while we cannot yet tell whether we are alone on the
+# key: the first half is ours to burst, the second half is spaced.
+UNPROVEN_SPREAD_BELOW_SHARE = 0.5
+# How long we must watch the counters fall by our own requests only to call the key ours
+# (the shortest window the contract names: a minute).
+ESTIMATION_SECONDS = 60.0
 # Requests per sharer left unspent in each window, for the others' requests in flight.
 RESERVE_PER_SHARER = 2
 # Samples older than this no longer count towards the number of sharers.
@@ -59,28 +80,61 @@ class Window:
     """Seconds until the window starts afresh."""
     quota: int | None = None
     """The window's whole quota, when the policy header named it."""
+    length: float | None = None
+    """The window's length in seconds, when the policy header named it."""
     age: float = 0.0
     """Seconds since the answer that told us `remaining`."""
 
 
 @dataclass(frozen=True)
 class DropSample:
-    """Between two answers of one window: when, and how far its counter fell."""
+    """Between two consecutive answers of ours (in one window instance): when the later
+    came, how far the counter fell, and how far apart they were."""
 
     at: float
     drop: int
     """Requests the account sent in between, ours (one) included."""
+    span: float = 0.0
+    """Seconds between the two answers."""
+
+
+class Company(Enum):
+    """What the counters told us lately about other users of our key."""
+
+    ALONE = "alone"
+    """Watched for a full estimation period: they fell by our own requests only."""
+    UNPROVEN = "unproven"
+    """No one else seen yet, but not watched long enough to tell."""
+    SHARED = "shared"
+    """They fell by more than our requests: someone else spends the key too."""
+
+
+def company(samples: Iterable[DropSample], observed_for: float, now: float) -> Company:
+    """Whether others spend our key lately, from every pair of consecutive answers
+    (however far apart: a drop of more than our one request between them is somebody
+    else's), and whether we watched long enough to say we are alone."""
+    if any(s.drop > 1 for s in samples if now - s.at <= SHARER_MEMORY_SECONDS):
+        return Company.SHARED
+    return Company.ALONE if observed_for >= ESTIMATION_SECONDS else Company.UNPROVEN
 
 
 def sharers(samples: Iterable[DropSample], now: float) -> float:
     """Requests the account sends per request of ours lately: 1 when we are alone.
 
-    The median of the recent samples: another reconciler's burst between two of our
-    answers shows as one large drop, which must not make us give up our share."""
-    recent = [s.drop for s in samples if now - s.at <= SHARER_MEMORY_SECONDS]
-    if not recent:
-        return 1.0
-    return max(1.0, float(statistics.median(recent)))
+    Only answers close together count (two answers far apart say how many requests
+    others sent over a long time, not per request of ours). The lower quartile of the
+    recent samples, not their mean: another reconciler's burst between two of our
+    answers shows as one large drop, and a reconciler that a burst left behind must not
+    conclude from it that it has dozens of sharers and give up what is left of its
+    share (its reserve and its budget grow with the estimate)."""
+    recent = [
+        s.drop
+        for s in samples
+        if now - s.at <= SHARER_MEMORY_SECONDS and s.span <= SHARER_SAMPLE_SECONDS
+    ]
+    if len(recent) < 2:
+        return max(1.0, float(recent[0])) if recent else 1.0
+    return max(1.0, statistics.quantiles(recent, n=4, method="inclusive")[0])
 
 
 def reserve(share_count: float) -> int:
@@ -97,24 +151,54 @@ def our_budget(windows: Sequence[Window], share_count: float = 1.0) -> int | Non
     return max(0, math.floor(spare / share_count))
 
 
-def request_delay(window: Window, share_count: float = 1.0) -> float:
+def spread_below(who: Company) -> float:
+    """The share of the tightest window's quota below which requests are spread."""
+    if who is Company.SHARED:
+        return 1.0  # all of it: equal spacing is what makes the turns even
+    return UNPROVEN_SPREAD_BELOW_SHARE if who is Company.UNPROVEN else SPREAD_BELOW_SHARE
+
+
+def next_request_delay(
+    windows: Sequence[Window], share_count: float = 1.0, who: Company = Company.ALONE
+) -> float:
+    """Seconds to wait before our next request: the longest any window asks for. The
+    tightest window (fewest requests left) is spread from `spread_below(who)` down, the
+    others in their last quarter."""
+    if not windows:
+        return 0.0
+    tightest = min(windows, key=lambda w: (w.remaining, w.reset_in))
+    return max(
+        request_delay(w, share_count, spread_below(who) if w is tightest else SPREAD_BELOW_SHARE)
+        for w in windows
+    )
+
+
+def request_delay(
+    window: Window, share_count: float = 1.0, spread_below: float = SPREAD_BELOW_SHARE
+) -> float:
     """Seconds to wait before our next request, as far as this window is concerned.
 
     A spent window (or one down to the reserve the sharers keep) waits for its reset; a
-    window in its last quarter spreads what is left evenly until the reset; otherwise
-    go at once. Every reconciler on a key spaces its requests alike, whatever it
-    estimates of the others, so that each gets an even turn.
+    window below `spread_below` of its quota spreads what is left evenly until the
+    reset; otherwise go at once. Every reconciler on a key spaces its requests alike,
+    whatever it estimates of the others, so that each gets an even turn.
     """
     if window.reset_in <= 0:
         return 0.0
     spendable = window.remaining - reserve(share_count)
     if spendable <= 0:
         return window.reset_in
-    low = window.quota is not None and window.remaining <= window.quota * SPREAD_BELOW_SHARE
+    if window.quota is None:
+        low = spread_below >= 1.0
+    else:
+        low = window.remaining <= window.quota * spread_below
     if not low:
         return 0.0
-    # Spaced from the answer that told us: the time since then counts as waited.
-    spacing = (window.reset_in + window.age) / spendable
+    # Spaced from the answer that told us: the time since then counts as waited. By
+    # what is left, not by what is left above our reserve: the reserve grows with our
+    # estimate of the sharers, which differs from one of them to the next, while the
+    # counter and the reset are the same for all; so the spacing is too.
+    spacing = (window.reset_in + window.age) / window.remaining
     return max(0.0, spacing - window.age)
 
 
@@ -125,11 +209,43 @@ def recent_rate(request_times: Iterable[float], now: float, share_count: float =
     return ours / RATE_SPAN_SECONDS * share_count
 
 
-def tick_gap(windows: Iterable[Window], share_count: float = 1.0, rate: float = 0.0) -> float:
+def tick_gap(
+    windows: Sequence[Window],
+    share_count: float = 1.0,
+    rate: float = 0.0,
+    work_rate: float | None = None,
+) -> float:
     """Seconds that must pass between the starts of two ticks (the early ones at least),
-    given what the windows have left and the account's recent request `rate`."""
+    given what the windows have left, the account's recent request `rate` and, when
+    known, the rate of our own requests that were not tick lists (`work_rate`)."""
     gaps = [_gap(w, share_count, rate) for w in windows]
+    # Busy: spending faster than some window sustains (a spent window only waits).
+    busy = any(
+        rate > AMPLE_SHARE * _sustainable(w) for w in windows if w.reset_in > 0 and w.remaining
+    )
+    if work_rate is not None and busy:
+        gaps.append(work_gap(work_rate))
     return max([MIN_TICK_GAP, *gaps])
+
+
+def work_gap(work_rate: float) -> float:
+    """While the quota is not ample: the gap at which lists are at most `LIST_SHARE` of
+    our requests, given how fast we send the others (creates, terminates, reads), up to
+    `BUSY_GAP_CAP` so that a pod arriving when little else happens still gets its tick
+    soon. A trickle of pods, each worth a create, thus gets ticks that gather several."""
+    if work_rate <= 0:
+        return BUSY_GAP_CAP
+    return min(BUSY_GAP_CAP, (1 - LIST_SHARE) / (LIST_SHARE * work_rate))
+
+
+def _sustainable(window: Window) -> float:
+    """Requests a second the window sustains: what is left of it over the time to its
+    reset, but never more than its quota over its length (so that a day or an hour with
+    much left late in it does not shrink the gap, only to spend that on lists)."""
+    left = window.remaining / window.reset_in
+    if window.quota and window.length:
+        return min(left, window.quota / window.length)
+    return left
 
 
 def _gap(window: Window, share_count: float, rate: float) -> float:
@@ -138,8 +254,11 @@ def _gap(window: Window, share_count: float, rate: float) -> float:
     ours = (window.remaining - reserve(share_count)) / share_count
     if ours <= 0:
         return window.reset_in
-    sustainable = window.remaining / window.reset_in
-    if rate <= AMPLE_SHARE * sustainable:
+    if rate <= AMPLE_SHARE * _sustainable(window):
         return 0.0  # ample: at this pace the window ends with half of it unspent
-    # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in).
-    return min(window.reset_in, window.reset_in / (ours * LIST_SHARE))
+    # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in),
+    # and of our share of the window's quota rate.
+    floor = 0.0
+    if window.quota and window.length:
+        floor = window.length * share_count / (window.quota * LIST_SHARE)
+    return max(floor, min(window.reset_in, window.reset_in / (ours * LIST_SHARE)))

@@ -67,16 +67,21 @@ class RateLimiter:
         self._lengths: dict[str, int] = {}
         self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
         self._sent: deque[float] = deque()  # when our recent requests were answered
+        self._worked: deque[float] = deque()  # the same, of those that were not tick lists
+        self._first_heard: float | None = None
         self._lock = threading.Lock()
 
-    def observe(self, headers: Mapping[str, str], now: float) -> None:
-        """Take in one response's headers (call once per response to our request)."""
+    def observe(self, headers: Mapping[str, str], now: float, tick_list: bool = False) -> None:
+        """Take in one response's headers (call once per response to our request);
+        `tick_list` says the request was a tick's list, which only looks."""
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
-            self._sent.append(now)
-            while now - self._sent[0] > pacing.RATE_SPAN_SECONDS:
-                self._sent.popleft()
+            for times in (self._sent,) if tick_list else (self._sent, self._worked):
+                times.append(now)
+            for times in (self._sent, self._worked):
+                while times and now - times[0] > pacing.RATE_SPAN_SECONDS:
+                    times.popleft()
             if policy:
                 self._observe_policy(policy)
             if state:
@@ -90,6 +95,8 @@ class RateLimiter:
                 self._lengths[name] = params["w"]
 
     def _observe_state(self, header: str, now: float) -> None:
+        if self._first_heard is None:
+            self._first_heard = now
         sampled = False
         for name, params in parse_members(header).items():
             if "r" not in params or "t" not in params:
@@ -98,8 +105,14 @@ class RateLimiter:
             before = self._heard.get(name)
             self._heard[name] = heard
             if not sampled and before is not None and _same_instance(before, heard):
-                # Every window counts every request: one sample per answer is enough.
-                self._drops.append(pacing.DropSample(now, before.remaining - heard.remaining))
+                # Every window counts every request: one sample per answer is enough, from
+                # the first window that did not reset in between (the day's, after a
+                # long pause).
+                self._drops.append(
+                    pacing.DropSample(
+                        now, before.remaining - heard.remaining, now - before.observed_at
+                    )
+                )
                 sampled = True
 
     def windows(self, now: float) -> list[pacing.Window]:
@@ -113,18 +126,23 @@ class RateLimiter:
 
     def _project(self, name: str, heard: _Heard, now: float) -> pacing.Window | None:
         quota = self._quotas.get(name)
+        length = self._lengths.get(name)
         if heard.reset_at > now:
             return pacing.Window(
-                name, max(0, heard.remaining), heard.reset_at - now, quota, now - heard.observed_at
+                name,
+                max(0, heard.remaining),
+                heard.reset_at - now,
+                quota,
+                length,
+                now - heard.observed_at,
             )
         # The window has reset since we heard of it: whole again, if we know its quota.
-        length = self._lengths.get(name)
         if quota is None:
             return None
         if not length:
             return pacing.Window(name, quota, 0.0, quota)
         periods = math.floor((now - heard.reset_at) / length) + 1
-        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota)
+        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota, length)
 
     def sharers(self, now: float) -> float:
         """Requests the account sends per request of ours lately (1: we are alone)."""
@@ -132,10 +150,16 @@ class RateLimiter:
             samples = list(self._drops)
         return pacing.sharers(samples, now)
 
+    def company(self, now: float) -> pacing.Company:
+        """Whether another user spent our key lately, as far as the counters tell."""
+        with self._lock:
+            samples = list(self._drops)
+            first = self._first_heard
+        return pacing.company(samples, 0.0 if first is None else now - first, now)
+
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may be sent."""
-        share = self.sharers(now)
-        return max((pacing.request_delay(w, share) for w in self.windows(now)), default=0.0)
+        return pacing.next_request_delay(self.windows(now), self.sharers(now), self.company(now))
 
     def budget(self, now: float) -> int | None:
         """Requests we may still send now (our share), or None when no header told us."""
@@ -145,12 +169,14 @@ class RateLimiter:
         """Seconds between the starts of two ticks that keep lists to their share."""
         share = self.sharers(now)
         with self._lock:
-            sent = list(self._sent)
-        return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
+            sent, worked = list(self._sent), list(self._worked)
+        return pacing.tick_gap(
+            self.windows(now),
+            share,
+            pacing.recent_rate(sent, now, share),
+            pacing.recent_rate(worked, now),
+        )
 
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
-    return (
-        abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
-        and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS
-    )
+    return abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
