@@ -143,12 +143,17 @@ def reserve(share_count: float) -> int:
 
 
 def our_budget(windows: Sequence[Window], share_count: float = 1.0) -> int | None:
-    """Requests we may send now: our share of the tightest window, minus the reserve.
-    None before any header told us."""
+    """Requests we may send now: the tightest window, less the reserve the sharers keep.
+    None before any header told us.
+
+    Not divided by the sharers: each one's estimate of them differs and wavers, and a
+    reconciler that divided by a larger one would plan fewer creates per tick than the
+    others, for good. The share is claimed by spacing (`next_request_delay`) instead,
+    which depends only on what all of them read alike."""
     if not windows:
         return None
     spare = min(w.remaining for w in windows) - reserve(share_count)
-    return max(0, math.floor(spare / share_count))
+    return max(0, math.floor(spare))
 
 
 def spread_below(who: Company) -> float:
@@ -202,11 +207,27 @@ def request_delay(
     return max(0.0, spacing - window.age)
 
 
-def recent_rate(request_times: Iterable[float], now: float, share_count: float = 1.0) -> float:
-    """Requests per second the account sent lately: ours over the last span, times the
-    sharers (their requests we only see as the counters' faster fall)."""
+def recent_rate(request_times: Iterable[float], now: float) -> float:
+    """Requests per second of ours lately: those answered over the last span."""
     ours = sum(1 for at in request_times if now - at <= RATE_SPAN_SECONDS)
-    return ours / RATE_SPAN_SECONDS * share_count
+    return ours / RATE_SPAN_SECONDS
+
+
+def account_rate(samples: Iterable[DropSample], now: float) -> float:
+    """Requests per second the account (every user of the key) sent lately: how far the
+    counters fell over the last span, each drop counted for the part of its time span
+    that lies in it. The same for every reconciler on the key, whatever its estimate
+    of the others; 0 when we sent nothing lately (we then hardly know, and hardly
+    need to)."""
+    since = now - RATE_SPAN_SECONDS
+    fell = 0.0
+    for s in samples:
+        start = s.at - s.span
+        if s.at <= since:
+            continue
+        inside = 1.0 if s.span <= 0 else (s.at - max(start, since)) / s.span
+        fell += max(0, s.drop) * inside
+    return fell / RATE_SPAN_SECONDS
 
 
 def tick_gap(
@@ -251,14 +272,17 @@ def _sustainable(window: Window) -> float:
 def _gap(window: Window, share_count: float, rate: float) -> float:
     if window.reset_in <= 0:
         return 0.0
-    ours = (window.remaining - reserve(share_count)) / share_count
-    if ours <= 0:
+    # Not divided by the sharers, for the reason `our_budget` gives: every reconciler
+    # on a key then keeps the same gap, and their lists together stay few because each
+    # one's ticks are long (its creates are spaced) and its lists a share of its work.
+    left = window.remaining - reserve(share_count)
+    if left <= 0:
         return window.reset_in
     if rate <= AMPLE_SHARE * _sustainable(window):
         return 0.0  # ample: at this pace the window ends with half of it unspent
-    # One list call per tick at LIST_SHARE of our sustainable rate (ours / reset_in),
-    # and of our share of the window's quota rate.
+    # One list call per tick at LIST_SHARE of what the window sustains: of what is left
+    # until its reset, and of its quota over its length.
     floor = 0.0
     if window.quota and window.length:
-        floor = window.length * share_count / (window.quota * LIST_SHARE)
-    return max(floor, min(window.reset_in, window.reset_in / (ours * LIST_SHARE)))
+        floor = window.length / (window.quota * LIST_SHARE)
+    return max(floor, min(window.reset_in, window.reset_in / (left * LIST_SHARE)))

@@ -96,11 +96,19 @@ def test_the_hour_and_day_windows_bind_too() -> None:
     assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 20)
 
 
-def test_recent_rate_counts_our_requests_and_the_sharers() -> None:
+def test_recent_rate_counts_our_requests() -> None:
     times = [float(t) for t in range(100, 130)]  # one a second for 30 s
     assert pacing.recent_rate(times, now=130) == pytest.approx(1)
-    assert pacing.recent_rate(times, now=130, share_count=3) == pytest.approx(3)
     assert pacing.recent_rate(times, now=200) == 0
+
+
+def test_the_account_rate_is_read_off_the_counters_alike_by_every_sharer() -> None:
+    # Three users, one request each a second: the counter fell by 3 between our answers.
+    samples = [DropSample(float(t), 3, span=1.0) for t in range(101, 131)]
+    assert pacing.account_rate(samples, now=130) == pytest.approx(3)
+    # A drop over a long pause counts for the part of it inside the span.
+    assert pacing.account_rate([DropSample(130, 60, span=60.0)], now=130) == pytest.approx(1)
+    assert pacing.account_rate(samples, now=200) == 0
 
 
 # --- spacing of requests -----------------------------------------------------------------
@@ -154,10 +162,12 @@ def test_old_samples_are_forgotten() -> None:
     assert sharers([DropSample(0, 3)], now=pacing.SHARER_MEMORY_SECONDS + 1) == 1
 
 
-def test_our_budget_is_our_share_of_the_tightest_window() -> None:
+def test_our_budget_is_the_tightest_window_less_the_sharers_reserve() -> None:
     windows = [Window("minute", 59, 60, 60), Window("hour", 30, 3600, 3000)]
     assert our_budget(windows) == 30
-    assert our_budget(windows, share_count=3) == (30 - 6) // 3
+    # Not divided by the sharers: each one estimates them differently, and whoever
+    # divided by more would plan fewer creates for good. Spacing shares the window.
+    assert our_budget(windows, share_count=3) == 30 - 6
     assert our_budget([]) is None
 
 
@@ -169,7 +179,8 @@ def test_the_limiter_learns_of_other_users_from_the_headers() -> None:
             now=10.0 + step,
         )
     assert limiter.sharers(13.0) == pytest.approx(3)
-    assert limiter.budget(13.0) == (48 - 6) // 3
+    assert limiter.company(13.0) is Company.SHARED
+    assert limiter.budget(13.0) == 48 - 6
 
 
 def test_a_long_pause_says_nothing_about_other_users() -> None:

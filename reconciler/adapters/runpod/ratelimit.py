@@ -66,8 +66,8 @@ class RateLimiter:
         self._quotas: dict[str, int] = {}
         self._lengths: dict[str, int] = {}
         self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
-        self._sent: deque[float] = deque()  # when our recent requests were answered
-        self._worked: deque[float] = deque()  # the same, of those that were not tick lists
+        # When our recent requests other than tick lists were answered.
+        self._worked: deque[float] = deque()
         self._first_heard: float | None = None
         self._lock = threading.Lock()
 
@@ -77,11 +77,10 @@ class RateLimiter:
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
-            for times in (self._sent,) if tick_list else (self._sent, self._worked):
-                times.append(now)
-            for times in (self._sent, self._worked):
-                while times and now - times[0] > pacing.RATE_SPAN_SECONDS:
-                    times.popleft()
+            if not tick_list:
+                self._worked.append(now)
+            while self._worked and now - self._worked[0] > pacing.RATE_SPAN_SECONDS:
+                self._worked.popleft()
             if policy:
                 self._observe_policy(policy)
             if state:
@@ -167,13 +166,12 @@ class RateLimiter:
 
     def tick_gap(self, now: float) -> float:
         """Seconds between the starts of two ticks that keep lists to their share."""
-        share = self.sharers(now)
         with self._lock:
-            sent, worked = list(self._sent), list(self._worked)
+            samples, worked = list(self._drops), list(self._worked)
         return pacing.tick_gap(
             self.windows(now),
-            share,
-            pacing.recent_rate(sent, now, share),
+            pacing.sharers(samples, now),
+            pacing.account_rate(samples, now),
             pacing.recent_rate(worked, now),
         )
 
