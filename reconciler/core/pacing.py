@@ -249,6 +249,14 @@ def tick_gap(
     return max([MIN_TICK_GAP, *gaps])
 
 
+def gap_until_sendable(gap: float, since_last_list: float, delay: float) -> float:
+    """The gap, counted from the last tick's start (about when its list was answered),
+    stretched so that the next tick does not start before its own list may be sent:
+    a tick that starts while the spacing holds its list back past the tick's deadline
+    would only be skipped."""
+    return max(gap, since_last_list + delay) if delay > 0 else gap
+
+
 def work_gap(work_rate: float) -> float:
     """While the quota is not ample: the gap at which lists are at most `LIST_SHARE` of
     our requests, given how fast we send the others (creates, terminates, reads), up to

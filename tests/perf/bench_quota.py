@@ -44,8 +44,6 @@ from typing import Any
 from quota_world import Cluster, QuotaWorld, quota_world
 from scale_world import ample_capacity
 
-from reconciler.sim.clock import DEFAULT_START
-
 DEFAULT_QUOTA = (60, 3000, 50000)
 TRICKLE_PODS = 60
 TRICKLE_SPACING = 2.0
@@ -136,9 +134,10 @@ def bench_trickle(
     pods: int = TRICKLE_PODS,
     spacing: float = TRICKLE_SPACING,
     quota: tuple[int, int, int] = DEFAULT_QUOTA,
-    start: datetime = DEFAULT_START,
+    start: datetime | None = None,
 ) -> dict[str, Any]:
     with quota_world(workdir, quota=quota, start=start) as world:
+        clock_start = world.clock.now().isoformat()
         [cluster] = world.clusters
         cluster.start_reconciler(world.runpod.base_url)
         wait_for_first_ticks(world)
@@ -154,7 +153,7 @@ def bench_trickle(
     return {
         "pods": pods,
         "quota": quota,
-        "clock_start": start.isoformat(),
+        "clock_start": clock_start,
         "requests": log.total,
         "by_kind": log.by_kind(),
         "lists": lists,
@@ -352,9 +351,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--trickle-start",
         type=datetime.fromisoformat,
-        default=DEFAULT_START,
-        help="the simulated clock's start for the trickle, e.g. 2026-01-01T23:50:30+00:00 "
-        "(default: midnight, a whole day to go)",
+        help="the simulated clock's start for the trickle, e.g. 2026-01-01T00:00:00+00:00 "
+        "for a whole day to go (default: the wall clock's time, like every scenario)",
     )
     parser.add_argument("--burst-pods", type=int, default=BURST_PODS)
     parser.add_argument("--burst-quota-scale", type=int, default=SCALE)

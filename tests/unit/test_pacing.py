@@ -376,3 +376,14 @@ def test_the_limiter_counts_lists_apart_from_the_work() -> None:
             tick_list=step % 2 == 0,
         )
     assert limiter.tick_gap(19.0) == pytest.approx(pacing.BUSY_GAP_CAP)
+
+
+def test_no_tick_starts_while_its_list_would_be_held_back() -> None:
+    assert pacing.gap_until_sendable(8.0, since_last_list=14.0, delay=0.0) == 8.0
+    # The last tick began 14 s ago and the window resets in 10 s: 24 s from that start.
+    assert pacing.gap_until_sendable(8.0, since_last_list=14.0, delay=10.0) == 24.0
+    limiter = RateLimiter()
+    limiter.observe(
+        {"RateLimit": _state((0, 10)), "RateLimit-Policy": POLICY}, now=0.0, tick_list=True
+    )
+    assert limiter.tick_gap(4.0) == pytest.approx(10.0)

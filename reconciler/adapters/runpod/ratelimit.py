@@ -68,6 +68,7 @@ class RateLimiter:
         self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
         # When our recent requests other than tick lists were answered.
         self._worked: deque[float] = deque()
+        self._last_list: float | None = None  # when our last tick list was answered
         self._first_heard: float | None = None
         self._lock = threading.Lock()
 
@@ -77,7 +78,9 @@ class RateLimiter:
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
-            if not tick_list:
+            if tick_list:
+                self._last_list = now
+            else:
                 self._worked.append(now)
             while self._worked and now - self._worked[0] > pacing.RATE_SPAN_SECONDS:
                 self._worked.popleft()
@@ -167,13 +170,16 @@ class RateLimiter:
     def tick_gap(self, now: float) -> float:
         """Seconds between the starts of two ticks that keep lists to their share."""
         with self._lock:
-            samples, worked = list(self._drops), list(self._worked)
-        return pacing.tick_gap(
+            samples, worked, last_list = list(self._drops), list(self._worked), self._last_list
+        gap = pacing.tick_gap(
             self.windows(now),
             pacing.sharers(samples, now),
             pacing.account_rate(samples, now),
             pacing.recent_rate(worked, now),
         )
+        if last_list is None:
+            return gap
+        return pacing.gap_until_sendable(gap, now - last_list, self.delay(now))
 
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
