@@ -7,18 +7,20 @@ terminates and log reads that act. The rules here keep most of the quota for the
 second kind:
 
 - **The gap between early ticks.** While the account spends at most half of what
-  every window can sustain until its reset (its remaining count spread over the
-  seconds left), the quota is ample and ticks may follow each other a second apart, the
-  watch's floor. Once it spends faster, a tick's list may use at most `LIST_SHARE` of
-  what each window sustains: the gap stretches as any window runs low, up to the
-  window's reset when it is spent. The hour and day windows count as much as the
-  minute one (at the contract's example quotas the day allows 35 requests a minute).
+  every window can sustain (its remaining count spread over the seconds to its reset,
+  at most its quota over its length), the quota is ample and ticks may follow each
+  other a second apart, the watch's floor. Once it spends faster, a tick's list may
+  use at most `LIST_SHARE` of what each window sustains and of our own requests (up to
+  `BUSY_GAP_CAP`): the gap stretches as any window runs low, up to the window's reset
+  when it is spent. The hour and day windows count as much as the minute one (at the
+  contract's example quotas the day allows 35 requests a minute), at any time of day.
 - **Sharing one key.** Several reconcilers (clusters) on one RunPod account see the
   same counters fall faster than their own requests explain. Each estimates how many
-  requests are sent per request of its own (`sharers`) and claims only its share: its
-  create budget and its tick gap are divided or multiplied by it, and a reserve that
-  grows with it is never spent, so that the stale view each one has of the counters
-  does not end in a 429 storm.
+  requests are sent per request of its own (`sharers`), and keeps a reserve that grows
+  with it unspent, so that the stale view each one has of the counters does not end in
+  a 429 storm. Nothing else depends on that estimate, which differs from one
+  reconciler to the next: whatever must be alike for all of them (their spacing, their
+  tick gap, their budget) is read off the counters they share.
 - **Fair from the first tick.** A share estimate needs requests to compare, so it
   cannot stop the first reconciler to see pods from taking a whole window before the
   others have sent anything. Fairness comes from spacing instead: every reconciler on
