@@ -30,7 +30,7 @@ second kind:
   seen another user spend (`Company.SHARED`); one that has not yet watched the
   counters for a full minute (`Company.UNPROVEN`) spends freely only the first half of
   the tightest window; one that watched them fall by its own requests alone for a
-  minute (`Company.ALONE`) spends freely down to the window's last quarter. Spacing
+  minute (`Company.ALONE`) spends all of it freely. Spacing
   costs a burst no throughput (the window allows as many requests, just not at once),
   only latency, and only while others may be there.
 """
@@ -159,10 +159,14 @@ def our_budget(windows: Sequence[Window], share_count: float = 1.0) -> int | Non
 
 
 def spread_below(who: Company) -> float:
-    """The share of the tightest window's quota below which requests are spread."""
+    """The share of the tightest window's quota below which requests are spread: all of
+    it when others spend the key (equal spacing is what makes their turns even), the
+    second half while we cannot tell, none of it when the key is ours alone (no one to
+    give a turn to; spreading its last quarter would only cost lists, one per tick that
+    gets a request or two)."""
     if who is Company.SHARED:
-        return 1.0  # all of it: equal spacing is what makes the turns even
-    return UNPROVEN_SPREAD_BELOW_SHARE if who is Company.UNPROVEN else SPREAD_BELOW_SHARE
+        return 1.0
+    return UNPROVEN_SPREAD_BELOW_SHARE if who is Company.UNPROVEN else 0.0
 
 
 def next_request_delay(

@@ -387,3 +387,26 @@ def test_no_tick_starts_while_its_list_would_be_held_back() -> None:
         {"RateLimit": _state((0, 10)), "RateLimit-Policy": POLICY}, now=0.0, tick_list=True
     )
     assert limiter.tick_gap(4.0) == pytest.approx(10.0)
+
+
+def test_a_tick_held_for_a_reset_may_start_soon_after_it_when_the_key_is_shared() -> None:
+    # Sharers, and a minute spent down to the reserve at our last tick's list.
+    limiter = RateLimiter()
+    for step, remaining in enumerate((12, 9, 6)):
+        limiter.observe(
+            {"RateLimit": _state((remaining, 10 - step)), "RateLimit-Policy": POLICY},
+            now=float(step),
+            tick_list=step == 2,
+        )
+    assert limiter.company(2.0) is Company.SHARED
+    # The earliest next start (from the last tick's start, about its list) is the reset,
+    # then one spacing of the fresh window (a second); it does not move on as we ask.
+    earliest = [2.0 + limiter.tick_gap(now) for now in (3.0, 10.5, 11.0, 14.0)]
+    assert earliest[0] == pytest.approx(10.0)
+    assert earliest[1] == pytest.approx(11.0)
+    assert earliest[2] <= 11.0 and earliest[3] <= 14.0
+
+
+def test_a_key_that_is_ours_alone_is_spent_at_once() -> None:
+    assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.ALONE) == 0
+    assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.UNPROVEN) > 0

@@ -144,7 +144,10 @@ class RateLimiter:
         if not length:
             return pacing.Window(name, quota, 0.0, quota)
         periods = math.floor((now - heard.reset_at) / length) + 1
-        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota, length)
+        reset_in = heard.reset_at + periods * length - now
+        # What told us it is whole is its reset: that is how old the news is (the
+        # spacing counts from it, so a tick waiting for it does not wait forever).
+        return pacing.Window(name, quota, reset_in, quota, length, length - reset_in)
 
     def sharers(self, now: float) -> float:
         """Requests the account sends per request of ours lately (1: we are alone)."""
