@@ -64,10 +64,11 @@ RESERVE_PER_SHARER = 2
 SHARER_MEMORY_SECONDS = 60.0
 # Spending below this share of what every window sustains counts as ample.
 AMPLE_SHARE = 0.5
-# Recent request rates are counted over this many seconds: short enough that ticks stop
-# coming a second apart within a few seconds of a trickle's start (over 30 s a trickle
-# of a pod every 2 s looked ample for its first 15 s, a tick a second, lists 26 %).
-RATE_SPAN_SECONDS = 10.0
+# Recent request rates are counted over this many seconds. Not much less: over 10 s, a
+# tick or two after a pod came (a list, a catalog read, a create) looked like a rate
+# the day cannot sustain, and the next tick waited 8 s; over 30 s, a steady trickle
+# looks busy only after its first 10 to 15 s (a tick a second until then).
+RATE_SPAN_SECONDS = 30.0
 # Two answers further apart than this say nothing about concurrent users: the drop
 # between them may be anyone's requests over a long idle time.
 SHARER_SAMPLE_SECONDS = 2.0
