@@ -7,6 +7,7 @@ reads the environment itself.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -145,8 +146,29 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
+# A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
+# is named `<node>-writer` (runtime/claim.py), so the node's name must leave it room.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+MAX_NODE_NAME = 253 - len("-writer")
+
+
+def node_name_problem(name: str) -> str | None:
+    """Why `name` cannot name the virtual node (and its Leases), or None."""
+    if len(name) > MAX_NODE_NAME:
+        return f"{len(name)} characters; at most {MAX_NODE_NAME}, so its writer Lease's name fits"
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        return (
+            f"{name!r} is not a DNS subdomain (lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
 def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
     """(field, why) for every setting out of its range."""
+    problem = node_name_problem(settings.node_name)
+    if problem is not None:
+        yield "node_name", problem
     for name, limits in LIMITS.items():
         problem = out_of_range(getattr(settings, name), limits)
         if problem is not None:

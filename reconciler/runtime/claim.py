@@ -11,6 +11,16 @@ writer is refused with the holder's name, whatever its database.
 
 The Lease logic is the leader election's (`leader.LeaderElector`): a writer that could
 not renew for two thirds of the lease stops acting before anybody may take over.
+
+A dead process of this host loses its Lease at once, but its successor starts no create
+until the dead writer's term would have ended. The dead writer may have sent a create
+just before it was killed, and RunPod may finish it after the successor's list; the
+successor (perhaps on another database) cannot see its intent row, so it would create the
+instance a second time. Every action starts within a third of a lease after a renewal
+and its requests end within the tick deadline (10 s by default), so by the end of the
+term that create has landed and is adopted by its tags. This is the wait a successor on
+another host, which cannot tell the holder is dead, makes anyway; terminates and status
+updates do not wait.
 """
 
 from __future__ import annotations
@@ -107,6 +117,12 @@ class WriterClaim:
                 "taking over the writer %s of %s, a dead process on this host", self.where, holder
             )
             attempt, _ = self._attempt(dead_holder=holder)
+            if self.creates_held():
+                log.warning(
+                    "no create starts before %s, when its term would have ended: a create it "
+                    "had in flight may still land",
+                    self.elector.predecessor_term_ends,
+                )
         if not self.elector.leading:
             who = (
                 f"another reconciler ({self.elector.holder})"
@@ -122,6 +138,11 @@ class WriterClaim:
                 f"{who} acts for node {self.node_name}: it holds the "
                 f"{self.where}; try again once it has finished"
             )
+
+    def creates_held(self) -> bool:
+        """Whether creates must wait: the term of a dead writer we took over is not over."""
+        term_ends = self.elector.predecessor_term_ends
+        return term_ends is not None and self.elector.clock() < term_ends
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""

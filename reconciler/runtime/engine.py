@@ -45,6 +45,7 @@ from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.gpus import unknown_datacenters
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
@@ -109,9 +110,13 @@ class CatalogCache:
 
     STALE_REFETCH = timedelta(seconds=30)
 
-    def __init__(self, ttl: float, stock: StockMemory) -> None:
+    def __init__(
+        self, ttl: float, stock: StockMemory, datacenter_ids: tuple[str, ...] = ()
+    ) -> None:
         self.ttl = timedelta(seconds=ttl)
         self.stock = stock
+        self.datacenter_ids = datacenter_ids
+        self._unknown_datacenters: tuple[str, ...] = ()
         self._types: list[GpuType] = []
         self._fetched_at: datetime | None = None
         self._stale = False
@@ -126,9 +131,22 @@ class CatalogCache:
                 self._fetched_at, self._stale = now, False
                 # The catalog is fetched without `cloud`: RunPod then reports SECURE.
                 self.stock.catalog_seen(self._types, now, Cloud.SECURE)
+                self._check_datacenters()
             except runpod_errors.RunPodError as exc:
                 log.warning("could not refresh the GPU catalog: %s", exc)
         return self._types
+
+    def _check_datacenters(self) -> None:
+        """Say once (again when it changes) which of --datacenter-ids RunPod offers nothing
+        in: pods limited to those wait for a stock that never comes."""
+        unknown = unknown_datacenters(self.datacenter_ids, self._types)
+        if unknown and unknown != self._unknown_datacenters:
+            log.warning(
+                "--datacenter-ids names %s, where RunPod's GPU catalog offers no GPU type "
+                "(a typo, or a closed data center): nothing is created there",
+                ", ".join(unknown),
+            )
+        self._unknown_datacenters = unknown
 
     def _due(self, now: datetime) -> bool:
         if self._fetched_at is None:
@@ -149,6 +167,10 @@ def _ignore(_engine: Engine, _report: TickReport) -> None:
     """No step."""
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclass(frozen=True)
 class TickSteps:
     """What runs around each tick besides observe, plan, apply and record."""
@@ -163,6 +185,9 @@ class TickSteps:
     before_action: Callable[[], None] = _nothing
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
+    creates_held: Callable[[], bool] = _never
+    """True while no create may start: we took the writer Lease over from a dead process
+    whose last create may still land (see `runtime/claim.py`)."""
 
 
 class Engine:
@@ -185,7 +210,7 @@ class Engine:
         self.steps = steps
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
-        self.catalog = CatalogCache(settings.catalog_ttl, self.stock)
+        self.catalog = CatalogCache(settings.catalog_ttl, self.stock, settings.datacenter_ids)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
         self.pod_logs = PodLogs(
@@ -472,6 +497,7 @@ class Engine:
             self.stock,
             self.pod_logs.keep,
             before_action=self.steps.before_action,
+            creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
         )
         outcome = executor.run(report.actions)

@@ -78,6 +78,7 @@ class Executor:
         stock: StockMemory | None = None,
         keep_log: Callable[[str, str], list[str]] | None = None,
         before_action: Callable[[], None] = lambda: None,
+        creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
     ) -> None:
         self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
@@ -89,6 +90,7 @@ class Executor:
         """Creates RunPod refused this run for want of stock."""
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
+        self._creates_held = creates_held
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
@@ -107,6 +109,9 @@ class Executor:
                 self.deferred += 1
                 self.past_deadline = True
                 continue  # nothing committed: the next tick plans this create again
+            if isinstance(action, Create) and self._creates_held():
+                self.deferred += 1
+                continue  # a dead writer's create may still land: see runtime/claim.py
             try:
                 self._apply(action)
                 outcome.applied[kind] += 1

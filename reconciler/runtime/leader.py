@@ -98,6 +98,8 @@ class LeaderElector:
         self.election = Election(renew_deadline=lease_seconds * 2 / 3)
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
+        self.predecessor_term_ends: datetime | None = None
+        """When the lease of a holder taken over as dead would have ended (see WriterClaim)."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
         self.error: KubeError | None = None
@@ -123,6 +125,7 @@ class LeaderElector:
             self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
+                self.predecessor_term_ends = claim.predecessor_term_ends
         except KubeError as exc:
             log.warning(
                 "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc

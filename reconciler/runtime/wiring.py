@@ -145,7 +145,9 @@ def compose(
     if lock is not None:
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
     if claim is not None:
-        steps = dataclasses.replace(steps, before_action=claim.keep)
+        steps = dataclasses.replace(
+            steps, before_action=claim.keep, creates_held=claim.creates_held
+        )
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
     return Engine(settings, runpod, kube, store, clock, steps), heartbeat

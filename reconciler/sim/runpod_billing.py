@@ -171,21 +171,24 @@ def pod_billing(
     ledgers: Mapping[str, PodLedger], window: Window, pod_id: str | None
 ) -> dict[str, Any]:
     """The body of `GET /v2/billing/pods`: one record per pod per bucket it was billed in."""
-    records: list[dict[str, Any]] = []
-    for start, end in buckets(window.start, window.end, window.size):
-        for ledger in ledgers.values():
-            if pod_id is not None and ledger.pod_id != pod_id:
-                continue
+    billed: list[tuple[datetime, int, dict[str, Any]]] = []
+    for order, ledger in enumerate(ledgers.values()):
+        if pod_id is not None and ledger.pod_id != pod_id:
+            continue
+        # Only the buckets of the pod's life can bill it: a window of years stays cheap.
+        first = max(window.start, floor_bucket(ledger.created_at, window.size))
+        last = min(window.end, ledger.deleted_at or window.end)
+        for start, end in buckets(first, last, window.size):
             gpu, disk = ledger.amounts(start, end)
             if gpu or disk:
-                records.append(
-                    {
-                        "startTime": iso(start),
-                        "endTime": iso(end),
-                        "podId": ledger.pod_id,
-                        **_pod_amounts(gpu, disk),
-                    }
-                )
+                record = {
+                    "startTime": iso(start),
+                    "endTime": iso(end),
+                    "podId": ledger.pod_id,
+                    **_pod_amounts(gpu, disk),
+                }
+                billed.append((start, order, record))
+    records = [record for _, _, record in sorted(billed, key=lambda item: item[:2])]
     totals = _pod_amounts(
         sum(r["gpuAmount"] for r in records), sum(r["diskAmount"] for r in records)
     )

@@ -10,10 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from click.testing import CliRunner
 
-from reconciler.cli.commands import main
-from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.demo.sandbox import Sandbox
+from tests.cli.once import sync_once
 
 
 @pytest.fixture
@@ -24,23 +23,7 @@ def box() -> Iterator[Sandbox]:
 
 def sync(box: Sandbox, *args: str) -> tuple[int, dict[str, object], float]:
     started = time.monotonic()
-    result = CliRunner().invoke(
-        main,
-        [
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--output",
-            "json",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            box.runpod_sim.base_url,
-            *args,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY},
-    )
+    result = sync_once(box, "--output", "json", *args)
     return result.exit_code, json.loads(result.stdout), time.monotonic() - started
 
 
@@ -74,19 +57,6 @@ def test_a_rate_limited_list_is_a_clean_skipped_tick(box: Sandbox) -> None:
 
 def test_the_skipped_tick_says_so_in_the_table(box: Sandbox) -> None:
     box.runpod_sim.inject_fault("GET", "/v2/pods", 429, count=1, retry_after=30)
-    result = CliRunner().invoke(
-        main,
-        [
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            box.runpod_sim.base_url,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY},
-    )
+    result = sync_once(box)
     assert result.exit_code == 0
     assert "ok (skipped, rate limited by RunPod (retry after 30 s))" in result.stdout

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.wiring import LOCK_NAME
+from tests.cli.once import sync_once
 
 
 @pytest.fixture
@@ -28,21 +29,7 @@ def box() -> Iterator[Sandbox]:
 
 def sync(box: Sandbox, *args: str, runpod_url: str | None = None) -> tuple[int, str]:
     """Exit code and standard output (log lines go to standard error)."""
-    result = CliRunner().invoke(
-        main,
-        [
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            runpod_url or box.runpod_sim.base_url,
-            *args,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY},
-    )
+    result = sync_once(box, *args, runpod_url=runpod_url)
     assert API_KEY not in result.output  # neither on stdout nor in any log line
     return result.exit_code, result.stdout
 
@@ -147,22 +134,7 @@ def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandb
 
 def test_json_logs_make_the_summary_json(box: Sandbox) -> None:
     box.add_pod("train")
-    result = CliRunner().invoke(
-        main,
-        [
-            "--log-format",
-            "json",
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            box.runpod_sim.base_url,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY},
-    )
+    result = sync_once(box, global_args=("--log-format", "json"))
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["applied"]["Create"] == 1
     for line in result.stderr.splitlines():
@@ -191,20 +163,7 @@ def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sa
 
 
 def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> None:
-    result = CliRunner().invoke(
-        main,
-        [
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            box.runpod_sim.base_url,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY},
-    )
+    result = sync_once(box)
     assert result.exit_code == 0
     assert "--once without --stay" in result.stderr
 
@@ -217,6 +176,8 @@ def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> N
         (["--once", "--kubelet-address", "my-host"], "'my-host' is not an IP address"),
         (["--once", "--node-cpu", "lots"], "'lots' is not a Kubernetes quantity"),
         (["--once", "--kubelet-port", "70000"], "--kubelet-port"),
+        (["--once", "--node-name", "GPU_Node"], "'GPU_Node' is not a DNS subdomain"),
+        (["--once", "--node-name", "n" * 247], "at most 246, so its writer Lease's name fits"),
     ],
 )
 def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str], message: str) -> None:
@@ -227,3 +188,12 @@ def test_options_that_cannot_work_are_refused(box: Sandbox, args: list[str], mes
     )
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_a_data_center_the_catalog_does_not_offer_is_named_in_a_warning(box: Sandbox) -> None:
+    box.add_pod("train")
+    result = sync_once(box, "--datacenter-ids", "US-TX-3,US-XX-9")
+    assert result.exit_code == 0, result.output
+    assert "--datacenter-ids names US-XX-9, where RunPod's GPU catalog offers" in result.stderr
+    assert "US-TX-3," not in result.stderr  # the one it offers is not named
+    assert len(box.owned_instances()) == 1  # placed in the one that exists

@@ -44,3 +44,34 @@ def test_two_once_writers_with_their_own_databases_make_one_instance_per_pod(
             r for r in host.runpod_requests() if r["method"] == "POST" and r["path"] == "/v2/pods"
         ]
         assert len(creates) == PODS
+
+
+def test_a_writer_taking_over_from_a_killed_one_does_not_create_its_instance_again(
+    tmp_path: Path,
+) -> None:
+    """The duplicate a chaos campaign found: a writer is killed just after RunPod made an
+    instance, before it recorded anything; the next writer, on its own database, takes the
+    dead process's Lease at once, and RunPod's list does not show the instance yet. It must
+    wait for the dead writer's term instead of creating a second, billing instance."""
+    with sim_host(tmp_path) as host:
+        host.ensure_namespace("ml")
+        host.create_pod(pod_manifest("ml", "train-0", NODE, batch=False))
+        host.runpod("POST", "listing-lag", {"seconds": 60})  # new instances stay unlisted
+        killed = Reconciler(host, tmp_path, NODE, "cluster-w")
+        successor = Reconciler(host, tmp_path, NODE, "cluster-w", database="second")
+
+        assert killed.tick(TickPlan(crash_at="after-create:1")).crashed
+        held = successor.tick(TickPlan())
+        assert held.returncode == 0, successor.log_tail()
+        assert "taking over the writer" in successor.log_tail(40)
+        assert (held.report or {}).get("deferred_creates") == 1, held.report
+
+        host.runpod("POST", "clock/advance", {"seconds": 60})  # the instance shows at last
+        assert successor.tick(TickPlan()).returncode == 0, successor.log_tail()
+        snapshot = Snapshot.take(host, successor.owner, NODE)
+        assert snapshot.duplicates() == {}
+        assert [len(group) for group in snapshot.owned.values()] == [1]
+        creates = [
+            r for r in host.runpod_requests() if r["method"] == "POST" and r["path"] == "/v2/pods"
+        ]
+        assert len(creates) == 1

@@ -1,6 +1,7 @@
 """The state store on PostgreSQL, the database for more than one replica: the migrations
-apply, a pod's whole life runs through the engine with its rows there, deleting the rows
-rebuilds them without a second create, and the writer lock refuses a second writer.
+apply (also from replicas starting together), a pod's whole life runs through the engine
+with its rows there, deleting the rows rebuilds them without a second create, and the
+writer lock refuses a second writer.
 
 Runs against RECONCILER_TEST_POSTGRES_URL, else a throwaway server from Debian's
 postgresql package; skipped, with the reason, when neither can be had.
@@ -15,9 +16,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
-from reconciler.adapters.store import db
+from reconciler.adapters.store import db, migrate
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
+from tests.store.upgrades import upgrade_at_once
 
 from . import postgres
 from .conftest import FAST
@@ -40,6 +42,11 @@ def server() -> Iterator[str]:
 def url(server: str) -> Iterator[str]:
     with postgres.database(server) as database_url:
         yield database_url
+
+
+def test_replicas_upgrading_at_once_all_succeed(url: str) -> None:
+    assert upgrade_at_once(url) == []
+    assert migrate.current_revision(db.make_engine(url)) == migrate.head_revision()
 
 
 def test_a_pods_life_with_its_rows_in_postgres(url: str) -> None:

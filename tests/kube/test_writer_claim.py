@@ -1,7 +1,8 @@
 """The node's writer Lease (issue 16), through the real client against the simulator:
 a second writer is refused with the holder's name, the holder renews once a third of
 the lease has passed, a writer whose Lease was taken stops with WriterLost, a dead
-process of this host loses its Lease at once, and release lets the next writer in."""
+process of this host loses its Lease at once (its successor starts no create until the
+dead writer's term would have ended), and release lets the next writer in."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ from reconciler.runtime.claim import (
 )
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
+
+
+def dead_process() -> str:
+    """The identity of a process of this host that has finished."""
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return f"{socket.gethostname()}/{finished.stdout.strip()}"
 
 
 def claim(kube: KubeClient, clock: SimClock, owner: str) -> WriterClaim:
@@ -94,13 +106,35 @@ def test_the_lease_of_a_dead_process_on_this_host_is_taken_at_once(
     clock: SimClock,
     sim: KubeSimulator,
 ) -> None:
-    finished = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    dead = f"{socket.gethostname()}/{finished.stdout.strip()}"
-    claim(kube, clock, dead).acquire()
+    claim(kube, clock, dead_process()).acquire()
     claim(kube, clock, f"{socket.gethostname()}/{os.getpid()}").acquire()
     assert holder(sim) == f"{socket.gethostname()}/{os.getpid()}"
+
+
+def test_after_taking_over_a_dead_writer_creates_wait_until_its_term_would_have_ended(
+    kube: KubeClient,
+    clock: SimClock,
+) -> None:
+    dead = claim(kube, clock, dead_process())
+    dead.acquire()
+    assert not dead.creates_held()  # a free Lease: nobody else's create can be in flight
+    clock.advance(12)
+    successor = claim(kube, clock, f"{socket.gethostname()}/{os.getpid()}")
+    successor.acquire()
+    # The dead writer renewed 12 s ago: a create it sent may land until its term ends.
+    assert successor.creates_held()
+    clock.advance(WRITER_LEASE_SECONDS - 12 - 1)
+    assert successor.creates_held()
+    clock.advance(1)
+    assert not successor.creates_held()
+
+
+def test_a_writer_that_takes_over_an_expired_lease_does_not_wait(
+    kube: KubeClient,
+    clock: SimClock,
+) -> None:
+    claim(kube, clock, "host-a/1").acquire()
+    clock.advance(WRITER_LEASE_SECONDS)  # its holder stopped acting before the term ended
+    successor = claim(kube, clock, "host-b/2")
+    successor.acquire()
+    assert not successor.creates_held()

@@ -24,6 +24,7 @@ from reconciler.core.translate.gpus import (
     gpu_request,
     rank,
     stock,
+    unknown_datacenters,
 )
 
 from .conftest import build_gpu, build_job, build_pod
@@ -257,3 +258,10 @@ def test_ranking_properties(
         assert gpu.secure_price * count <= cap + 1e-6
     if not candidates:
         assert "fit the request" not in explain_unsatisfiable(request, catalog)
+
+
+def test_unknown_datacenters_are_those_no_gpu_type_lists() -> None:
+    listed = build_gpu("NVIDIA A40", datacenters={"US-TX-3": Availability.HIGH})
+    assert unknown_datacenters(("US-TX-3", "US-XX-9"), [listed]) == ("US-XX-9",)
+    # A catalog that names no data center cannot tell: nothing is called unknown.
+    assert unknown_datacenters(("US-XX-9",), [replace(listed, datacenters=())]) == ()

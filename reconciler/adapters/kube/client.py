@@ -59,6 +59,9 @@ class LeaseClaim:
     """The holder whose lease had expired when we took it (it stopped renewing)."""
     holder: str | None = None
     """Who holds it when we did not win (None when a race was lost to an unknown writer)."""
+    predecessor_term_ends: datetime | None = None
+    """When we took the Lease from a holder declared dead before its term was over: when
+    that term would have ended. The holder may have started an action late in its term."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -427,13 +430,20 @@ class KubeClient:
                 and not _lease_expired(spec, now)
             ):
                 return LeaseClaim(won=False, holder=holder)
+            term_ends = None
             if holder != identity:
                 claim.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
+                if holder and not _lease_expired(spec, now):
+                    term_ends = _lease_term_end(spec)
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
-            return LeaseClaim(won=True, taken_over_from=holder if holder != identity else None)
+            return LeaseClaim(
+                won=True,
+                taken_over_from=holder if holder != identity else None,
+                predecessor_term_ends=term_ends,
+            )
         except ConflictError:
             return LeaseClaim(won=False)
 
@@ -556,11 +566,16 @@ def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
 
 
 def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
+    term_end = _lease_term_end(spec)
+    return term_end is None or now >= term_end
+
+
+def _lease_term_end(spec: dict[str, Any]) -> datetime | None:
     renewed = spec.get("renewTime") or spec.get("acquireTime")
     if not renewed:
-        return True
+        return None
     duration = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
-    return now >= datetime.fromisoformat(renewed) + duration
+    return datetime.fromisoformat(renewed) + duration
 
 
 def _event_name(

@@ -174,6 +174,13 @@ def explain_unsatisfiable(request: GpuRequest, catalog: Sequence[GpuType]) -> st
     return f"{len(remaining)} GPU type(s) fit the request"
 
 
+def unknown_datacenters(wanted: Sequence[str], catalog: Sequence[GpuType]) -> tuple[str, ...]:
+    """The data centers in `wanted` where the catalog offers no GPU type at all: a typo,
+    or one RunPod closed. Nothing when the catalog names no data center (it cannot say)."""
+    known = {dc.id for gpu in catalog for dc in gpu.datacenters}
+    return tuple(dc for dc in wanted if dc not in known) if known else ()
+
+
 def stock(gpu: GpuType, datacenter_ids: tuple[str, ...] | None) -> Availability:
     """Best availability of the type in the given data centers (None: anywhere)."""
     if datacenter_ids is None or not gpu.datacenters:
