@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import signal
@@ -508,6 +509,10 @@ def sync(
         raise click.UsageError("--stay needs --once (and no --dry-run): the loop beats anyway")
     if once and not stay and not dry_run:
         log.warning(WITHOUT_STAY_WARNING)
+    if once:
+        # No kubelet endpoint runs in CronJob mode, and the run's pod (its IP) is gone
+        # when it ends: the node advertises no endpoint; `reconciler logs` reads logs.
+        settings = dataclasses.replace(settings, kubelet_port=0)
     try:
         if once:
             if not _run_once(obj, settings, conn, dry_run, output, stay, heartbeat_interval):

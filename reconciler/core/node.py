@@ -17,6 +17,11 @@ PROVIDER_TAINT = {"key": "virtual-kubelet.io/provider", "value": "runpod", "effe
 # Until the cluster's own version is known (GET /version), e.g. in a pure test.
 UNKNOWN_KUBELET_VERSION = "v0.0.0-runpod-reconciler"
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
+READY_MESSAGE = "runpod-reconciler is posting ready status"
+READY_WITHOUT_ENDPOINT_MESSAGE = (
+    "runpod-reconciler is posting ready status; it serves no kubelet endpoint here "
+    "(CronJob mode), so kubectl logs cannot reach its pods: use `reconciler logs`"
+)
 
 
 def kubelet_version(server_git_version: str) -> str:
@@ -45,7 +50,7 @@ def build_node(
     status: KubeObject = {
         "capacity": dict(resources),
         "allocatable": dict(resources),
-        "conditions": _conditions(now),
+        "conditions": _conditions(now, bool(settings.kubelet_port)),
         "addresses": _addresses(settings),
         "nodeInfo": {
             "kubeletVersion": version,
@@ -60,8 +65,8 @@ def build_node(
             "kubeProxyVersion": "",
         },
     }
-    if settings.kubelet_port:
-        status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": settings.kubelet_port}}
+    # Always written, so that a port advertised before (by another mode) is taken back.
+    status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": settings.kubelet_port}}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -82,18 +87,21 @@ def build_node(
 
 
 def _addresses(settings: Settings) -> list[dict[str, str]]:
-    """The InternalIP where the reconciler's pod listens, when known.
+    """The InternalIP where the reconciler's pod serves the kubelet endpoint, when it does.
 
     The API server reaches a kubelet at the first address by *type* in its
     --kubelet-preferred-address-types, Hostname first by default, whatever the order of
     the list: a Hostname address (the node's name resolves nowhere) would win over the
-    InternalIP, so it is listed only when there is no IP to give."""
-    if settings.kubelet_address:
+    InternalIP, so it is listed only when there is no IP to give. Without an endpoint
+    (port 0: `sync --once`, whose pod is gone when its run ends) no IP is given: an
+    address nothing listens on would make `kubectl logs` hang until it times out, where
+    an unresolvable name fails at once."""
+    if settings.kubelet_address and settings.kubelet_port:
         return [{"type": "InternalIP", "address": settings.kubelet_address}]
     return [{"type": "Hostname", "address": settings.node_name}]
 
 
-def _conditions(now: datetime) -> list[dict[str, str]]:
+def _conditions(now: datetime, serves_logs: bool) -> list[dict[str, str]]:
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     pressure = [
         ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory"),
@@ -116,7 +124,7 @@ def _conditions(now: datetime) -> list[dict[str, str]]:
             "type": "Ready",
             "status": "True",
             "reason": "KubeletReady",
-            "message": "runpod-reconciler is posting ready status",
+            "message": READY_MESSAGE if serves_logs else READY_WITHOUT_ENDPOINT_MESSAGE,
             "lastHeartbeatTime": stamp,
             "lastTransitionTime": stamp,
         }

@@ -303,3 +303,22 @@ def _gap(window: Window, share_count: float, rate: float) -> float:
     if window.quota and window.length:
         floor = window.length / (window.quota * LIST_SHARE)
     return max(floor, min(window.reset_in, window.reset_in / (left * LIST_SHARE)))
+
+
+def ample(
+    windows: Iterable[Window], share_count: float = 1.0, rate: float = 0.0, extra: int = 1
+) -> bool:
+    """Whether `extra` requests more, now, leave the quota ample: every window keeps our
+    share beyond the reserve for them, and the account's recent `rate` with them added
+    stays within AMPLE_SHARE of what the window sustains until its reset. Work that can
+    wait (reading a starting instance's log to show its lines live) is done only then.
+    No window heard of (a caller exempt from limits): ample."""
+    for window in windows:
+        if window.reset_in <= 0:
+            continue
+        # Divided by the sharers here (unlike the budget and the gap): this is for work
+        # that may be skipped, and skipping it when in doubt costs no one a turn.
+        ours = (window.remaining - reserve(share_count)) / share_count
+        if ours < extra or rate + extra / RATE_SPAN_SECONDS > AMPLE_SHARE * _sustainable(window):
+            return False
+    return True

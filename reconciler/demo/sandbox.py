@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,13 @@ class Sandbox:
         rbac_subject: str | None = None,
         tls: bool = False,
         controllers: ControllerSettings | None = None,
+        startup_lines: str | None = None,
     ) -> None:
         """`tls` for the real kubectl (it sends a token only over TLS); `controllers` runs
-        the node lifecycle, cloud node and pod GC controllers on the shared clock."""
+        the node lifecycle, cloud node and pod GC controllers on the shared clock;
+        `startup_lines` shows starting instances' system lines as Events: "read" in the
+        tick as `sync --once` does, "stream" in the background as the Deployment does
+        (None: only when an instance ends, and no request for them before)."""
         self.clock = SimClock()
         self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
         self.workdir = Path(workdir or self._tmp.name)
@@ -61,6 +66,7 @@ class Sandbox:
         self.kubelet: KubeletServer | None = None
         self._kubelet_runpod: RunPodClient | None = None
         self._base_settings = settings or Settings()
+        self.startup_lines = startup_lines
         self.engine: Engine
 
     def __enter__(self) -> Sandbox:
@@ -77,6 +83,7 @@ class Sandbox:
         return self
 
     def stop(self) -> None:
+        self._stop_startup_lines()
         if self.kubelet is not None:
             self.kubelet.stop()
         if self._kubelet_runpod is not None:
@@ -131,9 +138,23 @@ class Sandbox:
     def _compose(self) -> None:
         # One tick at a time with no heartbeat schedule, like `sync --once`, but without
         # the writer lock: the tests count every database write of a tick.
+        self._stop_startup_lines()  # the old engine's streams end with it
+        stream_client = partial(RunPodClient, API_KEY, self.runpod_sim.base_url, read_timeout=5)
         self.engine, self.heartbeat = compose(
-            self.settings, self.runpod, self.kube, self.store, self.clock.now, RunMode.ONCE
+            self.settings,
+            self.runpod,
+            self.kube,
+            self.store,
+            self.clock.now,
+            RunMode.ONCE,
+            startup_client=stream_client if self.startup_lines == "stream" else None,
+            startup_lines=self.startup_lines is not None,
         )
+
+    def _stop_startup_lines(self) -> None:
+        engine = getattr(self, "engine", None)  # none yet when starting failed early
+        if engine is not None and engine.steps.startup is not None:
+            engine.steps.startup.stop()
 
     # --- acting as the cluster ---------------------------------------------------------
 

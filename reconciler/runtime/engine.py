@@ -2,13 +2,15 @@
 
 docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
 its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
-schedule, the loop's metrics) is handed to it as `TickSteps` where it is built
-(runtime/wiring.py).
+schedule, the showing of start-up lines, the loop's metrics) is handed to it as
+`TickSteps` where it is built (runtime/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
+After an applied tick, starting instances' system lines may be read, while the quota is
+ample (runtime/kubelet/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from reconciler.core.planner import (
     plan,
 )
 from reconciler.core.reasons import PodReason
+from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
@@ -51,6 +54,7 @@ from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
+from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +192,9 @@ class TickSteps:
     creates_held: Callable[[], bool] = _never
     """True while no create may start: we took the writer Lease over from a dead process
     whose last create may still land (see `runtime/claim.py`)."""
+    startup: StartupLines | None = None
+    """After an applied tick: shows starting instances' system lines as Events while
+    they start (`sync` and `sync --once`; without it they show when the instance ends)."""
 
 
 class Engine:
@@ -199,7 +206,10 @@ class Engine:
         store: Store,
         clock: Clock = utcnow,
         steps: TickSteps = TickSteps(),
+        system_events: SystemEvents | None = None,
     ) -> None:
+        """`system_events` records RunPod's system lines as Events; the one `steps.startup`
+        records with, so that no line is recorded twice."""
         self.settings, self.runpod, self.kube, self.store, self.clock = (
             settings,
             runpod,
@@ -213,6 +223,7 @@ class Engine:
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock, settings.datacenter_ids)
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
+        self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
             runpod,
@@ -220,6 +231,7 @@ class Engine:
             store,
             clock,
             limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+            system_events=self.system_events,
         )
 
     def tick(self, dry_run: bool = False) -> TickReport:
@@ -271,7 +283,15 @@ class Engine:
                 self._finish(report, dry_run)
                 raise
             self._collect_registries(report)
+            self._show_startup(observation)
         return self._finish(report, dry_run)
+
+    def _show_startup(self, observation: Observation) -> None:
+        self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
+        if self.steps.startup is not None:
+            self.steps.startup.update(
+                self.runpod, starting(observation.pods, observation.instances, observation.rows)
+            )
 
     def _record_money(self, report: TickReport) -> None:
         """What observing learnt that only the database keeps: billing, caps, look-alikes."""

@@ -76,7 +76,7 @@ class Executor:
         clock: Callable[[], datetime],
         tick_id: Callable[[], int],
         stock: StockMemory | None = None,
-        keep_log: Callable[[str, str], list[str]] | None = None,
+        keep_log: Callable[[PodRef, str], None] | None = None,
         before_action: Callable[[], None] = lambda: None,
         creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
@@ -265,8 +265,8 @@ class Executor:
         """One RunPod request, once per pod: its last lines into the store, RunPod's own
         lines about the instance (image pull, start-up, errors) onto the pod as Events."""
         try:
-            for line in self.keep_log(pod.uid, instance_id) if self.keep_log else []:
-                self._event(pod, Notice.RUNPOD_SYSTEM, line[:1024])
+            if self.keep_log is not None:
+                self.keep_log(pod, instance_id)
         except Exception:  # a log is worth less than the DELETE that must follow
             log.warning("could not keep the log of %s", pod, exc_info=True)
 

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
@@ -20,6 +21,7 @@ from reconciler.runtime import logs
 from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
+from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +137,21 @@ def compose(
     lock: LockKeeper | None = None,
     after_tick: Callable[[Engine, TickReport], None] | None = None,
     claim: WriterClaim | None = None,
+    startup_client: Callable[[], RunPodClient] | None = None,
+    startup_lines: bool = False,
 ) -> tuple[Engine, NodeHeartbeat]:
     """The engine and its heartbeat, with what runs around each tick: the writer lock's
     renewal first (when there is a lock), the node's writer Lease kept before the tick
     and each action (when there is a claim), the heartbeat in the ticks of
-    `RunMode.ONCE`, and `after_tick` last."""
+    `RunMode.ONCE`, starting instances' system lines as Events (with `startup_lines`: a
+    stream each on a client from `startup_client`, else a read in the tick), and
+    `after_tick` last."""
     heartbeat = NodeHeartbeat(kube, settings, clock)
-    steps = TickSteps(heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None)
+    events = SystemEvents(kube)
+    startup = StartupLines(events, startup_client) if startup_lines else None
+    steps = TickSteps(
+        heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None, startup=startup
+    )
     if lock is not None:
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
     if claim is not None:
@@ -150,7 +160,7 @@ def compose(
         )
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
-    return Engine(settings, runpod, kube, store, clock, steps), heartbeat
+    return Engine(settings, runpod, kube, store, clock, steps, events), heartbeat
 
 
 @contextmanager
@@ -165,12 +175,15 @@ def connect(
 ) -> Iterator[Reconciler]:
     """A reconciler with its clients and store, not yet holding the writer lock: a standby
     replica must not take the lock before it leads. `read_only` (a dry run): no
-    migration, and ticks that need no lock, since they write nothing."""
+    migration, and ticks that need no lock, since they write nothing. Starting
+    instances' system lines show as Events (on a client of their own per stream in the
+    loop, which is closed with it)."""
     logs.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate and not read_only)
     kube = KubeClient.from_config(conn.kubeconfig, conn.context)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
     lock = LockKeeper(store, clock)
+    engine: Engine | None = None
     try:
         settings = resolve_owner(settings, kube)
         claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
@@ -184,9 +197,21 @@ def connect(
             None if read_only else lock,
             after_tick,
             None if read_only else claim,
+            # The loop holds a stream per starting pod; a run of `--once` reads in its tick.
+            partial(
+                RunPodClient,
+                conn.runpod_api_key,
+                conn.runpod_url,
+                on_response=on_runpod_response,
+            )
+            if mode is RunMode.LOOP
+            else None,
+            startup_lines=not read_only,
         )
         yield Reconciler(engine, heartbeat, lock, claim)
     finally:
+        if engine is not None and engine.steps.startup is not None:
+            engine.steps.startup.stop()
         runpod.close()
 
 

@@ -27,8 +27,9 @@ Pods live on a `SimClock`: PROVISIONING for `provisioning_seconds`, STARTING for
 `starting_seconds` plus the image's pull time (`set_image_pull_seconds`), then RUNNING
 with a runtime (public IP and port per `tcp` port; `http` ports go through RunPod's
 proxy and carry no public address). Time moves only through `advance()` (or a client
-whose `sleep` is the clock's). Every authenticated answer carries `RateLimit` and
-`RateLimit-Policy`; a spent window answers 429 with `Retry-After`.
+whose `sleep` is the clock's), and every answer's `Date` header is read from it.
+Every authenticated answer carries `RateLimit` and `RateLimit-Policy`; a spent window
+answers 429 with `Retry-After`.
 
 Test controls, in process and over HTTP under `/_sim/` (no key needed, not rate
 limited, not in the request log); bodies are JSON:
@@ -83,6 +84,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from email.utils import formatdate
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
@@ -334,6 +336,15 @@ class RunPodSimulator:
                 )
             for line in lines:
                 pod.write_log(self.clock.now(), "container", str(line))
+            self._log_written.notify_all()
+
+    def write_system_log(self, instance_id: str, lines: Sequence[str]) -> None:
+        """RunPod itself logs `lines` about the pod now (`source=system`: image pull
+        progress, start-up, errors), at any status, as its host does."""
+        with self._lock:
+            pod = self._pod(instance_id)
+            for line in lines:
+                pod.write_log(self.clock.now(), "system", str(line))
             self._log_written.notify_all()
 
     def drop_log_streams(self, instance_id: str, after: int = 0, *, next_one: bool = False) -> int:
@@ -1175,6 +1186,13 @@ class _HttpHandler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. after its timeout)
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The `Date` header from the simulated clock, as a real server dates its answers
+        by its own clock (RFC 9110 §6.6.1): a log stream's Date is when its backfill was
+        cut off, so events stamped a second or more after it are live."""
+        moment = self.server.simulator.clock.now().timestamp() if timestamp is None else timestamp
+        return formatdate(moment, usegmt=True)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the request log is kept by the simulator itself."""

@@ -1,13 +1,16 @@
 """`reconciler sync --once` against the simulators: the summary, --dry-run changing
 nothing (also while a loop holds the writer lock), JSON output (also as JSON mode's
 default), a clear error when a world cannot be reached, the key never shown, the
-caller's SIGTERM handler back in place afterwards."""
+caller's SIGTERM handler back in place afterwards, and no kubelet endpoint advertised
+(`kubectl logs` fails at once; `reconciler logs` is the way in this mode)."""
 
 from __future__ import annotations
 
 import json
 import signal
 import sqlite3
+import subprocess
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from types import FrameType
@@ -141,25 +144,46 @@ def test_json_logs_make_the_summary_json(box: Sandbox) -> None:
         json.loads(line)
 
 
-def test_the_pods_ip_from_the_downward_api_becomes_the_nodes_internal_ip(box: Sandbox) -> None:
-    result = CliRunner().invoke(
-        main,
-        [
-            "--database-url",
-            box.database_url,
-            "sync",
-            "--once",
-            "--kubeconfig",
-            box.kubeconfig,
-            "--runpod-url",
-            box.runpod_sim.base_url,
-        ],
-        env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"},
-    )
-    assert result.exit_code == 0, result.output
-    node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
-    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.42.0.7"}]
-    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}
+def test_cronjob_mode_advertises_no_kubelet_endpoint() -> None:
+    """A `--once` run serves no kubelet endpoint and its pod's IP is gone when it ends:
+    the node takes back an InternalIP advertised before (by a Deployment), gives port 0
+    and says so in its Ready message, and the real `kubectl logs` fails at once with an
+    error instead of hanging on an address nothing listens on."""
+    with Sandbox(tls=True) as box:
+        box.configure(kubelet_address="10.42.0.9")
+        box.add_pod("train", command=["python", "train.py"])
+        box.tick()  # as a Deployment leader wrote the node
+        before = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
+        assert before["status"]["addresses"] == [{"type": "InternalIP", "address": "10.42.0.9"}]
+        result = CliRunner().invoke(
+            main,
+            [
+                "--database-url",
+                box.database_url,
+                "sync",
+                "--once",
+                "--kubeconfig",
+                box.kubeconfig,
+                "--runpod-url",
+                box.runpod_sim.base_url,
+            ],
+            env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"},
+        )
+        assert result.exit_code == 0, result.output
+        node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
+        assert node["status"]["addresses"] == [{"type": "Hostname", "address": "virtual-runpod"}]
+        assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["status"] == "True" and "`reconciler logs`" in ready["message"]
+        started = time.monotonic()
+        done = subprocess.run(
+            ["kubectl", "--kubeconfig", box.kubeconfig, "logs", "train"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode != 0 and "virtual-runpod" in done.stderr
+        assert time.monotonic() - started < 10
 
 
 def test_once_without_stay_warns_that_the_node_goes_not_ready(box: Sandbox) -> None:

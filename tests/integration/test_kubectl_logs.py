@@ -1,17 +1,19 @@
 """`kubectl logs` for pods on RunPod, end to end: the real kubectl asks the Kubernetes
 simulator (TLS), which calls the virtual node's kubelet endpoint with its client
 certificate at the node's InternalIP and daemonEndpoints port, which reads the RunPod
-simulator's log stream. Covered: a plain read, --tail, --since, --timestamps, -f seeing
-a line printed after it started, -f across a RunPod stream cut mid-way (no line lost or
-repeated), a finished Job pod's log after its instance is gone, clear errors for other
-containers, --previous and exec, and 401/403 for callers without credentials or rights.
-RunPod requests are counted per read."""
+simulator's log stream. Covered: a plain read (ending where RunPod's backfill ends, even
+while the pod goes on printing), --tail, --since, --timestamps, -f seeing a line printed
+after it started, -f across a RunPod stream cut mid-way (no line lost or repeated), a
+finished Job pod's log after its instance is gone, clear errors for other containers,
+--previous and exec, and 401/403 for callers without credentials or rights. RunPod
+requests are counted per read."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,37 @@ def test_logs_tail_since_and_timestamps(box: Sandbox) -> None:
     assert kubectl(box, "logs", "train", "--since=1m").stdout == "epoch 4\n"
     stamped = kubectl(box, "logs", "train", "--tail=1", "--timestamps").stdout
     assert stamped.endswith(" epoch 4\n") and stamped.startswith("2026-01-01T00:02:30")
+
+
+def test_a_plain_read_ends_at_the_end_of_the_backfill(box: Sandbox) -> None:
+    """A chatty pod is never silent: without -f the read ends at the first line printed
+    after it began (stamped after the RunPod stream's Date), not after a silence."""
+    instance_id = running_pod(box)
+    box.runpod_sim.write_container_log(instance_id, ["epoch 1", "epoch 2"])
+    box.kubelet.logs.backfill_idle = 600  # silence alone would not end the read in time
+    before = log_requests(box)
+    reader = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "logs", "train"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: log_requests(box) > before)
+        box.advance(2)
+        box.runpod_sim.write_container_log(instance_id, ["epoch 3", "epoch 4"])
+        out, _ = reader.communicate(timeout=20)
+    finally:
+        reader.kill()
+    assert reader.returncode == 0
+    assert out.endswith("epoch 1\nepoch 2\n")
+    assert log_requests(box) - before == 1
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
 
 
 def test_follow_sees_new_lines_across_a_cut_stream(box: Sandbox) -> None:

@@ -1,7 +1,8 @@
-"""KubeClient cluster-level operations against the simulator: events with dedup, the
-virtual node (build_node, ensure_node without needless writes), the node lease
-heartbeat, leader election on a Lease, Secrets/ConfigMaps decoding, cluster identity,
-and RBAC from a manifest file (403 for what is not granted)."""
+"""KubeClient cluster-level operations against the simulator: events with dedup (and
+occurrences stamped with their own time counted once), the virtual node (build_node,
+ensure_node without needless writes, an address no longer advertised taken back), the
+node lease heartbeat, leader election on a Lease, Secrets/ConfigMaps decoding, cluster
+identity, and RBAC from a manifest file (403 for what is not granted)."""
 
 from __future__ import annotations
 
@@ -94,10 +95,14 @@ def test_build_node_reflects_settings() -> None:
     assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.31.4-runpod-reconciler"
 
 
-def test_build_node_without_an_address_or_port() -> None:
-    node = build_node(Settings(node_name="burst", kubelet_port=0), SimClock().now())
+def test_build_node_without_an_endpoint_gives_no_address_or_port() -> None:
+    """Port 0 serves nothing: an IP would only make the API server dial a dead address."""
+    settings = Settings(node_name="burst", kubelet_address="10.0.0.9", kubelet_port=0)
+    node = build_node(settings, SimClock().now())
     assert node["status"]["addresses"] == [{"type": "Hostname", "address": "burst"}]
-    assert "daemonEndpoints" not in node["status"]
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert "`reconciler logs`" in ready["message"]
 
 
 def test_build_node_writes_quantities_canonically() -> None:
@@ -111,6 +116,22 @@ def test_build_node_writes_quantities_canonically() -> None:
         "cpu": "4k",
         "memory": "16Ti",
     }
+
+
+def test_ensure_node_takes_back_an_address_no_longer_advertised(
+    sim: KubeSimulator, kube: KubeClient, clock: SimClock
+) -> None:
+    """Addresses merge by type: dropping the InternalIP needs a delete directive, or the
+    API server would go on dialling it."""
+    serving = Settings(node_name=NODE, kubelet_address="10.0.0.9")
+    kube.ensure_node(build_node(serving, clock.now()))
+    kube.ensure_node(build_node(Settings(node_name=NODE, kubelet_port=0), clock.now()))
+    node = sim.get("nodes", None, NODE) or {}
+    assert node["status"]["addresses"] == [{"type": "Hostname", "address": NODE}]
+    assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
+    kube.ensure_node(build_node(serving, clock.now()))
+    node = sim.get("nodes", None, NODE) or {}
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.9"}]
 
 
 def test_ensure_node_creates_then_writes_only_what_changed(
@@ -298,6 +319,30 @@ def test_rbac_allows_granted_verbs_and_forbids_the_rest(
         with pytest.raises(ForbiddenError):
             kube.read_secret("default", "creds")
         kube.close()
+
+
+def test_an_occurrence_recorded_again_is_not_counted_again(
+    sim: KubeSimulator,
+    kube: KubeClient,
+    make_pod: PodFactory,
+    clock: SimClock,
+) -> None:
+    """An Event of something that happened elsewhere (a RunPod log line) carries its
+    time; reading the same line again (another process, a later run) costs a GET and
+    changes nothing, while the same text at a later moment counts as a repeat."""
+    pod = make_pod("p", node=NODE)
+    pulled = clock.now() - timedelta(seconds=30)
+    kube.record_event(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
+    before = len(sim.requests)
+    kube.record_event(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
+    assert [m for m, *_ in sim.requests[before:]] == ["POST", "GET"]
+    kube.record_event(
+        pod, "RunPodSystem", "pulling image x", occurred_at=pulled + timedelta(seconds=20)
+    )
+    (event,) = sim.list("events", "default")
+    assert event["count"] == 2
+    assert event["firstTimestamp"] == "2025-12-31T23:59:30Z"
+    assert event["lastTimestamp"] == "2025-12-31T23:59:50Z"
 
 
 def test_event_times_follow_the_injected_clock(

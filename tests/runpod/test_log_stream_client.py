@@ -1,7 +1,8 @@
 """Reading a pod's log through the real client and `read_log`: backfill by tail and
-since, following live lines, resuming after a cut stream by the last event id with no
-line lost or repeated, giving up after repeated breaks, and what each costs in RunPod
-requests."""
+since, a read without follow ending at the end of the backfill (its tail, the first
+live event by the stream's Date, silence only for a quiet pod), following live lines,
+resuming after a cut stream by the last event id with no line lost or repeated, giving
+up after repeated breaks, and what each costs in RunPod requests."""
 
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ def pod(sim: RunPodSimulator) -> str:
     return instance_id
 
 
-def _lines(client: RunPodClient, pod: str, read: LogRead, max_resumes: int = 5) -> Iterator[str]:
+def _lines(
+    client: RunPodClient, pod: str, read: LogRead, max_resumes: int = 5, idle: float = 0.3
+) -> Iterator[str]:
     events = read_log(
         client.log_events,
         pod,
         read,
-        backfill_idle_seconds=0.3,
+        backfill_idle_seconds=idle,
         follow_idle_seconds=5,
         sleep=lambda _: None,
         max_resumes=max_resumes,
@@ -47,10 +50,42 @@ def _log_requests(sim: RunPodSimulator) -> int:
     return sum(1 for r in sim.requests if r.path.endswith("/logs"))
 
 
-def test_backfill_of_a_running_pod_ends_after_silence(
+def test_a_tail_ends_the_backfill_without_waiting_for_silence(
     sim: RunPodSimulator, client: RunPodClient, pod: str
 ) -> None:
-    assert _read(client, pod, LogRead(tail=2)) == ["line 4", "line 5"]
+    assert list(_lines(client, pod, LogRead(tail=2), idle=600)) == ["line 4", "line 5"]
+    assert _log_requests(sim) == 1
+
+
+def test_a_read_ends_before_the_first_live_line(
+    sim: RunPodSimulator, client: RunPodClient, pod: str
+) -> None:
+    """A chatty pod never falls silent: the read ends at the first line stamped after
+    the stream's Date, without it, and without waiting for any silence."""
+    received: list[str] = []
+    backfilled = threading.Event()
+
+    def read() -> None:
+        for line in _lines(client, pod, LogRead(), idle=600):
+            received.append(line)
+            if len(received) == 5:
+                backfilled.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert backfilled.wait(5)
+    sim.advance(2)
+    sim.write_container_log(pod, ["printed after the request began", "and more"])
+    reader.join(5)
+    assert not reader.is_alive()
+    assert received == [f"line {n}" for n in range(1, 6)]
+    assert _log_requests(sim) == 1
+
+
+def test_a_quiet_pod_ends_the_backfill_by_silence(
+    sim: RunPodSimulator, client: RunPodClient, pod: str
+) -> None:
+    assert _read(client, pod, LogRead()) == [f"line {n}" for n in range(1, 6)]
     assert _log_requests(sim) == 1
 
 

@@ -1,13 +1,16 @@
 """The simulated `GET /v2/pods/{id}/logs` stream, read with plain `requests`: backfill by
 `tail`, `since` and `Last-Event-ID`, event ids that order and resume, a stream that stays
 open while the pod runs and carries lines written later (admin route), that ends when
-the pod stops, and that a test can cut mid-way without its closing chunk."""
+the pod stops, and that a test can cut mid-way without its closing chunk; the answer's
+Date header from the simulated clock, which tells backfill from live events."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 import pytest
 import requests
@@ -142,3 +145,23 @@ def test_admin_route_appends_lines(sim: RunPodSimulator, pod: str) -> None:
     assert bad.status_code == 400
     with _open(sim, pod, source="container", tail="2") as response:
         assert [e["line"] for _, e in _take(response, 2)] == ["x", "y"]
+
+
+def test_the_date_header_tells_backfill_from_live_lines(sim: RunPodSimulator, pod: str) -> None:
+    """The stream gives no end-of-backfill mark, but event ids are timestamps and the
+    answer's Date is when the request was served, by the same (simulated) clock."""
+    sim.advance(0.5)
+    with _open(sim, pod, source="container", tail="3") as response:
+        served = parsedate_to_datetime(response.headers["Date"])
+        assert served == sim.clock.now().replace(microsecond=0)
+        events = _events(response)
+        backfill = [next(events)[1] for _ in range(3)]
+        sim.advance(2)
+        sim.write_container_log(pod, ["live"])
+        live = next(events)[1]
+    assert all(_stamp(e) < served + timedelta(seconds=1) for e in backfill)
+    assert live["line"] == "live" and _stamp(live) >= served + timedelta(seconds=1)
+
+
+def _stamp(event: dict[str, str]) -> datetime:
+    return datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))

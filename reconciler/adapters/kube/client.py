@@ -321,24 +321,32 @@ class KubeClient:
         message: str,
         type: str = "Normal",
         component: str = DEFAULT_COMPONENT,
+        occurred_at: datetime | None = None,
     ) -> None:
         """Record an Event on `pod`; a repeat of the same one bumps its count instead.
 
         The event's name is derived from (object UID, reason, message, type, component),
         so repeats are found again after a restart, without any local cache. Most events
         are new: one POST; only a repeat (409 AlreadyExists) costs a GET and a PATCH more.
+
+        `occurred_at` stamps the Event with when the thing happened elsewhere (a line of
+        RunPod's log) and makes recording it again harmless: a repeat no later than the
+        Event's last time is that occurrence seen twice, so it is not counted (the GET,
+        no PATCH). Times have whole seconds: two such repeats within one second count once.
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
-        stamp = _time(self._now())
+        stamp = _time(occurred_at or self._now())
         event = _new_event(pod, name, reason, message, type, component, stamp)
         try:
             self._request("POST", collection, body=event)
             return
         except ConflictError:  # recorded before: count this one on top of it
             existing = self._request("GET", f"{collection}/{_q(name)}")
+        if occurred_at is not None and str(existing.get("lastTimestamp") or "") >= stamp:
+            return  # this occurrence (or a later one) is counted already
         bump = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": stamp}
         self._request("PATCH", f"{collection}/{_q(name)}", body=bump, content_type=MERGE_PATCH)
 
@@ -655,7 +663,22 @@ def _node_status_update(current: dict[str, Any], desired: dict[str, Any]) -> dic
         conditions.append(condition)
     wanted = {**desired, "conditions": conditions}
     same = _without_heartbeats(wanted) == _without_heartbeats({k: current.get(k) for k in wanted})
-    return None if same and not _heartbeat_due(old_conditions, conditions) else wanted
+    if same and not _heartbeat_due(old_conditions, conditions):
+        return None
+    return (
+        {**wanted, "addresses": _addresses_patch(current, wanted)}
+        if "addresses" in wanted
+        else wanted
+    )
+
+
+def _addresses_patch(current: dict[str, Any], wanted: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node's addresses as a strategic merge patch: merged by type, so an address of
+    a type no longer listed (the IP of a kubelet endpoint given up) needs a delete
+    directive to go, as a kubelet's own status patch carries."""
+    kept = {address.get("type") for address in wanted["addresses"]}
+    gone = {address.get("type") for address in current.get("addresses") or []} - kept - {None}
+    return [*wanted["addresses"], *({"$patch": "delete", "type": kind} for kind in sorted(gone))]
 
 
 def _without_heartbeats(status: dict[str, Any]) -> dict[str, Any]:

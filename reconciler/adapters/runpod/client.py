@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -148,6 +149,11 @@ class RunPodClient:
         """Seconds between the starts of two ticks that leave the quota to the work."""
         return self._limiter.tick_gap(self._monotonic())
 
+    def quota_ample(self, extra: int = 1) -> bool:
+        """Whether `extra` requests more, now, leave RunPod's quota ample: for work that
+        can wait or be done otherwise (`reconciler.core.pacing.ample`)."""
+        return self._limiter.ample(self._monotonic(), extra)
+
     # Pods
 
     def list_instances(self) -> list[Instance]:
@@ -218,9 +224,11 @@ class RunPodClient:
         since: datetime | None,
         last_event_id: str | None,
         idle_seconds: float,
+        on_open: Callable[[datetime | None], None] | None = None,
     ) -> Iterator[LogEvent]:
         """One log stream, event by event, until it ends. Raises LogStreamBroken when it
-        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way)."""
+        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way).
+        `on_open` is told when RunPod served the request (its Date header)."""
         params = {"source": source} if source else {}
         if since is not None:
             params["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -239,6 +247,8 @@ class RunPodClient:
             headers=headers,
         )
         with closing(self._send(call)) as response:
+            if on_open is not None:
+                on_open(_served_at(response))
             raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
             try:
                 yield from sse_events(raw)
@@ -480,6 +490,15 @@ def _shorten_read_timeout(response: requests.Response) -> bool:
         return False
     sock.settimeout(LOG_AFTER_MARKER_SECONDS)
     return True
+
+
+def _served_at(response: requests.Response) -> datetime | None:
+    """The answer's Date header (RFC 9110: when the server made it), or None."""
+    try:
+        served = parsedate_to_datetime(response.headers.get("Date", ""))
+    except (TypeError, ValueError):
+        return None
+    return served if served.tzinfo is not None else None
 
 
 def _rfc3339(moment: datetime) -> str:

@@ -7,6 +7,13 @@ ends when the pod has stopped. It may also break (a proxy, the network): then
 `LogStreamBroken` is raised and a reader resumes by the last event id it saw, so that
 no line is lost and none comes twice (`read_log`).
 
+The stream does not mark the end of its backfill. But the contract makes an event's id
+its timestamp, and the answer's `Date` header says when RunPod served the request, by
+the same clock: an event stamped after that moment was printed after the request
+began, so it is live and the backfill before it is complete. (Date has whole seconds:
+an event counts as live from one second after it, so no backfill line is ever taken
+for live; RunPod's clock is used, never ours, so no clock skew can cut a backfill.)
+
 What each read costs in RunPod requests: one per stream opened, so one for a plain read
 and one more per resume after a break.
 """
@@ -17,13 +24,15 @@ import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 log = logging.getLogger(__name__)
 
 MAX_TAIL = 5000
 """RunPod backfills at most this many lines."""
+LIVE_AFTER_DATE = timedelta(seconds=1)
+"""An event stamped this long after the stream's Date (whole seconds) is live."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,11 @@ class LogStreamOpener(Protocol):
         since: datetime | None,
         last_event_id: str | None,
         idle_seconds: float,
-    ) -> Iterator[LogEvent]: ...
+        on_open: Callable[[datetime | None], None] | None = None,
+    ) -> Iterator[LogEvent]:
+        """The stream's events; `on_open` is told the answer's Date (None: not given)
+        before the first event."""
+        ...
 
 
 def sse_events(raw_lines: Iterable[str]) -> Iterator[LogEvent]:
@@ -111,31 +124,38 @@ def read_log(
 ) -> Generator[LogEvent, None, bool]:
     """The events of a pod's log, resuming after breaks by the last event id.
 
-    Without `follow` it ends after the backfill: when the stream ends, or when nothing
-    came for `backfill_idle_seconds` (the stream gives no sign that its backfill is
-    complete). With `follow` it goes on until the stream ends (the pod stopped), or
-    `should_stop()` says the reader has gone (asked after each idle spell). After
-    `max_resumes` breaks in a row without a new event it gives up with the last break.
-    Returns True when the stream ended (the pod stopped), False when it was left open.
+    Without `follow` it ends at the end of the backfill: when the stream ends, when the
+    `tail` asked for came, or at the first live event (stamped after the first stream's
+    Date, see above; it is not yielded). Only an instance that prints nothing more
+    leaves none of these signs: then `backfill_idle_seconds` of silence ends it. With
+    `follow` it goes on until the stream ends (the pod stopped), or `should_stop()`
+    says the reader has gone (asked after each idle spell). After `max_resumes` breaks
+    in a row without a new event it gives up with the last break. Returns True when the
+    stream ended (the pod stopped), False when it was left open.
     """
     cursor: str | None = read.after
     breaks = 0
+    backfill = _Backfill(None if read.since or read.after else _tail(read))
+    if not read.follow and backfill.complete():
+        return False
     while True:
         idle = follow_idle_seconds if read.follow else backfill_idle_seconds
-        tail = (
-            None if read.since else min(read.tail if read.tail is not None else MAX_TAIL, MAX_TAIL)
-        )
         try:
             for event in open_stream(
                 instance_id,
                 source=read.source,
-                tail=tail,
+                tail=None if read.since else _tail(read),
                 since=read.since,
                 last_event_id=cursor,
                 idle_seconds=idle,
+                on_open=backfill.served,
             ):
+                if not read.follow and backfill.is_live(event):
+                    return False
                 cursor, breaks = event.id, 0
                 yield event
+                if not read.follow and backfill.took_one():
+                    return False
             return True
         except LogStreamIdle:
             if not read.follow or should_stop():
@@ -154,3 +174,32 @@ def read_log(
                 delay,
             )
             sleep(delay)
+
+
+def _tail(read: LogRead) -> int:
+    return min(read.tail if read.tail is not None else MAX_TAIL, MAX_TAIL)
+
+
+class _Backfill:
+    """Where a read's backfill ends: after `tail` events (when a tail chose it), or
+    before the first event stamped after the first stream's Date."""
+
+    def __init__(self, tail: int | None) -> None:
+        self.left = tail
+        self.live_from: datetime | None = None
+
+    def served(self, date: datetime | None) -> None:
+        # The first stream's: a resumed stream's Date is later, and so are its lines.
+        if self.live_from is None and date is not None:
+            self.live_from = date + LIVE_AFTER_DATE
+
+    def is_live(self, event: LogEvent) -> bool:
+        return self.live_from is not None and event.ts >= self.live_from
+
+    def took_one(self) -> bool:
+        if self.left is not None:
+            self.left -= 1
+        return self.complete()
+
+    def complete(self) -> bool:
+        return self.left is not None and self.left <= 0

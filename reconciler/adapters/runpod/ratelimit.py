@@ -184,6 +184,17 @@ class RateLimiter:
             return gap
         return pacing.gap_until_sendable(gap, now - last_list, self.delay(now))
 
+    def ample(self, now: float, extra: int = 1) -> bool:
+        """Whether `extra` requests more leave the quota ample (`pacing.ample`)."""
+        with self._lock:
+            samples = list(self._drops)
+        return pacing.ample(
+            self.windows(now),
+            pacing.sharers(samples, now),
+            pacing.account_rate(samples, now),
+            extra,
+        )
+
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
     return abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS

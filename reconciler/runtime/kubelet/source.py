@@ -4,7 +4,8 @@ Reading a live instance costs RunPod requests: one for the backfill, one more to
 (`-f`), and one per resume after a broken stream. A log kept in the store costs none.
 When a pod's instance ends while the pod object stays (a batch pod finished, a pod
 failed), `keep()` saves the last lines (one request), so `kubectl logs` still works
-after the instance is gone, until the pod object, and with it its row, is deleted.
+after the instance is gone, until the pod object, and with it its row, is deleted; the
+same read shows RunPod's system lines not yet shown as Events (`system_events`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from reconciler.adapters.runpod.logstream import (
     read_log,
 )
 from reconciler.adapters.store.repository import Store
+from reconciler.core.actions import PodRef
 from reconciler.core.mapping import MappingState
 from reconciler.core.podlogs import (
     PREVIOUS_UNSUPPORTED,
@@ -36,6 +38,7 @@ from reconciler.core.podlogs import (
 )
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
+from reconciler.runtime.kubelet.system_events import SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +46,11 @@ log = logging.getLogger(__name__)
 # are left out, so a tail of N needs a few more to show N of the user's.
 WRAPPER_SLACK = 4
 SYSTEM_LINES_KEPT = 10
-"""The last system lines of an ended instance that become Events on its pod."""
+"""The last system lines of an ended instance that become Events on its pod (those not
+recorded while it started, `system_events`)."""
 BACKFILL_IDLE_SECONDS = 1.0
-"""RunPod gives no sign that a backfill is complete: this much silence ends it."""
+"""A read without follow ends at the end of RunPod's backfill (`read_log`); only for an
+instance that prints nothing more does this much silence end it instead."""
 FOLLOW_IDLE_SECONDS = 60.0
 """A followed stream silent this long is opened again (one request), in case it died
 unnoticed; the reader is asked meanwhile whether it is still there."""
@@ -83,19 +88,22 @@ class PodLogs:
         sleep: Callable[[float], None] = time.sleep,
         backfill_idle: float = BACKFILL_IDLE_SECONDS,
         follow_idle: float = FOLLOW_IDLE_SECONDS,
+        system_events: SystemEvents | None = None,
     ) -> None:
+        """`system_events` records an ended instance's system lines (`keep`)."""
         self.node_name, self.runpod, self.kube, self.store = node_name, runpod, kube, store
         self.clock, self.limits, self.sleep = clock, limits, sleep
         self.backfill_idle, self.follow_idle = backfill_idle, follow_idle
+        self.system_events = system_events
 
     # --- keeping the last lines when an instance ends ------------------------------
 
-    def keep(self, pod_uid: str, instance_id: str) -> list[str]:
+    def keep(self, pod: PodRef, instance_id: str) -> None:
         """Save the instance's last container lines for the pod (once), in one request
-        for both sources; returns its last system lines (start-up, errors), which become
-        the pod's Events. Never raises."""
-        if self.store.has_saved_log(pod_uid):
-            return []
+        for both sources; its last system lines (start-up, stop, errors) not recorded yet
+        become the pod's Events. Never raises for RunPod."""
+        if self.store.has_saved_log(pod.uid):
+            return
         try:
             events, _ = _drain(
                 self._read(
@@ -105,11 +113,13 @@ class PodLogs:
             )
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
-            return []
+            return
         container = users_lines(LogLine(e.ts, e.line) for e in events if e.source != "system")
         lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
-        self.store.save_log(pod_uid, instance_id, lines, truncated, self.clock())
-        return [e.line for e in events if e.source == "system"][-SYSTEM_LINES_KEPT:]
+        self.store.save_log(pod.uid, instance_id, lines, truncated, self.clock())
+        if self.system_events is not None:
+            system = [e for e in events if e.source == "system"]
+            self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
 
     def _within_limits(
         self, lines: list[tuple[datetime, str]]
