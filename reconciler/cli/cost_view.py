@@ -87,10 +87,7 @@ def flag_mismatches(
         mapping = by_key.get(row.key)
         if mapping is None:
             continue
-        record = _record(mapping)
-        if record.ended_at is not None and covered_until < record.ended_at:
-            continue  # the last hours of its life are not read yet
-        row.list_usd = spend.list_price_usd(record, covered_until)
+        row.list_usd = spend.billed_list_price(_record(mapping), covered_until)
         row.mismatch = spend.mismatched(charged[mapping.pod_uid], row.list_usd)
 
 

@@ -91,7 +91,7 @@ class Terminate:
     pod: PodRef | None = None
     row: MappingRecord | None = None
     leaked_seconds: float = 0.0
-    """For a leak: how long RunPod billed the instance after its pod ended."""
+    """For a leak: seconds from the pod's end plus the grace until this termination."""
 
     @property
     def keeps_log(self) -> bool:

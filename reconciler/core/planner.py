@@ -45,6 +45,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place, usable
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
@@ -115,6 +116,8 @@ class Observation:
     """Charges of our instances read this tick (whole hours since the last read)."""
     spend: Mapping[str, float] = field(default_factory=dict)
     """USD charged so far by pod UID; only on ticks that read billing."""
+    price_differences: Sequence[PriceDifference] = ()
+    """Pods whose charge this tick's billing read found to differ from list price."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ def plan(
     owned = owned_instances(obs.instances, settings.owner_id, claimed)
     tick.lookalikes = _lookalikes(obs.instances, claimed, pods)
     actions: list[Action] = _restore_tags(tick, claimed, pods)
-    actions += _leaks(tick) + _spend_annotations(tick, pods)
+    actions += _leaks(tick) + _spend_annotations(tick, pods) + _price_differences(tick, pods)
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
         try:
@@ -281,7 +284,7 @@ def _leaks(t: _Tick) -> list[Action]:
         Terminate(
             leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
         )
-        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time)
+        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time, t.now)
     ]
 
 
@@ -295,6 +298,15 @@ def _spend_annotations(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]
         if podinfo.pod_annotations(pod).get(spend.SPEND_ANNOTATION) != value:
             actions.append(PatchMetadata(PodRef.of(pod), {spend.SPEND_ANNOTATION: value}))
     return actions
+
+
+def _price_differences(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]:
+    """A Warning on each pod still there whose charge newly differs from list price."""
+    return [
+        Event(PodRef.of(pod), Notice.CHARGE_DIFFERS, difference.message(), warning=True)
+        for difference in t.obs.price_differences
+        if (pod := pods.get(difference.row.pod_uid)) is not None and not podinfo.is_deleting(pod)
+    ]
 
 
 def needs_create_inputs(
@@ -645,14 +657,13 @@ def _mirror(t: _Tick, pod: KubeObject, row: MappingRecord, instance: Instance) -
     new_row = row.changed(
         **mirrored, status_hash=fingerprint, mirror_key=None if annotations else key
     )
-    actions: list[Action] = []
     if fingerprint != row.status_hash:
         # One request for both: the status subresource takes the annotations along.
-        actions.append(PatchStatus(ref, status, new_row, annotations))
-        if status.get("phase") == "Running" and podinfo.phase(pod) != "Running":
-            actions.append(Event(ref, Notice.STARTED, f"RunPod instance {instance.id} is running"))
-        return actions
-    actions += t.save(row, new_row)
+        # No Event says the pod started: the status does (phase, the container's
+        # startedAt, the Ready condition), as a virtual kubelet's does; the Events
+        # are for what only we know, the instance created and the instance deleted.
+        return [PatchStatus(ref, status, new_row, annotations)]
+    actions: list[Action] = t.save(row, new_row)
     if annotations:
         actions.append(PatchMetadata(ref, annotations))
     return actions

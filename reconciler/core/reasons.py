@@ -68,11 +68,12 @@ class Notice(enum.StrEnum):
 
     CREATED_INSTANCE = "CreatedInstance"
     ADOPTED_INSTANCE = "AdoptedInstance"
-    STARTED = "Started"
     COMPLETED = "Completed"
     TERMINATING_INSTANCE = "TerminatingInstance"
     OFFLOADED = "OffloadedToRunPod"
     TAGS_RESTORED = "TagsRestored"
+    CHARGE_DIFFERS = "ChargeDiffersFromListPrice"
+    """RunPod charged more than 10% away from list price times the instance's life."""
     RUNPOD_SYSTEM = "RunPodSystem"
     """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
 

@@ -6,13 +6,15 @@ records of our instances, and the functions here judge them:
 - a charge in an hour that began after the instance's pod ended (plus the grace) is a
   leak: RunPod bills an instance we believed gone;
 - a charge more than `MISMATCH_RATIO` away from list price times lifetime flags a wrong
-  price or an instance that ran longer than we knew.
+  price or an instance that ran longer than we knew. `reconciler cost` shows the flag;
+  a read that makes a pod's charge differ when the read before did not tells it once
+  (`new_differences`: an Event on the pod and a metric), not at every hourly read.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,28 +31,40 @@ class Leak:
     instance_id: str
     row: MappingRecord
     seconds: float
+    """From when the instance should have been gone (its pod's end and the grace) until
+    now, when it is terminated again."""
     usd: float
 
 
 def leaks(
-    records: Iterable[BillingRecord], rows: Iterable[MappingRecord], grace_seconds: float
+    records: Iterable[BillingRecord],
+    rows: Sequence[MappingRecord],
+    grace_seconds: float,
+    now: datetime,
 ) -> list[Leak]:
-    """Instances charged for hours that began after their pod ended and the grace passed."""
-    ended = {
-        row.instance_id: row
+    """Instances charged for hours that began after their pod ended and the grace passed.
+
+    Billing says that an instance still bills; how long it leaked is told by our own
+    clock instead: its buckets are whole hours (an instance deleted at 10:05 is charged
+    in the 10:00 bucket), so summing them would count up to an hour per bucket that the
+    instance did not run. The leak runs from the pod's end plus the grace until this
+    tick, which deletes the instance (a DELETE answered 204 or 404 is the only sign of
+    its end we can observe; should it bill on, the next read finds it again).
+    """
+    gone_by = {
+        row.instance_id: row.ended_at + timedelta(seconds=grace_seconds)
         for row in rows
         if row.instance_id and row.state.finished and row.ended_at is not None
     }
-    seconds: dict[str, float] = defaultdict(float)
     usd: dict[str, float] = defaultdict(float)
     for record in records:
-        row = ended.get(record.instance_id)
-        if row is None or row.ended_at is None or record.total_usd <= 0:
-            continue
-        if record.start >= row.ended_at + timedelta(seconds=grace_seconds):
-            seconds[record.instance_id] += (record.end - record.start).total_seconds()
+        moment = gone_by.get(record.instance_id)
+        if moment is not None and record.total_usd > 0 and record.start >= moment:
             usd[record.instance_id] += record.total_usd
-    return [Leak(i, ended[i], seconds[i], usd[i]) for i in sorted(seconds)]
+    by_id = {row.instance_id: row for row in rows}
+    return [
+        Leak(i, by_id[i], max(0.0, (now - gone_by[i]).total_seconds()), usd[i]) for i in sorted(usd)
+    ]
 
 
 def annotation_value(usd: float) -> str:
@@ -66,11 +80,60 @@ def list_price_usd(row: MappingRecord, until: datetime) -> float | None:
     return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
 
 
+def billed_list_price(row: MappingRecord, billed_until: datetime) -> float | None:
+    """The list-price estimate to compare the charge read up to `billed_until` with; None
+    while billing has not reached the end of the instance's life (its last hours unread)."""
+    if row.ended_at is not None and billed_until < row.ended_at:
+        return None
+    return list_price_usd(row, billed_until)
+
+
 def mismatched(charged: float, listed: float | None) -> bool:
     """Charged differs from the list-price estimate by more than MISMATCH_RATIO."""
     if listed is None or listed <= 0:
         return False
     return abs(charged - listed) > MISMATCH_RATIO * listed
+
+
+@dataclass(frozen=True)
+class PriceDifference:
+    """A pod charged more than MISMATCH_RATIO away from list price times its lifetime."""
+
+    row: MappingRecord
+    charged_usd: float
+    list_usd: float
+    billed_until: datetime
+
+    def message(self) -> str:
+        return (
+            f"RunPod charged ${self.charged_usd:.2f} for this pod's instance up to "
+            f"{self.billed_until:%Y-%m-%d %H:%M} UTC, but its list price over that time is "
+            f"${self.list_usd:.2f}: more than {MISMATCH_RATIO:.0%} apart (a wrong price, or "
+            "an instance that ran longer than the reconciler knew)"
+        )
+
+
+def new_differences(
+    rows: Iterable[MappingRecord],
+    before: Mapping[str, float],
+    before_until: datetime | None,
+    after: Mapping[str, float],
+    after_until: datetime,
+) -> list[PriceDifference]:
+    """Pods (by UID in `before` and `after`, USD charged) whose charge differs from list
+    price with this read and did not with the last one, so each is told once."""
+    found = []
+    for row in rows:
+        charged = after.get(row.pod_uid, 0.0)
+        listed = billed_list_price(row, after_until)
+        if listed is None or not mismatched(charged, listed):
+            continue
+        if before_until is not None and mismatched(
+            before.get(row.pod_uid, 0.0), billed_list_price(row, before_until)
+        ):
+            continue
+        found.append(PriceDifference(row, charged, listed, after_until))
+    return found
 
 
 def by_instance(records: Iterable[BillingRecord]) -> dict[str, float]:

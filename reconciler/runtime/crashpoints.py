@@ -17,7 +17,7 @@ CRASH_EXIT_CODE = 137
 POINTS = (
     "after-intent",  # the creating row is committed, RunPod not called yet
     "after-create",  # RunPod created the instance, its id is not recorded yet
-    "after-id-write",  # the id is recorded, the Event not yet sent
+    "after-id-write",  # the id is noted (committed with a later write), no Event yet
     "after-terminating",  # the terminating row is committed, DELETE not sent yet
     "after-delete",  # DELETE answered, nothing recorded yet
     "after-status-patch",  # the pod status is patched, its fingerprint not recorded

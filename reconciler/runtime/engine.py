@@ -369,6 +369,7 @@ class Engine:
             namespace_caps=caps,
             billing=billing.records,
             spend=billing.spend_by_pod,
+            price_differences=billing.differences,
         ), billing
 
     def _unscheduled_pods(self) -> list[PendingPod]:

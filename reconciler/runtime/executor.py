@@ -6,6 +6,12 @@ One action failing never stops the others; it becomes a log line, a journal outc
 a row note and (where a user must know) an Event on the pod. The executor decides
 nothing the planner did not, except what only the answer of a call can tell: which
 create candidate RunPod accepted, and whether to stop creating for this tick.
+
+Row and journal writes are gathered in one `WriteBatch` for the run and committed where
+the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
+and journal row before the POST, a terminate's row and journal row before the DELETE)
+and once at the end of the run; the batch's docstring argues why nothing else needs to
+be committed sooner.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.batch import JournalEntry
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import (
     Action,
@@ -81,7 +88,8 @@ class Executor:
         creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
     ) -> None:
-        self.runpod, self.kube, self.store, self.clock = runpod, kube, store, clock
+        self.runpod, self.kube, self.clock = runpod, kube, clock
+        self.writes = store.batch()
         self.keep_log = keep_log
         self._tick_id = tick_id
         self._owner_id = owner_id
@@ -102,45 +110,62 @@ class Executor:
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
-        for action in actions:
-            kind = type(action).__name__
-            self._before_action()
-            if isinstance(action, Create) and self.runpod.past_deadline:
-                self.deferred += 1
-                self.past_deadline = True
-                continue  # nothing committed: the next tick plans this create again
-            if isinstance(action, Create) and self._creates_held():
-                self.deferred += 1
-                continue  # a dead writer's create may still land: see runtime/claim.py
-            try:
-                self._apply(action)
-                outcome.applied[kind] += 1
-                outcome.done.append(action)
-            except WriterLost:
-                raise
-            except Exception as exc:  # one action never stops the others
-                outcome.failed[kind] += 1
-                outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
-                log.warning(
-                    "%s for %s failed: %s",
-                    kind,
-                    _subject(action),
-                    exc,
-                    exc_info=not isinstance(exc, _EXPECTED),
-                )
-                self._report_failure(action, exc)
+        try:
+            for action in actions:
+                self._run_one(action, outcome)
+        except WriterLost:
+            self._commit_rest(outcome)  # what was done is recorded, as it always was
+            raise
+        self._commit_rest(outcome)
         return outcome
+
+    def _run_one(self, action: Action, outcome: Outcome) -> None:
+        kind = type(action).__name__
+        self._before_action()
+        if isinstance(action, Create) and self.runpod.past_deadline:
+            self.deferred += 1
+            self.past_deadline = True
+            return  # nothing committed: the next tick plans this create again
+        if isinstance(action, Create) and self._creates_held():
+            self.deferred += 1
+            return  # a dead writer's create may still land: see runtime/claim.py
+        try:
+            self._apply(action)
+            outcome.applied[kind] += 1
+            outcome.done.append(action)
+        except WriterLost:
+            raise
+        except Exception as exc:  # one action never stops the others
+            outcome.failed[kind] += 1
+            outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
+            log.warning(
+                "%s for %s failed: %s",
+                kind,
+                _subject(action),
+                exc,
+                exc_info=not isinstance(exc, _EXPECTED),
+            )
+            self._report_failure(action, exc)
+
+    def _commit_rest(self, outcome: Outcome) -> None:
+        """The run's last commit. A failure loses only what the next tick observes again
+        (see `reconciler.adapters.store.batch`), so it is an error of the tick, no more."""
+        try:
+            self.writes.commit()
+        except Exception as exc:
+            outcome.errors.append(f"store: {exc}")
+            log.error("could not record this tick's results (the next tick re-reads them): %s", exc)
 
     def _apply(self, action: Action) -> None:
         match action:
             case SaveRow(row=row):
-                self.store.save_row(row)
+                self.writes.save_row(row)
             case DeleteRow(pod_uid=uid):
-                self.store.delete_row(uid)
+                self.writes.delete_row(uid)
             case Create():
                 self._create(action)
             case Adopt(pod=pod, instance=instance, row=row):
-                self.store.save_row(row)
+                self.writes.save_row(row)
                 self._decided(
                     "adopt",
                     pod,
@@ -171,7 +196,7 @@ class Executor:
                 )
                 crashpoints.reached("after-status-patch")
                 if row is not None:
-                    self.store.save_row(row)
+                    self.writes.save_row(row)
                 if status.get("phase") == "Failed":
                     self._decided(
                         "fail",
@@ -205,7 +230,7 @@ class Executor:
                 )
                 crashpoints.reached("after-finalize")
                 if row is not None:
-                    self.store.save_row(row)
+                    self.writes.save_row(row)
                 self._decided(
                     "finalize",
                     pod,
@@ -249,17 +274,34 @@ class Executor:
     # --- journal ----------------------------------------------------------------------
 
     def _journaled(
-        self, kind: str, pod_uid: str | None, instance_id: str | None, call: Callable[[], object]
+        self,
+        kind: str,
+        pod_uid: str | None,
+        instance_id: str | None,
+        call: Callable[[], object],
+        durable_at: str | None = None,
     ) -> object:
-        entry = self.store.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
+        """Make `call` with its journal entry around it. With `durable_at` (a crash
+        point's name), everything noted so far, this entry included, is committed
+        before the call: the protocol's intent rows (docs/architecture.md §4), and a
+        journal entry left open if the process dies during the call. A failed commit
+        fails the action before the call is made."""
+        entry = self.writes.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
+        if durable_at is not None:
+            self.writes.commit()
+            crashpoints.reached(durable_at)
         try:
             result = call()
         except Exception as exc:
-            self.store.close_action(entry, "failed", str(exc), self.clock())
+            self._close(entry, "failed", str(exc))
             raise
-        created = result.id if isinstance(result, Instance) else None
-        self.store.close_action(entry, "ok", None, self.clock(), instance_id=created)
+        self._close(entry, "ok", None, result.id if isinstance(result, Instance) else None)
         return result
+
+    def _close(
+        self, entry: JournalEntry, outcome: str, error: str | None, created: str | None = None
+    ) -> None:
+        self.writes.close_action(entry, outcome, error, self.clock(), instance_id=created)
 
     def _keep_log(self, pod: PodRef, instance_id: str) -> None:
         """One RunPod request, once per pod: its last lines into the store, RunPod's own
@@ -283,7 +325,7 @@ class Executor:
         if isinstance(action, SaveRow | DeleteRow | Event) or pod is None:
             return
         try:
-            self.store.note_error(pod.uid, f"{type(action).__name__}: {exc}", self.clock())
+            self.writes.note_error(pod.uid, f"{type(action).__name__}: {exc}", self.clock())
         except Exception:
             log.exception("could not note the failure on the row of %s", pod)
 
@@ -305,8 +347,7 @@ class Executor:
             candidates = self._with_registry_auth(action)
         except _CreatesSkipped:
             return
-        self.store.save_row(action.row)  # the intent, committed before RunPod hears of it
-        crashpoints.reached("after-intent")
+        self.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
         try:
             instance = self._first_accepted(action, candidates)
         except _CreatesStopped:
@@ -314,7 +355,9 @@ class Executor:
         if instance is None:
             return
         crashpoints.reached("after-create")
-        self.store.save_row(_created_row(action.row, instance, self.clock()))
+        # Committed with a later write: lost in a crash, the instance is adopted by its
+        # tags, as after a create whose answer was lost.
+        self.writes.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
         placement = (
             f"{instance.gpu_type_id} x{instance.gpu_count} in "
@@ -384,7 +427,11 @@ class Executor:
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(
-            "create", action.pod.uid, None, lambda: self.runpod.create_instance(candidate)
+            "create",
+            action.pod.uid,
+            None,
+            lambda: self.runpod.create_instance(candidate),
+            durable_at="after-intent",
         )
         assert isinstance(result, Instance)
         return result
@@ -392,14 +439,14 @@ class Executor:
     def _stop_creates(self, action: Create, reason: PodReason | None, detail: str) -> None:
         self._creates_stopped = detail
         if reason is None:  # rate limited: nothing wrong with the pod, try next tick
-            self.store.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
+            self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
         else:
             self._wait(action, reason, detail)
         raise _CreatesStopped(detail)
 
     def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
-        self.store.save_row(
+        self.writes.save_row(
             action.row.changed(
                 state=MappingState.PENDING,
                 attempt_id=None,
@@ -412,7 +459,7 @@ class Executor:
             self._event(action.pod, reason, message, warning=True)
 
     def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
-        self.store.save_row(
+        self.writes.save_row(
             action.row.changed(
                 state=MappingState.FAILED,
                 attempt_id=None,
@@ -461,18 +508,19 @@ class Executor:
             # The instance's end, as far as we decide it: the leak audit and the cost
             # report count from here, not from when a later tick saw it gone.
             now = self.clock()
-            self.store.save_row(
+            self.writes.save_row(
                 action.row.changed(updated_at=now, ended_at=action.row.ended_at or now)
             )
-        crashpoints.reached("after-terminating")
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         if action.keeps_log and action.pod is not None:
+            self.writes.commit()  # the kept log is stored beside the pod's row
             self._keep_log(action.pod, action.instance_id)
         self._journaled(
             "terminate",
             pod_uid,
             action.instance_id,
             lambda: self.runpod.delete_instance(action.instance_id),
+            durable_at="after-terminating",
         )
         crashpoints.reached("after-delete")
         if action.leaked_seconds:

@@ -49,6 +49,12 @@ class Metrics:
         self.instances = Gauge(
             "reconciler_owned_instances", "RunPod instances we own.", registry=self.registry
         )
+        self.without_pods = Gauge(
+            "reconciler_instances_without_pods",
+            "RunPod instances we own whose pod is not on the node: orphans, billing until "
+            "they are terminated (after two sightings and the orphan grace).",
+            registry=self.registry,
+        )
         self.hourly_cost = Gauge(
             "reconciler_owned_cost_per_hour_usd",
             "What the instances we own cost together, USD per hour.",
@@ -110,15 +116,25 @@ class Metrics:
         )
         self.leaked_seconds = Counter(
             "reconciler_leaked_instance_seconds",
-            "Seconds RunPod billed our instances after "
-            "their pods ended (and the grace), found by the billing audit.",
+            "Seconds our instances lived on after their pods ended and the grace passed, "
+            "until terminated again (leaks found by the billing audit).",
             registry=self.registry,
         )
+        self._leak_counted: dict[str, float] = {}
+        """Seconds already counted per leaked instance: one found again (it billed on
+        after being terminated) adds only its new seconds."""
         self.spend = Gauge(
             "reconciler_spend_usd_total",
             "USD RunPod charged for our instances, by namespace (billing, "
             "whole hours, within --cost-history).",
             ["namespace"],
+            registry=self.registry,
+        )
+        self.price_differences = Counter(
+            "reconciler_spend_mismatched_pods",
+            "Pods whose RunPod charge was found more than 10% away from list price times "
+            "their instance's life (each difference counted once, when a billing read "
+            "finds it).",
             registry=self.registry,
         )
         self.registries_deleted = Counter(
@@ -148,6 +164,8 @@ class Metrics:
                 observation.instances, owner_id, claims(observation.rows, observation.pods)
             )
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
+            pods = {podinfo.uid(pod) for pod in observation.pods}
+            self.without_pods.set(sum(len(g) for uid, g in owned.items() if uid not in pods))
         self._count_healing(report.done)
         self._count_money(report)
         self._time_starts(report)
@@ -166,8 +184,11 @@ class Metrics:
             if isinstance(action, RestoreTags):
                 self.tags_restored.inc()
             elif isinstance(action, Terminate) and action.leaked_seconds:
-                self.leaked_seconds.inc(action.leaked_seconds)
+                counted = self._leak_counted.get(action.instance_id, 0.0)
+                self.leaked_seconds.inc(max(0.0, action.leaked_seconds - counted))
+                self._leak_counted[action.instance_id] = max(counted, action.leaked_seconds)
         self.registries_deleted.inc(len(report.registries_deleted))
+        self.price_differences.inc(len(report.billing.differences))
         if report.observed:
             self.lookalikes.set(len(report.lookalikes))
         if report.billing.spend_by_pod and report.observation is not None:

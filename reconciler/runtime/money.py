@@ -3,6 +3,8 @@
 Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
 - billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
   (the read's reach is kept in the database, so restarts and `--once` runs share it);
+  a pod's charge found to differ from list price is told from that same read (no
+  request of its own);
 - namespace caps: one `GET /api/v1/namespaces/{ns}` per namespace of a pod waiting for
   a create, cached for `CAPS_TTL`;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
@@ -47,6 +49,8 @@ class BillingRead:
     """USD so far by pod UID, with this read; empty when nothing was read."""
     covered_until: datetime | None = None
     """How far the read reached; None when nothing was read."""
+    differences: Sequence[spend.PriceDifference] = ()
+    """Pods whose charge differs from list price since this read (not before it)."""
 
 
 def read_billing(
@@ -66,7 +70,8 @@ def read_billing(
     if not ours:
         return BillingRead()  # nothing of ours to map a charge to: spare the request
     until = _hour(now)
-    since = store.billing_covered_until() or _hour(now - timedelta(days=settings.cost_history_days))
+    covered = store.billing_covered_until()
+    since = covered or _hour(now - timedelta(days=settings.cost_history_days))
     if until - since < BILLING_PERIOD:
         return BillingRead()
     try:
@@ -75,7 +80,8 @@ def read_billing(
         log.warning("could not read RunPod billing: %s", exc)
         return BillingRead()
     kept = [r for r in records if r.instance_id in ours]
-    per_instance = store.spend_by_instance()
+    before = store.spend_by_instance()
+    per_instance = dict(before)
     for instance_id, usd in spend.by_instance(kept).items():
         per_instance[instance_id] = per_instance.get(instance_id, 0.0) + usd
     log.info(
@@ -85,7 +91,14 @@ def read_billing(
         len(kept),
         sum(r.total_usd for r in kept),
     )
-    return BillingRead(kept, spend.spend_by_pod(per_instance, rows), until)
+    by_pod = spend.spend_by_pod(per_instance, rows)
+    differences = spend.new_differences(
+        rows, spend.spend_by_pod(before, rows), covered, by_pod, until
+    )
+    for difference in differences:
+        row = difference.row
+        log.warning("%s/%s: %s", row.namespace, row.name, difference.message())
+    return BillingRead(kept, by_pod, until, differences)
 
 
 def save_billing(store: Store, settings: Settings, read: BillingRead, now: datetime) -> None:

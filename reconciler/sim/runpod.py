@@ -43,6 +43,9 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/pods/{id}/logs/drop         {"after": 2, "next": false}: cut the pod's open
                                               log streams (or, with next, the next one
                                               opened) after that many more events
+    POST   /_sim/pods/{id}/logs/slow         {"seconds": 1.5}: the pod's streams opened from
+                                              now on send their backfill one event at a
+                                              time, that many real seconds before each
     POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
     DELETE /_sim/pods/{id}                   vanish without any API call
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
@@ -97,7 +100,7 @@ from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_logs import LogStream, new_lines, open_stream
-from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, SimPod, iso, sse_event
+from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, LogLine, SimPod, iso, sse_event
 from reconciler.sim.runpod_validate import (
     Problem,
     check_create_pod,
@@ -290,6 +293,7 @@ class RunPodSimulator:
             self._next_public_port = 30000
             self._open_streams: list[LogStream] = []
             self._next_stream_drops: dict[str, int] = {}
+            self._backfill_gaps: dict[str, float] = {}
 
     # Views for tests
 
@@ -360,6 +364,15 @@ class RunPodSimulator:
                 stream.drop_after = after
             self._log_written.notify_all()
             return len(marked)
+
+    def slow_log_backfill(self, instance_id: str, seconds: float) -> None:
+        """Streams of the pod opened from now on send their backfill one event at a time,
+        `seconds` (real time) before each, as a slow server does; 0 makes them prompt."""
+        if seconds < 0:
+            raise ValueError("seconds must be 0 or more")
+        with self._lock:
+            self._pod(instance_id)
+            self._backfill_gaps[instance_id] = seconds
 
     @property
     def open_log_streams(self) -> int:
@@ -818,6 +831,7 @@ class RunPodSimulator:
         stream = open_stream(pod, request.now, request.params, request.headers.get("last-event-id"))
         if pod.id in self._next_stream_drops:
             stream.drop_after = self._next_stream_drops.pop(pod.id)
+        stream.backfill_gap = self._backfill_gaps.get(pod.id, 0.0)
         # Open from now on (before its first byte), so a test can cut it at once.
         self._open_streams.append(stream)
         headers = {
@@ -830,15 +844,10 @@ class RunPodSimulator:
     def serve_log_stream(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
         """Send the stream's events through `send` until the pod's log ends (True) or
         the stream is cut (False). Runs in the request's own thread."""
-        pending = stream.backfill
         try:
+            if not self._send_backfill(stream, send):
+                return False
             while True:
-                sent, cut = stream.take(pending)
-                if sent:
-                    send("".join(sse_event(line) for line in sent).encode())
-                stream.advance(sent)
-                if cut:
-                    return False
                 with self._lock:
                     pod = self._pods.get(stream.pod_id)
                     now = self.clock.now()
@@ -851,8 +860,22 @@ class RunPodSimulator:
                         # Clock moves are not notified: poll for lines they make visible.
                         self._log_written.wait(_LOG_POLL_SECONDS)
                         pending = new_lines(pod, self.clock.now(), stream)
+                if not _send_lines(stream, pending, send):
+                    return False
         finally:
             self.close_log_stream(stream)
+
+    def _send_backfill(self, stream: LogStream, send: Callable[[bytes], None]) -> bool:
+        """The backfill at once, or event by event when the pod's backfills are slow;
+        False when the stream was cut."""
+        if not stream.backfill_gap:
+            return _send_lines(stream, stream.backfill, send)
+        for line in stream.backfill:
+            if self._stopping.wait(stream.backfill_gap):
+                return True  # shutting down: the live loop ends the stream
+            if not _send_lines(stream, [line], send):
+                return False
+        return True
 
     def close_log_stream(self, stream: LogStream) -> None:
         with self._lock:
@@ -974,6 +997,12 @@ class RunPodSimulator:
             request.pod_id, int(body.get("after", 0)), next_one=bool(body.get("next", False))
         )
         return Reply(200, {"streams": marked})
+
+    @admin("POST", "/_sim/pods/{id}/logs/slow")
+    def _admin_slow_logs(self, request: _Request) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        self.slow_log_backfill(request.pod_id, float(body.get("seconds", 0)))
+        return Reply(204)
 
     @admin("POST", "/_sim/pods/{id}/fields")
     def _admin_fields(self, request: _Request) -> Reply:
@@ -1196,6 +1225,15 @@ class _HttpHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the request log is kept by the simulator itself."""
+
+
+def _send_lines(stream: LogStream, lines: list[LogLine], send: Callable[[bytes], None]) -> bool:
+    """Send what the stream may carry of `lines`; False when it must be cut after them."""
+    sent, cut = stream.take(lines)
+    if sent:
+        send("".join(sse_event(line) for line in sent).encode())
+    stream.advance(sent)
+    return not cut
 
 
 def _encode(reply: Reply) -> bytes:

@@ -9,6 +9,8 @@ JSON `data:` of `{"ts", "source", "line"}`. Where the stream starts:
 open and carries new lines while the pod runs or is yet to run, and ends (cleanly,
 with the last chunk) once the pod is EXITED, ERROR or gone.
 
+A test can make a pod's backfills slow, one event at a time with a gap before each, as a
+busy real server sends them: a reader must not take silence for the backfill's end.
 A test can make a stream drop mid-way: the connection is cut without the closing
 chunk, as a proxy or a network blip does, so a client must resume by its last id.
 """
@@ -39,6 +41,8 @@ class LogStream:
     backfill: list[LogLine]
     drop_after: int | None = None
     """Cut the connection after this many more events (None: never)."""
+    backfill_gap: float = 0.0
+    """Real seconds before each backfill event (a slow server); 0 sends it at once."""
 
     def take(self, lines: list[LogLine]) -> tuple[list[LogLine], bool]:
         """The lines to send now, and whether the stream must be cut after them."""

@@ -124,6 +124,8 @@ class Run:
         self.result = RunResult(index, seed, db_chaos)
         self.history = History()
         self.archived: list[JournalRow] = []
+        self.died_spans: list[tuple[int, int]] = []
+        """Kubernetes requests (start, end in the simulator's log) of ticks that died."""
         self.foreign: set[str] = set()
         self._last_look = time.monotonic()
 
@@ -216,9 +218,11 @@ class Run:
         """One tick; `contended` when another writer ran at the same time, so that being
         refused for the node's writer Lease is the expected outcome, not a failure."""
         writer = writer or self.reconciler
+        began = self.host.kube_request_count()
         result = writer.tick(plan)
         self.result.ticks += 1
         if result.died:
+            self.died_spans.append((began, self.host.kube_request_count()))
             self.result.locks_expired += expire_lock(writer.db_path)
         if result.refused and not contended:
             self.result.violate(
@@ -297,7 +301,7 @@ class Run:
             "journal",
             invariants.journal_violations(
                 requests,
-                self.host.kube_requests(),
+                invariants.outside(self.host.kube_requests(), self.died_spans),
                 journal,
                 self.workload.namespace,
                 self.workload.uid_by_name,

@@ -4,8 +4,9 @@
   simulator's request log has no DELETE or action on a foreign id) and all still exist.
 - `journal_violations`: the journal accounts for every side effect both simulators saw
   (each create or delete RunPod answered, each pod status/metadata patch and pod delete
-  Kubernetes answered has a journal row), claims none that did not happen, and only
-  processes that died left rows open (at most one each).
+  Kubernetes answered has a journal row; Kubernetes calls of a tick that died are left
+  out by `outside`, their rows being committed after the call), claims none that did
+  not happen, and only processes that died left rows open (at most one each).
 - `History`: follows snapshots tick by tick: duplicates seen, orphan instance-seconds,
   and finished work never re-run (a finished pod never gets a new instance).
 """
@@ -77,6 +78,18 @@ def journal_violations(
         if kind in ("create", "terminate") and n > answered[(kind, key)]
     ]
     return problems + _open_row_violations(journal)
+
+
+def outside(requests: list[Any], spans: Iterable[tuple[int, int]]) -> list[Any]:
+    """The requests not in any of these (start, end) index spans of the log.
+
+    The Kubernetes requests of a tick that died are left out of the journal check: their
+    journal rows are committed with the tick's next write (docs/architecture.md §4), so a
+    crash can lose them; the next tick observes what they did. RunPod's creates and
+    terminates are never left out: their rows are committed before the call.
+    """
+    dropped = {i for start, end in spans for i in range(start, end)}
+    return [r for i, r in enumerate(requests) if i not in dropped]
 
 
 def _journal_key(row: JournalRow) -> tuple[str, str]:

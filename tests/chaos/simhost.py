@@ -17,6 +17,7 @@ gets a small control server acting as the cluster's users and as the fault injec
     PUT    /objects/{plural}          create or overwrite any object (namespaces)
     POST   /faults                    {"method", "path" (glob), "status", "count"}
     GET    /requests                  [[method, path, query, status], ...]
+    GET    /requests/count            how many so far (to mark where a tick began)
     POST   /clock/advance             {"seconds": 5}
 
 Run: `python tests/chaos/simhost.py --kubeconfig-out kc.yaml` prints one JSON line with
@@ -128,6 +129,8 @@ class _ControlServer(ThreadingHTTPServer):
                 return 200, {}
             case "GET", ["requests"]:
                 return 200, list(self.kube.requests)
+            case "GET", ["requests", "count"]:
+                return 200, len(self.kube.requests)
             case "POST", ["clock", "advance"]:
                 self.clock.advance(float(body["seconds"]))
                 return 200, {"now": self.clock.now().isoformat()}

@@ -13,7 +13,7 @@ import pytest
 
 from reconciler.runtime.crashpoints import POINTS
 from tests.chaos.campaign import MAX_SETTLE_TICKS, Campaign, RunResult, table
-from tests.chaos.invariants import foreign_violations, journal_violations
+from tests.chaos.invariants import foreign_violations, journal_violations, outside
 from tests.chaos.ticks import CREATE_GRACE, JournalRow, Reconciler, TickPlan
 from tests.chaos.world import SimHost, Snapshot, pod_manifest, sim_host
 
@@ -97,6 +97,24 @@ def test_a_side_effect_without_a_journal_row_is_caught() -> None:
     assert not journal_violations([create], [], [row], "ns", {})
     patch = ["PATCH", "/api/v1/namespaces/ns/pods/a/status", "", 200]
     assert journal_violations([], [patch], [], "ns", {"a": "u1"})
+
+
+def test_only_kubernetes_calls_of_a_tick_that_died_may_lack_a_journal_row() -> None:
+    create = {
+        "method": "POST",
+        "path": "/v2/pods",
+        "status": 201,
+        "body": {"env": {"RUNPOD_RECONCILER_POD_UID": "u1"}},
+    }
+    before = ["PATCH", "/api/v1/namespaces/ns/pods/a/status", "", 200]
+    died = ["DELETE", "/api/v1/namespaces/ns/pods/b", "", 200]
+    kube = outside([before, died], [(1, 2)])
+    assert kube == [before]
+    names = {"a": "u1", "b": "u2"}
+    assert journal_violations([create], kube, [], "ns", names) == [
+        "1 x create of u1 in the simulator log, 0 journal rows",
+        "1 x patch-status of u1 in the simulator log, 0 journal rows",
+    ]
 
 
 def test_a_row_left_open_by_a_finished_tick_is_caught() -> None:

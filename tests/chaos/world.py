@@ -124,6 +124,9 @@ class SimHost:
     def kube_requests(self) -> list[list[Any]]:
         return list(self.control("GET", "requests"))
 
+    def kube_request_count(self) -> int:
+        return int(self.control("GET", "requests/count"))
+
 
 @contextmanager
 def sim_host(workdir: Path) -> Iterator[SimHost]:

@@ -99,6 +99,7 @@ def test_the_pack_renders_when_enabled() -> None:
     assert alerts == {
         "RunPodInstancesWithoutPods",
         "RunPodSpendHigh",
+        "RunPodChargeDiffersFromListPrice",
         "RunPodReconcilerTicksFailing",
         "RunPodRateLimited",
         "RunPodReconcilerLeaderMissing",

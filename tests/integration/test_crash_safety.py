@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
@@ -70,6 +71,41 @@ def test_crash_during_create_converges_to_one_instance(box: Sandbox, point: str)
     box.tick()
     box.tick()
     assert_converged(box, ["a"])
+
+
+def test_what_is_committed_when_a_create_or_terminate_crashes(box: Sandbox) -> None:
+    """The rows the protocol needs durable before a call are committed before it (the
+    intent and its open journal entry before the POST, the terminating row before the
+    DELETE); what records a call's answer is committed later with the tick's other
+    writes, and a crash loses it (the next tick adopts or re-observes)."""
+    box.add_pod("a")
+    crashpoints.arm("after-intent:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    [row] = box.store.load_rows()
+    assert row.state is MappingState.CREATING and row.attempt_id and creates(box) == 0
+    [entry] = [e for e in box.store.journal() if e.kind == "create"]
+    assert entry.finished_at is None  # a call the crash interrupted, as the journal says
+
+    box.restart()
+    box.advance(box.settings.create_grace_time + 1)
+    crashpoints.arm("after-id-write:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    [row] = box.store.load_rows()
+    assert creates(box) == 1 and row.instance_id is None  # the id was not committed yet
+    box.restart()
+    box.tick()  # adopted by its tags
+    [row] = box.store.load_rows()
+    assert row.state is MappingState.RUNNING and row.instance_id
+
+    box.kube_sim.delete_pod("default", "a")
+    crashpoints.arm("after-terminating:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    [row] = box.store.load_rows()
+    assert row.state is MappingState.TERMINATING and row.ended_at is not None
+    assert len(box.owned_instances()) == 1  # the DELETE was not sent
 
 
 @pytest.mark.parametrize("point", ["after-terminating", "after-delete"])

@@ -1,8 +1,10 @@
 """Money through both simulators over real HTTP (issue 19): lost owner tags restored,
-tags and records both lost (reported, untouched), an unreadable exit code bounded,
+tags and records both lost (reported, untouched), an unreadable exit code bounded, a
+slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
-ledger, a leak found by the billing audit, namespace budgets,
-and the User-Agent on every request."""
+ledger, a charge that differs from list price told once (Event, metric), a leak found
+by the billing audit counted in seconds, namespace budgets,
+a gauge of instances without pods, and the User-Agent on every request."""
 
 from __future__ import annotations
 
@@ -128,6 +130,28 @@ def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> 
     assert "ExitCodeUnknown" in reasons(box, "job")
 
 
+# Longer than any silence a reader could take for the end of a backfill (the kubelet's
+# non-follow read once ended after 1 s of it).
+SLOW_BACKFILL_GAP = 1.5
+
+
+@pytest.mark.slow
+def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
+    instance = _running(box, "job", command=["python", "train.py"], restart_policy="Never")
+    box.runpod_sim.exit_process(instance["id"], 3)
+    box.runpod_sim.slow_log_backfill(instance["id"], SLOW_BACKFILL_GAP)
+    since = len(box.runpod_sim.requests)
+    box.tick()
+    pod = box.pod("job") or {}
+    assert pod["status"]["phase"] == "Failed", pod["status"]
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3  # the marker, the backfill's last event
+    assert instance["id"] not in box.runpod_sim.instances
+    reads = [r for r in box.runpod_sim.requests[since:] if r.path.endswith("/logs")]
+    # One stream read whole for the code, not opened again; then the log kept for the pod.
+    assert [r.query.get("source") for r in reads] == ["container", None]
+
+
 def _pull_secret(box: Sandbox, password: str) -> None:
     auths = {"ghcr.io": {"username": "robot", "password": password}}
     data = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": auths}).encode()).decode()}
@@ -217,6 +241,37 @@ def test_cost_equals_the_ledger_to_the_cent_and_is_annotated(box: Sandbox) -> No
     ) == pytest.approx(ledger[job["id"]], abs=0.005)
 
 
+def test_a_charge_that_differs_from_list_price_is_told_once(box: Sandbox) -> None:
+    box.add_pod("web", ports=[22])
+    box.tick()
+    (instance,) = box.owned_instances()
+    # RunPod states a price a third below what its ledger charges: a wrong price.
+    box.runpod_sim.set_instance_fields(instance["id"], {"cost": round(instance["cost"] / 1.5, 4)})
+    box.advance(30)
+    box.tick()
+    box.tick()
+    assert phase(box, "web") == "Running"
+    metrics = Metrics()
+    box.advance(2 * 3600)
+    since = len(box.runpod_sim.requests)
+    metrics.observe(box.tick(), None, box.settings.owner_id)  # reads billing: it differs
+    told = [e for e in box.events("web") if e["reason"] == "ChargeDiffersFromListPrice"]
+    assert len(told) == 1 and told[0]["type"] == "Warning"
+    assert "more than 10% apart" in told[0]["message"]
+    assert _sample(metrics.registry, "reconciler_spend_mismatched_pods_total") == 1
+    # The flag costs no request of its own: the tick's list and the hourly billing read.
+    assert [(r.method, r.path) for r in box.runpod_sim.requests[since:]] == [
+        ("GET", "/v2/pods"),
+        ("GET", "/v2/billing/pods"),
+    ]
+    assert json.loads(_cli(box, "cost", "-o", "json"))["rows"][0]["mismatch"] is True
+    box.advance(3600)
+    metrics.observe(box.tick(), None, box.settings.owner_id)  # reads again: still differs
+    told = [e for e in box.events("web") if e["reason"] == "ChargeDiffersFromListPrice"]
+    assert len(told) == 1  # not every hour
+    assert _sample(metrics.registry, "reconciler_spend_mismatched_pods_total") == 1
+
+
 def _ledger_until(box: Sandbox, instance_id: str, until: str) -> float:
     with _api(box) as api:
         answer = api.get(
@@ -230,10 +285,11 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     instance = _running(box, "web", ports=[22])
     box.runpod_sim.delete_keeps_billing()
     box.kube_sim.delete_pod("default", "web", grace_seconds=30)
-    box.tick()
+    ended = box.clock.now()
+    box.tick()  # terminates the instance: the DELETE answers 204, yet it bills on
     box.tick()
     assert box.pod("web") is None
-    box.advance(3 * 3600)
+    box.advance(3 * 3600 + 125)
     report = box.tick()
     leaks = [
         a for a in report.done if isinstance(a, Terminate) and a.reason is TerminateReason.LEAK
@@ -241,7 +297,10 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     assert [a.instance_id for a in leaks] == [instance["id"]]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
-    assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") >= 3600
+    # Counted in seconds by our clock, from the pod's end plus the grace until now (not
+    # in the billing's whole hours).
+    gone_by = (box.clock.now() - ended).total_seconds() - box.settings.orphan_grace_time
+    assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") == gone_by
     billed = box.runpod_sim.billed(instance["id"])["total"]
     box.advance(3600)
     assert box.runpod_sim.billed(instance["id"])["total"] == billed  # billing ended
@@ -273,6 +332,23 @@ def test_a_namespace_cap_holds_while_another_namespace_creates(box: Sandbox) -> 
     ]
     assert len(held) == 1 and "namespace team-a: 1/1 instances" in held[0]["message"]
     assert "namespace team-a: 1/1 instances" in _cli(box, "state", "show")
+
+
+def test_instances_without_pods_are_one_gauge_until_terminated(box: Sandbox) -> None:
+    instance = _running(box, "web", ports=[22])
+    _running(box, "other", ports=[22])
+    metrics = Metrics()
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 0
+    box.kube_sim.delete_pod("default", "web", grace_seconds=0)  # gone, nothing terminated
+    assert box.pod("web") is None
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 1
+    box.advance(box.settings.orphan_grace_time + 1)
+    box.tick()  # the second sighting past the grace: terminated
+    assert instance["id"] not in box.runpod_sim.instances
+    metrics.observe(box.tick(), None, box.settings.owner_id)
+    assert _sample(metrics.registry, "reconciler_instances_without_pods") == 0
 
 
 def test_every_request_of_the_reconciler_carries_its_user_agent(box: Sandbox) -> None:

@@ -17,6 +17,7 @@ import dataclasses
 import multiprocessing
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -217,26 +218,65 @@ class LinkedClock(SimClock):
         self._host.advance(seconds)
 
 
-class WriteCounter:
-    """Counts the write statements SQLAlchemy sends, as "VERB table" strings.
+@dataclass
+class Writes:
+    """What the store wrote in a stretch of time, in the two units that cost.
 
-    A cursor event sees each statement the store issues, including an UPDATE that
-    matches no row, which SQLite's change counter would not show.
+    `transactions`: COMMITs of a transaction that wrote at least one row. Each is one
+    append and sync point of SQLite's write-ahead log (one round trip and commit on
+    PostgreSQL); this is what issue 20's "database writes" counts. `rows`: rows
+    inserted, updated or deleted, by "VERB table" (one statement may write many).
+    """
+
+    transactions: int = 0
+    rows: Counter[str] = field(default_factory=Counter)
+
+
+class WriteCounter:
+    """Counts the store's write transactions and the rows they write.
+
+    Cursor events see each statement SQLAlchemy sends, with its row count (an UPDATE
+    that matches no row still counts once: it was sent); commit events close a
+    transaction, which counts when a write statement ran in it.
     """
 
     def __init__(self, engine: SqlEngine) -> None:
-        self.statements: list[str] = []
+        self._taken = Writes()
+        self._dirty = False
         event.listen(engine, "after_cursor_execute", self._seen)
+        event.listen(engine, "commit", self._committed)
+        event.listen(engine, "rollback", self._rolled_back)
 
-    def _seen(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def _seen(
+        self,
+        _conn: Any,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        _context: Any,
+        executemany: bool,
+    ) -> None:
         words = statement.split()
         verb = words[0].upper() if words else ""
-        if verb in WRITE_VERBS:
-            table = words[1] if verb == "UPDATE" else words[2]
-            self.statements.append(f"{verb} {table}")
+        if verb not in WRITE_VERBS:
+            return
+        table = words[1] if verb == "UPDATE" else words[2]
+        rows = cursor.rowcount
+        if rows is None or rows < 0:  # not reported (RETURNING): one per parameter set
+            rows = len(parameters) if executemany else 1
+        self._taken.rows[f"{verb} {table}"] += max(1, rows)
+        self._dirty = True
 
-    def take(self) -> list[str]:
-        taken, self.statements = self.statements, []
+    def _committed(self, _conn: Any) -> None:
+        if self._dirty:
+            self._taken.transactions += 1
+        self._dirty = False
+
+    def _rolled_back(self, _conn: Any) -> None:
+        self._dirty = False
+
+    def take(self) -> Writes:
+        taken, self._taken = self._taken, Writes()
         return taken
 
 

@@ -5,7 +5,7 @@ checks what a tick costs in requests and writes: a steady tick sends exactly one
 RunPod request, ⌈N/500⌉ pod list pages, one page of unscheduled pods (offload mode) and
 the two heartbeat calls, and writes only its tick row; a burst under the default
 60-per-minute quota meets no 429; churn replaces pods with one create and one terminate
-each.
+each, five Kubernetes requests and two write transactions per replaced pod.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ def test_steady_tick_costs_one_list_the_pages_the_heartbeat_and_the_tick_row(
             HEARTBEAT: 2,
         }
         assert sample.writes == {"INSERT ticks": 1}
+        assert sample.transactions == 1
 
 
 def test_steady_list_is_paged_by_500(world: tuple[Any, SimClock], workdir: str) -> None:
@@ -92,6 +93,32 @@ def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str)
         assert sample.runpod_statuses.get("429", 0) == 0
     # From the second round on, the pods deleted a round earlier are finished.
     assert all(s.kube.get("DELETE pods") == replaced for s in result.samples[1:])
+
+
+def test_churn_costs_five_kubernetes_requests_and_two_transactions_per_replaced_pod(
+    workdir: str,
+) -> None:
+    """Issue 20's churn targets, counted: per replaced pod at most 5 Kubernetes requests
+    beyond the steady tick's and at most 4 database writes (write transactions)."""
+    with local_world(RAISED_QUOTA) as (host, clock):
+        result = bench_churn(host, clock, N, workdir, rounds=3)
+    replaced = result.replaced_per_tick
+    for sample in result.samples[1:]:  # creates and finalizes overlap from round two
+        beyond_steady = {
+            kind: count
+            for kind, count in sample.kube.items()
+            if kind not in (LIST_PAGE, UNSCHEDULED_PAGE, HEARTBEAT)
+        }
+        assert beyond_steady == {
+            "POST events": 2 * replaced,  # CreatedInstance, TerminatingInstance
+            "PATCH pods/status": 2 * replaced,  # the new pod Running, the old one's end
+            "DELETE pods": replaced,
+        }
+        # One commit before each create and each terminate (the protocol's intent
+        # rows), the tick row opened and finished, the rest of the tick's writes at once.
+        assert sample.transactions == 2 * replaced + 3
+        assert sample.writes["INSERT actions"] == 5 * replaced
+    assert result.summary()["per_replaced_pod"]["writes"] <= 4
 
 
 def test_request_names() -> None:

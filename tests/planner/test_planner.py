@@ -44,8 +44,9 @@ def test_running_instance_is_mirrored_then_the_tick_is_quiet() -> None:
     world = World().add(pod("serve", ports=[22]))
     world.apply(world.plan())
     actions = world.plan()
-    # Status and annotations in one request: no separate PatchMetadata.
-    assert kinds(actions) == ["PatchStatus", "Event"]
+    # Status and annotations in one request: no separate PatchMetadata, and no Event
+    # saying what the status says (the pod started; issue 20).
+    assert kinds(actions) == ["PatchStatus"]
     patch = next(a for a in actions if isinstance(a, PatchStatus))
     assert patch.status["phase"] == "Running"
     assert patch.annotations["runpod.io/pod-id"] == "inst1"

@@ -176,13 +176,15 @@ def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:
         BillingRecord("inst-gone", hour, hour + timedelta(hours=1), 0.69),
         BillingRecord("inst-gone", hour + timedelta(hours=1), hour + timedelta(hours=2), 0.69),
     ]
-    world.now = hour + timedelta(hours=2)
+    world.now = hour + timedelta(hours=2, minutes=7)
     leak = next(a for a in world.plan() if isinstance(a, Terminate))
+    # In seconds, from the pod's end and the grace until now, not in whole buckets.
+    gone_by = ended + timedelta(seconds=world.settings.orphan_grace_time)
     assert (leak.instance_id, leak.reason, leak.detail, leak.leaked_seconds) == (
         "inst-gone",
         TerminateReason.LEAK,
         LEAK_REASON,
-        7200,
+        (world.now - gone_by).total_seconds(),
     )
     assert row.state is MappingState.TERMINATED
 

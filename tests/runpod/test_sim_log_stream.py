@@ -1,16 +1,20 @@
 """The simulated `GET /v2/pods/{id}/logs` stream, read with plain `requests`: backfill by
 `tail`, `since` and `Last-Event-ID`, event ids that order and resume, a stream that stays
 open while the pod runs and carries lines written later (admin route), that ends when
-the pod stops, and that a test can cut mid-way without its closing chunk; the answer's
-Date header from the simulated clock, which tells backfill from live events."""
+the pod stops, that a test can cut mid-way without its closing chunk, a slow
+backfill (admin route) that sends its events one by one with real gaps between them,
+and the answer's Date header from the simulated clock, which tells backfill from live
+events."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
+from itertools import pairwise
 
 import pytest
 import requests
@@ -165,3 +169,29 @@ def test_the_date_header_tells_backfill_from_live_lines(sim: RunPodSimulator, po
 
 def _stamp(event: dict[str, str]) -> datetime:
     return datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
+
+
+def test_a_slow_backfill_sends_its_events_apart_then_live_lines_at_once(
+    sim: RunPodSimulator, pod: str
+) -> None:
+    answer = requests.post(
+        f"{sim.base_url}/_sim/pods/{pod}/logs/slow", json={"seconds": 0.3}, timeout=5
+    )
+    assert answer.status_code == 204
+    arrivals: list[tuple[str, float]] = []
+    with _open(sim, pod, source="container", tail="3") as response:
+        opened = time.monotonic()
+        events = _events(response)
+        for _ in range(3):
+            arrivals.append((next(events)[1]["line"], time.monotonic() - opened))
+        sim.write_container_log(pod, ["live"])
+        line = next(events)[1]["line"]
+        live_after = time.monotonic() - opened - arrivals[-1][1]
+    assert [line for line, _ in arrivals] == ["one", "two", "three"] and line == "live"
+    moments = [0.0] + [at for _, at in arrivals]
+    assert all(later - earlier >= 0.25 for earlier, later in pairwise(moments))
+    assert live_after < 0.25  # only the backfill is slow
+    bad = requests.post(
+        f"{sim.base_url}/_sim/pods/{pod}/logs/slow", json={"seconds": -1}, timeout=5
+    )
+    assert bad.status_code == 400

@@ -1,5 +1,6 @@
 """Prometheus metrics read off a tick's report: owned cost per hour, orphans found and
-terminated, duplicates healed, pending-to-running time (only for a pod that was not
+terminated, duplicates healed, leaked seconds (a leak found again adds only its new
+seconds), pending-to-running time (only for a pod that was not
 Running before the patch, and only for actions carried out), RunPod requests by route."""
 
 from __future__ import annotations
@@ -149,3 +150,13 @@ def test_runpod_requests_are_counted_by_route_template_never_by_id() -> None:
         )
         == 1
     )
+
+
+def test_a_leak_found_again_adds_only_its_new_seconds() -> None:
+    metrics = Metrics()
+    first = Terminate("i", TerminateReason.LEAK, "leak", leaked_seconds=4000)
+    again = Terminate("i", TerminateReason.LEAK, "leak", leaked_seconds=7600)
+    other = Terminate("j", TerminateReason.LEAK, "leak", leaked_seconds=100)
+    metrics.observe(report([], [], [first]), None, OWNER)
+    metrics.observe(report([], [], [again, other]), None, OWNER)
+    assert value(metrics, "reconciler_leaked_instance_seconds_total") == 7700

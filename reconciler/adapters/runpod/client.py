@@ -26,6 +26,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -34,11 +35,13 @@ import urllib3
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_pod_body
-from reconciler.adapters.runpod.logs import exit_code_from, sse_log_lines
 from reconciler.adapters.runpod.logstream import (
     LogEvent,
+    LogRead,
     LogStreamBroken,
     LogStreamIdle,
+    exit_code_from,
+    read_log,
     sse_events,
 )
 from reconciler.adapters.runpod.parse import (
@@ -48,7 +51,6 @@ from reconciler.adapters.runpod.parse import (
     parse_registry,
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
-from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
@@ -66,12 +68,8 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The tick's list: the pacing keeps it to a share of the requests that do the work.
 LIST_ROUTE = "GET /v2/pods"
-# The marker line is the wrapper's last words, so a short tail holds it.
-LOG_TAIL_LINES = 100
-# Once a marker is in, lines still coming this soon are read too: a later run's marker
-# (someone started the instance again) wins. Before it, each line may take a whole
-# read timeout: a slow backfill is never cut short.
-LOG_AFTER_MARKER_SECONDS = 1.0
+# The marker line is among the wrapper's last words, so a short tail holds it.
+EXIT_LOG_READ = LogRead(source="container", tail=100)
 
 
 @dataclass(frozen=True)
@@ -115,7 +113,7 @@ class RunPodClient:
         self._on_response = on_response
         self._limiter = RateLimiter()
         self._deadline: float | None = None
-        self._session = requests.Session()
+        self._session = _session_for(self._base_url)
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
         self._session.headers["User-Agent"] = USER_AGENT
@@ -196,23 +194,26 @@ class RunPodClient:
         return parse_instance(self._json(call))
 
     def read_exit_code(self, instance_id: str) -> ExitLog:
-        """The exit code our batch wrapper logged, and the log's last lines.
+        """The exit code our batch wrapper logged, and the log's last lines (one request).
 
-        A stopped instance's stream backfills its last lines and may then stay open. The
-        read ends after `tail` lines, at the end of the stream, or shortly after the
-        marker line (the wrapper's last words). Until the marker it waits for each line as
-        long as any read may, so a slow backfill is read whole, not cut off by silence.
+        The instance has stopped, so its stream is all backfill and ends after it. Each
+        event may take as long as any read may (the read timeout, within the tick's
+        deadline), so a slow backfill is read whole, never cut short by a silence. A
+        broken stream is not resumed here: the next tick reads again.
         """
-        call = _Call(
-            "GET",
-            f"/v2/pods/{_segment(instance_id)}/logs",
-            "GET /v2/pods/{id}/logs",
-            params={"source": "container", "tail": str(LOG_TAIL_LINES)},
-            stream=True,
-            retry_failures=False,
+        events = read_log(
+            partial(self.log_events, retry_failures=False),
+            instance_id,
+            EXIT_LOG_READ,
+            backfill_idle_seconds=self._timeout[1],
+            follow_idle_seconds=self._timeout[1],
+            max_resumes=0,
+            sleep=self._sleep,
         )
-        with closing(self._send(call)) as response:
-            lines = _backfill(response)
+        try:
+            lines = [event.line for event in events]
+        except LogStreamBroken as exc:
+            raise errors.TransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
         return ExitLog(exit_code_from(lines), tuple(lines))
 
     def log_events(
@@ -225,10 +226,12 @@ class RunPodClient:
         last_event_id: str | None,
         idle_seconds: float,
         on_open: Callable[[datetime | None], None] | None = None,
+        retry_failures: bool = True,
     ) -> Iterator[LogEvent]:
         """One log stream, event by event, until it ends. Raises LogStreamBroken when it
-        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way).
-        `on_open` is told when RunPod served the request (its Date header)."""
+        breaks, LogStreamIdle after `idle_seconds` of silence (one request either way;
+        more when opening it fails and `retry_failures` allows retries). `on_open` is
+        told when RunPod served the request (its Date header)."""
         params = {"source": source} if source else {}
         if since is not None:
             params["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -245,6 +248,7 @@ class RunPodClient:
             stream=True,
             read_timeout=idle_seconds,
             headers=headers,
+            retry_failures=retry_failures,
         )
         with closing(self._send(call)) as response:
             if on_open is not None:
@@ -414,6 +418,19 @@ class RunPodClient:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+def _session_for(base_url: str) -> requests.Session:
+    """A session that reads the environment (HTTPS_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE)
+    once, for the one host it talks to. Per request, as requests does by default, that
+    reading cost more CPU than the rest of the request (issue 20); and a ~/.netrc entry
+    can no longer replace the API key's header with its own credentials."""
+    session = requests.Session()
+    found = session.merge_environment_settings(base_url, {}, None, None, None)
+    session.proxies.update(found["proxies"])
+    session.verify = found["verify"]
+    session.trust_env = False
+    return session
+
+
 def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     if isinstance(error, errors.RateLimitedError):
         return True
@@ -459,37 +476,6 @@ def _decode(response: requests.Response, route: str) -> Any:
         return response.json()
     except (ValueError, requests.RequestException) as exc:
         raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
-
-
-def _backfill(response: requests.Response) -> list[str]:
-    """Log lines of the backfill, up to the marker line, `tail` events or the stream's end.
-
-    A read that times out before the marker keeps what it has: the caller treats a
-    missing code as not known yet, never as known to be lost.
-    """
-    lines: list[str] = []
-    # Decoded here: requests only decodes when the server names a charset.
-    raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
-    try:
-        for line in sse_log_lines(raw):
-            lines.append(line)
-            if len(lines) >= LOG_TAIL_LINES:
-                break
-            if EXIT_CODE_MARKER in line and not _shorten_read_timeout(response):
-                break
-    except requests.RequestException:
-        logger.debug("log stream stopped after %d lines", len(lines))
-    return lines
-
-
-def _shorten_read_timeout(response: requests.Response) -> bool:
-    """Wait only LOG_AFTER_MARKER_SECONDS for each further line; False if not possible."""
-    connection = getattr(response.raw, "connection", None)
-    sock = getattr(connection, "sock", None)
-    if sock is None:
-        return False
-    sock.settimeout(LOG_AFTER_MARKER_SECONDS)
-    return True
 
 
 def _served_at(response: requests.Response) -> datetime | None:

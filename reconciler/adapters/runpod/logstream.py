@@ -14,6 +14,9 @@ began, so it is live and the backfill before it is complete. (Date has whole sec
 an event counts as live from one second after it, so no backfill line is ever taken
 for live; RunPod's clock is used, never ours, so no clock skew can cut a backfill.)
 
+The same reader serves `kubectl logs` and the exit code of a finished batch pod: the
+integer after the wrapper's last marker line (`exit_code_from`).
+
 What each read costs in RunPod requests: one per stream opened, so one for a plain read
 and one more per resume after a break.
 """
@@ -22,15 +25,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from reconciler.core.contract import EXIT_CODE_MARKER
+
 log = logging.getLogger(__name__)
 
 MAX_TAIL = 5000
 """RunPod backfills at most this many lines."""
+_LEADING_INT = re.compile(r"-?\d+")
 LIVE_AFTER_DATE = timedelta(seconds=1)
 """An event stamped this long after the stream's Date (whole seconds) is live."""
 
@@ -174,6 +181,17 @@ def read_log(
                 delay,
             )
             sleep(delay)
+
+
+def exit_code_from(lines: Iterable[str]) -> int | None:
+    """The integer after the last marker line (a later run's wins), or None when no line
+    carries one."""
+    code: int | None = None
+    for line in lines:
+        if EXIT_CODE_MARKER in line:
+            match = _LEADING_INT.match(line.rsplit(EXIT_CODE_MARKER, 1)[1].strip())
+            code = int(match.group()) if match else None
+    return code
 
 
 def _tail(read: LogRead) -> int:

@@ -213,7 +213,9 @@ class Tick(Base):
 class ActionRecord(Base):
     """The journal: one row per side effect, opened before the call and closed after it.
 
-    A row left without `finished_at` marks a call a crash interrupted.
+    A create's and a terminate's row are committed before their call, so one left
+    without `finished_at` marks a call a crash interrupted; the others are committed with
+    the tick's next commit (docs/architecture.md §4).
     """
 
     __tablename__ = "actions"

@@ -1,8 +1,8 @@
-"""Writes to the state store, each in its own short transaction.
+"""Reads and writes of the state store, each in its own short transaction.
 
-The executor calls these between HTTP calls, never around them (docs/architecture.md
-§2): a crash leaves at most one side effect whose result was not recorded, and the
-protocol of docs/architecture.md §4 is built to recover exactly that.
+No transaction is held open around an HTTP call (docs/architecture.md §2). The
+executor's row and journal writes go through a `WriteBatch` (`batch()`), which commits
+them in few transactions at the points the protocol of docs/architecture.md §4 needs.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.models import (
     ActionRecord,
     BillingRead,
@@ -64,13 +65,20 @@ class Store:
             result = session.execute(select(*(getattr(Mapping, f) for f in _FIELDS)))
             return [MappingRecord(**row._asdict()) for row in result]
 
+    def batch(self) -> WriteBatch:
+        """Row and journal writes to commit together (see `reconciler.adapters.store.batch`)."""
+        return WriteBatch(self._sessions)
+
     def save_row(self, record: MappingRecord) -> None:
-        with self._sessions.begin() as session:
-            session.merge(Mapping(**dataclasses.asdict(record)))
+        """One row, committed at once."""
+        batch = self.batch()
+        batch.save_row(record)
+        batch.commit()
 
     def delete_row(self, pod_uid: str) -> None:
-        with self._sessions.begin() as session:
-            session.execute(delete(Mapping).where(Mapping.pod_uid == pod_uid))
+        batch = self.batch()
+        batch.delete_row(pod_uid)
+        batch.commit()
 
     def row(self, pod_uid: str) -> MappingRecord | None:
         with self._sessions() as session:
@@ -115,14 +123,6 @@ class Store:
     def has_saved_log(self, pod_uid: str) -> bool:
         with self._sessions() as session:
             return session.get(PodLog, pod_uid) is not None
-
-    def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
-        with self._sessions.begin() as session:
-            session.execute(
-                update(Mapping)
-                .where(Mapping.pod_uid == pod_uid)
-                .values(last_error=message, updated_at=now)
-            )
 
     # --- billing ------------------------------------------------------------------
 
@@ -237,44 +237,6 @@ class Store:
             merged = session.merge(row)
             session.flush()
             return merged.id
-
-    def open_action(
-        self,
-        tick_id: int | None,
-        kind: str,
-        pod_uid: str | None,
-        instance_id: str | None,
-        now: datetime,
-    ) -> int:
-        with self._sessions.begin() as session:
-            result = session.execute(
-                insert(ActionRecord)
-                .values(
-                    tick_id=tick_id,
-                    kind=kind,
-                    pod_uid=pod_uid,
-                    instance_id=instance_id,
-                    started_at=now,
-                )
-                .returning(ActionRecord.id)
-            )
-            return int(result.scalar_one())
-
-    def close_action(
-        self,
-        action_id: int,
-        outcome: str,
-        error: str | None,
-        now: datetime,
-        instance_id: str | None = None,
-    ) -> None:
-        values: dict[str, object] = {"outcome": outcome, "error": error, "finished_at": now}
-        if instance_id is not None:
-            values["instance_id"] = instance_id
-        with self._sessions.begin() as session:
-            session.execute(
-                update(ActionRecord).where(ActionRecord.id == action_id).values(**values)
-            )
 
     def journal(self, tick_id: int | None = None) -> Sequence[ActionRecord]:
         with self._sessions() as session:

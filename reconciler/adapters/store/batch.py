@@ -1,0 +1,249 @@
+"""The row and journal writes of a run, gathered into few transactions (issue 20).
+
+The executor notes its writes here instead of committing each one, and `commit()` sends
+all that is pending in one transaction. Where a write must be durable before a call
+(docs/architecture.md §4: a create's intent before the POST, a terminate's row before
+the DELETE), the executor commits right before that call; everything else waits for
+the next such commit or the end of the run. A crash in between loses only writes that
+record what a call did, and each of those the next tick learns again by observing both
+worlds: the instance a create made is found by its tags and adopted, a patched status
+is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
+about two transactions per pod, not fifteen.
+
+A commit that fails loses what it carried (the transaction rolls back), for the same
+reason: the next tick rebuilds it from the two worlds. It raises, so the action that
+needed it fails before its call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Table, bindparam, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, sessionmaker
+
+from reconciler.adapters.store.models import ActionRecord, Mapping
+from reconciler.core.mapping import MappingRecord
+
+
+@dataclass
+class JournalEntry:
+    """One journal row: a side effect, opened before its call and closed after it."""
+
+    tick_id: int | None
+    kind: str
+    pod_uid: str | None
+    instance_id: str | None
+    started_at: datetime
+    finished_at: datetime | None = None
+    outcome: str | None = None
+    error: str | None = None
+    id: int | None = None
+    """The row's id once committed; a row committed open is updated when it closes."""
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "tick_id": self.tick_id,
+            "kind": self.kind,
+            "pod_uid": self.pod_uid,
+            "instance_id": self.instance_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "outcome": self.outcome,
+            "error": self.error,
+        }
+
+
+class WriteBatch:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self._rows: dict[str, MappingRecord | None] = {}
+        """The latest write of each pod's row this batch; None deletes it."""
+        self._notes: dict[str, tuple[str, datetime]] = {}
+        """Errors to note on rows this batch does not otherwise write."""
+        self._entries: list[JournalEntry] = []
+        """Journal rows opened, or committed open and since closed, not yet written."""
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._rows or self._notes or self._entries)
+
+    # --- noting writes -------------------------------------------------------------
+
+    def save_row(self, record: MappingRecord) -> None:
+        # Moved to the end: rows are written in the order of their last change.
+        self._rows.pop(record.pod_uid, None)
+        self._rows[record.pod_uid] = record
+        self._notes.pop(record.pod_uid, None)
+
+    def delete_row(self, pod_uid: str) -> None:
+        self._rows.pop(pod_uid, None)
+        self._rows[pod_uid] = None
+        self._notes.pop(pod_uid, None)
+
+    def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
+        """Put the error on the pod's row, if it has one (a missing row stays missing)."""
+        if pod_uid not in self._rows:
+            self._notes[pod_uid] = (message, now)
+            return
+        row = self._rows[pod_uid]
+        if row is not None:
+            self._rows[pod_uid] = row.changed(last_error=message, updated_at=now)
+
+    def open_action(
+        self,
+        tick_id: int | None,
+        kind: str,
+        pod_uid: str | None,
+        instance_id: str | None,
+        now: datetime,
+    ) -> JournalEntry:
+        entry = JournalEntry(tick_id, kind, pod_uid, instance_id, now)
+        self._entries.append(entry)
+        return entry
+
+    def close_action(
+        self,
+        entry: JournalEntry,
+        outcome: str,
+        error: str | None,
+        now: datetime,
+        instance_id: str | None = None,
+    ) -> None:
+        entry.outcome, entry.error, entry.finished_at = outcome, error, now
+        if instance_id is not None:
+            entry.instance_id = instance_id
+        if entry.id is not None:  # committed while open: its row is updated
+            self._entries.append(entry)
+
+    # --- writing -------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Write everything pending in one transaction (none when nothing is)."""
+        if not self.pending:
+            return
+        rows, notes, entries = self._rows, self._notes, self._entries
+        self._rows, self._notes, self._entries = {}, {}, []
+        with self._sessions.begin() as session:
+            _write_rows(session, rows)
+            _write_notes(session, notes)
+            _write_journal(session, entries)
+
+
+# Core statements on the tables: executemany without the ORM's per-row bookkeeping.
+_MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
+_ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
+_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_UPDATE_ROW = (
+    _MAPPINGS.update()
+    .where(_MAPPINGS.c.pod_uid == bindparam("key"))
+    .values({name: bindparam(name) for name in _ROW_FIELDS if name != "pod_uid"})
+)
+
+
+def _upsert_row(insert: Callable[[Table], Any]) -> Any:
+    """INSERT … ON CONFLICT (pod_uid) DO UPDATE: one statement whether the row exists."""
+    statement = insert(_MAPPINGS)
+    return statement.on_conflict_do_update(
+        index_elements=[_MAPPINGS.c.pod_uid],
+        set_={name: statement.excluded[name] for name in _ROW_FIELDS if name != "pod_uid"},
+    )
+
+
+# The two databases the store is made for; another one takes a SELECT and two statements.
+_UPSERT_ROW = {
+    "sqlite": _upsert_row(sqlite.insert),
+    "postgresql": _upsert_row(postgresql.insert),
+}
+_NOTE_ERROR = (
+    _MAPPINGS.update()
+    .where(_MAPPINGS.c.pod_uid == bindparam("key"))
+    .values(last_error=bindparam("last_error"), updated_at=bindparam("updated_at"))
+)
+_CLOSE_ENTRY = (
+    _ACTIONS.update()
+    .where(_ACTIONS.c.id == bindparam("key"))
+    .values(
+        finished_at=bindparam("finished_at"),
+        outcome=bindparam("outcome"),
+        error=bindparam("error"),
+        instance_id=bindparam("instance_id"),
+    )
+)
+
+
+def _write_rows(session: Session, rows: dict[str, MappingRecord | None]) -> None:
+    deleted = [uid for uid, row in rows.items() if row is None]
+    if deleted:
+        session.execute(_MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted)))
+    saved = [_values(row) for row in rows.values() if row is not None]
+    if not saved:
+        return
+    upsert = _UPSERT_ROW.get(session.get_bind().dialect.name)
+    if upsert is not None:
+        session.execute(upsert, saved)
+        return
+    existing = set(
+        session.scalars(
+            select(_MAPPINGS.c.pod_uid).where(
+                _MAPPINGS.c.pod_uid.in_([r["pod_uid"] for r in saved])
+            )
+        )
+    )
+    updates = [r | {"key": r["pod_uid"]} for r in saved if r["pod_uid"] in existing]
+    inserts = [r for r in saved if r["pod_uid"] not in existing]
+    if updates:
+        session.execute(_UPDATE_ROW, updates)
+    if inserts:
+        session.execute(_MAPPINGS.insert(), inserts)
+
+
+def _values(row: MappingRecord) -> dict[str, Any]:
+    # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
+    return {name: getattr(row, name) for name in _ROW_FIELDS}
+
+
+def _write_notes(session: Session, notes: dict[str, tuple[str, datetime]]) -> None:
+    if notes:  # a row that is gone stays gone: its UPDATE matches nothing
+        session.execute(
+            _NOTE_ERROR,
+            [
+                {"key": uid, "last_error": message, "updated_at": now}
+                for uid, (message, now) in notes.items()
+            ],
+        )
+
+
+def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
+    new_closed, new_open, reclosed = [], [], []
+    for entry in entries:
+        if entry.id is not None:
+            reclosed.append(entry)
+        elif entry.finished_at is not None:
+            new_closed.append(entry)
+        else:
+            new_open.append(entry)
+    if new_closed:
+        session.execute(_ACTIONS.insert(), [e.values() for e in new_closed])
+    for entry in new_open:  # its call is next: the row's id is kept to close it later
+        inserted = session.execute(_ACTIONS.insert(), entry.values())
+        entry.id = inserted.inserted_primary_key[0]  # type: ignore[attr-defined]
+    if reclosed:
+        session.execute(
+            _CLOSE_ENTRY,
+            [
+                {
+                    "key": e.id,
+                    "finished_at": e.finished_at,
+                    "outcome": e.outcome,
+                    "error": e.error,
+                    "instance_id": e.instance_id,
+                }
+                for e in reclosed
+            ],
+        )
