@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
-from reconciler.sim.clock import SimClock
+from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.runpod import RunPodSimulator
 
@@ -126,6 +126,9 @@ class Cluster:
                 "5000",
                 "--node-gpus",
                 "5000",
+                # Several reconcilers on one machine: each its own kubelet port.
+                "--kubelet-port",
+                str(free_port()),
                 *extra,
             ],
             env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_LOG_LEVEL": "INFO"},
@@ -181,8 +184,11 @@ def quota_world(
     clusters: int = 1,
     quota: tuple[int, int, int] = (60, 3000, 50000),
     gpu_types: list[dict[str, Any]] | None = None,
+    start: datetime | None = None,
 ) -> Iterator[QuotaWorld]:
-    clock = SimClock()
+    # From the wall clock's time by default: the reconcilers' own clock (their billing
+    # reads, grace periods) must agree with the simulators' timestamps.
+    clock = real_start() if start is None else SimClock(start)
     runpod = RunPodSimulator(API_KEY, clock=clock, quota=quota, gpu_types=gpu_types).start()
     kubes = []
     try:

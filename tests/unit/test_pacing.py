@@ -15,7 +15,16 @@ import pytest
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core import pacing
 from reconciler.core.config import Settings
-from reconciler.core.pacing import DropSample, Window, our_budget, request_delay, sharers, tick_gap
+from reconciler.core.pacing import (
+    Company,
+    DropSample,
+    Window,
+    next_request_delay,
+    our_budget,
+    request_delay,
+    sharers,
+    tick_gap,
+)
 from reconciler.core.planner import CreateInputs, Observation
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import TickReport
@@ -87,11 +96,19 @@ def test_the_hour_and_day_windows_bind_too() -> None:
     assert tick_gap([minute, hour_low], rate=0.1) == pytest.approx(1800 / 20)
 
 
-def test_recent_rate_counts_our_requests_and_the_sharers() -> None:
+def test_recent_rate_counts_our_requests() -> None:
     times = [float(t) for t in range(100, 130)]  # one a second for 30 s
     assert pacing.recent_rate(times, now=130) == pytest.approx(1)
-    assert pacing.recent_rate(times, now=130, share_count=3) == pytest.approx(3)
     assert pacing.recent_rate(times, now=200) == 0
+
+
+def test_the_account_rate_is_read_off_the_counters_alike_by_every_sharer() -> None:
+    # Three users, one request each a second: the counter fell by 3 between our answers.
+    samples = [DropSample(float(t), 3, span=1.0) for t in range(101, 131)]
+    assert pacing.account_rate(samples, now=130) == pytest.approx(3)
+    # A drop over a long pause counts for the part of it inside the span.
+    assert pacing.account_rate([DropSample(130, 60, span=60.0)], now=130) == pytest.approx(1)
+    assert pacing.account_rate(samples, now=200) == 0
 
 
 # --- spacing of requests -----------------------------------------------------------------
@@ -107,9 +124,11 @@ def test_the_last_quarter_is_spread_from_the_last_answer() -> None:
 
 
 def test_sharers_space_alike_in_the_last_quarter_and_keep_a_reserve() -> None:
+    # The spacing depends only on the shared counter and reset, never on how many
+    # sharers each one estimates: so all of them send at one pace.
     alone = request_delay(Window("minute", 14, 30, 60))
     shared = request_delay(Window("minute", 14, 30, 60), share_count=3)
-    assert shared == pytest.approx(30 / (14 - 6)) and shared > alone
+    assert shared == alone == pytest.approx(30 / 14)
     # Down to the reserve three sharers keep: wait for the reset.
     assert request_delay(Window("minute", 6, 30, 60), share_count=3) == 30
 
@@ -122,7 +141,17 @@ def test_alone_the_counter_falls_by_our_own_requests() -> None:
 
 
 def test_others_on_the_key_show_as_a_faster_fall() -> None:
-    assert sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 2)], now=3) == 3
+    assert sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 3)], now=3) == 3
+    assert 2 < sharers([DropSample(0, 3), DropSample(1, 3), DropSample(2, 2)], now=3) < 3
+
+
+def test_a_reconciler_a_burst_left_behind_does_not_think_it_has_dozens_of_sharers() -> None:
+    # Two answers 1.5 s apart while another reconciler burst 16 requests in between.
+    assert sharers([DropSample(0.5, 2), DropSample(2.0, 17, span=1.5)], now=3) < 6
+
+
+def test_answers_far_apart_do_not_count_towards_the_sharers() -> None:
+    assert sharers([DropSample(0, 3, span=15.0), DropSample(15, 4, span=15.0)], now=16) == 1
 
 
 def test_one_burst_of_another_user_does_not_make_us_give_up_our_share() -> None:
@@ -133,10 +162,12 @@ def test_old_samples_are_forgotten() -> None:
     assert sharers([DropSample(0, 3)], now=pacing.SHARER_MEMORY_SECONDS + 1) == 1
 
 
-def test_our_budget_is_our_share_of_the_tightest_window() -> None:
+def test_our_budget_is_the_tightest_window_less_the_sharers_reserve() -> None:
     windows = [Window("minute", 59, 60, 60), Window("hour", 30, 3600, 3000)]
     assert our_budget(windows) == 30
-    assert our_budget(windows, share_count=3) == (30 - 6) // 3
+    # Not divided by the sharers: each one estimates them differently, and whoever
+    # divided by more would plan fewer creates for good. Spacing shares the window.
+    assert our_budget(windows, share_count=3) == 30 - 6
     assert our_budget([]) is None
 
 
@@ -148,7 +179,8 @@ def test_the_limiter_learns_of_other_users_from_the_headers() -> None:
             now=10.0 + step,
         )
     assert limiter.sharers(13.0) == pytest.approx(3)
-    assert limiter.budget(13.0) == (48 - 6) // 3
+    assert limiter.company(13.0) is Company.SHARED
+    assert limiter.budget(13.0) == 48 - 6
 
 
 def test_a_long_pause_says_nothing_about_other_users() -> None:
@@ -225,3 +257,156 @@ def test_a_tick_that_filled_its_create_slots_asks_for_another() -> None:
     assert creates_capped(_report(20, None, deferred=5), settings)  # stopped mid-tick
     assert not creates_capped(_report(12, None, waiting=12), settings)  # all got one
     assert not creates_capped(_report(0, None, waiting=0), settings)
+
+
+# --- fair from the first tick: who else spends the key -------------------------------
+
+
+def test_a_drop_of_more_than_our_request_however_long_ago_means_company() -> None:
+    # 15 s between two idle lists of ours; the counter fell by 3: two were someone else's.
+    assert pacing.company([DropSample(15, 3, span=15.0)], observed_for=15, now=16) is (
+        Company.SHARED
+    )
+    assert pacing.company([DropSample(15, 1, span=15.0)], observed_for=15, now=16) is (
+        Company.UNPROVEN
+    )
+    assert pacing.company([DropSample(15, 1, span=15.0)], observed_for=61, now=61) is (
+        Company.ALONE
+    )
+    # Company seen over a minute ago is forgotten.
+    late = 15 + pacing.SHARER_MEMORY_SECONDS + 1
+    assert pacing.company([DropSample(15, 3, span=15.0)], observed_for=late, now=late) is (
+        Company.ALONE
+    )
+
+
+def test_with_company_the_tightest_window_is_spaced_evenly_from_its_first_request() -> None:
+    minute, hour = Window("minute", 60, 60, 60), Window("hour", 3000, 3600, 3000)
+    assert next_request_delay([minute, hour], who=Company.ALONE) == 0
+    assert next_request_delay([minute, hour], who=Company.UNPROVEN) == 0
+    assert next_request_delay([minute, hour], who=Company.SHARED) == pytest.approx(1.0)
+    # Spacing the hour or the day evenly would cap a burst at 50 or 35 a minute: only the
+    # tightest window is spaced, the others in their last quarter as before.
+    day = Window("day", 50000, 86400, 50000)
+    assert next_request_delay([minute, hour, day], who=Company.SHARED) == pytest.approx(1.0)
+
+
+def test_unproven_bursts_the_first_half_of_the_tightest_window() -> None:
+    assert next_request_delay([Window("minute", 31, 40, 60)], who=Company.UNPROVEN) == 0
+    assert next_request_delay([Window("minute", 30, 40, 60)], who=Company.UNPROVEN) == (
+        pytest.approx(40 / 30)
+    )
+    assert next_request_delay([Window("minute", 30, 40, 60)], who=Company.ALONE) == 0
+
+
+def test_the_limiter_sees_company_between_idle_lists_through_the_longer_windows() -> None:
+    limiter = RateLimiter()
+    # Two idle lists 15 s apart that straddle a minute's reset: the hour still tells.
+    limiter.observe(
+        {"RateLimit": _state((50, 5), hour=(2990, 3000)), "RateLimit-Policy": POLICY}, now=0.0
+    )
+    assert limiter.company(0.0) is Company.UNPROVEN
+    limiter.observe(
+        {"RateLimit": _state((57, 50), hour=(2987, 2985)), "RateLimit-Policy": POLICY},
+        now=15.0,
+    )
+    assert limiter.company(15.0) is Company.SHARED
+    assert limiter.sharers(15.0) == 1  # 15 s apart: no count of sharers from it
+    assert limiter.delay(15.0) == pytest.approx(50 / 57)  # the minute, spaced
+
+
+def test_the_limiter_calls_the_key_ours_after_a_minute_of_our_own_drops() -> None:
+    limiter = RateLimiter()
+    for step in range(5):
+        limiter.observe(
+            {"RateLimit": _state((59 - step, 60 - 15 * step)), "RateLimit-Policy": POLICY},
+            now=15.0 * step,
+        )
+    assert limiter.company(60.0) is Company.ALONE
+
+
+# --- the gap does not depend on the time of day --------------------------------------
+
+
+def _contract_windows(minute_left: int, minute_reset: float, day_reset: float) -> list[Window]:
+    return [
+        Window("minute", minute_left, minute_reset, 60, 60),
+        Window("hour", 2900, 1800, 3000, 3600),
+        Window("day", 49000, day_reset, 50000, 86400),
+    ]
+
+
+def test_late_in_a_day_with_much_left_the_busy_gap_is_the_same_as_at_midnight() -> None:
+    # A day with 49 000 left and an hour to go sustains 13 a second, but lists may still
+    # take only a fifth of the day's quota rate: one every 86 400 / (50 000 x 0.2) s.
+    day_floor = 86400 / (50000 * pacing.LIST_SHARE)
+    for day_reset in (3600.0, 60.0):
+        assert tick_gap(_contract_windows(50, 40, day_reset), rate=1.0) == pytest.approx(day_floor)
+
+
+def test_lists_keep_to_a_fifth_of_our_requests_when_the_minute_sets_the_gap() -> None:
+    # A key whose minute is its tightest window: its floor is 5 s, which for a trickle of
+    # a create every 2 s would make lists 2 in 7 of the requests.
+    windows = [Window("minute", 50, 40, 60, 60), Window("day", 10**6, 80000, 10**6, 86400)]
+    assert tick_gap(windows, rate=1.0) == pytest.approx(60 / (60 * pacing.LIST_SHARE))
+    gap = tick_gap(windows, rate=1.0, work_rate=0.5)
+    lists_share = (1 / gap) / (1 / gap + 0.5)
+    assert lists_share <= pacing.LIST_SHARE + 1e-9
+    # A burst of work: the quota's floor, not the cap, sets the pace.
+    assert tick_gap(windows, rate=1.0, work_rate=2.0) == pytest.approx(5.0)
+    # Nothing but lists while busy: the cap, so that a new pod still gets a tick soon.
+    assert tick_gap(windows, rate=1.0, work_rate=0.0) == pacing.BUSY_GAP_CAP
+
+
+def test_an_ample_quota_ignores_the_work_rate() -> None:
+    windows = [Window("minute", 600, 30, 600, 60), Window("day", 10**6, 80000, 10**6, 86400)]
+    assert tick_gap(windows, rate=0.5, work_rate=0.0) == pacing.MIN_TICK_GAP
+
+
+def test_the_limiter_counts_lists_apart_from_the_work() -> None:
+    limiter = RateLimiter()
+    minute_only = '"minute";q=60;w=60, "day";q=1000000;w=86400'
+    for step in range(20):  # a list and a create every 2 s: 1 request a second
+        limiter.observe(
+            {
+                "RateLimit": f'"minute";r={58 - step};t={58 - step}, "day";r=999000;t=80000',
+                "RateLimit-Policy": minute_only,
+            },
+            now=float(step),
+            tick_list=step % 2 == 0,
+        )
+    assert limiter.tick_gap(19.5) == pytest.approx(pacing.BUSY_GAP_CAP)
+
+
+def test_no_tick_starts_while_its_list_would_be_held_back() -> None:
+    assert pacing.gap_until_sendable(8.0, since_last_list=14.0, delay=0.0) == 8.0
+    # The last tick began 14 s ago and the window resets in 10 s: 24 s from that start.
+    assert pacing.gap_until_sendable(8.0, since_last_list=14.0, delay=10.0) == 24.0
+    limiter = RateLimiter()
+    limiter.observe(
+        {"RateLimit": _state((0, 10)), "RateLimit-Policy": POLICY}, now=0.0, tick_list=True
+    )
+    assert limiter.tick_gap(4.0) == pytest.approx(10.0)
+
+
+def test_a_tick_held_for_a_reset_may_start_soon_after_it_when_the_key_is_shared() -> None:
+    # Sharers, and a minute spent down to the reserve at our last tick's list.
+    limiter = RateLimiter()
+    for step, remaining in enumerate((12, 9, 6)):
+        limiter.observe(
+            {"RateLimit": _state((remaining, 10 - step)), "RateLimit-Policy": POLICY},
+            now=float(step),
+            tick_list=step == 2,
+        )
+    assert limiter.company(2.0) is Company.SHARED
+    # The earliest next start (from the last tick's start, about its list) is the reset,
+    # then one spacing of the fresh window (a second); it does not move on as we ask.
+    earliest = [2.0 + limiter.tick_gap(now) for now in (3.0, 10.5, 11.0, 14.0)]
+    assert 10.0 <= earliest[0] <= 11.0
+    assert earliest[1] == pytest.approx(11.0)
+    assert earliest[2] <= 11.0 and earliest[3] <= 14.0
+
+
+def test_a_key_that_is_ours_alone_is_spent_at_once() -> None:
+    assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.ALONE) == 0
+    assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.UNPROVEN) > 0

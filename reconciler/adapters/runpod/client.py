@@ -66,6 +66,8 @@ logger = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
+# The tick's list: the pacing keeps it to a share of the requests that do the work.
+LIST_ROUTE = "GET /v2/pods"
 # The marker line is among the wrapper's last words, so a short tail holds it.
 EXIT_LOG_READ = LogRead(source="container", tail=100)
 
@@ -153,7 +155,7 @@ class RunPodClient:
     # Pods
 
     def list_instances(self) -> list[Instance]:
-        data = self._json(_Call("GET", "/v2/pods", "GET /v2/pods"))
+        data = self._json(_Call("GET", "/v2/pods", LIST_ROUTE))
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")
@@ -365,7 +367,9 @@ class RunPodClient:
             self._report(call, 0)
             raise self._transport_error(call, exc) from exc
         self._report(call, response.status_code)
-        self._limiter.observe(response.headers, self._monotonic())
+        self._limiter.observe(
+            response.headers, self._monotonic(), tick_list=call.route == LIST_ROUTE
+        )
         if response.status_code >= 400:
             with closing(response):
                 raise self._http_error(call, response)

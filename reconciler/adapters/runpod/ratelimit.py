@@ -66,17 +66,24 @@ class RateLimiter:
         self._quotas: dict[str, int] = {}
         self._lengths: dict[str, int] = {}
         self._drops: deque[pacing.DropSample] = deque(maxlen=MAX_DROP_SAMPLES)
-        self._sent: deque[float] = deque()  # when our recent requests were answered
+        # When our recent requests other than tick lists were answered.
+        self._worked: deque[float] = deque()
+        self._last_list: float | None = None  # when our last tick list was answered
+        self._first_heard: float | None = None
         self._lock = threading.Lock()
 
-    def observe(self, headers: Mapping[str, str], now: float) -> None:
-        """Take in one response's headers (call once per response to our request)."""
+    def observe(self, headers: Mapping[str, str], now: float, tick_list: bool = False) -> None:
+        """Take in one response's headers (call once per response to our request);
+        `tick_list` says the request was a tick's list, which only looks."""
         state = headers.get("RateLimit")
         policy = headers.get("RateLimit-Policy")
         with self._lock:
-            self._sent.append(now)
-            while now - self._sent[0] > pacing.RATE_SPAN_SECONDS:
-                self._sent.popleft()
+            if tick_list:
+                self._last_list = now
+            else:
+                self._worked.append(now)
+            while self._worked and now - self._worked[0] > pacing.RATE_SPAN_SECONDS:
+                self._worked.popleft()
             if policy:
                 self._observe_policy(policy)
             if state:
@@ -90,6 +97,8 @@ class RateLimiter:
                 self._lengths[name] = params["w"]
 
     def _observe_state(self, header: str, now: float) -> None:
+        if self._first_heard is None:
+            self._first_heard = now
         sampled = False
         for name, params in parse_members(header).items():
             if "r" not in params or "t" not in params:
@@ -98,8 +107,14 @@ class RateLimiter:
             before = self._heard.get(name)
             self._heard[name] = heard
             if not sampled and before is not None and _same_instance(before, heard):
-                # Every window counts every request: one sample per answer is enough.
-                self._drops.append(pacing.DropSample(now, before.remaining - heard.remaining))
+                # Every window counts every request: one sample per answer is enough, from
+                # the first window that did not reset in between (the day's, after a
+                # long pause).
+                self._drops.append(
+                    pacing.DropSample(
+                        now, before.remaining - heard.remaining, now - before.observed_at
+                    )
+                )
                 sampled = True
 
     def windows(self, now: float) -> list[pacing.Window]:
@@ -113,18 +128,26 @@ class RateLimiter:
 
     def _project(self, name: str, heard: _Heard, now: float) -> pacing.Window | None:
         quota = self._quotas.get(name)
+        length = self._lengths.get(name)
         if heard.reset_at > now:
             return pacing.Window(
-                name, max(0, heard.remaining), heard.reset_at - now, quota, now - heard.observed_at
+                name,
+                max(0, heard.remaining),
+                heard.reset_at - now,
+                quota,
+                length,
+                now - heard.observed_at,
             )
         # The window has reset since we heard of it: whole again, if we know its quota.
-        length = self._lengths.get(name)
         if quota is None:
             return None
         if not length:
             return pacing.Window(name, quota, 0.0, quota)
         periods = math.floor((now - heard.reset_at) / length) + 1
-        return pacing.Window(name, quota, heard.reset_at + periods * length - now, quota)
+        reset_in = heard.reset_at + periods * length - now
+        # What told us it is whole is its reset: that is how old the news is (the
+        # spacing counts from it, so a tick waiting for it does not wait forever).
+        return pacing.Window(name, quota, reset_in, quota, length, length - reset_in)
 
     def sharers(self, now: float) -> float:
         """Requests the account sends per request of ours lately (1: we are alone)."""
@@ -132,10 +155,16 @@ class RateLimiter:
             samples = list(self._drops)
         return pacing.sharers(samples, now)
 
+    def company(self, now: float) -> pacing.Company:
+        """Whether another user spent our key lately, as far as the counters tell."""
+        with self._lock:
+            samples = list(self._drops)
+            first = self._first_heard
+        return pacing.company(samples, 0.0 if first is None else now - first, now)
+
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may be sent."""
-        share = self.sharers(now)
-        return max((pacing.request_delay(w, share) for w in self.windows(now)), default=0.0)
+        return pacing.next_request_delay(self.windows(now), self.sharers(now), self.company(now))
 
     def budget(self, now: float) -> int | None:
         """Requests we may still send now (our share), or None when no header told us."""
@@ -143,22 +172,29 @@ class RateLimiter:
 
     def tick_gap(self, now: float) -> float:
         """Seconds between the starts of two ticks that keep lists to their share."""
-        share = self.sharers(now)
         with self._lock:
-            sent = list(self._sent)
-        return pacing.tick_gap(self.windows(now), share, pacing.recent_rate(sent, now, share))
+            samples, worked, last_list = list(self._drops), list(self._worked), self._last_list
+        gap = pacing.tick_gap(
+            self.windows(now),
+            pacing.sharers(samples, now),
+            pacing.account_rate(samples, now),
+            pacing.recent_rate(worked, now),
+        )
+        if last_list is None:
+            return gap
+        return pacing.gap_until_sendable(gap, now - last_list, self.delay(now))
 
     def ample(self, now: float, extra: int = 1) -> bool:
         """Whether `extra` requests more leave the quota ample (`pacing.ample`)."""
-        share = self.sharers(now)
         with self._lock:
-            sent = list(self._sent)
-        rate = pacing.recent_rate(sent, now, share)
-        return pacing.ample(self.windows(now), share, rate, extra)
+            samples = list(self._drops)
+        return pacing.ample(
+            self.windows(now),
+            pacing.sharers(samples, now),
+            pacing.account_rate(samples, now),
+            extra,
+        )
 
 
 def _same_instance(before: _Heard, after: _Heard) -> bool:
-    return (
-        abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
-        and after.observed_at - before.observed_at <= pacing.SHARER_SAMPLE_SECONDS
-    )
+    return abs(after.reset_at - before.reset_at) < SAME_WINDOW_SECONDS
