@@ -244,11 +244,17 @@ def tick_gap(
     share_count: float = 1.0,
     rate: float = 0.0,
     work_rate: float | None = None,
+    since_last_tick: float = 0.0,
 ) -> float:
     """Seconds that must pass between the starts of two ticks (the early ones at least),
     given what the windows have left, the account's recent request `rate` and, when
-    known, the rate of our own requests that were not tick lists (`work_rate`)."""
-    gaps = [_gap(w, share_count, rate) for w in windows]
+    known, the rate of our own requests that were not tick lists (`work_rate`).
+
+    The gap is counted from the last tick's start, `since_last_tick` seconds ago, so a
+    wait for a window's reset (which the window tells from now) is that much longer:
+    otherwise a tick asked about some seconds after the last one would start that many
+    seconds before the reset, and list while it could still plan nothing."""
+    gaps = [_gap(w, share_count, rate, since_last_tick) for w in windows]
     # Busy: spending faster than some window sustains (a spent window only waits).
     busy = any(
         rate > AMPLE_SHARE * _sustainable(w) for w in windows if w.reset_in > 0 and w.remaining
@@ -286,15 +292,17 @@ def _sustainable(window: Window) -> float:
     return left
 
 
-def _gap(window: Window, share_count: float, rate: float) -> float:
+def _gap(window: Window, share_count: float, rate: float, since_last_tick: float) -> float:
     if window.reset_in <= 0:
         return 0.0
+    # The reset, counted from the last tick's start like every gap.
+    until_reset = since_last_tick + window.reset_in
     # Not divided by the sharers, for the reason `our_budget` gives: every reconciler
     # on a key then keeps the same gap, and their lists together stay few because each
     # one's ticks are long (its creates are spaced) and its lists a share of its work.
     left = window.remaining - reserve(share_count)
     if left <= 0:
-        return window.reset_in
+        return until_reset
     if rate <= AMPLE_SHARE * _sustainable(window):
         return 0.0  # ample: at this pace the window ends with half of it unspent
     # One list call per tick at LIST_SHARE of what the window sustains: of what is left
@@ -302,7 +310,7 @@ def _gap(window: Window, share_count: float, rate: float) -> float:
     floor = 0.0
     if window.quota and window.length:
         floor = window.length / (window.quota * LIST_SHARE)
-    return max(floor, min(window.reset_in, window.reset_in / (left * LIST_SHARE)))
+    return max(floor, min(until_reset, window.reset_in / (left * LIST_SHARE)))
 
 
 def ample(

@@ -410,3 +410,39 @@ def test_a_tick_held_for_a_reset_may_start_soon_after_it_when_the_key_is_shared(
 def test_a_key_that_is_ours_alone_is_spent_at_once() -> None:
     assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.ALONE) == 0
     assert next_request_delay([Window("minute", 5, 40, 60)], who=Company.UNPROVEN) > 0
+
+
+# --- a wait for a window's reset is counted from the last tick ------------------------------
+
+
+def test_a_wait_for_the_reset_counts_from_the_last_tick_not_from_now() -> None:
+    # The minute is spent and resets in 17 s; the last tick began 10 s ago: the next one
+    # may start 27 s after it, at the reset, not 17 s after it (7 s before the reset).
+    assert tick_gap([Window("minute", 0, 17, 60)], since_last_tick=10.0) == 27
+    low = [Window("minute", 1, 17, 60, 60)]
+    assert tick_gap(low, rate=BUSY, since_last_tick=10.0) == 27  # never past the reset
+    # A spacing (not a reset) is an interval between ticks: the same however long ago.
+    windows = [Window("minute", 60, 60, 60, 60)]
+    assert tick_gap(windows, rate=BUSY, since_last_tick=3.0) == pytest.approx(5)
+
+
+def test_a_tick_that_could_plan_nothing_does_not_list_before_the_reset() -> None:
+    """Busy, with 3 requests left in a minute that resets 20 s after our last tick's list:
+    asked 8 s later, the next tick may start at the reset (20 s after the last), not 12 s
+    after it, when it would find the same 3 requests and spend one on its list."""
+    minute_only = '"minute";q=60;w=60'
+    limiter = RateLimiter()
+    for step, remaining in enumerate((8, 7, 6, 5, 4, 3)):  # a request a second
+        limiter.observe(
+            {"RateLimit": f'"minute";r={remaining};t={25 - step}', "RateLimit-Policy": minute_only},
+            now=float(step - 5),
+            tick_list=remaining == 3,
+        )
+    assert limiter.delay(8.0) == 0  # the list itself would not be held
+    assert limiter.tick_gap(8.0) == pytest.approx(20.0)
+    clock = _Clock()
+    clock.now = 0.0
+    debounce = Debouncer(clock, delay=0.5, min_gap=lambda: limiter.tick_gap(clock.now))
+    debounce.started()
+    clock.now = 8.0
+    assert debounce.poke() == pytest.approx(12.0)  # at the reset

@@ -174,15 +174,17 @@ class RateLimiter:
         """Seconds between the starts of two ticks that keep lists to their share."""
         with self._lock:
             samples, worked, last_list = list(self._drops), list(self._worked), self._last_list
+        since_last_list = 0.0 if last_list is None else now - last_list
         gap = pacing.tick_gap(
             self.windows(now),
             pacing.sharers(samples, now),
             pacing.account_rate(samples, now),
             pacing.recent_rate(worked, now),
+            since_last_list,
         )
         if last_list is None:
             return gap
-        return pacing.gap_until_sendable(gap, now - last_list, self.delay(now))
+        return pacing.gap_until_sendable(gap, since_last_list, self.delay(now))
 
     def ample(self, now: float, extra: int = 1) -> bool:
         """Whether `extra` requests more leave the quota ample (`pacing.ample`)."""
