@@ -25,6 +25,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import GoneError, KubeError
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
+from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ BACKOFF_CAP_SECONDS = 30.0
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "generation")
 # A pending pod may be offloaded when it, or its Job, asks for it (docs/architecture.md §2).
 _OFFLOAD_ANNOTATIONS = ("runpod.io/managed", "runpod.io/offload")
+# The annotations the reconciler writes on pods (what it placed, what it was billed).
+_OUR_ANNOTATIONS = WRITTEN_ANNOTATIONS | {SPEND_ANNOTATION}
 
 
 def node_selector(node_name: str) -> str:
@@ -92,13 +95,15 @@ def _digest(pod: KubeObject) -> str:
     meta = {k: v for k, v in (pod.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
     # Our own annotations echo back like our status patches: no reason to look again.
     meta["annotations"] = {
-        k: v for k, v in (meta.get("annotations") or {}).items() if k not in WRITTEN_ANNOTATIONS
+        k: v for k, v in (meta.get("annotations") or {}).items() if k not in _OUR_ANNOTATIONS
     }
     spec = pod.get("spec") or {}
+    # Not PodScheduled=True: that is what we (the kubelet of the pods bound to our node)
+    # write in a new pod's first status; a bound pod's spec says it was scheduled anyway.
     scheduled = [
         (c.get("status"), c.get("reason"))
         for c in (pod.get("status") or {}).get("conditions") or []
-        if c.get("type") == "PodScheduled"
+        if c.get("type") == "PodScheduled" and c.get("status") != "True"
     ]
     text = json.dumps([meta, spec, scheduled], sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
