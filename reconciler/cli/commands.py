@@ -26,12 +26,18 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate, queries
 from reconciler.cli import cost_view, state_view, summary
+from reconciler.cli.connection import (
+    context_option,
+    kubeconfig_option,
+    reaching,
+    runpod_api_key_option,
+    runpod_url_option,
+)
 from reconciler.cli.logs_command import logs_command
 from reconciler.cli.options import SettingsError, settings_from, settings_options
 from reconciler.core.config import (
     DAY,
     DEFAULT_DATABASE_URL,
-    DEFAULT_RUNPOD_URL,
     Settings,
     out_of_range,
 )
@@ -104,35 +110,6 @@ output_option = click.option(
     callback=_output_default,
     show_default=False,
     help="Table for people, JSON for scripts [default: json with --log-format json, else table].",
-)
-
-kubeconfig_option = click.option(
-    "--kubeconfig",
-    envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"],
-    default=None,
-    help="Kubeconfig file, or several separated by ':' and merged as kubectl merges them "
-    "[default: ~/.kube/config, else the in-cluster config].",
-)
-context_option = click.option(
-    "--context",
-    "kube_context",
-    envvar="RECONCILER_CONTEXT",
-    default=None,
-    help="The kubeconfig context to use [default: its current-context].",
-)
-runpod_url_option = click.option(
-    "--runpod-url",
-    envvar="RECONCILER_RUNPOD_URL",
-    default=DEFAULT_RUNPOD_URL,
-    help="Base URL of the RunPod API.",
-)
-runpod_api_key_option = click.option(
-    "--runpod-api-key",
-    envvar="RUNPOD_API_KEY",
-    required=True,
-    show_envvar=True,
-    show_default=False,
-    help="RunPod API key (prefer the environment variable).",
 )
 
 # The group's own options, which people also write after the subcommand.
@@ -586,19 +563,18 @@ def drain(
     settings = settings_from(options)
     logs.register_secret(runpod_api_key)
     try:
-        kube = KubeClient.from_config(kubeconfig, kube_context)
-        try:
-            settings = resolve_owner(settings, kube)
-            if not force:
-                check_no_reconciler(kube, settings.node_name, utcnow())
-        finally:
-            kube.close()
-        with RunPodClient(runpod_api_key, runpod_url) as runpod:
-            report = run_drain(runpod, settings.owner_id, timeout=timeout)
+        with reaching("cannot drain"):
+            kube = KubeClient.from_config(kubeconfig, kube_context)
+            try:
+                settings = resolve_owner(settings, kube)
+                if not force:
+                    check_no_reconciler(kube, settings.node_name, utcnow())
+            finally:
+                kube.close()
+            with RunPodClient(runpod_api_key, runpod_url) as runpod:
+                report = run_drain(runpod, settings.owner_id, timeout=timeout)
     except StillReconciling as exc:
         raise click.ClickException(str(exc)) from None
-    except (KubeError, RunPodError) as exc:
-        raise click.ClickException(logs.redact(f"cannot drain: {exc}")) from None
     if output == "json":
         click.echo(
             json.dumps(

@@ -11,10 +11,15 @@ from typing import Any
 import click
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.runpod.errors import RunPodError
-from reconciler.core.config import DEFAULT_NODE_NAME, DEFAULT_RUNPOD_URL
+from reconciler.cli.connection import (
+    context_option,
+    kubeconfig_option,
+    reaching,
+    runpod_api_key_option,
+    runpod_url_option,
+)
+from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.podlogs import LogOptions, render
 from reconciler.runtime import logs
 from reconciler.runtime.kubelet.source import LogError, PodLogs
@@ -47,26 +52,10 @@ def parse_duration(text: str) -> timedelta:
 )
 @click.option("--since", default=None, help="Only lines newer than this, e.g. 5m or 1h.")
 @click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
-@click.option(
-    "--kubeconfig",
-    envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"],
-    default=None,
-    help="Kubeconfig file (default: in-cluster config).",
-)
-@click.option(
-    "--runpod-url",
-    envvar="RECONCILER_RUNPOD_URL",
-    default=DEFAULT_RUNPOD_URL,
-    help="Base URL of the RunPod API.",
-)
-@click.option(
-    "--runpod-api-key",
-    envvar="RUNPOD_API_KEY",
-    required=True,
-    show_envvar=True,
-    show_default=False,
-    help="RunPod API key (prefer the environment variable).",
-)
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
 @click.option(
     "--node-name",
     envvar="RECONCILER_NODE_NAME",
@@ -84,6 +73,7 @@ def logs_command(
     since: str | None,
     timestamps: bool,
     kubeconfig: str | None,
+    kube_context: str | None,
     runpod_url: str,
     runpod_api_key: str,
     node_name: str,
@@ -99,21 +89,20 @@ def logs_command(
     )
     database_url: str = obj.database_url  # the group's CliContext
     try:
-        kube = KubeClient.from_config(kubeconfig)
-        with RunPodClient(runpod_api_key, runpod_url) as runpod:
-            source = PodLogs(
-                node_name,
-                runpod,
-                kube,
-                open_store(database_url, upgrade=False),
-                lambda: datetime.now(UTC),
-            )
-            for data in render(source.lines(namespace, pod, container, options), options):
-                sys.stdout.buffer.write(data)
-                sys.stdout.buffer.flush()
+        with reaching():
+            kube = KubeClient.from_config(kubeconfig, kube_context)
+            with RunPodClient(runpod_api_key, runpod_url) as runpod:
+                source = PodLogs(
+                    node_name,
+                    runpod,
+                    kube,
+                    open_store(database_url, upgrade=False),
+                    lambda: datetime.now(UTC),
+                )
+                for data in render(source.lines(namespace, pod, container, options), options):
+                    sys.stdout.buffer.write(data)
+                    sys.stdout.buffer.flush()
     except LogError as exc:
         raise click.ClickException(exc.message) from None
-    except (KubeError, RunPodError) as exc:
-        raise click.ClickException(logs.redact(str(exc))) from None
     except KeyboardInterrupt:
         pass

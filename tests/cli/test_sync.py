@@ -155,20 +155,7 @@ def test_cronjob_mode_advertises_no_kubelet_endpoint() -> None:
         box.tick()  # as a Deployment leader wrote the node
         before = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
         assert before["status"]["addresses"] == [{"type": "InternalIP", "address": "10.42.0.9"}]
-        result = CliRunner().invoke(
-            main,
-            [
-                "--database-url",
-                box.database_url,
-                "sync",
-                "--once",
-                "--kubeconfig",
-                box.kubeconfig,
-                "--runpod-url",
-                box.runpod_sim.base_url,
-            ],
-            env={"RUNPOD_API_KEY": API_KEY, "POD_IP": "10.42.0.7"},
-        )
+        result = sync_once(box, env={"POD_IP": "10.42.0.7"})
         assert result.exit_code == 0, result.output
         node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
         assert node["status"]["addresses"] == [{"type": "Hostname", "address": "virtual-runpod"}]
