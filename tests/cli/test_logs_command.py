@@ -123,20 +123,16 @@ def test_durations() -> None:
 def test_the_kubeconfig_context_is_picked_as_sync_picks_it(box: Sandbox) -> None:
     """`--context` (shared with `sync` and `drain`): the kubeconfig's own context reads
     the cluster; an unknown one is a one-line error that names it."""
-    missing = subprocess.run(
-        command(box, "--context", "sim", "nope"),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    missing, unknown = (
+        subprocess.run(
+            command(box, "--context", context, "nope"),
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        for context in ("sim", "other")
     )
     assert missing.stderr.strip() == 'Error: pods "nope" not found'
-    unknown = subprocess.run(
-        command(box, "--context", "other", "nope"),
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
     assert unknown.returncode == 1
     assert len(unknown.stderr.strip().splitlines()) == 1 and "other" in unknown.stderr

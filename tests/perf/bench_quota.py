@@ -53,6 +53,8 @@ SCALE = 1
 # The most any scenario may wait for its pods after the last one was added (a burst of
 # 1 000 at the contract's 60 a minute takes about 18 minutes).
 DRAIN_LIMIT_SECONDS = 1800.0
+# The reconcilers' start-up is over once they sent RunPod nothing for this long.
+STARTUP_QUIET_SECONDS = 2.0
 
 
 def route(method: str, path: str) -> str:
@@ -94,7 +96,9 @@ class RunPodLog:
 
 
 def wait_for_first_ticks(world: QuotaWorld) -> None:
-    """Until every reconciler has listed RunPod once (its start-up tick is not measured)."""
+    """Until every reconciler has listed RunPod once and then sent nothing for a while:
+    its start-up is not measured (the start-up tick, and the one its watches ask for when
+    they start, since changes may have come before they watched)."""
     started = time.monotonic()
     while sum(1 for r in world.runpod.requests if (r.method, r.path) == ("GET", "/v2/pods")) < len(
         world.clusters
@@ -102,7 +106,13 @@ def wait_for_first_ticks(world: QuotaWorld) -> None:
         if time.monotonic() - started > 60:
             raise RuntimeError("the reconcilers did not tick within 60 s")
         time.sleep(0.2)
-    time.sleep(1.0)  # and their watches are up
+    seen, quiet_since = len(world.runpod.requests), time.monotonic()
+    while time.monotonic() - quiet_since < STARTUP_QUIET_SECONDS:
+        if time.monotonic() - started > 60:
+            raise RuntimeError("the reconcilers did not settle within 60 s")
+        time.sleep(0.2)
+        if len(world.runpod.requests) != seen:
+            seen, quiet_since = len(world.runpod.requests), time.monotonic()
 
 
 def wait_for_instances(
