@@ -35,6 +35,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import math
 import pstats
 import statistics
@@ -302,6 +303,8 @@ def traced_tick_peak_mb(rec: MeasuredReconciler) -> float:
 def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(rec.tick)
+    if os.environ.get("BENCH_PSTATS"):
+        profiler.dump_stats(os.environ["BENCH_PSTATS"])
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text).strip_dirs()
     stats.sort_stats("tottime").print_stats(top)

@@ -86,6 +86,11 @@ class WriteBatch:
         self._rows[pod_uid] = None
         self._notes.pop(pod_uid, None)
 
+    def holds_no_later_row(self, record: MappingRecord) -> bool:
+        """Whether the latest write of this pod's row noted here is `record`, or none is
+        (`record` was committed and nothing was noted for the row since)."""
+        return self._rows.get(record.pod_uid, record) is record
+
     def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
         """Put the error on the pod's row, if it has one (a missing row stays missing)."""
         if pod_uid not in self._rows:
