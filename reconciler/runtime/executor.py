@@ -344,35 +344,32 @@ class Executor:
         if kind == "create":
             budget = self.runpod.rate_budget
             room = min(room, budget - 1) if budget is not None else room
+        wanted = Create if kind == "create" else Terminate
         for position in range(self._position + 1, len(self._actions)):
             if room <= 0:
                 return
-            intent = self._intent_of(self._actions[position])
-            if intent is not None and intent.entry.kind == kind and position not in self._ahead:
-                self._ahead[position] = intent
+            action = self._actions[position]
+            if isinstance(action, wanted) and position not in self._ahead:
+                self._ahead[position] = self._note_intent(action)
                 room -= 1
 
-    def _intent_of(self, action: Action) -> _Intent | None:
+    def _note_intent(self, action: Create | Terminate) -> _Intent:
         """What `_create` or `_terminate` writes before the call, noted now."""
         now = self.clock()
         if isinstance(action, Create):
-            if self._creates_stopped:
-                return None
             self.writes.save_row(action.row)
             entry = self.writes.open_action(self._tick_id(), "create", action.pod.uid, None, now)
             # Never sent: back to pending, as a create stopped for the quota leaves it.
             withdrawn = action.row.changed(state=MappingState.PENDING, attempt_id=None)
             return _Intent(entry, action.row, withdrawn)
-        if isinstance(action, Terminate):
-            row = _terminating_row(action, now)
-            if row is not None:
-                self.writes.save_row(row)
-            entry = self.writes.open_action(
-                self._tick_id(), "terminate", _terminated_pod_uid(action), action.instance_id, now
-            )
-            # Never sent: the row keeps the end we decided, and the next tick terminates.
-            return _Intent(entry, row, None)
-        return None
+        row = _terminating_row(action, now)
+        if row is not None:
+            self.writes.save_row(row)
+        entry = self.writes.open_action(
+            self._tick_id(), "terminate", _terminated_pod_uid(action), action.instance_id, now
+        )
+        # Never sent: the row keeps the end we decided, and the next tick terminates.
+        return _Intent(entry, row, None)
 
     def _withdraw(self, position: int) -> None:
         """An intent noted ahead whose call was not made (creates stopped, the deadline,

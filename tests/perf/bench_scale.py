@@ -26,7 +26,8 @@ write transactions committed (issue 20's "database writes": each is one commit o
 SQLite's write-ahead log) and, beside them, the rows those transactions wrote.
 
 `--profile DIR` writes a cProfile of one steady tick and of one extra churn round at the
-largest N, timed by CPU (`time.process_time`), not wall time.
+largest N, timed by CPU (`time.process_time`), not wall time; with BENCH_PSTATS=FILE
+in the environment, the raw profile goes to FILE too (for `pstats`: callers, callees).
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import math
+import os
 import pstats
 import statistics
 import subprocess

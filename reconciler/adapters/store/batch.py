@@ -7,8 +7,9 @@ the DELETE), the executor commits right before that call; everything else waits 
 the next such commit or the end of the run. A crash in between loses only writes that
 record what a call did, and each of those the next tick learns again by observing both
 worlds: the instance a create made is found by its tags and adopted, a patched status
-is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
-about two transactions per pod, not fifteen.
+is seen on the pod, a deleted pod is gone. The executor also notes the intents of the
+next calls of a kind before such a commit (docs/architecture.md §4), so a tick that
+replaces a hundred pods costs a handful of transactions, not fifteen per pod.
 
 A commit that fails loses what it carried (the transaction rolls back), for the same
 reason: the next tick rebuilds it from the two worlds. It raises, so the action that
