@@ -338,13 +338,15 @@ class Executor:
 
     def _note_ahead(self, kind: str) -> None:
         """Note the intents of the next calls of `kind` in this run, to be committed with
-        the one about to be made: at most `INTENTS_PER_COMMIT` in all, and no more creates
-        than our share of the quota lets us send."""
+        the one about to be made: at most `INTENTS_PER_COMMIT` of a kind open at once
+        (those still ahead included), and no more creates than our share of the quota
+        lets us send."""
+        wanted = Create if kind == "create" else Terminate
         room = INTENTS_PER_COMMIT - 1
+        room -= sum(isinstance(self._actions[p], wanted) for p in self._ahead)
         if kind == "create":
             budget = self.runpod.rate_budget
             room = min(room, budget - 1) if budget is not None else room
-        wanted = Create if kind == "create" else Terminate
         for position in range(self._position + 1, len(self._actions)):
             if room <= 0:
                 return
