@@ -420,19 +420,14 @@ class Engine:
         rows: Mapping[str, MappingRecord],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        codes: dict[str, ExitLog] = {}
+        stopped: list[str] = []
         for pod in pods:
             uid = podinfo.uid(pod)
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            for instance in owned.get(uid, []):
-                if instance.status is InstanceStatus.EXITED:
-                    try:
-                        codes[instance.id] = self.runpod.read_exit_code(instance.id)
-                    except runpod_errors.RunPodError as exc:
-                        log.warning("could not read the exit code of %s: %s", instance.id, exc)
-        return codes
+            stopped += [i.id for i in owned.get(uid, []) if i.status is InstanceStatus.EXITED]
+        return self.pod_logs.read_exits(stopped)
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
         inputs: dict[str, CreateInputs] = {}
