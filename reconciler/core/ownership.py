@@ -12,6 +12,7 @@ reported, never touched, because a name is no proof.
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,40 @@ from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
 
 
+@dataclass(frozen=True)
+class Ownership:
+    """Which listed instances are ours, worked out once per observation.
+
+    The engine needs it while observing, the planner to decide, the tick report and the
+    metrics to count; at 10 000 pods each working it out again cost tens of ms.
+    """
+
+    owner_id: str
+    claimed: Mapping[str, str]
+    """Instance id → pod UID, from the rows and the pods' annotations (`claims`)."""
+    owned: Mapping[str, list[Instance]]
+    """Our live instances by pod UID (`owned_instances`)."""
+    lookalikes: Sequence[Lookalike]
+    """Untagged instances nothing claims, named like a pod of the node (`lookalikes`)."""
+
+    @classmethod
+    def of(
+        cls,
+        owner_id: str,
+        instances: Sequence[Instance],
+        rows: Iterable[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> Ownership:
+        """From one observation; `pods` are the node's pods that are ours to run."""
+        claimed = claims(rows, pods)
+        return cls(
+            owner_id,
+            claimed,
+            owned_instances(instances, owner_id, claimed),
+            lookalikes(instances, claimed, pods),
+        )
+
+
 def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[str, str]:
     """Instance id → pod UID, from the rows' instance ids and the pods' annotations."""
     claimed = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
@@ -37,6 +72,23 @@ def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[st
         if instance_id:
             claimed.setdefault(instance_id, podinfo.uid(pod))
     return claimed
+
+
+def owned_instances(
+    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
+) -> dict[str, list[Instance]]:
+    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
+    pod's annotation. Anything else is not ours to see."""
+    owned: dict[str, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.status is InstanceStatus.TERMINATED:
+            continue
+        owner = instance.owner
+        if owner == owner_id:
+            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+        elif owner is None and (uid := (claimed or {}).get(instance.id)) is not None:
+            owned[uid].append(instance)  # claimed, its tags lost (`lost_tags`)
+    return owned
 
 
 def lost_tags(instance: Instance, owner_id: str, claimed: Mapping[str, str]) -> str | None:

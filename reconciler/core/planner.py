@@ -44,6 +44,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
+from reconciler.core.ownership import Ownership
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place, usable
@@ -118,6 +119,9 @@ class Observation:
     """USD charged so far by pod UID; only on ticks that read billing."""
     price_differences: Sequence[PriceDifference] = ()
     """Pods whose charge this tick's billing read found to differ from list price."""
+    ownership: Ownership | None = None
+    """Which instances are ours, as the engine worked it out from these pods, rows and
+    instances; None when built without it (`ownership_of` then works it out)."""
 
 
 @dataclass(frozen=True)
@@ -171,10 +175,10 @@ def plan(
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
-    claimed = ownership.claims(obs.rows, pods.values())
-    owned = owned_instances(obs.instances, settings.owner_id, claimed)
-    tick.lookalikes = _lookalikes(obs.instances, claimed, pods)
-    actions: list[Action] = _restore_tags(tick, claimed, pods)
+    owners = ownership_of(obs, settings.owner_id)
+    owned = owners.owned
+    tick.lookalikes = _lookalikes(owners.lookalikes, pods)
+    actions: list[Action] = _restore_tags(tick, owners.claimed, pods)
     actions += _leaks(tick) + _spend_annotations(tick, pods) + _price_differences(tick, pods)
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
@@ -226,26 +230,19 @@ def _offload_room(
     return settings.max_instances - len(live | set(owned))
 
 
-def owned_instances(
-    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
-) -> dict[str, list[Instance]]:
-    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
-    pod's annotation (see `ownership`). Anything else is not ours to see."""
-    owned: dict[str, list[Instance]] = defaultdict(list)
-    for instance in instances:
-        if instance.status is InstanceStatus.TERMINATED:
-            continue
-        if instance.owner == owner_id:
-            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
-        elif (uid := ownership.lost_tags(instance, owner_id, claimed or {})) is not None:
-            owned[uid].append(instance)
-    return owned
+def ownership_of(obs: Observation, owner_id: str) -> Ownership:
+    """Which of the observation's instances are ours: as the engine worked it out while
+    observing, else (an observation built without it, or for another owner) now."""
+    if obs.ownership is not None and obs.ownership.owner_id == owner_id:
+        return obs.ownership
+    pods = [p for p in obs.pods if podinfo.is_ours_to_run(p)]
+    return Ownership.of(owner_id, obs.instances, obs.rows, pods)
 
 
 def _lookalikes(
-    instances: Sequence[Instance], claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+    found: Sequence[ownership.Lookalike], pods: Mapping[str, KubeObject]
 ) -> dict[str, str]:
-    found = ownership.lookalikes(instances, claimed, list(pods.values()))
+    """Pod UID → the id of the look-alike named like its pod."""
     if not found:
         return {}
     by_name = {(PodRef.of(p).namespace, PodRef.of(p).name): uid for uid, p in pods.items()}
@@ -940,12 +937,14 @@ def _show_waiting(
 def _admit(
     t: _Tick,
     waiting: list[_Waiting],
-    owned: dict[str, list[Instance]],
+    owned: Mapping[str, list[Instance]],
     rows: dict[str, MappingRecord],
     pods: Mapping[str, KubeObject],
 ) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
     budget."""
+    if not waiting:
+        return []  # the steady tick: spare counting what every namespace spends
     live = [i for group in owned.values() for i in group]
     in_doubt = [
         r

@@ -39,7 +39,7 @@ from reconciler.core.planner import (
     CreateInputs,
     Observation,
     needs_create_inputs,
-    owned_instances,
+    ownership_of,
     plan,
 )
 from reconciler.core.reasons import PodReason
@@ -262,14 +262,9 @@ class Engine:
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
-        claimed = ownership.claims(observation.rows, observation.pods)
-        report.instances = sum(
-            len(g)
-            for g in owned_instances(
-                observation.instances, self.settings.owner_id, claimed
-            ).values()
-        )
-        report.lookalikes = ownership.lookalikes(observation.instances, claimed, observation.pods)
+        owners = ownership_of(observation, self.settings.owner_id)
+        report.instances = sum(len(g) for g in owners.owned.values())
+        report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
@@ -330,7 +325,8 @@ class Engine:
         pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
-        owned = owned_instances(instances, self.settings.owner_id, ownership.claims(rows, pods))
+        owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
+        owned = owners.owned
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
             p
@@ -370,6 +366,7 @@ class Engine:
             billing=billing.records,
             spend=billing.spend_by_pod,
             price_differences=billing.differences,
+            ownership=owners,
         ), billing
 
     def _unscheduled_pods(self) -> list[PendingPod]:

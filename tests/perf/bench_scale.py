@@ -36,6 +36,7 @@ import cProfile
 import io
 import json
 import math
+import os
 import pstats
 import statistics
 import subprocess
@@ -302,6 +303,8 @@ def traced_tick_peak_mb(rec: MeasuredReconciler) -> float:
 def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(rec.tick)
+    if os.environ.get("BENCH_PSTATS"):  # raw stats for snakeviz / pstats, beside the text
+        profiler.dump_stats(os.environ["BENCH_PSTATS"])
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text).strip_dirs()
     stats.sort_stats("tottime").print_stats(top)

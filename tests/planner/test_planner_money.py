@@ -19,8 +19,7 @@ from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import lookalikes
-from reconciler.core.planner import owned_instances
+from reconciler.core.ownership import lookalikes, owned_instances
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
