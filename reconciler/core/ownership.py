@@ -45,6 +45,9 @@ class Ownership:
     """Our live instances by pod UID (`owned_instances`)."""
     lookalikes: Sequence[Lookalike]
     """Untagged instances nothing claims, named like a pod of the node (`lookalikes`)."""
+    lost_tags: Sequence[tuple[Instance, str]]
+    """Claimed live instances whose owner tag is gone, with the claiming pod's UID, in
+    the list's order: ours, their tags to be put back."""
 
     @classmethod
     def of(
@@ -56,11 +59,15 @@ class Ownership:
     ) -> Ownership:
         """From one observation; `pods` are the node's pods that are ours to run."""
         claimed = claims(rows, pods)
+        untagged = [
+            i for i in instances if i.owner is None and i.status is not InstanceStatus.TERMINATED
+        ]
         return cls(
             owner_id,
             claimed,
             owned_instances(instances, owner_id, claimed),
-            lookalikes(instances, claimed, pods),
+            lookalikes(untagged, claimed, pods),
+            [(i, claimed[i.id]) for i in untagged if i.id in claimed],
         )
 
 
@@ -87,15 +94,8 @@ def owned_instances(
         if owner == owner_id:
             owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
         elif owner is None and (uid := (claimed or {}).get(instance.id)) is not None:
-            owned[uid].append(instance)  # claimed, its tags lost (`lost_tags`)
+            owned[uid].append(instance)  # claimed, its tags lost
     return owned
-
-
-def lost_tags(instance: Instance, owner_id: str, claimed: Mapping[str, str]) -> str | None:
-    """The pod UID of a claimed instance whose owner tag is gone, else None."""
-    if instance.owner is not None or instance.status is InstanceStatus.TERMINATED:
-        return None
-    return claimed.get(instance.id)
 
 
 def restored_env(

@@ -178,7 +178,7 @@ def plan(
     owners = ownership_of(obs, settings.owner_id)
     owned = owners.owned
     tick.lookalikes = _lookalikes(owners.lookalikes, pods)
-    actions: list[Action] = _restore_tags(tick, owners.claimed, pods)
+    actions: list[Action] = _restore_tags(tick, owners.lost_tags, pods)
     actions += _leaks(tick) + _spend_annotations(tick, pods) + _price_differences(tick, pods)
     waiting: list[_Waiting] = []
     for uid in sorted(set(pods) | set(rows) | set(owned)):
@@ -190,8 +190,10 @@ def plan(
         actions += decided
         if wait is not None:
             waiting.append(wait)
-    offloads = plan_offloads(
-        obs.pending, settings, now, _offload_room(settings, pods, owned), tick.node
+    offloads = (
+        plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned), tick.node)
+        if obs.pending
+        else []  # the usual tick: spare counting the room for none
     )
     return (
         offloads
@@ -250,14 +252,11 @@ def _lookalikes(
 
 
 def _restore_tags(
-    t: _Tick, claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+    t: _Tick, lost: Sequence[tuple[Instance, str]], pods: Mapping[str, KubeObject]
 ) -> list[Action]:
     """Put our tags back on owned instances that lost them; their pods carry on."""
     actions: list[Action] = []
-    for instance in t.obs.instances:
-        uid = ownership.lost_tags(instance, t.settings.owner_id, claimed)
-        if uid is None:
-            continue
+    for instance, uid in lost:
         pod = pods.get(uid)
         ref = PodRef.of(pod) if pod is not None else None
         env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)

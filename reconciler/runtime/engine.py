@@ -16,9 +16,10 @@ ample (runtime/kubelet/system_events.py: none when no instance is starting).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -159,6 +160,27 @@ class CatalogCache:
         return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Keep Python's cycle collector out of a tick.
+
+    A tick decodes both lists (at 10 000 pods about a million dicts and lists), keeps
+    them while it plans and applies, and drops them at its end, where reference counting
+    frees them. While they live, each of them triggers and lengthens the collector's
+    full passes over the whole heap: a third of a steady tick's CPU at that size, for
+    no garbage found. Cycles made during the tick wait for the next pass after it.
+    Left alone when something else turned the collector off.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _log_plan_error(uid: str, exc: Exception) -> None:
     log.debug("could not plan pod %s", uid, exc_info=exc)
 
@@ -240,7 +262,8 @@ class Engine:
         report = TickReport(started_at=self.clock())
         self.runpod.deadline_in(self.settings.tick_deadline)
         try:
-            report = self._tick(report, dry_run)
+            with _collector_paused():
+                report = self._tick(report, dry_run)
         finally:
             self.runpod.deadline_in(None)
         self.steps.after(self, report)
