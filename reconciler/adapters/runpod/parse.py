@@ -69,7 +69,7 @@ def parse_runtime(data: object) -> Runtime | None:
     mappings = [_port(item) for item in ports] if isinstance(ports, list) else []
     return Runtime(
         uptime_seconds=_int(data.get("uptime")),
-        ports=tuple(port for port in mappings if port is not None),
+        ports=tuple([port for port in mappings if port is not None]),
     )
 
 
