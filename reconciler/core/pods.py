@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from reconciler.core.domain import KubeObject
@@ -46,8 +47,9 @@ def is_daemon_set_pod(pod: KubeObject) -> bool:
     return bool(refs) and any(ref.get("kind") == "DaemonSet" for ref in refs)
 
 
-def pod_annotations(pod: KubeObject) -> dict[str, str]:
-    return dict(pod["metadata"].get("annotations") or {})
+def pod_annotations(pod: KubeObject) -> Mapping[str, str]:
+    """The pod's own annotations, read-only: no copy (this runs per pod, per tick)."""
+    return pod["metadata"].get("annotations") or {}
 
 
 def parse_time(value: str | None) -> datetime | None:

@@ -443,15 +443,17 @@ class Engine:
         codes: dict[str, ExitLog] = {}
         for pod in pods:
             uid = podinfo.uid(pod)
+            exited = [i for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
+            if not exited:
+                continue  # most pods: spare reading their spec
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            for instance in owned.get(uid, []):
-                if instance.status is InstanceStatus.EXITED:
-                    try:
-                        codes[instance.id] = self.runpod.read_exit_code(instance.id)
-                    except runpod_errors.RunPodError as exc:
-                        log.warning("could not read the exit code of %s: %s", instance.id, exc)
+            for instance in exited:
+                try:
+                    codes[instance.id] = self.runpod.read_exit_code(instance.id)
+                except runpod_errors.RunPodError as exc:
+                    log.warning("could not read the exit code of %s: %s", instance.id, exc)
         return codes
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
