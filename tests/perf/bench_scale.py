@@ -26,7 +26,8 @@ write transactions committed (issue 20's "database writes": each is one commit o
 SQLite's write-ahead log) and, beside them, the rows those transactions wrote.
 
 `--profile DIR` writes a cProfile of one steady tick and of one extra churn round at the
-largest N, timed by CPU (`time.process_time`), not wall time.
+largest N, timed by CPU (`time.process_time`), not wall time; with BENCH_PSTATS=FILE
+in the environment, the raw profile goes to FILE too (for `pstats`: callers, callees).
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ def traced_tick_peak_mb(rec: MeasuredReconciler) -> float:
 def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(rec.tick)
-    if os.environ.get("BENCH_PSTATS"):  # raw stats for snakeviz / pstats, beside the text
+    if os.environ.get("BENCH_PSTATS"):
         profiler.dump_stats(os.environ["BENCH_PSTATS"])
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text).strip_dirs()
