@@ -440,21 +440,17 @@ class Engine:
         rows: Mapping[str, MappingRecord],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        codes: dict[str, ExitLog] = {}
+        stopped: list[str] = []
         for pod in pods:
             uid = podinfo.uid(pod)
-            exited = [i for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
+            exited = [i.id for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
             if not exited:
                 continue  # most pods: spare reading their spec
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            for instance in exited:
-                try:
-                    codes[instance.id] = self.runpod.read_exit_code(instance.id)
-                except runpod_errors.RunPodError as exc:
-                    log.warning("could not read the exit code of %s: %s", instance.id, exc)
-        return codes
+            stopped += exited
+        return self.pod_logs.read_exits(stopped)
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
         inputs: dict[str, CreateInputs] = {}
