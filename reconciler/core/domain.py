@@ -39,10 +39,11 @@ class InstanceStatus(enum.StrEnum):
 
     @classmethod
     def parse(cls, value: object) -> InstanceStatus:
-        try:
-            return cls(str(value).upper())
-        except ValueError:
-            return cls.UNKNOWN
+        # A lookup: cheaper than cls(value) for the 10 000 pods of a list (issue 20).
+        return _INSTANCE_STATUSES.get(str(value).upper(), cls.UNKNOWN)
+
+
+_INSTANCE_STATUSES = {status.value: status for status in InstanceStatus}
 
 
 class Availability(enum.IntEnum):

@@ -12,6 +12,7 @@ reported, never touched, because a name is no proof.
 from __future__ import annotations
 
 import hashlib
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,47 @@ from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
 
 
+@dataclass(frozen=True)
+class Ownership:
+    """Which listed instances are ours, worked out once per observation.
+
+    The engine needs it while observing, the planner to decide, the tick report and the
+    metrics to count; at 10 000 pods each working it out again cost tens of ms.
+    """
+
+    owner_id: str
+    claimed: Mapping[str, str]
+    """Instance id → pod UID, from the rows and the pods' annotations (`claims`)."""
+    owned: Mapping[str, list[Instance]]
+    """Our live instances by pod UID (`owned_instances`)."""
+    lookalikes: Sequence[Lookalike]
+    """Untagged instances nothing claims, named like a pod of the node (`lookalikes`)."""
+    lost_tags: Sequence[tuple[Instance, str]]
+    """Claimed live instances whose owner tag is gone, with the claiming pod's UID, in
+    the list's order: ours, their tags to be put back."""
+
+    @classmethod
+    def of(
+        cls,
+        owner_id: str,
+        instances: Sequence[Instance],
+        rows: Iterable[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> Ownership:
+        """From one observation; `pods` are the node's pods that are ours to run."""
+        claimed = claims(rows, pods)
+        untagged = [
+            i for i in instances if i.owner is None and i.status is not InstanceStatus.TERMINATED
+        ]
+        return cls(
+            owner_id,
+            claimed,
+            owned_instances(instances, owner_id, claimed),
+            lookalikes(untagged, claimed, pods),
+            [(i, claimed[i.id]) for i in untagged if i.id in claimed],
+        )
+
+
 def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[str, str]:
     """Instance id → pod UID, from the rows' instance ids and the pods' annotations."""
     claimed = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
@@ -39,11 +81,21 @@ def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[st
     return claimed
 
 
-def lost_tags(instance: Instance, owner_id: str, claimed: Mapping[str, str]) -> str | None:
-    """The pod UID of a claimed instance whose owner tag is gone, else None."""
-    if instance.owner is not None or instance.status is InstanceStatus.TERMINATED:
-        return None
-    return claimed.get(instance.id)
+def owned_instances(
+    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
+) -> dict[str, list[Instance]]:
+    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
+    pod's annotation. Anything else is not ours to see."""
+    owned: dict[str, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.status is InstanceStatus.TERMINATED:
+            continue
+        owner = instance.owner
+        if owner == owner_id:
+            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+        elif owner is None and (uid := (claimed or {}).get(instance.id)) is not None:
+            owned[uid].append(instance)  # claimed, its tags lost
+    return owned
 
 
 def restored_env(

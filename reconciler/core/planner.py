@@ -10,10 +10,12 @@ last, oldest pod first, against the instance, spend and rate budgets.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from reconciler.core import daemonsets, ownership, placement, spend
 from reconciler.core import pods as podinfo
@@ -44,6 +46,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
+from reconciler.core.ownership import Ownership
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place, usable
@@ -118,6 +121,9 @@ class Observation:
     """USD charged so far by pod UID; only on ticks that read billing."""
     price_differences: Sequence[PriceDifference] = ()
     """Pods whose charge this tick's billing read found to differ from list price."""
+    ownership: Ownership | None = None
+    """Which instances are ours, as the engine worked it out from these pods, rows and
+    instances; None when built without it (`ownership_of` then works it out)."""
 
 
 @dataclass(frozen=True)
@@ -171,23 +177,33 @@ def plan(
     tick = _Tick(obs, settings, now)
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
-    claimed = ownership.claims(obs.rows, pods.values())
-    owned = owned_instances(obs.instances, settings.owner_id, claimed)
-    tick.lookalikes = _lookalikes(obs.instances, claimed, pods)
-    actions: list[Action] = _restore_tags(tick, claimed, pods)
+    owners = ownership_of(obs, settings.owner_id)
+    owned = owners.owned
+    tick.lookalikes = _lookalikes(owners.lookalikes, pods)
+    actions: list[Action] = _restore_tags(tick, owners.lost_tags, pods)
     actions += _leaks(tick) + _spend_annotations(tick, pods) + _price_differences(tick, pods)
-    waiting: list[_Waiting] = []
-    for uid in sorted(set(pods) | set(rows) | set(owned)):
+    # Each UID is decided in the order the lists gave them, which is about the order
+    # their objects lie in memory: at 10 000 pods a tenth faster than in UID order,
+    # which is kept for the actions. A steady pod decides nothing and is not kept.
+    decisions: dict[str, tuple[list[Action], _Waiting | None]] = {}
+    for uid in dict.fromkeys(itertools.chain(pods, rows, owned)):
         try:
             decided, wait = _decide(tick, uid, pods.get(uid), rows.get(uid), owned.get(uid, []))
         except Exception as exc:  # one malformed pod never stops the others
             on_error(uid, exc)
             decided, wait = _undecidable(tick, pods.get(uid), rows.get(uid), uid in owned, exc)
+        if decided or wait is not None:
+            decisions[uid] = decided, wait
+    waiting: list[_Waiting] = []
+    for uid in sorted(decisions):
+        decided, wait = decisions[uid]
         actions += decided
         if wait is not None:
             waiting.append(wait)
-    offloads = plan_offloads(
-        obs.pending, settings, now, _offload_room(settings, pods, owned), tick.node
+    offloads = (
+        plan_offloads(obs.pending, settings, now, _offload_room(settings, pods, owned), tick.node)
+        if obs.pending
+        else []  # the usual tick: spare counting the room for none
     )
     return (
         offloads
@@ -226,26 +242,19 @@ def _offload_room(
     return settings.max_instances - len(live | set(owned))
 
 
-def owned_instances(
-    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
-) -> dict[str, list[Instance]]:
-    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
-    pod's annotation (see `ownership`). Anything else is not ours to see."""
-    owned: dict[str, list[Instance]] = defaultdict(list)
-    for instance in instances:
-        if instance.status is InstanceStatus.TERMINATED:
-            continue
-        if instance.owner == owner_id:
-            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
-        elif (uid := ownership.lost_tags(instance, owner_id, claimed or {})) is not None:
-            owned[uid].append(instance)
-    return owned
+def ownership_of(obs: Observation, owner_id: str) -> Ownership:
+    """Which of the observation's instances are ours: as the engine worked it out while
+    observing, else (an observation built without it, or for another owner) now."""
+    if obs.ownership is not None and obs.ownership.owner_id == owner_id:
+        return obs.ownership
+    pods = [p for p in obs.pods if podinfo.is_ours_to_run(p)]
+    return Ownership.of(owner_id, obs.instances, obs.rows, pods)
 
 
 def _lookalikes(
-    instances: Sequence[Instance], claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+    found: Sequence[ownership.Lookalike], pods: Mapping[str, KubeObject]
 ) -> dict[str, str]:
-    found = ownership.lookalikes(instances, claimed, list(pods.values()))
+    """Pod UID → the id of the look-alike named like its pod."""
     if not found:
         return {}
     by_name = {(PodRef.of(p).namespace, PodRef.of(p).name): uid for uid, p in pods.items()}
@@ -253,14 +262,11 @@ def _lookalikes(
 
 
 def _restore_tags(
-    t: _Tick, claimed: Mapping[str, str], pods: Mapping[str, KubeObject]
+    t: _Tick, lost: Sequence[tuple[Instance, str]], pods: Mapping[str, KubeObject]
 ) -> list[Action]:
     """Put our tags back on owned instances that lost them; their pods carry on."""
     actions: list[Action] = []
-    for instance in t.obs.instances:
-        uid = ownership.lost_tags(instance, t.settings.owner_id, claimed)
-        if uid is None:
-            continue
+    for instance, uid in lost:
         pod = pods.get(uid)
         ref = PodRef.of(pod) if pod is not None else None
         env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
@@ -280,6 +286,8 @@ def _restore_tags(
 
 def _leaks(t: _Tick) -> list[Action]:
     """Instances RunPod bills after their pod ended: terminate them again, loudly."""
+    if not t.obs.billing:
+        return []  # billing was not read this tick (most ticks): spare walking the rows
     return [
         Terminate(
             leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
@@ -682,7 +690,8 @@ def _mirrored_fields(row: MappingRecord, instance: Instance) -> dict[str, object
 
 
 def _holds(row: MappingRecord, fields: Mapping[str, object]) -> bool:
-    return all(getattr(row, name) == value for name, value in fields.items())
+    # One C call reads all the fields: this runs for every pod on every tick.
+    return attrgetter(*fields)(row) == tuple(fields.values())
 
 
 def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str | None]:
@@ -940,12 +949,14 @@ def _show_waiting(
 def _admit(
     t: _Tick,
     waiting: list[_Waiting],
-    owned: dict[str, list[Instance]],
+    owned: Mapping[str, list[Instance]],
     rows: dict[str, MappingRecord],
     pods: Mapping[str, KubeObject],
 ) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
     budget."""
+    if not waiting:
+        return []  # the steady tick: spare counting what every namespace spends
     live = [i for group in owned.values() for i in group]
     in_doubt = [
         r

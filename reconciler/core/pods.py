@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from reconciler.core.domain import KubeObject
@@ -34,20 +35,21 @@ def is_finished(pod: KubeObject) -> bool:
 
 def is_ours_to_run(pod: KubeObject) -> bool:
     """DaemonSet and mirror pods land on every node; a virtual node never runs them."""
-    meta = pod["metadata"]
-    if MIRROR_ANNOTATION in (meta.get("annotations") or {}):
+    annotations = pod["metadata"].get("annotations")
+    if annotations and MIRROR_ANNOTATION in annotations:
         return False
     return not is_daemon_set_pod(pod)
 
 
 def is_daemon_set_pod(pod: KubeObject) -> bool:
-    return any(
-        ref.get("kind") == "DaemonSet" for ref in pod["metadata"].get("ownerReferences") or ()
-    )
+    refs = pod["metadata"].get("ownerReferences")
+    # Most pods have no owner: spare them the generator (this runs per pod, per tick).
+    return bool(refs) and any(ref.get("kind") == "DaemonSet" for ref in refs)
 
 
-def pod_annotations(pod: KubeObject) -> dict[str, str]:
-    return dict(pod["metadata"].get("annotations") or {})
+def pod_annotations(pod: KubeObject) -> Mapping[str, str]:
+    """The pod's own annotations, read-only: no copy (this runs per pod, per tick)."""
+    return pod["metadata"].get("annotations") or {}
 
 
 def parse_time(value: str | None) -> datetime | None:

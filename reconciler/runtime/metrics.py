@@ -14,8 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, PatchStatus, RestoreTags, SaveRow, Terminate
-from reconciler.core.ownership import claims
-from reconciler.core.planner import owned_instances
+from reconciler.core.planner import ownership_of
 from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.engine import TickReport
 
@@ -160,9 +159,7 @@ class Metrics:
             self.instances.set(report.instances)
         if report.observation is not None:
             observation = report.observation
-            owned = owned_instances(
-                observation.instances, owner_id, claims(observation.rows, observation.pods)
-            )
+            owned = ownership_of(observation, owner_id).owned
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
             pods = {podinfo.uid(pod) for pod in observation.pods}
             self.without_pods.set(sum(len(g) for uid, g in owned.items() if uid not in pods))

@@ -149,11 +149,14 @@ def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbo
     assert box.runpod_sim.instances[instance_id]["env"][STOP_ON_EXIT_ENV] == "1"
     box.runpod_sim.write_container_log(instance_id, ["loss 0.3", "done"])
     box.runpod_sim.exit_process(instance_id, 0)
+    at_exit = log_requests(box)
     box.tick()
     box.advance(30)
     box.tick()
     assert instance_id not in box.runpod_sim.instances
     assert (box.pod("job-pod") or {})["status"]["phase"] == "Succeeded"
+    # One read gave the exit code, the kept lines and the system lines (issue 20).
+    assert log_requests(box) == at_exit + 1
     before = log_requests(box)
     out = kubectl(box, "logs", "job-pod").stdout
     assert out.endswith("loss 0.3\ndone\n") and "RUNPOD_RECONCILER_EXIT_CODE" not in out

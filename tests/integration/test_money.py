@@ -148,8 +148,10 @@ def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
     assert terminated["exitCode"] == 3  # the marker, the backfill's last event
     assert instance["id"] not in box.runpod_sim.instances
     reads = [r for r in box.runpod_sim.requests[since:] if r.path.endswith("/logs")]
-    # One stream read whole for the code, not opened again; then the log kept for the pod.
-    assert [r.query.get("source") for r in reads] == ["container", None]
+    # One stream of both sources read whole for the code, not opened again; the log kept
+    # for the pod is that same read (issue 20: one read per finished batch pod).
+    assert [r.query.get("source") for r in reads] == [None]
+    assert box.store.saved_log(box.pod("job")["metadata"]["uid"]) is not None
 
 
 def _pull_secret(box: Sandbox, password: str) -> None:

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import bench_http
 import pytest
 from bench_scale import (
     HEARTBEAT,
@@ -141,3 +142,8 @@ def test_request_names() -> None:
     assert kube_kind("POST", "/api/v1/namespaces/bench/events") == "POST events"
     assert runpod_route("DELETE", "/v2/pods/abc123") == "DELETE /v2/pods/{id}"
     assert runpod_route("GET", "/v2/pods") == "GET /v2/pods"
+
+
+def test_the_http_benchmark_measures_every_layer() -> None:
+    found = bench_http.measure(5)
+    assert len(found) == 7 and all(ms > 0 for ms in found.values())

@@ -19,8 +19,8 @@ from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import lookalikes
-from reconciler.core.planner import owned_instances
+from reconciler.core.ownership import Ownership, lookalikes, owned_instances
+from reconciler.core.planner import ownership_of, plan
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
@@ -69,6 +69,20 @@ def test_a_mapped_instance_whose_env_was_replaced_gets_its_tags_back() -> None:
     assert not any(isinstance(a, PatchStatus | Create | Terminate) for a in actions)
     world.apply(actions)
     assert world.plan() == []
+
+
+def test_an_ownership_worked_out_for_another_owner_is_worked_out_again() -> None:
+    """The engine hands its ownership along with the observation; one worked out for
+    another owner id (to which our tagged instance is not its own) must not decide."""
+    world = World()
+    _running(world, "serve")
+    world.add(pod("waiting", phase="Pending"))
+    observed = world.observe()
+    foreign = Ownership.of("other-cluster/node", observed.instances, observed.rows, observed.pods)
+    assert foreign.owned == {}
+    handed = replace(observed, ownership=foreign)
+    assert ownership_of(handed, OWNER).owned == ownership_of(observed, OWNER).owned != {}
+    assert plan(handed, world.settings, world.now) == world.plan()
 
 
 def test_the_pod_id_annotation_proves_ownership_when_the_rows_are_gone_too() -> None:

@@ -1,9 +1,12 @@
 """Properties of the planner over generated worlds: it converges to a quiet fixpoint,
 never creates twice for one pod, never touches an instance that is not ours, never
-re-runs finished work, and ends with exactly one instance per live pod."""
+re-runs finished work, ends with exactly one instance per live pod, and plans the same
+whatever order the pods and rows are listed in and whoever worked out the ownership."""
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from datetime import timedelta
 
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +25,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import InstanceStatus
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import ownership_of, plan
 from tests.planner.world import OWNER, T0, World, instance, pod
 
 PHASES = ["Pending", "Running", "Succeeded", "Failed"]
@@ -130,6 +134,29 @@ def test_settled_world_has_one_instance_per_running_pod_and_no_orphans(world: Wo
         assert uid in world.pods, f"orphan instance for {uid} survived"
         p = world.pods[uid]
         assert p["status"]["phase"] not in ("Succeeded", "Failed")
+
+
+@given(worlds(), st.randoms(use_true_random=False))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_plan_is_the_same_in_any_list_order_and_with_the_ownership_passed_along(
+    world: World, shuffle: random.Random
+) -> None:
+    """The planner decides pods in the order they were listed but plans in UID order;
+    the engine hands it the ownership it worked out while observing. Neither may change
+    a plan (instances keep their order: tags are restored in the list's order)."""
+    for _ in range(4):
+        observed = world.observe()
+        expected = plan(observed, world.settings, world.now)
+        shuffled = replace(
+            observed,
+            pods=shuffle.sample(list(observed.pods), len(observed.pods)),
+            rows=shuffle.sample(list(observed.rows), len(observed.rows)),
+        )
+        assert plan(shuffled, world.settings, world.now) == expected
+        passed = replace(shuffled, ownership=ownership_of(shuffled, OWNER))
+        assert plan(passed, world.settings, world.now) == expected
+        world.apply(expected)
+        world.now += timedelta(minutes=10)
 
 
 def test_a_steady_plan_has_no_mutation_and_no_row_write() -> None:

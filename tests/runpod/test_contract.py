@@ -53,7 +53,7 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
     for action in ("restart", "stop", "terminate"):
         pod_action(sim, batch.id, action)
     client.list_gpu_types(gpu_count=2, cloud=Cloud.COMMUNITY)
-    client.read_exit_code(next(iter(sim.instances)))
+    client.read_ended_log(next(iter(sim.instances)))
     client.update_instance_env(next(iter(sim.instances)), {"A": "1"})
     client.delete_registry_auth(client.create_registry_auth("spare", "robot", "pw").id)
     client.pod_billing(sim.clock.now() - timedelta(days=2), sim.clock.now())

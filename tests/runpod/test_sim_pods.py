@@ -1,7 +1,7 @@
 """Simulated pod lifecycle, driven through the real client: provisioning on the
 simulated clock, actions allowed per status (409 otherwise), stop/start/restart,
 delete and terminate, process exit with and without our stop-on-exit wrapper, the
-container log as SSE and read_exit_code, listing lag, vanishing, a runtime stuck at
+container log as SSE and the exit code read from it, listing lag, vanishing, a runtime stuck at
 null, ERROR, foreign pods and capacity given back."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import requests
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.logstream import exit_log
 from reconciler.core.contract import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
@@ -103,7 +104,7 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 3)
     assert client.get_instance(instance_id).status is InstanceStatus.EXITED
-    assert client.read_exit_code(instance_id).code == 3
+    assert exit_log(client.read_ended_log(instance_id)).code == 3
 
 
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -112,7 +113,7 @@ def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> 
     pod_action(sim, instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
-    assert client.read_exit_code(instance_id).code == 0
+    assert exit_log(client.read_ended_log(instance_id)).code == 0
 
 
 def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -122,7 +123,7 @@ def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPo
     instance = client.get_instance(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
-    assert client.read_exit_code(instance_id).code is None
+    assert exit_log(client.read_ended_log(instance_id)).code is None
 
 
 def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:

@@ -372,6 +372,35 @@ def test_mirror_key_follows_the_resource_version() -> None:
     assert mirror_key(pod, instance, T1) != first
 
 
+def test_the_mirror_key_of_known_inputs_stays_what_rows_already_hold() -> None:
+    """Rows keep the key: a new way of computing it that gave other digests would make
+    the first tick after an upgrade compute and rewrite the row of every pod."""
+    pod: KubeObject = {
+        "metadata": {"uid": "u-1", "resourceVersion": "42"},
+        "status": {
+            "containerStatuses": [{"state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+        },
+    }
+    instance = Instance(
+        "i-1",
+        "default-web-1",
+        InstanceStatus.RUNNING,
+        image="img:1",
+        cost_per_hr=0.69,
+        gpu_type_id="NVIDIA GeForce RTX 4090",
+        datacenter_id="US-TX-3",
+        ports=("8888/http", "22/tcp"),
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        runtime=Runtime(300, (PortMapping(22, "tcp", "1.2.3.4", 40022),)),
+    )
+    now = datetime(2026, 1, 1, 0, 5, tzinfo=UTC)
+    assert mirror_key(pod, instance, now) == "3ba68d05f4e225cb"
+    shown_nothing: KubeObject = {"metadata": {"resourceVersion": "42"}, "status": {}}
+    assert mirror_key(shown_nothing, instance, now) == "9b558787c588fd68"
+    starting = Instance("i-1", "n", InstanceStatus.STARTING)
+    assert mirror_key(shown_nothing, starting, now) == "56ae4fbc76cab812"
+
+
 def test_mirror_key_ignores_the_uptime() -> None:
     """RunPod's uptime grows on every list; a steady pod must keep its key."""
     older = _instance(InstanceStatus.RUNNING, PUBLISHED)

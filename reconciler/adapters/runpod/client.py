@@ -40,7 +40,6 @@ from reconciler.adapters.runpod.logstream import (
     LogRead,
     LogStreamBroken,
     LogStreamIdle,
-    exit_code_from,
     read_log,
     sse_events,
 )
@@ -56,7 +55,6 @@ from reconciler.core.domain import (
     BillingRecord,
     Cloud,
     CreateRequest,
-    ExitLog,
     GpuType,
     Instance,
     RegistryAuth,
@@ -68,8 +66,9 @@ BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The tick's list: the pacing keeps it to a share of the requests that do the work.
 LIST_ROUTE = "GET /v2/pods"
-# The marker line is among the wrapper's last words, so a short tail holds it.
-EXIT_LOG_READ = LogRead(source="container", tail=100)
+# The marker line is among the wrapper's last words (RunPod's few lines about the stop
+# may follow it), so a short tail holds it.
+EXIT_LOG_TAIL = 100
 
 
 @dataclass(frozen=True)
@@ -193,8 +192,10 @@ class RunPodClient:
         )
         return parse_instance(self._json(call))
 
-    def read_exit_code(self, instance_id: str) -> ExitLog:
-        """The exit code our batch wrapper logged, and the log's last lines (one request).
+    def read_ended_log(self, instance_id: str, tail: int = EXIT_LOG_TAIL) -> list[LogEvent]:
+        """The last `tail` lines of a stopped instance's log, RunPod's system lines among
+        them (one request): where our batch wrapper printed the exit code, and what is
+        kept of the log once the instance is gone (`logstream.exit_log` reads the code).
 
         The instance has stopped, so its stream is all backfill and ends after it. Each
         event may take as long as any read may (the read timeout, within the tick's
@@ -204,17 +205,16 @@ class RunPodClient:
         events = read_log(
             partial(self.log_events, retry_failures=False),
             instance_id,
-            EXIT_LOG_READ,
+            LogRead(source=None, tail=max(tail, EXIT_LOG_TAIL)),
             backfill_idle_seconds=self._timeout[1],
             follow_idle_seconds=self._timeout[1],
             max_resumes=0,
             sleep=self._sleep,
         )
         try:
-            lines = [event.line for event in events]
+            return list(events)
         except LogStreamBroken as exc:
             raise errors.TransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
-        return ExitLog(exit_code_from(lines), tuple(lines))
 
     def log_events(
         self,

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.domain import ExitLog
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,13 @@ def read_log(
                 delay,
             )
             sleep(delay)
+
+
+def exit_log(events: Iterable[LogEvent]) -> ExitLog:
+    """What a stopped instance's last events say of its process: the container's lines,
+    and the code our batch wrapper printed among them (RunPod's system lines left out)."""
+    lines = tuple(event.line for event in events if event.source != "system")
+    return ExitLog(exit_code_from(lines), lines)
 
 
 def exit_code_from(lines: Iterable[str]) -> int | None:

@@ -26,10 +26,13 @@ from reconciler.core.domain import (
 )
 
 Json = Mapping[str, Any]
+# JSON gives dicts: testing for dict first spares the Mapping ABC's slower check. A list
+# of 10 000 pods is parsed on every tick, so these few microseconds add up (issue 20).
+_MAPPING = (dict, Mapping)
 
 
 def parse_instance(data: object) -> Instance:
-    if not isinstance(data, Mapping) or not data.get("id"):
+    if not isinstance(data, _MAPPING) or not data.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
     gpu = _mapping(data.get("gpu"))
     return Instance(
@@ -60,18 +63,18 @@ def parse_runtime(data: object) -> Runtime | None:
     `uptime` nor `ports` carries no evidence that a container runs, so it counts as
     no runtime; otherwise a pod could be reported Ready before it is.
     """
-    if not isinstance(data, Mapping) or ("uptime" not in data and "ports" not in data):
+    if not isinstance(data, _MAPPING) or ("uptime" not in data and "ports" not in data):
         return None
     ports = data.get("ports")
     mappings = [_port(item) for item in ports] if isinstance(ports, list) else []
     return Runtime(
         uptime_seconds=_int(data.get("uptime")),
-        ports=tuple(port for port in mappings if port is not None),
+        ports=tuple([port for port in mappings if port is not None]),
     )
 
 
 def _port(data: object) -> PortMapping | None:
-    if not isinstance(data, Mapping) or _optional_int(data.get("private")) is None:
+    if not isinstance(data, _MAPPING) or _optional_int(data.get("private")) is None:
         return None
     return PortMapping(
         private_port=_int(data.get("private")),
@@ -148,11 +151,13 @@ def parse_datetime(value: object) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
+    if parsed.tzinfo is UTC:  # RunPod's own "…Z"
+        return parsed
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _mapping(value: object) -> Json:
-    return value if isinstance(value, Mapping) else {}
+    return value if isinstance(value, _MAPPING) else {}
 
 
 def _list(value: object) -> list[Any]:
@@ -160,7 +165,7 @@ def _list(value: object) -> list[Any]:
 
 
 def _strings(value: object) -> tuple[str, ...]:
-    return tuple(str(item) for item in _list(value))
+    return tuple(map(str, value)) if isinstance(value, list) else ()
 
 
 def _string_map(value: object) -> dict[str, str]:

@@ -35,6 +35,7 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
 _POD_BILLING = "pods"
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
@@ -61,9 +62,10 @@ class Store:
     # --- mappings ---------------------------------------------------------------
 
     def load_rows(self) -> list[MappingRecord]:
+        # Core, not the ORM, and the columns in the record's field order: at 10 000 rows
+        # the ORM's loading and a dict per row cost a third more CPU (issue 20).
         with self._sessions() as session:
-            result = session.execute(select(*(getattr(Mapping, f) for f in _FIELDS)))
-            return [MappingRecord(**row._asdict()) for row in result]
+            return [MappingRecord(*row) for row in session.connection().execute(_LOAD_ROWS)]
 
     def batch(self) -> WriteBatch:
         """Row and journal writes to commit together (see `reconciler.adapters.store.batch`)."""

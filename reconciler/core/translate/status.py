@@ -464,17 +464,14 @@ def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> obje
     if instance.runtime is None:
         return None
     started = now.timestamp() - instance.runtime.uptime_seconds
-    shown: list[str] = [
-        start
-        for status in (pod.get("status") or {}).get("containerStatuses") or ()
-        if (start := ((status.get("state") or {}).get("running") or {}).get("startedAt"))
-    ]
-    if not shown:
-        return int(started)
-    return any(
-        datetime.fromisoformat(value).timestamp() < started - RESTART_SLACK_SECONDS
-        for value in shown
-    )
+    shown = False
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        start = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+        if start:
+            if datetime.fromisoformat(start).timestamp() < started - RESTART_SLACK_SECONDS:
+                return True
+            shown = True
+    return False if shown else int(started)
 
 
 def metadata_annotations(instance: Instance) -> dict[str, str]:

@@ -3,7 +3,8 @@
 Reading a live instance costs RunPod requests: one for the backfill, one more to follow
 (`-f`), and one per resume after a broken stream. A log kept in the store costs none.
 When a pod's instance ends while the pod object stays (a batch pod finished, a pod
-failed), `keep()` saves the last lines (one request), so `kubectl logs` still works
+failed), `keep()` saves the last lines (one request, or none when the tick read them
+for a batch pod's exit code: `read_exits`), so `kubectl logs` still works
 after the instance is gone, until the pod object, and with it its row, is deleted; the
 same read shows RunPod's system lines not yet shown as Events (`system_events`).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,10 +25,12 @@ from reconciler.adapters.runpod.logstream import (
     LogEvent,
     LogRead,
     LogStreamBroken,
+    exit_log,
     read_log,
 )
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import PodRef
+from reconciler.core.domain import ExitLog
 from reconciler.core.mapping import MappingState
 from reconciler.core.podlogs import (
     PREVIOUS_UNSUPPORTED,
@@ -95,22 +98,40 @@ class PodLogs:
         self.clock, self.limits, self.sleep = clock, limits, sleep
         self.backfill_idle, self.follow_idle = backfill_idle, follow_idle
         self.system_events = system_events
+        self._read_at_exit: dict[str, list[LogEvent]] = {}
+        """This tick's reads of stopped instances, for `keep` to save without reading again."""
 
     # --- keeping the last lines when an instance ends ------------------------------
 
+    def read_exits(self, instance_ids: Iterable[str]) -> dict[str, ExitLog]:
+        """The exit codes of stopped batch instances, one request each. The same read,
+        long enough for what `keep` saves, serves `keep` when the instance is terminated
+        this tick: a finished batch pod costs one log read, not two."""
+        self._read_at_exit = {}
+        found: dict[str, ExitLog] = {}
+        for instance_id in instance_ids:
+            try:
+                events = self.runpod.read_ended_log(instance_id, tail=self._kept_tail())
+            except runpod_errors.RunPodError as exc:
+                log.warning("could not read the exit code of %s: %s", instance_id, exc)
+                continue
+            self._read_at_exit[instance_id] = events
+            found[instance_id] = exit_log(events)
+        return found
+
     def keep(self, pod: PodRef, instance_id: str) -> None:
         """Save the instance's last container lines for the pod (once), in one request
-        for both sources; its last system lines (start-up, stop, errors) not recorded yet
-        become the pod's Events. Never raises for RunPod."""
+        for both sources (none when this tick read them for the exit code); its last
+        system lines (start-up, stop, errors) not recorded yet become the pod's Events.
+        Never raises for RunPod."""
+        events: list[LogEvent] | None = self._read_at_exit.pop(instance_id, None)
         if self.store.has_saved_log(pod.uid):
             return
         try:
-            events, _ = _drain(
-                self._read(
-                    instance_id,
-                    LogRead(source=None, tail=min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL)),
+            if events is None:
+                events, _ = _drain(
+                    self._read(instance_id, LogRead(source=None, tail=self._kept_tail()))
                 )
-            )
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
             return
@@ -120,6 +141,9 @@ class PodLogs:
         if self.system_events is not None:
             system = [e for e in events if e.source == "system"]
             self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
+
+    def _kept_tail(self) -> int:
+        return min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL)
 
     def _within_limits(
         self, lines: list[tuple[datetime, str]]
