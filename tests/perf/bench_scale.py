@@ -606,9 +606,10 @@ def table(records: Sequence[dict[str, Any]], sizes: Sequence[int]) -> str:
         for label, value in ROWS[record["scenario"]](record["summary"]).items():
             cells.setdefault(label, {})[record["n"]] = value
     width = max(len(label) for label in cells) + 2
-    lines = ["".ljust(width) + "".join(f"{'N=' + str(n):<24}" for n in sizes)]
+    column = max([24, *(len(value) + 2 for by_n in cells.values() for value in by_n.values())])
+    lines = ["".ljust(width) + "".join(f"{'N=' + str(n):<{column}}" for n in sizes)]
     for label, by_n in cells.items():
-        lines.append(label.ljust(width) + "".join(f"{by_n.get(n, '-'):<24}" for n in sizes))
+        lines.append(label.ljust(width) + "".join(f"{by_n.get(n, '-'):<{column}}" for n in sizes))
     return "\n".join(lines)
 
 
