@@ -125,7 +125,6 @@ class LeaderElector:
             self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
-            if claim.taken_over_from or claim.predecessor_term_ends:
                 self.predecessor_term_ends = claim.predecessor_term_ends
         except KubeError as exc:
             log.warning(
@@ -140,11 +139,7 @@ class LeaderElector:
             return
         self.election.leading = False
         try:
-            # A dead predecessor's term not over yet goes on with the Lease: a successor
-            # must not create before it ends either.
-            held = self.predecessor_term_ends
-            still_held = held if held is not None and self.clock() < held else None
-            self.kube.release_lease(self.namespace, self.name, self.identity, term_until=still_held)
+            self.kube.release_lease(self.namespace, self.name, self.identity)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
             log.warning(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,8 +48,6 @@ NODE_STATUS_REPORT_SECONDS = 300
 DEFAULT_COMPONENT = "runpod-reconciler"
 WATCH_READ_SLACK_SECONDS = 30
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-RELEASED_LEASE_SECONDS = 1
-"""What a release leaves as the Lease's duration, as client-go's leader election does."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +62,7 @@ class LeaseClaim:
     nobody: the winner released it at once)."""
     predecessor_term_ends: datetime | None = None
     """When we took the Lease from a holder declared dead before its term was over: when
-    that term would have ended. The holder may have started an action late in its term.
-    Also a term passed on by a release (`release_lease(term_until=...)`)."""
+    that term would have ended. The holder may have started an action late in its term."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -448,7 +444,7 @@ class KubeClient:
                 claim.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
-                if _passes_a_term_on(spec) and not _lease_expired(spec, now):
+                if holder and not _lease_expired(spec, now):
                     term_ends = _lease_term_end(spec)
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
@@ -463,26 +459,15 @@ class KubeClient:
             winner = self._get_optional(f"{collection}/{_q(name)}") or {}
             return LeaseClaim(won=False, holder=(winner.get("spec") or {}).get("holderIdentity"))
 
-    def release_lease(
-        self, namespace: str, name: str, identity: str, *, term_until: datetime | None = None
-    ) -> None:
-        """Give the Lease up at once (if still ours), so a successor need not wait it out.
-
-        `term_until` passes on a term the successor must still respect (a dead writer's
-        we took over, not over yet): the free Lease's term ends then, and the next holder
-        holds its creates until then as we did (`LeaseClaim.predecessor_term_ends`)."""
+    def release_lease(self, namespace: str, name: str, identity: str) -> None:
+        """Give the Lease up at once (if still ours), so a successor need not wait it out."""
         path = f"{_LEASES.format(namespace=_q(namespace))}/{_q(name)}"
         lease = self._get_optional(path)
         spec = (lease or {}).get("spec") or {}
         if lease is None or spec.get("holderIdentity") != identity:
             return
-        now = self._now()
-        left = (term_until - now).total_seconds() if term_until is not None else 0.0
         spec.pop("holderIdentity")
-        spec.update(
-            leaseDurationSeconds=max(RELEASED_LEASE_SECONDS, math.ceil(left)),
-            renewTime=_micro_time(now),
-        )
+        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
         try:
             self._request("PUT", path, body=lease)
         except ConflictError:
@@ -593,14 +578,6 @@ def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
-
-
-def _passes_a_term_on(spec: dict[str, Any]) -> bool:
-    """Whether a Lease we take has a term to respect: a holder's (taken as dead), or one a
-    release passed on (longer than a plain release's)."""
-    if spec.get("holderIdentity"):
-        return True
-    return int(spec.get("leaseDurationSeconds") or 0) > RELEASED_LEASE_SECONDS
 
 
 def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:
