@@ -11,9 +11,7 @@ Row and journal writes are gathered in one `WriteBatch` for the run and committe
 the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
 and journal row before the POST, a terminate's row and journal row before the DELETE)
 and once at the end of the run; the batch's docstring argues why nothing else needs to
-be committed sooner. A commit made for one call's intent carries the intents of the next
-calls of its kind too (`INTENTS_PER_COMMIT`), so a tick of a thousand creates commits
-tens of times, not a thousand; an intent whose call is never made is withdrawn.
+be committed sooner.
 """
 
 from __future__ import annotations
@@ -58,21 +56,6 @@ from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.logs import Decision, decision
 
 log = logging.getLogger(__name__)
-
-INTENTS_PER_COMMIT = 32
-"""Calls of one kind whose intents one commit makes durable (docs/architecture.md §4).
-Each commit costs about as much CPU as a request; a crash leaves at most this many
-creates in doubt that were never sent (their pods wait the create grace time)."""
-
-
-@dataclass
-class _Intent:
-    """An intent committed ahead of its call: its journal entry, and the row it wrote."""
-
-    entry: JournalEntry
-    row: MappingRecord | None
-    withdrawn: MappingRecord | None
-    """The row to write back if the call is never made (None: keep `row`)."""
 
 
 @dataclass
@@ -121,27 +104,16 @@ class Executor:
         self.registries_used: set[str] = set()
         """Registry credentials this run's creates chose: not to be collected this tick."""
         self.deferred = 0
-        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
-        self._actions: list[Action] = []
-        self._position = 0
-        self._ahead: dict[int, _Intent] = {}
-        """Intents noted ahead of their calls, by the action's position in the run."""
+        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
-        self._actions = list(actions)
         try:
-            for position, action in enumerate(self._actions):
-                self._position = position
-                try:
-                    self._run_one(action, outcome)
-                finally:
-                    self._withdraw(position)
+            for action in actions:
+                self._run_one(action, outcome)
         except WriterLost:
-            for position in list(self._ahead):
-                self._withdraw(position)
             self._commit_rest(outcome)  # what was done is recorded, as it always was
             raise
         self._commit_rest(outcome)
@@ -164,7 +136,6 @@ class Executor:
         except WriterLost:
             raise
         except Exception as exc:  # one action never stops the others
-            self._withdraw(self._position)  # before the failure is noted on the row
             outcome.failed[kind] += 1
             outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
             log.warning(
@@ -314,19 +285,10 @@ class Executor:
         point's name), everything noted so far, this entry included, is committed
         before the call: the protocol's intent rows (docs/architecture.md §4), and a
         journal entry left open if the process dies during the call. A failed commit
-        fails the action before the call is made. The commit carries the intents of the
-        next calls of this kind too (`_note_ahead`); a call whose intent one of them
-        carried needs none."""
-        ahead = self._ahead.pop(self._position, None)
-        entry = (
-            ahead.entry
-            if ahead is not None
-            else self.writes.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
-        )
+        fails the action before the call is made."""
+        entry = self.writes.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
         if durable_at is not None:
-            if entry.id is None:  # not committed yet
-                self._note_ahead(kind)
-                self.writes.commit()
+            self.writes.commit()
             crashpoints.reached(durable_at)
         try:
             result = call()
@@ -335,58 +297,6 @@ class Executor:
             raise
         self._close(entry, "ok", None, result.id if isinstance(result, Instance) else None)
         return result
-
-    def _note_ahead(self, kind: str) -> None:
-        """Note the intents of the next calls of `kind` in this run, to be committed with
-        the one about to be made: at most `INTENTS_PER_COMMIT` of a kind open at once
-        (those still ahead included), and no more creates than our share of the quota
-        lets us send."""
-        wanted = Create if kind == "create" else Terminate
-        room = INTENTS_PER_COMMIT - 1
-        room -= sum(isinstance(self._actions[p], wanted) for p in self._ahead)
-        if kind == "create":
-            budget = self.runpod.rate_budget
-            room = min(room, budget - 1) if budget is not None else room
-        for position in range(self._position + 1, len(self._actions)):
-            if room <= 0:
-                return
-            action = self._actions[position]
-            if isinstance(action, wanted) and position not in self._ahead:
-                self._ahead[position] = self._note_intent(action)
-                room -= 1
-
-    def _note_intent(self, action: Create | Terminate) -> _Intent:
-        """What `_create` or `_terminate` writes before the call, noted now."""
-        now = self.clock()
-        if isinstance(action, Create):
-            self.writes.save_row(action.row)
-            entry = self.writes.open_action(self._tick_id(), "create", action.pod.uid, None, now)
-            # Never sent: back to pending, as a create stopped for the quota leaves it.
-            withdrawn = action.row.changed(state=MappingState.PENDING, attempt_id=None)
-            return _Intent(entry, action.row, withdrawn)
-        row = _terminating_row(action, now)
-        if row is not None:
-            self.writes.save_row(row)
-        entry = self.writes.open_action(
-            self._tick_id(), "terminate", _terminated_pod_uid(action), action.instance_id, now
-        )
-        # Never sent: the row keeps the end we decided, and the next tick terminates.
-        return _Intent(entry, row, None)
-
-    def _withdraw(self, position: int) -> None:
-        """An intent noted ahead whose call was not made (creates stopped, the deadline,
-        a failure before the call, the writer Lease lost): its journal entry says so, and
-        a create's row goes back to pending unless the action wrote it since."""
-        intent = self._ahead.pop(position, None)
-        if intent is None:
-            return
-        self._close(intent.entry, "skipped", None)
-        if (
-            intent.withdrawn is not None
-            and intent.row is not None
-            and self.writes.holds_no_later_row(intent.row)
-        ):
-            self.writes.save_row(intent.withdrawn)
 
     def _close(
         self, entry: JournalEntry, outcome: str, error: str | None, created: str | None = None
@@ -437,8 +347,7 @@ class Executor:
             candidates = self._with_registry_auth(action)
         except _CreatesSkipped:
             return
-        if self._position not in self._ahead:  # else noted and committed already
-            self.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
+        self.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
         try:
             instance = self._first_accepted(action, candidates)
         except _CreatesStopped:
@@ -595,10 +504,14 @@ class Executor:
     # --- terminate --------------------------------------------------------------------
 
     def _terminate(self, action: Terminate) -> None:
-        row = _terminating_row(action, self.clock())
-        if row is not None and self._position not in self._ahead:  # else noted already
-            self.writes.save_row(row)
-        pod_uid = _terminated_pod_uid(action)
+        if action.row is not None:
+            # The instance's end, as far as we decide it: the leak audit and the cost
+            # report count from here, not from when a later tick saw it gone.
+            now = self.clock()
+            self.writes.save_row(
+                action.row.changed(updated_at=now, ended_at=action.row.ended_at or now)
+            )
+        pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         if action.keeps_log and action.pod is not None:
             self.writes.commit()  # the kept log is stored beside the pod's row
             self._keep_log(action.pod, action.instance_id)
@@ -641,18 +554,6 @@ def _not_found(candidate: CreateRequest, exc: runpod_errors.RunPodError) -> tupl
             f"RunPod has no template {candidate.template_id!r} this account may use: {detail}"
         )
     return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
-
-
-def _terminating_row(action: Terminate, now: datetime) -> MappingRecord | None:
-    """The instance's end, as far as we decide it: the leak audit and the cost report
-    count from here, not from when a later tick saw it gone."""
-    if action.row is None:
-        return None
-    return action.row.changed(updated_at=now, ended_at=action.row.ended_at or now)
-
-
-def _terminated_pod_uid(action: Terminate) -> str | None:
-    return action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:

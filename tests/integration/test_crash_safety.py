@@ -108,55 +108,6 @@ def test_what_is_committed_when_a_create_or_terminate_crashes(box: Sandbox) -> N
     assert len(box.owned_instances()) == 1  # the DELETE was not sent
 
 
-def test_intents_committed_together_are_in_doubt_after_a_crash_and_created_once(
-    box: Sandbox,
-) -> None:
-    """One commit makes the intents of the next creates durable with the first one's: a
-    crash before the first POST leaves all of them `creating`, in doubt, and each pod
-    still gets exactly one instance once the create grace has passed."""
-    for name in ("a", "b", "c"):
-        box.add_pod(name)
-        box.advance(1)
-    crashpoints.arm("after-intent:1", die=crash)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    rows = box.store.load_rows()
-    assert [r.state for r in rows] == [MappingState.CREATING] * 3 and creates(box) == 0
-    entries = [e for e in box.store.journal() if e.kind == "create"]
-    assert len(entries) == 3 and all(e.finished_at is None for e in entries)
-
-    box.restart()
-    box.tick()  # within the grace: none of them may be created again yet
-    assert creates(box) == 0
-    box.advance(box.settings.create_grace_time + 1)
-    box.tick()
-    assert_converged(box, ["a", "b", "c"])
-    assert creates(box) == 3
-
-
-def test_intents_whose_creates_were_never_sent_are_withdrawn(box: Sandbox) -> None:
-    """Creates stopped after the intents went ahead (402: no balance) leave the pods
-    that were never tried pending, not in doubt: they are created on the next tick,
-    without waiting out the create grace, and the journal says they were skipped."""
-    for name in ("a", "b", "c"):
-        box.add_pod(name)
-        box.advance(1)
-    box.runpod_sim.inject_fault("POST", "/v2/pods", 402)
-    box.tick()
-    assert creates(box) == 1
-    rows = {r.name: r for r in box.store.load_rows()}
-    assert rows["a"].reason is PodReason.INSUFFICIENT_BALANCE
-    for name in ("b", "c"):
-        assert rows[name].state is MappingState.PENDING and rows[name].attempt_id is None
-    outcomes = sorted(str(e.outcome) for e in box.store.journal() if e.kind == "create")
-    assert outcomes == ["failed", "skipped", "skipped"]
-
-    box.advance(5)
-    box.tick()
-    uids = {(box.pod(name) or {})["metadata"]["uid"] for name in ("b", "c")}
-    assert uids <= set(instances_by_pod(box))
-
-
 @pytest.mark.parametrize("point", ["after-terminating", "after-delete"])
 def test_crash_during_terminate_still_removes_the_instance_and_pod(
     box: Sandbox, point: str

@@ -5,8 +5,7 @@ checks what a tick costs in requests and writes: a steady tick sends exactly one
 RunPod request, ⌈N/500⌉ pod list pages, one page of unscheduled pods (offload mode) and
 the two heartbeat calls, and writes only its tick row; a burst under the default
 60-per-minute quota meets no 429; churn replaces pods with one create and one terminate
-each, five Kubernetes requests per replaced pod, and one write transaction for the
-intents of each kind of call (up to 32 calls).
+each, five Kubernetes requests and two write transactions per replaced pod.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from bench_scale import (
 )
 from scale_world import DEFAULT_QUOTA, RAISED_QUOTA, local_world
 
-from reconciler.runtime.executor import INTENTS_PER_COMMIT
 from reconciler.sim.clock import SimClock
 
 N = 50
@@ -98,7 +96,7 @@ def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str)
     assert all(s.kube.get("DELETE pods") == replaced for s in result.samples[1:])
 
 
-def test_churn_costs_five_kubernetes_requests_per_replaced_pod_and_few_transactions(
+def test_churn_costs_five_kubernetes_requests_and_two_transactions_per_replaced_pod(
     workdir: str,
 ) -> None:
     """Issue 20's churn targets, counted: per replaced pod at most 5 Kubernetes requests
@@ -117,11 +115,9 @@ def test_churn_costs_five_kubernetes_requests_per_replaced_pod_and_few_transacti
             "PATCH pods/status": 2 * replaced,  # the new pod Running, the old one's end
             "DELETE pods": replaced,
         }
-        # One commit before the first create and one before the first terminate, each
-        # carrying the intents of the next calls of its kind too (the protocol's intent
+        # One commit before each create and each terminate (the protocol's intent
         # rows), the tick row opened and finished, the rest of the tick's writes at once.
-        assert replaced <= INTENTS_PER_COMMIT
-        assert sample.transactions == 2 + 3
+        assert sample.transactions == 2 * replaced + 3
         assert sample.writes["INSERT actions"] == 5 * replaced
     assert result.summary()["per_replaced_pod"]["writes"] <= 4
 

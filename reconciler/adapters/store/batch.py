@@ -7,9 +7,8 @@ the DELETE), the executor commits right before that call; everything else waits 
 the next such commit or the end of the run. A crash in between loses only writes that
 record what a call did, and each of those the next tick learns again by observing both
 worlds: the instance a create made is found by its tags and adopted, a patched status
-is seen on the pod, a deleted pod is gone. The executor also notes the intents of the
-next calls of a kind before such a commit (docs/architecture.md §4), so a tick that
-replaces a hundred pods costs a handful of transactions, not fifteen per pod.
+is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
+about two transactions per pod, not fifteen.
 
 A commit that fails loses what it carried (the transaction rolls back), for the same
 reason: the next tick rebuilds it from the two worlds. It raises, so the action that
@@ -86,11 +85,6 @@ class WriteBatch:
         self._rows.pop(pod_uid, None)
         self._rows[pod_uid] = None
         self._notes.pop(pod_uid, None)
-
-    def holds_no_later_row(self, record: MappingRecord) -> bool:
-        """Whether the latest write of this pod's row noted here is `record`, or none is
-        (`record` was committed and nothing was noted for the row since)."""
-        return self._rows.get(record.pod_uid, record) is record
 
     def note_error(self, pod_uid: str, message: str, now: datetime) -> None:
         """Put the error on the pod's row, if it has one (a missing row stays missing)."""

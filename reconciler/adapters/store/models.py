@@ -213,10 +213,9 @@ class Tick(Base):
 class ActionRecord(Base):
     """The journal: one row per side effect, opened before the call and closed after it.
 
-    A create's and a terminate's row are committed before their call (with those of the
-    next calls of its kind), so one left without `finished_at` marks a call a crash
-    interrupted or never let start; the others are committed with the tick's next commit
-    (docs/architecture.md §4).
+    A create's and a terminate's row are committed before their call, so one left
+    without `finished_at` marks a call a crash interrupted; the others are committed with
+    the tick's next commit (docs/architecture.md §4).
     """
 
     __tablename__ = "actions"
@@ -231,7 +230,7 @@ class ActionRecord(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     outcome: Mapped[str | None] = mapped_column(String(16))
-    """ok, failed, or skipped (committed ahead, never sent); unset while in flight."""
+    """ok, failed, or skipped; unset while the call is in flight."""
     error: Mapped[str | None] = mapped_column(Text)
 
 
