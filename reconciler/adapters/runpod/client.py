@@ -374,7 +374,7 @@ class RunPodClient:
     def _prepared(self, call: _Call) -> requests.PreparedRequest:
         """The request `Session.request` would send, built without its per-call merge
         of the session's settings: they never change, and merging them again (cookie
-        jars, hooks, environment) cost more CPU than the rest of a create (issue 20).
+        jars, hooks, environment) cost 0.3 to 0.5 ms of CPU a request (issue 20).
         No cookies go back: RunPod authenticates by the key's header alone."""
         prepared = requests.PreparedRequest()
         prepared.prepare(
