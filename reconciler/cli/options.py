@@ -6,13 +6,19 @@ so a Deployment configures the reconciler with env alone.
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from reconciler.core.config import DEFAULT_NODE_NAME, Settings, settings_problems
+from reconciler.core.config import (
+    DEFAULT_NODE_NAME,
+    PodsWithoutGpu,
+    Settings,
+    settings_problems,
+)
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
 
@@ -40,6 +46,13 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         "cloud",
         click.Choice([c.value for c in Cloud]),
         "Cloud tier for pods without runpod.io/cloud-type.",
+    ),
+    (
+        "--pods-without-gpu",
+        "pods_without_gpu",
+        click.Choice([p.value for p in PodsWithoutGpu]),
+        "What a pod asking for no GPU runs on: a CPU instance sized to it, one GPU (the "
+        "behaviour before CPU instances), or nothing (it fails with GPURequired).",
     ),
     (
         "--datacenter-ids",
@@ -81,7 +94,7 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         float,
         "Seconds an instance without a pod must be old before it is terminated.",
     ),
-    ("--catalog-ttl", "catalog_ttl", float, "Seconds the GPU catalog is cached."),
+    ("--catalog-ttl", "catalog_ttl", float, "Seconds the GPU and CPU catalogs are cached."),
     (
         "--exit-code-timeout",
         "exit_code_timeout",
@@ -168,7 +181,7 @@ def settings_options(command: F) -> F:
         default = getattr(_DEFAULTS, name)
         if isinstance(default, tuple):
             default = ",".join(default)
-        elif isinstance(default, Cloud):
+        elif isinstance(default, enum.Enum):
             default = default.value
         envvar: str | list[str] = envvar_of(flag)
         if name in _FALLBACK_ENV:
@@ -190,6 +203,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
     """Pops the settings flags out of a command's keyword arguments."""
     values = {name: options.pop(name) for _, name, _, _ in SETTINGS_FLAGS}
     values["cloud"] = Cloud(values["cloud"])
+    values["pods_without_gpu"] = PodsWithoutGpu(values["pods_without_gpu"])
     values["datacenter_ids"] = tuple(
         part.strip() for part in values["datacenter_ids"].split(",") if part.strip()
     )

@@ -6,6 +6,7 @@ reads the environment itself.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Iterator
@@ -16,6 +17,17 @@ from reconciler.core.domain import Cloud
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
 DEFAULT_RUNPOD_URL = "https://api.runpod.io"
+
+
+class PodsWithoutGpu(enum.StrEnum):
+    """What a pod that asks for no GPU runs on."""
+
+    CPU = "cpu"
+    """A RunPod CPU instance sized to the pod (the default)."""
+    GPU = "gpu"
+    """One GPU, as before CPU instances were used."""
+    REFUSE = "refuse"
+    """Nothing: the pod fails with GPURequired."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,9 @@ class Settings:
 
     cloud: Cloud = Cloud.SECURE
     """Cloud tier used when a pod has no runpod.io/cloud-type annotation."""
+
+    pods_without_gpu: PodsWithoutGpu = PodsWithoutGpu.CPU
+    """What a pod without an nvidia.com/gpu resource or GPU annotation runs on."""
 
     datacenter_ids: tuple[str, ...] = ()
     """Data centers we may place instances in; empty allows all."""
@@ -63,7 +78,7 @@ class Settings:
     """Seconds an owned instance without a pod must have existed before it is terminated."""
 
     catalog_ttl: float = 300
-    """Seconds the GPU catalog is cached between fetches."""
+    """Seconds the GPU and CPU catalogs are cached between fetches."""
 
     exit_code_timeout: float = 600
     """Seconds a stopped batch instance's exit code may stay unreadable; then the instance

@@ -80,6 +80,13 @@ class Runtime:
 
     uptime_seconds: int = 0
     ports: tuple[PortMapping, ...] = ()
+    cpu_percent: int | None = None
+    """RunPod's `runtime.cpu.util`, 0-100 of the instance's vCPUs (CPU instances) or of a
+    base RunPod does not state (GPU instances)."""
+    memory_percent: int | None = None
+    """`runtime.memory.util`, 0-100, with the same caveat."""
+    gpu_percents: tuple[int, ...] = ()
+    """`runtime.gpus[].util`, 0-100 per GPU, in RunPod's order."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +101,11 @@ class Instance:
     cost_per_hr: float = 0.0
     gpu_type_id: str | None = None
     gpu_count: int = 0
+    cpu_flavor_id: str | None = None
+    """Set on CPU instances (RunPod's `cpu.id`), which have no GPU."""
+    vcpu_count: int = 0
+    memory_gb: int = 0
+    """A CPU instance's RAM as RunPod states it (`cpu.memory`, GB)."""
     cloud: str | None = None
     datacenter_id: str | None = None
     ports: tuple[str, ...] = ()
@@ -145,6 +157,21 @@ class GpuType:
 
 
 @dataclass(frozen=True)
+class CpuFlavor:
+    """One entry of RunPod's CPU catalog: sold by the vCPU, RAM in proportion."""
+
+    id: str
+    name: str
+    vcpu_min: int
+    vcpu_max: int
+    ram_gb_per_vcpu: float
+    price_per_vcpu: float
+    """USD per vCPU-hour on secure cloud, the only cloud the catalog prices CPUs for."""
+    availability: Availability = Availability.NONE
+    datacenters: tuple[DataCenterStock, ...] = ()
+
+
+@dataclass(frozen=True)
 class PersistentVolume:
     size_gb: int
     path: str
@@ -158,7 +185,8 @@ class NetworkVolume:
 
 @dataclass(frozen=True)
 class CreateRequest:
-    """Everything RunPod needs to create one instance on one GPU type.
+    """Everything RunPod needs to create one instance on one GPU type, or on one CPU
+    flavor (`cpu_flavor_id` set, `gpu_type_id` empty).
 
     The adapter turns it into the v2 request body; `env` may hold Secret values and
     so is never logged or stored.
@@ -178,12 +206,22 @@ class CreateRequest:
     network_volume: NetworkVolume | None = None
     template_id: str | None = None
     registry_auth_id: str | None = None
+    cpu_flavor_id: str | None = None
+    vcpu_count: int = 0
+    hourly_price: float = 0.0
+    """List price of the instance in USD per hour, as the catalog gave it."""
+
+    @property
+    def offer_id(self) -> str:
+        """The catalog entry this request draws on: the CPU flavor, else the GPU type."""
+        return self.cpu_flavor_id or self.gpu_type_id
 
     def __repr__(self) -> str:
         # env can carry Secret values: keep them out of every repr and log line.
         return (
             f"CreateRequest(name={self.name!r}, image={self.image!r}, "
-            f"gpu={self.gpu_type_id!r}x{self.gpu_count}, cloud={self.cloud.value}, "
+            f"offer={self.offer_id!r}x{self.vcpu_count or self.gpu_count}, "
+            f"cloud={self.cloud.value}, "
             f"env_keys={sorted(self.env)!r})"
         )
 

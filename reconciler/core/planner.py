@@ -37,6 +37,7 @@ from reconciler.core.budgets import NamespaceCaps, NamespaceUse
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     BillingRecord,
+    CpuFlavor,
     CreateRequest,
     GpuType,
     Instance,
@@ -96,6 +97,7 @@ class Observation:
     instances: Sequence[Instance]
     rows: Sequence[MappingRecord]
     catalog: Sequence[GpuType] = ()
+    cpu_catalog: Sequence[CpuFlavor] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     exit_codes: Mapping[str, int | None] = field(default_factory=dict)
     """Exit codes read this tick from the logs of EXITED instances, by instance id; a
@@ -141,7 +143,6 @@ class _Tick:
 
     def __init__(self, obs: Observation, settings: Settings, now: datetime) -> None:
         self.obs, self.settings, self.now = obs, settings, now
-        self.catalog = {gpu.id: gpu for gpu in obs.catalog}
         self.node = obs.node or build_node(settings, now)
         self.lookalikes: dict[str, str] = {}
         """Pod UID → an untagged instance named like its own: no create while it stands."""
@@ -560,7 +561,7 @@ def _adopted_row(
         instance_id=instance.id,
         instance_name=instance.name,
         attempt_id=None,
-        gpu_type_id=instance.gpu_type_id,
+        gpu_type_id=instance.gpu_type_id or instance.cpu_flavor_id,
         datacenter_id=instance.datacenter_id,
         cost_per_hr=instance.cost_per_hr,
         last_instance_status=instance.status.value,
@@ -852,7 +853,7 @@ def _prepare_create(
     t: _Tick, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], _Waiting | None]:
     inputs = t.obs.create_inputs.get(podinfo.uid(pod))
-    if inputs is None or not t.obs.catalog:
+    if inputs is None or not (t.obs.catalog or t.obs.cpu_catalog):
         return [], None  # the engine could not gather what a create needs this tick
     try:
         if inputs.error is not None:
@@ -865,10 +866,11 @@ def _prepare_create(
             t.settings,
             t.settings.owner_id,
             inputs.registry_auth_id,
+            t.obs.cpu_catalog,
         )
     except TranslationError as error:
         return _cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
-    if requests_out_of_stock(candidates, t.obs.catalog):
+    if requests_out_of_stock(candidates, t.obs.catalog, t.obs.cpu_catalog):
         return _cannot_create(
             t,
             pod,
@@ -983,9 +985,9 @@ def _admit(
             )
             continue
         affordable = tuple(
-            c for c in wait.candidates if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+            c for c in wait.candidates if spend + c.hourly_price <= t.settings.max_hourly_spend
         )
-        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        cheapest = min(c.hourly_price for c in wait.candidates)
         namespace = PodRef.of(wait.pod).namespace
         ns_use = use.setdefault(namespace, NamespaceUse())
         refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
@@ -1010,7 +1012,7 @@ def _admit(
         elif slots > 0:
             actions.append(_create(t, wait, affordable))
             # Count the dearest candidate tried: RunPod may accept any of them.
-            dearest = max(_hourly_cost(t, c) for c in affordable)
+            dearest = max(c.hourly_price for c in affordable)
             spend += dearest
             ns_use.instances += 1
             ns_use.hourly_spend += dearest
@@ -1051,11 +1053,6 @@ def create_slots(obs: Observation, settings: Settings) -> int:
     budget = obs.rate_budget
     rate_slots = settings.max_creates_per_tick if budget is None else max(0, budget - 3)
     return min(settings.max_creates_per_tick, rate_slots)
-
-
-def _hourly_cost(t: _Tick, candidate: CreateRequest) -> float:
-    gpu = t.catalog.get(candidate.gpu_type_id)
-    return 0.0 if gpu is None else gpu.price(candidate.cloud) * candidate.gpu_count
 
 
 def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:

@@ -23,6 +23,22 @@ _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 
 def canonical_quantity(text: str) -> str:
     """The API server's spelling of `text`; ValueError when it is not a quantity."""
+    value, suffix = _parse(text)
+    with localcontext() as context:
+        context.prec = 80
+        if value == 0:
+            return "0"
+        if suffix in _BINARY_POWERS and abs(value) >= 1024 and value == int(value):
+            return _binary(int(value))
+        return _decimal(value, exponent_form=suffix[:1] in ("e", "E"))
+
+
+def quantity_value(text: str) -> Decimal:
+    """The number `text` stands for (cores, bytes); ValueError when it is not a quantity."""
+    return _parse(text)[0]
+
+
+def _parse(text: str) -> tuple[Decimal, str]:
     match = _SYNTAX.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (such as 4, 500m, 16Gi)")
@@ -39,12 +55,7 @@ def canonical_quantity(text: str) -> str:
             value = value.scaleb(int(suffix[1:]))
         elif suffix:
             value = value.scaleb(_SI_EXPONENTS[suffix])
-        value = value.quantize(Decimal("1e-9"), rounding=ROUND_UP)  # nano precision
-        if value == 0:
-            return "0"
-        if suffix in _BINARY_POWERS and abs(value) >= 1024 and value == int(value):
-            return _binary(int(value))
-        return _decimal(value, exponent_form=suffix[:1] in ("e", "E"))
+        return value.quantize(Decimal("1e-9"), rounding=ROUND_UP), suffix  # nano precision
 
 
 def _binary(value: int) -> str:

@@ -25,6 +25,9 @@ class PodReason(enum.StrEnum):
     INVALID_IMAGE_NAME = "InvalidImageName"
     GPU_CATALOG_UNAVAILABLE = "GPUCatalogUnavailable"
     UNSATISFIABLE_GPU_REQUEST = "UnsatisfiableGPURequest"
+    UNSATISFIABLE_CPU_REQUEST = "UnsatisfiableCPURequest"
+    GPU_REQUIRED = "GPURequired"
+    """The pod asks for no GPU and this node runs none such (--pods-without-gpu=refuse)."""
     BATCH_COMMAND_REQUIRED = "BatchCommandRequired"
     INVALID_POD_SPEC = "InvalidPodSpec"
     # Admission and RunPod's answers to a create.

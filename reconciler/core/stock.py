@@ -21,13 +21,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from reconciler.core.domain import Availability, Cloud, CreateRequest, GpuType
+from reconciler.core.domain import Availability, Cloud, CpuFlavor, CreateRequest, GpuType
 
 FIRST_BACKOFF = timedelta(seconds=60)
 MAX_BACKOFF = timedelta(seconds=600)
 ANYWHERE = "*"
 
-# (GPU type id, cloud, data center id or ANYWHERE)
+# (GPU type or CPU flavor id, cloud, data center id or ANYWHERE)
 Place = tuple[str, Cloud, str]
 
 
@@ -50,12 +50,15 @@ class StockMemory:
             backoff = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (strikes - 1))
             self._refusals[place] = Refusal(now, now + backoff, strikes)
 
-    def accepted(self, gpu_type_id: str, cloud: Cloud) -> None:
-        """A create on this type went through: its stock is back, wherever it was."""
-        for place in [p for p in self._refusals if p[:2] == (gpu_type_id, cloud)]:
+    def accepted(self, offer_id: str, cloud: Cloud) -> None:
+        """A create on this type (or CPU flavor) went through: its stock is back, wherever
+        it was."""
+        for place in [p for p in self._refusals if p[:2] == (offer_id, cloud)]:
             del self._refusals[place]
 
-    def catalog_seen(self, catalog: Iterable[GpuType], fetched_at: datetime, cloud: Cloud) -> None:
+    def catalog_seen(
+        self, catalog: Iterable[GpuType | CpuFlavor], fetched_at: datetime, cloud: Cloud
+    ) -> None:
         """A catalog fetched at `fetched_at` shows stock: forget older refusals there."""
         for gpu in catalog:
             stocked = {dc.id for dc in gpu.datacenters if dc.availability > Availability.NONE}
@@ -75,7 +78,7 @@ class StockMemory:
 
 
 def _places(candidate: CreateRequest) -> list[Place]:
-    key = (candidate.gpu_type_id, candidate.cloud)
+    key = (candidate.offer_id, candidate.cloud)
     return [(*key, dc) for dc in candidate.datacenter_ids or (ANYWHERE,)]
 
 
@@ -86,7 +89,7 @@ def usable(candidates: Sequence[CreateRequest], refused: frozenset[Place]) -> li
         return list(candidates)
     kept = []
     for candidate in candidates:
-        if (candidate.gpu_type_id, candidate.cloud, ANYWHERE) in refused:
+        if (candidate.offer_id, candidate.cloud, ANYWHERE) in refused:
             continue
         if not candidate.datacenter_ids:
             kept.append(candidate)
@@ -94,7 +97,7 @@ def usable(candidates: Sequence[CreateRequest], refused: frozenset[Place]) -> li
         left = tuple(
             dc
             for dc in candidate.datacenter_ids
-            if (candidate.gpu_type_id, candidate.cloud, dc) not in refused
+            if (candidate.offer_id, candidate.cloud, dc) not in refused
         )
         if left:
             kept.append(

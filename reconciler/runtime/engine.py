@@ -6,7 +6,7 @@ schedule, the showing of start-up lines, the loop's metrics) is handed to it as
 `TickSteps` where it is built (runtime/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
-planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps and Jobs
+planner will need this tick: the GPU or CPU catalog (cached) and Secrets, ConfigMaps and Jobs
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 After an applied tick, starting instances' system lines may be read, while the quota is
@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
@@ -33,7 +33,15 @@ from reconciler.core import ownership
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
-from reconciler.core.domain import Cloud, ExitLog, GpuType, Instance, InstanceStatus, KubeObject
+from reconciler.core.domain import (
+    Cloud,
+    CpuFlavor,
+    ExitLog,
+    GpuType,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+)
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.planner import (
@@ -47,6 +55,7 @@ from reconciler.core.reasons import PodReason
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.container import choose_container, is_batch
+from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters
@@ -58,6 +67,8 @@ from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
+
+Offer = TypeVar("Offer", GpuType, CpuFlavor)
 
 Clock = Callable[[], datetime]
 
@@ -104,8 +115,9 @@ class TickReport:
         return self.observed or self.skipped is not None
 
 
-class CatalogCache:
-    """The GPU catalog, fetched at most once per TTL; a failed fetch keeps the old copy.
+class CatalogCache(Generic[Offer]):
+    """A RunPod catalog (GPU types or CPU flavors), fetched at most once per TTL; a
+    failed fetch keeps the old copy.
 
     A create refused for want of stock proves the cached availability stale: the next
     tick that needs the catalog fetches it again, though not more often than
@@ -116,29 +128,36 @@ class CatalogCache:
     STALE_REFETCH = timedelta(seconds=30)
 
     def __init__(
-        self, ttl: float, stock: StockMemory, datacenter_ids: tuple[str, ...] = ()
+        self,
+        ttl: float,
+        stock: StockMemory,
+        datacenter_ids: tuple[str, ...] = (),
+        fetch: Callable[[RunPodClient], list[Offer]] = RunPodClient.list_gpu_types,  # type: ignore[assignment]
+        what: str = "GPU catalog",
     ) -> None:
         self.ttl = timedelta(seconds=ttl)
         self.stock = stock
         self.datacenter_ids = datacenter_ids
+        self.fetch: Callable[[RunPodClient], list[Offer]] = fetch
+        self.what = what
         self._unknown_datacenters: tuple[str, ...] = ()
-        self._types: list[GpuType] = []
+        self._types: list[Offer] = []
         self._fetched_at: datetime | None = None
         self._stale = False
 
     def mark_stale(self) -> None:
         self._stale = True
 
-    def get(self, runpod: RunPodClient, now: datetime) -> list[GpuType]:
+    def get(self, runpod: RunPodClient, now: datetime) -> list[Offer]:
         if self._due(now):
             try:
-                self._types = runpod.list_gpu_types()
+                self._types = self.fetch(runpod)
                 self._fetched_at, self._stale = now, False
                 # The catalog is fetched without `cloud`: RunPod then reports SECURE.
                 self.stock.catalog_seen(self._types, now, Cloud.SECURE)
                 self._check_datacenters()
             except runpod_errors.RunPodError as exc:
-                log.warning("could not refresh the GPU catalog: %s", exc)
+                log.warning("could not refresh the %s: %s", self.what, exc)
         return self._types
 
     def _check_datacenters(self) -> None:
@@ -147,9 +166,10 @@ class CatalogCache:
         unknown = unknown_datacenters(self.datacenter_ids, self._types)
         if unknown and unknown != self._unknown_datacenters:
             log.warning(
-                "--datacenter-ids names %s, where RunPod's GPU catalog offers no GPU type "
-                "(a typo, or a closed data center): nothing is created there",
+                "--datacenter-ids names %s, where RunPod's %s offers nothing "
+                "(a typo, or a closed data center): nothing of it is created there",
                 ", ".join(unknown),
+                self.what,
             )
         self._unknown_datacenters = unknown
 
@@ -242,7 +262,16 @@ class Engine:
         self.steps = steps
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
-        self.catalog = CatalogCache(settings.catalog_ttl, self.stock, settings.datacenter_ids)
+        self.catalog: CatalogCache[GpuType] = CatalogCache(
+            settings.catalog_ttl, self.stock, settings.datacenter_ids
+        )
+        self.cpu_catalog: CatalogCache[CpuFlavor] = CatalogCache(
+            settings.catalog_ttl,
+            self.stock,
+            settings.datacenter_ids,
+            RunPodClient.list_cpu_flavors,
+            "CPU catalog",
+        )
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
         self.system_events = system_events or SystemEvents(kube)
@@ -358,8 +387,11 @@ class Engine:
                 p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now
             )
         ]
-        catalog = self.catalog.get(self.runpod, now) if needing else []
-        inputs = self._create_inputs(needing) if catalog else {}
+        inputs = self._create_inputs(needing) if needing else {}
+        # Each catalog only when a pod about to be created needs it (a request a TTL).
+        on_cpu = {self._on_cpu(p, inputs.get(podinfo.uid(p))) for p in needing}
+        catalog = self.catalog.get(self.runpod, now) if False in on_cpu else []
+        cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
         caps = self.namespace_caps.get(
             self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
         )
@@ -377,6 +409,7 @@ class Engine:
             instances,
             rows,
             catalog,
+            cpu_catalog,
             inputs,
             {i: e.code for i, e in exits.items()},
             self.runpod.rate_budget,
@@ -391,6 +424,14 @@ class Engine:
             price_differences=billing.differences,
             ownership=owners,
         ), billing
+
+    def _on_cpu(self, pod: KubeObject, inputs: CreateInputs | None) -> bool:
+        """Whether the pod gets a CPU instance; False when that cannot be told (the GPU
+        catalog is then read and the translation gives the pod its reason)."""
+        try:
+            return runs_on_cpu(pod, inputs.job if inputs else None, self.settings)
+        except TranslationError:
+            return False
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
@@ -542,6 +583,7 @@ class Engine:
         outcome = executor.run(report.actions)
         if executor.refusals:
             self.catalog.mark_stale()
+            self.cpu_catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
         report.errors += outcome.errors

@@ -359,10 +359,12 @@ class Executor:
         # tags, as after a create whose answer was lost.
         self.writes.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        placement = (
-            f"{instance.gpu_type_id} x{instance.gpu_count} in "
-            f"{instance.datacenter_id or 'any data center'}"
+        size = (
+            f"{instance.cpu_flavor_id} with {instance.vcpu_count} vCPUs"
+            if instance.cpu_flavor_id
+            else f"{instance.gpu_type_id} x{instance.gpu_count}"
         )
+        placement = f"{size} in {instance.datacenter_id or 'any data center'}"
         self._event(
             action.pod,
             Notice.CREATED_INSTANCE,
@@ -379,16 +381,16 @@ class Executor:
         for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
                 instance = self._create_one(action, candidate)
-                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+                self.stock.accepted(candidate.offer_id, candidate.cloud)
                 return instance
             except runpod_errors.RejectedError as exc:
                 # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
                 # alone answers 400 too, but the translation checks the rules first).
                 self.stock.refused(candidate, self.clock())
                 self.refusals += 1
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+                refusals.append(f"{candidate.offer_id}: {exc.detail or exc}")
             except runpod_errors.PermissionDeniedError as exc:
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
+                refusals.append(f"{candidate.offer_id}: {exc.detail or exc}")
             except runpod_errors.InsufficientBalanceError as exc:
                 self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
             except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
@@ -561,7 +563,7 @@ def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> Ma
         state=MappingState.RUNNING,
         instance_id=instance.id,
         instance_name=instance.name,
-        gpu_type_id=instance.gpu_type_id,
+        gpu_type_id=instance.gpu_type_id or instance.cpu_flavor_id,
         datacenter_id=instance.datacenter_id,
         cost_per_hr=instance.cost_per_hr,
         last_instance_status=instance.status.value,

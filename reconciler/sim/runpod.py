@@ -12,6 +12,7 @@ It serves what the reconciler uses, with the contract's status codes and
     GET    /v2/pods/{id}/logs       SSE (`source`, `tail`, `since`, `Last-Event-ID`): open
                                     while the pod runs (see `runpod_logs`)
     GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`
+    GET    /v2/catalog/cpus         `include=AVAILABILITY&product=POD`
     PATCH  /v2/pods/{id}            update; `env` replaces the whole env (PATCH semantics)
     GET    /v2/registries, POST /v2/registries   (the password is never echoed)
     GET    /v2/registries/{id}, DELETE /v2/registries/{id}   (400 while a pod uses it)
@@ -46,7 +47,10 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/pods/{id}/logs/slow         {"seconds": 1.5}: the pod's streams opened from
                                               now on send their backfill one event at a
                                               time, that many real seconds before each
-    POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
+    POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status";
+                                              a non-empty "runtime" object is laid over the
+                                              live runtime while the pod runs, e.g.
+                                              {"runtime": {"cpu": {"util": 50}}}}
     DELETE /_sim/pods/{id}                   vanish without any API call
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
                                               "retryAfter"}; or {"kind": "create-then-fail",
@@ -97,7 +101,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.sim import runpod_billing as billing
 from reconciler.sim.clock import SimClock, real_start
-from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES, Catalog
+from reconciler.sim.runpod_catalog import DEFAULT_CPU_FLAVORS, DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_logs import LogStream, new_lines, open_stream
 from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, LogLine, SimPod, iso, sse_event
@@ -275,7 +279,7 @@ class RunPodSimulator:
     def reset(self) -> None:
         """Forget pods, registries, faults, quota use and the log; the clock keeps its time."""
         with self._lock:
-            self._catalog = Catalog(self._gpu_types)
+            self._catalog = Catalog(self._gpu_types, DEFAULT_CPU_FLAVORS)
             self._pods: dict[str, SimPod] = {}
             self._registries: dict[str, str] = {}
             self._ledgers: dict[str, billing.PodLedger] = {}
@@ -682,11 +686,13 @@ class RunPodSimulator:
     @api("POST", "/v2/pods")
     def _create_pod(self, request: _Request) -> Reply:
         body = self._with_template(request.body)
-        if "cpu" in body:
-            raise Problem(400, "CPU pods are not available in this simulator")
-        gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
         cloud = body.get("cloud", "SECURE")
-        self._check_offer(gpu_id, count, cloud, body.get("registry"))
+        if "cpu" in body:
+            gpu_id, count = body["cpu"]["id"], body["cpu"]["vcpuCount"]
+            self._check_cpu_offer(gpu_id, count, cloud, body.get("registry"))
+        else:
+            gpu_id, count = body["gpu"]["id"], body["gpu"].get("count", 1)
+            self._check_offer(gpu_id, count, cloud, body.get("registry"))
         unknown = sorted(set(body.get("dataCenterIds", [])) - self._catalog.datacenters())
         if unknown:
             # A deterministic rule, not capacity: it fails the same on every candidate.
@@ -717,10 +723,29 @@ class RunPodSimulator:
             raise Problem(400, f"no capacity: unknown GPU type {gpu_id}")
         if not gpu.offered(cloud) or count > gpu.max_for(cloud):
             raise Problem(400, f"{gpu_id} x {count} is not offered on {cloud} cloud")
+        self._check_payable(gpu.price_for(cloud) * count, registry)
+
+    def _check_cpu_offer(
+        self, flavor_id: str, vcpus: int, cloud: str, registry: str | None
+    ) -> None:
+        """The contract: a flavor from the CPU catalog, vcpuCount a power of two valid for
+        it. The catalog prices CPU pods for the secure cloud only."""
+        flavor = self._catalog.cpus.get(flavor_id)
+        if flavor is None:
+            raise Problem(400, f"cpu.id: unknown CPU flavor {flavor_id}")
+        low, high = flavor["vcpu"]["min"], flavor["vcpu"]["max"]
+        if vcpus & (vcpus - 1) or not low <= vcpus <= high:
+            raise Problem(
+                400, f"cpu.vcpuCount {vcpus}: must be a power of two from {low} to {high}"
+            )
+        if cloud != "SECURE":
+            raise Problem(400, f"CPU pods are not offered on {cloud} cloud")
+        self._check_payable(flavor["price"]["securePerVcpu"] * vcpus, registry)
+
+    def _check_payable(self, hourly: float, registry: str | None) -> None:
         if registry is not None and registry not in self._registries:
             # The contract's 404: "not found or not accessible to the caller".
             raise Problem(404, f"registry credential {registry} not found")
-        hourly = gpu.price_for(cloud) * count
         if self._balance is not None and self._balance < hourly:
             raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")
 
@@ -744,7 +769,10 @@ class RunPodSimulator:
         datacenter: str,
         now: datetime,
     ) -> SimPod:
-        gpu = self._catalog.gpus[gpu_id]
+        cpu = self._catalog.cpus.get(gpu_id) if "cpu" in body else None
+        unit_price = (
+            cpu["price"]["securePerVcpu"] if cpu else self._catalog.gpus[gpu_id].price_for(cloud)
+        )
         ports = list(body.get("ports", []))
         pod = SimPod(
             id=self._new_id(),
@@ -754,7 +782,7 @@ class RunPodSimulator:
             gpu_count=count,
             cloud=cloud,
             datacenter_id=datacenter,
-            price_per_gpu=gpu.price_for(cloud),
+            price_per_gpu=unit_price,
             created_at=now,
             starting_at=now,
             running_at=now,
@@ -767,6 +795,8 @@ class RunPodSimulator:
             registry=body.get("registry"),
             mounts=body.get("mounts", {}),
             listed_from=now + self._listing_lag,
+            # RunPod derives a CPU pod's RAM from its flavor, in whole GB.
+            cpu_memory_gb=int(cpu["ramGbPerVcpu"] * count) if cpu else None,
         )
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
@@ -899,6 +929,18 @@ class RunPodSimulator:
         if cloud not in ("SECURE", "COMMUNITY") or not products <= {"POD", "CLUSTER", "SERVERLESS"}:
             raise Problem(422, "Request validation failed.", errors=["cloud or product: bad value"])
         return Reply(200, {"gpus": self._catalog.listing(count, cloud if include else None)})
+
+    @api("GET", "/v2/catalog/cpus")
+    def _list_cpus(self, request: _Request) -> Reply:
+        params = request.params
+        include = [item for item in params.get("include", "").split(",") if item]
+        if any(item != "AVAILABILITY" for item in include):
+            raise Problem(422, "Request validation failed.", errors=["include: AVAILABILITY"])
+        if bool(include) != ("product" in params) or ("vcpuCount" in params and not include):
+            raise Problem(400, "product and vcpuCount require include=AVAILABILITY")
+        if not set(params.get("product", "POD").split(",")) <= {"POD", "SERVERLESS"}:
+            raise Problem(422, "Request validation failed.", errors=["product: bad value"])
+        return Reply(200, {"cpus": self._catalog.cpu_listing(available=bool(include))})
 
     @api("GET", "/v2/registries")
     def _list_registries(self, request: _Request) -> Reply:

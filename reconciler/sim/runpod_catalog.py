@@ -1,9 +1,11 @@
-"""The simulated GPU catalog and its capacity: free GPUs per (GPU type, data center).
+"""The simulated GPU and CPU catalogs and their capacity: free GPUs per (GPU type, data
+center), free vCPUs per (CPU flavor, data center).
 
 A GPU type is given as the catalog answers it (`id`, `name`, `memory`, `secure`,
 `community`, `price`, `maxCount`) plus a `capacity` map {data center id: free GPUs}.
 Both clouds draw on the same free count, a simplification: on RunPod secure and
-community machines are separate fleets.
+community machines are separate fleets. A CPU flavor likewise (`id`, `name`, `group`,
+`vcpu`, `ramGbPerVcpu`, `price`) with a `capacity` map {data center id: free vCPUs}.
 """
 
 from __future__ import annotations
@@ -44,6 +46,29 @@ DEFAULT_GPU_TYPES: list[dict[str, Any]] = [
     _gpu("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, (1.64, 1.19), [8, 2, 0]),
     _gpu("NVIDIA H100 80GB HBM3", "H100 SXM", 80, (2.99, None), [2, 0, 0]),
     _gpu("NVIDIA B200", "B200", 180, (5.99, None), [0, 0, 0]),
+]
+
+
+def _cpu(
+    flavor_id: str, name: str, vcpus: tuple[int, int], ram: float, price: float, capacity: list[int]
+) -> dict[str, Any]:
+    return {
+        "id": flavor_id,
+        "name": name,
+        "group": f"Gen {flavor_id[3]}",
+        "vcpu": {"min": vcpus[0], "max": vcpus[1]},
+        "ramGbPerVcpu": ram,
+        "price": {"securePerVcpu": price, "serverlessPerVcpu": round(price * 1.5, 4)},
+        "capacity": dict(zip(DATACENTERS, capacity, strict=True)),
+    }
+
+
+# Prices in USD per vCPU-hour, roughly RunPod's; capacity in free vCPUs.
+DEFAULT_CPU_FLAVORS: list[dict[str, Any]] = [
+    _cpu("cpu3c", "Compute-Optimized", (2, 32), 2, 0.03, [256, 128, 0]),
+    _cpu("cpu3g", "General Purpose", (2, 64), 4, 0.04, [256, 0, 128]),
+    _cpu("cpu3m", "Memory-Optimized", (2, 32), 8, 0.06, [128, 64, 0]),
+    _cpu("cpu5c", "Compute-Optimized", (2, 32), 2, 0.05, [128, 0, 64]),
 ]
 
 
@@ -91,11 +116,41 @@ def availability_level(free_gpus: int, count: int) -> str:
 
 
 class Catalog:
-    def __init__(self, gpu_types: Iterable[dict[str, Any]]) -> None:
+    def __init__(
+        self, gpu_types: Iterable[dict[str, Any]], cpu_flavors: Iterable[dict[str, Any]] = ()
+    ) -> None:
         self.gpus: dict[str, GpuOffer] = {}
+        self.cpus: dict[str, dict[str, Any]] = {}
+        """CPU flavors as the catalog answers them, without `capacity`."""
+        # Free GPUs, or free vCPUs, by (GPU type or CPU flavor id, data center).
         self.free: dict[tuple[str, str], int] = {}
         for entry in copy.deepcopy(list(gpu_types)):
             self._add(entry)
+        for entry in copy.deepcopy(list(cpu_flavors)):
+            for datacenter, count in entry.pop("capacity", {}).items():
+                self.free[(entry["id"], datacenter)] = int(count)
+            self.cpus[entry["id"]] = entry
+
+    def cpu_listing(self, available: bool) -> list[dict[str, Any]]:
+        """The CPU catalog; with `available`, stock for pods of 2 vCPUs (the smallest)."""
+        listing = []
+        for flavor in self.cpus.values():
+            entry = copy.deepcopy(flavor)
+            if available:
+                stock = [
+                    {
+                        "id": dc,
+                        "name": DATACENTERS.get(dc, dc),
+                        "availability": availability_level(self.free[(flavor["id"], dc)], 2),
+                    }
+                    for dc in self.datacenters_of(flavor["id"])
+                ]
+                levels = [item["availability"] for item in stock]
+                entry["availability"] = max(levels, key=_LEVELS.index, default="NONE")
+                if entry["availability"] != "NONE":
+                    entry["dataCenters"] = stock
+            listing.append(entry)
+        return listing
 
     def _add(self, entry: dict[str, Any]) -> None:
         offer = GpuOffer(

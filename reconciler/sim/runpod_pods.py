@@ -69,6 +69,8 @@ class SimPod:
     restarted_at: datetime | None = None
     runtime_stuck: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    cpu_memory_gb: int | None = None
+    """Set on a CPU pod, whose `gpu_id` is then its flavor and `gpu_count` its vCPUs."""
     log: list[LogLine] = field(default_factory=list)
     _written: int = 0
 
@@ -138,10 +140,9 @@ class SimPod:
             "status": status,
             "actions": ACTIONS_BY_STATUS[status],
             "mounts": self.mounts,
-            "gpu": {"id": self.gpu_id, "count": self.gpu_count},
             "cloud": self.cloud,
             "dataCenterId": self.datacenter_id,
-            "cudaVersion": "12.8",
+            "cudaVersion": "12.8" if self.cpu_memory_gb is None else None,
             "ssh": self._ssh(),
             "template": None,
             "cost": self._cost(status),
@@ -151,7 +152,21 @@ class SimPod:
             "createdAt": iso(self.created_at),
             "startedAt": iso(self.running_at) if now >= self.running_at else None,
         }
+        if self.cpu_memory_gb is None:
+            body["gpu"] = {"id": self.gpu_id, "count": self.gpu_count}
+        else:
+            body["cpu"] = {
+                "id": self.gpu_id,
+                "vcpuCount": self.gpu_count,
+                "memory": self.cpu_memory_gb,
+            }
+        runtime: dict[str, Any] | None = self._runtime(status, now)
+        given = self.overrides.get("runtime")
         body.update(self.overrides)
+        if isinstance(given, dict) and given:
+            # Utilization set by a test shows while the pod runs, over the live runtime;
+            # an empty object or null is served as given (the API's odd answers).
+            body["runtime"] = None if runtime is None else {**runtime, **given}
         return body
 
     def _cost(self, status: str) -> float:
@@ -169,10 +184,15 @@ class SimPod:
         if status != "RUNNING" or self.runtime_stuck:
             return None
         since = max(self.running_at, self.restarted_at or self.running_at)
-        return {
+        runtime: dict[str, Any] = {
             "uptime": int((now - since).total_seconds()),
             "ports": [self._runtime_port(spec) for spec in self.ports],
+            "cpu": {"util": 0},
+            "memory": {"util": 0},
         }
+        if self.cpu_memory_gb is None:
+            runtime["gpus"] = [{"util": 0, "memoryUtil": 0} for _ in range(self.gpu_count)]
+        return runtime
 
     def _runtime_port(self, spec: str) -> dict[str, Any]:
         port, protocol = int(spec.split("/")[0]), spec.split("/")[1]

@@ -5,10 +5,11 @@ credential), the storage annotations and their rules, and which errors surface f
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
-from reconciler.core.config import Settings
+from reconciler.core.config import PodsWithoutGpu, Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
     Availability,
@@ -42,6 +43,8 @@ def _create(
     sources: EnvSources = NO_SOURCES,
     registry_auth_id: str | None = None,
 ) -> list[CreateRequest]:
+    # These pods ask for a GPU or are translated as before CPU instances (test_cpus.py).
+    settings = replace(settings, pods_without_gpu=PodsWithoutGpu.GPU)
     return create_requests(pod, job, sources, catalog, settings, OWNER, registry_auth_id)
 
 

@@ -13,12 +13,13 @@ from reconciler.core.domain import CreateRequest
 
 
 def create_pod_body(request: CreateRequest) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": request.name,
-        "gpu": {"id": request.gpu_type_id, "count": request.gpu_count},
-        "cloud": request.cloud.value,
-        "env": dict(request.env),
-    }
+    body: dict[str, Any] = {"name": request.name}
+    if request.cpu_flavor_id:
+        # The contract: exactly one of gpu or cpu; a CPU pod's RAM follows its flavor.
+        body["cpu"] = {"id": request.cpu_flavor_id, "vcpuCount": request.vcpu_count}
+    else:
+        body["gpu"] = {"id": request.gpu_type_id, "count": request.gpu_count}
+    body.update(cloud=request.cloud.value, env=dict(request.env))
     optional = {
         "image": request.image or None,
         "args": request.args,

@@ -44,6 +44,7 @@ from reconciler.adapters.runpod.logstream import (
     sse_events,
 )
 from reconciler.adapters.runpod.parse import (
+    parse_cpu_flavors,
     parse_gpu_types,
     parse_instance,
     parse_pod_billing,
@@ -54,6 +55,7 @@ from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
     Cloud,
+    CpuFlavor,
     CreateRequest,
     GpuType,
     Instance,
@@ -271,6 +273,11 @@ class RunPodClient:
             params["cloud"] = cloud.value
         call = _Call("GET", "/v2/catalog/gpus", "GET /v2/catalog/gpus", params=params)
         return parse_gpu_types(self._json(call))
+
+    def list_cpu_flavors(self) -> list[CpuFlavor]:
+        params = {"include": "AVAILABILITY", "product": "POD"}
+        call = _Call("GET", "/v2/catalog/cpus", "GET /v2/catalog/cpus", params=params)
+        return parse_cpu_flavors(self._json(call))
 
     def list_registry_auths(self) -> list[RegistryAuth]:
         data = self._json(_Call("GET", "/v2/registries", "GET /v2/registries"))

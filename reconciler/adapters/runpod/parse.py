@@ -16,6 +16,7 @@ from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.core.domain import (
     Availability,
     BillingRecord,
+    CpuFlavor,
     DataCenterStock,
     GpuType,
     Instance,
@@ -34,7 +35,7 @@ _MAPPING = (dict, Mapping)
 def parse_instance(data: object) -> Instance:
     if not isinstance(data, _MAPPING) or not data.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
-    gpu = _mapping(data.get("gpu"))
+    gpu, cpu = _mapping(data.get("gpu")), _mapping(data.get("cpu"))
     return Instance(
         id=str(data["id"]),
         name=str(data.get("name") or ""),
@@ -44,6 +45,9 @@ def parse_instance(data: object) -> Instance:
         cost_per_hr=_float(data.get("cost")),
         gpu_type_id=_optional_str(gpu.get("id")),
         gpu_count=_int(gpu.get("count"), default=1 if gpu.get("id") else 0),
+        cpu_flavor_id=_optional_str(cpu.get("id")),
+        vcpu_count=_int(cpu.get("vcpuCount")),
+        memory_gb=_int(cpu.get("memory")),
         cloud=_optional_str(data.get("cloud")),
         datacenter_id=_optional_str(data.get("dataCenterId")),
         ports=_strings(data.get("ports")),
@@ -67,10 +71,20 @@ def parse_runtime(data: object) -> Runtime | None:
         return None
     ports = data.get("ports")
     mappings = [_port(item) for item in ports] if isinstance(ports, list) else []
+    gpus = data.get("gpus")
     return Runtime(
         uptime_seconds=_int(data.get("uptime")),
         ports=tuple([port for port in mappings if port is not None]),
+        cpu_percent=_percent(data.get("cpu")),
+        memory_percent=_percent(data.get("memory")),
+        gpu_percents=tuple(_percent(g) or 0 for g in gpus) if isinstance(gpus, list) else (),
     )
+
+
+def _percent(data: object) -> int | None:
+    """A `{"util": n}` block's 0-100 figure; None when absent or not a number."""
+    value = _optional_int(_mapping(data).get("util"))
+    return None if value is None else min(100, max(0, value))
 
 
 def _port(data: object) -> PortMapping | None:
@@ -111,6 +125,25 @@ def _stock(data: object) -> DataCenterStock:
 def parse_gpu_types(data: object) -> list[GpuType]:
     entries = _list(_mapping(data).get("gpus"))
     return [parse_gpu_type(entry) for entry in entries if _mapping(entry).get("id")]
+
+
+def parse_cpu_flavors(data: object) -> list[CpuFlavor]:
+    entries = [_mapping(entry) for entry in _list(_mapping(data).get("cpus"))]
+    return [_cpu_flavor(entry) for entry in entries if entry.get("id")]
+
+
+def _cpu_flavor(data: Json) -> CpuFlavor:
+    vcpu, price = _mapping(data.get("vcpu")), _mapping(data.get("price"))
+    return CpuFlavor(
+        id=str(data["id"]),
+        name=str(data.get("name") or data["id"]),
+        vcpu_min=_int(vcpu.get("min"), default=2),
+        vcpu_max=_int(vcpu.get("max")),
+        ram_gb_per_vcpu=_float(data.get("ramGbPerVcpu")),
+        price_per_vcpu=_float(price.get("securePerVcpu")),
+        availability=Availability.parse(data.get("availability")),
+        datacenters=tuple(_stock(item) for item in _list(data.get("dataCenters"))),
+    )
 
 
 def parse_registry(data: object) -> RegistryAuth:

@@ -103,6 +103,7 @@ class Mapping(Base):
     attempt_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the create intent was committed; the listing-lag grace period counts from it."""
     gpu_type_id: Mapped[str | None] = mapped_column(String(128))
+    """The instance's GPU type, or its CPU flavor for a CPU instance."""
     datacenter_id: Mapped[str | None] = mapped_column(String(64))
     cost_per_hr: Mapped[float | None] = mapped_column(Float)
     last_instance_status: Mapped[str | None] = mapped_column(String(16))

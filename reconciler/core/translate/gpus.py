@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reconciler.core.config import Settings
-from reconciler.core.domain import Availability, Cloud, GpuType, KubeObject
+from reconciler.core.domain import Availability, Cloud, CpuFlavor, GpuType, KubeObject
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CLOUD_TYPE,
@@ -59,7 +59,7 @@ def gpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
         allowed_types=read_list(pod, job, GPU_TYPES),
         max_price=settings.max_gpu_price if max_price is None else max_price,
         cloud=settings.cloud if cloud is None else Cloud(cloud),
-        datacenter_ids=_datacenters(pod, job, settings),
+        datacenter_ids=allowed_datacenters(pod, job, settings),
     )
 
 
@@ -84,7 +84,7 @@ def _parse_count(value: str) -> int:
     return int(value)
 
 
-def _datacenters(
+def allowed_datacenters(
     pod: KubeObject, job: KubeObject | None, settings: Settings
 ) -> tuple[str, ...] | None:
     wanted = read_list(pod, job, DATACENTER_IDS)
@@ -174,15 +174,18 @@ def explain_unsatisfiable(request: GpuRequest, catalog: Sequence[GpuType]) -> st
     return f"{len(remaining)} GPU type(s) fit the request"
 
 
-def unknown_datacenters(wanted: Sequence[str], catalog: Sequence[GpuType]) -> tuple[str, ...]:
+def unknown_datacenters(
+    wanted: Sequence[str], catalog: Sequence[GpuType | CpuFlavor]
+) -> tuple[str, ...]:
     """The data centers in `wanted` where the catalog offers no GPU type at all: a typo,
     or one RunPod closed. Nothing when the catalog names no data center (it cannot say)."""
     known = {dc.id for gpu in catalog for dc in gpu.datacenters}
     return tuple(dc for dc in wanted if dc not in known) if known else ()
 
 
-def stock(gpu: GpuType, datacenter_ids: tuple[str, ...] | None) -> Availability:
-    """Best availability of the type in the given data centers (None: anywhere)."""
+def stock(gpu: GpuType | CpuFlavor, datacenter_ids: tuple[str, ...] | None) -> Availability:
+    """Best availability of the type (or CPU flavor) in the given data centers (None:
+    anywhere)."""
     if datacenter_ids is None or not gpu.datacenters:
         return gpu.availability
     levels = [dc.availability for dc in gpu.datacenters if dc.id in datacenter_ids]

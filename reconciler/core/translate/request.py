@@ -1,20 +1,29 @@
-"""A pod turned into the create requests to try, best GPU type first.
+"""A pod turned into the create requests to try, best GPU type (or CPU flavor) first.
 
 This is the translation's entry point: it checks everything the pod asks for before
 anything is created, so a bad annotation or a missing Secret shows up as a reason on
-the pod instead of as a RunPod error, and the requests differ only in GPU type and
-data centers.
+the pod instead of as a RunPod error, and the requests differ only in GPU type (or CPU
+flavor and size) and data centers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
-from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
+from reconciler.core.domain import (
+    Availability,
+    Cloud,
+    CpuFlavor,
+    CreateRequest,
+    GpuType,
+    KubeObject,
+)
 from reconciler.core.reasons import PodReason
+from reconciler.core.translate import cpus
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
     DATACENTER_IDS,
@@ -24,6 +33,7 @@ from reconciler.core.translate.annotations import (
     read_list,
 )
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
+from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, container_env
 from reconciler.core.translate.errors import TranslationError, invalid_annotation
 from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
@@ -45,17 +55,41 @@ def create_requests(
     settings: Settings,
     owner_id: str,
     registry_auth_id: str | None = None,
+    cpu_catalog: Sequence[CpuFlavor] = (),
 ) -> list[CreateRequest]:
-    """One request per fitting GPU type, in the order to try them; or TranslationError."""
-    if not catalog:
-        # An empty catalog is a failed fetch, not proof that no GPU will ever fit.
+    """One request per fitting GPU type (or CPU flavor, for a pod that asks for no GPU),
+    in the order to try them; or TranslationError."""
+    on_cpu = runs_on_cpu(pod, job, settings)
+    offers: Sequence[GpuType | CpuFlavor] = cpu_catalog if on_cpu else catalog
+    if not offers:
+        # An empty catalog is a failed fetch, not proof that nothing will ever fit.
         raise TranslationError(
             PodReason.GPU_CATALOG_UNAVAILABLE,
-            "RunPod's GPU catalog is not available",
+            f"RunPod's {'CPU' if on_cpu else 'GPU'} catalog is not available",
             permanent=False,
         )
+    _check_datacenters(pod, job, offers)
+    candidates = (
+        _cpu_candidates(pod, job, cpu_catalog, settings)
+        if on_cpu
+        else _gpu_candidates(pod, job, catalog, settings)
+    )
+    base = _instance(pod, job, sources, settings, owner_id)
+    if on_cpu and base.persistent_volume is not None:
+        raise TranslationError(
+            PodReason.UNSATISFIABLE_CPU_REQUEST,
+            "RunPod CPU instances take no persistent volume (runpod.io/volume-gb); use a "
+            "network volume, or ask for a GPU",
+            permanent=True,
+        )
+    auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
+    return [replace(base, registry_auth_id=auth, **fields) for fields in candidates]
+
+
+def _gpu_candidates(
+    pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType], settings: Settings
+) -> list[dict[str, Any]]:
     request = gpu_request(pod, job, settings)
-    _check_datacenters(pod, job, catalog)
     candidates = rank(request, catalog)
     if not candidates:
         raise TranslationError(
@@ -63,22 +97,45 @@ def create_requests(
             explain_unsatisfiable(request, catalog),
             permanent=True,
         )
-    base = _instance(pod, job, sources, settings, owner_id)
-    auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
     return [
-        replace(
-            base,
-            gpu_type_id=gpu.id,
-            gpu_count=request.count,
-            cloud=request.cloud,
-            datacenter_ids=datacenters,
-            registry_auth_id=auth,
-        )
+        {
+            "gpu_type_id": gpu.id,
+            "gpu_count": request.count,
+            "cloud": request.cloud,
+            "datacenter_ids": datacenters,
+            "hourly_price": round(gpu.price(request.cloud) * request.count, 6),
+        }
         for gpu, datacenters in candidates
     ]
 
 
-def _check_datacenters(pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType]) -> None:
+def _cpu_candidates(
+    pod: KubeObject, job: KubeObject | None, catalog: Sequence[CpuFlavor], settings: Settings
+) -> list[dict[str, Any]]:
+    request = cpus.cpu_request(pod, job, settings)
+    sizes = cpus.rank(request, catalog)
+    if not sizes:
+        raise TranslationError(
+            PodReason.UNSATISFIABLE_CPU_REQUEST,
+            cpus.explain_unsatisfiable(request, catalog),
+            permanent=True,
+        )
+    return [
+        {
+            "cpu_flavor_id": flavor.id,
+            "vcpu_count": vcpus,
+            "gpu_count": 0,
+            "cloud": Cloud.SECURE,
+            "datacenter_ids": cpus.placement(request, flavor),
+            "hourly_price": cpus.price(flavor, vcpus),
+        }
+        for flavor, vcpus in sizes
+    ]
+
+
+def _check_datacenters(
+    pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType | CpuFlavor]
+) -> None:
     """At least one data center the pod names must be one the catalog lists GPUs in: a
     typo is a bad annotation to fix, not capacity to wait for (and costs no create).
     The others are preferences: one the catalog does not list now is only skipped."""
@@ -91,7 +148,7 @@ def _check_datacenters(pod: KubeObject, job: KubeObject | None, catalog: Sequenc
             DATACENTER_IDS,
             ",".join(wanted or ()),
             f"a list of RunPod data centers ({', '.join(unknown)} "
-            f"unknown; RunPod lists GPUs in {listed})",
+            f"unknown; RunPod lists this kind of instance in {listed})",
         )
 
 
@@ -139,11 +196,17 @@ def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
     return tags
 
 
-def requests_out_of_stock(requests: Sequence[CreateRequest], catalog: Sequence[GpuType]) -> bool:
-    """True when no request's GPU type has stock in its data centers (wait, don't fail)."""
-    types: Mapping[str, GpuType] = {gpu.id: gpu for gpu in catalog}
+def requests_out_of_stock(
+    requests: Sequence[CreateRequest],
+    catalog: Sequence[GpuType],
+    cpu_catalog: Sequence[CpuFlavor] = (),
+) -> bool:
+    """True when no request's GPU type (or CPU flavor) has stock in its data centers
+    (wait, don't fail)."""
+    offers: dict[str, GpuType | CpuFlavor] = {gpu.id: gpu for gpu in catalog}
+    offers.update((flavor.id, flavor) for flavor in cpu_catalog)
     return all(
-        stock(types[r.gpu_type_id], r.datacenter_ids or None) is Availability.NONE
+        stock(offers[r.offer_id], r.datacenter_ids or None) is Availability.NONE
         for r in requests
-        if r.gpu_type_id in types
+        if r.offer_id in offers
     )
