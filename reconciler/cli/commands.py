@@ -282,10 +282,11 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     for line in lines:
         if namespace in (None, line.namespace):
             spent[line.instance_id] += line.usd
+    gpus = state_view.gpu_utilization_of(tick)
     if output == "json":
         records = [
             {
-                **state_view.mapping_record(r),
+                **state_view.mapping_record(r, gpus.get(f"{r.namespace}/{r.name}")),
                 "spend_usd": round(spent.get(r.instance_id or "", 0.0), 2),
             }
             for r in rows
@@ -297,6 +298,8 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     click.echo(state_view.render_table([state_view.table_row(r, now) for r in rows]))
     click.echo("")
     for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
+        click.echo(text)
+    for text in state_view.gpu_lines(gpus, rows):
         click.echo(text)
     if tick is not None:
         click.echo(

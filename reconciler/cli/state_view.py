@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.adapters.store.models import Mapping, NamespaceBudget, UnownedInstance
+from reconciler.adapters.store.models import Mapping, NamespaceBudget, Tick, UnownedInstance
 
 COLUMNS = ("NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H", "STATUS", "AGE", "NOTE")
 
 
-def mapping_record(row: Mapping) -> dict[str, Any]:
-    """Stable JSON keys; add new keys, never rename them (scripts read this)."""
+def mapping_record(row: Mapping, gpu_utilization: Sequence[float] | None = None) -> dict[str, Any]:
+    """Stable JSON keys; add new keys, never rename them (scripts read this).
+    `gpu_utilization`: each GPU's, 0-1, at the last tick (None: not a running GPU pod)."""
     return {
         "pod_uid": row.pod_uid,
         "namespace": row.namespace,
@@ -30,6 +32,7 @@ def mapping_record(row: Mapping) -> dict[str, Any]:
         "created_at": row.created_at.isoformat(),
         "updated_at": row.updated_at.isoformat(),
         "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "gpu_utilization": list(gpu_utilization) if gpu_utilization is not None else None,
     }
 
 
@@ -112,6 +115,24 @@ def money_lines(
             f"like pod {item.namespace}/{item.pod_name}; left alone"
         )
     return lines
+
+
+def gpu_utilization_of(tick: Tick | None) -> dict[str, list[float]]:
+    """The last tick's GPU utilization by "<namespace>/<pod>"."""
+    if tick is None or not tick.gpu_utilization:
+        return {}
+    return {
+        key: [float(r) for r in ratios] for key, ratios in json.loads(tick.gpu_utilization).items()
+    }
+
+
+def gpu_lines(utilization: dict[str, list[float]], rows: Sequence[Mapping]) -> list[str]:
+    """One line per GPU pod shown: its GPUs' utilization at the last tick."""
+    return [
+        f"gpu utilization {key}: " + ", ".join(f"GPU {n} {r:.0%}" for n, r in enumerate(ratios))
+        for row in rows
+        if (ratios := utilization.get(key := f"{row.namespace}/{row.name}"))
+    ]
 
 
 def unowned_record(item: UnownedInstance) -> dict[str, Any]:

@@ -122,6 +122,8 @@ class Sandbox:
             "runpod-system",
             host="127.0.0.1",
             port=port,
+            # The engine is composed again on each configure(): ask the current one.
+            usage=lambda now: self.engine.usage.usage(now),
         )
         assert server is not None
         self.kubelet = server

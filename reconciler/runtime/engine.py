@@ -60,6 +60,7 @@ from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters
 from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.usage import UsageMeter, gpu_utilization
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
@@ -272,6 +273,8 @@ class Engine:
             RunPodClient.list_cpu_flavors,
             "CPU catalog",
         )
+        self.usage = UsageMeter()
+        """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
         self.registries = money.RegistryCollector(settings.owner_id)
         self.system_events = system_events or SystemEvents(kube)
@@ -315,6 +318,7 @@ class Engine:
         report.observed, report.observation = True, observation
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
+        self.usage.observe(observation.pods, owners.owned, report.started_at)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
@@ -595,6 +599,15 @@ class Engine:
                 executor.deferred,
             )
 
+    def _gpu_utilization(self, observation: Observation | None) -> dict[str, list[float]]:
+        """Each GPU pod's GPUs as the tick's list showed them, for the tick's row."""
+        found: dict[str, list[float]] = {}
+        if observation is not None:
+            owned = ownership_of(observation, self.settings.owner_id).owned
+            for gpu in gpu_utilization(observation.pods, owned):
+                found.setdefault(f"{gpu.namespace}/{gpu.pod}", []).append(gpu.ratio)
+        return found
+
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()
         if dry_run:
@@ -609,6 +622,7 @@ class Engine:
                 actions_applied=sum(report.applied.values()),
                 actions_failed=sum(report.failed.values()),
                 errors=tuple(report.errors),
+                gpu_utilization=self._gpu_utilization(report.observation),
             ),
             report.tick_id,
         )

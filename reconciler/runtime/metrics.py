@@ -16,6 +16,7 @@ from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, PatchStatus, RestoreTags, SaveRow, Terminate
 from reconciler.core.planner import ownership_of
 from reconciler.core.reasons import TerminateReason
+from reconciler.core.usage import gpu_utilization
 from reconciler.runtime.engine import TickReport
 
 
@@ -136,6 +137,14 @@ class Metrics:
             "finds it).",
             registry=self.registry,
         )
+        self.gpu_utilization = Gauge(
+            "reconciler_pod_gpu_utilization_ratio",
+            "Utilization of each GPU of a pod's RunPod instance (0-1), as RunPod's list "
+            "reports it; CPU and memory of GPU pods are not shown by kubectl top, since "
+            "RunPod gives their percentages without a base.",
+            ["namespace", "pod", "gpu"],
+            registry=self.registry,
+        )
         self.registries_deleted = Counter(
             "reconciler_registry_credentials_deleted",
             "Our registry credentials deleted once no pod used them.",
@@ -163,6 +172,9 @@ class Metrics:
             self.hourly_cost.set(sum(i.cost_per_hr for group in owned.values() for i in group))
             pods = {podinfo.uid(pod) for pod in observation.pods}
             self.without_pods.set(sum(len(g) for uid, g in owned.items() if uid not in pods))
+            self.gpu_utilization.clear()  # pods gone since the last tick leave the gauge
+            for gpu in gpu_utilization(observation.pods, owned):
+                self.gpu_utilization.labels(gpu.namespace, gpu.pod, str(gpu.gpu)).set(gpu.ratio)
         self._count_healing(report.done)
         self._count_money(report)
         self._time_starts(report)

@@ -119,6 +119,7 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 engine.clock,
                 lambda: replica.leading,
                 options.leader_namespace,
+                usage=engine.usage.usage,
             )
             try:
                 replica.run()

@@ -39,6 +39,7 @@ from reconciler.sim.kube_access import MASTERS, AccessModel
 from reconciler.sim.kube_controllers import ControllerSettings, NodeControllers
 from reconciler.sim.kube_http import Backend, Handler
 from reconciler.sim.kube_jobs import JobController
+from reconciler.sim.kube_metrics import MetricsServer
 from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
 from reconciler.sim.kube_rbac import Authorizer, load_documents
 from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
@@ -93,6 +94,7 @@ class KubeSimulator:
         self.tls = tls
         self.clock = clock or SimClock()
         self.store = Store(self.clock)
+        self.metrics = MetricsServer(self)
         self.controllers = (
             NodeControllers(self.store, self.clock, controllers)
             if controllers is not None

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
+from reconciler.sim import kube_metrics
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_access import AccessModel
@@ -38,6 +39,7 @@ class Backend(Protocol):
     stopping: threading.Event
     access: AccessModel
     kubelet_ca_file: str | None
+    metrics: kube_metrics.MetricsServer
 
     @property
     def base_url(self) -> str: ...
@@ -135,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
             self._authenticate()
         if method == "GET" and (document := self._discovery(path)) is not None:
             return self._send(200, document)
+        if method == "GET" and path.startswith(f"/apis/{kube_metrics.API_VERSION}/"):
+            return self._metrics(path, query)
         route = parse_route(path)
         if route is None:
             raise ApiError(404, "the server could not find the requested resource")
@@ -147,6 +151,30 @@ class Handler(BaseHTTPRequestHandler):
             "DELETE": self._delete,
         }[method]
         return operation(route, query)
+
+    def _metrics(self, path: str, query: Query) -> int:
+        """metrics.k8s.io, authorized as the aggregated API's RBAC would be."""
+        parts = [p for p in path.split("/") if p][3:]
+        namespaced = len(parts) >= 3 and parts[0] == "namespaces"
+        plural_name = parts[2:] if namespaced else parts
+        authorizer = self.sim.authorizer
+        if authorizer is not None and plural_name:
+            name = plural_name[1] if len(plural_name) > 1 else ""
+            attrs = Attributes(
+                "get" if name else "list",
+                kube_metrics.GROUP,
+                plural_name[0],
+                "",
+                parts[1] if namespaced else "",
+                name,
+            )
+            if not authorizer.allows(attrs):
+                raise ApiError(
+                    403,
+                    f'User "{self.sim.subject}" cannot {attrs.verb} resource '
+                    f'"{plural_name[0]}" in API group "{kube_metrics.GROUP}"',
+                )
+        return self._send(200, self.sim.metrics.answer(path))
 
     # auth -------------------------------------------------------------------------
 
@@ -385,7 +413,10 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api":
             return resources.api_versions(urlsplit(self.sim.base_url).netloc)
         if path == "/apis":
-            return resources.api_group_list()
+            groups = resources.api_group_list()
+            return {**groups, "groups": [*groups["groups"], kube_metrics.group_entry()]}
+        if (document := kube_metrics.discovery(path)) is not None:
+            return document
         if path == "/api/v1":
             return resources.api_resource_list("", "v1")
         if path == "/openapi/v3":

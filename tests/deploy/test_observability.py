@@ -205,9 +205,11 @@ def exported(tmp_path: Path) -> Iterator[dict[str, set[str]]]:
             while (
                 "reconciler_actions_total{" not in text
                 or "reconciler_runpod_requests_total{" not in text
+                or "reconciler_pod_gpu_utilization_ratio{" not in text
             ):
                 assert time.monotonic() < deadline, "the loop exported no actions in time"
                 time.sleep(0.2)
+                box.advance(10)  # the instance boots and runs: its GPU utilization shows
                 try:
                     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
                 except requests.ConnectionError:

@@ -1,16 +1,18 @@
 """Prometheus metrics read off a tick's report: owned cost per hour, orphans found and
 terminated, duplicates healed, leaked seconds (a leak found again adds only its new
 seconds), pending-to-running time (only for a pod that was not
-Running before the patch, and only for actions carried out), RunPod requests by route."""
+Running before the patch, and only for actions carried out), RunPod requests by route,
+and the GPU utilization of each pod's GPUs (gone with the pod)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
-from reconciler.core.domain import Instance, InstanceStatus
+from reconciler.core.domain import Instance, InstanceStatus, Runtime
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.planner import Observation
 from reconciler.core.reasons import TerminateReason
@@ -160,3 +162,26 @@ def test_a_leak_found_again_adds_only_its_new_seconds() -> None:
     metrics.observe(report([], [], [first]), None, OWNER)
     metrics.observe(report([], [], [again, other]), None, OWNER)
     assert value(metrics, "reconciler_leaked_instance_seconds_total") == 7700
+
+
+def test_gpu_utilization_of_each_pods_gpus() -> None:
+    metrics = Metrics()
+    gpu = replace(
+        instance("g", 1.0),
+        gpu_type_id="NVIDIA RTX A6000",
+        gpu_count=2,
+        runtime=Runtime(60, gpu_percents=(90, 35)),
+    )
+    cpu = replace(
+        instance("c", 0.1), cpu_flavor_id="cpu3c", vcpu_count=4, runtime=Runtime(60, cpu_percent=50)
+    )
+    pods = [pod("uid-g", "Running", NOW), pod("uid-c", "Running", NOW)]
+    metrics.observe(report(pods, [gpu, cpu], []), None, OWNER)
+    name = "reconciler_pod_gpu_utilization_ratio"
+    labels = {"namespace": "default", "pod": "uid-g"}
+    assert value(metrics, name, {**labels, "gpu": "0"}) == 0.9
+    assert value(metrics, name, {**labels, "gpu": "1"}) == 0.35
+    samples = [s for m in metrics.registry.collect() if m.name == name for s in m.samples]
+    assert len(samples) == 2  # a CPU pod has none
+    metrics.observe(report([], [], []), None, OWNER)  # the pod is gone: so are its series
+    assert [s for m in metrics.registry.collect() if m.name == name for s in m.samples] == []

@@ -209,6 +209,9 @@ class Tick(Base):
     actions_failed: Mapped[int] = mapped_column(Integer, default=0)
     dry_run: Mapped[bool] = mapped_column(default=False)
     error_summary: Mapped[str | None] = mapped_column(Text)
+    gpu_utilization: Mapped[str | None] = mapped_column(Text)
+    """JSON {"<namespace>/<pod>": [0-1 per GPU]} as the tick's RunPod list showed it, for
+    `state show`: written with the row each tick writes anyway, so it costs no write."""
 
 
 class ActionRecord(Base):

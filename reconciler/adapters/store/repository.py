@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
@@ -53,6 +53,8 @@ class TickSummary:
     actions_applied: int
     actions_failed: int
     errors: tuple[str, ...] = ()
+    gpu_utilization: dict[str, list[float]] = field(default_factory=dict)
+    """Per pod ("<namespace>/<pod>"), each GPU's utilization, 0-1."""
 
 
 class Store:
@@ -234,6 +236,9 @@ class Store:
             actions_failed=summary.actions_failed,
             dry_run=False,
             error_summary="\n".join(summary.errors[:MAX_TICK_ERRORS]) or None,
+            gpu_utilization=json.dumps(summary.gpu_utilization)
+            if summary.gpu_utilization
+            else None,
         )
         with self._sessions.begin() as session:
             merged = session.merge(row)

@@ -1,1 +1,1 @@
-"""The virtual node's kubelet endpoint: `kubectl logs` for pods on RunPod."""
+"""The virtual node's kubelet endpoint: `kubectl logs` for pods on RunPod, and `kubectl top`."""

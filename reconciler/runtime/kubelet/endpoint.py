@@ -10,6 +10,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
+from reconciler.core.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.server import KubeletServer
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
@@ -28,6 +29,7 @@ def start_endpoint(
     namespace: str,
     host: str = "0.0.0.0",
     port: int | None = None,
+    usage: Callable[[datetime], list[ContainerUsage]] | None = None,
 ) -> KubeletServer | None:
     """Serve on `settings.kubelet_port` (None when it is 0). `runpod` is the endpoint's
     own client: requests' sessions are not shared across threads."""
@@ -52,6 +54,7 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
+        usage,
     ).start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",

@@ -3,6 +3,8 @@
 
     GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `source`)
     /exec, /attach, /portForward, /run                  a clear "not supported" answer
+    GET /metrics/resource, /stats/summary               CPU pods' use, for `kubectl top`
+                                                        (see `resource`)
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`). Only the leader
@@ -13,6 +15,7 @@ server can pass the words on to kubectl.
 
 from __future__ import annotations
 
+import json
 import logging
 import select
 import ssl
@@ -25,7 +28,9 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.podlogs import LogOptionsError, parse_options, render
+from reconciler.core.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
+from reconciler.runtime.kubelet.resource import resource_metrics, stats_summary
 from reconciler.runtime.kubelet.source import LogError, PodLogs
 
 log = logging.getLogger(__name__)
@@ -46,8 +51,12 @@ class KubeletServer:
         logs: PodLogs,
         is_leader: Callable[[], bool],
         clock: Callable[[], datetime],
+        usage: Callable[[datetime], list[ContainerUsage]] | None = None,
     ) -> None:
+        """`usage` gives the CPU pods' use at a time (the engine's meter); None: none."""
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
+        self.usage = usage or (lambda _now: [])
+        self.node_name = logs.node_name
         self._server = _Server(address, _Handler)
         self._server.app = self
         self._server.socket = context.wrap_socket(
@@ -125,6 +134,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "instance runs one container without a kubelet; use the "
                 "instance's SSH (runpod.io/public-ip) or its ports",
             )
+        if method == "GET" and parts in (["metrics", "resource"], ["stats", "summary"]):
+            return self._resource(parts[0])
         if method != "GET" or len(parts) != 4 or parts[0] != "containerLogs":
             return self._text(
                 404,
@@ -159,6 +170,23 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             log.debug("a log reader of %s/%s hung up", namespace, pod)
         self.close_connection = True
+
+    def _resource(self, kind: str) -> None:
+        app = self.server.app
+        if not app.is_leader():
+            return self._text(503, STANDBY_MESSAGE)
+        now = app.clock()
+        if kind == "metrics":
+            body = resource_metrics(app.usage(now), now).encode()
+            content_type = "text/plain; version=0.0.4; charset=utf-8"
+        else:
+            body = json.dumps(stats_summary(app.node_name, app.usage(now), now)).encode()
+            content_type = "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _client_gone(self) -> bool:
         """True once the reader has closed its end (asked while the log is quiet)."""
