@@ -82,8 +82,7 @@ class UsageMeter:
         counters: dict[str, _Counter] = {}
         for pod in pods:
             instance = _running(owned.get(podinfo.uid(pod), ()))
-            usable = instance is not None and instance.cpu_flavor_id
-            counter = _measure(pod, instance, now) if instance and usable else None
+            counter = _measure(pod, instance, now) if instance is not None else None
             if instance is None or counter is None:
                 continue
             before = self._counters.get(instance.id)
@@ -120,6 +119,7 @@ def _measure(pod: KubeObject, instance: Instance, now: datetime) -> _Counter | N
         or runtime is None
         or runtime.cpu_percent is None
         or runtime.memory_percent is None
+        or not instance.cpu_flavor_id  # a GPU instance: no base for its figures
         or not instance.vcpu_count
     ):
         return None

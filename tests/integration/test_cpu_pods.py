@@ -109,3 +109,13 @@ def test_the_flag_refuses_other_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RUNPOD_API_KEY", "k")
     with pytest.raises(click.BadParameter, match="'cpu', 'gpu', 'refuse'"):
         sync.make_context("sync", ["--pods-without-gpu", "tpu"])
+
+
+def test_a_cpu_pod_counts_against_the_spend_cap() -> None:
+    with Sandbox(replace(FAST, max_hourly_spend=0.1)) as box:
+        add_cpu_pod(box, "prep", "3", "6Gi")  # 4 vCPUs of cpu3c: 0.12 USD/h
+        box.tick()
+        assert status(box, "prep")["containerStatuses"][0]["state"]["waiting"]["reason"] == (
+            PodReason.BUDGET_EXCEEDED
+        )
+        assert box.runpod_sim.instances == {}

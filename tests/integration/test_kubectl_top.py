@@ -179,3 +179,24 @@ def test_a_gpu_pods_utilization_shows_in_state_show(box: Sandbox) -> None:
     assert "gpu utilization default/trainer: GPU 0 90%, GPU 1 35%" in table.output
     records = json.loads(CliRunner().invoke(main, [*url, "-o", "json"]).output)
     assert [r["gpu_utilization"] for r in records if r["name"] == "trainer"] == [[0.9, 0.35]]
+
+
+def test_a_pod_at_zero_cpu_is_dropped_as_metrics_server_drops_it(box: Sandbox) -> None:
+    instance = cpu_pod(box)
+    set_utilization(box, instance, cpu=0, memory=25)
+    box.tick()
+    box.kube_sim.metrics.scrape()
+    box.advance(15)
+    box.tick()
+    raw = kubectl(box, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+    assert json.loads(raw)["items"] == []
+    set_utilization(box, instance, cpu=25, memory=25)
+    box.tick()
+    box.advance(15)
+    box.tick()
+    raw = kubectl(box, "get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+    [item] = json.loads(raw)["items"]
+    assert item["containers"] == [
+        {"name": "main", "usage": {"cpu": "1000000000n", "memory": "1953125Ki"}}
+    ]
+    assert item["window"] == "15s"
