@@ -120,7 +120,6 @@ def _measure(pod: KubeObject, instance: Instance, now: datetime) -> _Counter | N
         or runtime.cpu_percent is None
         or runtime.memory_percent is None
         or not instance.cpu_flavor_id  # a GPU instance: no base for its figures
-        or not instance.vcpu_count
     ):
         return None
     try:
