@@ -393,7 +393,8 @@ class RunPodSimulator:
             self._ghost_deletes = _CountedFault(count)
 
     def billed(self, instance_id: str) -> dict[str, float]:
-        """The pod's whole ledger up to now, unrounded: {"gpu", "disk", "total"}."""
+        """The pod's whole ledger up to now, unrounded: {"gpu", "disk", "total"} ("gpu" is
+        the compute: a CPU pod's vCPUs too)."""
         with self._lock:
             ledger = self._ledgers[instance_id]
             gpu, disk = ledger.amounts(ledger.created_at, self.clock.now())
@@ -801,7 +802,11 @@ class RunPodSimulator:
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
         ledger = billing.PodLedger(
-            pod.id, pod.price_per_gpu * count, billing.DISK_USD_PER_GB_HOUR * pod.disk, now
+            pod.id,
+            pod.price_per_gpu * count,
+            billing.DISK_USD_PER_GB_HOUR * pod.disk,
+            now,
+            cpu=cpu is not None,
         )
         ledger.gpu_on(now)
         self._ledgers[pod.id] = ledger

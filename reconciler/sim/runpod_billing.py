@@ -29,13 +29,15 @@ AMOUNT_DECIMALS = 6
 
 @dataclass
 class PodLedger:
-    """What one pod costs over time: GPU periods at its hourly price, disk while it exists."""
+    """What one pod costs over time: GPU periods at its hourly price, disk while it exists.
+    A CPU pod's compute periods are the same, billed as CPU (`cpu`)."""
 
     pod_id: str
     gpu_usd_per_hour: float
     disk_usd_per_hour: float
     created_at: datetime
     deleted_at: datetime | None = None
+    cpu: bool = False
     gpu_periods: list[list[datetime | None]] = field(default_factory=list)
 
     def gpu_on(self, now: datetime) -> None:
@@ -179,19 +181,18 @@ def pod_billing(
         first = max(window.start, floor_bucket(ledger.created_at, window.size))
         last = min(window.end, ledger.deleted_at or window.end)
         for start, end in buckets(first, last, window.size):
-            gpu, disk = ledger.amounts(start, end)
-            if gpu or disk:
+            compute, disk = ledger.amounts(start, end)
+            if compute or disk:
+                gpu, cpu = (0.0, compute) if ledger.cpu else (compute, 0.0)
                 record = {
                     "startTime": iso(start),
                     "endTime": iso(end),
                     "podId": ledger.pod_id,
-                    **_pod_amounts(gpu, disk),
+                    **_pod_amounts(gpu, cpu, disk),
                 }
                 billed.append((start, order, record))
     records = [record for _, _, record in sorted(billed, key=lambda item: item[:2])]
-    totals = _pod_amounts(
-        sum(r["gpuAmount"] for r in records), sum(r["diskAmount"] for r in records)
-    )
+    totals = _pod_amounts(*(sum(r[k] for r in records) for k in _POD_PARTS))
     query = {
         "startTime": iso(window.start),
         "endTime": iso(window.end),
@@ -209,18 +210,18 @@ def pod_billing(
     }
 
 
-def _pod_amounts(gpu: float, disk: float) -> dict[str, float]:
-    gpu, disk = round(gpu, AMOUNT_DECIMALS), round(disk, AMOUNT_DECIMALS)
+_POD_PARTS = ("gpuAmount", "cpuAmount", "diskAmount")
+
+
+def _pod_amounts(gpu: float, cpu: float, disk: float) -> dict[str, float]:
+    parts = [round(amount, AMOUNT_DECIMALS) for amount in (gpu, cpu, disk)]
     return {
-        "totalAmount": round(gpu + disk, AMOUNT_DECIMALS),
-        "gpuAmount": gpu,
-        "cpuAmount": 0.0,
-        "diskAmount": disk,
+        "totalAmount": round(sum(parts), AMOUNT_DECIMALS),
+        **dict(zip(_POD_PARTS, parts, strict=True)),
     }
 
 
 _AGGREGATE_ZEROES = (
-    "podCpuAmount",
     "serverlessGpuAmount",
     "serverlessCpuAmount",
     "serverlessDiskAmount",
@@ -238,16 +239,15 @@ def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[st
     """The body of `GET /v2/billing`: every bucket of the window, pods being all we bill."""
     records: list[dict[str, Any]] = []
     for start, end in buckets(window.start, window.end, window.size):
-        gpu = disk = 0.0
+        amounts = [0.0, 0.0, 0.0]  # GPU, CPU, disk
         for ledger in ledgers.values():
-            pod_gpu, pod_disk = ledger.amounts(start, end)
-            gpu, disk = gpu + pod_gpu, disk + pod_disk
+            compute, disk = ledger.amounts(start, end)
+            amounts[1 if ledger.cpu else 0] += compute
+            amounts[2] += disk
         records.append(
-            {"startTime": iso(start), "endTime": iso(end), **_aggregate_amounts(gpu, disk)}
+            {"startTime": iso(start), "endTime": iso(end), **_aggregate_amounts(*amounts)}
         )
-    totals = _aggregate_amounts(
-        sum(r["podGpuAmount"] for r in records), sum(r["podDiskAmount"] for r in records)
-    )
+    totals = _aggregate_amounts(*(sum(r[k] for r in records) for k in _AGGREGATE_PARTS))
     query = {"startTime": iso(window.start), "endTime": iso(window.end), "bucketSize": window.size}
     return {
         "records": records,
@@ -255,12 +255,12 @@ def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[st
     }
 
 
-def _aggregate_amounts(gpu: float, disk: float) -> dict[str, float]:
-    gpu, disk = round(gpu, AMOUNT_DECIMALS), round(disk, AMOUNT_DECIMALS)
-    amounts = {
-        "totalAmount": round(gpu + disk, AMOUNT_DECIMALS),
-        "podGpuAmount": gpu,
-        "podDiskAmount": disk,
-    }
+_AGGREGATE_PARTS = ("podGpuAmount", "podCpuAmount", "podDiskAmount")
+
+
+def _aggregate_amounts(gpu: float, cpu: float, disk: float) -> dict[str, float]:
+    parts = [round(amount, AMOUNT_DECIMALS) for amount in (gpu, cpu, disk)]
+    amounts = {"totalAmount": round(sum(parts), AMOUNT_DECIMALS)}
     amounts.update(dict.fromkeys(_AGGREGATE_ZEROES, 0.0))
+    amounts.update(zip(_AGGREGATE_PARTS, parts, strict=True))
     return amounts

@@ -148,3 +148,21 @@ def test_gpu_pods_report_per_gpu_utilization(sim: RunPodSimulator, client: RunPo
     sim.advance(60)
     runtime = client.get_instance(instance.id).runtime
     assert runtime is not None and runtime.gpu_percents == (90, 30)
+
+
+def test_a_cpu_pod_is_billed_as_cpu(sim: RunPodSimulator, client: RunPodClient) -> None:
+    instance = client.create_instance(_cpu_request())
+    sim.advance(3600)
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    params = {"lastN": "1", "bucketSize": "day"}
+    pods = requests.get(
+        f"{sim.base_url}/v2/billing/pods", params=params, headers=headers, timeout=5
+    )
+    [record] = pods.json()["records"]
+    assert record["podId"] == instance.id and record["gpuAmount"] == 0.0
+    assert record["cpuAmount"] > 0
+    assert record["totalAmount"] == pytest.approx(record["cpuAmount"] + record["diskAmount"])
+    account = requests.get(f"{sim.base_url}/v2/billing", params=params, headers=headers, timeout=5)
+    totals = account.json()["metadata"]["totals"]
+    assert totals["podCpuAmount"] == pytest.approx(record["cpuAmount"])
+    assert totals["podGpuAmount"] == 0.0
