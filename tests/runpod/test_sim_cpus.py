@@ -2,8 +2,9 @@
 (flavors, vCPU ranges, RAM and price per vCPU, availability only on request), creates
 checked as the contract says (a power-of-two vCPU count within the flavor's range, a
 known flavor, not both gpu and cpu, no persistent mount), the created pod's `cpu` block
-with the RAM RunPod derives, the exact CPU create body the client sends, and utilization
-set per pod through the fields route showing in the live runtime only."""
+with the RAM RunPod derives, the exact CPU create body the client sends, capacity in
+vCPUs, billing as CPU, and utilization set per pod through the fields route showing in
+the live runtime only."""
 
 from __future__ import annotations
 
