@@ -31,6 +31,7 @@ from reconciler.adapters.runpod.logstream import (
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import ExitLog
+from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
 from reconciler.core.podlogs import (
     PREVIOUS_UNSUPPORTED,
@@ -186,6 +187,12 @@ class PodLogs:
         self, namespace: str, name: str, container: str, options: LogOptions
     ) -> tuple[str, str]:
         """The pod's uid and the container that runs, or a LogError saying why not."""
+        for kind, value in (("namespace", namespace), ("pod name", name)):
+            problem = name_problem(kind, value)
+            if problem is not None:
+                raise LogError(400, problem)
+        if container and (problem := name_problem("container name", container)) is not None:
+            raise LogError(400, problem)
         pod = self.kube.find_pod(namespace, name)
         if pod is None:
             raise LogError(404, f'pods "{name}" not found')
