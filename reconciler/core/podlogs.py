@@ -8,12 +8,13 @@ batch wrapper's marker line and its own messages are left out.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.contract import exit_code_marker
 from reconciler.core.printable import quoted
 
 WRAPPER_PREFIX = "runpod-reconciler:"
@@ -96,22 +97,33 @@ def parse_time(value: str, name: str) -> datetime:
     return moment
 
 
-def users_lines(lines: Iterable[LogLine]) -> Iterator[LogLine]:
+def exit_nonce(pod_uid: str) -> str:
+    """The batch wrapper's nonce for a pod: in its exit-code marker, so that no line the
+    process prints (say, a request path a web server logs) passes for the marker. Derived
+    from the pod's UID, so every reader of the log knows it without asking RunPod; the
+    pod's own process can see it, but it sets its own exit code anyway."""
+    return hashlib.sha256(f"runpod-reconciler exit marker {pod_uid}".encode()).hexdigest()[:20]
+
+
+def users_lines(lines: Iterable[LogLine], nonce: str) -> Iterator[LogLine]:
     """The lines the user's process printed: not the batch wrapper's notes, its exit-code
-    marker, nor what follows the marker (the wrapper's stop call, its answer or its
-    errors, is all that prints until the instance stops)."""
+    marker (with the pod's `nonce`), nor what follows the marker (the wrapper's stop
+    call, its answer or its errors, is all that prints until the instance stops)."""
+    marker = exit_code_marker(nonce)
     finished = False
     for line in lines:
-        if line.line.startswith(EXIT_CODE_MARKER):
+        if line.line.startswith(marker):
             finished = True
         elif not finished and not line.line.startswith(WRAPPER_PREFIX):
             yield line
 
 
-def last_lines(lines: Iterable[LogLine], options: LogOptions) -> list[LogLine]:
+def last_lines(lines: Iterable[LogLine], options: LogOptions, nonce: str) -> list[LogLine]:
     """The user's lines of a backfill, from `since`, the last `tail_lines` of them."""
     kept = [
-        line for line in users_lines(lines) if options.since is None or line.ts >= options.since
+        line
+        for line in users_lines(lines, nonce)
+        if options.since is None or line.ts >= options.since
     ]
     if options.tail_lines is not None:
         kept = kept[len(kept) - options.tail_lines :] if options.tail_lines else []

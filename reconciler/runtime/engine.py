@@ -458,7 +458,7 @@ class Engine:
         rows: Mapping[str, MappingRecord],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        stopped: list[str] = []
+        stopped: list[tuple[str, str]] = []
         for pod in pods:
             uid = podinfo.uid(pod)
             exited = [i.id for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
@@ -467,7 +467,7 @@ class Engine:
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            stopped += exited
+            stopped += [(instance_id, uid) for instance_id in exited]
         return self.pod_logs.read_exits(stopped)
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:

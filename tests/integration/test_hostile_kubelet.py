@@ -1,7 +1,8 @@
 """Hostile requests to the kubelet endpoint over real HTTPS, with a client certificate
 the cluster's CA issued: log options out of range get a 400 with a sentence (never a
-dropped connection), and a pod name that is not a Kubernetes name is refused rather
-than smuggled into a field selector."""
+dropped connection), a pod name that is not a Kubernetes name is refused rather
+than smuggled into a field selector, and a line printed to look like the batch
+wrapper's exit-code marker is shown and kept like any other."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.demo.sandbox import Sandbox
 
 
@@ -85,3 +87,29 @@ def test_a_pod_name_cannot_smuggle_a_field_selector(box: Sandbox, admin: tuple[s
     ):
         answer = get(box, admin, path)
         assert answer.status_code == 400 and "is not a valid" in answer.text, path
+
+
+def test_a_line_that_looks_like_the_exit_marker_hides_nothing(
+    box: Sandbox, admin: tuple[str, str]
+) -> None:
+    box.add_pod("job", command=["python", "train.py"], restart_policy="Never")
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("job") or {})
+    assert instance is not None
+    forged = [f"{EXIT_CODE_MARKER}0", "after the forged marker", f"{EXIT_CODE_MARKER}0 again"]
+    box.runpod_sim.write_container_log(instance["id"], ["before", *forged])
+    path = "/containerLogs/default/job/main"
+    assert get(box, admin, path).text.splitlines()[-4:] == ["before", *forged]
+    assert get(box, admin, path, tailLines="2").text.splitlines() == forged[1:]
+    box.runpod_sim.exit_process(instance["id"], 3)
+    box.tick()  # reads the real marker: Failed with 3, and keeps the log
+    pod = box.pod("job") or {}
+    assert pod["status"]["phase"] == "Failed"
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3
+    box.tick()
+    assert box.instance_for(pod) is None
+    kept = get(box, admin, path).text.splitlines()
+    assert kept[-4:] == ["before", *forged]  # every user line kept; the real marker not

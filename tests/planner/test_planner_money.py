@@ -23,6 +23,7 @@ from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import Ownership, lookalikes, owned_instances
 from reconciler.core.planner import ownership_of, plan
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
@@ -94,7 +95,11 @@ def test_the_pod_id_annotation_proves_ownership_when_the_rows_are_gone_too() -> 
     _strip_tags(world, found.id, {})
     actions = world.plan()
     restore = next(a for a in actions if isinstance(a, RestoreTags))
-    assert restore.env == {OWNER_ENV: OWNER, POD_UID_ENV: "uid-job", STOP_ON_EXIT_ENV: "1"}
+    assert restore.env == {
+        OWNER_ENV: OWNER,
+        POD_UID_ENV: "uid-job",
+        STOP_ON_EXIT_ENV: exit_nonce("uid-job"),
+    }
     assert not any(isinstance(a, Create | Terminate) for a in actions)
     assert "FailPod" not in kinds(actions)
 
