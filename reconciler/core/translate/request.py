@@ -22,6 +22,7 @@ from reconciler.core.domain import (
     GpuType,
     KubeObject,
 )
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import cpus
 from reconciler.core.translate.annotations import (
@@ -192,7 +193,7 @@ def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
     (docs/architecture.md §3)."""
     tags = {OWNER_ENV: owner_id, POD_UID_ENV: str(pod["metadata"]["uid"])}
     if is_batch(pod):
-        tags[STOP_ON_EXIT_ENV] = "1"
+        tags[STOP_ON_EXIT_ENV] = exit_nonce(str(pod["metadata"]["uid"]))
     return tags
 
 
