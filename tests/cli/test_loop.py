@@ -4,7 +4,7 @@
   minute away, and the node heartbeat runs without any tick;
 - SIGTERM exits 0 and hands the leader Lease back;
 - with two replicas and --leader-elect only the leader acts; when it is killed -9 the
-  standby takes over within the lease duration and reconciles a new pod;
+  standby takes over within one lease plus one retry period and reconciles a new pod;
 - the kubelet endpoint: the leader serves pod logs and advertises itself on the node, a
   standby answers 503 with a sentence, a caller without credentials 401.
 """
@@ -31,6 +31,11 @@ from reconciler.runtime.claim import WRITER_LEASE_SECONDS
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"
 LEASE_SECONDS = 6
+# A dead leader's Lease runs out at most a lease after its last renewal, and a standby
+# tries every retry period, a third of the lease (runtime/leader.py).
+TAKEOVER_SECONDS = LEASE_SECONDS + LEASE_SECONDS / 3
+# Two processes on a shared machine: their own start of a try can come this much late.
+SCHEDULING_SLACK = 1.0
 # Long enough that only the watch can explain a tick during a test.
 LONG_INTERVAL = "60"
 
@@ -238,13 +243,14 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
 
     a.process.send_signal(signal.SIGKILL)
     a.process.wait()
-    killed = time.monotonic()
     box.add_pod("second")
+    took_over = eventually(
+        lambda: lease(box)["holderIdentity"].endswith(f"/{b.process.pid}"), seconds=30
+    )
+    assert took_over <= TAKEOVER_SECONDS + SCHEDULING_SLACK, took_over
     # Creates wait for the dead leader's writer term (it may have had a create in flight,
     # see runtime/claim.py): the wait a standby on another host makes anyway.
     eventually(lambda: has_instance(box, "second"), seconds=WRITER_LEASE_SECONDS + 10)
-    print(f"standby took over and reconciled in {time.monotonic() - killed:.1f} s")
-    assert lease(box)["holderIdentity"].endswith(f"/{b.process.pid}")
     assert b.metric("reconciler_leader") == 1.0
     assert creates(box) == 2  # nothing created twice across the takeover
     assert "taking over the lock of" in b.output()
