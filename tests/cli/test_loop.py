@@ -172,7 +172,7 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     box.add_pod("late")
     latency = eventually(lambda: has_instance(box, "late"), seconds=2)
     print(f"pod to RunPod instance through the watch: {latency:.2f} s")
-    assert reconciler.metric("reconciler_early_ticks_total") is not None
+    assert (reconciler.metric("reconciler_early_ticks_total") or 0) >= 1  # the watch asked
 
     # Offload through the watches: the scheduler gives up on a managed pod, the pending
     # watch asks for a tick that binds it, the node watch for one that creates it.
