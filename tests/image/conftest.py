@@ -1,7 +1,7 @@
 """The image tier (`-m image`): one image per test session, built with `make image` (or
 the one RECONCILER_TEST_IMAGE names, as `make image-test` passes it), shared by every
-test. Where no container engine answers the tests skip, saying why; under CI
-(CI=true) that is a failure instead, so that CI cannot pass without trying the image."""
+test. Where no container engine answers the tests skip, saying why; where CI is set
+that is a failure instead (tests/needs.py), so that CI cannot pass without the image."""
 
 from __future__ import annotations
 
@@ -9,19 +9,14 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
-from typing import NoReturn
 
 import pytest
+
+from tests.needs import unavailable
 
 from .engine import IMAGE_VARIABLE, Image, Unavailable, build, find_engine
 
 _figures: list[str] = []
-
-
-def _unavailable(reason: str) -> NoReturn:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the image tests cannot run under CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +26,7 @@ def image() -> Iterator[Image]:
         given = os.environ.get(IMAGE_VARIABLE)
         built = Image(engine, given) if given else build(engine, uuid.uuid4().hex[:12])
     except Unavailable as reason:
-        _unavailable(str(reason))
+        unavailable(str(reason))
     if built.build_seconds is not None:
         _figures.append(f"built in {built.build_seconds:.0f} s with {engine}")
     _figures.append(f"the project's layers add {built.added_bytes() / 1e6:.0f} MB to the base")
