@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from reconciler.core import daemonsets, ownership, placement, spend
+from reconciler.core import daemonsets, ownership, placement, refusals, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -48,6 +48,7 @@ from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
 from reconciler.core.ownership import Ownership
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.refusals import REFUSED_EVERYWHERE
 from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place, usable
 from reconciler.core.translate import status as pod_status
@@ -60,23 +61,6 @@ ORPHAN_DETAIL = "orphan: its pod is gone"
 # Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
 LOG_TAIL_KEPT_LINES = 80
 LOG_TAIL_KEPT_BYTES = 2048
-# Definite refusals of a create (issue 16) repeat until someone fixes something (the
-# template, the key, the annotation): retry once a minute, not every tick, to spare the
-# request quota.
-REFUSAL_RETRY_SECONDS = 60
-_REFUSALS = frozenset(
-    {
-        PodReason.TEMPLATE_NOT_FOUND,
-        PodReason.RUNPOD_UNAUTHORIZED,
-        PodReason.RUNPOD_REFUSED,
-        PodReason.INVALID_ANNOTATION,
-    }
-)
-
-REFUSED_EVERYWHERE = (
-    "RunPod lately refused creates for want of stock on every GPU type "
-    "that fits this pod; trying again when the catalog shows stock"
-)
 
 
 @dataclass(frozen=True)
@@ -888,7 +872,8 @@ def _prepare_create(
         if _waited_too_long(t, pod):
             return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
         actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
-        if row.reason in _REFUSALS and t.within(row.updated_at, REFUSAL_RETRY_SECONDS):
+        pause = refusals.retry_after(row.reason)
+        if pause is not None and t.within(row.updated_at, pause):
             return actions, None
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 

@@ -5,7 +5,8 @@ Every side effect is journaled: a row is opened before the call and closed after
 One action failing never stops the others; it becomes a log line, a journal outcome,
 a row note and (where a user must know) an Event on the pod. The executor decides
 nothing the planner did not, except what only the answer of a call can tell: which
-create candidate RunPod accepted, and whether to stop creating for this tick.
+create candidate RunPod accepted, and whether to stop creating for this tick (what each
+refusal means is `reconciler.core.refusals`'s table, which the planner reads too).
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
@@ -47,8 +48,8 @@ from reconciler.core.actions import (
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import registry_name
-from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
+from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
 from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
@@ -64,10 +65,6 @@ class Outcome:
     failed: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     done: list[Action] = field(default_factory=list)
-
-
-class _CreatesStopped(Exception):
-    """RunPod said no more creates this tick (no balance, rate limit, deadline)."""
 
 
 class _CreatesSkipped(Exception):
@@ -348,10 +345,7 @@ class Executor:
         except _CreatesSkipped:
             return
         self.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
-        try:
-            instance = self._first_accepted(action, candidates)
-        except _CreatesStopped:
-            return
+        instance = self._first_accepted(action, candidates)
         if instance is None:
             return
         crashpoints.reached("after-create")
@@ -373,57 +367,51 @@ class Executor:
     def _first_accepted(
         self, action: Create, candidates: tuple[CreateRequest, ...]
     ) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4), past
-        the places RunPod refused lately (an earlier pod of this tick included)."""
-        refusals: list[str] = []
+        """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
+        of this tick included), and do what `core.refusals` says of each refusal."""
+        refused: list[str] = []
         for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
                 instance = self._create_one(action, candidate)
-                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
-                return instance
-            except runpod_errors.RejectedError as exc:
-                # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
-                # alone answers 400 too, but the translation checks the rules first).
-                self.stock.refused(candidate, self.clock())
-                self.refusals += 1
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
-            except runpod_errors.PermissionDeniedError as exc:
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
-            except runpod_errors.InsufficientBalanceError as exc:
-                self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
-            except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
-                self._stop_creates(action, None, str(exc))
-            except runpod_errors.AuthenticationError as exc:
-                self._stop_creates(
-                    action,
-                    PodReason.RUNPOD_UNAUTHORIZED,
-                    f"RunPod refused the API key: {exc.detail or exc}",
-                )
-            except runpod_errors.InvalidRequestError as exc:
-                self._give_up(
-                    action,
-                    PodReason.INVALID_RUNPOD_REQUEST,
-                    "RunPod refused the request as invalid (a reconciler bug, not "
-                    f"retried): {exc.detail}",
-                )
-                raise
-            except runpod_errors.NotFoundError as exc:
-                self._wait(action, *_not_found(candidate, exc))
-                return None
             except runpod_errors.RunPodError as exc:
-                if exc.in_doubt:
+                kind = _refusal_kind(exc, candidate)
+                if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
                     raise
-                self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
+                refusal = REFUSALS[kind]
+                message = refusal.message.format(
+                    error=exc, detail=exc.detail or exc, template=candidate.template_id
+                )
+                if refusal.out_of_stock:
+                    self.stock.refused(candidate, self.clock())
+                    self.refusals += 1
+                if refusal.next is Next.TRY_NEXT:
+                    refused.append(f"{candidate.gpu_type_id}: {message}")
+                    continue
+                self._refused(action, refusal, message)
+                if refusal.next is Next.FAIL:
+                    raise
                 return None
+            self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+            return instance
         self._wait(
             action,
             PodReason.CAPACITY_UNAVAILABLE,
             "no GPU type that fits this pod could be created: "
-            + ("; ".join(refusals) or REFUSED_EVERYWHERE),
+            + ("; ".join(refused) or REFUSED_EVERYWHERE),
         )
         return None
+
+    def _refused(self, action: Create, refusal: Refusal, message: str) -> None:
+        if refusal.next is Next.STOP_CREATES:
+            self._creates_stopped = message
+        if refusal.reason is None:  # rate limited: nothing wrong with the pod, try next tick
+            self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
+        elif refusal.next is Next.FAIL:
+            self._give_up(action, refusal.reason, message)
+        else:
+            self._wait(action, refusal.reason, message)
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(
@@ -435,14 +423,6 @@ class Executor:
         )
         assert isinstance(result, Instance)
         return result
-
-    def _stop_creates(self, action: Create, reason: PodReason | None, detail: str) -> None:
-        self._creates_stopped = detail
-        if reason is None:  # rate limited: nothing wrong with the pod, try next tick
-            self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
-        else:
-            self._wait(action, reason, detail)
-        raise _CreatesStopped(detail)
 
     def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
@@ -478,7 +458,7 @@ class Executor:
             if named not in self._registries().values():
                 self._wait(
                     action,
-                    PodReason.INVALID_ANNOTATION,
+                    REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
                     f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
                     f"credential {named!r}",
                 )
@@ -542,18 +522,30 @@ class Executor:
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
 
 
-def _not_found(candidate: CreateRequest, exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
-    """The reason for a 404 on create: what the request referred to that RunPod lacks.
+_REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
+    (runpod_errors.RejectedError, RefusalKind.NO_STOCK),
+    (runpod_errors.PermissionDeniedError, RefusalKind.FORBIDDEN),
+    (runpod_errors.InsufficientBalanceError, RefusalKind.NO_BALANCE),
+    (runpod_errors.RateLimitedError, RefusalKind.RATE_LIMITED),
+    (runpod_errors.DeadlinePassed, RefusalKind.RATE_LIMITED),
+    (runpod_errors.AuthenticationError, RefusalKind.UNAUTHORIZED),
+    (runpod_errors.InvalidRequestError, RefusalKind.INVALID_REQUEST),
+)
 
-    Registry credentials are checked before the create, so a template is what is missing
-    when one was named; otherwise another id from the pod's annotations (network volume).
+
+def _refusal_kind(exc: runpod_errors.RunPodError, candidate: CreateRequest) -> RefusalKind | None:
+    """What RunPod's answer to a create means; None when a create may have happened.
+
+    A 404 names what the request referred to that RunPod lacks: registry credentials are
+    checked before the create, so a template when one was named, otherwise another id
+    from the pod's annotations (network volume).
     """
-    detail = exc.detail or str(exc)
-    if candidate.template_id:
-        return PodReason.TEMPLATE_NOT_FOUND, (
-            f"RunPod has no template {candidate.template_id!r} this account may use: {detail}"
-        )
-    return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
+    if isinstance(exc, runpod_errors.NotFoundError):
+        return RefusalKind.TEMPLATE_NOT_FOUND if candidate.template_id else RefusalKind.ID_NOT_FOUND
+    for error, kind in _REFUSAL_KINDS:
+        if isinstance(exc, error):
+            return kind
+    return None if exc.in_doubt else RefusalKind.OTHER
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
