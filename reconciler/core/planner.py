@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from reconciler.core import daemonsets, ownership, placement, refusals, spend
+from reconciler.core import daemonsets, ownership, placement, refusals, registries, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Adopt,
     Create,
     DeleteRow,
+    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
@@ -129,6 +130,8 @@ class _Tick:
         self.node = obs.node or build_node(settings, now)
         self.lookalikes: dict[str, str] = {}
         """Pod UID → an untagged instance named like its own: no create while it stands."""
+        self.registries_ensured: set[str] = set()
+        """Names of registry credentials this plan already ensures before a create."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return _within(self.now, since, seconds)
@@ -993,7 +996,7 @@ def _admit(
                 False,
             )
         elif slots > 0:
-            actions.append(_create(t, wait, affordable))
+            actions += _create(t, wait, affordable)
             # Count the dearest candidate tried: RunPod may accept any of them.
             dearest = max(_hourly_cost(t, c) for c in affordable)
             spend += dearest
@@ -1051,7 +1054,7 @@ def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:
     )
 
 
-def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> Create:
+def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> list[Action]:
     ref = PodRef.of(wait.pod)
     base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
     attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
@@ -1064,4 +1067,12 @@ def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> 
         instance_name=candidates[0].name,
         updated_at=t.now,
     )
-    return Create(ref, intent, candidates, wait.pull_secret)
+    if wait.pull_secret is None:
+        return [Create(ref, intent, candidates)]
+    registry, username, password = wait.pull_secret
+    name = registries.registry_name(t.settings.owner_id, registry, username, password)
+    ensure: list[Action] = []
+    if name not in t.registries_ensured:
+        t.registries_ensured.add(name)
+        ensure.append(EnsureRegistryAuth(name, username, password, ref))
+    return [*ensure, Create(ref, intent, candidates, registry_name=name)]

@@ -35,7 +35,9 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
+    DeleteRegistryAuth,
     DeleteRow,
+    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
@@ -45,9 +47,8 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.core.domain import CreateRequest, Instance
+from reconciler.core.domain import CreateRequest, Instance, RegistryAuth
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import registry_name
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
 from reconciler.core.stock import StockMemory, usable
@@ -69,6 +70,10 @@ class Outcome:
 
 class _CreatesSkipped(Exception):
     """This pod's create was ended before RunPod heard of it (reason already recorded)."""
+
+
+class _RegistryMissing(Exception):
+    """The credential a create needs is not at RunPod: storing it failed this tick."""
 
 
 class Executor:
@@ -100,6 +105,7 @@ class Executor:
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
         """Registry credentials this run's creates chose: not to be collected this tick."""
+        self.registries_deleted: list[str] = []
         self.deferred = 0
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
@@ -161,6 +167,22 @@ class Executor:
                 self.writes.delete_row(uid)
             case Create():
                 self._create(action)
+            case EnsureRegistryAuth():
+                self._ensure_registry(action)
+            case DeleteRegistryAuth(registry_id=registry_id, name=name):
+                deleted = self._journaled(
+                    "delete-registry-auth",
+                    None,
+                    registry_id,
+                    lambda: self.runpod.delete_registry_auth(registry_id),
+                    durable_at="after-registry-unused",
+                )
+                crashpoints.reached("after-registry-delete")
+                if deleted:  # False: it was gone already
+                    self.registries_deleted.append(registry_id)
+                    log.info(
+                        "deleted registry credential %s (%s): no pod uses it", registry_id, name
+                    )
             case Adopt(pod=pod, instance=instance, row=row):
                 self.writes.save_row(row)
                 self._decided(
@@ -292,7 +314,8 @@ class Executor:
         except Exception as exc:
             self._close(entry, "failed", str(exc))
             raise
-        self._close(entry, "ok", None, result.id if isinstance(result, Instance) else None)
+        made = result.id if isinstance(result, Instance | RegistryAuth) else None
+        self._close(entry, "ok", None, made)
         return result
 
     def _close(
@@ -451,29 +474,49 @@ class Executor:
         self._event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
-        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name);
-        check a credential the pod names by id exists (one list per tick, shared)."""
-        named = action.candidates[0].registry_auth_id
-        if named:
-            if named not in self._registries().values():
-                self._wait(
-                    action,
-                    REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
-                    f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
-                    f"credential {named!r}",
+        """The candidates with the id of the registry credential they pull with: ours,
+        which an `EnsureRegistryAuth` earlier in the plan found or made, or one the pod
+        names by id, checked to exist (one list per tick, shared)."""
+        if action.registry_name is not None:
+            registry_id = self._registries().get(action.registry_name)
+            if registry_id is None:
+                raise _RegistryMissing(
+                    f"registry credential {action.registry_name} could not be stored this tick"
                 )
-                raise _CreatesSkipped
-            return action.candidates
-        if action.pull_secret is None:
-            return action.candidates
-        registry, username, password = action.pull_secret
-        name = registry_name(self._owner_id, registry, username, password)
+            self.registries_used.add(registry_id)
+            return tuple(replace(c, registry_auth_id=registry_id) for c in action.candidates)
+        named = action.candidates[0].registry_auth_id
+        if named and named not in self._registries().values():
+            self._wait(
+                action,
+                REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
+                f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
+                f"credential {named!r}",
+            )
+            raise _CreatesSkipped
+        return action.candidates
+
+    def _ensure_registry(self, action: EnsureRegistryAuth) -> None:
+        """Ours when listed under its name (an earlier create whose answer was lost
+        included); else made, with the journal row committed before the call."""
+        budget = self.runpod.rate_budget
+        spent = budget is not None and budget <= 0
+        if self._creates_stopped or spent or self.runpod.past_deadline or self._creates_held():
+            return  # its create waits for a later tick too
         known = self._registries()
-        if name not in known:
-            created = self.runpod.create_registry_auth(name, username, password)
-            known[name] = created.id
-        self.registries_used.add(known[name])
-        return tuple(replace(c, registry_auth_id=known[name]) for c in action.candidates)
+        if action.name in known:
+            return
+        created = self._journaled(
+            "create-registry-auth",
+            action.pod.uid,
+            None,
+            lambda: self.runpod.create_registry_auth(action.name, action.username, action.password),
+            durable_at="after-registry-intent",
+        )
+        assert isinstance(created, RegistryAuth)
+        crashpoints.reached("after-registry-create")
+        known[action.name] = created.id
+        log.info("stored registry credential %s (%s) for %s", created.id, action.name, action.pod)
 
     def _registries(self) -> dict[str, str]:
         """The account's registry credentials, name to id, listed once per tick."""
@@ -519,7 +562,7 @@ class Executor:
         )
 
 
-_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
+_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, _RegistryMissing)
 
 
 _REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
@@ -567,4 +610,6 @@ def _subject(action: Action) -> str:
     pod = getattr(action, "pod", None)
     if pod is not None:
         return str(pod)
+    if isinstance(action, DeleteRegistryAuth):
+        return f"registry credential {action.registry_id}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))
