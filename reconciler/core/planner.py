@@ -351,7 +351,7 @@ def _split_duplicates(
     Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
     writers with different databases agree), else the mapped one, else the oldest. A
     duplicate younger than the create grace may be another writer's create it has yet to
-    record: it is left alone until the grace is over (issue 16).
+    record: it is left alone until the grace is over (docs/architecture.md §4, Duplicates heal).
     """
     if len(instances) < 2:
         return (instances[0] if instances else None), []

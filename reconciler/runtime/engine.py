@@ -207,8 +207,8 @@ class TickSteps:
     after: Callable[[Engine, TickReport], None] = _ignore
     """Last, with the engine and its finished report (the loop's metrics and readiness)."""
     before_action: Callable[[], None] = _nothing
-    """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
-    raises WriterLost, which ends the tick."""
+    """Before the tick and each of its actions: keeps the node's writer Lease
+    (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: we took the writer Lease over from a dead process
     whose last create may still land (see `runtime/claim.py`)."""

@@ -124,7 +124,8 @@ class Reconciler:
     heartbeat: NodeHeartbeat
     lock: LockKeeper
     claim: WriterClaim
-    """The node's writer Lease: taken by every writer before it acts (issue 16)."""
+    """The node's writer Lease: taken by every writer before it acts
+    (docs/architecture.md §4, One writer per node)."""
 
 
 def compose(
