@@ -440,7 +440,7 @@ class Engine:
                 and row.instance_id not in listed_ids
                 and row.pod_uid in live
             ):
-                with contextlib.suppress(runpod_errors.NotFoundError):  # 404: really gone
+                with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
                     found.append(self.runpod.get_instance(row.instance_id))
         return found
 

@@ -583,7 +583,7 @@ def _refusal_kind(exc: runpod_errors.RunPodError, candidate: CreateRequest) -> R
     checked before the create, so a template when one was named, otherwise another id
     from the pod's annotations (network volume).
     """
-    if isinstance(exc, runpod_errors.NotFoundError):
+    if isinstance(exc, runpod_errors.RunPodNotFound):
         return RefusalKind.TEMPLATE_NOT_FOUND if candidate.template_id else RefusalKind.ID_NOT_FOUND
     for error, kind in _REFUSAL_KINDS:
         if isinstance(exc, error):

@@ -26,10 +26,10 @@ import kubernetes
 import urllib3
 
 from reconciler.adapters.kube.errors import (
-    ConflictError,
+    KubeConflict,
     KubeError,
-    NotFoundError,
-    TransportError,
+    KubeNotFound,
+    KubeTransportError,
     error_for,
 )
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
@@ -221,7 +221,7 @@ class KubeClient:
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Finish a pod like the kubelet: grace 0, and only the pod with this UID.
 
-        Already gone is success; a different pod under the same name raises ConflictError.
+        Already gone is success; a different pod under the same name raises KubeConflict.
         """
         options = {
             "apiVersion": "v1",
@@ -231,7 +231,7 @@ class KubeClient:
         }
         try:
             self._request("DELETE", _pod_path(namespace, name), body=options)
-        except NotFoundError:
+        except KubeNotFound:
             return
 
     def bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> None:
@@ -344,7 +344,7 @@ class KubeClient:
         try:
             self._request("POST", collection, body=event)
             return
-        except ConflictError:  # recorded before: count this one on top of it
+        except KubeConflict:  # recorded before: count this one on top of it
             existing = self._request("GET", f"{collection}/{_q(name)}")
         if occurred_at is not None and str(existing.get("lastTimestamp") or "") >= stamp:
             return  # this occurrence (or a later one) is counted already
@@ -453,7 +453,7 @@ class KubeClient:
                 taken_over_from=holder if holder != identity else None,
                 predecessor_term_ends=term_ends,
             )
-        except ConflictError:
+        except KubeConflict:
             # Another writer wrote the Lease between our read and our write: one more
             # read names it, so a refused writer can say who acts.
             winner = self._get_optional(f"{collection}/{_q(name)}") or {}
@@ -470,7 +470,7 @@ class KubeClient:
         spec.update(leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
         try:
             self._request("PUT", path, body=lease)
-        except ConflictError:
+        except KubeConflict:
             return  # someone else wrote it meanwhile: it is no longer ours to release
 
     # plumbing ---------------------------------------------------------------------
@@ -491,7 +491,7 @@ class KubeClient:
     def _get_optional(self, path: str) -> KubeObject | None:
         try:
             return self._request("GET", path)
-        except NotFoundError:
+        except KubeNotFound:
             return None
 
     def _request(
@@ -529,10 +529,10 @@ def _translated_errors() -> Iterator[None]:
         yield
     except kubernetes.client.ApiException as error:
         if not error.status:
-            raise TransportError(str(error.reason or error)) from error
+            raise KubeTransportError(str(error.reason or error)) from error
         raise error_for(error.status, error.body, str(error.reason or "")) from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise TransportError(f"no answer from the Kubernetes API: {error}") from error
+        raise KubeTransportError(f"no answer from the Kubernetes API: {error}") from error
 
 
 def _q(segment: str) -> str:

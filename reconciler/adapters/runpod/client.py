@@ -182,7 +182,7 @@ class RunPodClient:
         path = f"/v2/pods/{_segment(instance_id)}"
         try:
             self._send(_Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
-        except errors.NotFoundError:
+        except errors.RunPodNotFound:
             logger.debug("instance %s was already gone", instance_id)
 
     def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
@@ -214,7 +214,7 @@ class RunPodClient:
         try:
             return list(events)
         except LogStreamBroken as exc:
-            raise errors.TransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
+            raise errors.RunPodTransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
 
     def log_events(
         self,
@@ -293,7 +293,7 @@ class RunPodClient:
         path = f"/v2/registries/{_segment(registry_id)}"
         try:
             self._send(_Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
-        except errors.NotFoundError:
+        except errors.RunPodNotFound:
             logger.debug("registry credential %s was already gone", registry_id)
         except errors.RejectedError:
             return False
@@ -395,7 +395,7 @@ class RunPodClient:
         in_doubt = not call.idempotent
         if in_doubt:
             message += f"; {call.doubt}"
-        return errors.TransportError(self._redact(message), in_doubt=in_doubt)
+        return errors.RunPodTransportError(self._redact(message), in_doubt=in_doubt)
 
     def _http_error(self, call: _Call, response: requests.Response) -> errors.RunPodError:
         status = response.status_code
@@ -448,7 +448,7 @@ def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     return (
         call.idempotent
         and call.retry_failures
-        and isinstance(error, errors.ServerError | errors.TransportError)
+        and isinstance(error, errors.RunPodServerError | errors.RunPodTransportError)
     )
 
 
@@ -486,7 +486,7 @@ def _decode(response: requests.Response, route: str) -> Any:
     try:
         return response.json()
     except (ValueError, requests.RequestException) as exc:
-        raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
+        raise errors.RunPodTransportError(f"{route}: unreadable answer from RunPod") from exc
 
 
 def _served_at(response: requests.Response) -> datetime | None:
