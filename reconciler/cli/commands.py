@@ -41,7 +41,7 @@ from reconciler.core.config import (
     Settings,
     out_of_range,
 )
-from reconciler.runtime import leader, logs
+from reconciler.runtime import leader, process_log
 from reconciler.runtime.claim import WriterHeld, WriterLost
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
@@ -187,7 +187,7 @@ class _JSONUsageError(_JSONError):
 @click.pass_context
 def main(ctx: click.Context, database_url: str, log_level: str, log_format: str) -> None:
     """Burst Kubernetes GPU pods onto RunPod, with no leaked or duplicate instances."""
-    logs.configure(log_level, log_format)
+    process_log.configure(log_level, log_format)
     ctx.obj = CliContext(database_url=database_url)
 
 
@@ -502,7 +502,7 @@ def sync(
     except DatabaseError as exc:
         raise click.ClickException(db.describe_error(obj.database_url, exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError) as exc:
-        raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+        raise click.ClickException(process_log.redact(f"cannot start: {exc}")) from None
 
 
 def _check_loop_options(
@@ -562,7 +562,7 @@ def drain(
     needs no database. Exit code 1 if some are still listed when the timeout runs out.
     """
     settings = settings_from(options)
-    logs.register_secret(runpod_api_key)
+    process_log.register_secret(runpod_api_key)
     try:
         with reaching("cannot drain"):
             kube = KubeClient.from_config(kubeconfig, kube_context)

@@ -55,7 +55,7 @@ from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
-from reconciler.runtime.logs import Decision, decision
+from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
 
