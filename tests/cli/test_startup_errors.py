@@ -1,4 +1,4 @@
-"""Start-up errors and bad settings are one line, never a traceback (issue 16).
+"""Start-up errors and bad settings are one line, never a traceback.
 
 Settings: every duration, price and count must be finite and in range; a NaN, an
 infinity, a negative or absurd value, from a flag or from its environment variable, is

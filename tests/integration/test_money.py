@@ -1,4 +1,4 @@
-"""Money through both simulators over real HTTP (issue 19): lost owner tags restored,
+"""Money through both simulators over real HTTP: lost owner tags restored,
 tags and records both lost (reported, untouched), an unreadable exit code bounded, a
 slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
@@ -150,7 +150,7 @@ def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
     assert instance["id"] not in box.runpod_sim.instances
     reads = [r for r in box.runpod_sim.requests[since:] if r.path.endswith("/logs")]
     # One stream of both sources read whole for the code, not opened again; the log kept
-    # for the pod is that same read (issue 20: one read per finished batch pod).
+    # for the pod is that same read (one read per finished batch pod).
     assert [r.query.get("source") for r in reads] == [None]
     assert box.store.saved_log(box.pod("job")["metadata"]["uid"]) is not None
 

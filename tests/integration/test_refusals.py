@@ -1,5 +1,5 @@
 """Definite answers treated as definite, and bad pod input stopped before RunPod hears of
-it (issue 16): a template RunPod does not have (404) gives the pod TemplateNotFound and
+it: a template RunPod does not have (404) gives the pod TemplateNotFound and
 an Event at once, is retried once a minute, not every tick, and fails the pod at
 --max-pending-time; an unknown data center or registry credential is InvalidAnnotation,
 never capacity; invalid image references and out-of-range sizes create nothing; a

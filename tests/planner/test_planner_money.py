@@ -1,4 +1,4 @@
-"""Planner rules that keep money from leaking (issue 19): ownership beyond the env tags,
+"""Planner rules that keep money from leaking: ownership beyond the env tags,
 the exit-code bound of batch instances, namespace budgets, the leak audit and the spend
 annotation. Pure: the in-memory world of world.py, no I/O."""
 
