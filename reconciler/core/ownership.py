@@ -19,6 +19,7 @@ from reconciler.core import pods as podinfo
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
 
@@ -100,7 +101,7 @@ def restored_env(
     """
     env = {**instance.env, OWNER_ENV: owner_id, POD_UID_ENV: pod_uid}
     if pod is not None and is_batch(pod):
-        env[STOP_ON_EXIT_ENV] = "1"
+        env[STOP_ON_EXIT_ENV] = exit_nonce(pod_uid)
     return env
 
 
