@@ -125,6 +125,13 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
     ),
     (
+        "--ssh-key-file",
+        "ssh_key_file",
+        str,
+        "The reconciler's own SSH private key (made there if missing): instances get its "
+        "public key and sshd, for kubectl exec, cp and port-forward (empty: no SSH).",
+    ),
+    (
         "--log-keep-lines",
         "log_keep_lines",
         click.IntRange(0, 5000),

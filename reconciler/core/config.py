@@ -91,6 +91,14 @@ class Settings:
     kubelet_tls_secret: str = ""
     """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""
 
+    ssh_key_file: str = ""
+    """Path of the reconciler's own SSH private key (OpenSSH ed25519; made there if
+    missing): instances are created with `startSsh`, its public key in `PUBLIC_KEY` and
+    22/tcp published, so that exec and port-forward reach them. Empty: no SSH."""
+
+    ssh_public_key: str = ""
+    """The public key of `ssh_key_file` as an authorized_keys line, read at start."""
+
     log_keep_lines: int = 1000
     """Lines of a pod's log kept in the store when its instance ends."""
 
