@@ -142,3 +142,5 @@ def test_bad_requests_are_refused_before_the_upgrade(box, instance_id, apiserver
     assert old.status == 403 and "unable to negotiate protocol" in old.body
     other = apiserver.exec("/exec/default/nothing/main", ["true"])
     assert other.status == 404
+    hostile = apiserver.exec("/exec/default/a,b=c/main", ["true"])
+    assert hostile.status == 400 and "not a valid pod name" in hostile.body

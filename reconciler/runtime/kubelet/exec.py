@@ -33,6 +33,7 @@ from reconciler.adapters.spdy.session import Session, Stream
 from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
 from reconciler.adapters.store.repository import Store
 from reconciler.core import remotecommand as rc
+from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
 from reconciler.core.sshaccess import SSH_PORT, direct_address, remote_command
 from reconciler.core.translate.annotations import PORT_MAPPINGS
@@ -78,6 +79,10 @@ class SshTargets:
         self.node_name, self.kube, self.store, self.runpod = node_name, kube, store, runpod
 
     def resolve(self, namespace: str, name: str, container: str) -> Target:
+        names = (("namespace", namespace), ("pod name", name), ("container name", container))
+        for kind, value in names:
+            if (problem := name_problem(kind, value)) is not None:
+                raise StreamError(400, problem)
         pod = self.kube.find_pod(namespace, name)
         if pod is None or pod.get("spec", {}).get("nodeName") != self.node_name:
             raise StreamError(404, f'pods "{name}" not found on node "{self.node_name}"')
@@ -146,6 +151,9 @@ def serve_exec(
         return http.refuse(exc.status, exc.message)
     except SshError as exc:
         return http.refuse(500, exc.message)
+    except Exception:  # a caller gets a sentence, never a dropped connection
+        log.exception("could not reach the instance for an exec")
+        return http.refuse(500, "exec could not start; the reconciler's log says why")
     try:
         session = http.upgrade(protocol)
         _run(session, protocol, request, transport)
