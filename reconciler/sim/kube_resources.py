@@ -71,6 +71,8 @@ class Resource:
                 entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
             elif sub == "log":
                 entry["verbs"] = ["get"]
+            elif sub == "exec":
+                entry.update(kind="PodExecOptions", verbs=["create", "get"])
             entries.append(entry)
         return entries
 
@@ -93,7 +95,7 @@ PODS = Resource(
     "pod",
     "Pod",
     True,
-    ("status", "binding", "eviction", "log"),
+    ("status", "binding", "eviction", "log", "exec"),
     ("po",),
     (
         *_META_FIELDS,
