@@ -1,5 +1,6 @@
-"""`pods/{name}/exec` as the API server serves it to kubectl's SPDY client: checked,
-then proxied to the node's kubelet as an upgraded connection.
+"""`pods/{name}/exec` and `pods/{name}/portforward` as the API server serves them to
+kubectl's SPDY client: checked, then proxied to the node's kubelet as an upgraded
+connection (`/exec/...`, `/portForward/<ns>/<pod>`).
 
 What a real API server does, and so this one:
 - checks the request: the pod exists, has a node and has not completed, the container
@@ -14,9 +15,9 @@ What a real API server does, and so this one:
   words; a 101 is passed to kubectl and the two connections are spliced byte for byte
   (the API server does not read SPDY).
 
-kubectl 1.32 first asks for a WebSocket (`v5.channel.k8s.io`), which this simulator
-does not serve yet: it answers 400, and kubectl falls back to SPDY, as it does with an
-API server older than 1.30.
+kubectl 1.32 first asks for a WebSocket (`v5.channel.k8s.io`; port-forward tunnels
+SPDY in one), which this simulator does not serve yet: it answers 400, and kubectl
+falls back to SPDY, as it does with an API server older than 1.30.
 """
 
 from __future__ import annotations
@@ -57,17 +58,34 @@ def kubelet_exec_request(sim: KubeletCaller, namespace: str, name: str, query: Q
     flags = {ours: _true(query, theirs) for theirs, ours in _FLAGS}
     if not (flags["input"] or flags["output"] or flags["error"]):
         raise ApiError(400, "you must specify at least 1 of stdin, stdout, stderr")
-    node_name = pod.get("spec", {}).get("nodeName")
-    if not node_name:
-        raise ApiError(400, f"pod {name} does not have a host assigned")
-    node = sim.store.find(NODES, None, node_name)
-    if node is None:
-        raise not_found("nodes", node_name)
-    host, port = kubelet_location(node.obj)
+    host, port = _kubelet_of(sim, pod)
     params = [("command", part) for part in command]
     params += [(flag, "1") for flag, on in flags.items() if on]
     path = f"/exec/{quote(namespace)}/{quote(name)}/{quote(container)}?{urlencode(params)}"
     return host, port, path
+
+
+def kubelet_port_forward_request(
+    sim: KubeletCaller, namespace: str, name: str, query: Query
+) -> tuple:
+    """(host, port, path) of a port-forward's kubelet call, or an ApiError."""
+    entry = sim.store.find(PODS, namespace, name)
+    if entry is None:
+        raise not_found("pods", name)
+    host, port = _kubelet_of(sim, entry.obj)
+    ports = [("port", value) for value in query.get("ports", [])]
+    path = f"/portForward/{quote(namespace)}/{quote(name)}"
+    return host, port, path + (f"?{urlencode(ports)}" if ports else "")
+
+
+def _kubelet_of(sim: KubeletCaller, pod: dict[str, Any]) -> tuple[str, int]:
+    node_name = pod.get("spec", {}).get("nodeName")
+    if not node_name:
+        raise ApiError(400, f"pod {pod['metadata']['name']} does not have a host assigned")
+    node = sim.store.find(NODES, None, node_name)
+    if node is None:
+        raise not_found("nodes", node_name)
+    return kubelet_location(node.obj)
 
 
 def open_upgrade(sim: KubeletCaller, target: tuple, headers: Any) -> tuple:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from reconciler.demo.sandbox import Sandbox
@@ -159,3 +160,45 @@ def test_exec_needs_create_on_pods_exec(tmp_path: Path) -> None:
         done = kubectl(box, "exec", "train", "--", "true", spdy=True)
     assert done.returncode == 1
     assert 'cannot create resource "pods/exec"' in done.stderr
+
+
+def test_port_forward_serves_the_pods_http(box: Sandbox) -> None:
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.serve_http(instance["id"], 8888, "hello from the notebook")
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", ":8888"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # Forwarding from 127.0.0.1:PORT -> 8888
+        assert "-> 8888" in line, line + (process.stderr.read() if process.stderr else "")
+        local = int(line.split("127.0.0.1:")[1].split()[0])
+        for _ in range(2):  # two connections over one session
+            answer = requests.get(f"http://127.0.0.1:{local}/", timeout=30)
+            assert answer.text == "hello from the notebook"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def test_port_forward_to_a_closed_port_says_so(box: Sandbox) -> None:
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", ":9999"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        local = int(line.split("127.0.0.1:")[1].split()[0])
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{local}/", timeout=30)
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert "error forwarding port 9999 to pod train" in errors

@@ -79,7 +79,8 @@ class SshTargets:
         self.node_name, self.kube, self.store, self.runpod = node_name, kube, store, runpod
 
     def resolve(self, namespace: str, name: str, container: str) -> Target:
-        names = (("namespace", namespace), ("pod name", name), ("container name", container))
+        names = [("namespace", namespace), ("pod name", name)]
+        names += [("container name", container)] if container else []  # port-forward: none
         for kind, value in names:
             if (problem := name_problem(kind, value)) is not None:
                 raise StreamError(400, problem)
@@ -141,7 +142,7 @@ def serve_exec(
         request = rc.parse_exec(query)
     except rc.ExecRequestError as exc:
         return http.refuse(400, str(exc))
-    protocol = _handshake(http, headers)
+    protocol = handshake(http, headers, rc.EXEC_PROTOCOLS)
     if protocol is None:
         return None
     try:
@@ -162,7 +163,9 @@ def serve_exec(
     return None
 
 
-def _handshake(http: Upgrader, headers: Any) -> str | None:
+def handshake(http: Upgrader, headers: Any, served: Sequence[str]) -> str | None:
+    """The protocol to speak, as Kubernetes' own handshake picks it, or None when the
+    request was refused."""
     connection = str(headers.get("Connection", "")).lower()
     upgrade = str(headers.get("Upgrade", "")).lower()
     if "upgrade" not in connection or "spdy/3.1" not in upgrade:
@@ -176,13 +179,13 @@ def _handshake(http: Upgrader, headers: Any) -> str | None:
     if not offered:
         http.refuse(400, "unable to upgrade: X-Stream-Protocol-Version is required")
         return None
-    protocol = rc.negotiate(offered, rc.EXEC_PROTOCOLS)
+    protocol = rc.negotiate(offered, served)
     if protocol is None:
         http.refuse(
             403,
             f"unable to upgrade: unable to negotiate protocol: client supports {offered}, "
-            f"server accepts {list(rc.EXEC_PROTOCOLS)}",
-            {"X-Accepted-Stream-Protocol-Versions": ", ".join(rc.EXEC_PROTOCOLS)},
+            f"server accepts {list(served)}",
+            {"X-Accepted-Stream-Protocol-Versions": ", ".join(served)},
         )
         return None
     return protocol

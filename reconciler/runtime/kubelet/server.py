@@ -3,7 +3,8 @@
 
     GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `source`)
     GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
-    /attach, /portForward, /run                         a clear "not supported" answer
+    GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
+    /attach, /run                                       a clear "not supported" answer
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`). Only the leader
@@ -31,13 +32,14 @@ from reconciler.adapters.ssh.client import SshConnector
 from reconciler.core.podlogs import LogOptionsError, parse_options, render
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
 from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
+from reconciler.runtime.kubelet.portforward import serve_port_forward
 from reconciler.runtime.kubelet.source import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 
 _STREAMING = ("exec", "attach", "portForward", "run")
 NO_SSH_KEY = (
-    "exec is not available: this runpod-reconciler runs without an SSH key "
+    "{} is not available: this runpod-reconciler runs without an SSH key "
     "(--ssh-key-file), so its instances have no SSH access"
 )
 STANDBY_MESSAGE = (
@@ -158,6 +160,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._text(200, "ok")
         if method in ("GET", "POST") and len(parts) == 4 and parts[0] in ("exec", "attach"):
             return self._exec(parts, parse_qs(url.query, keep_blank_values=True))
+        if method in ("GET", "POST") and len(parts) == 3 and parts[0] == "portForward":
+            return self._port_forward(parts[1], parts[2])
         if parts and parts[0] in _STREAMING:
             return self._text(
                 501,
@@ -180,7 +184,7 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[0] == "attach":
             return self._text(400, ATTACH_UNSUPPORTED)
         if app.exec is None:
-            return self._text(501, NO_SSH_KEY)
+            return self._text(501, NO_SSH_KEY.format("exec"))
         if not app.is_leader():
             return self._text(503, STANDBY_MESSAGE)
         backend, (namespace, pod, container) = app.exec, parts[1:]
@@ -189,6 +193,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.headers,
             query,
             lambda: backend.targets.resolve(namespace, pod, container),
+            backend.ssh,
+        )
+        self.close_connection = True
+        return None
+
+    def _port_forward(self, namespace: str, pod: str) -> None:
+        app = self.server.app
+        if app.exec is None:
+            return self._text(501, NO_SSH_KEY.format("port-forward"))
+        if not app.is_leader():
+            return self._text(503, STANDBY_MESSAGE)
+        backend = app.exec
+        serve_port_forward(
+            _Upgrade(self),
+            self.headers,
+            pod,
+            lambda: backend.targets.resolve(namespace, pod, ""),
             backend.ssh,
         )
         self.close_connection = True
