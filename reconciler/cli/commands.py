@@ -33,6 +33,7 @@ from reconciler.cli.connection import (
     runpod_api_key_option,
     runpod_url_option,
 )
+from reconciler.cli.exec_command import exec_command
 from reconciler.cli.logs_command import logs_command
 from reconciler.cli.options import SettingsError, settings_from, settings_options
 from reconciler.core.config import (
@@ -526,6 +527,7 @@ def _check_loop_options(
 
 
 main.add_command(logs_command)
+main.add_command(exec_command)
 
 
 @main.command()

@@ -11,13 +11,17 @@ carries key material.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import threading
+from collections.abc import Callable
+from typing import BinaryIO
 
 import paramiko
 
 USER = "root"
+_CHUNK = 32 * 1024
 CONNECT_SECONDS = 8.0
 """Connecting, the SSH handshake and authentication each wait at most this long, so a
 pod without sshd answers within 10 seconds."""
@@ -100,3 +104,41 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError | socket.timeout):
         return "no answer"
     return str(exc) or type(exc).__name__
+
+
+def run_command(
+    transport: paramiko.Transport,
+    command: str,
+    stdin: BinaryIO | None,
+    stdout: BinaryIO,
+    stderr: BinaryIO,
+) -> int:
+    """Runs `command` (one shell command line) and copies the three streams; stdin's end
+    is passed on. Returns the remote exit status."""
+    channel = transport.open_session(timeout=CONNECT_SECONDS)
+    channel.exec_command(command)
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(stdin, channel), daemon=True).start()
+    else:
+        channel.shutdown_write()
+    errors = threading.Thread(target=_copy, args=(channel.recv_stderr, stderr), daemon=True)
+    errors.start()
+    _copy(channel.recv, stdout)
+    errors.join()
+    code = channel.recv_exit_status()
+    channel.close()
+    return code
+
+
+def _feed(source: BinaryIO, channel: paramiko.Channel) -> None:
+    read = getattr(source, "read1", source.read)  # read1: what has come, without waiting
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        while data := read(_CHUNK):
+            channel.sendall(data)
+        channel.shutdown_write()
+
+
+def _copy(recv: Callable[[int], bytes], sink: BinaryIO) -> None:
+    while data := recv(_CHUNK):
+        sink.write(data)
+        sink.flush()
