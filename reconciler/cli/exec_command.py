@@ -22,7 +22,7 @@ from reconciler.cli.connection import (
 )
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.sshaccess import remote_command
-from reconciler.runtime import logs
+from reconciler.runtime import process_log
 from reconciler.runtime.kubelet.exec import SshTargets, StreamError
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
 from reconciler.runtime.wiring import open_store
@@ -66,7 +66,7 @@ def exec_command(
     node_name: str,
 ) -> None:
     """Run CMD in a pod's instance and exit with its exit code."""
-    logs.register_secret(runpod_api_key)
+    process_log.register_secret(runpod_api_key)
     namespace, _, pod = target.rpartition("/")
     try:
         identity = load_identity(ssh_key_file)
