@@ -212,8 +212,10 @@ class TickSteps:
     """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
     raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
-    """True while no create may start: we took the writer Lease over from a dead process
-    whose last create may still land (see `runtime/claim.py`)."""
+    """True while no create may start: a writer before us may have made an instance that
+    RunPod does not list yet and no pod names (see `runtime/claim.py`)."""
+    create_unrecorded: Callable[[], None] = _nothing
+    """Told of each create that may have made an instance whose id is not on its pod."""
     startup: StartupLines | None = None
     """After an applied tick: shows starting instances' system lines as Events while
     they start (`sync` and `sync --once`; without it they show when the instance ends)."""
@@ -538,6 +540,7 @@ class Engine:
             before_action=self.steps.before_action,
             creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
+            create_unrecorded=self.steps.create_unrecorded,
         )
         outcome = executor.run(report.actions)
         if executor.refusals:

@@ -51,6 +51,7 @@ from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
+from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.logs import Decision, decision
@@ -87,6 +88,7 @@ class Executor:
         before_action: Callable[[], None] = lambda: None,
         creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
+        create_unrecorded: Callable[[], None] = lambda: None,
     ) -> None:
         self.runpod, self.kube, self.clock = runpod, kube, clock
         self.writes = store.batch()
@@ -99,6 +101,12 @@ class Executor:
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
         self._creates_held = creates_held
+        # Told of each create that may have made an instance whose id is not on its pod
+        # (answer lost, or the annotation patch failed): the writer Lease then passes a
+        # hold on creates to whoever takes it next (runtime/claim.py).
+        self._create_unrecorded = create_unrecorded
+        self._status_failed: set[str] = set()
+        """Pods whose status patch failed in this run: their instance is not ended yet."""
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
@@ -129,6 +137,8 @@ class Executor:
         if isinstance(action, Create) and self._creates_held():
             self.deferred += 1
             return  # a dead writer's create may still land: see runtime/claim.py
+        if isinstance(action, Terminate) and self._end_unrecorded(action):
+            return
         try:
             self._apply(action)
             outcome.applied[kind] += 1
@@ -146,6 +156,22 @@ class Executor:
                 exc_info=not isinstance(exc, _EXPECTED),
             )
             self._report_failure(action, exc)
+            if isinstance(action, PatchStatus):
+                self._status_failed.add(action.pod.uid)
+
+    def _end_unrecorded(self, action: Terminate) -> bool:
+        """Whether `action` must wait: the pod's end it follows was not written."""
+        if not action.after_pod_end or action.pod is None:
+            return False
+        if action.pod.uid not in self._status_failed:
+            return False
+        log.warning(
+            "not terminating instance %s of %s yet: its end is not on the pod (the status "
+            "patch failed); the next tick patches it again, then terminates",
+            action.instance_id,
+            action.pod,
+        )
+        return True
 
     def _commit_rest(self, outcome: Outcome) -> None:
         """The run's last commit. A failure loses only what the next tick observes again
@@ -359,6 +385,7 @@ class Executor:
         # tags, as after a create whose answer was lost.
         self.writes.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
+        self._annotate(action.pod, instance)
         placement = (
             f"{instance.gpu_type_id} x{instance.gpu_count} in "
             f"{instance.datacenter_id or 'any data center'}"
@@ -414,6 +441,7 @@ class Executor:
                 if exc.in_doubt:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
+                    self._create_unrecorded()
                     raise
                 self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
                 return None
@@ -424,6 +452,23 @@ class Executor:
             + ("; ".join(refusals) or REFUSED_EVERYWHERE),
         )
         return None
+
+    def _annotate(self, pod: PodRef, instance: Instance) -> None:
+        """The new instance's id onto its pod at once, not at the next tick's mirror: a
+        writer after us that lost our rows (or has its own) finds it there, even while
+        RunPod's list does not show the instance yet."""
+        try:
+            self._journaled(
+                "patch-metadata",
+                pod.uid,
+                None,
+                lambda: self.kube.patch_pod_annotations(
+                    pod.namespace, pod.name, dict(metadata_annotations(instance))
+                ),
+            )
+        except kube_errors.KubeError as exc:
+            self._create_unrecorded()
+            log.warning("could not write instance %s onto %s: %s", instance.id, pod, exc)
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(

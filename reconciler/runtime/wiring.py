@@ -156,7 +156,10 @@ def compose(
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
     if claim is not None:
         steps = dataclasses.replace(
-            steps, before_action=claim.keep, creates_held=claim.creates_held
+            steps,
+            before_action=claim.keep,
+            creates_held=claim.creates_held,
+            create_unrecorded=claim.create_unrecorded,
         )
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
