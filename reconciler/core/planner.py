@@ -758,8 +758,6 @@ def _without_instance(
 ) -> tuple[list[Action], _Waiting | None]:
     if row is None and (rebuilt := pod_past.rebuilt_row(pod, t.now)) is not None:
         return [SaveRow(rebuilt)], None
-    if row is None and pod_past.ran_before(pod):
-        return _fail(t, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED), None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:
@@ -795,6 +793,8 @@ def _without_instance(
             ),
             False,
         ), None
+    if row is None and pod_past.ran_before(pod):
+        return _fail(t, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED), None
     return _prepare_create(t, pod, row)
 
 

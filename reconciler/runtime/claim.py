@@ -25,9 +25,11 @@ updates do not wait.
 The hold lives in the Lease (`CREATES_HELD_ANNOTATION`), not in the successor: a `--once`
 successor releases the Lease when its run ends, and a second successor inside the term,
 on a database of its own, would otherwise take the free Lease with no hold and create
-the instance a second time. A writer's own creates need the same care: one whose
-instance id is not on its pod when the writer releases (the answer was lost, or the pod
-patch failed) passes on a hold for what would have been the rest of its term.
+the instance a second time. A writer's own creates need the same care: a run of `--once`
+writes each new instance's id onto its pod before it ends, and a writer that releases
+with a create of its last tick not on its pod (the answer was lost, the pod patch failed,
+the loop's tick just before it stopped) passes on a hold for what would have been the
+rest of its term.
 """
 
 from __future__ import annotations
@@ -154,9 +156,10 @@ class WriterClaim:
         until = self.elector.creates_held_until
         return until is not None and self.elector.clock() < until
 
-    def create_unrecorded(self) -> None:
-        """A create of ours may have made an instance whose id is not on its pod."""
-        self._unrecorded = True
+    def unrecorded_creates(self, count: int) -> None:
+        """How many creates of our last tick may have made an instance whose id is not
+        on its pod (a later tick of ours writes it: only the last tick's count)."""
+        self._unrecorded = count > 0
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""

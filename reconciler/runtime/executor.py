@@ -88,7 +88,8 @@ class Executor:
         before_action: Callable[[], None] = lambda: None,
         creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
-        create_unrecorded: Callable[[], None] = lambda: None,
+        unrecorded_creates: Callable[[int], None] = lambda _count: None,
+        annotate_created: bool = False,
     ) -> None:
         self.runpod, self.kube, self.clock = runpod, kube, clock
         self.writes = store.batch()
@@ -101,10 +102,15 @@ class Executor:
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
         self._creates_held = creates_held
-        # Told of each create that may have made an instance whose id is not on its pod
-        # (answer lost, or the annotation patch failed): the writer Lease then passes a
-        # hold on creates to whoever takes it next (runtime/claim.py).
-        self._create_unrecorded = create_unrecorded
+        # Told at the end of the run how many of its creates may have made an instance
+        # whose id is not on its pod: the writer Lease, released now, then passes a hold
+        # on creates to whoever takes it next (runtime/claim.py).
+        self._unrecorded_creates = unrecorded_creates
+        self._annotate_created = annotate_created
+        """Write each new instance's id onto its pod before the run ends (`sync --once`,
+        whose next run may be another writer; the loop's next tick mirrors it anyway)."""
+        self._created: list[tuple[PodRef, Instance]] = []
+        self._in_doubt = 0
         self._status_failed: set[str] = set()
         """Pods whose status patch failed in this run: their instance is not ended yet."""
         self._creates_stopped: str | None = None
@@ -124,8 +130,16 @@ class Executor:
         except WriterLost:
             self._commit_rest(outcome)  # what was done is recorded, as it always was
             raise
+        self._record_created()
         self._commit_rest(outcome)
         return outcome
+
+    def _record_created(self) -> None:
+        unrecorded = self._in_doubt
+        for pod, instance in self._created:
+            if not self._annotate_created or not self._annotate(pod, instance):
+                unrecorded += 1
+        self._unrecorded_creates(unrecorded)
 
     def _run_one(self, action: Action, outcome: Outcome) -> None:
         kind = type(action).__name__
@@ -385,7 +399,7 @@ class Executor:
         # tags, as after a create whose answer was lost.
         self.writes.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
-        self._annotate(action.pod, instance)
+        self._created.append((action.pod, instance))
         placement = (
             f"{instance.gpu_type_id} x{instance.gpu_count} in "
             f"{instance.datacenter_id or 'any data center'}"
@@ -441,7 +455,7 @@ class Executor:
                 if exc.in_doubt:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
-                    self._create_unrecorded()
+                    self._in_doubt += 1
                     raise
                 self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
                 return None
@@ -453,10 +467,10 @@ class Executor:
         )
         return None
 
-    def _annotate(self, pod: PodRef, instance: Instance) -> None:
-        """The new instance's id onto its pod at once, not at the next tick's mirror: a
-        writer after us that lost our rows (or has its own) finds it there, even while
-        RunPod's list does not show the instance yet."""
+    def _annotate(self, pod: PodRef, instance: Instance) -> bool:
+        """The new instance's id onto its pod before the run ends, not at the next tick's
+        mirror: a writer after us that lost our rows (or has its own) finds it there,
+        even while RunPod's list does not show the instance yet. True if written."""
         try:
             self._journaled(
                 "patch-metadata",
@@ -467,8 +481,9 @@ class Executor:
                 ),
             )
         except kube_errors.KubeError as exc:
-            self._create_unrecorded()
             log.warning("could not write instance %s onto %s: %s", instance.id, pod, exc)
+            return False
+        return True
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(

@@ -159,7 +159,10 @@ def compose(
             steps,
             before_action=claim.keep,
             creates_held=claim.creates_held,
-            create_unrecorded=claim.create_unrecorded,
+            unrecorded_creates=claim.unrecorded_creates,
+            # A run of `--once` ends by releasing the Lease: its creates must be on their
+            # pods by then (runtime/claim.py); the loop's next tick mirrors them anyway.
+            annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)
