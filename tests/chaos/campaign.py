@@ -47,7 +47,7 @@ from tests.chaos.ticks import (
     expire_lock,
     read_journal,
 )
-from tests.chaos.workload import CHAIN_FAULT, STEER, Workload
+from tests.chaos.workload import BITES, CHAIN_FAULT, STEER, Workload
 from tests.chaos.world import SimHost, Snapshot, sim_host
 
 MAX_SETTLE_TICKS = 8
@@ -87,6 +87,8 @@ class RunResult:
     second_writers: int = 0
     """Ticks run alongside a second writer with its own database."""
     faults: Counter[str] = field(default_factory=Counter)
+    faults_biting: Counter[str] = field(default_factory=Counter)
+    """Faults that met the state they need (the chain: its writer died after a create)."""
     settle_ticks: int | None = None
     duplicates_seen: int = 0
     """Pods given a second instance (RunPod's request log), explained or not."""
@@ -176,8 +178,11 @@ class Run:
             if fault == "create-then-hang" and plan.crash_at is None:
                 plan = TickPlan(kill_after=self.rng.uniform(0.9, 3.5))
             if fault == CHAIN_FAULT:
-                self.workload.add_pod()  # something to create
-                self._record(self._tick(TickPlan(crash_at="after-create:1")))
+                self._end_held_creates()  # the writer to be killed must create
+                self.workload.add_pod()
+                killed = self._tick(TickPlan(crash_at="after-create:1"))
+                self._record(killed)
+                self.workload.bites[CHAIN_FAULT] += killed.crashed
                 self._chain()
             elif self.rng.random() < SECOND_WRITER_CHANCE:
                 self._record(self._tick_with_a_second_writer(plan))
@@ -348,6 +353,7 @@ class Run:
         result.duplicates_healed = not snap.duplicates()
         result.orphan_seconds = history.orphan_seconds
         result.faults = self.workload.faults + Counter({"second-writer": result.second_writers})
+        result.faults_biting = self.workload.bites
 
 
 # --- a campaign -------------------------------------------------------------------------
@@ -408,12 +414,16 @@ def table(results: list[RunResult]) -> str:
     lines.append(f"{'stale lock expired':<22} {'':>5}  {sum(r.locks_expired for r in results):>5}")
     lines.append(f"{'database deleted':<22} {'':>5}  {sum(r.db_deletions for r in results):>5}")
     faults: Counter[str] = sum((r.faults for r in results), Counter())
-    lines += ["", "fault injected              count"]
-    lines += [f"{name:<27} {n:>5}" for name, n in sorted(faults.items())]
-    lines += ["", "invariant                   held in runs"]
+    lines += ["", f"{'fault injected':<32} count"]
+    biting: Counter[str] = sum((r.faults_biting for r in results), Counter())
+    lines += [
+        f"{name:<32} {n:>5}" + (f"  ({biting[name]} met their state)" if name in BITES else "")
+        for name, n in sorted(faults.items())
+    ]
+    lines += ["", f"{'invariant':<32} held in runs"]
     for name in INVARIANTS:
         held = sum(1 for r in results if all(v[0] != name for v in r.violations))
-        lines.append(f"{name:<27} {held:>3}/{len(results)}")
+        lines.append(f"{name:<32} {held:>3}/{len(results)}")
     return "\n".join(lines + _summary_lines(results) + _violation_lines(results))
 
 

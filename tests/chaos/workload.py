@@ -26,9 +26,13 @@ MAX_LIVE_PODS = 7
 LONG_LAG = 2.5
 HANG_SECONDS = 2.5
 # Long enough that the instance of a writer killed after its create stays unlisted while
-# the short runs after it (about a second each) take its Lease one after another.
-CHAIN_LAG = 8.0
+# the short runs after it (one to five seconds each, by the machine's load) take its
+# Lease one after another: the issue's reproduction lagged 20 s.
+CHAIN_LAG = 20.0
 CHAIN_FAULT = "lagging-list-chained-successors"
+TERMINAL_FAULT = "refused-terminal-status"
+BITES = (CHAIN_FAULT, TERMINAL_FAULT)
+"""Faults that need a state to bite: counted apart when they met it."""
 
 # Which workload event makes an armed crash point likely to be reached this tick.
 STEER = {
@@ -51,6 +55,9 @@ class Workload:
     uid_by_name: dict[str, str] = field(default_factory=dict)
     batch: set[str] = field(default_factory=set)
     faults: Counter[str] = field(default_factory=Counter)
+    bites: Counter[str] = field(default_factory=Counter)
+    """Of `BITES`, how many met their state (a running batch process; a writer that died
+    after a create)."""
     ended: dict[str, datetime] = field(default_factory=dict)
     """When each pod's work ended by our hand: its process exited, its instance failed
     or vanished (the first time; by pod UID)."""
@@ -221,6 +228,7 @@ def _refused_terminal_status(w: Workload) -> None:
     instance = w._running_instance(w._snap, batch=True) if w._snap is not None else None
     if instance is not None:
         w._exit(instance, 1)
+        w.bites[TERMINAL_FAULT] += 1
     w.host.kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 3)
     w.lose_rows = True
 
@@ -248,6 +256,6 @@ FAULTS: dict[str, Callable[[Workload], None]] = {
     "kube-pod-delete-409": _kube_fault("DELETE", "/api/v1/namespaces/*/pods/*", 409, 1),
     "kube-pod-list-500": _kube_fault("GET", "/api/v1/pods", 500, 1),
     "kube-events-500": _kube_fault("POST", "/api/v1/namespaces/*/events", 500, 2),
-    "refused-terminal-status": _refused_terminal_status,
+    TERMINAL_FAULT: _refused_terminal_status,
     CHAIN_FAULT: _lagging_list,
 }
