@@ -109,10 +109,11 @@ class Workload:
         return [snap.pods[uid] for uid in sorted(snap.pods) if snap.live(uid)]
 
     def _running_instance(self, snap: Snapshot, batch: bool) -> Json | None:
+        """A running instance of a live pod whose work we did not end since `snap`."""
         choices = [
             i
             for uid in sorted(snap.owned)
-            if snap.live(uid) and (uid in self.batch) == batch
+            if snap.live(uid) and (uid in self.batch) == batch and uid not in self.ended
             for i in snap.owned[uid]
             if i["status"] == "RUNNING"
         ]
