@@ -206,6 +206,7 @@ class CreateRequest:
     network_volume: NetworkVolume | None = None
     template_id: str | None = None
     registry_auth_id: str | None = None
+    start_ssh: bool = False
     cpu_flavor_id: str | None = None
     vcpu_count: int = 0
     hourly_price: float = 0.0
