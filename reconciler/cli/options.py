@@ -125,6 +125,32 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
     ),
     (
+        "--kubelet-idle-timeout",
+        "kubelet_idle_timeout",
+        float,
+        "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
+        "and request headers are complete; then it is closed.",
+    ),
+    (
+        "--kubelet-max-connections",
+        "kubelet_max_connections",
+        int,
+        "Connections the kubelet endpoint holds at once; more are closed at once.",
+    ),
+    (
+        "--kubelet-max-follows-per-client",
+        "kubelet_max_follows_per_client",
+        int,
+        "`kubectl logs -f` served at once to one authenticated caller.",
+    ),
+    (
+        "--log-read-share",
+        "log_read_share",
+        float,
+        "Share of RunPod's request quota that log reads (kubectl logs) may spend; the "
+        "reconciler keeps the rest.",
+    ),
+    (
         "--log-keep-lines",
         "log_keep_lines",
         click.IntRange(0, 5000),

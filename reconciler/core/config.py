@@ -91,6 +91,22 @@ class Settings:
     kubelet_tls_secret: str = ""
     """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""
 
+    kubelet_idle_timeout: float = 30
+    """Seconds a kubelet-endpoint connection may stay silent while its TLS handshake or
+    its request's headers are due (or between two requests); then it is closed, before
+    anyone is authenticated."""
+
+    kubelet_max_connections: int = 200
+    """Connections the kubelet endpoint holds at once; one more is closed at once."""
+
+    kubelet_max_follows_per_client: int = 50
+    """`kubectl logs -f` the kubelet endpoint serves at once to one authenticated caller."""
+
+    log_read_share: float = 0.2
+    """Share of RunPod's request quota (each window of it) that the kubelet endpoint's log
+    reads may spend; a read beyond it is refused with a sentence, a follower's resume
+    waits. The reconciler's own requests keep the rest."""
+
     log_keep_lines: int = 1000
     """Lines of a pod's log kept in the store when its instance ends."""
 
@@ -131,6 +147,10 @@ LIMITS: dict[str, tuple[float, float, str]] = {
     "tick_deadline": (1, 3600, "a number of seconds"),
     "exit_code_timeout": (1, DAY, "a number of seconds"),
     "cost_history_days": (1, 3650, "a number of days"),
+    "kubelet_idle_timeout": (1, 3600, "a number of seconds"),
+    "kubelet_max_connections": (1, 100_000, "a number of connections"),
+    "kubelet_max_follows_per_client": (1, 100_000, "a number of follows"),
+    "log_read_share": (0.01, 0.5, "a share of the quota"),
 }
 
 

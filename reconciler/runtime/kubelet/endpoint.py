@@ -11,7 +11,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
-from reconciler.runtime.kubelet.server import KubeletServer
+from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 
@@ -52,6 +52,11 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
+        EndpointLimits(
+            settings.kubelet_idle_timeout,
+            settings.kubelet_max_connections,
+            settings.kubelet_max_follows_per_client,
+        ),
     ).start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
