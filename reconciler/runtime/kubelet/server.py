@@ -9,9 +9,10 @@ Every request is authenticated and authorized first (see `auth`). Before that, n
 costs more than a bounded wait: a connection silent for `idle_timeout` during its TLS
 handshake or its request's headers is closed, and beyond `max_connections` a new one
 is closed at once, as a kubelet's server does; one caller follows at most
-`max_follows_per_client` logs at once. Only the leader serves logs: a standby answers 503 with a sentence, since the node's address points at
-the leader once it has beaten. Answers are text, as the kubelet's are, so that the API
-server can pass the words on to kubectl.
+`max_follows_per_client` logs at once. Only the leader serves logs: a standby answers
+503 with a sentence, since the node's address points at the leader once it has beaten.
+Answers are text, as the kubelet's are, so that the API server can pass the words on
+to kubectl.
 """
 
 from __future__ import annotations
