@@ -11,6 +11,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
+from reconciler.runtime.kubelet.follows import LogGate
 from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
@@ -44,6 +45,7 @@ def start_endpoint(
         store,
         clock,
         limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+        gate=LogGate(settings.log_read_share, runpod.rate_windows, clock),
     )
     server = KubeletServer(
         (host, settings.kubelet_port if port is None else port),
