@@ -982,14 +982,19 @@ def _admit(
                 False,
             )
             continue
-        affordable = tuple(
-            c for c in wait.candidates if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
-        )
-        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
         namespace = PodRef.of(wait.pod).namespace
         ns_use = use.setdefault(namespace, NamespaceUse())
-        refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
-        if count + 1 > t.settings.max_instances or not affordable:
+        caps = t.obs.namespace_caps.get(namespace)
+        # Only candidates within both caps are tried: RunPod may accept any of them.
+        affordable = tuple(
+            c
+            for c in wait.candidates
+            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+            and ns_use.refusal(caps, _hourly_cost(t, c)) is None
+        )
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        refusal = ns_use.refusal(caps, cheapest)
+        if count + 1 > t.settings.max_instances or (refusal is None and not affordable):
             actions += _cannot_create(
                 t,
                 wait.pod,

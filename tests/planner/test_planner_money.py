@@ -179,6 +179,18 @@ def test_a_namespace_spend_cap_counts_list_prices() -> None:
     assert "$0.69/h of $1.00/h spent" in event.message
 
 
+def test_only_candidates_within_the_namespace_cap_are_tried() -> None:
+    """Admitting a pod on its cheapest candidate, then letting RunPod take a dearer one,
+    would break the cap, and the next pod's Event would count that dearer price."""
+    world = World(namespace_caps={"ml": NamespaceCaps("ml", max_hourly_spend=1.0)})
+    world.add(pod("first"), pod("second"))
+    actions = world.plan()
+    (create,) = [a for a in actions if isinstance(a, Create)]
+    assert [c.gpu_type_id for c in create.candidates] == ["NVIDIA GeForce RTX 4090"]
+    event = next(a for a in actions if isinstance(a, Event) and a.pod.name == "second")
+    assert "$0.69/h of $1.00/h spent" in event.message
+
+
 def test_an_unreadable_namespace_cap_holds_creates_back() -> None:
     caps = caps_from_annotations("ml", {"runpod.io/max-hourly-spend": "lots"})
     world = World(namespace_caps={"ml": caps}).add(pod("p"))
