@@ -50,5 +50,7 @@ def refusal(
         if window.remaining <= KEEP_FREE:
             return Refusal(window.name, allowed, max(1.0, window.reset_in))
         if len(counted) >= allowed:
-            return Refusal(window.name, allowed, max(1.0, length - (now - min(counted))))
+            # A share too small for the window (allowed 0) waits for its reset.
+            frees_at = length - (now - min(counted)) if counted else window.reset_in
+            return Refusal(window.name, allowed, max(1.0, frees_at))
     return None
