@@ -77,3 +77,24 @@ def test_a_store_failing_to_save_derived_data_blocks_no_termination(
     assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
     assert box.instance_for(box.pod("new", "team-a") or {}) is not None
     assert any("disk I/O error" in e for e in report.errors)
+
+
+def test_a_pod_id_annotation_cannot_claim_someone_elses_instance(box: Sandbox) -> None:
+    """Whoever may create a pod may write runpod.io/pod-id: naming another team's
+    untagged instance in the account must not make the reconciler retag or delete it."""
+    theirs = box.runpod_sim.add_instance("team-b-notebook", env={"JUPYTER_TOKEN": "x"})
+    box.add_pod("hostile", annotations={"runpod.io/pod-id": theirs})
+    for _ in range(3):
+        box.tick()
+        box.advance(30)
+    box.kube_sim.delete_pod("default", "hostile", grace_seconds=30)
+    for _ in range(4):
+        box.tick()
+        box.advance(box.settings.orphan_grace_time)
+    touched = [
+        (r.method, r.path)
+        for r in box.runpod_sim.requests
+        if theirs in r.path and r.method != "GET"
+    ]
+    assert touched == []
+    assert box.runpod_sim.instances[theirs]["env"] == {"JUPYTER_TOKEN": "x"}

@@ -42,7 +42,7 @@ def _running(
         command=["python", "x.py"] if restart_policy != "Always" else None,
     )
     live["metadata"]["namespace"] = namespace
-    found = instance(live["metadata"]["uid"])
+    found = replace(instance(live["metadata"]["uid"]), name=instance_name(live))
     world.add(live, found)
     for _ in range(3):
         world.apply(world.plan())
@@ -72,6 +72,22 @@ def test_a_mapped_instance_whose_env_was_replaced_gets_its_tags_back() -> None:
     assert not any(isinstance(a, PatchStatus | Create | Terminate) for a in actions)
     world.apply(actions)
     assert world.plan() == []
+
+
+def test_a_pod_id_annotation_naming_someone_elses_instance_claims_nothing() -> None:
+    """Anyone who may edit a pod may write its runpod.io/pod-id: naming an untagged
+    instance of someone else in the account must not make it ours to retag or delete."""
+    world = World()
+    theirs = replace(instance(None, instance_id="theirs"), env={}, name="notebook")
+    hostile = pod("hostile", annotations={"runpod.io/pod-id": "theirs"})
+    world.add(hostile, theirs)
+    for _ in range(3):
+        actions = world.plan()
+        assert not any(isinstance(a, RestoreTags | Terminate) for a in actions), actions
+        world.apply(actions)
+    world.pods.pop(hostile["metadata"]["uid"])
+    world.now += timedelta(hours=1)
+    assert not any(isinstance(a, RestoreTags | Terminate) for a in world.plan())
 
 
 def test_an_ownership_worked_out_for_another_owner_is_worked_out_again() -> None:
