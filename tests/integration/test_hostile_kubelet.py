@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from reconciler.core.contract import EXIT_CODE_MARKER
-from reconciler.demo.sandbox import Sandbox
+from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
+from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet.server import EndpointLimits
 
 
@@ -186,3 +186,29 @@ def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.02)
+
+
+def test_a_batch_instance_started_before_the_nonce_still_reports_its_code(
+    box: Sandbox,
+) -> None:
+    """An instance created by the previous version carries "1" and its wrapper prints the
+    bare marker: its code is read, so an upgrade does not fail running batch pods."""
+    box.add_pod("old-job", command=["python", "train.py"], restart_policy="Never")
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("old-job") or {})
+    assert instance is not None
+    env = {**instance["env"], STOP_ON_EXIT_ENV: "1"}
+    patched = requests.patch(
+        f"{box.runpod_sim.base_url}/v2/pods/{instance['id']}",
+        json={"env": env},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=10,
+    )
+    assert patched.status_code == 200, patched.text
+    box.runpod_sim.exit_process(instance["id"], 3)
+    box.tick()
+    pod = box.pod("old-job") or {}
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3

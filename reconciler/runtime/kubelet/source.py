@@ -127,19 +127,20 @@ class PodLogs:
     # --- keeping the last lines when an instance ends ------------------------------
 
     def read_exits(self, stopped: Iterable[tuple[str, str]]) -> dict[str, ExitLog]:
-        """The exit codes of stopped batch instances (instance id, pod uid), one request
-        each. The same read, long enough for what `keep` saves, serves `keep` when the
-        instance is terminated this tick: a finished batch pod costs one log read, not two."""
+        """The exit codes of stopped batch instances (instance id, the nonce of its
+        wrapper's marker), one request each. The same read, long enough for what `keep`
+        saves, serves `keep` when the instance is terminated this tick: a finished batch
+        pod costs one log read, not two."""
         self._read_at_exit = {}
         found: dict[str, ExitLog] = {}
-        for instance_id, pod_uid in stopped:
+        for instance_id, nonce in stopped:
             try:
                 events = self.runpod.read_ended_log(instance_id, tail=self._kept_tail())
             except runpod_errors.RunPodError as exc:
                 log.warning("could not read the exit code of %s: %s", instance_id, exc)
                 continue
             self._read_at_exit[instance_id] = events
-            found[instance_id] = exit_log(events, exit_nonce(pod_uid))
+            found[instance_id] = exit_log(events, nonce)
         return found
 
     def keep(self, pod: PodRef, instance_id: str) -> None:
