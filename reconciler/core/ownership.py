@@ -16,6 +16,7 @@ reported, never touched, because a name is no proof.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
+
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,16 @@ def claims(
         if instance_id and named_ours(instance_id, uid, None):
             claimed.setdefault(instance_id, uid)
     return claimed
+
+
+def annotated_claim(owners: Ownership, pod: KubeObject) -> str | None:
+    """The instance id the pod's runpod.io/pod-id names, if a row may be rebuilt from it:
+    an id RunPod could have given (and a row can store), claimed by this pod alone (two
+    pods naming one id would break the rows' uniqueness, and fail every commit)."""
+    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+    if not instance_id or not _INSTANCE_ID.fullmatch(instance_id):
+        return None
+    return instance_id if owners.claimed.get(instance_id) == podinfo.uid(pod) else None
 
 
 def owned_instances(

@@ -320,15 +320,15 @@ def _price_differences(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]
 def needs_create_inputs(
     pod: KubeObject,
     row: MappingRecord | None,
-    has_instance: bool,
+    owners: Ownership,
     settings: Settings,
     now: datetime,
 ) -> bool:
     """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
-    if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
+    if podinfo.uid(pod) in owners.owned or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
-    if row is None:
-        return podinfo.POD_ID_ANNOTATION not in podinfo.pod_annotations(pod)
+    if row is None:  # unless a row is to be rebuilt from the pod's annotation
+        return ownership.annotated_claim(owners, pod) is None
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not _within(
@@ -801,8 +801,8 @@ def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
 
     The row gets a fresh grace period: the instance may only be lagging in the list.
     """
-    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
-    if not instance_id:
+    instance_id = ownership.annotated_claim(ownership_of(t.obs, t.settings.owner_id), pod)
+    if instance_id is None:
         return None
     return t.new_row(pod, MappingState.RUNNING).changed(
         instance_id=instance_id, attempt_started_at=t.now

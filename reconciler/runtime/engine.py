@@ -370,9 +370,7 @@ class Engine:
         needing = [
             p
             for p in pods
-            if needs_create_inputs(
-                p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now
-            )
+            if needs_create_inputs(p, by_uid.get(podinfo.uid(p)), owners, self.settings, now)
         ]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
