@@ -258,7 +258,7 @@ class PodLogs:
             events, ended = _drain(self._read(instance_id, backfill_read, opener=self._opener()))
         except LogsRefused as exc:
             raise LogError(503, str(exc)) from exc
-        except runpod_errors.NotFoundError:
+        except runpod_errors.RunPodNotFound:
             saved = self.store.saved_log(pod_uid)
             if saved is None:
                 raise LogError(
@@ -288,7 +288,7 @@ class PodLogs:
         events = self._read(instance_id, read, should_stop)
         try:
             yield from users_lines((LogLine(event.ts, event.line) for event in events), nonce)
-        except runpod_errors.NotFoundError:
+        except runpod_errors.RunPodNotFound:
             return  # the instance is gone: so is its log stream
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("following the log of %s stopped: %s", instance_id, exc)
@@ -311,7 +311,7 @@ class PodLogs:
                 history, live = self.follows.follow(instance_id, should_stop)
             except LogsRefused as exc:
                 raise LogError(503, str(exc)) from exc
-            except runpod_errors.NotFoundError:
+            except runpod_errors.RunPodNotFound:
                 saved = self.store.saved_log(pod_uid)
                 if saved is None:
                     raise LogError(
