@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from reconciler.core import daemonsets, ownership, placement, refusals, registries, spend
+from reconciler.core import daemonsets, ownership, placement, pod_past, refusals, registries, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -314,8 +314,8 @@ def needs_create_inputs(
     """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
     if podinfo.uid(pod) in owners.owned or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
-    if row is None:  # unless a row is to be rebuilt from the pod's annotation
-        return ownership.annotated_claim(owners, pod) is None
+    if row is None:
+        return not pod_past.has_past(pod, owners)
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not _within(
@@ -743,8 +743,10 @@ def _fail(
 def _without_instance(
     t: _Tick, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], _Waiting | None]:
-    if row is None and (rebuilt := _rebuilt_from_annotation(t, pod)) is not None:
-        return [SaveRow(rebuilt)], None
+    if row is None:
+        rebuilt = pod_past.rebuilt_row(pod, t.now, ownership_of(t.obs, t.settings.owner_id))
+        if rebuilt is not None:
+            return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:
@@ -780,20 +782,9 @@ def _without_instance(
             ),
             False,
         ), None
+    if row is None and pod_past.ran_before(pod):
+        return _fail(t, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED), None
     return _prepare_create(t, pod, row)
-
-
-def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
-    """After state loss the pod's runpod.io/pod-id still says an instance existed.
-
-    The row gets a fresh grace period: the instance may only be lagging in the list.
-    """
-    instance_id = ownership.annotated_claim(ownership_of(t.obs, t.settings.owner_id), pod)
-    if instance_id is None:
-        return None
-    return t.new_row(pod, MappingState.RUNNING).changed(
-        instance_id=instance_id, attempt_started_at=t.now
-    )
 
 
 def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:
