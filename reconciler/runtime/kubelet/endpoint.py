@@ -8,12 +8,15 @@ from datetime import datetime
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
+from reconciler.runtime.kubelet.exec import SshTargets
 from reconciler.runtime.kubelet.follows import LogGate
-from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
+from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
+from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 
 log = logging.getLogger(__name__)
@@ -59,7 +62,14 @@ def start_endpoint(
             settings.kubelet_max_connections,
             settings.kubelet_max_follows_per_client,
         ),
-    ).start()
+    )
+    if settings.ssh_key_file:
+        identity = load_identity(settings.ssh_key_file)
+        server.exec = ExecBackend(
+            SshTargets(settings.node_name, kube, store, runpod),
+            SshConnector(identity.private_pem, HostKeys()),
+        )
+    server.start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
         server.port,
