@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from reconciler.core.config import Settings
+from reconciler.core.config import YEAR, Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
     Availability,
@@ -31,6 +31,7 @@ from reconciler.core.translate.annotations import (
     DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
+    check_offload,
     read_id,
     read_list,
 )
@@ -70,6 +71,7 @@ def create_requests(
             f"RunPod's {'CPU' if on_cpu else 'GPU'} catalog is not available",
             permanent=False,
         )
+    check_offload(pod, job, int(YEAR))
     _check_datacenters(pod, job, offers)
     candidates = (
         _cpu_candidates(pod, job, cpu_catalog, settings)
