@@ -45,9 +45,13 @@ def test_the_remote_command_splits_back_into_the_argv(argv):
     assert shlex.split(remote_command(argv)) == argv
 
 
+# A pod without a GPU would get a CPU instance, from the CPU catalog these tests lack.
+ONE_GPU = {"limits": {"nvidia.com/gpu": "1"}}
+
+
 def test_a_create_with_a_key_asks_for_ssh(catalog):
     settings = Settings(ssh_public_key=KEY)
-    pod = build_pod(ports=[{"containerPort": 8888}])
+    pod = build_pod(ports=[{"containerPort": 8888}], resources=ONE_GPU)
     request = create_requests(pod, None, _sources(), catalog, settings, "c/n")[0]
     body = create_pod_body(request)
     assert body["startSsh"] is True
@@ -56,13 +60,13 @@ def test_a_create_with_a_key_asks_for_ssh(catalog):
 
 
 def test_without_a_key_nothing_changes(catalog):
-    pod = build_pod()
+    pod = build_pod(resources=ONE_GPU)
     body = create_pod_body(create_requests(pod, None, _sources(), catalog, Settings(), "c/n")[0])
     assert "startSsh" not in body and "PUBLIC_KEY" not in body["env"]
 
 
 def test_a_templates_ports_are_left_alone(catalog):
-    pod = build_pod(annotations={"runpod.io/template-id": "tpl-1"})
+    pod = build_pod(annotations={"runpod.io/template-id": "tpl-1"}, resources=ONE_GPU)
     request = create_requests(pod, None, _sources(), catalog, Settings(ssh_public_key=KEY), "c/n")
     assert request[0].start_ssh and not any("22/tcp" in r.ports for r in request)
 
