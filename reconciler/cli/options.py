@@ -45,12 +45,19 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         "--datacenter-ids",
         "datacenter_ids",
         str,
-        "Comma-separated data centers instances may use (empty: any).",
+        "Comma-separated data centers instances may use (empty: any); one where the GPU "
+        "catalog offers no GPU type is named in a warning.",
     ),
     ("--container-disk-gb", "container_disk_gb", int, "Default container disk in GB."),
     ("--max-instances", "max_instances", int, "Most owned instances at once."),
     ("--max-hourly-spend", "max_hourly_spend", float, "Most USD/h all owned instances cost."),
-    ("--max-creates-per-tick", "max_creates_per_tick", int, "Most create calls in one tick."),
+    (
+        "--max-creates-per-tick",
+        "max_creates_per_tick",
+        int,
+        "Most create calls in one tick; also bounded by our share of the remaining RunPod "
+        "rate budget.",
+    ),
     (
         "--max-pending-time",
         "max_pending_time",
@@ -93,12 +100,25 @@ SETTINGS_FLAGS: list[tuple[str, str, Any, str]] = [
         "--cost-history",
         "cost_history_days",
         int,
-        "Days finished pods' mappings and billing records are kept for `reconciler cost`.",
+        "Days finished pods' mappings and billing records are kept, for `reconciler cost` "
+        "and the leak audit.",
     ),
     ("--node-gpus", "node_gpus", int, "nvidia.com/gpu capacity of the virtual node."),
     ("--node-pods", "node_pods", int, "Pod capacity of the virtual node."),
-    ("--node-cpu", "node_cpu", str, "CPU capacity of the virtual node."),
-    ("--node-memory", "node_memory", str, "Memory capacity of the virtual node."),
+    (
+        "--node-cpu",
+        "node_cpu",
+        str,
+        "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form (4k, not 4000).",
+    ),
+    (
+        "--node-memory",
+        "node_memory",
+        str,
+        "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form.",
+    ),
     (
         "--tick-deadline",
         "tick_deadline",

@@ -14,11 +14,13 @@ from reconciler.docsgen.markdown import cell, code, table
 INTRO = """\
 # Commands and flags
 
-Every flag is also an environment variable: the ones named below, else click's
-automatic `RECONCILER_<COMMAND>_<FLAG>`. The global options (`--database-url`,
-`--log-level`, `--log-format`) may come before or after the subcommand. Every duration,
-price and count is checked before anything starts: a value out of its range is one line
-naming the flag or variable and the accepted range, with exit code 2.
+Every flag is also an environment variable: the one named below, else click's automatic
+`RECONCILER_<COMMAND>_<FLAG>`. Every duration, price and count is checked before anything
+starts: a value that is not finite or out of its range (say `--orphan-grace-time nan`, a
+negative price) is one line naming the flag or variable and the accepted range, with exit
+code 2. So are a damaged database, a schema written by a newer version (or, with
+`--no-migrate`, any schema but the current one), an unusable kubeconfig and a bad
+`--health-address`: one line each, never a traceback.
 """
 
 
@@ -56,7 +58,7 @@ def _shown(param: click.Parameter) -> bool:
 def _row(param: click.Parameter, context: click.Context) -> tuple[str, ...]:
     assert isinstance(param, click.Option)
     names = ", ".join(code(name) for name in (*param.opts, *param.secondary_opts))
-    return (names, _envvars(param, context), _default(param), cell(param.help or ""))
+    return (names, _envvars(param, context), _default(param, context), cell(param.help or ""))
 
 
 def _envvars(param: click.Option, context: click.Context) -> str:
@@ -71,18 +73,18 @@ def _envvars(param: click.Option, context: click.Context) -> str:
     return ", ".join(code(name) for name in names)
 
 
-def _default(param: click.Option) -> str:
+def _default(param: click.Option, context: click.Context) -> str:
     if param.required:
         return "(required)"
     if not param.expose_value:
         return ""
     if isinstance(param.show_default, str):
         return param.show_default
-    default = param.default
+    default = param.get_default(context, call=False)
     if param.is_flag and not param.secondary_opts:
         return "off" if not default else "on"
     if param.is_flag:
         return code(param.opts[0] if default else param.secondary_opts[0])
-    if default is None or default == "" or callable(default):
-        return ""
+    if not isinstance(default, str | int | float) or default == "":
+        return ""  # none, computed at run time (the help says how), or required
     return code(str(default))
