@@ -135,6 +135,7 @@ def run_demo(
     with box:
         if keep_running:
             box.start_kubelet()  # `kubectl logs` reaches it through the node's address
+            box.trust_kubelet()  # no warning about an unverified kubelet in the story
         narrator = _Narrator(box, echo)
         echo(
             f"RunPod simulator at {box.runpod_sim.base_url}, "
