@@ -41,6 +41,7 @@ from reconciler.core.config import (
     Settings,
     out_of_range,
 )
+from reconciler.core.printable import escaped
 from reconciler.runtime import leader, logs
 from reconciler.runtime.claim import WriterHeld, WriterLost
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
@@ -319,7 +320,7 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     click.echo(state_view.render_table([state_view.table_row(r, now) for r in rows]))
     click.echo("")
     for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
-        click.echo(text)
+        click.echo(escaped(text))
     if tick is not None:
         click.echo(
             f"last tick #{tick.id}: {state_view.format_age(tick.started_at, now)} ago, "

@@ -20,12 +20,12 @@ from reconciler.cli.connection import (
     runpod_url_option,
 )
 from reconciler.core.config import DEFAULT_NODE_NAME
-from reconciler.core.podlogs import LogOptions, render
+from reconciler.core.podlogs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import logs
 from reconciler.runtime.kubelet.source import LogError, PodLogs
 from reconciler.runtime.wiring import open_store
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|m|s)")
+_DURATION_PART = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(h|m|s)")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -34,7 +34,10 @@ def parse_duration(text: str) -> timedelta:
     if not parts or "".join(a + b for a, b in parts) != text:
         raise click.BadParameter(f"{text!r} is not a duration such as 30s, 5m or 1h30m")
     unit = {"h": 3600, "m": 60, "s": 1}
-    return timedelta(seconds=sum(float(amount) * unit[u] for amount, u in parts))
+    seconds = sum(float(amount) * unit[u] for amount, u in parts)
+    if seconds > MOST_SINCE_SECONDS:
+        raise click.BadParameter(f"{text!r} is longer than {MOST_SINCE_SECONDS // 86400} days")
+    return timedelta(seconds=seconds)
 
 
 @click.command("logs")
@@ -91,7 +94,7 @@ def logs_command(
     options = LogOptions(
         follow=follow,
         tail_lines=None if tail < 0 else tail,
-        since=now - parse_duration(since) if since else None,
+        since=max(EARLIEST, now - parse_duration(since)) if since else None,
         timestamps=timestamps,
     )
     database_url: str = obj.database_url  # the group's CliContext

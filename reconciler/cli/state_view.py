@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.adapters.store.models import Mapping, NamespaceBudget, UnownedInstance
+from reconciler.core.printable import escaped
 
 COLUMNS = ("NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H", "STATUS", "AGE", "NOTE")
 
@@ -59,6 +60,9 @@ def table_row(row: Mapping, now: datetime) -> tuple[str, ...]:
 
 
 def render_table(rows: Sequence[tuple[str, ...]], header: Sequence[str] = COLUMNS) -> str:
+    """Cells with their control characters escaped: a newline in a name or a message
+    (anyone's to write) must not forge a row, nor an escape sequence reach the terminal."""
+    rows = [tuple(escaped(cell) for cell in row) for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()

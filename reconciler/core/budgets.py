@@ -2,18 +2,27 @@
 
 `runpod.io/max-hourly-spend` (USD/h, the list prices of the namespace's live instances)
 and `runpod.io/max-instances` apply on top of the global `--max-hourly-spend` and
-`--max-instances`. A value that does not parse holds every create of the namespace
-back (with the reason on its pods) rather than letting it spend without a cap.
+`--max-instances`. A value that does not parse, or lies outside the accepted range,
+holds every create of the namespace back (with the reason on its pods, naming the
+annotation and the range) rather than letting it spend without a cap. The ranges keep
+every value a number the database and the arithmetic can hold; the digits are ASCII
+only, without the signs, underscores and spaces Python's own parsers let through.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reconciler.core.printable import quoted
+
 MAX_HOURLY_SPEND_ANNOTATION = "runpod.io/max-hourly-spend"
 MAX_INSTANCES_ANNOTATION = "runpod.io/max-instances"
+MOST_INSTANCES = 100_000
+MOST_HOURLY_SPEND = 1_000_000
+_WHOLE = re.compile(r"[0-9]{1,9}")
+_AMOUNT = re.compile(r"[0-9]{1,9}(\.[0-9]{1,6})?")
 
 
 @dataclass(frozen=True)
@@ -35,21 +44,21 @@ def caps_from_annotations(namespace: str, annotations: Mapping[str, str]) -> Nam
     count = annotations.get(MAX_INSTANCES_ANNOTATION)
     max_spend = max_count = None
     if spend is not None:
-        try:
+        if _AMOUNT.fullmatch(spend) and float(spend) <= MOST_HOURLY_SPEND:
             max_spend = float(spend)
-            if not math.isfinite(max_spend) or max_spend < 0:
-                raise ValueError
-        except ValueError:
-            max_spend = None
-            errors.append(f'{MAX_HOURLY_SPEND_ANNOTATION}: "{spend}" is not a USD amount >= 0')
+        else:
+            errors.append(
+                f"{MAX_HOURLY_SPEND_ANNOTATION}: {quoted(spend)} is not a USD amount "
+                f"from 0 to {MOST_HOURLY_SPEND}"
+            )
     if count is not None:
-        try:
+        if _WHOLE.fullmatch(count) and int(count) <= MOST_INSTANCES:
             max_count = int(count)
-            if max_count < 0:
-                raise ValueError
-        except ValueError:
-            max_count = None
-            errors.append(f'{MAX_INSTANCES_ANNOTATION}: "{count}" is not a whole number >= 0')
+        else:
+            errors.append(
+                f"{MAX_INSTANCES_ANNOTATION}: {quoted(count)} is not a whole number "
+                f"from 0 to {MOST_INSTANCES}"
+            )
     return NamespaceCaps(
         namespace,
         max_spend,

@@ -12,6 +12,13 @@ from __future__ import annotations
 OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
 POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
 # Set on batch pods whose start command is wrapped to stop the instance when the
-# process exits; the wrapper prints EXIT_CODE_MARKER followed by the exit code.
+# process exits; its value is the instance's nonce. The wrapper prints
+# `exit_code_marker(nonce)` followed by the exit code: a line the process prints cannot
+# pass for it without the nonce.
 STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
 EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
+
+
+def exit_code_marker(nonce: str) -> str:
+    """What the wrapper prints right before the exit code."""
+    return f"{EXIT_CODE_MARKER}{nonce}:"

@@ -26,6 +26,7 @@ from reconciler.core.domain import (
     RegistryAuth,
 )
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
 
@@ -107,7 +108,7 @@ def restored_env(
     """
     env = {**instance.env, OWNER_ENV: owner_id, POD_UID_ENV: pod_uid}
     if pod is not None and is_batch(pod):
-        env[STOP_ON_EXIT_ENV] = "1"
+        env[STOP_ON_EXIT_ENV] = exit_nonce(pod_uid)
     return env
 
 

@@ -312,10 +312,24 @@ class Engine:
             )
 
     def _record_money(self, report: TickReport) -> None:
-        """What observing learnt that only the database keeps: billing, caps, look-alikes."""
+        """What observing learnt that only the database keeps: billing, caps, look-alikes.
+
+        Derived data: a failure to save any of it is the tick's error, never a reason to
+        skip its actions (terminations must go on); the next read learns it again."""
         now = report.started_at
-        money.save_billing(self.store, self.settings, report.billing, now)
-        self.namespace_caps.save(self.store, now)
+        for what, save in (
+            ("billing", lambda: money.save_billing(self.store, self.settings, report.billing, now)),
+            ("namespace caps", lambda: self.namespace_caps.save(self.store, now)),
+            ("look-alikes", lambda: self._record_lookalikes(report)),
+        ):
+            try:
+                save()
+            except Exception as exc:  # any store failure: the actions must still run
+                report.errors.append(f"saving {what}: {exc}")
+                log.error("could not save %s: %s", what, exc, exc_info=True)
+
+    def _record_lookalikes(self, report: TickReport) -> None:
+        now = report.started_at
         if report.lookalikes:
             log.warning(
                 "unowned, looks like ours (untagged, no row, no annotation; left alone): %s",
@@ -364,7 +378,11 @@ class Engine:
             self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
         )
         exits = self._exit_logs(pods, owned, by_uid)
-        billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
+        try:
+            billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
+        except Exception as exc:  # derived data: an unreadable store blocks no action
+            log.error("could not read what billing was read before: %s", exc, exc_info=True)
+            billing = money.BillingRead()
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         node = (
@@ -440,7 +458,7 @@ class Engine:
         rows: Mapping[str, MappingRecord],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
-        stopped: list[str] = []
+        stopped: list[tuple[str, str]] = []
         for pod in pods:
             uid = podinfo.uid(pod)
             exited = [i.id for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
@@ -449,7 +467,7 @@ class Engine:
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            stopped += exited
+            stopped += [(instance_id, uid) for instance_id in exited]
         return self.pod_logs.read_exits(stopped)
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:

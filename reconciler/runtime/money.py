@@ -136,10 +136,13 @@ class NamespaceCapsCache:
         return {ns: caps for ns, (_, caps) in self._caps.items()}
 
     def save(self, store: Store, now: datetime) -> None:
-        """Record what was read for `state show` (the store writes only changes)."""
-        if self._unsaved:
-            store.save_namespace_caps(self._unsaved, now)
-            self._unsaved = []
+        """Record what was read for `state show` (the store writes only changes).
+
+        Taken off the list before the write: caps that failed to save are not tried on
+        every tick (the next read after CAPS_TTL brings them back)."""
+        unsaved, self._unsaved = self._unsaved, []
+        if unsaved:
+            store.save_namespace_caps(unsaved, now)
 
 
 class RegistryCollector:

@@ -21,7 +21,7 @@ import random
 import threading
 from collections.abc import Callable
 
-from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.client import KubeClient, node_pods_selector
 from reconciler.adapters.kube.errors import GoneError, KubeError
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
@@ -43,7 +43,7 @@ _OUR_ANNOTATIONS = WRITTEN_ANNOTATIONS | {SPEND_ANNOTATION}
 
 
 def node_selector(node_name: str) -> str:
-    return f"spec.nodeName={node_name}"
+    return node_pods_selector(node_name)
 
 
 # Unscheduled Pending pods: the same selector as KubeClient.list_pending_managed_pods.

@@ -2,7 +2,9 @@
 
 Only the grammar clients actually send is supported: comma-separated terms; label terms
 `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`; field terms `path=v`,
-`path==v`, `path!=v` over the field paths each resource allows.
+`path==v`, `path!=v` over the field paths each resource allows. A field value escapes
+`\\`, `,` and `=` with a backslash (apimachinery's `fields.EscapeValue`); any other
+escape, or a bare `=` in a value, is refused as the API server refuses it.
 """
 
 from __future__ import annotations
@@ -94,15 +96,49 @@ def parse_label_selector(text: str) -> tuple[LabelRequirement, ...]:
 
 def parse_field_selector(text: str, allowed: frozenset[str]) -> tuple[FieldRequirement, ...]:
     requirements = []
-    for term in _split_terms(text):
-        match = re.fullmatch(r"\s*([A-Za-z0-9._-]+)\s*(==|=|!=)(.*)", term)
+    for term in _split_escaped(text):
+        match = re.fullmatch(r"\s*([A-Za-z0-9._-]+)\s*(==|=|!=)(.*)", term, re.DOTALL)
         if match is None:
             raise SelectorError(f"invalid field selector term {term!r}")
         path, op, value = match.groups()
         if path not in allowed:
             raise SelectorError(f'field label not supported: "{path}"')
-        requirements.append(FieldRequirement(tuple(path.split(".")), value.strip(), op == "!="))
+        requirements.append(
+            FieldRequirement(tuple(path.split(".")), _unescape(value.strip()), op == "!=")
+        )
     return tuple(requirements)
+
+
+def _split_escaped(text: str) -> list[str]:
+    """Split a field selector on the commas no backslash escapes."""
+    terms: list[str] = []
+    current: list[str] = []
+    escaped = False
+    for char in text:
+        if char == "," and not escaped:
+            terms.append("".join(current))
+            current = []
+            continue
+        escaped = char == "\\" and not escaped
+        current.append(char)
+    terms.append("".join(current))
+    return [term for term in terms if term.strip()]
+
+
+def _unescape(value: str) -> str:
+    out: list[str] = []
+    chars = iter(value)
+    for char in chars:
+        if char == "\\":
+            following = next(chars, "")
+            if following not in ("\\", ",", "="):
+                raise SelectorError(f"invalid field selector: invalid escape sequence in {value!r}")
+            out.append(following)
+        elif char == "=":
+            raise SelectorError(f"invalid field selector: unescaped = in {value!r}")
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _parse_label_term(term: str) -> LabelRequirement:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_code_marker
 
 ACTIONS_BY_STATUS = {
     "RUNNING": ["stop", "restart", "terminate"],
@@ -109,8 +109,9 @@ class SimPod:
         """The main process ended: our wrapper stops the pod, RunPod restarts anything else."""
         if self.status(now) != "RUNNING":
             raise ValueError(f"pod {self.id} is {self.status(now)}, no process is running")
-        if self.env.get(STOP_ON_EXIT_ENV) == "1":
-            self.write_log(now, "container", f"{EXIT_CODE_MARKER}{code}")
+        nonce = self.env.get(STOP_ON_EXIT_ENV)
+        if nonce:  # the wrapper prints its marker, with its nonce, then stops the pod
+            self.write_log(now, "container", f"{exit_code_marker(nonce)}{code}")
             self.stop(now, "pod stopped by its own container")
         else:
             self.restart(now, f"container exited with code {code}; restarting it")

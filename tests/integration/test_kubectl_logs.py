@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.podlogs import exit_nonce
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_pki import ClientCA
 
@@ -151,7 +152,8 @@ def test_follow_sees_new_lines_across_a_cut_stream(box: Sandbox) -> None:
 
 def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbox) -> None:
     instance_id = running_pod(box, "job-pod", restart_policy="Never")
-    assert box.runpod_sim.instances[instance_id]["env"][STOP_ON_EXIT_ENV] == "1"
+    uid = (box.pod("job-pod") or {})["metadata"]["uid"]
+    assert box.runpod_sim.instances[instance_id]["env"][STOP_ON_EXIT_ENV] == exit_nonce(uid)
     box.runpod_sim.write_container_log(instance_id, ["loss 0.3", "done"])
     box.runpod_sim.exit_process(instance_id, 0)
     at_exit = log_requests(box)

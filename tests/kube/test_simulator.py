@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_resources import PODS
@@ -176,6 +177,31 @@ def test_field_and_label_selectors(sim: KubeSimulator, core: client.CoreV1Api) -
     with pytest.raises(ApiException) as bad:
         names(field_selector="spec.hostname=x")
     assert bad.value.status == 400
+
+
+def test_field_selector_values_escape_commas_and_equals(
+    sim: KubeSimulator, core: client.CoreV1Api, kube: KubeClient
+) -> None:
+    """As apimachinery's fields.ParseSelector: `\\,` `\\=` `\\\\` escape, anything else
+    after a backslash and a bare `=` in a value are refused; a client that does not escape
+    its value either fails or matches a second term it never meant."""
+    sim.create_pod(_pod("talker"))
+
+    def names(field_selector: str) -> list[str]:
+        listed = _raw(
+            core.list_pod_for_all_namespaces(field_selector=field_selector, _preload_content=False)
+        )
+        return [p["metadata"]["name"] for p in listed["items"]]
+
+    assert names("metadata.name=talker,metadata.namespace=default") == ["talker"]
+    assert names("metadata.name=talker\\,metadata.namespace\\=default") == []
+    for bad in ("metadata.name=talker\\x", "metadata.name=a=b"):
+        with pytest.raises(ApiException) as refused:
+            names(bad)
+        assert refused.value.status == 400
+    # Our adapter escapes: a smuggled term is part of the name, which matches no pod.
+    assert kube.find_pod("default", "talker,metadata.namespace=default") is None
+    assert kube.find_pod("default", "talker") is not None
 
 
 def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator, core: client.CoreV1Api) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+import pytest
+
 from reconciler.core.actions import (
     Create,
     Event,
@@ -21,6 +23,7 @@ from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import Ownership, lookalikes, owned_instances
 from reconciler.core.planner import ownership_of, plan
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
@@ -92,7 +95,11 @@ def test_the_pod_id_annotation_proves_ownership_when_the_rows_are_gone_too() -> 
     _strip_tags(world, found.id, {})
     actions = world.plan()
     restore = next(a for a in actions if isinstance(a, RestoreTags))
-    assert restore.env == {OWNER_ENV: OWNER, POD_UID_ENV: "uid-job", STOP_ON_EXIT_ENV: "1"}
+    assert restore.env == {
+        OWNER_ENV: OWNER,
+        POD_UID_ENV: "uid-job",
+        STOP_ON_EXIT_ENV: exit_nonce("uid-job"),
+    }
     assert not any(isinstance(a, Create | Terminate) for a in actions)
     assert "FailPod" not in kinds(actions)
 
@@ -178,6 +185,22 @@ def test_an_unreadable_namespace_cap_holds_creates_back() -> None:
     actions = world.plan()
     assert not any(isinstance(a, Create) for a in actions)
     assert "runpod.io/max-hourly-spend" in next(a for a in actions if isinstance(a, Event)).message
+
+
+@pytest.mark.parametrize(
+    "value", ["nan", "inf", "1e400", "-0.5", "1_0", " 1 ", "+5", "\uff15", "2000000", "1\n"]
+)
+def test_a_spend_cap_out_of_range_or_not_plain_digits_is_refused(value: str) -> None:
+    caps = caps_from_annotations("ml", {"runpod.io/max-hourly-spend": value})
+    assert caps.max_hourly_spend is None
+    assert caps.error is not None and "from 0 to 1000000" in caps.error
+    assert "\n" not in caps.error
+
+
+def test_a_spend_cap_in_range_is_read() -> None:
+    spend = caps_from_annotations("ml", {"runpod.io/max-hourly-spend": "0.5"})
+    assert spend.max_hourly_spend == 0.5
+    assert caps_from_annotations("ml", {"runpod.io/max-instances": "0"}).max_instances == 0
 
 
 def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:

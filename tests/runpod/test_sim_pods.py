@@ -14,7 +14,7 @@ import requests
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import exit_log
-from reconciler.core.contract import EXIT_CODE_MARKER, OWNER_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, STOP_ON_EXIT_ENV, exit_code_marker
 from reconciler.core.domain import InstanceStatus
 from reconciler.sim.runpod import RunPodSimulator
 
@@ -104,7 +104,7 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 3)
     assert client.get_instance(instance_id).status is InstanceStatus.EXITED
-    assert exit_log(client.read_ended_log(instance_id)).code == 3
+    assert exit_log(client.read_ended_log(instance_id), "1").code == 3
 
 
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -113,7 +113,7 @@ def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> 
     pod_action(sim, instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
-    assert exit_log(client.read_ended_log(instance_id)).code == 0
+    assert exit_log(client.read_ended_log(instance_id), "1").code == 0
 
 
 def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -123,7 +123,7 @@ def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPo
     instance = client.get_instance(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
-    assert exit_log(client.read_ended_log(instance_id)).code is None
+    assert exit_log(client.read_ended_log(instance_id), "1").code is None
 
 
 def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -145,7 +145,7 @@ def test_logs_are_server_sent_events(sim: RunPodSimulator, client: RunPodClient)
     assert lines[0] == {
         "ts": "2026-01-01T00:00:15Z",
         "source": "container",
-        "line": f"{EXIT_CODE_MARKER}7",
+        "line": f"{exit_code_marker('1')}7",
     }
     assert lines[1]["source"] == "system"
     container = requests.get(url, params={"source": "container"}, headers=headers, timeout=5)

@@ -50,7 +50,7 @@ def test_each_branch_stops_the_instance_with_our_user_agent(
     (bin_dir / tool).symlink_to(_tool(tool))
     (bin_dir / "sleep").write_text(FAKE_SLEEP)
     (bin_dir / "sleep").chmod(0o755)
-    argv = shlex.split(wrap_for_batch("true"))
+    argv = shlex.split(wrap_for_batch("true", "0123456789abcdef0123"))
     env = {
         "PATH": str(bin_dir),
         "RUNPOD_POD_ID": instance.id,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.contract import EXIT_CODE_MARKER, exit_code_marker
 from reconciler.core.podlogs import (
     LogLine,
     LogOptions,
@@ -22,6 +22,9 @@ from reconciler.core.podlogs import (
 )
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+
+
+NONCE = "0123456789abcdef0123"
 
 
 def lines(*texts: str) -> list[LogLine]:
@@ -70,14 +73,21 @@ def test_the_wrappers_lines_are_left_out_before_the_tail_is_taken() -> None:
         "a",
         "b",
         "c",
-        f"{EXIT_CODE_MARKER}0",
+        f"{exit_code_marker(NONCE)}0",
         '{"id": "pod123", "status": "EXITED"}',
         "curl: (22) error: 409",
     )
-    assert [x.line for x in last_lines(backfill, LogOptions(tail_lines=2))] == ["b", "c"]
-    assert last_lines(backfill, LogOptions(tail_lines=0)) == []
+    assert [x.line for x in last_lines(backfill, LogOptions(tail_lines=2), NONCE)] == ["b", "c"]
+    assert last_lines(backfill, LogOptions(tail_lines=0), NONCE) == []
     since = LogOptions(since=NOW + timedelta(seconds=2))
-    assert [x.line for x in last_lines(backfill, since)] == ["b", "c"]
+    assert [x.line for x in last_lines(backfill, since, NONCE)] == ["b", "c"]
+
+
+def test_a_line_that_looks_like_the_marker_without_the_nonce_is_the_users() -> None:
+    forged = f"{EXIT_CODE_MARKER}0"
+    backfill = lines("a", forged, "b", f"{exit_code_marker('other-nonce')}1", "c")
+    shown = [x.line for x in last_lines(backfill, LogOptions(), NONCE)]
+    assert shown == ["a", forged, "b", f"{exit_code_marker('other-nonce')}1", "c"]
 
 
 def test_timestamps_and_limit_bytes() -> None:

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.contract import exit_code_marker
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import (
     choose_container,
@@ -109,7 +110,7 @@ def test_batch_pod_without_command_is_rejected_permanently() -> None:
 def test_batch_pod_command_is_wrapped() -> None:
     pod = build_pod(restart_policy="OnFailure", command=["python", "train.py"])
     args = instance_args(pod, pod["spec"]["containers"][0], {})
-    assert args == wrap_for_batch("python train.py")
+    assert args == wrap_for_batch("python train.py", exit_nonce(pod["metadata"]["uid"]))
     assert args is not None and shlex.split(args)[:2] == ["sh", "-c"]
 
 
@@ -117,6 +118,9 @@ def test_batch_pod_command_is_wrapped() -> None:
 
 # Each fake records its arguments, then plays RunPod stopping the instance: it kills
 # the wrapper (its parent), which is what a successful stop does to the container.
+NONCE = "0123456789abcdef0123"
+MARKER = exit_code_marker(NONCE)
+
 FAKE = """#!/bin/sh
 printf '%s\\n' "$@" > "{record}"
 kill -TERM $PPID
@@ -149,8 +153,8 @@ def test_wrapper_reports_exit_code_and_stops_with_curl(tmp_path: Path) -> None:
     record = tmp_path / "curl.args"
     _fake(tmp_path, "curl", record)
     command = shlex.join(["sh", "-c", "echo working; exit 3"])
-    result = _run(wrap_for_batch(command), f"{tmp_path}:{os.environ['PATH']}")
-    assert result.stdout.splitlines() == ["working", f"{EXIT_CODE_MARKER}3"]
+    result = _run(wrap_for_batch(command, NONCE), f"{tmp_path}:{os.environ['PATH']}")
+    assert result.stdout.splitlines() == ["working", f"{MARKER}3"]
     args = record.read_text().splitlines()
     assert args[args.index("-X") + 1] == "POST"
     assert "Authorization: Bearer key456" in args
@@ -160,16 +164,16 @@ def test_wrapper_reports_exit_code_and_stops_with_curl(tmp_path: Path) -> None:
 
 def test_wrapper_runs_argv_not_shell_syntax(tmp_path: Path) -> None:
     _fake(tmp_path, "curl", tmp_path / "curl.args")
-    result = _run(wrap_for_batch("exit 3"), f"{tmp_path}:{os.environ['PATH']}")
+    result = _run(wrap_for_batch("exit 3", NONCE), f"{tmp_path}:{os.environ['PATH']}")
     # "exit" is no program: the exec fails (127) and the wrapper still reports and stops.
-    assert result.stdout.splitlines() == [f"{EXIT_CODE_MARKER}127"]
+    assert result.stdout.splitlines() == [f"{MARKER}127"]
 
 
 def test_wrapper_runs_the_quoted_command_verbatim(tmp_path: Path) -> None:
     _fake(tmp_path, "curl", tmp_path / "curl.args")
     command = shlex.join(["printf", "%s|", "a b", "$(NOT_EXPANDED)", "it's"])
-    result = _run(wrap_for_batch(command), f"{tmp_path}:{os.environ['PATH']}")
-    assert result.stdout.splitlines() == ["a b|$(NOT_EXPANDED)|it's|" + EXIT_CODE_MARKER + "0"]
+    result = _run(wrap_for_batch(command, NONCE), f"{tmp_path}:{os.environ['PATH']}")
+    assert result.stdout.splitlines() == ["a b|$(NOT_EXPANDED)|it's|" + MARKER + "0"]
 
 
 def _bin_with(tmp_path: Path, *tools: str) -> Path:
@@ -187,8 +191,8 @@ def test_wrapper_falls_back_to_wget(tmp_path: Path) -> None:
     bin_dir = _bin_with(tmp_path, "true")
     record = tmp_path / "wget.args"
     _fake(bin_dir, "wget", record)
-    result = _run(wrap_for_batch("true"), str(bin_dir))
-    assert result.stdout.splitlines() == [f"{EXIT_CODE_MARKER}0"]
+    result = _run(wrap_for_batch("true", NONCE), str(bin_dir))
+    assert result.stdout.splitlines() == [f"{MARKER}0"]
     args = record.read_text().splitlines()
     assert '--post-data={"action":"stop"}' in args
     assert "--header=Authorization: Bearer key456" in args
@@ -198,8 +202,8 @@ def test_wrapper_without_any_client_says_so_and_waits(tmp_path: Path) -> None:
     bin_dir = _bin_with(tmp_path, "false")
     record = tmp_path / "sleep.args"
     _fake(bin_dir, "sleep", record)  # stands in for the wait, and ends it
-    result = _run(wrap_for_batch("false"), str(bin_dir))
-    assert result.stdout.splitlines() == [f"{EXIT_CODE_MARKER}1"]
+    result = _run(wrap_for_batch("false", NONCE), str(bin_dir))
+    assert result.stdout.splitlines() == [f"{MARKER}1"]
     assert "no curl, wget or python3" in result.stderr
     assert record.read_text().split() == ["60"]
 
@@ -228,8 +232,8 @@ def test_wrapper_falls_back_to_python3(tmp_path: Path) -> None:
     (bin_dir / "python3").symlink_to(os.path.realpath(sys.executable))
     _fake(bin_dir, "sleep", tmp_path / "sleep.args")
     env_url = f"http://127.0.0.1:{server.server_address[1]}"
-    result = _run(wrap_for_batch("python3 -c 'raise SystemExit(4)'"), str(bin_dir), env_url)
+    result = _run(wrap_for_batch("python3 -c 'raise SystemExit(4)'", NONCE), str(bin_dir), env_url)
     thread.join(timeout=10)
     server.server_close()
-    assert result.stdout.splitlines() == [f"{EXIT_CODE_MARKER}4"]
+    assert result.stdout.splitlines() == [f"{MARKER}4"]
     assert received == [("/v2/pods/pod123/action", "Bearer key456", b'{"action":"stop"}')]

@@ -19,6 +19,7 @@ from reconciler.core.domain import (
     NetworkVolume,
     PersistentVolume,
 )
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.container import wrap_for_batch
@@ -78,8 +79,9 @@ def test_owner_tags_cannot_be_overridden_by_the_pod() -> None:
 def test_batch_pod_is_wrapped_and_tagged() -> None:
     pod = build_pod(restart_policy="Never", command=["python", "train.py"])
     request = _create(pod)[0]
-    assert request.args == wrap_for_batch("python train.py")
-    assert request.env[STOP_ON_EXIT_ENV] == "1"
+    nonce = exit_nonce(pod["metadata"]["uid"])
+    assert request.args == wrap_for_batch("python train.py", nonce)
+    assert request.env[STOP_ON_EXIT_ENV] == nonce
 
 
 def test_datacenters_per_candidate() -> None:

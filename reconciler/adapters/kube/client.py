@@ -35,6 +35,7 @@ from reconciler.adapters.kube.errors import (
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
+from reconciler.core.printable import escaped
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -46,6 +47,8 @@ _HOME_KUBECONFIG = "~/.kube/config"
 # often, so its heartbeat times stay meaningful; the Lease is the real liveness signal.
 NODE_STATUS_REPORT_SECONDS = 300
 DEFAULT_COMPONENT = "runpod-reconciler"
+MAX_EVENT_MESSAGE = 1024
+"""An Event's note is at most 1 kB (events.k8s.io validation); a longer message is cut."""
 WATCH_READ_SLACK_SECONDS = 30
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
@@ -124,7 +127,7 @@ class KubeClient:
     # pods -------------------------------------------------------------------------
 
     def list_node_pods(self, node_name: str, page_size: int = 500) -> list[KubeObject]:
-        return self._list_all("/api/v1/pods", f"spec.nodeName={node_name}", page_size)
+        return self._list_all("/api/v1/pods", node_pods_selector(node_name), page_size)
 
     def list_pending_managed_pods(self, page_size: int = 500) -> list[KubeObject]:
         """Unscheduled Pending pods in every namespace (offload candidates)."""
@@ -143,7 +146,7 @@ class KubeClient:
         page = self._request(
             "GET",
             f"/api/v1/namespaces/{_q(namespace)}/pods",
-            query=[("fieldSelector", f"metadata.name={name}")],
+            query=[("fieldSelector", f"metadata.name={_field_value(name)}")],
         )
         items = page.get("items") or []
         return items[0] if items else None
@@ -337,6 +340,9 @@ class KubeClient:
         """
         meta = pod["metadata"]
         namespace = meta.get("namespace") or "default"
+        # Messages quote users' values: a newline or an escape sequence must not reach
+        # whoever reads the Event in a terminal.
+        message = escaped(message)[:MAX_EVENT_MESSAGE]
         name = _event_name(pod, reason, message, type, component)
         collection = f"/api/v1/namespaces/{_q(namespace)}/events"
         stamp = _time(occurred_at or self._now())
@@ -537,6 +543,17 @@ def _translated_errors() -> Iterator[None]:
 
 def _q(segment: str) -> str:
     return quote(segment, safe="")
+
+
+def _field_value(value: str) -> str:
+    """A value for a field selector, escaped as apimachinery's fields.EscapeValue does:
+    unescaped, a comma in a name would start a second term."""
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def node_pods_selector(node_name: str) -> str:
+    """The field selector of the pods bound to a node."""
+    return f"spec.nodeName={_field_value(node_name)}"
 
 
 def _pod_path(namespace: str, name: str, subresource: str = "") -> str:

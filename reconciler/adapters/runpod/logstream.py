@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.contract import exit_code_marker
 from reconciler.core.domain import ExitLog
 
 log = logging.getLogger(__name__)
 
 MAX_TAIL = 5000
 """RunPod backfills at most this many lines."""
-_LEADING_INT = re.compile(r"-?\d+")
+_LEADING_INT = re.compile(r"-?[0-9]{1,10}")
 LIVE_AFTER_DATE = timedelta(seconds=1)
 """An event stamped this long after the stream's Date (whole seconds) is live."""
 
@@ -184,20 +184,22 @@ def read_log(
             sleep(delay)
 
 
-def exit_log(events: Iterable[LogEvent]) -> ExitLog:
+def exit_log(events: Iterable[LogEvent], nonce: str) -> ExitLog:
     """What a stopped instance's last events say of its process: the container's lines,
-    and the code our batch wrapper printed among them (RunPod's system lines left out)."""
+    and the code our batch wrapper printed among them with the pod's `nonce` (RunPod's
+    system lines left out)."""
     lines = tuple(event.line for event in events if event.source != "system")
-    return ExitLog(exit_code_from(lines), lines)
+    return ExitLog(exit_code_from(lines, nonce), lines)
 
 
-def exit_code_from(lines: Iterable[str]) -> int | None:
-    """The integer after the last marker line (a later run's wins), or None when no line
-    carries one."""
+def exit_code_from(lines: Iterable[str], nonce: str) -> int | None:
+    """The integer after the last marker line with `nonce` (a later run's wins), or None
+    when no line carries one."""
+    marker = exit_code_marker(nonce)
     code: int | None = None
     for line in lines:
-        if EXIT_CODE_MARKER in line:
-            match = _LEADING_INT.match(line.rsplit(EXIT_CODE_MARKER, 1)[1].strip())
+        if marker in line:
+            match = _LEADING_INT.match(line.rsplit(marker, 1)[1].strip())
             code = int(match.group()) if match else None
     return code
 

@@ -106,7 +106,7 @@ def read_id(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
         return None
     if not _ID.fullmatch(value.strip()):
         raise invalid_annotation(
-            name, value[:200], "a RunPod id (1 to 128 printable characters, no spaces)"
+            name, value, "a RunPod id (1 to 128 printable characters, no spaces)"
         )
     return value.strip()
 
@@ -124,7 +124,7 @@ def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, 
     ):
         raise invalid_annotation(
             name,
-            value[:200],
+            value,
             f"a comma-separated list of at most "
             f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} characters",
         )

@@ -9,7 +9,7 @@ ENTRYPOINT ignores or refuses its arguments cannot be driven from the pod spec.
 Batch pods (restartPolicy Never or OnFailure) need one more step, because RunPod
 restarts a container whose process exits and so an instance never finishes by itself.
 Their start command is wrapped in a POSIX `sh -c` script that runs the command,
-prints `EXIT_CODE_MARKER<code>` on its own line, then stops its own instance through
+prints `exit_code_marker(nonce)<code>` on its own line, then stops its own instance through
 the RunPod API (with curl, wget or python3, whichever the image has) using the
 `RUNPOD_POD_ID` and `RUNPOD_API_KEY` variables RunPod puts in every instance. So the
 image of a batch pod must have a POSIX `sh`, and one of those three tools for the pod
@@ -22,8 +22,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from reconciler.core.contract import EXIT_CODE_MARKER
+from reconciler.core.contract import exit_code_marker
 from reconciler.core.domain import USER_AGENT, KubeObject
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import DEFAULT_CONTAINER
 from reconciler.core.translate.errors import TranslationError
@@ -110,12 +111,13 @@ def start_command(container: KubeObject, env: Mapping[str, str]) -> str | None:
     return shlex.join(expand(str(word), env) for word in words)
 
 
-def wrap_for_batch(command: str) -> str:
+def wrap_for_batch(command: str, nonce: str) -> str:
     """The `sh -c` invocation that runs `command` (a shell-quoted argv, as made by
-    `start_command`), reports its exit code, then stops the instance."""
+    `start_command`), reports its exit code after the marker with `nonce`, then stops
+    the instance."""
     script = _WRAPPER.format(
         command=command,
-        marker=EXIT_CODE_MARKER,
+        marker=exit_code_marker(nonce),
         python=_PYTHON_STOP,
         retry=_STOP_RETRY_SECONDS,
         user_agent=USER_AGENT,
@@ -136,4 +138,4 @@ def instance_args(pod: KubeObject, container: KubeObject, env: Mapping[str, str]
             "args on RunPod, so that its end can be detected",
             permanent=True,
         )
-    return wrap_for_batch(command)
+    return wrap_for_batch(command, exit_nonce(str(pod["metadata"]["uid"])))

@@ -9,6 +9,7 @@ planner fails it after `max_pending_time`).
 
 from __future__ import annotations
 
+from reconciler.core.printable import quoted
 from reconciler.core.reasons import PodReason
 
 
@@ -35,6 +36,6 @@ class TranslationError(Exception):
 def invalid_annotation(name: str, value: str, expected: str) -> TranslationError:
     return TranslationError(
         PodReason.INVALID_ANNOTATION,
-        f'annotation {name}: "{value}" is not {expected}',
+        f"annotation {name}: {quoted(value)} is not {expected}",
         permanent=False,
     )

@@ -14,6 +14,7 @@ from dataclasses import replace
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
@@ -135,7 +136,7 @@ def _tags(pod: KubeObject, owner_id: str) -> dict[str, str]:
     (docs/architecture.md §3)."""
     tags = {OWNER_ENV: owner_id, POD_UID_ENV: str(pod["metadata"]["uid"])}
     if is_batch(pod):
-        tags[STOP_ON_EXIT_ENV] = "1"
+        tags[STOP_ON_EXIT_ENV] = exit_nonce(str(pod["metadata"]["uid"]))
     return tags
 
 

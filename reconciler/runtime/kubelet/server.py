@@ -146,6 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._text(400, str(exc))
         except LogError as exc:
             return self._text(exc.status, exc.message)
+        except Exception:  # a reader gets a sentence, never a dropped connection
+            log.exception("could not serve the log of %s/%s", namespace, pod)
+            return self._text(500, "the log could not be read; the reconciler's log says why")
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")

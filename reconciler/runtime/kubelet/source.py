@@ -31,11 +31,13 @@ from reconciler.adapters.runpod.logstream import (
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import ExitLog
+from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
 from reconciler.core.podlogs import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,
+    exit_nonce,
     last_lines,
     users_lines,
 )
@@ -103,20 +105,20 @@ class PodLogs:
 
     # --- keeping the last lines when an instance ends ------------------------------
 
-    def read_exits(self, instance_ids: Iterable[str]) -> dict[str, ExitLog]:
-        """The exit codes of stopped batch instances, one request each. The same read,
-        long enough for what `keep` saves, serves `keep` when the instance is terminated
-        this tick: a finished batch pod costs one log read, not two."""
+    def read_exits(self, stopped: Iterable[tuple[str, str]]) -> dict[str, ExitLog]:
+        """The exit codes of stopped batch instances (instance id, pod uid), one request
+        each. The same read, long enough for what `keep` saves, serves `keep` when the
+        instance is terminated this tick: a finished batch pod costs one log read, not two."""
         self._read_at_exit = {}
         found: dict[str, ExitLog] = {}
-        for instance_id in instance_ids:
+        for instance_id, pod_uid in stopped:
             try:
                 events = self.runpod.read_ended_log(instance_id, tail=self._kept_tail())
             except runpod_errors.RunPodError as exc:
                 log.warning("could not read the exit code of %s: %s", instance_id, exc)
                 continue
             self._read_at_exit[instance_id] = events
-            found[instance_id] = exit_log(events)
+            found[instance_id] = exit_log(events, exit_nonce(pod_uid))
         return found
 
     def keep(self, pod: PodRef, instance_id: str) -> None:
@@ -135,7 +137,9 @@ class PodLogs:
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
             return
-        container = users_lines(LogLine(e.ts, e.line) for e in events if e.source != "system")
+        container = users_lines(
+            (LogLine(e.ts, e.line) for e in events if e.source != "system"), exit_nonce(pod.uid)
+        )
         lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
         self.store.save_log(pod.uid, instance_id, lines, truncated, self.clock())
         if self.system_events is not None:
@@ -172,7 +176,8 @@ class PodLogs:
             return self._live(row.instance_id, pod_uid, options, should_stop)
         saved = self.store.saved_log(pod_uid)
         if saved is not None:
-            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
+            lines = (LogLine(ts, line) for ts, line in saved)
+            return iter(last_lines(lines, options, exit_nonce(pod_uid)))
         if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
             raise LogError(
                 400,
@@ -186,6 +191,12 @@ class PodLogs:
         self, namespace: str, name: str, container: str, options: LogOptions
     ) -> tuple[str, str]:
         """The pod's uid and the container that runs, or a LogError saying why not."""
+        for kind, value in (("namespace", namespace), ("pod name", name)):
+            problem = name_problem(kind, value)
+            if problem is not None:
+                raise LogError(400, problem)
+        if container and (problem := name_problem("container name", container)) is not None:
+            raise LogError(400, problem)
         pod = self.kube.find_pod(namespace, name)
         if pod is None:
             raise LogError(404, f'pods "{name}" not found')
@@ -212,6 +223,7 @@ class PodLogs:
         self, instance_id: str, pod_uid: str, options: LogOptions, should_stop: Callable[[], bool]
     ) -> Iterator[LogLine]:
         tail = options.tail_lines
+        nonce = exit_nonce(pod_uid)
         backfill_read = LogRead(
             tail=None if tail is None else tail + WRAPPER_SLACK, since=options.since
         )
@@ -224,29 +236,30 @@ class PodLogs:
                 raise LogError(
                     404, f"RunPod instance {instance_id} is gone and its log was not kept"
                 ) from None
-            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options))
+            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options, nonce))
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             raise LogError(502, f"RunPod did not give the log: {exc}") from exc
-        backfill = last_lines((LogLine(e.ts, e.line) for e in events), options)
+        backfill = last_lines((LogLine(e.ts, e.line) for e in events), options, nonce)
         if not options.follow or ended:
             return iter(backfill)
         after = events[-1].id if events else None
         follow = LogRead(
             after=after, since=None if after else (options.since or opened_at), tail=0, follow=True
         )
-        return self._followed(backfill, instance_id, follow, should_stop)
+        return self._followed(backfill, instance_id, nonce, follow, should_stop)
 
     def _followed(
         self,
         backfill: list[LogLine],
         instance_id: str,
+        nonce: str,
         read: LogRead,
         should_stop: Callable[[], bool],
     ) -> Iterator[LogLine]:
         yield from backfill
         events = self._read(instance_id, read, should_stop)
         try:
-            yield from users_lines(LogLine(event.ts, event.line) for event in events)
+            yield from users_lines((LogLine(event.ts, event.line) for event in events), nonce)
         except runpod_errors.NotFoundError:
             return  # the instance is gone: so is its log stream
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:

@@ -1,0 +1,79 @@
+"""One namespace's hostile annotations through both simulators over real HTTP: a cap out
+of range is a reason for that namespace only (an Event naming the annotation and the
+accepted range), the tick still terminates deleted pods, and removing the annotation
+lets the namespace create again; a store that fails saving derived data (caps,
+billing, look-alikes) blocks no termination."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.core.budgets import MAX_INSTANCES_ANNOTATION
+from reconciler.demo.sandbox import Sandbox
+
+from .test_lifecycle import phase
+
+
+def _annotate_namespace(box: Sandbox, namespace: str, annotations: dict[str, str]) -> None:
+    box.ensure_namespace(namespace)
+    obj = box.kube_sim.get("namespaces", None, namespace) or {}
+    obj["metadata"]["annotations"] = annotations
+    box.kube_sim.put("namespaces", obj)
+
+
+def _running(box: Sandbox, name: str, namespace: str = "default") -> None:
+    box.add_pod(name, namespace=namespace)
+    box.tick()
+    box.advance(30)
+    box.tick()
+    box.tick()
+    assert (box.pod(name, namespace) or {})["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize("value", ["9" * 31, "-1", "1e3", "0_1", " 1 ", "+5", "\uff11"])
+def test_an_out_of_range_cap_holds_only_its_namespace(box: Sandbox, value: str) -> None:
+    _running(box, "old")
+    old_instance = box.instance_for(box.pod("old") or {})
+    assert old_instance is not None
+    _annotate_namespace(box, "team-a", {MAX_INSTANCES_ANNOTATION: value})
+    box.add_pod("new", namespace="team-a")
+    box.add_pod("other", namespace="team-b")
+    box.kube_sim.delete_pod("default", "old", grace_seconds=30)
+    report = box.tick()
+    assert not report.errors, report.errors
+    assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
+    assert box.instance_for(box.pod("other", "team-b") or {}) is not None
+    assert box.instance_for(box.pod("new", "team-a") or {}) is None
+    told = [e for e in box.events("new", "team-a") if e["reason"] == "BudgetExceeded"]
+    assert told and MAX_INSTANCES_ANNOTATION in told[0]["message"]
+    assert "whole number from 0 to" in told[0]["message"]
+    box.tick()
+    assert phase(box, "old") is None
+
+    # Taking the annotation off lets the namespace create again, without a restart.
+    _annotate_namespace(box, "team-a", {})
+    box.advance(120)
+    assert not box.tick().errors
+    assert box.instance_for(box.pod("new", "team-a") or {}) is not None
+
+
+def test_a_store_failing_to_save_derived_data_blocks_no_termination(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _running(box, "old")
+    old_instance = box.instance_for(box.pod("old") or {})
+    assert old_instance is not None
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("disk I/O error")
+
+    for name in ("save_namespace_caps", "save_billing", "sync_lookalikes"):
+        monkeypatch.setattr(box.store, name, broken)
+    _annotate_namespace(box, "team-a", {MAX_INSTANCES_ANNOTATION: "3"})
+    box.add_pod("new", namespace="team-a")
+    box.kube_sim.delete_pod("default", "old", grace_seconds=30)
+    box.advance(2 * 3600)  # a billing read is due too
+    report = box.tick()
+    assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
+    assert box.instance_for(box.pod("new", "team-a") or {}) is not None
+    assert any("disk I/O error" in e for e in report.errors)
