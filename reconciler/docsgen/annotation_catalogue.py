@@ -129,14 +129,14 @@ ON_PODS = (
 ON_NAMESPACES = (
     Annotation(
         budgets.MAX_HOURLY_SPEND_ANNOTATION,
-        "USD/h, a finite number ≥ 0",
+        f"USD/h, 0 to {budgets.MOST_HOURLY_SPEND}: ASCII digits, at most 6 decimals",
         "Cap on the list prices of the namespace's live instances, on top of "
-        "`--max-hourly-spend`. A value that does not parse holds the namespace's creates "
-        "back.",
+        "`--max-hourly-spend`. A value that does not parse or is out of range holds the "
+        "namespace's creates back, with a reason naming the annotation and the range.",
     ),
     Annotation(
         budgets.MAX_INSTANCES_ANNOTATION,
-        "a whole number ≥ 0",
+        f"a whole number, 0 to {budgets.MOST_INSTANCES}",
         "Cap on the namespace's live instances, on top of `--max-instances`.",
     ),
 )
