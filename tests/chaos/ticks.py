@@ -168,8 +168,9 @@ def _report(out: str) -> dict[str, Any] | None:
 def expire_lock(db_path: Path) -> bool:
     """Expire the writer lock a dead tick left behind; True if there was one.
 
-    A process that dies holds the lock until its TTL (300 s of wall time) runs out, and
-    no flag shortens it: this stands in for that wait (see the xfail test about it).
+    A process that dies holds the lock until its TTL (`LOCK_TTL` in runtime/wiring.py,
+    120 s of wall time) runs out, unless the next writer sees it is a dead process of
+    this host (`dead_here`), which a reused pid can hide: this stands in for that wait.
     """
     if not db_path.exists():
         return False

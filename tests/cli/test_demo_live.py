@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,11 +19,13 @@ import pytest
 from reconciler.demo.examples import EXAMPLES
 from reconciler.demo.live import LiveWorld
 from reconciler.demo.run import run_demo
+from tests import needs
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("kubectl") is None or shutil.which("curl") is None,
-    reason="kubectl and curl are needed",
-)
+
+@pytest.fixture(autouse=True)
+def _programs() -> None:
+    needs.program("kubectl")
+    needs.program("curl")
 
 
 def run_printed(command: str) -> str:

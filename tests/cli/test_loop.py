@@ -2,18 +2,22 @@
 - /healthz, /readyz and /metrics (with the metric names dashboards rely on) answer;
 - the pod watch brings a new pod to RunPod within 2 s although the periodic tick is a
   minute away, and the node heartbeat runs without any tick;
-- SIGTERM exits 0 and hands the leader Lease back;
+- SIGTERM exits 0 and hands the leader Lease back; during a tick, it lets the tick
+  finish (a create whose answer comes after the signal is recorded), then releases the
+  database lock;
 - with two replicas and --leader-elect only the leader acts; when it is killed -9 the
-  standby takes over within the lease duration and reconciles a new pod;
+  standby takes over within one lease plus one retry period and reconciles a new pod;
 - the kubelet endpoint: the leader serves pod logs and advertises itself on the node, a
   standby answers 503 with a sentence, a caller without credentials 401.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -27,10 +31,16 @@ import requests
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.demo.sandbox import TOKEN as KUBE_TOKEN
 from reconciler.runtime.claim import WRITER_LEASE_SECONDS
+from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"
 LEASE_SECONDS = 6
+# A dead leader's Lease runs out at most a lease after its last renewal, and a standby
+# tries every retry period, a third of the lease (runtime/leader.py).
+TAKEOVER_SECONDS = LEASE_SECONDS + LEASE_SECONDS / 3
+# Two processes on a shared machine: their own start of a try can come this much late.
+SCHEDULING_SLACK = 1.0
 # Long enough that only the watch can explain a tick during a test.
 LONG_INTERVAL = "60"
 
@@ -162,7 +172,7 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     box.add_pod("late")
     latency = eventually(lambda: has_instance(box, "late"), seconds=2)
     print(f"pod to RunPod instance through the watch: {latency:.2f} s")
-    assert reconciler.metric("reconciler_early_ticks_total") is not None
+    assert (reconciler.metric("reconciler_early_ticks_total") or 0) >= 1  # the watch asked
 
     # Offload through the watches: the scheduler gives up on a managed pod, the pending
     # watch asks for a tick that binds it, the node watch for one that creates it.
@@ -208,6 +218,45 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     assert not lease(box).get("holderIdentity")  # handed back, not left to expire
 
 
+def released_while_creating(database: Path) -> bool:
+    """Whether the writer lock is free while a create is still open in the journal
+    (read without taking anything: the reconciler writes on)."""
+    with contextlib.closing(sqlite3.connect(database, timeout=5)) as sql:
+        held = sql.execute("SELECT count(*) FROM locks").fetchone()[0]
+        open_creates = sql.execute(
+            "SELECT count(*) FROM actions WHERE kind = 'create' AND finished_at IS NULL"
+        ).fetchone()[0]
+    return not held and bool(open_creates)
+
+
+def test_sigterm_during_a_tick_lets_it_finish_and_releases_the_lock(
+    box: Sandbox, start: Callable[..., Reconciler], tmp_path: Path
+) -> None:
+    reconciler = start("--interval", LONG_INTERVAL)
+    eventually(lambda: answers(f"{reconciler.base}/healthz"))
+    eventually(lambda: reconciler.metric('reconciler_ticks_total{result="ok"}') == 1)
+    box.runpod_sim.create_then_hang(seconds=3)
+    box.add_pod("slow")
+    eventually(lambda: bool(box.owned_instances()), seconds=10)  # made; the answer stalls
+    reconciler.process.send_signal(signal.SIGTERM)
+    database = tmp_path / "loop.db"
+    # Until it exits, the lock is held for as long as the create's answer is awaited.
+    while reconciler.process.poll() is None:
+        assert not released_while_creating(database), "lock released before the tick's end"
+        time.sleep(0.05)
+    assert reconciler.process.returncode == 0
+    assert "stopped cleanly" in reconciler.output()
+    store = open_store(f"sqlite:///{database}", upgrade=False)
+    # The tick went on after the signal: the create's answer came and was recorded.
+    [instance] = box.owned_instances()
+    [row] = store.load_rows()
+    assert row.instance_id == instance["id"]
+    [create] = [entry for entry in store.journal() if entry.kind == "create"]
+    assert create.outcome == "ok" and create.finished_at is not None
+    # And the lock is free: another writer takes it at once.
+    assert store.acquire_lock(LOCK_NAME, "next-writer", LOCK_TTL, box.clock.now()) is None
+
+
 def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
     box: Sandbox, start: Callable[..., Reconciler]
 ) -> None:
@@ -238,13 +287,14 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
 
     a.process.send_signal(signal.SIGKILL)
     a.process.wait()
-    killed = time.monotonic()
     box.add_pod("second")
+    took_over = eventually(
+        lambda: lease(box)["holderIdentity"].endswith(f"/{b.process.pid}"), seconds=30
+    )
+    assert took_over <= TAKEOVER_SECONDS + SCHEDULING_SLACK, took_over
     # Creates wait for the dead leader's writer term (it may have had a create in flight,
     # see runtime/claim.py): the wait a standby on another host makes anyway.
     eventually(lambda: has_instance(box, "second"), seconds=WRITER_LEASE_SECONDS + 10)
-    print(f"standby took over and reconciled in {time.monotonic() - killed:.1f} s")
-    assert lease(box)["holderIdentity"].endswith(f"/{b.process.pid}")
     assert b.metric("reconciler_leader") == 1.0
     assert creates(box) == 2  # nothing created twice across the takeover
     assert "taking over the lock of" in b.output()

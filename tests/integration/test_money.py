@@ -3,7 +3,7 @@ tags and records both lost (reported, untouched), an unreadable exit code bounde
 slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
 ledger, a charge that differs from list price told once (Event, metric), a leak found
-by the billing audit counted in seconds, namespace budgets,
+by the billing audit counted in seconds, namespace budgets (a namespace read once a minute),
 a gauge of instances without pods, and the User-Agent on every request."""
 
 from __future__ import annotations
@@ -363,3 +363,28 @@ def _sample(registry: CollectorRegistry, name: str) -> float:
     value = registry.get_sample_value(name)
     assert value is not None, name
     return value
+
+
+def test_a_namespace_is_read_once_a_minute_while_its_pod_waits(box: Sandbox) -> None:
+    """One GET of the namespace, kept 60 s, read again after (README: "cached 60 s")."""
+    box.ensure_namespace("team-a")
+    namespace = box.kube_sim.get("namespaces", None, "team-a") or {}
+    namespace["metadata"]["annotations"] = {"runpod.io/max-instances": "0"}
+    box.kube_sim.put("namespaces", namespace)
+    box.add_pod("held", namespace="team-a")
+
+    def reads() -> int:
+        return sum(
+            1
+            for method, path, _query, _status in box.kube_sim.requests
+            if (method, path) == ("GET", "/api/v1/namespaces/team-a")
+        )
+
+    box.tick()
+    assert reads() == 1
+    box.advance(59)
+    box.tick()
+    assert reads() == 1
+    box.advance(1)
+    box.tick()
+    assert reads() == 2

@@ -4,7 +4,8 @@ with its rows there, deleting the rows rebuilds them without a second create, an
 writer lock refuses a second writer.
 
 Runs against RECONCILER_TEST_POSTGRES_URL, else a throwaway server from Debian's
-postgresql package; skipped, with the reason, when neither can be had.
+postgresql package; skipped, with the reason, when neither can be had (a failure where
+CI is set: tests/needs.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy import text
 from reconciler.adapters.store import db, migrate
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
+from tests import needs
 from tests.store.upgrades import upgrade_at_once
 
 from . import postgres
@@ -30,12 +32,14 @@ T0 = datetime(2026, 5, 1, tzinfo=UTC)
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     if importlib.util.find_spec("psycopg") is None:
-        pytest.skip("the PostgreSQL driver psycopg is not installed (pip install -e '.[test]')")
+        needs.unavailable(
+            "the PostgreSQL driver psycopg is not installed (pip install -e '.[test]')"
+        )
     try:
         with postgres.server() as url:
             yield url
     except postgres.Unavailable as reason:
-        pytest.skip(str(reason))
+        needs.unavailable(str(reason))
 
 
 @pytest.fixture

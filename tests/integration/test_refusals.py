@@ -54,6 +54,12 @@ def test_a_template_created_later_lets_the_retry_succeed(box: Sandbox) -> None:
     box.advance(REFUSAL_RETRY_SECONDS)
     box.tick()
     assert box.instance_for(box.pod("t") or {}) is not None
+    answered = [
+        (r.status, r.body.get("templateId"))
+        for r in box.runpod_sim.requests
+        if (r.method, r.path) == ("POST", "/v2/pods")
+    ]
+    assert answered == [(404, "tpl-late"), (201, "tpl-late")]
 
 
 def test_unknown_data_center_is_an_invalid_annotation_and_creates_nothing(

@@ -151,3 +151,35 @@ def test_nothing_is_read_early_while_the_quota_is_not_ample() -> None:
         box.advance(30)
         box.tick()
         assert PULLING in system_events(box)
+
+
+# A quota no start-up read can make less than ample, so that only the caps limit them.
+AMPLE = {"quota": (10_000, 100_000, 1_000_000)}
+
+
+def starting_pods(box: Sandbox, count: int) -> None:
+    """`count` pods whose instances are provisioned and pull their image."""
+    box.runpod_sim.set_image_pull_seconds(IMAGE, 300)
+    for n in range(count):
+        box.add_pod(f"train-{n}", image=IMAGE, command=["python", "train.py"])
+    box.tick()
+    box.advance(6)
+
+
+def test_the_deployment_holds_at_most_16_streams_at_once() -> None:
+    with Sandbox(startup_lines="stream", runpod_options=AMPLE) as box:
+        starting_pods(box, 18)
+        box.tick()
+        startup = box.engine.steps.startup
+        assert startup is not None and startup.open_streams == 16
+        eventually(lambda: log_requests(box) == 16)
+
+
+def test_sync_once_reads_at_most_4_starting_pods_per_run() -> None:
+    with Sandbox(startup_lines="read", runpod_options=AMPLE) as box:
+        starting_pods(box, 6)
+        before = log_requests(box)
+        box.tick()
+        assert log_requests(box) - before == 4
+        shown = [n for n in range(6) if PULLING in system_events(box, f"train-{n}")]
+        assert len(shown) == 4

@@ -358,7 +358,9 @@ def test_s4_an_always_restarting_pod_may_run_again(
     done = _container(terminated={"exitCode": 1, "reason": "Error"})
     _status_patch(core, {"status": {"containerStatuses": [done]}})
     again = _container(running={"startedAt": "2026-01-01T00:00:00Z"})
-    _status_patch(core, {"status": {"containerStatuses": [again]}})
+    patched = _status_patch(core, {"status": {"containerStatuses": [again]}})
+    [status] = patched["status"]["containerStatuses"]
+    assert "running" in status["state"] and "terminated" not in status["state"]
 
 
 def test_s5_qos_class_is_immutable(sim: KubeSimulator, core: client.CoreV1Api) -> None:

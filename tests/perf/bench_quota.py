@@ -22,7 +22,8 @@ what RunPod was asked from the simulator's request log:
   and each cluster's share of the creates in the first minute and while all three
   still had pods waiting.
 
-Targets (issue 20) are printed after the figures as met or MISSED.
+Targets (issue 20) are printed after the figures as met or MISSED; the exit code is 1
+when any was missed.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ SCALE = 1
 # The most any scenario may wait for its pods after the last one was added (a burst of
 # 1 000 at the contract's 60 a minute takes about 18 minutes).
 DRAIN_LIMIT_SECONDS = 1800.0
+# The creates' share of the windows is judged on a burst that spans this many minutes.
+MIN_BURST_WINDOWS = 5
 # The reconcilers' start-up is over once they sent RunPod nothing for this long.
 STARTUP_QUIET_SECONDS = 2.0
 
@@ -253,14 +256,19 @@ def allowed_requests(quota: tuple[int, int, int], start: float, end: float) -> i
 
 
 def burst_targets(r: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    return [
-        (f"burst of {r['pods']} in the loop: 0 x 429", str(r["throttled"]), r["throttled"] == 0),
-        (
-            f"burst of {r['pods']} in the loop: creates >= 85% of what the windows allow",
-            f"{r['creates']}/{r['allowed']} = {r['window_share']:.1%}",
-            r["window_share"] >= 0.85,
-        ),
+    found = [
+        (f"burst of {r['pods']} in the loop: 0 x 429", str(r["throttled"]), r["throttled"] == 0)
     ]
+    # A burst within a few windows is dominated by its edge windows, counted whole.
+    if r["allowed"] >= MIN_BURST_WINDOWS * r["quota"][0]:
+        found.append(
+            (
+                f"burst of {r['pods']} in the loop: creates >= 85% of what the windows allow",
+                f"{r['creates']}/{r['allowed']} = {r['window_share']:.1%}",
+                r["window_share"] >= 0.85,
+            )
+        )
+    return found
 
 
 # --- three clusters on one key --------------------------------------------------------
@@ -412,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 indent=2,
             )
         )
-    return 0
+    return 0 if all(met for _target, _measured, met in checked) else 1
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ process. Database writes are counted by SQLAlchemy events on the store's engine:
 write transactions committed (issue 20's "database writes": each is one commit of
 SQLite's write-ahead log) and, beside them, the rows those transactions wrote.
 
+Each target is printed as met or MISSED after the figures; the exit code is 1 when any
+was missed.
+
 `--profile DIR` writes a cProfile of one steady tick and of one extra churn round at the
 largest N, timed by CPU (`time.process_time`), not wall time; with BENCH_PSTATS=FILE
 in the environment, the raw profile goes to FILE too (for `pstats`: callers, callees).
@@ -618,6 +621,9 @@ class Target:
     name: str
     measured: str
     met: bool
+    resource: bool = False
+    """CPU time or memory: told only at the benchmark's N in its own quiet process, not
+    by the smoke test's small N inside the test run (which checks every other target)."""
 
 
 def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
@@ -638,16 +644,20 @@ def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
             f"{r['transactions']} transaction(s): {json.dumps(r['writes'])}",
             r["transactions"] == 1 and r["writes"] == {"INSERT ticks": 1},
         ),
-        Target(f"N={n} steady: tick CPU <= 2 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 2000),
+        Target(
+            f"N={n} steady: tick CPU <= 2 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 2000, True
+        ),
         Target(
             f"N={n} steady: planner <= 200 ms (CPU, best of 5)",
             f"{r['plan_direct_cpu_ms']:.0f} ms",
             r["plan_direct_cpu_ms"] <= 200,
+            True,
         ),
         Target(
             f"N={n} steady: peak RSS <= 300 MB",
             f"{r['peak_rss_mb']:.0f} MB",
             r["peak_rss_mb"] <= 300,
+            True,
         ),
     ]
 
@@ -685,6 +695,7 @@ def churn_targets(n: int, r: dict[str, Any]) -> list[Target]:
             f"N={n} churn: <= 5 ms reconciler CPU per replaced pod",
             f"{per['cpu_ms']:.1f} ms",
             per["cpu_ms"] <= 5,
+            True,
         ),
     ]
 
@@ -754,12 +765,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         records.append(run_worker(scenario, n, profile_dir))
     print(table(records, sorted(args.pods)))
     print()
-    for target in targets(records):
+    checked = targets(records)
+    for target in checked:
         print(f"[{'met' if target.met else 'MISSED'}] {target.name}: {target.measured}")
     if args.json:
-        checked = [asdict(t) for t in targets(records)]
-        args.json.write_text(json.dumps({"runs": records, "targets": checked}, indent=2))
-    return 0
+        found = [asdict(t) for t in checked]
+        args.json.write_text(json.dumps({"runs": records, "targets": found}, indent=2))
+    return 0 if all(t.met for t in checked) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Smoke test of the scale benchmark at N=50: the behavioural targets, never wall-clock.
+"""Smoke test of the scale benchmark at N=50: the behavioural targets, never wall-clock
+(the benchmark's own target checks included, but for CPU and memory; its exit code).
 
 Runs the benchmark's own scenario functions with both simulators in this process and
 checks what a tick costs in requests and writes: a steady tick sends exactly one
@@ -16,23 +17,35 @@ from collections.abc import Iterator
 from typing import Any
 
 import bench_http
+import bench_scale
 import pytest
 from bench_scale import (
     HEARTBEAT,
     LIST_PAGE,
     PAGE_SIZE,
     UNSCHEDULED_PAGE,
+    Target,
     bench_burst,
     bench_churn,
     bench_steady,
+    burst_targets,
+    churn_targets,
     kube_kind,
     runpod_route,
+    steady_targets,
 )
 from scale_world import DEFAULT_QUOTA, RAISED_QUOTA, local_world
 
 from reconciler.sim.clock import SimClock
 
 N = 50
+
+
+def assert_met(targets: list[Target]) -> None:
+    """The benchmark's own verdicts, but for CPU and memory (see `Target.resource`)."""
+    assert targets, "no target was checked"
+    missed = [t for t in targets if not t.met and not t.resource]
+    assert not missed, missed
 
 
 @pytest.fixture
@@ -62,6 +75,7 @@ def test_steady_tick_costs_one_list_the_pages_the_heartbeat_and_the_tick_row(
         }
         assert sample.writes == {"INSERT ticks": 1}
         assert sample.transactions == 1
+    assert_met(steady_targets(N, result.summary()))
 
 
 def test_steady_list_is_paged_by_500(world: tuple[Any, SimClock], workdir: str) -> None:
@@ -81,6 +95,7 @@ def test_burst_under_the_quota_meets_no_429(world: tuple[Any, SimClock], workdir
     # hour, issue 19) went into creates.
     assert result.runpod.get("GET /v2/billing/pods", 0) <= 1
     assert summary["requests"] - summary["creates"] <= result.ticks + 2
+    assert_met(burst_targets(2 * DEFAULT_QUOTA[0], summary))
 
 
 def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str) -> None:
@@ -120,6 +135,30 @@ def test_churn_costs_five_kubernetes_requests_and_two_transactions_per_replaced_
         assert sample.transactions == 2 * replaced + 3
         assert sample.writes["INSERT actions"] == 5 * replaced
     assert result.summary()["per_replaced_pod"]["writes"] <= 4
+    assert_met(churn_targets(N, result.summary()))
+
+
+@pytest.mark.parametrize("met", [True, False])
+def test_the_benchmark_exits_1_when_a_target_is_missed(
+    met: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its verdict is the exit code, not only a line of the report (measured runs stood
+    in for by one whose steady tick sent one RunPod request, or two)."""
+    summary = {
+        "wall_ms": 1.0, "cpu_ms": 1.0, "sim_cpu_ms": 1.0, "planner_in_tick_ms": 0.0,
+        "plan_direct_ms": 0.0, "plan_direct_cpu_ms": 0.0, "baseline_rss_mb": 50.0,
+        "peak_rss_mb": 60.0, "tick_heap_peak_mb": 1.0, "kube_pages": 1, "kube_heartbeat": 2,
+        "kube_unscheduled": 1, "kube_other": {}, "expected_pages": 1,
+        "runpod": {"GET /v2/pods": 1 if met else 2}, "writes": {"INSERT ticks": 1},
+        "transactions": 1,
+    }  # fmt: skip
+    monkeypatch.setattr(
+        bench_scale,
+        "run_worker",
+        lambda scenario, n, _profile: {"scenario": scenario, "n": n, "summary": summary},
+    )
+    assert bench_scale.main(["--pods", "5", "--scenario", "steady"]) == (0 if met else 1)
+    assert ("[MISSED] N=5 steady: exactly 1 RunPod request" in capsys.readouterr().out) != met
 
 
 def test_request_names() -> None:

@@ -7,7 +7,6 @@ billing."""
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -21,6 +20,7 @@ from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import USER_AGENT, InstanceStatus
 from reconciler.core.translate.container import wrap_for_batch
 from reconciler.sim.runpod import RunPodSimulator
+from tests import needs
 
 from .helpers import API_KEY, OWNER, create_request
 
@@ -31,10 +31,7 @@ FAKE_SLEEP = "#!/bin/sh\nkill -TERM $PPID\n"
 def _tool(name: str) -> str:
     if name == "python3":
         return sys.executable  # the shim on PATH may be a script needing more tools
-    found = shutil.which(name)
-    if found is None:
-        pytest.skip(f"{name} is not installed here")
-    return found
+    return needs.program(name)
 
 
 @pytest.mark.parametrize("tool", ["curl", "wget", "python3"])

@@ -211,8 +211,12 @@ def test_untranslatable_pod_still_gets_a_container_status() -> None:
 
 
 def test_same_inputs_same_fingerprint() -> None:
-    pod, instance = build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED)
-    assert status_fingerprint(_status(pod, instance)) == status_fingerprint(_status(pod, instance))
+    """Equal inputs built apart give one fingerprint; a changed status another."""
+    running = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED))
+    again = _status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED))
+    assert running is not again and status_fingerprint(running) == status_fingerprint(again)
+    starting = _status(build_pod(), _instance(InstanceStatus.STARTING))
+    assert status_fingerprint(starting) != status_fingerprint(running)
     assert status_fingerprint({"a": 1, "b": [2]}) == status_fingerprint({"b": [2], "a": 1})
     assert status_fingerprint({"a": 1}) != status_fingerprint({"a": 2})
 
