@@ -15,6 +15,10 @@ import requests
 from reconciler.core.contract import EXIT_CODE_MARKER
 from reconciler.demo.sandbox import Sandbox
 
+# These callers play the API server, which does not verify a kubelet's serving
+# certificate unless started with --kubelet-certificate-authority (self-signed here).
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
 
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
