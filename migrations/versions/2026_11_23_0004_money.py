@@ -1,5 +1,5 @@
-"""Money (issue 19): exit-code and end times on mappings, billing records, the billing
-read cursor, namespace budgets and unowned look-alike instances.
+"""Money (docs/architecture.md §3, Money): exit-code and end times on mappings, billing
+records, the billing read cursor, namespace budgets and unowned look-alike instances.
 
 Rows upgraded from 0003 have no `ended_at`: the leak audit skips them (it cannot tell
 when their pods ended), and their retention counts from `updated_at`.

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from sqlalchemy import Engine
+from sqlalchemy import Engine as Database
 from sqlalchemy.exc import DatabaseError
 
 from reconciler import __version__
@@ -42,7 +42,7 @@ from reconciler.core.config import (
     out_of_range,
 )
 from reconciler.core.printable import escaped
-from reconciler.runtime import leader, logs
+from reconciler.runtime import leader, process_log
 from reconciler.runtime.claim import WriterHeld, WriterLost
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
@@ -68,9 +68,10 @@ class CliContext:
     database_url: str
 
     @contextmanager
-    def engine(self, must_exist: bool = False) -> Iterator[Engine]:
-        """The database's engine; with `must_exist`, a SQLite file that is not there is an
-        error instead of a new empty database (reading must not create one)."""
+    def database(self, must_exist: bool = False) -> Iterator[Database]:
+        """The database (SQLAlchemy's engine, not the reconciler's); with `must_exist`, a
+        SQLite file that is not there is an error instead of a new empty database (reading
+        must not create one)."""
         missing = db.missing_sqlite_file(self.database_url) if must_exist else None
         if missing is not None:
             raise click.ClickException(
@@ -78,18 +79,18 @@ class CliContext:
                 "RECONCILER_DATABASE_URL) to the reconciler's database"
             )
         try:
-            engine = db.make_engine(self.database_url)
+            database = db.make_engine(self.database_url)
         except db.DatabaseURLError as exc:
             raise click.ClickException(str(exc)) from None
         try:
-            migrate.check_schema(engine, db.location(self.database_url), will_upgrade=True)
-            yield engine
+            migrate.check_schema(database, db.location(self.database_url), will_upgrade=True)
+            yield database
         except DatabaseError as exc:
             raise click.ClickException(db.describe_error(self.database_url, exc)) from None
         except migrate.SchemaError as exc:
             raise click.ClickException(str(exc)) from None
         finally:
-            engine.dispose()
+            database.dispose()
 
 
 def _output_default(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
@@ -200,7 +201,7 @@ def main(ctx: click.Context, database_url: str, log_level: str, log_format: str)
     {"error": ...} on standard error), so a script or a log collector never sees a table.
     The RunPod key comes only from the environment or the flag, never from the database.
     """
-    logs.configure(log_level, log_format)
+    process_log.configure(log_level, log_format)
     ctx.obj = CliContext(database_url=database_url)
 
 
@@ -221,9 +222,9 @@ def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
 
     `reconciler sync` does this itself at start, unless --no-migrate.
     """
-    with obj.engine() as engine:
-        migrate.upgrade(engine, revision)
-        current = migrate.current_revision(engine)
+    with obj.database() as database:
+        migrate.upgrade(database, revision)
+        current = migrate.current_revision(database)
     if output == "json":
         click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
     else:
@@ -240,9 +241,9 @@ def db_downgrade(obj: CliContext, revision: str, output: str) -> None:
     Run it with the newer reconciler (it knows how to undo its own migrations), while no
     reconciler runs; `reconciler db current` of the older one names the REVISION it needs.
     """
-    with obj.engine(must_exist=True) as engine:
-        migrate.downgrade(engine, revision)
-        current = migrate.current_revision(engine)
+    with obj.database(must_exist=True) as database:
+        migrate.downgrade(database, revision)
+        current = migrate.current_revision(database)
     if output == "json":
         click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
     else:
@@ -254,8 +255,8 @@ def db_downgrade(obj: CliContext, revision: str, output: str) -> None:
 @click.pass_obj
 def db_current(obj: CliContext, output: str) -> None:
     """Print the database's schema revision and whether it is the latest."""
-    with obj.engine(must_exist=True) as engine:
-        current = migrate.current_revision(engine)
+    with obj.database(must_exist=True) as database:
+        current = migrate.current_revision(database)
     head = migrate.head_revision()
     if output == "json":
         click.echo(json.dumps({"revision": current, "latest": head}))
@@ -287,9 +288,9 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     as rows with state `unowned-lookalike`. A --database-url naming a SQLite file that
     does not exist is an error, not a new empty database.
     """
-    with obj.engine(must_exist=True) as engine:
-        require_schema(engine)
-        with db.session_factory(engine)() as session:
+    with obj.database(must_exist=True) as database:
+        require_schema(database)
+        with db.session_factory(database)() as session:
             rows = queries.mappings(session, namespace, include_finished=show_all)
             tick = queries.last_tick(session)
             every_row = queries.mappings(session, namespace)
@@ -355,9 +356,9 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         start = cost_view.parse_since(since, now) if since is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--since") from None
-    with obj.engine(must_exist=True) as engine:
-        require_schema(engine)
-        with db.session_factory(engine)() as session:
+    with obj.database(must_exist=True) as database:
+        require_schema(database)
+        with db.session_factory(database)() as session:
             lines = queries.spend_lines(session, start)
             mappings = queries.mappings(session)
             billed_until = queries.billing_covered_until(session)
@@ -373,15 +374,15 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     click.echo(f"\ntotal ${total:.2f} (RunPod billing through {until})")
 
 
-def require_schema(engine: Engine) -> None:
-    if migrate.current_revision(engine) is None:
+def require_schema(database: Database) -> None:
+    if migrate.current_revision(database) is None:
         raise click.ClickException("the database has no schema yet; run `reconciler db upgrade`")
 
 
 def _require_latest_schema(obj: CliContext) -> None:
     """A dry run does not migrate: the database must exist and be at the latest schema."""
-    with obj.engine(must_exist=True) as engine:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
+    with obj.database(must_exist=True) as database:
+        current, head = migrate.current_revision(database), migrate.head_revision()
     if current != head:
         raise click.ClickException(
             f"the database schema is at {current or 'nothing'}, not the latest ({head}); "
@@ -538,7 +539,7 @@ def sync(
     except DatabaseError as exc:
         raise click.ClickException(db.describe_error(obj.database_url, exc)) from None
     except (KubeError, RunPodError, db.DatabaseURLError) as exc:
-        raise click.ClickException(logs.redact(f"cannot start: {exc}")) from None
+        raise click.ClickException(process_log.redact(f"cannot start: {exc}")) from None
 
 
 def _check_loop_options(
@@ -598,7 +599,7 @@ def drain(
     needs no database. Exit code 1 if some are still listed when the timeout runs out.
     """
     settings = settings_from(options)
-    logs.register_secret(runpod_api_key)
+    process_log.register_secret(runpod_api_key)
     try:
         with reaching("cannot drain"):
             kube = KubeClient.from_config(kubeconfig, kube_context)

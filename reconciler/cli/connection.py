@@ -11,7 +11,7 @@ import click
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.core.config import DEFAULT_RUNPOD_URL
-from reconciler.runtime import logs
+from reconciler.runtime import process_log
 
 kubeconfig_option = click.option(
     "--kubeconfig",
@@ -52,4 +52,4 @@ def reaching(what: str = "") -> Iterator[None]:
         yield
     except (KubeError, RunPodError) as exc:
         message = f"{what}: {exc}" if what else str(exc)
-        raise click.ClickException(logs.redact(message)) from None
+        raise click.ClickException(process_log.redact(message)) from None

@@ -21,7 +21,7 @@ from reconciler.cli.connection import (
 )
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.podlogs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
-from reconciler.runtime import logs
+from reconciler.runtime import process_log
 from reconciler.runtime.kubelet.source import LogError, PodLogs
 from reconciler.runtime.wiring import open_store
 
@@ -89,7 +89,7 @@ def logs_command(
     RunPod and the state store directly: for CronJob mode, where no endpoint runs (with
     the CronJob's --database-url and RunPod key), and for debugging.
     """
-    logs.register_secret(runpod_api_key)
+    process_log.register_secret(runpod_api_key)
     now = datetime.now(UTC)
     options = LogOptions(
         follow=follow,

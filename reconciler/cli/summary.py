@@ -11,7 +11,9 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
+    DeleteRegistryAuth,
     DeleteRow,
+    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
@@ -61,6 +63,10 @@ def describe(action: Action) -> tuple[str, str, str]:
             return kind, str(pod) if pod is not None else instance_id, "owner tags lost"
         case Event(pod=pod, reason=reason):
             return kind, str(pod), reason.value
+        case EnsureRegistryAuth(pod=pod, name=name):
+            return kind, str(pod), name
+        case DeleteRegistryAuth(registry_id=registry_id, name=name):
+            return kind, registry_id, name
         case _:
             assert_never(action)
 

@@ -64,8 +64,34 @@ class Create:
     pod: PodRef
     row: MappingRecord
     candidates: tuple[CreateRequest, ...]
-    pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
-    """(registry, username, password) to turn into a RunPod registry credential first."""
+    registry_name: str | None = None
+    """The name of our registry credential the pod's image is pulled with: the
+    `EnsureRegistryAuth` planned before this create holds it, and its id goes into every
+    candidate."""
+
+
+@dataclass(frozen=True)
+class EnsureRegistryAuth:
+    """Make sure RunPod holds a pod's image pull credential under our name
+    (`core.registries.registry_name`, docs/architecture.md §3, "Cloud resources").
+
+    Found by that name in the account's list (read once per tick, only when needed), it
+    is ours and is used, also when the answer of the call that made it was lost;
+    otherwise it is created. Planned once per name, before the creates that use it.
+    """
+
+    name: str
+    username: str
+    password: str = field(repr=False)
+    pod: PodRef
+
+
+@dataclass(frozen=True)
+class DeleteRegistryAuth:
+    """Delete a registry credential of ours that no instance uses any more."""
+
+    registry_id: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -160,6 +186,8 @@ Action = (
     SaveRow
     | DeleteRow
     | Create
+    | EnsureRegistryAuth
+    | DeleteRegistryAuth
     | Adopt
     | Terminate
     | RestoreTags

@@ -1,110 +1,30 @@
 """Typed settings: one frozen dataclass, filled by the CLI from flags or RECONCILER_* vars.
 
+Each setting is declared once, as a field made by `setting()`: its default, its flag
+(the environment variable is derived from it), its help and what values it takes. The
+CLI's options (`reconciler.cli.options`) and the range checks (`LIMITS`,
+`settings_problems`) are made from those declarations, so a new flag is one field here
+(docs/architecture.md §1, "Adding a setting").
+
 The pure core (planner, translation, GPU ranking) receives a `Settings` value and never
 reads the environment itself.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
 
 from reconciler.core.domain import Cloud
+from reconciler.core.quantity import canonical_quantity
 
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
 DEFAULT_RUNPOD_URL = "https://api.runpod.io"
-
-
-@dataclass(frozen=True)
-class Settings:
-    node_name: str = DEFAULT_NODE_NAME
-    """Name of the virtual node whose pods we run on RunPod."""
-
-    cluster_id: str = ""
-    """First half of the owner id; empty means the UID of the kube-system namespace."""
-
-    max_gpu_price: float = 2.0
-    """USD per hour for a whole pod when it has no runpod.io/max-price annotation."""
-
-    cloud: Cloud = Cloud.SECURE
-    """Cloud tier used when a pod has no runpod.io/cloud-type annotation."""
-
-    datacenter_ids: tuple[str, ...] = ()
-    """Data centers we may place instances in; empty allows all."""
-
-    container_disk_gb: int = 50
-    """Container disk for pods without runpod.io/container-disk-gb."""
-
-    max_instances: int = 100
-    """Owned instances (live or being created) never exceed this."""
-
-    max_hourly_spend: float = 200.0
-    """Sum of the owned instances' cost per hour never exceeds this (USD)."""
-
-    max_creates_per_tick: int = 50
-    """Upper bound on create calls in one tick, before the rate budget bounds it further."""
-
-    max_pending_time: float = 15 * 60
-    """Seconds a pod may wait for an instance (capacity, bad annotation) before Failed."""
-
-    max_pending_time_before_offload: float = 0
-    """Seconds a managed pod may stay unschedulable before it is bound to the virtual node."""
-
-    pending_threshold: int = 0
-    """Offload the oldest unschedulable managed pods beyond this many; 0 turns it off."""
-
-    create_grace_time: float = 120
-    """Seconds to wait for an in-doubt create to show in the list before creating again."""
-
-    orphan_grace_time: float = 300
-    """Seconds an owned instance without a pod must have existed before it is terminated."""
-
-    catalog_ttl: float = 300
-    """Seconds the GPU catalog is cached between fetches."""
-
-    exit_code_timeout: float = 600
-    """Seconds a stopped batch instance's exit code may stay unreadable; then the instance
-    is terminated anyway and its pod fails with ExitCodeUnknown."""
-
-    cost_history_days: int = 31
-    """Days mapping rows and billing records are kept after their pod ended, for
-    `reconciler cost` and the leak audit."""
-
-    node_gpus: int = 1000
-    """nvidia.com/gpu capacity the virtual node advertises."""
-
-    node_pods: int = 1000
-    node_cpu: str = "4k"
-    node_memory: str = "16Ti"
-
-    kubelet_address: str = ""
-    """The node's InternalIP: where the reconciler's own pod can be reached (its pod IP),
-    and so the kubelet endpoint. Empty: the node lists only its name as a Hostname address."""
-
-    kubelet_port: int = 10250
-    """Port of the kubelet endpoint (`kubectl logs`), advertised in the node's
-    status.daemonEndpoints; 0 serves and advertises none."""
-
-    kubelet_tls_secret: str = ""
-    """`[namespace/]name` of a kubernetes.io/tls Secret to serve with; empty: self-signed."""
-
-    log_keep_lines: int = 1000
-    """Lines of a pod's log kept in the store when its instance ends."""
-
-    log_keep_bytes: int = 1 << 20
-    """Most bytes of a pod's log kept in the store when its instance ends."""
-
-    tick_deadline: float = 10
-    """Seconds after a tick's start when no more creates start and RunPod requests stop
-    (also the longest any one request may take); the rest waits for the next tick."""
-
-    @property
-    def owner_id(self) -> str:
-        return f"{self.cluster_id}/{self.node_name}"
-
 
 DAY = 24 * 3600.0
 YEAR = 365 * DAY
@@ -112,38 +32,51 @@ YEAR = 365 * DAY
 # itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
 MAX_DISK_GB = 10_000
 
-# Field -> (lowest, highest, what the number is). Every value must also be finite: a
-# NaN compares false with everything, so it would pass any check written as `x < limit`.
-LIMITS: dict[str, tuple[float, float, str]] = {
-    "max_gpu_price": (0.01, 10_000, "a price in USD per hour"),
-    "container_disk_gb": (1, MAX_DISK_GB, "a disk size in GB"),
-    "max_instances": (0, 100_000, "a number of instances"),
-    "max_hourly_spend": (0, 1_000_000, "a spend in USD per hour"),
-    "max_creates_per_tick": (0, 1000, "a number of creates"),
-    "max_pending_time": (0, YEAR, "a number of seconds"),
-    "max_pending_time_before_offload": (0, YEAR, "a number of seconds"),
-    "pending_threshold": (0, 100_000, "a number of pods"),
-    "create_grace_time": (0, DAY, "a number of seconds"),
-    "orphan_grace_time": (0, YEAR, "a number of seconds"),
-    "catalog_ttl": (0, DAY, "a number of seconds"),
-    "node_gpus": (0, 1_000_000_000, "a number of GPUs"),
-    "node_pods": (0, 1_000_000_000, "a number of pods"),
-    "tick_deadline": (1, 3600, "a number of seconds"),
-    "exit_code_timeout": (1, DAY, "a number of seconds"),
-    "cost_history_days": (1, 3650, "a number of days"),
-}
+Limits = tuple[float, float, str]
+"""(lowest, highest, what the number is). Every value must also be finite: a NaN compares
+false with everything, so it would pass any check written as `x < limit`."""
 
 
-def out_of_range(value: float, limits: tuple[float, float, str]) -> str | None:
-    """Why `value` breaks `limits`, or None when it is finite and within them."""
-    low, high, what = limits
-    if not math.isfinite(value) or not low <= value <= high:
-        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
-    return None
+def envvar_of(flag: str) -> str:
+    """The environment variable of a flag: `--max-instances` is RECONCILER_MAX_INSTANCES."""
+    return "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
 
 
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+@dataclass(frozen=True)
+class Flag:
+    """How one setting is given on the command line and in the environment."""
+
+    flag: str
+    help: str
+    limits: Limits | None = None
+    """The range of a number; checked after parsing, naming the flag."""
+    parse: Callable[[str], Any] | None = None
+    """Turns a text setting's value into the one kept (ValueError: not a valid value)."""
+    check: Callable[[Any], str | None] | None = None
+    """Why a value cannot work, or None; for rules a range cannot say."""
+    fallback_env: str | None = None
+    """A variable read when neither the flag nor its own variable is set (one the pod's
+    downward API sets)."""
+
+    @property
+    def envvar(self) -> str:
+        return envvar_of(self.flag)
+
+
+def setting(
+    default: Any,
+    flag: str,
+    help: str,
+    *,
+    limits: Limits | None = None,
+    parse: Callable[[str], Any] | None = None,
+    check: Callable[[Any], str | None] | None = None,
+    fallback_env: str | None = None,
+) -> Any:
+    """A `Settings` field with its flag: the one declaration of a setting."""
+    return field(
+        default=default, metadata={"flag": Flag(flag, help, limits, parse, check, fallback_env)}
+    )
 
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
@@ -164,12 +97,246 @@ def node_name_problem(name: str) -> str | None:
     return None
 
 
+def _node_name(text: str) -> str:
+    return text or DEFAULT_NODE_NAME
+
+
+def _ip_address(text: str) -> str:
+    """An InternalIP must be an IP: the API server dials it for logs and exec."""
+    text = text.strip()
+    if not text:
+        return ""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IP address") from None
+
+
+def _seconds(low: float, high: float) -> Limits:
+    return (low, high, "a number of seconds")
+
+
+@dataclass(frozen=True)
+class Settings:
+    node_name: str = setting(
+        DEFAULT_NODE_NAME,
+        "--node-name",
+        "Name of the virtual node whose pods run on RunPod.",
+        parse=_node_name,
+        check=node_name_problem,
+    )
+    cluster_id: str = setting(
+        "",
+        "--cluster-id",
+        "Cluster half of the owner id tagged on instances (default: kube-system's UID).",
+    )
+    max_gpu_price: float = setting(
+        2.0,
+        "--max-gpu-price",
+        "USD/h a pod may cost without a runpod.io/max-price annotation.",
+        limits=(0.01, 10_000, "a price in USD per hour"),
+    )
+    cloud: Cloud = setting(
+        Cloud.SECURE, "--cloud-type", "Cloud tier for pods without runpod.io/cloud-type."
+    )
+    datacenter_ids: tuple[str, ...] = setting(
+        (),
+        "--datacenter-ids",
+        "Comma-separated data centers instances may use (empty: any); one where the GPU "
+        "catalog offers no GPU type is named in a warning.",
+    )
+    container_disk_gb: int = setting(
+        50,
+        "--container-disk-gb",
+        "Default container disk in GB.",
+        limits=(1, MAX_DISK_GB, "a disk size in GB"),
+    )
+    max_instances: int = setting(
+        100,
+        "--max-instances",
+        "Most owned instances at once.",
+        limits=(0, 100_000, "a number of instances"),
+    )
+    """Owned instances (live or being created) never exceed this."""
+
+    max_hourly_spend: float = setting(
+        200.0,
+        "--max-hourly-spend",
+        "Most USD/h all owned instances cost.",
+        limits=(0, 1_000_000, "a spend in USD per hour"),
+    )
+    max_creates_per_tick: int = setting(
+        50,
+        "--max-creates-per-tick",
+        "Most create calls in one tick; also bounded by our share of the remaining RunPod "
+        "rate budget.",
+        limits=(0, 1000, "a number of creates"),
+    )
+    """Before the rate budget bounds it further."""
+
+    max_pending_time: float = setting(
+        15 * 60,
+        "--max-pending-time",
+        "Seconds a pod may wait for an instance before it fails.",
+        limits=_seconds(0, YEAR),
+    )
+    """Capacity, budget, a bad annotation: then the pod is Failed."""
+
+    max_pending_time_before_offload: float = setting(
+        0,
+        "--max-pending-time-before-offload",
+        "Seconds a managed pod may be unschedulable before it is offloaded to RunPod.",
+        limits=_seconds(0, YEAR),
+    )
+    pending_threshold: int = setting(
+        0,
+        "--pending-threshold",
+        "Offload the oldest unschedulable managed pods beyond this many (0: off).",
+        limits=(0, 100_000, "a number of pods"),
+    )
+    create_grace_time: float = setting(
+        120,
+        "--create-grace-time",
+        "Seconds an in-doubt create may take to appear before creating again.",
+        limits=_seconds(0, DAY),
+    )
+    orphan_grace_time: float = setting(
+        300,
+        "--orphan-grace-time",
+        "Seconds an instance without a pod must be old before it is terminated.",
+        limits=_seconds(0, YEAR),
+    )
+    catalog_ttl: float = setting(
+        300, "--catalog-ttl", "Seconds the GPU catalog is cached.", limits=_seconds(0, DAY)
+    )
+    exit_code_timeout: float = setting(
+        600,
+        "--exit-code-timeout",
+        "Seconds a stopped batch instance's exit code may stay unreadable before the "
+        "instance is terminated anyway and its pod fails with ExitCodeUnknown.",
+        limits=_seconds(1, DAY),
+    )
+    cost_history_days: int = setting(
+        31,
+        "--cost-history",
+        "Days finished pods' mappings and billing records are kept, for `reconciler cost` "
+        "and the leak audit.",
+        limits=(1, 3650, "a number of days"),
+    )
+    """Kept for the leak audit too."""
+
+    node_gpus: int = setting(
+        1000,
+        "--node-gpus",
+        "nvidia.com/gpu capacity of the virtual node.",
+        limits=(0, 1_000_000_000, "a number of GPUs"),
+    )
+    node_pods: int = setting(
+        1000,
+        "--node-pods",
+        "Pod capacity of the virtual node.",
+        limits=(0, 1_000_000_000, "a number of pods"),
+    )
+    node_cpu: str = setting(
+        "4k",
+        "--node-cpu",
+        "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form (4k, not 4000).",
+        parse=canonical_quantity,
+    )
+    node_memory: str = setting(
+        "16Ti",
+        "--node-memory",
+        "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form.",
+        parse=canonical_quantity,
+    )
+    tick_deadline: float = setting(
+        10,
+        "--tick-deadline",
+        "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
+        "request runs past it.",
+        limits=_seconds(1, 3600),
+    )
+    """Also the longest any one request may take."""
+
+    kubelet_address: str = setting(
+        "",
+        "--kubelet-address",
+        "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP).",
+        parse=_ip_address,
+        fallback_env="POD_IP",
+    )
+    """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
+    the node lists only its name as a Hostname address."""
+
+    kubelet_port: int = setting(
+        10250,
+        "--kubelet-port",
+        "Port of the kubelet endpoint (kubectl logs) the virtual node advertises (0: none).",
+        limits=(0, 65535, "a port number"),
+    )
+    """Advertised in the node's status.daemonEndpoints; 0 serves and advertises none."""
+
+    kubelet_tls_secret: str = setting(
+        "",
+        "--kubelet-tls-secret",
+        "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
+    )
+    """A kubernetes.io/tls Secret."""
+
+    log_keep_lines: int = setting(
+        1000,
+        "--log-keep-lines",
+        "Lines of a pod's log kept after its instance ends.",
+        limits=(0, 5000, "a number of lines"),
+    )
+    """Kept in the store."""
+
+    log_keep_bytes: int = setting(
+        1 << 20,
+        "--log-keep-bytes",
+        "Most bytes of a pod's log kept after its instance ends.",
+        limits=(0, math.inf, "a number of bytes"),
+    )
+
+    @property
+    def owner_id(self) -> str:
+        return f"{self.cluster_id}/{self.node_name}"
+
+
+def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
+    """Every setting's field with its flag, in declaration order."""
+    for item in fields(Settings):
+        yield item, item.metadata["flag"]
+
+
+LIMITS: dict[str, Limits] = {
+    item.name: flag.limits for item, flag in settings_fields() if flag.limits is not None
+}
+
+
+def out_of_range(value: float, limits: Limits) -> str | None:
+    """Why `value` breaks `limits`, or None when it is finite and within them."""
+    low, high, what = limits
+    if not math.isfinite(value) or not low <= value <= high:
+        if math.isinf(high):
+            return f"{value!r} is not {what} of at least {_number(low)}"
+        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
+    return None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
-    """(field, why) for every setting out of its range."""
-    problem = node_name_problem(settings.node_name)
-    if problem is not None:
-        yield "node_name", problem
-    for name, limits in LIMITS.items():
-        problem = out_of_range(getattr(settings, name), limits)
+    """(field, why) for every setting that cannot work: out of its range, or breaking its
+    own rule."""
+    for item, flag in settings_fields():
+        value = getattr(settings, item.name)
+        problem = out_of_range(value, flag.limits) if flag.limits is not None else None
+        if problem is None and flag.check is not None:
+            problem = flag.check(value)
         if problem is not None:
-            yield name, problem
+            yield item.name, problem

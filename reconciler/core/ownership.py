@@ -11,20 +11,13 @@ reported, never touched, because a name is no proof.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.core import pods as podinfo
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
-from reconciler.core.domain import (
-    REGISTRY_NAME_PREFIX,
-    Instance,
-    InstanceStatus,
-    KubeObject,
-    RegistryAuth,
-)
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.translate.container import is_batch
@@ -144,38 +137,3 @@ def lookalikes(
                 )
             )
     return found
-
-
-# --- registry credentials ----------------------------------------------------------
-
-
-def registry_name(owner_id: str, registry: str, username: str, password: str) -> str:
-    """Our credential's name: the prefix, whose credential it is, and what it holds.
-
-    A rotated password gives a new name (so a new credential); the owner digest keeps
-    two clusters sharing an account from deleting each other's credentials.
-    """
-    owner = hashlib.sha256(owner_id.encode()).hexdigest()[:8]
-    content = hashlib.sha256(f"{registry}\0{username}\0{password}".encode()).hexdigest()[:16]
-    return f"{REGISTRY_NAME_PREFIX}{owner}-{content}"
-
-
-def is_our_registry(auth: RegistryAuth, owner_id: str) -> bool:
-    owner = hashlib.sha256(owner_id.encode()).hexdigest()[:8]
-    return auth.name.startswith(f"{REGISTRY_NAME_PREFIX}{owner}-")
-
-
-def unused_registries(
-    auths: Iterable[RegistryAuth],
-    instances: Iterable[Instance],
-    owner_id: str,
-    keep: Iterable[str] = (),
-) -> list[RegistryAuth]:
-    """Our credentials that no listed instance uses (whoever owns it), minus `keep`."""
-    used = {
-        i.registry_auth_id
-        for i in instances
-        if i.registry_auth_id and i.status is not InstanceStatus.TERMINATED
-    }
-    used |= set(keep)
-    return [a for a in auths if is_our_registry(a, owner_id) and a.id not in used]

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from reconciler.core import daemonsets, ownership, placement, spend
+from reconciler.core import daemonsets, ownership, placement, refusals, registries, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Adopt,
     Create,
     DeleteRow,
+    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
@@ -48,6 +49,7 @@ from reconciler.core.node import build_node
 from reconciler.core.offload import PendingPod, plan_offloads
 from reconciler.core.ownership import Ownership
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.refusals import REFUSED_EVERYWHERE
 from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place, usable
 from reconciler.core.translate import status as pod_status
@@ -60,23 +62,6 @@ ORPHAN_DETAIL = "orphan: its pod is gone"
 # Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
 LOG_TAIL_KEPT_LINES = 80
 LOG_TAIL_KEPT_BYTES = 2048
-# Definite refusals of a create (issue 16) repeat until someone fixes something (the
-# template, the key, the annotation): retry once a minute, not every tick, to spare the
-# request quota.
-REFUSAL_RETRY_SECONDS = 60
-_REFUSALS = frozenset(
-    {
-        PodReason.TEMPLATE_NOT_FOUND,
-        PodReason.RUNPOD_UNAUTHORIZED,
-        PodReason.RUNPOD_REFUSED,
-        PodReason.INVALID_ANNOTATION,
-    }
-)
-
-REFUSED_EVERYWHERE = (
-    "RunPod lately refused creates for want of stock on every GPU type "
-    "that fits this pod; trying again when the catalog shows stock"
-)
 
 
 @dataclass(frozen=True)
@@ -145,6 +130,8 @@ class _Tick:
         self.node = obs.node or build_node(settings, now)
         self.lookalikes: dict[str, str] = {}
         """Pod UID → an untagged instance named like its own: no create while it stands."""
+        self.registries_ensured: set[str] = set()
+        """Names of registry credentials this plan already ensures before a create."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return _within(self.now, since, seconds)
@@ -364,7 +351,7 @@ def _split_duplicates(
     Keep the one the pod's runpod.io/pod-id names (every writer reads the same pod, so
     writers with different databases agree), else the mapped one, else the oldest. A
     duplicate younger than the create grace may be another writer's create it has yet to
-    record: it is left alone until the grace is over (issue 16).
+    record: it is left alone until the grace is over (docs/architecture.md §4, Duplicates heal).
     """
     if len(instances) < 2:
         return (instances[0] if instances else None), []
@@ -888,7 +875,8 @@ def _prepare_create(
         if _waited_too_long(t, pod):
             return _fail(t, pod, row, None, row.reason, _gave_up(t, row.last_error)), None
         actions, row = _show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
-        if row.reason in _REFUSALS and t.within(row.updated_at, REFUSAL_RETRY_SECONDS):
+        pause = refusals.retry_after(row.reason)
+        if pause is not None and t.within(row.updated_at, pause):
             return actions, None
     return actions, _Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
@@ -1008,7 +996,7 @@ def _admit(
                 False,
             )
         elif slots > 0:
-            actions.append(_create(t, wait, affordable))
+            actions += _create(t, wait, affordable)
             # Count the dearest candidate tried: RunPod may accept any of them.
             dearest = max(_hourly_cost(t, c) for c in affordable)
             spend += dearest
@@ -1066,7 +1054,7 @@ def _budget_message(t: _Tick, count: int, spend: float, cost: float) -> str:
     )
 
 
-def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> Create:
+def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> list[Action]:
     ref = PodRef.of(wait.pod)
     base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
     attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
@@ -1079,4 +1067,12 @@ def _create(t: _Tick, wait: _Waiting, candidates: tuple[CreateRequest, ...]) -> 
         instance_name=candidates[0].name,
         updated_at=t.now,
     )
-    return Create(ref, intent, candidates, wait.pull_secret)
+    if wait.pull_secret is None:
+        return [Create(ref, intent, candidates)]
+    registry, username, password = wait.pull_secret
+    name = registries.registry_name(t.settings.owner_id, registry, username, password)
+    ensure: list[Action] = []
+    if name not in t.registries_ensured:
+        t.registries_ensured.add(name)
+        ensure.append(EnsureRegistryAuth(name, username, password, ref))
+    return [*ensure, Create(ref, intent, candidates, registry_name=name)]

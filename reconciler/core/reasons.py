@@ -38,8 +38,9 @@ class PodReason(enum.StrEnum):
     """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
-    # Definite refusals of a create (issue 16): nothing was created; retried once a
-    # minute rather than every tick, and failed with the reason at max_pending_time.
+    # Definite refusals of a create (docs/architecture.md §4, Candidates; core/refusals.py):
+    # nothing was created; retried once a minute rather than every tick, and failed with
+    # the reason at max_pending_time.
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
     RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
     RUNPOD_REFUSED = "RunPodRefused"

@@ -1,4 +1,4 @@
-"""One writer per virtual node, arbitrated by the API server (issue 16).
+"""One writer per virtual node, arbitrated by the API server (docs/architecture.md §4).
 
 The database lock keeps apart two writers of one database, and leader election the
 replicas of one Deployment. Neither stops a CronJob, a second replica with its own SQLite

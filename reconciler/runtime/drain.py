@@ -21,7 +21,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.ownership import owned_instances
-from reconciler.runtime.logs import Decision, decision
+from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
 

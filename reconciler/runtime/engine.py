@@ -29,7 +29,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import ownership
+from reconciler.core import ownership, registries
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -86,8 +86,6 @@ class TickReport:
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing claims, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
-    registries_used: set[str] = field(default_factory=set)
-    """Registry credentials this tick's creates chose (kept from deletion)."""
     registries_deleted: list[str] = field(default_factory=list)
     skipped: str | None = None
     """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
@@ -209,8 +207,8 @@ class TickSteps:
     after: Callable[[Engine, TickReport], None] = _ignore
     """Last, with the engine and its finished report (the loop's metrics and readiness)."""
     before_action: Callable[[], None] = _nothing
-    """Before the tick and each of its actions: keeps the node's writer Lease (issue 16);
-    raises WriterLost, which ends the tick."""
+    """Before the tick and each of its actions: keeps the node's writer Lease
+    (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: we took the writer Lease over from a dead process
     whose last create may still land (see `runtime/claim.py`)."""
@@ -244,7 +242,6 @@ class Engine:
         self.stock = StockMemory()
         self.catalog = CatalogCache(settings.catalog_ttl, self.stock, settings.datacenter_ids)
         self.namespace_caps = money.NamespaceCapsCache()
-        self.registries = money.RegistryCollector(settings.owner_id)
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
@@ -300,7 +297,6 @@ class Engine:
                 report.errors.append(f"stopped: {exc}")
                 self._finish(report, dry_run)
                 raise
-            self._collect_registries(report)
             self._show_startup(observation)
         return self._finish(report, dry_run)
 
@@ -339,20 +335,35 @@ class Engine:
             )
         self.store.sync_lookalikes(report.lookalikes, now)
 
-    def _collect_registries(self, report: TickReport) -> None:
+    def _collect_registries(self, report: TickReport, executor: Executor) -> None:
+        """After a tick that ended an instance pulling with one of our registry
+        credentials: delete ours that nothing uses any more, journaled like every side
+        effect (`core.registries` decides which)."""
         observation = report.observation
         if observation is None:
             return
         ended = {a.instance_id for a in report.done if isinstance(a, Terminate)}
+        if not any(i.registry_auth_id for i in observation.instances if i.id in ended):
+            return
+        try:
+            auths = self.runpod.list_registry_auths()
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not list registry credentials: %s", exc)
+            return
         left = [i for i in observation.instances if i.id not in ended]
-        released = [
-            i.registry_auth_id
-            for i in observation.instances
-            if i.id in ended and i.registry_auth_id
-        ]
-        report.registries_deleted = self.registries.collect(
-            self.runpod, left, released, keep=report.registries_used
+        deletes = registries.collection(
+            auths, left, self.settings.owner_id, keep=executor.registries_used
         )
+        if not deletes:
+            return
+        outcome = executor.run(deletes)
+        report.actions += deletes
+        report.planned.update(type(a).__name__ for a in deletes)
+        report.applied.update(outcome.applied)
+        report.failed.update(outcome.failed)
+        report.done += outcome.done
+        report.errors += outcome.errors
+        report.registries_deleted = executor.registries_deleted
 
     # --- observe ----------------------------------------------------------------------
 
@@ -447,7 +458,7 @@ class Engine:
                 and row.instance_id not in listed_ids
                 and row.pod_uid in live
             ):
-                with contextlib.suppress(runpod_errors.NotFoundError):  # 404: really gone
+                with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
                     found.append(self.runpod.get_instance(row.instance_id))
         return found
 
@@ -563,13 +574,13 @@ class Engine:
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
         report.errors += outcome.errors
-        report.registries_used = executor.registries_used
         if executor.past_deadline:
             log.warning(
                 "tick deadline (%.0f s) passed: %d creates wait for a later tick",
                 self.settings.tick_deadline,
                 executor.deferred,
             )
+        self._collect_registries(report, executor)
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()

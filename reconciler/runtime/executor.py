@@ -5,7 +5,8 @@ Every side effect is journaled: a row is opened before the call and closed after
 One action failing never stops the others; it becomes a log line, a journal outcome,
 a row note and (where a user must know) an Event on the pod. The executor decides
 nothing the planner did not, except what only the answer of a call can tell: which
-create candidate RunPod accepted, and whether to stop creating for this tick.
+create candidate RunPod accepted, and whether to stop creating for this tick (what each
+refusal means is `reconciler.core.refusals`'s table, which the planner reads too).
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
@@ -34,7 +35,9 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
+    DeleteRegistryAuth,
     DeleteRow,
+    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
@@ -44,16 +47,15 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.core.domain import CreateRequest, Instance
+from reconciler.core.domain import CreateRequest, Instance, RegistryAuth
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import registry_name
-from reconciler.core.planner import REFUSED_EVERYWHERE
 from reconciler.core.reasons import EventReason, Notice, PodReason
+from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
 from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
-from reconciler.runtime.logs import Decision, decision
+from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +68,12 @@ class Outcome:
     done: list[Action] = field(default_factory=list)
 
 
-class _CreatesStopped(Exception):
-    """RunPod said no more creates this tick (no balance, rate limit, deadline)."""
-
-
 class _CreatesSkipped(Exception):
     """This pod's create was ended before RunPod heard of it (reason already recorded)."""
+
+
+class _RegistryMissing(Exception):
+    """The credential a create needs is not at RunPod: storing it failed this tick."""
 
 
 class Executor:
@@ -103,6 +105,7 @@ class Executor:
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
         """Registry credentials this run's creates chose: not to be collected this tick."""
+        self.registries_deleted: list[str] = []
         self.deferred = 0
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
@@ -164,6 +167,22 @@ class Executor:
                 self.writes.delete_row(uid)
             case Create():
                 self._create(action)
+            case EnsureRegistryAuth():
+                self._ensure_registry(action)
+            case DeleteRegistryAuth(registry_id=registry_id, name=name):
+                deleted = self._journaled(
+                    "delete-registry-auth",
+                    None,
+                    registry_id,
+                    lambda: self.runpod.delete_registry_auth(registry_id),
+                    durable_at="after-registry-unused",
+                )
+                crashpoints.reached("after-registry-delete")
+                if deleted:  # False: it was gone already
+                    self.registries_deleted.append(registry_id)
+                    log.info(
+                        "deleted registry credential %s (%s): no pod uses it", registry_id, name
+                    )
             case Adopt(pod=pod, instance=instance, row=row):
                 self.writes.save_row(row)
                 self._decided(
@@ -295,7 +314,8 @@ class Executor:
         except Exception as exc:
             self._close(entry, "failed", str(exc))
             raise
-        self._close(entry, "ok", None, result.id if isinstance(result, Instance) else None)
+        made = result.id if isinstance(result, Instance | RegistryAuth) else None
+        self._close(entry, "ok", None, made)
         return result
 
     def _close(
@@ -348,10 +368,7 @@ class Executor:
         except _CreatesSkipped:
             return
         self.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
-        try:
-            instance = self._first_accepted(action, candidates)
-        except _CreatesStopped:
-            return
+        instance = self._first_accepted(action, candidates)
         if instance is None:
             return
         crashpoints.reached("after-create")
@@ -373,57 +390,51 @@ class Executor:
     def _first_accepted(
         self, action: Create, candidates: tuple[CreateRequest, ...]
     ) -> Instance | None:
-        """Try the ranked candidates per RunPod's answers (docs/architecture.md §4), past
-        the places RunPod refused lately (an earlier pod of this tick included)."""
-        refusals: list[str] = []
+        """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
+        of this tick included), and do what `core.refusals` says of each refusal."""
+        refused: list[str] = []
         for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
                 instance = self._create_one(action, candidate)
-                self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
-                return instance
-            except runpod_errors.RejectedError as exc:
-                # A 400 is how RunPod says "no capacity there" (a rule broken by this pod
-                # alone answers 400 too, but the translation checks the rules first).
-                self.stock.refused(candidate, self.clock())
-                self.refusals += 1
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
-            except runpod_errors.PermissionDeniedError as exc:
-                refusals.append(f"{candidate.gpu_type_id}: {exc.detail or exc}")
-            except runpod_errors.InsufficientBalanceError as exc:
-                self._stop_creates(action, PodReason.INSUFFICIENT_BALANCE, str(exc))
-            except (runpod_errors.RateLimitedError, runpod_errors.DeadlinePassed) as exc:
-                self._stop_creates(action, None, str(exc))
-            except runpod_errors.AuthenticationError as exc:
-                self._stop_creates(
-                    action,
-                    PodReason.RUNPOD_UNAUTHORIZED,
-                    f"RunPod refused the API key: {exc.detail or exc}",
-                )
-            except runpod_errors.InvalidRequestError as exc:
-                self._give_up(
-                    action,
-                    PodReason.INVALID_RUNPOD_REQUEST,
-                    "RunPod refused the request as invalid (a reconciler bug, not "
-                    f"retried): {exc.detail}",
-                )
-                raise
-            except runpod_errors.NotFoundError as exc:
-                self._wait(action, *_not_found(candidate, exc))
-                return None
             except runpod_errors.RunPodError as exc:
-                if exc.in_doubt:
+                kind = _refusal_kind(exc, candidate)
+                if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
                     raise
-                self._wait(action, PodReason.RUNPOD_REFUSED, f"RunPod refused the create: {exc}")
+                refusal = REFUSALS[kind]
+                message = refusal.message.format(
+                    error=exc, detail=exc.detail or exc, template=candidate.template_id
+                )
+                if refusal.out_of_stock:
+                    self.stock.refused(candidate, self.clock())
+                    self.refusals += 1
+                if refusal.next is Next.TRY_NEXT:
+                    refused.append(f"{candidate.gpu_type_id}: {message}")
+                    continue
+                self._refused(action, refusal, message)
+                if refusal.next is Next.FAIL:
+                    raise
                 return None
+            self.stock.accepted(candidate.gpu_type_id, candidate.cloud)
+            return instance
         self._wait(
             action,
             PodReason.CAPACITY_UNAVAILABLE,
             "no GPU type that fits this pod could be created: "
-            + ("; ".join(refusals) or REFUSED_EVERYWHERE),
+            + ("; ".join(refused) or REFUSED_EVERYWHERE),
         )
         return None
+
+    def _refused(self, action: Create, refusal: Refusal, message: str) -> None:
+        if refusal.next is Next.STOP_CREATES:
+            self._creates_stopped = message
+        if refusal.reason is None:  # rate limited: nothing wrong with the pod, try next tick
+            self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
+        elif refusal.next is Next.FAIL:
+            self._give_up(action, refusal.reason, message)
+        else:
+            self._wait(action, refusal.reason, message)
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(
@@ -435,14 +446,6 @@ class Executor:
         )
         assert isinstance(result, Instance)
         return result
-
-    def _stop_creates(self, action: Create, reason: PodReason | None, detail: str) -> None:
-        self._creates_stopped = detail
-        if reason is None:  # rate limited: nothing wrong with the pod, try next tick
-            self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
-        else:
-            self._wait(action, reason, detail)
-        raise _CreatesStopped(detail)
 
     def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
@@ -471,29 +474,49 @@ class Executor:
         self._event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
-        """Turn the pod's imagePullSecret into a RunPod registry credential (reused by name);
-        check a credential the pod names by id exists (one list per tick, shared)."""
-        named = action.candidates[0].registry_auth_id
-        if named:
-            if named not in self._registries().values():
-                self._wait(
-                    action,
-                    PodReason.INVALID_ANNOTATION,
-                    f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
-                    f"credential {named!r}",
+        """The candidates with the id of the registry credential they pull with: ours,
+        which an `EnsureRegistryAuth` earlier in the plan found or made, or one the pod
+        names by id, checked to exist (one list per tick, shared)."""
+        if action.registry_name is not None:
+            registry_id = self._registries().get(action.registry_name)
+            if registry_id is None:
+                raise _RegistryMissing(
+                    f"registry credential {action.registry_name} could not be stored this tick"
                 )
-                raise _CreatesSkipped
-            return action.candidates
-        if action.pull_secret is None:
-            return action.candidates
-        registry, username, password = action.pull_secret
-        name = registry_name(self._owner_id, registry, username, password)
+            self.registries_used.add(registry_id)
+            return tuple(replace(c, registry_auth_id=registry_id) for c in action.candidates)
+        named = action.candidates[0].registry_auth_id
+        if named and named not in self._registries().values():
+            self._wait(
+                action,
+                REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
+                f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
+                f"credential {named!r}",
+            )
+            raise _CreatesSkipped
+        return action.candidates
+
+    def _ensure_registry(self, action: EnsureRegistryAuth) -> None:
+        """Ours when listed under its name (an earlier create whose answer was lost
+        included); else made, with the journal row committed before the call."""
+        budget = self.runpod.rate_budget
+        spent = budget is not None and budget <= 0
+        if self._creates_stopped or spent or self.runpod.past_deadline or self._creates_held():
+            return  # its create waits for a later tick too
         known = self._registries()
-        if name not in known:
-            created = self.runpod.create_registry_auth(name, username, password)
-            known[name] = created.id
-        self.registries_used.add(known[name])
-        return tuple(replace(c, registry_auth_id=known[name]) for c in action.candidates)
+        if action.name in known:
+            return
+        created = self._journaled(
+            "create-registry-auth",
+            action.pod.uid,
+            None,
+            lambda: self.runpod.create_registry_auth(action.name, action.username, action.password),
+            durable_at="after-registry-intent",
+        )
+        assert isinstance(created, RegistryAuth)
+        crashpoints.reached("after-registry-create")
+        known[action.name] = created.id
+        log.info("stored registry credential %s (%s) for %s", created.id, action.name, action.pod)
 
     def _registries(self) -> dict[str, str]:
         """The account's registry credentials, name to id, listed once per tick."""
@@ -539,21 +562,33 @@ class Executor:
         )
 
 
-_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError)
+_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, _RegistryMissing)
 
 
-def _not_found(candidate: CreateRequest, exc: runpod_errors.RunPodError) -> tuple[PodReason, str]:
-    """The reason for a 404 on create: what the request referred to that RunPod lacks.
+_REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
+    (runpod_errors.RejectedError, RefusalKind.NO_STOCK),
+    (runpod_errors.PermissionDeniedError, RefusalKind.FORBIDDEN),
+    (runpod_errors.InsufficientBalanceError, RefusalKind.NO_BALANCE),
+    (runpod_errors.RateLimitedError, RefusalKind.RATE_LIMITED),
+    (runpod_errors.DeadlinePassed, RefusalKind.RATE_LIMITED),
+    (runpod_errors.AuthenticationError, RefusalKind.UNAUTHORIZED),
+    (runpod_errors.InvalidRequestError, RefusalKind.INVALID_REQUEST),
+)
 
-    Registry credentials are checked before the create, so a template is what is missing
-    when one was named; otherwise another id from the pod's annotations (network volume).
+
+def _refusal_kind(exc: runpod_errors.RunPodError, candidate: CreateRequest) -> RefusalKind | None:
+    """What RunPod's answer to a create means; None when a create may have happened.
+
+    A 404 names what the request referred to that RunPod lacks: registry credentials are
+    checked before the create, so a template when one was named, otherwise another id
+    from the pod's annotations (network volume).
     """
-    detail = exc.detail or str(exc)
-    if candidate.template_id:
-        return PodReason.TEMPLATE_NOT_FOUND, (
-            f"RunPod has no template {candidate.template_id!r} this account may use: {detail}"
-        )
-    return PodReason.INVALID_ANNOTATION, f"RunPod does not know an id this pod names: {detail}"
+    if isinstance(exc, runpod_errors.RunPodNotFound):
+        return RefusalKind.TEMPLATE_NOT_FOUND if candidate.template_id else RefusalKind.ID_NOT_FOUND
+    for error, kind in _REFUSAL_KINDS:
+        if isinstance(exc, error):
+            return kind
+    return None if exc.in_doubt else RefusalKind.OTHER
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
@@ -575,4 +610,6 @@ def _subject(action: Action) -> str:
     pod = getattr(action, "pod", None)
     if pod is not None:
         return str(pod)
+    if isinstance(action, DeleteRegistryAuth):
+        return f"registry credential {action.registry_id}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

@@ -27,9 +27,8 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core import spend
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.config import Settings
-from reconciler.core.domain import BillingRecord, Instance
+from reconciler.core.domain import BillingRecord
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.ownership import unused_registries
 
 log = logging.getLogger(__name__)
 
@@ -143,38 +142,3 @@ class NamespaceCapsCache:
         unsaved, self._unsaved = self._unsaved, []
         if unsaved:
             store.save_namespace_caps(unsaved, now)
-
-
-class RegistryCollector:
-    """Deletes our registry credentials once no instance uses them any more."""
-
-    def __init__(self, owner_id: str) -> None:
-        self.owner_id = owner_id
-
-    def collect(
-        self,
-        runpod: RunPodClient,
-        instances: Sequence[Instance],
-        released: Iterable[str],
-        keep: Iterable[str] = (),
-    ) -> list[str]:
-        """Look when this tick terminated an instance that used a credential; `instances`
-        are the ones still there, `keep` this tick's choices."""
-        if not any(released):
-            return []
-        try:
-            unused = unused_registries(runpod.list_registry_auths(), instances, self.owner_id, keep)
-        except runpod_errors.RunPodError as exc:
-            log.warning("could not list registry credentials: %s", exc)
-            return []
-        deleted = []
-        for auth in unused:
-            try:
-                if runpod.delete_registry_auth(auth.id):
-                    deleted.append(auth.id)
-                    log.info(
-                        "deleted registry credential %s (%s): no pod uses it", auth.id, auth.name
-                    )
-            except runpod_errors.RunPodError as exc:
-                log.warning("could not delete registry credential %s: %s", auth.id, exc)
-        return deleted

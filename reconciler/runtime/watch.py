@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 
 from reconciler.adapters.kube.client import KubeClient, node_pods_selector
-from reconciler.adapters.kube.errors import GoneError, KubeError
+from reconciler.adapters.kube.errors import KubeError, KubeGone
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
 from reconciler.core.spend import SPEND_ANNOTATION
@@ -150,7 +150,7 @@ class PodWatch:
                     self.changed()  # whatever happened while nobody watched
                 version = self._follow(version)
                 failures = 0
-            except GoneError:
+            except KubeGone:
                 log.info("watch %s: history expired; starting over", self.field_selector)
                 version = None
             except KubeError as exc:

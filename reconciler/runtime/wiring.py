@@ -17,7 +17,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
-from reconciler.runtime import logs
+from reconciler.runtime import process_log
 from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
@@ -124,7 +124,8 @@ class Reconciler:
     heartbeat: NodeHeartbeat
     lock: LockKeeper
     claim: WriterClaim
-    """The node's writer Lease: taken by every writer before it acts (issue 16)."""
+    """The node's writer Lease: taken by every writer before it acts
+    (docs/architecture.md §4, One writer per node)."""
 
 
 def compose(
@@ -178,7 +179,7 @@ def connect(
     migration, and ticks that need no lock, since they write nothing. Starting
     instances' system lines show as Events (on a client of their own per stream in the
     loop, which is closed with it)."""
-    logs.register_secret(conn.runpod_api_key)
+    process_log.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate and not read_only)
     kube = KubeClient.from_config(conn.kubeconfig, conn.context)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)

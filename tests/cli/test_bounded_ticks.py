@@ -1,4 +1,4 @@
-"""Bounded ticks (issue 16): a tick ends by its deadline however slowly RunPod answers,
+"""Bounded ticks: a tick ends by its deadline however slowly RunPod answers,
 the creates it could not start wait for the next tick, and a rate-limited list ends the
 tick cleanly as "skipped, rate limited" (exit 0 with --once), without waiting out a long
 Retry-After."""

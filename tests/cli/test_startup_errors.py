@@ -1,4 +1,4 @@
-"""Start-up errors and bad settings are one line, never a traceback (issue 16).
+"""Start-up errors and bad settings are one line, never a traceback.
 
 Settings: every duration, price and count must be finite and in range; a NaN, an
 infinity, a negative or absurd value, from a flag or from its environment variable, is
@@ -19,7 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.adapters.store import db, migrate
-from reconciler.cli.commands import main
+from reconciler.cli.commands import drain, main
+from reconciler.cli.commands import sync as sync_command
+from reconciler.core.config import settings_fields
 
 
 def sync(database: Path | str, *args: str, env: dict[str, str] | None = None) -> Result:
@@ -80,6 +82,31 @@ def test_a_bad_setting_is_exit_2_and_one_line_before_anything_starts(
     line = one_line(result)
     assert line.startswith("Error: invalid") and named in line
     assert not database.exists()  # nothing started
+
+
+@pytest.mark.parametrize(
+    ("name", "flag"),
+    [(item.name, flag) for item, flag in settings_fields() if flag.limits is not None],
+)
+def test_every_declared_range_is_checked_from_its_variable(
+    tmp_path: Path, name: str, flag: object
+) -> None:
+    """A setting declared with limits needs nothing more to be checked."""
+    low, high, _ = flag.limits  # type: ignore[attr-defined]
+    value = str(low - 1) if high == float("inf") else str(high * 2 + 1)
+    database = tmp_path / "state.db"
+    result = sync(database, env={flag.envvar: value})  # type: ignore[attr-defined]
+    assert result.exit_code == 2, result.output
+    assert flag.envvar in one_line(result), name  # type: ignore[attr-defined]
+    assert not database.exists()
+
+
+def test_every_setting_is_a_flag_of_sync_and_drain() -> None:
+    for command in (sync_command, drain):
+        options = {param.name: param for param in command.params}
+        for item, flag in settings_fields():
+            assert flag.flag in options[item.name].opts  # type: ignore[union-attr]
+            assert flag.envvar in (options[item.name].envvar or ())  # type: ignore[operator]
 
 
 def test_a_damaged_database_names_its_path_and_what_to_do(tmp_path: Path) -> None:

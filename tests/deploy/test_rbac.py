@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.adapters.kube.errors import ForbiddenError, KubeError
+from reconciler.adapters.kube.errors import KubeError, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.claim import WriterClaim, WriterHeld
@@ -241,9 +241,9 @@ def test_node_and_lease_rights_stop_at_our_own_node() -> None:
         box.tick()
         worker = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-worker-1"}}
         box.kube_sim.put("nodes", worker)
-        with pytest.raises(ForbiddenError):
+        with pytest.raises(KubeForbidden):
             box.kube.ensure_node(worker)
-        with pytest.raises(ForbiddenError):
+        with pytest.raises(KubeForbidden):
             box.kube.renew_node_lease("gpu-worker-1")
 
 

@@ -3,7 +3,7 @@ the deleted pod's instance is terminated and the pod finalized like a kubelet do
 Event, its terminal phase, a DELETE), and
 the new pod's status and the annotations that name its instance travel together in one
 pods/status request per change (Pending with its instance, then Running), with the
-Events a user must see: the instance created and the instance terminated (issue 20: no
+Events a user must see: the instance created and the instance terminated (no
 Event repeats what the status says). No separate metadata PATCH is sent."""
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def test_duplicate_instances_heal_in_one_tick_once_past_the_create_grace(box: Sa
             "RUNPOD_RECONCILER_POD_UID": pod["metadata"]["uid"],
         },
     )
-    box.tick()  # young: it may be another writer's create, not yet recorded (issue 16)
+    box.tick()  # young: it may be another writer's create, not yet recorded
     assert len(box.owned_instances()) == 2
     box.advance(box.settings.create_grace_time)
     box.tick()

@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import logs
+from reconciler.runtime import process_log
 
 DECISIONS = "reconciler.decisions"
 
@@ -20,7 +20,7 @@ def decisions(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
 
 
 def as_json(record: logging.LogRecord) -> dict[str, object]:
-    return dict(json.loads(logs._JSONFormatter().format(record)))
+    return dict(json.loads(process_log._JSONFormatter().format(record)))
 
 
 def test_each_decision_is_one_info_line_with_its_fields(
@@ -90,8 +90,8 @@ def test_a_steady_tick_decides_nothing_and_says_nothing(
 
 def test_the_scheduler_library_is_quiet_below_warning() -> None:
     try:
-        logs.configure("DEBUG", "json")
+        process_log.configure("DEBUG", "json")
         assert logging.getLogger("apscheduler").getEffectiveLevel() == logging.WARNING
         assert logging.getLogger("apscheduler.scheduler").isEnabledFor(logging.INFO) is False
     finally:
-        logs.configure("INFO", "text")
+        process_log.configure("INFO", "text")

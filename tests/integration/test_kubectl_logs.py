@@ -162,7 +162,7 @@ def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbo
     box.tick()
     assert instance_id not in box.runpod_sim.instances
     assert (box.pod("job-pod") or {})["status"]["phase"] == "Succeeded"
-    # One read gave the exit code, the kept lines and the system lines (issue 20).
+    # One read gave the exit code, the kept lines and the system lines.
     assert log_requests(box) == at_exit + 1
     before = log_requests(box)
     out = kubectl(box, "logs", "job-pod").stdout

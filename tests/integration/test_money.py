@@ -1,4 +1,4 @@
-"""Money through both simulators over real HTTP (issue 19): lost owner tags restored,
+"""Money through both simulators over real HTTP: lost owner tags restored,
 tags and records both lost (reported, untouched), an unreadable exit code bounded, a
 slow log backfill read whole for the exit code,
 registry credentials collected after a rotation, `reconciler cost` equal to RunPod's
@@ -22,6 +22,7 @@ from reconciler.core.actions import Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import USER_AGENT
 from reconciler.core.reasons import TerminateReason
+from reconciler.core.registries import registry_name
 from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.metrics import Metrics
@@ -149,7 +150,7 @@ def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
     assert instance["id"] not in box.runpod_sim.instances
     reads = [r for r in box.runpod_sim.requests[since:] if r.path.endswith("/logs")]
     # One stream of both sources read whole for the code, not opened again; the log kept
-    # for the pod is that same read (issue 20: one read per finished batch pod).
+    # for the pod is that same read (one read per finished batch pod).
     assert [r.query.get("source") for r in reads] == [None]
     assert box.store.saved_log(box.pod("job")["metadata"]["uid"]) is not None
 
@@ -197,6 +198,63 @@ def test_secret_rotation_collects_the_old_credential_once_unused(box: Sandbox) -
         if r.method == "DELETE" and r.path.startswith("/v2/registries/")
     ]
     assert [(r.path, r.status) for r in deletes] == [(f"/v2/registries/{old}", 204)]
+
+
+def test_registry_credential_calls_are_journaled_with_their_ids(box: Sandbox) -> None:
+    private = {
+        "image": "ghcr.io/org/train:1",
+        "extra_spec": {"imagePullSecrets": [{"name": "pull"}]},
+    }
+    _pull_secret(box, "first")
+    old = _running(box, "a", **private)["registry"]
+    _pull_secret(box, "second")
+    new = _running(box, "b", **private)["registry"]
+    box.kube_sim.delete_pod("default", "a", grace_seconds=30)
+    box.tick()
+    box.tick()
+    journal = [
+        (e.kind, e.instance_id, e.outcome)
+        for e in box.store.journal()
+        if e.kind.endswith("registry-auth")
+    ]
+    assert journal == [
+        ("create-registry-auth", old, "ok"),
+        ("create-registry-auth", new, "ok"),
+        ("delete-registry-auth", old, "ok"),
+    ]
+
+
+def test_a_credential_already_stored_under_our_name_is_used_not_made_again(
+    box: Sandbox,
+) -> None:
+    """As after a create whose answer was lost: the name says it is ours and what it holds."""
+    private = {
+        "image": "ghcr.io/org/train:1",
+        "extra_spec": {"imagePullSecrets": [{"name": "pull"}]},
+    }
+    _pull_secret(box, "first")
+    name = registry_name(box.settings.owner_id, "ghcr.io", "robot", "first")
+    with _api(box) as api:
+        stored = api.post(
+            f"{box.runpod_sim.base_url}/v2/registries",
+            json={"name": name, "username": "robot", "password": "first"},
+        ).json()["id"]
+    assert _running(box, "a", **private)["registry"] == stored
+    made = [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/registries")]
+    assert [r.headers.get("User-Agent") for r in made] == ["console"]
+
+
+def test_a_credential_of_ours_is_not_made_while_creates_are_stopped(box: Sandbox) -> None:
+    private = {
+        "image": "ghcr.io/org/train:1",
+        "extra_spec": {"imagePullSecrets": [{"name": "pull"}]},
+    }
+    _pull_secret(box, "first")
+    box.add_pod("plain")
+    box.add_pod("private", **private)
+    box.runpod_sim.inject_fault("POST", "/v2/pods", 402, count=100)
+    box.tick()
+    assert _registries(box) == []  # the create that needed it waits for a later tick
 
 
 def _registries(box: Sandbox) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""One writer per virtual node (issue 16): two `sync --once` processes with their own
+"""One writer per virtual node: two `sync --once` processes with their own
 databases, started together against the same cluster, never both act. Each holds the
 node's writer Lease while it acts, so the other is refused with a one-line error naming
 the holder, or runs after it and adopts what the first created: one create per pod, one

@@ -1,5 +1,5 @@
 """Definite answers treated as definite, and bad pod input stopped before RunPod hears of
-it (issue 16): a template RunPod does not have (404) gives the pod TemplateNotFound and
+it: a template RunPod does not have (404) gives the pod TemplateNotFound and
 an Event at once, is retried once a minute, not every tick, and fails the pod at
 --max-pending-time; an unknown data center or registry credential is InvalidAnnotation,
 never capacity; invalid image references and out-of-range sizes create nothing; a
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.planner import REFUSAL_RETRY_SECONDS
+from reconciler.core.refusals import REFUSAL_RETRY_SECONDS
 from reconciler.demo.sandbox import Sandbox
 
 from .test_limits import status_reason
@@ -139,3 +139,24 @@ def test_a_malformed_env_entry_affects_only_its_pod(box: Sandbox) -> None:
     box.tick()
     pod = box.pod("broken") or {}
     assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "InvalidPodSpec")
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "tried"),
+    [
+        (401, "RunPodUnauthorized", 1),  # no create of this tick can succeed
+        (402, "InsufficientBalance", 1),
+        (409, "RunPodRefused", 2),  # this pod's problem: the next pod is tried
+    ],
+)
+def test_a_refusal_stops_the_ticks_creates_only_when_the_table_says_so(
+    box: Sandbox, status: int, reason: str, tried: int
+) -> None:
+    box.add_pod("a")
+    box.add_pod("b")
+    box.runpod_sim.inject_fault("POST", "/v2/pods", status, count=100)
+    box.tick()
+    assert creates(box) == tried
+    reasons = {row.name: row.reason for row in box.store.load_rows()}
+    assert reason in reasons.values()
+    assert box.owned_instances() == []

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.adapters.kube.errors import ConflictError, ForbiddenError
+from reconciler.adapters.kube.errors import KubeConflict, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.core.node import build_node, kubelet_version
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
@@ -250,7 +250,7 @@ def test_node_lease_renewal_reports_a_lost_race(
     )
     clock.advance(10)
 
-    with pytest.raises(ConflictError):
+    with pytest.raises(KubeConflict):
         kube.renew_node_lease(NODE)
     kube.renew_node_lease(NODE)  # the next heartbeat re-reads and succeeds
 
@@ -310,13 +310,13 @@ def test_rbac_allows_granted_verbs_and_forbids_the_rest(
         assert kube.cluster_uid()
         assert kube.try_acquire_lease("runpod-system", "leader", "a", 15, clock.now())
 
-        with pytest.raises(ForbiddenError) as denied:
+        with pytest.raises(KubeForbidden) as denied:
             kube.delete_pod("default", "p", pod["metadata"]["uid"])
         assert denied.value.status == 403
         assert 'cannot delete resource "pods"' in denied.value.message
-        with pytest.raises(ForbiddenError):
+        with pytest.raises(KubeForbidden):
             kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
-        with pytest.raises(ForbiddenError):
+        with pytest.raises(KubeForbidden):
             kube.read_secret("default", "creds")
         kube.close()
 

@@ -11,11 +11,11 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import (
-    ConflictError,
-    InvalidError,
-    NotFoundError,
-    ServerError,
-    TransportError,
+    KubeConflict,
+    KubeInvalid,
+    KubeNotFound,
+    KubeServerError,
+    KubeTransportError,
 )
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -131,7 +131,7 @@ def test_delete_pod_spares_a_pod_recreated_under_the_same_name(
     sim.delete_pod("default", "p")  # unbound: gone at once
     new_uid = make_pod("p", node=NODE)["metadata"]["uid"]
 
-    with pytest.raises(ConflictError, match="Precondition failed"):
+    with pytest.raises(KubeConflict, match="Precondition failed"):
         kube.delete_pod("default", "p", old_uid)
 
     pod = sim.get("pods", "default", "p")
@@ -153,9 +153,9 @@ def test_bind_pod_assigns_the_node_once(
     assert {"type": "PodScheduled", "status": "True"}.items() <= pod["status"]["conditions"][
         0
     ].items()
-    with pytest.raises(ConflictError, match="already assigned"):
+    with pytest.raises(KubeConflict, match="already assigned"):
         kube.bind_pod("default", "p", uid, "other")
-    with pytest.raises(ConflictError, match="Precondition failed"):
+    with pytest.raises(KubeConflict, match="Precondition failed"):
         kube.bind_pod("default", "p", "not-the-uid", NODE)
 
 
@@ -198,17 +198,17 @@ def test_api_errors_become_adapter_errors(
     kube: KubeClient,
     make_pod: PodFactory,
 ) -> None:
-    with pytest.raises(NotFoundError) as missing:
+    with pytest.raises(KubeNotFound) as missing:
         kube.patch_pod_annotations("default", "nope", {"a": "b"})
     assert missing.value.status == 404 and 'pods "nope" not found' in missing.value.message
 
     make_pod("p")
     sim.inject_fault("PATCH", "/api/v1/namespaces/default/pods/p", 500)
-    with pytest.raises(ServerError) as failed:
+    with pytest.raises(KubeServerError) as failed:
         kube.patch_pod_annotations("default", "p", {"a": "b"})
     assert failed.value.status == 500
 
-    with pytest.raises(InvalidError) as invalid:
+    with pytest.raises(KubeInvalid) as invalid:
         kube.patch_pod_annotations("default", "p", {"a": 1})  # type: ignore[dict-item]
     assert invalid.value.status == 400
 
@@ -217,5 +217,5 @@ def test_an_unreachable_server_is_a_transport_error(sim: KubeSimulator, clock: S
     client = KubeClient(sim.api_client(), now=clock.now, timeout=(1.0, 1.0))
     sim.stop()
 
-    with pytest.raises(TransportError):
+    with pytest.raises(KubeTransportError):
         client.cluster_uid()

@@ -1,5 +1,5 @@
 """KubeClient's pod watch over HTTP against the simulator: it starts where a one-item list
-says the pods are, streams the changes a field selector lets through, raises GoneError
+says the pods are, streams the changes a field selector lets through, raises KubeGone
 for history the server no longer has, and a close from another thread ends a blocked read.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.adapters.kube.errors import GoneError, TransportError
+from reconciler.adapters.kube.errors import KubeGone, KubeTransportError
 from reconciler.sim.kube import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
@@ -47,7 +47,7 @@ def test_a_version_older_than_the_history_is_gone(
     make_pod("p", node="virtual-runpod")
     # As if the history were compacted (20 000 writes would take a while).
     sim.store._log_floor = sim.store.resource_version
-    with pytest.raises(GoneError):
+    with pytest.raises(KubeGone):
         list(kube.watch_pods(NODE, "1", timeout_seconds=1).events())
 
 
@@ -56,7 +56,7 @@ def test_close_from_another_thread_ends_a_read_waiting_for_events(kube: KubeClie
     ended = threading.Event()
 
     def consume() -> None:
-        with contextlib.suppress(TransportError):  # a broken-off read is one way to end
+        with contextlib.suppress(KubeTransportError):  # a broken-off read is one way to end
             list(stream.events())
         ended.set()
 

@@ -1,4 +1,4 @@
-"""The node's writer Lease (issue 16), through the real client against the simulator:
+"""The node's writer Lease, through the real client against the simulator:
 a second writer is refused with the holder's name, the holder renews once a third of
 the lease has passed, a writer whose Lease was taken stops with WriterLost, a dead
 process of this host loses its Lease at once (its successor starts no create until the

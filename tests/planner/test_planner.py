@@ -45,7 +45,7 @@ def test_running_instance_is_mirrored_then_the_tick_is_quiet() -> None:
     world.apply(world.plan())
     actions = world.plan()
     # Status and annotations in one request: no separate PatchMetadata, and no Event
-    # saying what the status says (the pod started; issue 20).
+    # saying what the status says (the pod started).
     assert kinds(actions) == ["PatchStatus"]
     patch = next(a for a in actions if isinstance(a, PatchStatus))
     assert patch.status["phase"] == "Running"
@@ -230,7 +230,7 @@ def test_a_duplicate_younger_than_the_create_grace_is_left_alone_until_it_is_ove
 
 
 def test_two_writers_with_their_own_rows_keep_one_instance_and_fail_no_pod() -> None:
-    """Issue 16: each writer created an instance for the pod and maps its own. Taking
+    """Each writer created an instance for the pod and maps its own. Taking
     turns, they agree through the pod's annotation, so one instance survives."""
     first = instance("uid-a", created=T0)
     second = instance("uid-a", created=T0 + timedelta(seconds=2))
@@ -448,7 +448,7 @@ def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-unty
 
 
 def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on() -> None:
-    """Issue 16: an error while planning one pod is that pod's, never the tick's."""
+    """An error while planning one pod is that pod's, never the tick's."""
     broken = pod("broken")
     broken["spec"]["containers"][0]["resources"] = "not a map"  # crashes translation
     world = World().add(pod("a"), broken, pod("b"))

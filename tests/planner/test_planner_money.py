@@ -1,4 +1,4 @@
-"""Planner rules that keep money from leaking (issue 19): ownership beyond the env tags,
+"""Planner rules that keep money from leaking: ownership beyond the env tags,
 the exit-code bound of batch instances, namespace budgets, the leak audit and the spend
 annotation. Pure: the in-memory world of world.py, no I/O."""
 
@@ -11,6 +11,7 @@ import pytest
 
 from reconciler.core.actions import (
     Create,
+    EnsureRegistryAuth,
     Event,
     PatchMetadata,
     PatchStatus,
@@ -22,13 +23,14 @@ from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import Ownership, lookalikes, owned_instances
-from reconciler.core.planner import ownership_of, plan
+from reconciler.core.planner import CreateInputs, ownership_of, plan
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.registries import registry_name
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 
-from .world import OWNER, T0, World, instance, kinds, pod
+from .world import OWNER, SETTINGS, T0, World, instance, kinds, pod
 
 
 def _running(
@@ -249,3 +251,31 @@ def world_row(uid: str, instance_id: str, ended: datetime) -> MappingRecord:
         cost_per_hr=0.69,
         ended_at=ended,
     )
+
+
+def test_one_registry_credential_is_ensured_per_pull_secret_before_its_creates() -> None:
+    """Registry credentials go the way of every cloud resource we make: planned, before
+    the creates that pull with them, once per name; a rotated secret is a new name."""
+    world = World().add(pod("a"), pod("b"), pod("c"))
+    secrets = {
+        "uid-a": ("ghcr.io", "robot", "first"),
+        "uid-b": ("ghcr.io", "robot", "first"),
+        "uid-c": ("ghcr.io", "robot", "second"),
+    }
+    observed = world.observe()
+    inputs = {uid: CreateInputs(pull_secret=secret) for uid, secret in secrets.items()}
+    actions = plan(replace(observed, create_inputs=inputs), SETTINGS, T0)
+    names = {uid: registry_name(OWNER, *secret) for uid, secret in secrets.items()}
+    assert [
+        (type(a).__name__, a.name if isinstance(a, EnsureRegistryAuth) else a.registry_name)
+        for a in actions
+        if isinstance(a, EnsureRegistryAuth | Create)
+    ] == [
+        ("EnsureRegistryAuth", names["uid-a"]),
+        ("Create", names["uid-a"]),
+        ("Create", names["uid-a"]),
+        ("EnsureRegistryAuth", names["uid-c"]),
+        ("Create", names["uid-c"]),
+    ]
+    assert names["uid-a"] != names["uid-c"]
+    assert "first" not in repr(actions)  # the password is never shown

@@ -62,10 +62,10 @@ CASES = {
         ),
     ),
     "404 pod": Case(
-        errors.NotFoundError, 404, False, lambda sim, client: client.get_instance("nope")
+        errors.RunPodNotFound, 404, False, lambda sim, client: client.get_instance("nope")
     ),
     "409 get": Case(
-        errors.ConflictError,
+        errors.RunPodConflict,
         409,
         False,
         _with_fault("GET", "/v2/pods/*", 409, lambda client: client.get_instance("any")),
@@ -83,12 +83,12 @@ CASES = {
         _with_fault("GET", "/v2/pods", 429, lambda client: client.list_instances()),
     ),
     "500 list": Case(
-        errors.ServerError,
+        errors.RunPodServerError,
         500,
         False,
         _with_fault("GET", "/v2/pods", 500, lambda client: client.list_instances()),
     ),
-    "502 create": Case(errors.ServerError, 502, True, _failing_create),
+    "502 create": Case(errors.RunPodServerError, 502, True, _failing_create),
 }
 
 
@@ -127,7 +127,7 @@ def test_in_doubt_create_says_the_instance_may_exist(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
     sim.create_then_fail()
-    with pytest.raises(errors.ServerError) as raised:
+    with pytest.raises(errors.RunPodServerError) as raised:
         client.create_instance(create_request())
     assert raised.value.in_doubt
     assert "may exist" in str(raised.value)
@@ -135,7 +135,7 @@ def test_in_doubt_create_says_the_instance_may_exist(
 
 def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> None:
     client = make_client(base_url=f"http://127.0.0.1:{closed_port()}", max_attempts=2)
-    with pytest.raises(errors.TransportError) as raised:
+    with pytest.raises(errors.RunPodTransportError) as raised:
         client.list_instances()
     assert raised.value.status is None
     assert not raised.value.in_doubt  # a read: nothing can have happened
@@ -143,7 +143,7 @@ def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> 
 
 def test_refused_create_is_in_doubt(make_client: ClientFactory) -> None:
     client = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
-    with pytest.raises(errors.TransportError) as raised:
+    with pytest.raises(errors.RunPodTransportError) as raised:
         client.create_instance(create_request())
     assert raised.value.in_doubt
 
@@ -162,7 +162,7 @@ def test_the_key_never_leaks(
         sim.reset()
         assert raised.value.status == case.status, name
     transport = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
-    with pytest.raises(errors.TransportError) as raised:
+    with pytest.raises(errors.RunPodTransportError) as raised:
         transport.create_instance(create_request())
     seen.extend(_renderings(raised.value))
     seen.append(caplog.text)

@@ -35,7 +35,7 @@ def test_get_is_retried_on_503_then_succeeds(
 
 def test_attempts_are_bounded(sim: RunPodSimulator, make_client: ClientFactory) -> None:
     sim.inject_fault("GET", "/v2/pods", 503, count=10)
-    with pytest.raises(errors.ServerError):
+    with pytest.raises(errors.RunPodServerError):
         make_client(max_attempts=3).list_instances()
     assert _calls(sim, "GET", "/v2/pods") == [503, 503, 503]
 
@@ -62,7 +62,7 @@ def test_create_is_not_retried_on_500_and_the_instance_exists(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
     sim.create_then_fail(status=500)
-    with pytest.raises(errors.ServerError) as raised:
+    with pytest.raises(errors.RunPodServerError) as raised:
         client.create_instance(create_request(name="in-doubt"))
     assert raised.value.in_doubt
     assert _calls(sim, "POST", "/v2/pods") == [500]
@@ -91,7 +91,7 @@ def test_400_is_never_retried(sim: RunPodSimulator, client: RunPodClient) -> Non
 
 def test_registry_create_is_not_retried_on_503(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.inject_fault("POST", "/v2/registries", 503)
-    with pytest.raises(errors.ServerError) as raised:
+    with pytest.raises(errors.RunPodServerError) as raised:
         client.create_registry_auth("hub", "me", "hunter2")
     assert raised.value.in_doubt
     assert _calls(sim, "POST", "/v2/registries") == [503]
@@ -115,7 +115,7 @@ def test_create_that_hangs_past_the_read_timeout_is_in_doubt(
 ) -> None:
     sim.create_then_hang(seconds=1.5)
     client = make_client(read_timeout=0.5)
-    with pytest.raises(errors.TransportError) as raised:
+    with pytest.raises(errors.RunPodTransportError) as raised:
         client.create_instance(create_request(name="hung"))
     assert raised.value.in_doubt
     assert "may exist" in str(raised.value)
@@ -156,6 +156,6 @@ def test_transport_failures_are_reported_as_status_0(make_client: ClientFactory)
         max_attempts=2,
         on_response=lambda *a: seen.append(a),
     )
-    with pytest.raises(errors.TransportError):
+    with pytest.raises(errors.RunPodTransportError):
         client.list_gpu_types()
     assert seen == [("GET /v2/catalog/gpus", 0)] * 2

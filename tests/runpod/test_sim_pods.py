@@ -165,7 +165,7 @@ def test_a_vanished_instance_is_gone(sim: RunPodSimulator, client: RunPodClient)
     instance_id = _running(sim, client)
     sim.vanish(instance_id)
     assert client.list_instances() == []
-    with pytest.raises(errors.NotFoundError):
+    with pytest.raises(errors.RunPodNotFound):
         client.get_instance(instance_id)
 
 

@@ -1,4 +1,4 @@
-"""The write batch (issue 20): noted row and journal writes reach the database only on
+"""The write batch: noted row and journal writes reach the database only on
 `commit()`, all in one transaction; the last write of a row wins; an error noted on a row
 lands on it; a journal entry committed open is closed by an update; a failed commit rolls
 back and loses what it carried; with nothing noted, no transaction at all. The path for

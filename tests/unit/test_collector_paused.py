@@ -1,4 +1,4 @@
-"""The engine's tick runs without Python's cycle collector (issue 20: its full passes over
+"""The engine's tick runs without Python's cycle collector (its full passes over
 a tick's decoded lists cost a third of a steady tick at 10 000 pods) and gives it back
 afterwards, also when the tick raises; a collector someone else turned off stays off."""
 

@@ -26,10 +26,10 @@ import kubernetes
 import urllib3
 
 from reconciler.adapters.kube.errors import (
-    ConflictError,
+    KubeConflict,
     KubeError,
-    NotFoundError,
-    TransportError,
+    KubeNotFound,
+    KubeTransportError,
     error_for,
 )
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
@@ -224,7 +224,7 @@ class KubeClient:
     def delete_pod(self, namespace: str, name: str, uid: str) -> None:
         """Finish a pod like the kubelet: grace 0, and only the pod with this UID.
 
-        Already gone is success; a different pod under the same name raises ConflictError.
+        Already gone is success; a different pod under the same name raises KubeConflict.
         """
         options = {
             "apiVersion": "v1",
@@ -234,7 +234,7 @@ class KubeClient:
         }
         try:
             self._request("DELETE", _pod_path(namespace, name), body=options)
-        except NotFoundError:
+        except KubeNotFound:
             return
 
     def bind_pod(self, namespace: str, name: str, uid: str, node_name: str) -> None:
@@ -350,7 +350,7 @@ class KubeClient:
         try:
             self._request("POST", collection, body=event)
             return
-        except ConflictError:  # recorded before: count this one on top of it
+        except KubeConflict:  # recorded before: count this one on top of it
             existing = self._request("GET", f"{collection}/{_q(name)}")
         if occurred_at is not None and str(existing.get("lastTimestamp") or "") >= stamp:
             return  # this occurrence (or a later one) is counted already
@@ -459,7 +459,7 @@ class KubeClient:
                 taken_over_from=holder if holder != identity else None,
                 predecessor_term_ends=term_ends,
             )
-        except ConflictError:
+        except KubeConflict:
             # Another writer wrote the Lease between our read and our write: one more
             # read names it, so a refused writer can say who acts.
             winner = self._get_optional(f"{collection}/{_q(name)}") or {}
@@ -476,7 +476,7 @@ class KubeClient:
         spec.update(leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
         try:
             self._request("PUT", path, body=lease)
-        except ConflictError:
+        except KubeConflict:
             return  # someone else wrote it meanwhile: it is no longer ours to release
 
     # plumbing ---------------------------------------------------------------------
@@ -497,7 +497,7 @@ class KubeClient:
     def _get_optional(self, path: str) -> KubeObject | None:
         try:
             return self._request("GET", path)
-        except NotFoundError:
+        except KubeNotFound:
             return None
 
     def _request(
@@ -519,7 +519,7 @@ class KubeClient:
                 auth_settings=["BearerToken"],
             )
             # The body goes past param_serialize: it is plain JSON already, and walking
-            # it to turn models into JSON cost a tenth of a churn tick's CPU (issue 20).
+            # it to turn models into JSON cost a tenth of a churn tick's CPU (README, Performance).
             response = self.api_client.call_api(
                 method, url, headers, body, post, _request_timeout=self._timeout
             )
@@ -535,10 +535,10 @@ def _translated_errors() -> Iterator[None]:
         yield
     except kubernetes.client.ApiException as error:
         if not error.status:
-            raise TransportError(str(error.reason or error)) from error
+            raise KubeTransportError(str(error.reason or error)) from error
         raise error_for(error.status, error.body, str(error.reason or "")) from error
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise TransportError(f"no answer from the Kubernetes API: {error}") from error
+        raise KubeTransportError(f"no answer from the Kubernetes API: {error}") from error
 
 
 def _q(segment: str) -> str:

@@ -21,41 +21,41 @@ class KubeError(Exception):
         return f"{prefix}: {self.message}" if prefix else self.message
 
 
-class NotFoundError(KubeError):
+class KubeNotFound(KubeError):
     """404: the object (or its namespace) does not exist."""
 
 
-class ConflictError(KubeError):
+class KubeConflict(KubeError):
     """409: stale resourceVersion, failed precondition, or the object already exists."""
 
 
-class GoneError(KubeError):
+class KubeGone(KubeError):
     """410: a watch asked for history the server no longer keeps; list again."""
 
 
-class ForbiddenError(KubeError):
+class KubeForbidden(KubeError):
     """403: RBAC does not grant this verb on this resource."""
 
 
-class InvalidError(KubeError):
+class KubeInvalid(KubeError):
     """422 or 400: the API rejected what we sent; retrying will not help."""
 
 
-class ServerError(KubeError):
+class KubeServerError(KubeError):
     """5xx: the API server failed; worth retrying later."""
 
 
-class TransportError(KubeError):
+class KubeTransportError(KubeError):
     """No answer: connection refused or reset, TLS failure, timeout."""
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {
-    400: InvalidError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    409: ConflictError,
-    410: GoneError,
-    422: InvalidError,
+    400: KubeInvalid,
+    403: KubeForbidden,
+    404: KubeNotFound,
+    409: KubeConflict,
+    410: KubeGone,
+    422: KubeInvalid,
 }
 
 
@@ -69,5 +69,5 @@ def error_for(status: int, body: bytes | str | None, fallback: str = "") -> Kube
     if isinstance(parsed, dict):
         message = str(parsed.get("message") or message)
         reason = str(parsed.get("reason") or "")
-    cls = _BY_STATUS.get(status, ServerError if status >= 500 else KubeError)
+    cls = _BY_STATUS.get(status, KubeServerError if status >= 500 else KubeError)
     return cls(message, status, reason)

@@ -14,7 +14,7 @@ from typing import Any
 
 import urllib3
 
-from reconciler.adapters.kube.errors import KubeError, TransportError, error_for
+from reconciler.adapters.kube.errors import KubeError, KubeTransportError, error_for
 from reconciler.core.domain import KubeObject
 
 # Bytes asked for per read; a chunked answer yields each chunk as soon as it arrives.
@@ -29,7 +29,7 @@ class WatchStream:
         """(type, object) per event until the server ends the watch.
 
         An ERROR event raises the error it carries (410 Gone: the resourceVersion is too
-        old); a broken connection raises TransportError.
+        old); a broken connection raises KubeTransportError.
         """
         try:
             for line in _lines(self._response.stream(_READ_SIZE, decode_content=True)):
@@ -38,7 +38,7 @@ class WatchStream:
                     raise error_for(int(obj.get("code") or 500), json.dumps(obj))
                 yield kind, obj
         except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise TransportError(f"the watch broke off: {error}") from error
+            raise KubeTransportError(f"the watch broke off: {error}") from error
 
     def close(self) -> None:
         # shutdown() first: release_conn() alone would not wake a read in another thread.

@@ -182,7 +182,7 @@ class RunPodClient:
         path = f"/v2/pods/{_segment(instance_id)}"
         try:
             self._send(_Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
-        except errors.NotFoundError:
+        except errors.RunPodNotFound:
             logger.debug("instance %s was already gone", instance_id)
 
     def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
@@ -214,7 +214,7 @@ class RunPodClient:
         try:
             return list(events)
         except LogStreamBroken as exc:
-            raise errors.TransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
+            raise errors.RunPodTransportError(f"GET /v2/pods/{{id}}/logs: {exc}") from exc
 
     def log_events(
         self,
@@ -293,7 +293,7 @@ class RunPodClient:
         path = f"/v2/registries/{_segment(registry_id)}"
         try:
             self._send(_Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
-        except errors.NotFoundError:
+        except errors.RunPodNotFound:
             logger.debug("registry credential %s was already gone", registry_id)
         except errors.RejectedError:
             return False
@@ -374,7 +374,7 @@ class RunPodClient:
     def _prepared(self, call: _Call) -> requests.PreparedRequest:
         """The request `Session.request` would send, built without its per-call merge
         of the session's settings: they never change, and merging them again (cookie
-        jars, hooks, environment) cost 0.3 to 0.5 ms of CPU a request (issue 20).
+        jars, hooks, environment) cost 0.3 to 0.5 ms of CPU a request (README, Performance).
         No cookies go back: RunPod authenticates by the key's header alone."""
         prepared = requests.PreparedRequest()
         prepared.prepare(
@@ -395,7 +395,7 @@ class RunPodClient:
         in_doubt = not call.idempotent
         if in_doubt:
             message += f"; {call.doubt}"
-        return errors.TransportError(self._redact(message), in_doubt=in_doubt)
+        return errors.RunPodTransportError(self._redact(message), in_doubt=in_doubt)
 
     def _http_error(self, call: _Call, response: requests.Response) -> errors.RunPodError:
         status = response.status_code
@@ -432,7 +432,7 @@ class RunPodClient:
 def _session_for(base_url: str) -> requests.Session:
     """A session that reads the environment (HTTPS_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE)
     once, for the one host it talks to. Per request, as requests does by default, that
-    reading cost more CPU than the rest of the request (issue 20); and a ~/.netrc entry
+    reading cost more CPU than the rest of the request (README, Performance); and a ~/.netrc entry
     can no longer replace the API key's header with its own credentials."""
     session = requests.Session()
     found = session.merge_environment_settings(base_url, {}, None, None, None)
@@ -448,7 +448,7 @@ def _retryable(call: _Call, error: errors.RunPodError) -> bool:
     return (
         call.idempotent
         and call.retry_failures
-        and isinstance(error, errors.ServerError | errors.TransportError)
+        and isinstance(error, errors.RunPodServerError | errors.RunPodTransportError)
     )
 
 
@@ -486,7 +486,7 @@ def _decode(response: requests.Response, route: str) -> Any:
     try:
         return response.json()
     except (ValueError, requests.RequestException) as exc:
-        raise errors.TransportError(f"{route}: unreadable answer from RunPod") from exc
+        raise errors.RunPodTransportError(f"{route}: unreadable answer from RunPod") from exc
 
 
 def _served_at(response: requests.Response) -> datetime | None:

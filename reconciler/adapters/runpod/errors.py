@@ -33,11 +33,11 @@ class PermissionDeniedError(RunPodError):
     """403: the key is valid but may not use this resource (e.g. a GPU pool)."""
 
 
-class NotFoundError(RunPodError):
+class RunPodNotFound(RunPodError):
     """404: no such pod (or template, registry…)."""
 
 
-class ConflictError(RunPodError):
+class RunPodConflict(RunPodError):
     """409: not valid for the pod's current status (RunPod's answer to a pod action)."""
 
 
@@ -69,11 +69,11 @@ class RateLimitedError(RunPodError):
         self.retry_after = retry_after
 
 
-class ServerError(RunPodError):
+class RunPodServerError(RunPodError):
     """5xx: a transient failure upstream."""
 
 
-class TransportError(RunPodError):
+class RunPodTransportError(RunPodError):
     """No usable HTTP answer: timeout, connection refused or reset, unreadable body."""
 
 
@@ -86,8 +86,8 @@ _BY_STATUS: dict[int, type[RunPodError]] = {
     401: AuthenticationError,
     402: InsufficientBalanceError,
     403: PermissionDeniedError,
-    404: NotFoundError,
-    409: ConflictError,
+    404: RunPodNotFound,
+    409: RunPodConflict,
     422: InvalidRequestError,
 }
 
@@ -97,5 +97,5 @@ def error_class_for(status: int) -> type[RunPodError]:
     if status == 429:
         return RateLimitedError
     if status >= 500:
-        return ServerError
+        return RunPodServerError
     return _BY_STATUS.get(status, RunPodError)

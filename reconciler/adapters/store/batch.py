@@ -1,4 +1,4 @@
-"""The row and journal writes of a run, gathered into few transactions (issue 20).
+"""The row and journal writes of a run, gathered into few transactions (docs/architecture.md §2).
 
 The executor notes its writes here instead of committing each one, and `commit()` sends
 all that is pending in one transaction. Where a write must be durable before a call

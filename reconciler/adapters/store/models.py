@@ -213,9 +213,10 @@ class Tick(Base):
 class ActionRecord(Base):
     """The journal: one row per side effect, opened before the call and closed after it.
 
-    A create's and a terminate's row are committed before their call, so one left
-    without `finished_at` marks a call a crash interrupted; the others are committed with
-    the tick's next commit (docs/architecture.md §4).
+    A create's and a terminate's row (an instance's or a registry credential's) are
+    committed before their call, so one left without `finished_at` marks a call a crash
+    interrupted; the others are committed with the tick's next commit
+    (docs/architecture.md §4).
     """
 
     __tablename__ = "actions"
@@ -227,6 +228,8 @@ class ActionRecord(Base):
     kind: Mapped[str] = mapped_column(String(32))
     pod_uid: Mapped[str | None] = mapped_column(String(64), index=True)
     instance_id: Mapped[str | None] = mapped_column(String(64))
+    """The id of the RunPod resource the call concerns: an instance, or a registry
+    credential for the `*-registry-auth` kinds (docs/architecture.md §3, Cloud resources)."""
     started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     outcome: Mapped[str | None] = mapped_column(String(16))

@@ -230,7 +230,7 @@ class PodLogs:
         opened_at = self.clock()
         try:
             events, ended = _drain(self._read(instance_id, backfill_read))
-        except runpod_errors.NotFoundError:
+        except runpod_errors.RunPodNotFound:
             saved = self.store.saved_log(pod_uid)
             if saved is None:
                 raise LogError(
@@ -260,7 +260,7 @@ class PodLogs:
         events = self._read(instance_id, read, should_stop)
         try:
             yield from users_lines((LogLine(event.ts, event.line) for event in events), nonce)
-        except runpod_errors.NotFoundError:
+        except runpod_errors.RunPodNotFound:
             return  # the instance is gone: so is its log stream
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("following the log of %s stopped: %s", instance_id, exc)

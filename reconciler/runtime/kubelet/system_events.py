@@ -193,7 +193,7 @@ class StartupLines:
                         self.events.record(pod, [event])
                 finally:
                     events.close()
-        except runpod_errors.NotFoundError:
+        except runpod_errors.RunPodNotFound:
             log.debug("instance %s is gone: no more start-up lines", instance_id)
         except (runpod_errors.RunPodError, LogStreamBroken, kube_errors.KubeError) as exc:
             log.info("start-up lines of %s (%s) stopped: %s", pod, instance_id, exc)

@@ -1,4 +1,5 @@
-"""Logging set-up: text or JSON lines, with known secrets scrubbed from every record.
+"""The reconciler's own log (not the pods' logs, which `runtime/kubelet/source.py` reads):
+text or JSON lines, with known secrets scrubbed from every record.
 
 Decisions about pods (create, adopt, bind, fail, terminate, finalize) are one INFO line
 each; in JSON they also carry their subject as fields (DECISION_FIELDS), so a log
