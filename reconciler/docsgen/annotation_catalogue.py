@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
 from reconciler.core import budgets, offload, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.config import MAX_DISK_GB, YEAR
@@ -160,6 +161,17 @@ WRITTEN = (
     ),
 )
 
+ON_THE_WRITER_LEASE = (
+    Annotation(
+        CREATES_HELD_ANNOTATION,
+        "a time (RFC 3339)",
+        "Until when the writer that holds or next takes the node's writer Lease "
+        "(`<node>-writer` in `kube-node-lease`) starts no create: a dead writer's create "
+        "may still land, and is adopted by its tags rather than made twice "
+        "([one writer per virtual node](../concepts/how-it-works.md#one-writer-per-virtual-node)).",
+    ),
+)
+
 # Kubernetes' own annotations the reconciler reacts to.
 OTHERS = (
     Annotation(podinfo.MIRROR_ANNOTATION, "any", "A mirror pod: ignored, never run on RunPod."),
@@ -167,7 +179,7 @@ OTHERS = (
 
 
 def every_name() -> set[str]:
-    return {a.name for a in (*ON_PODS, *ON_NAMESPACES, *WRITTEN, *OTHERS)}
+    return {a.name for a in (*ON_PODS, *ON_NAMESPACES, *WRITTEN, *ON_THE_WRITER_LEASE, *OTHERS)}
 
 
 def page(_root: Path) -> str:
@@ -192,6 +204,8 @@ def page(_root: Path) -> str:
             table(header, rows(ON_NAMESPACES)),
             "## Written by the reconciler on the pod\n",
             table(header, rows(WRITTEN)),
+            "## Written by the reconciler on the node's writer Lease\n",
+            table(header, rows(ON_THE_WRITER_LEASE)),
             "## Kubernetes' own\n",
             table(header, rows(OTHERS)),
         ]

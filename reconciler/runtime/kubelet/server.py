@@ -2,7 +2,9 @@
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
     GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `source`)
-    /exec, /attach, /portForward, /run                  a clear "not supported" answer
+    GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
+    GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
+    /attach, /run                                       a clear "not supported" answer
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`). Only the leader
@@ -18,19 +20,28 @@ import select
 import ssl
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
+from reconciler.adapters.spdy.session import Session
+from reconciler.adapters.ssh.client import SshConnector
 from reconciler.core.podlogs import LogOptionsError, parse_options, render
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
+from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
+from reconciler.runtime.kubelet.portforward import serve_port_forward
 from reconciler.runtime.kubelet.source import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 
 _STREAMING = ("exec", "attach", "portForward", "run")
+NO_SSH_KEY = (
+    "{} is not available: this runpod-reconciler runs without an SSH key "
+    "(--ssh-key-file), so its instances have no SSH access"
+)
 STANDBY_MESSAGE = (
     "this runpod-reconciler replica is a standby: the leader serves pod "
     "logs (the node's InternalIP points at it once it leads)"
@@ -48,6 +59,7 @@ class KubeletServer:
         clock: Callable[[], datetime],
     ) -> None:
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
+        self.exec: ExecBackend | None = None
         self._server = _Server(address, _Handler)
         self._server.app = self
         self._server.socket = context.wrap_socket(
@@ -69,6 +81,34 @@ class KubeletServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+@dataclass(frozen=True)
+class ExecBackend:
+    """What exec needs: where a pod's sshd is, and the way in."""
+
+    targets: SshTargets
+    ssh: SshConnector
+
+
+class _Upgrade:
+    """The HTTP side of a streaming request (see `exec.Upgrader`)."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def refuse(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
+        self._handler._text(status, message, headers)
+
+    def upgrade(self, protocol: str) -> Session:
+        handler = self._handler
+        handler.send_response(101)
+        handler.send_header("Connection", "Upgrade")
+        handler.send_header("Upgrade", "SPDY/3.1")
+        handler.send_header("X-Stream-Protocol-Version", protocol)
+        handler.end_headers()
+        handler.wfile.flush()
+        return Session(handler.connection, recv=handler.rfile.read1).start()
 
 
 class _Server(ThreadingHTTPServer):
@@ -118,6 +158,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._text(exc.status, exc.message)
         if parts == ["healthz"]:
             return self._text(200, "ok")
+        if method in ("GET", "POST") and len(parts) == 4 and parts[0] in ("exec", "attach"):
+            return self._exec(parts, parse_qs(url.query, keep_blank_values=True))
+        if method in ("GET", "POST") and len(parts) == 3 and parts[0] == "portForward":
+            return self._port_forward(parts[1], parts[2])
         if parts and parts[0] in _STREAMING:
             return self._text(
                 501,
@@ -134,6 +178,42 @@ class _Handler(BaseHTTPRequestHandler):
         if not app.is_leader():
             return self._text(503, STANDBY_MESSAGE)
         self._container_logs(parts[1], parts[2], parts[3], dict(parse_qsl(url.query)))
+
+    def _exec(self, parts: list[str], query: dict[str, list[str]]) -> None:
+        app = self.server.app
+        if parts[0] == "attach":
+            return self._text(400, ATTACH_UNSUPPORTED)
+        if app.exec is None:
+            return self._text(501, NO_SSH_KEY.format("exec"))
+        if not app.is_leader():
+            return self._text(503, STANDBY_MESSAGE)
+        backend, (namespace, pod, container) = app.exec, parts[1:]
+        serve_exec(
+            _Upgrade(self),
+            self.headers,
+            query,
+            lambda: backend.targets.resolve(namespace, pod, container),
+            backend.ssh,
+        )
+        self.close_connection = True
+        return None
+
+    def _port_forward(self, namespace: str, pod: str) -> None:
+        app = self.server.app
+        if app.exec is None:
+            return self._text(501, NO_SSH_KEY.format("port-forward"))
+        if not app.is_leader():
+            return self._text(503, STANDBY_MESSAGE)
+        backend = app.exec
+        serve_port_forward(
+            _Upgrade(self),
+            self.headers,
+            pod,
+            lambda: backend.targets.resolve(namespace, pod, ""),
+            backend.ssh,
+        )
+        self.close_connection = True
+        return None
 
     def _container_logs(
         self, namespace: str, pod: str, container: str, query: dict[str, str]
@@ -174,10 +254,12 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, ValueError):
             return True
 
-    def _text(self, status: int, message: str) -> None:
+    def _text(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
         body = (message + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
