@@ -51,7 +51,7 @@ ON_PODS = (
     ),
     Annotation(
         offload.MAX_PENDING_TIME_BEFORE_OFFLOAD,
-        f"whole seconds, 0 to {int(YEAR)}",
+        f"whole seconds (ASCII digits), 0 to {int(YEAR)}",
         "How long the pod may be unschedulable before it is offloaded; overrides "
         "`--max-pending-time-before-offload` for this pod or Job.",
     ),
@@ -62,7 +62,7 @@ ON_PODS = (
     ),
     Annotation(
         ann.REQUIRED_GPU_MEMORY,
-        f"whole GB, 1 to {MAX_GPU_MEMORY_GB}",
+        f"whole GB (ASCII digits), 1 to {MAX_GPU_MEMORY_GB}",
         "Least memory per GPU.",
     ),
     Annotation(
@@ -94,12 +94,12 @@ ON_PODS = (
     Annotation(ann.TEMPLATE_ID_LEGACY, _ID, f"The older spelling of `{ann.TEMPLATE_ID}`."),
     Annotation(
         ann.CONTAINER_DISK_GB,
-        f"whole GB, 1 to {MAX_DISK_GB}",
+        f"whole GB (ASCII digits), 1 to {MAX_DISK_GB}",
         "Container disk (default `--container-disk-gb`).",
     ),
     Annotation(
         ann.VOLUME_GB,
-        f"whole GB, {MIN_PERSISTENT_GB} to {MAX_DISK_GB}",
+        f"whole GB (ASCII digits), {MIN_PERSISTENT_GB} to {MAX_DISK_GB}",
         f"A persistent volume on the instance's host, at `{ann.VOLUME_MOUNT_PATH}`.",
     ),
     Annotation(

@@ -7,10 +7,14 @@
     /attach, /run                                       a clear "not supported" answer
     GET /healthz                                        ok
 
-Every request is authenticated and authorized first (see `auth`). Only the leader
-serves logs: a standby answers 503 with a sentence, since the node's address points at
-the leader once it has beaten. Answers are text, as the kubelet's are, so that the API
-server can pass the words on to kubectl.
+Every request is authenticated and authorized first (see `auth`). Before that, nothing
+costs more than a bounded wait: a connection silent for `idle_timeout` during its TLS
+handshake or its request's headers is closed, and beyond `max_connections` a new one
+is closed at once, as a kubelet's server does; one caller follows at most
+`max_follows_per_client` logs at once. Only the leader serves logs: a standby answers
+503 with a sentence, since the node's address points at the leader once it has beaten.
+Answers are text, as the kubelet's are, so that the API server can pass the words on
+to kubectl.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import select
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,8 +35,8 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from reconciler.adapters.spdy.session import Session
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.podlogs import LogOptionsError, parse_options, render
-from reconciler.runtime.kubelet.auth import Authenticator, AuthError
+from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
+from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
 from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
 from reconciler.runtime.kubelet.portforward import serve_port_forward
 from reconciler.runtime.kubelet.source import LogError, PodLogs
@@ -48,6 +54,14 @@ STANDBY_MESSAGE = (
 )
 
 
+@dataclass(frozen=True)
+class EndpointLimits:
+    idle_timeout: float = 30.0
+    """Seconds of silence allowed while a handshake or a request's headers are due."""
+    max_connections: int = 200
+    max_follows_per_client: int = 50
+
+
 class KubeletServer:
     def __init__(
         self,
@@ -57,11 +71,17 @@ class KubeletServer:
         logs: PodLogs,
         is_leader: Callable[[], bool],
         clock: Callable[[], datetime],
+        limits: EndpointLimits = EndpointLimits(),
     ) -> None:
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
+        self.limits = limits
+        self._follows: Counter[str] = Counter()
+        self._follows_lock = threading.Lock()
         self.exec: ExecBackend | None = None
         self._server = _Server(address, _Handler)
         self._server.app = self
+        self._server.slots = threading.BoundedSemaphore(limits.max_connections)
+        self._server.held_lock = threading.Lock()
         self._server.socket = context.wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False
         )
@@ -81,6 +101,25 @@ class KubeletServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    @property
+    def connections(self) -> int:
+        """Connections held now (each holds a thread)."""
+        return self._server.held
+
+    @contextmanager
+    def follow_slot(self, caller: Caller) -> Iterator[bool]:
+        """Whether `caller` may follow one more log; the slot is held for the block."""
+        with self._follows_lock:
+            allowed = self._follows[caller.user] < self.limits.max_follows_per_client
+            if allowed:
+                self._follows[caller.user] += 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._follows_lock:
+                    self._follows[caller.user] -= 1
 
 
 @dataclass(frozen=True)
@@ -108,6 +147,9 @@ class _Upgrade:
         handler.send_header("X-Stream-Protocol-Version", protocol)
         handler.end_headers()
         handler.wfile.flush()
+        # The idle timeout is for the handshake and the headers: an exec shell may stay
+        # silent for as long as its user thinks.
+        handler.connection.settimeout(None)
         return Session(handler.connection, recv=handler.rfile.read1).start()
 
 
@@ -115,6 +157,35 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     app: KubeletServer
+    slots: threading.BoundedSemaphore
+    held_lock: threading.Lock
+    held = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread per connection, up to the cap; beyond it the connection is closed
+        before its handshake, so that idle sockets cannot pile up threads."""
+        if not self.slots.acquire(blocking=False):
+            log.warning("kubelet endpoint: %s connections held; closing a new one", self.held)
+            self.shutdown_request(request)
+            return
+        with self.held_lock:
+            self.held += 1
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self.held_lock:
+            self.held -= 1
+        self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A failed handshake (no or a foreign certificate) is the caller's problem."""
@@ -126,6 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "runpod-reconciler-kubelet"
+
+    def setup(self) -> None:
+        # Every read and write of this connection, the lazy TLS handshake included, gives
+        # up after this much silence (a reader that stops reading a followed log, too).
+        super().setup()
+        self.connection.settimeout(self.server.app.limits.idle_timeout)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -177,7 +254,22 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if not app.is_leader():
             return self._text(503, STANDBY_MESSAGE)
-        self._container_logs(parts[1], parts[2], parts[3], dict(parse_qsl(url.query)))
+        query = dict(parse_qsl(url.query))
+        try:
+            options = parse_options(query, app.clock())
+        except LogOptionsError as exc:
+            return self._text(400, str(exc))
+        if not options.follow:
+            return self._container_logs(parts[1], parts[2], parts[3], options)
+        with app.follow_slot(caller) as allowed:
+            if not allowed:
+                return self._text(
+                    503,
+                    f"{caller.user} follows {app.limits.max_follows_per_client} logs on this "
+                    "node already, the most one caller may (--kubelet-max-follows-per-client); "
+                    "stop one first",
+                )
+            self._container_logs(parts[1], parts[2], parts[3], options)
 
     def _exec(self, parts: list[str], query: dict[str, list[str]]) -> None:
         app = self.server.app
@@ -216,14 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _container_logs(
-        self, namespace: str, pod: str, container: str, query: dict[str, str]
+        self, namespace: str, pod: str, container: str, options: LogOptions
     ) -> None:
         app = self.server.app
         try:
-            options = parse_options(query, app.clock())
             lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
-        except LogOptionsError as exc:
-            return self._text(400, str(exc))
         except LogError as exc:
             return self._text(exc.status, exc.message)
         except Exception:  # a reader gets a sentence, never a dropped connection
