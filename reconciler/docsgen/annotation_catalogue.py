@@ -33,7 +33,8 @@ class Annotation:
 
 _ID = "a RunPod id: 1 to 128 printable characters, no spaces"
 _LIST = (
-    f"comma-separated, at most {ann.MAX_LIST_ITEMS} items of 1 to {ann.MAX_ITEM_LENGTH} characters"
+    f"comma-separated, at most {ann.MAX_LIST_ITEMS} items of 1 to {ann.MAX_ITEM_LENGTH} "
+    "printable characters"
 )
 _FLAG = '`"true"` or `"false"`'
 
@@ -67,7 +68,7 @@ ON_PODS = (
     ),
     Annotation(
         ann.MAX_PRICE,
-        f"USD/h, above 0 and at most {ann.MAX_PRICE_USD:g}",
+        f"USD/h, above 0 and at most {ann.MAX_PRICE_USD:g}: plain ASCII digits, at most 9 decimals",
         "Most the whole pod may cost per hour (default `--max-gpu-price`).",
     ),
     Annotation(
@@ -83,8 +84,8 @@ ON_PODS = (
     ),
     Annotation(
         ann.PORTS,
-        "`port/protocol` items, comma-separated: port 1 to 65535, protocol `http` or `tcp`, "
-        'no port twice; `""` exposes nothing',
+        f"at most {ann.MAX_LIST_ITEMS} `port/protocol` items, comma-separated: port 1 to "
+        '65535, protocol `http` or `tcp`, no port twice; `""` exposes nothing',
         "The ports to publish, e.g. `8888/http,22/tcp`. Without it: the container's TCP "
         "ports, as `http` for "
         + ", ".join(str(p) for p in sorted(HTTP_PORTS))
