@@ -23,7 +23,12 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import Sandbox
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    # The callers below play the API server (and metrics-server), which do not verify a
+    # kubelet's serving certificate unless told its CA (self-signed here).
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
 
 
 @pytest.fixture
