@@ -12,8 +12,8 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.server import KubeletServer
-from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
+from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The kubelet API of the virtual node, as far as RunPod can back it: HTTPS on
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
-    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `source`)
+    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/pod_logs.py`)
     /exec, /attach, /portForward, /run                  a clear "not supported" answer
     GET /healthz                                        ok
 
@@ -26,7 +26,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.podlogs import LogOptionsError, parse_options, render
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
-from reconciler.runtime.kubelet.source import LogError, PodLogs
+from reconciler.runtime.pod_logs import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from reconciler.core.podlogs import (
 )
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
-from reconciler.runtime.kubelet.system_events import SystemEvents
+from reconciler.runtime.system_events import SystemEvents
 
 log = logging.getLogger(__name__)
 
