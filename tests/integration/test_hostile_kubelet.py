@@ -113,3 +113,16 @@ def test_a_line_that_looks_like_the_exit_marker_hides_nothing(
     assert box.instance_for(pod) is None
     kept = get(box, admin, path).text.splitlines()
     assert kept[-4:] == ["before", *forged]  # every user line kept; the real marker not
+
+
+def test_an_unexpected_failure_is_a_500_with_a_sentence(
+    box: Sandbox, admin: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("secret detail")
+
+    assert box.kubelet is not None
+    monkeypatch.setattr(box.kubelet.logs, "lines", broken)
+    answer = get(box, admin, "/containerLogs/default/nope/main")
+    assert answer.status_code == 500
+    assert "secret detail" not in answer.text and "reconciler's log" in answer.text

@@ -5,10 +5,13 @@
     /exec, /attach, /portForward, /run                  a clear "not supported" answer
     GET /healthz                                        ok
 
-Every request is authenticated and authorized first (see `auth`). Only the leader
-serves logs: a standby answers 503 with a sentence, since the node's address points at
-the leader once it has beaten. Answers are text, as the kubelet's are, so that the API
-server can pass the words on to kubectl.
+Every request is authenticated and authorized first (see `auth`), then found in one
+route table (`ROUTES`), and every refusal is an `EndpointError` or an error that carries
+its own status, turned into an answer in one place (`answer_for`): virtual-kubelet's
+`node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Only the
+leader serves pods: a standby answers 503 with a sentence, since the node's address
+points at the leader once it has beaten. Answers are text, as the kubelet's are, so that
+the API server can pass the words on to kubectl.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import select
 import ssl
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,11 +34,64 @@ from reconciler.runtime.pod_logs import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 
-_STREAMING = ("exec", "attach", "portForward", "run")
 STANDBY_MESSAGE = (
     "this runpod-reconciler replica is a standby: the leader serves pod "
     "logs (the node's InternalIP points at it once it leads)"
 )
+NOT_SUPPORTED = (
+    "{} is not supported for pods on RunPod: an instance runs one container without a "
+    "kubelet; use the instance's SSH (runpod.io/public-ip) or its ports"
+)
+
+
+class EndpointError(Exception):
+    """A request the endpoint refuses: the HTTP status and a sentence for the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def answer_for(exc: Exception) -> tuple[int, str]:
+    """The one mapping from an error to the endpoint's answer (status, sentence)."""
+    match exc:
+        case EndpointError() | AuthError() | LogError():
+            return exc.status, exc.message
+        case LogOptionsError():
+            return 400, str(exc)
+    # A reader gets a sentence, never a dropped connection, and no detail that could
+    # carry what it should not see: the reconciler's log has the traceback.
+    return 500, "the request could not be served; the reconciler's log says why"
+
+
+Handler = Callable[["_Handler", Mapping[str, str], str], None]
+"""Serves one matched request: the path's named segments and the raw query."""
+
+
+@dataclass(frozen=True)
+class Route:
+    methods: frozenset[str]
+    path: tuple[str, ...]
+    """Literal segments, `{name}` for one named segment, a last `*` for any rest."""
+    serve: Handler
+    leader_only: bool = True
+    """Served by the leader alone; a standby answers 503."""
+
+    def match(self, method: str, parts: list[str]) -> dict[str, str] | None:
+        """The named segments when `method` and `parts` are this route's, else None."""
+        if method not in self.methods:
+            return None
+        rest = self.path[-1] == "*"
+        fixed = self.path[:-1] if rest else self.path
+        if len(parts) < len(fixed) or (not rest and len(parts) != len(fixed)):
+            return None
+        named: dict[str, str] = {}
+        for pattern, part in zip(fixed, parts, strict=False):
+            if pattern.startswith("{"):
+                named[pattern.strip("{}")] = part
+            elif pattern != part:
+                return None
+        return named
 
 
 class KubeletServer:
@@ -86,6 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "runpod-reconciler-kubelet"
+    _responding = False
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -103,6 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("kubelet endpoint: " + format, *args)
 
     def _handle(self, method: str) -> None:
+        self._responding = False  # a kept-alive connection serves several requests
         app = self.server.app
         url = urlsplit(self.path)
         parts = [unquote(part) for part in url.path.split("/") if part]
@@ -114,41 +173,35 @@ class _Handler(BaseHTTPRequestHandler):
             )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
             app.auth.authorize(caller, method, url.path)
-        except AuthError as exc:
-            return self._text(exc.status, exc.message)
-        if parts == ["healthz"]:
-            return self._text(200, "ok")
-        if parts and parts[0] in _STREAMING:
-            return self._text(
-                501,
-                f"{parts[0]} is not supported for pods on RunPod: an "
-                "instance runs one container without a kubelet; use the "
-                "instance's SSH (runpod.io/public-ip) or its ports",
-            )
-        if method != "GET" or len(parts) != 4 or parts[0] != "containerLogs":
-            return self._text(
-                404,
-                f"{url.path} is not served by runpod-reconciler's kubelet "
-                "endpoint: only /containerLogs/{namespace}/{pod}/{container}",
-            )
-        if not app.is_leader():
-            return self._text(503, STANDBY_MESSAGE)
-        self._container_logs(parts[1], parts[2], parts[3], dict(parse_qsl(url.query)))
+            route, named = _route(method, parts, url.path)
+            if route.leader_only and not app.is_leader():
+                raise EndpointError(503, STANDBY_MESSAGE)
+            route.serve(self, named, url.query)
+        except Exception as exc:  # every refusal answered the one way
+            status, message = answer_for(exc)
+            if not isinstance(exc, EndpointError | AuthError | LogError | LogOptionsError):
+                log.exception("kubelet endpoint: could not serve %s %s", method, url.path)
+            if self._responding:  # too late for a status: end the answer short
+                self.close_connection = True
+            else:
+                self._text(status, message)
 
-    def _container_logs(
-        self, namespace: str, pod: str, container: str, query: dict[str, str]
-    ) -> None:
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._responding = True
+        super().send_response(code, message)
+
+    def _healthz(self, _named: Mapping[str, str], _query: str) -> None:
+        self._text(200, "ok")
+
+    def _not_supported(self, _named: Mapping[str, str], _query: str) -> None:
+        what = urlsplit(self.path).path.strip("/").split("/", 1)[0]
+        raise EndpointError(501, NOT_SUPPORTED.format(what))
+
+    def _container_logs(self, named: Mapping[str, str], query: str) -> None:
         app = self.server.app
-        try:
-            options = parse_options(query, app.clock())
-            lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
-        except LogOptionsError as exc:
-            return self._text(400, str(exc))
-        except LogError as exc:
-            return self._text(exc.status, exc.message)
-        except Exception:  # a reader gets a sentence, never a dropped connection
-            log.exception("could not serve the log of %s/%s", namespace, pod)
-            return self._text(500, "the log could not be read; the reconciler's log says why")
+        namespace, pod, container = named["namespace"], named["pod"], named["container"]
+        options = parse_options(dict(parse_qsl(query)), app.clock())
+        lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
@@ -181,3 +234,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+_ANY = frozenset({"GET", "POST", "PUT", "DELETE"})
+_GET = frozenset({"GET"})
+
+ROUTES: tuple[Route, ...] = (
+    Route(_GET, ("healthz",), _Handler._healthz, leader_only=False),
+    Route(_GET, ("containerLogs", "{namespace}", "{pod}", "{container}"), _Handler._container_logs),
+    *(
+        Route(_ANY, (streaming, "*"), _Handler._not_supported, leader_only=False)
+        for streaming in ("exec", "attach", "portForward", "run")
+    ),
+)
+
+
+def _route(method: str, parts: list[str], path: str) -> tuple[Route, dict[str, str]]:
+    for route in ROUTES:
+        named = route.match(method, parts)
+        if named is not None:
+            return route, named
+    raise EndpointError(
+        404,
+        f"{path} is not served by runpod-reconciler's kubelet endpoint: only "
+        "/containerLogs/{namespace}/{pod}/{container}",
+    )
