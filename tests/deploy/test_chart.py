@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import tomllib
 from typing import Any
 
 import helm_python as helm
@@ -285,3 +286,20 @@ def test_chart_pods_are_hardened_like_the_plain_deployment() -> None:
             == plain_spec["containers"][0]["securityContext"]
         )
         assert spec["containers"][0]["volumeMounts"] == plain_spec["containers"][0]["volumeMounts"]
+
+
+def _images(objects: list[Obj]) -> set[str]:
+    specs = [pod_spec(o) for o in objects if o["kind"] in ("Deployment", "CronJob")]
+    return {c["image"] for s in specs for c in s["containers"] + s.get("initContainers", [])}
+
+
+@pytest.mark.parametrize("mode", [{}, CRONJOB], ids=["deployment", "cronjob"])
+def test_every_container_runs_the_image_the_user_sets(mode: Obj) -> None:
+    """As the README's `helm install --set image.repository=…`, with a tag or without."""
+    repository = "registry.example/team/runpod-reconciler"
+    tagged = {**mode, "image": {"repository": repository, "tag": "1.2.3-rc1"}}
+    assert _images(chart_objects(tagged)) == {f"{repository}:1.2.3-rc1"}
+    # Without a tag, the version `make image` tags by default (the project's).
+    version = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["version"]
+    untagged = {**mode, "image": {"repository": repository}}
+    assert _images(chart_objects(untagged)) == {f"{repository}:{version}"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from reconciler.demo.examples import EXAMPLES
@@ -31,14 +32,20 @@ def test_the_readme_shows_the_examples_the_demo_applies() -> None:
         validate(yaml.safe_load(text))
 
 
-def test_the_readme_overlay_sets_the_image_with_kubectl_alone(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["Deployment", "CronJob"])
+def test_the_readme_overlay_sets_the_image_with_kubectl_alone(tmp_path: Path, mode: str) -> None:
     overlay = tmp_path / "my-install"
     overlay.mkdir()
     # The README's overlay sits next to a checkout named runpod-reconciler.
     (tmp_path / "runpod-reconciler").symlink_to(DEPLOY.parent)
     text = readme_example("kustomization.yaml").replace("<registry>", "registry.example")
+    if mode == "CronJob":  # the overlay's other choice, named in its comment
+        text = text.replace("runpod-reconciler/deploy ", "runpod-reconciler/deploy/cronjob ")
     (overlay / "kustomization.yaml").write_text(text)
     objects = kustomize(overlay)
-    (container,) = pod_spec(find(objects, "Deployment"))["containers"]
-    assert container["image"] == "registry.example/runpod-reconciler:0.1.0"
+    workloads = [o for o in objects if o["kind"] in ("Deployment", "CronJob")]
+    assert [w["kind"] for w in workloads] == [mode]
+    spec = pod_spec(workloads[0])
+    images = {c["image"] for c in spec["containers"] + spec.get("initContainers", [])}
+    assert images == {"registry.example/runpod-reconciler:0.1.0"}
     assert find(objects, "Namespace")["metadata"]["name"] == "runpod-system"

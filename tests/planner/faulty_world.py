@@ -80,7 +80,9 @@ class FaultyWorld(World):
     """Instance id -> the UID of the pod it was made for, whatever its tags now say."""
     rows_lost_at: list[datetime] = field(default_factory=list)
     ended: set[str] = field(default_factory=set)
-    """UIDs of pods whose work ended: their process ended, or they showed a final phase."""
+    """UIDs of pods that showed a final phase."""
+    exited: dict[str, str] = field(default_factory=dict)
+    """Pod UID -> the instance whose process ended (its work is done)."""
     _answers: Iterator[Answer] = field(default_factory=lambda: iter(()))
 
     def remember_ours(self) -> FaultyWorld:
@@ -155,7 +157,7 @@ class FaultyWorld(World):
             inst, status=InstanceStatus.EXITED, runtime=None, cost_per_hr=0.0
         )
         self.exit_codes[inst.id] = code
-        self.ended.add(self.made_for[inst.id])
+        self.exited[self.made_for[inst.id]] = inst.id
 
     # --- carrying out a plan ---------------------------------------------------------
 
