@@ -15,6 +15,7 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
 
 # Terminations after which the pod object stays, and so should its log.
+_ENDS_THE_POD = frozenset({TerminateReason.PROCESS_ENDED, TerminateReason.POD_FAILED})
 _POD_STAYS = frozenset(
     {
         TerminateReason.POD_ENDED,
@@ -123,6 +124,14 @@ class Terminate:
     def keeps_log(self) -> bool:
         """The pod object stays after its instance: keep the log's last lines first."""
         return self.pod is not None and self.reason in _POD_STAYS
+
+    @property
+    def after_pod_end(self) -> bool:
+        """The pod stays, and the same plan patches its terminal status before this: sent
+        only if that patch succeeded. The pod's end must be on the pod before its instance
+        goes, or a writer that lost our rows may take it for a new pod and run its work
+        again; the stopped instance waits for a later tick's patch (architecture §4)."""
+        return self.pod is not None and self.reason in _ENDS_THE_POD
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from reconciler.core import daemonsets, ownership, placement, refusals, registries, spend
+from reconciler.core import daemonsets, ownership, placement, pod_past, refusals, registries, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -315,7 +315,7 @@ def needs_create_inputs(
     if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
     if row is None:
-        return podinfo.POD_ID_ANNOTATION not in podinfo.pod_annotations(pod)
+        return not pod_past.has_past(pod)
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not _within(
@@ -743,7 +743,7 @@ def _fail(
 def _without_instance(
     t: _Tick, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], _Waiting | None]:
-    if row is None and (rebuilt := _rebuilt_from_annotation(t, pod)) is not None:
+    if row is None and (rebuilt := pod_past.rebuilt_row(pod, t.now)) is not None:
         return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
@@ -780,20 +780,9 @@ def _without_instance(
             ),
             False,
         ), None
+    if row is None and pod_past.ran_before(pod):
+        return _fail(t, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED), None
     return _prepare_create(t, pod, row)
-
-
-def _rebuilt_from_annotation(t: _Tick, pod: KubeObject) -> MappingRecord | None:
-    """After state loss the pod's runpod.io/pod-id still says an instance existed.
-
-    The row gets a fresh grace period: the instance may only be lagging in the list.
-    """
-    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
-    if not instance_id:
-        return None
-    return t.new_row(pod, MappingState.RUNNING).changed(
-        instance_id=instance_id, attempt_started_at=t.now
-    )
 
 
 def _restore_final_status(t: _Tick, pod: KubeObject, row: MappingRecord) -> list[Action]:

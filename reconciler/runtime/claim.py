@@ -21,6 +21,15 @@ and its requests end within the tick deadline (10 s by default), so by the end o
 term that create has landed and is adopted by its tags. This is the wait a successor on
 another host, which cannot tell the holder is dead, makes anyway; terminates and status
 updates do not wait.
+
+The hold lives in the Lease (`CREATES_HELD_ANNOTATION`), not in the successor: a `--once`
+successor releases the Lease when its run ends, and a second successor inside the term,
+on a database of its own, would otherwise take the free Lease with no hold and create
+the instance a second time. A writer's own creates need the same care: a run of `--once`
+writes each new instance's id onto its pod before it ends, and a writer that releases
+with a create of its last tick not on its pod (the answer was lost, the pod patch failed,
+the loop's tick just before it stopped) passes on a hold for what would have been the
+rest of its term.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
@@ -97,7 +106,9 @@ class WriterClaim:
             monotonic,
         )
         self.monotonic = monotonic
+        self.lease_seconds = lease_seconds
         self.lost = False
+        self._unrecorded = False
         self._tried = monotonic()
         # The loop keeps the Lease from its own job and from the tick's actions: two
         # renewals at once would race on the resourceVersion, and the loser would
@@ -117,12 +128,13 @@ class WriterClaim:
                 "taking over the writer %s of %s, a dead process on this host", self.where, holder
             )
             attempt, _ = self._attempt(dead_holder=holder)
-            if self.creates_held():
-                log.warning(
-                    "no create starts before %s, when its term would have ended: a create it "
-                    "had in flight may still land",
-                    self.elector.predecessor_term_ends,
-                )
+        if self.elector.leading and self.creates_held():
+            log.warning(
+                "no create starts before %s: a writer before us may have made an instance "
+                "that RunPod does not list yet (a create in flight when it died, or one it "
+                "could not record on its pod)",
+                self.elector.creates_held_until,
+            )
         if not self.elector.leading:
             who = (
                 f"another reconciler ({self.elector.holder})"
@@ -140,9 +152,14 @@ class WriterClaim:
             )
 
     def creates_held(self) -> bool:
-        """Whether creates must wait: the term of a dead writer we took over is not over."""
-        term_ends = self.elector.predecessor_term_ends
-        return term_ends is not None and self.elector.clock() < term_ends
+        """Whether creates must wait: the Lease's hold on creates is not over."""
+        until = self.elector.creates_held_until
+        return until is not None and self.elector.clock() < until
+
+    def unrecorded_creates(self, count: int) -> None:
+        """How many creates of our last tick may have made an instance whose id is not
+        on its pod (a later tick of ours writes it: only the last tick's count)."""
+        self._unrecorded = count > 0
 
     def keep(self) -> None:
         """Renew once a third of the lease has passed; raise WriterLost once it is gone."""
@@ -163,7 +180,13 @@ class WriterClaim:
             )
 
     def release(self) -> None:
-        self.elector.release()
+        """Give the Lease up; with a create not recorded on its pod, the rest of the term
+        goes on as a hold on creates, as if we had let the term run out."""
+        hold = None
+        if self._unrecorded:
+            hold = self.elector.clock() + timedelta(seconds=self.lease_seconds)
+            log.warning("releasing the writer %s with creates held until %s", self.where, hold)
+        self.elector.release(hold)
 
     def _attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
         self._tried = self.monotonic()

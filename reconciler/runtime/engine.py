@@ -183,6 +183,10 @@ def _log_plan_error(uid: str, exc: Exception) -> None:
     log.debug("could not plan pod %s", uid, exc_info=exc)
 
 
+def _ignore_count(_count: int) -> None:
+    """No one to tell."""
+
+
 def _nothing() -> None:
     """No step."""
 
@@ -210,8 +214,13 @@ class TickSteps:
     """Before the tick and each of its actions: keeps the node's writer Lease
     (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
-    """True while no create may start: we took the writer Lease over from a dead process
-    whose last create may still land (see `runtime/claim.py`)."""
+    """True while no create may start: a writer before us may have made an instance that
+    RunPod does not list yet and no pod names (see `runtime/claim.py`)."""
+    unrecorded_creates: Callable[[int], None] = _ignore_count
+    """Told after each applied tick how many of its creates may have made an instance
+    whose id is not on its pod yet."""
+    annotate_created: bool = False
+    """Write each new instance's id onto its pod before the tick ends (`sync --once`)."""
     startup: StartupLines | None = None
     """After an applied tick: shows starting instances' system lines as Events while
     they start (`sync` and `sync --once`; without it they show when the instance ends)."""
@@ -567,6 +576,8 @@ class Engine:
             before_action=self.steps.before_action,
             creates_held=self.steps.creates_held,
             owner_id=self.settings.owner_id,
+            unrecorded_creates=self.steps.unrecorded_creates,
+            annotate_created=self.steps.annotate_created,
         )
         outcome = executor.run(report.actions)
         if executor.refusals:

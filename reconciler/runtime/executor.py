@@ -53,6 +53,7 @@ from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
 from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
+from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.process_log import Decision, decision
@@ -89,6 +90,8 @@ class Executor:
         before_action: Callable[[], None] = lambda: None,
         creates_held: Callable[[], bool] = lambda: False,
         owner_id: str = "",
+        unrecorded_creates: Callable[[int], None] = lambda _count: None,
+        annotate_created: bool = False,
     ) -> None:
         self.runpod, self.kube, self.clock = runpod, kube, clock
         self.writes = store.batch()
@@ -101,6 +104,17 @@ class Executor:
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
         self._creates_held = creates_held
+        # Told at the end of the run how many of its creates may have made an instance
+        # whose id is not on its pod: the writer Lease, released now, then passes a hold
+        # on creates to whoever takes it next (runtime/claim.py).
+        self._unrecorded_creates = unrecorded_creates
+        self._annotate_created = annotate_created
+        """Write each new instance's id onto its pod before the run ends (`sync --once`,
+        whose next run may be another writer; the loop's next tick mirrors it anyway)."""
+        self._created: list[tuple[PodRef, Instance]] = []
+        self._in_doubt = 0
+        self._status_failed: set[str] = set()
+        """Pods whose status patch failed in this run: their instance is not ended yet."""
         self._creates_stopped: str | None = None
         self._registry_ids: dict[str, str] | None = None
         self.registries_used: set[str] = set()
@@ -119,8 +133,16 @@ class Executor:
         except WriterLost:
             self._commit_rest(outcome)  # what was done is recorded, as it always was
             raise
+        self._record_created()
         self._commit_rest(outcome)
         return outcome
+
+    def _record_created(self) -> None:
+        unrecorded = self._in_doubt
+        for pod, instance in self._created:
+            if not self._annotate_created or not self._annotate(pod, instance):
+                unrecorded += 1
+        self._unrecorded_creates(unrecorded)
 
     def _run_one(self, action: Action, outcome: Outcome) -> None:
         kind = type(action).__name__
@@ -132,6 +154,8 @@ class Executor:
         if isinstance(action, Create) and self._creates_held():
             self.deferred += 1
             return  # a dead writer's create may still land: see runtime/claim.py
+        if isinstance(action, Terminate) and self._end_unrecorded(action):
+            return
         try:
             self._apply(action)
             outcome.applied[kind] += 1
@@ -149,6 +173,22 @@ class Executor:
                 exc_info=not isinstance(exc, _EXPECTED),
             )
             self._report_failure(action, exc)
+            if isinstance(action, PatchStatus):
+                self._status_failed.add(action.pod.uid)
+
+    def _end_unrecorded(self, action: Terminate) -> bool:
+        """Whether `action` must wait: the pod's end it follows was not written."""
+        if not action.after_pod_end or action.pod is None:
+            return False
+        if action.pod.uid not in self._status_failed:
+            return False
+        log.warning(
+            "not terminating instance %s of %s yet: its end is not on the pod (the status "
+            "patch failed); the next tick patches it again, then terminates",
+            action.instance_id,
+            action.pod,
+        )
+        return True
 
     def _commit_rest(self, outcome: Outcome) -> None:
         """The run's last commit. A failure loses only what the next tick observes again
@@ -376,6 +416,7 @@ class Executor:
         # tags, as after a create whose answer was lost.
         self.writes.save_row(_created_row(action.row, instance, self.clock()))
         crashpoints.reached("after-id-write")
+        self._created.append((action.pod, instance))
         placement = (
             f"{instance.gpu_type_id} x{instance.gpu_count} in "
             f"{instance.datacenter_id or 'any data center'}"
@@ -401,6 +442,7 @@ class Executor:
                 if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
+                    self._in_doubt += 1
                     raise
                 refusal = REFUSALS[kind]
                 message = refusal.message.format(
@@ -435,6 +477,24 @@ class Executor:
             self._give_up(action, refusal.reason, message)
         else:
             self._wait(action, refusal.reason, message)
+
+    def _annotate(self, pod: PodRef, instance: Instance) -> bool:
+        """The new instance's id onto its pod before the run ends, not at the next tick's
+        mirror: a writer after us that lost our rows (or has its own) finds it there,
+        even while RunPod's list does not show the instance yet. True if written."""
+        try:
+            self._journaled(
+                "patch-metadata",
+                pod.uid,
+                None,
+                lambda: self.kube.patch_pod_annotations(
+                    pod.namespace, pod.name, dict(metadata_annotations(instance))
+                ),
+            )
+        except kube_errors.KubeError as exc:
+            log.warning("could not write instance %s onto %s: %s", instance.id, pod, exc)
+            return False
+        return True
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(

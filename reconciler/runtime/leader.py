@@ -98,8 +98,8 @@ class LeaderElector:
         self.election = Election(renew_deadline=lease_seconds * 2 / 3)
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
-        self.predecessor_term_ends: datetime | None = None
-        """When the lease of a holder taken over as dead would have ended (see WriterClaim)."""
+        self.creates_held_until: datetime | None = None
+        """No create starts before this (see `runtime/claim.py`); None when no hold."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
         self.error: KubeError | None = None
@@ -125,7 +125,8 @@ class LeaderElector:
             self.holder, self.error = claim.holder, None
             if claim.taken_over_from:
                 self.predecessor = claim.taken_over_from
-                self.predecessor_term_ends = claim.predecessor_term_ends
+            if claim.won and claim.creates_held_until is not None:
+                self.creates_held_until = claim.creates_held_until
         except KubeError as exc:
             log.warning(
                 "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc
@@ -133,13 +134,14 @@ class LeaderElector:
             attempt, self.error = Attempt.UNREACHABLE, exc
         return attempt, self.election.observe(attempt, self.monotonic())
 
-    def release(self) -> None:
-        """Hand the lease back, so a standby takes over now instead of after expiry."""
+    def release(self, hold_creates_until: datetime | None = None) -> None:
+        """Hand the lease back, so a standby takes over now instead of after expiry;
+        `hold_creates_until` passes a hold on creates on to it (see `runtime/claim.py`)."""
         if not self.election.leading:
             return
         self.election.leading = False
         try:
-            self.kube.release_lease(self.namespace, self.name, self.identity)
+            self.kube.release_lease(self.namespace, self.name, self.identity, hold_creates_until)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
             log.warning(

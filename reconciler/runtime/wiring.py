@@ -157,7 +157,13 @@ def compose(
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
     if claim is not None:
         steps = dataclasses.replace(
-            steps, before_action=claim.keep, creates_held=claim.creates_held
+            steps,
+            before_action=claim.keep,
+            creates_held=claim.creates_held,
+            unrecorded_creates=claim.unrecorded_creates,
+            # A run of `--once` ends by releasing the Lease: its creates must be on their
+            # pods by then (runtime/claim.py); the loop's next tick mirrors them anyway.
+            annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:
         steps = dataclasses.replace(steps, after=after_tick)

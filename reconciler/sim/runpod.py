@@ -56,10 +56,11 @@ limited, not in the request log); bodies are JSON:
     POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
     POST   /_sim/listing-lag                 {"seconds": 20}
+    POST   /_sim/listing-lag/catch-up        every pod listed now, as once its lag passed
     POST   /_sim/image-pull                  {"image", "seconds"}
     POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
     GET    /_sim/requests                    [{"method", "path", "query", "status", "body",
-                                              "headers"}]
+                                              "headers", "at", "created", "listed_from"}]
     GET    /_sim/billing/{id}                {"gpu", "disk", "total"}: the pod's whole ledger
     GET    /_sim/state                       {"now", "balance", "pods": every pod as served}
     POST   /_sim/reset
@@ -129,6 +130,13 @@ class SimRequest:
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
     """The request's headers (Authorization masked), names as the client spelled them."""
+    at: str = ""
+    """When the simulator answered it (its clock, ISO 8601)."""
+    created: str | None = None
+    """The id of the pod this request created, whatever the answer said (a create that
+    fails after the pod was made answers 5xx, and the pod exists all the same)."""
+    listed_from: str | None = None
+    """For a create: when the new pod first shows in the list (the listing lag)."""
 
 
 @dataclass
@@ -237,6 +245,8 @@ class RunPodSimulator:
         self._log_written = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server: _Server | None = None
+        self._just_created: SimPod | None = None
+        """The pod the request being answered made (for its log entry)."""
         self.reset()
 
     def __repr__(self) -> str:
@@ -429,6 +439,12 @@ class RunPodSimulator:
         with self._lock:
             self._create_faults.append(_CreateFault(count, status=201, hang=seconds))
 
+    def catch_up_listing(self) -> None:
+        """Every pod shows in the list from now on, as once its lag has passed."""
+        with self._lock:
+            for pod in self._pods.values():
+                pod.listed_from = None
+
     def set_listing_lag(self, seconds: float) -> None:
         with self._lock:
             self._listing_lag = timedelta(seconds=seconds)
@@ -507,6 +523,7 @@ class RunPodSimulator:
             for name, value in (headers or {}).items()
         }
         with self._lock:
+            self._just_created = None
             if _user_agent(seen).lower().startswith(_REFUSED_USER_AGENT):
                 reply = Reply.problem(Problem(403, "error code: 1010 (browser signature banned)"))
             else:
@@ -518,7 +535,20 @@ class RunPodSimulator:
                     body,
                     {k.lower(): v for k, v in (headers or {}).items()},
                 )
-            self._log.append(SimRequest(method, path, params, reply.status, _masked(body), seen))
+            made = self._just_created
+            self._log.append(
+                SimRequest(
+                    method,
+                    path,
+                    params,
+                    reply.status,
+                    _masked(body),
+                    seen,
+                    iso(self.clock.now()),
+                    made.id if made else None,
+                    iso(made.listed_from) if made and made.listed_from else None,
+                )
+            )
         return reply
 
     def handle_admin(self, method: str, target: str, raw_body: bytes) -> Reply:
@@ -770,6 +800,7 @@ class RunPodSimulator:
         )
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
+        self._just_created = pod
         ledger = billing.PodLedger(
             pod.id, pod.price_per_gpu * count, billing.DISK_USD_PER_GB_HOUR * pod.disk, now
         )
@@ -1047,6 +1078,11 @@ class RunPodSimulator:
     @admin("POST", "/_sim/listing-lag")
     def _admin_listing_lag(self, request: _Request) -> Reply:
         self.set_listing_lag(float(request.body["seconds"]))
+        return Reply(204)
+
+    @admin("POST", "/_sim/listing-lag/catch-up")
+    def _admin_listing_catch_up(self, request: _Request) -> Reply:
+        self.catch_up_listing()
         return Reply(204)
 
     @admin("POST", "/_sim/image-pull")

@@ -7,21 +7,29 @@
   Kubernetes answered has a journal row; Kubernetes calls of a tick that died are left
   out by `outside`, their rows being committed after the call), claims none that did
   not happen, and only processes that died left rows open (at most one each).
-- `History`: follows snapshots tick by tick: duplicates seen, orphan instance-seconds,
-  and finished work never re-run (a finished pod never gets a new instance).
+- `instances_made` reads RunPod's request log for every instance a create made (even
+  one answered 5xx, even one deleted before anyone looked): `duplicates` sorts a pod's
+  second instance into explained or not, `reruns` finds an instance made for a pod after
+  its work had ended.
+- `tick_violations`, `steady_violations`, `orphan_violations`: how ticks ended, the
+  fixed point after convergence, how long orphans lived.
+- `History`: follows snapshots tick by tick: orphan instance-seconds, and when each pod
+  was first seen finished.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from reconciler.core.contract import POD_UID_ENV
-from tests.chaos.ticks import JournalRow
-from tests.chaos.world import Json, Snapshot
+from tests.chaos.ticks import JournalRow, TickResult
+from tests.chaos.world import Json, Snapshot, finished
 
 _INSTANCE_PATH = re.compile(r"^/v2/pods/(?P<id>[^/]+)(?P<action>/action)?$")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/status)?$")
@@ -148,6 +156,134 @@ def _open_row_violations(journal: list[JournalRow]) -> list[str]:
     ]
 
 
+# --- creates, from RunPod's request log ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Made:
+    """One instance a create request made."""
+
+    pod_uid: str
+    instance_id: str
+    at: datetime
+    status: int
+    """What RunPod answered: 201, or a 5xx when the create failed after making it."""
+    listed_from: datetime | None
+    """When the list first showed it (the listing lag in force at the create)."""
+
+
+def instances_made(requests: Iterable[Json]) -> dict[str, list[Made]]:
+    """Every instance a create made, by pod UID, in the order made."""
+    made: dict[str, list[Made]] = defaultdict(list)
+    for r in requests:
+        if r["method"] == "POST" and r["path"] == "/v2/pods" and r.get("created"):
+            uid = ((r["body"] or {}).get("env") or {}).get(POD_UID_ENV, "?")
+            listed = _time(r["listed_from"]) if r.get("listed_from") else None
+            made[uid].append(Made(uid, r["created"], _time(r["at"]), r["status"], listed))
+    return dict(made)
+
+
+def list_times(requests: Iterable[Json]) -> list[datetime]:
+    """When RunPod answered a list of its pods."""
+    return [
+        _time(r["at"])
+        for r in requests
+        if r["method"] == "GET" and r["path"] == "/v2/pods" and r["status"] == 200
+    ]
+
+
+def duplicates(
+    made: Mapping[str, list[Made]],
+    lists: Sequence[datetime],
+    catch_ups: Sequence[datetime],
+    grace: float,
+) -> tuple[list[str], list[str]]:
+    """(unexplained, explained) second instances of one pod.
+
+    Only one fault explains one: the instance before it was made by a create whose answer
+    was lost (a 5xx), the list the next create was decided on did not show it yet (the
+    listing lag in force when it was made), and the writer waited its create grace
+    first (docs/architecture.md §4: a create in doubt is tried again after the grace).
+    Anything else (a lag with the answer received, a writer's lost rows, a hold on
+    creates not kept) is a duplicate the reconciler must not make.
+    """
+    unexplained: list[str] = []
+    explained: list[str] = []
+    for uid, group in made.items():
+        for before, after in pairwise(group):
+            line = f"pod {uid}: {after.instance_id} made at {after.at:%H:%M:%S.%f} after " + (
+                f"{before.instance_id} ({before.status} at {before.at:%H:%M:%S.%f})"
+            )
+            hidden = _hidden(before, _last_before(lists, after.at), catch_ups)
+            waited = after.at - before.at >= timedelta(seconds=grace)
+            if before.status >= 500 and hidden and waited:
+                explained.append(f"{line}: in doubt and not listed yet")
+            else:
+                unexplained.append(line)
+    return unexplained, explained
+
+
+def reruns(made: Mapping[str, list[Made]], ended: Mapping[str, datetime]) -> list[str]:
+    """Instances made for a pod after its work ended (its process exited, its instance
+    failed or vanished, or it was seen finished), even after the pod was deleted."""
+    return [
+        f"pod {uid} got instance {m.instance_id} at {m.at:%H:%M:%S.%f}, after its work "
+        f"ended at {ended[uid]:%H:%M:%S.%f}"
+        for uid, group in made.items()
+        if uid in ended
+        for m in group
+        if m.at > ended[uid]
+    ]
+
+
+def _hidden(made: Made, listed_at: datetime | None, catch_ups: Sequence[datetime]) -> bool:
+    if made.listed_from is None or listed_at is None:
+        return False
+    shown = min([made.listed_from, *(c for c in catch_ups if c >= made.at)])
+    return listed_at < shown
+
+
+def _last_before(times: Sequence[datetime], moment: datetime) -> datetime | None:
+    earlier = [t for t in times if t <= moment]
+    return max(earlier) if earlier else None
+
+
+def _time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+# --- ticks ------------------------------------------------------------------------------
+
+
+def tick_violations(result: TickResult, contended: bool) -> list[str]:
+    """A clean tick that hung, a refusal with no other writer, an exit with no report."""
+    if result.hung:
+        return [f"tick hung past {result.seconds:.0f} s and was killed ({result.plan})"]
+    if result.refused and not contended:
+        return [f"tick refused with no other writer ({result.plan})"]
+    if result.died or result.refused:
+        return []
+    if result.returncode not in (0, 1) or result.report is None:
+        return [f"tick exited {result.returncode} without a report ({result.plan})"]
+    return []
+
+
+def steady_violations(plans: Sequence[Mapping[str, int]]) -> list[str]:
+    """After convergence the plans must turn empty and stay empty (rows may trail)."""
+    quiet = [not p for p in plans]
+    if not any(quiet) or not all(quiet[quiet.index(True) :]):
+        return [f"ticks after convergence planned {list(plans)}"]
+    return []
+
+
+def orphan_violations(orphans_gone: int | None, limit: int, left: Sequence[str]) -> list[str]:
+    """Orphans must be gone within `limit` clean ticks (`orphans_gone`: the first tick
+    after which none was left; None: never)."""
+    if orphans_gone is None or orphans_gone > limit:
+        return [f"orphans outlived {limit} clean ticks: {list(left)}"]
+    return []
+
+
 # --- tick by tick -----------------------------------------------------------------------
 
 
@@ -155,20 +291,19 @@ def _open_row_violations(journal: list[JournalRow]) -> list[str]:
 class History:
     """What the snapshots after each tick showed, accumulated over one run."""
 
-    ever: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    finished_with: dict[str, set[str]] = field(default_factory=dict)
     duplicate_pods: set[str] = field(default_factory=set)
     orphan_seconds: float = 0.0
     orphan_first_seen: dict[str, float] = field(default_factory=dict)
     longest_orphan: float = 0.0
-    violations: list[str] = field(default_factory=list)
+    seen_finished: dict[str, datetime] = field(default_factory=dict)
+    """When each pod was first seen Succeeded or Failed."""
 
-    def observe(self, snap: Snapshot, now: float, elapsed: float) -> None:
-        for uid, group in snap.owned.items():
-            self.ever[uid].update(i["id"] for i in group)
+    def observe(self, snap: Snapshot, now: float, elapsed: float, at: datetime) -> None:
         self.duplicate_pods.update(snap.duplicates())
         self._follow_orphans(snap, now, elapsed)
-        self._check_finished_work(snap)
+        for uid, pod in snap.pods.items():
+            if finished(pod):
+                self.seen_finished.setdefault(uid, at)
 
     def _follow_orphans(self, snap: Snapshot, now: float, elapsed: float) -> None:
         orphans = {i["id"] for i in snap.orphans()}
@@ -185,19 +320,3 @@ class History:
             self.longest_orphan = max(self.longest_orphan, now - first)
         for instance_id in set(self.orphan_first_seen) - extra:
             del self.orphan_first_seen[instance_id]
-
-    def _check_finished_work(self, snap: Snapshot) -> None:
-        for uid, pod in snap.pods.items():
-            if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                continue
-            now_owned = {i["id"] for i in snap.owned.get(uid, [])}
-            before = self.finished_with.setdefault(uid, self.ever[uid] | now_owned)
-            new = now_owned - before
-            if new:
-                self.violations.append(
-                    f"finished pod {pod['metadata']['name']} got new instances {sorted(new)}"
-                )
-                before.update(new)
-
-    def created_twice(self) -> dict[str, int]:
-        return {uid: len(ids) for uid, ids in self.ever.items() if len(ids) > 1}

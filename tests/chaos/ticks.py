@@ -53,6 +53,8 @@ class TickResult:
     report: dict[str, Any] | None
     refused: bool = False
     """Refused at start because another writer held the node's writer Lease."""
+    hung: bool = False
+    """Killed for running past TICK_TIMEOUT without a kill planned: a failure, not chaos."""
 
     @property
     def crashed(self) -> bool:
@@ -61,11 +63,12 @@ class TickResult:
 
     @property
     def killed(self) -> bool:
-        return self.returncode == -9
+        """SIGKILLed as planned."""
+        return self.returncode == -9 and not self.hung
 
     @property
     def died(self) -> bool:
-        return self.crashed or self.killed
+        return self.crashed or self.returncode == -9
 
     @property
     def planned(self) -> dict[str, int]:
@@ -82,6 +85,7 @@ class Reconciler:
     cluster_id: str
     database: str = ""
     """The database file's name; by default the node's (a second writer has its own)."""
+    tick_timeout: float = TICK_TIMEOUT
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -138,15 +142,17 @@ class Reconciler:
                 stderr=log,
                 text=True,
             )
+            hung = False
             try:
-                out, _ = process.communicate(timeout=plan.kill_after or TICK_TIMEOUT)
+                out, _ = process.communicate(timeout=plan.kill_after or self.tick_timeout)
             except subprocess.TimeoutExpired:
+                hung = plan.kill_after is None
                 process.kill()  # SIGKILL, this one process only
                 out, _ = process.communicate()
             log.write(f"--- exit {process.returncode}: {out.strip()}\n")
         refused = process.returncode == 1 and REFUSAL in self.log_tail(2)
         return TickResult(
-            plan, process.returncode, time.monotonic() - started, _report(out), refused
+            plan, process.returncode, time.monotonic() - started, _report(out), refused, hung
         )
 
     def log_tail(self, lines: int = 12) -> str:

@@ -5,8 +5,10 @@ simulator's `/_sim/pods/{id}/exit`), pods are deleted (gracefully, or forced so 
 their instance is orphaned), finished pods are cleaned up, and instances vanish or turn
 ERROR behind the reconciler's back. Faults: RunPod 5xx and 429 storms on list, create
 and delete, creates that succeed but answer 5xx, creates that hang (shorter than the
-client's 30 s read timeout, which no flag lowers), listing lag, and Kubernetes 409/500
-answers on status patches, pod deletes, the pod list and events.
+client's 30 s read timeout, which no flag lowers), listing lag, Kubernetes 409/500
+answers on status patches, pod deletes, the pod list and events; a batch process that
+exits while its terminal status patch is refused, its rows lost after the tick; and a
+lagging list while a writer dies after a create and short runs follow it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from tests.chaos.world import Json, SimHost, Snapshot, deleting, finished, pod_manifest
 
@@ -22,6 +25,14 @@ MAX_LIVE_PODS = 7
 # A lag longer than the create grace makes in-doubt creates repeat: duplicates to heal.
 LONG_LAG = 2.5
 HANG_SECONDS = 2.5
+# Long enough that the instance of a writer killed after its create stays unlisted while
+# the short runs after it (one to five seconds each, by the machine's load) take its
+# Lease one after another: the issue's reproduction lagged 20 s.
+CHAIN_LAG = 20.0
+CHAIN_FAULT = "lagging-list-chained-successors"
+TERMINAL_FAULT = "refused-terminal-status"
+BITES = (CHAIN_FAULT, TERMINAL_FAULT)
+"""Faults that need a state to bite: counted apart when they met it."""
 
 # Which workload event makes an armed crash point likely to be reached this tick.
 STEER = {
@@ -44,7 +55,15 @@ class Workload:
     uid_by_name: dict[str, str] = field(default_factory=dict)
     batch: set[str] = field(default_factory=set)
     faults: Counter[str] = field(default_factory=Counter)
-    long_lag: bool = False
+    bites: Counter[str] = field(default_factory=Counter)
+    """Of `BITES`, how many met their state (a running batch process; a writer that died
+    after a create)."""
+    ended: dict[str, datetime] = field(default_factory=dict)
+    """When each pod's work ended by our hand: its process exited, its instance failed
+    or vanished (the first time; by pod UID)."""
+    lose_rows: bool = False
+    """The coming tick's rows are to be lost after it (the database deleted)."""
+    _snap: Snapshot | None = None
     _next: int = 0
 
     # --- users -----------------------------------------------------------------------
@@ -60,6 +79,7 @@ class Workload:
 
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""
+        self._snap = snap
         events: dict[str, Callable[[Snapshot], None]] = {
             "add": self.add_pod,
             "end": self._end_one,
@@ -89,10 +109,11 @@ class Workload:
         return [snap.pods[uid] for uid in sorted(snap.pods) if snap.live(uid)]
 
     def _running_instance(self, snap: Snapshot, batch: bool) -> Json | None:
+        """A running instance of a live pod whose work we did not end since `snap`."""
         choices = [
             i
             for uid in sorted(snap.owned)
-            if snap.live(uid) and (uid in self.batch) == batch
+            if snap.live(uid) and (uid in self.batch) == batch and uid not in self.ended
             for i in snap.owned[uid]
             if i["status"] == "RUNNING"
         ]
@@ -104,8 +125,15 @@ class Workload:
         if instance is None:
             self._delete_one(snap)
             return
-        code = self.rng.choice([0, 0, 1, 3])
+        self._exit(instance, self.rng.choice([0, 0, 1, 3]))
+
+    def _exit(self, instance: Json, code: int) -> None:
         self.host.runpod("POST", f"pods/{instance['id']}/exit", {"code": code}, missing_ok=True)
+        self._ended(instance)
+
+    def _ended(self, instance: Json) -> None:
+        uid = (instance.get("env") or {}).get("RUNPOD_RECONCILER_POD_UID", "?")
+        self.ended.setdefault(uid, datetime.now(UTC))
 
     def _delete_one(self, snap: Snapshot, grace: int = 30) -> None:
         live = self._live(snap)
@@ -127,12 +155,14 @@ class Workload:
         instance = self._running_instance(snap, batch=self.rng.random() < 0.5)
         if instance is not None:
             self.host.runpod("DELETE", f"pods/{instance['id']}", missing_ok=True)
+            self._ended(instance)
             self.faults["instance-vanished"] += 1
 
     def _error_one(self, snap: Snapshot) -> None:
         instance = self._running_instance(snap, batch=False)
         if instance is not None:
             self.host.runpod("POST", f"pods/{instance['id']}/fail", missing_ok=True)
+            self._ended(instance)
             self.faults["instance-error"] += 1
 
     def keep_bounded(self, snap: Snapshot) -> bool:
@@ -193,9 +223,20 @@ def _create_then(kind: str, **extra: float) -> Callable[[Workload], None]:
     return inject
 
 
-def _long_lag(w: Workload) -> None:
-    w.lag(LONG_LAG)
-    w.long_lag = True
+def _refused_terminal_status(w: Workload) -> None:
+    """A batch process exits, the status patch that records it is refused, and the rows
+    are lost after the tick: only the pod can say the work is done (or its instance)."""
+    instance = w._running_instance(w._snap, batch=True) if w._snap is not None else None
+    if instance is not None:
+        w._exit(instance, 1)
+        w.bites[TERMINAL_FAULT] += 1
+    w.host.kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 3)
+    w.lose_rows = True
+
+
+def _lagging_list(w: Workload) -> None:
+    """The campaign arms the tick at after-create and runs short successors after it."""
+    w.lag(CHAIN_LAG)
 
 
 FAULTS: dict[str, Callable[[Workload], None]] = {
@@ -209,11 +250,13 @@ FAULTS: dict[str, Callable[[Workload], None]] = {
     "create-then-502": _create_then("create-then-fail", status=502),
     "create-then-hang": _create_then("create-then-hang", seconds=HANG_SECONDS),
     "listing-lag-short": lambda w: w.lag(0.4),
-    "listing-lag-long": _long_lag,
+    "listing-lag-long": lambda w: w.lag(LONG_LAG),
     "listing-lag-off": lambda w: w.lag(0),
     "kube-status-409": _kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 2),
     "kube-status-500": _kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 500, 1),
     "kube-pod-delete-409": _kube_fault("DELETE", "/api/v1/namespaces/*/pods/*", 409, 1),
     "kube-pod-list-500": _kube_fault("GET", "/api/v1/pods", 500, 1),
     "kube-events-500": _kube_fault("POST", "/api/v1/namespaces/*/events", 500, 2),
+    TERMINAL_FAULT: _refused_terminal_status,
+    CHAIN_FAULT: _lagging_list,
 }

@@ -75,3 +75,27 @@ def test_a_writer_taking_over_from_a_killed_one_does_not_create_its_instance_aga
             r for r in host.runpod_requests() if r["method"] == "POST" and r["path"] == "/v2/pods"
         ]
         assert len(creates) == 1
+
+
+def test_chained_once_writers_inside_a_killed_writers_term_create_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """A writer is killed just after RunPod made an instance that its list will not show
+    for a while; two `--once` writers follow, each on a fresh database. The first holds
+    its creates for the dead writer's term and releases the Lease; the second takes the
+    free Lease inside that term, and must hold its creates too."""
+    with sim_host(tmp_path) as host:
+        host.ensure_namespace("ml")
+        host.create_pod(pod_manifest("ml", "train-0", NODE, batch=False))
+        host.runpod("POST", "listing-lag", {"seconds": 20})
+        killed = Reconciler(host, tmp_path, NODE, "cluster-w")
+        assert killed.tick(TickPlan(crash_at="after-create:1")).crashed
+        for database in ("second", "third", "fourth"):
+            successor = Reconciler(host, tmp_path, NODE, "cluster-w", database=database)
+            result = successor.tick(TickPlan())
+            assert result.returncode == 0, successor.log_tail()
+            assert (result.report or {}).get("deferred_creates") == 1, result.report
+        creates = [
+            r for r in host.runpod_requests() if r["method"] == "POST" and r["path"] == "/v2/pods"
+        ]
+        assert len(creates) == 1

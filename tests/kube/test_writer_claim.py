@@ -2,7 +2,9 @@
 a second writer is refused with the holder's name, the holder renews once a third of
 the lease has passed, a writer whose Lease was taken stops with WriterLost, a dead
 process of this host loses its Lease at once (its successor starts no create until the
-dead writer's term would have ended), and release lets the next writer in."""
+dead writer's term would have ended, a hold kept in the Lease for every writer inside
+it), and release lets the next writer in (passing on a hold while a create of its last
+tick is not on its pod)."""
 
 from __future__ import annotations
 
@@ -127,6 +129,55 @@ def test_after_taking_over_a_dead_writer_creates_wait_until_its_term_would_have_
     assert successor.creates_held()
     clock.advance(1)
     assert not successor.creates_held()
+
+
+def test_the_hold_goes_on_with_the_lease_to_every_writer_inside_the_term(
+    kube: KubeClient,
+    clock: SimClock,
+) -> None:
+    """A successor that releases before the dead writer's term is over leaves the hold
+    in the Lease: a third writer inside the term holds its creates too, and a fourth
+    after it does not. A plain release leaves no hold."""
+    claim(kube, clock, dead_process()).acquire()
+    clock.advance(5)
+    me = f"{socket.gethostname()}/{os.getpid()}"
+    successor = claim(kube, clock, me)
+    successor.acquire()
+    assert successor.creates_held()
+    successor.release()
+    clock.advance(2)
+    third = claim(kube, clock, "host-c/3")
+    third.acquire()
+    assert third.creates_held()
+    third.release()
+    clock.advance(WRITER_LEASE_SECONDS - 5 - 2)
+    fourth = claim(kube, clock, "host-d/4")
+    fourth.acquire()
+    assert not fourth.creates_held()
+
+
+def test_a_writer_releasing_with_a_create_not_on_its_pod_passes_a_hold_on(
+    kube: KubeClient,
+    clock: SimClock,
+) -> None:
+    first = claim(kube, clock, "host-a/1")
+    first.acquire()
+    first.unrecorded_creates(1)  # e.g. its answer was lost, or the pod patch refused
+    first.release()
+    clock.advance(1)
+    second = claim(kube, clock, "host-b/2")
+    second.acquire()
+    assert second.creates_held()
+    second.unrecorded_creates(0)
+    second.release()
+    clock.advance(WRITER_LEASE_SECONDS)
+    third = claim(kube, clock, "host-c/3")
+    third.acquire()
+    assert not third.creates_held()
+    third.release()  # nothing unrecorded: no hold
+    fourth = claim(kube, clock, "host-d/4")
+    fourth.acquire()
+    assert not fourth.creates_held()
 
 
 def test_a_writer_that_takes_over_an_expired_lease_does_not_wait(

@@ -164,11 +164,6 @@ def test_never_a_second_instance_for_a_pod_across_ticks(
     play(world, history, no_second_instance)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a finished batch pod whose final status patch is refused is terminated anyway, "
-    "and runs again once its row is lost (issue 26)",
-)
 @given(faulty_worlds(), steps)
 @example(_batch_pod_running(), FINAL_STATUS_REFUSED)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

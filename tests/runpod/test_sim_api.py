@@ -241,3 +241,23 @@ def test_admin_hang_fault_and_bad_input(sim: RunPodSimulator) -> None:
     assert _admin(sim, "POST", "/faults", {"kind": "meteor"}).status_code == 400
     assert _admin(sim, "POST", "/clock/advance", {"seconds": -1}).status_code == 400
     assert _admin(sim, "POST", "/pods/nope/exit", {"code": 1}).status_code == 404
+
+
+def test_the_request_log_names_what_each_create_made_and_when_it_lists(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    """A create that fails after making the pod made it all the same: the log says so,
+    with when the pod first shows in the list; a catch-up lists every pod at once."""
+    assert _admin(sim, "POST", "/listing-lag", {"seconds": 10}).ok
+    assert _admin(sim, "POST", "/faults", {"kind": "create-then-fail", "status": 502}).ok
+    assert _create(sim, http, VALID).status_code == 502
+    assert _admin(sim, "POST", "/faults", {"method": "POST", "path": "/v2/pods", "status": 500}).ok
+    assert _create(sim, http, VALID).status_code == 500
+    made, refused = _admin(sim, "GET", "/requests").json()
+    assert made["created"] in sim.instances and made["at"] == "2026-01-01T00:00:00Z"
+    assert made["listed_from"] == "2026-01-01T00:00:10Z"
+    assert refused["created"] is None and refused["listed_from"] is None
+    assert http.get(f"{sim.base_url}/v2/pods", timeout=5).json()["pods"] == []
+    assert _admin(sim, "POST", "/listing-lag/catch-up").status_code == 204
+    listed = http.get(f"{sim.base_url}/v2/pods", timeout=5).json()["pods"]
+    assert [pod["id"] for pod in listed] == [made["created"]]

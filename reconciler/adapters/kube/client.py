@@ -51,6 +51,12 @@ MAX_EVENT_MESSAGE = 1024
 """An Event's note is at most 1 kB (events.k8s.io validation); a longer message is cut."""
 WATCH_READ_SLACK_SECONDS = 30
 _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+CREATES_HELD_ANNOTATION = "runpod.io/creates-held-until"
+"""On a writer Lease: no holder starts a create before this time. An earlier writer may
+have made an instance that RunPod does not list yet and that no pod names: a dead
+holder's last create (the hold lasts its term), or the creates a writer released the
+Lease without recording on their pods. Kept in the Lease so that every successor
+within the hold honours it, however many short runs follow each other."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,9 @@ class LeaseClaim:
     holder: str | None = None
     """Who holds it when we did not win (None when even a read after a lost race found
     nobody: the winner released it at once)."""
-    predecessor_term_ends: datetime | None = None
-    """When we took the Lease from a holder declared dead before its term was over: when
-    that term would have ended. The holder may have started an action late in its term."""
+    creates_held_until: datetime | None = None
+    """Until when the holder may start no create (`CREATES_HELD_ANNOTATION`): the term of
+    a holder taken over as dead, or a hold a writer before us passed on; None if none."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -445,19 +451,20 @@ class KubeClient:
                 and not _lease_expired(spec, now)
             ):
                 return LeaseClaim(won=False, holder=holder)
-            term_ends = None
+            held = _creates_held_until(lease, now)
             if holder != identity:
                 claim.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
                 if holder and not _lease_expired(spec, now):
-                    term_ends = _lease_term_end(spec)
+                    # A dead holder's create may still land within its term.
+                    held = _hold_creates(lease, _lease_term_end(spec), now)
             lease["spec"] = {**spec, **claim}
             self._request("PUT", f"{collection}/{_q(name)}", body=lease)
             return LeaseClaim(
                 won=True,
                 taken_over_from=holder if holder != identity else None,
-                predecessor_term_ends=term_ends,
+                creates_held_until=held,
             )
         except KubeConflict:
             # Another writer wrote the Lease between our read and our write: one more
@@ -465,15 +472,21 @@ class KubeClient:
             winner = self._get_optional(f"{collection}/{_q(name)}") or {}
             return LeaseClaim(won=False, holder=(winner.get("spec") or {}).get("holderIdentity"))
 
-    def release_lease(self, namespace: str, name: str, identity: str) -> None:
-        """Give the Lease up at once (if still ours), so a successor need not wait it out."""
+    def release_lease(
+        self, namespace: str, name: str, identity: str, hold_creates_until: datetime | None = None
+    ) -> None:
+        """Give the Lease up at once (if still ours), so a successor need not wait it out.
+        A hold on creates in it stays; `hold_creates_until` extends it."""
         path = f"{_LEASES.format(namespace=_q(namespace))}/{_q(name)}"
         lease = self._get_optional(path)
         spec = (lease or {}).get("spec") or {}
         if lease is None or spec.get("holderIdentity") != identity:
             return
+        now = self._now()
+        if hold_creates_until is not None:
+            _hold_creates(lease, hold_creates_until, now)
         spec.pop("holderIdentity")
-        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(self._now()))
+        spec.update(leaseDurationSeconds=1, renewTime=_micro_time(now))
         try:
             self._request("PUT", path, body=lease)
         except KubeConflict:
@@ -595,6 +608,22 @@ def _lease(namespace: str, name: str, spec: dict[str, Any]) -> KubeObject:
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def _creates_held_until(lease: KubeObject, now: datetime) -> datetime | None:
+    value = ((lease.get("metadata") or {}).get("annotations") or {}).get(CREATES_HELD_ANNOTATION)
+    until = datetime.fromisoformat(value) if value else None
+    return until if until is not None and until > now else None
+
+
+def _hold_creates(lease: KubeObject, until: datetime | None, now: datetime) -> datetime | None:
+    """Extend the Lease's hold on creates to `until` (a hold never shortens); the hold."""
+    held = _creates_held_until(lease, now)
+    if until is None or until <= now or (held is not None and held >= until):
+        return held
+    annotations = lease.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[CREATES_HELD_ANNOTATION] = _micro_time(until)
+    return until
 
 
 def _lease_expired(spec: dict[str, Any], now: datetime) -> bool:

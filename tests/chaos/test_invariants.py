@@ -1,0 +1,215 @@
+"""Every invariant the chaos campaign checks can fail: each is fed a history that breaks
+it (a check that cannot fail proves nothing). Fast: pure functions, plus one real
+subprocess for a hung tick."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from tests.chaos.invariants import (
+    action_requests,
+    duplicates,
+    foreign_violations,
+    instances_made,
+    journal_violations,
+    list_times,
+    orphan_violations,
+    outside,
+    reruns,
+    steady_violations,
+    tick_violations,
+)
+from tests.chaos.ticks import JournalRow, Reconciler, TickPlan, TickResult
+from tests.chaos.world import SimHost, Snapshot
+
+T0 = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+GRACE = 1.0
+
+
+def at(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat()
+
+
+def create(uid: str, seconds: float, made: str | None, status: int = 201, lag: float = 0) -> Any:
+    return {
+        "method": "POST",
+        "path": "/v2/pods",
+        "status": status,
+        "body": {"env": {"RUNPOD_RECONCILER_POD_UID": uid}},
+        "at": at(seconds),
+        "created": made,
+        "listed_from": at(seconds + lag) if made and lag else None,
+    }
+
+
+def listed(seconds: float) -> Any:
+    return {"method": "GET", "path": "/v2/pods", "status": 200, "body": None, "at": at(seconds)}
+
+
+# --- no unexplained duplicate -----------------------------------------------------------
+
+
+def test_every_instance_a_create_made_counts_even_answered_5xx_or_never_seen() -> None:
+    log = [
+        create("u1", 0, "i1", status=502),
+        create("u1", 1, None, status=500),  # refused before making anything
+        create("u1", 2, "i2"),
+        create("u2", 3, None, status=400),
+    ]
+    made = instances_made(log)
+    assert {uid: [m.instance_id for m in group] for uid, group in made.items()} == {
+        "u1": ["i1", "i2"]
+    }
+
+
+def test_a_second_instance_without_a_lag_is_unexplained() -> None:
+    log = [create("u1", 0, "i1"), listed(5), create("u1", 6, "i2")]
+    unexplained, explained = duplicates(instances_made(log), list_times(log), [], GRACE)
+    assert len(unexplained) == 1 and explained == []
+
+
+def test_a_lag_explains_only_an_in_doubt_create_it_hid_past_the_grace() -> None:
+    in_doubt = [create("u1", 0, "i1", status=500, lag=10), listed(4), create("u1", 5, "i2")]
+    unexplained, explained = duplicates(instances_made(in_doubt), list_times(in_doubt), [], GRACE)
+    assert unexplained == [] and len(explained) == 1
+    # The answer arrived (201): the writer knew the id, a lag is no excuse (a dead
+    # writer's successor must hold its creates).
+    answered = [create("u1", 0, "i1", lag=10), listed(4), create("u1", 5, "i2")]
+    assert duplicates(instances_made(answered), list_times(answered), [], GRACE)[0]
+    # The list before the second create showed the first: not hidden.
+    shown = [create("u1", 0, "i1", status=500, lag=3), listed(4), create("u1", 5, "i2")]
+    assert duplicates(instances_made(shown), list_times(shown), [], GRACE)[0]
+    # A catch-up (standing in for a hold's end) listed it before that list.
+    caught = duplicates(
+        instances_made(in_doubt), list_times(in_doubt), [T0 + timedelta(seconds=2)], GRACE
+    )
+    assert caught[0]
+    # Within the create grace: the writer did not wait for the list.
+    hasty = [create("u1", 0, "i1", status=500, lag=10), listed(0.5), create("u1", 0.6, "i2")]
+    assert duplicates(instances_made(hasty), list_times(hasty), [], GRACE)[0]
+
+
+# --- finished work never re-runs --------------------------------------------------------
+
+
+def test_an_instance_made_after_the_work_ended_is_a_rerun() -> None:
+    log = [create("u1", 0, "i1"), create("u1", 9, "i2"), create("u2", 1, "i3")]
+    ended = {"u1": T0 + timedelta(seconds=5), "u2": T0 + timedelta(seconds=5)}
+    assert len(reruns(instances_made(log), ended)) == 1
+    # Made in the very interval the pod ended, after it ended: still a rerun.
+    same_tick = [create("u1", 0, "i1"), create("u1", 5.1, "i2")]
+    assert reruns(instances_made(same_tick), {"u1": T0 + timedelta(seconds=5)})
+
+
+# --- ticks, steadiness, orphans, convergence -------------------------------------------
+
+
+def result(returncode: int, **kw: Any) -> TickResult:
+    return TickResult(TickPlan(), returncode, 1.0, kw.pop("report", {"tick": 1}), **kw)
+
+
+def test_a_hung_tick_a_lone_refusal_and_a_silent_exit_fail_the_run() -> None:
+    assert tick_violations(result(-9, hung=True), contended=False)
+    assert not result(-9, hung=True).killed  # a hang is no kill
+    assert tick_violations(result(1, refused=True), contended=False)
+    assert not tick_violations(result(1, refused=True), contended=True)
+    assert tick_violations(result(2), contended=False)
+    assert tick_violations(result(0, report=None), contended=False)
+    assert not tick_violations(result(0), contended=False)
+    assert not tick_violations(TickResult(TickPlan(kill_after=1), -9, 1, None), False)
+
+
+def test_a_tick_past_its_timeout_is_hung(tmp_path: Path) -> None:
+    class Sleeper(Reconciler):
+        def command(self) -> list[str]:
+            return [sys.executable, "-c", "import time; time.sleep(60)"]
+
+    sleeper = Sleeper(SimHost(tmp_path), tmp_path, "n", "c", tick_timeout=0.5)
+    hung = sleeper.tick(TickPlan())
+    assert hung.hung and hung.died and not hung.killed
+    assert tick_violations(hung, contended=False)
+
+
+def test_plans_after_convergence_must_turn_and_stay_empty() -> None:
+    assert not steady_violations([{"SaveRow": 1}, {}, {}])
+    assert steady_violations([{"SaveRow": 1}, {"SaveRow": 1}, {"SaveRow": 1}])
+    assert steady_violations([{}, {"Create": 1}, {}])
+
+
+def test_orphans_that_outlive_the_bound_are_caught() -> None:
+    assert not orphan_violations(2, 4, [])
+    assert orphan_violations(5, 4, [])
+    assert orphan_violations(None, 4, ["i1"])
+
+
+def test_an_orphan_a_duplicate_or_a_pod_without_instance_is_unconverged() -> None:
+    owner = "c/n"
+    pod = {
+        "metadata": {"uid": "u1", "name": "a"},
+        "spec": {"nodeName": "n"},
+        "status": {"phase": "Running"},
+    }
+
+    def instance(iid: str, uid: str) -> Any:
+        tags = {"RUNPOD_RECONCILER_OWNER": owner, "RUNPOD_RECONCILER_POD_UID": uid}
+        return {"id": iid, "status": "RUNNING", "env": tags, "createdAt": at(0)}
+
+    assert Snapshot(owner, "n", {"u1": pod}, [instance("i1", "u1")]).unconverged() == []
+    assert Snapshot(owner, "n", {"u1": pod}, []).unconverged()
+    assert Snapshot(owner, "n", {}, [instance("i1", "u1")]).unconverged()
+    both = [instance("i1", "u1"), instance("i2", "u1")]
+    assert Snapshot(owner, "n", {"u1": pod}, both).unconverged()
+
+
+def test_a_stop_instead_of_a_delete_is_caught() -> None:
+    stop = {"method": "POST", "path": "/v2/pods/i1/action", "status": 200, "body": {}}
+    assert action_requests([stop])
+    assert not action_requests([{"method": "DELETE", "path": "/v2/pods/i1", "body": None}])
+
+
+# --- foreign instances and the journal --------------------------------------------------
+
+
+def test_a_delete_of_a_foreign_instance_is_caught() -> None:
+    snap = Snapshot("c/n", "n", {}, [{"id": "f1", "env": {}}])
+    log = [{"method": "DELETE", "path": "/v2/pods/f1", "status": 204, "body": None}]
+    assert foreign_violations(log, {"f1"}, snap)
+    assert foreign_violations([], {"f1", "f2"}, snap) == ["foreign instance f2 is gone"]
+
+
+def test_a_side_effect_without_a_journal_row_is_caught() -> None:
+    made = create("u1", 0, "i1")
+    row = JournalRow(0, 1, 1, False, "create", "u1", None, False, None)
+    assert journal_violations([made], [], [], "ns", {})
+    assert not journal_violations([made], [], [row], "ns", {})
+    patch = ["PATCH", "/api/v1/namespaces/ns/pods/a/status", "", 200]
+    assert journal_violations([], [patch], [], "ns", {"a": "u1"})
+
+
+def test_only_kubernetes_calls_of_a_tick_that_died_may_lack_a_journal_row() -> None:
+    before = ["PATCH", "/api/v1/namespaces/ns/pods/a/status", "", 200]
+    died = ["DELETE", "/api/v1/namespaces/ns/pods/b", "", 200]
+    kube = outside([before, died], [(1, 2)])
+    assert kube == [before]
+    names = {"a": "u1", "b": "u2"}
+    assert journal_violations([create("u1", 0, "i1")], kube, [], "ns", names) == [
+        "1 x create of u1 in the simulator log, 0 journal rows",
+        "1 x patch-status of u1 in the simulator log, 0 journal rows",
+    ]
+
+
+def test_a_row_left_open_by_a_finished_tick_is_caught() -> None:
+    row = JournalRow(0, 1, 1, True, "terminate", None, "i1", False, None)
+    assert journal_violations([], [], [row], "ns", {})
+
+
+def test_open_rows_of_one_tick_are_counted_per_database() -> None:
+    first = JournalRow(0, 1, 1, False, "create", "u1", None, False, None)
+    again = JournalRow(1, 1, 1, False, "create", "u2", None, False, None)
+    assert not journal_violations([], [], [first, again], "ns", {})
+    assert journal_violations(
+        [], [], [first, JournalRow(0, 2, 1, False, "terminate", None, "i1", False, None)], "ns", {}
+    )
