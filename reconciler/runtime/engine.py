@@ -36,13 +36,10 @@ from reconciler.core.config import Settings
 from reconciler.core.domain import Cloud, ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
-from reconciler.core.planner import (
-    CreateInputs,
-    Observation,
-    needs_create_inputs,
-    ownership_of,
-    plan,
-)
+from reconciler.core.plan.admission import needs_create_inputs
+from reconciler.core.plan.observation import CreateInputs, Observation
+from reconciler.core.plan.situation import ownership_of
+from reconciler.core.planner import plan
 from reconciler.core.reasons import PodReason
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
