@@ -287,6 +287,19 @@ class Settings:
         limits=(0, math.inf, "a number of bytes"),
     )
 
+    ssh_key_file: str = setting(
+        "",
+        "--ssh-key-file",
+        "The reconciler's own SSH private key (made there if missing): instances get its "
+        "public key and sshd, for kubectl exec, cp and port-forward (empty: no SSH).",
+    )
+    """OpenSSH ed25519. Instances are created with `startSsh`, its public key in
+    `PUBLIC_KEY` and 22/tcp published."""
+
+    ssh_public_key: str = ""
+    """The public key of `ssh_key_file` as an authorized_keys line, read at start (not a
+    flag)."""
+
     @property
     def owner_id(self) -> str:
         return f"{self.cluster_id}/{self.node_name}"
@@ -295,7 +308,8 @@ class Settings:
 def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
     """Every setting's field with its flag, in declaration order."""
     for item in fields(Settings):
-        yield item, item.metadata["flag"]
+        if "flag" in item.metadata:  # a value derived at start has none
+            yield item, item.metadata["flag"]
 
 
 LIMITS: dict[str, Limits] = {

@@ -21,6 +21,7 @@ from reconciler.core.config import Settings
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import KubeletServer
+from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -127,6 +128,13 @@ class Sandbox:
         self.kubelet = server
         self.configure(kubelet_port=server.port)
         return server
+
+    def enable_ssh(self, key_file: str) -> None:
+        """Give the reconciler an SSH key (made at `key_file`), as `--ssh-key-file`
+        does: instances created from now on run sshd with it; call before
+        `start_kubelet` for exec."""
+        identity = load_identity(key_file)
+        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

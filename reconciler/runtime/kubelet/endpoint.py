@@ -8,10 +8,13 @@ from datetime import datetime
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
-from reconciler.runtime.kubelet.server import KubeletServer
+from reconciler.runtime.kubelet.exec import SshTargets
+from reconciler.runtime.kubelet.server import ExecBackend, KubeletServer
+from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 
@@ -52,7 +55,14 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
-    ).start()
+    )
+    if settings.ssh_key_file:
+        identity = load_identity(settings.ssh_key_file)
+        server.exec = ExecBackend(
+            SshTargets(settings.node_name, kube, store, runpod),
+            SshConnector(identity.private_pem, HostKeys()),
+        )
+    server.start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
         server.port,

@@ -2,7 +2,9 @@
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
     GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/pod_logs.py`)
-    /exec, /attach, /portForward, /run                  a clear "not supported" answer
+    GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
+    GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
+    /attach, /run                                       a clear "not supported" answer
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`), then found in one
@@ -26,14 +28,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
+from reconciler.adapters.spdy.session import Session
+from reconciler.adapters.ssh.client import SshConnector
 from reconciler.core.podlogs import LogOptionsError, parse_options, render
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
+from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
+from reconciler.runtime.kubelet.portforward import serve_port_forward
 from reconciler.runtime.pod_logs import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 
+NO_SSH_KEY = (
+    "{} is not available: this runpod-reconciler runs without an SSH key "
+    "(--ssh-key-file), so its instances have no SSH access"
+)
 STANDBY_MESSAGE = (
     "this runpod-reconciler replica is a standby: the leader serves pod "
     "logs (the node's InternalIP points at it once it leads)"
@@ -105,6 +115,7 @@ class KubeletServer:
         clock: Callable[[], datetime],
     ) -> None:
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
+        self.exec: ExecBackend | None = None
         self._server = _Server(address, _Handler)
         self._server.app = self
         self._server.socket = context.wrap_socket(
@@ -126,6 +137,34 @@ class KubeletServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+@dataclass(frozen=True)
+class ExecBackend:
+    """What exec needs: where a pod's sshd is, and the way in."""
+
+    targets: SshTargets
+    ssh: SshConnector
+
+
+class _Upgrade:
+    """The HTTP side of a streaming request (see `exec.Upgrader`)."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+
+    def refuse(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
+        self._handler._text(status, message, headers)
+
+    def upgrade(self, protocol: str) -> Session:
+        handler = self._handler
+        handler.send_response(101)
+        handler.send_header("Connection", "Upgrade")
+        handler.send_header("Upgrade", "SPDY/3.1")
+        handler.send_header("X-Stream-Protocol-Version", protocol)
+        handler.end_headers()
+        handler.wfile.flush()
+        return Session(handler.connection, recv=handler.rfile.read1).start()
 
 
 class _Server(ThreadingHTTPServer):
@@ -197,6 +236,42 @@ class _Handler(BaseHTTPRequestHandler):
         what = urlsplit(self.path).path.strip("/").split("/", 1)[0]
         raise EndpointError(501, NOT_SUPPORTED.format(what))
 
+    def _attach(self, _named: Mapping[str, str], _query: str) -> None:
+        raise EndpointError(400, ATTACH_UNSUPPORTED)
+
+    def _exec(self, named: Mapping[str, str], query: str) -> None:
+        backend = self._streaming("exec")
+        namespace, pod, container = named["namespace"], named["pod"], named["container"]
+        serve_exec(
+            _Upgrade(self),
+            self.headers,
+            parse_qs(query, keep_blank_values=True),
+            lambda: backend.targets.resolve(namespace, pod, container),
+            backend.ssh,
+        )
+        self.close_connection = True
+
+    def _port_forward(self, named: Mapping[str, str], _query: str) -> None:
+        backend = self._streaming("port-forward")
+        namespace, pod = named["namespace"], named["pod"]
+        serve_port_forward(
+            _Upgrade(self),
+            self.headers,
+            pod,
+            lambda: backend.targets.resolve(namespace, pod, ""),
+            backend.ssh,
+        )
+        self.close_connection = True
+
+    def _streaming(self, what: str) -> ExecBackend:
+        """The way to the pods' sshd: none without a key (501), none on a standby (503)."""
+        app = self.server.app
+        if app.exec is None:
+            raise EndpointError(501, NO_SSH_KEY.format(what))
+        if not app.is_leader():
+            raise EndpointError(503, STANDBY_MESSAGE)
+        return app.exec
+
     def _container_logs(self, named: Mapping[str, str], query: str) -> None:
         app = self.server.app
         namespace, pod, container = named["namespace"], named["pod"], named["container"]
@@ -227,11 +302,13 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, ValueError):
             return True
 
-    def _text(self, status: int, message: str) -> None:
+    def _text(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
         body = (message + "\n").encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
