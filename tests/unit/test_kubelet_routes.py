@@ -31,8 +31,17 @@ def test_routes_match_by_method_and_segments() -> None:
     assert matched("GET", "/containerLogs/ns/web") is None
     assert matched("GET", "/containerLogs/ns/web/main/extra") is None
     assert matched("GET", "/healthz") == ("_healthz", {})
-    assert matched("POST", "/exec/ns/web/main") == ("_not_supported", {})
-    assert matched("GET", "/portForward/ns/web") == ("_not_supported", {})
+    assert matched("POST", "/exec/ns/web/main") == (
+        "_exec",
+        {"namespace": "ns", "pod": "web", "container": "main"},
+    )
+    assert matched("GET", "/portForward/ns/web") == (
+        "_port_forward",
+        {"namespace": "ns", "pod": "web"},
+    )
+    assert matched("PUT", "/exec/ns/web/main") == ("_not_supported", {})
+    assert matched("GET", "/exec/ns/web") == ("_not_supported", {})
+    assert matched("POST", "/run/ns/web/main") == ("_not_supported", {})
     assert matched("GET", "/pods") is None
 
 

@@ -316,9 +316,15 @@ class _Handler(BaseHTTPRequestHandler):
 _ANY = frozenset({"GET", "POST", "PUT", "DELETE"})
 _GET = frozenset({"GET"})
 
+_STREAMS = frozenset({"GET", "POST"})
+
 ROUTES: tuple[Route, ...] = (
     Route(_GET, ("healthz",), _Handler._healthz, leader_only=False),
     Route(_GET, ("containerLogs", "{namespace}", "{pod}", "{container}"), _Handler._container_logs),
+    # Exec and port-forward say why they cannot serve before a standby says it is one.
+    Route(_STREAMS, ("exec", "{namespace}", "{pod}", "{container}"), _Handler._exec, False),
+    Route(_STREAMS, ("attach", "{namespace}", "{pod}", "{container}"), _Handler._attach, False),
+    Route(_STREAMS, ("portForward", "{namespace}", "{pod}"), _Handler._port_forward, False),
     *(
         Route(_ANY, (streaming, "*"), _Handler._not_supported, leader_only=False)
         for streaming in ("exec", "attach", "portForward", "run")
