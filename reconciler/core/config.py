@@ -272,6 +272,39 @@ class Settings:
     )
     """A kubernetes.io/tls Secret."""
 
+    kubelet_idle_timeout: float = setting(
+        30.0,
+        "--kubelet-idle-timeout",
+        "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
+        "and request headers are complete; then it is closed.",
+        limits=_seconds(1, 3600),
+    )
+    """Also between two requests of a connection: closed before anyone is authenticated."""
+
+    kubelet_max_connections: int = setting(
+        200,
+        "--kubelet-max-connections",
+        "Connections the kubelet endpoint holds at once; more are closed at once.",
+        limits=(1, 100_000, "a number of connections"),
+    )
+
+    kubelet_max_follows_per_client: int = setting(
+        50,
+        "--kubelet-max-follows-per-client",
+        "`kubectl logs -f` served at once to one authenticated caller.",
+        limits=(1, 100_000, "a number of follows"),
+    )
+
+    log_read_share: float = setting(
+        0.2,
+        "--log-read-share",
+        "Share of RunPod's request quota that log reads (kubectl logs) may spend; the "
+        "reconciler keeps the rest.",
+        limits=(0.01, 0.5, "a share of the quota"),
+    )
+    """Of each quota window; a read beyond it is refused with a sentence, a follower's
+    resume waits (`reconciler.core.logshare`)."""
+
     log_keep_lines: int = setting(
         1000,
         "--log-keep-lines",

@@ -155,6 +155,17 @@ class SimHost:
             },
         )
 
+    def annotate_namespace(self, name: str, annotations: dict[str, str]) -> None:
+        self.control(
+            "PUT",
+            "objects/namespaces",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "annotations": annotations},
+            },
+        )
+
     def create_pod(self, manifest: Json) -> Json:
         return dict(self.control("POST", "pods", manifest))
 

@@ -27,6 +27,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import Ownership
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -56,15 +57,15 @@ class Waiting:
 def needs_create_inputs(
     pod: KubeObject,
     row: MappingRecord | None,
-    has_instance: bool,
+    owners: Ownership,
     settings: Settings,
     now: datetime,
 ) -> bool:
     """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
-    if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
+    if podinfo.uid(pod) in owners.owned or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
     if row is None:
-        return not pod_past.has_past(pod)
+        return not pod_past.has_past(pod, owners)
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not within(
@@ -154,14 +155,19 @@ def admit(
                 False,
             )
             continue
-        affordable = tuple(
-            c for c in wait.candidates if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
-        )
-        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
         namespace = PodRef.of(wait.pod).namespace
         ns_use = use.setdefault(namespace, NamespaceUse())
-        refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
-        if count + 1 > t.settings.max_instances or not affordable:
+        caps = t.obs.namespace_caps.get(namespace)
+        # Only candidates within both caps are tried: RunPod may accept any of them.
+        affordable = tuple(
+            c
+            for c in wait.candidates
+            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+            and ns_use.refusal(caps, _hourly_cost(t, c)) is None
+        )
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        refusal = ns_use.refusal(caps, cheapest)
+        if count + 1 > t.settings.max_instances or (refusal is None and not affordable):
             actions += cannot_create(
                 t,
                 wait.pod,

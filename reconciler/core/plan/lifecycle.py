@@ -25,7 +25,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
-from reconciler.core.plan.situation import Situation
+from reconciler.core.plan.situation import Situation, ownership_of
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
@@ -204,8 +204,10 @@ def _terminate(
 def _without_instance(
     t: Situation, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], Waiting | None]:
-    if row is None and (rebuilt := pod_past.rebuilt_row(pod, t.now)) is not None:
-        return [SaveRow(rebuilt)], None
+    if row is None:
+        rebuilt = pod_past.rebuilt_row(pod, t.now, ownership_of(t.obs, t.settings.owner_id))
+        if rebuilt is not None:
+            return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:

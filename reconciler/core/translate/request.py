@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from reconciler.core.config import Settings
+from reconciler.core.config import YEAR, Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
 from reconciler.core.podlogs import exit_nonce
@@ -22,6 +22,7 @@ from reconciler.core.translate.annotations import (
     DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
+    check_offload,
     read_id,
     read_list,
 )
@@ -56,6 +57,7 @@ def create_requests(
             "RunPod's GPU catalog is not available",
             permanent=False,
         )
+    check_offload(pod, job, int(YEAR))
     request = gpu_request(pod, job, settings)
     _check_datacenters(pod, job, catalog)
     candidates = rank(request, catalog)

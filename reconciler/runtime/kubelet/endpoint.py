@@ -13,9 +13,10 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
-from reconciler.runtime.kubelet.server import ExecBackend, KubeletServer
+from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
+from reconciler.runtime.log_follows import LogGate
 from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ def start_endpoint(
         store,
         clock,
         limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+        gate=LogGate(settings.log_read_share, runpod.rate_windows, clock),
     )
     server = KubeletServer(
         (host, settings.kubelet_port if port is None else port),
@@ -55,6 +57,11 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
+        EndpointLimits(
+            settings.kubelet_idle_timeout,
+            settings.kubelet_max_connections,
+            settings.kubelet_max_follows_per_client,
+        ),
     )
     if settings.ssh_key_file:
         identity = load_identity(settings.ssh_key_file)

@@ -10,10 +10,14 @@
 Every request is authenticated and authorized first (see `auth`), then found in one
 route table (`ROUTES`), and every refusal is an `EndpointError` or an error that carries
 its own status, turned into an answer in one place (`answer_for`): virtual-kubelet's
-`node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Only the
-leader serves pods: a standby answers 503 with a sentence, since the node's address
-points at the leader once it has beaten. Answers are text, as the kubelet's are, so that
-the API server can pass the words on to kubectl.
+`node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Before
+that, nothing costs more than a bounded wait: a connection silent for `idle_timeout`
+during its TLS handshake or its request's headers is closed, and beyond
+`max_connections` a new one is closed at once, as a kubelet's server does; one caller
+follows at most `max_follows_per_client` logs at once. Only the leader serves pods: a
+standby answers 503 with a sentence, since the node's address points at the leader once
+it has beaten. Answers are text, as the kubelet's are, so that the API server can pass
+the words on to kubectl.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import select
 import ssl
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,8 +38,8 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
 from reconciler.adapters.spdy.session import Session
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.podlogs import LogOptionsError, parse_options, render
-from reconciler.runtime.kubelet.auth import Authenticator, AuthError
+from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
+from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
 from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
 from reconciler.runtime.kubelet.portforward import serve_port_forward
 from reconciler.runtime.pod_logs import LogError, PodLogs
@@ -104,6 +110,14 @@ class Route:
         return named
 
 
+@dataclass(frozen=True)
+class EndpointLimits:
+    idle_timeout: float = 30.0
+    """Seconds of silence allowed while a handshake or a request's headers are due."""
+    max_connections: int = 200
+    max_follows_per_client: int = 50
+
+
 class KubeletServer:
     def __init__(
         self,
@@ -113,11 +127,17 @@ class KubeletServer:
         logs: PodLogs,
         is_leader: Callable[[], bool],
         clock: Callable[[], datetime],
+        limits: EndpointLimits = EndpointLimits(),
     ) -> None:
         self.auth, self.logs, self.is_leader, self.clock = auth, logs, is_leader, clock
+        self.limits = limits
+        self._follows: Counter[str] = Counter()
+        self._follows_lock = threading.Lock()
         self.exec: ExecBackend | None = None
         self._server = _Server(address, _Handler)
         self._server.app = self
+        self._server.slots = threading.BoundedSemaphore(limits.max_connections)
+        self._server.held_lock = threading.Lock()
         self._server.socket = context.wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False
         )
@@ -137,6 +157,25 @@ class KubeletServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    @property
+    def connections(self) -> int:
+        """Connections held now (each holds a thread)."""
+        return self._server.held
+
+    @contextmanager
+    def follow_slot(self, caller: Caller) -> Iterator[bool]:
+        """Whether `caller` may follow one more log; the slot is held for the block."""
+        with self._follows_lock:
+            allowed = self._follows[caller.user] < self.limits.max_follows_per_client
+            if allowed:
+                self._follows[caller.user] += 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._follows_lock:
+                    self._follows[caller.user] -= 1
 
 
 @dataclass(frozen=True)
@@ -164,6 +203,9 @@ class _Upgrade:
         handler.send_header("X-Stream-Protocol-Version", protocol)
         handler.end_headers()
         handler.wfile.flush()
+        # The idle timeout is for the handshake and the headers: an exec shell may stay
+        # silent for as long as its user thinks.
+        handler.connection.settimeout(None)
         return Session(handler.connection, recv=handler.rfile.read1).start()
 
 
@@ -171,6 +213,35 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     app: KubeletServer
+    slots: threading.BoundedSemaphore
+    held_lock: threading.Lock
+    held = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread per connection, up to the cap; beyond it the connection is closed
+        before its handshake, so that idle sockets cannot pile up threads."""
+        if not self.slots.acquire(blocking=False):
+            log.warning("kubelet endpoint: %s connections held; closing a new one", self.held)
+            self.shutdown_request(request)
+            return
+        with self.held_lock:
+            self.held += 1
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self.held_lock:
+            self.held -= 1
+        self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A failed handshake (no or a foreign certificate) is the caller's problem."""
@@ -183,6 +254,14 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     server_version = "runpod-reconciler-kubelet"
     _responding = False
+    _caller: Caller
+    """Who sent the request being served (set once it is authenticated)."""
+
+    def setup(self) -> None:
+        # Every read and write of this connection, the lazy TLS handshake included, gives
+        # up after this much silence (a reader that stops reading a followed log, too).
+        super().setup()
+        self.connection.settimeout(self.server.app.limits.idle_timeout)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -212,6 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
             app.auth.authorize(caller, method, url.path)
+            self._caller = caller
             route, named = _route(method, parts, url.path)
             if route.leader_only and not app.is_leader():
                 raise EndpointError(503, STANDBY_MESSAGE)
@@ -274,8 +354,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _container_logs(self, named: Mapping[str, str], query: str) -> None:
         app = self.server.app
-        namespace, pod, container = named["namespace"], named["pod"], named["container"]
         options = parse_options(dict(parse_qsl(query)), app.clock())
+        if not options.follow:
+            return self._send_log(named, options)
+        with app.follow_slot(self._caller) as allowed:
+            if not allowed:
+                raise EndpointError(
+                    503,
+                    f"{self._caller.user} follows {app.limits.max_follows_per_client} logs on "
+                    "this node already, the most one caller may "
+                    "(--kubelet-max-follows-per-client); stop one first",
+                )
+            self._send_log(named, options)
+        return None
+
+    def _send_log(self, named: Mapping[str, str], options: LogOptions) -> None:
+        app = self.server.app
+        namespace, pod, container = named["namespace"], named["pod"], named["container"]
         lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
