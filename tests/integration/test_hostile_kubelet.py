@@ -20,6 +20,10 @@ from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet.server import EndpointLimits
 
+# These callers play the API server, which does not verify a kubelet's serving
+# certificate unless started with --kubelet-certificate-authority (self-signed here).
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
 
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
