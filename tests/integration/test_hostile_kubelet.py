@@ -216,3 +216,16 @@ def test_a_batch_instance_started_before_the_nonce_still_reports_its_code(
     pod = box.pod("old-job") or {}
     assert pod["status"]["phase"] == "Failed"
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_an_unexpected_failure_is_a_500_with_a_sentence(
+    box: Sandbox, admin: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("secret detail")
+
+    assert box.kubelet is not None
+    monkeypatch.setattr(box.kubelet.logs, "lines", broken)
+    answer = get(box, admin, "/containerLogs/default/nope/main")
+    assert answer.status_code == 500
+    assert "secret detail" not in answer.text and "reconciler's log" in answer.text
