@@ -33,6 +33,7 @@ from reconciler.cli.connection import (
     runpod_api_key_option,
     runpod_url_option,
 )
+from reconciler.cli.exec_command import exec_command
 from reconciler.cli.logs_command import logs_command
 from reconciler.cli.options import SettingsError, settings_from, settings_options
 from reconciler.core.config import (
@@ -48,6 +49,7 @@ from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
 from reconciler.runtime.engine import utcnow
 from reconciler.runtime.health import parse_address
+from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
 from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import (
@@ -465,7 +467,7 @@ def sync(
     **options: Any,
 ) -> None:
     """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
-    settings = settings_from(options)
+    settings = _with_ssh_key(settings_from(options))
     _check_loop_options(
         interval, heartbeat_interval, stay, leader_elect_lease_duration, health_address
     )
@@ -526,6 +528,7 @@ def _check_loop_options(
 
 
 main.add_command(logs_command)
+main.add_command(exec_command)
 
 
 @main.command()
@@ -596,6 +599,17 @@ def drain(
             click.echo("RunPod lists none of them any more: nothing of ours is billing")
     if not report.ok:
         sys.exit(1)
+
+
+def _with_ssh_key(settings: Settings) -> Settings:
+    """The settings with the public half of `--ssh-key-file` (made if missing)."""
+    if not settings.ssh_key_file:
+        return settings
+    try:
+        identity = load_identity(settings.ssh_key_file)
+    except SshKeyError as exc:
+        raise click.ClickException(str(exc)) from None
+    return dataclasses.replace(settings, ssh_public_key=identity.public_line)
 
 
 def _run_once(

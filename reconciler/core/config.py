@@ -272,6 +272,39 @@ class Settings:
     )
     """A kubernetes.io/tls Secret."""
 
+    kubelet_idle_timeout: float = setting(
+        30.0,
+        "--kubelet-idle-timeout",
+        "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
+        "and request headers are complete; then it is closed.",
+        limits=_seconds(1, 3600),
+    )
+    """Also between two requests of a connection: closed before anyone is authenticated."""
+
+    kubelet_max_connections: int = setting(
+        200,
+        "--kubelet-max-connections",
+        "Connections the kubelet endpoint holds at once; more are closed at once.",
+        limits=(1, 100_000, "a number of connections"),
+    )
+
+    kubelet_max_follows_per_client: int = setting(
+        50,
+        "--kubelet-max-follows-per-client",
+        "`kubectl logs -f` served at once to one authenticated caller.",
+        limits=(1, 100_000, "a number of follows"),
+    )
+
+    log_read_share: float = setting(
+        0.2,
+        "--log-read-share",
+        "Share of RunPod's request quota that log reads (kubectl logs) may spend; the "
+        "reconciler keeps the rest.",
+        limits=(0.01, 0.5, "a share of the quota"),
+    )
+    """Of each quota window; a read beyond it is refused with a sentence, a follower's
+    resume waits (`reconciler.core.logshare`)."""
+
     log_keep_lines: int = setting(
         1000,
         "--log-keep-lines",
@@ -287,6 +320,19 @@ class Settings:
         limits=(0, math.inf, "a number of bytes"),
     )
 
+    ssh_key_file: str = setting(
+        "",
+        "--ssh-key-file",
+        "The reconciler's own SSH private key (made there if missing): instances get its "
+        "public key and sshd, for kubectl exec, cp and port-forward (empty: no SSH).",
+    )
+    """OpenSSH ed25519. Instances are created with `startSsh`, its public key in
+    `PUBLIC_KEY` and 22/tcp published."""
+
+    ssh_public_key: str = ""
+    """The public key of `ssh_key_file` as an authorized_keys line, read at start (not a
+    flag)."""
+
     @property
     def owner_id(self) -> str:
         return f"{self.cluster_id}/{self.node_name}"
@@ -295,7 +341,8 @@ class Settings:
 def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
     """Every setting's field with its flag, in declaration order."""
     for item in fields(Settings):
-        yield item, item.metadata["flag"]
+        if "flag" in item.metadata:  # a value derived at start has none
+            yield item, item.metadata["flag"]
 
 
 LIMITS: dict[str, Limits] = {

@@ -19,6 +19,11 @@ STOP_ON_EXIT_ENV = "RUNPOD_RECONCILER_STOP_ON_EXIT"
 EXIT_CODE_MARKER = "RUNPOD_RECONCILER_EXIT_CODE="
 
 
+LEGACY_NONCE = "1"
+"""What STOP_ON_EXIT_ENV held before the marker had a nonce: such an instance's wrapper
+prints the bare EXIT_CODE_MARKER (an instance started before an upgrade)."""
+
+
 def exit_code_marker(nonce: str) -> str:
     """What the wrapper prints right before the exit code."""
-    return f"{EXIT_CODE_MARKER}{nonce}:"
+    return EXIT_CODE_MARKER if nonce == LEGACY_NONCE else f"{EXIT_CODE_MARKER}{nonce}:"

@@ -178,6 +178,7 @@ class CreateRequest:
     network_volume: NetworkVolume | None = None
     template_id: str | None = None
     registry_auth_id: str | None = None
+    start_ssh: bool = False
 
     def __repr__(self) -> str:
         # env can carry Secret values: keep them out of every repr and log line.

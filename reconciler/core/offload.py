@@ -33,7 +33,7 @@ from reconciler.core.reasons import OffloadTrigger
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.errors import TranslationError
 
-MAX_PENDING_TIME_BEFORE_OFFLOAD = "runpod.io/max-pending-time-before-offload"
+MAX_PENDING_TIME_BEFORE_OFFLOAD = ann.MAX_PENDING_TIME_BEFORE_OFFLOAD
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,11 @@
 The env tags are the first proof of ownership, but a PATCH of an instance's env (or an
 edit in RunPod's console) replaces the env whole and takes them away. Two more proofs
 survive that: the instance id in a mapping row, and in a pod's `runpod.io/pod-id`
-annotation. An instance claimed that way is still ours (its tags get restored); one
+annotation. The annotation is anyone's to write who may edit the pod (and a row can be
+rebuilt from it), so either claims an untagged instance only if the instance also bears
+the name we gave that pod (which ends with the pod's UID; the row's recorded name once
+the pod is gone): naming someone else's instance does not make it ours to retag or
+terminate. An instance claimed that way is still ours (its tags get restored); one
 carrying another owner's tag never is. An untagged instance that nothing claims but
 whose name is the one we would give a pod of the node "looks like ours": it is only
 reported, never touched, because a name is no proof.
@@ -11,6 +15,7 @@ reported, never touched, because a name is no proof.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +27,8 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
+
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,7 @@ class Ownership:
         pods: Sequence[KubeObject],
     ) -> Ownership:
         """From one observation; `pods` are the node's pods that are ours to run."""
-        claimed = claims(rows, pods)
+        claimed = claims(rows, pods, instances)
         untagged = [
             i for i in instances if i.owner is None and i.status is not InstanceStatus.TERMINATED
         ]
@@ -65,14 +72,41 @@ class Ownership:
         )
 
 
-def claims(rows: Iterable[MappingRecord], pods: Iterable[KubeObject]) -> dict[str, str]:
-    """Instance id → pod UID, from the rows' instance ids and the pods' annotations."""
-    claimed = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
-    for pod in pods:
+def claims(
+    rows: Iterable[MappingRecord], pods: Iterable[KubeObject], instances: Iterable[Instance]
+) -> dict[str, str]:
+    """Instance id → pod UID, from the rows' instance ids and the pods' annotations; an
+    untagged instance only when it bears the name we gave that pod."""
+    by_uid = {podinfo.uid(pod): pod for pod in pods}
+    untagged = {i.id: i.name for i in instances if i.owner is None}
+
+    def named_ours(instance_id: str, pod_uid: str, recorded: str | None) -> bool:
+        if instance_id not in untagged:
+            return True  # tagged (the tag decides) or not listed (nothing to act on)
+        pod = by_uid.get(pod_uid)
+        expected = instance_name(pod) if pod is not None else recorded
+        return untagged[instance_id] == expected
+
+    claimed = {
+        row.instance_id: row.pod_uid
+        for row in rows
+        if row.instance_id and named_ours(row.instance_id, row.pod_uid, row.instance_name)
+    }
+    for uid, pod in by_uid.items():
         instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
-        if instance_id:
-            claimed.setdefault(instance_id, podinfo.uid(pod))
+        if instance_id and named_ours(instance_id, uid, None):
+            claimed.setdefault(instance_id, uid)
     return claimed
+
+
+def annotated_claim(owners: Ownership, pod: KubeObject) -> str | None:
+    """The instance id the pod's runpod.io/pod-id names, if a row may be rebuilt from it:
+    an id RunPod could have given (and a row can store), claimed by this pod alone (two
+    pods naming one id would break the rows' uniqueness, and fail every commit)."""
+    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+    if not instance_id or not _INSTANCE_ID.fullmatch(instance_id):
+        return None
+    return instance_id if owners.claimed.get(instance_id) == podinfo.uid(pod) else None
 
 
 def owned_instances(

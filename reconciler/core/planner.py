@@ -307,15 +307,15 @@ def _price_differences(t: _Tick, pods: Mapping[str, KubeObject]) -> list[Action]
 def needs_create_inputs(
     pod: KubeObject,
     row: MappingRecord | None,
-    has_instance: bool,
+    owners: Ownership,
     settings: Settings,
     now: datetime,
 ) -> bool:
     """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
-    if has_instance or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
+    if podinfo.uid(pod) in owners.owned or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
         return False
     if row is None:
-        return not pod_past.has_past(pod)
+        return not pod_past.has_past(pod, owners)
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not _within(
@@ -743,8 +743,10 @@ def _fail(
 def _without_instance(
     t: _Tick, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], _Waiting | None]:
-    if row is None and (rebuilt := pod_past.rebuilt_row(pod, t.now)) is not None:
-        return [SaveRow(rebuilt)], None
+    if row is None:
+        rebuilt = pod_past.rebuilt_row(pod, t.now, ownership_of(t.obs, t.settings.owner_id))
+        if rebuilt is not None:
+            return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(t, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:
@@ -959,14 +961,19 @@ def _admit(
                 False,
             )
             continue
-        affordable = tuple(
-            c for c in wait.candidates if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
-        )
-        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
         namespace = PodRef.of(wait.pod).namespace
         ns_use = use.setdefault(namespace, NamespaceUse())
-        refusal = ns_use.refusal(t.obs.namespace_caps.get(namespace), cheapest)
-        if count + 1 > t.settings.max_instances or not affordable:
+        caps = t.obs.namespace_caps.get(namespace)
+        # Only candidates within both caps are tried: RunPod may accept any of them.
+        affordable = tuple(
+            c
+            for c in wait.candidates
+            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+            and ns_use.refusal(caps, _hourly_cost(t, c)) is None
+        )
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        refusal = ns_use.refusal(caps, cheapest)
+        if count + 1 > t.settings.max_instances or (refusal is None and not affordable):
             actions += _cannot_create(
                 t,
                 wait.pod,

@@ -15,6 +15,7 @@ from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import Ownership, annotated_claim
 
 RAN_UNRECORDED = (
     "this pod's status shows it ran, but neither a RunPod instance, our records nor its "
@@ -22,13 +23,14 @@ RAN_UNRECORDED = (
 )
 
 
-def rebuilt_row(pod: KubeObject, now: datetime) -> MappingRecord | None:
-    """The row of the instance the pod's runpod.io/pod-id names, after our rows were lost.
+def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRecord | None:
+    """The row of the instance the pod's runpod.io/pod-id names, after our rows were lost
+    (only an id that may make a row: `ownership.annotated_claim`).
 
     The row gets a fresh grace period: the instance may only be lagging in the list.
     """
-    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
-    if not instance_id:
+    instance_id = annotated_claim(owners, pod)
+    if instance_id is None:
         return None
     ref = PodRef.of(pod)
     return MappingRecord(
@@ -43,9 +45,11 @@ def rebuilt_row(pod: KubeObject, now: datetime) -> MappingRecord | None:
     )
 
 
-def has_past(pod: KubeObject) -> bool:
-    """Whether the pod shows it had an instance: then it is never created for again."""
-    return podinfo.POD_ID_ANNOTATION in podinfo.pod_annotations(pod) or ran_before(pod)
+def has_past(pod: KubeObject, owners: Ownership) -> bool:
+    """Whether the pod shows it had an instance: then it is never created for again. An
+    annotation that no row could hold (not an id RunPod gives, or one another pod or row
+    claims) is anyone's writing, not a past."""
+    return annotated_claim(owners, pod) is not None or ran_before(pod)
 
 
 def ran_before(pod: KubeObject) -> bool:

@@ -24,6 +24,8 @@ from reconciler.core.mapping import MappingRecord
 SPEND_ANNOTATION = "runpod.io/spend-usd"
 LEAK_REASON = "leak: RunPod bills an instance whose pod has ended"
 MISMATCH_RATIO = 0.10
+MISMATCH_USD = 0.01
+"""A difference below a cent is rounding (a pod that lived seconds), never a wrong price."""
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,11 @@ def billed_list_price(row: MappingRecord, billed_until: datetime) -> float | Non
 
 
 def mismatched(charged: float, listed: float | None) -> bool:
-    """Charged differs from the list-price estimate by more than MISMATCH_RATIO."""
+    """Charged differs from the list-price estimate by more than MISMATCH_RATIO, and by a
+    cent at least."""
     if listed is None or listed <= 0:
         return False
-    return abs(charged - listed) > MISMATCH_RATIO * listed
+    return abs(charged - listed) > max(MISMATCH_RATIO * listed, MISMATCH_USD - 1e-9)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
-from reconciler.runtime.kubelet.server import KubeletServer
+from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
+from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -107,11 +108,19 @@ class Sandbox:
         self.settings = resolve_owner(self._base_settings, self.kube)
         self._compose()
 
-    def start_kubelet(self, port: int = 0) -> KubeletServer:
+    def start_kubelet(self, port: int = 0, limits: EndpointLimits | None = None) -> KubeletServer:
         """Serve the kubelet endpoint on 127.0.0.1 (a free port by default) and advertise
-        it on the node at the next tick, so that `kubectl logs` reaches it."""
+        it on the node at the next tick, so that `kubectl logs` reaches it; `limits`
+        replaces the settings' connection limits."""
         self._kubelet_runpod = RunPodClient(API_KEY, self.runpod_sim.base_url, read_timeout=5)
-        self.configure(kubelet_address="127.0.0.1", kubelet_port=port or 10250)
+        changes: dict[str, Any] = {"kubelet_address": "127.0.0.1", "kubelet_port": port or 10250}
+        if limits is not None:
+            changes.update(
+                kubelet_idle_timeout=limits.idle_timeout,
+                kubelet_max_connections=limits.max_connections,
+                kubelet_max_follows_per_client=limits.max_follows_per_client,
+            )
+        self.configure(**changes)
         server = start_endpoint(
             self.settings,
             self.kube,
@@ -127,6 +136,13 @@ class Sandbox:
         self.kubelet = server
         self.configure(kubelet_port=server.port)
         return server
+
+    def enable_ssh(self, key_file: str) -> None:
+        """Give the reconciler an SSH key (made at `key_file`), as `--ssh-key-file`
+        does: instances created from now on run sshd with it; call before
+        `start_kubelet` for exec."""
+        identity = load_identity(key_file)
+        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

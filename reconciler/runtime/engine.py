@@ -33,6 +33,7 @@ from reconciler.core import ownership, registries
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
+from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Cloud, ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
@@ -43,6 +44,7 @@ from reconciler.core.planner import (
     ownership_of,
     plan,
 )
+from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
@@ -388,9 +390,7 @@ class Engine:
         needing = [
             p
             for p in pods
-            if needs_create_inputs(
-                p, by_uid.get(podinfo.uid(p)), podinfo.uid(p) in owned, self.settings, now
-            )
+            if needs_create_inputs(p, by_uid.get(podinfo.uid(p)), owners, self.settings, now)
         ]
         catalog = self.catalog.get(self.runpod, now) if needing else []
         inputs = self._create_inputs(needing) if catalog else {}
@@ -481,13 +481,14 @@ class Engine:
         stopped: list[tuple[str, str]] = []
         for pod in pods:
             uid = podinfo.uid(pod)
-            exited = [i.id for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
+            exited = [i for i in owned.get(uid, ()) if i.status is InstanceStatus.EXITED]
             if not exited:
                 continue  # most pods: spare reading their spec
             row = rows.get(uid)
             if not is_batch(pod) or (row is not None and row.exit_code is not None):
                 continue
-            stopped += [(instance_id, uid) for instance_id in exited]
+            # The nonce the instance was started with (an older one's: LEGACY_NONCE).
+            stopped += [(i.id, i.env.get(STOP_ON_EXIT_ENV) or exit_nonce(uid)) for i in exited]
         return self.pod_logs.read_exits(stopped)
 
     def _create_inputs(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:

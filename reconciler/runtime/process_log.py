@@ -96,6 +96,7 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     # The kubernetes client and urllib3 are chatty at INFO; their debug logs could
-    # also carry bearer tokens. APScheduler logs every job run at INFO.
-    for noisy in ("urllib3", "kubernetes", "alembic", "apscheduler"):
+    # also carry bearer tokens. APScheduler logs every job run at INFO, paramiko every
+    # SSH connection and authentication.
+    for noisy in ("urllib3", "kubernetes", "alembic", "apscheduler", "paramiko"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

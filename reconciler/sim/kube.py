@@ -3,7 +3,9 @@
 It speaks the REST API (JSON) that the official client and `kubectl` use, for the
 resources the reconciler touches, with the semantics a controller depends on:
 resourceVersion conflicts, deletionTimestamp and finalizers, field and label selectors,
-`limit`/`continue` paging, watch, bearer-token auth and RBAC from our own manifests.
+`limit`/`continue` paging, watch, bearer-token auth and RBAC from our own manifests;
+`pods/log` and `pods/exec` (SPDY) are passed to the node's kubelet as an API server
+passes them (`kube_pod_log`, `kube_pod_exec`).
 Time comes from a `SimClock`, so tests move through grace periods without sleeping.
 
     with KubeSimulator() as sim:

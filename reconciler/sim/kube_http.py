@@ -13,6 +13,12 @@ from urllib.parse import parse_qs, urlsplit
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_access import AccessModel
+from reconciler.sim.kube_pod_exec import (
+    kubelet_exec_request,
+    kubelet_port_forward_request,
+    open_upgrade,
+    splice,
+)
 from reconciler.sim.kube_pod_log import open_pod_log
 from reconciler.sim.kube_rbac import Attributes, Authorizer
 from reconciler.sim.kube_resources import CREATE_ONLY_SUBRESOURCES, Resource, find_resource
@@ -198,6 +204,8 @@ class Handler(BaseHTTPRequestHandler):
             if route.subresource == "log":
                 assert route.namespace is not None
                 return self._relay(open_pod_log(self.sim, route.namespace, route.name, query))
+            if route.subresource in ("exec", "portforward"):
+                return self._exec(route, query)
             if _wants_table(self.headers.get("Accept", "")):
                 return self._send(
                     200,
@@ -242,6 +250,8 @@ class Handler(BaseHTTPRequestHandler):
         return self._send_raw(200, _list_json(route.resource, page))
 
     def _create(self, route: Route, query: Query) -> int:
+        if route.subresource in ("exec", "portforward") and route.name:
+            return self._exec(route, query)
         body = self._json_body()
         if route.resource is resources.TOKEN_REVIEWS:
             return self._send(201, self.sim.access.token_review(body))
@@ -350,6 +360,27 @@ class Handler(BaseHTTPRequestHandler):
         line = b'{"type":"' + kind.encode() + b'","object":' + obj_json + b"}\n"
         self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
         self.wfile.flush()
+
+    def _exec(self, route: Route, query: Query) -> int:
+        """An exec or port-forward: the SPDY upgrade proxied to the kubelet (see
+        `kube_pod_exec`)."""
+        assert route.namespace is not None
+        if "spdy/3.1" not in self.headers.get("Upgrade", "").lower():
+            raise ApiError(
+                400,
+                f"this simulator serves {route.subresource} over SPDY only (kubectl falls "
+                "back to it); "
+                "WebSocket (v5.channel.k8s.io) is not simulated yet",
+            )
+        request = (
+            kubelet_exec_request if route.subresource == "exec" else kubelet_port_forward_request
+        )
+        target = request(self.sim, route.namespace, route.name, query)
+        upstream, answer = open_upgrade(self.sim, target, self.headers)
+        self._record(101)
+        splice(self.connection, self.rfile.read1, upstream, answer)
+        self.close_connection = True
+        return 101
 
     def _relay(self, upstream: Any) -> int:
         """Pass a kubelet's log answer on as it comes, chunk by chunk."""

@@ -71,6 +71,9 @@ class Resource:
                 entry.update(CREATE_ONLY_SUBRESOURCES[sub], verbs=["create"])
             elif sub == "log":
                 entry["verbs"] = ["get"]
+            elif sub in ("exec", "portforward"):
+                kind = "PodExecOptions" if sub == "exec" else "PodPortForwardOptions"
+                entry.update(kind=kind, verbs=["create", "get"])
             entries.append(entry)
         return entries
 
@@ -93,7 +96,7 @@ PODS = Resource(
     "pod",
     "Pod",
     True,
-    ("status", "binding", "eviction", "log"),
+    ("status", "binding", "eviction", "log", "exec", "portforward"),
     ("po",),
     (
         *_META_FIELDS,

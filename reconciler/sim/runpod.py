@@ -47,6 +47,12 @@ limited, not in the request log); bodies are JSON:
                                               now on send their backfill one event at a
                                               time, that many real seconds before each
     POST   /_sim/pods/{id}/fields            {raw pod fields served as given, e.g. "status"}
+    POST   /_sim/pods/{id}/sshd              {"running": false}: the pod's sshd stops (an
+                                              image that runs none); {"running": true,
+                                              "newHostKey": true}: back with a new host key
+    POST   /_sim/pods/{id}/serve             {"port": 8888, "body": "..."}: the pod answers
+                                              HTTP GET on that loopback port (reached by
+                                              SSH forwarding)
     DELETE /_sim/pods/{id}                   vanish without any API call
     POST   /_sim/faults                      {"method", "path" (glob), "status", "count",
                                               "retryAfter"}; or {"kind": "create-then-fail",
@@ -67,6 +73,12 @@ limited, not in the request log); bodies are JSON:
 
 `instances` gives every pod (foreign and not yet listed ones too) as the JSON the API
 would serve now, keyed by id; `requests` the logged API requests (passwords masked).
+
+A pod created with `startSsh` and a `PUBLIC_KEY` in its env runs a real sshd on
+127.0.0.1 (see `runpod_ssh`: commands run with `sh` in a per-pod sandbox directory that
+stands for the pod's filesystem); its public IP is 127.0.0.1 and its `22/tcp` mapping,
+when published, is the sshd's port, so `ssh.direct` leads to it once the pod runs.
+`ssh_sandbox(id)` and `ssh_host_key(id)` let tests look inside.
 
 Run as a process: `python -m reconciler.sim.runpod --port 8080 --api-key KEY` prints its
 base URL as the first line of stdout and serves until SIGTERM or SIGINT.
@@ -91,8 +103,9 @@ from datetime import datetime, timedelta
 from email.utils import formatdate
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
@@ -110,6 +123,9 @@ from reconciler.sim.runpod_validate import (
     check_port,
     check_update_pod,
 )
+
+if TYPE_CHECKING:
+    from reconciler.sim.runpod_ssh import SshHost
 
 REQUEST_LOG_LIMIT = 20_000
 # The User-Agent urllib sends by default; RunPod's gateway answers it 403 (error 1010).
@@ -245,6 +261,7 @@ class RunPodSimulator:
         self._log_written = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server: _Server | None = None
+        self._sshd: SshHost | None = None
         self._just_created: SimPod | None = None
         """The pod the request being answered made (for its log entry)."""
         self.reset()
@@ -264,6 +281,9 @@ class RunPodSimulator:
 
     def stop(self) -> None:
         self._stopping.set()  # releases hanging creates
+        if self._sshd is not None:
+            self._sshd.close()
+            self._sshd = None
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -285,6 +305,9 @@ class RunPodSimulator:
     def reset(self) -> None:
         """Forget pods, registries, faults, quota use and the log; the clock keeps its time."""
         with self._lock:
+            if self._sshd is not None:
+                self._sshd.close()
+                self._sshd = None
             self._catalog = Catalog(self._gpu_types)
             self._pods: dict[str, SimPod] = {}
             self._registries: dict[str, str] = {}
@@ -337,6 +360,7 @@ class RunPodSimulator:
             self._release(self._pod(instance_id))
             self._ledgers[instance_id].delete(self.clock.now())
             del self._pods[instance_id]
+            self._stop_sshd(instance_id)
             self._log_written.notify_all()
 
     def write_container_log(self, instance_id: str, lines: Sequence[str]) -> None:
@@ -704,6 +728,7 @@ class RunPodSimulator:
         terminated.update(status="TERMINATED", cost=0.0, runtime=None, actions=[])
         self._terminated[pod.id] = terminated
         del self._pods[pod.id]
+        self._stop_sshd(pod.id)
         if not self._ghost_deletes.spend():
             self._ledgers[pod.id].delete(request.now)
         self._log_written.notify_all()
@@ -797,7 +822,9 @@ class RunPodSimulator:
             registry=body.get("registry"),
             mounts=body.get("mounts", {}),
             listed_from=now + self._listing_lag,
+            start_ssh=bool(body.get("startSsh", False)),
         )
+        self._start_sshd(pod)
         self._boot_pod(pod, now, provisioning=self._boot[0])
         self._pods[pod.id] = pod
         self._just_created = pod
@@ -807,6 +834,54 @@ class RunPodSimulator:
         ledger.gpu_on(now)
         self._ledgers[pod.id] = ledger
         return pod
+
+    def _start_sshd(self, pod: SimPod) -> None:
+        """RunPod's images start sshd from `PUBLIC_KEY`, which reaches a pod with
+        `startSsh` (this account registers no keys, so the request must set it)."""
+        keys = pod.env.get("PUBLIC_KEY")
+        if not (pod.start_ssh and keys):
+            return
+        if self._sshd is None:
+            from reconciler.sim.runpod_ssh import SshHost  # asyncssh only when SSH is used
+
+            self._sshd = SshHost()
+        clock = self.clock
+        port = self._sshd.start_pod(
+            pod.id, keys, pod.env, lambda: pod.status(clock.now()) == "RUNNING"
+        )
+        pod.public_ip = "127.0.0.1"
+        if 22 in pod.public_ports:
+            pod.public_ports[22] = port
+
+    def _stop_sshd(self, pod_id: str) -> None:
+        if self._sshd is not None:
+            self._sshd.stop_pod(pod_id)
+
+    def _ssh_of(self, pod_id: str) -> SshHost:
+        self._pod(pod_id)
+        if self._sshd is None or pod_id not in self._sshd.pods:
+            raise ValueError(f"pod {pod_id} runs no sshd: it needs startSsh and a PUBLIC_KEY")
+        return self._sshd
+
+    def set_sshd(self, instance_id: str, running: bool, *, new_host_key: bool = False) -> None:
+        """The pod's sshd stops (an image without one) or comes back, perhaps with a
+        new host key."""
+        with self._lock:
+            self._ssh_of(instance_id).set_running(instance_id, running, new_host_key=new_host_key)
+
+    def serve_http(self, instance_id: str, port: int, body: str) -> None:
+        """The pod answers HTTP GET on its loopback `port` with `body`."""
+        with self._lock:
+            self._ssh_of(instance_id).serve(instance_id, port, body)
+
+    def ssh_sandbox(self, instance_id: str) -> Path:
+        """The directory that stands for the pod's filesystem."""
+        with self._lock:
+            return self._ssh_of(instance_id).sandbox(instance_id)
+
+    def ssh_host_key(self, instance_id: str) -> str:
+        with self._lock:
+            return self._ssh_of(instance_id).host_key(instance_id)
 
     def _boot_pod(self, pod: SimPod, now: datetime, provisioning: timedelta) -> None:
         pull = timedelta(seconds=self._pull_seconds.get(pod.image, 0.0))
@@ -1038,6 +1113,22 @@ class RunPodSimulator:
     @admin("POST", "/_sim/pods/{id}/fields")
     def _admin_fields(self, request: _Request) -> Reply:
         self.set_instance_fields(request.pod_id, dict(request.body))
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/sshd")
+    def _admin_sshd(self, request: _Request) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        if not isinstance(body.get("running"), bool):
+            raise ValueError('the body must be {"running": true|false}')
+        self.set_sshd(request.pod_id, body["running"], new_host_key=bool(body.get("newHostKey")))
+        return Reply(204)
+
+    @admin("POST", "/_sim/pods/{id}/serve")
+    def _admin_serve(self, request: _Request) -> Reply:
+        body = request.body if isinstance(request.body, dict) else {}
+        if not isinstance(body.get("port"), int) or not isinstance(body.get("body"), str):
+            raise ValueError('the body must be {"port": 8888, "body": "..."}')
+        self.serve_http(request.pod_id, body["port"], body["body"])
         return Reply(204)
 
     @admin("DELETE", "/_sim/pods/{id}")

@@ -70,6 +70,8 @@ class SimPod:
     runtime_stuck: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
     log: list[LogLine] = field(default_factory=list)
+    start_ssh: bool = False
+    """The create's `startSsh`: never served, as the contract says."""
     _written: int = 0
 
     def status(self, now: datetime) -> str:
@@ -143,7 +145,7 @@ class SimPod:
             "cloud": self.cloud,
             "dataCenterId": self.datacenter_id,
             "cudaVersion": "12.8",
-            "ssh": self._ssh(),
+            "ssh": self._ssh(status),
             "template": None,
             "cost": self._cost(status),
             "locked": False,
@@ -160,11 +162,18 @@ class SimPod:
             return 0.0
         return round(self.price_per_gpu * self.gpu_count, 4)
 
-    def _ssh(self) -> dict[str, Any]:
+    def _ssh(self, status: str) -> dict[str, Any]:
         user = f"{self.id}-64411eb2"
         proxy = {"host": "ssh.runpod.io", "port": 22, "username": user}
         proxy["command"] = f"ssh {user}@ssh.runpod.io"
-        return {"proxy": proxy, "direct": None}
+        direct = None
+        # Only a running pod with 22/tcp published has a public address for its sshd,
+        # whether or not an sshd listens behind it.
+        if "22/tcp" in self.ports and status == "RUNNING":
+            host, port = self.public_ip, self.public_ports[22]
+            command = f"ssh root@{host} -p {port}"
+            direct = {"host": host, "port": port, "username": "root", "command": command}
+        return {"proxy": proxy, "direct": direct}
 
     def _runtime(self, status: str, now: datetime) -> dict[str, Any] | None:
         if status != "RUNNING" or self.runtime_stuck:

@@ -47,7 +47,7 @@ from tests.chaos.ticks import (
     expire_lock,
     read_journal,
 )
-from tests.chaos.workload import BITES, CHAIN_FAULT, STEER, Workload
+from tests.chaos.workload import BITES, CHAIN_FAULT, HOSTILE_FAULT, STEER, Workload
 from tests.chaos.world import SimHost, Snapshot, sim_host
 
 MAX_SETTLE_TICKS = 8
@@ -111,6 +111,7 @@ INVARIANTS = (
     "no-unexplained-duplicate",
     "orphans-bounded",
     "steady-tick",
+    "hostile-namespace",
 )
 
 
@@ -187,7 +188,11 @@ class Run:
             elif self.rng.random() < SECOND_WRITER_CHANCE:
                 self._record(self._tick_with_a_second_writer(plan))
             else:
-                self._record(self._tick(plan))
+                result = self._tick(plan)
+                self._record(result)
+                if fault == HOSTILE_FAULT:
+                    problems = invariants.hostile_namespace_violations(result)
+                    self.result.violate("hostile-namespace", problems)
             self._maybe_delete_database()
             tick += 1
 
@@ -212,6 +217,7 @@ class Run:
 
     def _settle(self) -> None:
         self.workload.lag(0)
+        self.workload.calm_namespace()
         orphans_gone: int | None = None
         for settle in range(1, MAX_SETTLE_TICKS + 1):
             # Clean ticks follow each other in a second or two: a hold on creates (a

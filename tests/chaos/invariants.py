@@ -268,6 +268,18 @@ def tick_violations(result: TickResult, contended: bool) -> list[str]:
     return []
 
 
+def hostile_namespace_violations(result: TickResult) -> list[str]:
+    """A tick while the users' namespace carried out-of-range caps: it ends with its
+    report, and none of its errors comes from the caps (saving one once failed every
+    tick before anything was applied, deleted pods' instances billing on)."""
+    if result.died or result.refused or result.hung:
+        return []
+    if result.report is None:
+        return [f"tick exited {result.returncode} without a report under a hostile namespace"]
+    errors = [e for e in result.report.get("errors") or () if "caps" in e or "runpod.io/" in e]
+    return [f"a namespace's caps failed the tick: {errors}"] if errors else []
+
+
 def steady_violations(plans: Sequence[Mapping[str, int]]) -> list[str]:
     """After convergence the plans must turn empty and stay empty (rows may trail)."""
     quiet = [not p for p in plans]

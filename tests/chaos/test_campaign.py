@@ -13,7 +13,9 @@ import pytest
 
 from reconciler.runtime.crashpoints import POINTS
 from tests.chaos.campaign import MAX_SETTLE_TICKS, Campaign, RunResult, table
+from tests.chaos.invariants import hostile_namespace_violations
 from tests.chaos.ticks import CREATE_GRACE, Reconciler, TickPlan
+from tests.chaos.workload import HOSTILE_CAPS
 from tests.chaos.world import SimHost, pod_manifest, sim_host
 
 # The campaign's module fixture runs hundreds of ticks (330 s once on a loaded machine).
@@ -72,3 +74,20 @@ def test_a_late_listed_instance_does_not_fail_its_pod(host: SimHost, tmp_path: P
         reconciler.tick(TickPlan())
     pod = next(p for p in host.pods() if p["metadata"]["name"] == "a")
     assert pod["status"].get("phase") != "Failed", pod["status"]
+
+
+def test_a_hostile_namespace_fails_no_tick(host: SimHost, tmp_path: Path) -> None:
+    """`reconciler sync --once` while the pods' namespace carries the hostile-namespace
+    fault's caps: the run ends with its report, the deleted pod's instance is terminated
+    in it, and the namespace's new pod waits."""
+    reconciler = Reconciler(host, tmp_path, "hostile-node", "hostile-cluster")
+    host.create_pod(pod_manifest("lock", "old", "hostile-node", batch=False))
+    reconciler.tick(TickPlan())
+    (old,) = [i["id"] for i in host.instances() if i.get("desiredStatus") != "TERMINATED"]
+    host.annotate_namespace("lock", HOSTILE_CAPS)
+    host.create_pod(pod_manifest("lock", "new", "hostile-node", batch=False))
+    host.delete_pod("lock", "old", grace=30)
+    result = reconciler.tick(TickPlan())
+    assert result.returncode == 0 and not hostile_namespace_violations(result), result
+    live = [i["id"] for i in host.instances() if i.get("desiredStatus") != "TERMINATED"]
+    assert old not in live and live == []

@@ -13,6 +13,7 @@ from tests.chaos.invariants import (
     action_requests,
     duplicates,
     foreign_violations,
+    hostile_namespace_violations,
     instances_made,
     journal_violations,
     list_times,
@@ -120,6 +121,14 @@ def test_a_hung_tick_a_lone_refusal_and_a_silent_exit_fail_the_run() -> None:
     assert tick_violations(result(0, report=None), contended=False)
     assert not tick_violations(result(0), contended=False)
     assert not tick_violations(TickResult(TickPlan(kill_after=1), -9, 1, None), False)
+
+
+def test_a_hostile_namespace_must_fail_no_tick() -> None:
+    assert hostile_namespace_violations(result(1, report=None))
+    caps_error = {"errors": ["saving namespace caps: Python int too large to convert"]}
+    assert hostile_namespace_violations(result(0, report=caps_error))
+    assert not hostile_namespace_violations(result(0))
+    assert not hostile_namespace_violations(result(137, report=None))  # died as armed
 
 
 def test_a_tick_past_its_timeout_is_hung(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ ERROR behind the reconciler's back. Faults: RunPod 5xx and 429 storms on list, c
 and delete, creates that succeed but answer 5xx, creates that hang (shorter than the
 client's 30 s read timeout, which no flag lowers), listing lag, Kubernetes 409/500
 answers on status patches, pod deletes, the pod list and events; a batch process that
-exits while its terminal status patch is refused, its rows lost after the tick; and a
-lagging list while a writer dies after a create and short runs follow it.
+exits while its terminal status patch is refused, its rows lost after the tick; a
+lagging list while a writer dies after a create and short runs follow it; and a hostile
+namespace: for one tick the users' namespace carries caps no tick may choke on.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ HANG_SECONDS = 2.5
 # Lease one after another: the issue's reproduction lagged 20 s.
 CHAIN_LAG = 20.0
 CHAIN_FAULT = "lagging-list-chained-successors"
+HOSTILE_FAULT = "hostile-namespace"
+HOSTILE_CAPS = {"runpod.io/max-instances": "9" * 31, "runpod.io/max-hourly-spend": "NaN\n\x1b[2J"}
+"""A cap no database integer holds (it once failed every tick) and a NaN with a newline
+and an escape sequence."""
 TERMINAL_FAULT = "refused-terminal-status"
 BITES = (CHAIN_FAULT, TERMINAL_FAULT)
 """Faults that need a state to bite: counted apart when they met it."""
@@ -63,6 +68,8 @@ class Workload:
     or vanished (the first time; by pod UID)."""
     lose_rows: bool = False
     """The coming tick's rows are to be lost after it (the database deleted)."""
+    hostile: bool = False
+    """The users' namespace carries HOSTILE_CAPS until the next round (or the settle)."""
     _snap: Snapshot | None = None
     _next: int = 0
 
@@ -80,6 +87,7 @@ class Workload:
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""
         self._snap = snap
+        self.calm_namespace()
         events: dict[str, Callable[[Snapshot], None]] = {
             "add": self.add_pod,
             "end": self._end_one,
@@ -182,6 +190,12 @@ class Workload:
         self.faults[name] += 1
         return name
 
+    def calm_namespace(self) -> None:
+        """Take a hostile namespace's caps off again."""
+        if self.hostile:
+            self.host.annotate_namespace(self.namespace, {})
+            self.hostile = False
+
     def lag(self, seconds: float) -> None:
         self.host.runpod("POST", "listing-lag", {"seconds": seconds})
 
@@ -244,6 +258,13 @@ def _refused_terminal_status(w: Workload) -> None:
     w.lose_rows = True
 
 
+def _hostile_namespace(w: Workload) -> None:
+    """The users' namespace gets HOSTILE_CAPS for one tick: its creates wait with a
+    reason, and nothing else in the tick (terminations first) may wait for them."""
+    w.host.annotate_namespace(w.namespace, HOSTILE_CAPS)
+    w.hostile = True
+
+
 def _lagging_list(w: Workload) -> None:
     """The campaign arms the tick at after-create and runs short successors after it."""
     w.lag(CHAIN_LAG)
@@ -269,4 +290,5 @@ FAULTS: dict[str, Callable[[Workload], None]] = {
     "kube-events-500": _kube_fault("POST", "/api/v1/namespaces/*/events", 500, 2),
     TERMINAL_FAULT: _refused_terminal_status,
     CHAIN_FAULT: _lagging_list,
+    HOSTILE_FAULT: _hostile_namespace,
 }

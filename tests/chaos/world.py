@@ -138,6 +138,17 @@ class SimHost:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
 
+    def annotate_namespace(self, name: str, annotations: dict[str, str]) -> None:
+        self.control(
+            "PUT",
+            "objects/namespaces",
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": name, "annotations": annotations},
+            },
+        )
+
     def create_pod(self, manifest: Json) -> Json:
         return dict(self.control("POST", "pods", manifest))
 

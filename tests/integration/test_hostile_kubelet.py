@@ -2,18 +2,23 @@
 the cluster's CA issued: log options out of range get a 400 with a sentence (never a
 dropped connection), a pod name that is not a Kubernetes name is refused rather
 than smuggled into a field selector, and a line printed to look like the batch
-wrapper's exit-code marker is shown and kept like any other."""
+wrapper's exit-code marker is shown and kept like any other. Silent connections are
+closed before authentication, connections beyond the cap at once, and one caller
+follows at most its share of logs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import requests
 
-from reconciler.core.contract import EXIT_CODE_MARKER
-from reconciler.demo.sandbox import Sandbox
+from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
+from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.runtime.kubelet.server import EndpointLimits
 
 
 @pytest.fixture
@@ -113,3 +118,97 @@ def test_a_line_that_looks_like_the_exit_marker_hides_nothing(
     assert box.instance_for(pod) is None
     kept = get(box, admin, path).text.splitlines()
     assert kept[-4:] == ["before", *forged]  # every user line kept; the real marker not
+
+
+def _silent(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """Waits (up to the socket's timeout) for the server to close the connection."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_silent_connections_are_closed_before_authentication(box: Sandbox) -> None:
+    box.kubelet.stop()
+    server = box.start_kubelet(limits=EndpointLimits(idle_timeout=0.5))
+    held = [_silent(server.port) for _ in range(20)]
+    try:
+        assert all(_closed_by_server(sock) for sock in held)  # no TLS handshake, no bytes
+        eventually(lambda: server.connections == 0)  # and their threads are gone
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_connections_beyond_the_cap_are_closed_at_once(
+    box: Sandbox, admin: tuple[str, str]
+) -> None:
+    running_pod(box, "train")
+    box.kubelet.stop()
+    server = box.start_kubelet(limits=EndpointLimits(idle_timeout=60, max_connections=3))
+    held = [_silent(server.port) for _ in range(3)]
+    try:
+        eventually(lambda: server.connections == 3)
+        extra = _silent(server.port)
+        assert _closed_by_server(extra)  # long before the 60 s idle timeout
+        extra.close()
+    finally:
+        for sock in held:
+            sock.close()
+    eventually(lambda: server.connections == 0)
+    assert get(box, admin, "/containerLogs/default/train/main").status_code == 200
+
+
+def test_one_caller_follows_at_most_its_share(box: Sandbox, admin: tuple[str, str]) -> None:
+    running_pod(box, "train")
+    box.kubelet.stop()
+    box.start_kubelet(limits=EndpointLimits(max_follows_per_client=1))
+    url = f"https://127.0.0.1:{box.settings.kubelet_port}/containerLogs/default/train/main"
+    with requests.get(
+        url, params={"follow": "true"}, verify=False, timeout=10, cert=admin, stream=True
+    ) as first:
+        assert first.status_code == 200
+        second = get(box, admin, "/containerLogs/default/train/main", follow="true")
+        assert second.status_code == 503
+        assert "--kubelet-max-follows-per-client" in second.text
+        assert get(box, admin, "/containerLogs/default/train/main").status_code == 200
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def test_a_batch_instance_started_before_the_nonce_still_reports_its_code(
+    box: Sandbox,
+) -> None:
+    """An instance created by the previous version carries "1" and its wrapper prints the
+    bare marker: its code is read, so an upgrade does not fail running batch pods."""
+    box.add_pod("old-job", command=["python", "train.py"], restart_policy="Never")
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("old-job") or {})
+    assert instance is not None
+    env = {**instance["env"], STOP_ON_EXIT_ENV: "1"}
+    patched = requests.patch(
+        f"{box.runpod_sim.base_url}/v2/pods/{instance['id']}",
+        json={"env": env},
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=10,
+    )
+    assert patched.status_code == 200, patched.text
+    box.runpod_sim.exit_process(instance["id"], 3)
+    box.tick()
+    pod = box.pod("old-job") or {}
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3

@@ -77,3 +77,43 @@ def test_a_store_failing_to_save_derived_data_blocks_no_termination(
     assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
     assert box.instance_for(box.pod("new", "team-a") or {}) is not None
     assert any("disk I/O error" in e for e in report.errors)
+
+
+def test_a_pod_id_annotation_cannot_claim_someone_elses_instance(box: Sandbox) -> None:
+    """Whoever may create a pod may write runpod.io/pod-id: naming another team's
+    untagged instance in the account must not make the reconciler retag or delete it."""
+    theirs = box.runpod_sim.add_instance("team-b-notebook", env={"JUPYTER_TOKEN": "x"})
+    box.add_pod("hostile", annotations={"runpod.io/pod-id": theirs})
+    for _ in range(3):
+        box.tick()
+        box.advance(30)
+    box.kube_sim.delete_pod("default", "hostile", grace_seconds=30)
+    for _ in range(4):
+        box.tick()
+        box.advance(box.settings.orphan_grace_time)
+    touched = [
+        (r.method, r.path)
+        for r in box.runpod_sim.requests
+        if theirs in r.path and r.method != "GET"
+    ]
+    assert touched == []
+    assert box.runpod_sim.instances[theirs]["env"] == {"JUPYTER_TOKEN": "x"}
+
+
+def test_pod_id_annotations_that_no_row_can_hold_fail_no_commit(box: Sandbox) -> None:
+    """Two pods naming one instance id, or an id longer than a row holds, made every
+    tick's commit fail (the rows' instance ids are unique): rows are rebuilt only from
+    an id RunPod could have given, claimed by one pod alone."""
+    _running(box, "old")
+    old_instance = box.instance_for(box.pod("old") or {})
+    assert old_instance is not None
+    box.add_pod("a", annotations={"runpod.io/pod-id": "same"})
+    box.add_pod("b", annotations={"runpod.io/pod-id": "same"})
+    box.add_pod("c", annotations={"runpod.io/pod-id": "x" * 100})
+    box.kube_sim.delete_pod("default", "old", grace_seconds=30)
+    for _ in range(3):
+        assert not box.tick().errors
+        box.advance(box.settings.create_grace_time)
+    assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
+    assert phase(box, "old") is None
+    assert box.instance_for(box.pod("c") or {}) is not None  # created, not failed as lost

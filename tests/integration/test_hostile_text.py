@@ -19,7 +19,7 @@ def test_an_annotation_with_control_characters_is_escaped_in_its_event(box: Sand
     box.add_pod("web", annotations={"runpod.io/cloud-type": FORGED})
     box.add_pod("gpu", annotations={"runpod.io/gpu-types": FORGED})
     box.tick()
-    for name, reason in (("web", "InvalidAnnotation"), ("gpu", "UnsatisfiableGPURequest")):
+    for name, reason in (("web", "InvalidAnnotation"), ("gpu", "InvalidAnnotation")):
         told = [e for e in box.events(name) if e["reason"] == reason]
         assert told, box.events(name)
         message = told[0]["message"]

@@ -6,7 +6,10 @@ ticks a few seconds apart.
 
 Each action is carried out as `reconciler.runtime.executor` carries it out, failure
 included: a create's intent row is saved before the call and its instance id only after
-it; a terminate's row before the DELETE; a status patch's row only after the patch.
+it; a terminate's row before the DELETE; a status patch's row only after the patch; a
+terminate that follows the pod's end is not sent when that status patch failed. (The
+loop's executor: a `--once` run's writing of new instance ids onto their pods is not
+modelled.)
 The world remembers what the planner cannot always see (which pod each instance was made
 for, whose process ended) so that properties can be stated across ticks.
 """
@@ -84,6 +87,8 @@ class FaultyWorld(World):
     exited: dict[str, str] = field(default_factory=dict)
     """Pod UID -> the instance whose process ended (its work is done)."""
     _answers: Iterator[Answer] = field(default_factory=lambda: iter(()))
+    _status_failed: set[str] = field(default_factory=set)
+    """Pods whose status patch failed this tick (the executor's memory of one run)."""
 
     def remember_ours(self) -> FaultyWorld:
         """Note which pod each of our instances was made for."""
@@ -130,6 +135,7 @@ class FaultyWorld(World):
     def before_tick(self, step: Step) -> None:
         self.now += timedelta(seconds=step.seconds)
         self._answers = iter(step.answers)
+        self._status_failed = set()
         match step.fault:
             case Fault.EXIT:
                 running = [
@@ -168,6 +174,10 @@ class FaultyWorld(World):
         match action:
             case Create():
                 self._create(action)
+            case Terminate(instance_id=iid, row=row, pod=ref) if (
+                action.after_pod_end and ref is not None and ref.uid in self._status_failed
+            ):
+                pass  # the pod's end is not on the pod: the stopped instance waits
             case Terminate(instance_id=iid, row=row):
                 if row is not None:
                     self.rows[row.pod_uid] = row  # committed before the DELETE
@@ -175,6 +185,8 @@ class FaultyWorld(World):
                     self.instances.pop(iid, None)
             case PatchStatus(row=row) | FinalizePod(row=row):
                 answer = self._answer()
+                if answer is not Answer.OK and isinstance(action, PatchStatus):
+                    self._status_failed.add(action.pod.uid)
                 if answer is Answer.REFUSED:
                     return
                 kept = dict(self.rows)

@@ -44,7 +44,7 @@ def _running(
         command=["python", "x.py"] if restart_policy != "Always" else None,
     )
     live["metadata"]["namespace"] = namespace
-    found = instance(live["metadata"]["uid"])
+    found = replace(instance(live["metadata"]["uid"]), name=instance_name(live))
     world.add(live, found)
     for _ in range(3):
         world.apply(world.plan())
@@ -74,6 +74,22 @@ def test_a_mapped_instance_whose_env_was_replaced_gets_its_tags_back() -> None:
     assert not any(isinstance(a, PatchStatus | Create | Terminate) for a in actions)
     world.apply(actions)
     assert world.plan() == []
+
+
+def test_a_pod_id_annotation_naming_someone_elses_instance_claims_nothing() -> None:
+    """Anyone who may edit a pod may write its runpod.io/pod-id: naming an untagged
+    instance of someone else in the account must not make it ours to retag or delete."""
+    world = World()
+    theirs = replace(instance(None, instance_id="theirs"), env={}, name="notebook")
+    hostile = pod("hostile", annotations={"runpod.io/pod-id": "theirs"})
+    world.add(hostile, theirs)
+    for _ in range(3):
+        actions = world.plan()
+        assert not any(isinstance(a, RestoreTags | Terminate) for a in actions), actions
+        world.apply(actions)
+    world.pods.pop(hostile["metadata"]["uid"])
+    world.now += timedelta(hours=1)
+    assert not any(isinstance(a, RestoreTags | Terminate) for a in world.plan())
 
 
 def test_an_ownership_worked_out_for_another_owner_is_worked_out_again() -> None:
@@ -178,6 +194,18 @@ def test_a_namespace_spend_cap_counts_list_prices() -> None:
     world.namespace_caps = {"ml": NamespaceCaps("ml", max_hourly_spend=1.0)}
     world.add(pod("second"))
     event = next(a for a in world.plan() if isinstance(a, Event))
+    assert "$0.69/h of $1.00/h spent" in event.message
+
+
+def test_only_candidates_within_the_namespace_cap_are_tried() -> None:
+    """Admitting a pod on its cheapest candidate, then letting RunPod take a dearer one,
+    would break the cap, and the next pod's Event would count that dearer price."""
+    world = World(namespace_caps={"ml": NamespaceCaps("ml", max_hourly_spend=1.0)})
+    world.add(pod("first"), pod("second"))
+    actions = world.plan()
+    (create,) = [a for a in actions if isinstance(a, Create)]
+    assert [c.gpu_type_id for c in create.candidates] == ["NVIDIA GeForce RTX 4090"]
+    event = next(a for a in actions if isinstance(a, Event) and a.pod.name == "second")
     assert "$0.69/h of $1.00/h spent" in event.message
 
 

@@ -130,7 +130,7 @@ def test_follow_carries_live_lines_across_a_cut_until_the_pod_stops(
         "six",
         "seven",
         "eight",
-        "RUNPOD_RECONCILER_EXIT_CODE=1:0",
+        "RUNPOD_RECONCILER_EXIT_CODE=0",
     ]
     assert _log_requests(sim) == 2
 

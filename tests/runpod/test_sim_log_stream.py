@@ -84,7 +84,7 @@ def test_the_stream_ends_when_the_pod_stops(sim: RunPodSimulator, pod: str) -> N
         sim.write_container_log(pod, ["last words"])
         sim.exit_process(pod, 0)
         reader.join(5)
-    assert done == [["last words", "RUNPOD_RECONCILER_EXIT_CODE=1:0"]]
+    assert done == [["last words", "RUNPOD_RECONCILER_EXIT_CODE=0"]]
 
 
 def test_last_event_id_resumes_just_after_that_event(sim: RunPodSimulator, pod: str) -> None:
@@ -106,7 +106,7 @@ def test_since_starts_at_a_moment(sim: RunPodSimulator, pod: str) -> None:
     with _open(sim, pod, source="container", since="2026-01-01T00:00:30Z") as response:
         assert [e["line"] for _, e in _events(response)] == [
             "later",
-            "RUNPOD_RECONCILER_EXIT_CODE=1:0",
+            "RUNPOD_RECONCILER_EXIT_CODE=0",
         ]
 
 

@@ -43,3 +43,22 @@ def test_an_ended_life_is_judged_only_once_billing_reached_its_end() -> None:
     assert new_differences([row], {}, None, {"uid": 0.5}, _hours(2)) == []
     (found,) = new_differences([row], {"uid": 0.5}, _hours(2), {"uid": 0.6}, _hours(3))
     assert found.list_usd == 2.5
+
+
+def test_a_difference_below_a_cent_is_rounding_not_a_wrong_price() -> None:
+    """A pod that lived seconds lists at $0.004; a charge of $0 is not worth an Event
+    saying "charged $0.00 ... list price $0.00"."""
+    row = MappingRecord(
+        "uid",
+        "ml",
+        "p",
+        MappingState.TERMINATED,
+        T0,
+        T0,
+        instance_id="i",
+        cost_per_hr=0.49,
+        ended_at=T0 + timedelta(seconds=30),
+    )
+    assert new_differences([row], {}, None, {"uid": 0.0}, _hours(1)) == []
+    (found,) = new_differences([row], {}, None, {"uid": 0.02}, _hours(1))
+    assert "$0.02" in found.message() and "$0.00" in found.message()

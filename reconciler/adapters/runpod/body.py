@@ -28,6 +28,7 @@ def create_pod_body(request: CreateRequest) -> dict[str, Any]:
         "templateId": request.template_id,
         "registry": request.registry_auth_id,
         "mounts": _mounts(request),
+        "startSsh": True if request.start_ssh else None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body

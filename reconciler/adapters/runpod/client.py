@@ -50,6 +50,7 @@ from reconciler.adapters.runpod.parse import (
     parse_registry,
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.core import pacing
 from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
@@ -133,6 +134,10 @@ class RunPodClient:
     def rate_budget(self) -> int | None:
         """Requests we may still send now: our share when others use the key too."""
         return self._limiter.budget(self._monotonic())
+
+    def rate_windows(self) -> list[pacing.Window]:
+        """RunPod's quota windows as its latest answer told them, projected to now."""
+        return self._limiter.windows(self._monotonic())
 
     def deadline_in(self, seconds: float | None) -> None:
         """Bound every request from now on to end within `seconds` (None: unbounded)."""

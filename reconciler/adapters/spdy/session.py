@@ -19,6 +19,7 @@ import queue
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from reconciler.adapters.spdy import frames as f
 from reconciler.adapters.spdy.headers import HeaderBlockError, Headers
@@ -100,9 +101,12 @@ class Stream:
 class Session:
     """Runs from `start()` until the client goes away or `close()`."""
 
-    def __init__(self, sock: socket.socket, preread: bytes = b"") -> None:
+    def __init__(self, sock: socket.socket, recv: Callable[[int], bytes] | None = None) -> None:
+        """`recv` reads what the client sent (default: the socket's own); an HTTP server
+        passes its buffered reader, which may already hold the first frames."""
         self._sock = sock
-        self._pending = bytearray(preread)
+        self._recv = recv or sock.recv
+        self._pending = bytearray()
         self._encoder = f.FrameEncoder()
         self._write_lock = threading.Lock()
         self._streams: dict[int, Stream] = {}
@@ -203,7 +207,7 @@ class Session:
 
     def _read_exact(self, size: int) -> bytes:
         while len(self._pending) < size:
-            chunk = self._sock.recv(max(65536, size - len(self._pending)))
+            chunk = self._recv(max(65536, size - len(self._pending)))
             if not chunk:
                 raise EOFError
             self._pending += chunk

@@ -3,7 +3,9 @@
 Every reader looks at the pod first, then at its owning Job, so that a Job author can
 annotate the Job once instead of its pod template. A value that does not parse raises
 `TranslationError(InvalidAnnotation)` naming the annotation and the value: a typo never
-silently turns into a default. Annotations hold no secrets, so echoing values is safe.
+silently turns into a default. Numbers are plain ASCII digits: Python's own parsers
+also take "+5", " 5 ", "0_1" and other scripts' digits, which no user means. Annotations
+hold no secrets, so echoing values is safe (escaped, `reconciler.core.printable`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from reconciler.core.translate.errors import invalid_annotation
 # An id RunPod hands out (template, registry credential, network volume): printable,
 # no spaces, of a sane length. The exact alphabet is RunPod's to choose.
 _ID = re.compile(r"[!-~]{1,128}")
-_WHOLE = re.compile(r"\s*\d{1,12}\s*")
+_WHOLE = re.compile(r"[0-9]{1,12}")
+_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?")
 MAX_LIST_ITEMS = 64
 MAX_ITEM_LENGTH = 128
 MAX_PRICE_USD = 10_000.0
@@ -24,6 +27,7 @@ MAX_WHOLE = 1_000_000
 
 MANAGED = "runpod.io/managed"
 OFFLOAD = "runpod.io/offload"
+MAX_PENDING_TIME_BEFORE_OFFLOAD = "runpod.io/max-pending-time-before-offload"
 REQUIRED_GPU_MEMORY = "runpod.io/required-gpu-memory"
 GPU_TYPES = "runpod.io/gpu-types"
 MAX_PRICE = "runpod.io/max-price"
@@ -89,14 +93,9 @@ def read_price(pod: KubeObject, job: KubeObject | None, name: str) -> float | No
     if value is None:
         return None
     expected = f"a price in USD per hour above 0 and at most {MAX_PRICE_USD:g}"
-    try:
-        price = float(value.strip())
-    except ValueError:
-        raise invalid_annotation(name, value, expected) from None
-    # float() accepts "nan" and "inf", neither of which is a usable cap.
-    if not 0 < price <= MAX_PRICE_USD:
+    if not _DECIMAL.fullmatch(value) or not 0 < float(value) <= MAX_PRICE_USD:
         raise invalid_annotation(name, value, expected)
-    return price
+    return float(value)
 
 
 def read_id(pod: KubeObject, job: KubeObject | None, name: str) -> str | None:
@@ -120,13 +119,13 @@ def read_list(pod: KubeObject, job: KubeObject | None, name: str) -> tuple[str, 
     if (
         not all(items)
         or len(items) > MAX_LIST_ITEMS
-        or any(len(item) > MAX_ITEM_LENGTH for item in items)
+        or any(len(item) > MAX_ITEM_LENGTH or not item.isprintable() for item in items)
     ):
         raise invalid_annotation(
             name,
             value,
             f"a comma-separated list of at most "
-            f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} characters",
+            f"{MAX_LIST_ITEMS} items of 1 to {MAX_ITEM_LENGTH} printable characters",
         )
     return items
 
@@ -147,6 +146,16 @@ def parse_flag(name: str, value: str) -> bool:
     if lowered not in ("true", "false"):
         raise invalid_annotation(name, value, '"true" or "false"')
     return lowered == "true"
+
+
+def check_offload(pod: KubeObject, job: KubeObject | None, longest_wait: int) -> None:
+    """Raise for an unreadable offload annotation, even on a pod already bound (where
+    they no longer matter): a typo is told, never silently ignored."""
+    is_managed(pod, job)
+    flag = read(pod, job, OFFLOAD)
+    if flag is not None:
+        parse_flag(OFFLOAD, flag)
+    read_int(pod, job, MAX_PENDING_TIME_BEFORE_OFFLOAD, minimum=0, maximum=longest_wait)
 
 
 def is_managed(pod: KubeObject, job: KubeObject | None) -> bool:

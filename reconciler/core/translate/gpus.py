@@ -9,6 +9,7 @@ because it changes by the minute: a type without stock stays a candidate and ran
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,7 @@ from reconciler.core.translate.errors import TranslationError
 GPU_RESOURCE = "nvidia.com/gpu"
 # Well above any GPU sold; a larger number is a typo (GB per GPU).
 MAX_GPU_MEMORY_GB = 2048
+_COUNT = re.compile(r"[0-9]{1,6}")
 
 Candidate = tuple[GpuType, tuple[str, ...]]
 
@@ -74,7 +76,7 @@ def gpu_count(container: KubeObject) -> int:
 
 
 def _parse_count(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not _COUNT.fullmatch(value) or int(value) < 1:
         # Container resources cannot be edited on a live pod: permanent.
         raise TranslationError(
             PodReason.UNSATISFIABLE_GPU_REQUEST,

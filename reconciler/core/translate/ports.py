@@ -8,13 +8,16 @@ guessed wrong.
 
 from __future__ import annotations
 
+import re
+
 from reconciler.core.domain import KubeObject
-from reconciler.core.translate.annotations import PORTS, read
+from reconciler.core.translate.annotations import MAX_LIST_ITEMS, PORTS, read
 from reconciler.core.translate.errors import invalid_annotation
 
 # Ports that conventionally speak HTTP (web servers, dev servers, Jupyter, MinIO...).
 HTTP_PORTS = frozenset({80, 443, 3000, 5000, 8000, 8080, 8888, 9000})
 PROTOCOLS = ("http", "tcp")
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
 def container_ports(container: KubeObject) -> tuple[str, ...]:
@@ -44,6 +47,8 @@ def parse_ports(value: str) -> tuple[str, ...]:
         return ()
     ports: list[str] = []
     seen: set[int] = set()
+    if value.count(",") >= MAX_LIST_ITEMS:
+        raise invalid_annotation(PORTS, value, f"a list of at most {MAX_LIST_ITEMS} ports")
     for item in value.split(","):
         number, protocol = _parse_port(value, item.strip())
         if number in seen:
@@ -56,7 +61,7 @@ def parse_ports(value: str) -> tuple[str, ...]:
 def _parse_port(value: str, item: str) -> tuple[int, str]:
     number, _, protocol = item.partition("/")
     expected = 'a list of "port/protocol" with port 1-65535 and protocol http or tcp'
-    if not number.isdigit() or not 1 <= int(number) <= 65535:
+    if not _PORT.fullmatch(number) or not 1 <= int(number) <= 65535:
         raise invalid_annotation(PORTS, value, expected)
     if protocol.lower() not in PROTOCOLS:
         raise invalid_annotation(PORTS, value, expected)

@@ -11,16 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from reconciler.core.config import Settings
+from reconciler.core.config import YEAR, Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import Availability, CreateRequest, GpuType, KubeObject
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
+from reconciler.core.sshaccess import ssh_env, ssh_ports
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
     DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
+    check_offload,
     read_id,
     read_list,
 )
@@ -55,6 +57,7 @@ def create_requests(
             "RunPod's GPU catalog is not available",
             permanent=False,
         )
+    check_offload(pod, job, int(YEAR))
     request = gpu_request(pod, job, settings)
     _check_datacenters(pod, job, catalog)
     candidates = rank(request, catalog)
@@ -117,7 +120,7 @@ def _instance(
         check_image(image)
     disks = storage(pod, job, settings)
     env = container_env(pod, container, sources)
-    return CreateRequest(
+    request = CreateRequest(
         name=instance_name(pod),
         image=image,
         gpu_type_id="",
@@ -128,6 +131,17 @@ def _instance(
         persistent_volume=disks.persistent_volume,
         network_volume=disks.network_volume,
         template_id=template,
+    )
+    if not settings.ssh_public_key:
+        return request
+    # A template's ports apply only when the request sends none: adding 22/tcp there
+    # would drop them, so such a pod gets the key but no direct SSH.
+    keeps_template_ports = template is not None and not request.ports
+    return replace(
+        request,
+        env=ssh_env(request.env, settings.ssh_public_key),
+        ports=request.ports if keeps_template_ports else ssh_ports(request.ports),
+        start_ssh=True,
     )
 
 

@@ -8,11 +8,15 @@ from datetime import datetime
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
-from reconciler.runtime.kubelet.server import KubeletServer
+from reconciler.runtime.kubelet.exec import SshTargets
+from reconciler.runtime.kubelet.follows import LogGate
+from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
+from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 
 log = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ def start_endpoint(
         store,
         clock,
         limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+        gate=LogGate(settings.log_read_share, runpod.rate_windows, clock),
     )
     server = KubeletServer(
         (host, settings.kubelet_port if port is None else port),
@@ -52,7 +57,19 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
-    ).start()
+        EndpointLimits(
+            settings.kubelet_idle_timeout,
+            settings.kubelet_max_connections,
+            settings.kubelet_max_follows_per_client,
+        ),
+    )
+    if settings.ssh_key_file:
+        identity = load_identity(settings.ssh_key_file)
+        server.exec = ExecBackend(
+            SshTargets(settings.node_name, kube, store, runpod),
+            SshConnector(identity.private_pem, HostKeys()),
+        )
+    server.start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
         server.port,

@@ -11,6 +11,7 @@ same read shows RunPod's system lines not yet shown as Events (`system_events`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -25,11 +26,13 @@ from reconciler.adapters.runpod.logstream import (
     LogEvent,
     LogRead,
     LogStreamBroken,
+    LogStreamOpener,
     exit_log,
     read_log,
 )
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import PodRef
+from reconciler.core.contract import exit_code_marker
 from reconciler.core.domain import ExitLog
 from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
@@ -43,6 +46,7 @@ from reconciler.core.podlogs import (
 )
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
+from reconciler.runtime.kubelet.follows import LogGate, LogsRefused, SharedFollows
 from reconciler.runtime.kubelet.system_events import SystemEvents
 
 log = logging.getLogger(__name__)
@@ -94,31 +98,49 @@ class PodLogs:
         backfill_idle: float = BACKFILL_IDLE_SECONDS,
         follow_idle: float = FOLLOW_IDLE_SECONDS,
         system_events: SystemEvents | None = None,
+        gate: LogGate | None = None,
     ) -> None:
-        """`system_events` records an ended instance's system lines (`keep`)."""
+        """`system_events` records an ended instance's system lines (`keep`). With a
+        `gate` (the kubelet endpoint's), reads keep to their share of RunPod's quota and
+        the followers of an instance share one stream (`follows`)."""
         self.node_name, self.runpod, self.kube, self.store = node_name, runpod, kube, store
         self.clock, self.limits, self.sleep = clock, limits, sleep
         self.backfill_idle, self.follow_idle = backfill_idle, follow_idle
         self.system_events = system_events
+        self.gate = gate
+        self.follows = (
+            None
+            if gate is None
+            else SharedFollows(
+                lambda i, read, stop: self._read(
+                    i, read, stop, gate.opener(runpod.log_events, False, stop)
+                ),
+                lambda i, read, stop: self._read(
+                    i, read, stop, gate.opener(runpod.log_events, True, stop)
+                ),
+                clock,
+            )
+        )
         self._read_at_exit: dict[str, list[LogEvent]] = {}
         """This tick's reads of stopped instances, for `keep` to save without reading again."""
 
     # --- keeping the last lines when an instance ends ------------------------------
 
     def read_exits(self, stopped: Iterable[tuple[str, str]]) -> dict[str, ExitLog]:
-        """The exit codes of stopped batch instances (instance id, pod uid), one request
-        each. The same read, long enough for what `keep` saves, serves `keep` when the
-        instance is terminated this tick: a finished batch pod costs one log read, not two."""
+        """The exit codes of stopped batch instances (instance id, the nonce of its
+        wrapper's marker), one request each. The same read, long enough for what `keep`
+        saves, serves `keep` when the instance is terminated this tick: a finished batch
+        pod costs one log read, not two."""
         self._read_at_exit = {}
         found: dict[str, ExitLog] = {}
-        for instance_id, pod_uid in stopped:
+        for instance_id, nonce in stopped:
             try:
                 events = self.runpod.read_ended_log(instance_id, tail=self._kept_tail())
             except runpod_errors.RunPodError as exc:
                 log.warning("could not read the exit code of %s: %s", instance_id, exc)
                 continue
             self._read_at_exit[instance_id] = events
-            found[instance_id] = exit_log(events, exit_nonce(pod_uid))
+            found[instance_id] = exit_log(events, nonce)
         return found
 
     def keep(self, pod: PodRef, instance_id: str) -> None:
@@ -224,12 +246,18 @@ class PodLogs:
     ) -> Iterator[LogLine]:
         tail = options.tail_lines
         nonce = exit_nonce(pod_uid)
+        if self.follows is not None:
+            history = self.follows.history(instance_id)
+            if options.follow or history is not None:
+                return self._shared(instance_id, pod_uid, nonce, options, should_stop, history)
         backfill_read = LogRead(
             tail=None if tail is None else tail + WRAPPER_SLACK, since=options.since
         )
         opened_at = self.clock()
         try:
-            events, ended = _drain(self._read(instance_id, backfill_read))
+            events, ended = _drain(self._read(instance_id, backfill_read, opener=self._opener()))
+        except LogsRefused as exc:
+            raise LogError(503, str(exc)) from exc
         except runpod_errors.RunPodNotFound:
             saved = self.store.saved_log(pod_uid)
             if saved is None:
@@ -265,11 +293,58 @@ class PodLogs:
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("following the log of %s stopped: %s", instance_id, exc)
 
+    def _shared(
+        self,
+        instance_id: str,
+        pod_uid: str,
+        nonce: str,
+        options: LogOptions,
+        should_stop: Callable[[], bool],
+        history: list[LogEvent] | None,
+    ) -> Iterator[LogLine]:
+        """From the instance's shared stream: a plain read while it is followed (no
+        request), or a follower joining it (the first one's backfill is a request)."""
+        assert self.follows is not None
+        live: Iterator[LogEvent] = iter(())
+        if options.follow or history is None:
+            try:
+                history, live = self.follows.follow(instance_id, should_stop)
+            except LogsRefused as exc:
+                raise LogError(503, str(exc)) from exc
+            except runpod_errors.RunPodNotFound:
+                saved = self.store.saved_log(pod_uid)
+                if saved is None:
+                    raise LogError(
+                        404, f"RunPod instance {instance_id} is gone and its log was not kept"
+                    ) from None
+                return iter(last_lines((LogLine(ts, line) for ts, line in saved), options, nonce))
+            except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+                raise LogError(502, f"RunPod did not give the log: {exc}") from exc
+        container = [LogLine(e.ts, e.line) for e in history if e.source == "container"]
+        backfill = last_lines(container, options, nonce)
+        if not options.follow:
+            return iter(backfill)
+        marker = exit_code_marker(nonce)
+        if any(line.line.startswith(marker) for line in container):
+            return iter(backfill)  # the process ended: what follows is the wrapper's
+        followed = (LogLine(e.ts, e.line) for e in live if e.source == "container")
+        return itertools.chain(backfill, users_lines(followed, nonce))
+
+    def _opener(self, should_stop: Callable[[], bool] = lambda: False) -> LogStreamOpener:
+        """RunPod's log stream, behind the endpoint's gate when there is one."""
+        if self.gate is None:
+            return self.runpod.log_events
+        return self.gate.opener(self.runpod.log_events, False, should_stop)
+
     def _read(
-        self, instance_id: str, read: LogRead, should_stop: Callable[[], bool] = lambda: False
+        self,
+        instance_id: str,
+        read: LogRead,
+        should_stop: Callable[[], bool] = lambda: False,
+        opener: LogStreamOpener | None = None,
     ) -> Generator[LogEvent, None, bool]:
         return read_log(
-            self.runpod.log_events,
+            opener or self.runpod.log_events,
             instance_id,
             read,
             backfill_idle_seconds=self.backfill_idle,

@@ -1,0 +1,1 @@
+"""SSH to RunPod instances with the reconciler's own key (paramiko)."""

@@ -1,0 +1,144 @@
+"""Connections to an instance's sshd, with the reconciler's key and each instance's host
+key remembered at first contact.
+
+paramiko, not asyncssh: the kubelet endpoint serves each request on its own thread,
+and paramiko's blocking channels fit that without an event loop (the RunPod simulator's
+sshd is asyncssh, so the two sides are different implementations).
+
+Every failure is an `SshError` whose message says what happened and what to do; none
+carries key material.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import socket
+import threading
+from collections.abc import Callable
+from typing import BinaryIO
+
+import paramiko
+
+USER = "root"
+_CHUNK = 32 * 1024
+CONNECT_SECONDS = 8.0
+"""Connecting, the SSH handshake and authentication each wait at most this long, so a
+pod without sshd answers within 10 seconds."""
+
+NO_SSHD = (
+    "no SSH server answers on the pod's instance ({detail}): its image must start sshd "
+    "from the PUBLIC_KEY variable, as RunPod's official images do (install openssh-server "
+    "and run RunPod's start script, or start sshd with PUBLIC_KEY in "
+    "/root/.ssh/authorized_keys)"
+)
+
+
+class SshError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class HostKeyChanged(SshError):
+    """The instance shows another host key than at first contact: refused."""
+
+
+class HostKeys:
+    """Each instance's host key, remembered at first contact (trust on first use)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def check(self, instance_id: str, key: paramiko.PKey) -> None:
+        seen = f"{key.get_name()} {key.get_base64()}"
+        with self._lock:
+            known = self._keys.setdefault(instance_id, seen)
+        if known != seen:
+            raise HostKeyChanged(
+                f"the host key of RunPod instance {instance_id} changed since first contact "
+                f"(now {key.get_name()} {key.fingerprint}): refused, as a man in the middle "
+                "would look the same"
+            )
+
+
+class SshConnector:
+    def __init__(self, private_pem: bytes, host_keys: HostKeys) -> None:
+        try:
+            self._key = paramiko.Ed25519Key.from_private_key(io.StringIO(private_pem.decode()))
+        except (paramiko.SSHException, ValueError, UnicodeDecodeError) as exc:
+            raise SshError("the reconciler's SSH key is not an ed25519 private key") from exc
+        self._host_keys = host_keys
+
+    def connect(self, instance_id: str, host: str, port: int) -> paramiko.Transport:
+        """An authenticated transport to the instance's sshd, or SshError."""
+        try:
+            sock = socket.create_connection((host, port), timeout=CONNECT_SECONDS)
+        except OSError as exc:
+            raise SshError(NO_SSHD.format(detail=f"{host}:{port}: {_why(exc)}")) from None
+        transport = paramiko.Transport(sock)
+        try:
+            transport.banner_timeout = transport.auth_timeout = CONNECT_SECONDS
+            transport.start_client(timeout=CONNECT_SECONDS)
+            self._host_keys.check(instance_id, transport.get_remote_server_key())
+            transport.auth_publickey(USER, self._key)
+        except HostKeyChanged:
+            transport.close()
+            raise
+        except paramiko.AuthenticationException:
+            transport.close()
+            raise SshError(
+                f"the sshd of RunPod instance {instance_id} refused the reconciler's key: the "
+                "image must add PUBLIC_KEY to root's authorized_keys"
+            ) from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            transport.close()
+            raise SshError(NO_SSHD.format(detail=f"{host}:{port}: {_why(exc)}")) from None
+        return transport
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "no answer"
+    return str(exc) or type(exc).__name__
+
+
+def run_command(
+    transport: paramiko.Transport,
+    command: str,
+    stdin: BinaryIO | None,
+    stdout: BinaryIO,
+    stderr: BinaryIO,
+) -> int:
+    """Runs `command` (one shell command line) and copies the three streams; stdin's end
+    is passed on. Returns the remote exit status."""
+    channel = transport.open_session(timeout=CONNECT_SECONDS)
+    channel.exec_command(command)
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(stdin, channel), daemon=True).start()
+    else:
+        channel.shutdown_write()
+    errors = threading.Thread(target=_copy, args=(channel.recv_stderr, stderr), daemon=True)
+    errors.start()
+    _copy(channel.recv, stdout)
+    errors.join()
+    code = channel.recv_exit_status()
+    channel.close()
+    return code
+
+
+def _feed(source: BinaryIO, channel: paramiko.Channel) -> None:
+    read = getattr(source, "read1", source.read)  # read1: what has come, without waiting
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        while data := read(_CHUNK):
+            channel.sendall(data)
+        channel.shutdown_write()
+
+
+def _copy(recv: Callable[[int], bytes], sink: BinaryIO) -> None:
+    while data := recv(_CHUNK):
+        sink.write(data)
+        sink.flush()

@@ -1,0 +1,95 @@
+"""`reconciler exec NAMESPACE/POD -- CMD...`: a command in a pod's instance over SSH, as
+`kubectl exec` runs it through the kubelet endpoint; for CronJob mode, where no endpoint
+runs. It needs the reconciler's key (`--ssh-key-file`, as the CronJob mounts it) and
+its database (which instance is the pod's)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.ssh.client import HostKeys, SshConnector, SshError, run_command
+from reconciler.cli.connection import (
+    context_option,
+    kubeconfig_option,
+    reaching,
+    runpod_api_key_option,
+    runpod_url_option,
+)
+from reconciler.core.config import DEFAULT_NODE_NAME
+from reconciler.core.sshaccess import remote_command
+from reconciler.runtime import process_log
+from reconciler.runtime.kubelet.exec import SshTargets, StreamError
+from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
+from reconciler.runtime.wiring import open_store
+
+
+@click.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("target", metavar="NAMESPACE/POD")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--stdin", "-i", is_flag=True, help="Pass this process's stdin to the command.")
+@click.option(
+    "--container", "-c", default="", help="The container (default: the one that runs on RunPod)."
+)
+@click.option(
+    "--ssh-key-file",
+    envvar="RECONCILER_SSH_KEY_FILE",
+    required=True,
+    help="The reconciler's SSH private key (the one its instances were created with).",
+)
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@runpod_api_key_option
+@click.option(
+    "--node-name",
+    envvar="RECONCILER_NODE_NAME",
+    default=DEFAULT_NODE_NAME,
+    help="The virtual node.",
+)
+@click.pass_obj
+def exec_command(
+    obj: Any,
+    target: str,
+    command: tuple[str, ...],
+    stdin: bool,
+    container: str,
+    ssh_key_file: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    runpod_url: str,
+    runpod_api_key: str,
+    node_name: str,
+) -> None:
+    """Run CMD in a pod's instance and exit with its exit code."""
+    process_log.register_secret(runpod_api_key)
+    namespace, _, pod = target.rpartition("/")
+    try:
+        identity = load_identity(ssh_key_file)
+        with reaching():
+            kube = KubeClient.from_config(kubeconfig, kube_context)
+            with RunPodClient(runpod_api_key, runpod_url) as runpod:
+                store = open_store(obj.database_url, upgrade=False)
+                where = SshTargets(node_name, kube, store, runpod).resolve(
+                    namespace or "default", pod, container
+                )
+                # A new process meets each host key for the first time.
+                ssh = SshConnector(identity.private_pem, HostKeys())
+                transport = ssh.connect(where.instance_id, where.host, where.port)
+        try:
+            code = run_command(
+                transport,
+                remote_command(command),
+                sys.stdin.buffer if stdin else None,
+                sys.stdout.buffer,
+                sys.stderr.buffer,
+            )
+        finally:
+            transport.close()
+    except (SshKeyError, SshError, StreamError) as exc:
+        raise click.ClickException(getattr(exc, "message", str(exc))) from None
+    sys.exit(code)

@@ -1,0 +1,289 @@
+"""`kubectl exec` on a pod on RunPod: the API server's SPDY streams, carried over SSH.
+
+    /exec/{namespace}/{pod}/{container}?command=...&input=1&output=1&error=1&tty=1
+
+Before the upgrade, as a kubelet does, a bad request or a pod we cannot reach gets an
+HTTP error that the API server passes on to kubectl: unknown pod (404), no SSH access
+(400), no sshd answering (500, within 10 s, saying what the image needs). Then the
+client opens its streams (`error`, `stdin`, `stdout`, `stderr`, `resize`), the command
+runs with its argv quoted exactly (`core.sshaccess.remote_command`), on a pty sized by
+the resize stream with `-t`, stdin's end is passed on, and the remote exit status is
+written on the error stream as a kubelet writes it.
+
+Where the sshd is: the pod's `runpod.io/port-mappings` annotation, written by the tick,
+names 22/tcp's public address (no RunPod request); only when it does not, one
+`GET /v2/pods/{id}` asks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import paramiko
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.spdy.session import Session, Stream
+from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
+from reconciler.adapters.store.repository import Store
+from reconciler.core import remotecommand as rc
+from reconciler.core.kubenames import name_problem
+from reconciler.core.mapping import MappingState
+from reconciler.core.sshaccess import SSH_PORT, direct_address, remote_command
+from reconciler.core.translate.annotations import PORT_MAPPINGS
+from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.errors import TranslationError
+
+log = logging.getLogger(__name__)
+
+STREAMS_SECONDS = 30.0
+"""How long the client has to open its streams after the upgrade (the kubelet's
+streamCreationTimeout)."""
+GOODBYE_SECONDS = 5.0
+"""After the exit status, how long the client has to read it and hang up."""
+FIRST_SIZE_SECONDS = 2.0
+"""How long a `-t` exec waits for the terminal's size before starting on 80x24."""
+_READ = 32 * 1024
+ATTACH_UNSUPPORTED = (
+    "attach is not supported for pods on RunPod: the container's main process (PID 1) "
+    "has no streams reachable over SSH; use kubectl exec -it POD -- sh for a shell, and "
+    "kubectl logs -f for the main process's output"
+)
+
+
+class StreamError(Exception):
+    """A request refused before the upgrade: HTTP status and a sentence for kubectl."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+@dataclass(frozen=True)
+class Target:
+    instance_id: str
+    host: str
+    port: int
+
+
+class SshTargets:
+    """Which instance a pod's exec goes to, and where its sshd listens."""
+
+    def __init__(self, node_name: str, kube: KubeClient, store: Store, runpod: RunPodClient):
+        self.node_name, self.kube, self.store, self.runpod = node_name, kube, store, runpod
+
+    def resolve(self, namespace: str, name: str, container: str) -> Target:
+        names = [("namespace", namespace), ("pod name", name)]
+        names += [("container name", container)] if container else []  # port-forward: none
+        for kind, value in names:
+            if (problem := name_problem(kind, value)) is not None:
+                raise StreamError(400, problem)
+        pod = self.kube.find_pod(namespace, name)
+        if pod is None or pod.get("spec", {}).get("nodeName") != self.node_name:
+            raise StreamError(404, f'pods "{name}" not found on node "{self.node_name}"')
+        try:
+            runs = choose_container(pod)["name"]
+        except TranslationError as exc:
+            raise StreamError(400, f'pod "{name}" has no container on RunPod: {exc}') from exc
+        if container and container != runs:
+            raise StreamError(
+                400,
+                f'container "{container}" of pod "{name}" does not run: only "{runs}" '
+                "runs on RunPod",
+            )
+        row = self.store.row(str(pod["metadata"]["uid"]))
+        if row is None or row.instance_id is None or row.state is not MappingState.RUNNING:
+            raise StreamError(400, f'container "{runs}" in pod "{name}" is not running')
+        annotations = pod.get("metadata", {}).get("annotations") or {}
+        address = direct_address(str(annotations.get(PORT_MAPPINGS, "")))
+        if address is None:
+            address = self._asked(row.instance_id)
+        return Target(row.instance_id, *address)
+
+    def _asked(self, instance_id: str) -> tuple[str, int]:
+        try:
+            instance = self.runpod.get_instance(instance_id)
+        except runpod_errors.RunPodError as exc:
+            raise StreamError(502, f"RunPod did not say where the pod's sshd is: {exc}") from exc
+        ports = instance.runtime.ports if instance.runtime else ()
+        for port in ports:
+            if port.private_port == 22 and port.public_ip and port.public_port:
+                return port.public_ip, port.public_port
+        raise StreamError(
+            400,
+            f"RunPod instance {instance_id} publishes no {SSH_PORT} (created without SSH "
+            "access): exec needs the reconciler's --ssh-key-file set when the pod is created; "
+            "delete the pod to have it recreated with SSH",
+        )
+
+
+class Upgrader(Protocol):
+    """The HTTP side: answers an error, or switches protocols and hands over the socket."""
+
+    def refuse(self, status: int, message: str, headers: Mapping[str, str] = ...) -> None: ...
+
+    def upgrade(self, protocol: str) -> Session: ...
+
+
+def serve_exec(
+    http: Upgrader,
+    headers: Any,
+    query: Mapping[str, Sequence[str]],
+    target: Callable[[], Target],
+    ssh: SshConnector,
+) -> None:
+    try:
+        request = rc.parse_exec(query)
+    except rc.ExecRequestError as exc:
+        return http.refuse(400, str(exc))
+    protocol = handshake(http, headers, rc.EXEC_PROTOCOLS)
+    if protocol is None:
+        return None
+    try:
+        where = target()
+        transport = ssh.connect(where.instance_id, where.host, where.port)
+    except StreamError as exc:
+        return http.refuse(exc.status, exc.message)
+    except SshError as exc:
+        return http.refuse(500, exc.message)
+    except Exception:  # a caller gets a sentence, never a dropped connection
+        log.exception("could not reach the instance for an exec")
+        return http.refuse(500, "exec could not start; the reconciler's log says why")
+    try:
+        session = http.upgrade(protocol)
+        _run(session, protocol, request, transport)
+    finally:
+        transport.close()
+    return None
+
+
+def handshake(http: Upgrader, headers: Any, served: Sequence[str]) -> str | None:
+    """The protocol to speak, as Kubernetes' own handshake picks it, or None when the
+    request was refused."""
+    connection = str(headers.get("Connection", "")).lower()
+    upgrade = str(headers.get("Upgrade", "")).lower()
+    if "upgrade" not in connection or "spdy/3.1" not in upgrade:
+        http.refuse(400, "unable to upgrade: missing upgrade headers in request (SPDY/3.1)")
+        return None
+    offered = [
+        p.strip()
+        for value in headers.get_all("X-Stream-Protocol-Version") or []
+        for p in value.split(",")
+    ]
+    if not offered:
+        http.refuse(400, "unable to upgrade: X-Stream-Protocol-Version is required")
+        return None
+    protocol = rc.negotiate(offered, served)
+    if protocol is None:
+        http.refuse(
+            403,
+            f"unable to upgrade: unable to negotiate protocol: client supports {offered}, "
+            f"server accepts {list(served)}",
+            {"X-Accepted-Stream-Protocol-Versions": ", ".join(served)},
+        )
+        return None
+    return protocol
+
+
+def _run(
+    session: Session, protocol: str, request: rc.ExecRequest, transport: paramiko.Transport
+) -> None:
+    streams = _streams(session, request.streams())
+    if streams is None:
+        session.close()
+        return
+    try:
+        code = _command(streams, request, transport)
+        status = rc.exit_status(protocol, request.command, code)
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        status = rc.internal_error(protocol, f"the SSH session to the instance broke: {exc}")
+    with contextlib.suppress(ConnectionError):
+        for name in (rc.STREAM_STDOUT, rc.STREAM_STDERR):
+            if name in streams:
+                streams[name].close()
+        streams[rc.STREAM_ERROR].write(status)
+        streams[rc.STREAM_ERROR].close()
+    session.wait(GOODBYE_SECONDS)
+    session.close()
+
+
+def _streams(session: Session, wanted: frozenset[str]) -> dict[str, Stream] | None:
+    """The streams the request needs, as the client opens them; others are reset."""
+    streams: dict[str, Stream] = {}
+    while set(streams) != wanted:
+        stream = session.accept(STREAMS_SECONDS)
+        if stream is None:
+            log.info("an exec client did not open its streams in time")
+            return None
+        kind = stream.header("streamType")
+        if kind in wanted and kind not in streams:
+            streams[kind] = stream
+        else:
+            stream.reset()
+    return streams
+
+
+def _command(
+    streams: dict[str, Stream], request: rc.ExecRequest, transport: paramiko.Transport
+) -> int:
+    channel = transport.open_session(timeout=CONNECT_SECONDS)
+    resize, sizes = streams.get(rc.STREAM_RESIZE), rc.ResizeDecoder()
+    if request.tty:
+        size = _first_size(resize, sizes) if resize else None
+        width, height = (size.width, size.height) if size else (80, 24)
+        channel.get_pty(term="xterm", width=width, height=height)
+    channel.exec_command(remote_command(request.command))
+    # stdin and resize pumps end with the client's streams, not with the command
+    if rc.STREAM_STDIN in streams:
+        _thread(_pump_stdin, streams[rc.STREAM_STDIN], channel)
+    if resize is not None:
+        _thread(_pump_resize, resize, sizes, channel)
+    stderr = _thread(_pump_out, channel.recv_stderr, streams.get(rc.STREAM_STDERR))
+    _pump_out(channel.recv, streams.get(rc.STREAM_STDOUT))
+    stderr.join()
+    code = channel.recv_exit_status()
+    channel.close()
+    return code
+
+
+def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name="exec-pump", daemon=True)
+    thread.start()
+    return thread
+
+
+def _pump_out(recv: Callable[[int], bytes], stream: Stream | None) -> None:
+    while data := recv(_READ):
+        if stream is not None:
+            with contextlib.suppress(ConnectionError):
+                stream.write(data)
+
+
+def _pump_stdin(stream: Stream, channel: paramiko.Channel) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        while data := stream.read():
+            channel.sendall(data)
+        channel.shutdown_write()  # the client's end of input, passed on
+
+
+def _first_size(stream: Stream, decoder: rc.ResizeDecoder) -> rc.TerminalSize | None:
+    """The terminal's size, which kubectl sends as soon as its streams are open: the pty
+    starts with it, so the command never sees a default size first."""
+    while (data := stream.read(FIRST_SIZE_SECONDS)) is not None and data:
+        sizes = list(decoder.feed(data))
+        if sizes:
+            return sizes[-1]
+    return None
+
+
+def _pump_resize(stream: Stream, decoder: rc.ResizeDecoder, channel: paramiko.Channel) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+        while data := stream.read():
+            for size in decoder.feed(data):
+                channel.resize_pty(width=size.width, height=size.height)

@@ -1,0 +1,344 @@
+"""The sshd of simulated RunPod pods: a real SSH server per pod on 127.0.0.1.
+
+RunPod's official images start sshd when the pod's env carries `PUBLIC_KEY`, which
+`startSsh` puts there. A simulated pod created with both gets a server (asyncssh, a
+different implementation from the product's paramiko client, so neither side's
+assumptions pass unchecked) that accepts those keys for `root` and only while the pod
+is RUNNING; a connection at any other time is dropped.
+
+- exec and shell run `sh -c` in the pod's sandbox directory, which stands for the pod's
+  filesystem: `/tmp`, `/workspace` and `/root` in a command are read relative to it (a
+  command runs with the sandbox as its working directory), so `tar cf - /tmp/x` names
+  its members `tmp/x` as in a container. A pty, when asked for, is a real one, sized by
+  the client's requests.
+- direct-tcpip to the pod's loopback answers HTTP GET on the ports `serve()` set up;
+  any other destination is refused, as an unused port in a container is.
+- `set_running(False)` closes the listener (an image that runs no sshd refuses the
+  connection); `set_running(True, new_host_key=True)` comes back with another host key
+  (a rebuilt machine).
+
+One asyncio loop in one thread serves every pod of a simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import struct
+import tempfile
+import termios
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+_TIMEOUT = 30.0
+_MAPPED = re.compile(r"(?<![\w./-])/(tmp|workspace|root)(?=[/\s'\";|&)]|$)")
+_READ = 65536
+
+
+def sandboxed(command: str) -> str:
+    """The command with the pod's own top-level folders read relative to its sandbox."""
+    return _MAPPED.sub(r"\1", command)
+
+
+@dataclass
+class _Pod:
+    keys: frozenset[bytes]
+    """The public key blobs `PUBLIC_KEY` lists (one authorized_keys line each)."""
+    env: dict[str, str]
+    is_running: Callable[[], bool]
+    sandbox: Path
+    host_key: asyncssh.SSHKey
+    port: int = 0
+    server: Any = None
+    served: dict[int, bytes] = field(default_factory=dict)
+
+
+class SshHost:
+    """Every pod's sshd for one simulator; call from any thread."""
+
+    def __init__(self) -> None:
+        self._root = Path(tempfile.mkdtemp(prefix="runpod-sim-pods-"))
+        self._pods: dict[str, _Pod] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="runpod-sim-sshd", daemon=True
+        )
+        self._thread.start()
+
+    def start_pod(
+        self, pod_id: str, public_keys: str, env: dict[str, str], is_running: Callable[[], bool]
+    ) -> int:
+        """Start the pod's sshd; returns its port."""
+        sandbox = self._root / pod_id
+        for folder in ("tmp", "workspace", "root"):
+            (sandbox / folder).mkdir(parents=True, exist_ok=True)
+        pod = _Pod(
+            _key_blobs(public_keys),
+            dict(env),
+            is_running,
+            sandbox,
+            asyncssh.generate_private_key("ssh-ed25519"),
+        )
+        self._pods[pod_id] = pod
+        self._run(self._listen(pod))
+        return pod.port
+
+    def set_running(self, pod_id: str, running: bool, *, new_host_key: bool = False) -> None:
+        pod = self._pods[pod_id]
+        self._run(self._close(pod))
+        if new_host_key:
+            pod.host_key = asyncssh.generate_private_key("ssh-ed25519")
+        if running:
+            self._run(self._listen(pod))
+
+    def serve(self, pod_id: str, port: int, body: str) -> None:
+        """The pod answers HTTP GET on its loopback `port` with `body`."""
+        self._pods[pod_id].served[port] = body.encode()
+
+    def host_key(self, pod_id: str) -> str:
+        """The pod's public host key, as a known_hosts line's key part."""
+        return self._pods[pod_id].host_key.export_public_key().decode().strip()
+
+    @property
+    def pods(self) -> frozenset[str]:
+        return frozenset(self._pods)
+
+    def sandbox(self, pod_id: str) -> Path:
+        return self._pods[pod_id].sandbox
+
+    def stop_pod(self, pod_id: str) -> None:
+        pod = self._pods.pop(pod_id, None)
+        if pod is not None:
+            self._run(self._close(pod))
+            shutil.rmtree(pod.sandbox, ignore_errors=True)
+
+    def close(self) -> None:
+        for pod_id in list(self._pods):
+            self.stop_pod(pod_id)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(_TIMEOUT)
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def _run(self, coroutine: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(_TIMEOUT)
+
+    async def _listen(self, pod: _Pod) -> None:
+        pod.server = await asyncssh.create_server(
+            lambda: _Server(pod),
+            "127.0.0.1",
+            pod.port,
+            server_host_keys=[pod.host_key],
+            encoding=None,
+            reuse_address=True,
+        )
+        pod.port = pod.server.sockets[0].getsockname()[1]
+
+    async def _close(self, pod: _Pod) -> None:
+        if pod.server is not None:
+            pod.server.close()
+            await pod.server.wait_closed()
+            pod.server = None
+
+
+class _Server(asyncssh.SSHServer):
+    def __init__(self, pod: _Pod) -> None:
+        self._pod = pod
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        if not self._pod.is_running():
+            conn.abort()
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        return username == "root" and key.public_data in self._pod.keys
+
+    def session_requested(self) -> asyncssh.SSHServerSession[bytes]:
+        return _Session(self._pod)
+
+    def connection_requested(
+        self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
+    ) -> Any:
+        body = self._pod.served.get(dest_port)
+        if dest_host not in ("localhost", "127.0.0.1") or body is None:
+            raise asyncssh.ChannelOpenError(
+                asyncssh.OPEN_CONNECT_FAILED, f"connect to {dest_host}:{dest_port}: refused"
+            )
+        return _http_answer(body)
+
+
+def _http_answer(body: bytes) -> Callable[[Any, Any], Any]:
+    async def answer(reader: Any, writer: Any) -> None:
+        request = b""
+        while b"\r\n\r\n" not in request:
+            chunk = await reader.read(_READ)
+            if not chunk:
+                break
+            request += chunk
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        writer.write(head.encode() + body)
+        writer.write_eof()
+        writer.close()
+
+    return answer
+
+
+class _Session(asyncssh.SSHServerSession[bytes]):
+    """One exec or shell: a `sh` in the sandbox, piped or on a pty."""
+
+    def __init__(self, pod: _Pod) -> None:
+        self._pod = pod
+        self._command = "exec sh -i"
+        self._size: tuple[int, int] | None = None
+        self._master: int | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._early: list[bytes] = []
+        self._eof = False
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, chan: Any) -> None:
+        self._chan = chan
+
+    def pty_requested(
+        self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any
+    ) -> bool:
+        self._size = (term_size[0] or 80, term_size[1] or 24)
+        return True
+
+    def exec_requested(self, command: str) -> bool:
+        self._command = sandboxed(command)
+        return True
+
+    def shell_requested(self) -> bool:
+        return True
+
+    def session_started(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    def data_received(self, data: bytes, datatype: Any) -> None:
+        if self._process is None:
+            self._early.append(data)
+        else:
+            self._write(data)
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        if self._process is not None:
+            self._end_input()
+        return True
+
+    def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
+        self._size = (width, height)
+        if self._master is not None:
+            _set_size(self._master, width, height)
+
+    async def _run(self) -> None:
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            **self._pod.env,
+            "HOME": str(self._pod.sandbox / "root"),
+        }
+        argv = ("sh", "-c", self._command)
+        if self._size is not None:
+            master, slave = os.openpty()
+            _set_size(master, *self._size)
+            self._master = master
+            self._process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                cwd=self._pod.sandbox,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_take_terminal,
+            )
+            os.close(slave)
+            pumps = [self._pump_pty(master)]
+        else:
+            self._process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self._pod.sandbox,
+                env=env,
+            )
+            assert self._process.stdout is not None and self._process.stderr is not None
+            pumps = [
+                self._pump(self._process.stdout, self._chan.write),
+                self._pump(self._process.stderr, self._chan.write_stderr),
+            ]
+        for data in self._early:
+            self._write(data)
+        if self._eof:
+            self._end_input()
+        await asyncio.gather(*pumps)
+        code = await self._process.wait()
+        if self._master is not None:
+            os.close(self._master)
+        self._chan.exit(code if code >= 0 else 128 - code)
+
+    async def _pump(self, stream: asyncio.StreamReader, write: Callable[[bytes], None]) -> None:
+        while data := await stream.read(_READ):
+            write(data)
+
+    async def _pump_pty(self, master: int) -> None:
+        loop, done = asyncio.get_running_loop(), asyncio.Event()
+
+        def readable() -> None:
+            try:
+                data = os.read(master, _READ)
+            except OSError:  # EIO: the last process holding the terminal ended
+                data = b""
+            if data:
+                self._chan.write(data)
+            else:
+                loop.remove_reader(master)
+                done.set()
+
+        loop.add_reader(master, readable)
+        await done.wait()
+
+    def _write(self, data: bytes) -> None:
+        if self._master is not None:
+            os.write(self._master, data)
+        elif self._process is not None and self._process.stdin is not None:
+            self._process.stdin.write(data)
+
+    def _end_input(self) -> None:
+        if self._master is not None:
+            os.write(self._master, b"\x04")  # a terminal's end of input is ^D
+        elif self._process is not None and self._process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
+
+
+def _key_blobs(public_keys: str) -> frozenset[bytes]:
+    lines = [line.strip() for line in public_keys.splitlines()]
+    keys = [asyncssh.import_public_key(line) for line in lines if line and line[0] != "#"]
+    return frozenset(key.public_data for key in keys)
+
+
+def _set_size(fd: int, width: int, height: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
+def _take_terminal() -> None:
+    """In the child: make the pty the controlling terminal of its new session."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)

@@ -1,0 +1,80 @@
+"""`reconciler exec` as a real process against both simulators (CronJob mode, no kubelet
+endpoint): the command's streams and exit code, stdin and its end with -i, the argv
+quoted exactly, and one-line errors for a pod that is not there or a key that is not
+the instances'."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.demo.sandbox import API_KEY, Sandbox
+
+ENV = {**os.environ, "RUNPOD_API_KEY": API_KEY}
+
+
+@pytest.fixture
+def box(tmp_path: Path) -> Iterator[Sandbox]:
+    with Sandbox() as sandbox:
+        sandbox.enable_ssh(str(tmp_path / "key"))
+        sandbox.add_pod("train", command=["python", "train.py"])
+        sandbox.tick()
+        sandbox.advance(30)
+        sandbox.tick()
+        yield sandbox
+
+
+def run(box: Sandbox, *args: str, stdin: str = "", key: str = "") -> subprocess.CompletedProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        "reconciler",
+        "--database-url",
+        box.database_url,
+        "exec",
+        "--kubeconfig",
+        box.kubeconfig,
+        "--runpod-url",
+        box.runpod_sim.base_url,
+        "--ssh-key-file",
+        key or box.settings.ssh_key_file,
+        *args,
+    ]
+    return subprocess.run(
+        argv, input=stdin, env=ENV, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_streams_and_exit_code(box: Sandbox) -> None:
+    done = run(box, "default/train", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_stdin_and_an_exact_argv(box: Sandbox) -> None:
+    done = run(
+        box,
+        "-i",
+        "default/train",
+        "--",
+        "sh",
+        "-c",
+        'cat; printf "%s|" "$0"',
+        "a b",
+        stdin="data\n",
+    )
+    assert (done.returncode, done.stdout) == (0, "data\na b|"), done.stderr
+
+
+def test_one_line_errors(box: Sandbox, tmp_path: Path) -> None:
+    missing = run(box, "default/nope", "--", "true")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        'Error: pods "nope" not found on node "virtual-runpod"'
+    ]
+    other = run(box, "default/train", "--", "true", key=str(tmp_path / "another-key"))
+    assert other.returncode == 1 and "refused the reconciler's key" in other.stderr

@@ -1,0 +1,203 @@
+"""The simulated pods' sshd, checked with OpenSSH's own client (a third SSH
+implementation beside the simulator's asyncssh and the product's paramiko): a pod
+created with `startSsh` and a `PUBLIC_KEY` accepts that key for root once RUNNING, and
+its `ssh.direct` block leads there only then and only with 22/tcp published; commands
+run in the pod's sandbox (`/tmp` inside it), with exit codes, stdin and its end, a pty
+when asked; direct-tcpip reaches what `serve` set up and nothing else; the admin routes
+stop the sshd and bring it back with a new host key; a pod without `startSsh`, or
+without a key, runs none."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from reconciler.sim.runpod import RunPodSimulator
+
+from .helpers import API_KEY, RTX_4090
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    path = tmp_path / "id"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return path
+
+
+def create(sim: RunPodSimulator, key: Path, **fields: Any) -> dict[str, Any]:
+    body = {
+        "name": "ssh-pod",
+        "image": "img:1",
+        "gpu": {"id": RTX_4090},
+        "startSsh": True,
+        "ports": ["22/tcp"],
+        "env": {"PUBLIC_KEY": key.with_suffix(".pub").read_text()},
+        **fields,
+    }
+    answer = requests.post(
+        f"{sim.base_url}/v2/pods",
+        json=body,
+        timeout=5,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
+def running(sim: RunPodSimulator, key: Path, **fields: Any) -> dict[str, Any]:
+    pod = create(sim, key, **fields)
+    sim.advance(60)
+    return sim.instances[pod["id"]]
+
+
+def ssh(
+    pod: dict[str, Any], key: Path, *args: str, stdin: str = "", known_hosts: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    direct = pod["ssh"]["direct"]
+    known = known_hosts or key.parent / "known_hosts"
+    return subprocess.run(
+        [
+            "ssh",
+            "-i",
+            str(key),
+            "-p",
+            str(direct["port"]),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"UserKnownHostsFile={known}",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "LogLevel=ERROR",
+            f"{direct['username']}@{direct['host']}",
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_direct_appears_once_running_and_leads_to_the_pods_sshd(sim, key):
+    pod = create(sim, key)
+    assert pod["ssh"]["direct"] is None  # still provisioning
+    sim.advance(60)
+    pod = sim.instances[pod["id"]]
+    assert pod["ssh"]["direct"]["host"] == "127.0.0.1"
+    assert pod["ssh"]["direct"]["username"] == "root"
+    done = ssh(pod, key, "sh", "-c", "'echo out; echo err >&2; exit 3'")
+    assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
+
+
+def test_commands_run_in_the_pods_sandbox(sim, key):
+    pod = running(sim, key)
+    assert ssh(pod, key, "echo hello > /tmp/note").returncode == 0
+    assert (sim.ssh_sandbox(pod["id"]) / "tmp" / "note").read_text() == "hello\n"
+    listing = ssh(pod, key, "tar cf - /tmp/note | tar tf -")
+    assert listing.stdout == "tmp/note\n"  # as tar names a container's /tmp/note
+
+
+def test_stdin_reaches_the_command_and_its_end_is_seen(sim, key):
+    pod = running(sim, key)
+    assert ssh(pod, key, "cat; echo '[end]'", stdin="data\n").stdout == "data\n[end]\n"
+
+
+def test_a_pty_when_asked(sim, key):
+    pod = running(sim, key)
+    done = ssh(pod, key, "-tt", "test -t 0 && echo tty")
+    assert done.stdout.replace("\r", "") == "tty\n"
+    assert ssh(pod, key, "test -t 0 || echo pipe").stdout == "pipe\n"
+
+
+def test_forwarding_reaches_a_served_port_and_nothing_else(sim, key):
+    pod = running(sim, key)
+    sim.serve_http(pod["id"], 8888, "notebook")
+    answer = ssh(pod, key, "-W", "localhost:8888", stdin="GET / HTTP/1.0\r\n\r\n")
+    assert answer.stdout.startswith("HTTP/1.1 200 OK")
+    assert answer.stdout.endswith("notebook")
+    refused = ssh(pod, key, "-W", "localhost:9999", stdin="")
+    assert refused.returncode != 0
+
+
+def test_another_key_or_user_is_refused(sim, key, tmp_path):
+    pod = running(sim, key)
+    direct = dict(pod["ssh"]["direct"], username="ubuntu")
+    assert ssh({"ssh": {"direct": direct}}, key, "true").returncode == 255
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    assert ssh(pod, other, "true").returncode == 255
+
+
+def test_the_admin_routes_stop_the_sshd_and_bring_it_back_with_a_new_host_key(sim, key):
+    pod = running(sim, key)
+    assert ssh(pod, key, "true").returncode == 0
+    url = f"{sim.base_url}/_sim/pods/{pod['id']}/sshd"
+    assert requests.post(url, json={"running": False}, timeout=5).status_code == 204
+    assert sim.instances[pod["id"]]["ssh"]["direct"] is not None  # still published
+    assert "refused" in ssh(pod, key, "true").stderr
+    old = sim.ssh_host_key(pod["id"])
+    body = {"running": True, "newHostKey": True}
+    assert requests.post(url, json=body, timeout=5).status_code == 204
+    assert sim.ssh_host_key(pod["id"]) != old
+    changed = ssh(pod, key, "true")
+    assert changed.returncode == 255
+    assert "HOST IDENTIFICATION HAS CHANGED" in changed.stderr
+
+
+def test_the_serve_route_sets_up_a_port(sim, key):
+    pod = running(sim, key)
+    url = f"{sim.base_url}/_sim/pods/{pod['id']}/serve"
+    assert requests.post(url, json={"port": 8888, "body": "hi"}, timeout=5).status_code == 204
+    answer = ssh(pod, key, "-W", "localhost:8888", stdin="GET / HTTP/1.0\r\n\r\n")
+    assert answer.stdout.endswith("hi")
+    assert requests.post(url, json={"port": "8888"}, timeout=5).status_code == 400
+
+
+def test_no_sshd_without_start_ssh_or_a_key(sim, key):
+    without_flag = running(sim, key, startSsh=False)
+    without_key = running(sim, key, env={})
+    for pod in (without_flag, without_key):
+        assert pod["ssh"]["direct"]["host"] != "127.0.0.1"  # an address, but no sshd here
+        with pytest.raises(ValueError, match="runs no sshd"):
+            sim.ssh_sandbox(pod["id"])
+
+
+def test_no_direct_without_22_published(sim, key):
+    pod = running(sim, key, ports=["8888/http"])
+    assert pod["ssh"]["direct"] is None
+
+
+def test_a_stopped_pod_drops_the_connection(sim, key):
+    pod = running(sim, key)
+    direct = pod["ssh"]
+    requests.post(
+        f"{sim.base_url}/v2/pods/{pod['id']}/action",
+        json={"action": "stop"},
+        timeout=5,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert sim.instances[pod["id"]]["ssh"]["direct"] is None
+    assert ssh({"ssh": direct}, key, "true").returncode == 255
+
+
+def test_deleting_the_pod_removes_its_sandbox(sim, key):
+    pod = running(sim, key)
+    sandbox = sim.ssh_sandbox(pod["id"])
+    requests.delete(
+        f"{sim.base_url}/v2/pods/{pod['id']}",
+        timeout=5,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+    assert not sandbox.exists()
