@@ -176,7 +176,9 @@ class _JSONUsageError(_JSONError):
 @click.option(
     "--database-url",
     default=DEFAULT_DATABASE_URL,
-    help="SQLAlchemy URL of the state store (SQLite or PostgreSQL).",
+    help="SQLAlchemy URL of the state store: SQLite (run with WAL and a busy timeout) for "
+    "one replica, postgresql+psycopg://user:pass@host/db for replicas (the postgres "
+    "extra, in the image already).",
 )
 @click.option(
     "--log-level",
@@ -185,11 +187,22 @@ class _JSONUsageError(_JSONError):
     help="Least severe log level printed.",
 )
 @click.option(
-    "--log-format", default="text", type=click.Choice(["text", "json"]), help="Log line format."
+    "--log-format",
+    default="text",
+    type=click.Choice(["text", "json"]),
+    help="Log line format: json for log collectors, and then every command's output and "
+    "errors are JSON too.",
 )
 @click.pass_context
 def main(ctx: click.Context, database_url: str, log_level: str, log_format: str) -> None:
-    """Burst Kubernetes GPU pods onto RunPod, with no leaked or duplicate instances."""
+    """Burst Kubernetes GPU pods onto RunPod, with no leaked or duplicate instances.
+
+    Every flag is also an environment variable. The global options (--database-url,
+    --log-level, --log-format) may come before or after the subcommand. With --log-format
+    json every command prints JSON (its --output default turns to json, and errors are
+    {"error": ...} on standard error), so a script or a log collector never sees a table.
+    The RunPod key comes only from the environment or the flag, never from the database.
+    """
     process_log.configure(log_level, log_format)
     ctx.obj = CliContext(database_url=database_url)
 
@@ -207,7 +220,10 @@ main.add_command(db_group, name="db")
 @output_option
 @click.pass_obj
 def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
-    """Apply the schema migrations up to REVISION (the latest by default)."""
+    """Apply the schema migrations up to REVISION (the latest by default).
+
+    `reconciler sync` does this itself at start, unless --no-migrate.
+    """
     with obj.database() as database:
         migrate.upgrade(database, revision)
         current = migrate.current_revision(database)
@@ -267,7 +283,13 @@ def state() -> None:
 )
 @click.pass_obj
 def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
-    """Print the mapping table: one row per managed pod."""
+    """Print the mapping table: one row per managed pod.
+
+    Under the table: the spend RunPod charged, each namespace's use against its caps, and
+    the instances that only look like ours. JSON has `spend_usd` per row, and look-alikes
+    as rows with state `unowned-lookalike`. A --database-url naming a SQLite file that
+    does not exist is an error, not a new empty database.
+    """
     with obj.database(must_exist=True) as database:
         require_schema(database)
         with db.session_factory(database)() as session:
@@ -326,7 +348,11 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
 @output_option
 @click.pass_obj
 def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
-    """What RunPod charged for our instances (its billing, read hourly by the reconciler)."""
+    """What RunPod charged for our instances (its billing, read hourly by the reconciler).
+
+    JSON has `total_usd` and one row per group with its `usd`. Per pod, a charge more
+    than 10% away from list price times the instance's life is flagged (`mismatch`).
+    """
     now = datetime.now(UTC)
     try:
         start = cost_view.parse_since(since, now) if since is not None else None
@@ -386,7 +412,7 @@ def _require_latest_schema(obj: CliContext) -> None:
     envvar="RECONCILER_INTERVAL",
     default=15.0,
     type=float,
-    help="Seconds between ticks in the loop mode.",
+    help="Seconds between ticks in the loop mode (with up to 10% jitter).",
 )
 @click.option(
     "--heartbeat-interval",
@@ -402,7 +428,8 @@ def _require_latest_schema(obj: CliContext) -> None:
     type=click.FloatRange(min=0),
     help="With --once: after the tick, keep the node's heartbeat (every "
     "--heartbeat-interval) until this many seconds after the run began, so the node "
-    "stays Ready until the next CronJob run (its period minus ~10 s).",
+    "stays Ready until the next CronJob run (its period minus ~10 s; 40 in "
+    "deploy/cronjob and the chart).",
 )
 @click.option(
     "--watch/--no-watch",
@@ -420,7 +447,8 @@ def _require_latest_schema(obj: CliContext) -> None:
     "--leader-elect",
     envvar="RECONCILER_LEADER_ELECT",
     is_flag=True,
-    help="Loop mode: act only while holding the leader Lease (for replicas > 1).",
+    help="Loop mode: act only while holding the leader Lease (for replicas > 1; on in "
+    "deploy/ and the chart).",
 )
 @click.option(
     "--leader-elect-namespace",
@@ -434,7 +462,7 @@ def _require_latest_schema(obj: CliContext) -> None:
     "--leader-elect-lease-name",
     envvar="RECONCILER_LEADER_ELECT_LEASE_NAME",
     default=leader.DEFAULT_LEASE_NAME,
-    help="Name of the leader Lease.",
+    help="Name of the leader Lease (the RBAC rules name it).",
 )
 @click.option(
     "--leader-elect-lease-duration",
@@ -466,7 +494,15 @@ def sync(
     leader_elect_lease_duration: int,
     **options: Any,
 ) -> None:
-    """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick)."""
+    """Reconcile the virtual node's pods with RunPod instances (a loop, or one tick).
+
+    Without --once, the loop (the Deployment) runs until SIGTERM or SIGINT, which let the
+    running tick finish, and serves /healthz, /readyz and /metrics on --health-address.
+    With --once, one tick (the CronJob): exit code 1 if either world could not be
+    observed or another reconciler acts for the node, 0 for a tick skipped because
+    RunPod rate-limited its list. --once --dry-run only reads: it takes no lock and
+    writes nothing, so it works beside a running loop.
+    """
     settings = _with_ssh_key(settings_from(options))
     _check_loop_options(
         interval, heartbeat_interval, stay, leader_elect_lease_duration, health_address

@@ -18,6 +18,7 @@ kubeconfig_option = click.option(
     envvar=["RECONCILER_KUBECONFIG", "KUBECONFIG"],
     default=None,
     help="Kubeconfig file, or several separated by ':' and merged as kubectl merges them "
+    "(the first file that sets a value wins; missing files are skipped) "
     "[default: ~/.kube/config, else the in-cluster config].",
 )
 context_option = click.option(

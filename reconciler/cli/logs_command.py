@@ -22,7 +22,7 @@ from reconciler.cli.connection import (
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.podlogs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
-from reconciler.runtime.kubelet.source import LogError, PodLogs
+from reconciler.runtime.pod_logs import LogError, PodLogs
 from reconciler.runtime.wiring import open_store
 
 _DURATION_PART = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(h|m|s)")
@@ -42,7 +42,9 @@ def parse_duration(text: str) -> timedelta:
 
 @click.command("logs")
 @click.argument("pod")
-@click.option("--namespace", "-n", default="default", show_default=True)
+@click.option(
+    "--namespace", "-n", default="default", show_default=True, help="The pod's namespace."
+)
 @click.option(
     "--container", "-c", default="", help="The container (default: the one that runs on RunPod)."
 )
@@ -81,7 +83,12 @@ def logs_command(
     runpod_api_key: str,
     node_name: str,
 ) -> None:
-    """Print a pod's log: from its RunPod instance, or the lines kept after it ended."""
+    """Print a pod's log: from its RunPod instance, or the lines kept after it ended.
+
+    What `kubectl logs` shows through the virtual node's kubelet endpoint, read from
+    RunPod and the state store directly: for CronJob mode, where no endpoint runs (with
+    the CronJob's --database-url and RunPod key), and for debugging.
+    """
     process_log.register_secret(runpod_api_key)
     now = datetime.now(UTC)
     options = LogOptions(

@@ -140,7 +140,10 @@ class Settings:
         Cloud.SECURE, "--cloud-type", "Cloud tier for pods without runpod.io/cloud-type."
     )
     datacenter_ids: tuple[str, ...] = setting(
-        (), "--datacenter-ids", "Comma-separated data centers instances may use (empty: any)."
+        (),
+        "--datacenter-ids",
+        "Comma-separated data centers instances may use (empty: any); one where the GPU "
+        "catalog offers no GPU type is named in a warning.",
     )
     container_disk_gb: int = setting(
         50,
@@ -165,7 +168,8 @@ class Settings:
     max_creates_per_tick: int = setting(
         50,
         "--max-creates-per-tick",
-        "Most create calls in one tick.",
+        "Most create calls in one tick; also bounded by our share of the remaining RunPod "
+        "rate budget.",
         limits=(0, 1000, "a number of creates"),
     )
     """Before the rate budget bounds it further."""
@@ -215,7 +219,8 @@ class Settings:
     cost_history_days: int = setting(
         31,
         "--cost-history",
-        "Days finished pods' mappings and billing records are kept for `reconciler cost`.",
+        "Days finished pods' mappings and billing records are kept, for `reconciler cost` "
+        "and the leak audit.",
         limits=(1, 3650, "a number of days"),
     )
     """Kept for the leak audit too."""
@@ -233,10 +238,18 @@ class Settings:
         limits=(0, 1_000_000_000, "a number of pods"),
     )
     node_cpu: str = setting(
-        "4k", "--node-cpu", "CPU capacity of the virtual node.", parse=canonical_quantity
+        "4k",
+        "--node-cpu",
+        "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form (4k, not 4000).",
+        parse=canonical_quantity,
     )
     node_memory: str = setting(
-        "16Ti", "--node-memory", "Memory capacity of the virtual node.", parse=canonical_quantity
+        "16Ti",
+        "--node-memory",
+        "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form.",
+        parse=canonical_quantity,
     )
     tick_deadline: float = setting(
         10,

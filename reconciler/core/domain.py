@@ -39,7 +39,7 @@ class InstanceStatus(enum.StrEnum):
 
     @classmethod
     def parse(cls, value: object) -> InstanceStatus:
-        # A lookup: cheaper than cls(value) for the 10 000 pods of a list (README, Performance).
+        # A lookup: cheaper than cls(value) for the 10 000 pods of a list (docs, Performance).
         return _INSTANCE_STATUSES.get(str(value).upper(), cls.UNKNOWN)
 
 

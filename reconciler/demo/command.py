@@ -28,7 +28,12 @@ if TYPE_CHECKING:
 )
 @output_option
 def demo(keep_running: bool, output: str) -> None:
-    """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key."""
+    """Run the whole reconciler against the built-in simulators: no cluster, no RunPod key.
+
+    A scripted scenario on a simulated clock, every step a real tick of the real engine
+    over loopback HTTP, told one line per Kubernetes Event; then the mapping table and a
+    summary that checks for duplicate and leaked instances.
+    """
     from reconciler.demo.live import TICK_SECONDS
     from reconciler.demo.run import run_demo, summary_record
 

@@ -1,6 +1,7 @@
-"""The example manifests the README shows and `reconciler demo --keep-running` writes out.
+"""The example manifests the README and the docs show, and `reconciler demo --keep-running`
+writes out.
 
-One copy of the text: a test checks that the README's blocks are these, byte for byte,
+One copy of the text: a test checks that every such block in them is these, byte for byte,
 and that both reach Running in the demo.
 """
 

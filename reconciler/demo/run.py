@@ -33,6 +33,9 @@ PLANTED_INSTANCES = 1
 DEMO_SETTINGS = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 
 
+# Seconds between node heartbeats while simulated time passes: the loop's default.
+HEARTBEAT_SECONDS = 10.0
+
 # The scenario's clock starts this long before the real time, so that when it is over
 # the simulated world is not ahead of the clocks of the person using it (kubectl's ages).
 HEAD_START_SECONDS = 600
@@ -61,29 +64,31 @@ class _Narrator:
 
     def __init__(self, box: Sandbox, echo: Echo) -> None:
         self.box, self.echo = box, echo
-        self.start = box.clock.now()
+        # Whole seconds, as the Events' times are.
+        self.start = box.clock.now().replace(microsecond=0)
         self.seen: set[tuple[str, int]] = set()
 
     def say(self, text: str) -> None:
         self.echo(f"\n{self._stamp()}  == {text}")
 
     def events(self) -> None:
+        """New Events in the order things happened: RunPod's own lines about an instance
+        are recorded when read, often after what followed them, but carry their own time."""
         fresh = [
             e
             for e in self.box.kube_sim.list("events", None)
             if (e["metadata"]["uid"], e.get("count", 1)) not in self.seen
         ]
-        for event in sorted(fresh, key=lambda e: e["metadata"].get("resourceVersion", "0")):
+        for event in sorted(fresh, key=_happened):
             self.seen.add((event["metadata"]["uid"], event.get("count", 1)))
             target = event["involvedObject"]
             self.echo(
-                f"{self._stamp()}  {target.get('namespace')}/{target.get('name'):<14} "
-                f"{event['reason']:<26} {event['message']}"
+                f"{self._stamp(_happened(event)[0])}  {target.get('namespace')}/"
+                f"{target.get('name'):<14} {event['reason']:<26} {event['message']}"
             )
 
     def tick(self, advance: float = 0) -> None:
-        if advance:
-            self.box.advance(advance)
+        self._pass(advance)
         report = self.box.tick()
         self.events()
         for action in report.actions:
@@ -94,9 +99,27 @@ class _Narrator:
                     f"terminated RunPod instance {action.instance_id}: {action.detail}"
                 )
 
-    def _stamp(self) -> str:
-        elapsed = int((self.box.clock.now() - self.start).total_seconds())
+    def _pass(self, seconds: float) -> None:
+        """Simulated time passes with the node's heartbeat going on, as a deployed
+        reconciler's does between ticks, so the node stays Ready (and the heartbeat has
+        no late Lease to warn about)."""
+        while seconds > 0:
+            step = min(seconds, HEARTBEAT_SECONDS)
+            self.box.advance(step)
+            self.box.heartbeat.keep_alive()
+            seconds -= step
+
+    def _stamp(self, moment: datetime | None = None) -> str:
+        now = self.box.clock.now() if moment is None else moment
+        elapsed = int((now - self.start).total_seconds())
         return f"[t+{elapsed // 60:02d}:{elapsed % 60:02d}]"
+
+
+def _happened(event: dict[str, Any]) -> tuple[datetime, int]:
+    """When an Event last happened (Events are stamped to the second), then the order the
+    API server stored them in."""
+    stamp = datetime.fromisoformat(event["lastTimestamp"].replace("Z", "+00:00"))
+    return stamp, int(event["metadata"].get("resourceVersion", "0"))
 
 
 def run_demo(
@@ -107,11 +130,12 @@ def run_demo(
 ) -> DemoResult:
     """Run the scenario; with `keep_running`, `on_result` hears the summary before `wait`
     runs the world on in real time (kubectl needs TLS then)."""
-    box = Sandbox(DEMO_SETTINGS, tls=keep_running)
+    box = Sandbox(DEMO_SETTINGS, tls=keep_running, startup_lines="read")
     _advance_to(box, datetime.now(UTC) - timedelta(seconds=HEAD_START_SECONDS))
     with box:
         if keep_running:
             box.start_kubelet()  # `kubectl logs` reaches it through the node's address
+            box.trust_kubelet()  # no warning about an unverified kubelet in the story
         narrator = _Narrator(box, echo)
         echo(
             f"RunPod simulator at {box.runpod_sim.base_url}, "
@@ -157,7 +181,8 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     box.add_pod("scratch", namespace="ml")
     n.tick()
     n.say("instances boot (simulated time passes)")
-    n.tick(advance=30)
+    n.tick(advance=10)
+    n.tick(advance=20)
     _show_endpoints(box, n)
 
     n.say("the training process exits 0; its instance stops itself")

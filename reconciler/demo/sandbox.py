@@ -8,6 +8,7 @@ worlds is real HTTP through the official `kubernetes` client and `requests`.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 import tempfile
 from collections.abc import Sequence
 from functools import partial
@@ -136,6 +137,16 @@ class Sandbox:
         self.kubelet = server
         self.configure(kubelet_port=server.port)
         return server
+
+    def trust_kubelet(self) -> None:
+        """Have the simulated API server verify the kubelet endpoint's certificate, as one
+        started with --kubelet-certificate-authority does; by default it does not (as a
+        real one), and urllib3 warns about each such call where the process prints."""
+        assert self.kubelet is not None, "start_kubelet first"
+        pem = ssl.get_server_certificate(("127.0.0.1", self.kubelet.port))
+        path = self.workdir / "kubelet-ca.crt"
+        path.write_text(pem)
+        self.kube_sim.kubelet_ca_file = str(path)
 
     def enable_ssh(self, key_file: str) -> None:
         """Give the reconciler an SSH key (made at `key_file`), as `--ssh-key-file`

@@ -22,6 +22,10 @@ POINTS = (
     "after-delete",  # DELETE answered, nothing recorded yet
     "after-status-patch",  # the pod status is patched, its fingerprint not recorded
     "after-finalize",  # the pod object is deleted, the row not updated
+    "after-registry-intent",  # a credential create's journal row committed, POST not sent
+    "after-registry-create",  # RunPod stored the credential, its id known only here
+    "after-registry-unused",  # a credential delete's journal row committed, DELETE not sent
+    "after-registry-delete",  # DELETE answered, its journal row not closed
 )
 
 

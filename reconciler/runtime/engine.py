@@ -10,7 +10,7 @@ planner will need this tick: the GPU catalog (cached) and Secrets, ConfigMaps an
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 After an applied tick, starting instances' system lines may be read, while the quota is
-ample (runtime/kubelet/system_events.py: none when no instance is starting).
+ample (runtime/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
@@ -37,13 +37,10 @@ from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Cloud, ExitLog, GpuType, Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
-from reconciler.core.planner import (
-    CreateInputs,
-    Observation,
-    needs_create_inputs,
-    ownership_of,
-    plan,
-)
+from reconciler.core.plan.admission import needs_create_inputs
+from reconciler.core.plan.observation import CreateInputs, Observation
+from reconciler.core.plan.situation import ownership_of
+from reconciler.core.planner import plan
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.starting import starting
@@ -56,8 +53,8 @@ from reconciler.core.translate.registry import registry_credentials
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
-from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
-from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
+from reconciler.runtime.pod_logs import KeepLimits, PodLogs
+from reconciler.runtime.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 

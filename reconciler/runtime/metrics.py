@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, PatchStatus, RestoreTags, SaveRow, Terminate
-from reconciler.core.planner import ownership_of
+from reconciler.core.plan.situation import ownership_of
 from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.engine import TickReport
 

@@ -26,7 +26,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
-from reconciler.core.planner import create_slots
+from reconciler.core.plan.admission import create_slots
 from reconciler.runtime.claim import WriterHeld, WriterLost, identity
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, TickReport, utcnow

@@ -21,7 +21,7 @@ from reconciler.runtime import process_log
 from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
-from reconciler.runtime.kubelet.system_events import StartupLines, SystemEvents
+from reconciler.runtime.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
 

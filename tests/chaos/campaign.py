@@ -170,7 +170,7 @@ class Run:
             plan = self._choose_plan()
             snap = self._look()
             steer = STEER.get(plan.point or "")
-            if steer == "add" and not self.workload.keep_bounded(snap):
+            if steer in ("add", "add-private") and not self.workload.keep_bounded(snap):
                 steer = "end"
             self.workload.step(snap, steer)
             if self.rng.random() < HOLD_ENDS_CHANCE:

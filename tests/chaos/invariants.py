@@ -32,6 +32,7 @@ from tests.chaos.ticks import JournalRow, TickResult
 from tests.chaos.world import Json, Snapshot, finished
 
 _INSTANCE_PATH = re.compile(r"^/v2/pods/(?P<id>[^/]+)(?P<action>/action)?$")
+_REGISTRY_PATH = re.compile(r"^/v2/registries/(?P<id>[^/]+)$")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/status)?$")
 
 
@@ -102,7 +103,10 @@ def outside(requests: list[Any], spans: Iterable[tuple[int, int]]) -> list[Any]:
 
 def _journal_key(row: JournalRow) -> tuple[str, str]:
     """What a row acted on as the simulators' logs name it: instance id, else pod UID."""
-    subject = row.instance_id if row.kind == "terminate" else row.pod_uid
+    if row.kind == "create-registry-auth":
+        return row.kind, "*"  # the POST names no pod: counted as a whole
+    by_id = row.kind in ("terminate", "delete-registry-auth")
+    subject = row.instance_id if by_id else row.pod_uid
     return row.kind, subject or "?"
 
 
@@ -121,6 +125,10 @@ def _runpod_effects(
         elif method == "DELETE" and (match := _INSTANCE_PATH.match(path)):
             effects[("terminate", match["id"])] += status == 204
             answered[("terminate", match["id"])] += status in (204, 404)
+        elif method == "POST" and path == "/v2/registries" and (status == 201 or status >= 500):
+            effects[("create-registry-auth", "*")] += 1
+        elif method == "DELETE" and (match := _REGISTRY_PATH.match(path)):
+            effects[("delete-registry-auth", match["id"])] += status == 204
     return +effects, answered
 
 

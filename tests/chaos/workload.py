@@ -48,7 +48,13 @@ STEER = {
     "after-delete": "end",
     "after-status-patch": "add",
     "after-finalize": "delete",
+    "after-registry-intent": "add-private",
+    "after-registry-create": "add-private",
+    "after-registry-unused": "delete-private",
+    "after-registry-delete": "delete-private",
 }
+PRIVATE_SHARE = 0.3
+"""Of the pods added unsteered, those with a private image (a registry credential each)."""
 
 
 @dataclass
@@ -59,6 +65,8 @@ class Workload:
     rng: random.Random
     uid_by_name: dict[str, str] = field(default_factory=dict)
     batch: set[str] = field(default_factory=set)
+    private: set[str] = field(default_factory=set)
+    """Names of the pods whose image is pulled with a registry credential."""
     faults: Counter[str] = field(default_factory=Counter)
     bites: Counter[str] = field(default_factory=Counter)
     """Of `BITES`, how many met their state (a running batch process; a writer that died
@@ -75,11 +83,18 @@ class Workload:
 
     # --- users -----------------------------------------------------------------------
 
-    def add_pod(self, snap: Snapshot | None = None) -> None:
+    def add_pod(self, snap: Snapshot | None = None, private: bool | None = None) -> None:
         name = f"p{self._next:03d}"
         self._next += 1
         is_batch = self.rng.random() < 0.5
-        pod = self.host.create_pod(pod_manifest(self.namespace, name, self.node, is_batch))
+        if private is None:
+            private = self.rng.random() < PRIVATE_SHARE
+        secret = f"pull-{name}" if private else None
+        if secret is not None:
+            self.host.put_pull_secret(self.namespace, secret, f"pw-{name}")
+            self.private.add(name)
+        manifest = pod_manifest(self.namespace, name, self.node, is_batch, secret)
+        pod = self.host.create_pod(manifest)
         self.uid_by_name[name] = pod["metadata"]["uid"]
         if is_batch:
             self.batch.add(pod["metadata"]["uid"])
@@ -90,7 +105,9 @@ class Workload:
         self.calm_namespace()
         events: dict[str, Callable[[Snapshot], None]] = {
             "add": self.add_pod,
+            "add-private": lambda snap: self.add_pod(snap, private=True),
             "end": self._end_one,
+            "delete-private": self._delete_private,
             "delete": self._delete_one,
             "force": self._force_delete_one,
             "cleanup": self._cleanup_finished,
@@ -99,6 +116,8 @@ class Workload:
         }
         odds = {
             "add": 0.45,
+            "add-private": 0.0,
+            "delete-private": 0.0,
             "end": 0.35,
             "delete": 0.25,
             "force": 0.08,
@@ -150,6 +169,20 @@ class Workload:
         if live:
             pod = self.rng.choice(live)
             self.host.delete_pod(self.namespace, pod["metadata"]["name"], grace)
+
+    def _delete_private(self, snap: Snapshot) -> None:
+        """A pod whose instance pulled with a credential is deleted: its instance goes,
+        and with it the last use of the credential."""
+        running = [
+            pod
+            for pod in self._live(snap)
+            if pod["metadata"]["name"] in self.private and snap.owned.get(pod["metadata"]["uid"])
+        ]
+        if not running:
+            self.add_pod(private=True)  # something to delete next time
+            return
+        pod = self.rng.choice(running)
+        self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
 
     def _force_delete_one(self, snap: Snapshot) -> None:
         self._delete_one(snap, grace=0)

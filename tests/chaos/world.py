@@ -8,6 +8,7 @@ instances of each pod UID, orphans, duplicates and pods that wait.
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -30,6 +31,7 @@ API_KEY = "chaos-key"
 TOKEN = "chaos-token"
 SIMHOST = Path(__file__).with_name("simhost.py")
 TOLERATION = {"key": "virtual-kubelet.io/provider", "operator": "Exists"}
+PRIVATE_REGISTRY = "ghcr.io"
 
 Json = dict[str, Any]
 
@@ -138,6 +140,22 @@ class SimHost:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
 
+    def put_pull_secret(self, namespace: str, name: str, password: str) -> None:
+        """An imagePullSecret for `PRIVATE_REGISTRY`: each password is a credential."""
+        auths = {PRIVATE_REGISTRY: {"username": "chaos", "password": password}}
+        config = base64.b64encode(json.dumps({"auths": auths}).encode()).decode()
+        self.control(
+            "PUT",
+            "objects/secrets",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": {".dockerconfigjson": config},
+            },
+        )
+
     def annotate_namespace(self, name: str, annotations: dict[str, str]) -> None:
         self.control(
             "PUT",
@@ -179,24 +197,31 @@ def sim_host(workdir: Path) -> Iterator[SimHost]:
         host.stop()
 
 
-def pod_manifest(namespace: str, name: str, node: str, batch: bool) -> Json:
+def pod_manifest(
+    namespace: str, name: str, node: str, batch: bool, pull_secret: str | None = None
+) -> Json:
+    """A pod of the virtual node; with `pull_secret`, its image is private (pulled with a
+    registry credential the reconciler makes)."""
     command = ["python", "train.py"] if batch else ["python", "-m", "http.server", "8000"]
     container = {
         "name": "main",
-        "image": "python:3.11",
+        "image": f"{PRIVATE_REGISTRY}/chaos/train:1" if pull_secret else "python:3.11",
         "command": command,
         "resources": {"limits": {"nvidia.com/gpu": "1"}},
     }
+    spec: Json = {
+        "nodeName": node,
+        "restartPolicy": "Never" if batch else "Always",
+        "containers": [container],
+        "tolerations": [TOLERATION],
+    }
+    if pull_secret:
+        spec["imagePullSecrets"] = [{"name": pull_secret}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Never" if batch else "Always",
-            "containers": [container],
-            "tolerations": [TOLERATION],
-        },
+        "spec": spec,
     }
 
 

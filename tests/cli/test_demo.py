@@ -4,6 +4,7 @@ summary counts that agree with each other and with the narration."""
 from __future__ import annotations
 
 import json
+import re
 
 from click.testing import CliRunner
 
@@ -49,3 +50,30 @@ def test_demo_narrates_every_step() -> None:
         "leaked instances:    0",
     ):
         assert line in result.output
+
+
+def test_the_story_reads_in_the_order_things_happened() -> None:
+    """RunPod's own lines about an instance are read after what followed them (a batch
+    pod's come with its exit code), yet each pod's lines are told in the order they
+    happened: the image pull before the stop, the stop before Completed."""
+    output = CliRunner().invoke(main, ["demo"]).output
+    told: dict[str, list[tuple[str, str]]] = {}
+    for line in output.splitlines():
+        match = re.match(r"\[t\+(\d\d:\d\d)\]  (ml/\S+)\s+([A-Z]\w+)\s", line)
+        if match:
+            stamp, pod, reason = match.groups()
+            told.setdefault(pod, []).append((stamp, reason))
+    for pod, events in told.items():
+        assert [stamp for stamp, _ in events] == sorted(stamp for stamp, _ in events), pod
+    train = [reason for _, reason in told["ml/train"]]
+    assert train.index("RunPodSystem") < train.index("Completed")
+    # Every instance the demo starts shows its image pull while it boots.
+    assert all("RunPodSystem" in [r for _, r in told[p]] for p in ("ml/notebook", "ml/scratch"))
+
+
+def test_the_story_has_no_advice_meant_for_a_cronjob() -> None:
+    """Simulated time passes with the node's heartbeat going on, as in a deployed
+    reconciler: no warning to raise `--stay`, which means nothing in the demo."""
+    result = CliRunner().invoke(main, ["demo"])
+    assert "--stay" not in result.output
+    assert "heartbeat" not in result.output

@@ -311,6 +311,9 @@ def get(url: str, headers: dict[str, str] | None = None) -> requests.Response:
     return requests.get(url, headers=headers, verify=False, timeout=10)
 
 
+# These calls play the API server, which does not verify a kubelet's serving certificate
+# unless started with --kubelet-certificate-authority (self-signed here).
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_the_leader_serves_logs_and_a_standby_says_so(
     box: Sandbox, start: Callable[..., Reconciler]
 ) -> None:

@@ -16,8 +16,8 @@ from .engine import ROOT, Image
 
 pytestmark = pytest.mark.image
 
-# Measured at 162 MB, most of it the kubernetes client (57 MB); the README's figure. The
-# target was 100 MB: see the README's "Building the image" for what stands in the way.
+# Measured at 162 MB, most of it the kubernetes client (57 MB): the figure in
+# docs/reference/performance.md, which says what stands in the way of the 100 MB target.
 CEILING_MB = 180
 # Only the project's own files go into the context: the reconciler, its migrations,
 # pyproject.toml and the README (about 1.2 MB).

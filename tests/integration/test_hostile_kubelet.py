@@ -20,6 +20,10 @@ from reconciler.core.contract import EXIT_CODE_MARKER, STOP_ON_EXIT_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet.server import EndpointLimits
 
+# These callers play the API server, which does not verify a kubelet's serving
+# certificate unless started with --kubelet-certificate-authority (self-signed here).
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
 
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
@@ -212,3 +216,16 @@ def test_a_batch_instance_started_before_the_nonce_still_reports_its_code(
     pod = box.pod("old-job") or {}
     assert pod["status"]["phase"] == "Failed"
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_an_unexpected_failure_is_a_500_with_a_sentence(
+    box: Sandbox, admin: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("secret detail")
+
+    assert box.kubelet is not None
+    monkeypatch.setattr(box.kubelet.logs, "lines", broken)
+    answer = get(box, admin, "/containerLogs/default/nope/main")
+    assert answer.status_code == 500
+    assert "secret detail" not in answer.text and "reconciler's log" in answer.text

@@ -1,5 +1,5 @@
-"""The log kept when a pod's instance ends while the pod object stays (README, "After the
-end"): its last 1000 lines at most, and at most 1 MiB of them, the newest kept; and it
+"""The log kept when a pod's instance ends while the pod object stays (docs/guides/logs.md,
+"After the end"): its last 1000 lines at most, and at most 1 MiB of them, the newest kept; and it
 goes when the pod's row goes."""
 
 from __future__ import annotations

@@ -24,7 +24,12 @@ from reconciler.core.podlogs import exit_nonce
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_pki import ClientCA
 
-pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),
+    # The callers below play the API server, which does not verify a kubelet's serving
+    # certificate unless started with --kubelet-certificate-authority (self-signed here).
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
 
 
 @pytest.fixture

@@ -424,7 +424,7 @@ def _sample(registry: CollectorRegistry, name: str) -> float:
 
 
 def test_a_namespace_is_read_once_a_minute_while_its_pod_waits(box: Sandbox) -> None:
-    """One GET of the namespace, kept 60 s, read again after (README: "cached 60 s")."""
+    """One GET of the namespace, kept 60 s, read again after (docs/guides/money.md)."""
     box.ensure_namespace("team-a")
     namespace = box.kube_sim.get("namespaces", None, "team-a") or {}
     namespace["metadata"]["annotations"] = {"runpod.io/max-instances": "0"}

@@ -1,4 +1,4 @@
-"""The kubelet endpoint's answers are cached as the kubelet caches them (README,
+"""The kubelet endpoint's answers are cached as the kubelet caches them (docs/guides/logs.md,
 "Security, as a kubelet's"): a token's review for 2 minutes, an allowed access review
 for 5 minutes, a denied one for 30 seconds. Counted as the TokenReviews and
 SubjectAccessReviews the API server simulator receives, on a simulated clock."""

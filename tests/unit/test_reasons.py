@@ -1,5 +1,5 @@
-"""The reasons are a closed set: each has one CamelCase value, and the README names every
-reason a user can meet in `kubectl get pod`."""
+"""The reasons are a closed set: each has one CamelCase value, and the reasons page of the
+docs names every reason a user can meet in `kubectl get pod` or an Event."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reconciler.core.reasons import Notice, PodReason
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REASONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "reasons.md"
 
 
 def test_every_reason_is_one_camel_case_word_used_once() -> None:
@@ -17,11 +17,9 @@ def test_every_reason_is_one_camel_case_word_used_once() -> None:
     assert all(re.fullmatch(r"[A-Z][A-Za-z]+", value) for value in values)
 
 
-def test_the_readme_names_every_pod_reason() -> None:
-    text = README.read_text()
-    section = text[text.index("Reasons you may see in `kubectl get pod`") :]
-    section = section[: section.index("\n## ")]
-    assert [r.value for r in PodReason if f"`{r.value}`" not in section] == []
+def test_the_reasons_page_names_every_reason() -> None:
+    text = REASONS_PAGE.read_text()
+    assert [r.value for r in (*PodReason, *Notice) if f"`{r.value}`" not in text] == []
 
 
 def test_an_unknown_stored_reason_parses_as_none() -> None:

@@ -532,7 +532,7 @@ class KubeClient:
                 auth_settings=["BearerToken"],
             )
             # The body goes past param_serialize: it is plain JSON already, and walking
-            # it to turn models into JSON cost a tenth of a churn tick's CPU (README, Performance).
+            # it to turn models into JSON cost a tenth of a churn tick's CPU (docs, Performance).
             response = self.api_client.call_api(
                 method, url, headers, body, post, _request_timeout=self._timeout
             )

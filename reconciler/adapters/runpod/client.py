@@ -379,7 +379,7 @@ class RunPodClient:
     def _prepared(self, call: _Call) -> requests.PreparedRequest:
         """The request `Session.request` would send, built without its per-call merge
         of the session's settings: they never change, and merging them again (cookie
-        jars, hooks, environment) cost 0.3 to 0.5 ms of CPU a request (README, Performance).
+        jars, hooks, environment) cost 0.3 to 0.5 ms of CPU a request (docs, Performance).
         No cookies go back: RunPod authenticates by the key's header alone."""
         prepared = requests.PreparedRequest()
         prepared.prepare(
@@ -437,7 +437,7 @@ class RunPodClient:
 def _session_for(base_url: str) -> requests.Session:
     """A session that reads the environment (HTTPS_PROXY, NO_PROXY, REQUESTS_CA_BUNDLE)
     once, for the one host it talks to. Per request, as requests does by default, that
-    reading cost more CPU than the rest of the request (README, Performance); and a ~/.netrc entry
+    reading cost more CPU than the rest of the request (docs, Performance); and a ~/.netrc entry
     can no longer replace the API key's header with its own credentials."""
     session = requests.Session()
     found = session.merge_environment_settings(base_url, {}, None, None, None)

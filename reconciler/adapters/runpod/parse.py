@@ -27,7 +27,7 @@ from reconciler.core.domain import (
 
 Json = Mapping[str, Any]
 # JSON gives dicts: testing for dict first spares the Mapping ABC's slower check. A list
-# of 10 000 pods is parsed on every tick, so these few microseconds add up (README, Performance).
+# of 10 000 pods is parsed on every tick, so these few microseconds add up (docs, Performance).
 _MAPPING = (dict, Mapping)
 
 

@@ -63,7 +63,7 @@ class Store:
 
     def load_rows(self) -> list[MappingRecord]:
         # Core, not the ORM, and the columns in the record's field order: at 10 000 rows
-        # the ORM's loading and a dict per row cost 60 % more CPU (README, Performance).
+        # the ORM's loading and a dict per row cost 60 % more CPU (docs, Performance).
         with self._sessions() as session:
             return [MappingRecord(*row) for row in session.connection().execute(_LOAD_ROWS)]
 

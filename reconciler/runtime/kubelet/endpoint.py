@@ -13,11 +13,11 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
-from reconciler.runtime.kubelet.follows import LogGate
 from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
-from reconciler.runtime.kubelet.source import KeepLimits, PodLogs
 from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
+from reconciler.runtime.log_follows import LogGate
+from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 

@@ -1,20 +1,23 @@
 """The kubelet API of the virtual node, as far as RunPod can back it: HTTPS on
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
-    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `source`)
+    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/pod_logs.py`)
     GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
     GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
     /attach, /run                                       a clear "not supported" answer
     GET /healthz                                        ok
 
-Every request is authenticated and authorized first (see `auth`). Before that, nothing
-costs more than a bounded wait: a connection silent for `idle_timeout` during its TLS
-handshake or its request's headers is closed, and beyond `max_connections` a new one
-is closed at once, as a kubelet's server does; one caller follows at most
-`max_follows_per_client` logs at once. Only the leader serves logs: a standby answers
-503 with a sentence, since the node's address points at the leader once it has beaten.
-Answers are text, as the kubelet's are, so that the API server can pass the words on
-to kubectl.
+Every request is authenticated and authorized first (see `auth`), then found in one
+route table (`ROUTES`), and every refusal is an `EndpointError` or an error that carries
+its own status, turned into an answer in one place (`answer_for`): virtual-kubelet's
+`node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Before
+that, nothing costs more than a bounded wait: a connection silent for `idle_timeout`
+during its TLS handshake or its request's headers is closed, and beyond
+`max_connections` a new one is closed at once, as a kubelet's server does; one caller
+follows at most `max_follows_per_client` logs at once. Only the leader serves pods: a
+standby answers 503 with a sentence, since the node's address points at the leader once
+it has beaten. Answers are text, as the kubelet's are, so that the API server can pass
+the words on to kubectl.
 """
 
 from __future__ import annotations
@@ -39,11 +42,10 @@ from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, 
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
 from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
 from reconciler.runtime.kubelet.portforward import serve_port_forward
-from reconciler.runtime.kubelet.source import LogError, PodLogs
+from reconciler.runtime.pod_logs import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 
-_STREAMING = ("exec", "attach", "portForward", "run")
 NO_SSH_KEY = (
     "{} is not available: this runpod-reconciler runs without an SSH key "
     "(--ssh-key-file), so its instances have no SSH access"
@@ -52,6 +54,60 @@ STANDBY_MESSAGE = (
     "this runpod-reconciler replica is a standby: the leader serves pod "
     "logs (the node's InternalIP points at it once it leads)"
 )
+NOT_SUPPORTED = (
+    "{} is not supported for pods on RunPod: an instance runs one container without a "
+    "kubelet; use the instance's SSH (runpod.io/public-ip) or its ports"
+)
+
+
+class EndpointError(Exception):
+    """A request the endpoint refuses: the HTTP status and a sentence for the user."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def answer_for(exc: Exception) -> tuple[int, str]:
+    """The one mapping from an error to the endpoint's answer (status, sentence)."""
+    match exc:
+        case EndpointError() | AuthError() | LogError():
+            return exc.status, exc.message
+        case LogOptionsError():
+            return 400, str(exc)
+    # A reader gets a sentence, never a dropped connection, and no detail that could
+    # carry what it should not see: the reconciler's log has the traceback.
+    return 500, "the request could not be served; the reconciler's log says why"
+
+
+Handler = Callable[["_Handler", Mapping[str, str], str], None]
+"""Serves one matched request: the path's named segments and the raw query."""
+
+
+@dataclass(frozen=True)
+class Route:
+    methods: frozenset[str]
+    path: tuple[str, ...]
+    """Literal segments, `{name}` for one named segment, a last `*` for any rest."""
+    serve: Handler
+    leader_only: bool = True
+    """Served by the leader alone; a standby answers 503."""
+
+    def match(self, method: str, parts: list[str]) -> dict[str, str] | None:
+        """The named segments when `method` and `parts` are this route's, else None."""
+        if method not in self.methods:
+            return None
+        rest = self.path[-1] == "*"
+        fixed = self.path[:-1] if rest else self.path
+        if len(parts) < len(fixed) or (not rest and len(parts) != len(fixed)):
+            return None
+        named: dict[str, str] = {}
+        for pattern, part in zip(fixed, parts, strict=False):
+            if pattern.startswith("{"):
+                named[pattern.strip("{}")] = part
+            elif pattern != part:
+                return None
+        return named
 
 
 @dataclass(frozen=True)
@@ -197,6 +253,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
     server_version = "runpod-reconciler-kubelet"
+    _responding = False
+    _caller: Caller
+    """Who sent the request being served (set once it is authenticated)."""
 
     def setup(self) -> None:
         # Every read and write of this connection, the lazy TLS handshake included, gives
@@ -220,6 +279,7 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("kubelet endpoint: " + format, *args)
 
     def _handle(self, method: str) -> None:
+        self._responding = False  # a kept-alive connection serves several requests
         app = self.server.app
         url = urlsplit(self.path)
         parts = [unquote(part) for part in url.path.split("/") if part]
@@ -231,72 +291,49 @@ class _Handler(BaseHTTPRequestHandler):
             )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
             app.auth.authorize(caller, method, url.path)
-        except AuthError as exc:
-            return self._text(exc.status, exc.message)
-        if parts == ["healthz"]:
-            return self._text(200, "ok")
-        if method in ("GET", "POST") and len(parts) == 4 and parts[0] in ("exec", "attach"):
-            return self._exec(parts, parse_qs(url.query, keep_blank_values=True))
-        if method in ("GET", "POST") and len(parts) == 3 and parts[0] == "portForward":
-            return self._port_forward(parts[1], parts[2])
-        if parts and parts[0] in _STREAMING:
-            return self._text(
-                501,
-                f"{parts[0]} is not supported for pods on RunPod: an "
-                "instance runs one container without a kubelet; use the "
-                "instance's SSH (runpod.io/public-ip) or its ports",
-            )
-        if method != "GET" or len(parts) != 4 or parts[0] != "containerLogs":
-            return self._text(
-                404,
-                f"{url.path} is not served by runpod-reconciler's kubelet "
-                "endpoint: only /containerLogs/{namespace}/{pod}/{container}",
-            )
-        if not app.is_leader():
-            return self._text(503, STANDBY_MESSAGE)
-        query = dict(parse_qsl(url.query))
-        try:
-            options = parse_options(query, app.clock())
-        except LogOptionsError as exc:
-            return self._text(400, str(exc))
-        if not options.follow:
-            return self._container_logs(parts[1], parts[2], parts[3], options)
-        with app.follow_slot(caller) as allowed:
-            if not allowed:
-                return self._text(
-                    503,
-                    f"{caller.user} follows {app.limits.max_follows_per_client} logs on this "
-                    "node already, the most one caller may (--kubelet-max-follows-per-client); "
-                    "stop one first",
-                )
-            self._container_logs(parts[1], parts[2], parts[3], options)
+            self._caller = caller
+            route, named = _route(method, parts, url.path)
+            if route.leader_only and not app.is_leader():
+                raise EndpointError(503, STANDBY_MESSAGE)
+            route.serve(self, named, url.query)
+        except Exception as exc:  # every refusal answered the one way
+            status, message = answer_for(exc)
+            if not isinstance(exc, EndpointError | AuthError | LogError | LogOptionsError):
+                log.exception("kubelet endpoint: could not serve %s %s", method, url.path)
+            if self._responding:  # too late for a status: end the answer short
+                self.close_connection = True
+            else:
+                self._text(status, message)
 
-    def _exec(self, parts: list[str], query: dict[str, list[str]]) -> None:
-        app = self.server.app
-        if parts[0] == "attach":
-            return self._text(400, ATTACH_UNSUPPORTED)
-        if app.exec is None:
-            return self._text(501, NO_SSH_KEY.format("exec"))
-        if not app.is_leader():
-            return self._text(503, STANDBY_MESSAGE)
-        backend, (namespace, pod, container) = app.exec, parts[1:]
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._responding = True
+        super().send_response(code, message)
+
+    def _healthz(self, _named: Mapping[str, str], _query: str) -> None:
+        self._text(200, "ok")
+
+    def _not_supported(self, _named: Mapping[str, str], _query: str) -> None:
+        what = urlsplit(self.path).path.strip("/").split("/", 1)[0]
+        raise EndpointError(501, NOT_SUPPORTED.format(what))
+
+    def _attach(self, _named: Mapping[str, str], _query: str) -> None:
+        raise EndpointError(400, ATTACH_UNSUPPORTED)
+
+    def _exec(self, named: Mapping[str, str], query: str) -> None:
+        backend = self._streaming("exec")
+        namespace, pod, container = named["namespace"], named["pod"], named["container"]
         serve_exec(
             _Upgrade(self),
             self.headers,
-            query,
+            parse_qs(query, keep_blank_values=True),
             lambda: backend.targets.resolve(namespace, pod, container),
             backend.ssh,
         )
         self.close_connection = True
-        return None
 
-    def _port_forward(self, namespace: str, pod: str) -> None:
-        app = self.server.app
-        if app.exec is None:
-            return self._text(501, NO_SSH_KEY.format("port-forward"))
-        if not app.is_leader():
-            return self._text(503, STANDBY_MESSAGE)
-        backend = app.exec
+    def _port_forward(self, named: Mapping[str, str], _query: str) -> None:
+        backend = self._streaming("port-forward")
+        namespace, pod = named["namespace"], named["pod"]
         serve_port_forward(
             _Upgrade(self),
             self.headers,
@@ -305,19 +342,36 @@ class _Handler(BaseHTTPRequestHandler):
             backend.ssh,
         )
         self.close_connection = True
+
+    def _streaming(self, what: str) -> ExecBackend:
+        """The way to the pods' sshd: none without a key (501), none on a standby (503)."""
+        app = self.server.app
+        if app.exec is None:
+            raise EndpointError(501, NO_SSH_KEY.format(what))
+        if not app.is_leader():
+            raise EndpointError(503, STANDBY_MESSAGE)
+        return app.exec
+
+    def _container_logs(self, named: Mapping[str, str], query: str) -> None:
+        app = self.server.app
+        options = parse_options(dict(parse_qsl(query)), app.clock())
+        if not options.follow:
+            return self._send_log(named, options)
+        with app.follow_slot(self._caller) as allowed:
+            if not allowed:
+                raise EndpointError(
+                    503,
+                    f"{self._caller.user} follows {app.limits.max_follows_per_client} logs on "
+                    "this node already, the most one caller may "
+                    "(--kubelet-max-follows-per-client); stop one first",
+                )
+            self._send_log(named, options)
         return None
 
-    def _container_logs(
-        self, namespace: str, pod: str, container: str, options: LogOptions
-    ) -> None:
+    def _send_log(self, named: Mapping[str, str], options: LogOptions) -> None:
         app = self.server.app
-        try:
-            lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
-        except LogError as exc:
-            return self._text(exc.status, exc.message)
-        except Exception:  # a reader gets a sentence, never a dropped connection
-            log.exception("could not serve the log of %s/%s", namespace, pod)
-            return self._text(500, "the log could not be read; the reconciler's log says why")
+        namespace, pod, container = named["namespace"], named["pod"], named["container"]
+        lines = app.logs.lines(namespace, pod, container, options, self._client_gone)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Transfer-Encoding", "chunked")
@@ -352,3 +406,34 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
+
+
+_ANY = frozenset({"GET", "POST", "PUT", "DELETE"})
+_GET = frozenset({"GET"})
+
+_STREAMS = frozenset({"GET", "POST"})
+
+ROUTES: tuple[Route, ...] = (
+    Route(_GET, ("healthz",), _Handler._healthz, leader_only=False),
+    Route(_GET, ("containerLogs", "{namespace}", "{pod}", "{container}"), _Handler._container_logs),
+    # Exec and port-forward say why they cannot serve before a standby says it is one.
+    Route(_STREAMS, ("exec", "{namespace}", "{pod}", "{container}"), _Handler._exec, False),
+    Route(_STREAMS, ("attach", "{namespace}", "{pod}", "{container}"), _Handler._attach, False),
+    Route(_STREAMS, ("portForward", "{namespace}", "{pod}"), _Handler._port_forward, False),
+    *(
+        Route(_ANY, (streaming, "*"), _Handler._not_supported, leader_only=False)
+        for streaming in ("exec", "attach", "portForward", "run")
+    ),
+)
+
+
+def _route(method: str, parts: list[str], path: str) -> tuple[Route, dict[str, str]]:
+    for route in ROUTES:
+        named = route.match(method, parts)
+        if named is not None:
+            return route, named
+    raise EndpointError(
+        404,
+        f"{path} is not served by runpod-reconciler's kubelet endpoint: only "
+        "/containerLogs/{namespace}/{pod}/{container}",
+    )

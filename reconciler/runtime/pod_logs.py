@@ -46,8 +46,8 @@ from reconciler.core.podlogs import (
 )
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
-from reconciler.runtime.kubelet.follows import LogGate, LogsRefused, SharedFollows
-from reconciler.runtime.kubelet.system_events import SystemEvents
+from reconciler.runtime.log_follows import LogGate, LogsRefused, SharedFollows
+from reconciler.runtime.system_events import SystemEvents
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,268 @@
+"""Which pods get an instance this tick: a create prepared per waiting pod, admitted
+oldest first against the instance, spend and rate budgets and each namespace's caps
+(docs/architecture.md §2, Plan).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from reconciler.core import placement, pod_past, refusals, registries
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import (
+    Action,
+    Create,
+    EnsureRegistryAuth,
+    PodRef,
+)
+from reconciler.core.budgets import NamespaceUse
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
+    CreateRequest,
+    Instance,
+    KubeObject,
+)
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ownership import Ownership
+from reconciler.core.plan.observation import Observation
+from reconciler.core.plan.outcomes import (
+    cannot_create,
+    fail_pod,
+    gave_up,
+    show_waiting,
+    waited_too_long,
+)
+from reconciler.core.plan.situation import Situation, within
+from reconciler.core.reasons import PodReason
+from reconciler.core.refusals import REFUSED_EVERYWHERE
+from reconciler.core.stock import usable
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.request import create_requests, requests_out_of_stock
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A pod that should get an instance, pending admission against the budgets."""
+
+    pod: KubeObject
+    row: MappingRecord | None
+    candidates: tuple[CreateRequest, ...]
+    pull_secret: tuple[str, str, str] | None
+
+
+def needs_create_inputs(
+    pod: KubeObject,
+    row: MappingRecord | None,
+    owners: Ownership,
+    settings: Settings,
+    now: datetime,
+) -> bool:
+    """Whether the engine should fetch this pod's Job, Secrets and ConfigMaps this tick."""
+    if podinfo.uid(pod) in owners.owned or podinfo.is_deleting(pod) or podinfo.is_finished(pod):
+        return False
+    if row is None:
+        return not pod_past.has_past(pod, owners)
+    if row.state is MappingState.PENDING:
+        return True
+    return row.state is MappingState.CREATING and not within(
+        now, row.attempt_started_at, settings.create_grace_time
+    )
+
+
+def prepare_create(
+    t: Situation, pod: KubeObject, row: MappingRecord | None
+) -> tuple[list[Action], Waiting | None]:
+    inputs = t.obs.create_inputs.get(podinfo.uid(pod))
+    if inputs is None or not t.obs.catalog:
+        return [], None  # the engine could not gather what a create needs this tick
+    try:
+        if inputs.error is not None:
+            raise inputs.error
+        candidates = create_requests(
+            pod,
+            inputs.job,
+            inputs.sources,
+            t.obs.catalog,
+            t.settings,
+            t.settings.owner_id,
+            inputs.registry_auth_id,
+        )
+    except TranslationError as error:
+        return cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
+    if requests_out_of_stock(candidates, t.obs.catalog):
+        return cannot_create(
+            t,
+            pod,
+            row,
+            PodReason.CAPACITY_UNAVAILABLE,
+            "every GPU type that fits this pod is out of stock",
+            False,
+        ), None
+    candidates = usable(candidates, t.obs.refused)
+    if not candidates:
+        return cannot_create(
+            t, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE, False
+        ), None
+    actions: list[Action] = []
+    if row is not None and row.reason:
+        # The last attempt failed (no capacity, budget): retry, still showing why.
+        if waited_too_long(t, pod):
+            return fail_pod(t, pod, row, None, row.reason, gave_up(t, row.last_error)), None
+        actions, row = show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+        pause = refusals.retry_after(row.reason)
+        if pause is not None and t.within(row.updated_at, pause):
+            return actions, None
+    return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
+
+
+def admit(
+    t: Situation,
+    waiting: list[Waiting],
+    owned: Mapping[str, list[Instance]],
+    rows: dict[str, MappingRecord],
+    pods: Mapping[str, KubeObject],
+) -> list[Action]:
+    """Oldest pods first, within the global caps, their namespace's caps and the rate
+    budget."""
+    if not waiting:
+        return []  # the steady tick: spare counting what every namespace spends
+    live = [i for group in owned.values() for i in group]
+    in_doubt = [
+        r
+        for r in rows.values()
+        if r.state is MappingState.CREATING
+        and r.pod_uid not in owned
+        and t.within(r.attempt_started_at, t.settings.create_grace_time)
+    ]
+    count, spend = len(live) + len(in_doubt), sum(i.cost_per_hr for i in live)
+    use = namespace_use(owned, in_doubt, rows, pods)
+    slots = create_slots(t.obs, t.settings)
+    actions: list[Action] = []
+    for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
+        closed = placement.closed_to(wait.pod, t.node)
+        if closed is not None:
+            cordoned = bool((t.node.get("spec") or {}).get("unschedulable"))
+            actions += cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.NODE_CORDONED if cordoned else PodReason.NODE_TAINTED,
+                f"no new instance: {closed}",
+                False,
+            )
+            continue
+        namespace = PodRef.of(wait.pod).namespace
+        ns_use = use.setdefault(namespace, NamespaceUse())
+        caps = t.obs.namespace_caps.get(namespace)
+        # Only candidates within both caps are tried: RunPod may accept any of them.
+        affordable = tuple(
+            c
+            for c in wait.candidates
+            if spend + _hourly_cost(t, c) <= t.settings.max_hourly_spend
+            and ns_use.refusal(caps, _hourly_cost(t, c)) is None
+        )
+        cheapest = min(_hourly_cost(t, c) for c in wait.candidates)
+        refusal = ns_use.refusal(caps, cheapest)
+        if count + 1 > t.settings.max_instances or (refusal is None and not affordable):
+            actions += cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.BUDGET_EXCEEDED,
+                _budget_message(t, count, spend, cheapest),
+                False,
+            )
+        elif refusal is not None:
+            actions += cannot_create(
+                t,
+                wait.pod,
+                wait.row,
+                PodReason.BUDGET_EXCEEDED,
+                f"waiting for budget: {refusal}",
+                False,
+            )
+        elif slots > 0:
+            actions += _create(t, wait, affordable)
+            # Count the dearest candidate tried: RunPod may accept any of them.
+            dearest = max(_hourly_cost(t, c) for c in affordable)
+            spend += dearest
+            ns_use.instances += 1
+            ns_use.hourly_spend += dearest
+            count, slots = count + 1, slots - 1
+    return actions
+
+
+def namespace_use(
+    owned: Mapping[str, list[Instance]],
+    in_doubt: Iterable[MappingRecord],
+    rows: Mapping[str, MappingRecord],
+    pods: Mapping[str, KubeObject],
+) -> dict[str, NamespaceUse]:
+    """Live instances and their list prices per namespace (in-doubt creates count too)."""
+    use: dict[str, NamespaceUse] = defaultdict(NamespaceUse)
+    for uid, group in owned.items():
+        namespace = _namespace_of(uid, rows, pods)
+        if namespace is not None:
+            use[namespace].instances += len(group)
+            use[namespace].hourly_spend += sum(i.cost_per_hr for i in group)
+    for row in in_doubt:
+        use[row.namespace].instances += 1
+    return dict(use)
+
+
+def _namespace_of(
+    uid: str, rows: Mapping[str, MappingRecord], pods: Mapping[str, KubeObject]
+) -> str | None:
+    if uid in pods:
+        return PodRef.of(pods[uid]).namespace
+    row = rows.get(uid)
+    return row.namespace if row is not None and row.namespace else None
+
+
+def create_slots(obs: Observation, settings: Settings) -> int:
+    """Creates one tick may plan: the cap, and the rate budget (our share of it) less a
+    few requests kept for terminates and the next list."""
+    budget = obs.rate_budget
+    rate_slots = settings.max_creates_per_tick if budget is None else max(0, budget - 3)
+    return min(settings.max_creates_per_tick, rate_slots)
+
+
+def _hourly_cost(t: Situation, candidate: CreateRequest) -> float:
+    gpu = t.catalog.get(candidate.gpu_type_id)
+    return 0.0 if gpu is None else gpu.price(candidate.cloud) * candidate.gpu_count
+
+
+def _budget_message(t: Situation, count: int, spend: float, cost: float) -> str:
+    return (
+        f"waiting for budget: {count}/{t.settings.max_instances} instances, "
+        f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
+        f"this pod needs at least ${cost:.2f}/h"
+    )
+
+
+def _create(t: Situation, wait: Waiting, candidates: tuple[CreateRequest, ...]) -> list[Action]:
+    ref = PodRef.of(wait.pod)
+    base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
+    attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
+    # The previous reason stays on the intent row, so that the executor raises an
+    # Event only when a failed create fails for a new reason.
+    intent = base.changed(
+        state=MappingState.CREATING,
+        attempt_id=attempt,
+        attempt_started_at=t.now,
+        instance_name=candidates[0].name,
+        updated_at=t.now,
+    )
+    if wait.pull_secret is None:
+        return [Create(ref, intent, candidates)]
+    registry, username, password = wait.pull_secret
+    name = registries.registry_name(t.settings.owner_id, registry, username, password)
+    ensure: list[Action] = []
+    if name not in t.registries_ensured:
+        t.registries_ensured.add(name)
+        ensure.append(EnsureRegistryAuth(name, username, password, ref))
+    return [*ensure, Create(ref, intent, candidates, registry_name=name)]

@@ -1,0 +1,68 @@
+"""What one plan is given: the two worlds as the engine observed them (docs/architecture.md §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.domain import (
+    BillingRecord,
+    GpuType,
+    Instance,
+    KubeObject,
+)
+from reconciler.core.mapping import MappingRecord
+from reconciler.core.offload import PendingPod
+from reconciler.core.ownership import Ownership
+from reconciler.core.spend import PriceDifference
+from reconciler.core.stock import Place
+from reconciler.core.translate.env import EnvSources
+from reconciler.core.translate.errors import TranslationError
+
+
+@dataclass(frozen=True)
+class CreateInputs:
+    """What a create needs from Kubernetes besides the pod, fetched only for such pods."""
+
+    job: KubeObject | None = None
+    sources: EnvSources = field(default_factory=lambda: EnvSources({}, {}))
+    registry_auth_id: str | None = None
+    pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
+    error: TranslationError | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    pods: Sequence[KubeObject]
+    instances: Sequence[Instance]
+    rows: Sequence[MappingRecord]
+    catalog: Sequence[GpuType] = ()
+    create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
+    exit_codes: Mapping[str, int | None] = field(default_factory=dict)
+    """Exit codes read this tick from the logs of EXITED instances, by instance id; a
+    read without the marker gives None (not known yet)."""
+    rate_budget: int | None = None
+    """RunPod requests we may still send in the current window; None when unknown."""
+    pending: Sequence[PendingPod] = ()
+    """Unscheduled Pending pods anywhere in the cluster, for offload mode."""
+    node: KubeObject | None = None
+    """The live virtual Node (cordon, taints), read when something new may start; None
+    when not read or not registered (then the node as we register it)."""
+    daemon_pods: Sequence[KubeObject] = ()
+    """DaemonSet pods bound to the virtual node, which never run there."""
+    refused: frozenset[Place] = frozenset()
+    """Where RunPod lately refused creates for want of stock (`reconciler.core.stock`)."""
+    exit_logs: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """The last log lines read with those exit codes, by instance id."""
+    namespace_caps: Mapping[str, NamespaceCaps] = field(default_factory=dict)
+    """Caps of the namespaces of pods waiting to be created (read only for those)."""
+    billing: Sequence[BillingRecord] = ()
+    """Charges of our instances read this tick (whole hours since the last read)."""
+    spend: Mapping[str, float] = field(default_factory=dict)
+    """USD charged so far by pod UID; only on ticks that read billing."""
+    price_differences: Sequence[PriceDifference] = ()
+    """Pods whose charge this tick's billing read found to differ from list price."""
+    ownership: Ownership | None = None
+    """Which instances are ours, as the engine worked it out from these pods, rows and
+    instances; None when built without it (`ownership_of` then works it out)."""

@@ -1,0 +1,246 @@
+"""A live pod with its instance: adopted, mirrored onto the pod, its exit read and
+its end recorded (docs/architecture.md §2 to §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from operator import attrgetter
+
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import (
+    Action,
+    Adopt,
+    Event,
+    PatchMetadata,
+    PatchStatus,
+    PodRef,
+    Terminate,
+)
+from reconciler.core.domain import (
+    Instance,
+    InstanceStatus,
+    KubeObject,
+)
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.plan.outcomes import fail_pod
+from reconciler.core.plan.situation import Situation
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.translate import status as pod_status
+from reconciler.core.translate.container import is_batch
+
+# Like the kubelet's FallbackToLogsOnError: the log's end, at most 80 lines or 2048 bytes.
+LOG_TAIL_KEPT_LINES = 80
+LOG_TAIL_KEPT_BYTES = 2048
+
+
+def with_instance(
+    t: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance
+) -> list[Action]:
+    actions: list[Action] = []
+    if row is None or row.instance_id != instance.id:
+        actions, row = _adopt(t, PodRef.of(pod), row, instance)
+    if row.state is MappingState.TERMINATING or row.state.finished:
+        return [
+            *actions,
+            Terminate(
+                instance.id,
+                TerminateReason.ALREADY_DECIDED,
+                row.reason.value if row.reason else "finished",
+                PodRef.of(pod),
+                row,
+            ),
+        ]
+    if podinfo.deadline_passed(pod, t.now):
+        return actions + fail_pod(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.DEADLINE_EXCEEDED,
+            "pod ran longer than spec.activeDeadlineSeconds",
+        )
+    return actions + _follow_instance(t, pod, row, instance)
+
+
+def _adopt(
+    t: Situation, ref: PodRef, row: MappingRecord | None, instance: Instance
+) -> tuple[list[Action], MappingRecord]:
+    adopted = adopted_row(t, ref, instance, row)
+    return [
+        Adopt(ref, instance, adopted),
+        Event(
+            ref,
+            Notice.ADOPTED_INSTANCE,
+            f"found RunPod instance {instance.id} for this pod "
+            "and took it over (earlier create or rebuilt state)",
+        ),
+    ], adopted
+
+
+def adopted_row(
+    t: Situation, ref: PodRef, instance: Instance, row: MappingRecord | None = None
+) -> MappingRecord:
+    base = row or MappingRecord(
+        ref.uid, ref.namespace, ref.name, MappingState.RUNNING, t.now, t.now
+    )
+    return base.changed(
+        state=MappingState.RUNNING,
+        instance_id=instance.id,
+        instance_name=instance.name,
+        attempt_id=None,
+        gpu_type_id=instance.gpu_type_id,
+        datacenter_id=instance.datacenter_id,
+        cost_per_hr=instance.cost_per_hr,
+        last_instance_status=instance.status.value,
+        reason=None,
+        last_error=None,
+        orphan_sightings=0,
+    )
+
+
+def _follow_instance(
+    t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
+    status = instance.status
+    if status is InstanceStatus.ERROR:
+        return fail_pod(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.INSTANCE_ERROR,
+            f"RunPod instance {instance.id} is in an unrecoverable error state",
+        )
+    if status is InstanceStatus.EXITED:
+        return _exited(t, pod, row, instance)
+    if status is InstanceStatus.UNKNOWN:
+        return []  # never act on a status we do not understand
+    return _mirror(t, pod, row, instance)
+
+
+def _exited(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    if not is_batch(pod):
+        return fail_pod(
+            t,
+            pod,
+            row,
+            instance,
+            PodReason.INSTANCE_STOPPED,
+            f"RunPod instance {instance.id} was stopped outside Kubernetes",
+        )
+    code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
+    if code is not None:
+        return _finish(t, pod, row.changed(exit_code=code, exited_at=None), instance)
+    # Not readable (yet): the log route fails, or the backfill lacks the marker. The
+    # stopped instance still bills its disk, so this lasts --exit-code-timeout at most.
+    if row.exited_at is None:
+        return t.save(row, row.changed(exited_at=t.now))
+    if t.within(row.exited_at, t.settings.exit_code_timeout):
+        return []
+    return _exit_code_unknown(t, pod, row, instance)
+
+
+def _exit_code_unknown(
+    t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
+    """Give up on the code: fail the pod with the log's end on it, end the billing."""
+    ref = PodRef.of(pod)
+    summary = (
+        f"the exit code of RunPod instance {instance.id} could not be read within "
+        f"{int(t.settings.exit_code_timeout)} s of its stop"
+    )
+    tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
+    shown = f"{summary}; last log lines:\n{tail}" if tail else summary
+    status = pod_status.pod_status(
+        pod, None, exit_code=None, now=t.now, reason=PodReason.EXIT_CODE_UNKNOWN, message=shown
+    )
+    # The row keeps the summary only: log lines may hold anything, and stay off the disk.
+    failed = row.changed(
+        state=MappingState.TERMINATING,
+        reason=PodReason.EXIT_CODE_UNKNOWN,
+        last_error=summary,
+        status_hash=pod_status.status_fingerprint(status),
+    )
+    return [
+        PatchStatus(ref, status, failed),
+        Event(ref, PodReason.EXIT_CODE_UNKNOWN, summary, warning=True),
+        Terminate(
+            instance.id, TerminateReason.POD_FAILED, PodReason.EXIT_CODE_UNKNOWN.value, ref, failed
+        ),
+    ]
+
+
+def _log_tail(lines: Sequence[str]) -> str:
+    tail = "\n".join(lines[-LOG_TAIL_KEPT_LINES:])
+    return tail.encode()[-LOG_TAIL_KEPT_BYTES:].decode("utf-8", "ignore")
+
+
+def _mirror(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    """Copy the instance's state onto the pod: status, annotations and the row."""
+    key = pod_status.mirror_key(pod, instance, t.now)
+    mirrored = _mirrored_fields(row, instance)
+    if key is not None and key == row.mirror_key and _holds(row, mirrored):
+        # The inputs of the tick that left the pod mirrored: the outputs are the same
+        # too. Not computing them is most of what a steady tick at scale saves.
+        return []
+    ref = PodRef.of(pod)
+    status = pod_status.pod_status(pod, instance, exit_code=None, now=t.now)
+    fingerprint = pod_status.status_fingerprint(status)
+    annotations = _annotations_to_patch(pod, instance)
+    # No key while annotations wait for their patch, or one that failed would never
+    # be retried. Otherwise the key is stored even when our own patches are about to
+    # renew the resourceVersion: the next tick computes once more and stores the new one.
+    new_row = row.changed(
+        **mirrored, status_hash=fingerprint, mirror_key=None if annotations else key
+    )
+    if fingerprint != row.status_hash:
+        # One request for both: the status subresource takes the annotations along.
+        # No Event says the pod started: the status does (phase, the container's
+        # startedAt, the Ready condition), as a virtual kubelet's does; the Events
+        # are for what only we know, the instance created and the instance deleted.
+        return [PatchStatus(ref, status, new_row, annotations)]
+    actions: list[Action] = t.save(row, new_row)
+    if annotations:
+        actions.append(PatchMetadata(ref, annotations))
+    return actions
+
+
+def _mirrored_fields(row: MappingRecord, instance: Instance) -> dict[str, object]:
+    """The row fields mirroring sets, besides the status fingerprint and the key."""
+    return {
+        "last_instance_status": instance.status.value,
+        "cost_per_hr": instance.cost_per_hr,
+        "datacenter_id": instance.datacenter_id or row.datacenter_id,
+        "reason": None,
+        "last_error": None,
+        "orphan_sightings": 0,
+    }
+
+
+def _holds(row: MappingRecord, fields: Mapping[str, object]) -> bool:
+    # One C call reads all the fields: this runs for every pod on every tick.
+    return attrgetter(*fields)(row) == tuple(fields.values())
+
+
+def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str | None]:
+    current = podinfo.pod_annotations(pod)
+    wanted = pod_status.metadata_annotations(instance)
+    return {key: value for key, value in wanted.items() if current.get(key) != value}
+
+
+def _finish(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+    """A batch pod's process ended: record how, then release the instance."""
+    ref = PodRef.of(pod)
+    status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=t.now)
+    done = row.changed(
+        state=MappingState.TERMINATING,
+        status_hash=pod_status.status_fingerprint(status),
+        last_instance_status=instance.status.value,
+    )
+    outcome = "succeeded" if row.exit_code == 0 else f"failed (exit code {row.exit_code})"
+    return [
+        PatchStatus(ref, status, done),
+        Event(ref, Notice.COMPLETED, f"process {outcome}", warning=row.exit_code != 0),
+        Terminate(instance.id, TerminateReason.PROCESS_ENDED, f"pod {outcome}", ref, done),
+    ]

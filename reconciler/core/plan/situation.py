@@ -1,0 +1,70 @@
+"""The inputs of one plan with the lookups every rule needs, and whose instances are ours."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from reconciler.core import ownership
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import (
+    Action,
+    PodRef,
+    SaveRow,
+)
+from reconciler.core.config import Settings
+from reconciler.core.domain import (
+    KubeObject,
+)
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.node import build_node
+from reconciler.core.ownership import Ownership
+from reconciler.core.plan.observation import Observation
+
+
+class Situation:
+    """The inputs of one plan, with the lookups every rule needs."""
+
+    def __init__(self, obs: Observation, settings: Settings, now: datetime) -> None:
+        self.obs, self.settings, self.now = obs, settings, now
+        self.catalog = {gpu.id: gpu for gpu in obs.catalog}
+        self.node = obs.node or build_node(settings, now)
+        self.lookalikes: dict[str, str] = {}
+        """Pod UID → an untagged instance named like its own: no create while it stands."""
+        self.registries_ensured: set[str] = set()
+        """Names of registry credentials this plan already ensures before a create."""
+
+    def within(self, since: datetime | None, seconds: float) -> bool:
+        return within(self.now, since, seconds)
+
+    def new_row(self, pod: KubeObject, state: MappingState) -> MappingRecord:
+        ref = PodRef.of(pod)
+        return MappingRecord(ref.uid, ref.namespace, ref.name, state, self.now, self.now)
+
+    def save(self, old: MappingRecord | None, new: MappingRecord) -> list[Action]:
+        if old is not None and old.same_as(new):
+            return []
+        return [SaveRow(new.changed(updated_at=self.now))]
+
+
+def within(now: datetime, since: datetime | None, seconds: float) -> bool:
+    return since is not None and now - since < timedelta(seconds=seconds)
+
+
+def ownership_of(obs: Observation, owner_id: str) -> Ownership:
+    """Which of the observation's instances are ours: as the engine worked it out while
+    observing, else (an observation built without it, or for another owner) now."""
+    if obs.ownership is not None and obs.ownership.owner_id == owner_id:
+        return obs.ownership
+    pods = [p for p in obs.pods if podinfo.is_ours_to_run(p)]
+    return Ownership.of(owner_id, obs.instances, obs.rows, pods)
+
+
+def lookalikes_by_pod(
+    found: Sequence[ownership.Lookalike], pods: Mapping[str, KubeObject]
+) -> dict[str, str]:
+    """Pod UID → the id of the look-alike named like its pod."""
+    if not found:
+        return {}
+    by_name = {(PodRef.of(p).namespace, PodRef.of(p).name): uid for uid, p in pods.items()}
+    return {by_name[(item.namespace, item.pod_name)]: item.instance_id for item in found}

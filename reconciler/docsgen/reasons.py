@@ -1,0 +1,231 @@
+"""What each reason a user meets means and what to do about it.
+
+The reasons themselves are the closed sets in `core/reasons.py`; the explanation is
+written here, once. A member without an entry below fails
+`tests/unit/test_docs_reference.py`: add one, then run `python -m reconciler.docsgen`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.core.reasons import Notice, PodReason
+from reconciler.docsgen.markdown import code, table
+
+WAITS = "Pending, retried every tick"
+WAITS_A_MINUTE = "Pending, retried once a minute"
+FAILS = "Failed"
+
+
+@dataclass(frozen=True)
+class Advice:
+    shows: str
+    """Where and how the reason appears."""
+    meaning: str
+    what_to_do: str
+
+
+POD_REASONS: dict[PodReason, Advice] = {
+    PodReason.INVALID_ANNOTATION: Advice(
+        WAITS,
+        "A `runpod.io/*` annotation (on the pod or its Job) does not parse or is out of "
+        "range, or RunPod does not know an id it names; the Event says which.",
+        "Fix the annotation ([Annotations](annotations.md) gives each one's range).",
+    ),
+    PodReason.CREATE_CONTAINER_CONFIG_ERROR: Advice(
+        WAITS,
+        "A Secret or ConfigMap the pod's env needs does not exist.",
+        "Create it; the next tick goes on.",
+    ),
+    PodReason.INVALID_IMAGE_NAME: Advice(
+        WAITS,
+        "The image is not a valid reference by the registry grammar "
+        "(`[registry/]name[:tag][@digest]`); nothing is created.",
+        "Fix the image name.",
+    ),
+    PodReason.GPU_CATALOG_UNAVAILABLE: Advice(
+        WAITS,
+        "RunPod's GPU catalog could not be read, so no GPU type can be chosen.",
+        "Wait; check RunPod's status and the reconciler's log if it lasts.",
+    ),
+    PodReason.UNSATISFIABLE_GPU_REQUEST: Advice(
+        FAILS,
+        "No GPU type could ever fit the pod (memory, count, price, the allowed types).",
+        "Change the request: `runpod.io/required-gpu-memory`, `runpod.io/max-price`, "
+        "`runpod.io/gpu-types` or the `nvidia.com/gpu` limit.",
+    ),
+    PodReason.BATCH_COMMAND_REQUIRED: Advice(
+        FAILS,
+        "A batch pod (`restartPolicy: Never` or `OnFailure`) without a `command`: its "
+        "image's default command cannot be wrapped to report its exit code.",
+        "Name the command ([batch pods](../concepts/how-it-works.md#batch-pods)).",
+    ),
+    PodReason.INVALID_POD_SPEC: Advice(
+        WAITS + "; Failed when the spec can never work",
+        "A pod the reconciler could not plan (e.g. an env entry without a name, no "
+        "container); the others go on.",
+        "Fix the pod spec; if it looks valid, it is a reconciler bug: report it with the "
+        "log at debug level.",
+    ),
+    PodReason.CAPACITY_UNAVAILABLE: Advice(
+        WAITS,
+        "No GPU type that fits could be created right now: RunPod refused each candidate "
+        "(400 or 403). Types refused lately are tried again when the catalog shows stock "
+        "or after a back-off.",
+        "Wait (until `--max-pending-time`), or allow more GPU types, data centers or a "
+        "higher `runpod.io/max-price`.",
+    ),
+    PodReason.BUDGET_EXCEEDED: Advice(
+        WAITS,
+        "A create would pass `--max-instances` or `--max-hourly-spend`, or a namespace's "
+        "cap; the Event names the cap and the figures.",
+        "Raise the cap, or wait for other pods to finish.",
+    ),
+    PodReason.NODE_CORDONED: Advice(
+        WAITS,
+        "The virtual node is cordoned: no new instance until it is uncordoned. Running "
+        "instances go on.",
+        "`kubectl uncordon virtual-runpod`.",
+    ),
+    PodReason.NODE_TAINTED: Advice(
+        WAITS,
+        "The virtual node has a `NoSchedule`/`NoExecute` taint the pod does not tolerate.",
+        "Remove the taint, or tolerate it in the pod.",
+    ),
+    PodReason.DAEMON_SET_POD_NOT_RUN: Advice(
+        "Pending for good",
+        "A DaemonSet's pod landed on the virtual node; a node agent is never run on a rented GPU.",
+        "Keep the DaemonSet off the node with a node affinity "
+        "([The virtual node](../concepts/virtual-node.md#daemonsets)).",
+    ),
+    PodReason.INSUFFICIENT_BALANCE: Advice(
+        WAITS,
+        "RunPod answered 402: the account has no balance.",
+        "Top up; creates resume on the next tick.",
+    ),
+    PodReason.INVALID_RUNPOD_REQUEST: Advice(
+        FAILS,
+        "RunPod refused our request as invalid (422): a reconciler bug.",
+        "Report it with the Event's message.",
+    ),
+    PodReason.TEMPLATE_NOT_FOUND: Advice(
+        WAITS_A_MINUTE,
+        "RunPod has no template with the id `runpod.io/template-id` names (404).",
+        "Fix the template id.",
+    ),
+    PodReason.RUNPOD_UNAUTHORIZED: Advice(
+        WAITS_A_MINUTE,
+        "RunPod refused the API key (401).",
+        "Fix the key in the Secret (`RUNPOD_API_KEY`) and restart the reconciler.",
+    ),
+    PodReason.RUNPOD_REFUSED: Advice(
+        WAITS_A_MINUTE,
+        "RunPod refused the create with another 4xx; the Event carries its answer.",
+        "Act on RunPod's message.",
+    ),
+    PodReason.INSTANCE_LOST: Advice(
+        FAILS,
+        "The pod's instance vanished at RunPod.",
+        "Nothing: the pod is finished; a Job makes a new one.",
+    ),
+    PodReason.INSTANCE_ERROR: Advice(
+        FAILS,
+        "RunPod reports the instance in ERROR.",
+        "Nothing: the pod is finished; a Job makes a new one. `kubectl describe pod` "
+        "shows RunPod's own lines.",
+    ),
+    PodReason.INSTANCE_STOPPED: Advice(
+        FAILS,
+        "The instance was stopped outside Kubernetes (RunPod's console or API).",
+        "Delete the pod, or let its Job make a new one.",
+    ),
+    PodReason.EXIT_CODE_UNKNOWN: Advice(
+        FAILS,
+        "A batch instance stopped but its exit code could not be read within "
+        "`--exit-code-timeout` (the log route kept failing or the marker was missing); "
+        "the instance was terminated anyway and the log's last lines are in the "
+        "container status.",
+        "Check that the image has a POSIX `/bin/sh` and curl, wget or python3, and an "
+        "entrypoint that executes its arguments.",
+    ),
+    PodReason.DEADLINE_EXCEEDED: Advice(
+        FAILS,
+        "`activeDeadlineSeconds` or `--max-pending-time` ran out.",
+        "Raise it.",
+    ),
+    PodReason.UNOWNED_LOOKALIKE: Advice(
+        WAITS,
+        "An untagged instance that nothing of ours records is named as we would name "
+        "this pod's: the pod waits rather than pay for a second instance.",
+        "Delete that instance at RunPod, or put its owner tags back.",
+    ),
+}
+
+NOTICES: dict[Notice, Advice] = {
+    Notice.CREATED_INSTANCE: Advice("Normal", "An instance was created for the pod.", "Nothing."),
+    Notice.ADOPTED_INSTANCE: Advice(
+        "Normal",
+        "An instance tagged for the pod was found and taken over (an earlier create whose "
+        "answer was lost, or state rebuilt after the database was lost).",
+        "Nothing.",
+    ),
+    Notice.COMPLETED: Advice(
+        "Normal (Warning for a non-zero exit code)",
+        "A batch pod's process ended; its exit code is in the container status.",
+        "Nothing.",
+    ),
+    Notice.TERMINATING_INSTANCE: Advice(
+        "Normal", "The pod's instance is being terminated, and why.", "Nothing."
+    ),
+    Notice.OFFLOADED: Advice(
+        "Normal",
+        "Offload mode bound the pod to the virtual node; the message names the trigger.",
+        "Nothing.",
+    ),
+    Notice.TAGS_RESTORED: Advice(
+        "Normal",
+        "The instance's owner tags had been lost (its env was replaced); they were put "
+        "back and the pod carries on.",
+        "Nothing; avoid editing the instance's env in RunPod's console.",
+    ),
+    Notice.CHARGE_DIFFERS: Advice(
+        "Warning",
+        "RunPod charged more than 10 % away from list price times the instance's life: a "
+        "wrong price, or an instance that ran longer than the reconciler knew.",
+        "Compare with `reconciler cost --by pod`; look for an instance that outlived its pod.",
+    ),
+    Notice.RUNPOD_SYSTEM: Advice(
+        "Normal",
+        "RunPod's own line about the instance (image pull, start-up, stop, errors), "
+        "stamped with the line's time.",
+        "Nothing; a slow image pull shows here as it happens.",
+    ),
+}
+
+
+def missing() -> list[str]:
+    """Reasons of the code without an entry here."""
+    return [r.value for r in PodReason if r not in POD_REASONS] + [
+        n.value for n in Notice if n not in NOTICES
+    ]
+
+
+def page(_root: Path) -> str:
+    problems = missing()
+    if problems:
+        raise KeyError(f"reasons without an explanation in {__name__}: {problems}")
+    pod_rows = [(code(r.value), a.shows, a.meaning, a.what_to_do) for r, a in POD_REASONS.items()]
+    notice_rows = [(code(n.value), a.shows, a.meaning, a.what_to_do) for n, a in NOTICES.items()]
+    return "\n".join(
+        [
+            "# Pod and Event reasons\n",
+            "## Why a pod waits or failed\n",
+            "What `kubectl get pod` shows in its STATUS column (`PodReason` in "
+            "`reconciler/core/reasons.py`); each also appears as an Event on the pod. A "
+            "pod that waits fails with its reason after `--max-pending-time`.\n",
+            table(("reason", "pod", "meaning", "what to do"), pod_rows),
+            "## Events about what was done\n",
+            table(("reason", "type", "meaning", "what to do"), notice_rows),
+        ]
+    )
