@@ -171,6 +171,13 @@ def test_an_orphan_a_duplicate_or_a_pod_without_instance_is_unconverged() -> Non
     assert Snapshot(owner, "n", {}, [instance("i1", "u1")]).unconverged()
     both = [instance("i1", "u1"), instance("i2", "u1")]
     assert Snapshot(owner, "n", {"u1": pod}, both).unconverged()
+    # Only a pod that waits for a person (a look-alike named like its instance) may
+    # stay without one.
+    waiting = {"state": {"waiting": {"reason": "UnownedLookalike"}}}
+    blocked = {**pod, "status": {"phase": "Pending", "containerStatuses": [waiting]}}
+    assert Snapshot(owner, "n", {"u1": blocked}, []).unconverged() == []
+    pending = {**pod, "status": {"phase": "Pending"}}
+    assert Snapshot(owner, "n", {"u1": pending}, []).unconverged()
 
 
 def test_a_stop_instead_of_a_delete_is_caught() -> None:

@@ -24,6 +24,7 @@ import requests
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.reasons import PodReason
 from reconciler.runtime.claim import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
@@ -284,11 +285,23 @@ def _pod_problems(pod: Json, instances: list[Json]) -> list[str]:
         return [f"pod {name} still Terminating"]
     if finished(pod):
         return []
+    if not instances and waiting_reason(pod) == PodReason.UNOWNED_LOOKALIKE:
+        # The seeded foreign instance named like this pod's: it waits for a person by
+        # design (docs/architecture.md §3), never for the reconciler.
+        return []
     if not instances:
         return [f"pod {name} ({phase(pod)}) has no instance"]
     if phase(pod) != "Running":
         return [f"pod {name} is {phase(pod)} with instance {instances[0]['status']}"]
     return []
+
+
+def waiting_reason(pod: Json) -> str | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason:
+            return str(reason)
+    return None
 
 
 def phase(pod: Json) -> str:
