@@ -366,6 +366,18 @@ def test_equal_mirror_keys_mean_equal_status_and_annotations(
         assert metadata_annotations(first) == metadata_annotations(second)
 
 
+def test_the_mirror_key_holds_when_the_container_restarted() -> None:
+    """Two restarts at different times, seen on the same pod, give different statuses (the
+    restart's end and the new start), so they must not share a key: a row holding the
+    first key would otherwise never show the second."""
+    pod = build_pod(status=_status(build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED)))
+    pod["metadata"]["resourceVersion"] = "41"
+    early = _instance(InstanceStatus.RUNNING, dataclasses.replace(PUBLISHED, uptime_seconds=90))
+    late = _instance(InstanceStatus.RUNNING, PUBLISHED)
+    assert _status(pod, early, now=T1) != _status(pod, late, now=T1)
+    assert mirror_key(pod, early, T1) != mirror_key(pod, late, T1)
+
+
 def test_mirror_key_follows_the_resource_version() -> None:
     pod, instance = build_pod(), _instance(InstanceStatus.RUNNING, PUBLISHED)
     assert mirror_key(pod, instance, T1) is None  # nothing would tell that the pod changed

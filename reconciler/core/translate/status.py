@@ -430,7 +430,7 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
     The pod stands in by its resourceVersion, which any change to it renews; the instance
     by the fields read here, but not `runtime.uptime_seconds`, which grows on every tick
     and is read by neither, except for the container's start: the key holds it while
-    the pod shows none, then only whether RunPod restarted the container since. `now`
+    the pod shows none, then whether (and when) RunPod restarted the container since. `now`
     is otherwise left out on purpose: it is stamped only on a time the pod does not show
     yet, so once the pod shows the status computed from these inputs, a later `now`
     gives the same status again. None without a resourceVersion, when nothing would
@@ -459,8 +459,8 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
 def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> object:
     """What the status reads of the container's start (kept cheap: this runs for every
     pod on every tick): nothing without a runtime; whether RunPod restarted the
-    container since the start the pod shows; or, when the pod shows no start yet, the
-    start itself (whole seconds)."""
+    container since the start the pod shows, and if so the new start; or, when the pod
+    shows no start yet, the start itself (whole seconds)."""
     if instance.runtime is None:
         return None
     started = now.timestamp() - instance.runtime.uptime_seconds
@@ -469,7 +469,8 @@ def _container_start(pod: KubeObject, instance: Instance, now: datetime) -> obje
         start = ((status.get("state") or {}).get("running") or {}).get("startedAt")
         if start:
             if datetime.fromisoformat(start).timestamp() < started - RESTART_SLACK_SECONDS:
-                return True
+                # The status shows when the restart happened, so the key holds it too.
+                return ("restarted", int(started))
             shown = True
     return False if shown else int(started)
 
