@@ -27,6 +27,10 @@ from reconciler.demo.sandbox import Sandbox
 
 from .conftest import FAST
 
+# These callers play the API server, which does not verify a kubelet's serving
+# certificate unless started with --kubelet-certificate-authority (self-signed here).
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
 POD_ANNOTATIONS = [
     ann.MANAGED,
     ann.OFFLOAD,

@@ -14,6 +14,10 @@ import requests
 
 from reconciler.demo.sandbox import Sandbox
 
+# These callers play the API server, which does not verify a kubelet's serving
+# certificate unless started with --kubelet-certificate-authority (self-signed here).
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+
 FOLLOWERS = 30
 
 
