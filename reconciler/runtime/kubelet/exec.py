@@ -145,21 +145,31 @@ def serve_exec(
     protocol = handshake(http, headers, rc.EXEC_PROTOCOLS)
     if protocol is None:
         return None
-    try:
-        where = target()
-        transport = ssh.connect(where.instance_id, where.host, where.port)
-    except StreamError as exc:
-        return http.refuse(exc.status, exc.message)
-    except SshError as exc:
-        return http.refuse(500, exc.message)
-    except Exception:  # a caller gets a sentence, never a dropped connection
-        log.exception("could not reach the instance for an exec")
-        return http.refuse(500, "exec could not start; the reconciler's log says why")
+    transport = reach(http, target, ssh, "exec")
+    if transport is None:
+        return None
     try:
         session = http.upgrade(protocol)
         _run(session, protocol, request, transport)
     finally:
         transport.close()
+    return None
+
+
+def reach(
+    http: Upgrader, target: Callable[[], Target], ssh: SshConnector, what: str
+) -> paramiko.Transport | None:
+    """An SSH transport to the pod's instance, or None once the caller got its refusal."""
+    try:
+        where = target()
+        return ssh.connect(where.instance_id, where.host, where.port)
+    except StreamError as exc:
+        http.refuse(exc.status, exc.message)
+    except SshError as exc:
+        http.refuse(500, exc.message)
+    except Exception:  # a caller gets a sentence, never a dropped connection
+        log.exception("could not reach the instance for %s", what)
+        http.refuse(500, f"{what} could not start; the reconciler's log says why")
     return None
 
 

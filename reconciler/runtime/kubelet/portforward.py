@@ -21,9 +21,9 @@ from typing import Any
 import paramiko
 
 from reconciler.adapters.spdy.session import Session, Stream
-from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
+from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector
 from reconciler.core import remotecommand as rc
-from reconciler.runtime.kubelet.exec import StreamError, Target, Upgrader, handshake
+from reconciler.runtime.kubelet.exec import Target, Upgrader, handshake, reach
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +36,9 @@ def serve_port_forward(
     protocol = handshake(http, headers, rc.PORT_FORWARD_PROTOCOLS)
     if protocol is None:
         return None
-    try:
-        where = target()
-        transport = ssh.connect(where.instance_id, where.host, where.port)
-    except StreamError as exc:
-        return http.refuse(exc.status, exc.message)
-    except SshError as exc:
-        return http.refuse(500, exc.message)
-    except Exception:  # a caller gets a sentence, never a dropped connection
-        log.exception("could not reach the instance for a port-forward")
-        return http.refuse(500, "port-forward could not start; the reconciler's log says why")
+    transport = reach(http, target, ssh, "port-forward")
+    if transport is None:
+        return None
     try:
         _serve(http.upgrade(protocol), pod, transport)
     finally:
