@@ -89,12 +89,14 @@ def _string(min_length: int = 0, pattern: re.Pattern[str] | None = None) -> Chec
     return check
 
 
-def _integer(minimum: int | None = None) -> Check:
+def _integer(minimum: int | None = None, maximum: int | None = None) -> Check:
     def check(value: Any, where: str, problems: list[str]) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             problems.append(f"{where}: expected integer")
         elif minimum is not None and value < minimum:
             problems.append(f"{where}: must be >= {minimum}")
+        elif maximum is not None and value > maximum:
+            problems.append(f"{where}: must be <= {maximum}")
 
     return check
 
@@ -186,6 +188,16 @@ _CREATE_REGISTRY = _object(
     {"name": _string(1), "username": _string(1), "password": _string(1)},
     required=("name", "username", "password"),
 )
+
+
+# The checks other routes' modules build their bodies from (clusters).
+closed_object, string, integer, boolean, enum = _object, _string, _integer, _boolean, _enum
+string_map, string_array = _string_map, _array(_string())
+
+
+def validate(check: Check, body: Any) -> None:
+    """422 listing every violation of `check` in `body`."""
+    _validate(check, body)
 
 
 def _validate(check: Check, body: Any) -> None:
