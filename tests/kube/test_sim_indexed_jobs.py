@@ -177,3 +177,33 @@ def test_a_cascading_delete_takes_the_pods(
     body = kubernetes.client.V1DeleteOptions(propagation_policy=policy)
     batch.delete_namespaced_job("train", "default", body=body)
     assert len(pods_by_index(core)) == pods_left
+
+
+def test_an_index_that_succeeds_twice_counts_once(
+    sim: KubeSimulator, batch: kubernetes.client.BatchV1Api, core: kubernetes.client.CoreV1Api
+) -> None:
+    job = batch.create_namespaced_job("default", indexed_job(completions=2))
+    first = pods_by_index(core)[0]
+    twin = core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {
+                "name": "train-0-twin",
+                "annotations": {INDEX: "0"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": "train",
+                        "uid": job.metadata.uid,
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]},
+        },
+    )
+    finish(sim, first, "Succeeded")
+    finish(sim, twin, "Succeeded")
+    status = batch.read_namespaced_job("train", "default").status
+    assert (status.succeeded, status.completed_indexes) == (1, "0")
