@@ -11,6 +11,9 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
+    CreateCluster,
+    DeleteCluster,
+    DeleteClusterRow,
     DeleteRegistryAuth,
     DeleteRow,
     EnsureRegistryAuth,
@@ -19,6 +22,7 @@ from reconciler.core.actions import (
     PatchMetadata,
     PatchStatus,
     RestoreTags,
+    SaveClusterRow,
     SaveRow,
     Terminate,
 )
@@ -67,6 +71,18 @@ def describe(action: Action) -> tuple[str, str, str]:
             return kind, str(pod), name
         case DeleteRegistryAuth(registry_id=registry_id, name=name):
             return kind, registry_id, name
+        case CreateCluster(row=row, candidates=candidates):
+            return (
+                kind,
+                f"{row.namespace}/{row.job_name}",
+                ", ".join(f"{c.pod_count}x{c.gpu_type_id}" for c in candidates),
+            )
+        case DeleteCluster(cluster_id=cluster_id, detail=detail):
+            return kind, cluster_id, detail
+        case SaveClusterRow(row=row):
+            return kind, f"{row.namespace}/{row.job_name}", row.state.value
+        case DeleteClusterRow(gang=gang):
+            return kind, gang, ""
         case _:
             assert_never(action)
 

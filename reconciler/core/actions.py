@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.domain import CreateRequest, Instance, KubeObject
+from reconciler.core.clusters import ClusterRecord
+from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
 
@@ -135,6 +136,44 @@ class Terminate:
 
 
 @dataclass(frozen=True)
+class CreateCluster:
+    """Create one Instant Cluster for a gang, trying the ranked candidates in order
+    (docs/architecture.md §3, "Cloud resources"; §4's create protocol).
+
+    `row` is the intent (state creating) committed before the first call; the members
+    are found by the gang's tag if the answer is lost.
+    """
+
+    pods: tuple[PodRef, ...]
+    row: ClusterRecord
+    candidates: tuple[ClusterRequest, ...]
+
+
+@dataclass(frozen=True)
+class DeleteCluster:
+    """DELETE one of our clusters, with every member. `row` (if any) is saved as
+    deleting first; `pods` are told in an Event."""
+
+    cluster_id: str
+    reason: TerminateReason
+    detail: str
+    row: ClusterRecord | None = None
+    pods: tuple[PodRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class SaveClusterRow:
+    row: ClusterRecord
+
+
+@dataclass(frozen=True)
+class DeleteClusterRow:
+    """Forget a gang's record: its cluster is gone and so are its pods."""
+
+    gang: str
+
+
+@dataclass(frozen=True)
 class RestoreTags:
     """PATCH our tags back onto an instance we own by row or annotation (env sent whole)."""
 
@@ -205,4 +244,8 @@ Action = (
     | FinalizePod
     | Bind
     | Event
+    | CreateCluster
+    | DeleteCluster
+    | SaveClusterRow
+    | DeleteClusterRow
 )

@@ -11,6 +11,9 @@ from __future__ import annotations
 # the account (docs/architecture.md §3). Anything without our owner tag is invisible.
 OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
 POD_UID_ENV = "RUNPOD_RECONCILER_POD_UID"
+# Carried instead of POD_UID_ENV by the members of an Instant Cluster, which share one
+# env: the gang (an Indexed Job's pods of one attempt) the cluster runs.
+GANG_ENV = "RUNPOD_RECONCILER_GANG"
 # Set on batch pods whose start command is wrapped to stop the instance when the
 # process exits; its value is the instance's nonce. The wrapper prints
 # `exit_code_marker(nonce)` followed by the exit code: a line the process prints cannot

@@ -114,6 +114,12 @@ class Instance:
     runtime: Runtime | None = None
     actions: tuple[str, ...] = ()
     registry_auth_id: str | None = None
+    cluster_id: str | None = None
+    """Set on a member of an Instant Cluster, which only its cluster's routes manage."""
+    rank: int | None = None
+    """A cluster member's rank (NODE_RANK); None until RunPod assigns it."""
+    overlay_ip: str | None = None
+    """A cluster member's address on the cluster's private network, once assigned."""
 
     @property
     def owner(self) -> str | None:
@@ -223,6 +229,35 @@ class CreateRequest:
             f"CreateRequest(name={self.name!r}, image={self.image!r}, "
             f"offer={self.offer_id!r}x{self.vcpu_count or self.gpu_count}, "
             f"cloud={self.cloud.value}, "
+            f"env_keys={sorted(self.env)!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ClusterRequest:
+    """Everything RunPod needs to create one Instant Cluster of identical GPU pods on one
+    GPU type (`POST /v2/clusters`, type TRAINING). Clusters take no registry credential,
+    no template and no cloud. `env` may hold Secret values: never logged or stored."""
+
+    name: str
+    image: str
+    gpu_type_id: str
+    gpu_count_per_pod: int
+    pod_count: int
+    args: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    ports: tuple[str, ...] = ()
+    container_disk_gb: int | None = None
+    persistent_volume: PersistentVolume | None = None
+    datacenter_ids: tuple[str, ...] = ()
+    start_ssh: bool = False
+    hourly_price: float = 0.0
+    """List price of the whole cluster in USD per hour, as the catalog gave it."""
+
+    def __repr__(self) -> str:
+        return (
+            f"ClusterRequest(name={self.name!r}, image={self.image!r}, "
+            f"compute={self.pod_count}x{self.gpu_count_per_pod}x{self.gpu_type_id!r}, "
             f"env_keys={sorted(self.env)!r})"
         )
 

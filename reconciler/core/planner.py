@@ -16,22 +16,13 @@ from datetime import datetime
 
 from reconciler.core import daemonsets
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import (
-    Action,
-    Event,
-    PodRef,
-)
+from reconciler.core.actions import Action, Event, PodRef
 from reconciler.core.config import Settings
-from reconciler.core.domain import (
-    Instance,
-    KubeObject,
-)
+from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import plan_offloads
-from reconciler.core.plan.admission import (
-    Waiting,
-    admit,
-)
+from reconciler.core.plan.admission import Waiting, admit
+from reconciler.core.plan.gangs import plan_gangs
 from reconciler.core.plan.lifecycle import decide
 from reconciler.core.plan.money import leaks, price_differences, restore_tags, spend_annotations
 from reconciler.core.plan.observation import CreateInputs, Observation
@@ -89,6 +80,7 @@ def plan(
         offloads
         + actions
         + admit(tick, waiting, owned, rows, pods)
+        + plan_gangs(tick)
         + daemonsets.notices(obs.daemon_pods, now)
     )
 

@@ -9,6 +9,7 @@ from reconciler.core.domain import KubeObject
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+CLUSTER_ANNOTATION = "runpod.io/cluster"
 POD_ID_ANNOTATION = "runpod.io/pod-id"
 
 
@@ -34,11 +35,17 @@ def is_finished(pod: KubeObject) -> bool:
 
 
 def is_ours_to_run(pod: KubeObject) -> bool:
-    """DaemonSet and mirror pods land on every node; a virtual node never runs them."""
+    """DaemonSet and mirror pods land on every node; a virtual node never runs them. A
+    pod that asks for a cluster runs with its gang (`core.plan.gangs`), never alone."""
     annotations = pod["metadata"].get("annotations")
-    if annotations and MIRROR_ANNOTATION in annotations:
+    if annotations and (MIRROR_ANNOTATION in annotations or asks_for_cluster(pod)):
         return False
     return not is_daemon_set_pod(pod)
+
+
+def asks_for_cluster(pod: KubeObject) -> bool:
+    """An Indexed Job's pod marked to run as a member of one Instant Cluster."""
+    return pod_annotations(pod).get(CLUSTER_ANNOTATION) == "true"
 
 
 def is_daemon_set_pod(pod: KubeObject) -> bool:

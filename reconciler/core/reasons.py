@@ -56,6 +56,13 @@ class PodReason(enum.StrEnum):
     # An untagged instance nothing of ours records is named like the pod's own: waiting
     # rather than paying for a second instance.
     UNOWNED_LOOKALIKE = "UnownedLookalike"
+    # Gangs: an Indexed Job run as one Instant Cluster (core/clusters.py).
+    CLUSTER_FORMING = "ClusterForming"
+    """Waiting until every pod of the Job is on the node; no member runs alone."""
+    INVALID_CLUSTER_JOB = "InvalidClusterJob"
+    """The pod asks for a cluster, but its Job cannot be one (core/refusals.py)."""
+    CLUSTER_MEMBER_FAILED = "ClusterMemberFailed"
+    """A member of the pod's cluster failed, or a pod of its gang went: the gang fails."""
 
     @classmethod
     def parse(cls, value: str | None) -> PodReason | None:
@@ -71,6 +78,7 @@ class Notice(enum.StrEnum):
     """Events about what the reconciler did with a pod (Normal, except a failed process)."""
 
     CREATED_INSTANCE = "CreatedInstance"
+    CREATED_CLUSTER = "CreatedCluster"
     ADOPTED_INSTANCE = "AdoptedInstance"
     COMPLETED = "Completed"
     TERMINATING_INSTANCE = "TerminatingInstance"

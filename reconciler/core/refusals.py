@@ -127,3 +127,43 @@ _RETRY_AFTER: dict[PodReason, float] = {
 def retry_after(reason: PodReason | None) -> float | None:
     """Seconds a pod waiting for `reason` waits between tries; None: every tick."""
     return _RETRY_AFTER.get(reason) if reason is not None else None
+
+
+class GangRefusal(Enum):
+    """Why a Job whose pods ask for a cluster (`runpod.io/cluster`) cannot be one."""
+
+    NOT_A_JOB = "not-a-job"
+    NOT_INDEXED = "not-indexed"
+    UNEQUAL_PARALLELISM = "unequal-parallelism"
+    SIZE = "size"
+    PODS_DIFFER = "pods-differ"
+    NOT_GPU = "not-gpu"
+    REGISTRY = "registry"
+    TEMPLATE = "template"
+
+
+GANG_REFUSALS: dict[GangRefusal, str] = {
+    GangRefusal.NOT_A_JOB: "only the pods of an Indexed Job run as an Instant Cluster",
+    GangRefusal.NOT_INDEXED: (
+        "Job {job} asks for an Instant Cluster but is not Indexed (completionMode: Indexed)"
+    ),
+    GangRefusal.UNEQUAL_PARALLELISM: (
+        "Job {job} asks for an Instant Cluster: its parallelism ({parallelism}) must equal "
+        "its completions ({completions}), so that all its pods run at once"
+    ),
+    GangRefusal.SIZE: (
+        "Job {job} asks for an Instant Cluster of {completions} pods: RunPod makes them of 2 to 250"
+    ),
+    GangRefusal.PODS_DIFFER: (
+        "Job {job} asks for an Instant Cluster, but its pods differ (an Instant Cluster's "
+        "pods are identical): {detail}"
+    ),
+    GangRefusal.NOT_GPU: "Job {job} asks for an Instant Cluster, which has GPU pods only",
+    GangRefusal.REGISTRY: (
+        "Job {job} asks for an Instant Cluster, which RunPod cannot pull private images for"
+    ),
+    GangRefusal.TEMPLATE: "Job {job} asks for an Instant Cluster, which takes no RunPod template",
+}
+"""What the gang's pods say while they wait (`PodReason.INVALID_CLUSTER_JOB`), formatted
+with the Job's name and figures. A Job can be edited, so they wait, and fail with the
+reason at max_pending_time like any pod that cannot start."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
-from reconciler.core import budgets, offload, spend
+from reconciler.core import budgets, clusters, offload, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
@@ -132,6 +132,14 @@ ON_PODS = (
         "annotation; the pod's only, not its Job's). Without it: the first that is not a "
         "known sidecar.",
     ),
+    Annotation(
+        clusters.CLUSTER,
+        '`"true"` (on the pod template of an Indexed Job)',
+        f"Run all the Job's pods together as one RunPod Instant Cluster: completions "
+        f"{clusters.MIN_PODS} to {clusters.MAX_PODS}, parallelism equal to completions, "
+        "index i on the member of rank i "
+        "([Multi-node training](../README.md#multi-node-training)).",
+    ),
 )
 
 ON_NAMESPACES = (
@@ -166,6 +174,12 @@ WRITTEN = (
         "USD",
         "What RunPod charged for the pod so far, updated after each hourly billing read.",
     ),
+    Annotation(
+        clusters.RANK,
+        "a whole number",
+        "A gang pod's rank in its Instant Cluster (RunPod's NODE_RANK): its completion index.",
+    ),
+    Annotation(clusters.CLUSTER_ID, "a RunPod cluster id", "A gang pod's Instant Cluster."),
 )
 
 ON_THE_WRITER_LEASE = (
@@ -182,6 +196,12 @@ ON_THE_WRITER_LEASE = (
 # Kubernetes' own annotations the reconciler reacts to.
 OTHERS = (
     Annotation(podinfo.MIRROR_ANNOTATION, "any", "A mirror pod: ignored, never run on RunPod."),
+    Annotation(
+        clusters.COMPLETION_INDEX,
+        "a whole number",
+        "The Job controller's index of an Indexed Job's pod: a gang pod runs on the member "
+        "of that rank.",
+    ),
 )
 
 

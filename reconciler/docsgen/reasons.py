@@ -174,10 +174,37 @@ POD_REASONS: dict[PodReason, Advice] = {
         "this pod's: the pod waits rather than pay for a second instance.",
         "Delete that instance at RunPod, or put its owner tags back.",
     ),
+    PodReason.CLUSTER_FORMING: Advice(
+        WAITS,
+        "The pod's Indexed Job asks for an Instant Cluster (`runpod.io/cluster`), and not "
+        "all of its pods are on the virtual node yet: no member runs alone.",
+        "Wait; if it lasts, see where the Job's other pods are (`kubectl get pods -l "
+        "batch.kubernetes.io/job-name=<job>`).",
+    ),
+    PodReason.INVALID_CLUSTER_JOB: Advice(
+        WAITS,
+        "The pod asks for an Instant Cluster, but its Job cannot be one: not Indexed, "
+        "parallelism unequal to completions, fewer than 2 or more than 250 pods, pods that "
+        "differ, no GPU, a private image or a RunPod template. The message says which.",
+        "Fix the Job ([Multi-node training](../README.md#multi-node-training) shows one "
+        "that works), or drop the annotation.",
+    ),
+    PodReason.CLUSTER_MEMBER_FAILED: Advice(
+        FAILS,
+        "A member of the pod's Instant Cluster failed or vanished, or another pod of its "
+        "gang ended or was deleted: the whole gang fails and its cluster is deleted.",
+        "Nothing: the Job's backoffLimit retries the gang with a new cluster. Read the "
+        "failed member's log (`kubectl logs`) for why.",
+    ),
 }
 
 NOTICES: dict[Notice, Advice] = {
     Notice.CREATED_INSTANCE: Advice("Normal", "An instance was created for the pod.", "Nothing."),
+    Notice.CREATED_CLUSTER: Advice(
+        "Normal",
+        "An Instant Cluster was created for the pod's gang (each of its pods gets the Event).",
+        "Nothing.",
+    ),
     Notice.ADOPTED_INSTANCE: Advice(
         "Normal",
         "An instance tagged for the pod was found and taken over (an earlier create whose "

@@ -26,6 +26,10 @@ POINTS = (
     "after-registry-create",  # RunPod stored the credential, its id known only here
     "after-registry-unused",  # a credential delete's journal row committed, DELETE not sent
     "after-registry-delete",  # DELETE answered, its journal row not closed
+    "after-cluster-intent",  # a gang's creating row is committed, POST /v2/clusters not sent
+    "after-cluster-create",  # RunPod made the cluster, its id is known only here
+    "after-cluster-deleting",  # a cluster's deleting row is committed, DELETE not sent
+    "after-cluster-delete",  # DELETE /v2/clusters answered, nothing recorded yet
 )
 
 

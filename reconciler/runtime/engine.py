@@ -29,7 +29,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import ownership, registries
+from reconciler.core import clusters, ownership, registries
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -409,10 +409,18 @@ class Engine:
     # --- observe ----------------------------------------------------------------------
 
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
-        instances = list(self.runpod.list_instances())
+        listed = self.runpod.list_instances()
+        # Cluster members come in the same list; only the gangs' planning looks at them.
+        instances = [i for i in listed if i.cluster_id is None]
+        members = [i for i in listed if i.cluster_id is not None]
         on_node = self.kube.list_node_pods(self.settings.node_name)
         pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
+        gang_pods = [
+            p for p in on_node if podinfo.asks_for_cluster(p) and not podinfo.is_daemon_set_pod(p)
+        ]
         rows = self.store.load_rows()
+        clusters = self.store.load_clusters() if gang_pods or members else []
+        gang_inputs = self._gang_inputs(gang_pods, members)
         instances += self._confirm_missing(instances, rows, pods)
         owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
         owned = owners.owned
@@ -425,7 +433,8 @@ class Engine:
         inputs = self._create_inputs(needing) if needing else {}
         # Each catalog only when a pod about to be created needs it (a request a TTL).
         on_cpu = {self._on_cpu(p, inputs.get(podinfo.uid(p))) for p in needing}
-        catalog = self.catalog.get(self.runpod, now) if False in on_cpu else []
+        wants_gpus = False in on_cpu or bool(gang_inputs)
+        catalog = self.catalog.get(self.runpod, now) if wants_gpus else []
         cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
         caps = self.namespace_caps.get(
             self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
@@ -462,7 +471,33 @@ class Engine:
             spend=billing.spend_by_pod,
             price_differences=billing.differences,
             ownership=owners,
+            gang_pods=gang_pods,
+            members=members,
+            clusters=clusters,
+            gang_inputs=gang_inputs,
         ), billing
+
+    def _gang_inputs(
+        self, gang_pods: Sequence[KubeObject], members: Sequence[Instance]
+    ) -> dict[str, CreateInputs]:
+        """The Job and env sources of each gang with no cluster of ours listed: read
+        while it forms (Kubernetes reads only), never while its cluster runs."""
+        running = {
+            clusters.key_job(gang)
+            for gang in clusters.members_by_gang(members, self.settings.owner_id)
+        }
+        first: dict[str, KubeObject] = {}
+        for pod in sorted(gang_pods, key=lambda p: clusters.index_of(p) or 0):
+            job = clusters.job_uid(pod)
+            live = not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+            if job is not None and live and job not in running:
+                first.setdefault(job, pod)
+        inputs = self._create_inputs(list(first.values()))
+        return {
+            job: inputs[podinfo.uid(pod)]
+            for job, pod in first.items()
+            if podinfo.uid(pod) in inputs
+        }
 
     def _on_cpu(self, pod: KubeObject, inputs: CreateInputs | None) -> bool:
         """Whether the pod gets a CPU instance; False when that cannot be told (the GPU
@@ -477,7 +512,7 @@ class Engine:
         jobs: dict[tuple[str, str], KubeObject | None] = {}
         pending = []
         for pod in self.kube.list_pending_managed_pods():
-            if not podinfo.is_ours_to_run(pod):
+            if not (podinfo.is_ours_to_run(pod) or podinfo.asks_for_cluster(pod)):
                 continue
             key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
             try:

@@ -35,6 +35,9 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
+    CreateCluster,
+    DeleteCluster,
+    DeleteClusterRow,
     DeleteRegistryAuth,
     DeleteRow,
     EnsureRegistryAuth,
@@ -44,10 +47,12 @@ from reconciler.core.actions import (
     PatchStatus,
     PodRef,
     RestoreTags,
+    SaveClusterRow,
     SaveRow,
     Terminate,
 )
-from reconciler.core.domain import CreateRequest, Instance, RegistryAuth
+from reconciler.core.clusters import ClusterState
+from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, RegistryAuth
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.reasons import EventReason, Notice, PodReason
 from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
@@ -307,6 +312,14 @@ class Executor:
                 self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
+            case CreateCluster():
+                self._create_cluster(action)
+            case DeleteCluster():
+                self._delete_cluster(action)
+            case SaveClusterRow(row=row):
+                self.writes.save_cluster(row)
+            case DeleteClusterRow(gang=gang):
+                self.writes.delete_cluster(gang)
             case _:
                 assert_never(action)
 
@@ -355,6 +368,8 @@ class Executor:
             self._close(entry, "failed", str(exc))
             raise
         made = result.id if isinstance(result, Instance | RegistryAuth) else None
+        if isinstance(result, str):  # a cluster's id
+            made = result
         self._close(entry, "ok", None, made)
         return result
 
@@ -623,6 +638,118 @@ class Executor:
             action.row.cost_per_hr if action.row else None,
         )
 
+    # --- clusters ---------------------------------------------------------------------
+
+    def _create_cluster(self, action: CreateCluster) -> None:
+        """The gang's intent row, committed before the first POST; then the candidates in
+        order, each refusal read from `core.refusals` as for an instance. An answer lost
+        leaves the row `creating`: the members are found by their tags."""
+        budget = self.runpod.rate_budget
+        if budget is not None and budget <= 0 and not self._creates_stopped:
+            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
+        if self._creates_stopped or self.runpod.past_deadline or self._creates_held():
+            self.deferred += 1
+            return
+        self.writes.save_cluster(action.row)
+        refused: list[str] = []
+        for candidate in action.candidates:
+            try:
+                cluster_id = self._create_one_cluster(action, candidate)
+            except runpod_errors.RunPodError as exc:
+                kind = _refusal_kind(exc, CreateRequest("", "", candidate.gpu_type_id))
+                if kind is None:
+                    self._in_doubt += 1
+                    raise
+                refusal = REFUSALS[kind]
+                message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
+                if refusal.next is Next.TRY_NEXT:
+                    refused.append(f"{candidate.gpu_type_id}: {message}")
+                    continue
+                if refusal.next is Next.STOP_CREATES:
+                    self._creates_stopped = message
+                self._cluster_refused(action, refusal.reason, message)
+                return
+            self._cluster_created(action, candidate, cluster_id)
+            return
+        self._cluster_refused(
+            action,
+            PodReason.CAPACITY_UNAVAILABLE,
+            "no GPU type that fits this gang could be made a cluster: " + "; ".join(refused),
+        )
+
+    def _create_one_cluster(self, action: CreateCluster, candidate: ClusterRequest) -> str:
+        made = self._journaled(
+            "create-cluster",
+            action.pods[0].uid if action.pods else None,
+            None,
+            lambda: self.runpod.create_cluster(candidate),
+            durable_at="after-cluster-intent",
+        )
+        assert isinstance(made, str)
+        crashpoints.reached("after-cluster-create")
+        return made
+
+    def _cluster_created(
+        self, action: CreateCluster, candidate: ClusterRequest, cluster_id: str
+    ) -> None:
+        # Committed with a later write: lost in a crash, the cluster is adopted by its tags.
+        self.writes.save_cluster(
+            action.row.changed(
+                state=ClusterState.RUNNING,
+                cluster_id=cluster_id,
+                gpu_type_id=candidate.gpu_type_id,
+                pod_count=candidate.pod_count,
+                cost_per_hr=candidate.hourly_price,
+                reason=None,
+                message=None,
+                updated_at=self.clock(),
+            )
+        )
+        size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
+        for pod in action.pods:
+            self._event(
+                pod,
+                Notice.CREATED_CLUSTER,
+                f"created RunPod Instant Cluster {cluster_id} ({size}, "
+                f"${candidate.hourly_price:.2f}/h in all)",
+            )
+        self._decided("create-cluster", action.pods[0] if action.pods else None, cluster_id, size)
+
+    def _cluster_refused(
+        self, action: CreateCluster, reason: PodReason | None, message: str
+    ) -> None:
+        """Nothing was made: the gang waits (the planner shows the reason), tried again
+        after the refusal pause; a rate limit blames no one."""
+        if reason is None:
+            self.writes.delete_cluster(action.row.gang)
+            return
+        self.writes.save_cluster(
+            action.row.changed(
+                state=ClusterState.REFUSED, reason=reason, message=message, updated_at=self.clock()
+            )
+        )
+        for pod in action.pods:
+            self._event(pod, reason, message, warning=True)
+
+    def _delete_cluster(self, action: DeleteCluster) -> None:
+        if action.row is not None:
+            self.writes.save_cluster(action.row)
+        self._journaled(
+            "delete-cluster",
+            action.pods[0].uid if action.pods else None,
+            action.cluster_id,
+            lambda: self.runpod.delete_cluster(action.cluster_id),
+            durable_at="after-cluster-deleting",
+        )
+        crashpoints.reached("after-cluster-delete")
+        for pod in action.pods:
+            self._event(
+                pod,
+                Notice.TERMINATING_INSTANCE,
+                f"deleted cluster {action.cluster_id}: {action.detail}",
+            )
+        self._decided("delete-cluster", None, action.cluster_id, action.detail)
+
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, _RegistryMissing)
 
@@ -674,4 +801,8 @@ def _subject(action: Action) -> str:
         return str(pod)
     if isinstance(action, DeleteRegistryAuth):
         return f"registry credential {action.registry_id}"
+    if isinstance(action, CreateCluster | SaveClusterRow):
+        return f"the cluster of Job {action.row.namespace}/{action.row.job_name}"
+    if isinstance(action, DeleteCluster):
+        return f"cluster {action.cluster_id}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

@@ -31,9 +31,10 @@ from reconciler.adapters.runpod.logstream import (
     read_log,
 )
 from reconciler.adapters.store.repository import Store
+from reconciler.core import clusters
 from reconciler.core.actions import PodRef
 from reconciler.core.contract import exit_code_marker
-from reconciler.core.domain import ExitLog
+from reconciler.core.domain import ExitLog, KubeObject
 from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
 from reconciler.core.podlogs import (
@@ -192,10 +193,14 @@ class PodLogs:
         should_stop: Callable[[], bool] = lambda: False,
     ) -> Iterator[LogLine]:
         """The pod's lines as asked; raises LogError before the first line if it cannot."""
-        pod_uid, container = self._check(namespace, name, container, options)
+        pod, container = self._check(namespace, name, container, options)
+        pod_uid = str(pod["metadata"]["uid"])
         row = self.store.row(pod_uid)
         if row is not None and row.instance_id is not None and row.state in _LIVE:
-            return self._live(row.instance_id, pod_uid, options, should_stop)
+            return self._live(row.instance_id, exit_nonce(pod_uid), pod_uid, options, should_stop)
+        member = clusters.member_of(pod)
+        if member is not None:  # a gang's pod: its cluster member's log
+            return self._live(member[0], member[1], pod_uid, options, should_stop)
         saved = self.store.saved_log(pod_uid)
         if saved is not None:
             lines = (LogLine(ts, line) for ts, line in saved)
@@ -211,8 +216,8 @@ class PodLogs:
 
     def _check(
         self, namespace: str, name: str, container: str, options: LogOptions
-    ) -> tuple[str, str]:
-        """The pod's uid and the container that runs, or a LogError saying why not."""
+    ) -> tuple[KubeObject, str]:
+        """The pod and the container that runs, or a LogError saying why not."""
         for kind, value in (("namespace", namespace), ("pod name", name)):
             problem = name_problem(kind, value)
             if problem is not None:
@@ -239,13 +244,17 @@ class PodLogs:
             )
         if options.previous:
             raise LogError(400, PREVIOUS_UNSUPPORTED)
-        return str(pod["metadata"]["uid"]), runs
+        return pod, runs
 
     def _live(
-        self, instance_id: str, pod_uid: str, options: LogOptions, should_stop: Callable[[], bool]
+        self,
+        instance_id: str,
+        nonce: str,
+        pod_uid: str,
+        options: LogOptions,
+        should_stop: Callable[[], bool],
     ) -> Iterator[LogLine]:
         tail = options.tail_lines
-        nonce = exit_nonce(pod_uid)
         if self.follows is not None:
             history = self.follows.history(instance_id)
             if options.follow or history is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.domain import CreateRequest
+from reconciler.core.domain import ClusterRequest, CreateRequest
 
 
 def create_pod_body(request: CreateRequest) -> dict[str, Any]:
@@ -45,3 +45,32 @@ def _mounts(request: CreateRequest) -> dict[str, Any] | None:
         network = request.network_volume
         mounts["network"] = [{"volumeId": network.volume_id, "path": network.path}]
     return mounts or None
+
+
+def create_cluster_body(request: ClusterRequest) -> dict[str, Any]:
+    """`CreateClusterRequest`: a closed body, so only the fields it names."""
+    body: dict[str, Any] = {
+        "name": request.name,
+        "type": "TRAINING",
+        "compute": {
+            "gpuTypeId": request.gpu_type_id,
+            "gpuCountPerPod": request.gpu_count_per_pod,
+            "podCount": request.pod_count,
+        },
+        "image": request.image,
+        "env": dict(request.env),
+    }
+    mounts = None
+    if request.persistent_volume is not None:
+        volume = request.persistent_volume
+        mounts = {"persistent": {"size": volume.size_gb, "path": volume.path}}
+    optional = {
+        "args": request.args,
+        "ports": list(request.ports) or None,
+        "disk": request.container_disk_gb,
+        "dataCenterIds": list(request.datacenter_ids) or None,
+        "mounts": mounts,
+        "startSsh": True if request.start_ssh else None,
+    }
+    body.update({key: value for key, value in optional.items() if value is not None})
+    return body

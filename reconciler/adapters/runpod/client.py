@@ -34,7 +34,7 @@ import requests
 import urllib3
 
 from reconciler.adapters.runpod import errors
-from reconciler.adapters.runpod.body import create_pod_body
+from reconciler.adapters.runpod.body import create_cluster_body, create_pod_body
 from reconciler.adapters.runpod.logstream import (
     LogEvent,
     LogRead,
@@ -56,6 +56,7 @@ from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
     Cloud,
+    ClusterRequest,
     CpuFlavor,
     CreateRequest,
     GpuType,
@@ -161,7 +162,10 @@ class RunPodClient:
     # Pods
 
     def list_instances(self) -> list[Instance]:
-        data = self._json(_Call("GET", "/v2/pods", LIST_ROUTE))
+        """Every instance of the account, Instant Cluster members included: one list
+        serves both, so a tick's one request sees clusters too."""
+        call = _Call("GET", "/v2/pods", LIST_ROUTE, params={"includeClusterPods": "true"})
+        data = self._json(call)
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")
@@ -191,6 +195,32 @@ class RunPodClient:
             self._send(_Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("instance %s was already gone", instance_id)
+
+    def create_cluster(self, request: ClusterRequest) -> str:
+        """`POST /v2/clusters`; the new cluster's id. Never retried: a lost answer may
+        have made it, and its members are found by their tags."""
+        call = _Call(
+            "POST",
+            "/v2/clusters",
+            "POST /v2/clusters",
+            idempotent=False,
+            doubt="the cluster may exist anyway: look for its members by their tags",
+            body=create_cluster_body(request),
+        )
+        data = self._json(call)
+        cluster_id = data.get("id") if isinstance(data, dict) else None
+        if not isinstance(cluster_id, str) or not cluster_id:
+            raise errors.RunPodError("POST /v2/clusters answered without a cluster id")
+        logger.info("created cluster %s for %s", cluster_id, request.name)
+        return cluster_id
+
+    def delete_cluster(self, cluster_id: str) -> None:
+        """Delete a cluster and all its members. One already gone counts as deleted."""
+        path = f"/v2/clusters/{_segment(cluster_id)}"
+        try:
+            self._send(_Call("DELETE", path, "DELETE /v2/clusters/{id}")).close()
+        except errors.RunPodNotFound:
+            logger.debug("cluster %s was already gone", cluster_id)
 
     def update_instance_env(self, instance_id: str, env: dict[str, str]) -> Instance:
         """PATCH the env. It replaces the instance's env whole: pass all of it."""

@@ -36,6 +36,7 @@ def parse_instance(data: object) -> Instance:
     if not isinstance(data, _MAPPING) or not data.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
     gpu, cpu = _mapping(data.get("gpu")), _mapping(data.get("cpu"))
+    member = _mapping(data.get("cluster"))
     return Instance(
         id=str(data["id"]),
         name=str(data.get("name") or ""),
@@ -56,6 +57,9 @@ def parse_instance(data: object) -> Instance:
         runtime=parse_runtime(data.get("runtime")),
         actions=_strings(data.get("actions")),
         registry_auth_id=_optional_str(data.get("registry")),
+        cluster_id=_optional_str(member.get("id")),
+        rank=_optional_int(member.get("rank")),
+        overlay_ip=_optional_str(member.get("ip")),
     )
 
 

@@ -27,7 +27,8 @@ from sqlalchemy import Table, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, Mapping
+from reconciler.adapters.store.models import ActionRecord, ClusterRow, Mapping
+from reconciler.core.clusters import ClusterRecord
 from reconciler.core.mapping import MappingRecord
 
 
@@ -68,10 +69,18 @@ class WriteBatch:
         """Errors to note on rows this batch does not otherwise write."""
         self._entries: list[JournalEntry] = []
         """Journal rows opened, or committed open and since closed, not yet written."""
+        self._clusters: dict[str, ClusterRecord | None] = {}
+        """The latest write of each gang's cluster row this batch; None deletes it."""
 
     @property
     def pending(self) -> bool:
-        return bool(self._rows or self._notes or self._entries)
+        return bool(self._rows or self._notes or self._entries or self._clusters)
+
+    def save_cluster(self, record: ClusterRecord) -> None:
+        self._clusters[record.gang] = record
+
+    def delete_cluster(self, gang: str) -> None:
+        self._clusters[gang] = None
 
     # --- noting writes -------------------------------------------------------------
 
@@ -128,11 +137,13 @@ class WriteBatch:
         if not self.pending:
             return
         rows, notes, entries = self._rows, self._notes, self._entries
-        self._rows, self._notes, self._entries = {}, {}, []
+        clusters = self._clusters
+        self._rows, self._notes, self._entries, self._clusters = {}, {}, [], {}
         with self._sessions.begin() as session:
             _write_rows(session, rows)
             _write_notes(session, notes)
             _write_journal(session, entries)
+            _write_clusters(session, clusters)
 
 
 # Core statements on the tables: executemany without the ORM's per-row bookkeeping.
@@ -247,3 +258,17 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
                 for e in reclosed
             ],
         )
+
+
+_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRecord)]
+
+
+def _write_clusters(session: Session, clusters: dict[str, ClusterRecord | None]) -> None:
+    """Few rows (one per gang), so the ORM's merge is cheap enough."""
+    for gang, record in clusters.items():
+        if record is None:
+            found = session.get(ClusterRow, gang)
+            if found is not None:
+                session.delete(found)
+            continue
+        session.merge(ClusterRow(**{name: getattr(record, name) for name in _CLUSTER_FIELDS}))

@@ -24,6 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from reconciler.core.clusters import ClusterState
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 
@@ -126,6 +127,38 @@ class Mapping(Base):
     --exit-code-timeout counts from it."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the row became finished; RunPod's charges after it (and a grace) are leaks."""
+
+
+class ClusterRow(Base):
+    """One row per gang (an attempt of an Indexed Job run as one Instant Cluster), keyed
+    by the gang's tag: the create intent before the call, then the cluster's id."""
+
+    __tablename__ = "clusters"
+
+    gang: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_uid: Mapped[str] = mapped_column(String(64), index=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    job_name: Mapped[str] = mapped_column(String(253))
+    state: Mapped[ClusterState] = mapped_column(
+        Enum(
+            ClusterState,
+            native_enum=False,
+            create_constraint=False,
+            length=16,
+            values_callable=lambda states: [s.value for s in states],
+        )
+    )
+    attempt_started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When the create intent was committed; the listing-lag grace counts from it."""
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    cluster_id: Mapped[str | None] = mapped_column(String(64), unique=True)
+    gpu_type_id: Mapped[str | None] = mapped_column(String(128))
+    pod_count: Mapped[int] = mapped_column(Integer, default=0)
+    cost_per_hr: Mapped[float | None] = mapped_column(Float)
+    """The whole cluster's price, its members' summed."""
+    reason: Mapped[PodReason | None] = mapped_column(ReasonText())
+    """Why the last create was refused (the gang's pods show it while they wait)."""
+    message: Mapped[str | None] = mapped_column(Text)
 
 
 class SpendRecord(Base):

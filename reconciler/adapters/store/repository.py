@@ -21,6 +21,7 @@ from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.models import (
     ActionRecord,
     BillingRead,
+    ClusterRow,
     Lock,
     Mapping,
     NamespaceBudget,
@@ -30,6 +31,7 @@ from reconciler.adapters.store.models import (
     UnownedInstance,
 )
 from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.clusters import ClusterRecord
 from reconciler.core.domain import BillingRecord
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
@@ -90,6 +92,16 @@ class Store:
             if found is None:
                 return None
             return MappingRecord(**{f: getattr(found, f) for f in _FIELDS})
+
+    # --- gangs' clusters ----------------------------------------------------------
+
+    def load_clusters(self) -> list[ClusterRecord]:
+        names = [f.name for f in dataclasses.fields(ClusterRecord)]
+        with self._sessions() as session:
+            return [
+                ClusterRecord(**{name: getattr(row, name) for name in names})
+                for row in session.scalars(select(ClusterRow))
+            ]
 
     # --- pod logs kept after the end ---------------------------------------------
 

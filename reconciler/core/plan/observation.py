@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.clusters import ClusterRecord
 from reconciler.core.domain import (
     BillingRecord,
     CpuFlavor,
@@ -68,3 +69,12 @@ class Observation:
     ownership: Ownership | None = None
     """Which instances are ours, as the engine worked it out from these pods, rows and
     instances; None when built without it (`ownership_of` then works it out)."""
+    gang_pods: Sequence[KubeObject] = ()
+    """The node's pods that ask for an Instant Cluster (`core.clusters`): not in `pods`."""
+    members: Sequence[Instance] = ()
+    """Instant Cluster members in the list, anyone's: not in `instances`."""
+    clusters: Sequence[ClusterRecord] = ()
+    """The gangs' cluster rows."""
+    gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
+    """By Job UID: the Job and the env sources of a gang with no cluster yet (read only
+    for such gangs)."""

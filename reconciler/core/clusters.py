@@ -1,0 +1,139 @@
+"""Which pods run as one RunPod Instant Cluster, and how a cluster is known as ours
+(docs/architecture.md §3, "Cloud resources").
+
+An Indexed Job whose pod template carries `runpod.io/cluster: "true"` asks for a gang:
+all its `completions` pods (2 to 250, `parallelism` equal to `completions`, identical
+but for their index) run together as the members of one cluster, index i on the
+member RunPod gives rank i.
+
+A gang is one attempt of such a Job: the Job's pods that are alive now. When a member
+fails the whole gang is failed, the Job controller makes new pods, and they are a new
+gang: the gang's key (the Job's UID and a digest of its pods' UIDs) changes with them.
+The key is the cluster's mark: its members' shared env carries our owner tag and
+`GANG_ENV=<key>` (a cluster has one env for all members, so no pod UID tag), so a
+create whose answer was lost is found by its tags, and a cluster whose key no living
+gang has is collected.
+
+A plain value module: the store turns `ClusterRecord` rows into values and back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from reconciler.core import pods as podinfo
+from reconciler.core.contract import GANG_ENV
+from reconciler.core.domain import Instance, KubeObject
+from reconciler.core.podlogs import exit_nonce
+from reconciler.core.reasons import PodReason
+
+CLUSTER = podinfo.CLUSTER_ANNOTATION
+"""On a pod template: run the Indexed Job's pods as one Instant Cluster."""
+RANK = "runpod.io/rank"
+"""Written on each gang pod: its member's rank (NODE_RANK), equal to its index."""
+CLUSTER_ID = "runpod.io/cluster-id"
+"""Written on each gang pod: the Instant Cluster its member belongs to."""
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""The Job controller's annotation with an Indexed Job pod's index."""
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+"""What the Job controller adds to each container; members share one env, so it is
+left out of the cluster's env (RunPod's NODE_RANK says the same per member)."""
+MIN_PODS, MAX_PODS = 2, 250
+
+
+class ClusterState(enum.StrEnum):
+    CREATING = "creating"
+    """The create was decided and may be in flight or in doubt; no cluster id yet."""
+    REFUSED = "refused"
+    """RunPod refused the create definitely; the gang waits, tried again later."""
+    RUNNING = "running"
+    """The cluster exists (its id known)."""
+    DELETING = "deleting"
+    """DELETE decided; done once the list no longer shows its members."""
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """The database's memory of one gang's cluster: the create intent before the call
+    (architecture §4's create protocol, for a cluster), then the cluster's id."""
+
+    gang: str
+    job_uid: str
+    namespace: str
+    job_name: str
+    state: ClusterState
+    attempt_started_at: datetime
+    updated_at: datetime
+    cluster_id: str | None = None
+    gpu_type_id: str | None = None
+    pod_count: int = 0
+    cost_per_hr: float | None = None
+    reason: PodReason | None = None
+    message: str | None = None
+
+    def changed(self, **changes: object) -> ClusterRecord:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def job_uid(pod: KubeObject) -> str | None:
+    """The UID of the Job that controls the pod, if one does."""
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+def job_name(pod: KubeObject) -> str:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("name") or "")
+    return ""
+
+
+def index_of(pod: KubeObject) -> int | None:
+    text = podinfo.pod_annotations(pod).get(COMPLETION_INDEX, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
+def gang_key(job: str, pods: Iterable[KubeObject]) -> str:
+    """The mark of one attempt of the Job's gang: the Job's UID and its pods' UIDs."""
+    uids = "\n".join(sorted(podinfo.uid(pod) for pod in pods))
+    return f"{job}/{hashlib.sha256(uids.encode()).hexdigest()[:12]}"
+
+
+def key_job(key: str) -> str:
+    """The Job UID a gang key names."""
+    return key.partition("/")[0]
+
+
+def members_by_gang(
+    instances: Iterable[Instance], owner_id: str
+) -> Mapping[str, Sequence[Instance]]:
+    """Our cluster members by gang key; another owner's, or untagged, never."""
+    found: dict[str, list[Instance]] = {}
+    for instance in instances:
+        gang = instance.env.get(GANG_ENV)
+        if instance.cluster_id is not None and instance.owner == owner_id and gang:
+            found.setdefault(gang, []).append(instance)
+    return found
+
+
+def gang_nonce(job: str) -> str:
+    """The batch wrapper's exit-code nonce of a Job's gang: its members share one env,
+    and every reader of a member's log knows the Job from the pod."""
+    return exit_nonce(f"gang {job}")
+
+
+def member_of(pod: KubeObject) -> tuple[str, str] | None:
+    """The id of the cluster member a gang's pod mirrors, and its log's exit-code nonce;
+    None for a pod no member runs (yet)."""
+    shown = podinfo.pod_annotations(pod)
+    member, job = shown.get(podinfo.POD_ID_ANNOTATION), job_uid(pod)
+    if shown.get(CLUSTER_ID) is None or member is None or job is None:
+        return None
+    return member, gang_nonce(job)

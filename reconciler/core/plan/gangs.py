@@ -1,0 +1,468 @@
+"""Gangs: an Indexed Job's pods run as one RunPod Instant Cluster (`core.clusters` says
+which pods, and how a cluster is known as ours; docs/architecture.md §3).
+
+Per Job, each tick:
+
+- clusters of the Job made for an earlier gang (the pods changed) are deleted, and the
+  live pods that ran in them are failed: no member runs alone;
+- a member that failed (or vanished) fails the whole gang and deletes its cluster, so
+  the Job's backoff makes the gang again;
+- a deleted pod is finished like a kubelet once its cluster is gone from the list;
+- while the gang has no cluster, its pods wait (with a reason) until all N are on the
+  node, the Job qualifies and no create is in flight; then one create is planned;
+- once the cluster is listed, index i mirrors the member of rank i: its status, its
+  overlay address as the pod IP, `runpod.io/rank` and the member's id.
+
+Clusters of ours whose Job has no pod left on the node are collected after the orphan
+grace. Nothing without our owner tag is ever touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import (
+    Action,
+    CreateCluster,
+    DeleteCluster,
+    DeleteClusterRow,
+    Event,
+    FinalizePod,
+    PatchStatus,
+    PodRef,
+    SaveClusterRow,
+)
+from reconciler.core.clusters import (
+    CLUSTER_ID,
+    COMPLETION_INDEX_ENV,
+    MAX_PODS,
+    MIN_PODS,
+    RANK,
+    ClusterRecord,
+    ClusterState,
+    gang_key,
+    gang_nonce,
+    index_of,
+    job_name,
+    job_uid,
+    key_job,
+    members_by_gang,
+)
+from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import (
+    Cloud,
+    ClusterRequest,
+    CreateRequest,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+)
+from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.outcomes import gave_up, waited_too_long
+from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.reasons import PodReason, TerminateReason
+from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
+from reconciler.core.translate import status as pod_status
+from reconciler.core.translate.annotations import POD_ID
+from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.request import create_requests
+
+_ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
+# A DELETE asked for lately is not asked again while the list still shows the members.
+_DELETE_PAUSE_SECONDS = 60
+
+
+def plan_gangs(t: Situation) -> list[Action]:
+    members = members_by_gang(t.obs.members, t.settings.owner_id)
+    rows = {row.gang: row for row in t.obs.clusters}
+    by_job: dict[str, list[KubeObject]] = {}
+    actions: list[Action] = []
+    for pod in t.obs.gang_pods:
+        job = job_uid(pod)
+        if job is None:
+            message = GANG_REFUSALS[GangRefusal.NOT_A_JOB]
+            actions += _wait(t, [pod], PodReason.INVALID_CLUSTER_JOB, message)
+        else:
+            by_job.setdefault(job, []).append(pod)
+    current: set[str] = set()
+    for job, pods in by_job.items():
+        decided, key = _gang(t, job, pods, members, rows)
+        actions += decided
+        current.add(key)
+    return actions + _collect(t, members, rows, by_job, current)
+
+
+def _gang(
+    t: Situation,
+    job: str,
+    pods: list[KubeObject],
+    members: Mapping[str, Sequence[Instance]],
+    rows: Mapping[str, ClusterRecord],
+) -> tuple[list[Action], str]:
+    """One Job's gang: its actions, and its key."""
+    active = [p for p in pods if not podinfo.is_finished(p) and not podinfo.is_deleting(p)]
+    key = gang_key(job, active)
+    current = members.get(key, ())
+    actions: list[Action] = []
+    for gang, listed in members.items():
+        if key_job(gang) == job and gang != key:
+            detail = "the gang it ran changed (a pod of it ended or went)"
+            actions += _delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
+    cluster_id = current[0].cluster_id if current else None
+    # A live pod that ran in another cluster than its gang's has lost its member.
+    broken = [
+        p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in (None, cluster_id)
+    ]
+    actions += _fail(t, broken, "a pod of its gang ended or went, so its cluster was deleted")
+    listed_ids = {m.cluster_id for group in members.values() for m in group}
+    actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
+    healthy = [p for p in active if p not in broken]
+    if current:
+        return actions + _run(t, key, healthy, current, rows.get(key)), key
+    return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+
+
+def _run(
+    t: Situation,
+    key: str,
+    pods: list[KubeObject],
+    members: Sequence[Instance],
+    row: ClusterRecord | None,
+) -> list[Action]:
+    """The gang's cluster is listed: adopt it, mirror each member, or fail the gang."""
+    cluster_id = str(members[0].cluster_id)
+    actions: list[Action] = []
+    if row is None or row.cluster_id != cluster_id or row.state is not ClusterState.RUNNING:
+        actions += [SaveClusterRow(_adopted(t, key, pods, members, row, cluster_id))]
+    failed = [m for m in members if m.status in _ENDED]
+    if failed:
+        detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
+        return [
+            *actions,
+            *_delete(t, cluster_id, row, detail, pods),
+            *_fail(t, pods, f"{detail}: the gang fails, and its Job makes it again"),
+        ]
+    by_rank = {m.rank: m for m in members if m.rank is not None}
+    for pod in pods:
+        index = index_of(pod)
+        member = by_rank.get(index) if index is not None else None
+        actions += _mirror(t, pod, member, cluster_id)
+    return actions
+
+
+def _adopted(
+    t: Situation,
+    key: str,
+    pods: list[KubeObject],
+    members: Sequence[Instance],
+    row: ClusterRecord | None,
+    cluster_id: str,
+) -> ClusterRecord:
+    base = row or _new_row(t, key, pods, ClusterState.RUNNING)
+    return base.changed(
+        state=ClusterState.RUNNING,
+        cluster_id=cluster_id,
+        gpu_type_id=members[0].gpu_type_id,
+        pod_count=len(members),
+        cost_per_hr=round(sum(m.cost_per_hr for m in members), 6),
+        reason=None,
+        message=None,
+        updated_at=t.now,
+    )
+
+
+def _mirror(
+    t: Situation, pod: KubeObject, member: Instance | None, cluster_id: str
+) -> list[Action]:
+    """The pod shows its member: status, overlay IP, rank, id (only when that changed)."""
+    if member is None:  # ranks are assigned while the cluster provisions
+        status = pod_status.pod_status(pod, None, exit_code=None, now=t.now)
+        annotations: dict[str, str | None] = {CLUSTER_ID: cluster_id}
+    else:
+        status = pod_status.pod_status(pod, member, exit_code=None, now=t.now)
+        if member.overlay_ip:
+            status.update(podIP=member.overlay_ip, podIPs=[{"ip": member.overlay_ip}])
+        annotations = {
+            **pod_status.metadata_annotations(member),
+            CLUSTER_ID: cluster_id,
+            RANK: str(member.rank),
+        }
+    shown = podinfo.pod_annotations(pod)
+    changed = {k: v for k, v in annotations.items() if shown.get(k) != v}
+    if _shown(status) == _shown(pod.get("status") or {}) and not changed:
+        return []
+    return [PatchStatus(PodRef.of(pod), status, None, changed)]
+
+
+def _shown(status: Mapping[str, Any]) -> tuple[object, ...]:
+    """What of a status the mirror owns: equal when nothing needs patching."""
+    containers = tuple(
+        (
+            c.get("name"),
+            c.get("ready"),
+            tuple(sorted((c.get("state") or {}).keys())),
+            _state_reason(c.get("state") or {}),
+            c.get("restartCount"),
+        )
+        for c in status.get("containerStatuses") or []
+    )
+    fields = ("phase", "podIP", "reason", "message")
+    return (*(status.get(name) for name in fields), containers)
+
+
+def _state_reason(state: Mapping[str, Any]) -> object:
+    detail = next(iter(state.values()), None)
+    return detail.get("reason") if isinstance(detail, Mapping) else None
+
+
+def _without_cluster(
+    t: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRecord | None
+) -> list[Action]:
+    """No cluster listed for this gang: wait for its pods, its create, or create it."""
+    if not pods:
+        return []
+    if row is not None and row.state is ClusterState.RUNNING:
+        if t.within(row.updated_at, t.settings.create_grace_time):
+            return []  # just made: the list can lag behind the create
+        detail = f"cluster {row.cluster_id} is gone"
+        return [DeleteClusterRow(key), *_fail(t, pods, f"{detail}: the gang fails")]
+    creating = row is not None and row.state is ClusterState.CREATING
+    if creating and t.within(row.attempt_started_at if row else None, t.settings.create_grace_time):
+        return []  # in flight or in doubt: its members may yet be listed
+    inputs = t.obs.gang_inputs.get(job)
+    if inputs is None or inputs.job is None:
+        message = "waiting for the pod's Job to be read"
+        return _wait(t, pods, PodReason.CLUSTER_FORMING, message)
+    refused = _refusal(inputs.job, pods)
+    if refused is not None:
+        return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
+    size = int(inputs.job["spec"]["completions"])
+    indexes = sorted(i for i in (index_of(p) for p in pods) if i is not None)
+    if indexes != list(range(size)):
+        name = inputs.job["metadata"]["name"]
+        message = f"waiting for all {size} pods of Job {name} ({len(pods)} on the node)"
+        return _wait(t, pods, PodReason.CLUSTER_FORMING, message)
+    refused_lately = row is not None and t.within(row.updated_at, REFUSAL_RETRY_SECONDS)
+    if row is not None and row.state is ClusterState.REFUSED and row.reason and refused_lately:
+        return _wait(t, pods, row.reason, row.message or row.reason.value)
+    return _create(t, key, pods, inputs, row)
+
+
+def _create(
+    t: Situation,
+    key: str,
+    pods: list[KubeObject],
+    inputs: CreateInputs,
+    row: ClusterRecord | None,
+) -> list[Action]:
+    ordered = sorted(pods, key=lambda p: index_of(p) or 0)
+    try:
+        if inputs.error is not None:
+            raise inputs.error
+        requests = create_requests(
+            ordered[0], inputs.job, inputs.sources, t.obs.catalog, t.settings, t.settings.owner_id
+        )
+    except TranslationError as exc:
+        return _wait(t, pods, exc.reason, str(exc))
+    job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
+    refused = _unclusterable(requests, inputs, job)
+    if refused is not None:
+        return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
+    owned = sum(len(group) for group in ownership_of(t.obs, t.settings.owner_id).owned.values())
+    listed = sum(1 for m in t.obs.members if m.owner == t.settings.owner_id)
+    if owned + listed + len(pods) > t.settings.max_instances:
+        message = (
+            f"a cluster of {len(pods)} pods would pass --max-instances "
+            f"({t.settings.max_instances}; {owned + listed} running)"
+        )
+        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, message)
+    candidates = tuple(_cluster_request(r, key, ordered[0], len(pods)) for r in requests)
+    intent = (row or _new_row(t, key, pods, ClusterState.CREATING)).changed(
+        state=ClusterState.CREATING, attempt_started_at=t.now, updated_at=t.now
+    )
+    return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
+
+
+def _cluster_request(
+    request: CreateRequest, key: str, pod: KubeObject, size: int
+) -> ClusterRequest:
+    """One pod's create request as a cluster of `size` such pods: one env for all, with
+    the gang's tag instead of the pod's, and its own exit-code nonce."""
+    nonce = gang_nonce(key_job(key))
+    env = {
+        name: value
+        for name, value in request.env.items()
+        if name not in (POD_UID_ENV, COMPLETION_INDEX_ENV)
+    }
+    env[GANG_ENV] = key
+    args = request.args
+    if STOP_ON_EXIT_ENV in env:
+        env[STOP_ON_EXIT_ENV] = nonce
+        command = start_command(choose_container(pod), request.env)
+        args = wrap_for_batch(command, nonce) if command is not None else None
+    return ClusterRequest(
+        name=request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}",
+        image=request.image,
+        gpu_type_id=request.gpu_type_id,
+        gpu_count_per_pod=request.gpu_count,
+        pod_count=size,
+        args=args,
+        env=env,
+        ports=request.ports,
+        container_disk_gb=request.container_disk_gb,
+        persistent_volume=request.persistent_volume,
+        datacenter_ids=request.datacenter_ids,
+        start_ssh=request.start_ssh,
+        hourly_price=round(request.hourly_price * size, 6),
+    )
+
+
+def _refusal(job: KubeObject, pods: list[KubeObject]) -> str | None:
+    """Why the Job cannot be an Instant Cluster, in words; None when it can."""
+    spec, name = job.get("spec") or {}, job["metadata"]["name"]
+    completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
+    figures = {"job": name, "completions": completions, "parallelism": parallelism}
+    if spec.get("completionMode") != "Indexed":
+        return GANG_REFUSALS[GangRefusal.NOT_INDEXED].format(**figures)
+    if parallelism != completions:
+        return GANG_REFUSALS[GangRefusal.UNEQUAL_PARALLELISM].format(**figures)
+    if not isinstance(completions, int) or not MIN_PODS <= completions <= MAX_PODS:
+        return GANG_REFUSALS[GangRefusal.SIZE].format(**figures)
+    different = _difference(pods)
+    if different is not None:
+        return GANG_REFUSALS[GangRefusal.PODS_DIFFER].format(detail=different, **figures)
+    return None
+
+
+def _unclusterable(requests: Sequence[CreateRequest], inputs: CreateInputs, job: str) -> str | None:
+    first = requests[0]
+    if first.cpu_flavor_id:
+        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
+    if first.registry_auth_id or inputs.pull_secret is not None or inputs.registry_auth_id:
+        return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
+    if first.template_id:
+        return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
+    if all(r.cloud is not Cloud.SECURE for r in requests):
+        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
+    return None
+
+
+def _difference(pods: list[KubeObject]) -> str | None:
+    """How the pods' specs differ, beyond what the Job controller makes per index."""
+    shapes = {}
+    for pod in pods:
+        spec = {
+            k: v for k, v in (pod.get("spec") or {}).items() if k not in ("hostname", "nodeName")
+        }
+        shapes[podinfo.uid(pod)] = repr(sorted(spec.items(), key=lambda item: item[0]))
+    if len(set(shapes.values())) <= 1:
+        return None
+    names = sorted(PodRef.of(p).name for p in pods)
+    return f"the specs of {', '.join(names[:3])} are not the same"
+
+
+def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:
+    pod = pods[0]
+    namespace = PodRef.of(pod).namespace
+    return ClusterRecord(key, key.partition("/")[0], namespace, job_name(pod), state, t.now, t.now)
+
+
+def _wait(
+    t: Situation, pods: Sequence[KubeObject], reason: PodReason, message: str
+) -> list[Action]:
+    """Keep the pods Pending with `reason`, or fail them once they waited too long."""
+    actions: list[Action] = []
+    for pod in pods:
+        if waited_too_long(t, pod):
+            actions += _fail(t, [pod], gave_up(t, message), reason)
+            continue
+        status = pod_status.pod_status(
+            pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
+        )
+        if _shown(status) == _shown(pod.get("status") or {}):
+            continue
+        ref = PodRef.of(pod)
+        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
+    return actions
+
+
+def _fail(
+    t: Situation,
+    pods: Sequence[KubeObject],
+    message: str,
+    reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
+) -> list[Action]:
+    actions: list[Action] = []
+    for pod in pods:
+        if podinfo.is_finished(pod):
+            continue
+        ref = PodRef.of(pod)
+        status = pod_status.pod_status(
+            pod, None, exit_code=None, now=t.now, reason=reason, message=message
+        )
+        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
+    return actions
+
+
+def _finalize(t: Situation, deleting: list[KubeObject], listed: set[str | None]) -> list[Action]:
+    """Finish deleted pods like a kubelet, each once its cluster is gone from the list."""
+    actions: list[Action] = []
+    for pod in deleting:
+        shown = podinfo.pod_annotations(pod)
+        if shown.get(CLUSTER_ID) in listed:
+            continue
+        final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=t.now)
+        actions.append(FinalizePod(PodRef.of(pod), None, final))
+    return actions
+
+
+def _delete(
+    t: Situation,
+    cluster_id: str | None,
+    row: ClusterRecord | None,
+    detail: str,
+    pods: Sequence[KubeObject],
+    reason: TerminateReason = TerminateReason.POD_FAILED,
+) -> list[Action]:
+    if cluster_id is None:
+        return []
+    asked = row is not None and row.state is ClusterState.DELETING
+    if asked and t.within(row.updated_at if row else None, _DELETE_PAUSE_SECONDS):
+        return []
+    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
+    refs = tuple(PodRef.of(p) for p in pods)
+    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
+
+
+def _collect(
+    t: Situation,
+    members: Mapping[str, Sequence[Instance]],
+    rows: Mapping[str, ClusterRecord],
+    by_job: Mapping[str, list[KubeObject]],
+    current: set[str],
+) -> list[Action]:
+    """Clusters of ours whose Job has no pod on the node: deleted after the orphan grace
+    (a create's pods may be read a moment after its members are listed); rows of gangs
+    that are no Job's gang now and have no cluster listed, forgotten once no create of
+    theirs can be in doubt."""
+    actions: list[Action] = []
+    for gang, listed in members.items():
+        if key_job(gang) in by_job:
+            continue
+        born = min((m.created_at for m in listed if m.created_at), default=None)
+        if born is not None and t.within(born, t.settings.orphan_grace_time):
+            continue
+        detail = "no pod of its Job is left on the node"
+        actions += _delete(
+            t, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
+        )
+    for gang, row in rows.items():
+        if gang in members or gang in current:
+            continue
+        since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
+        if not t.within(since, t.settings.create_grace_time + t.settings.orphan_grace_time):
+            actions.append(DeleteClusterRow(gang))
+    return actions

@@ -1,0 +1,157 @@
+"""An Indexed Job run as one RunPod Instant Cluster, end to end through both simulators:
+one POST /v2/clusters once all the Job's pods are on the node (its body closed, tagged
+with our owner and the gang, without a pod UID or the per-pod index), index i mirrors
+the member of rank i (status, overlay IP, `runpod.io/rank`), a steady tick lists once
+and nothing more, deleting the Job deletes the cluster and finishes every pod, a member
+failure fails the gang and the Job's retry gets a new cluster, a Job that cannot be a
+cluster says why on its pods, and a crash or a lost answer around the create leaves one
+cluster, not two."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import crashpoints
+from reconciler.sim.runpod import SimRequest
+
+
+def cluster_posts(box: Sandbox) -> list[SimRequest]:
+    return [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+
+
+def members(box: Sandbox) -> list[dict[str, Any]]:
+    return [pod for pod in box.runpod_sim.instances.values() if "cluster" in pod]
+
+
+def running_gang(box: Sandbox, size: int = 2) -> list[dict[str, Any]]:
+    box.add_indexed_job("train", size)
+    box.tick()
+    box.advance(30)
+    box.tick()
+    return box.job_pods("train")
+
+
+def test_an_indexed_job_becomes_one_cluster(box: Sandbox) -> None:
+    box.add_indexed_job("train", 2)
+    box.tick()
+    [post] = cluster_posts(box)
+    assert post.status == 201
+    body = post.body
+    assert body["compute"] == {
+        "gpuTypeId": body["compute"]["gpuTypeId"],
+        "gpuCountPerPod": 1,
+        "podCount": 2,
+    }
+    assert body["type"] == "TRAINING" and "registry" not in body
+    assert body["env"][OWNER_ENV] == box.settings.owner_id and GANG_ENV in body["env"]
+    assert POD_UID_ENV not in body["env"] and "JOB_COMPLETION_INDEX" not in body["env"]
+    pods = box.job_pods("train")
+    assert all(p["status"].get("phase") == "Pending" for p in pods)
+    box.advance(30)
+    box.tick()
+    by_rank = {m["cluster"]["rank"]: m for m in members(box)}
+    for index, pod in enumerate(box.job_pods("train")):
+        member = by_rank[index]
+        assert pod["status"]["phase"] == "Running"
+        assert pod["status"]["podIP"] == member["cluster"]["ip"]
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["runpod.io/rank"] == str(index)
+        assert annotations["runpod.io/pod-id"] == member["id"]
+        assert annotations["runpod.io/cluster-id"] == member["cluster"]["id"]
+    assert len(cluster_posts(box)) == 1
+
+
+def test_a_steady_tick_lists_once_and_writes_nothing(box: Sandbox) -> None:
+    running_gang(box)
+    box.tick()  # the last status writes settle
+    seen = len(box.runpod_sim.requests)
+    writes = len(box.kube_sim.requests)
+    box.tick()
+    new = box.runpod_sim.requests[seen:]
+    assert [(r.method, r.path, r.query) for r in new] == [
+        ("GET", "/v2/pods", {"includeClusterPods": "true"})
+    ]
+    pod_writes = [r for r in box.kube_sim.requests[writes:] if r[0] != "GET" and "/pods" in r[1]]
+    assert pod_writes == []
+
+
+def test_deleting_the_job_deletes_the_cluster_and_finishes_its_pods(box: Sandbox) -> None:
+    running_gang(box)
+    cluster_id = members(box)[0]["cluster"]["id"]
+    batch = box.kube_sim.api_client()
+    import kubernetes
+
+    kubernetes.client.BatchV1Api(batch).delete_namespaced_job(
+        "train", "default", propagation_policy="Background"
+    )
+    box.tick()
+    deletes = [r for r in box.runpod_sim.requests if r.method == "DELETE"]
+    assert [r.path for r in deletes] == [f"/v2/clusters/{cluster_id}"]
+    assert members(box) == [] and box.runpod_sim.clusters == {}
+    box.tick()
+    assert box.job_pods("train") == []
+
+
+def test_a_member_failure_fails_the_gang_and_the_retry_gets_a_new_cluster(box: Sandbox) -> None:
+    running_gang(box)
+    first = members(box)
+    box.runpod_sim.fail_instance(first[0]["id"])
+    box.tick()
+    assert box.runpod_sim.clusters == {}
+    failed = [p for p in box.kube_sim.list("pods", "default") if p["status"]["phase"] == "Failed"]
+    assert len(failed) == 2
+    assert {p["status"]["reason"] for p in failed} == {"ClusterMemberFailed"}
+    replacements = box.job_pods("train")
+    live = [p for p in replacements if p["status"].get("phase") != "Failed"]
+    assert len(live) == 2
+    box.tick()
+    posts = cluster_posts(box)
+    assert len(posts) == 2
+    assert posts[0].body["env"][GANG_ENV] != posts[1].body["env"][GANG_ENV]
+
+
+def test_a_job_that_cannot_be_a_cluster_says_why(box: Sandbox) -> None:
+    box.add_indexed_job("train", 3, parallelism=2)
+    box.tick()
+    assert cluster_posts(box) == []
+    for pod in box.job_pods("train"):
+        waiting = pod["status"]["containerStatuses"][0]["state"]["waiting"]
+        assert waiting["reason"] == "InvalidClusterJob"
+        assert "parallelism (2) must equal its completions (3)" in waiting["message"]
+
+
+@pytest.mark.parametrize("point", ["after-cluster-intent", "after-cluster-create"])
+def test_a_crash_around_the_create_leaves_one_cluster(box: Sandbox, point: str) -> None:
+    box.add_indexed_job("train", 2)
+    crashpoints.arm(point, die=_raise)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    crashpoints.arm("")
+    box.restart()
+    for _ in range(4):
+        box.tick()
+        box.advance(20)
+    assert len(box.runpod_sim.clusters) == 1
+    assert all(p["status"]["phase"] == "Running" for p in box.job_pods("train"))
+
+
+def test_a_lost_answer_is_not_retried_blindly(box: Sandbox) -> None:
+    box.add_indexed_job("train", 2)
+    box.runpod_sim.create_then_fail(1, 500)
+    box.tick()
+    box.runpod_sim.set_listing_lag(20)
+    box.tick()
+    box.advance(25)
+    box.tick()
+    box.advance(30)
+    box.tick()
+    assert len(box.runpod_sim.clusters) == 1
+    assert len(cluster_posts(box)) == 1
+
+
+def _raise() -> None:
+    raise crashpoints.SimulatedCrash
