@@ -96,6 +96,8 @@ class RunResult:
     duplicates_explained: int = 0
     duplicates_healed: bool = True
     orphan_seconds: float = 0.0
+    clusters_made: int = 0
+    """Instant Clusters RunPod answered 201 for."""
     violations: list[tuple[str, str]] = field(default_factory=list)
 
     def violate(self, invariant: str, messages: list[str]) -> None:
@@ -113,6 +115,8 @@ INVARIANTS = (
     "orphans-bounded",
     "steady-tick",
     "hostile-namespace",
+    "no-duplicate-cluster",
+    "no-leaked-cluster",
 )
 
 
@@ -171,7 +175,7 @@ class Run:
             plan = self._choose_plan()
             snap = self._look()
             steer = STEER.get(plan.point or "")
-            if steer in ("add", "add-private") and not self.workload.keep_bounded(snap):
+            if steer in ("add", "add-private", "add-gang") and not self.workload.keep_bounded(snap):
                 steer = "end"
             self.workload.step(snap, steer)
             if self.rng.random() < HOLD_ENDS_CHANCE:
@@ -306,6 +310,8 @@ class Run:
 
     def _look(self) -> Snapshot:
         snap = Snapshot.take(self.host, self.reconciler.owner, self.reconciler.node)
+        for uid, pod in snap.pods.items():  # the Job controller's pods too, for the journal
+            self.workload.uid_by_name.setdefault(pod["metadata"]["name"], uid)
         now = time.monotonic()
         self.history.observe(snap, now, now - self._last_look, datetime.now(UTC))
         self._last_look = now
@@ -341,6 +347,19 @@ class Run:
         requests = self.host.runpod_requests()
         result.violate(
             "foreign-untouched", invariants.foreign_violations(requests, self.foreign, snap)
+        )
+        result.violate(
+            "no-duplicate-cluster",
+            [f"gang {gang} ends with two clusters" for gang in snap.duplicate_clusters()],
+        )
+        result.violate(
+            "no-leaked-cluster",
+            [f"cluster {c} outlived its Job's pods" for c in snap.leaked_clusters()],
+        )
+        result.clusters_made = sum(
+            1
+            for r in requests
+            if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
         )
         result.violate("terminate-by-delete", invariants.action_requests(requests))
         journal = (
@@ -464,6 +483,7 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"{sum(r.duplicates_explained for r in results)}; healed in "
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
+        f"Instant Clusters made: {sum(r.clusters_made for r in results)}",
     ]
 
 

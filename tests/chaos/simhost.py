@@ -39,6 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube_resources import JOBS
 from reconciler.sim.runpod import RunPodSimulator
 
 # Boot delays short enough that an instance is RUNNING by the reconciler's next tick.
@@ -121,6 +122,11 @@ class _ControlServer(ThreadingHTTPServer):
                 return 200, {}
             case "GET", ["pods"]:
                 return 200, self.kube.list("pods")
+            case "DELETE", ["jobs", namespace, name]:
+                # kubectl delete job: propagationPolicy Background, the pods go too.
+                job = self.kube.store.delete(JOBS, namespace, name)
+                self.kube.jobs.delete_dependents(job)
+                return 200, {}
             case "PUT", ["objects", plural]:
                 return 200, self.kube.put(plural, body)
             case "GET", ["objects", plural, namespace, name]:

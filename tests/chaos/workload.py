@@ -20,7 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tests.chaos.world import Json, SimHost, Snapshot, deleting, finished, pod_manifest
+from tests.chaos.world import (
+    Json,
+    SimHost,
+    Snapshot,
+    deleting,
+    finished,
+    gang_manifest,
+    pod_manifest,
+)
 
 MAX_LIVE_PODS = 7
 # A lag longer than the create grace makes in-doubt creates repeat: duplicates to heal.
@@ -52,7 +60,12 @@ STEER = {
     "after-registry-create": "add-private",
     "after-registry-unused": "delete-private",
     "after-registry-delete": "delete-private",
+    "after-cluster-intent": "add-gang",
+    "after-cluster-create": "add-gang",
+    "after-cluster-deleting": "end-gang",
+    "after-cluster-delete": "end-gang",
 }
+GANG_SIZE = 2
 PRIVATE_SHARE = 0.3
 """Of the pods added unsteered, those with a private image (a registry credential each)."""
 
@@ -78,6 +91,8 @@ class Workload:
     """The coming tick's rows are to be lost after it (the database deleted)."""
     hostile: bool = False
     """The users' namespace carries HOSTILE_CAPS until the next round (or the settle)."""
+    gangs: list[str] = field(default_factory=list)
+    """Names of the Indexed Jobs run as clusters that were not deleted yet."""
     _snap: Snapshot | None = None
     _next: int = 0
 
@@ -99,12 +114,45 @@ class Workload:
         if is_batch:
             self.batch.add(pod["metadata"]["uid"])
 
+    def add_gang(self, snap: Snapshot | None = None) -> None:
+        """An Indexed Job whose pods run as one Instant Cluster."""
+        name = f"g{self._next:03d}"
+        self._next += 1
+        job = self.host.create_job(gang_manifest(self.namespace, name, self.node, GANG_SIZE))
+        self.gangs.append(name)
+        for pod in self.host.pods():  # made by the Job controller as the Job was
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(ref.get("uid") == job["metadata"]["uid"] for ref in owners):
+                self.uid_by_name[pod["metadata"]["name"]] = pod["metadata"]["uid"]
+
+    def _end_gang(self, snap: Snapshot) -> None:
+        """A gang's cluster goes: its Job is deleted, or one of its members fails (the
+        gang fails, and the Job makes it again)."""
+        running = [
+            (gang, members)
+            for gang, clusters in sorted(snap.clusters.items())
+            for members in clusters.values()
+            if all(m["status"] == "RUNNING" for m in members)
+        ]
+        if not running or not self.gangs:
+            self.add_gang()  # something to end next time
+            return
+        if self.rng.random() < 0.5:
+            name = self.gangs.pop(self.rng.randrange(len(self.gangs)))
+            self.host.delete_job(self.namespace, name)
+            return
+        _, members = self.rng.choice(running)
+        self.host.runpod("POST", f"pods/{members[0]['id']}/fail", missing_ok=True)
+        self.faults["cluster-member-error"] += 1
+
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""
         self._snap = snap
         self.calm_namespace()
         events: dict[str, Callable[[Snapshot], None]] = {
             "add": self.add_pod,
+            "add-gang": self.add_gang,
+            "end-gang": self._end_gang,
             "add-private": lambda snap: self.add_pod(snap, private=True),
             "end": self._end_one,
             "delete-private": self._delete_private,
@@ -116,6 +164,8 @@ class Workload:
         }
         odds = {
             "add": 0.45,
+            "add-gang": 0.08,
+            "end-gang": 0.08,
             "add-private": 0.0,
             "delete-private": 0.0,
             "end": 0.35,
@@ -127,7 +177,7 @@ class Workload:
         }
         room = self.keep_bounded(snap)
         for name, chance in odds.items():
-            if name == "add" and not room and steer != "add":
+            if name in ("add", "add-gang") and not room and steer != name:
                 continue
             if name == steer or self.rng.random() < chance:
                 events[name](snap)

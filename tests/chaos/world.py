@@ -23,7 +23,8 @@ from typing import Any
 import requests
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
+from reconciler.core.pods import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
 from reconciler.runtime.claim import dead_here, writer_lease_name
 
@@ -173,6 +174,13 @@ class SimHost:
     def delete_pod(self, namespace: str, name: str, grace: int) -> None:
         self.control("DELETE", f"pods/{namespace}/{name}?grace={grace}")
 
+    def create_job(self, manifest: Json) -> Json:
+        """A Job; the simulator's Job controller makes an Indexed Job's pods at once."""
+        return dict(self.control("PUT", "objects/jobs", manifest))
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.control("DELETE", f"jobs/{namespace}/{name}")
+
     def pods(self) -> list[Json]:
         return list(self.control("GET", "pods"))
 
@@ -225,6 +233,38 @@ def pod_manifest(
     }
 
 
+def gang_manifest(namespace: str, name: str, node: str, size: int = 2) -> Json:
+    """An Indexed Job of `size` pods on the virtual node, run as one Instant Cluster."""
+    container = {
+        "name": "main",
+        "image": "python:3.11",
+        "command": ["torchrun", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    template = {
+        "metadata": {"annotations": {CLUSTER_ANNOTATION: "true"}},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "containers": [container],
+            "tolerations": [TOLERATION],
+        },
+    }
+    spec = {
+        "completionMode": "Indexed",
+        "completions": size,
+        "parallelism": size,
+        "backoffLimit": 2,
+        "template": template,
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 # --- one look at both worlds ------------------------------------------------------------
 
 
@@ -239,12 +279,20 @@ class Snapshot:
     instances: list[Json]
     """Every instance in the account (foreign ones too), as the API serves them."""
     owned: dict[str, list[Json]] = field(init=False)
+    clusters: dict[str, dict[str, list[Json]]] = field(init=False)
+    """Our Instant Clusters' members, by gang tag and cluster id (not in `owned`)."""
 
     def __post_init__(self) -> None:
         self.owned = defaultdict(list)
+        self.clusters = defaultdict(lambda: defaultdict(list))
         for instance in self.instances:
             env = instance.get("env") or {}
-            if env.get(OWNER_ENV) == self.owner:
+            if env.get(OWNER_ENV) != self.owner:
+                continue
+            if instance.get("cluster"):
+                gang = env.get(GANG_ENV, "?")
+                self.clusters[gang][instance["cluster"]["id"]].append(instance)
+            else:
                 self.owned[env.get(POD_UID_ENV, "?")].append(instance)
 
     @classmethod
@@ -267,6 +315,20 @@ class Snapshot:
     def duplicates(self) -> dict[str, int]:
         return {uid: len(group) for uid, group in self.owned.items() if len(group) > 1}
 
+    def duplicate_clusters(self) -> list[str]:
+        """Gangs with more than one cluster."""
+        return [gang for gang, made in self.clusters.items() if len(made) > 1]
+
+    def leaked_clusters(self) -> list[str]:
+        """Our clusters whose Job has no live pod on the node."""
+        jobs = {_job_uid(pod) for uid, pod in self.pods.items() if self.live(uid)}
+        return [
+            cluster_id
+            for gang, made in self.clusters.items()
+            if gang.partition("/")[0] not in jobs
+            for cluster_id in made
+        ]
+
     def unconverged(self) -> list[str]:
         """Why the worlds do not agree yet; empty once converged."""
         problems = [
@@ -274,9 +336,39 @@ class Snapshot:
             for i in self.orphans()
         ]
         problems += [f"pod {uid} has {n} instances" for uid, n in self.duplicates().items()]
+        problems += [f"gang {gang} has two clusters" for gang in self.duplicate_clusters()]
+        problems += [f"cluster {c} outlived its Job's pods" for c in self.leaked_clusters()]
+        listed = {cluster_id for made in self.clusters.values() for cluster_id in made}
         for uid, pod in self.pods.items():
-            problems += _pod_problems(pod, self.owned.get(uid, []))
+            if _annotations(pod).get(CLUSTER_ANNOTATION) == "true":
+                problems += _gang_pod_problems(pod, listed)
+            else:
+                problems += _pod_problems(pod, self.owned.get(uid, []))
         return problems
+
+
+def _annotations(pod: Json) -> dict[str, str]:
+    return dict((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def _job_uid(pod: Json) -> str | None:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Job":
+            return str(ref.get("uid"))
+    return None
+
+
+def _gang_pod_problems(pod: Json, listed: set[str]) -> list[str]:
+    """A gang's pod agrees with RunPod once it runs on a listed cluster of ours, or ended."""
+    name = pod["metadata"]["name"]
+    if deleting(pod):
+        return [f"gang pod {name} still Terminating"]
+    if finished(pod):
+        return []
+    cluster = _annotations(pod).get("runpod.io/cluster-id")
+    if phase(pod) != "Running" or cluster not in listed:
+        return [f"gang pod {name} is {phase(pod)} ({waiting_reason(pod)}) on cluster {cluster}"]
+    return []
 
 
 def _pod_problems(pod: Json, instances: list[Json]) -> list[str]:

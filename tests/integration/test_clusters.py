@@ -155,3 +155,25 @@ def test_a_lost_answer_is_not_retried_blindly(box: Sandbox) -> None:
 
 def _raise() -> None:
     raise crashpoints.SimulatedCrash
+
+
+def test_a_second_cluster_for_one_gang_is_deleted(box: Sandbox) -> None:
+    """A lost answer while the list lags past the create grace: the create is made again
+    (as for instances, architecture §4), and once both are listed one goes."""
+    box.add_indexed_job("train", 2)
+    box.runpod_sim.set_listing_lag(90)
+    box.runpod_sim.create_then_fail(1, 500)
+    box.tick()
+    box.advance(31)
+    box.tick()
+    assert len(cluster_posts(box)) == 2 and len(box.runpod_sim.clusters) == 2
+    box.runpod_sim.catch_up_listing()
+    box.runpod_sim.set_listing_lag(0)
+    box.tick()
+    box.advance(31)
+    box.tick()
+    box.tick()
+    [kept] = box.runpod_sim.clusters
+    for pod in box.job_pods("train"):
+        assert pod["metadata"]["annotations"]["runpod.io/cluster-id"] == kept
+        assert pod["status"]["phase"] == "Running"

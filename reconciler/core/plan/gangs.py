@@ -20,6 +20,7 @@ grace. Nothing without our owner tag is ever touched.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from reconciler.core import pods as podinfo
@@ -105,8 +106,12 @@ def _gang(
     """One Job's gang: its actions, and its key."""
     active = [p for p in pods if not podinfo.is_finished(p) and not podinfo.is_deleting(p)]
     key = gang_key(job, active)
-    current = members.get(key, ())
+    current, extra = _one_cluster(members.get(key, ()), rows.get(key))
     actions: list[Action] = []
+    for second, born in extra.items():
+        if born is not None and not t.within(born, t.settings.create_grace_time):
+            detail = "a second cluster for one gang (an in-doubt create made again)"
+            actions += _delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
     for gang, listed in members.items():
         if key_job(gang) == job and gang != key:
             detail = "the gang it ran changed (a pod of it ended or went)"
@@ -123,6 +128,26 @@ def _gang(
     if current:
         return actions + _run(t, key, healthy, current, rows.get(key)), key
     return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+
+
+def _one_cluster(
+    listed: Sequence[Instance], row: ClusterRecord | None
+) -> tuple[Sequence[Instance], dict[str, datetime | None]]:
+    """The gang's cluster (the one its row names, else the oldest) and any others, with
+    when each was made: two for one gang are an in-doubt create made again, healed as
+    duplicate instances are (docs/architecture.md §4)."""
+    clusters: dict[str, list[Instance]] = {}
+    for member in listed:
+        clusters.setdefault(str(member.cluster_id), []).append(member)
+    if len(clusters) <= 1:
+        return listed, {}
+    born = {
+        cid: min((m.created_at for m in ms if m.created_at), default=None)
+        for cid, ms in clusters.items()
+    }
+    named = row.cluster_id if row is not None and row.cluster_id in clusters else None
+    keep = named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
+    return clusters[keep], {cid: born[cid] for cid in clusters if cid != keep}
 
 
 def _run(
