@@ -34,6 +34,42 @@ def test_version_is_the_projects(image: Image) -> None:
     assert done.stdout.strip() == f"reconciler, version {version}"
 
 
+# Run in the image: every module of the reconciler imports, every compiled extension of
+# the libraries loads, the data files read through importlib.resources are there, and a
+# self-signed serving certificate is made (cryptography's compiled core at work). The
+# image ships the libraries as bytecode without source, stripped of their tests and of
+# their extensions' symbol tables: this is what would break first.
+IMPORT_EVERYTHING = """
+import importlib, pathlib, pkgutil, sysconfig
+import certifi, psycopg, reconciler
+from importlib import resources
+from reconciler.runtime.kubelet import tls
+
+# Not imported: __main__ runs the CLI, the migrations run only under Alembic, and the
+# RunPod simulator's sshd needs asyncssh, a test dependency (the demo runs without SSH).
+skipped = ("reconciler.__main__", "reconciler.migrations.", "reconciler.sim.runpod_ssh")
+for module in pkgutil.walk_packages(reconciler.__path__, "reconciler."):
+    if not module.name.startswith(skipped):
+        importlib.import_module(module.name)
+site = pathlib.Path(sysconfig.get_path("purelib"))
+for path in site.rglob("*.so"):
+    parts = path.relative_to(site).parts
+    if not parts[0].endswith(".libs"):  # libraries a wheel vendors, loaded by the others
+        importlib.import_module(".".join((*parts[:-1], path.name.split(".")[0])))
+assert pathlib.Path(certifi.where()).is_file()
+assert (resources.files("reconciler.migrations") / "script.py.mako").is_file()
+assert psycopg.pq.__impl__ == "binary"
+tls.server_context(*tls.self_signed("virtual-runpod", "127.0.0.1"), None)
+print("everything loads")
+"""
+
+
+def test_every_module_and_compiled_extension_loads_in_the_image(image: Image) -> None:
+    done = image.run("-c", IMPORT_EVERYTHING, entrypoint="python3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "everything loads"
+
+
 def test_the_images_user_is_the_manifests_and_not_root(image: Image) -> None:
     assert image.inspect()["Config"]["User"] == str(image_uid())  # type: ignore[index]
     done = image.run("-c", "import os; print(os.getuid(), os.getgid())", entrypoint="python3")
