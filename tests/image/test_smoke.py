@@ -52,10 +52,11 @@ for module in pkgutil.walk_packages(reconciler.__path__, "reconciler."):
     if not module.name.startswith(skipped):
         importlib.import_module(module.name)
 site = pathlib.Path(sysconfig.get_path("purelib"))
-for path in site.rglob("*.so"):
+# Named as CPython names its extension modules; other shared libraries (a wheel's vendored
+# ones, those loaded with ctypes) are loaded by the modules that use them.
+for path in [*site.rglob("*.cpython-*.so"), *site.rglob("*.abi3.so")]:
     parts = path.relative_to(site).parts
-    if not parts[0].endswith(".libs"):  # libraries a wheel vendors, loaded by the others
-        importlib.import_module(".".join((*parts[:-1], path.name.split(".")[0])))
+    importlib.import_module(".".join((*parts[:-1], path.name.split(".")[0])))
 assert pathlib.Path(certifi.where()).is_file()
 assert (resources.files("reconciler.migrations") / "script.py.mako").is_file()
 assert psycopg.pq.__impl__ == "binary"
