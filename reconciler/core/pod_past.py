@@ -1,4 +1,5 @@
-"""What a live pod without an instance and without a row was, before anything is created.
+"""What a live pod without an instance (and without a row, or a row that has yet to
+create) was, before anything is created.
 
 Such a pod may be new, or may have run on an instance whose writer's rows are lost (a
 deleted database, a writer on a database of its own). A create then runs its work a
@@ -25,7 +26,8 @@ RAN_UNRECORDED = (
 
 def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRecord | None:
     """The row of the instance the pod's runpod.io/pod-id names, after our rows were lost
-    (only an id that may make a row: `ownership.annotated_claim`).
+    or while ours still waits to create and another writer made it (only an id that may
+    make a row: `ownership.annotated_claim`).
 
     The row gets a fresh grace period: the instance may only be lagging in the list.
     """

@@ -17,6 +17,8 @@ It serves what the reconciler uses, with the contract's status codes and
     GET    /v2/registries, POST /v2/registries   (the password is never echoed)
     GET    /v2/registries/{id}, DELETE /v2/registries/{id}   (400 while a pod uses it)
     GET    /v2/billing/pods, GET /v2/billing     from each pod's ledger (see runpod_billing)
+    /v2/network-volumes, /v2/billing/network-volumes   see runpod_volumes; a pod's
+                                    network mount pins it to the volume's data center
 
 A deleted pod leaves the list at once, but `GET /v2/pods/{id}` keeps serving it with
 status TERMINATED (cost 0, no runtime, no actions), as the contract's status says.
@@ -73,6 +75,8 @@ limited, not in the request log); bodies are JSON:
                                               "headers", "at", "created", "listed_from"}]
     GET    /_sim/billing/{id}                {"gpu", "disk", "total"}: the pod's whole ledger
     GET    /_sim/state                       {"now", "balance", "pods": every pod as served}
+    POST   /_sim/network-volumes             {"name", "size", "dataCenter", "type"} -> the
+                                              volume (made without the API, as in the console)
     POST   /_sim/reset
 
 `instances` gives every pod (foreign and not yet listed ones too) as the JSON the API
@@ -123,10 +127,12 @@ from reconciler.sim.runpod_validate import (
     Problem,
     check_create_pod,
     check_create_registry,
+    check_mount_change,
     check_pod_action,
     check_port,
     check_update_pod,
 )
+from reconciler.sim.runpod_volumes import SimVolume, Volumes
 
 if TYPE_CHECKING:
     from reconciler.sim.runpod_ssh import SshHost
@@ -268,6 +274,7 @@ class RunPodSimulator:
         self._sshd: SshHost | None = None
         self._just_created: SimPod | None = None
         """The pod the request being answered made (for its log entry)."""
+        self._volumes = Volumes()
         self.reset()
 
     def __repr__(self) -> str:
@@ -288,6 +295,7 @@ class RunPodSimulator:
         if self._sshd is not None:
             self._sshd.close()
             self._sshd = None
+        self._volumes.close()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -313,6 +321,8 @@ class RunPodSimulator:
                 self._sshd.close()
                 self._sshd = None
             self._catalog = Catalog(self._gpu_types, DEFAULT_CPU_FLAVORS)
+            self._volumes.close()
+            self._volumes = Volumes()
             self._pods: dict[str, SimPod] = {}
             self._registries: dict[str, str] = {}
             self._ledgers: dict[str, billing.PodLedger] = {}
@@ -701,15 +711,18 @@ class RunPodSimulator:
         body = request.body
         if "templateId" in body:
             raise Problem(400, "templateId on update is not available in this simulator")
+        if "mounts" in body:
+            check_mount_change(pod.mounts, body["mounts"])
         registry = body.get("registry")
         if registry is not None and registry not in self._registries:
             raise Problem(400, f"registry credential {registry} not found")
         for port in body.get("ports", []):
             check_port(port)
         # PATCH semantics: a field present replaces the pod's value whole (env too).
-        for name in ("name", "image", "args", "disk", "registry", "mounts"):
+        for name in ("name", "image", "args", "disk", "registry"):
             if name in body:
                 setattr(pod, name, body[name])
+        pod.mounts = {**pod.mounts, **body.get("mounts", {})}  # `{}` leaves them as they are
         if "env" in body:
             pod.env = dict(body["env"])
         if "ports" in body:
@@ -753,9 +766,10 @@ class RunPodSimulator:
         if unknown:
             # A deterministic rule, not capacity: it fails the same on every candidate.
             raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
-        datacenter = self._catalog.take(gpu_id, count, body.get("dataCenterIds", []))
+        allowed = self._volumes.placement(body) or body.get("dataCenterIds", [])
+        datacenter = self._catalog.take(gpu_id, count, allowed)
         if datacenter is None:
-            wanted = ", ".join(body.get("dataCenterIds", [])) or "any data center"
+            wanted = ", ".join(allowed) or "any data center"
             raise Problem(400, f"no capacity: could not place {count} x {gpu_id} in {wanted}")
         pod = self._new_pod(body, gpu_id, count, cloud, datacenter, request.now)
         return self._created(pod, request.now)
@@ -882,7 +896,11 @@ class RunPodSimulator:
             self._sshd = SshHost()
         clock = self.clock
         port = self._sshd.start_pod(
-            pod.id, keys, pod.env, lambda: pod.status(clock.now()) == "RUNNING"
+            pod.id,
+            keys,
+            pod.env,
+            lambda: pod.status(clock.now()) == "RUNNING",
+            self._volumes.mounted_directories(pod.mounts),
         )
         pod.public_ip = "127.0.0.1"
         if 22 in pod.public_ports:
@@ -1099,6 +1117,64 @@ class RunPodSimulator:
         window = billing.resolve_window(request.params, request.now)
         return Reply(200, billing.account_billing(self._ledgers, window))
 
+    # Network volumes
+
+    @api("GET", "/v2/network-volumes")
+    def _list_volumes(self, request: _Request) -> Reply:
+        volumes = [volume.to_json() for volume in self._volumes.live.values()]
+        return Reply(200, {"networkVolumes": volumes})
+
+    @api("POST", "/v2/network-volumes")
+    def _create_volume(self, request: _Request) -> Reply:
+        datacenters = self._catalog.datacenters()
+        return Reply(201, self._volumes.create(request.body, datacenters, request.now).to_json())
+
+    @api("GET", "/v2/network-volumes/{id}")
+    def _get_volume(self, request: _Request) -> Reply:
+        return Reply(200, self._volumes.get(request.pod_id).to_json())
+
+    @api("PATCH", "/v2/network-volumes/{id}")
+    def _update_volume(self, request: _Request) -> Reply:
+        volume = self._volumes.update(request.pod_id, request.body, request.now)
+        return Reply(200, volume.to_json())
+
+    @api("DELETE", "/v2/network-volumes/{id}")
+    def _delete_volume(self, request: _Request) -> Reply:
+        self._volumes.delete(request.pod_id, self._mounting(request.pod_id), request.now)
+        return Reply(204)
+
+    @api("GET", "/v2/billing/network-volumes")
+    def _volume_billing(self, request: _Request) -> Reply:
+        window = billing.resolve_window(request.params, request.now)
+        volume_id = request.params.get("networkVolumeId")
+        return Reply(200, self._volumes.billing(window, volume_id, request.now))
+
+    def _mounting(self, volume_id: str) -> list[str]:
+        """The pods (stopped ones too) that have the volume attached."""
+        return [
+            pod.id
+            for pod in self._pods.values()
+            if any(m["volumeId"] == volume_id for m in pod.mounts.get("network", []))
+        ]
+
+    @property
+    def volumes(self) -> dict[str, dict[str, Any]]:
+        """Every live network volume as the API serves it, keyed by id."""
+        with self._lock:
+            return {v.id: v.to_json() for v in self._volumes.live.values()}
+
+    def add_volume(
+        self, name: str, size: int, datacenter: str, kind: str = "STANDARD"
+    ) -> SimVolume:
+        """A volume made without the API (someone's console): no quota, no request log."""
+        with self._lock:
+            return self._volumes.add(name, size, datacenter, self.clock.now(), kind)
+
+    def volume_directory(self, volume_id: str) -> Path:
+        """The directory that holds the volume's data."""
+        with self._lock:
+            return self._volumes.get(volume_id).directory
+
     # Admin routes
 
     @admin("POST", "/_sim/clock/advance")
@@ -1245,7 +1321,17 @@ class RunPodSimulator:
     @admin("GET", "/_sim/state")
     def _admin_state(self, request: _Request) -> Reply:
         pods = [pod.to_json(request.now) for pod in self._pods.values()]
-        return Reply(200, {"now": iso(request.now), "balance": self._balance, "pods": pods})
+        volumes = [volume.to_json() for volume in self._volumes.live.values()]
+        state = {"now": iso(request.now), "balance": self._balance, "pods": pods}
+        return Reply(200, {**state, "networkVolumes": volumes})
+
+    @admin("POST", "/_sim/network-volumes")
+    def _admin_add_volume(self, request: _Request) -> Reply:
+        body = request.body
+        volume = self.add_volume(
+            body["name"], int(body["size"]), body["dataCenter"], body.get("type", "STANDARD")
+        )
+        return Reply(201, volume.to_json())
 
     @admin("POST", "/_sim/reset")
     def _admin_reset(self, request: _Request) -> Reply:

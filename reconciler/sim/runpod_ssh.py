@@ -9,7 +9,9 @@ is RUNNING; a connection at any other time is dropped.
 - exec and shell run `sh -c` in the pod's sandbox directory, which stands for the pod's
   filesystem: `/tmp`, `/workspace` and `/root` in a command are read relative to it (a
   command runs with the sandbox as its working directory), so `tar cf - /tmp/x` names
-  its members `tmp/x` as in a container. A pty, when asked for, is a real one, sized by
+  its members `tmp/x` as in a container. A network volume the pod mounts is a link at
+  its mount path inside the sandbox to the volume's directory, and the path's first
+  folder is read relative to the sandbox too. A pty, when asked for, is a real one, sized by
   the client's requests.
 - direct-tcpip to the pod's loopback answers HTTP GET on the ports `serve()` set up;
   any other destination is refused, as an unused port in a container is.
@@ -41,13 +43,15 @@ from typing import Any
 import asyncssh
 
 _TIMEOUT = 30.0
-_MAPPED = re.compile(r"(?<![\w./-])/(tmp|workspace|root)(?=[/\s'\";|&)]|$)")
+_FOLDERS = ("tmp", "workspace", "root")
 _READ = 65536
 
 
-def sandboxed(command: str) -> str:
+def sandboxed(command: str, folders: tuple[str, ...] = _FOLDERS) -> str:
     """The command with the pod's own top-level folders read relative to its sandbox."""
-    return _MAPPED.sub(r"\1", command)
+    names = "|".join(re.escape(folder) for folder in folders)
+    mapped = re.compile(rf"(?<![\w./-])/({names})(?=[/\s'\";|&)]|$)")
+    return mapped.sub(r"\1", command)
 
 
 @dataclass
@@ -61,6 +65,8 @@ class _Pod:
     port: int = 0
     server: Any = None
     served: dict[int, bytes] = field(default_factory=dict)
+    folders: tuple[str, ...] = _FOLDERS
+    """The top-level folders a command reads inside the sandbox (mount paths' too)."""
 
 
 class SshHost:
@@ -76,18 +82,26 @@ class SshHost:
         self._thread.start()
 
     def start_pod(
-        self, pod_id: str, public_keys: str, env: dict[str, str], is_running: Callable[[], bool]
+        self,
+        pod_id: str,
+        public_keys: str,
+        env: dict[str, str],
+        is_running: Callable[[], bool],
+        mounts: dict[str, Path] | None = None,
     ) -> int:
-        """Start the pod's sshd; returns its port."""
+        """Start the pod's sshd; returns its port. `mounts` maps a mount path to the
+        directory the pod sees there."""
         sandbox = self._root / pod_id
-        for folder in ("tmp", "workspace", "root"):
+        for folder in _FOLDERS:
             (sandbox / folder).mkdir(parents=True, exist_ok=True)
+        tops = {_mount(sandbox, path, directory) for path, directory in (mounts or {}).items()}
         pod = _Pod(
             _key_blobs(public_keys),
             dict(env),
             is_running,
             sandbox,
             asyncssh.generate_private_key("ssh-ed25519"),
+            folders=tuple(sorted({*_FOLDERS, *tops})),
         )
         self._pods[pod_id] = pod
         self._run(self._listen(pod))
@@ -221,7 +235,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         return True
 
     def exec_requested(self, command: str) -> bool:
-        self._command = sandboxed(command)
+        self._command = sandboxed(command, self._pod.folders)
         return True
 
     def shell_requested(self) -> bool:
@@ -327,6 +341,16 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         elif self._process is not None and self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
+
+
+def _mount(sandbox: Path, path: str, directory: Path) -> str:
+    """Link `path` inside the sandbox to `directory`; returns the path's first folder."""
+    inside = sandbox / path.strip("/")
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    if inside.is_dir() and not inside.is_symlink():
+        inside.rmdir()  # an empty folder of the image, such as /workspace, is covered
+    inside.symlink_to(directory, target_is_directory=True)
+    return path.strip("/").split("/")[0]
 
 
 def _key_blobs(public_keys: str) -> frozenset[bytes]:

@@ -89,12 +89,14 @@ def _string(min_length: int = 0, pattern: re.Pattern[str] | None = None) -> Chec
     return check
 
 
-def _integer(minimum: int | None = None) -> Check:
+def _integer(minimum: int | None = None, maximum: int | None = None) -> Check:
     def check(value: Any, where: str, problems: list[str]) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             problems.append(f"{where}: expected integer")
         elif minimum is not None and value < minimum:
             problems.append(f"{where}: must be >= {minimum}")
+        elif maximum is not None and value > maximum:
+            problems.append(f"{where}: must be <= {maximum}")
 
     return check
 
@@ -252,3 +254,42 @@ _UPDATE_POD = _object(
 def check_update_pod(body: Any) -> None:
     """`UpdatePodRequest`: every field optional, nothing else allowed."""
     _validate(_UPDATE_POD, body)
+
+
+_VOLUME_SIZE = _integer(10, 4096)
+_CREATE_VOLUME = _object(
+    {
+        "name": _string(1),
+        "size": _VOLUME_SIZE,
+        "dataCenter": _string(1),
+        "type": _enum("STANDARD", "HIGH_PERFORMANCE"),
+    },
+    required=("name", "size", "dataCenter"),
+)
+_UPDATE_VOLUME = _object({"name": _string(1), "size": _VOLUME_SIZE})
+
+
+def check_create_volume(body: Any) -> None:
+    """`CreateNetworkVolumeRequest`."""
+    _validate(_CREATE_VOLUME, body)
+
+
+def check_update_volume(body: Any) -> None:
+    """`UpdateNetworkVolumeRequest`: name and size only, at least one of them."""
+    _validate(_UPDATE_VOLUME, body)
+    if not body:
+        raise Problem(422, "Request validation failed.", errors=["$: at least one property"])
+
+
+def check_mount_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    """A PATCH's `mounts` against the pod's: the kind is fixed at create, the network
+    volume's id is immutable, and mounts cannot be cleared."""
+    if after.get("network") == []:
+        raise Problem(400, "mounts.network cannot be cleared")
+    for kind in ("persistent", "network"):
+        if kind in after and kind not in before:
+            raise Problem(400, f"mounts.{kind}: the mount kind is fixed at create")
+    old = [mount["volumeId"] for mount in before.get("network", [])]
+    new = [mount["volumeId"] for mount in after.get("network", [])]
+    if new and new != old:
+        raise Problem(400, "mounts.network[0].volumeId is immutable")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -310,6 +311,20 @@ class Run:
         self._last_look = now
         return snap
 
+    def _witnesses(self, line: str) -> str:
+        """What the writers' logs say of the instances a violation names: which process
+        (log file, tick plan) made each, so that a rare interleaving can be read back."""
+        ids = set(re.findall(r"\b[a-z0-9]{14}\b", line))
+        found: list[str] = []
+        for log_path in sorted(self.reconciler.workdir.glob(f"{self.reconciler.node}*.log")):
+            tick = ""
+            for text in log_path.read_text(errors="replace").splitlines():
+                if text.startswith("--- tick"):
+                    tick = text
+                elif any(i in text for i in ids):
+                    found.append(f"  {log_path.name}: {tick} | {text.strip()}")
+        return "\n".join(found) or "  (no writer's log names them)"
+
     def _uncovered(self) -> bool:
         return any(self.result.fired[p] == 0 for p in POINTS)
 
@@ -353,7 +368,10 @@ class Run:
         unexplained, explained = invariants.duplicates(
             made, invariants.list_times(requests), self.catch_ups, CREATE_GRACE
         )
-        result.violate("no-unexplained-duplicate", unexplained)
+        result.violate(
+            "no-unexplained-duplicate",
+            [f"{line}\n{self._witnesses(line)}" for line in unexplained],
+        )
         result.duplicates_seen = len(unexplained) + len(explained)
         result.duplicates_explained = len(explained)
         result.duplicates_healed = not snap.duplicates()

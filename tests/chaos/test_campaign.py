@@ -91,3 +91,26 @@ def test_a_hostile_namespace_fails_no_tick(host: SimHost, tmp_path: Path) -> Non
     assert result.returncode == 0 and not hostile_namespace_violations(result), result
     live = [i["id"] for i in host.instances() if i.get("desiredStatus") != "TERMINATED"]
     assert old not in live and live == []
+
+
+def test_a_refused_writer_takes_the_instance_another_wrote_on_the_pod(
+    host: SimHost, tmp_path: Path
+) -> None:
+    """The campaign's duplicate (a second instance 59 ms after the first): a writer whose
+    create RunPod refused (429 on every try) keeps a waiting row; a second writer, on a
+    database of its own, creates the instance, writes it onto the pod and releases the
+    Lease; RunPod's list lags. The first writer's next tick must take the pod's word."""
+    first = Reconciler(host, tmp_path, "two-node", "two-cluster")
+    second = Reconciler(host, tmp_path, "two-node", "two-cluster", database="two-node-second")
+    host.create_pod(pod_manifest("lock", "a", "two-node", batch=False))
+    refusals = {"method": "POST", "path": "/v2/pods", "status": 429, "count": 4, "retryAfter": 0}
+    host.runpod("POST", "faults", refusals)
+    assert first.tick(TickPlan()).returncode == 0
+    assert host.instances() == [], "the refused create made an instance"
+    host.runpod("POST", "listing-lag", {"seconds": 600})
+    assert second.tick(TickPlan()).returncode == 0
+    [made] = [i["id"] for i in host.instances()]
+    pod = next(p for p in host.pods() if p["metadata"]["name"] == "a")
+    assert pod["metadata"]["annotations"]["runpod.io/pod-id"] == made
+    assert first.tick(TickPlan()).returncode == 0
+    assert [i["id"] for i in host.instances()] == [made]

@@ -296,6 +296,27 @@ def test_lost_database_with_a_vanished_instance_trusts_the_pod_annotation() -> N
     assert status["phase"] == "Failed" and status["reason"] == PodReason.INSTANCE_LOST
 
 
+@pytest.mark.parametrize("state", [MappingState.PENDING, MappingState.CREATING])
+def test_a_waiting_row_gives_way_to_the_instance_another_writer_wrote_on_the_pod(
+    state: MappingState,
+) -> None:
+    """Our row still waits (a create refused with 429, or one in doubt past its grace)
+    while another writer (its own database) made the instance, wrote it onto the pod and
+    released the Lease; RunPod's list does not show it yet. The pod's record wins: no
+    second create (the chaos campaign's duplicate, 59 ms after the first)."""
+    world = World().add(pod("train"))
+    [create] = world.plan()
+    assert isinstance(create, Create)
+    world.rows["uid-train"] = create.row.changed(state=state)
+    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    world.pods["uid-train"]["metadata"]["annotations"] = {"runpod.io/pod-id": "inst-other"}
+    [save] = world.plan()
+    assert isinstance(save, SaveRow) and save.row.instance_id == "inst-other"
+    assert save.row.state is MappingState.RUNNING
+    world.apply([save])
+    assert not [a for a in world.plan() if isinstance(a, Create)]
+
+
 def test_instance_deleted_behind_our_back_fails_the_pod() -> None:
     world = World().add(pod("serve", ports=[22]))
     world.apply(world.plan())

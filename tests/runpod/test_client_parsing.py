@@ -76,8 +76,14 @@ def test_minimal_create_body_leaves_optional_fields_out(
 
 
 def test_network_volume_body(sim: RunPodSimulator, client: RunPodClient) -> None:
-    client.create_instance(create_request(network_volume=NetworkVolume("vol_1", "/data")))
-    assert sim.requests[-1].body["mounts"] == {"network": [{"volumeId": "vol_1", "path": "/data"}]}
+    volume = sim.add_volume("data", 10, "US-KS-2")
+    instance = client.create_instance(
+        create_request(network_volume=NetworkVolume(volume.id, "/data"))
+    )
+    assert sim.requests[-1].body["mounts"] == {
+        "network": [{"volumeId": volume.id, "path": "/data"}]
+    }
+    assert instance.datacenter_id == "US-KS-2"
 
 
 def test_a_running_instance_is_read_completely(sim: RunPodSimulator, client: RunPodClient) -> None:

@@ -47,7 +47,10 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
     )
     client.create_instance(create_request(image="", template_id="tpl"))
     batch = client.create_instance(
-        create_request(env={STOP_ON_EXIT_ENV: "1"}, network_volume=NetworkVolume("vol", "/v"))
+        create_request(
+            env={STOP_ON_EXIT_ENV: "1"},
+            network_volume=NetworkVolume(sim.add_volume("v", 10, "US-TX-3").id, "/v"),
+        )
     )
     sim.advance(15)
     for action in ("restart", "stop", "terminate"):

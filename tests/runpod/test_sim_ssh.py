@@ -201,3 +201,22 @@ def test_deleting_the_pod_removes_its_sandbox(sim, key):
         headers={"Authorization": f"Bearer {API_KEY}"},
     )
     assert not sandbox.exists()
+
+
+def test_a_network_volume_keeps_what_one_pod_wrote_for_the_next(sim, key):
+    volume = sim.add_volume("ckpt", 10, "EU-RO-1")
+    mounts = {"network": [{"volumeId": volume.id, "path": "/workspace"}]}
+    writer = running(sim, key, mounts=mounts)
+    assert ssh(writer, key, "echo step-100 > /workspace/ckpt").returncode == 0
+    assert (sim.volume_directory(volume.id) / "ckpt").read_text() == "step-100\n"
+    assert writer["dataCenterId"] == "EU-RO-1"
+    requests.delete(
+        f"{sim.base_url}/v2/pods/{writer['id']}",
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=5,
+    )
+    deep = {"network": [{"volumeId": volume.id, "path": "/mnt/data"}]}
+    reader = running(sim, key, mounts=deep)
+    assert ssh(reader, key, "cat /mnt/data/ckpt").stdout == "step-100\n"
+    plain = running(sim, key)
+    assert ssh(plain, key, "cat /workspace/ckpt").returncode != 0  # not mounted there

@@ -30,6 +30,8 @@ from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
 ORPHAN_DETAIL = "orphan: its pod is gone"
+# Row states in which no instance of ours is recorded for the pod yet.
+_BEFORE_AN_INSTANCE = (MappingState.PENDING, MappingState.CREATING)
 
 
 def decide(
@@ -204,7 +206,10 @@ def _terminate(
 def _without_instance(
     t: Situation, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], Waiting | None]:
-    if row is None:
+    if row is None or row.state in _BEFORE_AN_INSTANCE:
+        # Our row may still wait (a create refused, or one in doubt) while another writer,
+        # on a database of its own, made the instance and wrote it onto the pod: RunPod's
+        # list may not show it yet, and a create now would pay twice.
         rebuilt = pod_past.rebuilt_row(pod, t.now, ownership_of(t.obs, t.settings.owner_id))
         if rebuilt is not None:
             return [SaveRow(rebuilt)], None
