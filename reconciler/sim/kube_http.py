@@ -17,8 +17,7 @@ from reconciler.sim.kube_access import AccessModel
 from reconciler.sim.kube_pod_exec import (
     kubelet_exec_request,
     kubelet_port_forward_request,
-    open_upgrade,
-    splice,
+    serve_upgrade,
 )
 from reconciler.sim.kube_pod_log import open_pod_log
 from reconciler.sim.kube_rbac import Attributes, Authorizer
@@ -27,6 +26,7 @@ from reconciler.sim.kube_select import Selector, SelectorError, parse_selector
 from reconciler.sim.kube_status import ApiError, not_found, success
 from reconciler.sim.kube_store import Page, Store, WatchEvent
 from reconciler.sim.kube_table import table_for
+from reconciler.sim.kube_upgrade import is_websocket
 
 Query = dict[str, list[str]]
 _PUBLIC_PATHS = frozenset({"/version", "/healthz", "/livez", "/readyz"})
@@ -390,24 +390,22 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _exec(self, route: Route, query: Query) -> int:
-        """An exec or port-forward: the SPDY upgrade proxied to the kubelet (see
+        """An exec or port-forward: checked, then served by the upgrade asked for (see
         `kube_pod_exec`)."""
         assert route.namespace is not None
-        if "spdy/3.1" not in self.headers.get("Upgrade", "").lower():
-            raise ApiError(
-                400,
-                f"this simulator serves {route.subresource} over SPDY only (kubectl falls "
-                "back to it); "
-                "WebSocket (v5.channel.k8s.io) is not simulated yet",
-            )
+        if is_websocket(self.headers):
+            # A WebSocket comes as a GET, authorized as `get`; kube-apiserver 1.35+
+            # (AuthorizePodWebsocketUpgradeCreatePermission) also asks for `create`, as
+            # SPDY's POST does: asking both keeps a role that passes here good everywhere.
+            self._authorize("POST", route, query)
+        elif "spdy/3.1" not in self.headers.get("Upgrade", "").lower():
+            raise ApiError(400, "Upgrade request required")
         request = (
             kubelet_exec_request if route.subresource == "exec" else kubelet_port_forward_request
         )
         target = request(self.sim, route.namespace, route.name, query)
-        upstream, answer = open_upgrade(self.sim, target, self.headers)
-        self._record(101)
-        splice(self.connection, self.rfile.read1, upstream, answer)
         self.close_connection = True
+        serve_upgrade(self, self.sim, route.subresource, target, query, self._record)
         return 101
 
     def _relay(self, upstream: Any) -> int:

@@ -1,6 +1,6 @@
 """`pods/{name}/exec` and `pods/{name}/portforward` as the API server serves them to
-kubectl's SPDY client: checked, then proxied to the node's kubelet as an upgraded
-connection (`/exec/...`, `/portForward/<ns>/<pod>`).
+kubectl: checked, then served over SPDY by the node's kubelet (`/exec/...`,
+`/portForward/<ns>/<pod>`).
 
 What a real API server does, and so this one:
 - checks the request: the pod exists, has a node and has not completed, the container
@@ -13,31 +13,27 @@ What a real API server does, and so this one:
   `X-Stream-Protocol-Version` values);
 - a kubelet that refuses the upgrade has its answer become a Status with its code and
   words; a 101 is passed to kubectl and the two connections are spliced byte for byte
-  (the API server does not read SPDY).
+  (the API server does not read SPDY), see `kube_upgrade`.
 
-kubectl 1.32 first asks for a WebSocket (`v5.channel.k8s.io`; port-forward tunnels
-SPDY in one), which this simulator does not serve yet: it answers 400, and kubectl
-falls back to SPDY, as it does with an API server older than 1.30.
+kubectl 1.30+ first asks for a WebSocket (`v5.channel.k8s.io`; port-forward, 1.31+,
+tunnels SPDY in one): `kube_pod_ws` translates it to SPDY toward the kubelet as
+kube-apiserver does. A request asking for no upgrade at all is refused ("Upgrade
+request required").
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import ssl
-import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from reconciler.sim.kube_pod_log import KubeletCaller, kubelet_location
 from reconciler.sim.kube_resources import NODES, PODS
 from reconciler.sim.kube_status import ApiError, not_found
+from reconciler.sim.kube_upgrade import is_websocket, proxy, versions
 
 Query = dict[str, list[str]]
 _FLAGS = (("stdin", "input"), ("stdout", "output"), ("stderr", "error"), ("tty", "tty"))
-_MAX_HEAD = 64 * 1024
-_MAX_ERROR_BYTES = 50_000
-_CHUNK = 64 * 1024
 
 
 def kubelet_exec_request(sim: KubeletCaller, namespace: str, name: str, query: Query) -> tuple:
@@ -55,7 +51,7 @@ def kubelet_exec_request(sim: KubeletCaller, namespace: str, name: str, query: Q
     command = query.get("command") or []
     if not command:
         raise ApiError(400, "you must specify at least one command for the container")
-    flags = {ours: _true(query, theirs) for theirs, ours in _FLAGS}
+    flags = exec_flags(query)
     if not (flags["input"] or flags["output"] or flags["error"]):
         raise ApiError(400, "you must specify at least 1 of stdin, stdout, stderr")
     host, port = _kubelet_of(sim, pod)
@@ -88,103 +84,34 @@ def _kubelet_of(sim: KubeletCaller, pod: dict[str, Any]) -> tuple[str, int]:
     return kubelet_location(node.obj)
 
 
-def open_upgrade(sim: KubeletCaller, target: tuple, headers: Any) -> tuple:
-    """Ask the kubelet for the upgrade: (its connection, its 101 answer) ready to splice,
-    or an ApiError carrying its refusal."""
-    host, port, path = target
-    upstream = _connect(sim, host, port)
-    lines = [
-        f"POST {path} HTTP/1.1",
-        f"Host: {host}:{port}",
-        "Connection: Upgrade",
-        "Upgrade: SPDY/3.1",
-        "Content-Length: 0",
-    ]
-    lines += [
-        f"X-Stream-Protocol-Version: {v}"
-        for v in headers.get_all("X-Stream-Protocol-Version") or []
-    ]
-    upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-    head, rest = _read_head(upstream)
-    status = int(head.split(b" ", 2)[1])
-    if status != 101:
-        body = rest + _read_body(upstream, head, len(rest))
-        upstream.close()
-        text = body.decode("utf-8", "replace").strip()
-        raise ApiError(status, text or f"the kubelet answered {status}")
-    return upstream, head + b"\r\n\r\n" + rest
+def serve_upgrade(
+    handler: Any,
+    sim: KubeletCaller,
+    subresource: str,
+    target: tuple,
+    query: Query,
+    record: Callable[[int], None],
+) -> None:
+    """Answer a checked exec or port-forward by the upgrade kubectl asked for: SPDY is
+    proxied, a WebSocket served by `kube_pod_ws`. `record` logs the status just before it
+    is sent; a refusal is raised as an ApiError."""
+    if not is_websocket(handler.headers):
+        offered = handler.headers.get_all("X-Stream-Protocol-Version") or []
+        proxy(handler, sim, target, ["Upgrade: SPDY/3.1", *versions(offered)], record)
+        return
+    try:  # the websockets package comes with the test extra; `pip install .` has none
+        from reconciler.sim.kube_pod_ws import serve_websocket
+    except ImportError:
+        raise ApiError(
+            400,
+            "this simulator serves WebSocket with the websockets package, which is not "
+            "installed (pip install 'runpod-reconciler[test]'); kubectl falls back to SPDY",
+        ) from None
+    serve_websocket(handler, sim, subresource, target, exec_flags(query), record)
 
 
-def _connect(sim: KubeletCaller, host: str, port: int) -> ssl.SSLSocket:
-    context = ssl.create_default_context(cafile=sim.kubelet_ca_file)
-    if sim.kubelet_ca_file is None:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    context.load_cert_chain(*sim.kubelet_client_files())
-    try:
-        raw = socket.create_connection((host, port), timeout=5)
-        sock = context.wrap_socket(raw, server_hostname=host)
-    except OSError as exc:
-        raise ApiError(500, f"error dialing backend: {exc}") from exc
-    sock.settimeout(None)
-    return sock
-
-
-def _read_head(sock: ssl.SSLSocket) -> tuple[bytes, bytes]:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(_CHUNK)
-        if not chunk or len(data) > _MAX_HEAD:
-            raise ApiError(500, "the kubelet closed the connection before answering")
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return head, rest
-
-
-def _read_body(sock: ssl.SSLSocket, head: bytes, have: int) -> bytes:
-    length = next(
-        (
-            int(line.split(b":", 1)[1])
-            for line in head.split(b"\r\n")[1:]
-            if line.lower().startswith(b"content-length:")
-        ),
-        0,
-    )
-    body = b""
-    while have + len(body) < min(length, _MAX_ERROR_BYTES):
-        chunk = sock.recv(_CHUNK)
-        if not chunk:
-            break
-        body += chunk
-    return body
-
-
-def splice(client: Any, client_read: Any, upstream: ssl.SSLSocket, answer: bytes) -> None:
-    """Pass the kubelet's 101 on, then bytes both ways until either side ends, which ends
-    both (SPDY needs no half-close, and TLS has none)."""
-    client.sendall(answer)
-
-    def down() -> None:
-        with contextlib.suppress(OSError):
-            while data := upstream.recv(_CHUNK):
-                client.sendall(data)
-        _end(client)
-
-    thread = threading.Thread(target=down, name="kube-sim-exec", daemon=True)
-    thread.start()
-    with contextlib.suppress(OSError, ValueError):
-        while data := client_read(_CHUNK):
-            upstream.sendall(data)
-    _end(upstream)
-    thread.join()
-    upstream.close()
-
-
-def _end(sock: Any) -> None:
-    # The TCP connection itself: SSLSocket.shutdown would drop its TLS state while the
-    # other direction may still be reading it.
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+def exec_flags(query: Query) -> dict[str, bool]:
+    return {ours: _true(query, theirs) for theirs, ours in _FLAGS}
 
 
 def _true(query: Query, name: str) -> bool:

@@ -1,10 +1,14 @@
-"""`kubectl exec` end to end: the real kubectl asks the Kubernetes simulator (TLS), which
-checks the request (RBAC on pods/exec, the pod, the command) and proxies the SPDY
-upgrade to the virtual node's kubelet endpoint with its kubelet client certificate; the
-endpoint runs the command over SSH on the RunPod simulator's sshd. kubectl's default
-(WebSocket first, which the simulator declines, then SPDY) and
-KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false both print both streams and exit with the
-command's code; stdin is echoed; a pod without sshd says so."""
+"""`kubectl exec`, `cp` and `port-forward` end to end: the real kubectl asks the
+Kubernetes simulator (TLS), which checks the request (RBAC on pods/exec, the pod, the
+command) and speaks SPDY to the virtual node's kubelet endpoint with its kubelet client
+certificate; the endpoint runs the command over SSH on the RunPod simulator's sshd.
+
+Each behaviour is checked over both of kubectl's transports: its default, WebSocket
+(`v5.channel.k8s.io`, translated to SPDY by the simulator as kube-apiserver does; SPDY
+tunnelled in a WebSocket for port-forward), and SPDY itself
+(KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false). Both streams and the exit code, stdin, a tty
+of the terminal's size, cp both ways, port-forward; that the default really is
+WebSocket (no fallback); a pod without sshd says so; RBAC."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import ssl
 import struct
 import subprocess
 import termios
@@ -21,8 +26,13 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from reconciler.demo.sandbox import Sandbox
+
+TRANSPORTS = pytest.mark.parametrize("spdy", [False, True], ids=["websocket", "spdy"])
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 
@@ -39,12 +49,20 @@ def box(tmp_path: Path) -> Iterator[Sandbox]:
         yield sandbox
 
 
+def kubectl_env(spdy: bool) -> dict[str, str]:
+    # Both switches: exec and cp read the first, port-forward the second.
+    value = "false" if spdy else "true"
+    return {
+        **os.environ,
+        "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": value,
+        "KUBECTL_PORT_FORWARD_WEBSOCKETS": value,
+    }
+
+
 def kubectl(
     box: Sandbox, *args: str, stdin: str = "", spdy: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    if spdy:
-        env["KUBECTL_REMOTE_COMMAND_WEBSOCKETS"] = "false"
+    env = kubectl_env(spdy)
     return subprocess.run(
         ["kubectl", "--kubeconfig", box.kubeconfig, *args],
         input=stdin,
@@ -56,7 +74,7 @@ def kubectl(
     )
 
 
-@pytest.mark.parametrize("spdy", [False, True], ids=["default", "spdy"])
+@TRANSPORTS
 def test_both_streams_and_the_exit_code(box: Sandbox, spdy: bool) -> None:
     done = kubectl(
         box, "exec", "train", "--", "sh", "-c", "echo out; echo err >&2; exit 3", spdy=spdy
@@ -66,39 +84,43 @@ def test_both_streams_and_the_exit_code(box: Sandbox, spdy: bool) -> None:
     assert done.stderr.endswith("err\ncommand terminated with exit code 3\n")
 
 
-def test_stdin_is_echoed(box: Sandbox) -> None:
-    done = kubectl(box, "exec", "-i", "train", "--", "cat", stdin="data\n", spdy=True)
+@TRANSPORTS
+def test_stdin_is_echoed(box: Sandbox, spdy: bool) -> None:
+    done = kubectl(box, "exec", "-i", "train", "--", "cat", stdin="data\n", spdy=spdy)
     assert (done.returncode, done.stdout) == (0, "data\n"), done.stderr
 
 
-def test_a_pod_without_sshd_says_so(box: Sandbox) -> None:
+@TRANSPORTS
+def test_a_pod_without_sshd_says_so(box: Sandbox, spdy: bool) -> None:
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
     box.runpod_sim.set_sshd(instance["id"], False)
-    done = kubectl(box, "exec", "train", "--", "true", spdy=True)
+    done = kubectl(box, "exec", "train", "--", "true", spdy=spdy)
     assert done.returncode == 1
     assert "no SSH server answers" in done.stderr and "PUBLIC_KEY" in done.stderr
 
 
-def test_cp_round_trips_a_file(box: Sandbox, tmp_path: Path) -> None:
+@TRANSPORTS
+def test_cp_round_trips_a_file(box: Sandbox, tmp_path: Path, spdy: bool) -> None:
     source = tmp_path / "weights.txt"
     source.write_text("layer 1\nlayer 2\n")
-    pushed = kubectl(box, "cp", str(source), "train:/tmp/weights.txt", spdy=True)
+    pushed = kubectl(box, "cp", str(source), "train:/tmp/weights.txt", spdy=spdy)
     assert pushed.returncode == 0, pushed.stderr
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
     sandbox = box.runpod_sim.ssh_sandbox(instance["id"])
     assert (sandbox / "tmp" / "weights.txt").read_text() == "layer 1\nlayer 2\n"
     back = tmp_path / "back.txt"
-    pulled = kubectl(box, "cp", "train:/tmp/weights.txt", str(back), spdy=True)
+    pulled = kubectl(box, "cp", "train:/tmp/weights.txt", str(back), spdy=spdy)
     assert pulled.returncode == 0, pulled.stderr
     assert back.read_text() == "layer 1\nlayer 2\n"
 
 
-def test_exec_it_gets_a_pty_of_the_terminals_size(box: Sandbox) -> None:
+@TRANSPORTS
+def test_exec_it_gets_a_pty_of_the_terminals_size(box: Sandbox, spdy: bool) -> None:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
-    env = {**os.environ, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    env = kubectl_env(spdy)
     process = subprocess.Popen(
         [
             "kubectl",
@@ -128,9 +150,13 @@ def test_exec_it_gets_a_pty_of_the_terminals_size(box: Sandbox) -> None:
     assert b"33 101\r\non-a-tty\r\n" in output
 
 
-def test_exec_needs_create_on_pods_exec(tmp_path: Path) -> None:
-    # everything the sandbox and kubectl touch, but no subresource (so no pods/exec)
+def rbac_sandbox(tmp_path: Path, exec_verbs: list[str]) -> Sandbox:
+    """A sandbox whose kubectl user may do everything the tests touch, and on pods/exec
+    only `exec_verbs`."""
     everything = ["namespaces", "pods", "nodes", "events", "configmaps", "secrets", "leases"]
+    rules = [{"apiGroups": ["*"], "resources": everything, "verbs": ["*"]}]
+    if exec_verbs:
+        rules.append({"apiGroups": [""], "resources": ["pods/exec"], "verbs": exec_verbs})
     rbac = tmp_path / "rbac.yaml"
     rbac.write_text(
         yaml.safe_dump_all(
@@ -138,31 +164,104 @@ def test_exec_needs_create_on_pods_exec(tmp_path: Path) -> None:
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "ClusterRole",
-                    "metadata": {"name": "no-exec"},
-                    "rules": [{"apiGroups": ["*"], "resources": everything, "verbs": ["*"]}],
+                    "metadata": {"name": "dev"},
+                    "rules": rules,
                 },
                 {
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "ClusterRoleBinding",
-                    "metadata": {"name": "dev-no-exec"},
+                    "metadata": {"name": "dev"},
                     "roleRef": {
                         "apiGroup": "rbac.authorization.k8s.io",
                         "kind": "ClusterRole",
-                        "name": "no-exec",
+                        "name": "dev",
                     },
                     "subjects": [{"kind": "User", "name": "dev"}],
                 },
             ]
         )
     )
-    with Sandbox(tls=True, rbac_files=(str(rbac),), rbac_subject="dev") as box:
+    return Sandbox(tls=True, rbac_files=(str(rbac),), rbac_subject="dev")
+
+
+@TRANSPORTS
+def test_exec_needs_create_on_pods_exec(tmp_path: Path, spdy: bool) -> None:
+    with rbac_sandbox(tmp_path, []) as box:
         box.add_pod("train", command=["python", "train.py"])
-        done = kubectl(box, "exec", "train", "--", "true", spdy=True)
+        done = kubectl(box, "exec", "train", "--", "true", spdy=spdy)
     assert done.returncode == 1
     assert 'cannot create resource "pods/exec"' in done.stderr
 
 
-def test_port_forward_serves_the_pods_http(box: Sandbox) -> None:
+def test_a_websocket_exec_needs_create_as_well_as_get(tmp_path: Path) -> None:
+    # kube-apiserver 1.32 authorizes the WebSocket's GET as `get`; 1.35+ also asks for
+    # `create`. The simulator asks both, so `get` alone is refused.
+    with rbac_sandbox(tmp_path, ["get"]) as box:
+        box.add_pod("train", command=["python", "train.py"])
+        with pytest.raises(InvalidStatus) as refused:
+            websocket_exec(box, ["v5.channel.k8s.io"])
+    assert refused.value.response.status_code == 403
+    assert b'cannot create resource \\"pods/exec\\"' in refused.value.response.body
+
+
+def websocket_exec(box: Sandbox, protocols: list[str]) -> None:
+    """Open a WebSocket exec as a client offering `protocols` would."""
+    with open(box.kubeconfig) as file:
+        config = yaml.safe_load(file)
+    server = config["clusters"][0]["cluster"]["server"].replace("https://", "wss://")
+    token = config["users"][0]["user"]["token"]
+    context = ssl.create_default_context(cafile=box.kube_sim.ca_cert_path)
+    url = f"{server}/api/v1/namespaces/default/pods/train/exec?command=true&stdout=true"
+    with connect(
+        url,
+        ssl=context,
+        subprotocols=[Subprotocol(p) for p in protocols],
+        additional_headers={"Authorization": f"Bearer {token}"},
+        open_timeout=30,
+    ):
+        pass
+
+
+def test_the_default_transport_is_websocket_with_no_fallback(box: Sandbox) -> None:
+    # A simulator that refused the WebSocket would still see kubectl succeed, by falling
+    # back to SPDY: only the requests it got tell the two apart.
+    done = kubectl(box, "exec", "train", "--", "true")
+    assert done.returncode == 0, done.stderr
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.serve_http(instance["id"], 8888, "hello")
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", ":8888"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=kubectl_env(False),
+    )
+    try:
+        assert process.stdout is not None
+        local = int(process.stdout.readline().split("127.0.0.1:")[1].split()[0])
+        assert requests.get(f"http://127.0.0.1:{local}/", timeout=30).text == "hello"
+    finally:
+        process.terminate()
+        process.wait(30)
+    streaming = [
+        (method, path.rsplit("/", 1)[1], status)
+        for method, path, _, status in box.kube_sim.requests
+        if path.endswith(("/pods/train/exec", "/pods/train/portforward"))
+    ]
+    assert streaming == [("GET", "exec", 101), ("GET", "portforward", 101)]
+
+
+def test_an_older_websocket_goes_to_the_kubelet_which_refuses_it(box: Sandbox) -> None:
+    # Only v5 is translated; kube-apiserver proxies any other WebSocket to the kubelet as
+    # it came, and ours speaks SPDY only.
+    with pytest.raises(InvalidStatus) as refused:
+        websocket_exec(box, ["v4.channel.k8s.io"])
+    assert refused.value.response.status_code == 400
+    assert b"missing upgrade headers in request (SPDY/3.1)" in refused.value.response.body
+
+
+@TRANSPORTS
+def test_port_forward_serves_the_pods_http(box: Sandbox, spdy: bool) -> None:
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
     box.runpod_sim.serve_http(instance["id"], 8888, "hello from the notebook")
@@ -171,6 +270,7 @@ def test_port_forward_serves_the_pods_http(box: Sandbox) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=kubectl_env(spdy),
     )
     try:
         assert process.stdout is not None
