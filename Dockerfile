@@ -38,6 +38,8 @@ RUN pip --python /opt/reconciler/bin/python install --no-compile '.[postgres]'
 #   keep file, line and function but lose the line's text. The reconciler's own source
 #   stays (its tracebacks are whole, and Alembic reads its migrations as .py files),
 #   with bytecode that never checks the source's time (the image's files never change).
+#   Compiled by absolute path: bytecode without source names the file it was compiled
+#   from in its tracebacks.
 WORKDIR /opt/reconciler/lib/python3.11/site-packages
 RUN set -eu \
  && rm -rf kubernetes/aio \
@@ -47,8 +49,8 @@ RUN set -eu \
  && for so in $(find . -type f -name '*.so*'); do \
       if readelf --sections "$so" | grep -q '\.symtab'; then strip --strip-unneeded "$so"; fi; \
     done \
- && /opt/reconciler/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash reconciler \
- && /opt/reconciler/bin/python -m compileall -q -j 0 -b -x '^\./reconciler/' . \
+ && /opt/reconciler/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash "$PWD/reconciler" \
+ && /opt/reconciler/bin/python -m compileall -q -j 0 -b -x '/site-packages/reconciler/' "$PWD" \
  && find . -path ./reconciler -prune -o -type d -name __pycache__ -prune -exec rm -rf {} + \
  && find . -path ./reconciler -prune -o -type f -name '*.py' -exec rm {} +
 
