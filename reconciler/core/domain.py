@@ -120,6 +120,8 @@ class Instance:
     """A cluster member's rank (NODE_RANK); None until RunPod assigns it."""
     overlay_ip: str | None = None
     """A cluster member's address on the cluster's private network, once assigned."""
+    network_volume_id: str | None = None
+    """The network volume the instance mounts (`mounts.network`), if any."""
 
     @property
     def owner(self) -> str | None:
@@ -268,6 +270,17 @@ class RegistryAuth:
 
     id: str
     name: str
+
+
+@dataclass(frozen=True)
+class RunPodVolume:
+    """A network volume of the account, as RunPod lists it (size in RunPod's GB)."""
+
+    id: str
+    name: str
+    size_gb: int
+    datacenter: str
+    type: str = "STANDARD"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from reconciler.core.domain import (
     InstanceStatus,
     PortMapping,
     RegistryAuth,
+    RunPodVolume,
     Runtime,
 )
 
@@ -60,7 +61,14 @@ def parse_instance(data: object) -> Instance:
         cluster_id=_optional_str(member.get("id")),
         rank=_optional_int(member.get("rank")),
         overlay_ip=_optional_str(member.get("ip")),
+        network_volume_id=_network_volume_id(data.get("mounts")),
     )
+
+
+def _network_volume_id(mounts: object) -> str | None:
+    network = _mapping(mounts).get("network")
+    first = network[0] if isinstance(network, list) and network else None
+    return _optional_str(_mapping(first).get("volumeId"))
 
 
 def parse_runtime(data: object) -> Runtime | None:
@@ -155,6 +163,19 @@ def parse_registry(data: object) -> RegistryAuth:
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
     return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+
+
+def parse_network_volume(data: object) -> RunPodVolume:
+    entry = _mapping(data)
+    if not entry.get("id"):
+        raise RunPodError("RunPod answered with a network volume that has no id")
+    return RunPodVolume(
+        id=str(entry["id"]),
+        name=str(entry.get("name") or ""),
+        size_gb=_int(entry.get("size")),
+        datacenter=str(entry.get("dataCenter") or ""),
+        type=str(entry.get("type") or "STANDARD"),
+    )
 
 
 def parse_pod_billing(data: object) -> list[BillingRecord]:

@@ -370,6 +370,8 @@ def _unclusterable(requests: Sequence[CreateRequest], inputs: CreateInputs, job:
         return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
     if first.template_id:
         return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
+    if first.network_volume is not None:
+        return GANG_REFUSALS[GangRefusal.NETWORK_VOLUME].format(job=job)
     if all(r.cloud is not Cloud.SECURE for r in requests):
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
     return None
