@@ -9,9 +9,14 @@ cluster, not two."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import Sandbox
@@ -177,3 +182,47 @@ def test_a_second_cluster_for_one_gang_is_deleted(box: Sandbox) -> None:
     for pod in box.job_pods("train"):
         assert pod["metadata"]["annotations"]["runpod.io/cluster-id"] == kept
         assert pod["status"]["phase"] == "Running"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_kubectl_logs_reads_each_pods_member() -> None:
+    with Sandbox(tls=True) as box:
+        box.start_kubelet()
+        pods = running_gang(box)
+        by_rank = {m["cluster"]["rank"]: m for m in members(box)}
+        for index in (0, 1):
+            box.runpod_sim.write_container_log(by_rank[index]["id"], [f"rank {index} says hi"])
+        for index, pod in enumerate(pods):
+            done = subprocess.run(
+                ["kubectl", "--kubeconfig", box.kubeconfig, "logs", pod["metadata"]["name"]],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr
+            assert f"rank {index} says hi" in done.stdout
+            assert f"rank {1 - index} says hi" not in done.stdout
+
+
+def test_the_readme_torchrun_job_runs_as_one_cluster(box: Sandbox) -> None:
+    """The README's example, placed on the virtual node as its nodeSelector asks."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (text,) = re.findall(
+        r"<!-- cluster-example: torchrun-job.yaml -->\n```yaml\n(.*?)```", readme, re.S
+    )
+    job = yaml.safe_load(text)
+    spec = job["spec"]["template"]["spec"]
+    spec["nodeName"] = box.settings.node_name
+    del spec["nodeSelector"]
+    job["metadata"]["namespace"] = "default"
+    box.kube_sim.put("jobs", job)
+    box.tick()
+    [post] = cluster_posts(box)
+    assert post.body["compute"]["podCount"] == 2
+    assert '--node_rank="$NODE_RANK"' in post.body["args"]
+    box.advance(30)
+    box.tick()
+    pods = box.job_pods("torchrun")
+    assert [p["metadata"]["annotations"]["runpod.io/rank"] for p in pods] == ["0", "1"]
+    assert all(p["status"]["phase"] == "Running" for p in pods)
