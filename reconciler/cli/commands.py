@@ -285,9 +285,10 @@ def state() -> None:
 def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bool) -> None:
     """Print the mapping table: one row per managed pod.
 
-    Under the table: the spend RunPod charged, each namespace's use against its caps, and
-    the instances that only look like ours. JSON has `spend_usd` per row, and look-alikes
-    as rows with state `unowned-lookalike`. A --database-url naming a SQLite file that
+    Under the table: the spend RunPod charged, each namespace's use against its caps, the
+    instances that only look like ours, and the Instant Clusters of Indexed Jobs. JSON has
+    `spend_usd` per row, look-alikes as rows with state `unowned-lookalike`, and clusters
+    as rows with state `cluster-<state>`. A --database-url naming a SQLite file that
     does not exist is an error, not a new empty database.
     """
     with obj.database(must_exist=True) as database:
@@ -304,6 +305,7 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
                 u for u in queries.unowned_instances(session) if namespace in (None, u.namespace)
             ]
             billed_until = queries.billing_covered_until(session)
+            clusters = queries.clusters(session, namespace)
     spent: dict[str, float] = defaultdict(float)
     for line in lines:
         if namespace in (None, line.namespace):
@@ -318,6 +320,7 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
             for r in rows
         ]
         records += [state_view.unowned_record(u) for u in unowned]
+        records += [state_view.cluster_record(c) for c in clusters]
         click.echo(json.dumps(records, indent=2))
         return
     now = datetime.now(UTC)
@@ -326,6 +329,8 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     for text in state_view.money_lines(every_row, spent, budgets, unowned, billed_until):
         click.echo(escaped(text))
     for text in state_view.gpu_lines(gpus, rows):
+        click.echo(escaped(text))
+    for text in state_view.cluster_lines(clusters, now):
         click.echo(escaped(text))
     if tick is not None:
         click.echo(

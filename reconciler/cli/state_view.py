@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.adapters.store.models import Mapping, NamespaceBudget, Tick, UnownedInstance
+from reconciler.adapters.store.models import (
+    ClusterRow,
+    Mapping,
+    NamespaceBudget,
+    Tick,
+    UnownedInstance,
+)
 from reconciler.core.printable import escaped
 
 COLUMNS = ("NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H", "STATUS", "AGE", "NOTE")
@@ -149,4 +155,35 @@ def unowned_record(item: UnownedInstance) -> dict[str, Any]:
         "instance_name": item.name,
         "note": "unowned, looks like ours",
         "first_seen_at": item.first_seen_at.isoformat(),
+    }
+
+
+def cluster_lines(clusters: Sequence[ClusterRow], now: datetime) -> list[str]:
+    """One line per gang's Instant Cluster (its pods are not in the table above)."""
+    lines = []
+    for row in clusters:
+        shape = f"{row.pod_count} x {row.gpu_type_id}" if row.gpu_type_id else "-"
+        cost = "" if row.cost_per_hr is None else f", ${row.cost_per_hr:.2f}/h"
+        note = f" ({row.message})" if row.message else ""
+        lines.append(
+            f"cluster {row.cluster_id or '-'} of Job {row.namespace}/{row.job_name}: "
+            f"{row.state.value}, {shape}{cost}, "
+            f"{format_age(row.attempt_started_at, now)}{note}"
+        )
+    return lines
+
+
+def cluster_record(row: ClusterRow) -> dict[str, Any]:
+    return {
+        "pod_uid": None,
+        "namespace": row.namespace,
+        "name": row.job_name,
+        "state": f"cluster-{row.state.value}",
+        "instance_id": row.cluster_id,
+        "gang": row.gang,
+        "gpu_type": row.gpu_type_id,
+        "pod_count": row.pod_count,
+        "cost_per_hr": row.cost_per_hr,
+        "note": row.message,
+        "created_at": row.attempt_started_at.isoformat(),
     }

@@ -9,6 +9,7 @@ cluster, not two."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,7 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
@@ -146,9 +149,9 @@ def test_a_crash_around_the_create_leaves_one_cluster(box: Sandbox, point: str) 
 
 def test_a_lost_answer_is_not_retried_blindly(box: Sandbox) -> None:
     box.add_indexed_job("train", 2)
+    box.runpod_sim.set_listing_lag(20)  # shorter than the create grace (30 s)
     box.runpod_sim.create_then_fail(1, 500)
     box.tick()
-    box.runpod_sim.set_listing_lag(20)
     box.tick()
     box.advance(25)
     box.tick()
@@ -226,3 +229,15 @@ def test_the_readme_torchrun_job_runs_as_one_cluster(box: Sandbox) -> None:
     pods = box.job_pods("torchrun")
     assert [p["metadata"]["annotations"]["runpod.io/rank"] for p in pods] == ["0", "1"]
     assert all(p["status"]["phase"] == "Running" for p in pods)
+
+
+def test_state_show_lists_the_gangs_clusters(box: Sandbox) -> None:
+    running_gang(box)
+    cluster_id = members(box)[0]["cluster"]["id"]
+    url = box.database_url
+    text = CliRunner().invoke(main, ["--database-url", url, "state", "show"])
+    assert text.exit_code == 0, text.output
+    assert f"cluster {cluster_id} of Job default/train: running, 2 x " in text.output
+    shown = CliRunner().invoke(main, ["--database-url", url, "state", "show", "-o", "json"])
+    [record] = [r for r in json.loads(shown.output) if r["state"].startswith("cluster-")]
+    assert (record["instance_id"], record["pod_count"]) == (cluster_id, 2)

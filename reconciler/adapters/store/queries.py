@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.store.models import (
     BillingRead,
+    ClusterRow,
     Mapping,
     MappingState,
     NamespaceBudget,
@@ -79,3 +80,11 @@ def namespace_budgets(session: Session) -> list[NamespaceBudget]:
 
 def unowned_instances(session: Session) -> list[UnownedInstance]:
     return list(session.scalars(select(UnownedInstance).order_by(UnownedInstance.instance_id)))
+
+
+def clusters(session: Session, namespace: str | None) -> list[ClusterRow]:
+    """The gangs' Instant Clusters, oldest attempt first."""
+    query = select(ClusterRow).order_by(ClusterRow.attempt_started_at)
+    if namespace is not None:
+        query = query.where(ClusterRow.namespace == namespace)
+    return list(session.scalars(query))
