@@ -12,7 +12,7 @@ import click
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.ssh.client import HostKeys, SshConnector, SshError, run_command
+from reconciler.adapters.ssh.client import SshConnector, SshError, run_command
 from reconciler.cli.connection import (
     context_option,
     kubeconfig_option,
@@ -23,6 +23,8 @@ from reconciler.cli.connection import (
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.sshaccess import remote_command
 from reconciler.runtime import process_log
+from reconciler.runtime.engine import utcnow
+from reconciler.runtime.kubelet.endpoint import stored_host_keys
 from reconciler.runtime.kubelet.exec import SshTargets, StreamError
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity, secret_identity
 from reconciler.runtime.leader import default_namespace
@@ -91,8 +93,8 @@ def exec_command(
                 where = SshTargets(node_name, kube, store, runpod).resolve(
                     namespace or "default", pod, container
                 )
-                # A new process meets each host key for the first time.
-                ssh = SshConnector(identity.private_pem, HostKeys())
+                # The host keys the endpoint and earlier runs saw, kept in the database.
+                ssh = SshConnector(identity.private_pem, stored_host_keys(store, utcnow))
                 transport = ssh.connect(where.instance_id, where.host, where.port)
         try:
             code = run_command(

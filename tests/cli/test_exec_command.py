@@ -1,7 +1,7 @@
 """`reconciler exec` as a real process against both simulators (CronJob mode, no kubelet
 endpoint): the command's streams and exit code, stdin and its end with -i, the argv
-quoted exactly, and one-line errors for a pod that is not there or a key that is not
-the instances'."""
+quoted exactly, one-line errors for a pod that is not there or a key that is not the
+instances', and a host key that changed since an earlier run saw it."""
 
 from __future__ import annotations
 
@@ -78,3 +78,13 @@ def test_one_line_errors(box: Sandbox, tmp_path: Path) -> None:
     ]
     other = run(box, "default/train", "--", "true", key=str(tmp_path / "another-key"))
     assert other.returncode == 1 and "refused the reconciler's key" in other.stderr
+
+
+def test_a_changed_host_key_is_refused_on_a_later_run(box: Sandbox) -> None:
+    # Each run is a new process: the first contact's key is in the database.
+    assert run(box, "default/train", "--", "true").returncode == 0
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.set_sshd(instance["id"], True, new_host_key=True)
+    done = run(box, "default/train", "--", "true")
+    assert done.returncode == 1 and "host key" in done.stderr and "changed" in done.stderr

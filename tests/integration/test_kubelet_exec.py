@@ -126,6 +126,18 @@ def test_a_changed_host_key_is_refused(box, instance_id, apiserver):
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
 
 
+def test_a_changed_host_key_is_still_refused_after_a_restart(box, instance_id):
+    first = ApiServerClient(box.settings.kubelet_port, box.kube_sim.kubelet_client_files())
+    assert first.exec(EXEC, ["true"]).exit_status["status"] == "Success"
+    assert box.kubelet is not None
+    box.kubelet.stop()  # a new process: nothing of the first contact in memory
+    box.start_kubelet()
+    box.runpod_sim.set_sshd(instance_id, True, new_host_key=True)
+    again = ApiServerClient(box.settings.kubelet_port, box.kube_sim.kubelet_client_files())
+    done = again.exec(EXEC, ["true"])
+    assert done.status == 500 and "host key" in done.body and "changed" in done.body
+
+
 def test_attach_answers_with_a_sentence(box, instance_id, apiserver):
     done = apiserver.exec("/attach/default/train/main", ["ignored"])
     assert done.status == 400 and "PID 1" in done.body

@@ -45,16 +45,22 @@ class HostKeyChanged(SshError):
 
 
 class HostKeys:
-    """Each instance's host key, remembered at first contact (trust on first use)."""
+    """Each instance's host key, remembered at first contact (trust on first use): in
+    memory, and through `remember` when given (the state store's: the key kept for an
+    instance, keeping the one offered if none was), so a restart still knows it."""
 
-    def __init__(self) -> None:
+    def __init__(self, remember: Callable[[str, str], str] | None = None) -> None:
         self._keys: dict[str, str] = {}
+        self._remember = remember
         self._lock = threading.Lock()
 
     def check(self, instance_id: str, key: paramiko.PKey) -> None:
         seen = f"{key.get_name()} {key.get_base64()}"
         with self._lock:
-            known = self._keys.setdefault(instance_id, seen)
+            known = self._keys.get(instance_id)
+            if known is None:
+                known = self._remember(instance_id, seen) if self._remember else seen
+                self._keys[instance_id] = known
         if known != seen:
             raise HostKeyChanged(
                 f"the host key of RunPod instance {instance_id} changed since first contact "
