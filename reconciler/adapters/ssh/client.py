@@ -16,7 +16,7 @@ import io
 import socket
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import paramiko
 
@@ -112,16 +112,34 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class Terminal(Protocol):
+    """The local terminal a command's pty follows (`reconciler exec -t`)."""
+
+    def size(self) -> tuple[int, int]:
+        """(columns, rows) now."""
+        ...
+
+    def on_resize(self, resize: Callable[[int, int], None]) -> None:
+        """Have `resize(columns, rows)` called whenever the terminal's size changes."""
+        ...
+
+
 def run_command(
     transport: paramiko.Transport,
     command: str,
     stdin: BinaryIO | None,
     stdout: BinaryIO,
     stderr: BinaryIO,
+    terminal: Terminal | None = None,
 ) -> int:
     """Runs `command` (one shell command line) and copies the three streams; stdin's end
-    is passed on. Returns the remote exit status."""
+    is passed on. With a `terminal`, on a pty of its size, resized with it (stderr then
+    comes through the pty, as with `ssh -t`). Returns the remote exit status."""
     channel = transport.open_session(timeout=CONNECT_SECONDS)
+    if terminal is not None:
+        columns, rows = terminal.size()
+        channel.get_pty(term="xterm", width=columns, height=rows)
+        terminal.on_resize(lambda c, r: channel.resize_pty(width=c, height=r))
     channel.exec_command(command)
     if stdin is not None:
         threading.Thread(target=_feed, args=(stdin, channel), daemon=True).start()
