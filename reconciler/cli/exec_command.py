@@ -111,7 +111,7 @@ def exec_command(
             ):
                 code = run_command(
                     transport,
-                    remote_command(command),
+                    remote_command(command, where.workdir),
                     source,
                     sys.stdout.buffer,
                     sys.stderr.buffer,

@@ -138,6 +138,28 @@ def test_a_changed_host_key_is_still_refused_after_a_restart(box, instance_id):
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
 
 
+def test_commands_run_in_the_containers_working_dir(box, apiserver):
+    container = {
+        "name": "main",
+        "image": "python:3.11",
+        "command": ["python", "serve.py"],
+        "workingDir": "/workspace",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    box.add_pod("wd", extra_spec={"containers": [container]})
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("wd") or {})
+    assert instance is not None
+    (box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace").mkdir(exist_ok=True)
+    wrote = apiserver.exec("/exec/default/wd/main", ["sh", "-c", "echo kept > note"])
+    assert wrote.exit_status["status"] == "Success", wrote.stderr
+    note = box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace" / "note"
+    assert note.read_text() == "kept\n"
+    assert apiserver.exec("/exec/default/wd/main", ["cat", "note"]).stdout == b"kept\n"
+
+
 def test_attach_answers_with_a_sentence(box, instance_id, apiserver):
     done = apiserver.exec("/attach/default/train/main", ["ignored"])
     assert done.status == 400 and "PID 1" in done.body
