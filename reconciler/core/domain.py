@@ -114,6 +114,8 @@ class Instance:
     runtime: Runtime | None = None
     actions: tuple[str, ...] = ()
     registry_auth_id: str | None = None
+    network_volume_id: str | None = None
+    """The network volume the instance mounts (`mounts.network`), if any."""
 
     @property
     def owner(self) -> str | None:
@@ -233,6 +235,17 @@ class RegistryAuth:
 
     id: str
     name: str
+
+
+@dataclass(frozen=True)
+class RunPodVolume:
+    """A network volume of the account, as RunPod lists it (size in RunPod's GB)."""
+
+    id: str
+    name: str
+    size_gb: int
+    datacenter: str
+    type: str = "STANDARD"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class PodReason(enum.StrEnum):
     """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+    NETWORK_VOLUME_UNAVAILABLE = "NetworkVolumeUnavailable"
+    """The network volume the pod mounts is not in the account's list (or the list could
+    not be read): no create names it, so no candidate is spent on a sure refusal."""
     # Definite refusals of a create (docs/architecture.md §4, Candidates; core/refusals.py):
     # nothing was created; retried once a minute rather than every tick, and failed with
     # the reason at max_pending_time.

@@ -123,6 +123,14 @@ POD_REASONS: dict[PodReason, Advice] = {
         "RunPod refused our request as invalid (422): a reconciler bug.",
         "Report it with the Event's message.",
     ),
+    PodReason.NETWORK_VOLUME_UNAVAILABLE: Advice(
+        WAITS,
+        "The network volume `runpod.io/network-volume-id` names is not in the account's "
+        "list, RunPod's list could not be read, or nothing that fits the pod may be placed "
+        "in the volume's data center (a pod runs only where its volume is).",
+        "Fix the volume id, or allow the volume's data center (`runpod.io/datacenter-ids`, "
+        "`--datacenter-ids`).",
+    ),
     PodReason.TEMPLATE_NOT_FOUND: Advice(
         WAITS_A_MINUTE,
         "RunPod has no template with the id `runpod.io/template-id` names (404).",

@@ -42,6 +42,7 @@ from reconciler.core.domain import (
     Instance,
     InstanceStatus,
     KubeObject,
+    RunPodVolume,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
@@ -59,6 +60,7 @@ from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters
 from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
@@ -427,6 +429,7 @@ class Engine:
         on_cpu = {self._on_cpu(p, inputs.get(podinfo.uid(p))) for p in needing}
         catalog = self.catalog.get(self.runpod, now) if False in on_cpu else []
         cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
+        volumes = self._network_volumes(needing, inputs)
         caps = self.namespace_caps.get(
             self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
         )
@@ -461,8 +464,28 @@ class Engine:
             billing=billing.records,
             spend=billing.spend_by_pod,
             price_differences=billing.differences,
+            network_volumes=volumes,
             ownership=owners,
         ), billing
+
+    def _network_volumes(
+        self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]
+    ) -> list[RunPodVolume] | None:
+        """The account's network volumes, listed only when a pod about to be created
+        mounts one (its volume and data center are checked before any create)."""
+        if not any(
+            names_network_volume(p, inputs[podinfo.uid(p)].job)
+            for p in needing
+            if podinfo.uid(p) in inputs
+        ):
+            return None
+        try:
+            return self.runpod.list_network_volumes()
+        except runpod_errors.RateLimitedError:
+            raise
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not list RunPod's network volumes: %s", exc)
+            return None
 
     def _on_cpu(self, pod: KubeObject, inputs: CreateInputs | None) -> bool:
         """Whether the pod gets a CPU instance; False when that cannot be told (the GPU

@@ -48,6 +48,7 @@ from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
 from reconciler.sim.kube_select import Selector
 from reconciler.sim.kube_store import Store, format_time
 from reconciler.sim.kube_tls import make_certificate, server_context
+from reconciler.sim.kube_volumes import VolumeControllers
 
 
 @dataclass
@@ -104,6 +105,10 @@ class KubeSimulator:
         )
         self.jobs = JobController(self.store)
         self.store.add_controller(self.jobs.admit, self.jobs.react)
+        self.volumes = VolumeControllers(self.store)
+        self.store.add_controller(
+            self.volumes.admit, self.volumes.react, self.volumes.admit_update, self.volumes.react
+        )
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
         # TokenReview and SubjectAccessReview answer from this, for kubelets to ask.

@@ -183,6 +183,37 @@ SUBJECT_ACCESS_REVIEWS = Resource(
     verbs=("create",),
 )
 REVIEWS = (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS)
+# Storage: their rules in `kube_storage`, the controllers that bind them in `kube_volumes`.
+STORAGE_CLASSES = Resource(
+    "storage.k8s.io",
+    "v1",
+    "storageclasses",
+    "storageclass",
+    "StorageClass",
+    False,
+    short_names=("sc",),
+)
+CSI_DRIVERS = Resource("storage.k8s.io", "v1", "csidrivers", "csidriver", "CSIDriver", False)
+PERSISTENT_VOLUMES = Resource(
+    "",
+    "v1",
+    "persistentvolumes",
+    "persistentvolume",
+    "PersistentVolume",
+    False,
+    ("status",),
+    ("pv",),
+)
+PERSISTENT_VOLUME_CLAIMS = Resource(
+    "",
+    "v1",
+    "persistentvolumeclaims",
+    "persistentvolumeclaim",
+    "PersistentVolumeClaim",
+    True,
+    ("status",),
+    ("pvc",),
+)
 
 RESOURCES: tuple[Resource, ...] = (
     NAMESPACES,
@@ -194,6 +225,10 @@ RESOURCES: tuple[Resource, ...] = (
     JOBS,
     LEASES,
     DAEMON_SETS,
+    STORAGE_CLASSES,
+    CSI_DRIVERS,
+    PERSISTENT_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
     *REVIEWS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}

@@ -53,6 +53,7 @@ PATCH_TYPES = {
 
 Key = tuple[str, str]  # (namespace or "", name)
 Hook = Callable[[Resource, dict[str, Any]], None]
+UpdateHook = Callable[[Resource, dict[str, Any], dict[str, Any]], None]
 
 
 @dataclass
@@ -100,6 +101,8 @@ class Store:
         self._random = random.Random()
         self._admission: list[Hook] = []
         self._reactions: list[Hook] = []
+        self._update_admission: list[UpdateHook] = []
+        self._removals: list[Hook] = []
         self._reacting = False
         for name in INITIAL_NAMESPACES:
             self.create(NAMESPACES, None, {"metadata": {"name": name}})
@@ -109,12 +112,24 @@ class Store:
         with self.lock:
             return self._rv
 
-    def add_controller(self, admit: Hook, react: Hook) -> None:
+    def add_controller(
+        self,
+        admit: Hook,
+        react: Hook,
+        admit_update: UpdateHook | None = None,
+        removed: Hook | None = None,
+    ) -> None:
         """A modelled controller: `admit` may change an object about to be created (as
         the controller that creates it would have), `react` sees every committed write
-        and may write in turn (its own writes do not wake it again)."""
+        and may write in turn (its own writes do not wake it again);
+        `admit_update(resource, old, new)` may refuse an update, as an admission plugin;
+        `removed` sees each object as it leaves the store."""
         self._admission.append(admit)
         self._reactions.append(react)
+        if admit_update is not None:
+            self._update_admission.append(admit_update)
+        if removed is not None:
+            self._removals.append(removed)
 
     # reads ------------------------------------------------------------------------
 
@@ -388,6 +403,8 @@ class Store:
         prepare_for_write(resource, obj)
         validate(resource, obj)
         validate_update(resource, old, obj)
+        for admit in self._update_admission:
+            admit(resource, old, obj)
         if obj == old:
             return old  # a no-op write does not bump the resourceVersion, as in etcd
         key = _key_of_obj(old)
@@ -411,14 +428,17 @@ class Store:
         entry = Entry(obj)
         objects[key] = entry
         self._record(resource, kind, entry, previous.obj if previous else None)
+        self._react(self._reactions, resource, obj)
+        return obj
+
+    def _react(self, hooks: list[Hook], resource: Resource, obj: dict[str, Any]) -> None:
         if not self._reacting:
             self._reacting = True
             try:
-                for react in self._reactions:
+                for react in hooks:
                     react(resource, obj)
             finally:
                 self._reacting = False
-        return obj
 
     def _remove(self, resource: Resource, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         self._rv += 1
@@ -428,6 +448,7 @@ class Store:
         keys = self._keys[resource]
         del keys[bisect.bisect_left(keys, key)]
         self._record(resource, "DELETED", Entry(final), obj)
+        self._react(self._removals, resource, final)
         return final
 
     def _record(self, resource: Resource, kind: str, entry: Entry, previous: dict | None) -> None:

@@ -12,7 +12,7 @@ import binascii
 import re
 from typing import Any
 
-from reconciler.sim import kube_admission, kube_nodes
+from reconciler.sim import kube_admission, kube_nodes, kube_storage
 from reconciler.sim.kube_pod_status import normalize_pod_status, pod_status_causes
 from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, NODES, PODS, SECRETS, Resource
 from reconciler.sim.kube_status import ApiError, invalid
@@ -37,6 +37,8 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
     elif resource.plural == "namespaces":
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
+    else:
+        kube_storage.prepare_for_create(resource, obj)
 
 
 def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
@@ -49,6 +51,8 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
         kube_nodes.canonicalize_pod(obj)
         if isinstance(obj.get("status"), dict):
             normalize_pod_status(obj["status"])
+    else:
+        kube_storage.prepare_for_write(resource, obj)
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
@@ -65,11 +69,13 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
         causes += kube_nodes.node_causes(obj)
     if causes:
         raise invalid(resource.kind, obj.get("metadata", {}).get("name", ""), causes)
+    kube_storage.validate(resource, obj)
 
 
 def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
     if resource is NODES and (causes := kube_nodes.node_update_causes(old, new)):
         raise invalid("Node", new["metadata"]["name"], causes)
+    kube_storage.validate_update(resource, old, new)
     if resource is not PODS:
         return
     if old.get("status") != new.get("status"):

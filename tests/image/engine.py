@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -68,6 +69,20 @@ def base_reference() -> str:
     if name.count("/") == 0:
         return f"docker.io/library/{name}"
     return name if "." in name.split("/")[0] else f"docker.io/{name}"
+
+
+def normalized(requirement: str) -> str:
+    """A requirement's distribution name, as the packaging standards compare names."""
+    name = re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def distributions_only_for_tests() -> set[str]:
+    """What the test extra installs that the image must not have (pyproject.toml)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    shipped = {normalized(r) for r in project["dependencies"]}
+    shipped |= {normalized(r) for r in project["optional-dependencies"]["postgres"]}
+    return {normalized(r) for r in project["optional-dependencies"]["test"]} - shipped
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from reconciler.adapters.store import db, migrate
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from tests.deploy.test_manifests import image_uid
 
-from .engine import DATA, HARDENED, ROOT, Image
+from .engine import DATA, HARDENED, ROOT, Image, distributions_only_for_tests, normalized
 
 pytestmark = pytest.mark.image
 
@@ -32,6 +32,56 @@ def test_version_is_the_projects(image: Image) -> None:
     assert done.returncode == 0, done.stderr
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert done.stdout.strip() == f"reconciler, version {version}"
+
+
+# Run in the image: every module of the reconciler imports (it prints those that need a
+# module it lacks), every compiled extension of the libraries loads, a library's code
+# names where it is (its tracebacks say which file), the data files read through
+# importlib.resources are there, and a self-signed serving certificate is made
+# (cryptography's compiled core at work). The image ships the libraries as bytecode
+# without source, stripped of their tests and of their extensions' symbol tables: this
+# is what would break first.
+IMPORT_EVERYTHING = """
+import importlib, json, pathlib, pkgutil, sysconfig
+import certifi, kubernetes.client, psycopg, reconciler
+from importlib import resources
+from reconciler.runtime.kubelet import tls
+
+missing = {}
+# Not imported: __main__ runs the CLI, the migrations run only under Alembic.
+for module in pkgutil.walk_packages(reconciler.__path__, "reconciler."):
+    if not module.name.startswith(("reconciler.__main__", "reconciler.migrations.")):
+        try:
+            importlib.import_module(module.name)
+        except ModuleNotFoundError as error:
+            missing[module.name] = error.name
+site = pathlib.Path(sysconfig.get_path("purelib"))
+# Named as CPython names its extension modules; other shared libraries (a wheel's vendored
+# ones, those loaded with ctypes) are loaded by the modules that use them.
+for path in [*site.rglob("*.cpython-*.so"), *site.rglob("*.abi3.so")]:
+    parts = path.relative_to(site).parts
+    importlib.import_module(".".join((*parts[:-1], path.name.split(".")[0])))
+code = kubernetes.client.ApiClient.__init__.__code__
+assert code.co_filename == str(site / "kubernetes/client/api_client.py"), code.co_filename
+assert pathlib.Path(certifi.where()).is_file()
+assert (resources.files("reconciler.migrations") / "script.py.mako").is_file()
+assert psycopg.pq.__impl__ == "binary"
+tls.server_context(*tls.self_signed("virtual-runpod", "127.0.0.1"), None)
+print(json.dumps(missing))
+"""
+
+
+def test_every_module_and_compiled_extension_loads_in_the_image(image: Image) -> None:
+    done = image.run("-c", IMPORT_EVERYTHING, entrypoint="python3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    missing: dict[str, str] = json.loads(done.stdout)
+    # Only the simulators' test-only parts may need what the image leaves out (the RunPod
+    # simulator's sshd, the Kubernetes simulator's WebSocket side of exec): the demo
+    # imports them only when a test asks for SSH or a WebSocket.
+    assert {normalized(name.split(".")[0]) for name in missing.values()} <= (
+        distributions_only_for_tests()
+    ), missing
+    assert all(name.startswith("reconciler.sim.") for name in missing), missing
 
 
 def test_the_images_user_is_the_manifests_and_not_root(image: Image) -> None:

@@ -19,6 +19,7 @@ from reconciler.core.domain import (
     KubeObject,
     NetworkVolume,
     PersistentVolume,
+    RunPodVolume,
 )
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
@@ -43,10 +44,13 @@ def _create(
     settings: Settings = DEFAULT_SETTINGS,
     sources: EnvSources = NO_SOURCES,
     registry_auth_id: str | None = None,
+    volumes: Sequence[RunPodVolume] | None = (RunPodVolume("vol_1", "data", 10, "EU-RO-1"),),
 ) -> list[CreateRequest]:
     # These pods ask for a GPU or are translated as before CPU instances (test_cpus.py).
     settings = replace(settings, pods_without_gpu=PodsWithoutGpu.GPU)
-    return create_requests(pod, job, sources, catalog, settings, OWNER, registry_auth_id)
+    return create_requests(
+        pod, job, sources, catalog, settings, OWNER, registry_auth_id, (), volumes
+    )
 
 
 def test_one_request_per_ranked_candidate(catalog: list[GpuType]) -> None:
@@ -129,6 +133,40 @@ def test_network_volume_with_mount_path() -> None:
     request = _create(pod)[0]
     assert request.network_volume == NetworkVolume("vol_1", "/data")
     assert request.persistent_volume is None
+
+
+def test_a_network_volume_pins_every_candidate_to_its_data_center() -> None:
+    catalog = [
+        build_gpu("a", datacenters={"US-TX-3": Availability.HIGH, "EU-RO-1": Availability.LOW}),
+        build_gpu("b", price=2.0, datacenters={"US-TX-3": Availability.HIGH}),
+    ]
+    pod = build_pod(annotations={ann.NETWORK_VOLUME_ID: "vol_1"})
+    requests = _create(pod, catalog=catalog)
+    # b is offered only elsewhere: a create of it there would be refused
+    assert [(r.gpu_type_id, r.datacenter_ids) for r in requests] == [("a", ("EU-RO-1",))]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "volumes", "says"),
+    [
+        ({ann.NETWORK_VOLUME_ID: "vol_9"}, None, "could not be listed"),
+        ({ann.NETWORK_VOLUME_ID: "vol_9"}, (), 'no network volume "vol_9"'),
+        (
+            {ann.NETWORK_VOLUME_ID: "vol_1", ann.DATACENTER_IDS: "US-TX-3"},
+            (RunPodVolume("vol_1", "data", 10, "EU-RO-1"),),
+            "in data center EU-RO-1",
+        ),
+    ],
+)
+def test_a_network_volume_the_pod_cannot_use_is_a_reason(
+    annotations: dict[str, str], volumes: Sequence[RunPodVolume] | None, says: str
+) -> None:
+    catalog = [build_gpu("a", datacenters={"US-TX-3": Availability.HIGH})]
+    with pytest.raises(TranslationError) as caught:
+        _create(build_pod(annotations=annotations), catalog=catalog, volumes=volumes)
+    assert caught.value.reason is PodReason.NETWORK_VOLUME_UNAVAILABLE
+    assert not caught.value.permanent
+    assert says in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,7 @@ from reconciler.adapters.runpod.parse import (
     parse_cpu_flavors,
     parse_gpu_types,
     parse_instance,
+    parse_network_volume,
     parse_pod_billing,
     parse_registry,
 )
@@ -61,6 +62,7 @@ from reconciler.core.domain import (
     GpuType,
     Instance,
     RegistryAuth,
+    RunPodVolume,
 )
 
 logger = logging.getLogger(__name__)
@@ -310,6 +312,13 @@ class RunPodClient:
         except errors.RejectedError:
             return False
         return True
+
+    # Network volumes
+
+    def list_network_volumes(self) -> list[RunPodVolume]:
+        data = self._json(_Call("GET", "/v2/network-volumes", "GET /v2/network-volumes"))
+        entries = data.get("networkVolumes") if isinstance(data, dict) else None
+        return [parse_network_volume(entry) for entry in entries or []]
 
     # Billing
 

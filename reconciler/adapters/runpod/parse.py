@@ -23,6 +23,7 @@ from reconciler.core.domain import (
     InstanceStatus,
     PortMapping,
     RegistryAuth,
+    RunPodVolume,
     Runtime,
 )
 
@@ -56,7 +57,14 @@ def parse_instance(data: object) -> Instance:
         runtime=parse_runtime(data.get("runtime")),
         actions=_strings(data.get("actions")),
         registry_auth_id=_optional_str(data.get("registry")),
+        network_volume_id=_network_volume_id(data.get("mounts")),
     )
+
+
+def _network_volume_id(mounts: object) -> str | None:
+    network = _mapping(mounts).get("network")
+    first = network[0] if isinstance(network, list) and network else None
+    return _optional_str(_mapping(first).get("volumeId"))
 
 
 def parse_runtime(data: object) -> Runtime | None:
@@ -151,6 +159,19 @@ def parse_registry(data: object) -> RegistryAuth:
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
     return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+
+
+def parse_network_volume(data: object) -> RunPodVolume:
+    entry = _mapping(data)
+    if not entry.get("id"):
+        raise RunPodError("RunPod answered with a network volume that has no id")
+    return RunPodVolume(
+        id=str(entry["id"]),
+        name=str(entry.get("name") or ""),
+        size_gb=_int(entry.get("size")),
+        datacenter=str(entry.get("dataCenter") or ""),
+        type=str(entry.get("type") or "STANDARD"),
+    )
 
 
 def parse_pod_billing(data: object) -> list[BillingRecord]:

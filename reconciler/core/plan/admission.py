@@ -91,6 +91,7 @@ def prepare_create(
             t.settings.owner_id,
             inputs.registry_auth_id,
             t.obs.cpu_catalog,
+            t.obs.network_volumes,
         )
     except TranslationError as error:
         return cannot_create(t, pod, row, error.reason, error.message, error.permanent), None

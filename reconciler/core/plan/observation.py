@@ -12,6 +12,7 @@ from reconciler.core.domain import (
     GpuType,
     Instance,
     KubeObject,
+    RunPodVolume,
 )
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.offload import PendingPod
@@ -65,6 +66,9 @@ class Observation:
     """USD charged so far by pod UID; only on ticks that read billing."""
     price_differences: Sequence[PriceDifference] = ()
     """Pods whose charge this tick's billing read found to differ from list price."""
+    network_volumes: Sequence[RunPodVolume] | None = None
+    """The account's network volumes, listed only on a tick that creates a pod mounting
+    one; None when not listed."""
     ownership: Ownership | None = None
     """Which instances are ours, as the engine worked it out from these pods, rows and
     instances; None when built without it (`ownership_of` then works it out)."""

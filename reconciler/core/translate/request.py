@@ -21,6 +21,7 @@ from reconciler.core.domain import (
     CreateRequest,
     GpuType,
     KubeObject,
+    RunPodVolume,
 )
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
@@ -44,7 +45,7 @@ from reconciler.core.translate.image import check_image
 from reconciler.core.translate.names import instance_name
 from reconciler.core.translate.ports import instance_ports
 from reconciler.core.translate.registry import registry_credentials
-from reconciler.core.translate.storage import storage
+from reconciler.core.translate.storage import Storage, storage
 
 # registry_credentials belongs to the create inputs the engine gathers for a pod.
 __all__ = ["create_requests", "registry_credentials", "requests_out_of_stock"]
@@ -59,9 +60,11 @@ def create_requests(
     owner_id: str,
     registry_auth_id: str | None = None,
     cpu_catalog: Sequence[CpuFlavor] = (),
+    network_volumes: Sequence[RunPodVolume] | None = None,
 ) -> list[CreateRequest]:
     """One request per fitting GPU type (or CPU flavor, for a pod that asks for no GPU),
-    in the order to try them; or TranslationError."""
+    in the order to try them; or TranslationError. `network_volumes`: the account's
+    (None: not listed), for a pod that mounts one."""
     on_cpu = runs_on_cpu(pod, job, settings)
     offers: Sequence[GpuType | CpuFlavor] = cpu_catalog if on_cpu else catalog
     if not offers:
@@ -78,7 +81,8 @@ def create_requests(
         if on_cpu
         else _gpu_candidates(pod, job, catalog, settings)
     )
-    base = _instance(pod, job, sources, settings, owner_id)
+    disks = storage(pod, job, settings, network_volumes)
+    base = _instance(pod, job, sources, settings, owner_id, disks)
     if on_cpu and base.persistent_volume is not None:
         raise TranslationError(
             PodReason.UNSATISFIABLE_CPU_REQUEST,
@@ -87,7 +91,27 @@ def create_requests(
             permanent=True,
         )
     auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
+    if disks.datacenter is not None:
+        candidates = _in_datacenter(candidates, disks.datacenter)
     return [replace(base, registry_auth_id=auth, **fields) for fields in candidates]
+
+
+def _in_datacenter(candidates: list[dict[str, Any]], datacenter: str) -> list[dict[str, Any]]:
+    """Each candidate limited to the network volume's data center; those the pod's own
+    data centers exclude it from are dropped."""
+    pinned = [
+        {**fields, "datacenter_ids": (datacenter,)}
+        for fields in candidates
+        if not fields["datacenter_ids"] or datacenter in fields["datacenter_ids"]
+    ]
+    if not pinned:
+        raise TranslationError(
+            PodReason.NETWORK_VOLUME_UNAVAILABLE,
+            f"the network volume is in data center {datacenter}, where nothing that fits "
+            "this pod is offered now or allowed (runpod.io/datacenter-ids, --datacenter-ids)",
+            permanent=False,
+        )
+    return pinned
 
 
 def _gpu_candidates(
@@ -162,6 +186,7 @@ def _instance(
     sources: EnvSources,
     settings: Settings,
     owner_id: str,
+    disks: Storage,
 ) -> CreateRequest:
     """The fields every candidate shares; the GPU is filled in per candidate."""
     container = choose_container(pod)
@@ -175,7 +200,6 @@ def _instance(
         )
     if image:
         check_image(image)
-    disks = storage(pod, job, settings)
     env = container_env(pod, container, sources)
     request = CreateRequest(
         name=instance_name(pod),

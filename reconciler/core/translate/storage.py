@@ -3,14 +3,21 @@
 v2 mounts one kind of volume at most: a persistent volume on the host
 (`runpod.io/volume-gb`, at least 10 GB) or an existing network volume
 (`runpod.io/network-volume-id`), each at `runpod.io/volume-mount-path`.
+
+A network volume must be in the account's list (read only on ticks that create such a
+pod), and pins the pod to its data center: RunPod refuses a create elsewhere, and
+refuses an unknown volume, with a 400 that reads like want of stock.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.core.config import MAX_DISK_GB, Settings
-from reconciler.core.domain import KubeObject, NetworkVolume, PersistentVolume
+from reconciler.core.domain import KubeObject, NetworkVolume, PersistentVolume, RunPodVolume
+from reconciler.core.printable import quoted
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import (
     CONTAINER_DISK_GB,
     NETWORK_VOLUME_ID,
@@ -20,7 +27,7 @@ from reconciler.core.translate.annotations import (
     read_id,
     read_int,
 )
-from reconciler.core.translate.errors import invalid_annotation
+from reconciler.core.translate.errors import TranslationError, invalid_annotation
 
 DEFAULT_MOUNT_PATH = "/workspace"
 MIN_PERSISTENT_GB = 10
@@ -32,9 +39,22 @@ class Storage:
     container_disk_gb: int
     persistent_volume: PersistentVolume | None = None
     network_volume: NetworkVolume | None = None
+    datacenter: str | None = None
+    """The network volume's data center, where the instance must be."""
 
 
-def storage(pod: KubeObject, job: KubeObject | None, settings: Settings) -> Storage:
+def names_network_volume(pod: KubeObject, job: KubeObject | None) -> bool:
+    """Whether a create of this pod needs the account's network volumes listed."""
+    return read(pod, job, NETWORK_VOLUME_ID) is not None
+
+
+def storage(
+    pod: KubeObject,
+    job: KubeObject | None,
+    settings: Settings,
+    volumes: Sequence[RunPodVolume] | None = None,
+) -> Storage:
+    """`volumes`: the account's network volumes; None when they could not be listed."""
     disk = read_int(pod, job, CONTAINER_DISK_GB, maximum=MAX_DISK_GB)
     size = read_int(pod, job, VOLUME_GB, minimum=MIN_PERSISTENT_GB, maximum=MAX_DISK_GB)
     volume_id = read_id(pod, job, NETWORK_VOLUME_ID)
@@ -47,6 +67,25 @@ def storage(pod: KubeObject, job: KubeObject | None, settings: Settings) -> Stor
         container_disk_gb=settings.container_disk_gb if disk is None else disk,
         persistent_volume=None if size is None else PersistentVolume(size, path),
         network_volume=None if volume_id is None else NetworkVolume(volume_id, path),
+        datacenter=None if volume_id is None else _listed(volume_id, volumes).datacenter,
+    )
+
+
+def _listed(volume_id: str, volumes: Sequence[RunPodVolume] | None) -> RunPodVolume:
+    if volumes is None:
+        raise TranslationError(
+            PodReason.NETWORK_VOLUME_UNAVAILABLE,
+            "RunPod's network volumes could not be listed; the pod waits",
+            permanent=False,
+        )
+    for volume in volumes:
+        if volume.id == volume_id:
+            return volume
+    raise TranslationError(
+        PodReason.NETWORK_VOLUME_UNAVAILABLE,
+        f"annotation {NETWORK_VOLUME_ID}: RunPod has no network volume {quoted(volume_id)} "
+        "in this account",
+        permanent=False,
     )
 
 
