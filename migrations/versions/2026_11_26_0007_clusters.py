@@ -1,7 +1,7 @@
 """The gangs' Instant Clusters: one row per gang, its create intent and its cluster's id.
 
-Revision ID: 0006_clusters
-Revises: 0005_tick_gpu_utilization
+Revision ID: 0007_clusters
+Revises: 0006_host_keys
 Create Date: 2026-11-26
 """
 
@@ -12,8 +12,8 @@ from alembic import op
 
 import reconciler.adapters.store.models
 
-revision = "0006_clusters"
-down_revision = "0005_tick_gpu_utilization"
+revision = "0007_clusters"
+down_revision = "0006_host_keys"
 branch_labels = None
 depends_on = None
 
