@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
-from reconciler.core import budgets, offload, spend
+from reconciler.core import budgets, network_volumes, offload, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
@@ -182,6 +182,14 @@ ON_THE_WRITER_LEASE = (
 # Kubernetes' own annotations the reconciler reacts to.
 OTHERS = (
     Annotation(podinfo.MIRROR_ANNOTATION, "any", "A mirror pod: ignored, never run on RunPod."),
+    Annotation(
+        network_volumes.PROVISIONER,
+        "a StorageClass's `provisioner`",
+        "Not an annotation but the provisioner name the reconciler serves: claims of such "
+        "a class become RunPod network volumes, and the PV controller names it in a "
+        "claim's `volume.kubernetes.io/storage-provisioner` when the claim is ours to "
+        "provision ([network volumes](../guides/network-volumes.md)).",
+    ),
 )
 
 

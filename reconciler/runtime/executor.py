@@ -34,15 +34,22 @@ from reconciler.core.actions import (
     Action,
     Adopt,
     Bind,
+    ClaimEvent,
     Create,
+    CreateNetworkVolume,
+    CreateVolumeObject,
+    DeleteNetworkVolume,
     DeleteRegistryAuth,
     DeleteRow,
+    DeleteVolumeObject,
     EnsureRegistryAuth,
     Event,
     FinalizePod,
+    MarkClaimSelected,
     PatchMetadata,
     PatchStatus,
     PodRef,
+    ResizeNetworkVolume,
     RestoreTags,
     SaveRow,
     Terminate,
@@ -57,6 +64,7 @@ from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.process_log import Decision, decision
+from reconciler.runtime.volume_steps import VolumeSteps
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +129,7 @@ class Executor:
         """Registry credentials this run's creates chose: not to be collected this tick."""
         self.registries_deleted: list[str] = []
         self.deferred = 0
+        self.volumes = VolumeSteps(runpod, kube, self._journaled)
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
         """Creates left for a later tick: creates stopped, or our share of the quota spent."""
@@ -307,6 +316,16 @@ class Executor:
                 self._decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self._event(pod, reason, message, warning)
+            case (
+                CreateNetworkVolume()
+                | CreateVolumeObject()
+                | ResizeNetworkVolume()
+                | DeleteNetworkVolume()
+                | DeleteVolumeObject()
+                | MarkClaimSelected()
+                | ClaimEvent()
+            ):
+                self.volumes.apply(action)
             case _:
                 assert_never(action)
 
@@ -674,4 +693,9 @@ def _subject(action: Action) -> str:
         return str(pod)
     if isinstance(action, DeleteRegistryAuth):
         return f"registry credential {action.registry_id}"
+    claim = getattr(action, "claim", None)
+    if claim is not None:
+        return f"claim {claim}"
+    if isinstance(action, DeleteNetworkVolume | DeleteVolumeObject):
+        return f"PV {action.pv_name}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

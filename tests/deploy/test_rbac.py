@@ -29,6 +29,7 @@ from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.claim import WriterClaim, WriterHeld
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
+from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 
@@ -190,10 +191,59 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
     box.kube.find_pod("default", "p")
 
 
+def network_volume(box: Sandbox) -> None:
+    """A claim of a network-volume class used by a pod of the node: selected for the
+    node, provisioned (a PV made), read for the pod's create, grown (the PV's capacity
+    and the claim's status), then released (its PV deleted)."""
+    sim = box.kube_sim
+    sim.put(
+        "storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "runpod"},
+            "provisioner": "runpod.io/network-volume",
+            "parameters": {"dataCenter": "EU-RO-1"},
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": True,
+        },
+    )
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "ckpt", "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "20Gi"}},
+            "storageClassName": "runpod",
+        },
+    }
+    sim.put("persistentvolumeclaims", claim)
+    box.advance(box.settings.catalog_ttl)  # the classes are read again after it
+    pod = box.add_pod(
+        "trainer",
+        extra_spec={"volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]},
+    )
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
+    sim.put("pods", pod)
+    for _ in range(3):
+        box.tick()
+    grown = sim.get("persistentvolumeclaims", "default", "ckpt") or claim
+    grown["spec"]["resources"]["requests"]["storage"] = "40Gi"
+    sim.put("persistentvolumeclaims", grown)
+    box.tick()
+    sim.delete_pod("default", "trainer")
+    for _ in range(3):
+        box.tick()
+    sim.store.delete(BY_PLURAL["persistentvolumeclaims"], "default", "ckpt")
+    box.tick()
+
+
 def exercise(box: Sandbox) -> Outcome:
     """Every Kubernetes call the reconciler makes, each at least once."""
     outcome = Outcome()
     lifecycle(box, outcome)
+    network_volume(box)
     job_pod_with_env_sources(box)
     node_repair_after_restart(box)
     offload(box)
