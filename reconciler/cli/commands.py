@@ -543,7 +543,7 @@ def sync(
         raise click.ClickException(str(exc)) from None
     except DatabaseError as exc:
         raise click.ClickException(db.describe_error(obj.database_url, exc)) from None
-    except (KubeError, RunPodError, db.DatabaseURLError) as exc:
+    except (KubeError, RunPodError, db.DatabaseURLError, SshKeyError) as exc:
         raise click.ClickException(process_log.redact(f"cannot start: {exc}")) from None
 
 

@@ -1,7 +1,7 @@
 """`reconciler exec NAMESPACE/POD -- CMD...`: a command in a pod's instance over SSH, as
 `kubectl exec` runs it through the kubelet endpoint; for CronJob mode, where no endpoint
-runs. It needs the reconciler's key (`--ssh-key-file`, as the CronJob mounts it) and
-its database (which instance is the pod's)."""
+runs. It needs the reconciler's key (`--ssh-key-file`, or the Secret the reconciler
+keeps it in, `--ssh-key-secret`) and its database (which instance is the pod's)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.sshaccess import remote_command
 from reconciler.runtime import process_log
 from reconciler.runtime.kubelet.exec import SshTargets, StreamError
-from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
+from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity, secret_identity
+from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.wiring import open_store
 
 
@@ -38,8 +39,14 @@ from reconciler.runtime.wiring import open_store
 @click.option(
     "--ssh-key-file",
     envvar="RECONCILER_SSH_KEY_FILE",
-    required=True,
+    default="",
     help="The reconciler's SSH private key (the one its instances were created with).",
+)
+@click.option(
+    "--ssh-key-secret",
+    envvar="RECONCILER_SSH_KEY_SECRET",
+    default="",
+    help="Or the Secret, in the reconciler's namespace, that the reconciler keeps it in.",
 )
 @kubeconfig_option
 @context_option
@@ -59,6 +66,7 @@ def exec_command(
     stdin: bool,
     container: str,
     ssh_key_file: str,
+    ssh_key_secret: str,
     kubeconfig: str | None,
     kube_context: str | None,
     runpod_url: str,
@@ -68,10 +76,16 @@ def exec_command(
     """Run CMD in a pod's instance and exit with its exit code."""
     process_log.register_secret(runpod_api_key)
     namespace, _, pod = target.rpartition("/")
+    if not (ssh_key_file or ssh_key_secret):
+        raise click.UsageError("give the reconciler's key: --ssh-key-file or --ssh-key-secret")
     try:
-        identity = load_identity(ssh_key_file)
         with reaching():
             kube = KubeClient.from_config(kubeconfig, kube_context)
+            identity = (
+                load_identity(ssh_key_file)
+                if ssh_key_file
+                else secret_identity(kube, default_namespace(), ssh_key_secret, make=False)
+            )
             with RunPodClient(runpod_api_key, runpod_url) as runpod:
                 store = open_store(obj.database_url, upgrade=False)
                 where = SshTargets(node_name, kube, store, runpod).resolve(

@@ -364,9 +364,18 @@ class Settings:
     """OpenSSH ed25519. Instances are created with `startSsh`, its public key in
     `PUBLIC_KEY` and 22/tcp published."""
 
+    ssh_key_secret: str = setting(
+        "",
+        "--ssh-key-secret",
+        "A Secret in the reconciler's namespace holding its SSH key (made there if "
+        "missing), used when --ssh-key-file is not given (empty: no SSH).",
+    )
+    """Type kubernetes.io/ssh-auth, the OpenSSH ed25519 key in `ssh-privatekey`; the
+    deploy manifests and the chart set it and grant `create` on Secrets there."""
+
     ssh_public_key: str = ""
-    """The public key of `ssh_key_file` as an authorized_keys line, read at start (not a
-    flag)."""
+    """The public key of `ssh_key_file` or `ssh_key_secret` as an authorized_keys line,
+    read at start (not a flag)."""
 
     @property
     def owner_id(self) -> str:

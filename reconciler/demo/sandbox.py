@@ -23,7 +23,8 @@ from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
-from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner
+from reconciler.runtime.leader import default_namespace
+from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_controllers import ControllerSettings
@@ -106,7 +107,9 @@ class Sandbox:
             read_timeout=5,
         )
         self.store: Store = open_store(self.database_url, upgrade=True)
-        self.settings = resolve_owner(self._base_settings, self.kube)
+        if self._base_settings.ssh_key_secret:  # it lives in the reconciler's namespace
+            self.ensure_namespace(default_namespace())
+        self.settings = with_ssh_key(resolve_owner(self._base_settings, self.kube), self.kube)
         self._compose()
 
     def start_kubelet(self, port: int = 0, limits: EndpointLimits | None = None) -> KubeletServer:

@@ -21,6 +21,8 @@ from reconciler.runtime import process_log
 from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
+from reconciler.runtime.kubelet.sshkey import secret_identity
+from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.system_events import StartupLines, SystemEvents
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,15 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     if settings.cluster_id:
         return settings
     return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
+
+
+def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
+    """The settings with the public half of the reconciler's SSH key, when a Secret
+    holds it (made there on first start; a key file was read by the command already)."""
+    if settings.ssh_key_file or not settings.ssh_key_secret:
+        return settings
+    identity = secret_identity(kube, default_namespace(), settings.ssh_key_secret)
+    return dataclasses.replace(settings, ssh_public_key=identity.public_line)
 
 
 class LockKeeper:
@@ -192,7 +203,7 @@ def connect(
     lock = LockKeeper(store, clock)
     engine: Engine | None = None
     try:
-        settings = resolve_owner(settings, kube)
+        settings = with_ssh_key(resolve_owner(settings, kube), kube)
         claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
         engine, heartbeat = compose(
             settings,

@@ -157,12 +157,20 @@ def _event_causes(obj: dict[str, Any]) -> Causes:
     return []
 
 
+# Typed Secrets and the data key each must carry (the API server's ValidateSecret).
+_REQUIRED_SECRET_KEYS = {"kubernetes.io/ssh-auth": "ssh-privatekey"}
+
+
 def _secret_causes(obj: dict[str, Any]) -> Causes:
-    for key, value in (obj.get("data") or {}).items():
+    data = obj.get("data") or {}
+    for key, value in data.items():
         try:
             base64.b64decode(value, validate=True)
         except (binascii.Error, TypeError):
             return [(f"data[{key}]", "Invalid value: illegal base64 data")]
+    required = _REQUIRED_SECRET_KEYS.get(str(obj.get("type") or ""))
+    if required and not data.get(required):
+        return [(f"data[{required}]", "Required value")]
     return []
 
 

@@ -187,6 +187,7 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
         max_pending_time=600.0,
         max_pending_time_before_offload=120.0,
         pending_threshold=8,
+        ssh_key_secret="runpod-reconciler-ssh-key",
     )
     assert options["interval"] == 20.0
     assert options["heartbeat_interval"] == 5.0
@@ -195,7 +196,8 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
 def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     workload = find(chart_objects(), "Deployment")
     settings, options = parse_like_the_container(env(workload), monkeypatch)
-    assert settings == Settings()
+    # SSH is on by default, with the key in a Secret named after the release.
+    assert settings == dataclasses.replace(Settings(), ssh_key_secret="runpod-reconciler-ssh-key")
     assert options["interval"] == next(p.default for p in sync.params if p.name == "interval")
     # Deployment mode elects a leader, on a Lease the chart's RBAC names.
     assert options["leader_elect"] is True
@@ -260,14 +262,28 @@ def test_leader_election_permissions_follow_the_value() -> None:
     def roles(values: Obj) -> set[str]:
         return {o["metadata"]["name"] for o in chart_objects(values) if o["kind"] == "Role"}
 
-    assert roles({}) == {"runpod-reconciler-node-lease", "runpod-reconciler-leader-election"}
-    assert roles({"leaderElection": {"enabled": False}}) == {"runpod-reconciler-node-lease"}
+    assert roles({}) == {
+        "runpod-reconciler-node-lease",
+        "runpod-reconciler-leader-election",
+        "runpod-reconciler-ssh-key",
+    }
+    assert roles({"leaderElection": {"enabled": False}, "ssh": {"enabled": False}}) == {
+        "runpod-reconciler-node-lease"
+    }
+
+
+def test_without_ssh_no_key_secret_is_named_or_granted(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = chart_objects({"ssh": {"enabled": False}})
+    settings, _ = parse_like_the_container(env(find(objects, "Deployment")), monkeypatch)
+    assert settings.ssh_key_secret == ""
+    rules = [r for o in objects if o["kind"] == "Role" for r in o["rules"]]
+    assert all("secrets" not in r["resources"] for r in rules)
 
 
 def test_chart_rbac_grants_exactly_the_plain_manifests_rules() -> None:
-    def rules(objects: list[Obj]) -> dict[tuple[str, str], Any]:
+    def rules(objects: list[Obj]) -> dict[tuple[str, str, str], Any]:
         return {
-            (o["kind"], o["metadata"].get("namespace", "")): o["rules"]
+            (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace", "")): o["rules"]
             for o in objects
             if o["kind"] in ("ClusterRole", "Role")
         }

@@ -3,7 +3,8 @@ enforced from deploy/common/rbac.yaml (and from the Helm chart's rendering).
 
 Sufficient: the reconciler, authenticated as the runpod-reconciler ServiceAccount, runs
 a pod's whole life (created on RunPod, Running, deleted, gone) and makes every other
-call KubeClient has (Job, Secret and ConfigMap reads, node repair after a restart, a
+call KubeClient has (Job, Secret and ConfigMap reads, the SSH key's Secret made and
+read, node repair after a restart, a
 repeated Event, the pod watches, leader election, the node's writer Lease) and offloads
 a Job's pod, without a single 403.
 Necessary: with any one verb taken out of any rule, a call is refused with 403 for
@@ -27,8 +28,10 @@ from reconciler.adapters.kube.errors import KubeError, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.claim import WriterClaim, WriterHeld
-from reconciler.runtime.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.kubelet.sshkey import SshKeyError
+from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
+from reconciler.runtime.wiring import with_ssh_key
 from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
@@ -239,9 +242,17 @@ def network_volume(box: Sandbox) -> None:
     box.tick()
 
 
+def ssh_key_secret(box: Sandbox) -> None:
+    """The SSH key's Secret made in our namespace at start, then read at the next."""
+    box.ensure_namespace(default_namespace())
+    for _ in range(2):
+        with_ssh_key(dataclasses.replace(box.settings, ssh_key_secret="ssh-key"), box.kube)
+
+
 def exercise(box: Sandbox) -> Outcome:
     """Every Kubernetes call the reconciler makes, each at least once."""
     outcome = Outcome()
+    ssh_key_secret(box)
     lifecycle(box, outcome)
     network_volume(box)
     job_pod_with_env_sources(box)
@@ -327,7 +338,7 @@ def test_every_granted_verb_is_needed(
     box = sandbox(reduced)
     try:
         # A refused call (even at start) ends the run; so does a writer Lease refused.
-        with contextlib.suppress(KubeError, WriterHeld):
+        with contextlib.suppress(KubeError, WriterHeld, SshKeyError):
             box.start()
             exercise(box)
         refused = forbidden(box)

@@ -313,6 +313,31 @@ class KubeClient:
             return None
         return {key: _b64_text(value) for key, value in (secret.get("data") or {}).items()}
 
+    def read_secret_bytes(self, namespace: str, name: str) -> tuple[str, dict[str, bytes]] | None:
+        """A Secret's type and its data as bytes; None if it does not exist."""
+        secret = self._get_optional(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
+        if secret is None:
+            return None
+        data = {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+        return str(secret.get("type") or "Opaque"), data
+
+    def create_secret(
+        self, namespace: str, name: str, secret_type: str, data: dict[str, bytes]
+    ) -> None:
+        """Create a Secret of ours; KubeConflict if the name is taken."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": "runpod-reconciler"},
+            },
+            "type": secret_type,
+            "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+        }
+        self._request("POST", f"/api/v1/namespaces/{_q(namespace)}/secrets", body=body)
+
     def read_config_map(self, namespace: str, name: str) -> dict[str, str] | None:
         config_map = self._get_optional(f"/api/v1/namespaces/{_q(namespace)}/configmaps/{_q(name)}")
         if config_map is None:

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from reconciler.adapters.spdy import frames as f
+from reconciler.adapters.spdy.duplex import Duplex
 from reconciler.adapters.spdy.headers import HeaderBlockError, Headers
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,8 @@ class Session:
         """`recv` reads what the client sent (default: the socket's own); an HTTP server
         passes its buffered reader, which may already hold the first frames."""
         self._sock = sock
-        self._recv = recv or sock.recv
+        # Our reader thread and the streams' writers share one TLS connection.
+        self._conn = Duplex(sock, recv)
         self._pending = bytearray()
         self._encoder = f.FrameEncoder()
         self._write_lock = threading.Lock()
@@ -140,7 +142,7 @@ class Session:
                 raise ConnectionError("the SPDY session is closed")
             data = self._encoder.encode(frame)
             try:
-                self._sock.sendall(data)
+                self._conn.sendall(data)
             except OSError as exc:
                 self._end()
                 raise ConnectionError(f"the SPDY session broke: {exc}") from exc
@@ -207,7 +209,7 @@ class Session:
 
     def _read_exact(self, size: int) -> bytes:
         while len(self._pending) < size:
-            chunk = self._recv(max(65536, size - len(self._pending)))
+            chunk = self._conn.recv(max(65536, size - len(self._pending)))
             if not chunk:
                 raise EOFError
             self._pending += chunk

@@ -15,8 +15,9 @@ from reconciler.core.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
 from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
-from reconciler.runtime.kubelet.sshkey import load_identity
+from reconciler.runtime.kubelet.sshkey import ssh_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
+from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.log_follows import LogGate
 from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 
@@ -66,8 +67,8 @@ def start_endpoint(
         ),
         usage,
     )
-    if settings.ssh_key_file:
-        identity = load_identity(settings.ssh_key_file)
+    identity = ssh_identity(settings, kube, default_namespace())
+    if identity is not None:
         server.exec = ExecBackend(
             SshTargets(settings.node_name, kube, store, runpod),
             SshConnector(identity.private_pem, HostKeys()),

@@ -100,6 +100,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
   value: {{ .Values.logLevel | quote }}
 - name: RECONCILER_LOG_FORMAT
   value: {{ .Values.logFormat | quote }}
+{{- if .Values.ssh.enabled }}
+{{- /* kubectl exec over SSH: the key pair's Secret, made on first start (rbac.yaml). */}}
+- name: RECONCILER_SSH_KEY_SECRET
+  value: {{ printf "%s-ssh-key" (include "runpod-reconciler.fullname" .) | quote }}
+{{- end }}
 {{- if .Values.datacenterIds }}
 - name: RECONCILER_DATACENTER_IDS
   value: {{ join "," .Values.datacenterIds | quote }}
