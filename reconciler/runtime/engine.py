@@ -101,6 +101,9 @@ class TickReport:
     """Untagged instances nothing claims, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
     registries_deleted: list[str] = field(default_factory=list)
+    volume_leaks: list[str] | None = None
+    """Network volumes of ours that no PV names (kept, reported); None when RunPod's
+    volumes were not listed this tick."""
     skipped: str | None = None
     """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
@@ -692,6 +695,8 @@ class Engine:
             return
         if view is None:
             return
+        if view.listed is not None:
+            report.volume_leaks = [leak.id for leak in network_volumes.leaks(view)]
         for leak in network_volumes.leaks(view):
             log.error(
                 "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "

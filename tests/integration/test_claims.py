@@ -16,6 +16,7 @@ import pytest
 from reconciler.core.network_volumes import CSI_DRIVER, PROVISIONER, volume_name
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
+from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
 
 from .test_limits import status_reason
@@ -262,3 +263,18 @@ def test_a_crash_while_deleting_leaves_neither_the_volume_nor_its_pv(box, point)
     assert box.runpod_sim.volumes == {}
     assert pv_of(box, made) is None
     assert len([c for c in volume_calls(box) if c[0] == "DELETE"]) == 1
+
+
+def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
+    add_class(box)
+    stray = box.runpod_sim.add_volume(
+        volume_name(box.settings.owner_id, "gone-claim"), 10, "EU-RO-1"
+    )
+    add_claim(box)  # a claim to provision: the tick lists the volumes
+    report = box.tick()
+    assert report.volume_leaks == [stray.id]
+    metrics = Metrics()
+    metrics.observe(report, None, box.settings.owner_id)
+    assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
+    assert stray.id in box.runpod_sim.volumes  # kept
+    assert box.tick().volume_leaks is None  # steady: not listed, not told again
