@@ -5,14 +5,20 @@ keeps it in, `--ssh-key-secret`) and its database (which instance is the pod's).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
-from typing import Any
+import termios
+import tty as ttymode
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, cast
 
 import click
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.ssh.client import HostKeys, SshConnector, SshError, run_command
+from reconciler.adapters.ssh.client import SshConnector, SshError, run_command
 from reconciler.cli.connection import (
     context_option,
     kubeconfig_option,
@@ -23,6 +29,8 @@ from reconciler.cli.connection import (
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.sshaccess import remote_command
 from reconciler.runtime import process_log
+from reconciler.runtime.engine import utcnow
+from reconciler.runtime.kubelet.endpoint import stored_host_keys
 from reconciler.runtime.kubelet.exec import SshTargets, StreamError
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity, secret_identity
 from reconciler.runtime.leader import default_namespace
@@ -33,6 +41,7 @@ from reconciler.runtime.wiring import open_store
 @click.argument("target", metavar="NAMESPACE/POD")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--stdin", "-i", is_flag=True, help="Pass this process's stdin to the command.")
+@click.option("--tty", "-t", is_flag=True, help="Run the command on a pty of this terminal's size.")
 @click.option(
     "--container", "-c", default="", help="The container (default: the one that runs on RunPod)."
 )
@@ -64,6 +73,7 @@ def exec_command(
     target: str,
     command: tuple[str, ...],
     stdin: bool,
+    tty: bool,
     container: str,
     ssh_key_file: str,
     ssh_key_secret: str,
@@ -91,19 +101,64 @@ def exec_command(
                 where = SshTargets(node_name, kube, store, runpod).resolve(
                     namespace or "default", pod, container
                 )
-                # A new process meets each host key for the first time.
-                ssh = SshConnector(identity.private_pem, HostKeys())
+                # The host keys the endpoint and earlier runs saw, kept in the database.
+                ssh = SshConnector(identity.private_pem, stored_host_keys(store, utcnow))
                 transport = ssh.connect(where.instance_id, where.host, where.port)
         try:
-            code = run_command(
-                transport,
-                remote_command(command),
-                sys.stdin.buffer if stdin else None,
-                sys.stdout.buffer,
-                sys.stderr.buffer,
-            )
+            with (
+                LocalTerminal.opened(tty, raw=stdin) as terminal,
+                _unbuffered_stdin() if stdin else contextlib.nullcontext() as source,
+            ):
+                code = run_command(
+                    transport,
+                    remote_command(command, where.workdir),
+                    source,
+                    sys.stdout.buffer,
+                    sys.stderr.buffer,
+                    terminal,
+                )
         finally:
             transport.close()
     except (SshKeyError, SshError, StreamError) as exc:
         raise click.ClickException(getattr(exc, "message", str(exc))) from None
     sys.exit(code)
+
+
+def _unbuffered_stdin() -> BinaryIO:
+    # A read of stdin still waiting when the command ends must hold no buffer's lock, or
+    # the interpreter aborts at exit (a terminal's stdin never ends by itself).
+    return cast(BinaryIO, open(sys.stdin.fileno(), "rb", buffering=0, closefd=False))
+
+
+class LocalTerminal:
+    """This process's terminal, for `-t`: its size (80x24 when there is none), its
+    SIGWINCH, and raw mode on stdin while the command runs with `-i`, so keys go to the
+    remote pty as typed."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def opened(cls, tty: bool, raw: bool) -> Iterator[LocalTerminal | None]:
+        if not tty:
+            yield None
+            return
+        terminal = cls()
+        saved = None
+        if raw and sys.stdin.isatty():
+            saved = termios.tcgetattr(sys.stdin.fileno())
+            ttymode.setraw(sys.stdin.fileno())
+        try:
+            yield terminal
+        finally:
+            if saved is not None:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+            signal.signal(signal.SIGWINCH, signal.SIG_DFL)
+
+    def size(self) -> tuple[int, int]:
+        for stream in (sys.stdout, sys.stdin):
+            with contextlib.suppress(OSError, ValueError):
+                size = os.get_terminal_size(stream.fileno())
+                return size.columns, size.lines
+        return 80, 24
+
+    def on_resize(self, resize: Callable[[int, int], None]) -> None:
+        signal.signal(signal.SIGWINCH, lambda *_: resize(*self.size()))

@@ -39,7 +39,11 @@ def direct_address(port_mappings: str) -> tuple[str, int] | None:
     return None
 
 
-def remote_command(argv: Sequence[str]) -> str:
+def remote_command(argv: Sequence[str], workdir: str = "") -> str:
     """The command line sshd hands to the user's shell: each argument quoted, so the
-    shell splits it back into exactly this argv (no joining with spaces)."""
-    return shlex.join(argv)
+    shell splits it back into exactly this argv (no joining with spaces); run in
+    `workdir` (the container's `workingDir`) when one is given, else where sshd starts
+    it (root's home). A `workingDir` the instance lacks fails the command with the
+    shell's words: the container's own process did not make it."""
+    command = shlex.join(argv)
+    return f"cd -- {shlex.quote(workdir)} && {command}" if workdir else command

@@ -14,6 +14,7 @@ from reconciler.sim import kube_metrics
 from reconciler.sim import kube_protobuf as protobuf
 from reconciler.sim import kube_resources as resources
 from reconciler.sim.kube_access import AccessModel
+from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_pod_exec import (
     kubelet_exec_request,
     kubelet_port_forward_request,
@@ -46,6 +47,7 @@ class Backend(Protocol):
     access: AccessModel
     kubelet_ca_file: str | None
     metrics: kube_metrics.MetricsServer
+    jobs: JobController
 
     @property
     def base_url(self) -> str: ...
@@ -324,6 +326,9 @@ class Handler(BaseHTTPRequestHandler):
         obj = self.sim.store.delete(
             route.resource, route.namespace, route.name, grace, options.get("preconditions")
         )
+        policy = options.get("propagationPolicy") or _arg(query, "propagationPolicy")
+        if route.resource is resources.JOBS and policy in ("Background", "Foreground"):
+            self.sim.jobs.delete_dependents(obj)
         return self._send(200, obj)
 
     def _require_name(self, route: Route) -> None:

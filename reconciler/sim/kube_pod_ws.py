@@ -44,6 +44,7 @@ from websockets.server import ServerProtocol
 from reconciler.sim.kube_pod_log import KubeletCaller
 from reconciler.sim.kube_spdy import SpdyClient
 from reconciler.sim.kube_status import ApiError
+from reconciler.sim.kube_tls_turns import Turns
 from reconciler.sim.kube_upgrade import (
     header,
     proxy,
@@ -163,7 +164,8 @@ class WebSocket:
     any thread may `send`."""
 
     def __init__(self, sock: Any, read: Callable[[int], bytes], protocol: ServerProtocol):
-        self._sock, self._read, self._protocol = sock, read, protocol
+        # Read by one thread, written by others: over TLS they take turns.
+        self._conn, self._protocol = Turns(sock, read), protocol
         self._lock = threading.Lock()
 
     @classmethod
@@ -222,7 +224,7 @@ class WebSocket:
         parts: list[bytes] = []
         while True:
             try:
-                data = self._read(_CHUNK)
+                data = self._conn.recv(_CHUNK)
             except (OSError, ValueError):
                 data = b""
             with self._lock:
@@ -249,9 +251,9 @@ class WebSocket:
         try:
             for chunk in self._protocol.data_to_send():
                 if chunk:
-                    self._sock.sendall(chunk)
+                    self._conn.sendall(chunk)
                 else:  # the protocol's end of our side: TCP's, not TLS's (see splice)
-                    socket.socket.shutdown(self._sock, socket.SHUT_WR)
+                    socket.socket.shutdown(self._conn.sock, socket.SHUT_WR)
         except OSError:
             return False
         return True
@@ -469,11 +471,13 @@ def tunnel(ws: WebSocket, upstream: socket.socket, rest: bytes) -> None:
     """Carry the kubelet's SPDY bytes in binary messages, and kubectl's messages back as
     bytes, until either side ends."""
 
+    far = Turns(upstream)  # read by `down`, written here
+
     def down() -> None:
         if rest:
             ws.send(rest)
         with contextlib.suppress(OSError):
-            while data := upstream.recv(_CHUNK):
+            while data := far.recv(_CHUNK):
                 if not ws.send(data):
                     break
         ws.close()
@@ -482,8 +486,7 @@ def tunnel(ws: WebSocket, upstream: socket.socket, rest: bytes) -> None:
     thread.start()
     with contextlib.suppress(OSError):
         for message in ws.messages():
-            upstream.sendall(message)
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(upstream, socket.SHUT_RDWR)
+            far.sendall(message)
+    far.end()
     thread.join()
     upstream.close()

@@ -12,12 +12,13 @@ spdystream, no flow-control window is kept (WINDOW_UPDATE and SETTINGS are read 
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import struct
 import threading
 import zlib
 from collections.abc import Callable
+
+from reconciler.sim.kube_tls_turns import Turns
 
 # The draft's dictionary (section 2.6.10.1), byte for byte; zlib names it 0xe3c6a7c2.
 DICTIONARY = (
@@ -96,6 +97,9 @@ class SpdyClient:
 
     def __init__(self, sock: socket.socket, already_read: bytes, on_data: OnData) -> None:
         self._sock = sock
+        # Read by our reader thread, written by the streams' writers: over TLS they take
+        # turns (`kube_tls_turns`).
+        self._conn = Turns(sock)
         self._buffer = bytearray(already_read)
         self._on_data = on_data
         self._write = threading.Lock()
@@ -118,13 +122,13 @@ class SpdyClient:
             block = self._deflate.compress(header_block(headers))
             block += self._deflate.flush(zlib.Z_SYNC_FLUSH)
             body = struct.pack(">IIBB", stream_id, 0, 0, 0) + block
-            self._sock.sendall(_control(_SYN_STREAM, 0, body))
+            self._conn.sendall(_control(_SYN_STREAM, 0, body))
         return stream_id
 
     def send(self, stream_id: int, data: bytes, fin: bool = False) -> None:
         flags_length = ((_FIN if fin else 0) << 24) | len(data)
         with self._write:
-            self._sock.sendall(struct.pack(">II", stream_id, flags_length) + data)
+            self._conn.sendall(struct.pack(">II", stream_id, flags_length) + data)
 
     def wait_replies(self, stream_ids: list[int], timeout: float) -> bool:
         """Whether the kubelet answered each stream with SYN_REPLY in time (client-go's
@@ -136,10 +140,9 @@ class SpdyClient:
             ) and all(i in self.replies for i in stream_ids)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
+        self._conn.end()
         self._reader.join(timeout=10)
+        self._sock.close()
 
     def _read_loop(self) -> None:
         try:
@@ -181,12 +184,12 @@ class SpdyClient:
             self._headers(payload[10:])
             with self._write:
                 body = struct.pack(">II", stream_id & 0x7FFFFFFF, _CANCEL)
-                self._sock.sendall(_control(_RST_STREAM, 0, body))
+                self._conn.sendall(_control(_RST_STREAM, 0, body))
         elif kind == _RST_STREAM:
             self._data(struct.unpack_from(">I", payload)[0] & 0x7FFFFFFF, b"", True)
         elif kind == _PING:
             with self._write:
-                self._sock.sendall(_control(_PING, 0, payload))
+                self._conn.sendall(_control(_PING, 0, payload))
         elif kind == _GOAWAY:
             raise EOFError
 
@@ -205,7 +208,7 @@ class SpdyClient:
 
     def _exactly(self, count: int) -> bytes:
         while len(self._buffer) < count:
-            chunk = self._sock.recv(64 * 1024)
+            chunk = self._conn.recv(64 * 1024)
             if not chunk:
                 raise EOFError
             self._buffer += chunk

@@ -480,6 +480,8 @@ class Store:
             )
         if ("", namespace) not in self._objects[NAMESPACES]:
             raise not_found("namespaces", namespace or "")
+        # Set before admission, as the API server does: controllers' admission reads it.
+        meta["namespace"] = namespace
 
     def _generate_name(self, resource: Resource, namespace: str | None, prefix: str) -> str:
         while True:

@@ -59,8 +59,8 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
     causes = _metadata_causes(obj)
     if resource is PODS:
         causes += _pod_causes(obj)
-    elif resource is JOBS and not isinstance(obj.get("spec", {}).get("template"), dict):
-        causes.append(("spec.template", "Required value"))
+    elif resource is JOBS:
+        causes += _job_causes(obj.get("spec") or {})
     elif resource is EVENTS:
         causes += _event_causes(obj)
     elif resource is SECRETS:
@@ -146,6 +146,18 @@ def _pod_causes(obj: dict[str, Any]) -> Causes:
         for field in ("name", "image"):
             if not (isinstance(container, dict) and container.get(field)):
                 causes.append((f"spec.containers[{index}].{field}", "Required value"))
+    return causes
+
+
+def _job_causes(spec: dict[str, Any]) -> Causes:
+    causes: Causes = []
+    if not isinstance(spec.get("template"), dict):
+        causes.append(("spec.template", "Required value"))
+    mode = spec.get("completionMode", "NonIndexed")
+    if mode not in ("NonIndexed", "Indexed"):
+        causes.append(("spec.completionMode", f'Unsupported value: "{mode}"'))
+    elif mode == "Indexed" and spec.get("completions") is None:
+        causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
     return causes
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.sim.kube_pod_log import KubeletCaller
 from reconciler.sim.kube_status import ApiError
+from reconciler.sim.kube_tls_turns import Turns
 
 _MAX_HEAD = 64 * 1024
 _MAX_ERROR_BYTES = 50_000
@@ -139,27 +140,22 @@ def proxy(
 
 def splice(client: Any, client_read: Any, upstream: ssl.SSLSocket, answer: bytes) -> None:
     """Pass the kubelet's 101 on, then bytes both ways until either side ends, which ends
-    both (SPDY needs no half-close, and TLS has none)."""
-    client.sendall(answer)
+    both (SPDY needs no half-close, and TLS has none). Each connection is read by one
+    thread and written by the other: they take turns (`kube_tls_turns`)."""
+    near, far = Turns(client, client_read), Turns(upstream)
+    near.sendall(answer)
 
     def down() -> None:
         with contextlib.suppress(OSError):
-            while data := upstream.recv(_CHUNK):
-                client.sendall(data)
-        _end(client)
+            while data := far.recv(_CHUNK):
+                near.sendall(data)
+        near.end()
 
     thread = threading.Thread(target=down, name="kube-sim-exec", daemon=True)
     thread.start()
     with contextlib.suppress(OSError, ValueError):
-        while data := client_read(_CHUNK):
-            upstream.sendall(data)
-    _end(upstream)
+        while data := near.recv(_CHUNK):
+            far.sendall(data)
+    far.end()
     thread.join()
     upstream.close()
-
-
-def _end(sock: Any) -> None:
-    # The TCP connection itself: SSLSocket.shutdown would drop its TLS state while the
-    # other direction may still be reading it.
-    with contextlib.suppress(OSError):
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)

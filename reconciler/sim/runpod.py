@@ -19,6 +19,14 @@ It serves what the reconciler uses, with the contract's status codes and
     GET    /v2/billing/pods, GET /v2/billing     from each pod's ledger (see runpod_billing)
     /v2/network-volumes, /v2/billing/network-volumes   see runpod_volumes; a pod's
                                     network mount pins it to the volume's data center
+    POST   /v2/clusters             create an Instant Cluster: 201; 400 no room in one data
+                                    center, 402, 422 (see runpod_clusters)
+    GET    /v2/clusters, GET|PATCH|DELETE /v2/clusters/{id}, GET /v2/clusters/{id}/pods
+    GET    /v2/billing/clusters     one record per cluster per bucket
+
+Cluster members are pods: `GET /v2/pods` leaves them out unless `includeClusterPods=true`,
+`GET /v2/pods/{id}` and its logs serve them, and PATCH, DELETE and actions on them are
+refused with 409 (only deleting their cluster ends them).
 
 A deleted pod leaves the list at once, but `GET /v2/pods/{id}` keeps serving it with
 status TERMINATED (cost 0, no runtime, no actions), as the contract's status says.
@@ -118,11 +126,19 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.sim import runpod_billing as billing
+from reconciler.sim import runpod_clusters
 from reconciler.sim.clock import SimClock, real_start
 from reconciler.sim.runpod_catalog import DEFAULT_CPU_FLAVORS, DEFAULT_GPU_TYPES, Catalog
 from reconciler.sim.runpod_limits import RateWindows
 from reconciler.sim.runpod_logs import LogStream, new_lines, open_stream
-from reconciler.sim.runpod_pods import ACTIONS_BY_STATUS, LogLine, SimPod, iso, sse_event
+from reconciler.sim.runpod_pods import (
+    ACTIONS_BY_STATUS,
+    LogLine,
+    Membership,
+    SimPod,
+    iso,
+    sse_event,
+)
 from reconciler.sim.runpod_validate import (
     Problem,
     check_create_pod,
@@ -324,6 +340,7 @@ class RunPodSimulator:
             self._volumes.close()
             self._volumes = Volumes()
             self._pods: dict[str, SimPod] = {}
+            self._clusters: dict[str, runpod_clusters.SimCluster] = {}
             self._registries: dict[str, str] = {}
             self._ledgers: dict[str, billing.PodLedger] = {}
             self._terminated: dict[str, dict[str, Any]] = {}
@@ -349,6 +366,13 @@ class RunPodSimulator:
         with self._lock:
             now = self.clock.now()
             return {pod.id: pod.to_json(now) for pod in self._pods.values()}
+
+    @property
+    def clusters(self) -> dict[str, dict[str, Any]]:
+        """Every cluster (unlisted ones too) as the API would serve it now, keyed by id."""
+        with self._lock:
+            now = self.clock.now()
+            return {c.id: c.to_json(now) for c in self._clusters.values()}
 
     @property
     def requests(self) -> list[SimRequest]:
@@ -692,10 +716,27 @@ class RunPodSimulator:
             raise Problem(404, "pod not found")
         return pod
 
+    def _standalone_pod(self, request: _Request) -> SimPod:
+        """The pod a change or delete route may act on: a cluster member is refused."""
+        pod = self._api_pod(request)
+        if pod.membership is not None:
+            raise Problem(
+                409,
+                f"pod {pod.id} belongs to cluster {pod.membership.cluster_id}: manage it "
+                "through /v2/clusters/{id}",
+            )
+        return pod
+
     @api("GET", "/v2/pods")
     def _list_pods(self, request: _Request) -> Reply:
         now = request.now
-        return Reply(200, {"pods": [p.to_json(now) for p in self._pods.values() if p.listed(now)]})
+        members = _bool_param(request.params, "includeClusterPods")
+        pods = [
+            p.to_json(now)
+            for p in self._pods.values()
+            if p.listed(now) and (members or p.membership is None)
+        ]
+        return Reply(200, {"pods": pods})
 
     @api("GET", "/v2/pods/{id}")
     def _get_pod(self, request: _Request) -> Reply:
@@ -707,7 +748,7 @@ class RunPodSimulator:
     @api("PATCH", "/v2/pods/{id}")
     def _update_pod(self, request: _Request) -> Reply:
         check_update_pod(request.body)
-        pod = self._api_pod(request)
+        pod = self._standalone_pod(request)
         body = request.body
         if "templateId" in body:
             raise Problem(400, "templateId on update is not available in this simulator")
@@ -740,17 +781,20 @@ class RunPodSimulator:
         if request.pod_id in self._terminated and ledger is not None and ledger.deleted_at is None:
             ledger.delete(request.now)  # a pod whose earlier delete kept it billing
             return Reply(204)
-        pod = self._api_pod(request)
+        self._end_pod(self._standalone_pod(request), request.now)
+        if not self._ghost_deletes.spend():
+            self._ledgers[request.pod_id].delete(request.now)
+        return Reply(204)
+
+    def _end_pod(self, pod: SimPod, now: datetime) -> None:
+        """The pod is gone from the list; its id still answers TERMINATED."""
         self._release(pod)
-        terminated = pod.to_json(request.now)
+        terminated = pod.to_json(now)
         terminated.update(status="TERMINATED", cost=0.0, runtime=None, actions=[])
         self._terminated[pod.id] = terminated
         del self._pods[pod.id]
         self._stop_sshd(pod.id)
-        if not self._ghost_deletes.spend():
-            self._ledgers[pod.id].delete(request.now)
         self._log_written.notify_all()
-        return Reply(204)
 
     @api("POST", "/v2/pods")
     def _create_pod(self, request: _Request) -> Reply:
@@ -820,15 +864,20 @@ class RunPodSimulator:
             raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")
 
     def _created(self, pod: SimPod, now: datetime) -> Reply:
+        return self._answer_created(Reply(201, pod.to_json(now)))
+
+    def _answer_created(self, created: Reply) -> Reply:
+        """The answer to a create that made its resource, unless a fault loses it."""
         fault = self._create_faults[0] if self._create_faults else None
         if fault is None:
-            return Reply(201, pod.to_json(now))
+            return created
         fault.count -= 1
         if fault.count <= 0:
             self._create_faults.popleft()
         if fault.hang:
-            return Reply(201, pod.to_json(now), hang=fault.hang)
-        raise Problem(fault.status, "upstream failure after the pod was created")
+            created.hang = fault.hang
+            return created
+        raise Problem(fault.status, "upstream failure after the resource was created")
 
     def _new_pod(
         self,
@@ -959,7 +1008,7 @@ class RunPodSimulator:
     @api("POST", "/v2/pods/{id}/action")
     def _pod_action(self, request: _Request) -> Reply:
         action = check_pod_action(request.body)
-        pod = self._api_pod(request)
+        pod = self._standalone_pod(request)
         status = pod.status(request.now)
         if action not in ACTIONS_BY_STATUS[status]:
             raise Problem(409, f"cannot {action} a pod that is {status}")
@@ -1103,7 +1152,120 @@ class RunPodSimulator:
         del self._registries[request.pod_id]
         return Reply(204)
 
+    # Clusters
+
+    @api("POST", "/v2/clusters")
+    def _create_cluster(self, request: _Request) -> Reply:
+        body = request.body
+        runpod_clusters.check_create_cluster(body)
+        compute = body["compute"]
+        gpu_id, per_pod, count = (
+            compute["gpuTypeId"],
+            compute["gpuCountPerPod"],
+            compute["podCount"],
+        )
+        gpu = self._catalog.gpus.get(gpu_id)
+        if gpu is None:
+            raise Problem(400, f"no capacity: unknown GPU type {gpu_id}")
+        if not gpu.offered("SECURE") or per_pod > gpu.max_for("SECURE"):
+            raise Problem(400, f"{gpu_id} x {per_pod} per pod is not offered for clusters")
+        for port in body.get("ports", []):
+            check_port(port)
+        self._check_payable(gpu.price_for("SECURE") * per_pod * count, None)
+        wanted = body.get("dataCenterIds", [])
+        unknown = sorted(set(wanted) - self._catalog.datacenters())
+        if unknown:
+            raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
+        # One data center must hold the whole cluster.
+        datacenter = self._catalog.take(gpu_id, per_pod * count, wanted)
+        if datacenter is None:
+            where = ", ".join(wanted) or "any one data center"
+            raise Problem(
+                400, f"no capacity: could not place {count} x {per_pod} {gpu_id} in {where}"
+            )
+        cluster = runpod_clusters.SimCluster(
+            id="cluster_" + self._new_id()[:10],
+            name=body["name"],
+            type=body["type"],
+            compute=dict(compute),
+            datacenter_id=datacenter,
+            created_at=request.now,
+            vxlan_id=len(self._clusters) + 100,
+            listed_from=request.now + self._listing_lag,
+        )
+        # Ranks run against creation order, so a client that pairs members by the order
+        # it lists them in, rather than by rank, is caught.
+        for index, rank in enumerate(reversed(range(count))):
+            member = {
+                key: body[key]
+                for key in ("image", "args", "disk", "ports", "env", "mounts", "startSsh")
+                if key in body
+            }
+            pod = self._new_pod(
+                {**member, "name": f"{cluster.name}-{index}"},
+                gpu_id,
+                per_pod,
+                "SECURE",
+                datacenter,
+                request.now,
+            )
+            pod.membership = Membership(
+                cluster.id,
+                rank,
+                runpod_clusters.overlay_ip(rank),
+                runpod_clusters.role_of(cluster.type, rank),
+            )
+            pod.listed_from = cluster.listed_from
+            self._ledgers[pod.id].cluster_id = cluster.id
+            cluster.members.append(pod)
+        self._just_created = None  # the request log's `created` names pods made alone
+        self._clusters[cluster.id] = cluster
+        return self._answer_created(Reply(201, cluster.to_json(request.now)))
+
+    def _api_cluster(self, request: _Request) -> runpod_clusters.SimCluster:
+        cluster = self._clusters.get(request.pod_id)
+        if cluster is None:
+            raise Problem(404, "cluster not found")
+        return cluster
+
+    @api("GET", "/v2/clusters")
+    def _list_clusters(self, request: _Request) -> Reply:
+        now = request.now
+        listed = [c.to_json(now) for c in self._clusters.values() if c.listed(now)]
+        return Reply(200, {"clusters": listed})
+
+    @api("GET", "/v2/clusters/{id}")
+    def _get_cluster(self, request: _Request) -> Reply:
+        return Reply(200, self._api_cluster(request).to_json(request.now))
+
+    @api("PATCH", "/v2/clusters/{id}")
+    def _rename_cluster(self, request: _Request) -> Reply:
+        runpod_clusters.check_update_cluster(request.body)
+        cluster = self._api_cluster(request)
+        cluster.name = request.body["name"]
+        return Reply(200, cluster.to_json(request.now))
+
+    @api("DELETE", "/v2/clusters/{id}")
+    def _delete_cluster(self, request: _Request) -> Reply:
+        cluster = self._api_cluster(request)
+        for pod in cluster.members:
+            self._end_pod(pod, request.now)
+            self._ledgers[pod.id].delete(request.now)
+        del self._clusters[cluster.id]
+        return Reply(204)
+
+    @api("GET", "/v2/clusters/{id}/pods")
+    def _cluster_pods(self, request: _Request) -> Reply:
+        members = self._api_cluster(request).members
+        return Reply(200, {"pods": [pod.to_json(request.now) for pod in members]})
+
     # Billing
+
+    @api("GET", "/v2/billing/clusters")
+    def _cluster_billing(self, request: _Request) -> Reply:
+        window = billing.resolve_window(request.params, request.now)
+        cluster_id = request.params.get("clusterId")
+        return Reply(200, billing.cluster_billing(self._ledgers, window, cluster_id))
 
     @api("GET", "/v2/billing/pods")
     def _pod_billing(self, request: _Request) -> Reply:
@@ -1322,8 +1484,9 @@ class RunPodSimulator:
     def _admin_state(self, request: _Request) -> Reply:
         pods = [pod.to_json(request.now) for pod in self._pods.values()]
         volumes = [volume.to_json() for volume in self._volumes.live.values()]
+        made = [cluster.to_json(request.now) for cluster in self._clusters.values()]
         state = {"now": iso(request.now), "balance": self._balance, "pods": pods}
-        return Reply(200, {**state, "networkVolumes": volumes})
+        return Reply(200, {**state, "networkVolumes": volumes, "clusters": made})
 
     @admin("POST", "/_sim/network-volumes")
     def _admin_add_volume(self, request: _Request) -> Reply:
@@ -1368,6 +1531,14 @@ def _masked(body: Any) -> Any:
     if isinstance(body, dict) and "password" in body:
         return {**body, "password": "***"}
     return None if isinstance(body, _BadJson) else body
+
+
+def _bool_param(params: Mapping[str, str], name: str) -> bool:
+    """A boolean query parameter, false when absent; anything but true/false is 422."""
+    value = params.get(name, "false")
+    if value not in ("true", "false"):
+        raise Problem(422, "Request validation failed.", errors=[f"{name}: expected boolean"])
+    return value == "true"
 
 
 def _int_param(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:

@@ -23,6 +23,9 @@ from reconciler.sim.runpod_validate import Problem
 DISK_USD_PER_GB_HOUR = 0.10 / (30 * 24)
 BUCKET_SIZES = ("hour", "day", "week", "month", "year")
 DEFAULT_WINDOW = timedelta(days=30)
+# USD per cluster member per hour for the inter-node network, billed while the member's
+# GPUs are (a stand-in figure: the contract names the component, not its price).
+NETWORKING_USD_PER_POD_HOUR = 0.02
 # Amounts are served with this many decimals, as a money API would.
 AMOUNT_DECIMALS = 6
 
@@ -38,6 +41,8 @@ class PodLedger:
     created_at: datetime
     deleted_at: datetime | None = None
     cpu: bool = False
+    cluster_id: str | None = None
+    """Set for a cluster member, which is billed with its cluster, not as a pod."""
     gpu_periods: list[list[datetime | None]] = field(default_factory=list)
 
     def gpu_on(self, now: datetime) -> None:
@@ -64,6 +69,15 @@ class PodLedger:
             self.gpu_usd_per_hour * gpu_seconds / 3600,
             self.disk_usd_per_hour * disk_seconds / 3600,
         )
+
+    def networking(self, start: datetime, end: datetime) -> float:
+        """USD of a cluster member's inter-node network within [start, end)."""
+        seconds = sum(
+            _overlap(begin, stop or end, start, end)
+            for begin, stop in self.gpu_periods
+            if begin is not None
+        )
+        return NETWORKING_USD_PER_POD_HOUR * seconds / 3600
 
 
 def _overlap(a_start: datetime, a_end: datetime, b_start: datetime, b_end: datetime) -> float:
@@ -175,7 +189,7 @@ def pod_billing(
     """The body of `GET /v2/billing/pods`: one record per pod per bucket it was billed in."""
     billed: list[tuple[datetime, int, dict[str, Any]]] = []
     for order, ledger in enumerate(ledgers.values()):
-        if pod_id is not None and ledger.pod_id != pod_id:
+        if ledger.cluster_id is not None or pod_id not in (None, ledger.pod_id):
             continue
         # Only the buckets of the pod's life can bill it: a window of years stays cheap.
         first = max(window.start, floor_bucket(ledger.created_at, window.size))
@@ -229,19 +243,23 @@ _AGGREGATE_ZEROES = (
     "storageStandardAmount",
     "storageHighPerformanceAmount",
     "endpointAmount",
-    "clusterGpuAmount",
-    "clusterDiskAmount",
-    "clusterNetworkingAmount",
 )
 
 
 def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[str, Any]:
-    """The body of `GET /v2/billing`: every bucket of the window, pods being all we bill."""
+    """The body of `GET /v2/billing`: every bucket of the window, pods and clusters being
+    all we bill."""
     records: list[dict[str, Any]] = []
     for start, end in buckets(window.start, window.end, window.size):
-        amounts = [0.0, 0.0, 0.0]  # GPU, CPU, disk
+        # pod GPU, CPU, disk; cluster GPU, disk, networking
+        amounts = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         for ledger in ledgers.values():
             compute, disk = ledger.amounts(start, end)
+            if ledger.cluster_id is not None:
+                amounts[3] += compute
+                amounts[4] += disk
+                amounts[5] += ledger.networking(start, end)
+                continue
             amounts[1 if ledger.cpu else 0] += compute
             amounts[2] += disk
         records.append(
@@ -255,12 +273,72 @@ def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[st
     }
 
 
-_AGGREGATE_PARTS = ("podGpuAmount", "podCpuAmount", "podDiskAmount")
+_AGGREGATE_PARTS = (
+    "podGpuAmount",
+    "podCpuAmount",
+    "podDiskAmount",
+    "clusterGpuAmount",
+    "clusterDiskAmount",
+    "clusterNetworkingAmount",
+)
 
 
-def _aggregate_amounts(gpu: float, cpu: float, disk: float) -> dict[str, float]:
-    parts = [round(amount, AMOUNT_DECIMALS) for amount in (gpu, cpu, disk)]
+def _aggregate_amounts(*components: float) -> dict[str, float]:
+    parts = [round(amount, AMOUNT_DECIMALS) for amount in components]
     amounts = {"totalAmount": round(sum(parts), AMOUNT_DECIMALS)}
     amounts.update(dict.fromkeys(_AGGREGATE_ZEROES, 0.0))
     amounts.update(zip(_AGGREGATE_PARTS, parts, strict=True))
     return amounts
+
+
+_CLUSTER_PARTS = ("gpuAmount", "diskAmount", "networkingAmount")
+
+
+def cluster_billing(
+    ledgers: Mapping[str, PodLedger], window: Window, cluster_id: str | None
+) -> dict[str, Any]:
+    """The body of `GET /v2/billing/clusters`: one record per cluster per bucket it was
+    billed in, its members' GPUs, disks and network summed."""
+    members: dict[str, list[PodLedger]] = {}
+    for ledger in ledgers.values():
+        if ledger.cluster_id is not None and cluster_id in (None, ledger.cluster_id):
+            members.setdefault(ledger.cluster_id, []).append(ledger)
+    billed: list[tuple[datetime, int, dict[str, Any]]] = []
+    for order, (cluster, cluster_ledgers) in enumerate(members.items()):
+        first = max(window.start, floor_bucket(cluster_ledgers[0].created_at, window.size))
+        for start, end in buckets(first, window.end, window.size):
+            parts = [0.0, 0.0, 0.0]
+            for ledger in cluster_ledgers:
+                gpu, disk = ledger.amounts(start, end)
+                parts[0] += gpu
+                parts[1] += disk
+                parts[2] += ledger.networking(start, end)
+            if any(parts):
+                times = {"startTime": iso(start), "endTime": iso(end)}
+                record = {**times, "clusterId": cluster, **_cluster_amounts(*parts)}
+                billed.append((start, order, record))
+    records = [record for _, _, record in sorted(billed, key=lambda item: item[:2])]
+    totals = _cluster_amounts(*(sum(r[k] for r in records) for k in _CLUSTER_PARTS))
+    query = {
+        "startTime": iso(window.start),
+        "endTime": iso(window.end),
+        "bucketSize": window.size,
+        "clusterId": cluster_id,
+    }
+    return {
+        "records": records,
+        "metadata": {
+            "query": query,
+            "recordCount": len(records),
+            "uniqueClusterCount": len({r["clusterId"] for r in records}),
+            "totals": totals,
+        },
+    }
+
+
+def _cluster_amounts(gpu: float, disk: float, networking: float) -> dict[str, float]:
+    parts = [round(amount, AMOUNT_DECIMALS) for amount in (gpu, disk, networking)]
+    return {
+        "totalAmount": round(sum(parts), AMOUNT_DECIMALS),
+        **dict(zip(_CLUSTER_PARTS, parts, strict=True)),
+    }

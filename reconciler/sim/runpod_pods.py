@@ -40,6 +40,18 @@ class LogLine:
         return (self.ts, self.seq)
 
 
+@dataclass(frozen=True)
+class Membership:
+    """What makes a pod a cluster member: its cluster, the rank provisioning gives it,
+    its overlay address (both null until the pod leaves PROVISIONING) and, for SLURM and
+    RAY clusters, its role."""
+
+    cluster_id: str
+    rank: int
+    ip: str
+    role: str | None = None
+
+
 @dataclass
 class SimPod:
     id: str
@@ -74,6 +86,7 @@ class SimPod:
     log: list[LogLine] = field(default_factory=list)
     start_ssh: bool = False
     """The create's `startSsh`: never served, as the contract says."""
+    membership: Membership | None = None
     _written: int = 0
 
     def status(self, now: datetime) -> str:
@@ -163,6 +176,8 @@ class SimPod:
                 "vcpuCount": self.gpu_count,
                 "memory": self.cpu_memory_gb,
             }
+        if self.membership is not None:
+            body["cluster"] = self.cluster_block(now)
         runtime: dict[str, Any] | None = self._runtime(status, now)
         given = self.overrides.get("runtime")
         body.update(self.overrides)
@@ -171,6 +186,18 @@ class SimPod:
             # an empty object or null is served as given (the API's odd answers).
             body["runtime"] = None if runtime is None else {**runtime, **given}
         return body
+
+    def cluster_block(self, now: datetime) -> dict[str, Any] | None:
+        """The pod's `cluster` block as served now; None for a standalone pod."""
+        member = self.membership
+        if member is None:
+            return None
+        if self.status(now) == "PROVISIONING":
+            return {"id": member.cluster_id, "rank": None}
+        block: dict[str, Any] = {"id": member.cluster_id, "rank": member.rank, "ip": member.ip}
+        if member.role is not None:
+            block["role"] = member.role
+        return block
 
     def _cost(self, status: str) -> float:
         if status in ("EXITED", "TERMINATED"):

@@ -190,6 +190,16 @@ _CREATE_REGISTRY = _object(
 )
 
 
+# The checks other routes' modules build their bodies from (clusters).
+closed_object, string, integer, boolean, enum = _object, _string, _integer, _boolean, _enum
+string_map, string_array = _string_map, _array(_string())
+
+
+def validate(check: Check, body: Any) -> None:
+    """422 listing every violation of `check` in `body`."""
+    _validate(check, body)
+
+
 def _validate(check: Check, body: Any) -> None:
     problems: list[str] = []
     check(body, "$", problems)

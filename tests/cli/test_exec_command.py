@@ -1,13 +1,17 @@
 """`reconciler exec` as a real process against both simulators (CronJob mode, no kubelet
 endpoint): the command's streams and exit code, stdin and its end with -i, the argv
-quoted exactly, and one-line errors for a pod that is not there or a key that is not
-the instances'."""
+quoted exactly, one-line errors for a pod that is not there or a key that is not the
+instances', a host key that changed since an earlier run saw it, and -t's pty."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import struct
 import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,3 +82,35 @@ def test_one_line_errors(box: Sandbox, tmp_path: Path) -> None:
     ]
     other = run(box, "default/train", "--", "true", key=str(tmp_path / "another-key"))
     assert other.returncode == 1 and "refused the reconciler's key" in other.stderr
+
+
+def test_a_changed_host_key_is_refused_on_a_later_run(box: Sandbox) -> None:
+    # Each run is a new process: the first contact's key is in the database.
+    assert run(box, "default/train", "--", "true").returncode == 0
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.set_sshd(instance["id"], True, new_host_key=True)
+    done = run(box, "default/train", "--", "true")
+    assert done.returncode == 1 and "host key" in done.stderr and "changed" in done.stderr
+
+
+def test_tty_runs_the_command_on_a_pty_of_the_terminals_size(box: Sandbox) -> None:
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+    argv = [
+        *(sys.executable, "-m", "reconciler", "--database-url", box.database_url, "exec"),
+        *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
+        *("--ssh-key-file", box.settings.ssh_key_file, "-i", "-t", "default/train", "--"),
+        *("sh", "-c", "stty size; test -t 0 && echo on-a-tty; exit 4"),
+    ]
+    process = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, env=ENV, start_new_session=True
+    )
+    os.close(slave)
+    output = b""
+    with contextlib.suppress(OSError):  # EIO once the process has exited
+        while chunk := os.read(master, 4096):
+            output += chunk
+    os.close(master)
+    assert process.wait(60) == 4, output
+    assert b"33 101\r\non-a-tty\r\n" in output

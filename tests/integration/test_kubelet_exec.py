@@ -126,6 +126,40 @@ def test_a_changed_host_key_is_refused(box, instance_id, apiserver):
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
 
 
+def test_a_changed_host_key_is_still_refused_after_a_restart(box, instance_id):
+    first = ApiServerClient(box.settings.kubelet_port, box.kube_sim.kubelet_client_files())
+    assert first.exec(EXEC, ["true"]).exit_status["status"] == "Success"
+    assert box.kubelet is not None
+    box.kubelet.stop()  # a new process: nothing of the first contact in memory
+    box.start_kubelet()
+    box.runpod_sim.set_sshd(instance_id, True, new_host_key=True)
+    again = ApiServerClient(box.settings.kubelet_port, box.kube_sim.kubelet_client_files())
+    done = again.exec(EXEC, ["true"])
+    assert done.status == 500 and "host key" in done.body and "changed" in done.body
+
+
+def test_commands_run_in_the_containers_working_dir(box, apiserver):
+    container = {
+        "name": "main",
+        "image": "python:3.11",
+        "command": ["python", "serve.py"],
+        "workingDir": "/workspace",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    box.add_pod("wd", extra_spec={"containers": [container]})
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("wd") or {})
+    assert instance is not None
+    (box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace").mkdir(exist_ok=True)
+    wrote = apiserver.exec("/exec/default/wd/main", ["sh", "-c", "echo kept > note"])
+    assert wrote.exit_status["status"] == "Success", wrote.stderr
+    note = box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace" / "note"
+    assert note.read_text() == "kept\n"
+    assert apiserver.exec("/exec/default/wd/main", ["cat", "note"]).stdout == b"kept\n"
+
+
 def test_attach_answers_with_a_sentence(box, instance_id, apiserver):
     done = apiserver.exec("/attach/default/train/main", ["ignored"])
     assert done.status == 400 and "PID 1" in done.body

@@ -1,5 +1,6 @@
 """One TLS connection read by one thread and written by another at the same time, at both
-ends, as the kubelet's SPDY sessions do. Without the turns `Duplex` takes, OpenSSL may
+ends, as the kubelet's SPDY sessions do (`Duplex`) and the Kubernetes simulator's
+upgraded connections (`Turns`, its own code). Without the turns `Duplex` takes, OpenSSL may
 corrupt records ("bad record mac"), now and then; so the sockets also note every time a
 read and a write were inside OpenSSL at once, which happens at once without the turns."""
 
@@ -15,6 +16,7 @@ import pytest
 
 from reconciler.adapters.spdy.duplex import Duplex
 from reconciler.runtime.kubelet.tls import self_signed, server_context
+from reconciler.sim.kube_tls_turns import Turns
 
 MESSAGES = 3000
 MESSAGE = 1000
@@ -78,7 +80,7 @@ def tls_pair() -> Iterator[tuple[ssl.SSLSocket, ssl.SSLSocket]]:
     client.close()
 
 
-def _both_ways(end: Duplex, fill: bytes, errors: list[BaseException]) -> int:
+def _both_ways(end: Duplex | Turns, fill: bytes, errors: list[BaseException]) -> int:
     """Write MESSAGES messages of `fill` from a second thread while this one reads as many
     of the other end's."""
 
@@ -105,10 +107,11 @@ def _both_ways(end: Duplex, fill: bytes, errors: list[BaseException]) -> int:
     return received
 
 
+@pytest.mark.parametrize("turns", [Duplex, Turns])
 def test_reads_and_writes_at_once_on_one_tls_connection_keep_every_byte(
-    tls_pair: tuple[ssl.SSLSocket, ssl.SSLSocket],
+    tls_pair: tuple[ssl.SSLSocket, ssl.SSLSocket], turns: type[Duplex] | type[Turns]
 ) -> None:
-    server, client = (Duplex(end) for end in tls_pair)
+    server, client = (turns(end) for end in tls_pair)
     for _ in range(ROUNDS):
         errors: list[BaseException] = []
         got: dict[str, int] = {}
@@ -125,8 +128,9 @@ def test_reads_and_writes_at_once_on_one_tls_connection_keep_every_byte(
     assert [WatchedTls.overlaps.get(id(end), 0) for end in tls_pair] == [0, 0]
 
 
-def test_a_plain_socket_is_read_and_written_directly() -> None:
+@pytest.mark.parametrize("turns", [Duplex, Turns])
+def test_a_plain_socket_is_read_and_written_directly(turns: type[Duplex] | type[Turns]) -> None:
     left, right = socket.socketpair()
     with left, right:
-        Duplex(left).sendall(b"ping")
-        assert Duplex(right).recv(16) == b"ping"
+        turns(left).sendall(b"ping")
+        assert turns(right).recv(16) == b"ping"

@@ -73,3 +73,11 @@ def test_a_templates_ports_are_left_alone(catalog):
 
 def _sources() -> EnvSources:
     return EnvSources({}, {})
+
+
+@given(
+    st.lists(st.text(st.characters(exclude_characters="\x00")), min_size=1, max_size=6),
+    st.text(st.characters(exclude_characters="\x00"), min_size=1),
+)
+def test_a_working_dir_comes_first_and_exactly(argv, workdir):
+    assert shlex.split(remote_command(argv, workdir)) == ["cd", "--", workdir, "&&", *argv]

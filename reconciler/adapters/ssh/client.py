@@ -16,7 +16,7 @@ import io
 import socket
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import paramiko
 
@@ -45,16 +45,22 @@ class HostKeyChanged(SshError):
 
 
 class HostKeys:
-    """Each instance's host key, remembered at first contact (trust on first use)."""
+    """Each instance's host key, remembered at first contact (trust on first use): in
+    memory, and through `remember` when given (the state store's: the key kept for an
+    instance, keeping the one offered if none was), so a restart still knows it."""
 
-    def __init__(self) -> None:
+    def __init__(self, remember: Callable[[str, str], str] | None = None) -> None:
         self._keys: dict[str, str] = {}
+        self._remember = remember
         self._lock = threading.Lock()
 
     def check(self, instance_id: str, key: paramiko.PKey) -> None:
         seen = f"{key.get_name()} {key.get_base64()}"
         with self._lock:
-            known = self._keys.setdefault(instance_id, seen)
+            known = self._keys.get(instance_id)
+            if known is None:
+                known = self._remember(instance_id, seen) if self._remember else seen
+                self._keys[instance_id] = known
         if known != seen:
             raise HostKeyChanged(
                 f"the host key of RunPod instance {instance_id} changed since first contact "
@@ -106,16 +112,34 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class Terminal(Protocol):
+    """The local terminal a command's pty follows (`reconciler exec -t`)."""
+
+    def size(self) -> tuple[int, int]:
+        """(columns, rows) now."""
+        ...
+
+    def on_resize(self, resize: Callable[[int, int], None]) -> None:
+        """Have `resize(columns, rows)` called whenever the terminal's size changes."""
+        ...
+
+
 def run_command(
     transport: paramiko.Transport,
     command: str,
     stdin: BinaryIO | None,
     stdout: BinaryIO,
     stderr: BinaryIO,
+    terminal: Terminal | None = None,
 ) -> int:
     """Runs `command` (one shell command line) and copies the three streams; stdin's end
-    is passed on. Returns the remote exit status."""
+    is passed on. With a `terminal`, on a pty of its size, resized with it (stderr then
+    comes through the pty, as with `ssh -t`). Returns the remote exit status."""
     channel = transport.open_session(timeout=CONNECT_SECONDS)
+    if terminal is not None:
+        columns, rows = terminal.size()
+        channel.get_pty(term="xterm", width=columns, height=rows)
+        terminal.on_resize(lambda c, r: channel.resize_pty(width=c, height=r))
     channel.exec_command(command)
     if stdin is not None:
         threading.Thread(target=_feed, args=(stdin, channel), daemon=True).start()

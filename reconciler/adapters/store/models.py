@@ -250,3 +250,16 @@ class Lock(Base):
     owner: Mapped[str] = mapped_column(String(253))
     acquired_at: Mapped[datetime] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class HostKey(Base):
+    """An instance's SSH host key as first seen (trust on first use), so that a changed
+    key is refused after a restart too. Kept after the instance is gone: RunPod never
+    reuses an instance id, and a row is a line of text."""
+
+    __tablename__ = "host_keys"
+
+    instance_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(Text)
+    """The key as `TYPE BASE64` (an authorized_keys line without a comment)."""
+    first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -21,6 +21,7 @@ from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.models import (
     ActionRecord,
     BillingRead,
+    HostKey,
     Lock,
     Mapping,
     NamespaceBudget,
@@ -288,3 +289,17 @@ class Store:
     def release_lock(self, name: str, owner: str) -> None:
         with self._sessions.begin() as session:
             session.execute(delete(Lock).where(Lock.name == name).where(Lock.owner == owner))
+
+    def remember_host_key(self, instance_id: str, key: str, now: datetime) -> str:
+        """The host key first seen for the instance: `key` if none was yet (it is kept
+        then), else the one kept, which a concurrent first contact may have written."""
+        with self._sessions() as session:
+            known = session.get(HostKey, instance_id)
+            if known is not None:
+                return known.key
+        try:
+            with self._sessions.begin() as session:
+                session.add(HostKey(instance_id=instance_id, key=key, first_seen_at=now))
+            return key
+        except IntegrityError:
+            return self.remember_host_key(instance_id, key, now)

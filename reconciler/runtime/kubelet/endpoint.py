@@ -24,6 +24,11 @@ from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 log = logging.getLogger(__name__)
 
 
+def stored_host_keys(store: Store, clock: Callable[[], datetime]) -> HostKeys:
+    """Host keys kept in the state store: a changed one is refused after a restart too."""
+    return HostKeys(lambda instance_id, key: store.remember_host_key(instance_id, key, clock()))
+
+
 def start_endpoint(
     settings: Settings,
     kube: KubeClient,
@@ -71,7 +76,7 @@ def start_endpoint(
     if identity is not None:
         server.exec = ExecBackend(
             SshTargets(settings.node_name, kube, store, runpod),
-            SshConnector(identity.private_pem, HostKeys()),
+            SshConnector(identity.private_pem, stored_host_keys(store, clock)),
         )
     server.start()
     log.info(

@@ -70,6 +70,8 @@ class Target:
     instance_id: str
     host: str
     port: int
+    workdir: str = ""
+    """The container's `workingDir`, where exec runs commands (empty: root's home)."""
 
 
 class SshTargets:
@@ -88,9 +90,10 @@ class SshTargets:
         if pod is None or pod.get("spec", {}).get("nodeName") != self.node_name:
             raise StreamError(404, f'pods "{name}" not found on node "{self.node_name}"')
         try:
-            runs = choose_container(pod)["name"]
+            chosen = choose_container(pod)
         except TranslationError as exc:
             raise StreamError(400, f'pod "{name}" has no container on RunPod: {exc}') from exc
+        runs = chosen["name"]
         if container and container != runs:
             raise StreamError(
                 400,
@@ -104,7 +107,7 @@ class SshTargets:
         address = direct_address(str(annotations.get(PORT_MAPPINGS, "")))
         if address is None:
             address = self._asked(row.instance_id)
-        return Target(row.instance_id, *address)
+        return Target(row.instance_id, *address, str(chosen.get("workingDir") or ""))
 
     def _asked(self, instance_id: str) -> tuple[str, int]:
         try:
@@ -118,7 +121,8 @@ class SshTargets:
         raise StreamError(
             400,
             f"RunPod instance {instance_id} publishes no {SSH_PORT} (created without SSH "
-            "access): exec needs the reconciler's --ssh-key-file set when the pod is created; "
+            "access): exec needs the reconciler's SSH key (--ssh-key-secret or --ssh-key-file) "
+            "set when the pod is created; "
             "delete the pod to have it recreated with SSH",
         )
 
@@ -145,12 +149,13 @@ def serve_exec(
     protocol = handshake(http, headers, rc.EXEC_PROTOCOLS)
     if protocol is None:
         return None
-    transport = reach(http, target, ssh, "exec")
-    if transport is None:
+    reached = reach(http, target, ssh, "exec")
+    if reached is None:
         return None
+    transport, where = reached
     try:
         session = http.upgrade(protocol)
-        _run(session, protocol, request, transport)
+        _run(session, protocol, request, transport, remote_command(request.command, where.workdir))
     finally:
         transport.close()
     return None
@@ -158,11 +163,12 @@ def serve_exec(
 
 def reach(
     http: Upgrader, target: Callable[[], Target], ssh: SshConnector, what: str
-) -> paramiko.Transport | None:
-    """An SSH transport to the pod's instance, or None once the caller got its refusal."""
+) -> tuple[paramiko.Transport, Target] | None:
+    """An SSH transport to the pod's instance and where it is, or None once the caller
+    got its refusal."""
     try:
         where = target()
-        return ssh.connect(where.instance_id, where.host, where.port)
+        return ssh.connect(where.instance_id, where.host, where.port), where
     except StreamError as exc:
         http.refuse(exc.status, exc.message)
     except SshError as exc:
@@ -202,14 +208,18 @@ def handshake(http: Upgrader, headers: Any, served: Sequence[str]) -> str | None
 
 
 def _run(
-    session: Session, protocol: str, request: rc.ExecRequest, transport: paramiko.Transport
+    session: Session,
+    protocol: str,
+    request: rc.ExecRequest,
+    transport: paramiko.Transport,
+    command: str,
 ) -> None:
     streams = _streams(session, request.streams())
     if streams is None:
         session.close()
         return
     try:
-        code = _command(streams, request, transport)
+        code = _command(streams, request, transport, command)
         status = rc.exit_status(protocol, request.command, code)
     except (paramiko.SSHException, OSError, EOFError) as exc:
         status = rc.internal_error(protocol, f"the SSH session to the instance broke: {exc}")
@@ -240,7 +250,7 @@ def _streams(session: Session, wanted: frozenset[str]) -> dict[str, Stream] | No
 
 
 def _command(
-    streams: dict[str, Stream], request: rc.ExecRequest, transport: paramiko.Transport
+    streams: dict[str, Stream], request: rc.ExecRequest, transport: paramiko.Transport, command: str
 ) -> int:
     channel = transport.open_session(timeout=CONNECT_SECONDS)
     resize, sizes = streams.get(rc.STREAM_RESIZE), rc.ResizeDecoder()
@@ -248,7 +258,7 @@ def _command(
         size = _first_size(resize, sizes) if resize else None
         width, height = (size.width, size.height) if size else (80, 24)
         channel.get_pty(term="xterm", width=width, height=height)
-    channel.exec_command(remote_command(request.command))
+    channel.exec_command(command)
     # stdin and resize pumps end with the client's streams, not with the command
     if rc.STREAM_STDIN in streams:
         _thread(_pump_stdin, streams[rc.STREAM_STDIN], channel)

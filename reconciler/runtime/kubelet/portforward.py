@@ -36,9 +36,10 @@ def serve_port_forward(
     protocol = handshake(http, headers, rc.PORT_FORWARD_PROTOCOLS)
     if protocol is None:
         return None
-    transport = reach(http, target, ssh, "port-forward")
-    if transport is None:
+    reached = reach(http, target, ssh, "port-forward")
+    if reached is None:
         return None
+    transport = reached[0]
     try:
         _serve(http.upgrade(protocol), pod, transport)
     finally:

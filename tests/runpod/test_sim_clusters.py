@@ -1,0 +1,207 @@
+"""The RunPod simulator's Instant Clusters, held to the v2 contract: the closed create body
+(no registry, no cloud, no template id; 2 to 250 pods; one homogeneous shape), one data
+center for the whole cluster, ranks and overlay addresses null until provisioning assigns
+them (and not in creation order), members hidden from the pod list unless asked for and
+refused on the pod routes, deletion of the cluster ending every member, and cluster
+billing apart from pod billing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from reconciler.sim.runpod import RunPodSimulator
+
+from .helpers import API_KEY, RTX_4090
+
+
+@pytest.fixture
+def http(sim: RunPodSimulator) -> Iterator[requests.Session]:
+    with requests.Session() as session:
+        session.headers["Authorization"] = f"Bearer {API_KEY}"
+        yield session
+
+
+def cluster_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "default-train",
+        "type": "TRAINING",
+        "compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 2},
+        "image": "ghcr.io/example/train:1.0",
+        "env": {"A": "1"},
+        "ports": ["22/tcp"],
+    }
+    body.update(overrides)
+    return body
+
+
+def create(sim: RunPodSimulator, http: requests.Session, **overrides: Any) -> dict[str, Any]:
+    answer = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(**overrides))
+    assert answer.status_code == 201, answer.text
+    created: dict[str, Any] = answer.json()
+    return created
+
+
+def members(sim: RunPodSimulator, http: requests.Session, cluster_id: str) -> list[dict]:
+    answer = http.get(f"{sim.base_url}/v2/clusters/{cluster_id}/pods")
+    assert answer.status_code == 200
+    pods: list[dict] = answer.json()["pods"]
+    return pods
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status"),
+    [
+        ({"registry": "reg_1"}, 422),
+        ({"cloud": "SECURE"}, 422),
+        ({"templateId": "tpl"}, 422),
+        ({"gpu": {"id": RTX_4090}}, 422),
+        ({"type": "BATCH"}, 422),
+        ({"compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 1}}, 422),
+        ({"compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 251}}, 422),
+        ({"compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 0, "podCount": 2}}, 422),
+        ({"compute": {"gpuTypeId": RTX_4090, "podCount": 2}}, 422),
+        (
+            {"compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 2, "x": 1}},
+            422,
+        ),
+        ({"image": None}, 422),
+        ({"compute": {"gpuTypeId": "NVIDIA Nope", "gpuCountPerPod": 1, "podCount": 2}}, 400),
+        ({"dataCenterIds": ["XX-NOPE-1"]}, 400),
+        ({"ports": ["22/udp"]}, 400),
+    ],
+)
+def test_the_create_body_is_closed_and_checked(
+    sim: RunPodSimulator, http: requests.Session, overrides: dict[str, Any], status: int
+) -> None:
+    answer = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(**overrides))
+    assert answer.status_code == status, answer.text
+    assert sim.clusters == {} and sim.instances == {}
+
+
+def test_a_body_without_an_image_is_refused(sim: RunPodSimulator, http: requests.Session) -> None:
+    body = cluster_body()
+    del body["image"]
+    assert http.post(f"{sim.base_url}/v2/clusters", json=body).status_code == 400
+
+
+def test_the_whole_cluster_fits_in_one_data_center_or_none_is_made(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
+        sim.set_capacity(RTX_4090, datacenter, 3)  # four GPUs in all, but not in one place
+    compute = {"gpuTypeId": RTX_4090, "gpuCountPerPod": 2, "podCount": 2}
+    refused = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(compute=compute))
+    assert refused.status_code == 400 and "no capacity" in refused.json()["detail"]
+    sim.set_capacity(RTX_4090, "EU-RO-1", 4)
+    made = create(sim, http, compute=compute)
+    assert made["dataCenterId"] == "EU-RO-1"
+    assert {pod["dataCenterId"] for pod in members(sim, http, made["id"])} == {"EU-RO-1"}
+
+
+def test_a_cluster_needs_the_balance_for_all_its_pods(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    sim.set_balance(1.0)  # one RTX 4090 pod an hour, not two
+    assert http.post(f"{sim.base_url}/v2/clusters", json=cluster_body()).status_code == 402
+
+
+def test_ranks_and_overlay_addresses_come_with_provisioning(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    made = create(sim, http, compute={"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 3})
+    assert made["pods"] == {"total": 3, "byStatus": {"PROVISIONING": 3}} and "primary" not in made
+    early = members(sim, http, made["id"])
+    assert [pod["cluster"] for pod in early] == [{"id": made["id"], "rank": None}] * 3
+    assert all(pod["registry"] is None and pod["env"] == {"A": "1"} for pod in early)
+    sim.advance(60)
+    later = members(sim, http, made["id"])
+    ranks = [pod["cluster"]["rank"] for pod in later]
+    assert sorted(ranks) == [0, 1, 2] and ranks != [0, 1, 2]  # not in creation order
+    assert len({pod["cluster"]["ip"] for pod in later}) == 3
+    assert all(pod["cluster"]["ip"].startswith("10.65.") for pod in later)
+    primary = next(pod for pod in later if pod["cluster"]["rank"] == 0)
+    served = http.get(f"{sim.base_url}/v2/clusters/{made['id']}").json()
+    assert served["primary"]["podId"] == primary["id"]
+    assert served["pods"] == {"total": 3, "byStatus": {"RUNNING": 3}}
+
+
+def test_members_are_listed_only_when_asked_for(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    made = create(sim, http)
+    alone = sim.add_instance("standalone")
+    listed = http.get(f"{sim.base_url}/v2/pods").json()["pods"]
+    assert [pod["id"] for pod in listed] == [alone] and "cluster" not in listed[0]
+    everything = http.get(f"{sim.base_url}/v2/pods", params={"includeClusterPods": "true"})
+    assert {pod.get("cluster", {}).get("id") for pod in everything.json()["pods"]} == {
+        None,
+        made["id"],
+    }
+    assert http.get(f"{sim.base_url}/v2/pods?includeClusterPods=yes").status_code == 422
+    assert [c["id"] for c in http.get(f"{sim.base_url}/v2/clusters").json()["clusters"]] == [
+        made["id"]
+    ]
+
+
+def test_members_are_refused_on_the_pod_routes(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    made = create(sim, http)
+    member = members(sim, http, made["id"])[0]["id"]
+    base = f"{sim.base_url}/v2/pods/{member}"
+    assert http.get(base).status_code == 200
+    assert http.delete(base).status_code == 409
+    assert http.patch(base, json={"env": {}}).status_code == 409
+    assert http.post(f"{base}/action", json={"action": "terminate"}).status_code == 409
+    assert http.post(f"{base}/action", json={"action": "stop"}).status_code == 409
+    assert len(members(sim, http, made["id"])) == 2
+
+
+def test_deleting_the_cluster_ends_every_member(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    made = create(sim, http)
+    ids = [pod["id"] for pod in members(sim, http, made["id"])]
+    assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 204
+    assert http.get(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 404
+    assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 404
+    for pod_id in ids:
+        assert http.get(f"{sim.base_url}/v2/pods/{pod_id}").json()["status"] == "TERMINATED"
+    everything = http.get(f"{sim.base_url}/v2/pods", params={"includeClusterPods": "true"})
+    assert everything.json()["pods"] == []
+
+
+def test_rename_is_the_only_change(sim: RunPodSimulator, http: requests.Session) -> None:
+    made = create(sim, http)
+    url = f"{sim.base_url}/v2/clusters/{made['id']}"
+    assert http.patch(url, json={"name": "renamed"}).json()["name"] == "renamed"
+    assert http.patch(url, json={"image": "other"}).status_code == 422
+    assert http.patch(url, json={}).status_code == 422
+
+
+def test_clusters_are_billed_apart_from_pods(sim: RunPodSimulator, http: requests.Session) -> None:
+    made = create(sim, http)
+    sim.add_instance("standalone")
+    sim.advance(3600)
+    query = {"bucketSize": "hour", "lastN": "2"}
+    pods = http.get(f"{sim.base_url}/v2/billing/pods", params=query).json()
+    assert {record["podId"] for record in pods["records"]} <= {
+        pod_id for pod_id, pod in sim.instances.items() if "cluster" not in pod
+    }
+    billed = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
+    assert {record["clusterId"] for record in billed["records"]} == {made["id"]}
+    totals = billed["metadata"]["totals"]
+    assert totals["gpuAmount"] > 0 and totals["networkingAmount"] > 0
+    assert totals["totalAmount"] == pytest.approx(
+        totals["gpuAmount"] + totals["diskAmount"] + totals["networkingAmount"]
+    )
+    account = http.get(f"{sim.base_url}/v2/billing", params=query).json()["metadata"]["totals"]
+    assert account["clusterGpuAmount"] == pytest.approx(totals["gpuAmount"])
+    http.delete(f"{sim.base_url}/v2/clusters/{made['id']}")
+    sim.advance(7200)
+    after = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
+    assert after["records"] == []  # a deleted cluster bills no more
