@@ -10,17 +10,24 @@ from reconciler.core.actions import (
     Action,
     Adopt,
     Bind,
+    ClaimEvent,
     Create,
     CreateCluster,
+    CreateNetworkVolume,
+    CreateVolumeObject,
     DeleteCluster,
     DeleteClusterRow,
+    DeleteNetworkVolume,
     DeleteRegistryAuth,
     DeleteRow,
+    DeleteVolumeObject,
     EnsureRegistryAuth,
     Event,
     FinalizePod,
+    MarkClaimSelected,
     PatchMetadata,
     PatchStatus,
+    ResizeNetworkVolume,
     RestoreTags,
     SaveClusterRow,
     SaveRow,
@@ -83,6 +90,18 @@ def describe(action: Action) -> tuple[str, str, str]:
             return kind, f"{row.namespace}/{row.job_name}", row.state.value
         case DeleteClusterRow(gang=gang):
             return kind, gang, ""
+        case CreateNetworkVolume(claim=claim, size_gb=size, datacenter=datacenter):
+            return kind, str(claim), f"{size} GB in {datacenter}"
+        case ResizeNetworkVolume(claim=claim, volume_id=volume_id, size_gb=size):
+            return kind, str(claim), f"{volume_id} to {size} GB"
+        case CreateVolumeObject(claim=claim) | MarkClaimSelected(claim=claim):
+            return kind, str(claim), ""
+        case ClaimEvent(claim=claim, reason=reason):
+            return kind, str(claim), reason.value
+        case DeleteNetworkVolume(volume_id=volume_id, pv_name=pv_name):
+            return kind, pv_name, volume_id
+        case DeleteVolumeObject(pv_name=pv_name):
+            return kind, pv_name, ""
         case _:
             assert_never(action)
 

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.core.clusters import ClusterRecord
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason
+from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
 
 # Terminations after which the pod object stays, and so should its log.
 _ENDS_THE_POD = frozenset({TerminateReason.PROCESS_ENDED, TerminateReason.POD_FAILED})
@@ -94,6 +94,87 @@ class DeleteRegistryAuth:
 
     registry_id: str
     name: str
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A PersistentVolumeClaim an action concerns (enough to patch it or record an Event)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    @classmethod
+    def of(cls, claim: KubeObject) -> ClaimRef:
+        meta = claim["metadata"]
+        return cls(meta.get("namespace", "default"), meta["name"], meta["uid"])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class CreateNetworkVolume:
+    """POST a network volume for a claim (journal row committed first), then its PV."""
+
+    claim: ClaimRef
+    name: str
+    size_gb: int
+    datacenter: str
+    type: str | None
+    claim_object: KubeObject = field(repr=False)
+    storage_class: KubeObject = field(repr=False)
+    node_name: str = ""
+
+
+@dataclass(frozen=True)
+class CreateVolumeObject:
+    """Make the PV of a volume of ours already at RunPod (a create whose answer was lost)."""
+
+    claim: ClaimRef
+    volume: KubeObject = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ResizeNetworkVolume:
+    """PATCH the volume's size, then the PV's capacity and the claim's status."""
+
+    claim: ClaimRef
+    volume_id: str
+    size_gb: int
+    pv_name: str
+
+
+@dataclass(frozen=True)
+class DeleteNetworkVolume:
+    """DELETE a released volume of ours nothing mounts (journal row first), then its PV."""
+
+    volume_id: str
+    pv_name: str
+
+
+@dataclass(frozen=True)
+class DeleteVolumeObject:
+    """Delete a released PV whose volume is gone already."""
+
+    pv_name: str
+
+
+@dataclass(frozen=True)
+class MarkClaimSelected:
+    """Write `volume.kubernetes.io/selected-node` on a WaitForFirstConsumer claim that a
+    pod of the virtual node uses (those pods bypass the scheduler, which writes it)."""
+
+    claim: ClaimRef
+    node_name: str
+
+
+@dataclass(frozen=True)
+class ClaimEvent:
+    claim: ClaimRef
+    reason: VolumeNotice
+    message: str
+    warning: bool = False
 
 
 @dataclass(frozen=True)
@@ -236,6 +317,13 @@ Action = (
     | Create
     | EnsureRegistryAuth
     | DeleteRegistryAuth
+    | CreateNetworkVolume
+    | CreateVolumeObject
+    | ResizeNetworkVolume
+    | DeleteNetworkVolume
+    | DeleteVolumeObject
+    | MarkClaimSelected
+    | ClaimEvent
     | Adopt
     | Terminate
     | RestoreTags

@@ -41,6 +41,10 @@ class PodReason(enum.StrEnum):
     """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
+    CLAIM_NOT_BOUND = "PersistentVolumeClaimNotBound"
+    """A claim the pod mounts is missing or not bound to a volume yet: the pod waits."""
+    UNSUPPORTED_VOLUMES = "UnsupportedVolumes"
+    """Volumes RunPod cannot mount as asked (two network volumes, no mount path)."""
     NETWORK_VOLUME_UNAVAILABLE = "NetworkVolumeUnavailable"
     """The network volume the pod mounts is not in the account's list (or the list could
     not be read): no create names it, so no candidate is spent on a sure refusal."""
@@ -91,6 +95,15 @@ class Notice(enum.StrEnum):
     """RunPod charged more than 10% away from list price times the instance's life."""
     RUNPOD_SYSTEM = "RunPodSystem"
     """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
+
+
+class VolumeNotice(enum.StrEnum):
+    """Events on a PersistentVolumeClaim of ours (the external provisioner's reasons)."""
+
+    PROVISIONING_FAILED = "ProvisioningFailed"
+    PROVISIONED = "ProvisioningSucceeded"
+    RESIZE_FAILED = "VolumeResizeFailed"
+    RESIZED = "VolumeResizeSuccessful"
 
 
 EventReason = PodReason | Notice

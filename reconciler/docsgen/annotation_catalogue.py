@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
-from reconciler.core import budgets, clusters, offload, spend
+from reconciler.core import budgets, clusters, network_volumes, offload, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
@@ -201,6 +201,14 @@ OTHERS = (
         "a whole number",
         "The Job controller's index of an Indexed Job's pod: a gang pod runs on the member "
         "of that rank.",
+    ),
+    Annotation(
+        network_volumes.PROVISIONER,
+        "a StorageClass's `provisioner`",
+        "Not an annotation but the provisioner name the reconciler serves: claims of such "
+        "a class become RunPod network volumes, and the PV controller names it in a "
+        "claim's `volume.kubernetes.io/storage-provisioner` when the claim is ours to "
+        "provision ([network volumes](../guides/network-volumes.md)).",
     ),
 )
 

@@ -123,6 +123,18 @@ POD_REASONS: dict[PodReason, Advice] = {
         "RunPod refused our request as invalid (422): a reconciler bug.",
         "Report it with the Event's message.",
     ),
+    PodReason.CLAIM_NOT_BOUND: Advice(
+        WAITS,
+        "A PersistentVolumeClaim the pod mounts does not exist, or is not bound to a "
+        "volume yet (a network-volume claim is provisioned on the next ticks).",
+        "Create the claim; see its Events (`kubectl describe pvc`) if it stays Pending.",
+    ),
+    PodReason.UNSUPPORTED_VOLUMES: Advice(
+        FAILS,
+        "The pod mounts two network-volume claims, or one its container does not mount at "
+        "an absolute path: a RunPod instance mounts one network volume.",
+        "Use one network-volume claim per pod, mounted by the container.",
+    ),
     PodReason.NETWORK_VOLUME_UNAVAILABLE: Advice(
         WAITS,
         "The network volume `runpod.io/network-volume-id` names is not in the account's "

@@ -20,7 +20,7 @@ import gc
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -29,7 +29,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import clusters, ownership, registries
+from reconciler.core import clusters, network_volumes, ownership, registries
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -54,6 +54,7 @@ from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
+from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, referenced_objects
@@ -100,6 +101,9 @@ class TickReport:
     """Untagged instances nothing claims, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
     registries_deleted: list[str] = field(default_factory=list)
+    volume_leaks: list[str] | None = None
+    """Network volumes of ours that no PV names (kept, reported); None when RunPod's
+    volumes were not listed this tick."""
     skipped: str | None = None
     """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
@@ -284,6 +288,8 @@ class Engine:
         self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
+        self._classes: list[KubeObject] = []
+        self._classes_read_at: datetime | None = None
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
@@ -632,11 +638,25 @@ class Engine:
         config_maps = self._read_all(self.kube.read_config_map, namespace, config_map_names)
         pull_names = [ref.get("name", "") for ref in pod["spec"].get("imagePullSecrets") or ()]
         pull = self._read_all(self.kube.read_secret, namespace, pull_names)
+        try:
+            claim = self._claim_mount(pod, container)
+        except TranslationError as error:
+            return CreateInputs(job=job, error=error)
         return CreateInputs(
             job=job,
             sources=EnvSources(secrets, config_maps),
             pull_secret=registry_credentials(container.get("image", ""), pull),
+            claim=claim,
         )
+
+    def _claim_mount(self, pod: KubeObject, container: KubeObject) -> ClaimMount | None:
+        """The pod's claims and their PVs (a GET each, only for a pod about to be created
+        that mounts claims), as the translation reads them."""
+        namespace = pod["metadata"].get("namespace", "default")
+        claims = {name: self.kube.read_claim(namespace, name) for name in claim_names(pod)}
+        bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
+        volumes = {name: self.kube.read_persistent_volume(name) for name in bound if name}
+        return claim_mount(pod, container, claims, volumes)
 
     @staticmethod
     def _read_all(
@@ -694,6 +714,70 @@ class Engine:
                 executor.deferred,
             )
         self._collect_registries(report, executor)
+        self._provision_volumes(report, executor)
+
+    def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
+        """The network-volume provisioner's step (`core.network_volumes` decides): after
+        the pods' actions, journaled like them. RunPod's volumes are listed only on a
+        tick with a claim to provision or a volume to delete."""
+        observation = report.observation
+        if observation is None:
+            return
+        try:
+            view = self._storage_view(observation, report.started_at)
+        except kube_errors.KubeError as exc:
+            log.warning("could not read the cluster's storage: %s", exc)
+            return
+        if view is None:
+            return
+        if view.listed is not None:
+            report.volume_leaks = [leak.id for leak in network_volumes.leaks(view)]
+        for leak in network_volumes.leaks(view):
+            log.error(
+                "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "
+                "kept (its data is never deleted on a guess); delete it at RunPod if unneeded",
+                leak.id,
+                leak.name,
+                leak.size_gb,
+            )
+        actions = network_volumes.plan_volumes(view)
+        if not actions:
+            return
+        outcome = executor.run(actions)
+        report.actions += actions
+        report.planned.update(type(a).__name__ for a in actions)
+        report.applied.update(outcome.applied)
+        report.failed.update(outcome.failed)
+        report.done += outcome.done
+        report.errors += outcome.errors
+
+    def _storage_view(
+        self, observation: Observation, now: datetime
+    ) -> network_volumes.StorageView | None:
+        """None when no StorageClass names our provisioner (classes read once per
+        --catalog-ttl: a cluster that has none pays no request a tick)."""
+        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
+            self._classes = self.kube.list_storage_classes()
+            self._classes_read_at = now
+        if not any(network_volumes.is_our_class(c) for c in self._classes):
+            return None
+        view = network_volumes.StorageView(
+            self._classes,
+            self.kube.list_claims(),
+            self.kube.list_persistent_volumes(),
+            observation.pods,
+            observation.instances,
+            self.settings.owner_id,
+            self.settings.node_name,
+            self.settings.datacenter_ids,
+        )
+        if not network_volumes.needs_listing(view):
+            return view
+        try:
+            return replace(view, listed=self.runpod.list_network_volumes())
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not list RunPod's network volumes: %s", exc)
+            return view
 
     def _gpu_utilization(self, observation: Observation | None) -> dict[str, list[float]]:
         """Each GPU pod's GPUs as the tick's list showed them, for the tick's row."""

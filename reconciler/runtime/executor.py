@@ -34,18 +34,25 @@ from reconciler.core.actions import (
     Action,
     Adopt,
     Bind,
+    ClaimEvent,
     Create,
     CreateCluster,
+    CreateNetworkVolume,
+    CreateVolumeObject,
     DeleteCluster,
     DeleteClusterRow,
+    DeleteNetworkVolume,
     DeleteRegistryAuth,
     DeleteRow,
+    DeleteVolumeObject,
     EnsureRegistryAuth,
     Event,
     FinalizePod,
+    MarkClaimSelected,
     PatchMetadata,
     PatchStatus,
     PodRef,
+    ResizeNetworkVolume,
     RestoreTags,
     SaveClusterRow,
     SaveRow,
@@ -62,6 +69,7 @@ from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.process_log import Decision, decision
+from reconciler.runtime.volume_steps import VolumeSteps
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +134,7 @@ class Executor:
         """Registry credentials this run's creates chose: not to be collected this tick."""
         self.registries_deleted: list[str] = []
         self.deferred = 0
+        self.volumes = VolumeSteps(runpod, kube, self._journaled)
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
         """Creates left for a later tick: creates stopped, or our share of the quota spent."""
@@ -320,6 +329,16 @@ class Executor:
                 self.writes.save_cluster(row)
             case DeleteClusterRow(gang=gang):
                 self.writes.delete_cluster(gang)
+            case (
+                CreateNetworkVolume()
+                | CreateVolumeObject()
+                | ResizeNetworkVolume()
+                | DeleteNetworkVolume()
+                | DeleteVolumeObject()
+                | MarkClaimSelected()
+                | ClaimEvent()
+            ):
+                self.volumes.apply(action)
             case _:
                 assert_never(action)
 
@@ -805,4 +824,9 @@ def _subject(action: Action) -> str:
         return f"the cluster of Job {action.row.namespace}/{action.row.job_name}"
     if isinstance(action, DeleteCluster):
         return f"cluster {action.cluster_id}"
+    claim = getattr(action, "claim", None)
+    if claim is not None:
+        return f"claim {claim}"
+    if isinstance(action, DeleteNetworkVolume | DeleteVolumeObject):
+        return f"PV {action.pv_name}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

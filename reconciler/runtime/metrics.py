@@ -114,6 +114,12 @@ class Metrics:
             "Untagged instances nothing of ours claims, named like ours: reported, never touched.",
             registry=self.registry,
         )
+        self.leaked_volumes = Gauge(
+            "reconciler_leaked_network_volumes",
+            "Network volumes of ours that no PersistentVolume names, as last listed: kept "
+            "(their data is never deleted on a guess), to delete by hand if unneeded.",
+            registry=self.registry,
+        )
         self.leaked_seconds = Counter(
             "reconciler_leaked_instance_seconds",
             "Seconds our instances lived on after their pods ended and the grace passed, "
@@ -200,6 +206,8 @@ class Metrics:
         self.price_differences.inc(len(report.billing.differences))
         if report.observed:
             self.lookalikes.set(len(report.lookalikes))
+        if report.volume_leaks is not None:
+            self.leaked_volumes.set(len(report.volume_leaks))
         if report.billing.spend_by_pod and report.observation is not None:
             namespaces = {row.pod_uid: row.namespace for row in report.observation.rows}
             totals: dict[str, float] = {}

@@ -80,6 +80,8 @@ def test_default_values_install_the_deployment_mode() -> None:
         "Role",
         "RoleBinding",
         "PersistentVolumeClaim",
+        "StorageClass",
+        "CSIDriver",
         "Deployment",
         "Service",
     }

@@ -36,6 +36,8 @@ SHARED = {
     "Role",
     "RoleBinding",
     "PersistentVolumeClaim",
+    "StorageClass",
+    "CSIDriver",
 }
 
 

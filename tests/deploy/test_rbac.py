@@ -32,6 +32,7 @@ from reconciler.runtime.kubelet.sshkey import SshKeyError
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.wiring import with_ssh_key
+from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 
@@ -193,6 +194,54 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
     box.kube.find_pod("default", "p")
 
 
+def network_volume(box: Sandbox) -> None:
+    """A claim of a network-volume class used by a pod of the node: selected for the
+    node, provisioned (a PV made), read for the pod's create, grown (the PV's capacity
+    and the claim's status), then released (its PV deleted)."""
+    sim = box.kube_sim
+    sim.put(
+        "storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "runpod"},
+            "provisioner": "runpod.io/network-volume",
+            "parameters": {"dataCenter": "EU-RO-1"},
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": True,
+        },
+    )
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "ckpt", "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "20Gi"}},
+            "storageClassName": "runpod",
+        },
+    }
+    sim.put("persistentvolumeclaims", claim)
+    box.advance(box.settings.catalog_ttl)  # the classes are read again after it
+    pod = box.add_pod(
+        "trainer",
+        extra_spec={"volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]},
+    )
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/ckpt"}]
+    sim.put("pods", pod)
+    for _ in range(3):
+        box.tick()
+    grown = sim.get("persistentvolumeclaims", "default", "ckpt") or claim
+    grown["spec"]["resources"]["requests"]["storage"] = "40Gi"
+    sim.put("persistentvolumeclaims", grown)
+    box.tick()
+    sim.delete_pod("default", "trainer")
+    for _ in range(3):
+        box.tick()
+    sim.store.delete(BY_PLURAL["persistentvolumeclaims"], "default", "ckpt")
+    box.tick()
+
+
 def ssh_key_secret(box: Sandbox) -> None:
     """The SSH key's Secret made in our namespace at start, then read at the next."""
     box.ensure_namespace(default_namespace())
@@ -205,6 +254,7 @@ def exercise(box: Sandbox) -> Outcome:
     outcome = Outcome()
     ssh_key_secret(box)
     lifecycle(box, outcome)
+    network_volume(box)
     job_pod_with_env_sources(box)
     node_repair_after_restart(box)
     offload(box)

@@ -267,6 +267,46 @@ class KubeClient:
                     return job
         return None
 
+    # storage: the network-volume provisioner's reads and writes ---------------------
+
+    def list_storage_classes(self) -> list[KubeObject]:
+        return self._list_all("/apis/storage.k8s.io/v1/storageclasses", "", 500)
+
+    def list_claims(self) -> list[KubeObject]:
+        return self._list_all("/api/v1/persistentvolumeclaims", "", 500)
+
+    def list_persistent_volumes(self) -> list[KubeObject]:
+        return self._list_all("/api/v1/persistentvolumes", "", 500)
+
+    def read_claim(self, namespace: str, name: str) -> KubeObject | None:
+        return self._get_optional(_claim_path(namespace, name))
+
+    def read_persistent_volume(self, name: str) -> KubeObject | None:
+        return self._get_optional(f"/api/v1/persistentvolumes/{_q(name)}")
+
+    def create_persistent_volume(self, volume: KubeObject) -> None:
+        """Made already (a retry after a lost answer) is success."""
+        try:
+            self._request("POST", "/api/v1/persistentvolumes", body=volume)
+        except KubeConflict:
+            return
+
+    def delete_persistent_volume(self, name: str) -> None:
+        try:
+            self._request("DELETE", f"/api/v1/persistentvolumes/{_q(name)}")
+        except KubeNotFound:
+            return
+
+    def patch_persistent_volume(self, name: str, patch: KubeObject) -> None:
+        path = f"/api/v1/persistentvolumes/{_q(name)}"
+        self._request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    def patch_claim(
+        self, namespace: str, name: str, patch: KubeObject, status: bool = False
+    ) -> None:
+        path = _claim_path(namespace, name) + ("/status" if status else "")
+        self._request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
     def read_secret(self, namespace: str, name: str) -> dict[str, str] | None:
         secret = self._get_optional(f"/api/v1/namespaces/{_q(namespace)}/secrets/{_q(name)}")
         if secret is None:
@@ -592,6 +632,10 @@ def _field_value(value: str) -> str:
 def node_pods_selector(node_name: str) -> str:
     """The field selector of the pods bound to a node."""
     return f"spec.nodeName={_field_value(node_name)}"
+
+
+def _claim_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{_q(namespace)}/persistentvolumeclaims/{_q(name)}"
 
 
 def _pod_path(namespace: str, name: str, subresource: str = "") -> str:

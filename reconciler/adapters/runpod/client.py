@@ -350,6 +350,36 @@ class RunPodClient:
         entries = data.get("networkVolumes") if isinstance(data, dict) else None
         return [parse_network_volume(entry) for entry in entries or []]
 
+    def create_network_volume(
+        self, name: str, size_gb: int, datacenter: str, kind: str | None = None
+    ) -> RunPodVolume:
+        body: dict[str, Any] = {"name": name, "size": size_gb, "dataCenter": datacenter}
+        if kind is not None:
+            body["type"] = kind
+        call = _Call(
+            "POST",
+            "/v2/network-volumes",
+            "POST /v2/network-volumes",
+            idempotent=False,
+            doubt="the volume may have been created anyway",
+            body=body,
+        )
+        return parse_network_volume(self._json(call))
+
+    def resize_network_volume(self, volume_id: str, size_gb: int) -> RunPodVolume:
+        path = f"/v2/network-volumes/{_segment(volume_id)}"
+        call = _Call("PATCH", path, "PATCH /v2/network-volumes/{id}", body={"size": size_gb})
+        return parse_network_volume(self._json(call))
+
+    def delete_network_volume(self, volume_id: str) -> None:
+        """Delete a volume; already gone is done. RunPod refuses (RejectedError) while an
+        instance mounts it."""
+        path = f"/v2/network-volumes/{_segment(volume_id)}"
+        try:
+            self._send(_Call("DELETE", path, "DELETE /v2/network-volumes/{id}")).close()
+        except errors.RunPodNotFound:
+            logger.debug("network volume %s was already gone", volume_id)
+
     # Billing
 
     def pod_billing(self, start: datetime, end: datetime) -> list[BillingRecord]:

@@ -92,6 +92,7 @@ def prepare_create(
             inputs.registry_auth_id,
             t.obs.cpu_catalog,
             t.obs.network_volumes,
+            inputs.claim,
         )
     except TranslationError as error:
         return cannot_create(t, pod, row, error.reason, error.message, error.permanent), None

@@ -20,6 +20,7 @@ from reconciler.core.offload import PendingPod
 from reconciler.core.ownership import Ownership
 from reconciler.core.spend import PriceDifference
 from reconciler.core.stock import Place
+from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
 
@@ -32,6 +33,8 @@ class CreateInputs:
     sources: EnvSources = field(default_factory=lambda: EnvSources({}, {}))
     registry_auth_id: str | None = None
     pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
+    claim: ClaimMount | None = None
+    """The network volume the pod's claims give it (`core.translate.claims`)."""
     error: TranslationError | None = None
 
 

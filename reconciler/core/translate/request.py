@@ -36,6 +36,7 @@ from reconciler.core.translate.annotations import (
     read_id,
     read_list,
 )
+from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, container_env
@@ -61,6 +62,7 @@ def create_requests(
     registry_auth_id: str | None = None,
     cpu_catalog: Sequence[CpuFlavor] = (),
     network_volumes: Sequence[RunPodVolume] | None = None,
+    claim: ClaimMount | None = None,
 ) -> list[CreateRequest]:
     """One request per fitting GPU type (or CPU flavor, for a pod that asks for no GPU),
     in the order to try them; or TranslationError. `network_volumes`: the account's
@@ -81,7 +83,7 @@ def create_requests(
         if on_cpu
         else _gpu_candidates(pod, job, catalog, settings)
     )
-    disks = storage(pod, job, settings, network_volumes)
+    disks = storage(pod, job, settings, network_volumes, claim)
     base = _instance(pod, job, sources, settings, owner_id, disks)
     if on_cpu and base.persistent_volume is not None:
         raise TranslationError(

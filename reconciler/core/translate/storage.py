@@ -27,6 +27,7 @@ from reconciler.core.translate.annotations import (
     read_id,
     read_int,
 )
+from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.errors import TranslationError, invalid_annotation
 
 DEFAULT_MOUNT_PATH = "/workspace"
@@ -53,14 +54,20 @@ def storage(
     job: KubeObject | None,
     settings: Settings,
     volumes: Sequence[RunPodVolume] | None = None,
+    claim: ClaimMount | None = None,
 ) -> Storage:
-    """`volumes`: the account's network volumes; None when they could not be listed."""
+    """`volumes`: the account's network volumes; None when they could not be listed.
+    `claim`: the network volume the pod's claims give it."""
     disk = read_int(pod, job, CONTAINER_DISK_GB, maximum=MAX_DISK_GB)
     size = read_int(pod, job, VOLUME_GB, minimum=MIN_PERSISTENT_GB, maximum=MAX_DISK_GB)
     volume_id = read_id(pod, job, NETWORK_VOLUME_ID)
     if size is not None and volume_id is not None:
         raise invalid_annotation(
             NETWORK_VOLUME_ID, volume_id, f"allowed together with {VOLUME_GB} (one mount kind)"
+        )
+    if claim is not None:
+        return _claimed(
+            claim, size, volume_id, settings.container_disk_gb if disk is None else disk
         )
     path = _mount_path(pod, job)
     return Storage(
@@ -69,6 +76,17 @@ def storage(
         network_volume=None if volume_id is None else NetworkVolume(volume_id, path),
         datacenter=None if volume_id is None else _listed(volume_id, volumes).datacenter,
     )
+
+
+def _claimed(claim: ClaimMount, size: int | None, volume_id: str | None, disk: int) -> Storage:
+    if volume_id is not None or size is not None:
+        named = NETWORK_VOLUME_ID if volume_id is not None else VOLUME_GB
+        raise invalid_annotation(
+            named,
+            volume_id or str(size),
+            f"allowed beside the network-volume claim {claim.claim} (one mount per instance)",
+        )
+    return Storage(disk, network_volume=claim.volume, datacenter=claim.datacenter or None)
 
 
 def _listed(volume_id: str, volumes: Sequence[RunPodVolume] | None) -> RunPodVolume:

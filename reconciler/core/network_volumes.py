@@ -1,0 +1,382 @@
+"""PersistentVolumeClaims as RunPod network volumes: the provisioner's decisions
+(docs/architecture.md §3, "Cloud resources").
+
+The reconciler is the external provisioner of StorageClasses whose provisioner is
+`runpod.io/network-volume`: a claim the PV controller hands to it (its
+`volume.kubernetes.io/storage-provisioner` names us) gets a network volume and a
+PersistentVolume bound to it; a released PV with reclaim `Delete` loses its volume once
+no instance mounts it (RunPod refuses before), then the PV; a grown claim PATCHes the
+volume's size. The CSI driver is `network-volume.runpod.io`: a CSI driver's name is a
+DNS subdomain, so it cannot be the provisioner's `runpod.io/network-volume`.
+
+Ours by name: `runpod-reconciler-<owner digest>-<claim UID>`. A volume whose create
+answer was lost is found in the next list under that name and adopted (its PV made);
+a volume without our name is never resized or deleted, whoever's PV names it.
+
+Sizes: a claim asks in bytes, RunPod in whole GB (10-4096). RunPod does not say whether
+its GB is 10^9 or 2^30 bytes; 10^9 is taken, the reading that can only round up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from reconciler.core.actions import (
+    ClaimEvent,
+    ClaimRef,
+    CreateNetworkVolume,
+    CreateVolumeObject,
+    DeleteNetworkVolume,
+    DeleteVolumeObject,
+    MarkClaimSelected,
+    ResizeNetworkVolume,
+)
+from reconciler.core.domain import (
+    REGISTRY_NAME_PREFIX,
+    Instance,
+    InstanceStatus,
+    KubeObject,
+    RunPodVolume,
+)
+from reconciler.core.quantity import quantity_value
+from reconciler.core.reasons import VolumeNotice
+
+PROVISIONER = "runpod.io/network-volume"
+CSI_DRIVER = "network-volume.runpod.io"
+DATACENTER_LABEL = "topology.runpod.io/data-center"
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
+STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+MIN_GB, MAX_GB = 10, 4096
+GB = 10**9
+VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
+
+
+@dataclass(frozen=True)
+class StorageView:
+    """What the provisioner decides from: the cluster's storage, and RunPod's volumes
+    when they were listed this tick (`listed` None: not read)."""
+
+    classes: Sequence[KubeObject]
+    claims: Sequence[KubeObject]
+    volumes: Sequence[KubeObject]
+    """PersistentVolumes."""
+    pods: Sequence[KubeObject]
+    """Pods bound to the virtual node."""
+    instances: Sequence[Instance]
+    owner_id: str
+    node_name: str
+    datacenter_ids: tuple[str, ...] = ()
+    listed: Sequence[RunPodVolume] | None = None
+
+
+def volume_name(owner_id: str, claim_uid: str) -> str:
+    return f"{_our_prefix(owner_id)}{claim_uid}"
+
+
+def claim_uid_of(volume: RunPodVolume, owner_id: str) -> str | None:
+    """The UID of the claim a volume of ours was made for; None: not ours."""
+    prefix = _our_prefix(owner_id)
+    return volume.name[len(prefix) :] if volume.name.startswith(prefix) else None
+
+
+def _our_prefix(owner_id: str) -> str:
+    return f"{REGISTRY_NAME_PREFIX}{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}-pvc-"
+
+
+def size_gb(request: str) -> int:
+    """A claim's storage request in RunPod's whole GB, rounded up; ValueError if unreadable."""
+    return max(1, math.ceil(quantity_value(request) / Decimal(GB)))
+
+
+def is_our_class(cls: KubeObject | None) -> bool:
+    return cls is not None and cls.get("provisioner") == PROVISIONER
+
+
+def is_our_volume_object(pv: KubeObject) -> bool:
+    return (pv.get("spec", {}).get("csi") or {}).get("driver") == CSI_DRIVER
+
+
+def mounted(volume_id: str, instances: Iterable[Instance]) -> list[str]:
+    """Instances (anyone's: RunPod refuses the delete for any) that hold the volume."""
+    return [
+        i.id
+        for i in instances
+        if i.network_volume_id == volume_id and i.status is not InstanceStatus.TERMINATED
+    ]
+
+
+def needs_listing(view: StorageView) -> bool:
+    """Whether this tick must list RunPod's volumes: a claim to provision, a volume to
+    grow or to delete (each depends on what exists there, and whose it is)."""
+    return (
+        any(_refusal(view, claim, cls) is None for claim, cls in _to_provision(view))
+        or any(True for _ in _released(view))
+        or any(True for _ in _grown(view))
+    )
+
+
+def plan_volumes(view: StorageView) -> list[Any]:
+    actions: list[Any] = []
+    classes = {c["metadata"]["name"]: c for c in view.classes}
+    for claim in view.claims:
+        actions += _select(view, claim, classes.get(_class_name(claim)))
+    for claim, cls in _to_provision(view):
+        actions += _provision(view, claim, cls)
+    actions += _resizes(view)
+    for pv in _released(view):
+        actions += _reclaim(view, pv)
+    return actions
+
+
+def leaks(view: StorageView) -> list[RunPodVolume]:
+    """Listed volumes of ours that no PV names and no claim still waits for: kept (data
+    is never deleted on a guess), reported."""
+    named = {_handle(pv) for pv in view.volumes}
+    waiting = {c["metadata"]["uid"] for c in view.claims if not c["spec"].get("volumeName")}
+    return [
+        v
+        for v in view.listed or ()
+        if v.id not in named and claim_uid_of(v, view.owner_id) not in (None, *waiting)
+    ]
+
+
+# --- provisioning ---------------------------------------------------------------------
+
+
+def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject]]:
+    """Claims the PV controller handed to us that have no PV yet."""
+    classes = {c["metadata"]["name"]: c for c in view.classes}
+    bound = {(pv["spec"].get("claimRef") or {}).get("uid") for pv in view.volumes}
+    for claim in view.claims:
+        meta = claim["metadata"]
+        cls = classes.get(_class_name(claim))
+        if (
+            is_our_class(cls)
+            and cls is not None
+            and not claim["spec"].get("volumeName")
+            and not meta.get("deletionTimestamp")
+            and (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER
+            and meta["uid"] not in bound
+        ):
+            yield claim, cls
+
+
+def _provision(view: StorageView, claim: KubeObject, cls: KubeObject) -> list[Any]:
+    ref = ClaimRef.of(claim)
+    refusal = _refusal(view, claim, cls)
+    if refusal is not None:
+        return [ClaimEvent(ref, VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
+    if view.listed is None:
+        return []
+    name = volume_name(view.owner_id, ref.uid)
+    existing = [v for v in view.listed if v.name == name]
+    if existing:
+        return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    size, datacenter = _size(claim), _datacenter(view, claim, cls)
+    kind = (cls.get("parameters") or {}).get("type") or None
+    assert datacenter is not None  # _refusal said so
+    return [CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name)]
+
+
+def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
+    """Why RunPod cannot hold this claim's volume (told without asking RunPod), or None."""
+    size = _size(claim)
+    if not MIN_GB <= size <= MAX_GB:
+        return (
+            f"asks for {_request(claim)} ({size} GB in RunPod's GB of 10^9 bytes); a RunPod "
+            f"network volume holds {MIN_GB} to {MAX_GB} GB"
+        )
+    name = cls["metadata"]["name"]
+    if (cls.get("parameters") or {}).get("type") not in (None, "", *VOLUME_TYPES):
+        return f"StorageClass {name}: parameters.type must be one of {', '.join(VOLUME_TYPES)}"
+    if _datacenter(view, claim, cls) is None:
+        return (
+            f"no data center: set parameters.dataCenter on StorageClass {name}, or "
+            "runpod.io/datacenter-ids on the pod that uses the claim"
+        )
+    return None
+
+
+def _request(claim: KubeObject) -> str:
+    return str(((claim["spec"].get("resources") or {}).get("requests") or {}).get("storage", "0"))
+
+
+def _size(claim: KubeObject) -> int:
+    return size_gb(_request(claim))
+
+
+def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
+    """The class's data center, else the first its first consumer (or the node) allows."""
+    named = (cls.get("parameters") or {}).get("dataCenter")
+    if named:
+        return str(named)
+    for pod in _consumers(view, claim):
+        wanted = (pod["metadata"].get("annotations") or {}).get("runpod.io/datacenter-ids", "")
+        first = next((dc.strip() for dc in wanted.split(",") if dc.strip()), None)
+        if first:
+            return first
+    return view.datacenter_ids[0] if view.datacenter_ids else None
+
+
+def persistent_volume(
+    claim: KubeObject, cls: KubeObject, volume: RunPodVolume, node_name: str
+) -> KubeObject:
+    """The PV for a claim's volume, bound to the claim (the PV controller completes it)."""
+    meta = claim["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{meta['uid']}",
+            "labels": {DATACENTER_LABEL: volume.datacenter},
+            "annotations": {PROVISIONED_BY: PROVISIONER},
+        },
+        "spec": {
+            "capacity": {"storage": f"{volume.size_gb}G"},
+            "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteMany"]),
+            "persistentVolumeReclaimPolicy": cls.get("reclaimPolicy") or "Delete",
+            "storageClassName": cls["metadata"]["name"],
+            "volumeMode": "Filesystem",
+            "claimRef": {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "csi": {
+                "driver": CSI_DRIVER,
+                "volumeHandle": volume.id,
+                "volumeAttributes": {"dataCenter": volume.datacenter, "type": volume.type},
+            },
+            # Only the virtual node can mount it: the scheduler places no consumer elsewhere.
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": [node_name],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def _select(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
+    """A WaitForFirstConsumer claim used by a pod of the virtual node: the node is
+    selected, as the scheduler does for the pods it places (ours bypass it)."""
+    annotations = claim["metadata"].get("annotations") or {}
+    if (
+        not is_our_class(cls)
+        or cls is None
+        or cls.get("volumeBindingMode") != "WaitForFirstConsumer"
+        or SELECTED_NODE in annotations
+        or claim["spec"].get("volumeName")
+        or not any(True for _ in _consumers(view, claim))
+    ):
+        return []
+    return [MarkClaimSelected(ClaimRef.of(claim), view.node_name)]
+
+
+# --- expansion ------------------------------------------------------------------------
+
+
+def _grown(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject, int]]:
+    """(claim, PV, GB asked) for each bound claim of ours asking more than its PV holds."""
+    claims = {c["metadata"]["uid"]: c for c in view.claims}
+    for pv in view.volumes:
+        claim = claims.get((pv["spec"].get("claimRef") or {}).get("uid"))
+        if claim is None or not _made_by_us(pv) or pv["status"].get("phase") != "Bound":
+            continue
+        request = ((claim["spec"].get("resources") or {}).get("requests") or {}).get("storage")
+        want = size_gb(str(request or "0"))
+        if want > size_gb(str(pv["spec"]["capacity"]["storage"])):
+            yield claim, pv, want
+
+
+def _resizes(view: StorageView) -> list[Any]:
+    actions: list[Any] = []
+    for claim, pv, want in _grown(view) if view.listed is not None else ():
+        ref = ClaimRef.of(claim)
+        if want > MAX_GB:
+            why = f"cannot grow to {want} GB: a RunPod network volume holds at most {MAX_GB} GB"
+            actions.append(ClaimEvent(ref, VolumeNotice.RESIZE_FAILED, why, warning=True))
+        elif not _ours(view, _handle(pv)):
+            why = f"volume {_handle(pv)} is not one the reconciler made: it is never resized"
+            actions.append(ClaimEvent(ref, VolumeNotice.RESIZE_FAILED, why, warning=True))
+        else:
+            actions.append(ResizeNetworkVolume(ref, _handle(pv), want, pv["metadata"]["name"]))
+    return actions
+
+
+# --- reclaiming -----------------------------------------------------------------------
+
+
+def _released(view: StorageView) -> Iterable[KubeObject]:
+    for pv in view.volumes:
+        if (
+            _made_by_us(pv)
+            and pv["status"].get("phase") == "Released"
+            and pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
+        ):
+            yield pv
+
+
+def _reclaim(view: StorageView, pv: KubeObject) -> list[Any]:
+    """Delete the volume (ours only) once nothing mounts it, then the PV."""
+    if view.listed is None:
+        return []
+    volume_id, name = _handle(pv), pv["metadata"]["name"]
+    if not any(v.id == volume_id for v in view.listed):
+        return [DeleteVolumeObject(name)]  # gone already (a crash after its DELETE)
+    if not _ours(view, volume_id) or mounted(volume_id, view.instances):
+        return []  # not ours: kept; mounted: RunPod would refuse, a later tick deletes
+    return [DeleteNetworkVolume(volume_id, name)]
+
+
+def _made_by_us(pv: KubeObject) -> bool:
+    """A PV as the provisioner makes them (whether its volume is ours, the list says)."""
+    uid = (pv["spec"].get("claimRef") or {}).get("uid")
+    return (
+        is_our_volume_object(pv)
+        and pv["metadata"]["name"] == f"pvc-{uid}"
+        and (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER
+    )
+
+
+def _ours(view: StorageView, volume_id: str) -> bool:
+    return any(
+        v.id == volume_id and claim_uid_of(v, view.owner_id) is not None for v in view.listed or ()
+    )
+
+
+def _consumers(view: StorageView, claim: KubeObject) -> Iterable[KubeObject]:
+    meta = claim["metadata"]
+    for pod in view.pods:
+        if pod["metadata"].get("namespace") != meta["namespace"]:
+            continue
+        for volume in pod.get("spec", {}).get("volumes") or ():
+            if (volume.get("persistentVolumeClaim") or {}).get("claimName") == meta["name"]:
+                yield pod
+                break
+
+
+def _handle(pv: KubeObject) -> str:
+    return str((pv.get("spec", {}).get("csi") or {}).get("volumeHandle") or "")
+
+
+def _class_name(claim: KubeObject) -> str:
+    return str(claim.get("spec", {}).get("storageClassName") or "")

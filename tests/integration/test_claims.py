@@ -1,0 +1,280 @@
+"""PersistentVolumeClaims of a `runpod.io/network-volume` StorageClass, provisioned by
+the reconciler through both simulators: one POST per volume, sized in RunPod's whole GB
+(10^9 bytes) and named for its claim, a PV bound to the claim; the volume list read only
+on ticks with a claim to provision or a volume to delete, nothing on a steady tick; a
+crash between the POST and the PV adopts the volume by its name instead of making a
+second; a released volume deleted (reclaim Delete) only once no instance mounts it,
+kept with Retain, never when it is not ours; a grown claim grows its volume; a claim
+outside RunPod's sizes is told why and waits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.core.network_volumes import CSI_DRIVER, PROVISIONER, volume_name
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import crashpoints
+from reconciler.runtime.metrics import Metrics
+from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+
+from .test_limits import status_reason
+
+VOLUMES = "/v2/network-volumes"
+
+
+def crash() -> None:
+    raise crashpoints.SimulatedCrash
+
+
+def volume_calls(box: Sandbox) -> list[tuple[str, str, Any]]:
+    return [
+        (r.method, r.path, r.body) for r in box.runpod_sim.requests if r.path.startswith(VOLUMES)
+    ]
+
+
+def add_class(box: Sandbox, name: str = "runpod", **fields: Any) -> None:
+    body = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": PROVISIONER,
+        "parameters": {"dataCenter": "EU-RO-1"},
+        **fields,
+    }
+    box.kube_sim.put("storageclasses", body)
+
+
+def add_claim(box: Sandbox, name: str = "ckpt", size: str = "20Gi", cls: str = "runpod") -> Any:
+    body = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": size}},
+            "storageClassName": cls,
+        },
+    }
+    return box.kube_sim.put("persistentvolumeclaims", body)
+
+
+def claim(box: Sandbox, name: str = "ckpt") -> Any:
+    return box.kube_sim.get("persistentvolumeclaims", "default", name)
+
+
+def pv_of(box: Sandbox, made: Any) -> Any:
+    return box.kube_sim.get("persistentvolumes", None, f"pvc-{made['metadata']['uid']}")
+
+
+def test_a_claim_gets_one_volume_and_a_bound_pv_and_a_steady_tick_costs_nothing(box):
+    add_class(box)
+    made = add_claim(box)
+    box.tick()
+    [(_, _, body)] = [c for c in volume_calls(box) if c[0] == "POST"]
+    name = volume_name(box.settings.owner_id, made["metadata"]["uid"])
+    assert body == {"name": name, "size": 22, "dataCenter": "EU-RO-1"}  # 20Gi = 21.5 GB
+    assert [c[0] for c in volume_calls(box)] == ["GET", "POST"]
+    pv = pv_of(box, made)
+    assert pv["spec"]["csi"]["driver"] == CSI_DRIVER
+    [volume] = box.runpod_sim.volumes.values()
+    assert pv["spec"]["csi"]["volumeHandle"] == volume["id"]
+    assert pv["metadata"]["labels"]["topology.runpod.io/data-center"] == "EU-RO-1"
+    bound = claim(box)
+    assert (bound["status"]["phase"], bound["status"]["capacity"]) == ("Bound", {"storage": "22G"})
+    reasons = [e["reason"] for e in box.kube_sim.list("events", "default")]
+    assert "ProvisioningSucceeded" in reasons
+    before = len(volume_calls(box))
+    box.tick()
+    box.tick()
+    assert len(volume_calls(box)) == before  # steady: not a request
+
+
+@pytest.mark.parametrize("point", ["after-volume-intent", "after-volume-create"])
+def test_a_crash_while_provisioning_leaves_one_volume(box, point):
+    add_class(box)
+    made = add_claim(box)
+    crashpoints.arm(f"{point}:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    box.restart()
+    box.tick()
+    assert len(box.runpod_sim.volumes) == 1
+    assert claim(box)["status"]["phase"] == "Bound"
+    assert pv_of(box, made)["spec"]["csi"]["volumeHandle"] in box.runpod_sim.volumes
+    box.tick()
+    assert len(box.runpod_sim.volumes) == 1
+
+
+def test_a_claim_outside_runpods_sizes_is_told_why_and_waits(box):
+    add_class(box)
+    add_claim(box, size="5Gi")
+    box.tick()
+    assert [c for c in volume_calls(box) if c[0] == "POST"] == []
+    [event] = [
+        e for e in box.kube_sim.list("events", "default") if e["reason"] == "ProvisioningFailed"
+    ]
+    assert "10 to 4096 GB" in event["message"]
+    assert claim(box)["status"]["phase"] == "Pending"
+
+
+def test_a_released_volume_goes_only_once_no_instance_mounts_it(box):
+    add_class(box)
+    made = add_claim(box)
+    box.tick()
+    [volume_id] = box.runpod_sim.volumes
+    holder = box.runpod_sim.add_instance("someone")
+    box.runpod_sim.set_instance_fields(
+        holder, {"mounts": {"network": [{"volumeId": volume_id, "path": "/w"}]}}
+    )
+    delete_claim(box)
+    assert pv_of(box, made)["status"]["phase"] == "Released"
+    box.tick()
+    assert volume_id in box.runpod_sim.volumes  # mounted: not even asked
+    assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
+    box.runpod_sim.vanish(holder)
+    box.tick()
+    assert volume_id not in box.runpod_sim.volumes
+    assert pv_of(box, made) is None
+
+
+def test_retain_keeps_the_volume_and_its_pv(box):
+    add_class(box, reclaimPolicy="Retain")
+    made = add_claim(box)
+    box.tick()
+    delete_claim(box)
+    box.tick()
+    assert len(box.runpod_sim.volumes) == 1
+    assert pv_of(box, made)["status"]["phase"] == "Released"
+
+
+def test_a_volume_that_is_not_ours_is_never_deleted_or_resized(box):
+    add_class(box, allowVolumeExpansion=True)
+    foreign = box.runpod_sim.add_volume("someone-elses", 50, "EU-RO-1")
+    made = add_claim(box, size="50G")
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": f"pvc-{made['metadata']['uid']}",
+            "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER},
+        },
+        "spec": {
+            "capacity": {"storage": "50G"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": "runpod",
+            "claimRef": {"namespace": "default", "name": "ckpt", "uid": made["metadata"]["uid"]},
+            "csi": {"driver": CSI_DRIVER, "volumeHandle": foreign.id},
+        },
+    }
+    box.kube_sim.put("persistentvolumes", pv)
+    assert claim(box)["status"]["phase"] == "Bound"
+    grown = claim(box)
+    grown["spec"]["resources"]["requests"]["storage"] = "80G"
+    box.kube_sim.store.update(PERSISTENT_VOLUME_CLAIMS, "default", "ckpt", grown)
+    box.tick()
+    delete_claim(box)
+    box.tick()
+    box.tick()
+    assert box.runpod_sim.volumes[foreign.id]["size"] == 50
+    assert not [c for c in volume_calls(box) if c[0] in ("POST", "PATCH", "DELETE")]
+
+
+def test_a_grown_claim_grows_its_volume(box):
+    add_class(box, allowVolumeExpansion=True)
+    add_claim(box)
+    box.tick()
+    grown = claim(box)
+    grown["spec"]["resources"]["requests"]["storage"] = "40Gi"
+    box.kube_sim.store.update(PERSISTENT_VOLUME_CLAIMS, "default", "ckpt", grown)
+    box.tick()
+    [volume] = box.runpod_sim.volumes.values()
+    assert volume["size"] == 43
+    assert claim(box)["status"]["capacity"] == {"storage": "43G"}
+    [(_, _, patch)] = [c for c in volume_calls(box) if c[0] == "PATCH"]
+    assert patch == {"size": 43}
+
+
+def delete_claim(box: Sandbox) -> None:
+    box.kube_sim.store.delete(PERSISTENT_VOLUME_CLAIMS, "default", "ckpt")
+
+
+def claim_pod(box: Sandbox, name: str, *claims: str, **settings: Any) -> Any:
+    volumes = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    mounts = [{"name": c, "mountPath": f"/{c}"} for c in claims]
+    pod = box.add_pod(name, extra_spec={"volumes": volumes}, **settings)
+    pod["spec"]["containers"][0]["volumeMounts"] = mounts
+    return box.kube_sim.put("pods", pod)
+
+
+def test_a_checkpoint_written_by_one_pod_is_read_by_the_next(box, tmp_path):
+    box.enable_ssh(str(tmp_path / "key"))
+    add_class(box, volumeBindingMode="WaitForFirstConsumer")
+    add_claim(box)
+    writer = claim_pod(box, "writer", "ckpt")
+    box.tick()  # the claim is selected for the virtual node, as the scheduler would
+    box.tick()  # provisioned and bound
+    box.tick()  # the pod is created on it
+    [body] = [r.body for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/pods")]
+    [volume_id] = box.runpod_sim.volumes
+    assert body["mounts"] == {"network": [{"volumeId": volume_id, "path": "/ckpt"}]}
+    assert body["dataCenterIds"] == ["EU-RO-1"]
+    first = box.instance_for(writer)
+    (box.runpod_sim.ssh_sandbox(first["id"]) / "ckpt" / "step-100").write_text("weights")
+    box.kube_sim.delete_pod("default", "writer", grace_seconds=0)
+    box.tick()
+    reader = claim_pod(box, "reader", "ckpt")
+    box.tick()
+    second = box.instance_for(reader)
+    assert second["id"] != first["id"]
+    assert (box.runpod_sim.ssh_sandbox(second["id"]) / "ckpt" / "step-100").read_text() == "weights"
+
+
+def test_what_runpod_cannot_mount_is_the_pods_reason(box):
+    add_class(box, volumeBindingMode="WaitForFirstConsumer")
+    add_claim(box, "a")
+    add_claim(box, "b")
+    claim_pod(box, "early", "a")
+    claim_pod(box, "missing", "nope")
+    box.tick()
+    assert status_reason(box, "early") == "PersistentVolumeClaimNotBound"
+    assert status_reason(box, "missing") == "PersistentVolumeClaimNotBound"
+    claim_pod(box, "both", "a", "b")
+    for _ in range(3):
+        box.tick()
+    pod = box.pod("both") or {}
+    assert pod["status"]["reason"] == "UnsupportedVolumes"
+    assert box.instance_for(pod) is None
+
+
+@pytest.mark.parametrize("point", ["after-volume-unused", "after-volume-delete"])
+def test_a_crash_while_deleting_leaves_neither_the_volume_nor_its_pv(box, point):
+    add_class(box)
+    made = add_claim(box)
+    box.tick()
+    delete_claim(box)
+    crashpoints.arm(f"{point}:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    box.restart()
+    box.tick()
+    assert box.runpod_sim.volumes == {}
+    assert pv_of(box, made) is None
+    assert len([c for c in volume_calls(box) if c[0] == "DELETE"]) == 1
+
+
+def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
+    add_class(box)
+    stray = box.runpod_sim.add_volume(
+        volume_name(box.settings.owner_id, "gone-claim"), 10, "EU-RO-1"
+    )
+    add_claim(box)  # a claim to provision: the tick lists the volumes
+    report = box.tick()
+    assert report.volume_leaks == [stray.id]
+    metrics = Metrics()
+    metrics.observe(report, None, box.settings.owner_id)
+    assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
+    assert stray.id in box.runpod_sim.volumes  # kept
+    assert box.tick().volume_leaks is None  # steady: not listed, not told again
