@@ -376,7 +376,7 @@ class Run:
                 invariants.outside(self.host.kube_requests(), self.died_spans),
                 journal,
                 self.workload.namespace,
-                self.workload.uid_by_name,
+                {**self.host.pod_uids(self.workload.namespace), **self.workload.uid_by_name},
             ),
         )
         made = invariants.instances_made(requests)

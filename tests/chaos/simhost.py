@@ -17,6 +17,7 @@ gets a small control server acting as the cluster's users and as the fault injec
     PUT    /objects/{plural}          create or overwrite any object (namespaces)
     GET    /objects/{plural}/{ns}/{name}  one object (404 when there is none)
     POST   /faults                    {"method", "path" (glob), "status", "count"}
+    GET    /pod-uids/NAMESPACE         {name: uid} of every pod a top-level write touched
     GET    /requests                  [[method, path, query, status], ...]
     GET    /requests/count            how many so far (to mark where a tick began)
     POST   /clock/advance             {"seconds": 5}
@@ -104,12 +105,44 @@ class _Control(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
+class PodUids:
+    """Each pod's UID by namespace/name, from every write of a pod that reached the store
+    at the top (a controller's own writes wake no hook, but every write of the reconciler
+    does): the journal check must name pods the workload never saw, such as those an
+    Indexed Job made again after its gang failed, and gone by the next look."""
+
+    def __init__(self, kube: KubeSimulator) -> None:
+        self.by_name: dict[str, str] = {}
+        self._lock = threading.Lock()
+        kube.store.add_controller(_admit_all, self._saw, removed=self._saw)
+
+    def _saw(self, resource: Any, obj: dict[str, Any]) -> None:
+        if resource.plural != "pods":
+            return
+        meta = obj["metadata"]
+        with self._lock:
+            self.by_name[f"{meta.get('namespace', '')}/{meta['name']}"] = meta["uid"]
+
+    def in_namespace(self, namespace: str) -> dict[str, str]:
+        with self._lock:
+            return {
+                key.partition("/")[2]: uid
+                for key, uid in self.by_name.items()
+                if key.partition("/")[0] == namespace
+            }
+
+
+def _admit_all(_resource: Any, _obj: dict[str, Any]) -> None:
+    """Nothing to change on create."""
+
+
 class _ControlServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, kube: KubeSimulator, clock: WallClock) -> None:
         super().__init__(("127.0.0.1", 0), _Control)
         self.kube, self.clock = kube, clock
+        self.pod_uids = PodUids(kube)
 
     def route(
         self, method: str, parts: list[str], query: dict[str, list[str]], body: Any
@@ -122,6 +155,8 @@ class _ControlServer(ThreadingHTTPServer):
                 return 200, {}
             case "GET", ["pods"]:
                 return 200, self.kube.list("pods")
+            case "GET", ["pod-uids", namespace]:
+                return 200, self.pod_uids.in_namespace(namespace)
             case "DELETE", ["jobs", namespace, name]:
                 # kubectl delete job: propagationPolicy Background, the pods go too.
                 job = self.kube.store.delete(JOBS, namespace, name)

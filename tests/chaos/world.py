@@ -184,6 +184,10 @@ class SimHost:
     def pods(self) -> list[Json]:
         return list(self.control("GET", "pods"))
 
+    def pod_uids(self, namespace: str) -> dict[str, str]:
+        """{name: uid} of every pod of the namespace a write reached, gone ones too."""
+        return dict(self.control("GET", f"pod-uids/{namespace}"))
+
     def kube_fault(self, method: str, path: str, status: int, count: int) -> None:
         self.control(
             "POST", "faults", {"method": method, "path": path, "status": status, "count": count}
