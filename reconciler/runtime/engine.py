@@ -405,13 +405,7 @@ class Engine:
         )
         if not deletes:
             return
-        outcome = executor.run(deletes)
-        report.actions += deletes
-        report.planned.update(type(a).__name__ for a in deletes)
-        report.applied.update(outcome.applied)
-        report.failed.update(outcome.failed)
-        report.done += outcome.done
-        report.errors += outcome.errors
+        _run_into(executor, deletes, report)
         report.registries_deleted = executor.registries_deleted
 
     # --- observe ----------------------------------------------------------------------
@@ -743,13 +737,7 @@ class Engine:
         actions = network_volumes.plan_volumes(view)
         if not actions:
             return
-        outcome = executor.run(actions)
-        report.actions += actions
-        report.planned.update(type(a).__name__ for a in actions)
-        report.applied.update(outcome.applied)
-        report.failed.update(outcome.failed)
-        report.done += outcome.done
-        report.errors += outcome.errors
+        _run_into(executor, actions, report)
 
     def _storage_view(
         self, observation: Observation, now: datetime
@@ -815,3 +803,14 @@ def _job_owner_uid(pod: KubeObject) -> str:
         if ref.get("kind") == "Job":
             return str(ref.get("uid", ""))
     return ""
+
+
+def _run_into(executor: Executor, actions: Sequence[Action], report: TickReport) -> None:
+    """Actions decided after the tick's plan (collections), run and counted in its report."""
+    outcome = executor.run(actions)
+    report.actions += actions
+    report.planned.update(type(a).__name__ for a in actions)
+    report.applied.update(outcome.applied)
+    report.failed.update(outcome.failed)
+    report.done += outcome.done
+    report.errors += outcome.errors
