@@ -12,7 +12,7 @@ The RunPod simulator keeps its own HTTP admin API (`/_sim/...`). The Kubernetes 
 gets a small control server acting as the cluster's users and as the fault injector:
 
     POST   /pods                      a pod manifest -> the created pod
-    DELETE /pods/{ns}/{name}?grace=N  a user's delete (N=0 is `kubectl delete --force`)
+    DELETE /pods/{ns}/{name}?grace=N  a user's delete (N=0 is `kubectl delete --force`; 404 if gone)
     GET    /pods                      every pod
     PUT    /objects/{plural}          create or overwrite any object (namespaces)
     GET    /objects/{plural}/{ns}/{name}  one object (404 when there is none)
@@ -41,6 +41,7 @@ from urllib.parse import parse_qs, urlsplit
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_resources import JOBS
+from reconciler.sim.kube_status import ApiError
 from reconciler.sim.runpod import RunPodSimulator
 
 # Boot delays short enough that an instance is RUNNING by the reconciler's next tick.
@@ -151,7 +152,10 @@ class _ControlServer(ThreadingHTTPServer):
             case "POST", ["pods"]:
                 return 201, self.kube.create_pod(body)
             case "DELETE", ["pods", namespace, name]:
-                self.kube.delete_pod(namespace, name, int(query.get("grace", ["30"])[0]))
+                try:
+                    self.kube.delete_pod(namespace, name, int(query.get("grace", ["30"])[0]))
+                except ApiError as exc:
+                    return exc.code, {"error": exc.message}
                 return 200, {}
             case "GET", ["pods"]:
                 return 200, self.kube.list("pods")

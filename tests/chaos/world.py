@@ -172,7 +172,13 @@ class SimHost:
         return dict(self.control("POST", "pods", manifest))
 
     def delete_pod(self, namespace: str, name: str, grace: int) -> None:
-        self.control("DELETE", f"pods/{namespace}/{name}?grace={grace}")
+        """A user's delete; a pod already gone (its Job or the reconciler removed it since
+        the user looked) is as good as deleted, as for `kubectl delete --ignore-not-found`."""
+        response = self._http.request(
+            "DELETE", f"{self.control_url}/pods/{namespace}/{name}?grace={grace}", timeout=10
+        )
+        if response.status_code not in (200, 404):
+            raise RuntimeError(f"DELETE pods/{namespace}/{name}: {response.status_code} {response.text}")
 
     def create_job(self, manifest: Json) -> Json:
         """A Job; the simulator's Job controller makes an Indexed Job's pods at once."""
