@@ -178,7 +178,9 @@ class SimHost:
             "DELETE", f"{self.control_url}/pods/{namespace}/{name}?grace={grace}", timeout=10
         )
         if response.status_code not in (200, 404):
-            raise RuntimeError(f"DELETE pods/{namespace}/{name}: {response.status_code} {response.text}")
+            raise RuntimeError(
+                f"DELETE pods/{namespace}/{name}: {response.status_code} {response.text}"
+            )
 
     def create_job(self, manifest: Json) -> Json:
         """A Job; the simulator's Job controller makes an Indexed Job's pods at once."""
