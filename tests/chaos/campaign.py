@@ -98,6 +98,8 @@ class RunResult:
     orphan_seconds: float = 0.0
     clusters_made: int = 0
     """Instant Clusters RunPod answered 201 for."""
+    volumes_made: int = 0
+    """Network volumes RunPod answered 201 for."""
     violations: list[tuple[str, str]] = field(default_factory=list)
 
     def violate(self, invariant: str, messages: list[str]) -> None:
@@ -117,6 +119,8 @@ INVARIANTS = (
     "hostile-namespace",
     "no-duplicate-cluster",
     "no-leaked-cluster",
+    "no-duplicate-volume",
+    "no-leaked-volume",
 )
 
 
@@ -151,6 +155,7 @@ class Run:
         self.died_spans: list[tuple[int, int]] = []
         """Kubernetes requests (start, end in the simulator's log) of ticks that died."""
         self.foreign: set[str] = set()
+        self.foreign_volumes: set[str] = set()
         self._last_look = time.monotonic()
 
     def execute(self) -> RunResult:
@@ -168,6 +173,8 @@ class Run:
         for _ in range(INITIAL_PODS):
             self.workload.add_pod()
         self.foreign = self.workload.foreign_instances()
+        self.workload.add_storage()
+        self.foreign_volumes = self.workload.foreign_volumes()
 
     def _chaos(self) -> None:
         tick = 0
@@ -309,7 +316,9 @@ class Run:
             self.result.db_deletions += 1
 
     def _look(self) -> Snapshot:
-        snap = Snapshot.take(self.host, self.reconciler.owner, self.reconciler.node)
+        snap = Snapshot.take(
+            self.host, self.reconciler.owner, self.reconciler.node, self.workload.namespace
+        )
         for uid, pod in snap.pods.items():  # the Job controller's pods too, for the journal
             self.workload.uid_by_name.setdefault(pod["metadata"]["name"], uid)
         now = time.monotonic()
@@ -346,7 +355,19 @@ class Run:
             )
         requests = self.host.runpod_requests()
         result.violate(
-            "foreign-untouched", invariants.foreign_violations(requests, self.foreign, snap)
+            "foreign-untouched",
+            invariants.foreign_violations(requests, self.foreign, snap)
+            + invariants.foreign_volume_violations(requests, self.foreign_volumes, snap),
+        )
+        result.violate(
+            "no-duplicate-volume",
+            snap.duplicate_volumes() + invariants.volumes_made_twice(requests),
+        )
+        result.violate("no-leaked-volume", snap.leaked_volumes())
+        result.volumes_made = sum(
+            1
+            for r in requests
+            if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
         )
         result.violate(
             "no-duplicate-cluster",
@@ -484,6 +505,7 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
         f"Instant Clusters made: {sum(r.clusters_made for r in results)}",
+        f"network volumes made: {sum(r.volumes_made for r in results)}",
     ]
 
 
