@@ -69,6 +69,9 @@ HOLD_ENDS_CHANCE = 0.6
 CHAINED_SUCCESSORS = 2
 CHAIN_GENERATION = 2_000
 INITIAL_PODS = 3
+# A writer that died between a volume's POST and its PV: how often the user deletes the
+# claim before the next tick (the provisioner's hold must keep it).
+ABANDON_AFTER_CRASH = 0.5
 # Ticks after the worlds agree in which rows may still catch up (terminated confirmed).
 ROW_TAIL_TICKS = 2
 
@@ -100,6 +103,8 @@ class RunResult:
     """Instant Clusters RunPod answered 201 for."""
     volumes_made: int = 0
     """Network volumes RunPod answered 201 for."""
+    volume_requests: Counter[str] = field(default_factory=Counter)
+    """Requests to /v2/network-volumes (and one volume) by method: what storage cost."""
     violations: list[tuple[str, str]] = field(default_factory=list)
 
     def violate(self, invariant: str, messages: list[str]) -> None:
@@ -202,6 +207,9 @@ class Run:
             else:
                 result = self._tick(plan)
                 self._record(result)
+                crashed_provisioning = result.crashed and plan.point == "after-volume-create"
+                if crashed_provisioning and self.rng.random() < ABANDON_AFTER_CRASH:
+                    self.workload.abandon_claim(self._look())
                 if fault == HOSTILE_FAULT:
                     problems = invariants.hostile_namespace_violations(result)
                     self.result.violate("hostile-namespace", problems)
@@ -369,6 +377,9 @@ class Run:
             for r in requests
             if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
         )
+        result.volume_requests = Counter(
+            r["method"] for r in requests if r["path"].startswith("/v2/network-volumes")
+        )
         result.violate(
             "no-duplicate-cluster",
             [f"gang {gang} ends with two clusters" for gang in snap.duplicate_clusters()],
@@ -505,7 +516,8 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
         f"Instant Clusters made: {sum(r.clusters_made for r in results)}",
-        f"network volumes made: {sum(r.volumes_made for r in results)}",
+        f"network volumes made: {sum(r.volumes_made for r in results)}; requests to "
+        f"/v2/network-volumes: {dict(sum((r.volume_requests for r in results), Counter()))}",
     ]
 
 

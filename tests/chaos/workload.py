@@ -3,7 +3,10 @@
 Users add batch and long-running pods, batch processes exit (through the RunPod
 simulator's `/_sim/pods/{id}/exit`), pods are deleted (gracefully, or forced so that
 their instance is orphaned), finished pods are cleaned up, and instances vanish or turn
-ERROR behind the reconciler's back. Faults: RunPod 5xx and 429 storms on list, create
+ERROR behind the reconciler's back. Storage users make PersistentVolumeClaims of three
+network-volume classes (the shipped WaitForFirstConsumer/Delete one, Immediate/Delete,
+WaitForFirstConsumer/Retain), most with a pod that mounts the claim, grow bound claims,
+and delete claims with their pods. Faults: RunPod 5xx and 429 storms on list, create
 and delete, creates that succeed but answer 5xx, creates that hang (shorter than the
 client's 30 s read timeout, which no flag lowers), listing lag, Kubernetes 409/500
 answers on status patches, pod deletes, the pod list and events; a batch process that
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from reconciler.core.network_volumes import PROVISIONING_FINALIZER
 from tests.chaos.world import (
     IMMEDIATE_CLASS,
     RETAIN_CLASS,
@@ -51,7 +55,8 @@ HOSTILE_CAPS = {"runpod.io/max-instances": "9" * 31, "runpod.io/max-hourly-spend
 """A cap no database integer holds (it once failed every tick) and a NaN with a newline
 and an escape sequence."""
 TERMINAL_FAULT = "refused-terminal-status"
-BITES = (CHAIN_FAULT, TERMINAL_FAULT)
+ABANDON_FAULT = "claim-deleted-while-provisioning"
+BITES = (CHAIN_FAULT, TERMINAL_FAULT, ABANDON_FAULT)
 """Faults that need a state to bite: counted apart when they met it."""
 
 # Which workload event makes an armed crash point likely to be reached this tick.
@@ -175,6 +180,29 @@ class Workload:
                 self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
         self.host.delete_object("persistentvolumeclaims", self.namespace, name)
 
+    def abandon_claim(self, snap: Snapshot) -> None:
+        """A user deletes a claim that is not bound yet, with its pods: it bites when the
+        claim's volume is being made (the provisioner's finalizer on it), as after a
+        writer died between the volume's POST and its PV."""
+        pending = [
+            c
+            for c in snap.claims.values()
+            if (c.get("status") or {}).get("phase") != "Bound"
+            and not c["metadata"].get("deletionTimestamp")
+        ]
+        if not pending:
+            return
+        claim = self.rng.choice(pending)
+        name = claim["metadata"]["name"]
+        for pod in snap.pods.values():
+            if name in _claims_of(pod) and not deleting(pod):
+                self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
+        self.host.delete_object("persistentvolumeclaims", self.namespace, name)
+        self.faults[ABANDON_FAULT] += 1
+        self.bites[ABANDON_FAULT] += PROVISIONING_FINALIZER in (
+            claim["metadata"].get("finalizers") or ()
+        )
+
     def _grow_claim(self, snap: Snapshot) -> None:
         """A bound claim asks for 5 GiB more: its volume grows."""
         bound = [
@@ -253,6 +281,7 @@ class Workload:
                 snap, IMMEDIATE_CLASS if steer == "add-claim" else None
             ),
             "delete-claim": self._delete_claim,
+            "abandon-claim": self.abandon_claim,
             "grow-claim": self._grow_claim,
             "end": self._end_one,
             "delete-private": self._delete_private,
@@ -270,6 +299,7 @@ class Workload:
             "delete-private": 0.0,
             "add-claim": 0.12,
             "delete-claim": 0.08,
+            "abandon-claim": 0.04,
             "grow-claim": 0.1,
             "end": 0.35,
             "delete": 0.25,
