@@ -71,7 +71,7 @@ CHAIN_GENERATION = 2_000
 INITIAL_PODS = 3
 # A writer that died between a volume's POST and its PV: how often the user deletes the
 # claim before the next tick (the provisioner's hold must keep it).
-ABANDON_AFTER_CRASH = 0.5
+ABANDON_AFTER_CRASH = 0.6
 # Ticks after the worlds agree in which rows may still catch up (terminated confirmed).
 ROW_TAIL_TICKS = 2
 

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler.core.network_volumes import PROVISIONING_FINALIZER
 from tests.chaos.world import (
     IMMEDIATE_CLASS,
     RETAIN_CLASS,
@@ -181,27 +180,27 @@ class Workload:
         self.host.delete_object("persistentvolumeclaims", self.namespace, name)
 
     def abandon_claim(self, snap: Snapshot) -> None:
-        """A user deletes a claim that is not bound yet, with its pods: it bites when the
-        claim's volume is being made (the provisioner's finalizer on it), as after a
-        writer died between the volume's POST and its PV."""
+        """A user deletes a claim that is not bound yet, with its pods; one whose volume
+        RunPod made already is chosen first: it bites then, as after a writer died
+        between the volume's POST and its PV (the provisioner must not leak it)."""
         pending = [
             c
             for c in snap.claims.values()
             if (c.get("status") or {}).get("phase") != "Bound"
             and not c["metadata"].get("deletionTimestamp")
         ]
+        made = snap.our_volumes()
+        in_the_gap = [c for c in pending if c["metadata"]["uid"] in made]
         if not pending:
             return
-        claim = self.rng.choice(pending)
+        claim = self.rng.choice(in_the_gap or pending)
         name = claim["metadata"]["name"]
         for pod in snap.pods.values():
             if name in _claims_of(pod) and not deleting(pod):
                 self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
         self.host.delete_object("persistentvolumeclaims", self.namespace, name)
         self.faults[ABANDON_FAULT] += 1
-        self.bites[ABANDON_FAULT] += PROVISIONING_FINALIZER in (
-            claim["metadata"].get("finalizers") or ()
-        )
+        self.bites[ABANDON_FAULT] += bool(in_the_gap)
 
     def _grow_claim(self, snap: Snapshot) -> None:
         """A bound claim asks for 5 GiB more: its volume grows."""
