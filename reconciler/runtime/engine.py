@@ -29,7 +29,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import clusters, network_volumes, ownership, registries
+from reconciler.core import attribution, clusters, network_volumes, ownership, registries
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -100,6 +100,8 @@ class TickReport:
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing claims, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
+    resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
+    """Network volumes' and clusters' charges read this tick (at most hourly)."""
     registries_deleted: list[str] = field(default_factory=list)
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
@@ -288,6 +290,8 @@ class Engine:
         self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
+        self.resource_billing = money.ResourceBilling()
+        self.attributions = money.Attributions()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self.system_events = system_events or SystemEvents(kube)
@@ -329,6 +333,7 @@ class Engine:
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
+        report.resource_billing = self._read_resource_billing(report.started_at)
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
         self.usage.observe(observation.pods, owners.owned, report.started_at)
@@ -362,8 +367,14 @@ class Engine:
         Derived data: a failure to save any of it is the tick's error, never a reason to
         skip its actions (terminations must go on); the next read learns it again."""
         now = report.started_at
+        reads = report.resource_billing
         for what, save in (
             ("billing", lambda: money.save_billing(self.store, self.settings, report.billing, now)),
+            (
+                "volume and cluster billing",
+                lambda: money.save_resource_billing(self.store, self.settings, reads, now),
+            ),
+            ("clusters' owners", lambda: self._record_cluster_owners(report)),
             ("namespace caps", lambda: self.namespace_caps.save(self.store, now)),
             ("look-alikes", lambda: self._record_lookalikes(report)),
         ):
@@ -372,6 +383,26 @@ class Engine:
             except Exception as exc:  # any store failure: the actions must still run
                 report.errors.append(f"saving {what}: {exc}")
                 log.error("could not save %s: %s", what, exc, exc_info=True)
+
+    def _read_resource_billing(self, now: datetime) -> list[money.ResourceBillingRead]:
+        try:
+            return self.resource_billing.read(self.runpod, self.store, self.settings, now)
+        except Exception as exc:  # derived data: an unreadable store blocks no action
+            log.error("could not read what billing was read before: %s", exc, exc_info=True)
+            return []
+
+    def _record_cluster_owners(self, report: TickReport) -> None:
+        """Whose each cluster of ours is, from the list and rows the tick has anyway."""
+        observation = report.observation
+        if observation is None or not (observation.members or observation.clusters):
+            return
+        found = attribution.of_clusters(
+            observation.members,
+            observation.clusters,
+            observation.gang_pods,
+            self.settings.owner_id,
+        )
+        self.attributions.save(self.store, found, report.started_at)
 
     def _record_lookalikes(self, report: TickReport) -> None:
         now = report.started_at
@@ -724,9 +755,11 @@ class Engine:
             return
         if view is None:
             return
+        leaks = network_volumes.leaks(view)
         if view.listed is not None:
-            report.volume_leaks = [leak.id for leak in network_volumes.leaks(view)]
-        for leak in network_volumes.leaks(view):
+            report.volume_leaks = [leak.id for leak in leaks]
+        self._record_volume_owners(report, view, leaks)
+        for leak in leaks:
             log.error(
                 "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "
                 "kept (its data is never deleted on a guess); delete it at RunPod if unneeded",
@@ -738,6 +771,20 @@ class Engine:
         if not actions:
             return
         _run_into(executor, actions, report)
+
+    def _record_volume_owners(
+        self,
+        report: TickReport,
+        view: network_volumes.StorageView,
+        leaks: Sequence[RunPodVolume],
+    ) -> None:
+        """Whose each volume of ours is, from the PVs the provisioner reads anyway."""
+        found = attribution.of_volumes(view.volumes, leaks, self.settings.owner_id)
+        try:
+            self.attributions.save(self.store, found, report.started_at)
+        except Exception as exc:  # derived data: the provisioner's actions must still run
+            report.errors.append(f"saving the volumes' owners: {exc}")
+            log.error("could not save the volumes' owners: %s", exc, exc_info=True)
 
     def _storage_view(
         self, observation: Observation, now: datetime

@@ -7,6 +7,11 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   request of its own);
 - namespace caps: one `GET /api/v1/namespaces/{ns}` per namespace of a pod waiting for
   a create, cached for `CAPS_TTL`;
+- network volumes' and Instant Clusters' charges: one `GET /v2/billing/network-volumes`
+  and one `GET /v2/billing/clusters` when a whole hour has ended since the last read,
+  each only while a resource of its kind is known as ours (within `--cost-history`);
+  whose each resource is, is written when the tick first sees it (and once a day
+  while it does), from what the tick lists anyway;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
   using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
@@ -25,9 +30,10 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core import spend
+from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.config import Settings
-from reconciler.core.domain import BillingRecord
+from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
 
 log = logging.getLogger(__name__)
@@ -108,6 +114,109 @@ def save_billing(store: Store, settings: Settings, read: BillingRead, now: datet
             now,
             forget_before=now - timedelta(days=settings.cost_history_days),
         )
+
+
+@dataclass(frozen=True)
+class ResourceBillingRead:
+    kind: Billed
+    records: Sequence[ResourceCharge]
+    """Charges of our resources of this kind in the hours read."""
+    covered_until: datetime
+
+
+class ResourceBilling:
+    """Network volumes' and Instant Clusters' charges, read like the pods' (whole hours
+    that ended since the last read, at most once an hour per kind) and kept only for
+    resources known as ours. When the next read is due is kept in memory, so that the
+    ticks in between do not even ask the database."""
+
+    def __init__(self) -> None:
+        self._due: dict[Billed, datetime] = {}
+
+    def read(
+        self, runpod: RunPodClient, store: Store, settings: Settings, now: datetime
+    ) -> list[ResourceBillingRead]:
+        reads = []
+        for kind in Billed:
+            due = self._due.get(kind)
+            if due is not None and now < due:
+                continue
+            # Whatever comes of it, the next try is in the next hour: a failed read
+            # loses nothing (the next one starts where the last stored one ended).
+            self._due[kind] = _hour(now) + BILLING_PERIOD
+            found = self._read(runpod, store, settings, kind, now)
+            if found is not None:
+                reads.append(found)
+        return reads
+
+    @staticmethod
+    def _read(
+        runpod: RunPodClient, store: Store, settings: Settings, kind: Billed, now: datetime
+    ) -> ResourceBillingRead | None:
+        ours = store.billed_resource_ids(kind)
+        if not ours:
+            return None  # nothing of ours to attribute a charge to: spare the request
+        until = _hour(now)
+        covered = store.resource_billing_covered_until(kind)
+        since = covered or _hour(now - timedelta(days=settings.cost_history_days))
+        if until - since < BILLING_PERIOD:
+            return None
+        fetch = (
+            runpod.network_volume_billing
+            if kind is Billed.NETWORK_VOLUME
+            else runpod.cluster_billing
+        )
+        try:
+            records = fetch(since, until)
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not read RunPod's %s billing: %s", kind.value, exc)
+            return None
+        kept = [r for r in records if r.resource_id in ours]
+        log.info(
+            "read RunPod %s billing %s..%s: %d records of ours, $%.2f",
+            kind.value,
+            since.isoformat(),
+            until.isoformat(),
+            len(kept),
+            sum(r.total_usd for r in kept),
+        )
+        return ResourceBillingRead(kind, kept, until)
+
+
+def save_resource_billing(
+    store: Store, settings: Settings, reads: Sequence[ResourceBillingRead], now: datetime
+) -> None:
+    for read in reads:
+        store.save_resource_billing(
+            read.kind,
+            read.records,
+            read.covered_until,
+            now,
+            forget_before=now - timedelta(days=settings.cost_history_days),
+        )
+
+
+class Attributions:
+    """Whose each network volume and cluster of ours is, written to the store only when
+    new or changed, and once a day while it is seen (which keeps it from being
+    forgotten with the cost history while it lives)."""
+
+    def __init__(self) -> None:
+        self._written: dict[tuple[Billed, str], tuple[Attribution, datetime]] = {}
+
+    def save(self, store: Store, found: Iterable[Attribution], now: datetime) -> None:
+        news = [
+            item
+            for item in found
+            if (known := self._written.get((item.kind, item.resource_id))) is None
+            or known[0] != item
+            or now - known[1] >= timedelta(days=1)
+        ]
+        if not news:
+            return
+        store.save_attributions(news, now)
+        for item in news:
+            self._written[(item.kind, item.resource_id)] = (item, now)
 
 
 class NamespaceCapsCache:
