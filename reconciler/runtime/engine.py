@@ -29,7 +29,14 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import attribution, clusters, network_volumes, ownership, registries
+from reconciler.core import (
+    attribution,
+    clusters,
+    network_volumes,
+    ownership,
+    registries,
+    storage_prices,
+)
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -294,6 +301,9 @@ class Engine:
         self.attributions = money.Attributions()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
+        self._storage_spend: dict[str | None, float] | None = None
+        """Our network volumes' storage price by namespace, as the provisioner last read
+        the PVs; None until it has (read then for the spend caps, once)."""
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
@@ -452,7 +462,7 @@ class Engine:
             p for p in on_node if podinfo.asks_for_cluster(p) and not podinfo.is_daemon_set_pod(p)
         ]
         rows = self.store.load_rows()
-        clusters = self.store.load_clusters() if gang_pods or members else []
+        cluster_rows = self.store.load_clusters() if gang_pods or members else []
         gang_inputs = self._gang_inputs(gang_pods, members)
         instances += self._confirm_missing(instances, rows, pods)
         owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
@@ -470,9 +480,11 @@ class Engine:
         catalog = self.catalog.get(self.runpod, now) if wants_gpus else []
         cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
         volumes = self._network_volumes(needing, inputs)
+        creating = [*needing, *(p for p in gang_pods if clusters.job_uid(p) in gang_inputs)]
         caps = self.namespace_caps.get(
-            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
+            self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
         )
+        storage_spend = self._storage_prices(now) if creating else {}
         exits = self._exit_logs(pods, owned, by_uid)
         try:
             billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
@@ -508,9 +520,34 @@ class Engine:
             ownership=owners,
             gang_pods=gang_pods,
             members=members,
-            clusters=clusters,
+            clusters=cluster_rows,
             gang_inputs=gang_inputs,
+            storage_spend=storage_spend,
         ), billing
+
+    def _storage_prices(self, now: datetime) -> dict[str | None, float]:
+        """What our network volumes' storage costs per hour, for the caps of a tick that
+        may create: as the provisioner's last read of the PVs found it, or, before its
+        first (a process just started), from a read of the PVs now."""
+        if self._storage_spend is None:
+            try:
+                self._storage_spend = self._read_storage_prices(now)
+            except kube_errors.KubeError as exc:
+                log.warning("could not read the PersistentVolumes for the spend caps: %s", exc)
+                return {}
+        return self._storage_spend
+
+    def _read_storage_prices(self, now: datetime) -> dict[str | None, float]:
+        self._read_classes(now)
+        if not any(network_volumes.is_our_class(c) for c in self._classes):
+            return {}
+        return storage_prices.by_namespace(self.kube.list_persistent_volumes())
+
+    def _read_classes(self, now: datetime) -> None:
+        """The StorageClasses, read once per --catalog-ttl."""
+        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
+            self._classes = self.kube.list_storage_classes()
+            self._classes_read_at = now
 
     def _gang_inputs(
         self, gang_pods: Sequence[KubeObject], members: Sequence[Instance]
@@ -755,6 +792,7 @@ class Engine:
             return
         if view is None:
             return
+        self._storage_spend = storage_prices.by_namespace(view.volumes)
         leaks = network_volumes.leaks(view)
         if view.listed is not None:
             report.volume_leaks = [leak.id for leak in leaks]
@@ -771,6 +809,7 @@ class Engine:
         if not actions:
             return
         _run_into(executor, actions, report)
+        self._storage_spend = storage_prices.with_creates(self._storage_spend, actions)
 
     def _record_volume_owners(
         self,
@@ -791,10 +830,9 @@ class Engine:
     ) -> network_volumes.StorageView | None:
         """None when no StorageClass names our provisioner (classes read once per
         --catalog-ttl: a cluster that has none pays no request a tick)."""
-        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
-            self._classes = self.kube.list_storage_classes()
-            self._classes_read_at = now
+        self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
+            self._storage_spend = {}
             return None
         view = network_volumes.StorageView(
             self._classes,
