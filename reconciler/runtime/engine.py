@@ -110,6 +110,10 @@ class TickReport:
     resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
     """Network volumes' and clusters' charges read this tick (at most hourly)."""
     registries_deleted: list[str] = field(default_factory=list)
+    clusters_created: list[str] = field(default_factory=list)
+    """Instant Clusters RunPod made this tick."""
+    cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
+    """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
     volumes were not listed this tick."""
@@ -299,6 +303,7 @@ class Engine:
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
         self.attributions = money.Attributions()
+        self.cluster_leaks = money.ClusterLeaks()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self._storage_spend: dict[str | None, float] | None = None
@@ -350,6 +355,11 @@ class Engine:
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
+        report.cluster_leaks = self.cluster_leaks.audit(
+            clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
+            self.settings.orphan_grace_time,
+            report.started_at,
+        )
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
             if self.steps.heartbeat is not None:
@@ -768,6 +778,7 @@ class Engine:
             self.cpu_catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
+        report.clusters_created = executor.clusters_created
         report.errors += outcome.errors
         if executor.past_deadline:
             log.warning(
