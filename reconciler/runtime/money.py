@@ -200,24 +200,31 @@ def save_resource_billing(
 class Attributions:
     """Whose each network volume and cluster of ours is, written to the store only when
     new or changed, and once a day while it is seen (which keeps it from being
-    forgotten with the cost history while it lives)."""
+    forgotten with the cost history while it lives). What was written is remembered, so
+    a process that runs many ticks asks the database only about resources it has not
+    written yet; one that runs one tick (`sync --once`) reads them and writes nothing
+    that is already there."""
 
     def __init__(self) -> None:
         self._written: dict[tuple[Billed, str], tuple[Attribution, datetime]] = {}
 
     def save(self, store: Store, found: Iterable[Attribution], now: datetime) -> None:
-        news = [
-            item
-            for item in found
-            if (known := self._written.get((item.kind, item.resource_id))) is None
-            or known[0] != item
-            or now - known[1] >= timedelta(days=1)
-        ]
+        news = [item for item in found if not self._fresh(item, now)]
+        for kind in Billed:
+            unknown = [i.resource_id for i in news if i.kind is kind]
+            if unknown:
+                for resource_id, known in store.attributions(kind, unknown).items():
+                    self._written[(kind, resource_id)] = known
+        news = [item for item in news if not self._fresh(item, now)]
         if not news:
             return
         store.save_attributions(news, now)
         for item in news:
             self._written[(item.kind, item.resource_id)] = (item, now)
+
+    def _fresh(self, item: Attribution, now: datetime) -> bool:
+        known = self._written.get((item.kind, item.resource_id))
+        return known is not None and known[0] == item and now - known[1] < timedelta(days=1)
 
 
 class ClusterLeaks:

@@ -201,6 +201,26 @@ class Store:
                     )
                 )
 
+    def attributions(
+        self, kind: Billed, ids: Sequence[str]
+    ) -> dict[str, tuple[Attribution, datetime]]:
+        """What is written of these resources (by id), with when it was written."""
+        with self._sessions() as session:
+            query = (
+                select(BilledResource)
+                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.resource_id.in_(list(ids)))
+            )
+            return {
+                row.resource_id: (
+                    Attribution(
+                        kind, row.resource_id, row.namespace, row.name, row.owner_uid, row.detail
+                    ),
+                    row.updated_at,
+                )
+                for row in session.scalars(query)
+            }
+
     def billed_resource_ids(self, kind: Billed) -> set[str]:
         with self._sessions() as session:
             query = select(BilledResource.resource_id).where(BilledResource.kind == kind.value)
