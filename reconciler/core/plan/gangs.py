@@ -73,7 +73,10 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
 _ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
-# A DELETE asked for lately is not asked again while the list still shows the members.
+# A DELETE asked for lately is not asked again while the list still shows the members,
+# for at most this long, and no longer than the list is said to lag (--create-grace-time):
+# the row says a DELETE was decided, not that it was sent (a crash or a refused DELETE
+# leaves it so too).
 _DELETE_PAUSE_SECONDS = 60
 
 
@@ -454,7 +457,8 @@ def _delete(
     if cluster_id is None:
         return []
     asked = row is not None and row.state is ClusterState.DELETING
-    if asked and t.within(row.updated_at if row else None, _DELETE_PAUSE_SECONDS):
+    pause = min(_DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
+    if asked and t.within(row.updated_at if row else None, pause):
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)
