@@ -60,9 +60,10 @@ from reconciler.core.domain import (
     InstanceStatus,
     KubeObject,
 )
+from reconciler.core.plan import spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
-from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.plan.situation import Situation
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.translate import status as pod_status
@@ -72,7 +73,10 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
 _ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
-# A DELETE asked for lately is not asked again while the list still shows the members.
+# A DELETE asked for lately is not asked again while the list still shows the members,
+# for at most this long, and no longer than the list is said to lag (--create-grace-time):
+# the row says a DELETE was decided, not that it was sent (a crash or a refused DELETE
+# leaves it so too).
 _DELETE_PAUSE_SECONDS = 60
 
 
@@ -296,15 +300,11 @@ def _create(
     refused = _unclusterable(requests, inputs, job)
     if refused is not None:
         return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
-    owned = sum(len(group) for group in ownership_of(t.obs, t.settings.owner_id).owned.values())
-    listed = sum(1 for m in t.obs.members if m.owner == t.settings.owner_id)
-    if owned + listed + len(pods) > t.settings.max_instances:
-        message = (
-            f"a cluster of {len(pods)} pods would pass --max-instances "
-            f"({t.settings.max_instances}; {owned + listed} running)"
-        )
-        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, message)
     candidates = tuple(_cluster_request(r, key, ordered[0], len(pods)) for r in requests)
+    namespace = PodRef.of(ordered[0]).namespace
+    candidates, over = spending.admit_cluster(t, namespace, candidates, len(pods))
+    if over is not None:
+        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(t, key, pods, ClusterState.CREATING)).changed(
         state=ClusterState.CREATING, attempt_started_at=t.now, updated_at=t.now
     )
@@ -457,7 +457,8 @@ def _delete(
     if cluster_id is None:
         return []
     asked = row is not None and row.state is ClusterState.DELETING
-    if asked and t.within(row.updated_at if row else None, _DELETE_PAUSE_SECONDS):
+    pause = min(_DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
+    if asked and t.within(row.updated_at if row else None, pause):
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)

@@ -85,3 +85,6 @@ class Observation:
     gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     """By Job UID: the Job and the env sources of a gang with no cluster yet (read only
     for such gangs)."""
+    storage_spend: Mapping[str | None, float] = field(default_factory=dict)
+    """USD per hour of our network volumes' storage, by their claims' namespace (None:
+    no claim named), as the provisioner last read the PVs (`core.storage_prices`)."""
