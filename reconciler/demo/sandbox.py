@@ -307,10 +307,11 @@ class Sandbox:
         cluster: bool = True,
         parallelism: int | None = None,
         backoff_limit: int = 6,
+        active_deadline_seconds: int | None = None,
     ) -> dict[str, Any]:
         """An Indexed Job whose pods land on the virtual node; the Kubernetes simulator's
         Job controller makes its pods. With `cluster`, they ask to run as one Instant
-        Cluster (`runpod.io/cluster`)."""
+        Cluster (`runpod.io/cluster`); `active_deadline_seconds` goes on its pods."""
         self.ensure_namespace(namespace)
         container = {
             "name": "main",
@@ -328,6 +329,8 @@ class Sandbox:
                 "containers": [container],
             },
         }
+        if active_deadline_seconds is not None:
+            template["spec"]["activeDeadlineSeconds"] = active_deadline_seconds
         spec = {
             "completionMode": "Indexed",
             "completions": size,

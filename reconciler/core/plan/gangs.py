@@ -6,7 +6,9 @@ Per Job, each tick:
 - clusters of the Job made for an earlier gang (the pods changed) are deleted, and the
   live pods that ran in them are failed: no member runs alone;
 - a member that failed (or vanished) fails the whole gang and deletes its cluster, so
-  the Job's backoff makes the gang again;
+  the Job's backoff makes the gang again; so do rank 0's result and the pods' deadline
+  (`plan.gang_end`: a gang's end is recorded in its row before the DELETE, and its
+  pods get it from there);
 - a deleted pod is finished like a kubelet once its cluster is gone from the list;
 - while the gang has no cluster, its pods wait (with a reason) until all N are on the
   node, the Job qualifies and no create is in flight; then one create is planned;
@@ -46,6 +48,7 @@ from reconciler.core.clusters import (
     gang_key,
     gang_nonce,
     index_of,
+    is_live,
     job_name,
     job_uid,
     key_job,
@@ -57,9 +60,9 @@ from reconciler.core.domain import (
     ClusterRequest,
     CreateRequest,
     Instance,
-    InstanceStatus,
     KubeObject,
 )
+from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation, ownership_of
@@ -71,7 +74,7 @@ from reconciler.core.translate.container import choose_container, start_command,
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
-_ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
+_BEFORE_LISTED = (ClusterState.CREATING, ClusterState.REFUSED)
 # A DELETE asked for lately is not asked again while the list still shows the members.
 _DELETE_PAUSE_SECONDS = 60
 
@@ -104,10 +107,11 @@ def _gang(
     rows: Mapping[str, ClusterRecord],
 ) -> tuple[list[Action], str]:
     """One Job's gang: its actions, and its key."""
-    active = [p for p in pods if not podinfo.is_finished(p) and not podinfo.is_deleting(p)]
+    active = [p for p in pods if is_live(p)]
+    listed_ids = {m.cluster_id for group in members.values() for m in group}
+    actions, active = _settle(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
     current, extra = _one_cluster(members.get(key, ()), rows.get(key))
-    actions: list[Action] = []
     for second, born in extra.items():
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
@@ -122,12 +126,68 @@ def _gang(
         p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in (None, cluster_id)
     ]
     actions += _fail(t, broken, "a pod of its gang ended or went, so its cluster was deleted")
-    listed_ids = {m.cluster_id for group in members.values() for m in group}
     actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
+    late = gang_end.deadline_passed(t, healthy)
+    if late is not None:
+        return actions + _end_early(t, key, cluster_id, rows.get(key), late, healthy), key
     if current:
         return actions + _run(t, key, healthy, current, rows.get(key)), key
     return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+
+
+def _settle(
+    t: Situation,
+    job: str,
+    active: list[KubeObject],
+    rows: Mapping[str, ClusterRecord],
+    listed: set[str | None],
+) -> tuple[list[Action], list[KubeObject]]:
+    """Live pods of a cluster whose gang's end was recorded (a crash or a failed patch
+    came between the record and the pods' status) get that end, and a DELETE is sent
+    again while the cluster is listed (it may never have gone); the pods left."""
+    ended = {
+        r.cluster_id: r
+        for r in rows.values()
+        if r.ended and r.cluster_id is not None and key_job(r.gang) == job
+    }
+    settled: dict[str, list[KubeObject]] = {}
+    for pod in active:
+        cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
+        if cluster_id in ended:
+            settled.setdefault(cluster_id, []).append(pod)
+    actions: list[Action] = []
+    for cluster_id, group in settled.items():
+        row = ended[cluster_id]
+        if cluster_id in listed:
+            refs = tuple(PodRef.of(p) for p in group)
+            again = row.changed(updated_at=t.now)
+            actions.append(DeleteCluster(cluster_id, _ending(row), "its gang ended", again, refs))
+        actions += gang_end.settle(t, group, row)
+    return actions, [p for p in active if not any(p in g for g in settled.values())]
+
+
+def _ending(row: ClusterRecord) -> TerminateReason:
+    return (
+        TerminateReason.PROCESS_ENDED if row.exit_code is not None else TerminateReason.POD_FAILED
+    )
+
+
+def _end_early(
+    t: Situation,
+    key: str,
+    cluster_id: str | None,
+    row: ClusterRecord | None,
+    message: str,
+    pods: list[KubeObject],
+) -> list[Action]:
+    """The gang is past its deadline: its pods fail, its cluster (if any) goes."""
+    reason = PodReason.DEADLINE_EXCEEDED
+    base = row or _new_row(t, key, pods, ClusterState.RUNNING)
+    ended = gang_end.failure(
+        base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
+    )
+    return [*_delete(t, cluster_id, ended, message, pods), *_fail(t, pods, message, reason)]
 
 
 def _one_cluster(
@@ -157,19 +217,28 @@ def _run(
     members: Sequence[Instance],
     row: ClusterRecord | None,
 ) -> list[Action]:
-    """The gang's cluster is listed: adopt it, mirror each member, or fail the gang."""
+    """The gang's cluster is listed: adopt it, mirror each member, or end the gang (a
+    member failed, or rank 0's result was read this tick)."""
     cluster_id = str(members[0].cluster_id)
-    actions: list[Action] = []
-    if row is None or row.cluster_id != cluster_id or row.state is not ClusterState.RUNNING:
-        actions += [SaveClusterRow(_adopted(t, key, pods, members, row, cluster_id))]
-    failed = [m for m in members if m.status in _ENDED]
+    kept = row
+    if row is None or row.cluster_id != cluster_id or row.state in _BEFORE_LISTED:
+        kept = _adopted(t, key, pods, members, row, cluster_id)
+    assert kept is not None
+    failed = [m for m in members if m.status in gang_end.ENDED]
     if failed:
         detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
-        return [
-            *actions,
-            *_delete(t, cluster_id, row, detail, pods),
-            *_fail(t, pods, f"{detail}: the gang fails, and its Job makes it again"),
-        ]
+        message = f"{detail}: the gang fails, and its Job makes it again"
+        ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
+        return [*_delete(t, cluster_id, ended, detail, pods), *_fail(t, pods, message)]
+    if key in t.obs.gang_results:
+        kept = kept.changed(result_checked_at=t.now)
+        code = t.obs.gang_results[key]
+        if code is not None:
+            ended = gang_end.result(kept, code, t.now)
+            detail = f"rank 0 exited with {code}: the gang ended"
+            deleted = _delete(t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+            return [*deleted, *gang_end.settle(t, pods, ended)]
+    actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
         index = index_of(pod)
@@ -249,6 +318,8 @@ def _without_cluster(
     """No cluster listed for this gang: wait for its pods, its create, or create it."""
     if not pods:
         return []
+    if row is not None and row.ended:
+        return gang_end.settle(t, pods, row)
     if row is not None and row.state is ClusterState.RUNNING:
         if t.within(row.updated_at, t.settings.create_grace_time):
             return []  # just made: the list can lag behind the create
@@ -327,7 +398,7 @@ def _cluster_request(
     if STOP_ON_EXIT_ENV in env:
         env[STOP_ON_EXIT_ENV] = nonce
         command = start_command(choose_container(pod), request.env)
-        args = wrap_for_batch(command, nonce) if command is not None else None
+        args = wrap_for_batch(command, nonce, member=True) if command is not None else None
     return ClusterRequest(
         name=request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}",
         image=request.image,
