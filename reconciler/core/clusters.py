@@ -117,14 +117,14 @@ def is_live(pod: KubeObject) -> bool:
     return not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
 
 
-def live_gangs(pods: Iterable[KubeObject]) -> set[str]:
-    """The keys of the gangs these pods (of any Jobs) are now."""
+def live_gangs(pods: Iterable[KubeObject]) -> dict[str, list[KubeObject]]:
+    """The gangs these pods (of any Jobs) are now, by key, with their live pods."""
     by_job: dict[str, list[KubeObject]] = {}
     for pod in pods:
         job = job_uid(pod)
         if job is not None and is_live(pod):
             by_job.setdefault(job, []).append(pod)
-    return {gang_key(job, live) for job, live in by_job.items()}
+    return {gang_key(job, live): live for job, live in by_job.items()}
 
 
 def gang_key(job: str, pods: Iterable[KubeObject]) -> str:

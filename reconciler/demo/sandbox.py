@@ -320,17 +320,15 @@ class Sandbox:
             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
         }
         annotations = {"runpod.io/cluster": "true"} if cluster else {}
-        template = {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeName": self.settings.node_name,
-                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                "containers": [container],
-            },
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "nodeName": self.settings.node_name,
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+            "containers": [container],
         }
         if active_deadline_seconds is not None:
-            template["spec"]["activeDeadlineSeconds"] = active_deadline_seconds
+            pod_spec["activeDeadlineSeconds"] = active_deadline_seconds
+        template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
         spec = {
             "completionMode": "Indexed",
             "completions": size,

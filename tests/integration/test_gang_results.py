@@ -195,3 +195,15 @@ def test_the_members_wrapper_waits_instead_of_stopping(box: Sandbox) -> None:
     [post] = [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
     args = post.body["args"]
     assert "RUNPOD_RECONCILER_EXIT_CODE=" in args and "/action" not in args
+
+
+def test_a_gang_that_ended_just_before_its_deadline_succeeds(box: Sandbox) -> None:
+    """At the deadline rank 0 is read once more, whatever the interval says."""
+    running_gang(box, active_deadline_seconds=120)  # started now: read, no marker
+    box.advance(100)
+    box.tick()  # read: no marker yet
+    box.runpod_sim.exit_process(rank(box, 0), 0)
+    box.advance(21)  # past the deadline, 21 s after the last read
+    box.tick()
+    assert phases(box) == ["Succeeded", "Succeeded"]
+    assert len(log_reads(box)) == 3

@@ -26,28 +26,32 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, Event, PatchStatus, PodRef
-from reconciler.core.clusters import ClusterRecord, ClusterState, index_of
+from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
+from reconciler.core.clusters import CLUSTER_ID, ClusterRecord, ClusterState, index_of, key_job
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
-from reconciler.core.reasons import Notice, PodReason
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
 ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
 """A member in one of these (not by our DELETE) fails its gang."""
+DELETE_PAUSE_SECONDS = 60
+"""A DELETE asked for lately is not asked again while the list still shows the members."""
 
 
 def due_reads(
     members: Mapping[str, Sequence[Instance]],
     rows: Mapping[str, ClusterRecord],
-    live: set[str],
+    live: Mapping[str, Sequence[KubeObject]],
     interval: float,
     now: datetime,
 ) -> dict[str, tuple[str, str]]:
-    """By gang key: rank 0's member id and its marker's nonce, for each live gang whose
-    rank 0 runs a batch process and was not read within `interval` (0: none). A lost
-    row reads at once: one extra read, never a missed result."""
+    """By gang key: rank 0's member id and its marker's nonce, for each live gang (its
+    pods by key) whose rank 0 runs a batch process and was not read within `interval`
+    (0: none), or whose deadline passed (one last read, so that a gang that ended just
+    before it is not failed). A lost row reads at once: one extra read, never a missed
+    result."""
     due: dict[str, tuple[str, str]] = {}
     if interval <= 0:
         return due
@@ -56,7 +60,8 @@ def due_reads(
         if gang not in live or (row is not None and row.state is ClusterState.DELETING):
             continue
         checked = row.result_checked_at if row is not None else None
-        if checked is not None and (now - checked).total_seconds() < interval:
+        late = any(podinfo.deadline_passed(pod, now) for pod in live[gang])
+        if checked is not None and (now - checked).total_seconds() < interval and not late:
             continue
         mine = [m for m in listed if row is None or m.cluster_id in (row.cluster_id, None)]
         primary = next((m for m in mine or listed if m.rank == 0), None)
@@ -84,8 +89,83 @@ def deadline_passed(t: Situation, pods: Sequence[KubeObject]) -> str | None:
     for pod in pods:
         if podinfo.deadline_passed(pod, t.now):
             name = PodRef.of(pod).name
-            return f"pod {name} ran longer than spec.activeDeadlineSeconds: the gang fails"
+            return f"pod {name} passed its spec.activeDeadlineSeconds: the gang fails"
     return None
+
+
+def delete(
+    t: Situation,
+    cluster_id: str | None,
+    row: ClusterRecord | None,
+    detail: str,
+    pods: Sequence[KubeObject],
+    reason: TerminateReason = TerminateReason.POD_FAILED,
+) -> list[Action]:
+    """DELETE the cluster, its row (with the gang's end, if one is recorded in it) saved
+    as deleting first; not again within the pause of an earlier one."""
+    if cluster_id is None:
+        return []
+    asked = row is not None and row.state is ClusterState.DELETING
+    if asked and t.within(row.updated_at if row else None, DELETE_PAUSE_SECONDS):
+        return []
+    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
+    refs = tuple(PodRef.of(p) for p in pods)
+    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
+
+
+def fail(
+    t: Situation,
+    pods: Sequence[KubeObject],
+    message: str,
+    reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
+) -> list[Action]:
+    """The pods fail with `reason` (their gang did), each with an Event."""
+    actions: list[Action] = []
+    for pod in pods:
+        if podinfo.is_finished(pod):
+            continue
+        ref = PodRef.of(pod)
+        status = pod_status.pod_status(
+            pod, None, exit_code=None, now=t.now, reason=reason, message=message
+        )
+        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
+    return actions
+
+
+def settle_recorded(
+    t: Situation,
+    job: str,
+    active: list[KubeObject],
+    rows: Mapping[str, ClusterRecord],
+    listed: set[str | None],
+) -> tuple[list[Action], list[KubeObject]]:
+    """Live pods of a cluster whose gang's end was recorded (a crash or a failed patch
+    came between the record and the pods' status) get that end, and the DELETE is sent
+    again while the cluster is listed (it may never have gone); and the pods left."""
+    ended = {
+        r.cluster_id: r
+        for r in rows.values()
+        if r.ended and r.cluster_id is not None and key_job(r.gang) == job
+    }
+    settled: dict[str, list[KubeObject]] = {}
+    for pod in active:
+        cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
+        if cluster_id in ended:
+            settled.setdefault(cluster_id, []).append(pod)
+    actions: list[Action] = []
+    for cluster_id, group in settled.items():
+        row = ended[cluster_id]
+        if cluster_id in listed:
+            why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
+            again = row.changed(updated_at=t.now)
+            refs = tuple(PodRef.of(p) for p in group)
+            detail = "its gang ended"
+            actions.append(
+                DeleteCluster(cluster_id, why or TerminateReason.POD_FAILED, detail, again, refs)
+            )
+        actions += settle(t, group, row)
+    left = {id(p) for group in settled.values() for p in group}
+    return actions, [p for p in active if id(p) not in left]
 
 
 def settle(t: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:

@@ -29,7 +29,6 @@ from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
-    DeleteCluster,
     DeleteClusterRow,
     Event,
     FinalizePod,
@@ -74,10 +73,6 @@ from reconciler.core.translate.container import choose_container, start_command,
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
-_BEFORE_LISTED = (ClusterState.CREATING, ClusterState.REFUSED)
-# A DELETE asked for lately is not asked again while the list still shows the members.
-_DELETE_PAUSE_SECONDS = 60
-
 
 def plan_gangs(t: Situation) -> list[Action]:
     members = members_by_gang(t.obs.members, t.settings.owner_id)
@@ -109,68 +104,33 @@ def _gang(
     """One Job's gang: its actions, and its key."""
     active = [p for p in pods if is_live(p)]
     listed_ids = {m.cluster_id for group in members.values() for m in group}
-    actions, active = _settle(t, job, active, rows, listed_ids)
+    actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
     current, extra = _one_cluster(members.get(key, ()), rows.get(key))
     for second, born in extra.items():
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
-            actions += _delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
+            actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
     for gang, listed in members.items():
         if key_job(gang) == job and gang != key:
             detail = "the gang it ran changed (a pod of it ended or went)"
-            actions += _delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
+            actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
     # A live pod that ran in another cluster than its gang's has lost its member.
     broken = [
         p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in (None, cluster_id)
     ]
-    actions += _fail(t, broken, "a pod of its gang ended or went, so its cluster was deleted")
+    actions += gang_end.fail(
+        t, broken, "a pod of its gang ended or went, so its cluster was deleted"
+    )
     actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
     late = gang_end.deadline_passed(t, healthy)
-    if late is not None:
+    if late is not None and t.obs.gang_results.get(key) is None:  # a result read wins
         return actions + _end_early(t, key, cluster_id, rows.get(key), late, healthy), key
     if current:
         return actions + _run(t, key, healthy, current, rows.get(key)), key
     return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
-
-
-def _settle(
-    t: Situation,
-    job: str,
-    active: list[KubeObject],
-    rows: Mapping[str, ClusterRecord],
-    listed: set[str | None],
-) -> tuple[list[Action], list[KubeObject]]:
-    """Live pods of a cluster whose gang's end was recorded (a crash or a failed patch
-    came between the record and the pods' status) get that end, and a DELETE is sent
-    again while the cluster is listed (it may never have gone); the pods left."""
-    ended = {
-        r.cluster_id: r
-        for r in rows.values()
-        if r.ended and r.cluster_id is not None and key_job(r.gang) == job
-    }
-    settled: dict[str, list[KubeObject]] = {}
-    for pod in active:
-        cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
-        if cluster_id in ended:
-            settled.setdefault(cluster_id, []).append(pod)
-    actions: list[Action] = []
-    for cluster_id, group in settled.items():
-        row = ended[cluster_id]
-        if cluster_id in listed:
-            refs = tuple(PodRef.of(p) for p in group)
-            again = row.changed(updated_at=t.now)
-            actions.append(DeleteCluster(cluster_id, _ending(row), "its gang ended", again, refs))
-        actions += gang_end.settle(t, group, row)
-    return actions, [p for p in active if not any(p in g for g in settled.values())]
-
-
-def _ending(row: ClusterRecord) -> TerminateReason:
-    return (
-        TerminateReason.PROCESS_ENDED if row.exit_code is not None else TerminateReason.POD_FAILED
-    )
 
 
 def _end_early(
@@ -187,7 +147,8 @@ def _end_early(
     ended = gang_end.failure(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
-    return [*_delete(t, cluster_id, ended, message, pods), *_fail(t, pods, message, reason)]
+    deleted = gang_end.delete(t, cluster_id, ended, message, pods)
+    return [*deleted, *gang_end.fail(t, pods, message, reason)]
 
 
 def _one_cluster(
@@ -221,7 +182,9 @@ def _run(
     member failed, or rank 0's result was read this tick)."""
     cluster_id = str(members[0].cluster_id)
     kept = row
-    if row is None or row.cluster_id != cluster_id or row.state in _BEFORE_LISTED:
+    # A row of this cluster stays as it is once running, or once the gang's end is in it.
+    settled = row is not None and (row.state is ClusterState.RUNNING or row.ended)
+    if row is None or row.cluster_id != cluster_id or not settled:
         kept = _adopted(t, key, pods, members, row, cluster_id)
     assert kept is not None
     failed = [m for m in members if m.status in gang_end.ENDED]
@@ -229,14 +192,19 @@ def _run(
         detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
-        return [*_delete(t, cluster_id, ended, detail, pods), *_fail(t, pods, message)]
+        return [
+            *gang_end.delete(t, cluster_id, ended, detail, pods),
+            *gang_end.fail(t, pods, message),
+        ]
     if key in t.obs.gang_results:
         kept = kept.changed(result_checked_at=t.now)
         code = t.obs.gang_results[key]
         if code is not None:
             ended = gang_end.result(kept, code, t.now)
             detail = f"rank 0 exited with {code}: the gang ended"
-            deleted = _delete(t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+            deleted = gang_end.delete(
+                t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+            )
             return [*deleted, *gang_end.settle(t, pods, ended)]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
@@ -324,7 +292,7 @@ def _without_cluster(
         if t.within(row.updated_at, t.settings.create_grace_time):
             return []  # just made: the list can lag behind the create
         detail = f"cluster {row.cluster_id} is gone"
-        return [DeleteClusterRow(key), *_fail(t, pods, f"{detail}: the gang fails")]
+        return [DeleteClusterRow(key), *gang_end.fail(t, pods, f"{detail}: the gang fails")]
     creating = row is not None and row.state is ClusterState.CREATING
     if creating and t.within(row.attempt_started_at if row else None, t.settings.create_grace_time):
         return []  # in flight or in doubt: its members may yet be listed
@@ -475,7 +443,7 @@ def _wait(
     actions: list[Action] = []
     for pod in pods:
         if waited_too_long(t, pod):
-            actions += _fail(t, [pod], gave_up(t, message), reason)
+            actions += gang_end.fail(t, [pod], gave_up(t, message), reason)
             continue
         status = pod_status.pod_status(
             pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
@@ -483,24 +451,6 @@ def _wait(
         if _shown(status) == _shown(pod.get("status") or {}):
             continue
         ref = PodRef.of(pod)
-        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
-    return actions
-
-
-def _fail(
-    t: Situation,
-    pods: Sequence[KubeObject],
-    message: str,
-    reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
-) -> list[Action]:
-    actions: list[Action] = []
-    for pod in pods:
-        if podinfo.is_finished(pod):
-            continue
-        ref = PodRef.of(pod)
-        status = pod_status.pod_status(
-            pod, None, exit_code=None, now=t.now, reason=reason, message=message
-        )
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
     return actions
 
@@ -515,24 +465,6 @@ def _finalize(t: Situation, deleting: list[KubeObject], listed: set[str | None])
         final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=t.now)
         actions.append(FinalizePod(PodRef.of(pod), None, final))
     return actions
-
-
-def _delete(
-    t: Situation,
-    cluster_id: str | None,
-    row: ClusterRecord | None,
-    detail: str,
-    pods: Sequence[KubeObject],
-    reason: TerminateReason = TerminateReason.POD_FAILED,
-) -> list[Action]:
-    if cluster_id is None:
-        return []
-    asked = row is not None and row.state is ClusterState.DELETING
-    if asked and t.within(row.updated_at if row else None, _DELETE_PAUSE_SECONDS):
-        return []
-    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
-    refs = tuple(PodRef.of(p) for p in pods)
-    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
 
 
 def _collect(
@@ -554,7 +486,7 @@ def _collect(
         if born is not None and t.within(born, t.settings.orphan_grace_time):
             continue
         detail = "no pod of its Job is left on the node"
-        actions += _delete(
+        actions += gang_end.delete(
             t, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
         )
     for gang, row in rows.items():
