@@ -207,3 +207,27 @@ def test_a_gang_that_ended_just_before_its_deadline_succeeds(box: Sandbox) -> No
     box.tick()
     assert phases(box) == ["Succeeded", "Succeeded"]
     assert len(log_reads(box)) == 3
+
+
+def test_a_crash_before_a_failed_gangs_delete_leaves_no_cluster(box: Sandbox) -> None:
+    """A member fails before its pods ever showed their cluster, and the process dies
+    between the recorded end and the DELETE: the next ticks fail the pods from the
+    record and send the DELETE then, not a pause later."""
+    box.add_indexed_job("train", 2)
+    box.tick()
+    box.advance(30)
+    names = [p["metadata"]["name"] for p in box.job_pods("train")]
+    first = members(box)[0]["cluster"]["id"]
+    box.runpod_sim.fail_instance(members(box)[0]["id"])
+    crashpoints.arm("after-cluster-deleting", die=_raise)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    crashpoints.arm("")
+    box.restart()
+    box.tick()
+    box.tick()
+    old = [box.pod(name) or {} for name in names]
+    assert [p["status"]["reason"] for p in old] == ["ClusterMemberFailed"] * 2
+    [delete] = cluster_deletes(box)
+    assert delete.path == f"/v2/clusters/{first}"
+    assert first not in box.runpod_sim.clusters

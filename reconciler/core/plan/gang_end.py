@@ -27,7 +27,14 @@ from datetime import datetime
 
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
-from reconciler.core.clusters import CLUSTER_ID, ClusterRecord, ClusterState, index_of, key_job
+from reconciler.core.clusters import (
+    CLUSTER_ID,
+    ClusterRecord,
+    ClusterState,
+    gang_key,
+    index_of,
+    key_job,
+)
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
@@ -139,32 +146,39 @@ def settle_recorded(
     rows: Mapping[str, ClusterRecord],
     listed: set[str | None],
 ) -> tuple[list[Action], list[KubeObject]]:
-    """Live pods of a cluster whose gang's end was recorded (a crash or a failed patch
-    came between the record and the pods' status) get that end, and the DELETE is sent
-    again while the cluster is listed (it may never have gone); and the pods left."""
+    """Live pods whose gang's end was recorded (a crash or a failed patch came between
+    the record and the pods' status) get that end: a pod of the cluster its annotation
+    names, or one not annotated yet whose gang is this one. The DELETE is sent again
+    while the cluster is listed (it may never have gone). Also returns the pods left."""
     ended = {
         r.cluster_id: r
         for r in rows.values()
         if r.ended and r.cluster_id is not None and key_job(r.gang) == job
     }
-    settled: dict[str, list[KubeObject]] = {}
+    own = rows.get(gang_key(job, active))
+    settled: dict[str, tuple[ClusterRecord, list[KubeObject]]] = {}
     for pod in active:
         cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
-        if cluster_id in ended:
-            settled.setdefault(cluster_id, []).append(pod)
+        row = ended.get(cluster_id) if cluster_id is not None else own
+        if row is not None and row.ended:
+            settled.setdefault(row.gang, (row, []))[1].append(pod)
     actions: list[Action] = []
-    for cluster_id, group in settled.items():
-        row = ended[cluster_id]
-        if cluster_id in listed:
+    for row, group in settled.values():
+        if row.cluster_id in listed:
             why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
             again = row.changed(updated_at=t.now)
             refs = tuple(PodRef.of(p) for p in group)
-            detail = "its gang ended"
             actions.append(
-                DeleteCluster(cluster_id, why or TerminateReason.POD_FAILED, detail, again, refs)
+                DeleteCluster(
+                    str(row.cluster_id),
+                    why or TerminateReason.POD_FAILED,
+                    "its gang ended",
+                    again,
+                    refs,
+                )
             )
         actions += settle(t, group, row)
-    left = {id(p) for group in settled.values() for p in group}
+    left = {id(p) for _, group in settled.values() for p in group}
     return actions, [p for p in active if id(p) not in left]
 
 

@@ -286,8 +286,6 @@ def _without_cluster(
     """No cluster listed for this gang: wait for its pods, its create, or create it."""
     if not pods:
         return []
-    if row is not None and row.ended:
-        return gang_end.settle(t, pods, row)
     if row is not None and row.state is ClusterState.RUNNING:
         if t.within(row.updated_at, t.settings.create_grace_time):
             return []  # just made: the list can lag behind the create
