@@ -1,5 +1,5 @@
-"""A gang's result: rank 0's exit code, recorded before its cluster's DELETE, and when
-rank 0's log was last read for it.
+"""A gang's result: rank 0's exit code, recorded before its cluster's DELETE, when rank
+0's log was last read for it, and when RunPod answered the cluster's DELETE.
 
 Revision ID: 0008_gang_results
 Revises: 0007_clusters
@@ -27,9 +27,15 @@ def upgrade() -> None:
                 "result_checked_at", reconciler.adapters.store.models.UTCDateTime(), nullable=True
             )
         )
+        batch.add_column(
+            sa.Column(
+                "delete_answered_at", reconciler.adapters.store.models.UTCDateTime(), nullable=True
+            )
+        )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("clusters") as batch:
+        batch.drop_column("delete_answered_at")
         batch.drop_column("result_checked_at")
         batch.drop_column("exit_code")

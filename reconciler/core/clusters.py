@@ -81,6 +81,10 @@ class ClusterRecord:
     """Rank 0's exit code, the gang's result, recorded before the DELETE (state deleting)."""
     result_checked_at: datetime | None = None
     """When rank 0's log was last read for its exit-code marker (`core.plan.gang_end`)."""
+    delete_answered_at: datetime | None = None
+    """When RunPod last answered our DELETE of the cluster: it is not asked again for a
+    while after, as the list may still show the members. A DELETE decided but never
+    answered (a crash, an error) is asked again at once."""
 
     @property
     def ended(self) -> bool:

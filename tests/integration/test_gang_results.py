@@ -74,6 +74,9 @@ def test_rank_0_exiting_0_completes_every_index_and_deletes_the_cluster(box: San
     assert [r.path for r in cluster_deletes(box)] == [f"/v2/clusters/{cluster_id}"]
     assert box.runpod_sim.clusters == {}
     assert "Complete" in job_conditions(box)
+    [row] = box.store.load_clusters()
+    assert (row.state.value, row.exit_code) == ("deleting", 0)
+    assert row.delete_answered_at is not None  # only an answered DELETE pauses the next
     box.advance(INTERVAL)
     box.tick()
     box.tick()
@@ -231,3 +234,23 @@ def test_a_crash_before_a_failed_gangs_delete_leaves_no_cluster(box: Sandbox) ->
     [delete] = cluster_deletes(box)
     assert delete.path == f"/v2/clusters/{first}"
     assert first not in box.runpod_sim.clusters
+
+
+def test_a_delete_a_crash_kept_from_runpod_goes_at_once(box: Sandbox) -> None:
+    """The Job is deleted and the process dies between the cluster's `deleting` row and
+    its DELETE: the next tick sends it (only a DELETE RunPod answered pauses the next)."""
+    import kubernetes
+
+    running_gang(box)
+    cluster_id = members(box)[0]["cluster"]["id"]
+    batch = kubernetes.client.BatchV1Api(box.kube_sim.api_client())
+    batch.delete_namespaced_job("train", "default", propagation_policy="Background")
+    crashpoints.arm("after-cluster-deleting", die=_raise)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    crashpoints.arm("")
+    box.restart()
+    box.tick()
+    assert [r.path for r in cluster_deletes(box)] == [f"/v2/clusters/{cluster_id}"]
+    box.tick()
+    assert box.runpod_sim.clusters == {} and box.job_pods("train") == []

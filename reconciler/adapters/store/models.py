@@ -164,6 +164,8 @@ class ClusterRow(Base):
     """Rank 0's exit code, the gang's result, recorded before the DELETE."""
     result_checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When rank 0's log was last read for the result: the reads' cadence survives restarts."""
+    delete_answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When RunPod answered our DELETE; only then is the next one paused."""
 
 
 class SpendRecord(Base):

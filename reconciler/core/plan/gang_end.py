@@ -44,7 +44,8 @@ from reconciler.core.translate import status as pod_status
 ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
 """A member in one of these (not by our DELETE) fails its gang."""
 DELETE_PAUSE_SECONDS = 60
-"""A DELETE asked for lately is not asked again while the list still shows the members."""
+"""A DELETE RunPod answered lately is not asked again while the list still shows the
+members; one decided but never answered (a crash, an error) is asked again at once."""
 
 
 def due_reads(
@@ -109,11 +110,10 @@ def delete(
     reason: TerminateReason = TerminateReason.POD_FAILED,
 ) -> list[Action]:
     """DELETE the cluster, its row (with the gang's end, if one is recorded in it) saved
-    as deleting first; not again within the pause of an earlier one."""
+    as deleting first; not within the pause after RunPod answered an earlier one."""
     if cluster_id is None:
         return []
-    asked = row is not None and row.state is ClusterState.DELETING
-    if asked and t.within(row.updated_at if row else None, DELETE_PAUSE_SECONDS):
+    if row is not None and t.within(row.delete_answered_at, DELETE_PAUSE_SECONDS):
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)
@@ -148,8 +148,8 @@ def settle_recorded(
 ) -> tuple[list[Action], list[KubeObject]]:
     """Live pods whose gang's end was recorded (a crash or a failed patch came between
     the record and the pods' status) get that end: a pod of the cluster its annotation
-    names, or one not annotated yet whose gang is this one. The DELETE is sent again
-    while the cluster is listed (it may never have gone). Also returns the pods left."""
+    names, or one not annotated yet whose gang is this one. The DELETE goes again while
+    the cluster is listed and no answer to it is recent. Also returns the pods left."""
     ended = {
         r.cluster_id: r
         for r in rows.values()
@@ -166,17 +166,8 @@ def settle_recorded(
     for row, group in settled.values():
         if row.cluster_id in listed:
             why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
-            again = row.changed(updated_at=t.now)
-            refs = tuple(PodRef.of(p) for p in group)
-            actions.append(
-                DeleteCluster(
-                    str(row.cluster_id),
-                    why or TerminateReason.POD_FAILED,
-                    "its gang ended",
-                    again,
-                    refs,
-                )
-            )
+            reason = why or TerminateReason.POD_FAILED
+            actions += delete(t, row.cluster_id, row, "its gang ended", group, reason)
         actions += settle(t, group, row)
     left = {id(p) for _, group in settled.values() for p in group}
     return actions, [p for p in active if id(p) not in left]

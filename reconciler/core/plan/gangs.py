@@ -29,6 +29,7 @@ from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
+    DeleteCluster,
     DeleteClusterRow,
     Event,
     FinalizePod,
@@ -111,8 +112,9 @@ def _gang(
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
+    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
-        if key_job(gang) == job and gang != key:
+        if key_job(gang) == job and gang != key and listed[0].cluster_id not in sent:
             detail = "the gang it ran changed (a pod of it ended or went)"
             actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
@@ -232,6 +234,7 @@ def _adopted(
         cost_per_hr=round(sum(m.cost_per_hr for m in members), 6),
         reason=None,
         message=None,
+        delete_answered_at=None if base.cluster_id != cluster_id else base.delete_answered_at,
         updated_at=t.now,
     )
 
