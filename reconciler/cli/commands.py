@@ -351,15 +351,19 @@ def state_show(obj: CliContext, output: str, namespace: str | None, show_all: bo
     "by",
     type=click.Choice(cost_view.GROUPS),
     default="pod",
-    help="Group the charges by pod, namespace or GPU type.",
+    help="Group the charges by pod (and claim and Job, for network volumes and Instant "
+    "Clusters), namespace, or GPU type (and storage type).",
 )
 @output_option
 @click.pass_obj
 def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
-    """What RunPod charged for our instances (its billing, read hourly by the reconciler).
+    """What RunPod charged for our instances, network volumes and Instant Clusters (its
+    billing, read hourly by the reconciler; this command sends RunPod nothing).
 
-    JSON has `total_usd` and one row per group with its `usd`. Per pod, a charge more
-    than 10% away from list price times the instance's life is flagged (`mismatch`).
+    JSON has `total_usd` and one row per group with its `usd` and, but by namespace, its
+    `kind` (pod, network-volume or cluster). Charges nothing maps to a pod, claim or Job
+    are one `(unmapped)` row per kind. Per pod, a charge more than 10% away from list
+    price times the instance's life is flagged (`mismatch`).
     """
     now = datetime.now(UTC)
     try:
@@ -369,12 +373,13 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     with obj.database(must_exist=True) as database:
         require_schema(database)
         with db.session_factory(database)() as session:
-            lines = queries.spend_lines(session, start)
+            pod_lines = queries.spend_lines(session, start)
+            lines = cost_view.charges(pod_lines, queries.resource_spend_lines(session, start))
             mappings = queries.mappings(session)
             billed_until = queries.billing_covered_until(session)
     rows = cost_view.group(lines, by)
     if by == "pod" and start is None:
-        cost_view.flag_mismatches(rows, mappings, lines, billed_until)
+        cost_view.flag_mismatches(rows, mappings, pod_lines, billed_until)
     if output == "json":
         click.echo(json.dumps(cost_view.record(rows, by, start, billed_until), indent=2))
         return

@@ -1,9 +1,13 @@
-"""`reconciler cost`: what RunPod charged for our instances, grouped, as a table or JSON.
+"""`reconciler cost`: what RunPod charged for our instances, network volumes and Instant
+Clusters, grouped, as a table or JSON.
 
-The figures are RunPod's own (`GET /v2/billing/pods`, whole hours, read at most once an
-hour by the reconciler), mapped to pods through the mapping rows. Per pod, the charge is
-compared with list price times lifetime: a difference above 10% is flagged, which is
-how a leak or a wrong price shows.
+The figures are RunPod's own (`GET /v2/billing/pods`, `/network-volumes`, `/clusters`:
+whole hours, each read at most once an hour by the reconciler), mapped to pods through
+the mapping rows and to claims and Jobs through the rows of whose each volume and
+cluster is; the command itself sends RunPod nothing. A charge of ours that nothing maps
+is shown as unmapped, never dropped. Per pod, the charge is compared with list price
+times lifetime: a difference above 10% is flagged, which is how a leak or a wrong price
+shows.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.adapters.store.models import Mapping
-from reconciler.adapters.store.queries import SpendLine
+from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.core import spend
 from reconciler.core.mapping import MappingRecord
 
 GROUPS = ("pod", "namespace", "gpu")
 UNMAPPED = "(unmapped)"
+POD = "pod"
+"""The kind of an instance's charge; a network volume's and a cluster's are
+`core.attribution.Billed`'s values."""
 _DURATION = re.compile(r"^(\d+)([mhd])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
 
@@ -40,29 +47,57 @@ def parse_since(text: str, now: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+@dataclass(frozen=True)
+class Charge:
+    """One billed hour of anything of ours: a pod's instance, a claim's network volume
+    (its type as the detail) or a Job's Instant Cluster (its GPU type)."""
+
+    kind: str
+    usd: float
+    namespace: str | None
+    """None: nothing maps the charge (shown as unmapped)."""
+    name: str | None
+    detail: str | None
+
+
+def charges(pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()) -> list[Charge]:
+    found = [
+        Charge(POD, line.usd, line.namespace if line.pod_uid else None, line.name, line.gpu_type_id)
+        for line in pods
+    ]
+    found += [
+        Charge(line.kind, line.usd, line.namespace, line.name, line.detail) for line in resources
+    ]
+    return found
+
+
 @dataclass
 class CostRow:
     key: str
+    kind: str | None = None
+    """What was billed (pod, network-volume, cluster); None in the namespace grouping,
+    which sums them all."""
     usd: float = 0.0
     list_usd: float | None = None
     mismatch: bool = False
 
 
-def group(lines: Sequence[SpendLine], by: str) -> list[CostRow]:
-    rows: dict[str, CostRow] = {}
+def group(lines: Sequence[Charge], by: str) -> list[CostRow]:
+    rows: dict[tuple[str | None, str], CostRow] = {}
     for line in lines:
+        kind = None if by == "namespace" else line.kind
         key = _key(line, by)
-        rows.setdefault(key, CostRow(key)).usd += line.usd
-    return sorted(rows.values(), key=lambda row: (-row.usd, row.key))
+        rows.setdefault((kind, key), CostRow(key, kind)).usd += line.usd
+    return sorted(rows.values(), key=lambda row: (-row.usd, row.key, row.kind or ""))
 
 
-def _key(line: SpendLine, by: str) -> str:
-    if line.pod_uid is None:
+def _key(line: Charge, by: str) -> str:
+    if line.namespace is None:
         return UNMAPPED
     if by == "namespace":
-        return line.namespace or UNMAPPED
+        return line.namespace
     if by == "gpu":
-        return line.gpu_type_id or UNMAPPED
+        return line.detail or UNMAPPED
     return f"{line.namespace}/{line.name}"
 
 
@@ -85,7 +120,7 @@ def flag_mismatches(
     by_key = {f"{m.namespace}/{m.name}": m for m in mappings}
     for row in rows:
         mapping = by_key.get(row.key)
-        if mapping is None:
+        if mapping is None or row.kind != POD:
             continue
         row.list_usd = spend.billed_list_price(_record(mapping), covered_until)
         row.mismatch = spend.mismatched(charged[mapping.pod_uid], row.list_usd)
@@ -113,6 +148,8 @@ def record(
     entries = []
     for row in rows:
         entry: dict[str, Any] = {by: row.key, "usd": round(row.usd, 2)}
+        if row.kind is not None:
+            entry["kind"] = row.kind
         if by == "pod":
             entry["list_usd"] = None if row.list_usd is None else round(row.list_usd, 2)
             entry["mismatch"] = row.mismatch
@@ -130,6 +167,8 @@ def table(rows: Sequence[CostRow], by: str) -> list[tuple[str, ...]]:
     lines = []
     for row in rows:
         cells = [row.key, f"${row.usd:.2f}"]
+        if row.kind is not None:
+            cells.insert(1, row.kind)
         if by == "pod":
             listed = "-" if row.list_usd is None else f"${row.list_usd:.2f}"
             cells += [listed, "differs by >10%" if row.mismatch else ""]
@@ -138,4 +177,8 @@ def table(rows: Sequence[CostRow], by: str) -> list[tuple[str, ...]]:
 
 
 def header(by: str) -> tuple[str, ...]:
-    return (by.upper(), "CHARGED", "LIST PRICE", "NOTE") if by == "pod" else (by.upper(), "CHARGED")
+    if by == "pod":
+        return ("POD, CLAIM OR JOB", "KIND", "CHARGED", "LIST PRICE", "NOTE")
+    if by == "gpu":
+        return ("GPU OR STORAGE TYPE", "KIND", "CHARGED")
+    return (by.upper(), "CHARGED")

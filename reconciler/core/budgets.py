@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reconciler.core.printable import quoted
 
@@ -74,13 +74,16 @@ class NamespaceUse:
     instances: int = 0
     hourly_spend: float = 0.0
 
-    def refusal(self, caps: NamespaceCaps | None, extra_cost: float) -> str | None:
-        """Why one more instance costing `extra_cost` would break the caps, else None."""
+    def refusal(
+        self, caps: NamespaceCaps | None, extra_cost: float, extra_instances: int = 1
+    ) -> str | None:
+        """Why `extra_instances` more (one pod's, or a cluster's members) costing
+        `extra_cost` together would break the caps, else None."""
         if caps is None:
             return None
         if caps.error:
             return caps.error
-        if caps.max_instances is not None and self.instances + 1 > caps.max_instances:
+        if caps.max_instances is not None and self.instances + extra_instances > caps.max_instances:
             return (
                 f"namespace {caps.namespace}: {self.instances}/{caps.max_instances} "
                 f"instances ({MAX_INSTANCES_ANNOTATION})"
@@ -91,7 +94,31 @@ class NamespaceUse:
         ):
             return (
                 f"namespace {caps.namespace}: ${self.hourly_spend:.2f}/h of "
-                f"${caps.max_hourly_spend:.2f}/h spent, this pod needs at least "
+                f"${caps.max_hourly_spend:.2f}/h spent, this "
+                f"{'pod' if extra_instances == 1 else 'cluster'} needs at least "
                 f"${extra_cost:.2f}/h ({MAX_HOURLY_SPEND_ANNOTATION})"
             )
         return None
+
+
+@dataclass
+class Spent:
+    """What runs, or is being created, at list price: in all (for `--max-instances` and
+    `--max-hourly-spend`) and per namespace (for its caps). Instances count one each;
+    an Instant Cluster counts its N members and N times their price; a network volume
+    counts its storage's price and no instance."""
+
+    instances: int = 0
+    hourly_spend: float = 0.0
+    namespaces: dict[str, NamespaceUse] = field(default_factory=dict)
+
+    def use(self, namespace: str) -> NamespaceUse:
+        return self.namespaces.setdefault(namespace, NamespaceUse())
+
+    def add(self, namespace: str | None, instances: int, hourly_spend: float) -> None:
+        self.instances += instances
+        self.hourly_spend += hourly_spend
+        if namespace is not None:
+            use = self.use(namespace)
+            use.instances += instances
+            use.hourly_spend += hourly_spend

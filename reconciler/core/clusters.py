@@ -168,3 +168,39 @@ def member_of(pod: KubeObject) -> tuple[str, str] | None:
     if shown.get(CLUSTER_ID) is None or member is None or job is None:
         return None
     return member, gang_nonce(job)
+
+
+@dataclass(frozen=True)
+class UnrunCluster:
+    """A listed cluster of ours (our owner tag in its members' env) that no gang of a
+    Job with a live pod on the node runs: collected by the gangs' planning after the
+    orphan grace, or, without our gang tag, never (nothing of ours can tell its Job)."""
+
+    cluster_id: str
+    members: int
+    cost_per_hr: float
+    gang: str | None
+
+
+def unrun(
+    members: Iterable[Instance], gang_pods: Iterable[KubeObject], owner_id: str
+) -> list[UnrunCluster]:
+    """Clusters of ours that no Job with a live pod on the node runs (the leak audit
+    reports those that stay so past the orphan grace)."""
+    live = {
+        job_uid(pod)
+        for pod in gang_pods
+        if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+    }
+    by_cluster: dict[str, list[Instance]] = {}
+    for member in members:
+        if member.cluster_id is not None and member.owner == owner_id:
+            by_cluster.setdefault(member.cluster_id, []).append(member)
+    found = []
+    for cluster_id, listed in sorted(by_cluster.items()):
+        gang = listed[0].env.get(GANG_ENV) or None
+        if gang is not None and key_job(gang) in live:
+            continue
+        cost = round(sum(m.cost_per_hr for m in listed), 6)
+        found.append(UnrunCluster(cluster_id, len(listed), cost, gang))
+    return found

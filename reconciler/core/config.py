@@ -173,7 +173,7 @@ class Settings:
     max_instances: int = setting(
         100,
         "--max-instances",
-        "Most owned instances at once.",
+        "Most owned instances at once (an Instant Cluster's members count one each).",
         limits=(0, 100_000, "a number of instances"),
     )
     """Owned instances (live or being created) never exceed this."""
@@ -181,7 +181,8 @@ class Settings:
     max_hourly_spend: float = setting(
         200.0,
         "--max-hourly-spend",
-        "Most USD/h all owned instances cost.",
+        "Most USD/h all owned instances, Instant Cluster members and network volumes' "
+        "storage cost, at list price.",
         limits=(0, 1_000_000, "a spend in USD per hour"),
     )
     max_creates_per_tick: int = setting(

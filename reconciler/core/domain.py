@@ -293,6 +293,16 @@ class ExitLog:
 
 
 @dataclass(frozen=True)
+class ResourceCharge:
+    """What RunPod charged for one network volume or Instant Cluster in one time bucket."""
+
+    resource_id: str
+    start: datetime
+    end: datetime
+    total_usd: float
+
+
+@dataclass(frozen=True)
 class BillingRecord:
     """What RunPod charged for one instance in one time bucket, in USD."""
 

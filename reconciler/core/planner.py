@@ -79,7 +79,7 @@ def plan(
     return (
         offloads
         + actions
-        + admit(tick, waiting, owned, rows, pods)
+        + admit(tick, waiting)
         + plan_gangs(tick)
         + daemonsets.notices(obs.daemon_pods, now)
     )

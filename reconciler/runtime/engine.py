@@ -29,7 +29,14 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import clusters, network_volumes, ownership, registries
+from reconciler.core import (
+    attribution,
+    clusters,
+    network_volumes,
+    ownership,
+    registries,
+    storage_prices,
+)
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.config import Settings
@@ -101,7 +108,13 @@ class TickReport:
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing claims, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
+    resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
+    """Network volumes' and clusters' charges read this tick (at most hourly)."""
     registries_deleted: list[str] = field(default_factory=list)
+    clusters_created: list[str] = field(default_factory=list)
+    """Instant Clusters RunPod made this tick."""
+    cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
+    """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
     volumes were not listed this tick."""
@@ -289,8 +302,14 @@ class Engine:
         self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
+        self.resource_billing = money.ResourceBilling()
+        self.attributions = money.Attributions()
+        self.cluster_leaks = money.ClusterLeaks()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
+        self._storage_spend: dict[str | None, float] | None = None
+        """Our network volumes' storage price by namespace, as the provisioner last read
+        the PVs; None until it has (read then for the spend caps, once)."""
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
@@ -330,12 +349,18 @@ class Engine:
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
+        report.resource_billing = self._read_resource_billing(report.started_at)
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
         self.usage.observe(observation.pods, owners.owned, report.started_at)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
+        report.cluster_leaks = self.cluster_leaks.audit(
+            clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
+            self.settings.orphan_grace_time,
+            report.started_at,
+        )
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
             if self.steps.heartbeat is not None:
@@ -363,8 +388,14 @@ class Engine:
         Derived data: a failure to save any of it is the tick's error, never a reason to
         skip its actions (terminations must go on); the next read learns it again."""
         now = report.started_at
+        reads = report.resource_billing
         for what, save in (
             ("billing", lambda: money.save_billing(self.store, self.settings, report.billing, now)),
+            (
+                "volume and cluster billing",
+                lambda: money.save_resource_billing(self.store, self.settings, reads, now),
+            ),
+            ("clusters' owners", lambda: self._record_cluster_owners(report)),
             ("namespace caps", lambda: self.namespace_caps.save(self.store, now)),
             ("look-alikes", lambda: self._record_lookalikes(report)),
         ):
@@ -373,6 +404,26 @@ class Engine:
             except Exception as exc:  # any store failure: the actions must still run
                 report.errors.append(f"saving {what}: {exc}")
                 log.error("could not save %s: %s", what, exc, exc_info=True)
+
+    def _read_resource_billing(self, now: datetime) -> list[money.ResourceBillingRead]:
+        try:
+            return self.resource_billing.read(self.runpod, self.store, self.settings, now)
+        except Exception as exc:  # derived data: an unreadable store blocks no action
+            log.error("could not read what billing was read before: %s", exc, exc_info=True)
+            return []
+
+    def _record_cluster_owners(self, report: TickReport) -> None:
+        """Whose each cluster of ours is, from the list and rows the tick has anyway."""
+        observation = report.observation
+        if observation is None or not (observation.members or observation.clusters):
+            return
+        found = attribution.of_clusters(
+            observation.members,
+            observation.clusters,
+            observation.gang_pods,
+            self.settings.owner_id,
+        )
+        self.attributions.save(self.store, found, report.started_at)
 
     def _record_lookalikes(self, report: TickReport) -> None:
         now = report.started_at
@@ -422,9 +473,9 @@ class Engine:
             p for p in on_node if podinfo.asks_for_cluster(p) and not podinfo.is_daemon_set_pod(p)
         ]
         rows = self.store.load_rows()
-        clusters = self.store.load_clusters() if gang_pods or members else []
+        cluster_rows = self.store.load_clusters() if gang_pods or members else []
         gang_inputs = self._gang_inputs(gang_pods, members)
-        gang_results = self._gang_results(gang_pods, members, clusters, now)
+        gang_results = self._gang_results(gang_pods, members, cluster_rows, now)
         instances += self._confirm_missing(instances, rows, pods)
         owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
         owned = owners.owned
@@ -441,9 +492,11 @@ class Engine:
         catalog = self.catalog.get(self.runpod, now) if wants_gpus else []
         cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
         volumes = self._network_volumes(needing, inputs)
+        creating = [*needing, *(p for p in gang_pods if clusters.job_uid(p) in gang_inputs)]
         caps = self.namespace_caps.get(
-            self.kube, (p["metadata"].get("namespace", "default") for p in needing), now
+            self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
         )
+        storage_spend = self._storage_prices(now) if creating else {}
         exits = self._exit_logs(pods, owned, by_uid)
         try:
             billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
@@ -479,10 +532,35 @@ class Engine:
             ownership=owners,
             gang_pods=gang_pods,
             members=members,
-            clusters=clusters,
+            clusters=cluster_rows,
             gang_inputs=gang_inputs,
             gang_results=gang_results,
+            storage_spend=storage_spend,
         ), billing
+
+    def _storage_prices(self, now: datetime) -> dict[str | None, float]:
+        """What our network volumes' storage costs per hour, for the caps of a tick that
+        may create: as the provisioner's last read of the PVs found it, or, before its
+        first (a process just started), from a read of the PVs now."""
+        if self._storage_spend is None:
+            try:
+                self._storage_spend = self._read_storage_prices(now)
+            except kube_errors.KubeError as exc:
+                log.warning("could not read the PersistentVolumes for the spend caps: %s", exc)
+                return {}
+        return self._storage_spend
+
+    def _read_storage_prices(self, now: datetime) -> dict[str | None, float]:
+        self._read_classes(now)
+        if not any(network_volumes.is_our_class(c) for c in self._classes):
+            return {}
+        return storage_prices.by_namespace(self.kube.list_persistent_volumes())
+
+    def _read_classes(self, now: datetime) -> None:
+        """The StorageClasses, read once per --catalog-ttl."""
+        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
+            self._classes = self.kube.list_storage_classes()
+            self._classes_read_at = now
 
     def _gang_inputs(
         self, gang_pods: Sequence[KubeObject], members: Sequence[Instance]
@@ -723,6 +801,7 @@ class Engine:
             self.cpu_catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
+        report.clusters_created = executor.clusters_created
         report.errors += outcome.errors
         if executor.past_deadline:
             log.warning(
@@ -747,9 +826,12 @@ class Engine:
             return
         if view is None:
             return
+        self._storage_spend = storage_prices.by_namespace(view.volumes)
+        leaks = network_volumes.leaks(view)
         if view.listed is not None:
-            report.volume_leaks = [leak.id for leak in network_volumes.leaks(view)]
-        for leak in network_volumes.leaks(view):
+            report.volume_leaks = [leak.id for leak in leaks]
+        self._record_volume_owners(report, view, leaks)
+        for leak in leaks:
             log.error(
                 "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "
                 "kept (its data is never deleted on a guess); delete it at RunPod if unneeded",
@@ -761,16 +843,30 @@ class Engine:
         if not actions:
             return
         _run_into(executor, actions, report)
+        self._storage_spend = storage_prices.with_creates(self._storage_spend, actions)
+
+    def _record_volume_owners(
+        self,
+        report: TickReport,
+        view: network_volumes.StorageView,
+        leaks: Sequence[RunPodVolume],
+    ) -> None:
+        """Whose each volume of ours is, from the PVs the provisioner reads anyway."""
+        found = attribution.of_volumes(view.volumes, leaks, self.settings.owner_id)
+        try:
+            self.attributions.save(self.store, found, report.started_at)
+        except Exception as exc:  # derived data: the provisioner's actions must still run
+            report.errors.append(f"saving the volumes' owners: {exc}")
+            log.error("could not save the volumes' owners: %s", exc, exc_info=True)
 
     def _storage_view(
         self, observation: Observation, now: datetime
     ) -> network_volumes.StorageView | None:
         """None when no StorageClass names our provisioner (classes read once per
         --catalog-ttl: a cluster that has none pays no request a tick)."""
-        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
-            self._classes = self.kube.list_storage_classes()
-            self._classes_read_at = now
+        self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
+            self._storage_spend = {}
             return None
         view = network_volumes.StorageView(
             self._classes,

@@ -133,6 +133,8 @@ class Executor:
         self.registries_used: set[str] = set()
         """Registry credentials this run's creates chose: not to be collected this tick."""
         self.registries_deleted: list[str] = []
+        self.clusters_created: list[str] = []
+        """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self.deferred = 0
         self.volumes = VolumeSteps(runpod, kube, self._journaled)
         self.past_deadline = False
@@ -724,6 +726,7 @@ class Executor:
                 updated_at=self.clock(),
             )
         )
+        self.clusters_created.append(cluster_id)
         size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
         for pod in action.pods:
             self._event(

@@ -13,7 +13,14 @@ from typing import assert_never
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, PatchStatus, RestoreTags, SaveRow, Terminate
+from reconciler.core.actions import (
+    Action,
+    DeleteCluster,
+    PatchStatus,
+    RestoreTags,
+    SaveRow,
+    Terminate,
+)
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.usage import gpu_utilization
@@ -151,6 +158,34 @@ class Metrics:
             ["namespace", "pod", "gpu"],
             registry=self.registry,
         )
+        self.clusters = Gauge(
+            "reconciler_owned_clusters",
+            "Instant Clusters of ours (our owner tag in their members' env), as last listed.",
+            registry=self.registry,
+        )
+        self.cluster_members = Gauge(
+            "reconciler_owned_cluster_members",
+            "Members of the Instant Clusters of ours, as last listed (each a billed pod).",
+            registry=self.registry,
+        )
+        self.clusters_created = Counter(
+            "reconciler_clusters_created",
+            "Instant Clusters created for gangs (an Indexed Job's pods run together).",
+            registry=self.registry,
+        )
+        self.clusters_deleted = Counter(
+            "reconciler_clusters_deleted",
+            "Instant Clusters deleted, by why (the terminations' reasons).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.leaked_clusters = Gauge(
+            "reconciler_leaked_clusters",
+            "Instant Clusters of ours that no gang of a Job on the node has run for the "
+            "orphan grace (their deletion failing, or without our gang tag), as last "
+            "listed: each logged as an error.",
+            registry=self.registry,
+        )
         self.registries_deleted = Counter(
             "reconciler_registry_credentials_deleted",
             "Our registry credentials deleted once no pod used them.",
@@ -182,6 +217,7 @@ class Metrics:
             for gpu in gpu_utilization(observation.pods, owned):
                 self.gpu_utilization.labels(gpu.namespace, gpu.pod, str(gpu.gpu)).set(gpu.ratio)
         self._count_healing(report.done)
+        self._count_clusters(report, owner_id)
         self._count_money(report)
         self._time_starts(report)
         if rate_budget is not None:
@@ -193,6 +229,17 @@ class Metrics:
                 self._count_terminate(action.reason)
             elif isinstance(action, SaveRow) and action.row.orphan_sightings == 1:
                 self.orphans_found.inc()  # the first of the two sightings before terminating
+
+    def _count_clusters(self, report: TickReport, owner_id: str) -> None:
+        self.clusters_created.inc(len(report.clusters_created))
+        for action in report.done:
+            if isinstance(action, DeleteCluster):
+                self.clusters_deleted.labels(action.reason.value).inc()
+        if report.observation is not None:
+            ours = [m for m in report.observation.members if m.owner == owner_id]
+            self.clusters.set(len({m.cluster_id for m in ours}))
+            self.cluster_members.set(len(ours))
+            self.leaked_clusters.set(len(report.cluster_leaks))
 
     def _count_money(self, report: TickReport) -> None:
         for action in report.done:

@@ -7,6 +7,11 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   request of its own);
 - namespace caps: one `GET /api/v1/namespaces/{ns}` per namespace of a pod waiting for
   a create, cached for `CAPS_TTL`;
+- network volumes' and Instant Clusters' charges: one `GET /v2/billing/network-volumes`
+  and one `GET /v2/billing/clusters` when a whole hour has ended since the last read,
+  each only while a resource of its kind is known as ours (within `--cost-history`);
+  whose each resource is, is written when the tick first sees it (and once a day
+  while it does), from what the tick lists anyway;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
   using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
@@ -25,9 +30,11 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core import spend
+from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
+from reconciler.core.clusters import UnrunCluster
 from reconciler.core.config import Settings
-from reconciler.core.domain import BillingRecord
+from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
 
 log = logging.getLogger(__name__)
@@ -108,6 +115,149 @@ def save_billing(store: Store, settings: Settings, read: BillingRead, now: datet
             now,
             forget_before=now - timedelta(days=settings.cost_history_days),
         )
+
+
+@dataclass(frozen=True)
+class ResourceBillingRead:
+    kind: Billed
+    records: Sequence[ResourceCharge]
+    """Charges of our resources of this kind in the hours read."""
+    covered_until: datetime
+
+
+class ResourceBilling:
+    """Network volumes' and Instant Clusters' charges, read like the pods' (whole hours
+    that ended since the last read, at most once an hour per kind) and kept only for
+    resources known as ours. When the next read is due is kept in memory, so that the
+    ticks in between do not even ask the database."""
+
+    def __init__(self) -> None:
+        self._due: dict[Billed, datetime] = {}
+
+    def read(
+        self, runpod: RunPodClient, store: Store, settings: Settings, now: datetime
+    ) -> list[ResourceBillingRead]:
+        reads = []
+        for kind in Billed:
+            due = self._due.get(kind)
+            if due is not None and now < due:
+                continue
+            # Whatever comes of it, the next try is in the next hour: a failed read
+            # loses nothing (the next one starts where the last stored one ended).
+            self._due[kind] = _hour(now) + BILLING_PERIOD
+            found = self._read(runpod, store, settings, kind, now)
+            if found is not None:
+                reads.append(found)
+        return reads
+
+    @staticmethod
+    def _read(
+        runpod: RunPodClient, store: Store, settings: Settings, kind: Billed, now: datetime
+    ) -> ResourceBillingRead | None:
+        ours = store.billed_resource_ids(kind)
+        if not ours:
+            return None  # nothing of ours to attribute a charge to: spare the request
+        until = _hour(now)
+        covered = store.resource_billing_covered_until(kind)
+        since = covered or _hour(now - timedelta(days=settings.cost_history_days))
+        if until - since < BILLING_PERIOD:
+            return None
+        fetch = (
+            runpod.network_volume_billing
+            if kind is Billed.NETWORK_VOLUME
+            else runpod.cluster_billing
+        )
+        try:
+            records = fetch(since, until)
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not read RunPod's %s billing: %s", kind.value, exc)
+            return None
+        kept = [r for r in records if r.resource_id in ours]
+        log.info(
+            "read RunPod %s billing %s..%s: %d records of ours, $%.2f",
+            kind.value,
+            since.isoformat(),
+            until.isoformat(),
+            len(kept),
+            sum(r.total_usd for r in kept),
+        )
+        return ResourceBillingRead(kind, kept, until)
+
+
+def save_resource_billing(
+    store: Store, settings: Settings, reads: Sequence[ResourceBillingRead], now: datetime
+) -> None:
+    for read in reads:
+        store.save_resource_billing(
+            read.kind,
+            read.records,
+            read.covered_until,
+            now,
+            forget_before=now - timedelta(days=settings.cost_history_days),
+        )
+
+
+class Attributions:
+    """Whose each network volume and cluster of ours is, written to the store only when
+    new or changed, and once a day while it is seen (which keeps it from being
+    forgotten with the cost history while it lives). What was written is remembered, so
+    a process that runs many ticks asks the database only about resources it has not
+    written yet; one that runs one tick (`sync --once`) reads them and writes nothing
+    that is already there."""
+
+    def __init__(self) -> None:
+        self._written: dict[tuple[Billed, str], tuple[Attribution, datetime]] = {}
+
+    def save(self, store: Store, found: Iterable[Attribution], now: datetime) -> None:
+        news = [item for item in found if not self._fresh(item, now)]
+        for kind in Billed:
+            unknown = [i.resource_id for i in news if i.kind is kind]
+            if unknown:
+                for resource_id, known in store.attributions(kind, unknown).items():
+                    self._written[(kind, resource_id)] = known
+        news = [item for item in news if not self._fresh(item, now)]
+        if not news:
+            return
+        store.save_attributions(news, now)
+        for item in news:
+            self._written[(item.kind, item.resource_id)] = (item, now)
+
+    def _fresh(self, item: Attribution, now: datetime) -> bool:
+        known = self._written.get((item.kind, item.resource_id))
+        return known is not None and known[0] == item and now - known[1] < timedelta(days=1)
+
+
+class ClusterLeaks:
+    """The leak audit of Instant Clusters: a cluster of ours that no Job's gang on the
+    node runs is normally deleted by the gangs' planning after the orphan grace; one that
+    stays so for the grace after it was first seen so (its DELETE keeps failing, or it
+    has our owner tag but no gang tag, so nothing of ours can tell its Job) is a leak,
+    logged as an error on every tick it stays. Sightings are kept in memory: a process
+    that runs one tick (`sync --once`) does not report."""
+
+    def __init__(self) -> None:
+        self._since: dict[str, datetime] = {}
+
+    def audit(
+        self, unrun: Sequence[UnrunCluster], grace_seconds: float, now: datetime
+    ) -> list[UnrunCluster]:
+        self._since = {c.cluster_id: self._since.get(c.cluster_id, now) for c in unrun}
+        leaked = [
+            c for c in unrun if (now - self._since[c.cluster_id]).total_seconds() >= grace_seconds
+        ]
+        for cluster in leaked:
+            log.error(
+                "LEAK: Instant Cluster %s (%d members, $%.2f/h) is ours but no gang of a "
+                "Job on the node has run it for %.0f s; %s",
+                cluster.cluster_id,
+                cluster.members,
+                cluster.cost_per_hr,
+                (now - self._since[cluster.cluster_id]).total_seconds(),
+                "its deletion has not succeeded yet"
+                if cluster.gang
+                else "it has no gang tag, so it is left alone: delete it at RunPod if unneeded",
+            )
+        return leaked
 
 
 class NamespaceCapsCache:

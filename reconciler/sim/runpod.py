@@ -1271,19 +1271,20 @@ class RunPodSimulator:
 
     @api("GET", "/v2/billing/clusters")
     def _cluster_billing(self, request: _Request) -> Reply:
+        billing.check_filters(request.params, "clusterId")
         window = billing.resolve_window(request.params, request.now)
         cluster_id = request.params.get("clusterId")
         return Reply(200, billing.cluster_billing(self._ledgers, window, cluster_id))
 
     @api("GET", "/v2/billing/pods")
     def _pod_billing(self, request: _Request) -> Reply:
+        billing.check_filters(request.params, "podId")
         window = billing.resolve_window(request.params, request.now)
         return Reply(200, billing.pod_billing(self._ledgers, window, request.params.get("podId")))
 
     @api("GET", "/v2/billing")
     def _billing(self, request: _Request) -> Reply:
-        if "podId" in request.params:
-            raise Problem(400, "podId is not a parameter of this route")
+        billing.check_filters(request.params, None)
         window = billing.resolve_window(request.params, request.now)
         return Reply(200, billing.account_billing(self._ledgers, window))
 
@@ -1315,6 +1316,7 @@ class RunPodSimulator:
 
     @api("GET", "/v2/billing/network-volumes")
     def _volume_billing(self, request: _Request) -> Reply:
+        billing.check_filters(request.params, "networkVolumeId")
         window = billing.resolve_window(request.params, request.now)
         volume_id = request.params.get("networkVolumeId")
         return Reply(200, self._volumes.billing(window, volume_id, request.now))

@@ -7,7 +7,10 @@ ledger stays, so billing keeps answering for TERMINATED pods. Queries follow the
 contract of `GET /v2/billing/pods` and `GET /v2/billing`: `startTime` is snapped down
 to the start of its bucket, `endTime` up to the end of its bucket, `lastN` means the
 last N buckets ending with the current one and excludes both times, and the window
-defaults to the last 30 days.
+defaults to the last 30 days. The current bucket holds only what has been charged so
+far. Each route takes its own filter only (`podId` on pods, `clusterId` on clusters,
+`networkVolumeId` on network volumes): another route's filter is refused rather than
+ignored, which would answer for every resource instead of the one asked for.
 """
 
 from __future__ import annotations
@@ -127,6 +130,12 @@ class Window:
     start: datetime
     end: datetime
     size: str
+    now: datetime
+    """When the query was answered: the current bucket bills only the time that has
+    passed (an hour not yet over is not yet charged in full)."""
+
+    def elapsed(self, end: datetime) -> datetime:
+        return min(end, self.now)
 
 
 def resolve_window(params: Mapping[str, str], now: datetime) -> Window:
@@ -146,12 +155,22 @@ def resolve_window(params: Mapping[str, str], now: datetime) -> Window:
         start = end
         for _ in range(count):
             start = floor_bucket(start - timedelta(seconds=1), size)
-        return Window(start, end, size)
+        return Window(start, end, size, now)
     start = _time_param(params, "startTime") or now - DEFAULT_WINDOW
     end = _time_param(params, "endTime") or now
     if end <= start:
         raise Problem(400, "endTime must be after startTime")
-    return Window(floor_bucket(start, size), ceil_bucket(end, size), size)
+    return Window(floor_bucket(start, size), ceil_bucket(end, size), size, now)
+
+
+FILTERS = ("podId", "clusterId", "networkVolumeId", "serverlessId")
+
+
+def check_filters(params: Mapping[str, str], allowed: str | None) -> None:
+    """400 for a filter of another billing route (`allowed` is this route's, if any)."""
+    for name in FILTERS:
+        if name in params and name != allowed:
+            raise Problem(400, f"{name} is not a parameter of this route")
 
 
 def _positive_int(text: str) -> int:
@@ -195,7 +214,7 @@ def pod_billing(
         first = max(window.start, floor_bucket(ledger.created_at, window.size))
         last = min(window.end, ledger.deleted_at or window.end)
         for start, end in buckets(first, last, window.size):
-            compute, disk = ledger.amounts(start, end)
+            compute, disk = ledger.amounts(start, window.elapsed(end))
             if compute or disk:
                 gpu, cpu = (0.0, compute) if ledger.cpu else (compute, 0.0)
                 record = {
@@ -254,11 +273,11 @@ def account_billing(ledgers: Mapping[str, PodLedger], window: Window) -> dict[st
         # pod GPU, CPU, disk; cluster GPU, disk, networking
         amounts = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         for ledger in ledgers.values():
-            compute, disk = ledger.amounts(start, end)
+            compute, disk = ledger.amounts(start, window.elapsed(end))
             if ledger.cluster_id is not None:
                 amounts[3] += compute
                 amounts[4] += disk
-                amounts[5] += ledger.networking(start, end)
+                amounts[5] += ledger.networking(start, window.elapsed(end))
                 continue
             amounts[1 if ledger.cpu else 0] += compute
             amounts[2] += disk
@@ -309,10 +328,10 @@ def cluster_billing(
         for start, end in buckets(first, window.end, window.size):
             parts = [0.0, 0.0, 0.0]
             for ledger in cluster_ledgers:
-                gpu, disk = ledger.amounts(start, end)
+                gpu, disk = ledger.amounts(start, window.elapsed(end))
                 parts[0] += gpu
                 parts[1] += disk
-                parts[2] += ledger.networking(start, end)
+                parts[2] += ledger.networking(start, window.elapsed(end))
             if any(parts):
                 times = {"startTime": iso(start), "endTime": iso(end)}
                 record = {**times, "clusterId": cluster, **_cluster_amounts(*parts)}

@@ -1,5 +1,7 @@
 """`reconciler cost` on a prepared store: grouping by pod, namespace and GPU, `--since`,
-the JSON keys scripts read, the >10% list-price flag, and one-line errors."""
+the JSON keys scripts read, the >10% list-price flag, one-line errors, and network
+volumes' and Instant Clusters' charges by claim and Job (a charge nothing maps shown as
+unmapped, not dropped)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from click.testing import CliRunner
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.cli.commands import main
-from reconciler.core.domain import BillingRecord
+from reconciler.core.attribution import Attribution, Billed
+from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord, MappingState
 
 NOW = datetime.now(UTC)
@@ -64,8 +67,8 @@ def test_by_pod_with_the_list_price_flag(url: str) -> None:
     shown = _cost(url)
     assert shown["total_usd"] == 10.0
     assert shown["rows"] == [
-        {"pod": "web/pod-b", "usd": 6.0, "list_usd": 2.0, "mismatch": True},
-        {"pod": "ml/pod-a", "usd": 4.0, "list_usd": 4.0, "mismatch": False},
+        {"pod": "web/pod-b", "usd": 6.0, "kind": "pod", "list_usd": 2.0, "mismatch": True},
+        {"pod": "ml/pod-a", "usd": 4.0, "kind": "pod", "list_usd": 4.0, "mismatch": False},
     ]
 
 
@@ -75,8 +78,8 @@ def test_by_namespace_and_gpu(url: str) -> None:
         {"namespace": "ml", "usd": 4.0},
     ]
     assert _cost(url, "--by", "gpu")["rows"] == [
-        {"gpu": "4090", "usd": 6.0},
-        {"gpu": "A100", "usd": 4.0},
+        {"gpu": "4090", "usd": 6.0, "kind": "pod"},
+        {"gpu": "A100", "usd": 4.0, "kind": "pod"},
     ]
 
 
@@ -96,3 +99,53 @@ def test_table_and_bad_input(url: str) -> None:
     bad = CliRunner().invoke(main, ["--database-url", url, "cost", "--since", "soon"])
     assert bad.exit_code == 2
     assert "neither a duration" in bad.output
+
+
+@pytest.fixture
+def with_storage_and_clusters(url: str) -> str:
+    """Two hours of a claim's volume in ml, a Job's cluster in web, and a volume of ours
+    whose claim is not known; none of them, nor the claim or the Job, exists now."""
+    engine = db.make_engine(url)
+    store = Store(db.session_factory(engine))
+    store.save_attributions(
+        [
+            Attribution(Billed.NETWORK_VOLUME, "vol-1", "ml", "ckpt", "c-1", "STANDARD"),
+            Attribution(Billed.CLUSTER, "cl-1", "web", "train", "j-1", "A100"),
+            Attribution(Billed.NETWORK_VOLUME, "vol-2", None, None, "c-2", "STANDARD"),
+        ],
+        NOW,
+    )
+    start = NOW - timedelta(hours=10)
+    hours = [start + timedelta(hours=h) for h in range(2)]
+    for kind, resource, usd in (
+        (Billed.NETWORK_VOLUME, "vol-1", 0.25),
+        (Billed.NETWORK_VOLUME, "vol-2", 0.5),
+        (Billed.CLUSTER, "cl-1", 3.0),
+    ):
+        records = [ResourceCharge(resource, h, h + timedelta(hours=1), usd) for h in hours]
+        store.save_resource_billing(kind, records, NOW, NOW, NOW - timedelta(days=31))
+    engine.dispose()
+    return url
+
+
+def test_volumes_and_clusters_by_claim_and_job(with_storage_and_clusters: str) -> None:
+    shown = _cost(with_storage_and_clusters)
+    assert shown["total_usd"] == 10.0 + 0.5 + 1.0 + 6.0
+    rows = {(row["kind"], row["pod"]): row["usd"] for row in shown["rows"]}  # type: ignore[union-attr, index]
+    assert rows[("cluster", "web/train")] == 6.0
+    assert rows[("network-volume", "ml/ckpt")] == 0.5
+    assert rows[("network-volume", "(unmapped)")] == 1.0
+    assert rows[("pod", "web/pod-b")] == 6.0
+
+
+def test_namespaces_sum_pods_volumes_and_clusters(with_storage_and_clusters: str) -> None:
+    assert _cost(with_storage_and_clusters, "--by", "namespace")["rows"] == [
+        {"namespace": "web", "usd": 12.0},
+        {"namespace": "ml", "usd": 4.5},
+        {"namespace": "(unmapped)", "usd": 1.0},
+    ]
+    by_type = _cost(with_storage_and_clusters, "--by", "gpu")["rows"]
+    assert {"gpu": "A100", "usd": 6.0, "kind": "cluster"} in by_type  # type: ignore[operator]
+    assert {"gpu": "STANDARD", "usd": 0.5, "kind": "network-volume"} in by_type  # type: ignore[operator]
+    table = CliRunner().invoke(main, ["--database-url", with_storage_and_clusters, "cost"])
+    assert "web/train" in table.output and "cluster" in table.output

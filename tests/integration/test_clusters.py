@@ -241,3 +241,22 @@ def test_state_show_lists_the_gangs_clusters(box: Sandbox) -> None:
     shown = CliRunner().invoke(main, ["--database-url", url, "state", "show", "-o", "json"])
     [record] = [r for r in json.loads(shown.output) if r["state"].startswith("cluster-")]
     assert (record["instance_id"], record["pod_count"]) == (cluster_id, 2)
+
+
+def test_a_crash_before_the_delete_is_sent_is_healed_once_the_list_could_have_caught_up(
+    box: Sandbox,
+) -> None:
+    box.configure(create_grace_time=5)
+    running_gang(box)
+    import kubernetes
+
+    kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
+        "train", "default", propagation_policy="Background"
+    )
+    crashpoints.arm("after-cluster-deleting", die=_raise)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()  # the row says deleting; the DELETE was never sent
+    box.restart()
+    box.advance(6)  # longer than the list may lag, far less than a minute
+    box.tick()
+    assert members(box) == [] and box.runpod_sim.clusters == {}

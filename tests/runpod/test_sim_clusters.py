@@ -3,7 +3,8 @@
 center for the whole cluster, ranks and overlay addresses null until provisioning assigns
 them (and not in creation order), members hidden from the pod list unless asked for and
 refused on the pod routes, deletion of the cluster ending every member, and cluster
-billing apart from pod billing."""
+billing apart from pod billing (the current hour charged only for what has passed, each
+billing route taking its own filter only)."""
 
 from __future__ import annotations
 
@@ -220,3 +221,32 @@ def test_clusters_are_billed_apart_from_pods(sim: RunPodSimulator, http: request
     sim.advance(7200)
     after = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
     assert after["records"] == []  # a deleted cluster bills no more
+
+
+def test_the_current_hour_bills_only_what_has_passed(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    hour = sim.clock.now().replace(minute=0, second=0, microsecond=0)
+    sim.advance((hour - sim.clock.now()).total_seconds() + 3600)  # to a whole hour
+    made = create(sim, http)
+    sim.advance(1800)
+    query = {"bucketSize": "hour", "lastN": "1", "clusterId": made["id"]}
+    half = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
+    sim.advance(1800)
+    query["lastN"] = "2"
+    whole = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
+    [first] = half["records"]
+    assert first["startTime"] == whole["records"][0]["startTime"]
+    # Half of the hour had passed when it was read: half of the hour's charge, not all.
+    assert first["gpuAmount"] == pytest.approx(whole["records"][0]["gpuAmount"] / 2, abs=1e-5)
+
+
+@pytest.mark.parametrize("route", ["clusters", "pods", "network-volumes", ""])
+def test_a_filter_of_another_billing_route_is_refused(
+    sim: RunPodSimulator, http: requests.Session, route: str
+) -> None:
+    own = {"clusters": "clusterId", "pods": "podId", "network-volumes": "networkVolumeId"}
+    url = f"{sim.base_url}/v2/billing" + (f"/{route}" if route else "")
+    for name in ("podId", "clusterId", "networkVolumeId"):
+        answer = http.get(url, params={name: "x1"})
+        assert answer.status_code == (200 if own.get(route) == name else 400), (name, answer.text)

@@ -50,6 +50,7 @@ from reconciler.adapters.runpod.parse import (
     parse_network_volume,
     parse_pod_billing,
     parse_registry,
+    parse_resource_billing,
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core import pacing
@@ -63,6 +64,7 @@ from reconciler.core.domain import (
     GpuType,
     Instance,
     RegistryAuth,
+    ResourceCharge,
     RunPodVolume,
 )
 
@@ -387,6 +389,23 @@ class RunPodClient:
         params = {"bucketSize": "hour", "startTime": _rfc3339(start), "endTime": _rfc3339(end)}
         call = _Call("GET", "/v2/billing/pods", "GET /v2/billing/pods", params=params)
         return parse_pod_billing(self._json(call))
+
+    def network_volume_billing(self, start: datetime, end: datetime) -> list[ResourceCharge]:
+        """Hourly storage charges per network volume in [start, end) (whole hours)."""
+        return self._resource_billing("/v2/billing/network-volumes", "networkVolumeId", start, end)
+
+    def cluster_billing(self, start: datetime, end: datetime) -> list[ResourceCharge]:
+        """Hourly charges per Instant Cluster in [start, end) (whole hours)."""
+        return self._resource_billing("/v2/billing/clusters", "clusterId", start, end)
+
+    def _resource_billing(
+        self, path: str, id_field: str, start: datetime, end: datetime
+    ) -> list[ResourceCharge]:
+        params = {"bucketSize": "hour", "startTime": _rfc3339(start), "endTime": _rfc3339(end)}
+        route = f"GET {path}"
+        return parse_resource_billing(
+            self._json(_Call("GET", path, route, params=params)), route, id_field
+        )
 
     # The one request function
 

@@ -23,6 +23,7 @@ from reconciler.core.domain import (
     InstanceStatus,
     PortMapping,
     RegistryAuth,
+    ResourceCharge,
     RunPodVolume,
     Runtime,
 )
@@ -197,6 +198,23 @@ def parse_pod_billing(data: object) -> list[BillingRecord]:
                 gpu_usd=_float(entry.get("gpuAmount")),
                 disk_usd=_float(entry.get("diskAmount")),
             )
+        )
+    return parsed
+
+
+def parse_resource_billing(data: object, route: str, id_field: str) -> list[ResourceCharge]:
+    """The records of `GET /v2/billing/network-volumes` (`networkVolumeId`) or
+    `GET /v2/billing/clusters` (`clusterId`); a record without id or times is skipped."""
+    records = _mapping(data).get("records")
+    if not isinstance(records, list):
+        raise RunPodError(f"{route} answered without a records list")
+    parsed = []
+    for entry in map(_mapping, records):
+        start, end = parse_datetime(entry.get("startTime")), parse_datetime(entry.get("endTime"))
+        if not entry.get(id_field) or start is None or end is None:
+            continue
+        parsed.append(
+            ResourceCharge(str(entry[id_field]), start, end, _float(entry.get("totalAmount")))
         )
     return parsed
 

@@ -181,8 +181,43 @@ class SpendRecord(Base):
     disk_usd: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class BilledResource(Base):
+    """Whose a network volume or an Instant Cluster of ours is, for its charges: kept as
+    long as `--cost-history` after it was last seen, so that they stay attributed once
+    the claim, the Job or the resource is gone (`core.attribution`)."""
+
+    __tablename__ = "billed_resources"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """network-volume or cluster."""
+    resource_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    namespace: Mapped[str | None] = mapped_column(String(253))
+    """Unset: ours, but whose is not known (shown as unattributed)."""
+    name: Mapped[str | None] = mapped_column(String(253))
+    """The claim's name (a volume) or the Job's (a cluster)."""
+    owner_uid: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str | None] = mapped_column(String(128))
+    """The volume's type or the cluster's GPU type."""
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When the tick last wrote it (at least once a day while the resource is seen)."""
+
+
+class ResourceSpendRecord(Base):
+    """What RunPod charged for one of our network volumes or Instant Clusters in one hour
+    (GET /v2/billing/network-volumes, GET /v2/billing/clusters)."""
+
+    __tablename__ = "resource_spend_records"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    resource_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    bucket_start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    bucket_end: Mapped[datetime] = mapped_column(UTCDateTime())
+    total_usd: Mapped[float] = mapped_column(Float)
+
+
 class BillingRead(Base):
-    """How far billing has been read: whole hours up to `covered_until` are stored."""
+    """How far billing has been read: whole hours up to `covered_until` are stored. One
+    row per billing route: pods, network-volumes, clusters."""
 
     __tablename__ = "billing_reads"
 

@@ -9,11 +9,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from reconciler.adapters.store.models import (
+    BilledResource,
     BillingRead,
     ClusterRow,
     Mapping,
     MappingState,
     NamespaceBudget,
+    ResourceSpendRecord,
     SpendRecord,
     Tick,
     UnownedInstance,
@@ -67,6 +69,46 @@ def spend_lines(session: Session, since: datetime | None = None) -> list[SpendLi
     if since is not None:
         query = query.where(SpendRecord.bucket_start >= since)
     return [SpendLine(*row) for row in session.execute(query)]
+
+
+@dataclass(frozen=True)
+class ResourceSpendLine:
+    """One billed hour of one of our network volumes or Instant Clusters, with whose it
+    is (namespace None: not known)."""
+
+    kind: str
+    resource_id: str
+    bucket_start: datetime
+    usd: float
+    namespace: str | None
+    name: str | None
+    detail: str | None
+
+
+def resource_spend_lines(
+    session: Session, since: datetime | None = None
+) -> list[ResourceSpendLine]:
+    query = (
+        select(
+            ResourceSpendRecord.kind,
+            ResourceSpendRecord.resource_id,
+            ResourceSpendRecord.bucket_start,
+            ResourceSpendRecord.total_usd,
+            BilledResource.namespace,
+            BilledResource.name,
+            BilledResource.detail,
+        )
+        .join(
+            BilledResource,
+            (BilledResource.kind == ResourceSpendRecord.kind)
+            & (BilledResource.resource_id == ResourceSpendRecord.resource_id),
+            isouter=True,
+        )
+        .order_by(ResourceSpendRecord.bucket_start)
+    )
+    if since is not None:
+        query = query.where(ResourceSpendRecord.bucket_start >= since)
+    return [ResourceSpendLine(*row) for row in session.execute(query)]
 
 
 def billing_covered_until(session: Session) -> datetime | None:

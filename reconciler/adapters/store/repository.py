@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.models import (
     ActionRecord,
+    BilledResource,
     BillingRead,
     ClusterRow,
     HostKey,
@@ -27,13 +28,15 @@ from reconciler.adapters.store.models import (
     Mapping,
     NamespaceBudget,
     PodLog,
+    ResourceSpendRecord,
     SpendRecord,
     Tick,
     UnownedInstance,
 )
+from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.clusters import ClusterRecord
-from reconciler.core.domain import BillingRecord
+from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
 
@@ -179,6 +182,91 @@ class Store:
                 )
             )
             return {instance_id: float(total) for instance_id, total in result}
+
+    # --- network volumes' and clusters' charges -----------------------------------------
+
+    def save_attributions(self, found: Sequence[Attribution], now: datetime) -> None:
+        """Whose these resources are (each written as found: the caller writes only news)."""
+        with self._sessions.begin() as session:
+            for item in found:
+                session.merge(
+                    BilledResource(
+                        kind=item.kind.value,
+                        resource_id=item.resource_id,
+                        namespace=item.namespace,
+                        name=item.name,
+                        owner_uid=item.owner_uid,
+                        detail=item.detail,
+                        updated_at=now,
+                    )
+                )
+
+    def attributions(
+        self, kind: Billed, ids: Sequence[str]
+    ) -> dict[str, tuple[Attribution, datetime]]:
+        """What is written of these resources (by id), with when it was written."""
+        with self._sessions() as session:
+            query = (
+                select(BilledResource)
+                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.resource_id.in_(list(ids)))
+            )
+            return {
+                row.resource_id: (
+                    Attribution(
+                        kind, row.resource_id, row.namespace, row.name, row.owner_uid, row.detail
+                    ),
+                    row.updated_at,
+                )
+                for row in session.scalars(query)
+            }
+
+    def billed_resource_ids(self, kind: Billed) -> set[str]:
+        with self._sessions() as session:
+            query = select(BilledResource.resource_id).where(BilledResource.kind == kind.value)
+            return set(session.scalars(query))
+
+    def resource_billing_covered_until(self, kind: Billed) -> datetime | None:
+        with self._sessions() as session:
+            read = session.get(BillingRead, kind.value)
+            return None if read is None else read.covered_until
+
+    def save_resource_billing(
+        self,
+        kind: Billed,
+        records: Sequence[ResourceCharge],
+        covered_until: datetime,
+        now: datetime,
+        forget_before: datetime,
+    ) -> None:
+        """Store one read's records and how far it reached; drop what history lets go:
+        charges older than it, and whose-rows not seen since with no charge left."""
+        with self._sessions.begin() as session:
+            for record in records:
+                session.merge(
+                    ResourceSpendRecord(
+                        kind=kind.value,
+                        resource_id=record.resource_id,
+                        bucket_start=record.start,
+                        bucket_end=record.end,
+                        total_usd=record.total_usd,
+                    )
+                )
+            session.merge(BillingRead(name=kind.value, covered_until=covered_until, read_at=now))
+            session.execute(
+                delete(ResourceSpendRecord)
+                .where(ResourceSpendRecord.kind == kind.value)
+                .where(ResourceSpendRecord.bucket_end < forget_before)
+            )
+            charged = select(ResourceSpendRecord.resource_id).where(
+                ResourceSpendRecord.kind == kind.value
+            )
+            session.execute(
+                delete(BilledResource)
+                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.updated_at < forget_before)
+                .where(BilledResource.resource_id.not_in(charged))
+            )
 
     # --- namespace budgets and look-alikes --------------------------------------------
 

@@ -6,8 +6,6 @@ oldest first against the instance, spend and rate budgets and each namespace's c
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -19,15 +17,14 @@ from reconciler.core.actions import (
     EnsureRegistryAuth,
     PodRef,
 )
-from reconciler.core.budgets import NamespaceUse
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     CreateRequest,
-    Instance,
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.ownership import Ownership
+from reconciler.core.plan import spending
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -122,27 +119,12 @@ def prepare_create(
     return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
-def admit(
-    t: Situation,
-    waiting: list[Waiting],
-    owned: Mapping[str, list[Instance]],
-    rows: dict[str, MappingRecord],
-    pods: Mapping[str, KubeObject],
-) -> list[Action]:
+def admit(t: Situation, waiting: list[Waiting]) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
-    budget."""
+    budget (what runs counted by `plan.spending`: instances, clusters, storage)."""
     if not waiting:
         return []  # the steady tick: spare counting what every namespace spends
-    live = [i for group in owned.values() for i in group]
-    in_doubt = [
-        r
-        for r in rows.values()
-        if r.state is MappingState.CREATING
-        and r.pod_uid not in owned
-        and t.within(r.attempt_started_at, t.settings.create_grace_time)
-    ]
-    count, spend = len(live) + len(in_doubt), sum(i.cost_per_hr for i in live)
-    use = namespace_use(owned, in_doubt, rows, pods)
+    total = spending.spent(t)
     slots = create_slots(t.obs, t.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
@@ -159,24 +141,24 @@ def admit(
             )
             continue
         namespace = PodRef.of(wait.pod).namespace
-        ns_use = use.setdefault(namespace, NamespaceUse())
+        ns_use = total.use(namespace)
         caps = t.obs.namespace_caps.get(namespace)
         # Only candidates within both caps are tried: RunPod may accept any of them.
         affordable = tuple(
             c
             for c in wait.candidates
-            if spend + c.hourly_price <= t.settings.max_hourly_spend
+            if total.hourly_spend + c.hourly_price <= t.settings.max_hourly_spend
             and ns_use.refusal(caps, c.hourly_price) is None
         )
         cheapest = min(c.hourly_price for c in wait.candidates)
         refusal = ns_use.refusal(caps, cheapest)
-        if count + 1 > t.settings.max_instances or (refusal is None and not affordable):
+        if total.instances + 1 > t.settings.max_instances or (refusal is None and not affordable):
             actions += cannot_create(
                 t,
                 wait.pod,
                 wait.row,
                 PodReason.BUDGET_EXCEEDED,
-                _budget_message(t, count, spend, cheapest),
+                _budget_message(t, total.instances, total.hourly_spend, cheapest),
                 False,
             )
         elif refusal is not None:
@@ -191,39 +173,9 @@ def admit(
         elif slots > 0:
             actions += _create(t, wait, affordable)
             # Count the dearest candidate tried: RunPod may accept any of them.
-            dearest = max(c.hourly_price for c in affordable)
-            spend += dearest
-            ns_use.instances += 1
-            ns_use.hourly_spend += dearest
-            count, slots = count + 1, slots - 1
+            total.add(namespace, 1, max(c.hourly_price for c in affordable))
+            slots -= 1
     return actions
-
-
-def namespace_use(
-    owned: Mapping[str, list[Instance]],
-    in_doubt: Iterable[MappingRecord],
-    rows: Mapping[str, MappingRecord],
-    pods: Mapping[str, KubeObject],
-) -> dict[str, NamespaceUse]:
-    """Live instances and their list prices per namespace (in-doubt creates count too)."""
-    use: dict[str, NamespaceUse] = defaultdict(NamespaceUse)
-    for uid, group in owned.items():
-        namespace = _namespace_of(uid, rows, pods)
-        if namespace is not None:
-            use[namespace].instances += len(group)
-            use[namespace].hourly_spend += sum(i.cost_per_hr for i in group)
-    for row in in_doubt:
-        use[row.namespace].instances += 1
-    return dict(use)
-
-
-def _namespace_of(
-    uid: str, rows: Mapping[str, MappingRecord], pods: Mapping[str, KubeObject]
-) -> str | None:
-    if uid in pods:
-        return PodRef.of(pods[uid]).namespace
-    row = rows.get(uid)
-    return row.namespace if row is not None and row.namespace else None
 
 
 def create_slots(obs: Observation, settings: Settings) -> int:

@@ -45,7 +45,9 @@ ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
 """A member in one of these (not by our DELETE) fails its gang."""
 DELETE_PAUSE_SECONDS = 60
 """A DELETE RunPod answered lately is not asked again while the list still shows the
-members; one decided but never answered (a crash, an error) is asked again at once."""
+members, for at most this long and no longer than the list is said to lag
+(--create-grace-time); one decided but never answered (a crash, an error) is asked
+again at once."""
 
 
 def due_reads(
@@ -113,7 +115,8 @@ def delete(
     as deleting first; not within the pause after RunPod answered an earlier one."""
     if cluster_id is None:
         return []
-    if row is not None and t.within(row.delete_answered_at, DELETE_PAUSE_SECONDS):
+    pause = min(DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
+    if row is not None and t.within(row.delete_answered_at, pause):
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)

@@ -62,10 +62,10 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.plan import gang_end
+from reconciler.core.plan import gang_end, spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
-from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.plan.situation import Situation
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.translate import status as pod_status
@@ -336,15 +336,11 @@ def _create(
     refused = _unclusterable(requests, inputs, job)
     if refused is not None:
         return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
-    owned = sum(len(group) for group in ownership_of(t.obs, t.settings.owner_id).owned.values())
-    listed = sum(1 for m in t.obs.members if m.owner == t.settings.owner_id)
-    if owned + listed + len(pods) > t.settings.max_instances:
-        message = (
-            f"a cluster of {len(pods)} pods would pass --max-instances "
-            f"({t.settings.max_instances}; {owned + listed} running)"
-        )
-        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, message)
     candidates = tuple(_cluster_request(r, key, ordered[0], len(pods)) for r in requests)
+    namespace = PodRef.of(ordered[0]).namespace
+    candidates, over = spending.admit_cluster(t, namespace, candidates, len(pods))
+    if over is not None:
+        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(t, key, pods, ClusterState.CREATING)).changed(
         state=ClusterState.CREATING, attempt_started_at=t.now, updated_at=t.now
     )

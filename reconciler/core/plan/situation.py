@@ -12,6 +12,7 @@ from reconciler.core.actions import (
     PodRef,
     SaveRow,
 )
+from reconciler.core.budgets import Spent
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     KubeObject,
@@ -32,6 +33,9 @@ class Situation:
         """Pod UID → an untagged instance named like its own: no create while it stands."""
         self.registries_ensured: set[str] = set()
         """Names of registry credentials this plan already ensures before a create."""
+        self.spent: Spent | None = None
+        """What runs at list price, with the creates this plan admitted so far (counted
+        once it is needed: `plan.spending`)."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return within(self.now, since, seconds)

@@ -1,8 +1,8 @@
 """A gang's result: rank 0's exit code, recorded before its cluster's DELETE, when rank
 0's log was last read for it, and when RunPod answered the cluster's DELETE.
 
-Revision ID: 0008_gang_results
-Revises: 0007_clusters
+Revision ID: 0009_gang_results
+Revises: 0008_billed_resources
 Create Date: 2026-11-26
 """
 
@@ -13,8 +13,8 @@ from alembic import op
 
 import reconciler.adapters.store.models
 
-revision = "0008_gang_results"
-down_revision = "0007_clusters"
+revision = "0009_gang_results"
+down_revision = "0008_billed_resources"
 branch_labels = None
 depends_on = None
 
