@@ -342,7 +342,12 @@ def _create(
     if over is not None:
         return _wait(t, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(t, key, pods, ClusterState.CREATING)).changed(
-        state=ClusterState.CREATING, attempt_started_at=t.now, updated_at=t.now
+        state=ClusterState.CREATING,
+        attempt_started_at=t.now,
+        updated_at=t.now,
+        pod_count=len(pods),
+        # While the create is in doubt the caps count it at the dearest price tried.
+        cost_per_hr=max(c.hourly_price for c in candidates),
     )
     return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
 
