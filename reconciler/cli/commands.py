@@ -361,9 +361,11 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     billing, read hourly by the reconciler; this command sends RunPod nothing).
 
     JSON has `total_usd` and one row per group with its `usd` and, but by namespace, its
-    `kind` (pod, network-volume or cluster). Charges nothing maps to a pod, claim or Job
-    are one `(unmapped)` row per kind. Per pod, a charge more than 10% away from list
-    price times the instance's life is flagged (`mismatch`).
+    `kind` (pod, network-volume or cluster); `billed_until` is how far the pods' billing
+    was read, `billed_until_by_kind` the network volumes' and clusters'. Charges nothing
+    maps to a pod, claim or Job are one `(unmapped)` row per kind. Per pod, a charge
+    more than 10% away from list price times the instance's life is flagged
+    (`mismatch`).
     """
     now = datetime.now(UTC)
     try:
@@ -377,16 +379,29 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
             lines = cost_view.charges(pod_lines, queries.resource_spend_lines(session, start))
             mappings = queries.mappings(session)
             billed_until = queries.billing_covered_until(session)
+            reaches = {
+                kind: queries.billing_covered_until(session, kind)
+                for kind in cost_view.RESOURCE_KINDS
+            }
     rows = cost_view.group(lines, by)
     if by == "pod" and start is None:
         cost_view.flag_mismatches(rows, mappings, pod_lines, billed_until)
     if output == "json":
-        click.echo(json.dumps(cost_view.record(rows, by, start, billed_until), indent=2))
+        shown = cost_view.record(rows, by, start, billed_until)
+        shown["billed_until_by_kind"] = {
+            kind: until.isoformat() if until else None for kind, until in reaches.items()
+        }
+        click.echo(json.dumps(shown, indent=2))
         return
     click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
     total = sum(row.usd for row in rows)
     until = f"{billed_until:%Y-%m-%d %H:%M} UTC" if billed_until else "never read yet"
-    click.echo(f"\ntotal ${total:.2f} (RunPod billing through {until})")
+    others = "".join(
+        f", {kind}s through {reach:%Y-%m-%d %H:%M} UTC"
+        for kind, reach in reaches.items()
+        if reach is not None
+    )
+    click.echo(f"\ntotal ${total:.2f} (RunPod billing: pods through {until}{others})")
 
 
 def require_schema(database: Database) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from reconciler.adapters.store.models import Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.core import spend
+from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
 
 GROUPS = ("pod", "namespace", "gpu")
@@ -29,6 +30,8 @@ UNMAPPED = "(unmapped)"
 POD = "pod"
 """The kind of an instance's charge; a network volume's and a cluster's are
 `core.attribution.Billed`'s values."""
+RESOURCE_KINDS = tuple(kind.value for kind in Billed)
+"""Billing routes read apart from the pods' (each has its own reach)."""
 _DURATION = re.compile(r"^(\d+)([mhd])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
 

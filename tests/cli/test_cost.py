@@ -149,3 +149,6 @@ def test_namespaces_sum_pods_volumes_and_clusters(with_storage_and_clusters: str
     assert {"gpu": "STANDARD", "usd": 0.5, "kind": "network-volume"} in by_type  # type: ignore[operator]
     table = CliRunner().invoke(main, ["--database-url", with_storage_and_clusters, "cost"])
     assert "web/train" in table.output and "cluster" in table.output
+    assert f"clusters through {NOW:%Y-%m-%d %H:%M} UTC" in table.output
+    reach = _cost(with_storage_and_clusters)["billed_until_by_kind"]
+    assert reach == {"network-volume": NOW.isoformat(), "cluster": NOW.isoformat()}  # type: ignore[comparison-overlap]

@@ -110,3 +110,21 @@ def test_a_namespaces_spend_cap_counts_its_claims_storage(box: Sandbox) -> None:
     # Counting the storage asked RunPod nothing: the PVs said it.
     paths = {r.path for r in box.runpod_sim.requests[seen:]}
     assert not any(p.startswith("/v2/network-volumes") or "billing" in p for p in paths)
+
+
+def test_a_cluster_create_in_doubt_counts_against_the_spend_cap(box: Sandbox) -> None:
+    box.add_pod("probe")
+    box.tick()
+    price = float((box.instance_for(box.pod("probe") or {}) or {})["cost"])
+    box.configure(max_hourly_spend=3.5 * price)  # the probe and a cluster of 2: one more
+    box.runpod_sim.set_listing_lag(20)  # the cluster is not listed yet
+    box.runpod_sim.create_then_fail(1, 500)  # made, but its answer is lost
+    box.add_indexed_job("train", 2)
+    box.tick()
+    [post] = cluster_posts(box)
+    assert post.status == 500 and len(box.runpod_sim.clusters) == 1
+    box.add_pod("one")
+    box.tick()
+    # The cluster is in doubt, not listed: it still counts, so the pod waits.
+    assert box.instance_for(box.pod("one") or {}) is None
+    assert status_reason(box, "one") == PodReason.BUDGET_EXCEEDED

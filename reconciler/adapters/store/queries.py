@@ -111,8 +111,9 @@ def resource_spend_lines(
     return [ResourceSpendLine(*row) for row in session.execute(query)]
 
 
-def billing_covered_until(session: Session) -> datetime | None:
-    read = session.get(BillingRead, "pods")
+def billing_covered_until(session: Session, route: str = "pods") -> datetime | None:
+    """How far a billing route (pods, network-volumes, clusters) has been read."""
+    read = session.get(BillingRead, route)
     return None if read is None else read.covered_until
 
 

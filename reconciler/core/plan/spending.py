@@ -1,7 +1,8 @@
 """What already costs money per hour, for the caps a create is admitted against: our
 instances (a create in doubt counts as an instance), the members of our Instant
-Clusters (a cluster of N pods is N instances at N times the member's price), and our
-network volumes' storage; in all and per namespace (docs/architecture.md §3, Money).
+Clusters (a cluster of N pods is N instances at N times the member's price; one whose
+create is in doubt at the price it was tried at), and our network volumes' storage; in
+all and per namespace (docs/architecture.md §3, Money).
 
 Counted once per plan, from what the tick has anyway (RunPod's one list, the rows, the
 PVs the provisioner read): no request of its own. The single pods admitted and the gang
@@ -16,6 +17,7 @@ from reconciler.core import clusters
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
 from reconciler.core.budgets import Spent
+from reconciler.core.clusters import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import Situation, ownership_of
@@ -44,9 +46,17 @@ def _running(t: Situation) -> Spent:
         ):
             total.add(row.namespace, 1, 0.0)  # its price is not known until it is listed
     jobs = _job_namespaces(t)
-    for gang, members in clusters.members_by_gang(obs.members, owner).items():
+    listed = clusters.members_by_gang(obs.members, owner)
+    for gang, members in listed.items():
         namespace = jobs.get(clusters.key_job(gang))
         total.add(namespace, len(members), sum(m.cost_per_hr for m in members))
+    for cluster in obs.clusters:
+        if (
+            cluster.state is ClusterState.CREATING
+            and cluster.gang not in listed
+            and t.within(cluster.attempt_started_at, t.settings.create_grace_time)
+        ):
+            total.add(cluster.namespace, cluster.pod_count, cluster.cost_per_hr or 0.0)
     for namespace, usd in obs.storage_spend.items():
         total.add(namespace, 0, usd)
     return total
