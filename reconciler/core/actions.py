@@ -174,10 +174,12 @@ class DeleteVolumeObject:
 @dataclass(frozen=True)
 class MarkClaimSelected:
     """Write `volume.kubernetes.io/selected-node` on a WaitForFirstConsumer claim that a
-    pod of the virtual node uses (those pods bypass the scheduler, which writes it)."""
+    pod of the virtual node uses (those pods bypass the scheduler, which writes it);
+    `node_name` None takes it off: the claim's consumers went before its volume could
+    be placed, and it waits for the next one (as a provisioner asks to reschedule)."""
 
     claim: ClaimRef
-    node_name: str
+    node_name: str | None
 
 
 @dataclass(frozen=True)

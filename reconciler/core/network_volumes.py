@@ -65,6 +65,7 @@ STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONING_FINALIZER = "runpod.io/network-volume-provisioning"
 RECLAIM_ANNOTATION = "runpod.io/reclaim-policy"
+VOLUME_NAME_ANNOTATION = "runpod.io/network-volume-name"
 MIN_GB, MAX_GB = 10, 4096
 GB = 10**9
 VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
@@ -177,11 +178,12 @@ def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject | 
         if claim["spec"].get("volumeName") or meta["uid"] in bound:
             continue
         if _deleting(claim):
-            if _held(claim):
+            if _held(view, claim):
                 yield claim, cls
         elif (
             is_our_class(cls)
             and (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER
+            and not _waits_for_a_consumer(view, claim, cls)
         ):
             yield claim, cls
 
@@ -192,6 +194,8 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
         return _settle_deleted(view, claim, cls)
     assert cls is not None  # _to_provision yields live claims of our classes only
     refusal = _refusal(view, claim, cls)
+    if refusal is not None and _placed_by_a_consumer_gone(view, claim, cls):
+        return [MarkClaimSelected(ref, None)]
     if refusal is not None:
         return [ClaimEvent(ref, VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
     if view.listed is None:
@@ -203,7 +207,7 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
     size, datacenter = _size(claim), _datacenter(view, claim, cls)
     kind = (cls.get("parameters") or {}).get("type") or None
     assert datacenter is not None  # _refusal said so
-    hold = None if _held(claim) else _hold(claim, cls)
+    hold = None if _held(view, claim) else _hold(claim, cls, name)
     return [
         CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name, hold)
     ]
@@ -229,28 +233,35 @@ def _releases(view: StorageView) -> list[Any]:
     return [
         ReleaseClaim(ClaimRef.of(claim), _release(claim))
         for claim in view.claims
-        if _held(claim) and claim["metadata"]["uid"] in named
+        if _held(view, claim) and claim["metadata"]["uid"] in named
     ]
 
 
-def _held(claim: KubeObject) -> bool:
-    return PROVISIONING_FINALIZER in (claim["metadata"].get("finalizers") or ())
+def _held(view: StorageView, claim: KubeObject) -> bool:
+    """Held by this reconciler: another one (another virtual node) names its own volume."""
+    meta = claim["metadata"]
+    return PROVISIONING_FINALIZER in (meta.get("finalizers") or ()) and (
+        meta.get("annotations") or {}
+    ).get(VOLUME_NAME_ANNOTATION) == volume_name(view.owner_id, meta["uid"])
 
 
 def _deleting(claim: KubeObject) -> bool:
     return bool(claim["metadata"].get("deletionTimestamp"))
 
 
-def _hold(claim: KubeObject, cls: KubeObject) -> KubeObject:
-    """The patch that holds a claim before its volume's POST: our finalizer and the
-    class's reclaim policy, on the version of the claim the tick read (a claim changed
-    or deleted since is refused, and the POST not sent)."""
+def _hold(claim: KubeObject, cls: KubeObject, name: str) -> KubeObject:
+    """The patch that holds a claim before its volume's POST: our finalizer, the
+    class's reclaim policy and the volume's name, on the version of the claim the tick
+    read (a claim changed or deleted since is refused, and the POST not sent)."""
     meta = claim["metadata"]
     return {
         "metadata": {
             "resourceVersion": meta["resourceVersion"],
             "finalizers": [*(meta.get("finalizers") or ()), PROVISIONING_FINALIZER],
-            "annotations": {RECLAIM_ANNOTATION: reclaim_policy(claim, cls)},
+            "annotations": {
+                RECLAIM_ANNOTATION: reclaim_policy(claim, cls),
+                VOLUME_NAME_ANNOTATION: name,
+            },
         }
     }
 
@@ -362,6 +373,28 @@ def persistent_volume(
             },
         },
     }
+
+
+def _waits_for_a_consumer(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> bool:
+    """A WaitForFirstConsumer claim not selected for this virtual node: for none yet (or
+    taken back), or for another node, whose provisioner it is."""
+    annotations = claim["metadata"].get("annotations") or {}
+    return (
+        cls is not None
+        and cls.get("volumeBindingMode") == "WaitForFirstConsumer"
+        and annotations.get(SELECTED_NODE) != view.node_name
+    )
+
+
+def _placed_by_a_consumer_gone(view: StorageView, claim: KubeObject, cls: KubeObject) -> bool:
+    """A selected WaitForFirstConsumer claim whose data center only a consumer could
+    give, and none is left (deleted before the volume was made): nothing to place it
+    by until the next one comes."""
+    return (
+        cls.get("volumeBindingMode") == "WaitForFirstConsumer"
+        and _datacenter(view, claim, cls) is None
+        and not any(True for _ in _consumers(view, claim))
+    )
 
 
 def _select(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:

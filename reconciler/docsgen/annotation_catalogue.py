@@ -192,6 +192,13 @@ ON_CLAIMS = (
         "([network volumes](../guides/network-volumes.md#deleting)).",
     ),
     Annotation(
+        network_volumes.VOLUME_NAME_ANNOTATION,
+        "a RunPod network volume name",
+        "The name of the volume asked for the claim (`runpod-reconciler-<owner "
+        "digest>-pvc-<claim UID>`): which reconciler holds it, when several serve one "
+        "cluster.",
+    ),
+    Annotation(
         network_volumes.RECLAIM_ANNOTATION,
         "`Delete` or `Retain`",
         "The claim's StorageClass's reclaim policy when its volume was asked for: the "

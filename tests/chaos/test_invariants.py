@@ -292,10 +292,16 @@ def test_a_leaked_volume_is_caught_and_a_retained_one_is_not() -> None:
 
 
 def test_a_claim_handed_to_the_provisioner_must_be_bound_at_its_size() -> None:
-    waiting = claim_object("k1", "Pending", **{"volume.kubernetes.io/storage-provisioner": "x"})
-    assert storage([waiting], [], []).unconverged()
+    handed = {
+        "volume.kubernetes.io/storage-provisioner": "x",
+        "volume.kubernetes.io/selected-node": "n",
+    }
+    assert storage([claim_object("k1", "Pending", **handed)], [], []).unconverged()
     unhanded = claim_object("k1", "Pending")  # WaitForFirstConsumer, no consumer yet
     assert storage([unhanded], [], []).unconverged() == []
+    # Its consumer went before its volume was made: the selection was taken back.
+    taken_back = claim_object("k1", "Pending", **{"volume.kubernetes.io/storage-provisioner": "x"})
+    assert storage([taken_back], [], []).unconverged() == []
     grown = claim_object("k1")
     grown["spec"]["resources"]["requests"]["storage"] = "20G"
     assert storage([grown], [pv("v1", "k1")], [volume("v1", "k1")]).unconverged()

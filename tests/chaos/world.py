@@ -28,6 +28,7 @@ from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.network_volumes import (
     CSI_DRIVER,
+    SELECTED_NODE,
     STORAGE_PROVISIONER,
     size_gb,
     volume_name,
@@ -495,16 +496,21 @@ class Snapshot:
         return found
 
     def _claim_problems(self) -> list[str]:
-        """A live claim handed to the provisioner is Bound, at the size it asks for."""
+        """A live claim handed to the provisioner is Bound, at the size it asks for
+        (a WaitForFirstConsumer claim once a node is selected for it: one whose
+        consumers went first waits for the next, unselected)."""
         problems = []
         for claim in self.claims.values():
             meta, status = claim["metadata"], claim.get("status") or {}
             if meta.get("deletionTimestamp"):
                 continue
             asked = size_gb(claim["spec"]["resources"]["requests"]["storage"])
-            if (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) and status.get(
-                "phase"
-            ) != "Bound":
+            annotations = meta.get("annotations") or {}
+            handed = STORAGE_PROVISIONER in annotations and (
+                SELECTED_NODE in annotations
+                or claim["spec"].get("storageClassName") == IMMEDIATE_CLASS
+            )
+            if handed and status.get("phase") != "Bound":
                 problems.append(f"claim {meta['name']} is {status.get('phase')}")
             elif status.get("phase") == "Bound" and asked > size_gb(status["capacity"]["storage"]):
                 problems.append(f"claim {meta['name']} asks {asked} GB, holds less")

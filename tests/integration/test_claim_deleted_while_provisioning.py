@@ -106,3 +106,27 @@ def test_a_claim_that_changed_before_its_hold_is_not_posted_for(box):
     assert claim(box)["status"]["phase"] == "Bound"
     name = volume_name(box.settings.owner_id, claim(box)["metadata"]["uid"])
     assert posts(box)[0][2]["name"] == name
+
+
+def test_another_reconcilers_claims_are_left_to_it(box):
+    """Two virtual nodes in one cluster: a claim selected for the other node, and a
+    deleted claim the other reconciler holds, are neither provisioned nor let go here."""
+    add_class(box, "late", volumeBindingMode="WaitForFirstConsumer")
+    add_claim(box, "theirs", cls="late")
+    selected = claim(box, "theirs")
+    selected["metadata"]["annotations"] = {"volume.kubernetes.io/selected-node": "other-node"}
+    box.kube_sim.put("persistentvolumeclaims", selected)
+    add_class(box)
+    held = add_claim(box, "held")
+    uid = held["metadata"]["uid"]
+    held["metadata"]["finalizers"] = [PROVISIONING_FINALIZER]
+    held["metadata"]["annotations"] = {
+        "runpod.io/network-volume-name": volume_name("other/owner", uid)
+    }
+    box.kube_sim.put("persistentvolumeclaims", held)
+    delete(box, "held")
+    box.tick()
+    box.tick()
+    assert claim(box, "theirs")["status"]["phase"] == "Pending"
+    assert claim(box, "held")["metadata"]["finalizers"] == [PROVISIONING_FINALIZER]
+    assert posts(box) == []

@@ -9,6 +9,7 @@ outside RunPod's sizes is told why and waits."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from reconciler.core.network_volumes import (
     CSI_DRIVER,
     PROVISIONER,
     PROVISIONING_FINALIZER,
+    SELECTED_NODE,
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
@@ -290,3 +292,36 @@ def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
     assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
     assert stray.id in box.runpod_sim.volumes  # kept
     assert box.tick().volume_leaks is None  # steady: not listed, not told again
+
+
+def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
+    """WaitForFirstConsumer, the data center from the consumer: the pod is deleted after
+    the node was selected, before the volume was made. The selection is taken back
+    (nothing to place the volume by), with no Event each tick; the next consumer gets it."""
+    box.settings = replace(box.settings, datacenter_ids=())
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    add_claim(box)
+    first = claim_pod(box, "first", "ckpt")
+    first["metadata"]["annotations"] = {"runpod.io/datacenter-ids": "EU-RO-1"}
+    box.kube_sim.put("pods", first)
+    box.tick()  # selected for the virtual node
+    assert SELECTED_NODE in claim(box)["metadata"]["annotations"]
+    box.kube_sim.delete_pod("default", "first", grace_seconds=0)
+    box.tick()
+    assert SELECTED_NODE not in claim(box)["metadata"]["annotations"]
+    events = len(box.kube_sim.list("events", "default"))
+    box.tick()
+    box.tick()
+    assert len(box.kube_sim.list("events", "default")) == events  # quiet while it waits
+    assert posts_of(box) == []
+    second = claim_pod(box, "second", "ckpt")
+    second["metadata"]["annotations"] = {"runpod.io/datacenter-ids": "EU-RO-1"}
+    box.kube_sim.put("pods", second)
+    box.tick()
+    box.tick()
+    assert claim(box)["status"]["phase"] == "Bound"
+    assert len(posts_of(box)) == 1
+
+
+def posts_of(box: Sandbox) -> list[Any]:
+    return [c for c in volume_calls(box) if c[0] == "POST"]
