@@ -74,7 +74,23 @@ class ClusterRecord:
     pod_count: int = 0
     cost_per_hr: float | None = None
     reason: PodReason | None = None
+    """Why the last create was refused (state refused), or why the gang failed (state
+    deleting: its end, recorded before the DELETE)."""
     message: str | None = None
+    exit_code: int | None = None
+    """Rank 0's exit code, the gang's result, recorded before the DELETE (state deleting)."""
+    result_checked_at: datetime | None = None
+    """When rank 0's log was last read for its exit-code marker (`core.plan.gang_end`)."""
+    delete_answered_at: datetime | None = None
+    """When RunPod last answered our DELETE of the cluster: it is not asked again for a
+    while after, as the list may still show the members. A DELETE decided but never
+    answered (a crash, an error) is asked again at once."""
+
+    @property
+    def ended(self) -> bool:
+        """The gang's end was decided and recorded: its pods are owed that end."""
+        deciding = self.exit_code is not None or self.reason is not None
+        return self.state is ClusterState.DELETING and deciding
 
     def changed(self, **changes: object) -> ClusterRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -98,6 +114,21 @@ def job_name(pod: KubeObject) -> str:
 def index_of(pod: KubeObject) -> int | None:
     text = podinfo.pod_annotations(pod).get(COMPLETION_INDEX, "")
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
+def is_live(pod: KubeObject) -> bool:
+    """Neither finished nor being deleted: a pod of the gang's current attempt."""
+    return not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+
+
+def live_gangs(pods: Iterable[KubeObject]) -> dict[str, list[KubeObject]]:
+    """The gangs these pods (of any Jobs) are now, by key, with their live pods."""
+    by_job: dict[str, list[KubeObject]] = {}
+    for pod in pods:
+        job = job_uid(pod)
+        if job is not None and is_live(pod):
+            by_job.setdefault(job, []).append(pod)
+    return {gang_key(job, live): live for job, live in by_job.items()}
 
 
 def gang_key(job: str, pods: Iterable[KubeObject]) -> str:

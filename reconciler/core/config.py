@@ -239,6 +239,14 @@ class Settings:
         "instance is terminated anyway and its pod fails with ExitCodeUnknown.",
         limits=_seconds(1, DAY),
     )
+    gang_result_interval: float = setting(
+        60,
+        "--gang-result-interval",
+        "Seconds between two reads of a running gang's rank 0 log for its exit code, the "
+        "gang's result (one RunPod request each; 0: never read, so only deadlines and "
+        "deleting the Job end a gang).",
+        limits=_seconds(0, DAY),
+    )
     cost_history_days: int = setting(
         31,
         "--cost-history",

@@ -69,7 +69,8 @@ class PodReason(enum.StrEnum):
     INVALID_CLUSTER_JOB = "InvalidClusterJob"
     """The pod asks for a cluster, but its Job cannot be one (core/refusals.py)."""
     CLUSTER_MEMBER_FAILED = "ClusterMemberFailed"
-    """A member of the pod's cluster failed, or a pod of its gang went: the gang fails."""
+    """A member of the pod's cluster failed, rank 0 exited non-zero, or a pod of its gang
+    went: the gang fails."""
 
     @classmethod
     def parse(cls, value: str | None) -> PodReason | None:

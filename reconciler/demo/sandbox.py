@@ -307,10 +307,11 @@ class Sandbox:
         cluster: bool = True,
         parallelism: int | None = None,
         backoff_limit: int = 6,
+        active_deadline_seconds: int | None = None,
     ) -> dict[str, Any]:
         """An Indexed Job whose pods land on the virtual node; the Kubernetes simulator's
         Job controller makes its pods. With `cluster`, they ask to run as one Instant
-        Cluster (`runpod.io/cluster`)."""
+        Cluster (`runpod.io/cluster`); `active_deadline_seconds` goes on its pods."""
         self.ensure_namespace(namespace)
         container = {
             "name": "main",
@@ -319,15 +320,15 @@ class Sandbox:
             "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
         }
         annotations = {"runpod.io/cluster": "true"} if cluster else {}
-        template = {
-            "metadata": {"annotations": annotations},
-            "spec": {
-                "restartPolicy": "Never",
-                "nodeName": self.settings.node_name,
-                "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                "containers": [container],
-            },
+        pod_spec: dict[str, Any] = {
+            "restartPolicy": "Never",
+            "nodeName": self.settings.node_name,
+            "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
+            "containers": [container],
         }
+        if active_deadline_seconds is not None:
+            pod_spec["activeDeadlineSeconds"] = active_deadline_seconds
+        template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
         spec = {
             "completionMode": "Indexed",
             "completions": size,

@@ -53,6 +53,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
+from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.situation import ownership_of
@@ -474,6 +475,7 @@ class Engine:
         rows = self.store.load_rows()
         cluster_rows = self.store.load_clusters() if gang_pods or members else []
         gang_inputs = self._gang_inputs(gang_pods, members)
+        gang_results = self._gang_results(gang_pods, members, cluster_rows, now)
         instances += self._confirm_missing(instances, rows, pods)
         owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
         owned = owners.owned
@@ -532,6 +534,7 @@ class Engine:
             members=members,
             clusters=cluster_rows,
             gang_inputs=gang_inputs,
+            gang_results=gang_results,
             storage_spend=storage_spend,
         ), billing
 
@@ -580,6 +583,26 @@ class Engine:
             for job, pod in first.items()
             if podinfo.uid(pod) in inputs
         }
+
+    def _gang_results(
+        self,
+        gang_pods: Sequence[KubeObject],
+        members: Sequence[Instance],
+        rows: Sequence[clusters.ClusterRecord],
+        now: datetime,
+    ) -> dict[str, int | None]:
+        """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):
+        one log request per running gang per --gang-result-interval."""
+        if not members:
+            return {}
+        due = gang_end.due_reads(
+            clusters.members_by_gang(members, self.settings.owner_id),
+            {row.gang: row for row in rows},
+            clusters.live_gangs(gang_pods),
+            self.settings.gang_result_interval,
+            now,
+        )
+        return self.pod_logs.read_results(due) if due else {}
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]

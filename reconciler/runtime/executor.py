@@ -764,6 +764,8 @@ class Executor:
             durable_at="after-cluster-deleting",
         )
         crashpoints.reached("after-cluster-delete")
+        if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
+            self.writes.save_cluster(action.row.changed(delete_answered_at=self.clock()))
         for pod in action.pods:
             self._event(
                 pod,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -27,6 +27,7 @@ from reconciler.adapters.runpod.logstream import (
     LogRead,
     LogStreamBroken,
     LogStreamOpener,
+    exit_code_from,
     exit_log,
     read_log,
 )
@@ -142,6 +143,30 @@ class PodLogs:
                 continue
             self._read_at_exit[instance_id] = events
             found[instance_id] = exit_log(events, nonce)
+        return found
+
+    def read_results(self, due: Mapping[str, tuple[str, str]]) -> dict[str, int | None]:
+        """Rank 0's exit code of each gang due a read (`core.plan.gang_end.due_reads`:
+        by gang key, the member's id and its marker's nonce), one request each: the last
+        container line, where a member's wrapper keeps its marker (None: not there yet,
+        or the read failed; the next read is an interval later either way)."""
+        found: dict[str, int | None] = {}
+        for gang, (instance_id, nonce) in due.items():
+            events = read_log(
+                self.runpod.log_events,
+                instance_id,
+                LogRead(source="container", tail=1),
+                backfill_idle_seconds=self.backfill_idle,
+                follow_idle_seconds=self.backfill_idle,
+                max_resumes=0,
+                sleep=self.sleep,
+            )
+            try:
+                lines = [event.line for event in events]
+            except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+                log.warning("could not read the result of rank 0 (%s): %s", instance_id, exc)
+                lines = []
+            found[gang] = exit_code_from(lines, nonce)
         return found
 
     def keep(self, pod: PodRef, instance_id: str) -> None:

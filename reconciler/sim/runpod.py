@@ -404,6 +404,14 @@ class RunPodSimulator:
             self._stop_sshd(instance_id)
             self._log_written.notify_all()
 
+    def container_lines(self, instance_id: str) -> list[str]:
+        """What the pod's container printed so far."""
+        with self._lock:
+            return [
+                line.line
+                for line in self._pod(instance_id).visible_log(self.clock.now(), "container")
+            ]
+
     def write_container_log(self, instance_id: str, lines: Sequence[str]) -> None:
         """The pod's container prints `lines` now (stdout and stderr alike)."""
         with self._lock:

@@ -123,13 +123,17 @@ class SimPod:
         self.restarted_at = now
 
     def exit_process(self, now: datetime, code: int) -> None:
-        """The main process ended: our wrapper stops the pod, RunPod restarts anything else."""
+        """The main process ended: our wrapper stops the pod, RunPod restarts anything else.
+
+        A cluster member cannot be stopped (the pod routes answer 409 for members), so
+        on a member the wrapper prints its marker and the container goes on running."""
         if self.status(now) != "RUNNING":
             raise ValueError(f"pod {self.id} is {self.status(now)}, no process is running")
         nonce = self.env.get(STOP_ON_EXIT_ENV)
         if nonce:  # the wrapper prints its marker, with its nonce, then stops the pod
             self.write_log(now, "container", f"{exit_code_marker(nonce)}{code}")
-            self.stop(now, "pod stopped by its own container")
+            if self.membership is None:
+                self.stop(now, "pod stopped by its own container")
         else:
             self.restart(now, f"container exited with code {code}; restarting it")
 

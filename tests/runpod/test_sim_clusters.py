@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import requests
 
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_code_marker
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
@@ -160,6 +161,20 @@ def test_members_are_refused_on_the_pod_routes(
     assert http.post(f"{base}/action", json={"action": "terminate"}).status_code == 409
     assert http.post(f"{base}/action", json={"action": "stop"}).status_code == 409
     assert len(members(sim, http, made["id"])) == 2
+
+
+def test_a_members_wrapper_cannot_stop_it(sim: RunPodSimulator, http: requests.Session) -> None:
+    """The batch wrapper's stop is refused on a member (409), so a member whose process
+    ended prints its marker and keeps running: nothing in the list says it ended."""
+    made = create(sim, http, env={STOP_ON_EXIT_ENV: "n0nce"})
+    sim.advance(60)
+    member = members(sim, http, made["id"])[0]["id"]
+    sim.exit_process(member, 0)
+    sim.advance(5)
+    assert http.get(f"{sim.base_url}/v2/pods/{member}").json()["status"] == "RUNNING"
+    assert f"{exit_code_marker('n0nce')}0" in sim.container_lines(member)
+    served = http.get(f"{sim.base_url}/v2/clusters/{made['id']}").json()
+    assert served["pods"] == {"total": 2, "byStatus": {"RUNNING": 2}}
 
 
 def test_deleting_the_cluster_ends_every_member(

@@ -208,6 +208,24 @@ def test_wrapper_without_any_client_says_so_and_waits(tmp_path: Path) -> None:
     assert record.read_text().split() == ["60"]
 
 
+def test_a_members_wrapper_never_calls_stop_and_prints_its_marker_again(tmp_path: Path) -> None:
+    """A cluster member cannot be stopped: its wrapper waits (no stop call to be refused
+    with 409), printing the marker again after each wait so it stays the last line."""
+    bin_dir = _bin_with(tmp_path, "sh", "wc")
+    _fake(bin_dir, "curl", tmp_path / "curl.args")
+    sleeps = tmp_path / "sleep.args"
+    (bin_dir / "sleep").write_text(
+        f'#!/bin/sh\necho "$@" >> "{sleeps}"\n'
+        f'[ "$(wc -l < "{sleeps}")" -ge 2 ] && kill -TERM $PPID\nexit 0\n'
+    )
+    (bin_dir / "sleep").chmod(0o755)
+    command = shlex.join(["sh", "-c", "echo working; echo late; exit 2"])
+    result = _run(wrap_for_batch(command, NONCE, member=True), str(bin_dir))
+    assert result.stdout.splitlines() == ["working", "late", f"{MARKER}2", f"{MARKER}2"]
+    assert not (tmp_path / "curl.args").exists()
+    assert sleeps.read_text().split() == ["60", "60"]
+
+
 def test_wrapper_falls_back_to_python3(tmp_path: Path) -> None:
     received: list[tuple[str, str, bytes]] = []
 

@@ -157,8 +157,15 @@ class ClusterRow(Base):
     cost_per_hr: Mapped[float | None] = mapped_column(Float)
     """The whole cluster's price, its members' summed."""
     reason: Mapped[PodReason | None] = mapped_column(ReasonText())
-    """Why the last create was refused (the gang's pods show it while they wait)."""
+    """Why the last create was refused (the gang's pods show it while they wait), or why
+    the gang failed once its DELETE was decided."""
     message: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    """Rank 0's exit code, the gang's result, recorded before the DELETE."""
+    result_checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When rank 0's log was last read for the result: the reads' cadence survives restarts."""
+    delete_answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When RunPod answered our DELETE; only then is the next one paused."""
 
 
 class SpendRecord(Base):

@@ -6,7 +6,9 @@ Per Job, each tick:
 - clusters of the Job made for an earlier gang (the pods changed) are deleted, and the
   live pods that ran in them are failed: no member runs alone;
 - a member that failed (or vanished) fails the whole gang and deletes its cluster, so
-  the Job's backoff makes the gang again;
+  the Job's backoff makes the gang again; so do rank 0's result and the pods' deadline
+  (`plan.gang_end`: a gang's end is recorded in its row before the DELETE, and its
+  pods get it from there);
 - a deleted pod is finished like a kubelet once its cluster is gone from the list;
 - while the gang has no cluster, its pods wait (with a reason) until all N are on the
   node, the Job qualifies and no create is in flight; then one create is planned;
@@ -46,6 +48,7 @@ from reconciler.core.clusters import (
     gang_key,
     gang_nonce,
     index_of,
+    is_live,
     job_name,
     job_uid,
     key_job,
@@ -57,10 +60,9 @@ from reconciler.core.domain import (
     ClusterRequest,
     CreateRequest,
     Instance,
-    InstanceStatus,
     KubeObject,
 )
-from reconciler.core.plan import spending
+from reconciler.core.plan import gang_end, spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
@@ -71,13 +73,6 @@ from reconciler.core.translate.annotations import POD_ID
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
-
-_ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
-# A DELETE asked for lately is not asked again while the list still shows the members,
-# for at most this long, and no longer than the list is said to lag (--create-grace-time):
-# the row says a DELETE was decided, not that it was sent (a crash or a refused DELETE
-# leaves it so too).
-_DELETE_PAUSE_SECONDS = 60
 
 
 def plan_gangs(t: Situation) -> list[Action]:
@@ -108,30 +103,54 @@ def _gang(
     rows: Mapping[str, ClusterRecord],
 ) -> tuple[list[Action], str]:
     """One Job's gang: its actions, and its key."""
-    active = [p for p in pods if not podinfo.is_finished(p) and not podinfo.is_deleting(p)]
+    active = [p for p in pods if is_live(p)]
+    listed_ids = {m.cluster_id for group in members.values() for m in group}
+    actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
     current, extra = _one_cluster(members.get(key, ()), rows.get(key))
-    actions: list[Action] = []
     for second, born in extra.items():
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
-            actions += _delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
+            actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
+    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
-        if key_job(gang) == job and gang != key:
+        if key_job(gang) == job and gang != key and listed[0].cluster_id not in sent:
             detail = "the gang it ran changed (a pod of it ended or went)"
-            actions += _delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
+            actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
     # A live pod that ran in another cluster than its gang's has lost its member.
     broken = [
         p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in (None, cluster_id)
     ]
-    actions += _fail(t, broken, "a pod of its gang ended or went, so its cluster was deleted")
-    listed_ids = {m.cluster_id for group in members.values() for m in group}
+    actions += gang_end.fail(
+        t, broken, "a pod of its gang ended or went, so its cluster was deleted"
+    )
     actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
+    late = gang_end.deadline_passed(t, healthy)
+    if late is not None and t.obs.gang_results.get(key) is None:  # a result read wins
+        return actions + _end_early(t, key, cluster_id, rows.get(key), late, healthy), key
     if current:
         return actions + _run(t, key, healthy, current, rows.get(key)), key
     return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+
+
+def _end_early(
+    t: Situation,
+    key: str,
+    cluster_id: str | None,
+    row: ClusterRecord | None,
+    message: str,
+    pods: list[KubeObject],
+) -> list[Action]:
+    """The gang is past its deadline: its pods fail, its cluster (if any) goes."""
+    reason = PodReason.DEADLINE_EXCEEDED
+    base = row or _new_row(t, key, pods, ClusterState.RUNNING)
+    ended = gang_end.failure(
+        base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
+    )
+    deleted = gang_end.delete(t, cluster_id, ended, message, pods)
+    return [*deleted, *gang_end.fail(t, pods, message, reason)]
 
 
 def _one_cluster(
@@ -161,19 +180,35 @@ def _run(
     members: Sequence[Instance],
     row: ClusterRecord | None,
 ) -> list[Action]:
-    """The gang's cluster is listed: adopt it, mirror each member, or fail the gang."""
+    """The gang's cluster is listed: adopt it, mirror each member, or end the gang (a
+    member failed, or rank 0's result was read this tick)."""
     cluster_id = str(members[0].cluster_id)
-    actions: list[Action] = []
-    if row is None or row.cluster_id != cluster_id or row.state is not ClusterState.RUNNING:
-        actions += [SaveClusterRow(_adopted(t, key, pods, members, row, cluster_id))]
-    failed = [m for m in members if m.status in _ENDED]
+    kept = row
+    # A row of this cluster stays as it is once running, or once the gang's end is in it.
+    settled = row is not None and (row.state is ClusterState.RUNNING or row.ended)
+    if row is None or row.cluster_id != cluster_id or not settled:
+        kept = _adopted(t, key, pods, members, row, cluster_id)
+    assert kept is not None
+    failed = [m for m in members if m.status in gang_end.ENDED]
     if failed:
         detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
+        message = f"{detail}: the gang fails, and its Job makes it again"
+        ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
-            *actions,
-            *_delete(t, cluster_id, row, detail, pods),
-            *_fail(t, pods, f"{detail}: the gang fails, and its Job makes it again"),
+            *gang_end.delete(t, cluster_id, ended, detail, pods),
+            *gang_end.fail(t, pods, message),
         ]
+    if key in t.obs.gang_results:
+        kept = kept.changed(result_checked_at=t.now)
+        code = t.obs.gang_results[key]
+        if code is not None:
+            ended = gang_end.result(kept, code, t.now)
+            detail = f"rank 0 exited with {code}: the gang ended"
+            deleted = gang_end.delete(
+                t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+            )
+            return [*deleted, *gang_end.settle(t, pods, ended)]
+    actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
         index = index_of(pod)
@@ -199,6 +234,7 @@ def _adopted(
         cost_per_hr=round(sum(m.cost_per_hr for m in members), 6),
         reason=None,
         message=None,
+        delete_answered_at=None if base.cluster_id != cluster_id else base.delete_answered_at,
         updated_at=t.now,
     )
 
@@ -257,7 +293,7 @@ def _without_cluster(
         if t.within(row.updated_at, t.settings.create_grace_time):
             return []  # just made: the list can lag behind the create
         detail = f"cluster {row.cluster_id} is gone"
-        return [DeleteClusterRow(key), *_fail(t, pods, f"{detail}: the gang fails")]
+        return [DeleteClusterRow(key), *gang_end.fail(t, pods, f"{detail}: the gang fails")]
     creating = row is not None and row.state is ClusterState.CREATING
     if creating and t.within(row.attempt_started_at if row else None, t.settings.create_grace_time):
         return []  # in flight or in doubt: its members may yet be listed
@@ -332,7 +368,7 @@ def _cluster_request(
     if STOP_ON_EXIT_ENV in env:
         env[STOP_ON_EXIT_ENV] = nonce
         command = start_command(choose_container(pod), request.env)
-        args = wrap_for_batch(command, nonce) if command is not None else None
+        args = wrap_for_batch(command, nonce, member=True) if command is not None else None
     return ClusterRequest(
         name=request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}",
         image=request.image,
@@ -409,7 +445,7 @@ def _wait(
     actions: list[Action] = []
     for pod in pods:
         if waited_too_long(t, pod):
-            actions += _fail(t, [pod], gave_up(t, message), reason)
+            actions += gang_end.fail(t, [pod], gave_up(t, message), reason)
             continue
         status = pod_status.pod_status(
             pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
@@ -417,24 +453,6 @@ def _wait(
         if _shown(status) == _shown(pod.get("status") or {}):
             continue
         ref = PodRef.of(pod)
-        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
-    return actions
-
-
-def _fail(
-    t: Situation,
-    pods: Sequence[KubeObject],
-    message: str,
-    reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
-) -> list[Action]:
-    actions: list[Action] = []
-    for pod in pods:
-        if podinfo.is_finished(pod):
-            continue
-        ref = PodRef.of(pod)
-        status = pod_status.pod_status(
-            pod, None, exit_code=None, now=t.now, reason=reason, message=message
-        )
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
     return actions
 
@@ -449,25 +467,6 @@ def _finalize(t: Situation, deleting: list[KubeObject], listed: set[str | None])
         final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=t.now)
         actions.append(FinalizePod(PodRef.of(pod), None, final))
     return actions
-
-
-def _delete(
-    t: Situation,
-    cluster_id: str | None,
-    row: ClusterRecord | None,
-    detail: str,
-    pods: Sequence[KubeObject],
-    reason: TerminateReason = TerminateReason.POD_FAILED,
-) -> list[Action]:
-    if cluster_id is None:
-        return []
-    asked = row is not None and row.state is ClusterState.DELETING
-    pause = min(_DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
-    if asked and t.within(row.updated_at if row else None, pause):
-        return []
-    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
-    refs = tuple(PodRef.of(p) for p in pods)
-    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
 
 
 def _collect(
@@ -489,7 +488,7 @@ def _collect(
         if born is not None and t.within(born, t.settings.orphan_grace_time):
             continue
         detail = "no pod of its Job is left on the node"
-        actions += _delete(
+        actions += gang_end.delete(
             t, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
         )
     for gang, row in rows.items():

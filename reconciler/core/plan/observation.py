@@ -85,6 +85,9 @@ class Observation:
     gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     """By Job UID: the Job and the env sources of a gang with no cluster yet (read only
     for such gangs)."""
+    gang_results: Mapping[str, int | None] = field(default_factory=dict)
+    """By gang key: rank 0's exit code read this tick (`plan.gang_end.due_reads`); None
+    when its log has no marker yet or could not be read."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.storage_prices`)."""

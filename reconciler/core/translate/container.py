@@ -44,6 +44,9 @@ _WRAPPER = """\
 (exec {command})
 rc=$?
 printf '%s%s\\n' '{marker}' "$rc"
+{then}"""
+
+_STOP = """\
 url="${{RUNPOD_API_URL:-https://api.runpod.io}}/v2/pods/$RUNPOD_POD_ID/action"
 body='{{"action":"stop"}}'
 ua='{user_agent}'
@@ -61,6 +64,18 @@ while :; do
       'it runs until its deadline' >&2
   fi
   sleep {retry}
+done
+"""
+
+# A cluster member cannot stop itself (RunPod refuses every pod action on a member, so
+# a stop would only spend the account's quota on 409s): it waits for the reconciler,
+# which reads rank 0's marker and deletes the whole cluster. The marker is printed again
+# now and then, so that it is the log's last line again even when a process left behind
+# by the command printed after it (the reconciler reads only the last line).
+_WAIT = """\
+while :; do
+  sleep {retry}
+  printf '%s%s\\n' '{marker}' "$rc"
 done
 """
 
@@ -111,17 +126,15 @@ def start_command(container: KubeObject, env: Mapping[str, str]) -> str | None:
     return shlex.join(expand(str(word), env) for word in words)
 
 
-def wrap_for_batch(command: str, nonce: str) -> str:
+def wrap_for_batch(command: str, nonce: str, *, member: bool = False) -> str:
     """The `sh -c` invocation that runs `command` (a shell-quoted argv, as made by
     `start_command`), reports its exit code after the marker with `nonce`, then stops
-    the instance."""
-    script = _WRAPPER.format(
-        command=command,
-        marker=exit_code_marker(nonce),
-        python=_PYTHON_STOP,
-        retry=_STOP_RETRY_SECONDS,
-        user_agent=USER_AGENT,
+    the instance; a cluster `member`, which cannot be stopped, waits instead."""
+    marker = exit_code_marker(nonce)
+    then = (_WAIT if member else _STOP).format(
+        marker=marker, python=_PYTHON_STOP, retry=_STOP_RETRY_SECONDS, user_agent=USER_AGENT
     )
+    script = _WRAPPER.format(command=command, marker=marker, then=then)
     return shlex.join(["sh", "-c", script])
 
 

@@ -1,0 +1,211 @@
+"""How a gang ends: rank 0's result, or its deadline (docs/architecture.md §3, "Instant
+Clusters"; `plan.gangs` decides the rest of a gang's life).
+
+A single batch pod's wrapper stops its own instance, and the list shows it EXITED. A
+cluster member cannot be stopped (RunPod refuses every pod route for a member), and
+nothing else in the list changes when its process ends. So the reconciler asks: while
+rank 0 runs, it reads rank 0's last log line for the wrapper's exit-code marker, at most
+once per `--gang-result-interval` per gang (`due_reads`; the engine reads, the planner
+records when). That read is the one RunPod request a steady tick with a running gang
+can add: one per running gang per interval.
+
+The gang's result is rank 0's, as Kubeflow's PyTorchJob has the master decide and
+torchrun fails every node when a worker fails: 0 makes every pod Succeeded (each index
+completes, so the Job does); any other code fails the whole gang, and the Job's backoff
+makes it again. Past the pods' `activeDeadlineSeconds` the gang fails with
+DeadlineExceeded, as a single pod does.
+
+An end is recorded in the gang's cluster row (`ClusterRecord.ended`) and committed
+before the cluster's DELETE: a crash after the DELETE, or a pod patch that failed, finds
+the pods' end there (`settle`), never a vanished cluster that would read as a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from reconciler.core import pods as podinfo
+from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
+from reconciler.core.clusters import (
+    CLUSTER_ID,
+    ClusterRecord,
+    ClusterState,
+    gang_key,
+    index_of,
+    key_job,
+)
+from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject
+from reconciler.core.plan.situation import Situation
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.translate import status as pod_status
+
+ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
+"""A member in one of these (not by our DELETE) fails its gang."""
+DELETE_PAUSE_SECONDS = 60
+"""A DELETE RunPod answered lately is not asked again while the list still shows the
+members, for at most this long and no longer than the list is said to lag
+(--create-grace-time); one decided but never answered (a crash, an error) is asked
+again at once."""
+
+
+def due_reads(
+    members: Mapping[str, Sequence[Instance]],
+    rows: Mapping[str, ClusterRecord],
+    live: Mapping[str, Sequence[KubeObject]],
+    interval: float,
+    now: datetime,
+) -> dict[str, tuple[str, str]]:
+    """By gang key: rank 0's member id and its marker's nonce, for each live gang (its
+    pods by key) whose rank 0 runs a batch process and was not read within `interval`
+    (0: none), or whose deadline passed (one last read, so that a gang that ended just
+    before it is not failed). A lost row reads at once: one extra read, never a missed
+    result."""
+    due: dict[str, tuple[str, str]] = {}
+    if interval <= 0:
+        return due
+    for gang, listed in members.items():
+        row = rows.get(gang)
+        if gang not in live or (row is not None and row.state is ClusterState.DELETING):
+            continue
+        checked = row.result_checked_at if row is not None else None
+        late = any(podinfo.deadline_passed(pod, now) for pod in live[gang])
+        if checked is not None and (now - checked).total_seconds() < interval and not late:
+            continue
+        mine = [m for m in listed if row is None or m.cluster_id in (row.cluster_id, None)]
+        primary = next((m for m in mine or listed if m.rank == 0), None)
+        nonce = primary.env.get(STOP_ON_EXIT_ENV) if primary is not None else None
+        if primary is None or primary.status is not InstanceStatus.RUNNING or not nonce:
+            continue
+        if any(m.status in ENDED for m in listed):
+            continue  # the gang fails anyway
+        due[gang] = (primary.id, nonce)
+    return due
+
+
+def result(row: ClusterRecord, code: int, now: datetime) -> ClusterRecord:
+    """The row with rank 0's `code` as the gang's end, to be saved with its DELETE."""
+    return row.changed(exit_code=code, result_checked_at=now, reason=None, message=None)
+
+
+def failure(row: ClusterRecord, reason: PodReason, message: str) -> ClusterRecord:
+    """The row with the gang's failure as its end, to be saved with its DELETE."""
+    return row.changed(reason=reason, message=message)
+
+
+def deadline_passed(t: Situation, pods: Sequence[KubeObject]) -> str | None:
+    """Why the gang is past its deadline (one pod's is enough: none runs alone), or None."""
+    for pod in pods:
+        if podinfo.deadline_passed(pod, t.now):
+            name = PodRef.of(pod).name
+            return f"pod {name} passed its spec.activeDeadlineSeconds: the gang fails"
+    return None
+
+
+def delete(
+    t: Situation,
+    cluster_id: str | None,
+    row: ClusterRecord | None,
+    detail: str,
+    pods: Sequence[KubeObject],
+    reason: TerminateReason = TerminateReason.POD_FAILED,
+) -> list[Action]:
+    """DELETE the cluster, its row (with the gang's end, if one is recorded in it) saved
+    as deleting first; not within the pause after RunPod answered an earlier one."""
+    if cluster_id is None:
+        return []
+    pause = min(DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
+    if row is not None and t.within(row.delete_answered_at, pause):
+        return []
+    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
+    refs = tuple(PodRef.of(p) for p in pods)
+    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
+
+
+def fail(
+    t: Situation,
+    pods: Sequence[KubeObject],
+    message: str,
+    reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
+) -> list[Action]:
+    """The pods fail with `reason` (their gang did), each with an Event."""
+    actions: list[Action] = []
+    for pod in pods:
+        if podinfo.is_finished(pod):
+            continue
+        ref = PodRef.of(pod)
+        status = pod_status.pod_status(
+            pod, None, exit_code=None, now=t.now, reason=reason, message=message
+        )
+        actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
+    return actions
+
+
+def settle_recorded(
+    t: Situation,
+    job: str,
+    active: list[KubeObject],
+    rows: Mapping[str, ClusterRecord],
+    listed: set[str | None],
+) -> tuple[list[Action], list[KubeObject]]:
+    """Live pods whose gang's end was recorded (a crash or a failed patch came between
+    the record and the pods' status) get that end: a pod of the cluster its annotation
+    names, or one not annotated yet whose gang is this one. The DELETE goes again while
+    the cluster is listed and no answer to it is recent. Also returns the pods left."""
+    ended = {
+        r.cluster_id: r
+        for r in rows.values()
+        if r.ended and r.cluster_id is not None and key_job(r.gang) == job
+    }
+    own = rows.get(gang_key(job, active))
+    settled: dict[str, tuple[ClusterRecord, list[KubeObject]]] = {}
+    for pod in active:
+        cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
+        row = ended.get(cluster_id) if cluster_id is not None else own
+        if row is not None and row.ended:
+            settled.setdefault(row.gang, (row, []))[1].append(pod)
+    actions: list[Action] = []
+    for row, group in settled.values():
+        if row.cluster_id in listed:
+            why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
+            reason = why or TerminateReason.POD_FAILED
+            actions += delete(t, row.cluster_id, row, "its gang ended", group, reason)
+        actions += settle(t, group, row)
+    left = {id(p) for _, group in settled.values() for p in group}
+    return actions, [p for p in active if id(p) not in left]
+
+
+def settle(t: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:
+    """Each pod's terminal status from the gang's recorded end, as a kubelet shows one:
+    rank 0's exit code on rank 0 (Succeeded with 0, else Failed with it), the gang's
+    success (exit 0) or its failure's reason on the others."""
+    actions: list[Action] = []
+    for pod in pods:
+        if podinfo.is_finished(pod):
+            continue
+        ref = PodRef.of(pod)
+        code, reason, message = _end_of(pod, row)
+        status = pod_status.pod_status(
+            pod, None, exit_code=code, now=t.now, reason=reason, message=message
+        )
+        if reason is None:
+            text = message or ""
+            event = Event(ref, Notice.COMPLETED, text, warning=code != 0)
+        else:
+            event = Event(ref, reason, message or reason.value, warning=True)
+        actions += [PatchStatus(ref, status, None), event]
+    return actions
+
+
+def _end_of(pod: KubeObject, row: ClusterRecord) -> tuple[int | None, PodReason | None, str | None]:
+    """The pod's exit code, reason and message from its gang's end."""
+    cluster = f"cluster {row.cluster_id}"
+    if row.exit_code == 0:
+        return 0, None, f"rank 0 of {cluster} exited with 0: the gang succeeded"
+    if row.exit_code is not None and index_of(pod) == 0:
+        return row.exit_code, None, f"rank 0 of {cluster} exited with {row.exit_code}"
+    if row.exit_code is not None:
+        message = f"rank 0 of {cluster} exited with {row.exit_code}: the gang fails"
+        return None, PodReason.CLUSTER_MEMBER_FAILED, message
+    return None, row.reason or PodReason.CLUSTER_MEMBER_FAILED, row.message
