@@ -27,6 +27,7 @@ from reconciler.core.actions import (
     MarkClaimSelected,
     PatchMetadata,
     PatchStatus,
+    ReleaseClaim,
     ResizeNetworkVolume,
     RestoreTags,
     SaveClusterRow,
@@ -94,7 +95,11 @@ def describe(action: Action) -> tuple[str, str, str]:
             return kind, str(claim), f"{size} GB in {datacenter}"
         case ResizeNetworkVolume(claim=claim, volume_id=volume_id, size_gb=size):
             return kind, str(claim), f"{volume_id} to {size} GB"
-        case CreateVolumeObject(claim=claim) | MarkClaimSelected(claim=claim):
+        case (
+            CreateVolumeObject(claim=claim)
+            | MarkClaimSelected(claim=claim)
+            | ReleaseClaim(claim=claim)
+        ):
             return kind, str(claim), ""
         case ClaimEvent(claim=claim, reason=reason):
             return kind, str(claim), reason.value

@@ -115,7 +115,8 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class CreateNetworkVolume:
-    """POST a network volume for a claim (journal row committed first), then its PV."""
+    """Hold the claim (`hold`, a patch; None: held already), POST a network volume for it
+    (journal row committed first), then its PV."""
 
     claim: ClaimRef
     name: str
@@ -125,6 +126,16 @@ class CreateNetworkVolume:
     claim_object: KubeObject = field(repr=False)
     storage_class: KubeObject = field(repr=False)
     node_name: str = ""
+    hold: KubeObject | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class ReleaseClaim:
+    """Take the provisioner's finalizer off a claim (`patch`): a PV names it now, or it
+    was deleted before RunPod made its volume."""
+
+    claim: ClaimRef
+    patch: KubeObject = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -323,6 +334,7 @@ Action = (
     | DeleteNetworkVolume
     | DeleteVolumeObject
     | MarkClaimSelected
+    | ReleaseClaim
     | ClaimEvent
     | Adopt
     | Terminate

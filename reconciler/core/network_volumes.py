@@ -13,6 +13,16 @@ Ours by name: `runpod-reconciler-<owner digest>-<claim UID>`. A volume whose cre
 answer was lost is found in the next list under that name and adopted (its PV made);
 a volume without our name is never resized or deleted, whoever's PV names it.
 
+A claim is held from before its volume's POST until a PV names it: our finalizer, and
+the reclaim policy of its class recorded on it, in one patch. A claim deleted meanwhile
+(even across a crash, even with the database lost) stays until its volume, if RunPod
+made one, has its PV; then it goes, the PV controller releases the PV and the recorded
+policy decides: Delete, the volume is deleted (no pod can have written to it: a pod
+mounts only a bound claim); Retain, it stays with its Released PV. This is what
+external-provisioner does with a volume made for a claim deleted while it provisions
+(it makes the PV anyway); the hold closes the gap it leaves when it restarts between
+the two, as its maintainers proposed (kubernetes-csi/external-provisioner#486).
+
 Sizes: a claim asks in bytes, RunPod in whole GB (10-4096). RunPod does not say whether
 its GB is 10^9 or 2^30 bytes; 10^9 is taken, the reading that can only round up.
 """
@@ -34,6 +44,7 @@ from reconciler.core.actions import (
     DeleteNetworkVolume,
     DeleteVolumeObject,
     MarkClaimSelected,
+    ReleaseClaim,
     ResizeNetworkVolume,
 )
 from reconciler.core.domain import (
@@ -52,6 +63,8 @@ DATACENTER_LABEL = "topology.runpod.io/data-center"
 PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+PROVISIONING_FINALIZER = "runpod.io/network-volume-provisioning"
+RECLAIM_ANNOTATION = "runpod.io/reclaim-policy"
 MIN_GB, MAX_GB = 10, 4096
 GB = 10**9
 VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
@@ -115,7 +128,10 @@ def needs_listing(view: StorageView) -> bool:
     """Whether this tick must list RunPod's volumes: a claim to provision, a volume to
     grow or to delete (each depends on what exists there, and whose it is)."""
     return (
-        any(_refusal(view, claim, cls) is None for claim, cls in _to_provision(view))
+        any(
+            _deleting(claim) or (cls is not None and _refusal(view, claim, cls) is None)
+            for claim, cls in _to_provision(view)
+        )
         or any(True for _ in _released(view))
         or any(True for _ in _grown(view))
     )
@@ -128,6 +144,7 @@ def plan_volumes(view: StorageView) -> list[Any]:
         actions += _select(view, claim, classes.get(_class_name(claim)))
     for claim, cls in _to_provision(view):
         actions += _provision(view, claim, cls)
+    actions += _releases(view)
     actions += _resizes(view)
     for pv in _released(view):
         actions += _reclaim(view, pv)
@@ -149,26 +166,31 @@ def leaks(view: StorageView) -> list[RunPodVolume]:
 # --- provisioning ---------------------------------------------------------------------
 
 
-def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject]]:
-    """Claims the PV controller handed to us that have no PV yet."""
+def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject | None]]:
+    """Claims the PV controller handed to us that have no PV yet, and deleted claims we
+    hold (their class may be gone: what their PV needs is recorded on them)."""
     classes = {c["metadata"]["name"]: c for c in view.classes}
     bound = {(pv["spec"].get("claimRef") or {}).get("uid") for pv in view.volumes}
     for claim in view.claims:
         meta = claim["metadata"]
         cls = classes.get(_class_name(claim))
-        if (
+        if claim["spec"].get("volumeName") or meta["uid"] in bound:
+            continue
+        if _deleting(claim):
+            if _held(claim):
+                yield claim, cls
+        elif (
             is_our_class(cls)
-            and cls is not None
-            and not claim["spec"].get("volumeName")
-            and not meta.get("deletionTimestamp")
             and (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER
-            and meta["uid"] not in bound
         ):
             yield claim, cls
 
 
-def _provision(view: StorageView, claim: KubeObject, cls: KubeObject) -> list[Any]:
+def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
     ref = ClaimRef.of(claim)
+    if _deleting(claim):
+        return _settle_deleted(view, claim, cls)
+    assert cls is not None  # _to_provision yields live claims of our classes only
     refusal = _refusal(view, claim, cls)
     if refusal is not None:
         return [ClaimEvent(ref, VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
@@ -181,7 +203,74 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject) -> list[An
     size, datacenter = _size(claim), _datacenter(view, claim, cls)
     kind = (cls.get("parameters") or {}).get("type") or None
     assert datacenter is not None  # _refusal said so
-    return [CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name)]
+    hold = None if _held(claim) else _hold(claim, cls)
+    return [
+        CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name, hold)
+    ]
+
+
+def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
+    """A held claim deleted before a PV named it: RunPod's volume, if the POST made one,
+    gets its PV (bound to the claim: the PV controller releases it once the claim goes,
+    and its reclaim policy acts); without one, the claim is let go."""
+    if view.listed is None:
+        return []
+    ref = ClaimRef.of(claim)
+    name = volume_name(view.owner_id, ref.uid)
+    existing = [v for v in view.listed if v.name == name]
+    if existing:
+        return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    return [ReleaseClaim(ref, _release(claim))]
+
+
+def _releases(view: StorageView) -> list[Any]:
+    """Held claims that a PV names: the hold has done its work."""
+    named = {(pv["spec"].get("claimRef") or {}).get("uid") for pv in view.volumes}
+    return [
+        ReleaseClaim(ClaimRef.of(claim), _release(claim))
+        for claim in view.claims
+        if _held(claim) and claim["metadata"]["uid"] in named
+    ]
+
+
+def _held(claim: KubeObject) -> bool:
+    return PROVISIONING_FINALIZER in (claim["metadata"].get("finalizers") or ())
+
+
+def _deleting(claim: KubeObject) -> bool:
+    return bool(claim["metadata"].get("deletionTimestamp"))
+
+
+def _hold(claim: KubeObject, cls: KubeObject) -> KubeObject:
+    """The patch that holds a claim before its volume's POST: our finalizer and the
+    class's reclaim policy, on the version of the claim the tick read (a claim changed
+    or deleted since is refused, and the POST not sent)."""
+    meta = claim["metadata"]
+    return {
+        "metadata": {
+            "resourceVersion": meta["resourceVersion"],
+            "finalizers": [*(meta.get("finalizers") or ()), PROVISIONING_FINALIZER],
+            "annotations": {RECLAIM_ANNOTATION: reclaim_policy(claim, cls)},
+        }
+    }
+
+
+def _release(claim: KubeObject) -> KubeObject:
+    meta = claim["metadata"]
+    rest = [f for f in meta.get("finalizers") or () if f != PROVISIONING_FINALIZER]
+    return {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": rest or None}}
+
+
+def reclaim_policy(claim: KubeObject, cls: KubeObject | None) -> str:
+    """As recorded on the claim when its volume was asked for, else its class's. With
+    neither (a claim of an older reconciler whose class is gone), Retain: data is never
+    deleted on a guess."""
+    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
+    if recorded:
+        return str(recorded)
+    if cls is not None:
+        return str(cls.get("reclaimPolicy") or "Delete")
+    return "Retain"
 
 
 def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
@@ -225,7 +314,7 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
 
 
 def persistent_volume(
-    claim: KubeObject, cls: KubeObject, volume: RunPodVolume, node_name: str
+    claim: KubeObject, cls: KubeObject | None, volume: RunPodVolume, node_name: str
 ) -> KubeObject:
     """The PV for a claim's volume, bound to the claim (the PV controller completes it)."""
     meta = claim["metadata"]
@@ -240,8 +329,8 @@ def persistent_volume(
         "spec": {
             "capacity": {"storage": f"{volume.size_gb}G"},
             "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteMany"]),
-            "persistentVolumeReclaimPolicy": cls.get("reclaimPolicy") or "Delete",
-            "storageClassName": cls["metadata"]["name"],
+            "persistentVolumeReclaimPolicy": reclaim_policy(claim, cls),
+            "storageClassName": _class_name(claim),
             "volumeMode": "Filesystem",
             "claimRef": {
                 "kind": "PersistentVolumeClaim",

@@ -182,6 +182,23 @@ WRITTEN = (
     Annotation(clusters.CLUSTER_ID, "a RunPod cluster id", "A gang pod's Instant Cluster."),
 )
 
+ON_CLAIMS = (
+    Annotation(
+        network_volumes.PROVISIONING_FINALIZER,
+        "a finalizer",
+        "Holds a claim of ours from before its network volume is asked for until a PV "
+        "names it, so that a claim deleted meanwhile (even across a crash) stays until "
+        "its volume has its PV and the reclaim policy can act "
+        "([network volumes](../guides/network-volumes.md#deleting)).",
+    ),
+    Annotation(
+        network_volumes.RECLAIM_ANNOTATION,
+        "`Delete` or `Retain`",
+        "The claim's StorageClass's reclaim policy when its volume was asked for: the "
+        "policy its PV gets, even if the class is gone by then.",
+    ),
+)
+
 ON_THE_WRITER_LEASE = (
     Annotation(
         CREATES_HELD_ANNOTATION,
@@ -214,7 +231,10 @@ OTHERS = (
 
 
 def every_name() -> set[str]:
-    return {a.name for a in (*ON_PODS, *ON_NAMESPACES, *WRITTEN, *ON_THE_WRITER_LEASE, *OTHERS)}
+    return {
+        a.name
+        for a in (*ON_PODS, *ON_NAMESPACES, *WRITTEN, *ON_CLAIMS, *ON_THE_WRITER_LEASE, *OTHERS)
+    }
 
 
 def page(_root: Path) -> str:
@@ -239,6 +259,8 @@ def page(_root: Path) -> str:
             table(header, rows(ON_NAMESPACES)),
             "## Written by the reconciler on the pod\n",
             table(header, rows(WRITTEN)),
+            "## Written by the reconciler on a PersistentVolumeClaim\n",
+            table(header, rows(ON_CLAIMS)),
             "## Written by the reconciler on the node's writer Lease\n",
             table(header, rows(ON_THE_WRITER_LEASE)),
             "## Kubernetes' own\n",

@@ -30,16 +30,11 @@ POINTS = (
     "after-cluster-create",  # RunPod made the cluster, its id is known only here
     "after-cluster-deleting",  # a cluster's deleting row is committed, DELETE not sent
     "after-cluster-delete",  # DELETE /v2/clusters answered, nothing recorded yet
-)
-VOLUME_POINTS = (
     "after-volume-intent",  # a volume create's journal row committed, POST not sent
     "after-volume-create",  # RunPod made the volume, its PV not yet
     "after-volume-unused",  # a volume delete's journal row committed, DELETE not sent
     "after-volume-delete",  # DELETE answered, the released PV not deleted yet
 )
-"""The network-volume provisioner's points: armed by its in-process crash tests
-(tests/integration/test_volume_crashes.py); the chaos campaign's workload makes no
-claims yet, so they are not among its POINTS."""
 
 
 class SimulatedCrash(BaseException):
@@ -60,8 +55,8 @@ def arm(spec: str, die: Callable[[], None] = _exit) -> None:
     _armed.clear()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, count = item.partition(":")
-        if name not in (*POINTS, *VOLUME_POINTS):
-            known = ", ".join((*POINTS, *VOLUME_POINTS))
+        if name not in POINTS:
+            known = ", ".join(POINTS)
             raise ValueError(f"unknown crash point {name!r}; known: {known}")
         _armed[name] = int(count or 1)
     _die = die

@@ -52,6 +52,7 @@ from reconciler.core.actions import (
     PatchMetadata,
     PatchStatus,
     PodRef,
+    ReleaseClaim,
     ResizeNetworkVolume,
     RestoreTags,
     SaveClusterRow,
@@ -338,6 +339,7 @@ class Executor:
                 | DeleteNetworkVolume()
                 | DeleteVolumeObject()
                 | MarkClaimSelected()
+                | ReleaseClaim()
                 | ClaimEvent()
             ):
                 self.volumes.apply(action)

@@ -2,10 +2,12 @@
 RunPod call journaled as every side effect is (docs/architecture.md §3, "Cloud
 resources"; §4).
 
-The order makes a crash anywhere harmless: a volume is made before its PV (a crash
-between leaves a volume of ours that the next tick's list shows under the claim's name:
-its PV is made then, no second volume), and deleted before its PV (a crash between
-leaves a released PV whose volume the list no longer shows: the PV goes then).
+The order makes a crash anywhere harmless: a claim is held (our finalizer) before its
+volume is made, and the volume before its PV (a crash between leaves a volume of ours
+that the next tick's list shows under the claim's name: its PV is made then, no second
+volume, even if the claim was deleted meanwhile: the hold keeps it until then); the
+hold goes once a PV names the claim. A volume is deleted before its PV (a crash
+between leaves a released PV whose volume the list no longer shows: the PV goes then).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from reconciler.core.actions import (
     DeleteNetworkVolume,
     DeleteVolumeObject,
     MarkClaimSelected,
+    ReleaseClaim,
     ResizeNetworkVolume,
 )
 from reconciler.core.domain import RunPodVolume
@@ -41,6 +44,7 @@ VolumeAction = (
     | DeleteNetworkVolume
     | DeleteVolumeObject
     | MarkClaimSelected
+    | ReleaseClaim
     | ClaimEvent
 )
 
@@ -74,10 +78,15 @@ class VolumeSteps:
             case MarkClaimSelected(claim=claim, node_name=node):
                 patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
                 self.kube.patch_claim(claim.namespace, claim.name, patch)
+            case ReleaseClaim(claim=claim, patch=patch):
+                self.kube.patch_claim(claim.namespace, claim.name, patch)
             case ClaimEvent(claim=claim, reason=reason, message=message, warning=warning):
                 self._event(claim, reason, message, warning)
 
     def _create(self, action: CreateNetworkVolume) -> None:
+        claim = action.claim
+        if action.hold is not None:  # refused (the claim changed or went): no POST
+            self.kube.patch_claim(claim.namespace, claim.name, action.hold)
         made = self._journaled(
             "create-network-volume",
             action.claim.uid,

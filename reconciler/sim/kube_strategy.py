@@ -73,6 +73,7 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
 
 
 def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
+    _check_no_new_finalizers(resource, old, new)
     if resource is NODES and (causes := kube_nodes.node_update_causes(old, new)):
         raise invalid("Node", new["metadata"]["name"], causes)
     kube_storage.validate_update(resource, old, new)
@@ -92,6 +93,29 @@ def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]
                     "Forbidden: pod updates may not change fields other than "
                     "`spec.containers[*].image`, `spec.initContainers[*].image`, "
                     "`spec.activeDeadlineSeconds`, `spec.tolerations`, `spec.schedulingGates`",
+                )
+            ],
+        )
+
+
+def _check_no_new_finalizers(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """apimachinery's ValidateNoNewFinalizers: an object being deleted may lose
+    finalizers, never gain one (a controller must hold it before the delete)."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return
+    added = sorted(
+        set(new["metadata"].get("finalizers") or ()) - set(old["metadata"].get("finalizers") or ())
+    )
+    if added:
+        listed = ", ".join(f'"{name}"' for name in added)
+        raise invalid(
+            resource.kind,
+            new["metadata"]["name"],
+            [
+                (
+                    "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being "
+                    f"deleted, found new finalizers []string{{{listed}}}",
                 )
             ],
         )

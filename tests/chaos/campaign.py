@@ -69,6 +69,9 @@ HOLD_ENDS_CHANCE = 0.6
 CHAINED_SUCCESSORS = 2
 CHAIN_GENERATION = 2_000
 INITIAL_PODS = 3
+# A writer that died between a volume's POST and its PV: how often the user deletes the
+# claim before the next tick (the provisioner's hold must keep it).
+ABANDON_AFTER_CRASH = 0.6
 # Ticks after the worlds agree in which rows may still catch up (terminated confirmed).
 ROW_TAIL_TICKS = 2
 
@@ -98,6 +101,10 @@ class RunResult:
     orphan_seconds: float = 0.0
     clusters_made: int = 0
     """Instant Clusters RunPod answered 201 for."""
+    volumes_made: int = 0
+    """Network volumes RunPod answered 201 for."""
+    volume_requests: Counter[str] = field(default_factory=Counter)
+    """Requests to /v2/network-volumes (and one volume) by method: what storage cost."""
     violations: list[tuple[str, str]] = field(default_factory=list)
 
     def violate(self, invariant: str, messages: list[str]) -> None:
@@ -117,6 +124,8 @@ INVARIANTS = (
     "hostile-namespace",
     "no-duplicate-cluster",
     "no-leaked-cluster",
+    "no-duplicate-volume",
+    "no-leaked-volume",
 )
 
 
@@ -151,6 +160,7 @@ class Run:
         self.died_spans: list[tuple[int, int]] = []
         """Kubernetes requests (start, end in the simulator's log) of ticks that died."""
         self.foreign: set[str] = set()
+        self.foreign_volumes: set[str] = set()
         self._last_look = time.monotonic()
 
     def execute(self) -> RunResult:
@@ -168,6 +178,8 @@ class Run:
         for _ in range(INITIAL_PODS):
             self.workload.add_pod()
         self.foreign = self.workload.foreign_instances()
+        self.workload.add_storage()
+        self.foreign_volumes = self.workload.foreign_volumes()
 
     def _chaos(self) -> None:
         tick = 0
@@ -195,6 +207,9 @@ class Run:
             else:
                 result = self._tick(plan)
                 self._record(result)
+                crashed_provisioning = result.crashed and plan.point == "after-volume-create"
+                if crashed_provisioning and self.rng.random() < ABANDON_AFTER_CRASH:
+                    self.workload.abandon_claim(self._look())
                 if fault == HOSTILE_FAULT:
                     problems = invariants.hostile_namespace_violations(result)
                     self.result.violate("hostile-namespace", problems)
@@ -309,7 +324,9 @@ class Run:
             self.result.db_deletions += 1
 
     def _look(self) -> Snapshot:
-        snap = Snapshot.take(self.host, self.reconciler.owner, self.reconciler.node)
+        snap = Snapshot.take(
+            self.host, self.reconciler.owner, self.reconciler.node, self.workload.namespace
+        )
         for uid, pod in snap.pods.items():  # the Job controller's pods too, for the journal
             self.workload.uid_by_name.setdefault(pod["metadata"]["name"], uid)
         now = time.monotonic()
@@ -346,7 +363,22 @@ class Run:
             )
         requests = self.host.runpod_requests()
         result.violate(
-            "foreign-untouched", invariants.foreign_violations(requests, self.foreign, snap)
+            "foreign-untouched",
+            invariants.foreign_violations(requests, self.foreign, snap)
+            + invariants.foreign_volume_violations(requests, self.foreign_volumes, snap),
+        )
+        result.violate(
+            "no-duplicate-volume",
+            snap.duplicate_volumes() + invariants.volumes_made_twice(requests),
+        )
+        result.violate("no-leaked-volume", snap.leaked_volumes())
+        result.volumes_made = sum(
+            1
+            for r in requests
+            if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
+        )
+        result.volume_requests = Counter(
+            r["method"] for r in requests if r["path"].startswith("/v2/network-volumes")
         )
         result.violate(
             "no-duplicate-cluster",
@@ -484,6 +516,8 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
         f"Instant Clusters made: {sum(r.clusters_made for r in results)}",
+        f"network volumes made: {sum(r.volumes_made for r in results)}; requests to "
+        f"/v2/network-volumes: {dict(sum((r.volume_requests for r in results), Counter()))}",
     ]
 
 

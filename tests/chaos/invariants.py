@@ -1,11 +1,14 @@
 """The promises a campaign run checks, as pure functions over what the worlds recorded.
 
-- `foreign_violations`: no instance without our owner tag was ever touched (the RunPod
-  simulator's request log has no DELETE or action on a foreign id) and all still exist.
+- `foreign_violations`, `foreign_volume_violations`: no instance without our owner tag,
+  no network volume without our name, was ever touched (the RunPod simulator's request
+  log has no DELETE, PATCH or action on a foreign id) and all still exist.
+- `volumes_made_twice`: one volume per claim, ever (RunPod's request log).
 - `journal_violations`: the journal accounts for every side effect both simulators saw
   (each create or delete RunPod answered, each pod status/metadata patch and pod delete
   Kubernetes answered has a journal row; Kubernetes calls of a tick that died are left
-  out by `outside`, their rows being committed after the call), claims none that did
+  out by `outside`, their rows being committed after the call; a network volume's
+  create and delete too, whose rows are committed before the call), claims none that did
   not happen, and only processes that died left rows open (at most one each).
 - `instances_made` reads RunPod's request log for every instance a create made (even
   one answered 5xx, even one deleted before anyone looked): `duplicates` sorts a pod's
@@ -33,6 +36,7 @@ from tests.chaos.world import Json, Snapshot, finished
 
 _INSTANCE_PATH = re.compile(r"^/v2/pods/(?P<id>[^/]+)(?P<action>/action)?$")
 _REGISTRY_PATH = re.compile(r"^/v2/registries/(?P<id>[^/]+)$")
+_VOLUME_PATH = re.compile(r"^/v2/network-volumes/(?P<id>[^/]+)$")
 _POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)(?P<sub>/status)?$")
 
 
@@ -50,6 +54,30 @@ def foreign_violations(
     present = {i["id"] for i in snapshot.instances}
     found += [f"foreign instance {i} is gone" for i in sorted(foreign - present)]
     return found
+
+
+def foreign_volume_violations(
+    requests: Iterable[Json], foreign: set[str], snapshot: Snapshot
+) -> list[str]:
+    """No network volume that is not ours was ever changed, and all still exist."""
+    found = [
+        f"foreign volume {m['id']} touched: {r['method']} {r['path']} -> {r['status']}"
+        for r in requests
+        if (m := _VOLUME_PATH.match(r["path"])) and m["id"] in foreign and r["method"] != "GET"
+    ]
+    present = {v["id"] for v in snapshot.volumes}
+    return found + [f"foreign volume {v} is gone" for v in sorted(foreign - present)]
+
+
+def volumes_made_twice(requests: Iterable[Json]) -> list[str]:
+    """A claim's volume is made once, ever (its name is the claim's): a second POST that
+    RunPod answered for one name is a duplicate, even if one was deleted since."""
+    made = Counter(
+        (r["body"] or {}).get("name")
+        for r in requests
+        if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
+    )
+    return [f"{n} volumes made named {name}" for name, n in made.items() if n > 1]
 
 
 def action_requests(requests: Iterable[Json]) -> list[str]:
@@ -105,7 +133,7 @@ def _journal_key(row: JournalRow) -> tuple[str, str]:
     """What a row acted on as the simulators' logs name it: instance id, else pod UID."""
     if row.kind == "create-registry-auth":
         return row.kind, "*"  # the POST names no pod: counted as a whole
-    by_id = row.kind in ("terminate", "delete-registry-auth")
+    by_id = row.kind in ("terminate", "delete-registry-auth", "delete-network-volume")
     subject = row.instance_id if by_id else row.pod_uid
     return row.kind, subject or "?"
 
@@ -129,6 +157,12 @@ def _runpod_effects(
             effects[("create-registry-auth", "*")] += 1
         elif method == "DELETE" and (match := _REGISTRY_PATH.match(path)):
             effects[("delete-registry-auth", match["id"])] += status == 204
+        elif method == "POST" and path == "/v2/network-volumes" and status == 201:
+            # The volume's name ends with its claim's UID, the row's subject.
+            claim = str((request["body"] or {}).get("name", "")).rpartition("-pvc-")[2]
+            effects[("create-network-volume", claim)] += 1
+        elif method == "DELETE" and (match := _VOLUME_PATH.match(path)):
+            effects[("delete-network-volume", match["id"])] += status == 204
     return +effects, answered
 
 

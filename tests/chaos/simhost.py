@@ -15,7 +15,11 @@ gets a small control server acting as the cluster's users and as the fault injec
     DELETE /pods/{ns}/{name}?grace=N  a user's delete (N=0 is `kubectl delete --force`; 404 if gone)
     GET    /pods                      every pod
     PUT    /objects/{plural}          create or overwrite any object (namespaces)
+    GET    /objects/{plural}          every object of a kind (claims, PVs)
     GET    /objects/{plural}/{ns}/{name}  one object (404 when there is none)
+    PATCH  /objects/{plural}/{ns}/{name}  a user's merge patch, through validation and
+                                      admission (a claim's storage request grown)
+    DELETE /objects/{plural}/{ns}/{name}  a user's delete, finalizers honoured (404 if gone)
     POST   /faults                    {"method", "path" (glob), "status", "count"}
     GET    /pod-uids/NAMESPACE         {name: uid} of every pod a top-level write touched
     GET    /requests                  [[method, path, query, status], ...]
@@ -40,8 +44,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_resources import JOBS
+from reconciler.sim.kube_resources import BY_PLURAL, JOBS
 from reconciler.sim.kube_status import ApiError
+from reconciler.sim.kube_volumes import MERGE_PATCH
 from reconciler.sim.runpod import RunPodSimulator
 
 # Boot delays short enough that an instance is RUNNING by the reconciler's next tick.
@@ -85,6 +90,9 @@ class _Control(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._handle("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet."""
@@ -168,9 +176,25 @@ class _ControlServer(ThreadingHTTPServer):
                 return 200, {}
             case "PUT", ["objects", plural]:
                 return 200, self.kube.put(plural, body)
+            case "GET", ["objects", plural]:
+                return 200, self.kube.list(plural)
             case "GET", ["objects", plural, namespace, name]:
                 found = self.kube.get(plural, namespace, name)
                 return (200, found) if found is not None else (404, {"error": "not found"})
+            case "PATCH", ["objects", plural, namespace, name]:
+                try:
+                    patched = self.kube.store.patch(
+                        BY_PLURAL[plural], namespace, name, MERGE_PATCH, body
+                    )
+                except ApiError as exc:
+                    return exc.code, {"error": exc.message}
+                return 200, patched
+            case "DELETE", ["objects", plural, namespace, name]:
+                try:
+                    self.kube.store.delete(BY_PLURAL[plural], namespace, name)
+                except ApiError as exc:
+                    return exc.code, {"error": exc.message}
+                return 200, {}
             case "POST", ["faults"]:
                 self.kube.inject_fault(
                     body["method"], body["path"], int(body["status"]), int(body.get("count", 1))

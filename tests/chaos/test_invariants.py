@@ -9,10 +9,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from reconciler.core.network_volumes import volume_name
 from tests.chaos.invariants import (
     action_requests,
     duplicates,
     foreign_violations,
+    foreign_volume_violations,
     hostile_namespace_violations,
     instances_made,
     journal_violations,
@@ -22,6 +24,7 @@ from tests.chaos.invariants import (
     reruns,
     steady_violations,
     tick_violations,
+    volumes_made_twice,
 )
 from tests.chaos.ticks import JournalRow, Reconciler, TickPlan, TickResult
 from tests.chaos.world import SimHost, Snapshot
@@ -229,3 +232,87 @@ def test_open_rows_of_one_tick_are_counted_per_database() -> None:
     assert journal_violations(
         [], [], [first, JournalRow(0, 2, 1, False, "terminate", None, "i1", False, None)], "ns", {}
     )
+
+
+# --- network volumes --------------------------------------------------------------------
+
+OWNER = "c/n"
+
+
+def volume(vid: str, claim_uid: str, owner: str = OWNER) -> Any:
+    return {"id": vid, "name": volume_name(owner, claim_uid), "size": 10}
+
+
+def claim_object(uid: str, phase: str = "Bound", **annotations: str) -> Any:
+    return {
+        "metadata": {"uid": uid, "name": f"c-{uid}", "annotations": annotations},
+        "spec": {"resources": {"requests": {"storage": "10G"}}},
+        "status": {"phase": phase, "capacity": {"storage": "10G"}},
+    }
+
+
+def pv(vid: str, claim_uid: str, reclaim: str = "Delete") -> Any:
+    return {
+        "metadata": {"name": f"pvc-{claim_uid}"},
+        "spec": {
+            "csi": {"volumeHandle": vid},
+            "claimRef": {"uid": claim_uid},
+            "persistentVolumeReclaimPolicy": reclaim,
+        },
+    }
+
+
+def storage(claims: list[Any], pvs: list[Any], volumes: list[Any]) -> Snapshot:
+    by_uid = {c["metadata"]["uid"]: c for c in claims}
+    return Snapshot(OWNER, "n", {}, [], by_uid, pvs, volumes)
+
+
+def test_two_volumes_for_one_claim_are_caught() -> None:
+    one = storage([claim_object("k1")], [pv("v1", "k1")], [volume("v1", "k1")])
+    assert one.duplicate_volumes() == [] and one.unconverged() == []
+    two = storage([claim_object("k1")], [pv("v1", "k1")], [volume("v1", "k1"), volume("v2", "k1")])
+    assert two.duplicate_volumes() and two.unconverged()
+    post = {"method": "POST", "path": "/v2/network-volumes", "status": 201}
+    made = [{**post, "body": {"name": "x"}}, {**post, "body": {"name": "x"}}]
+    assert volumes_made_twice(made) == ["2 volumes made named x"]
+    assert volumes_made_twice(made[:1]) == []
+
+
+def test_a_leaked_volume_is_caught_and_a_retained_one_is_not() -> None:
+    # Its claim gone, no PV: the gap a claim deleted between the POST and the PV leaves.
+    assert storage([], [], [volume("v1", "k1")]).leaked_volumes()
+    # Its claim gone, its PV says Delete: convergence must have deleted both.
+    assert storage([], [pv("v1", "k1")], [volume("v1", "k1")]).leaked_volumes()
+    # Retain: the volume stays with its Released PV.
+    assert storage([], [pv("v1", "k1", "Retain")], [volume("v1", "k1")]).leaked_volumes() == []
+    # A PV whose claim and volume are both gone is left over too.
+    assert storage([], [pv("v1", "k1")], []).leaked_volumes()
+    # Someone else's volume is none of ours.
+    assert storage([], [], [volume("v1", "k1", owner="other/n")]).leaked_volumes() == []
+
+
+def test_a_claim_handed_to_the_provisioner_must_be_bound_at_its_size() -> None:
+    waiting = claim_object("k1", "Pending", **{"volume.kubernetes.io/storage-provisioner": "x"})
+    assert storage([waiting], [], []).unconverged()
+    unhanded = claim_object("k1", "Pending")  # WaitForFirstConsumer, no consumer yet
+    assert storage([unhanded], [], []).unconverged() == []
+    grown = claim_object("k1")
+    grown["spec"]["resources"]["requests"]["storage"] = "20G"
+    assert storage([grown], [pv("v1", "k1")], [volume("v1", "k1")]).unconverged()
+
+
+def test_a_touched_foreign_volume_is_caught() -> None:
+    snap = storage([], [], [{"id": "f1", "name": "datasets"}])
+    log = [{"method": "DELETE", "path": "/v2/network-volumes/f1", "status": 204}]
+    assert foreign_volume_violations(log, {"f1"}, snap)
+    assert foreign_volume_violations([], {"f1", "f2"}, snap) == ["foreign volume f2 is gone"]
+
+
+def test_a_volume_call_without_its_journal_row_is_caught() -> None:
+    name = volume_name(OWNER, "k1")
+    post = {"method": "POST", "path": "/v2/network-volumes", "status": 201, "body": {"name": name}}
+    assert journal_violations([post], [], [], "ns", {})
+    row = JournalRow(0, 1, 1, False, "create-network-volume", "k1", None, False, None)
+    assert not journal_violations([post], [], [row], "ns", {})
+    gone = {"method": "DELETE", "path": "/v2/network-volumes/v1", "status": 204, "body": None}
+    assert journal_violations([gone], [], [], "ns", {})

@@ -3,7 +3,10 @@
 Users add batch and long-running pods, batch processes exit (through the RunPod
 simulator's `/_sim/pods/{id}/exit`), pods are deleted (gracefully, or forced so that
 their instance is orphaned), finished pods are cleaned up, and instances vanish or turn
-ERROR behind the reconciler's back. Faults: RunPod 5xx and 429 storms on list, create
+ERROR behind the reconciler's back. Storage users make PersistentVolumeClaims of three
+network-volume classes (the shipped WaitForFirstConsumer/Delete one, Immediate/Delete,
+WaitForFirstConsumer/Retain), most with a pod that mounts the claim, grow bound claims,
+and delete claims with their pods. Faults: RunPod 5xx and 429 storms on list, create
 and delete, creates that succeed but answer 5xx, creates that hang (shorter than the
 client's 30 s read timeout, which no flag lowers), listing lag, Kubernetes 409/500
 answers on status patches, pod deletes, the pod list and events; a batch process that
@@ -21,13 +24,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tests.chaos.world import (
+    IMMEDIATE_CLASS,
+    RETAIN_CLASS,
+    SHIPPED_CLASS,
+    VOLUME_DATACENTER,
     Json,
     SimHost,
     Snapshot,
+    claim_manifest,
+    csi_driver,
     deleting,
     finished,
     gang_manifest,
     pod_manifest,
+    storage_classes,
 )
 
 MAX_LIVE_PODS = 7
@@ -44,7 +54,8 @@ HOSTILE_CAPS = {"runpod.io/max-instances": "9" * 31, "runpod.io/max-hourly-spend
 """A cap no database integer holds (it once failed every tick) and a NaN with a newline
 and an escape sequence."""
 TERMINAL_FAULT = "refused-terminal-status"
-BITES = (CHAIN_FAULT, TERMINAL_FAULT)
+ABANDON_FAULT = "claim-deleted-while-provisioning"
+BITES = (CHAIN_FAULT, TERMINAL_FAULT, ABANDON_FAULT)
 """Faults that need a state to bite: counted apart when they met it."""
 
 # Which workload event makes an armed crash point likely to be reached this tick.
@@ -64,8 +75,14 @@ STEER = {
     "after-cluster-create": "add-gang",
     "after-cluster-deleting": "end-gang",
     "after-cluster-delete": "end-gang",
+    "after-volume-intent": "add-claim",
+    "after-volume-create": "add-claim",
+    "after-volume-unused": "delete-claim",
+    "after-volume-delete": "delete-claim",
 }
 GANG_SIZE = 2
+MAX_LIVE_CLAIMS = 5
+CLASSES = (SHIPPED_CLASS, IMMEDIATE_CLASS, RETAIN_CLASS)
 PRIVATE_SHARE = 0.3
 """Of the pods added unsteered, those with a private image (a registry credential each)."""
 
@@ -98,21 +115,126 @@ class Workload:
 
     # --- users -----------------------------------------------------------------------
 
-    def add_pod(self, snap: Snapshot | None = None, private: bool | None = None) -> None:
+    def add_pod(
+        self, snap: Snapshot | None = None, private: bool | None = None, claim: str | None = None
+    ) -> None:
         name = f"p{self._next:03d}"
         self._next += 1
         is_batch = self.rng.random() < 0.5
         if private is None:
-            private = self.rng.random() < PRIVATE_SHARE
+            private = claim is None and self.rng.random() < PRIVATE_SHARE
         secret = f"pull-{name}" if private else None
         if secret is not None:
             self.host.put_pull_secret(self.namespace, secret, f"pw-{name}")
             self.private.add(name)
-        manifest = pod_manifest(self.namespace, name, self.node, is_batch, secret)
+        manifest = pod_manifest(self.namespace, name, self.node, is_batch, secret, claim)
         pod = self.host.create_pod(manifest)
         self.uid_by_name[name] = pod["metadata"]["uid"]
         if is_batch:
             self.batch.add(pod["metadata"]["uid"])
+
+    def add_claim(self, snap: Snapshot, storage_class: str | None = None) -> None:
+        """A claim of one of the network-volume classes, with a pod mounting it (always
+        for WaitForFirstConsumer: nothing is provisioned before its first consumer)."""
+        live = [c for c in snap.claims.values() if not c["metadata"].get("deletionTimestamp")]
+        if len(live) >= MAX_LIVE_CLAIMS:
+            self._delete_claim(snap)
+            return
+        room = self.keep_bounded(snap)
+        storage_class = storage_class or (self.rng.choice(CLASSES) if room else IMMEDIATE_CLASS)
+        name = f"c{self._next:03d}"
+        self._next += 1
+        size = f"{self.rng.randint(10, 30)}Gi"
+        self.host.put_object(
+            "persistentvolumeclaims", claim_manifest(self.namespace, name, storage_class, size)
+        )
+        if room and (storage_class != IMMEDIATE_CLASS or self.rng.random() < 0.5):
+            self.add_pod(claim=name)
+
+    def _delete_claim(self, snap: Snapshot) -> None:
+        """A user deletes a claim and the pods that mount it (the claim goes once they
+        have ended: pvc-protection); a bound claim of a Delete class nobody mounts is
+        chosen first, its volume being deleted in the coming tick."""
+        live = [c for c in snap.claims.values() if not c["metadata"].get("deletionTimestamp")]
+        if not live:
+            self.add_claim(snap, IMMEDIATE_CLASS)  # something to delete next time
+            return
+        mounting = {
+            name
+            for pod in snap.pods.values()
+            if snap.live(pod["metadata"]["uid"])
+            for name in _claims_of(pod)
+        }
+        ready = [
+            c
+            for c in live
+            if (c.get("status") or {}).get("phase") == "Bound"
+            and c["spec"]["storageClassName"] != RETAIN_CLASS
+            and c["metadata"]["name"] not in mounting
+        ]
+        claim = self.rng.choice(ready or live)
+        name = claim["metadata"]["name"]
+        for pod in snap.pods.values():
+            if name in _claims_of(pod) and not deleting(pod):
+                self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
+        self.host.delete_object("persistentvolumeclaims", self.namespace, name)
+
+    def abandon_claim(self, snap: Snapshot) -> None:
+        """A user deletes a claim that is not bound yet, with its pods; one whose volume
+        RunPod made already is chosen first: it bites then, as after a writer died
+        between the volume's POST and its PV (the provisioner must not leak it)."""
+        pending = [
+            c
+            for c in snap.claims.values()
+            if (c.get("status") or {}).get("phase") != "Bound"
+            and not c["metadata"].get("deletionTimestamp")
+        ]
+        made = snap.our_volumes()
+        in_the_gap = [c for c in pending if c["metadata"]["uid"] in made]
+        if not pending:
+            return
+        claim = self.rng.choice(in_the_gap or pending)
+        name = claim["metadata"]["name"]
+        for pod in snap.pods.values():
+            if name in _claims_of(pod) and not deleting(pod):
+                self.host.delete_pod(self.namespace, pod["metadata"]["name"], 30)
+        self.host.delete_object("persistentvolumeclaims", self.namespace, name)
+        self.faults[ABANDON_FAULT] += 1
+        self.bites[ABANDON_FAULT] += bool(in_the_gap)
+
+    def _grow_claim(self, snap: Snapshot) -> None:
+        """A bound claim asks for 5 GiB more: its volume grows."""
+        bound = [
+            c
+            for c in snap.claims.values()
+            if (c.get("status") or {}).get("phase") == "Bound"
+            and not c["metadata"].get("deletionTimestamp")
+        ]
+        if not bound:
+            return
+        claim = self.rng.choice(bound)
+        asked = int(claim["spec"]["resources"]["requests"]["storage"].removesuffix("Gi"))
+        patch = {"spec": {"resources": {"requests": {"storage": f"{asked + 5}Gi"}}}}
+        self.host.patch_object(
+            "persistentvolumeclaims", self.namespace, claim["metadata"]["name"], patch
+        )
+
+    def add_storage(self) -> None:
+        """The StorageClasses and the CSIDriver (cluster-wide: the same for every run)."""
+        for storage_class in storage_classes():
+            self.host.put_object("storageclasses", storage_class)
+        self.host.put_object("csidrivers", csi_driver())
+
+    def foreign_volumes(self) -> set[str]:
+        """Network volumes in the account that are not ours, one named like ours but for
+        another owner."""
+        names = ["datasets", "runpod-reconciler-00000000-pvc-" + "0" * 36]
+        return {
+            self.host.runpod(
+                "POST", "network-volumes", {"name": n, "size": 10, "dataCenter": VOLUME_DATACENTER}
+            )["id"]
+            for n in names
+        }
 
     def add_gang(self, snap: Snapshot | None = None) -> None:
         """An Indexed Job whose pods run as one Instant Cluster."""
@@ -154,6 +276,12 @@ class Workload:
             "add-gang": self.add_gang,
             "end-gang": self._end_gang,
             "add-private": lambda snap: self.add_pod(snap, private=True),
+            "add-claim": lambda snap: self.add_claim(
+                snap, IMMEDIATE_CLASS if steer == "add-claim" else None
+            ),
+            "delete-claim": self._delete_claim,
+            "abandon-claim": self.abandon_claim,
+            "grow-claim": self._grow_claim,
             "end": self._end_one,
             "delete-private": self._delete_private,
             "delete": self._delete_one,
@@ -168,6 +296,10 @@ class Workload:
             "end-gang": 0.08,
             "add-private": 0.0,
             "delete-private": 0.0,
+            "add-claim": 0.12,
+            "delete-claim": 0.08,
+            "abandon-claim": 0.04,
+            "grow-claim": 0.1,
             "end": 0.35,
             "delete": 0.25,
             "force": 0.08,
@@ -297,6 +429,13 @@ class Workload:
             {"name": "half-tagged", "env": {"RUNPOD_RECONCILER_POD_UID": some_uid}},
         ]
         return {self.host.runpod("POST", "pods", body)["id"] for body in bodies}
+
+
+def _claims_of(pod: Json) -> set[str]:
+    return {
+        (v.get("persistentVolumeClaim") or {}).get("claimName", "")
+        for v in (pod.get("spec") or {}).get("volumes") or ()
+    } - {""}
 
 
 def _named_by_its_pod(snap: Snapshot, instance: Json) -> bool:

@@ -9,6 +9,7 @@ instances of each pod UID, orphans, duplicates and pods that wait.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import subprocess
 import sys
@@ -21,9 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
+from reconciler.core.network_volumes import (
+    CSI_DRIVER,
+    STORAGE_PROVISIONER,
+    size_gb,
+    volume_name,
+)
 from reconciler.core.pods import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
 from reconciler.runtime.claim import dead_here, writer_lease_name
@@ -33,6 +41,11 @@ TOKEN = "chaos-token"
 SIMHOST = Path(__file__).with_name("simhost.py")
 TOLERATION = {"key": "virtual-kubelet.io/provider", "operator": "Exists"}
 PRIVATE_REGISTRY = "ghcr.io"
+SHIPPED_STORAGE = Path(__file__).parents[2] / "deploy" / "common" / "storageclass.yaml"
+SHIPPED_CLASS = "runpod-network-volume"
+IMMEDIATE_CLASS = "runpod-network-volume-immediate"
+RETAIN_CLASS = "runpod-network-volume-retain"
+VOLUME_DATACENTER = "EU-RO-1"
 
 Json = dict[str, Any]
 
@@ -95,6 +108,10 @@ class SimHost:
 
     def instances(self) -> list[Json]:
         return list(self.runpod("GET", "state")["pods"])
+
+    def runpod_state(self) -> Json:
+        """Every instance and every network volume of the account, as served now."""
+        return dict(self.runpod("GET", "state"))
 
     def runpod_requests(self) -> list[Json]:
         return list(self.runpod("GET", "requests"))
@@ -192,6 +209,32 @@ class SimHost:
     def pods(self) -> list[Json]:
         return list(self.control("GET", "pods"))
 
+    def objects(self, plural: str) -> list[Json]:
+        return list(self.control("GET", f"objects/{plural}"))
+
+    def put_object(self, plural: str, body: Json) -> Json:
+        return dict(self.control("PUT", f"objects/{plural}", body))
+
+    def patch_object(self, plural: str, namespace: str, name: str, patch: Json) -> bool:
+        """A user's merge patch (`kubectl patch`); False when the API refused it."""
+        response = self._http.request(
+            "PATCH",
+            f"{self.control_url}/objects/{plural}/{namespace}/{name}",
+            json=patch,
+            timeout=10,
+        )
+        return response.status_code == 200
+
+    def delete_object(self, plural: str, namespace: str, name: str) -> None:
+        """A user's delete (`kubectl delete --ignore-not-found`): finalizers honoured."""
+        response = self._http.request(
+            "DELETE", f"{self.control_url}/objects/{plural}/{namespace}/{name}", timeout=10
+        )
+        if response.status_code not in (200, 404):
+            raise RuntimeError(
+                f"DELETE {plural}/{namespace}/{name}: {response.status_code} {response.text}"
+            )
+
     def pod_uids(self, namespace: str) -> dict[str, str]:
         """{name: uid} of every pod of the namespace a write reached, gone ones too."""
         return dict(self.control("GET", f"pod-uids/{namespace}"))
@@ -218,10 +261,16 @@ def sim_host(workdir: Path) -> Iterator[SimHost]:
 
 
 def pod_manifest(
-    namespace: str, name: str, node: str, batch: bool, pull_secret: str | None = None
+    namespace: str,
+    name: str,
+    node: str,
+    batch: bool,
+    pull_secret: str | None = None,
+    claim: str | None = None,
 ) -> Json:
     """A pod of the virtual node; with `pull_secret`, its image is private (pulled with a
-    registry credential the reconciler makes)."""
+    registry credential the reconciler makes); with `claim`, it mounts that claim at
+    /data and asks for the data center the claim's volume is made in."""
     command = ["python", "train.py"] if batch else ["python", "-m", "http.server", "8000"]
     container = {
         "name": "main",
@@ -237,11 +286,53 @@ def pod_manifest(
     }
     if pull_secret:
         spec["imagePullSecrets"] = [{"name": pull_secret}]
+    metadata: Json = {"name": name, "namespace": namespace}
+    if claim:
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+        container["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        metadata["annotations"] = {"runpod.io/datacenter-ids": VOLUME_DATACENTER}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def storage_classes() -> list[Json]:
+    """The shipped class (WaitForFirstConsumer, Delete: its data center is the first
+    consumer's) and two variants: Immediate with Delete, WaitForFirstConsumer with
+    Retain. All allow expansion."""
+    shipped = next(
+        doc
+        for doc in yaml.safe_load_all(SHIPPED_STORAGE.read_text())
+        if doc["kind"] == "StorageClass"
+    )
+    now = {
+        **copy.deepcopy(shipped),
+        "metadata": {"name": IMMEDIATE_CLASS},
+        "volumeBindingMode": "Immediate",
+        "parameters": {"dataCenter": VOLUME_DATACENTER},
+    }
+    retain = {
+        **copy.deepcopy(shipped),
+        "metadata": {"name": RETAIN_CLASS},
+        "reclaimPolicy": "Retain",
+    }
+    return [shipped, now, retain]
+
+
+def csi_driver() -> Json:
+    return next(
+        doc for doc in yaml.safe_load_all(SHIPPED_STORAGE.read_text()) if doc["kind"] == "CSIDriver"
+    )
+
+
+def claim_manifest(namespace: str, name: str, storage_class: str, size: str) -> Json:
     return {
         "apiVersion": "v1",
-        "kind": "Pod",
+        "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": size}},
+            "storageClassName": storage_class,
+        },
     }
 
 
@@ -290,6 +381,12 @@ class Snapshot:
     """Pods on our node, by UID."""
     instances: list[Json]
     """Every instance in the account (foreign ones too), as the API serves them."""
+    claims: dict[str, Json] = field(default_factory=dict)
+    """The run's PersistentVolumeClaims, by UID."""
+    persistent_volumes: list[Json] = field(default_factory=list)
+    """PVs of the network-volume CSI driver whose claim is (or was) one of the run's."""
+    volumes: list[Json] = field(default_factory=list)
+    """Every network volume in the account (foreign ones too), as the API serves them."""
     owned: dict[str, list[Json]] = field(init=False)
     clusters: dict[str, dict[str, list[Json]]] = field(init=False)
     """Our Instant Clusters' members, by gang tag and cluster id (not in `owned`)."""
@@ -308,13 +405,27 @@ class Snapshot:
                 self.owned[env.get(POD_UID_ENV, "?")].append(instance)
 
     @classmethod
-    def take(cls, host: SimHost, owner: str, node: str) -> Snapshot:
+    def take(cls, host: SimHost, owner: str, node: str, namespace: str = "") -> Snapshot:
         pods = {
             p["metadata"]["uid"]: p
             for p in host.pods()
             if (p.get("spec") or {}).get("nodeName") == node
         }
-        return cls(owner, node, pods, host.instances())
+        claims = {
+            c["metadata"]["uid"]: c
+            for c in host.objects("persistentvolumeclaims")
+            if c["metadata"].get("namespace") == namespace
+        }
+        volumes = [
+            pv
+            for pv in host.objects("persistentvolumes")
+            if (pv["spec"].get("csi") or {}).get("driver") == CSI_DRIVER
+            and (pv["spec"].get("claimRef") or {}).get("namespace") == namespace
+        ]
+        state = host.runpod_state()
+        return cls(
+            owner, node, pods, state["pods"], claims, volumes, state.get("networkVolumes") or []
+        )
 
     def live(self, uid: str) -> bool:
         pod = self.pods.get(uid)
@@ -341,6 +452,64 @@ class Snapshot:
             for cluster_id in made
         ]
 
+    def our_volumes(self) -> dict[str, list[Json]]:
+        """Our network volumes, by the UID of the claim each was made for (its name)."""
+        prefix = volume_name(self.owner, "")
+        found: dict[str, list[Json]] = defaultdict(list)
+        for volume in self.volumes:
+            if volume["name"].startswith(prefix):
+                found[volume["name"][len(prefix) :]].append(volume)
+        return found
+
+    def duplicate_volumes(self) -> list[str]:
+        """Claims with more than one volume of ours."""
+        return [
+            f"claim {uid} has volumes {sorted(v['id'] for v in group)}"
+            for uid, group in self.our_volumes().items()
+            if len(group) > 1
+        ]
+
+    def leaked_volumes(self) -> list[str]:
+        """What convergence must not leave: a volume of ours that no PV names; a volume
+        whose claim is gone while its PV says Delete (a Retain volume stays, with its
+        Released PV); a PV of a claim that is gone whose volume is gone too."""
+        by_handle = {_handle(pv): pv for pv in self.persistent_volumes}
+        found = []
+        for uid, group in self.our_volumes().items():
+            for volume in group:
+                pv = by_handle.get(volume["id"])
+                if pv is None:
+                    claim = "its claim is gone" if uid not in self.claims else "its claim waits"
+                    found.append(f"volume {volume['id']} of claim {uid}: no PV names it, {claim}")
+                elif _reclaim(pv) == "Delete" and _claim_uid(pv) not in self.claims:
+                    found.append(
+                        f"volume {volume['id']}: claim {uid} is gone, its PV "
+                        f"{pv['metadata']['name']} says Delete"
+                    )
+        listed = {v["id"] for v in self.volumes}
+        found += [
+            f"PV {pv['metadata']['name']} outlived its claim and its volume {_handle(pv)}"
+            for pv in self.persistent_volumes
+            if _handle(pv) not in listed and _claim_uid(pv) not in self.claims
+        ]
+        return found
+
+    def _claim_problems(self) -> list[str]:
+        """A live claim handed to the provisioner is Bound, at the size it asks for."""
+        problems = []
+        for claim in self.claims.values():
+            meta, status = claim["metadata"], claim.get("status") or {}
+            if meta.get("deletionTimestamp"):
+                continue
+            asked = size_gb(claim["spec"]["resources"]["requests"]["storage"])
+            if (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) and status.get(
+                "phase"
+            ) != "Bound":
+                problems.append(f"claim {meta['name']} is {status.get('phase')}")
+            elif status.get("phase") == "Bound" and asked > size_gb(status["capacity"]["storage"]):
+                problems.append(f"claim {meta['name']} asks {asked} GB, holds less")
+        return problems
+
     def unconverged(self) -> list[str]:
         """Why the worlds do not agree yet; empty once converged."""
         problems = [
@@ -350,6 +519,7 @@ class Snapshot:
         problems += [f"pod {uid} has {n} instances" for uid, n in self.duplicates().items()]
         problems += [f"gang {gang} has two clusters" for gang in self.duplicate_clusters()]
         problems += [f"cluster {c} outlived its Job's pods" for c in self.leaked_clusters()]
+        problems += self.duplicate_volumes() + self.leaked_volumes() + self._claim_problems()
         listed = {cluster_id for made in self.clusters.values() for cluster_id in made}
         for uid, pod in self.pods.items():
             if _annotations(pod).get(CLUSTER_ANNOTATION) == "true":
@@ -357,6 +527,18 @@ class Snapshot:
             else:
                 problems += _pod_problems(pod, self.owned.get(uid, []))
         return problems
+
+
+def _handle(pv: Json) -> str:
+    return str((pv["spec"].get("csi") or {}).get("volumeHandle") or "")
+
+
+def _reclaim(pv: Json) -> str:
+    return str(pv["spec"].get("persistentVolumeReclaimPolicy") or "")
+
+
+def _claim_uid(pv: Json) -> str:
+    return str((pv["spec"].get("claimRef") or {}).get("uid") or "")
 
 
 def _annotations(pod: Json) -> dict[str, str]:

@@ -13,7 +13,12 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.network_volumes import CSI_DRIVER, PROVISIONER, volume_name
+from reconciler.core.network_volumes import (
+    CSI_DRIVER,
+    PROVISIONER,
+    PROVISIONING_FINALIZER,
+    volume_name,
+)
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
 from reconciler.runtime.metrics import Metrics
@@ -62,6 +67,13 @@ def add_claim(box: Sandbox, name: str = "ckpt", size: str = "20Gi", cls: str = "
 
 def claim(box: Sandbox, name: str = "ckpt") -> Any:
     return box.kube_sim.get("persistentvolumeclaims", "default", name)
+
+
+def provision(box: Sandbox) -> None:
+    """Two ticks: the volume and its PV, then the claim's hold taken off."""
+    box.tick()
+    box.tick()
+    assert PROVISIONING_FINALIZER not in claim(box)["metadata"].get("finalizers", [])
 
 
 def pv_of(box: Sandbox, made: Any) -> Any:
@@ -122,7 +134,7 @@ def test_a_claim_outside_runpods_sizes_is_told_why_and_waits(box):
 def test_a_released_volume_goes_only_once_no_instance_mounts_it(box):
     add_class(box)
     made = add_claim(box)
-    box.tick()
+    provision(box)
     [volume_id] = box.runpod_sim.volumes
     holder = box.runpod_sim.add_instance("someone")
     box.runpod_sim.set_instance_fields(
@@ -142,7 +154,7 @@ def test_a_released_volume_goes_only_once_no_instance_mounts_it(box):
 def test_retain_keeps_the_volume_and_its_pv(box):
     add_class(box, reclaimPolicy="Retain")
     made = add_claim(box)
-    box.tick()
+    provision(box)
     delete_claim(box)
     box.tick()
     assert len(box.runpod_sim.volumes) == 1
@@ -253,7 +265,7 @@ def test_what_runpod_cannot_mount_is_the_pods_reason(box):
 def test_a_crash_while_deleting_leaves_neither_the_volume_nor_its_pv(box, point):
     add_class(box)
     made = add_claim(box)
-    box.tick()
+    provision(box)
     delete_claim(box)
     crashpoints.arm(f"{point}:1", die=crash)
     with pytest.raises(crashpoints.SimulatedCrash):

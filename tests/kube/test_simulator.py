@@ -244,6 +244,26 @@ def test_finalizers_hold_a_deleted_object_until_removed(
     assert sim.get("pods", "default", "p") is None
 
 
+def test_an_object_being_deleted_gains_no_finalizer(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
+    """A controller that only adds its finalizer after the delete is refused (422), as
+    the API server does: the hold must come before."""
+    sim.create_pod({**_pod("p", finalizers=["example.com/hold"])})
+    core.delete_namespaced_pod("p", "default", _preload_content=False)
+    with pytest.raises(ApiException) as refused:
+        core.patch_namespaced_pod(
+            "p",
+            "default",
+            {"metadata": {"finalizers": ["example.com/hold", "example.com/late"]}},
+            _content_type="application/merge-patch+json",
+        )
+    assert refused.value.status == 422
+    assert "no new finalizers can be added" in refused.value.body
+    pod = sim.get("pods", "default", "p")
+    assert pod is not None and pod["metadata"]["finalizers"] == ["example.com/hold"]
+
+
 def test_delete_precondition_on_resource_version(
     sim: KubeSimulator, core: client.CoreV1Api
 ) -> None:

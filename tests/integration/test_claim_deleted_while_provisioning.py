@@ -1,0 +1,108 @@
+"""A claim deleted while its volume is being made (between the volume's POST and its PV,
+across a crash) leaves no leak and no duplicate: the claim is held by the provisioner's
+finalizer from before the POST until a PV names it, so the next tick finds the volume
+by its name, makes its PV (bound to the deleted claim, as external-provisioner does),
+lets the claim go, and the PV controller releases the PV: the reclaim policy recorded
+on the claim at provisioning decides (Delete: the volume and the PV go; Retain: both
+stay, the PV Released). A crash before the POST lets the claim go with nothing made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.core.network_volumes import (
+    PROVISIONING_FINALIZER,
+    RECLAIM_ANNOTATION,
+    volume_name,
+)
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime import crashpoints
+from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+
+from .test_claims import add_claim, add_class, claim, crash, pv_of, volume_calls
+
+
+def crash_in(box: Sandbox, point: str) -> None:
+    crashpoints.arm(f"{point}:1", die=crash)
+    with pytest.raises(crashpoints.SimulatedCrash):
+        box.tick()
+    box.restart()
+
+
+def delete(box: Sandbox, name: str = "ckpt") -> None:
+    box.kube_sim.store.delete(PERSISTENT_VOLUME_CLAIMS, "default", name)
+
+
+def posts(box: Sandbox) -> list[Any]:
+    return [c for c in volume_calls(box) if c[0] == "POST"]
+
+
+@pytest.mark.parametrize("policy", ["Delete", "Retain"])
+def test_a_claim_deleted_between_the_post_and_the_pv_follows_its_recorded_policy(box, policy):
+    add_class(box, reclaimPolicy=policy)
+    add_class(box, "other")  # a class of ours stays: the provisioner runs
+    made = add_claim(box)
+    crash_in(box, "after-volume-create")
+    [volume_id] = box.runpod_sim.volumes
+    held = claim(box)
+    assert PROVISIONING_FINALIZER in held["metadata"]["finalizers"]
+    assert held["metadata"]["annotations"][RECLAIM_ANNOTATION] == policy
+    delete(box)
+    box.kube_sim.store.delete(STORAGE_CLASSES, None, "runpod")  # the record is what counts
+    assert claim(box)["metadata"]["deletionTimestamp"]  # held: still there
+    box.tick()  # its PV is made, bound to the deleted claim
+    pv = pv_of(box, made)
+    assert pv["spec"]["csi"]["volumeHandle"] == volume_id
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == policy
+    box.tick()  # the hold goes, and with it the claim; the PV is released
+    assert claim(box) is None
+    box.tick()  # Delete: the volume, then the PV
+    if policy == "Delete":
+        assert box.runpod_sim.volumes == {} and pv_of(box, made) is None
+    else:
+        assert list(box.runpod_sim.volumes) == [volume_id]
+        assert pv_of(box, made)["status"]["phase"] == "Released"
+    add_claim(box, "again", cls="other")  # a tick that lists the volumes: no leak
+    assert box.tick().volume_leaks == []
+    assert len(posts(box)) == 2  # one volume per claim
+
+
+def test_a_claim_deleted_before_the_post_goes_with_nothing_made(box):
+    add_class(box)
+    add_claim(box)
+    crash_in(box, "after-volume-intent")
+    delete(box)
+    assert claim(box) is not None  # held
+    box.tick()  # RunPod has no volume under its name: the claim is let go
+    assert claim(box) is None
+    assert box.runpod_sim.volumes == {} and posts(box) == []
+
+
+@pytest.mark.parametrize("point", ["after-volume-unused", "after-volume-delete"])
+def test_a_crash_while_the_deleted_claims_volume_is_deleted_leaves_nothing(box, point):
+    add_class(box)
+    made = add_claim(box)
+    crash_in(box, "after-volume-create")
+    delete(box)
+    box.tick()  # its PV
+    box.tick()  # released
+    crash_in(box, point)
+    box.tick()
+    assert box.runpod_sim.volumes == {} and pv_of(box, made) is None
+    assert len([c for c in volume_calls(box) if c[0] == "DELETE"]) == 1
+    assert len(posts(box)) == 1
+
+
+def test_a_claim_that_changed_before_its_hold_is_not_posted_for(box):
+    add_class(box)
+    add_claim(box)
+    box.kube_sim.inject_fault("PATCH", "/api/v1/namespaces/*/persistentvolumeclaims/*", 409, 1)
+    box.tick()  # the hold is refused: no POST
+    assert posts(box) == []
+    box.tick()
+    assert len(posts(box)) == 1
+    assert claim(box)["status"]["phase"] == "Bound"
+    name = volume_name(box.settings.owner_id, claim(box)["metadata"]["uid"])
+    assert posts(box)[0][2]["name"] == name
