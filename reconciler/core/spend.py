@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.core.domain import BillingRecord
+from reconciler.core.actions import DeleteCluster
+from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.reasons import TerminateReason
 
 SPEND_ANNOTATION = "runpod.io/spend-usd"
 LEAK_REASON = "leak: RunPod bills an instance whose pod has ended"
@@ -155,3 +157,30 @@ def spend_by_pod(
         if row.instance_id is not None and row.instance_id in instance_usd:
             totals[row.pod_uid] += instance_usd[row.instance_id]
     return dict(totals)
+
+
+CLUSTER_LEAK_REASON = "leak: RunPod bills an Instant Cluster after it was deleted"
+
+
+def cluster_leaks(
+    records: Iterable[ResourceCharge],
+    deleted: Mapping[str, datetime],
+    grace_seconds: float,
+) -> list[DeleteCluster]:
+    """Clusters of ours charged for hours that began after their DELETE was answered
+    (plus the grace): deleted again, loudly, as a leaked instance is terminated again."""
+    usd: dict[str, float] = defaultdict(float)
+    for record in records:
+        moment = deleted.get(record.resource_id)
+        if moment is None or record.total_usd <= 0:
+            continue
+        if record.start >= moment + timedelta(seconds=grace_seconds):
+            usd[record.resource_id] += record.total_usd
+    return [
+        DeleteCluster(
+            cluster_id,
+            TerminateReason.LEAK,
+            f"{CLUSTER_LEAK_REASON} (${usd[cluster_id]:.2f} charged since)",
+        )
+        for cluster_id in sorted(usd)
+    ]

@@ -811,6 +811,9 @@ class Engine:
             )
         self._collect_registries(report, executor)
         self._provision_volumes(report, executor)
+        leaks = [leak for read in report.resource_billing for leak in read.leaks]
+        if leaks:
+            _run_into(executor, leaks, report)
 
     def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
         """The network-volume provisioner's step (`core.network_volumes` decides): after

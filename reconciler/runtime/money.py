@@ -9,7 +9,9 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   a create, cached for `CAPS_TTL`;
 - network volumes' and Instant Clusters' charges: one `GET /v2/billing/network-volumes`
   and one `GET /v2/billing/clusters` when a whole hour has ended since the last read,
-  each only while a resource of its kind is known as ours (within `--cost-history`);
+  each only while a resource of its kind is known as ours (within `--cost-history`); a
+  cluster charged for an hour that began after its DELETE was answered is a leak, and
+  is deleted again (one `DELETE /v2/clusters/{id}`);
   whose each resource is, is written when the tick first sees it (and once a day
   while it does), from what the tick lists anyway;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
@@ -30,6 +32,7 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core import spend
+from reconciler.core.actions import DeleteCluster
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.clusters import UnrunCluster
@@ -123,6 +126,8 @@ class ResourceBillingRead:
     records: Sequence[ResourceCharge]
     """Charges of our resources of this kind in the hours read."""
     covered_until: datetime
+    leaks: Sequence[DeleteCluster] = ()
+    """Clusters charged for hours after RunPod answered their DELETE: deleted again."""
 
 
 class ResourceBilling:
@@ -181,7 +186,14 @@ class ResourceBilling:
             len(kept),
             sum(r.total_usd for r in kept),
         )
-        return ResourceBillingRead(kind, kept, until)
+        leaks: list[DeleteCluster] = []
+        if kind is Billed.CLUSTER and kept:
+            leaks = spend.cluster_leaks(kept, store.clusters_deleted(), settings.orphan_grace_time)
+        for leak in leaks:
+            log.error(
+                "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
+            )
+        return ResourceBillingRead(kind, kept, until, leaks)
 
 
 def save_resource_billing(

@@ -345,6 +345,9 @@ class RunPodSimulator:
             self._ledgers: dict[str, billing.PodLedger] = {}
             self._terminated: dict[str, dict[str, Any]] = {}
             self._ghost_deletes = _CountedFault(0)
+            self._ghost_cluster_deletes = _CountedFault(0)
+            self._ghost_clusters: dict[str, runpod_clusters.SimCluster] = {}
+            """Clusters a DELETE hid but left billing, until their id is deleted again."""
             self._templates: dict[str, dict[str, Any]] = {}
             self._limits = RateWindows(self._quota)
             self._faults: list[_Fault] = []
@@ -467,6 +470,12 @@ class RunPodSimulator:
         """
         with self._lock:
             self._ghost_deletes = _CountedFault(count)
+
+    def cluster_delete_keeps_billing(self, count: int = 1) -> None:
+        """The next `count` cluster DELETEs answer 204 and hide the cluster and its
+        members, which go on billing; a later DELETE of the same id really ends it."""
+        with self._lock:
+            self._ghost_cluster_deletes = _CountedFault(count)
 
     def billed(self, instance_id: str) -> dict[str, float]:
         """The pod's whole ledger up to now, unrounded: {"gpu", "disk", "total"} ("gpu" is
@@ -1255,11 +1264,20 @@ class RunPodSimulator:
 
     @api("DELETE", "/v2/clusters/{id}")
     def _delete_cluster(self, request: _Request) -> Reply:
+        ghost = self._ghost_clusters.pop(request.pod_id, None)
+        if ghost is not None:  # a cluster whose earlier delete kept it billing
+            for pod in ghost.members:
+                self._ledgers[pod.id].delete(request.now)
+            return Reply(204)
         cluster = self._api_cluster(request)
+        keeps_billing = self._ghost_cluster_deletes.spend()
         for pod in cluster.members:
             self._end_pod(pod, request.now)
-            self._ledgers[pod.id].delete(request.now)
+            if not keeps_billing:
+                self._ledgers[pod.id].delete(request.now)
         del self._clusters[cluster.id]
+        if keeps_billing:
+            self._ghost_clusters[cluster.id] = cluster
         return Reply(204)
 
     @api("GET", "/v2/clusters/{id}/pods")

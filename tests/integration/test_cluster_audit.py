@@ -1,8 +1,9 @@
 """Instant Clusters in the leak audit and the metrics, through both simulators: a cluster
 of ours that no Job's gang runs and that nothing collects (no gang tag) is reported after
 the orphan grace (an error log, `reconciler_leaked_clusters`) and left alone; a cluster
-the gangs' planning collects in time is not a leak; clusters and members of ours are
-gauges, creations and deletions counters."""
+the gangs' planning collects in time is not a leak; a cluster RunPod bills for hours
+after answering its DELETE is deleted again (the billing audit), one deleted for good is
+not; clusters and members of ours are gauges, creations and deletions counters."""
 
 from __future__ import annotations
 
@@ -97,3 +98,47 @@ def test_a_running_gang_is_no_leak(box: Sandbox) -> None:
     box.tick()
     box.advance(box.settings.orphan_grace_time + 1)
     assert box.tick().cluster_leaks == []
+
+
+def test_a_cluster_billed_after_its_delete_was_answered_is_deleted_again(
+    box: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    running_gang(box)
+    cluster_id = members(box)[0]["cluster"]["id"]
+    box.tick()  # whose the cluster is, written
+    box.runpod_sim.cluster_delete_keeps_billing()  # answered 204, yet it bills on
+    kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
+        "train", "default", propagation_policy="Background"
+    )
+    box.tick()
+    box.tick()
+    assert box.runpod_sim.clusters == {}
+    deletes = [r.path for r in box.runpod_sim.requests if r.method == "DELETE"]
+    assert deletes == [f"/v2/clusters/{cluster_id}"]
+    metrics = Metrics()
+    box.advance(3 * 3600)
+    with caplog.at_level(logging.ERROR):
+        report = box.tick()  # the hourly read finds charges after the DELETE
+    _observe(metrics, box, report)
+    deletes = [r.path for r in box.runpod_sim.requests if r.method == "DELETE"]
+    assert deletes == [f"/v2/clusters/{cluster_id}"] * 2
+    assert _value(metrics, "reconciler_clusters_deleted_total", {"reason": "leak"}) == 1
+    assert any("LEAK" in r.getMessage() and cluster_id in r.getMessage() for r in caplog.records)
+    box.advance(3 * 3600)
+    box.tick()  # deleted for good: billed no more, not deleted a third time
+    deletes = [r.path for r in box.runpod_sim.requests if r.method == "DELETE"]
+    assert len(deletes) == 2
+
+
+def test_a_cluster_deleted_for_good_is_no_leak(box: Sandbox) -> None:
+    running_gang(box)
+    box.tick()
+    kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
+        "train", "default", propagation_policy="Background"
+    )
+    box.tick()
+    box.advance(3 * 3600)
+    box.tick()
+    box.advance(3 * 3600)
+    box.tick()
+    assert len([r for r in box.runpod_sim.requests if r.method == "DELETE"]) == 1

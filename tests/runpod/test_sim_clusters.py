@@ -250,3 +250,20 @@ def test_a_filter_of_another_billing_route_is_refused(
     for name in ("podId", "clusterId", "networkVolumeId"):
         answer = http.get(url, params={name: "x1"})
         assert answer.status_code == (200 if own.get(route) == name else 400), (name, answer.text)
+
+
+def test_a_delete_that_keeps_billing_hides_the_cluster_until_deleted_again(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    made = create(sim, http)
+    sim.cluster_delete_keeps_billing()
+    assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 204
+    assert sim.clusters == {}  # gone from every list
+    query = {"bucketSize": "hour", "lastN": "1", "clusterId": made["id"]}
+    sim.advance(5400)
+    billed = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()["records"]
+    assert billed and billed[0]["gpuAmount"] > 0  # yet it bills on
+    assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 204
+    sim.advance(7200)
+    after = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
+    assert after["records"] == []

@@ -221,6 +221,18 @@ class Store:
                 for row in session.scalars(query)
             }
 
+    def clusters_deleted(self) -> dict[str, datetime]:
+        """Cluster id → when RunPod last answered its DELETE (from the journal)."""
+        with self._sessions() as session:
+            query = (
+                select(ActionRecord.instance_id, func.max(ActionRecord.finished_at))
+                .where(ActionRecord.kind == "delete-cluster")
+                .where(ActionRecord.outcome == "ok")
+                .where(ActionRecord.instance_id.is_not(None))
+                .group_by(ActionRecord.instance_id)
+            )
+            return {str(i): at for i, at in session.execute(query) if at is not None}
+
     def billed_resource_ids(self, kind: Billed) -> set[str]:
         with self._sessions() as session:
             query = select(BilledResource.resource_id).where(BilledResource.kind == kind.value)

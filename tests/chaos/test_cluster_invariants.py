@@ -1,0 +1,52 @@
+"""The campaign's two Instant Cluster invariants can fail: each is fed a world that
+breaks it (a check that cannot fail proves nothing). Pure: no simulator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.core.contract import GANG_ENV, OWNER_ENV
+from tests.chaos.world import Snapshot
+
+OWNER = "c/n"
+
+
+def member(cluster_id: str, gang: str, owner: str = OWNER) -> Any:
+    return {
+        "id": f"{cluster_id}-m",
+        "env": {OWNER_ENV: owner, GANG_ENV: gang},
+        "cluster": {"id": cluster_id, "rank": 0},
+    }
+
+
+def gang_pod(job_uid: str, phase: str = "Running") -> Any:
+    return {
+        "metadata": {
+            "uid": f"pod-of-{job_uid}",
+            "ownerReferences": [{"kind": "Job", "uid": job_uid}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def world(pods: list[Any], members: list[Any]) -> Snapshot:
+    return Snapshot(OWNER, "n", {p["metadata"]["uid"]: p for p in pods}, members)
+
+
+def test_two_clusters_for_one_gang_are_caught() -> None:
+    one = world([gang_pod("job1")], [member("c1", "job1/g"), member("c1", "job1/g")])
+    assert one.duplicate_clusters() == []
+    two = world([gang_pod("job1")], [member("c1", "job1/g"), member("c2", "job1/g")])
+    assert two.duplicate_clusters() == ["job1/g"]
+    # Two attempts of one Job (a failed gang made again) are two gangs, not a duplicate.
+    again = world([gang_pod("job1")], [member("c1", "job1/g"), member("c2", "job1/h")])
+    assert again.duplicate_clusters() == []
+
+
+def test_a_cluster_whose_job_has_no_live_pod_is_caught() -> None:
+    assert world([gang_pod("job1")], [member("c1", "job1/g")]).leaked_clusters() == []
+    assert world([], [member("c1", "job1/g")]).leaked_clusters() == ["c1"]
+    finished = world([gang_pod("job1", "Succeeded")], [member("c1", "job1/g")])
+    assert finished.leaked_clusters() == ["c1"]
+    # Someone else's cluster is none of ours.
+    assert world([], [member("c1", "job1/g", owner="other/n")]).leaked_clusters() == []
