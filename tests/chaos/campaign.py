@@ -183,8 +183,8 @@ class Run:
 
     def _chaos(self) -> None:
         tick = 0
-        while tick < self.chaos_ticks or (self._uncovered() and tick < 2 * self.chaos_ticks):
-            plan = self._choose_plan()
+        while tick < self.chaos_ticks or (self._uncovered() and tick < 3 * self.chaos_ticks):
+            plan = self._choose_plan(covering=tick >= self.chaos_ticks)
             snap = self._look()
             steer = STEER.get(plan.point or "")
             if steer in ("add", "add-private", "add-gang") and not self.workload.keep_bounded(snap):
@@ -270,11 +270,17 @@ class Run:
 
     # --- one tick --------------------------------------------------------------------
 
-    def _choose_plan(self) -> TickPlan:
+    def _choose_plan(self, covering: bool = False) -> TickPlan:
+        """A crash at the least covered point, a timed kill, or a clean tick. Past the
+        run's chaos ticks (`covering`), every tick is armed at a point not yet fired: an
+        armed tick fires only if it reaches its point (a steered action can miss, more
+        often on a loaded machine), and the run goes on only to cover those points."""
         roll = self.rng.random()
-        if roll < 0.55:
-            least = min(self.coverage[p] for p in POINTS)
-            point = self.rng.choice([p for p in POINTS if self.coverage[p] == least])
+        if covering or roll < 0.55:
+            unfired = [p for p in POINTS if self.result.fired[p] == 0]
+            pool = unfired if covering and unfired else list(POINTS)
+            least = min(self.coverage[p] for p in pool)
+            point = self.rng.choice([p for p in pool if self.coverage[p] == least])
             return TickPlan(crash_at=f"{point}:{self.rng.choice([1, 1, 1, 2])}")
         if roll < 0.85:
             return TickPlan(kill_after=self.rng.uniform(0.5, 2.5))
