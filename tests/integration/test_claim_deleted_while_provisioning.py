@@ -18,17 +18,10 @@ from reconciler.core.network_volumes import (
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
-from .test_claims import add_claim, add_class, claim, crash, pv_of, volume_calls
-
-
-def crash_in(box: Sandbox, point: str) -> None:
-    crashpoints.arm(f"{point}:1", die=crash)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    box.restart()
+from .crashing import crash_in
+from .test_claims import add_claim, add_class, claim, pv_of, volume_calls
 
 
 def delete(box: Sandbox, name: str = "ckpt") -> None:

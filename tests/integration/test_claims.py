@@ -22,17 +22,13 @@ from reconciler.core.network_volumes import (
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
 from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
 
+from .crashing import crash_in
 from .test_limits import status_reason
 
 VOLUMES = "/v2/network-volumes"
-
-
-def crash() -> None:
-    raise crashpoints.SimulatedCrash
 
 
 def volume_calls(box: Sandbox) -> list[tuple[str, str, Any]]:
@@ -109,10 +105,7 @@ def test_a_claim_gets_one_volume_and_a_bound_pv_and_a_steady_tick_costs_nothing(
 def test_a_crash_while_provisioning_leaves_one_volume(box, point):
     add_class(box)
     made = add_claim(box)
-    crashpoints.arm(f"{point}:1", die=crash)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    box.restart()
+    crash_in(box, point)
     box.tick()
     assert len(box.runpod_sim.volumes) == 1
     assert claim(box)["status"]["phase"] == "Bound"
@@ -269,10 +262,7 @@ def test_a_crash_while_deleting_leaves_neither_the_volume_nor_its_pv(box, point)
     made = add_claim(box)
     provision(box)
     delete_claim(box)
-    crashpoints.arm(f"{point}:1", die=crash)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    box.restart()
+    crash_in(box, point)
     box.tick()
     assert box.runpod_sim.volumes == {}
     assert pv_of(box, made) is None

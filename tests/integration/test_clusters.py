@@ -23,8 +23,9 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
 from reconciler.sim.runpod import SimRequest
+
+from .crashing import crash_in
 
 
 def cluster_posts(box: Sandbox) -> list[SimRequest]:
@@ -135,11 +136,7 @@ def test_a_job_that_cannot_be_a_cluster_says_why(box: Sandbox) -> None:
 @pytest.mark.parametrize("point", ["after-cluster-intent", "after-cluster-create"])
 def test_a_crash_around_the_create_leaves_one_cluster(box: Sandbox, point: str) -> None:
     box.add_indexed_job("train", 2)
-    crashpoints.arm(point, die=_raise)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    crashpoints.arm("")
-    box.restart()
+    crash_in(box, point)
     for _ in range(4):
         box.tick()
         box.advance(20)
@@ -159,10 +156,6 @@ def test_a_lost_answer_is_not_retried_blindly(box: Sandbox) -> None:
     box.tick()
     assert len(box.runpod_sim.clusters) == 1
     assert len(cluster_posts(box)) == 1
-
-
-def _raise() -> None:
-    raise crashpoints.SimulatedCrash
 
 
 def test_a_second_cluster_for_one_gang_is_deleted(box: Sandbox) -> None:
@@ -253,10 +246,7 @@ def test_a_crash_before_the_delete_is_sent_is_healed_once_the_list_could_have_ca
     kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
         "train", "default", propagation_policy="Background"
     )
-    crashpoints.arm("after-cluster-deleting", die=_raise)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()  # the row says deleting; the DELETE was never sent
-    box.restart()
+    crash_in(box, "after-cluster-deleting")  # the row says deleting; the DELETE was never sent
     box.advance(6)  # longer than the list may lag, far less than a minute
     box.tick()
     assert members(box) == [] and box.runpod_sim.clusters == {}

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
 from reconciler.sim.runpod import SimRequest
+
+from .crashing import crash_in
 
 INTERVAL = 60  # the default --gang-result-interval
 
@@ -175,20 +176,12 @@ def test_a_crash_around_the_delete_keeps_the_result(box: Sandbox, point: str) ->
     running_gang(box)
     box.runpod_sim.exit_process(rank(box, 0), 0)
     box.advance(INTERVAL)
-    crashpoints.arm(point, die=_raise)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    crashpoints.arm("")
-    box.restart()
+    crash_in(box, point)
     box.tick()
     box.tick()
     assert phases(box) == ["Succeeded", "Succeeded"]
     assert box.runpod_sim.clusters == {}
     assert "Complete" in job_conditions(box)
-
-
-def _raise() -> None:
-    raise crashpoints.SimulatedCrash
 
 
 def test_the_members_wrapper_waits_instead_of_stopping(box: Sandbox) -> None:
@@ -222,11 +215,7 @@ def test_a_crash_before_a_failed_gangs_delete_leaves_no_cluster(box: Sandbox) ->
     names = [p["metadata"]["name"] for p in box.job_pods("train")]
     first = members(box)[0]["cluster"]["id"]
     box.runpod_sim.fail_instance(members(box)[0]["id"])
-    crashpoints.arm("after-cluster-deleting", die=_raise)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    crashpoints.arm("")
-    box.restart()
+    crash_in(box, "after-cluster-deleting")
     box.tick()
     box.tick()
     old = [box.pod(name) or {} for name in names]
@@ -245,11 +234,7 @@ def test_a_delete_a_crash_kept_from_runpod_goes_at_once(box: Sandbox) -> None:
     cluster_id = members(box)[0]["cluster"]["id"]
     batch = kubernetes.client.BatchV1Api(box.kube_sim.api_client())
     batch.delete_namespaced_job("train", "default", propagation_policy="Background")
-    crashpoints.arm("after-cluster-deleting", die=_raise)
-    with pytest.raises(crashpoints.SimulatedCrash):
-        box.tick()
-    crashpoints.arm("")
-    box.restart()
+    crash_in(box, "after-cluster-deleting")
     box.tick()
     assert [r.path for r in cluster_deletes(box)] == [f"/v2/clusters/{cluster_id}"]
     box.tick()
