@@ -324,13 +324,10 @@ class Event:
     warning: bool = False
 
 
-Action = (
-    SaveRow
-    | DeleteRow
-    | Create
-    | EnsureRegistryAuth
-    | DeleteRegistryAuth
-    | CreateNetworkVolume
+# What the network-volume provisioner decides (core.network_volumes), carried out by
+# runtime.volume_steps.
+VolumeAction = (
+    CreateNetworkVolume
     | CreateVolumeObject
     | ResizeNetworkVolume
     | DeleteNetworkVolume
@@ -338,6 +335,15 @@ Action = (
     | MarkClaimSelected
     | ReleaseClaim
     | ClaimEvent
+)
+
+Action = (
+    SaveRow
+    | DeleteRow
+    | Create
+    | EnsureRegistryAuth
+    | DeleteRegistryAuth
+    | VolumeAction
     | Adopt
     | Terminate
     | RestoreTags

@@ -34,11 +34,8 @@ from reconciler.core.actions import (
     Action,
     Adopt,
     Bind,
-    ClaimEvent,
     Create,
     CreateCluster,
-    CreateNetworkVolume,
-    CreateVolumeObject,
     DeleteCluster,
     DeleteClusterRow,
     DeleteNetworkVolume,
@@ -48,16 +45,14 @@ from reconciler.core.actions import (
     EnsureRegistryAuth,
     Event,
     FinalizePod,
-    MarkClaimSelected,
     PatchMetadata,
     PatchStatus,
     PodRef,
-    ReleaseClaim,
-    ResizeNetworkVolume,
     RestoreTags,
     SaveClusterRow,
     SaveRow,
     Terminate,
+    VolumeAction,
 )
 from reconciler.core.clusters import ClusterState
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, RegistryAuth
@@ -332,16 +327,7 @@ class Executor:
                 self.writes.save_cluster(row)
             case DeleteClusterRow(gang=gang):
                 self.writes.delete_cluster(gang)
-            case (
-                CreateNetworkVolume()
-                | CreateVolumeObject()
-                | ResizeNetworkVolume()
-                | DeleteNetworkVolume()
-                | DeleteVolumeObject()
-                | MarkClaimSelected()
-                | ReleaseClaim()
-                | ClaimEvent()
-            ):
+            case _ if isinstance(action, VolumeAction):
                 self.volumes.apply(action)
             case _:
                 assert_never(action)

@@ -28,6 +28,7 @@ from reconciler.core.actions import (
     MarkClaimSelected,
     ReleaseClaim,
     ResizeNetworkVolume,
+    VolumeAction,
 )
 from reconciler.core.domain import RunPodVolume
 from reconciler.core.network_volumes import SELECTED_NODE, persistent_volume
@@ -37,16 +38,6 @@ from reconciler.runtime import crashpoints
 log = logging.getLogger(__name__)
 
 Journaled = Callable[..., object]
-VolumeAction = (
-    CreateNetworkVolume
-    | CreateVolumeObject
-    | ResizeNetworkVolume
-    | DeleteNetworkVolume
-    | DeleteVolumeObject
-    | MarkClaimSelected
-    | ReleaseClaim
-    | ClaimEvent
-)
 
 
 class VolumeSteps:
