@@ -137,6 +137,7 @@ class Sandbox:
             port=port,
             # The engine is composed again on each configure(): ask the current one.
             usage=lambda now: self.engine.usage.usage(now),
+            listed=lambda uid: self.engine.ssh_addresses.of(uid),
         )
         assert server is not None
         self.kubelet = server

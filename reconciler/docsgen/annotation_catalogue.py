@@ -167,7 +167,8 @@ WRITTEN = (
         ann.PORT_MAPPINGS,
         "comma-separated `port/protocol->endpoint`",
         "The public endpoints of the instance's ports: RunPod's proxy URL for `http`, "
-        "the public address and port for `tcp`.",
+        "the public address and port for `tcp`. For people: exec never reads it (it asks "
+        "RunPod's record of the instance).",
     ),
     Annotation(
         spend.SPEND_ANNOTATION,

@@ -60,6 +60,7 @@ from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
+from reconciler.core.sshaccess import SshAddresses
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
@@ -301,6 +302,8 @@ class Engine:
         )
         self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
+        self.ssh_addresses = SshAddresses()
+        """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
         self.attributions = money.Attributions()
@@ -353,6 +356,7 @@ class Engine:
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
         self.usage.observe(observation.pods, owners.owned, report.started_at)
+        self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
