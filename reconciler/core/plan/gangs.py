@@ -118,9 +118,16 @@ def _gang(
             detail = "the gang it ran changed (a pod of it ended or went)"
             actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
-    # A live pod that ran in another cluster than its gang's has lost its member.
+    # A live pod that ran in another cluster of its Job than its gang's has lost its
+    # member. The annotation is anyone's to write who may edit the pod: it counts only
+    # when it names a cluster of this Job that RunPod lists or a row records; another
+    # value is written back by the mirror.
+    known = {m.cluster_id for gang, g in members.items() if key_job(gang) == job for m in g}
+    known |= {r.cluster_id for r in rows.values() if key_job(r.gang) == job}
     broken = [
-        p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in (None, cluster_id)
+        p
+        for p in active
+        if podinfo.pod_annotations(p).get(CLUSTER_ID) in known - {None, cluster_id}
     ]
     actions += gang_end.fail(
         t, broken, "a pod of its gang ended or went, so its cluster was deleted"
