@@ -205,7 +205,8 @@ class Session:
 
     def stop_accepting(self) -> None:
         """The caller has the streams it needs: those queued and any later are refused."""
-        self._accepting = False
+        with self._table_lock:
+            self._accepting = False
         while True:
             try:
                 stream = self._incoming.get_nowait()
@@ -313,10 +314,15 @@ class Session:
         stream = Stream(self, frame.stream_id, frame.headers)
         with self._table_lock:
             self._streams[frame.stream_id] = stream
-        self.send(f.SynReply(frame.stream_id))
+        self.send(f.SynReply(frame.stream_id))  # before anything else of the stream
         if frame.fin:
             stream._end_remote()
-        self._incoming.put(stream)
+        with self._table_lock:
+            queued = self._accepting
+            if queued:
+                self._incoming.put(stream)
+        if not queued:  # the caller stopped accepting meanwhile
+            stream.reset(f.REFUSED_STREAM)
 
     def _forget(self, stream: Stream) -> None:
         with self._table_lock:
