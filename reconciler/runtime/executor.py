@@ -744,6 +744,17 @@ class Executor:
     def _delete_cluster(self, action: DeleteCluster) -> None:
         if action.row is not None:
             self.writes.save_cluster(action.row)
+        unpatched = [p for p in action.pods if p.uid in self._status_failed]
+        if unpatched:
+            # The row keeps the end (state deleting, no answer yet): the next tick
+            # patches the pods from it, then sends this DELETE at once.
+            log.warning(
+                "not deleting cluster %s yet: the gang's end is not on pod %s (the status "
+                "patch failed); the next tick patches it again, then deletes",
+                action.cluster_id,
+                unpatched[0],
+            )
+            return
         self._journaled(
             "delete-cluster",
             action.pods[0].uid if action.pods else None,

@@ -112,16 +112,11 @@ def _gang(
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
-    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
-    for gang, listed in members.items():
-        if key_job(gang) == job and gang != key and listed[0].cluster_id not in sent:
-            detail = "the gang it ran changed (a pod of it ended or went)"
-            actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
     # A live pod that ran in another cluster of its Job than its gang's has lost its
     # member. The annotation is anyone's to write who may edit the pod: it counts only
     # when it names a cluster of this Job that RunPod lists or a row records; another
-    # value is written back by the mirror.
+    # value is written back by the mirror. Its end goes on it before that cluster goes.
     known = {m.cluster_id for gang, g in members.items() if key_job(gang) == job for m in g}
     known |= {r.cluster_id for r in rows.values() if key_job(r.gang) == job}
     broken = [
@@ -132,6 +127,13 @@ def _gang(
     actions += gang_end.fail(
         t, broken, "a pod of its gang ended or went, so its cluster was deleted"
     )
+    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
+    for gang, listed in members.items():
+        old = listed[0].cluster_id
+        if key_job(gang) == job and gang != key and old not in sent:
+            detail = "the gang it ran changed (a pod of it ended or went)"
+            ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
+            actions += gang_end.delete(t, old, rows.get(gang), detail, ran)
     actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
     late = gang_end.deadline_passed(t, healthy)
@@ -157,7 +159,7 @@ def _end_early(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
     deleted = gang_end.delete(t, cluster_id, ended, message, pods)
-    return [*deleted, *gang_end.fail(t, pods, message, reason)]
+    return [*gang_end.fail(t, pods, message, reason), *deleted]
 
 
 def _one_cluster(
@@ -202,8 +204,8 @@ def _run(
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
-            *gang_end.delete(t, cluster_id, ended, detail, pods),
             *gang_end.fail(t, pods, message),
+            *gang_end.delete(t, cluster_id, ended, detail, pods),
         ]
     if key in t.obs.gang_results:
         kept = kept.changed(result_checked_at=t.now)
@@ -214,7 +216,7 @@ def _run(
             deleted = gang_end.delete(
                 t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
             )
-            return [*deleted, *gang_end.settle(t, pods, ended)]
+            return [*gang_end.settle(t, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
