@@ -77,7 +77,9 @@ def _go(args: list[str], module_dir: Path, log: list[str]) -> None:
     done = subprocess.run(
         ["go", *args], cwd=module_dir, env=env, capture_output=True, text=True, check=False
     )
-    log.append(f"go {' '.join(args[:2])} in {module_dir.name}: {time.monotonic() - started:.0f}s")
+    log.append(
+        f"built {Path(args[args.index('-o') + 1]).name} in {time.monotonic() - started:.0f} s"
+    )
     if done.returncode != 0:
         raise RuntimeError(f"go {' '.join(args)} failed in {module_dir}:\n{done.stderr[-4000:]}")
 
@@ -93,10 +95,22 @@ def build(directory: Path | None = None, out: TextIO = sys.stderr) -> Path:
     log: list[str] = []
     for name in KUBE_BINARIES:
         flags = ["-trimpath", "-ldflags", _ldflags(kube)]
-        _go(["build", "-p", "2", *flags, "-o", str(partial / name), f"./{name}"], HERE / "kube", log)
+        _go(
+            ["build", "-p", "2", *flags, "-o", str(partial / name), f"./{name}"], HERE / "kube", log
+        )
         print(log[-1], file=out)
     _go(
-        ["build", "-p", "2", "-trimpath", "-ldflags", "-s -w", "-o", str(partial / "etcd"), "./etcd"],
+        [
+            "build",
+            "-p",
+            "2",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+            str(partial / "etcd"),
+            "./etcd",
+        ],
         HERE / "etcd",
         log,
     )

@@ -81,7 +81,9 @@ class Certificates:
         self.ca.write_bytes(self._ca.public_bytes(serialization.Encoding.PEM))
 
     @staticmethod
-    def _builder(subject: x509.Name, issuer: x509.Name, public_key: object) -> x509.CertificateBuilder:
+    def _builder(
+        subject: x509.Name, issuer: x509.Name, public_key: object
+    ) -> x509.CertificateBuilder:
         now = datetime.datetime.now(datetime.UTC)
         return (
             x509.CertificateBuilder()
@@ -93,7 +95,9 @@ class Certificates:
             .not_valid_after(now + datetime.timedelta(days=2))
         )
 
-    def issue(self, name: str, user: str, groups: tuple[str, ...] = (), server: bool = False) -> KeyPair:
+    def issue(
+        self, name: str, user: str, groups: tuple[str, ...] = (), server: bool = False
+    ) -> KeyPair:
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name(
             [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
@@ -106,13 +110,17 @@ class Certificates:
                     [
                         x509.DNSName("localhost"),
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                        x509.IPAddress(ipaddress.ip_address("10.0.0.1")),  # the `kubernetes` Service
+                        x509.IPAddress(
+                            ipaddress.ip_address("10.0.0.1")
+                        ),  # the `kubernetes` Service
                     ]
                 ),
                 critical=False,
             )
         pair = KeyPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
-        pair.cert.write_bytes(builder.sign(self._ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+        pair.cert.write_bytes(
+            builder.sign(self._ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+        )
         pair.key.write_bytes(
             key.private_bytes(
                 serialization.Encoding.PEM,
@@ -145,7 +153,9 @@ def kubeconfig(server: str, ca: Path, token: str, user: str) -> dict[str, object
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "realk8s", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "clusters": [
+            {"name": "realk8s", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "realk8s", "context": {"cluster": "realk8s", "user": user}}],
         "current-context": "realk8s",
@@ -189,7 +199,9 @@ class Plane:
         }
         token_file = self.workdir / "tokens.csv"
         token_file.write_text(
-            "".join(f'{token},{user},{user},"{groups}"\n' for user, (token, groups) in tokens.items())
+            "".join(
+                f'{token},{user},{user},"{groups}"\n' for user, (token, groups) in tokens.items()
+            )
         )
 
         etcd_port, etcd_peer = free_port(), free_port()
@@ -233,7 +245,9 @@ class Plane:
         )
         self._wait_ready(f"{self.url}/readyz", self.admin_token)
         for user in ("system:kube-controller-manager", "system:kube-scheduler"):
-            self._write_kubeconfig(self.workdir / f"{user.split(':')[-1]}.kubeconfig", tokens[user][0], user)
+            self._write_kubeconfig(
+                self.workdir / f"{user.split(':')[-1]}.kubeconfig", tokens[user][0], user
+            )
         self._run(
             binaries / "kube-controller-manager",
             "kube-controller-manager",
@@ -255,7 +269,9 @@ class Plane:
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(self.workdir / "kube-scheduler.kubeconfig")},
+                    "clientConnection": {
+                        "kubeconfig": str(self.workdir / "kube-scheduler.kubeconfig")
+                    },
                     "leaderElection": {"leaderElect": False},
                 }
             )
@@ -290,7 +306,9 @@ class Plane:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{url} not ready after {STARTUP_TIMEOUT:.0f}s; logs in {self.workdir}")
+                raise RuntimeError(
+                    f"{url} not ready after {STARTUP_TIMEOUT:.0f}s; logs in {self.workdir}"
+                )
             time.sleep(0.5)
 
     def _check_alive(self) -> None:
@@ -310,7 +328,9 @@ class Plane:
     def write_admin_kubeconfig(self, path: Path) -> Path:
         return self._write_kubeconfig(path, self.admin_token, "admin")
 
-    def kubectl(self, *args: str, kubeconfig: Path | None = None, check: bool = True, **kw: object) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, kubeconfig: Path | None = None, check: bool = True, **kw: object
+    ) -> subprocess.CompletedProcess[str]:
         config = kubeconfig or self.write_admin_kubeconfig(self.workdir / "admin.kubeconfig")
         return subprocess.run(  # type: ignore[call-overload, no-any-return]
             ["kubectl", f"--kubeconfig={config}", *args],
@@ -356,8 +376,12 @@ class Plane:
 
 
 def main(argv: list[str] | None = None, out: IO[str] = sys.stdout) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.realk8s.plane", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kubeconfig-out", required=True, type=Path, help="where to write the admin kubeconfig")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.realk8s.plane", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--kubeconfig-out", required=True, type=Path, help="where to write the admin kubeconfig"
+    )
     args = parser.parse_args(argv)
     stopping = threading.Event()
     for number in (signal.SIGTERM, signal.SIGINT):

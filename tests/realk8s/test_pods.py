@@ -22,7 +22,11 @@ def gpu_pod(name: str, **spec: object) -> dict[str, object]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": {"runpod.io/max-price": "3.00"}},
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {"runpod.io/max-price": "3.00"},
+        },
         "spec": {
             "nodeSelector": {"type": "virtual-kubelet"},
             "tolerations": TOLERATE,
@@ -53,7 +57,10 @@ def test_the_node_registers_and_keeps_its_lease(world: World) -> None:
     first = lease["spec"]["renewTime"]
     wait_for(
         "a renewed Lease",
-        lambda: (world.get("lease", NODE, namespace="kube-node-lease") or {})["spec"]["renewTime"] != first,
+        lambda: (
+            (world.get("lease", NODE, namespace="kube-node-lease") or {})["spec"]["renewTime"]
+            != first
+        ),
         timeout=30,
     )
     taints = (world.get("node", NODE, namespace="") or {})["spec"].get("taints") or []
@@ -74,7 +81,9 @@ def test_a_scheduled_pod_runs_on_runpod_and_its_delete_ends_the_instance(world: 
     assert ready["Ready"] == "True"
     world.kubectl("delete", "pod", "notebook", "--timeout=90s")
     assert world.get("pod", "notebook") is None
-    wait_for("the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=30)
+    wait_for(
+        "the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=30
+    )
 
 
 def test_a_job_runs_to_completion(world: World) -> None:
@@ -114,7 +123,13 @@ def test_a_job_runs_to_completion(world: World) -> None:
     world.runpod.exit_process(str(instance["id"]), 0)
     finished = wait_for(
         "the Job to complete",
-        lambda: (j := world.get("job", "train")) and j.get("status", {}).get("succeeded") == 1 and j,
+        lambda: (
+            (j := world.get("job", "train")) and j.get("status", {}).get("succeeded") == 1 and j
+        ),
     )
-    assert any(c["type"] == "Complete" and c["status"] == "True" for c in finished["status"]["conditions"])
-    wait_for("the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=60)
+    assert any(
+        c["type"] == "Complete" and c["status"] == "True" for c in finished["status"]["conditions"]
+    )
+    wait_for(
+        "the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=60
+    )

@@ -118,7 +118,9 @@ class World:
 
     def check_alive(self) -> None:
         if self.process.poll() is not None:
-            raise AssertionError(f"the reconciler exited ({self.process.returncode}):\n{self.log()[-4000:]}")
+            raise AssertionError(
+                f"the reconciler exited ({self.process.returncode}):\n{self.log()[-4000:]}"
+            )
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -133,7 +135,9 @@ class World:
 
     # --- reading the worlds ----------------------------------------------------------
 
-    def kubectl(self, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, **kw: Any
+    ) -> subprocess.CompletedProcess[str]:
         self.check_alive()
         return self.plane.kubectl(*args, check=check, **kw)
 
