@@ -182,7 +182,33 @@ def _job_causes(spec: dict[str, Any]) -> Causes:
         causes.append(("spec.completionMode", f'Unsupported value: "{mode}"'))
     elif mode == "Indexed" and spec.get("completions") is None:
         causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
+    for field in ("parallelism", "completions", "backoffLimit"):
+        value = spec.get(field)
+        if value is None:
+            continue
+        if isinstance(value, int) and value < 0:  # ValidateNonnegativeField
+            causes.append(
+                (f"spec.{field}", f"Invalid value: {value}: must be greater than or equal to 0")
+            )
+    parallelism = spec.get("parallelism")
+    if (
+        mode == "Indexed"
+        and isinstance(parallelism, int)
+        and parallelism > _MAX_INDEXED_PARALLELISM
+    ):
+        causes.append(
+            (
+                "spec.parallelism",
+                f"Invalid value: {parallelism}: must be less than or equal to "
+                f"{_MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
+            )
+        )
     return causes
+
+
+# pkg/apis/batch/validation: maxParallelismForIndexedJob (completions may be far more:
+# the Job controller makes at most parallelism pods at a time).
+_MAX_INDEXED_PARALLELISM = 100_000
 
 
 def _event_causes(obj: dict[str, Any]) -> Causes:
