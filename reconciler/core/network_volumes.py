@@ -278,15 +278,14 @@ def _release(claim: KubeObject) -> KubeObject:
 
 
 def reclaim_policy(claim: KubeObject, cls: KubeObject | None) -> str:
-    """As recorded on the claim when its volume was asked for, else its class's. With
-    neither (a claim of an older reconciler whose class is gone), Retain: data is never
-    deleted on a guess."""
-    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
-    if recorded:
-        return str(recorded)
+    """The class's; once the class is gone (a claim of an older reconciler), as recorded
+    on the claim when its volume was asked for; with neither, Retain: data is never
+    deleted on a guess. The claim's record never overrides its class: whoever may edit
+    the claim could turn a class's Retain into Delete."""
     if cls is not None:
         return str(cls.get("reclaimPolicy") or "Delete")
-    return "Retain"
+    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
+    return "Delete" if recorded == "Delete" else "Retain"
 
 
 def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
