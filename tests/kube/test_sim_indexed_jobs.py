@@ -230,3 +230,11 @@ def test_counts_the_api_validation_refuses(
     with pytest.raises(ApiException) as refused:
         batch.create_namespaced_job("default", body)
     assert refused.value.status == 422 and f"spec.{next(iter(spec))}" in refused.value.body
+
+
+def test_a_count_past_int32_fails_decoding(batch: kubernetes.client.BatchV1Api) -> None:
+    body = indexed_job()
+    body["spec"]["completions"] = 2**31
+    with pytest.raises(ApiException) as refused:
+        batch.create_namespaced_job("default", body)
+    assert refused.value.status == 400 and "int32" in refused.value.body
