@@ -123,6 +123,8 @@ class Sandbox:
                 kubelet_idle_timeout=limits.idle_timeout,
                 kubelet_max_connections=limits.max_connections,
                 kubelet_max_follows_per_client=limits.max_follows_per_client,
+                kubelet_max_streaming_per_namespace=limits.max_streaming_per_namespace,
+                streaming_connection_idle_timeout=limits.streaming_idle_timeout,
             )
         self.configure(**changes)
         server = start_endpoint(

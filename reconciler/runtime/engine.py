@@ -888,7 +888,11 @@ class Engine:
         if not network_volumes.needs_listing(view):
             return view
         try:
-            return replace(view, listed=self.runpod.list_network_volumes())
+            listed = self.runpod.list_network_volumes()
+            # A volume's data center is checked against the catalog before its POST
+            # (cached for --catalog-ttl: no request on most ticks that provision).
+            known = {dc.id for gpu in self.catalog.get(self.runpod, now) for dc in gpu.datacenters}
+            return replace(view, listed=listed, datacenters=frozenset(known))
         except runpod_errors.RunPodError as exc:
             log.warning("could not list RunPod's network volumes: %s", exc)
             return view

@@ -118,8 +118,7 @@ class JobController:
         done = _parse_indexes((job.get("status") or {}).get("completedIndexes") or "")
         busy = {_index_of(pod) for pod in active}
         room = int(spec.get("parallelism", 1)) - len(active)
-        missing = [i for i in range(int(spec["completions"])) if i not in done | busy]
-        for index in missing[: max(room, 0)]:
+        for index in _missing(int(spec["completions"]), {*done, *busy}, room):
             self.store.create(PODS, job["metadata"]["namespace"], _indexed_pod(job, index))
 
     def _pods_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -263,6 +262,18 @@ def _indexed_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
                 {"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
             )
     return {"metadata": pod_meta, "spec": spec}
+
+
+def _missing(completions: int, taken: set[int | None], room: int) -> list[int]:
+    """The first `room` indexes below `completions` that no pod holds or completed,
+    found lazily as the real controller walks its intervals: `completions` may be 10^9."""
+    found: list[int] = []
+    index = 0
+    while len(found) < room and index < completions:
+        if index not in taken:
+            found.append(index)
+        index += 1
+    return found
 
 
 def _parse_indexes(text: str) -> set[int]:

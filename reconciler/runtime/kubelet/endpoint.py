@@ -72,6 +72,8 @@ def start_endpoint(
             settings.kubelet_idle_timeout,
             settings.kubelet_max_connections,
             settings.kubelet_max_follows_per_client,
+            settings.kubelet_max_streaming_per_namespace,
+            settings.streaming_connection_idle_timeout,
         ),
         usage,
     )

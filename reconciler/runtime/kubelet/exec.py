@@ -57,6 +57,9 @@ GOODBYE_SECONDS = 5.0
 """After the exit status, how long the client has to read it and hang up."""
 FIRST_SIZE_SECONDS = 2.0
 """How long a `-t` exec waits for the terminal's size before starting on 80x24."""
+EXEC_STREAMS = 8
+"""Streams an exec session may hold open: the protocol's five, and room for a client
+that opens one it does not need (reset at once)."""
 _READ = 32 * 1024
 ATTACH_UNSUPPORTED = (
     "attach is not supported for pods on RunPod: the container's main process (PID 1) "
@@ -246,8 +249,9 @@ def _run(
     if streams is None:
         session.close()
         return
+    session.stop_accepting()
     try:
-        code = _command(streams, request, transport, command)
+        code = _command(session, streams, request, transport, command)
         status = rc.exit_status(protocol, request.command, code)
     except (paramiko.SSHException, OSError, EOFError) as exc:
         status = rc.internal_error(protocol, f"the SSH session to the instance broke: {exc}")
@@ -278,9 +282,16 @@ def _streams(session: Session, wanted: frozenset[str]) -> dict[str, Stream] | No
 
 
 def _command(
-    streams: dict[str, Stream], request: rc.ExecRequest, transport: paramiko.Transport, command: str
+    session: Session,
+    streams: dict[str, Stream],
+    request: rc.ExecRequest,
+    transport: paramiko.Transport,
+    command: str,
 ) -> int:
     channel = transport.open_session(timeout=CONNECT_SECONDS)
+    # The client gone (Ctrl-C), idle too long or broken: the command's channel goes at
+    # once, as a kubelet ends the exec, rather than when the command ends by itself.
+    session.on_end(lambda: _close(channel))
     resize, sizes = streams.get(rc.STREAM_RESIZE), rc.ResizeDecoder()
     if request.tty:
         size = _first_size(resize, sizes) if resize else None
@@ -298,6 +309,11 @@ def _command(
     code = channel.recv_exit_status()
     channel.close()
     return code
+
+
+def _close(channel: paramiko.Channel) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):  # gone already
+        channel.close()
 
 
 def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:
