@@ -31,6 +31,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
     if resource is PODS:
         _default_pod(obj)
         kube_admission.default_toleration_seconds(obj)
+        kube_admission.service_account_token(obj)
     elif resource is SECRETS:
         _fold_string_data(obj)
         obj.setdefault("type", "Opaque")
