@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-from tests.realk8s.world import NODE, World, wait_for
+from tests.realk8s.world import NODE, World
 
 TOLERATE = [
     {
@@ -55,7 +55,7 @@ def test_the_node_registers_and_keeps_its_lease(world: World) -> None:
     # Past the node monitor's grace (8 s here) the Lease is still renewed, so the real
     # node lifecycle controller never taints the node unreachable.
     first = lease["spec"]["renewTime"]
-    wait_for(
+    world.wait_for(
         "a renewed Lease",
         lambda: (
             (world.get("lease", NODE, namespace="kube-node-lease") or {})["spec"]["renewTime"]
@@ -69,7 +69,7 @@ def test_the_node_registers_and_keeps_its_lease(world: World) -> None:
 
 def test_a_scheduled_pod_runs_on_runpod_and_its_delete_ends_the_instance(world: World) -> None:
     world.apply(gpu_pod("notebook"))
-    pod = wait_for(
+    pod = world.wait_for(
         "the pod to run",
         lambda: (p := world.get("pod", "notebook")) and p["status"].get("phase") == "Running" and p,
     )
@@ -81,7 +81,7 @@ def test_a_scheduled_pod_runs_on_runpod_and_its_delete_ends_the_instance(world: 
     assert ready["Ready"] == "True"
     world.kubectl("delete", "pod", "notebook", "--timeout=90s")
     assert world.get("pod", "notebook") is None
-    wait_for(
+    world.wait_for(
         "the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=30
     )
 
@@ -119,9 +119,9 @@ def test_a_job_runs_to_completion(world: World) -> None:
             return world.instance_for(pods[0])
         return None
 
-    instance = wait_for("the Job's pod to run", running_instance)
+    instance = world.wait_for("the Job's pod to run", running_instance)
     world.runpod.exit_process(str(instance["id"]), 0)
-    finished = wait_for(
+    finished = world.wait_for(
         "the Job to complete",
         lambda: (
             (j := world.get("job", "train")) and j.get("status", {}).get("succeeded") == 1 and j
@@ -130,6 +130,6 @@ def test_a_job_runs_to_completion(world: World) -> None:
     assert any(
         c["type"] == "Complete" and c["status"] == "True" for c in finished["status"]["conditions"]
     )
-    wait_for(
+    world.wait_for(
         "the instance to be gone", lambda: instance["id"] not in world.runpod.instances, timeout=60
     )

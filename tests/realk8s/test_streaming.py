@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.realk8s.test_pods import gpu_pod
-from tests.realk8s.world import NODE, World, wait_for
+from tests.realk8s.world import NODE, World
 
 TRANSPORTS = pytest.mark.parametrize("spdy", [False, True], ids=["websocket", "spdy"])
 
@@ -23,7 +23,7 @@ TRANSPORTS = pytest.mark.parametrize("spdy", [False, True], ids=["websocket", "s
 @pytest.fixture
 def running(world: World) -> Iterator[tuple[World, str]]:
     world.apply(gpu_pod("notebook"))
-    pod = wait_for(
+    pod = world.wait_for(
         "the pod to run",
         lambda: (p := world.get("pod", "notebook")) and p["status"].get("phase") == "Running" and p,
     )
@@ -45,7 +45,7 @@ def env(spdy: bool) -> dict[str, str]:
 def test_kubectl_logs(running: tuple[World, str]) -> None:
     world, instance = running
     world.runpod.write_container_log(instance, ["epoch 1 loss 0.9", "epoch 2 loss 0.5"])
-    shown = wait_for(
+    shown = world.wait_for(
         "the log lines",
         lambda: (
             (out := world.kubectl("logs", "notebook", check=False).stdout)

@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from tests.realk8s.test_pods import TOLERATE
-from tests.realk8s.world import DEPLOY, NODE, World, wait_for
+from tests.realk8s.world import DEPLOY, NODE, World
 
 DEPLOY_STORAGE = DEPLOY / "storageclass.yaml"
 
@@ -54,7 +54,7 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
         running = [p for p in pods if p["status"].get("phase") == "Running"]
         return pods if len(pods) == 2 and len(running) == 2 else None
 
-    pods = wait_for("both members to run", both_running, timeout=120)
+    pods = world.wait_for("both members to run", both_running, timeout=120)
     clusters = list(world.runpod.clusters.values())
     assert len(clusters) == 1, clusters
     ranks = sorted(p["metadata"]["annotations"]["runpod.io/rank"] for p in pods)
@@ -63,7 +63,7 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
         clusters[0]["id"]
     }
     world.kubectl("delete", "job", "torchrun", "--cascade=foreground", "--timeout=120s")
-    wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
+    world.wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
 
 
 def test_a_claim_is_bound_by_the_real_pv_controller(world: World) -> None:
@@ -98,7 +98,7 @@ spec:
         },
     }
     world.apply(pod)
-    claim = wait_for(
+    claim = world.wait_for(
         "the claim to be Bound",
         lambda: (
             (c := world.get("pvc", "checkpoints")) and c["status"].get("phase") == "Bound" and c
@@ -109,7 +109,7 @@ spec:
     volume = world.get("pv", claim["spec"]["volumeName"], namespace="") or {}
     assert volume["status"]["phase"] == "Bound"
     assert len(world.runpod.volumes) == 1
-    running = wait_for(
+    running = world.wait_for(
         "the pod to run",
         lambda: (p := world.get("pod", "trainer")) and p["status"].get("phase") == "Running" and p,
         timeout=120,
@@ -139,7 +139,7 @@ def test_a_pod_no_node_can_take_is_offloaded(world: World) -> None:
             },
         }
     )
-    pod = wait_for(
+    pod = world.wait_for(
         "the pod to be offloaded and run",
         lambda: (p := world.get("pod", "overflow")) and p["status"].get("phase") == "Running" and p,
         timeout=120,

@@ -53,15 +53,21 @@ class WallClock:
         self._thread.join()
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
-    """`probe()`'s first true answer, polled for up to `timeout` seconds."""
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float = 90.0,
+    explain: Callable[[], str] = lambda: "",
+) -> T:
+    """`probe()`'s first true answer, polled for up to `timeout` seconds; on a time-out
+    the error carries what `explain` says of the worlds."""
     deadline = time.monotonic() + timeout
     while True:
         answer = probe()
         if answer:
             return answer
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}\n{explain()}")
         time.sleep(0.5)
 
 
@@ -112,6 +118,16 @@ class World:
             stderr=subprocess.STDOUT,
         )
         log.close()
+
+    def wait_for(self, what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
+        return wait_for(what, probe, timeout, self.explain)
+
+    def explain(self) -> str:
+        """The cluster's pods, claims and Events, and the reconciler's last log lines."""
+        state = self.plane.kubectl(
+            "get", "pods,pvc,pv,events", "-A", "-o", "wide", check=False
+        ).stdout
+        return f"{state}\n--- reconciler log ---\n{self.log()[-6000:]}"
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
