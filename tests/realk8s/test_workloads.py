@@ -82,7 +82,11 @@ spec:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "trainer", "namespace": "default"},
+        "metadata": {
+            "name": "trainer",
+            "namespace": "default",
+            "annotations": {"runpod.io/datacenter-ids": "US-TX-3"},
+        },
         "spec": {
             "nodeSelector": {"type": "virtual-kubelet"},
             "tolerations": TOLERATE,
