@@ -9,9 +9,7 @@ from typing import Any
 import yaml
 
 from tests.realk8s.test_pods import TOLERATE
-from tests.realk8s.world import DEPLOY, NODE, World
-
-DEPLOY_STORAGE = DEPLOY / "storageclass.yaml"
+from tests.realk8s.world import NODE, World
 
 
 def pods_of(world: World, job: str) -> list[dict[str, Any]]:
@@ -67,7 +65,6 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
 
 
 def test_a_claim_is_bound_by_the_real_pv_controller(world: World) -> None:
-    world.kubectl("apply", "-f", str(DEPLOY_STORAGE))
     world.apply(
         """
 apiVersion: v1
@@ -118,8 +115,10 @@ spec:
         lambda: (p := world.get("pod", "trainer")) and p["status"].get("phase") == "Running" and p,
         timeout=120,
     )
-    instance = world.instance_for(running)
-    assert instance is not None and instance.get("networkVolumeId") in world.runpod.volumes
+    assert world.instance_for(running) is not None
+    [volume_id] = world.runpod.volumes
+    [body] = [r.body for r in world.runpod.requests if (r.method, r.path) == ("POST", "/v2/pods")]
+    assert body["mounts"] == {"network": [{"volumeId": volume_id, "path": "/checkpoints"}]}
 
 
 def test_a_pod_no_node_can_take_is_offloaded(world: World) -> None:

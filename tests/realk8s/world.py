@@ -72,9 +72,9 @@ def wait_for(
 
 
 def install_rbac(plane: Plane) -> Path:
-    """The shipped namespace, ServiceAccount and RBAC, and a kubeconfig with that
-    ServiceAccount's token: the reconciler runs with exactly what deploy/ grants."""
-    for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml"):
+    """The shipped namespace, ServiceAccount, RBAC and StorageClass, and a kubeconfig with
+    that ServiceAccount's token: the reconciler runs with exactly what deploy/ grants."""
+    for name in ("namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "storageclass.yaml"):
         plane.kubectl("apply", "-f", str(DEPLOY / name))
     token = plane.kubectl(
         "create", "token", "runpod-reconciler", "-n", NAMESPACE, "--duration=4h"
