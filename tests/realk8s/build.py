@@ -72,7 +72,12 @@ def _go(args: list[str], module_dir: Path, log: list[str]) -> None:
     if shutil.which("go") is None:
         raise RuntimeError("the real control plane is built with Go, and no `go` is on PATH")
     # Never a newer toolchain than this machine's, and no cgo (as upstream builds them).
-    env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
+    env = {
+        **os.environ,
+        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "0",
+        "GOFLAGS": "-mod=readonly -buildvcs=false",
+    }
     started = time.monotonic()
     done = subprocess.run(
         ["go", *args], cwd=module_dir, env=env, capture_output=True, text=True, check=False
