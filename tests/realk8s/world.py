@@ -94,22 +94,26 @@ class World:
             API_KEY, clock=self.wall.clock, provisioning_seconds=1, starting_seconds=1
         ).start()
         self.kubelet_port = free_port()
+        self.kubeconfig = reconciler_kubeconfig
         self.log_path = workdir / "reconciler.log"
-        log = self.log_path.open("wb")
-        self.process = subprocess.Popen(
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        log = self.log_path.open("ab")
+        process = subprocess.Popen(
             [
                 # The installed program, as the image runs it.
                 str(Path(sys.executable).with_name("reconciler")),
-                f"--database-url=sqlite:///{workdir / 'reconciler.db'}",
+                f"--database-url=sqlite:///{self.workdir / 'reconciler.db'}",
                 "sync",
-                f"--kubeconfig={reconciler_kubeconfig}",
+                f"--kubeconfig={self.kubeconfig}",
                 f"--runpod-url={self.runpod.base_url}",
                 "--interval=1",
                 "--heartbeat-interval=2",
                 f"--health-address=127.0.0.1:{free_port()}",
                 "--kubelet-address=127.0.0.1",
                 f"--kubelet-port={self.kubelet_port}",
-                f"--ssh-key-file={workdir / 'ssh-key'}",
+                f"--ssh-key-file={self.workdir / 'ssh-key'}",
                 "--create-grace-time=20",
                 "--orphan-grace-time=30",
             ],
@@ -118,6 +122,16 @@ class World:
             stderr=subprocess.STDOUT,
         )
         log.close()
+        return process
+
+    def kill(self) -> None:
+        """The reconciler dies at once (SIGKILL): no clean stop, no last heartbeat."""
+        self.process.kill()
+        self.process.wait()
+
+    def restart(self) -> None:
+        """A new reconciler process on the same database and kubelet port."""
+        self.process = self._start()
 
     def wait_for(self, what: str, probe: Callable[[], T | None], timeout: float = 90.0) -> T:
         return wait_for(what, probe, timeout, self.explain)
@@ -171,6 +185,12 @@ class World:
             if (instance.get("env") or {}).get("RUNPOD_RECONCILER_POD_UID") == uid:
                 return instance
         return None
+
+    def plane_get_node(self) -> dict[str, Any]:
+        """The virtual node as the API server has it (read as admin, whatever the
+        reconciler's state)."""
+        found = self.plane.kubectl("get", "node", NODE, "-o", "yaml")
+        return dict(yaml.safe_load(found.stdout))
 
     def node_ready(self) -> bool:
         node = self.get("node", NODE, namespace="")
