@@ -92,6 +92,10 @@ class StorageView:
     datacenters: frozenset[str] = frozenset()
     """The data centers RunPod's catalog names, read with `listed` (empty: not known,
     then only the form of a data center's id is checked)."""
+    placing: Sequence[KubeObject] = ()
+    """Pending pods with no node yet, read only while a claim the scheduler selected for
+    this node has no consumer on it: the scheduler binds such a pod only after its claims
+    are bound, so until then they are the claim's consumers."""
 
 
 def volume_name(owner_id: str, claim_uid: str) -> str:
@@ -278,15 +282,14 @@ def _release(claim: KubeObject) -> KubeObject:
 
 
 def reclaim_policy(claim: KubeObject, cls: KubeObject | None) -> str:
-    """As recorded on the claim when its volume was asked for, else its class's. With
-    neither (a claim of an older reconciler whose class is gone), Retain: data is never
-    deleted on a guess."""
-    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
-    if recorded:
-        return str(recorded)
+    """The class's; once the class is gone (a claim of an older reconciler), as recorded
+    on the claim when its volume was asked for; with neither, Retain: data is never
+    deleted on a guess. The claim's record never overrides its class: whoever may edit
+    the claim could turn a class's Retain into Delete."""
     if cls is not None:
         return str(cls.get("reclaimPolicy") or "Delete")
-    return "Retain"
+    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
+    return "Delete" if recorded == "Delete" else "Retain"
 
 
 def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
@@ -334,7 +337,7 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
     named = (cls.get("parameters") or {}).get("dataCenter")
     if named:
         return str(named)
-    for pod in _consumers(view, claim):
+    for pod in _consumers(view, claim, placing=True):
         wanted = (pod["metadata"].get("annotations") or {}).get("runpod.io/datacenter-ids", "")
         first = next((dc.strip() for dc in wanted.split(",") if dc.strip()), None)
         if first:
@@ -411,7 +414,7 @@ def _placed_by_a_consumer_gone(view: StorageView, claim: KubeObject, cls: KubeOb
     return (
         cls.get("volumeBindingMode") == "WaitForFirstConsumer"
         and _datacenter(view, claim, cls) is None
-        and not any(True for _ in _consumers(view, claim))
+        and not any(True for _ in _consumers(view, claim, placing=True))
     )
 
 
@@ -503,9 +506,22 @@ def _ours(view: StorageView, volume_id: str) -> bool:
     )
 
 
-def _consumers(view: StorageView, claim: KubeObject) -> Iterable[KubeObject]:
+def awaits_placing_pods(view: StorageView) -> bool:
+    """A claim the scheduler selected for this node, not bound, with no consumer here:
+    the pod it is placing must be read to provision it."""
+    return any(
+        (c["metadata"].get("annotations") or {}).get(SELECTED_NODE) == view.node_name
+        and not c["spec"].get("volumeName")
+        and not any(True for _ in _consumers(view, c))
+        for c in view.claims
+    )
+
+
+def _consumers(view: StorageView, claim: KubeObject, placing: bool = False) -> Iterable[KubeObject]:
+    """The pods of the node that use the claim; with `placing`, also those the scheduler
+    is placing (for a claim it selected for this node)."""
     meta = claim["metadata"]
-    for pod in view.pods:
+    for pod in (*view.pods, *view.placing) if placing else view.pods:
         if pod["metadata"].get("namespace") != meta["namespace"]:
             continue
         for volume in pod.get("spec", {}).get("volumes") or ():

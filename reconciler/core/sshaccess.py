@@ -61,22 +61,21 @@ def runs_for(instance: Instance, pod_uid: str, owner_id: str | None) -> bool:
 class SshAddresses:
     """Where each pod's instance runs sshd, from the tick's list of the instances it
     found ours (by pod UID): the kubelet endpoint's first source, so an exec costs no
-    RunPod request. Replaced whole by each tick; read from any thread."""
+    RunPod request. Each tick hands over its mapping whole (nothing is worked out then:
+    a tick pays nothing for it); read from any thread."""
 
     def __init__(self) -> None:
-        self._by_uid: Mapping[str, SshAddress] = {}
+        self._owned: Mapping[str, Sequence[Instance]] = {}
 
     def observe(self, owned: Mapping[str, Sequence[Instance]]) -> None:
-        found: dict[str, SshAddress] = {}
-        for uid, instances in owned.items():
-            for instance in instances:
-                address = ssh_address(instance)
-                if instance.status is InstanceStatus.RUNNING and address is not None:
-                    found.setdefault(uid, address)
-        self._by_uid = found
+        self._owned = owned
 
     def of(self, pod_uid: str) -> SshAddress | None:
-        return self._by_uid.get(pod_uid)
+        for instance in self._owned.get(pod_uid, ()):
+            address = ssh_address(instance)
+            if instance.status is InstanceStatus.RUNNING and address is not None:
+                return address
+        return None
 
 
 def remote_command(argv: Sequence[str], workdir: str = "") -> str:

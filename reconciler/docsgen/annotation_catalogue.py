@@ -138,7 +138,7 @@ ON_PODS = (
         f"Run all the Job's pods together as one RunPod Instant Cluster: completions "
         f"{clusters.MIN_PODS} to {clusters.MAX_PODS}, parallelism equal to completions, "
         "index i on the member of rank i "
-        "([Multi-node training](../README.md#multi-node-training)).",
+        "([Instant clusters](../concepts/how-it-works.md#instant-clusters)).",
     ),
 )
 

@@ -885,6 +885,8 @@ class Engine:
             self.settings.node_name,
             self.settings.datacenter_ids,
         )
+        if network_volumes.awaits_placing_pods(view):
+            view = replace(view, placing=self.kube.list_pending_managed_pods())
         if not network_volumes.needs_listing(view):
             return view
         try:

@@ -138,3 +138,27 @@ def test_refused_and_not_ssh_read_the_same(box, apiserver):
         answers.append((done.status, done.body))
     assert answers[0] == answers[1] and answers[0][0] == 500
     assert "refused" not in answers[0][1] and str(refused_port) not in answers[0][1]
+
+
+def test_a_forged_pod_id_after_state_loss_claims_nothing(box, apiserver):
+    """The rows are lost; the tenant of A names B's instance in A's `runpod.io/pod-id`
+    (and sorts first): B's instance carries B's tags, so A's row is never rebuilt on it,
+    and the tick writes A's own id back."""
+    mine, theirs = _instance(box, "tenant-a", "mine"), _instance(box, "tenant-b", "theirs")
+    uids = {
+        name: str((box.kube.find_pod(ns, name) or {})["metadata"]["uid"])
+        for ns, name in (("tenant-a", "mine"), ("tenant-b", "theirs"))
+    }
+    for uid in uids.values():
+        box.store.delete_row(uid)
+    box.kube.patch_pod_annotations("tenant-a", "mine", {"runpod.io/pod-id": theirs})
+    box.tick()
+    box.tick()
+    rows = {uid: box.store.row(uid) for uid in uids.values()}
+    assert rows[uids["theirs"]] is not None and rows[uids["theirs"]].instance_id == theirs
+    assert rows[uids["mine"]] is None or rows[uids["mine"]].instance_id != theirs
+    assert box.runpod_sim.instances[theirs]["status"] == "RUNNING"
+    shown = (box.kube.find_pod("tenant-a", "mine") or {})["metadata"]["annotations"]
+    assert shown["runpod.io/pod-id"] == mine
+    done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
+    assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists(), done

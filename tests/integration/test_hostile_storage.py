@@ -40,3 +40,29 @@ def test_a_data_center_the_catalog_names_is_posted(box: Sandbox) -> None:
     add_claim(box)
     box.tick()
     assert [c[2]["dataCenter"] for c in volume_calls(box) if c[0] == "POST"] == ["EU-RO-1"]
+
+
+def test_a_reclaim_policy_set_on_the_claim_does_not_override_its_class(box: Sandbox) -> None:
+    """The class says Retain; the claim's author writes Delete before the volume is
+    asked for: the hold records the class's, and so does the PV."""
+    add_class(box, reclaimPolicy="Retain")
+    body = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "ckpt",
+            "namespace": "default",
+            "annotations": {"runpod.io/reclaim-policy": "Delete"},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": "20Gi"}},
+            "storageClassName": "runpod",
+        },
+    }
+    made = box.kube_sim.put("persistentvolumeclaims", body)
+    box.tick()
+    box.tick()
+    pv = box.kube_sim.get("persistentvolumes", None, f"pvc-{made['metadata']['uid']}")
+    assert pv is not None
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"

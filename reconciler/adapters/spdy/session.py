@@ -118,7 +118,8 @@ class Stream:
             self._ready.notify_all()
 
     def _end_remote(self) -> None:
-        """The client's half ended: what it sent and nobody read is let go."""
+        """The client's half ended. Ours closed too (a reset), what it sent and nobody
+        read is let go; else it stays to be read."""
         with self._ready:
             self._remote_closed = True
             dropped = self._buffered if self._local_closed else 0
