@@ -21,6 +21,7 @@ grace. Nothing without our owner tag is ever touched.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -107,7 +108,8 @@ def _gang(
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
-    current, extra = _one_cluster(members.get(key, ()), rows.get(key))
+    recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
+    current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
     for second, born in extra.items():
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
@@ -163,11 +165,14 @@ def _end_early(
 
 
 def _one_cluster(
-    listed: Sequence[Instance], row: ClusterRecord | None
+    listed: Sequence[Instance], row: ClusterRecord | None, recorded: Sequence[str | None]
 ) -> tuple[Sequence[Instance], dict[str, datetime | None]]:
-    """The gang's cluster (the one its row names, else the oldest) and any others, with
-    when each was made: two for one gang are an in-doubt create made again, healed as
-    duplicate instances are (docs/architecture.md §4)."""
+    """The gang's cluster and any others, with when each was made: two for one gang are
+    an in-doubt create made again, healed as duplicate instances are (docs/architecture.md
+    §4). Kept: the one most of the gang's pods record (`recorded`, their
+    `runpod.io/cluster-id`: every writer reads the same pods, whatever its database),
+    counted only among the clusters RunPod lists with this gang's tags, so an annotation
+    alone never chooses; else the one the row names; else the oldest."""
     clusters: dict[str, list[Instance]] = {}
     for member in listed:
         clusters.setdefault(str(member.cluster_id), []).append(member)
@@ -177,8 +182,10 @@ def _one_cluster(
         cid: min((m.created_at for m in ms if m.created_at), default=None)
         for cid, ms in clusters.items()
     }
+    votes = Counter(cid for cid in recorded if cid in clusters)
+    on_pods = votes.most_common(1)[0][0] if votes else None
     named = row.cluster_id if row is not None and row.cluster_id in clusters else None
-    keep = named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
+    keep = on_pods or named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
     return clusters[keep], {cid: born[cid] for cid in clusters if cid != keep}
 
 
