@@ -1,10 +1,16 @@
 """The test tiers. `python -m pytest -m "not slow"` is the edit-test loop: the pure core
 and the unit tests (`FAST_DIRS`), in-process, no simulator. Everything else crosses a
 boundary (the simulators over HTTP, kubectl, subprocesses, the chaos campaign, the
-benchmark) and is marked `slow` here; CI runs both tiers."""
+benchmark) and is marked `slow` here; CI runs both tiers.
+
+Where the CI variable is set, a skipped test fails, whatever skipped it (a `skipif`
+mark, `pytest.skip`, `tests/needs.py`): .ci/run installs everything the tests need, and
+a skip there would mean CI checked less than it says."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +31,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         relative = item.path.relative_to(TESTS)
         if len(relative.parts) > 1 and relative.parts[0] not in FAST_DIRS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped where CI is set ({reason}): in CI this test must run"

@@ -162,12 +162,20 @@ def gang_nonce(job: str) -> str:
 
 def member_of(pod: KubeObject) -> tuple[str, str] | None:
     """The id of the cluster member a gang's pod mirrors, and its log's exit-code nonce;
-    None for a pod no member runs (yet)."""
+    None for a pod no member runs (yet). The id is the pod's annotation, anyone's to
+    write who may edit the pod: check it with `runs_gang` before reading anything."""
     shown = podinfo.pod_annotations(pod)
     member, job = shown.get(podinfo.POD_ID_ANNOTATION), job_uid(pod)
     if shown.get(CLUSTER_ID) is None or member is None or job is None:
         return None
     return member, gang_nonce(job)
+
+
+def runs_gang(instance: Instance, pod: KubeObject) -> bool:
+    """Whether RunPod's record makes the instance a member of the pod's Job's cluster:
+    our gang tag, naming that Job, in a cluster's member."""
+    gang, job = instance.env.get(GANG_ENV), job_uid(pod)
+    return instance.cluster_id is not None and gang is not None and key_job(gang) == job
 
 
 @dataclass(frozen=True)

@@ -339,6 +339,24 @@ class Settings:
         limits=(1, 100_000, "a number of follows"),
     )
 
+    kubelet_max_streaming_per_namespace: int = setting(
+        16,
+        "--kubelet-max-streaming-per-namespace",
+        "exec and port-forward sessions served at once for the pods of one namespace.",
+        limits=(1, 100_000, "a number of sessions"),
+    )
+    """Every such request comes through the API server, so the endpoint cannot tell one
+    user from another: a namespace is the tenant it can tell, and one tenant's sessions
+    cannot take every connection slot from the others' logs, exec and `kubectl top`."""
+
+    streaming_connection_idle_timeout: float = setting(
+        4 * 3600.0,
+        "--streaming-connection-idle-timeout",
+        "Seconds an exec or port-forward session may pass with no frame either way; then "
+        "it is closed (the kubelet's flag of this name).",
+        limits=_seconds(1, DAY),
+    )
+
     log_read_share: float = setting(
         0.2,
         "--log-read-share",

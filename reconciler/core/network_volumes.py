@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -54,6 +55,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
+from reconciler.core.printable import quoted
 from reconciler.core.quantity import quantity_value
 from reconciler.core.reasons import VolumeNotice
 
@@ -87,6 +89,13 @@ class StorageView:
     node_name: str
     datacenter_ids: tuple[str, ...] = ()
     listed: Sequence[RunPodVolume] | None = None
+    datacenters: frozenset[str] = frozenset()
+    """The data centers RunPod's catalog names, read with `listed` (empty: not known,
+    then only the form of a data center's id is checked)."""
+    placing: Sequence[KubeObject] = ()
+    """Pending pods with no node yet, read only while a claim the scheduler selected for
+    this node has no consumer on it: the scheduler binds such a pod only after its claims
+    are bound, so until then they are the claim's consumers."""
 
 
 def volume_name(owner_id: str, claim_uid: str) -> str:
@@ -273,15 +282,14 @@ def _release(claim: KubeObject) -> KubeObject:
 
 
 def reclaim_policy(claim: KubeObject, cls: KubeObject | None) -> str:
-    """As recorded on the claim when its volume was asked for, else its class's. With
-    neither (a claim of an older reconciler whose class is gone), Retain: data is never
-    deleted on a guess."""
-    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
-    if recorded:
-        return str(recorded)
+    """The class's; once the class is gone (a claim of an older reconciler), as recorded
+    on the claim when its volume was asked for; with neither, Retain: data is never
+    deleted on a guess. The claim's record never overrides its class: whoever may edit
+    the claim could turn a class's Retain into Delete."""
     if cls is not None:
         return str(cls.get("reclaimPolicy") or "Delete")
-    return "Retain"
+    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
+    return "Delete" if recorded == "Delete" else "Retain"
 
 
 def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
@@ -295,12 +303,25 @@ def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | Non
     name = cls["metadata"]["name"]
     if (cls.get("parameters") or {}).get("type") not in (None, "", *VOLUME_TYPES):
         return f"StorageClass {name}: parameters.type must be one of {', '.join(VOLUME_TYPES)}"
-    if _datacenter(view, claim, cls) is None:
+    datacenter = _datacenter(view, claim, cls)
+    if datacenter is None:
         return (
             f"no data center: set parameters.dataCenter on StorageClass {name}, or "
             "runpod.io/datacenter-ids on the pod that uses the claim"
         )
+    if (
+        len(datacenter) > 32
+        or not _DATACENTER_ID.fullmatch(datacenter)
+        or (view.datacenters and datacenter not in view.datacenters)
+    ):
+        source = (cls.get("parameters") or {}).get("dataCenter")
+        where = f"StorageClass {name}'s parameters.dataCenter" if source else "the data center"
+        return f"{where} {quoted(datacenter)} is no data center RunPod's catalog names"
     return None
+
+
+# RunPod's data center ids (EU-RO-1, US-TX-3, CA-MTL-1): letters, digits and dashes.
+_DATACENTER_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*")
 
 
 def _request(claim: KubeObject) -> str:
@@ -316,7 +337,7 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
     named = (cls.get("parameters") or {}).get("dataCenter")
     if named:
         return str(named)
-    for pod in _consumers(view, claim):
+    for pod in _consumers(view, claim, placing=True):
         wanted = (pod["metadata"].get("annotations") or {}).get("runpod.io/datacenter-ids", "")
         first = next((dc.strip() for dc in wanted.split(",") if dc.strip()), None)
         if first:
@@ -393,7 +414,7 @@ def _placed_by_a_consumer_gone(view: StorageView, claim: KubeObject, cls: KubeOb
     return (
         cls.get("volumeBindingMode") == "WaitForFirstConsumer"
         and _datacenter(view, claim, cls) is None
-        and not any(True for _ in _consumers(view, claim))
+        and not any(True for _ in _consumers(view, claim, placing=True))
     )
 
 
@@ -485,9 +506,22 @@ def _ours(view: StorageView, volume_id: str) -> bool:
     )
 
 
-def _consumers(view: StorageView, claim: KubeObject) -> Iterable[KubeObject]:
+def awaits_placing_pods(view: StorageView) -> bool:
+    """A claim the scheduler selected for this node, not bound, with no consumer here:
+    the pod it is placing must be read to provision it."""
+    return any(
+        (c["metadata"].get("annotations") or {}).get(SELECTED_NODE) == view.node_name
+        and not c["spec"].get("volumeName")
+        and not any(True for _ in _consumers(view, c))
+        for c in view.claims
+    )
+
+
+def _consumers(view: StorageView, claim: KubeObject, placing: bool = False) -> Iterable[KubeObject]:
+    """The pods of the node that use the claim; with `placing`, also those the scheduler
+    is placing (for a claim it selected for this node)."""
     meta = claim["metadata"]
-    for pod in view.pods:
+    for pod in (*view.pods, *view.placing) if placing else view.pods:
         if pod["metadata"].get("namespace") != meta["namespace"]:
             continue
         for volume in pod.get("spec", {}).get("volumes") or ():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 V4 = "v4.channel.k8s.io"
 # Newest first: the versions of the exec protocol we serve over SPDY.
@@ -61,6 +62,10 @@ def parse_exec(query: Mapping[str, Sequence[str]]) -> ExecRequest:
     command = tuple(query.get("command", ()))
     if not command:
         raise ExecRequestError("you must specify at least one command for the container")
+    if any("\x00" in part for part in command):
+        # No argv of a process can hold one (a C string ends there), and sshd cuts the
+        # command line at it: refused rather than run as something else.
+        raise ExecRequestError("the command holds a NUL character, which no argument can hold")
     tty = flag("tty")
     request = ExecRequest(command, flag("input"), flag("output"), flag("error") and not tty, tty)
     if not (request.stdin or request.stdout or request.stderr):
@@ -122,6 +127,12 @@ class TerminalSize:
 _MAX_RESIZE = 4096
 
 
+def _dimension(value: object) -> TypeGuard[int]:
+    """A terminal's side as Go's TerminalSize holds it (uint16); 0, -1 or 2^32 are
+    no size a terminal has: such a message is ignored, as the kubelet fails to decode it."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= 0xFFFF
+
+
 class ResizeDecoder:
     """The resize stream is a run of JSON objects `{"Width":w,"Height":h}`, one per
     change, which may arrive split across data frames."""
@@ -145,5 +156,5 @@ class ResizeDecoder:
             self._pending = text[end:]
             if isinstance(value, dict):
                 width, height = value.get("Width"), value.get("Height")
-                if isinstance(width, int) and isinstance(height, int):
+                if _dimension(width) and _dimension(height):
                     yield TerminalSize(width, height)

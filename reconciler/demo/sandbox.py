@@ -123,6 +123,8 @@ class Sandbox:
                 kubelet_idle_timeout=limits.idle_timeout,
                 kubelet_max_connections=limits.max_connections,
                 kubelet_max_follows_per_client=limits.max_follows_per_client,
+                kubelet_max_streaming_per_namespace=limits.max_streaming_per_namespace,
+                streaming_connection_idle_timeout=limits.streaming_idle_timeout,
             )
         self.configure(**changes)
         server = start_endpoint(
@@ -137,6 +139,7 @@ class Sandbox:
             port=port,
             # The engine is composed again on each configure(): ask the current one.
             usage=lambda now: self.engine.usage.usage(now),
+            listed=lambda uid: self.engine.ssh_addresses.of(uid),
         )
         assert server is not None
         self.kubelet = server

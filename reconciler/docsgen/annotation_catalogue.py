@@ -138,7 +138,7 @@ ON_PODS = (
         f"Run all the Job's pods together as one RunPod Instant Cluster: completions "
         f"{clusters.MIN_PODS} to {clusters.MAX_PODS}, parallelism equal to completions, "
         "index i on the member of rank i "
-        "([Multi-node training](../README.md#multi-node-training)).",
+        "([Instant clusters](../concepts/how-it-works.md#instant-clusters)).",
     ),
 )
 
@@ -167,7 +167,8 @@ WRITTEN = (
         ann.PORT_MAPPINGS,
         "comma-separated `port/protocol->endpoint`",
         "The public endpoints of the instance's ports: RunPod's proxy URL for `http`, "
-        "the public address and port for `tcp`.",
+        "the public address and port for `tcp`. For people: exec never reads it (it asks "
+        "RunPod's record of the instance).",
     ),
     Annotation(
         spend.SPEND_ANNOTATION,

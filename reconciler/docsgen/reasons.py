@@ -206,8 +206,8 @@ POD_REASONS: dict[PodReason, Advice] = {
         "The pod asks for an Instant Cluster, but its Job cannot be one: not Indexed, "
         "parallelism unequal to completions, fewer than 2 or more than 250 pods, pods that "
         "differ, no GPU, a private image or a RunPod template. The message says which.",
-        "Fix the Job ([Multi-node training](../README.md#multi-node-training) shows one "
-        "that works), or drop the annotation.",
+        "Fix the Job ([Instant clusters](../concepts/how-it-works.md#instant-clusters) says "
+        "what a cluster's Job needs), or drop the annotation.",
     ),
     PodReason.CLUSTER_MEMBER_FAILED: Advice(
         FAILS,

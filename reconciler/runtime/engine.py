@@ -60,6 +60,7 @@ from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
+from reconciler.core.sshaccess import SshAddresses
 from reconciler.core.starting import starting
 from reconciler.core.stock import StockMemory
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
@@ -301,6 +302,8 @@ class Engine:
         )
         self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
+        self.ssh_addresses = SshAddresses()
+        """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
         self.attributions = money.Attributions()
@@ -353,6 +356,7 @@ class Engine:
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
         self.usage.observe(observation.pods, owners.owned, report.started_at)
+        self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
@@ -474,6 +478,7 @@ class Engine:
         ]
         rows = self.store.load_rows()
         cluster_rows = self.store.load_clusters() if gang_pods or members else []
+        members += self._confirm_missing_clusters(members, cluster_rows, gang_pods)
         gang_inputs = self._gang_inputs(gang_pods, members)
         gang_results = self._gang_results(gang_pods, members, cluster_rows, now)
         instances += self._confirm_missing(instances, rows, pods)
@@ -670,6 +675,35 @@ class Engine:
             ):
                 with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
                     found.append(self.runpod.get_instance(row.instance_id))
+        return found
+
+    def _confirm_missing_clusters(
+        self,
+        listed: Sequence[Instance],
+        rows: Sequence[clusters.ClusterRecord],
+        gang_pods: Sequence[KubeObject],
+    ) -> list[Instance]:
+        """The members of each cluster a live gang's row or pods record that the list
+        does not show, read by id: a cluster is gone only once RunPod answers 404 for it
+        (`_confirm_missing`'s rule, for clusters). What a pod's annotation names is only
+        where to look: the members count as ours by their tags (`members_by_gang`). One
+        call per such cluster, none in a steady tick (the list shows them all)."""
+        shown = {m.cluster_id for m in listed}
+        live = clusters.live_gangs(gang_pods)
+        wanted: set[str | None] = {
+            row.cluster_id
+            for row in rows
+            if row.state is clusters.ClusterState.RUNNING and row.gang in live and row.cluster_id
+        }
+        wanted |= {
+            podinfo.pod_annotations(pod).get(clusters.CLUSTER_ID)
+            for pods in live.values()
+            for pod in pods
+        }
+        found: list[Instance] = []
+        for cluster_id in sorted(c for c in wanted - shown if c):
+            with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
+                found += self.runpod.cluster_members(cluster_id)
         return found
 
     def _exit_logs(
@@ -881,10 +915,16 @@ class Engine:
             self.settings.node_name,
             self.settings.datacenter_ids,
         )
+        if network_volumes.awaits_placing_pods(view):
+            view = replace(view, placing=self.kube.list_pending_managed_pods())
         if not network_volumes.needs_listing(view):
             return view
         try:
-            return replace(view, listed=self.runpod.list_network_volumes())
+            listed = self.runpod.list_network_volumes()
+            # A volume's data center is checked against the catalog before its POST
+            # (cached for --catalog-ttl: no request on most ticks that provision).
+            known = {dc.id for gpu in self.catalog.get(self.runpod, now) for dc in gpu.datacenters}
+            return replace(view, listed=listed, datacenters=frozenset(known))
         except runpod_errors.RunPodError as exc:
             log.warning("could not list RunPod's network volumes: %s", exc)
             return view

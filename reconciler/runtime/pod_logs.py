@@ -224,7 +224,7 @@ class PodLogs:
         if row is not None and row.instance_id is not None and row.state in _LIVE:
             return self._live(row.instance_id, exit_nonce(pod_uid), pod_uid, options, should_stop)
         member = clusters.member_of(pod)
-        if member is not None:  # a gang's pod: its cluster member's log
+        if member is not None and self._runs_gang(member[0], pod):
             return self._live(member[0], member[1], pod_uid, options, should_stop)
         saved = self.store.saved_log(pod_uid)
         if saved is not None:
@@ -238,6 +238,26 @@ class PodLogs:
         raise LogError(
             404, f'the log of pod "{name}" was not kept: its instance ended before it could be read'
         )
+
+    def _runs_gang(self, instance_id: str, pod: KubeObject) -> bool:
+        """A gang pod's member, as its annotation names it, checked against RunPod's
+        record (one GET): a forged id must not read another instance's log."""
+        try:
+            instance = self.runpod.get_instance(instance_id)
+        except runpod_errors.RunPodNotFound:
+            return False
+        except runpod_errors.RunPodError as exc:
+            raise LogError(
+                502, f"RunPod did not say whose instance {instance_id} is: {exc}"
+            ) from exc
+        if clusters.runs_gang(instance, pod):
+            return True
+        log.warning(
+            "refused a log read: pod %s names instance %r, no member of its Job's cluster",
+            pod["metadata"].get("name"),
+            instance_id,
+        )
+        return False
 
     def _check(
         self, namespace: str, name: str, container: str, options: LogOptions

@@ -120,6 +120,7 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 lambda: replica.leading,
                 options.leader_namespace,
                 usage=engine.usage.usage,
+                listed=engine.ssh_addresses.of,
             )
             try:
                 replica.run()

@@ -22,7 +22,8 @@ succeeded nor an active pod, up to `parallelism` active, each a copy of the temp
 the index as annotation and label `batch.kubernetes.io/job-completion-index`, hostname
 `<job>-<index>`, generateName `<job>-<index>-` (the Job's name cut so that it fits
 `podGenerateNameWithIndex`), `JOB_COMPLETION_INDEX` in every container's env from the
-annotation, the Job's labels, and a controller reference to the Job. A failed index gets
+label (as the Job controller writes it since 1.28), the Job's labels, and a controller
+reference to the Job. A failed index gets
 a new pod until the Job fails; a Job that fails has its active pods deleted. Completions
 are counted per index (`status.completedIndexes` as "0-2,5", `status.succeeded` the
 number of indexes); the Job is Complete once every index succeeded. NonIndexed Jobs'
@@ -118,8 +119,7 @@ class JobController:
         done = _parse_indexes((job.get("status") or {}).get("completedIndexes") or "")
         busy = {_index_of(pod) for pod in active}
         room = int(spec.get("parallelism", 1)) - len(active)
-        missing = [i for i in range(int(spec["completions"])) if i not in done | busy]
-        for index in missing[: max(room, 0)]:
+        for index in _missing(int(spec["completions"]), {*done, *busy}, room):
             self.store.create(PODS, job["metadata"]["namespace"], _indexed_pod(job, index))
 
     def _pods_of(self, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -258,11 +258,22 @@ def _indexed_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
     for container in (*spec.get("initContainers", []), *spec.get("containers", [])):
         env = container.setdefault("env", [])
         if not any(var.get("name") == COMPLETION_INDEX_ENV for var in env):
-            path = f"metadata.annotations['{COMPLETION_INDEX}']"
-            env.append(
-                {"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-            )
+            path = f"metadata.labels['{COMPLETION_INDEX}']"
+            field = {"apiVersion": "v1", "fieldPath": path}
+            env.append({"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": field}})
     return {"metadata": pod_meta, "spec": spec}
+
+
+def _missing(completions: int, taken: set[int | None], room: int) -> list[int]:
+    """The first `room` indexes below `completions` that no pod holds or completed,
+    found lazily as the real controller walks its intervals: `completions` may be 10^9."""
+    found: list[int] = []
+    index = 0
+    while len(found) < room and index < completions:
+        if index not in taken:
+            found.append(index)
+        index += 1
+    return found
 
 
 def _parse_indexes(text: str) -> set[int]:

@@ -31,6 +31,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
     if resource is PODS:
         _default_pod(obj)
         kube_admission.default_toleration_seconds(obj)
+        kube_admission.service_account_token(obj)
     elif resource is SECRETS:
         _fold_string_data(obj)
         obj.setdefault("type", "Opaque")
@@ -132,6 +133,8 @@ def check_json_types(resource: Resource, obj: dict[str, Any]) -> None:
                     f'parsing time "{value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse',
                     "BadRequest",
                 )
+    if resource is JOBS:
+        _check_job_counts(obj.get("spec") or {})
     metadata = obj.get("metadata")
     if not isinstance(metadata, dict):
         raise ApiError(400, "Object 'metadata' is missing or not an object", "BadRequest")
@@ -142,6 +145,21 @@ def check_json_types(resource: Resource, obj: dict[str, Any]) -> None:
                 400,
                 f"json: cannot unmarshal into Go struct field "
                 f"ObjectMeta.metadata.{field} of type string",
+                "BadRequest",
+            )
+
+
+def _check_job_counts(spec: dict[str, Any]) -> None:
+    """JobSpec's counts are *int32: a number past it fails Go's decoder."""
+    for field in ("parallelism", "completions", "backoffLimit"):
+        value = spec.get(field)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31
+        ):
+            raise ApiError(
+                400,
+                f"json: cannot unmarshal number {value} into Go struct field "
+                f"JobSpec.spec.{field} of type int32",
                 "BadRequest",
             )
 
@@ -182,7 +200,33 @@ def _job_causes(spec: dict[str, Any]) -> Causes:
         causes.append(("spec.completionMode", f'Unsupported value: "{mode}"'))
     elif mode == "Indexed" and spec.get("completions") is None:
         causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
+    for field in ("parallelism", "completions", "backoffLimit"):
+        value = spec.get(field)
+        if value is None:
+            continue
+        if isinstance(value, int) and value < 0:  # ValidateNonnegativeField
+            causes.append(
+                (f"spec.{field}", f"Invalid value: {value}: must be greater than or equal to 0")
+            )
+    parallelism = spec.get("parallelism")
+    if (
+        mode == "Indexed"
+        and isinstance(parallelism, int)
+        and parallelism > _MAX_INDEXED_PARALLELISM
+    ):
+        causes.append(
+            (
+                "spec.parallelism",
+                f"Invalid value: {parallelism}: must be less than or equal to "
+                f"{_MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
+            )
+        )
     return causes
+
+
+# pkg/apis/batch/validation: maxParallelismForIndexedJob (completions may be far more:
+# the Job controller makes at most parallelism pods at a time).
+_MAX_INDEXED_PARALLELISM = 100_000
 
 
 def _event_causes(obj: dict[str, Any]) -> Causes:

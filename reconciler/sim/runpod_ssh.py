@@ -45,6 +45,9 @@ import asyncssh
 _TIMEOUT = 30.0
 _FOLDERS = ("tmp", "workspace", "root")
 _READ = 65536
+_HELD = 256 * 1024
+"""Input bytes waiting for a command that does not read before the channel stops taking
+more (the client's window then closes, as with OpenSSH's sshd)."""
 
 
 def sandboxed(command: str, folders: tuple[str, ...] = _FOLDERS) -> str:
@@ -222,6 +225,9 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         self._master: int | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._early: list[bytes] = []
+        self._pty_input = bytearray()
+        self._paused = False
+        self._draining: asyncio.Future[None] | None = None
         self._eof = False
         self._task: asyncio.Task[None] | None = None
 
@@ -231,7 +237,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
     def pty_requested(
         self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any
     ) -> bool:
-        self._size = (term_size[0] or 80, term_size[1] or 24)
+        self._size = ((term_size[0] & 0xFFFF) or 80, (term_size[1] & 0xFFFF) or 24)
         return True
 
     def exec_requested(self, command: str) -> bool:
@@ -247,6 +253,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
     def data_received(self, data: bytes, datatype: Any) -> None:
         if self._process is None:
             self._early.append(data)
+            self._held_back(sum(map(len, self._early)))
         else:
             self._write(data)
 
@@ -257,6 +264,8 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         return True
 
     def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
+        # The wire carries 32 bits, a terminal 16: OpenSSH's sshd keeps the low bits.
+        width, height = width & 0xFFFF, height & 0xFFFF
         self._size = (width, height)
         if self._master is not None:
             _set_size(self._master, width, height)
@@ -283,6 +292,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
                 preexec_fn=_take_terminal,
             )
             os.close(slave)
+            os.set_blocking(master, False)  # input the command does not read waits here
             pumps = [self._pump_pty(master)]
         else:
             self._process = await asyncio.create_subprocess_exec(
@@ -298,7 +308,9 @@ class _Session(asyncssh.SSHServerSession[bytes]):
                 self._pump(self._process.stdout, self._chan.write),
                 self._pump(self._process.stderr, self._chan.write_stderr),
             ]
-        for data in self._early:
+        early, self._early = self._early, []
+        self._taking_again()
+        for data in early:
             self._write(data)
         if self._eof:
             self._end_input()
@@ -318,6 +330,8 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         def readable() -> None:
             try:
                 data = os.read(master, _READ)
+            except BlockingIOError:
+                return
             except OSError:  # EIO: the last process holding the terminal ended
                 data = b""
             if data:
@@ -330,14 +344,57 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         await done.wait()
 
     def _write(self, data: bytes) -> None:
+        """Input for the command. As a real sshd, input the command does not read stops
+        being taken in (the channel's window closes) once `_HELD` bytes wait."""
         if self._master is not None:
-            os.write(self._master, data)
+            self._pty_input += data
+            self._flush_pty()
         elif self._process is not None and self._process.stdin is not None:
-            self._process.stdin.write(data)
+            with contextlib.suppress(OSError):  # the command is gone: its input too
+                self._process.stdin.write(data)
+            transport = self._process.stdin.transport
+            if self._held_back(transport.get_write_buffer_size()):
+                self._draining = asyncio.ensure_future(self._drained(self._process.stdin))
+
+    def _held_back(self, held: int) -> bool:
+        """Stops taking input in while `held` bytes wait; True when it did."""
+        if held <= _HELD or self._paused:
+            return False
+        self._paused = True
+        self._chan.pause_reading()
+        return True
+
+    def _taking_again(self) -> None:
+        if self._paused:
+            self._paused = False
+            self._chan.resume_reading()
+
+    async def _drained(self, stdin: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            await stdin.drain()
+        self._taking_again()
+
+    def _flush_pty(self) -> None:
+        assert self._master is not None
+        loop = asyncio.get_running_loop()
+        try:
+            written = os.write(self._master, self._pty_input) if self._pty_input else 0
+        except BlockingIOError:
+            written = 0
+        except OSError:  # the terminal is gone: so is what was typed into it
+            written = len(self._pty_input)
+        del self._pty_input[:written]
+        loop.remove_writer(self._master)
+        if self._pty_input:
+            loop.add_writer(self._master, self._flush_pty)
+            self._held_back(len(self._pty_input))
+        else:
+            self._taking_again()
 
     def _end_input(self) -> None:
         if self._master is not None:
-            os.write(self._master, b"\x04")  # a terminal's end of input is ^D
+            self._pty_input += b"\x04"  # a terminal's end of input is ^D
+            self._flush_pty()
         elif self._process is not None and self._process.stdin is not None:
             with contextlib.suppress(OSError):
                 self._process.stdin.close()
@@ -353,10 +410,22 @@ def _mount(sandbox: Path, path: str, directory: Path) -> str:
     return path.strip("/").split("/")[0]
 
 
+# An authorized_keys line is `[options] keytype base64 [comment]`; options such as
+# command="..." may hold spaces and quotes, so the key is found by its type (sshd(8)).
+_KEY = re.compile(r'(?:^|[\s,"])((?:ssh|ecdsa|sk)-[\w@.-]+)\s+([A-Za-z0-9+/]+={0,2})(?:\s|$)')
+
+
 def _key_blobs(public_keys: str) -> frozenset[bytes]:
-    lines = [line.strip() for line in public_keys.splitlines()]
-    keys = [asyncssh.import_public_key(line) for line in lines if line and line[0] != "#"]
-    return frozenset(key.public_data for key in keys)
+    """The keys of authorized_keys lines; a line that holds none is skipped, as sshd
+    skips it. Options are accepted, not enforced."""
+    blobs = set()
+    for line in public_keys.splitlines():
+        line = line.strip()
+        found = _KEY.findall(line) if line and not line.startswith("#") else []
+        for kind, data in found[-1:]:  # an option's text may look like a key: the last one is
+            with contextlib.suppress(asyncssh.KeyImportError, ValueError):
+                blobs.add(asyncssh.import_public_key(f"{kind} {data}").public_data)
+    return frozenset(blobs)
 
 
 def _set_size(fd: int, width: int, height: int) -> None:

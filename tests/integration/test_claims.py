@@ -315,3 +315,23 @@ def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
 
 def posts_of(box: Sandbox) -> list[Any]:
     return [c for c in volume_calls(box) if c[0] == "POST"]
+
+
+def test_a_claim_the_scheduler_selected_is_provisioned_for_the_pod_it_is_placing(box):
+    """The real scheduler's VolumeBinding: it selects the node on the claim and binds the
+    pod only once the claim is bound, so the consumer has no node yet (seen on the real
+    plane of tests/realk8s, where the claim was unselected every tick and the pod never
+    ran). The pod it is placing gives the data center, and the selection stays."""
+    box.settings = replace(box.settings, datacenter_ids=())
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    made = add_claim(box)
+    made["metadata"].setdefault("annotations", {})[SELECTED_NODE] = box.settings.node_name
+    box.kube_sim.put("persistentvolumeclaims", made)
+    pod = claim_pod(box, "placing", "ckpt", bound=False)
+    pod["metadata"]["annotations"] = {"runpod.io/datacenter-ids": "EU-RO-1"}
+    box.kube_sim.put("pods", pod)
+    provision(box)
+    assert claim(box)["metadata"]["annotations"][SELECTED_NODE] == box.settings.node_name
+    assert claim(box)["status"]["phase"] == "Bound"
+    [post] = posts_of(box)
+    assert post[2]["dataCenter"] == "EU-RO-1"

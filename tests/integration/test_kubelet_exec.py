@@ -3,9 +3,9 @@ server sends (TLS with its client certificate, SPDY/3.1, v4 streams) reaches the
 instance with the argv quoted exactly; stdout, stderr and the exit status come back as
 a kubelet writes them; stdin's end is passed on; `-t` gets a pty sized by the resize
 stream. The instance is created with startSsh, our public key in PUBLIC_KEY and 22/tcp;
-the private key is nowhere else. No RunPod request per exec (the tick's annotation says
-where sshd is). A pod whose image runs no sshd, a changed host key, attach and callers
-without credentials get clear answers."""
+the private key is nowhere else. No RunPod request per exec (the tick's list said where
+sshd is; before any list, one GET of the row's instance). A pod whose image runs no
+sshd, a changed host key, attach and callers without credentials get clear answers."""
 
 from __future__ import annotations
 
@@ -104,8 +104,8 @@ def test_no_runpod_request_per_exec(box, instance_id, apiserver):
     assert len(box.runpod_sim.requests) == before
 
 
-def test_one_get_when_the_annotation_does_not_say_where_sshd_is(box, instance_id, apiserver):
-    box.kube.patch_pod_annotations("default", "train", {"runpod.io/port-mappings": None})
+def test_one_get_when_no_list_said_where_sshd_is(box, instance_id, apiserver):
+    box.configure()  # a new engine, as after a restart: no tick has listed yet
     before = len(box.runpod_sim.requests)
     assert apiserver.exec(EXEC, ["true"]).exit_status["status"] == "Success"
     asked = box.runpod_sim.requests[before:]

@@ -98,7 +98,8 @@ def test_an_indexed_job_gets_one_pod_per_index(
         env = {var.name: var for var in pod.spec.containers[0].env}
         assert env["A"].value == "1"
         path = env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
-        assert path == f"metadata.annotations['{INDEX}']"
+        # As the real Job controller of 1.37 writes it (seen on tests/realk8s' plane).
+        assert path == f"metadata.labels['{INDEX}']"
         assert "batch.kubernetes.io/job-tracking" in pod.metadata.finalizers
 
 
@@ -207,3 +208,34 @@ def test_an_index_that_succeeds_twice_counts_once(
     finish(sim, twin, "Succeeded")
     status = batch.read_namespaced_job("train", "default").status
     assert (status.succeeded, status.completed_indexes) == (1, "0")
+
+
+def test_a_billion_completions_make_parallelism_pods_at_once(
+    sim: KubeSimulator, batch: kubernetes.client.BatchV1Api, core: kubernetes.client.CoreV1Api
+) -> None:
+    """As the real API and controller: completions is an int32, made lazily."""
+    batch.create_namespaced_job("default", indexed_job(completions=1_000_000_000, parallelism=2))
+    assert sorted(pods_by_index(core)) == [0, 1]
+    finish(sim, pods_by_index(core)[0], "Succeeded")
+    assert sorted(pods_by_index(core)) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "spec", [{"completions": -1}, {"parallelism": -1}, {"parallelism": 100_001}]
+)
+def test_counts_the_api_validation_refuses(
+    batch: kubernetes.client.BatchV1Api, spec: dict[str, Any]
+) -> None:
+    body = indexed_job()
+    body["spec"].update(spec)
+    with pytest.raises(ApiException) as refused:
+        batch.create_namespaced_job("default", body)
+    assert refused.value.status == 422 and f"spec.{next(iter(spec))}" in refused.value.body
+
+
+def test_a_count_past_int32_fails_decoding(batch: kubernetes.client.BatchV1Api) -> None:
+    body = indexed_job()
+    body["spec"]["completions"] = 2**31
+    with pytest.raises(ApiException) as refused:
+        batch.create_namespaced_job("default", body)
+    assert refused.value.status == 400 and "int32" in refused.value.body

@@ -220,3 +220,57 @@ def test_a_network_volume_keeps_what_one_pod_wrote_for_the_next(sim, key):
     assert ssh(reader, key, "cat /mnt/data/ckpt").stdout == "step-100\n"
     plain = running(sim, key)
     assert ssh(plain, key, "cat /workspace/ckpt").returncode != 0  # not mounted there
+
+
+def _paramiko(pod: dict[str, Any], key: Path) -> Any:
+    import paramiko
+
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    direct = pod["ssh"]["direct"]
+    client.connect(
+        direct["host"], direct["port"], "root", key_filename=str(key), look_for_keys=False
+    )
+    return client
+
+
+def test_a_key_line_with_options_is_accepted(sim, key):
+    public = key.with_suffix(".pub").read_text().strip()
+    lines = f'# ours\ncommand="echo hi there",no-pty {public}\nnot a key at all\n'
+    pod = running(sim, key, env={"PUBLIC_KEY": lines})
+    done = ssh(pod, key, "echo", "in")
+    assert done.returncode == 0 and done.stdout == "in\n", done.stderr
+
+
+def test_input_nobody_reads_stops_being_taken_in(sim, key):
+    """As a real sshd: the channel's window closes; the simulator does not grow."""
+    pod = running(sim, key)
+    client = _paramiko(pod, key)
+    channel = client.get_transport().open_session()
+    channel.exec_command("sleep 30")
+    channel.settimeout(2)
+    taken, block = 0, b"x" * 65536
+    try:
+        while taken < 64 << 20:
+            taken += channel.send(block)
+    except TimeoutError:
+        pass
+    client.close()
+    assert taken < 8 << 20, f"{taken >> 20} MiB taken in by a command that reads nothing"
+
+
+def test_an_absurd_terminal_size_leaves_the_session_alive(sim, key):
+    pod = running(sim, key)
+    client = _paramiko(pod, key)
+    channel = client.get_transport().open_session()
+    channel.get_pty(width=80, height=24)
+    channel.exec_command("read line; stty size")
+    channel.resize_pty(width=65536, height=65537)
+    channel.resize_pty(width=100, height=30)
+    channel.sendall(b"go\n")
+    out = b""
+    while chunk := channel.recv(1024):
+        out += chunk
+    assert out.replace(b"\r", b"").endswith(b"30 100\n")
+    assert channel.recv_exit_status() == 0
+    client.close()

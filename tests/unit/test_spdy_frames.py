@@ -187,3 +187,18 @@ def test_bad_header_blocks_are_refused():
     data = bomb.compress(b"\x00" * (MAX_BLOCK + 1)) + bomb.flush(zlib.Z_SYNC_FLUSH)
     with pytest.raises(HeaderBlockError, match="inflates past"):
         Decompressor().decompress(data)
+
+
+def test_a_long_data_frame_is_read_in_pieces_and_its_fin_comes_last():
+    encoded = f.FrameEncoder().encode(f.Data(3, b"a" * 10 + b"b" * 5, fin=True))
+    decoder = f.FrameDecoder(io.BytesIO(encoded + encoded[:8]).read, data_piece=4)
+    pieces = [decoder.next() for _ in range(4)]
+    assert [p.data for p in pieces] == [b"aaaa", b"aaaa", b"aabb", b"bbb"]
+    assert [p.fin for p in pieces] == [False, False, False, True]
+    assert {p.stream_id for p in pieces} == {3}
+
+
+def test_a_control_frame_past_the_limit_is_refused_unread():
+    encoded = f.FrameEncoder().encode(f.SynStream(1, {"streamtype": ["x" * 100]}))
+    with pytest.raises(f.FrameError, match="control frame"):
+        f.FrameDecoder(io.BytesIO(encoded).read, max_control=32).next()

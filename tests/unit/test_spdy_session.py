@@ -2,18 +2,22 @@
 same frame codec: every stream the client opens is answered and handed out with its
 headers; data and FIN flow both ways; a client's ping is echoed; RST_STREAM ends a
 stream; a stream opened out of order is a protocol error (GOAWAY); the end of the
-connection ends every stream and `accept()`; a stalled reader holds the client back."""
+connection ends every stream and `accept()`; a stalled reader holds the client back.
+Limits: streams beyond the cap, or after the caller took what it needs, are refused and
+kept nowhere; the stream table lets go of ended streams; unread bytes are bounded per
+stream and per session; a session quiet for its idle limit ends, as does a half frame
+followed by silence, and the end runs the caller's hooks."""
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from reconciler.adapters.spdy import frames as f
-from reconciler.adapters.spdy import session as spdy_session
-from reconciler.adapters.spdy.session import Session
+from reconciler.adapters.spdy.session import Session, SessionLimits
 
 WAIT = 10  # seconds; only a broken session ever waits this long
 
@@ -146,9 +150,13 @@ def test_close_says_goaway_with_the_last_stream(pair):
         server.send(f.Ping(2))
 
 
-def test_a_stalled_reader_holds_the_client_back(pair, monkeypatch):
-    monkeypatch.setattr(spdy_session, "BUFFER_LIMIT", 10)
-    server, client = pair
+def _pair(limits: SessionLimits) -> tuple[Session, Client, socket.socket]:
+    ours, theirs = socket.socketpair()
+    return Session(ours, limits=limits).start(), Client(theirs), ours
+
+
+def test_a_stalled_reader_holds_the_client_back():
+    server, client, _ = _pair(SessionLimits(stream_buffer=10))
     client.send(f.SynStream(1, {}), f.SynStream(3, {}))
     client.next(), client.next()
     first, second = server.accept(WAIT), server.accept(WAIT)
@@ -158,3 +166,83 @@ def test_a_stalled_reader_holds_the_client_back(pair, monkeypatch):
     assert second.read(0.2) is None
     assert first.read(WAIT) == b"0123456789"
     assert second.read(WAIT) == b"other"
+
+
+def test_streams_beyond_the_cap_are_refused_and_kept_nowhere():
+    server, client, _ = _pair(SessionLimits(max_streams=2))
+    client.send(f.SynStream(1, {}), f.SynStream(3, {}), f.SynStream(5, {}))
+    assert [client.next() for _ in range(3)] == [
+        f.SynReply(1, {}),
+        f.SynReply(3, {}),
+        f.RstStream(5, f.REFUSED_STREAM),
+    ]
+    assert server.open_streams == 2
+    client.send(f.Data(5, b"x"))
+    assert client.next() == f.RstStream(5, f.INVALID_STREAM)
+    # a stream that ended both ways leaves the table: room for the next
+    first = server.accept(WAIT)
+    assert first is not None
+    client.send(f.Data(1, b"", fin=True))
+    assert first.read(WAIT) == b""
+    first.close()
+    client.next()  # our FIN
+    client.send(f.RstStream(3, f.CANCEL))
+    client.send(f.SynStream(7, {}))
+    assert client.next() == f.SynReply(7, {})
+    assert server.open_streams == 1
+
+
+def test_streams_after_the_caller_took_its_own_are_refused():
+    server, client, _ = _pair(SessionLimits())
+    client.send(f.SynStream(1, {}), f.SynStream(3, {}))
+    client.next(), client.next()
+    assert server.accept(WAIT) is not None
+    server.stop_accepting()  # stream 3 was queued, never taken
+    assert client.next() == f.RstStream(3, f.REFUSED_STREAM)
+    client.send(f.SynStream(5, {}))
+    assert client.next() == f.RstStream(5, f.REFUSED_STREAM)
+    assert server.open_streams == 1
+
+
+def test_unread_bytes_of_the_whole_session_are_bounded():
+    server, client, _ = _pair(SessionLimits(stream_buffer=1 << 20, session_buffer=100))
+    client.send(*(f.SynStream(n, {}) for n in (1, 3, 5)))
+    [client.next() for _ in range(3)]
+    streams = [server.accept(WAIT) for _ in range(3)]
+    client.send(f.Data(1, b"a" * 60), f.Data(3, b"b" * 60), f.Data(5, b"c" * 60))
+    assert streams[2].read(0.2) is None  # the reader waits: 120 bytes held, more than 100
+    assert server.buffered == 120
+    assert streams[0].read(WAIT) == b"a" * 60
+    assert streams[2].read(WAIT) == b"c" * 60
+    client.send(f.RstStream(3, f.CANCEL))  # what a reset stream held is let go
+    deadline = time.monotonic() + WAIT
+    while server.buffered and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.buffered == 0
+    assert streams[1].read(WAIT) == b""
+
+
+@pytest.mark.parametrize("half_frame", [b"", b"\x80\x03\x00"])
+def test_a_quiet_session_ends_at_its_idle_limit(half_frame):
+    server, client, _ = _pair(SessionLimits(idle_timeout=0.5))
+    ended = []
+    server.on_end(lambda: ended.append(True))
+    client.send(f.SynStream(1, {}))
+    client.next()
+    client.sock.sendall(half_frame)
+    assert not server.wait(0.3)
+    assert server.wait(WAIT) and ended == [True]
+    assert client.next() == f.GoAway(1, f.GOAWAY_OK)
+    assert client.sock.recv(1) == b""  # and the connection is closed
+
+
+def test_frames_either_way_keep_a_session_alive():
+    server, client, _ = _pair(SessionLimits(idle_timeout=0.5))
+    client.send(f.SynStream(1, {}))
+    client.next()
+    stream = server.accept(WAIT)
+    assert stream is not None
+    for _ in range(4):  # 1.2 s, output only
+        stream.write(b"out")
+        client.next()
+        assert not server.wait(0.3)

@@ -1,6 +1,7 @@
 """SSH access as decided in the core: the create asks for startSsh, our key in
 PUBLIC_KEY (a pod's own key kept) and 22/tcp (a template's ports left alone); where
-22/tcp is published, read from the port-mappings annotation; an argv quoted so a
+22/tcp is published, read from RunPod's record of the instance (never a pod's
+annotation), and which instances may be a pod's by their tags; an argv quoted so a
 shell splits it back exactly."""
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from hypothesis import strategies as st
 
 from reconciler.adapters.runpod.body import create_pod_body
 from reconciler.core.config import Settings
-from reconciler.core.sshaccess import direct_address, remote_command, ssh_env, ssh_ports
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.core.domain import Instance, InstanceStatus, PortMapping, Runtime
+from reconciler.core.sshaccess import (
+    SshAddress,
+    SshAddresses,
+    remote_command,
+    runs_for,
+    ssh_address,
+    ssh_env,
+    ssh_ports,
+)
 from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.request import create_requests
 
@@ -33,11 +44,39 @@ def test_22_is_published_once():
     assert ssh_ports(("22/tcp",)) == ("22/tcp",)
 
 
+def _instance(env: dict[str, str], *ports: PortMapping) -> Instance:
+    return Instance(
+        "i1", "n", InstanceStatus.RUNNING, env=env, runtime=Runtime(uptime_seconds=5, ports=ports)
+    )
+
+
+SSH = PortMapping(22, "tcp", "203.0.113.7", 30022)
+HTTP = PortMapping(8888, "http", None, None)
+
+
 def test_where_sshd_is_published():
-    mappings = "8888/http->https://x-8888.proxy.runpod.net, 22/tcp->203.0.113.7:30022"
-    assert direct_address(mappings) == ("203.0.113.7", 30022)
-    assert direct_address("8888/http->https://x-8888.proxy.runpod.net") is None
-    assert direct_address("") is None
+    assert ssh_address(_instance({}, HTTP, SSH)) == SshAddress("i1", "203.0.113.7", 30022)
+    assert ssh_address(_instance({}, HTTP)) is None
+    assert ssh_address(_instance({}, PortMapping(22, "tcp", None, None))) is None
+
+
+def test_an_instance_tagged_for_another_pod_or_owner_is_not_this_pods():
+    ours = {OWNER_ENV: "c/n", POD_UID_ENV: "uid-a"}
+    assert runs_for(_instance(ours), "uid-a", "c/n")
+    assert runs_for(_instance({}), "uid-a", "c/n")  # tags lost: the row's id decides
+    assert not runs_for(_instance(ours), "uid-b", "c/n")
+    assert not runs_for(_instance(ours), "uid-a", "other/n")
+    assert runs_for(_instance(ours), "uid-a", None)
+
+
+def test_the_address_book_keeps_running_instances_only():
+    book = SshAddresses()
+    stopped = Instance("i2", "n", InstanceStatus.EXITED, runtime=Runtime(5, (SSH,)))
+    book.observe({"uid-a": [_instance({}, SSH)], "uid-b": [stopped]})
+    assert book.of("uid-a") == SshAddress("i1", "203.0.113.7", 30022)
+    assert book.of("uid-b") is None
+    book.observe({})
+    assert book.of("uid-a") is None
 
 
 @given(st.lists(st.text(st.characters(exclude_characters="\x00")), min_size=1, max_size=6))

@@ -8,6 +8,7 @@ planner like a vanished one, which is worse than a failed tick.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -252,18 +253,30 @@ def _optional_str(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
+# No figure RunPod sends (dollars, seconds, gigabytes, percents, ports) comes near this;
+# one past it is a broken answer, taken as missing so that no later sum or date overflows.
+_ABSURD = 1e15
+
+
 def _float(value: object) -> float:
+    """A finite figure; 0.0 when absent, not a number, non-finite (`Infinity`, the JSON
+    number 1e400 that parses as one) or absurd."""
     try:
-        return float(value)  # type: ignore[arg-type]
+        number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return 0.0
+    return number if math.isfinite(number) and abs(number) < _ABSURD else 0.0
 
 
 def _optional_int(value: object) -> int | None:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    """A whole figure; None when absent, not a number, non-finite or absurd."""
+    if isinstance(value, float) and not (math.isfinite(value) and abs(value) < _ABSURD):
         return None
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if abs(number) < _ABSURD else None
 
 
 def _int(value: object, default: int = 0) -> int:

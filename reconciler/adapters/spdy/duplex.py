@@ -14,6 +14,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 
 # The reader waits for the socket outside the lock; this bounds one wait, in case the
@@ -39,16 +40,23 @@ class Duplex:
         with self._lock:
             self._sock.sendall(data)
 
-    def recv(self, size: int) -> bytes:
-        """Up to `size` bytes, b"" at the end; blocks until some came."""
+    def recv(self, size: int, timeout: float | None = None) -> bytes | None:
+        """Up to `size` bytes, b"" at the end; blocks until some came, or returns None
+        once `timeout` seconds passed without any."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         if not self._tls:
+            if timeout is not None and not select.select([self._sock], [], [], timeout)[0]:
+                return None
             return self._read(size)
         while True:
             with self._lock:
                 data = self._read_now(size)
             if data is not None:
                 return data
-            select.select([self._sock], [], [], _WAIT_SECONDS)
+            left = _WAIT_SECONDS if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return None
+            select.select([self._sock], [], [], min(left, _WAIT_SECONDS))
 
     def _read_now(self, size: int) -> bytes | None:
         """What can be read without waiting; None when a whole record has not come yet.

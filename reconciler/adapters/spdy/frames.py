@@ -170,19 +170,35 @@ def _control(frame_type: int, flags: int, body: bytes) -> bytes:
 class FrameDecoder:
     """Reads frames from `read_exact(n)`, which returns exactly n bytes or raises EOFError."""
 
-    def __init__(self, read_exact: Callable[[int], bytes]) -> None:
+    def __init__(
+        self,
+        read_exact: Callable[[int], bytes],
+        data_piece: int = MAX_LENGTH,
+        max_control: int = MAX_LENGTH,
+    ) -> None:
+        """A data frame longer than `data_piece` comes as several `Data` of at most that
+        many bytes (the FIN on the last), so that a reader never holds a whole 16 MiB
+        frame; a control frame longer than `max_control` is a `FrameError`."""
         self._read = read_exact
         self._headers = Decompressor()
+        self._piece, self._max_control = data_piece, max_control
+        self._data_left, self._data_stream, self._data_fin = 0, 0, False
 
     def next(self) -> Frame:
+        if self._data_left:
+            return self._data_piece()
         first, second = struct.unpack(">II", self._read(8))
         flags, length = second >> 24, second & MAX_LENGTH
-        payload = self._read(length) if length else b""
         if not first & 0x80000000:
             stream_id = first & _STREAM_ID
             if stream_id == 0:
                 raise FrameError("a data frame for stream 0")
-            return Data(stream_id, payload, bool(flags & FLAG_FIN))
+            self._data_left, self._data_stream = length, stream_id
+            self._data_fin = bool(flags & FLAG_FIN)
+            return self._data_piece()
+        if length > self._max_control:
+            raise FrameError(f"a control frame of {length} bytes")
+        payload = self._read(length) if length else b""
         version, frame_type = (first >> 16) & 0x7FFF, first & 0xFFFF
         if version != VERSION:
             raise FrameError(f"SPDY version {version}; only 3 is spoken")
@@ -190,6 +206,12 @@ class FrameDecoder:
             return self._control(frame_type, flags, payload)
         except struct.error as exc:
             raise FrameError(f"control frame type {frame_type} is too short") from exc
+
+    def _data_piece(self) -> Data:
+        size = min(self._data_left, self._piece)
+        self._data_left -= size
+        data = self._read(size) if size else b""
+        return Data(self._data_stream, data, self._data_fin and not self._data_left)
 
     def _control(self, frame_type: int, flags: int, payload: bytes) -> Frame:
         fin = bool(flags & FLAG_FIN)

@@ -6,19 +6,24 @@ and paramiko's blocking channels fit that without an event loop (the RunPod simu
 sshd is asyncssh, so the two sides are different implementations).
 
 Every failure is an `SshError` whose message says what happened and what to do; none
-carries key material.
+carries key material. A connection that fails before SSH is spoken (refused, no answer,
+something else than sshd listening) gets one sentence whatever the cause, so the answer
+tells a caller nothing about what listens where; the cause goes to our log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import socket
 import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 import paramiko
+
+log = logging.getLogger(__name__)
 
 USER = "root"
 _CHUNK = 32 * 1024
@@ -27,7 +32,7 @@ CONNECT_SECONDS = 8.0
 pod without sshd answers within 10 seconds."""
 
 NO_SSHD = (
-    "no SSH server answers on the pod's instance ({detail}): its image must start sshd "
+    "no SSH server answers on the pod's instance: its image must start sshd "
     "from the PUBLIC_KEY variable, as RunPod's official images do (install openssh-server "
     "and run RunPod's start script, or start sshd with PUBLIC_KEY in "
     "/root/.ssh/authorized_keys)"
@@ -82,7 +87,7 @@ class SshConnector:
         try:
             sock = socket.create_connection((host, port), timeout=CONNECT_SECONDS)
         except OSError as exc:
-            raise SshError(NO_SSHD.format(detail=f"{host}:{port}: {_why(exc)}")) from None
+            raise _no_sshd(instance_id, host, port, exc) from None
         transport = paramiko.Transport(sock)
         try:
             transport.banner_timeout = transport.auth_timeout = CONNECT_SECONDS
@@ -100,8 +105,13 @@ class SshConnector:
             ) from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             transport.close()
-            raise SshError(NO_SSHD.format(detail=f"{host}:{port}: {_why(exc)}")) from None
+            raise _no_sshd(instance_id, host, port, exc) from None
         return transport
+
+
+def _no_sshd(instance_id: str, host: str, port: int, exc: BaseException) -> SshError:
+    log.warning("no SSH with RunPod instance %s at %s:%d: %s", instance_id, host, port, _why(exc))
+    return SshError(NO_SSHD)
 
 
 def _why(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
+from reconciler.core.sshaccess import SshAddress
 from reconciler.core.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
@@ -40,9 +41,11 @@ def start_endpoint(
     host: str = "0.0.0.0",
     port: int | None = None,
     usage: Callable[[datetime], list[ContainerUsage]] | None = None,
+    listed: Callable[[str], SshAddress | None] = lambda _uid: None,
 ) -> KubeletServer | None:
     """Serve on `settings.kubelet_port` (None when it is 0). `runpod` is the endpoint's
-    own client: requests' sessions are not shared across threads."""
+    own client: requests' sessions are not shared across threads. `listed`: where a
+    pod's instance runs sshd, as the engine's last list said."""
     if settings.kubelet_port == 0:
         return None
     cert, key = serving_pair(
@@ -69,13 +72,15 @@ def start_endpoint(
             settings.kubelet_idle_timeout,
             settings.kubelet_max_connections,
             settings.kubelet_max_follows_per_client,
+            settings.kubelet_max_streaming_per_namespace,
+            settings.streaming_connection_idle_timeout,
         ),
         usage,
     )
     identity = ssh_identity(settings, kube, default_namespace())
     if identity is not None:
         server.exec = ExecBackend(
-            SshTargets(settings.node_name, kube, store, runpod),
+            SshTargets(settings.node_name, kube, store, runpod, settings.owner_id, listed),
             SshConnector(identity.private_pem, stored_host_keys(store, clock)),
         )
     server.start()

@@ -10,9 +10,12 @@ runs with its argv quoted exactly (`core.sshaccess.remote_command`), on a pty si
 the resize stream with `-t`, stdin's end is passed on, and the remote exit status is
 written on the error stream as a kubelet writes it.
 
-Where the sshd is: the pod's `runpod.io/port-mappings` annotation, written by the tick,
-names 22/tcp's public address (no RunPod request); only when it does not, one
-`GET /v2/pods/{id}` asks.
+Where the sshd is comes from RunPod, never from the pod: anyone who may edit the pod
+may write its annotations (`runpod.io/port-mappings` is the tick's output, for people).
+The instance is the one our own row holds for the pod; its address is the one the last
+tick's list gave for it (no RunPod request), or else one `GET /v2/pods/{id}` of that id
+asks (before the first tick, or while the list does not show it running). An instance
+whose tags name another pod or another owner is refused.
 """
 
 from __future__ import annotations
@@ -35,8 +38,13 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core import remotecommand as rc
 from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
-from reconciler.core.sshaccess import SSH_PORT, direct_address, remote_command
-from reconciler.core.translate.annotations import PORT_MAPPINGS
+from reconciler.core.sshaccess import (
+    SSH_PORT,
+    SshAddress,
+    remote_command,
+    runs_for,
+    ssh_address,
+)
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 
@@ -49,6 +57,9 @@ GOODBYE_SECONDS = 5.0
 """After the exit status, how long the client has to read it and hang up."""
 FIRST_SIZE_SECONDS = 2.0
 """How long a `-t` exec waits for the terminal's size before starting on 80x24."""
+EXEC_STREAMS = 8
+"""Streams an exec session may hold open: the protocol's five, and room for a client
+that opens one it does not need (reset at once)."""
 _READ = 32 * 1024
 ATTACH_UNSUPPORTED = (
     "attach is not supported for pods on RunPod: the container's main process (PID 1) "
@@ -77,8 +88,20 @@ class Target:
 class SshTargets:
     """Which instance a pod's exec goes to, and where its sshd listens."""
 
-    def __init__(self, node_name: str, kube: KubeClient, store: Store, runpod: RunPodClient):
+    def __init__(
+        self,
+        node_name: str,
+        kube: KubeClient,
+        store: Store,
+        runpod: RunPodClient,
+        owner_id: str | None = None,
+        listed: Callable[[str], SshAddress | None] = lambda _uid: None,
+    ) -> None:
+        """`owner_id`: ours, which an instance's owner tag must not contradict (None: not
+        known here, as in `reconciler exec`); `listed`: a pod UID's address as the last
+        tick's list gave it."""
         self.node_name, self.kube, self.store, self.runpod = node_name, kube, store, runpod
+        self.owner_id, self.listed = owner_id, listed
 
     def resolve(self, namespace: str, name: str, container: str) -> Target:
         names = [("namespace", namespace), ("pod name", name)]
@@ -100,24 +123,32 @@ class SshTargets:
                 f'container "{container}" of pod "{name}" does not run: only "{runs}" '
                 "runs on RunPod",
             )
-        row = self.store.row(str(pod["metadata"]["uid"]))
+        uid = str(pod["metadata"]["uid"])
+        row = self.store.row(uid)
         if row is None or row.instance_id is None or row.state is not MappingState.RUNNING:
             raise StreamError(400, f'container "{runs}" in pod "{name}" is not running')
-        annotations = pod.get("metadata", {}).get("annotations") or {}
-        address = direct_address(str(annotations.get(PORT_MAPPINGS, "")))
-        if address is None:
-            address = self._asked(row.instance_id)
-        return Target(row.instance_id, *address, str(chosen.get("workingDir") or ""))
+        address = self.listed(uid)
+        if address is None or address.instance_id != row.instance_id:
+            address = self._asked(row.instance_id, uid)
+        workdir = str(chosen.get("workingDir") or "")
+        return Target(address.instance_id, address.host, address.port, workdir)
 
-    def _asked(self, instance_id: str) -> tuple[str, int]:
+    def _asked(self, instance_id: str, pod_uid: str) -> SshAddress:
         try:
             instance = self.runpod.get_instance(instance_id)
         except runpod_errors.RunPodError as exc:
             raise StreamError(502, f"RunPod did not say where the pod's sshd is: {exc}") from exc
-        ports = instance.runtime.ports if instance.runtime else ()
-        for port in ports:
-            if port.private_port == 22 and port.public_ip and port.public_port:
-                return port.public_ip, port.public_port
+        if not runs_for(instance, pod_uid, self.owner_id):
+            log.warning(
+                "refused exec: RunPod instance %s, which the row of pod %s names, is tagged "
+                "for another pod or owner",
+                instance_id,
+                pod_uid,
+            )
+            raise StreamError(400, f"RunPod instance {instance_id} does not run this pod")
+        address = ssh_address(instance)
+        if address is not None:
+            return address
         raise StreamError(
             400,
             f"RunPod instance {instance_id} publishes no {SSH_PORT} (created without SSH "
@@ -218,8 +249,9 @@ def _run(
     if streams is None:
         session.close()
         return
+    session.stop_accepting()
     try:
-        code = _command(streams, request, transport, command)
+        code = _command(session, streams, request, transport, command)
         status = rc.exit_status(protocol, request.command, code)
     except (paramiko.SSHException, OSError, EOFError) as exc:
         status = rc.internal_error(protocol, f"the SSH session to the instance broke: {exc}")
@@ -250,9 +282,16 @@ def _streams(session: Session, wanted: frozenset[str]) -> dict[str, Stream] | No
 
 
 def _command(
-    streams: dict[str, Stream], request: rc.ExecRequest, transport: paramiko.Transport, command: str
+    session: Session,
+    streams: dict[str, Stream],
+    request: rc.ExecRequest,
+    transport: paramiko.Transport,
+    command: str,
 ) -> int:
     channel = transport.open_session(timeout=CONNECT_SECONDS)
+    # The client gone (Ctrl-C), idle too long or broken: the command's channel goes at
+    # once, as a kubelet ends the exec, rather than when the command ends by itself.
+    session.on_end(lambda: _close(channel))
     resize, sizes = streams.get(rc.STREAM_RESIZE), rc.ResizeDecoder()
     if request.tty:
         size = _first_size(resize, sizes) if resize else None
@@ -270,6 +309,11 @@ def _command(
     code = channel.recv_exit_status()
     channel.close()
     return code
+
+
+def _close(channel: paramiko.Channel) -> None:
+    with contextlib.suppress(OSError, EOFError, paramiko.SSHException):  # gone already
+        channel.close()
 
 
 def _thread(target: Callable[..., None], *args: Any) -> threading.Thread:

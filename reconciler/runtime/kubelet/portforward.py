@@ -27,6 +27,10 @@ from reconciler.runtime.kubelet.exec import Target, Upgrader, handshake, reach
 
 log = logging.getLogger(__name__)
 
+MAX_FORWARDS = 32
+"""Connections one session forwards at once (two threads and two streams each); the
+session holds at most twice as many streams, so one more is refused (RST_STREAM) until
+one ends, and kubectl reports that connection as failed."""
 _READ = 32 * 1024
 
 
@@ -56,6 +60,8 @@ def _serve(session: Session, pod: str, transport: paramiko.Transport) -> None:
             stream.reset()
             continue
         pair = pairs.setdefault(stream.header("requestID"), {})
+        if kind in pair:  # a second stream of one kind for one request: the first goes
+            _drop(pair.pop(kind))
         pair[kind] = stream
         if len(pair) == 2:
             del pairs[stream.header("requestID")]
@@ -65,7 +71,15 @@ def _serve(session: Session, pod: str, transport: paramiko.Transport) -> None:
                 name="port-forward",
                 daemon=True,
             ).start()
+        elif len(pairs) > MAX_FORWARDS:  # halves never matched: the oldest go
+            for unmatched in pairs.pop(next(iter(pairs))).values():
+                _drop(unmatched)
     session.close()
+
+
+def _drop(stream: Stream) -> None:
+    with contextlib.suppress(ConnectionError):
+        stream.reset()
 
 
 def _forward(data: Stream, error: Stream, pod: str, transport: paramiko.Transport) -> None:

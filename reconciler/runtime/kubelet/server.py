@@ -39,13 +39,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
-from reconciler.adapters.spdy.session import Session
+from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
 from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
 from reconciler.core.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
-from reconciler.runtime.kubelet.exec import ATTACH_UNSUPPORTED, SshTargets, serve_exec
-from reconciler.runtime.kubelet.portforward import serve_port_forward
+from reconciler.runtime.kubelet.exec import (
+    ATTACH_UNSUPPORTED,
+    EXEC_STREAMS,
+    SshTargets,
+    serve_exec,
+)
+from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
 from reconciler.runtime.kubelet.resource import resource_metrics, stats_summary
 from reconciler.runtime.pod_logs import LogError, PodLogs
 
@@ -121,6 +126,9 @@ class EndpointLimits:
     """Seconds of silence allowed while a handshake or a request's headers are due."""
     max_connections: int = 200
     max_follows_per_client: int = 50
+    max_streaming_per_namespace: int = 16
+    streaming_idle_timeout: float = 4 * 3600.0
+    """Seconds an upgraded connection (exec, port-forward) may pass without a frame."""
 
 
 class KubeletServer:
@@ -142,6 +150,7 @@ class KubeletServer:
         self.node_name = logs.node_name
         self._follows: Counter[str] = Counter()
         self._follows_lock = threading.Lock()
+        self._streaming: Counter[str] = Counter()
         self.exec: ExecBackend | None = None
         self._server = _Server(address, _Handler)
         self._server.app = self
@@ -186,6 +195,26 @@ class KubeletServer:
                 with self._follows_lock:
                     self._follows[caller.user] -= 1
 
+    @contextmanager
+    def streaming_slot(self, namespace: str) -> Iterator[bool]:
+        """Whether the pods of `namespace` may have one more exec or port-forward session
+        served; the slot is held for the block."""
+        with self._follows_lock:
+            allowed = self._streaming[namespace] < self.limits.max_streaming_per_namespace
+            if allowed:
+                self._streaming[namespace] += 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._follows_lock:
+                    self._streaming[namespace] -= 1
+
+    @property
+    def streaming(self) -> int:
+        """Exec and port-forward sessions served now."""
+        return sum(self._streaming.values())
+
 
 @dataclass(frozen=True)
 class ExecBackend:
@@ -198,8 +227,8 @@ class ExecBackend:
 class _Upgrade:
     """The HTTP side of a streaming request (see `exec.Upgrader`)."""
 
-    def __init__(self, handler: _Handler) -> None:
-        self._handler = handler
+    def __init__(self, handler: _Handler, max_streams: int) -> None:
+        self._handler, self._max_streams = handler, max_streams
 
     def refuse(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
         self._handler._text(status, message, headers)
@@ -212,10 +241,13 @@ class _Upgrade:
         handler.send_header("X-Stream-Protocol-Version", protocol)
         handler.end_headers()
         handler.wfile.flush()
-        # The idle timeout is for the handshake and the headers: an exec shell may stay
-        # silent for as long as its user thinks.
-        handler.connection.settimeout(None)
-        return Session(handler.connection, recv=handler.rfile.read1).start()
+        # The idle timeout is for the handshake and the headers; from here the longer
+        # streaming one holds (an exec shell may stay silent while its user thinks). It
+        # bounds a write the client does not take in, too.
+        idle = handler.server.app.limits.streaming_idle_timeout
+        handler.connection.settimeout(idle)
+        limits = SessionLimits(max_streams=self._max_streams, idle_timeout=idle)
+        return Session(handler.connection, handler.rfile.read1, limits).start()
 
 
 class _Server(ThreadingHTTPServer):
@@ -349,25 +381,27 @@ class _Handler(BaseHTTPRequestHandler):
     def _exec(self, named: Mapping[str, str], query: str) -> None:
         backend = self._streaming("exec")
         namespace, pod, container = named["namespace"], named["pod"], named["container"]
-        serve_exec(
-            _Upgrade(self),
-            self.headers,
-            parse_qs(query, keep_blank_values=True),
-            lambda: backend.targets.resolve(namespace, pod, container),
-            backend.ssh,
-        )
+        with self._streaming_slot(namespace, "exec"):
+            serve_exec(
+                _Upgrade(self, EXEC_STREAMS),
+                self.headers,
+                parse_qs(query, keep_blank_values=True),
+                lambda: backend.targets.resolve(namespace, pod, container),
+                backend.ssh,
+            )
         self.close_connection = True
 
     def _port_forward(self, named: Mapping[str, str], _query: str) -> None:
         backend = self._streaming("port-forward")
         namespace, pod = named["namespace"], named["pod"]
-        serve_port_forward(
-            _Upgrade(self),
-            self.headers,
-            pod,
-            lambda: backend.targets.resolve(namespace, pod, ""),
-            backend.ssh,
-        )
+        with self._streaming_slot(namespace, "port-forward"):
+            serve_port_forward(
+                _Upgrade(self, 2 * MAX_FORWARDS),
+                self.headers,
+                pod,
+                lambda: backend.targets.resolve(namespace, pod, ""),
+                backend.ssh,
+            )
         self.close_connection = True
 
     def _streaming(self, what: str) -> ExecBackend:
@@ -378,6 +412,20 @@ class _Handler(BaseHTTPRequestHandler):
         if not app.is_leader():
             raise EndpointError(503, STANDBY_MESSAGE)
         return app.exec
+
+    @contextmanager
+    def _streaming_slot(self, namespace: str, what: str) -> Iterator[None]:
+        app = self.server.app
+        with app.streaming_slot(namespace) as allowed:
+            if not allowed:
+                limit = app.limits.max_streaming_per_namespace
+                raise EndpointError(
+                    429,
+                    f"{what} refused: the pods of namespace {namespace} have {limit} exec and "
+                    "port-forward sessions open on this node already, the most one namespace "
+                    "may (--kubelet-max-streaming-per-namespace); end one first",
+                )
+            yield
 
     def _container_logs(self, named: Mapping[str, str], query: str) -> None:
         app = self.server.app
