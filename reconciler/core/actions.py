@@ -246,7 +246,9 @@ class CreateCluster:
 @dataclass(frozen=True)
 class DeleteCluster:
     """DELETE one of our clusters, with every member. `row` (if any) is saved as
-    deleting first; `pods` are told in an Event."""
+    deleting first. `pods` are the gang's pods whose end the same plan patches before
+    this (each is told in an Event): the DELETE is sent only if none of those patches
+    failed, so that the end is on the pods before the cluster goes (architecture §4)."""
 
     cluster_id: str
     reason: TerminateReason

@@ -478,6 +478,7 @@ class Engine:
         ]
         rows = self.store.load_rows()
         cluster_rows = self.store.load_clusters() if gang_pods or members else []
+        members += self._confirm_missing_clusters(members, cluster_rows, gang_pods)
         gang_inputs = self._gang_inputs(gang_pods, members)
         gang_results = self._gang_results(gang_pods, members, cluster_rows, now)
         instances += self._confirm_missing(instances, rows, pods)
@@ -674,6 +675,35 @@ class Engine:
             ):
                 with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
                     found.append(self.runpod.get_instance(row.instance_id))
+        return found
+
+    def _confirm_missing_clusters(
+        self,
+        listed: Sequence[Instance],
+        rows: Sequence[clusters.ClusterRecord],
+        gang_pods: Sequence[KubeObject],
+    ) -> list[Instance]:
+        """The members of each cluster a live gang's row or pods record that the list
+        does not show, read by id: a cluster is gone only once RunPod answers 404 for it
+        (`_confirm_missing`'s rule, for clusters). What a pod's annotation names is only
+        where to look: the members count as ours by their tags (`members_by_gang`). One
+        call per such cluster, none in a steady tick (the list shows them all)."""
+        shown = {m.cluster_id for m in listed}
+        live = clusters.live_gangs(gang_pods)
+        wanted: set[str | None] = {
+            row.cluster_id
+            for row in rows
+            if row.state is clusters.ClusterState.RUNNING and row.gang in live and row.cluster_id
+        }
+        wanted |= {
+            podinfo.pod_annotations(pod).get(clusters.CLUSTER_ID)
+            for pods in live.values()
+            for pod in pods
+        }
+        found: list[Instance] = []
+        for cluster_id in sorted(c for c in wanted - shown if c):
+            with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
+                found += self.runpod.cluster_members(cluster_id)
         return found
 
     def _exit_logs(

@@ -54,7 +54,7 @@ from reconciler.core.actions import (
     Terminate,
     VolumeAction,
 )
-from reconciler.core.clusters import ClusterState
+from reconciler.core.clusters import CLUSTER_ID, ClusterState
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, RegistryAuth
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.reasons import EventReason, Notice, PodReason
@@ -130,6 +130,7 @@ class Executor:
         """Registry credentials this run's creates chose: not to be collected this tick."""
         self.registries_deleted: list[str] = []
         self.clusters_created: list[str] = []
+        self._gangs_created: list[tuple[tuple[PodRef, ...], str]] = []
         """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self.deferred = 0
         self.volumes = VolumeSteps(runpod, kube, self._journaled)
@@ -150,9 +151,18 @@ class Executor:
         return outcome
 
     def _record_created(self) -> None:
+        """Each answered create's id onto its pods (`--once`): the Kubernetes objects,
+        not our database, are what the next writer reads. One not written there, or a
+        create in doubt, passes a hold on with the Lease (`runtime/claim.py`)."""
         unrecorded = self._in_doubt
         for pod, instance in self._created:
             if not self._annotate_created or not self._annotate(pod, instance):
+                unrecorded += 1
+        for pods, cluster_id in self._gangs_created:
+            written = [
+                self._annotate_created and self._annotate_cluster(p, cluster_id) for p in pods
+            ]
+            if not all(written):
                 unrecorded += 1
         self._unrecorded_creates(unrecorded)
 
@@ -522,6 +532,24 @@ class Executor:
             return False
         return True
 
+    def _annotate_cluster(self, pod: PodRef, cluster_id: str) -> bool:
+        """A new cluster's id onto a pod of its gang, as `_annotate` does for an
+        instance: a writer on another database reads its members by that id (checked
+        by their tags) while the list lags. True if written."""
+        try:
+            self._journaled(
+                "patch-metadata",
+                pod.uid,
+                cluster_id,
+                lambda: self.kube.patch_pod_annotations(
+                    pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
+                ),
+            )
+        except kube_errors.KubeError as exc:
+            log.warning("could not write cluster %s onto %s: %s", cluster_id, pod, exc)
+            return False
+        return True
+
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
         result = self._journaled(
             "create",
@@ -715,6 +743,7 @@ class Executor:
             )
         )
         self.clusters_created.append(cluster_id)
+        self._gangs_created.append((action.pods, cluster_id))
         size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
         for pod in action.pods:
             self._event(
@@ -744,6 +773,17 @@ class Executor:
     def _delete_cluster(self, action: DeleteCluster) -> None:
         if action.row is not None:
             self.writes.save_cluster(action.row)
+        unpatched = [p for p in action.pods if p.uid in self._status_failed]
+        if unpatched:
+            # The row keeps the end (state deleting, no answer yet): the next tick
+            # patches the pods from it, then sends this DELETE at once.
+            log.warning(
+                "not deleting cluster %s yet: the gang's end is not on pod %s (the status "
+                "patch failed); the next tick patches it again, then deletes",
+                action.cluster_id,
+                unpatched[0],
+            )
+            return
         self._journaled(
             "delete-cluster",
             action.pods[0].uid if action.pods else None,

@@ -218,6 +218,17 @@ class RunPodClient:
         logger.info("created cluster %s for %s", cluster_id, request.name)
         return cluster_id
 
+    def cluster_members(self, cluster_id: str) -> list[Instance]:
+        """`GET /v2/clusters/{id}/pods`: the cluster's members, read by id, so shown even
+        while the list lags behind their create; RunPod's 404 for the cluster
+        (`RunPodNotFound`) is the one proof that it is gone."""
+        path = f"/v2/clusters/{_segment(cluster_id)}/pods"
+        data = self._json(_Call("GET", path, "GET /v2/clusters/{id}/pods"))
+        pods = data.get("pods") if isinstance(data, dict) else None
+        if not isinstance(pods, list):
+            raise errors.RunPodError(f"GET {path} answered without a pods list")
+        return [parse_instance(pod) for pod in pods]
+
     def delete_cluster(self, cluster_id: str) -> None:
         """Delete a cluster and all its members. One already gone counts as deleted."""
         path = f"/v2/clusters/{_segment(cluster_id)}"

@@ -15,9 +15,12 @@ completes, so the Job does); any other code fails the whole gang, and the Job's 
 makes it again. Past the pods' `activeDeadlineSeconds` the gang fails with
 DeadlineExceeded, as a single pod does.
 
-An end is recorded in the gang's cluster row (`ClusterRecord.ended`) and committed
-before the cluster's DELETE: a crash after the DELETE, or a pod patch that failed, finds
-the pods' end there (`settle`), never a vanished cluster that would read as a failure.
+An end is written on the gang's pods first (their terminal status), then recorded in the
+gang's cluster row (`ClusterRecord.ended`) committed before the cluster's DELETE; the
+DELETE is sent only once every pod's patch of this plan succeeded. So a crash after the
+DELETE, even with the database lost, finds the end on the pods (finished pods never run
+again), and a patch that failed keeps the cluster until a later tick writes the end
+(from the row, `settle_recorded`, or from rank 0's log read again once the row is lost).
 """
 
 from __future__ import annotations
@@ -112,7 +115,9 @@ def delete(
     reason: TerminateReason = TerminateReason.POD_FAILED,
 ) -> list[Action]:
     """DELETE the cluster, its row (with the gang's end, if one is recorded in it) saved
-    as deleting first; not within the pause after RunPod answered an earlier one."""
+    as deleting first; not within the pause after RunPod answered an earlier one. The
+    caller plans `pods`' end before this: the DELETE waits while one of those patches
+    failed (the executor checks), as an instance waits for its pod's end."""
     if cluster_id is None:
         return []
     pause = min(DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
@@ -167,11 +172,11 @@ def settle_recorded(
             settled.setdefault(row.gang, (row, []))[1].append(pod)
     actions: list[Action] = []
     for row, group in settled.values():
+        actions += settle(t, group, row)
         if row.cluster_id in listed:
             why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
             reason = why or TerminateReason.POD_FAILED
             actions += delete(t, row.cluster_id, row, "its gang ended", group, reason)
-        actions += settle(t, group, row)
     left = {id(p) for _, group in settled.values() for p in group}
     return actions, [p for p in active if id(p) not in left]
 

@@ -21,6 +21,7 @@ grace. Nothing without our owner tag is ever touched.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -107,21 +108,17 @@ def _gang(
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
-    current, extra = _one_cluster(members.get(key, ()), rows.get(key))
+    recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
+    current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
     for second, born in extra.items():
         if born is not None and not t.within(born, t.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
-    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
-    for gang, listed in members.items():
-        if key_job(gang) == job and gang != key and listed[0].cluster_id not in sent:
-            detail = "the gang it ran changed (a pod of it ended or went)"
-            actions += gang_end.delete(t, listed[0].cluster_id, rows.get(gang), detail, active)
     cluster_id = current[0].cluster_id if current else None
     # A live pod that ran in another cluster of its Job than its gang's has lost its
     # member. The annotation is anyone's to write who may edit the pod: it counts only
     # when it names a cluster of this Job that RunPod lists or a row records; another
-    # value is written back by the mirror.
+    # value is written back by the mirror. Its end goes on it before that cluster goes.
     known = {m.cluster_id for gang, g in members.items() if key_job(gang) == job for m in g}
     known |= {r.cluster_id for r in rows.values() if key_job(r.gang) == job}
     broken = [
@@ -132,6 +129,13 @@ def _gang(
     actions += gang_end.fail(
         t, broken, "a pod of its gang ended or went, so its cluster was deleted"
     )
+    sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
+    for gang, listed in members.items():
+        old = listed[0].cluster_id
+        if key_job(gang) == job and gang != key and old not in sent:
+            detail = "the gang it ran changed (a pod of it ended or went)"
+            ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
+            actions += gang_end.delete(t, old, rows.get(gang), detail, ran)
     actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
     late = gang_end.deadline_passed(t, healthy)
@@ -157,15 +161,18 @@ def _end_early(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
     deleted = gang_end.delete(t, cluster_id, ended, message, pods)
-    return [*deleted, *gang_end.fail(t, pods, message, reason)]
+    return [*gang_end.fail(t, pods, message, reason), *deleted]
 
 
 def _one_cluster(
-    listed: Sequence[Instance], row: ClusterRecord | None
+    listed: Sequence[Instance], row: ClusterRecord | None, recorded: Sequence[str | None]
 ) -> tuple[Sequence[Instance], dict[str, datetime | None]]:
-    """The gang's cluster (the one its row names, else the oldest) and any others, with
-    when each was made: two for one gang are an in-doubt create made again, healed as
-    duplicate instances are (docs/architecture.md §4)."""
+    """The gang's cluster and any others, with when each was made: two for one gang are
+    an in-doubt create made again, healed as duplicate instances are (docs/architecture.md
+    §4). Kept: the one most of the gang's pods record (`recorded`, their
+    `runpod.io/cluster-id`: every writer reads the same pods, whatever its database),
+    counted only among the clusters RunPod lists with this gang's tags, so an annotation
+    alone never chooses; else the one the row names; else the oldest."""
     clusters: dict[str, list[Instance]] = {}
     for member in listed:
         clusters.setdefault(str(member.cluster_id), []).append(member)
@@ -175,8 +182,10 @@ def _one_cluster(
         cid: min((m.created_at for m in ms if m.created_at), default=None)
         for cid, ms in clusters.items()
     }
+    votes = Counter(cid for cid in recorded if cid in clusters)
+    on_pods = votes.most_common(1)[0][0] if votes else None
     named = row.cluster_id if row is not None and row.cluster_id in clusters else None
-    keep = named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
+    keep = on_pods or named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
     return clusters[keep], {cid: born[cid] for cid in clusters if cid != keep}
 
 
@@ -202,8 +211,8 @@ def _run(
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
-            *gang_end.delete(t, cluster_id, ended, detail, pods),
             *gang_end.fail(t, pods, message),
+            *gang_end.delete(t, cluster_id, ended, detail, pods),
         ]
     if key in t.obs.gang_results:
         kept = kept.changed(result_checked_at=t.now)
@@ -214,7 +223,7 @@ def _run(
             deleted = gang_end.delete(
                 t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
             )
-            return [*deleted, *gang_end.settle(t, pods, ended)]
+            return [*gang_end.settle(t, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
