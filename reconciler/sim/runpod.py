@@ -988,6 +988,11 @@ class RunPodSimulator:
         with self._lock:
             self._ssh_of(instance_id).set_running(instance_id, running, new_host_key=new_host_key)
 
+    def break_ssh(self, instance_id: str) -> None:
+        """The network to the pod breaks: its SSH connections end, no exit status sent."""
+        with self._lock:
+            self._ssh_of(instance_id).drop_connections(instance_id)
+
     def serve_http(self, instance_id: str, port: int, body: str) -> None:
         """The pod answers HTTP GET on its loopback `port` with `body`."""
         with self._lock:

@@ -30,6 +30,7 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import struct
 import tempfile
 import termios
@@ -68,6 +69,7 @@ class _Pod:
     port: int = 0
     server: Any = None
     served: dict[int, bytes] = field(default_factory=dict)
+    connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
     folders: tuple[str, ...] = _FOLDERS
     """The top-level folders a command reads inside the sandbox (mount paths' too)."""
 
@@ -137,7 +139,15 @@ class SshHost:
         pod = self._pods.pop(pod_id, None)
         if pod is not None:
             self._run(self._close(pod))
+            self.drop_connections(pod)
             shutil.rmtree(pod.sandbox, ignore_errors=True)
+
+    def drop_connections(self, pod: _Pod | str) -> None:
+        """Every SSH connection to the pod ends at once, with no exit status sent, as
+        when its machine or the network to it goes."""
+        pod = self._pods[pod] if isinstance(pod, str) else pod
+        for conn in list(pod.connections):
+            self._loop.call_soon_threadsafe(conn.abort)
 
     def close(self) -> None:
         for pod_id in list(self._pods):
@@ -171,10 +181,18 @@ class SshHost:
 class _Server(asyncssh.SSHServer):
     def __init__(self, pod: _Pod) -> None:
         self._pod = pod
+        self._conn: asyncssh.SSHServerConnection | None = None
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         if not self._pod.is_running():
             conn.abort()
+            return
+        self._conn = conn
+        self._pod.connections.add(conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._conn is not None:
+            self._pod.connections.discard(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         return True
@@ -233,6 +251,12 @@ class _Session(asyncssh.SSHServerSession[bytes]):
 
     def connection_made(self, chan: Any) -> None:
         self._chan = chan
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The channel or the connection gone before the command ended: sshd hangs it up.
+        if self._process is not None and self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGHUP)
 
     def pty_requested(
         self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any
@@ -302,6 +326,7 @@ class _Session(asyncssh.SSHServerSession[bytes]):
                 stderr=asyncio.subprocess.PIPE,
                 cwd=self._pod.sandbox,
                 env=env,
+                start_new_session=True,  # its own group, hung up whole (connection_lost)
             )
             assert self._process.stdout is not None and self._process.stderr is not None
             pumps = [

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 from click.testing import CliRunner
 
 from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
-from reconciler.demo.sandbox import Sandbox
+from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.sim.runpod import SimRequest
 
 from .crashing import crash_in
@@ -250,3 +251,30 @@ def test_a_crash_before_the_delete_is_sent_is_healed_once_the_list_could_have_ca
     box.advance(6)  # longer than the list may lag, far less than a minute
     box.tick()
     assert members(box) == [] and box.runpod_sim.clusters == {}
+
+
+def test_another_reconcilers_cluster_of_the_same_gang_is_never_ours(box: Sandbox) -> None:
+    """Another reconciler on the same RunPod account made a cluster tagged with the same
+    gang (its owner tag is its own): it is neither adopted, nor healed away as a
+    duplicate, nor collected as an orphan, however long it runs."""
+    box.add_indexed_job("train", 2)
+    box.tick()
+    [ours] = cluster_posts(box)
+    body = {**ours.body, "env": {**ours.body["env"], OWNER_ENV: "another-cluster/another-node"}}
+    made = requests.post(
+        f"{box.runpod_sim.base_url}/v2/clusters",
+        json=body,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=10,
+    )
+    assert made.status_code == 201, made.text
+    foreign = made.json()["id"]
+    for _ in range(8):  # past the create grace (30 s) and the orphan grace (60 s)
+        box.advance(30)
+        box.tick()
+    assert foreign in box.runpod_sim.clusters
+    touched = [r for r in box.runpod_sim.requests if foreign in r.path and r.method != "GET"]
+    assert touched == []
+    (mine,) = [c for c in box.runpod_sim.clusters if c != foreign]
+    pods = box.job_pods("train")
+    assert {p["metadata"]["annotations"]["runpod.io/cluster-id"] for p in pods} == {mine}

@@ -302,3 +302,36 @@ def test_port_forward_to_a_closed_port_says_so(box: Sandbox) -> None:
         process.terminate()
         _, errors = process.communicate(timeout=30)
     assert "error forwarding port 9999 to pod train" in errors
+
+
+@TRANSPORTS
+def test_a_session_that_breaks_mid_command_is_a_failure_not_success(
+    box: Sandbox, spdy: bool
+) -> None:
+    """The connection to the instance drops while the command runs (no exit status ever
+    comes): kubectl must not report success, or `kubectl exec ... && next` goes on."""
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    process = subprocess.Popen(
+        [
+            "kubectl",
+            "--kubeconfig",
+            box.kubeconfig,
+            "exec",
+            "train",
+            "--",
+            "sh",
+            "-c",
+            "echo started; sleep 30",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kubectl_env(spdy),
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "started\n"
+    box.runpod_sim.break_ssh(instance["id"])
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode != 0, stderr
+    assert "the SSH session to the instance broke" in stderr

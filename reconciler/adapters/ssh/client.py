@@ -45,6 +45,11 @@ class SshError(Exception):
         self.message = message
 
 
+class SessionBroke(SshError):
+    """The connection ended before the command's exit status came: its end is unknown,
+    never a success."""
+
+
 class HostKeyChanged(SshError):
     """The instance shows another host key than at first contact: refused."""
 
@@ -159,8 +164,15 @@ def run_command(
     errors.start()
     _copy(channel.recv, stdout)
     errors.join()
+    return exit_code(channel)
+
+
+def exit_code(channel: paramiko.Channel) -> int:
+    """The command's exit status, once its output has ended."""
     code = channel.recv_exit_status()
     channel.close()
+    if code < 0:  # paramiko's answer for a channel closed without one
+        raise SessionBroke("the connection closed before the command's exit status came")
     return code
 
 

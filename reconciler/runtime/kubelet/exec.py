@@ -33,7 +33,13 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.spdy.session import Session, Stream
-from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
+from reconciler.adapters.ssh.client import (
+    CONNECT_SECONDS,
+    SessionBroke,
+    SshConnector,
+    SshError,
+    exit_code,
+)
 from reconciler.adapters.store.repository import Store
 from reconciler.core import remotecommand as rc
 from reconciler.core.kubenames import name_problem
@@ -253,7 +259,7 @@ def _run(
     try:
         code = _command(session, streams, request, transport, command)
         status = rc.exit_status(protocol, request.command, code)
-    except (paramiko.SSHException, OSError, EOFError) as exc:
+    except (paramiko.SSHException, OSError, EOFError, SessionBroke) as exc:
         status = rc.internal_error(protocol, f"the SSH session to the instance broke: {exc}")
     with contextlib.suppress(ConnectionError):
         for name in (rc.STREAM_STDOUT, rc.STREAM_STDERR):
@@ -306,9 +312,7 @@ def _command(
     stderr = _thread(_pump_out, channel.recv_stderr, streams.get(rc.STREAM_STDERR))
     _pump_out(channel.recv, streams.get(rc.STREAM_STDOUT))
     stderr.join()
-    code = channel.recv_exit_status()
-    channel.close()
-    return code
+    return exit_code(channel)
 
 
 def _close(channel: paramiko.Channel) -> None:
