@@ -193,6 +193,7 @@ def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject | 
             is_our_class(cls)
             and (meta.get("annotations") or {}).get(STORAGE_PROVISIONER) == PROVISIONER
             and not _waits_for_a_consumer(view, claim, cls)
+            and not _held_by_another(view, claim)
         ):
             yield claim, cls
 
@@ -252,6 +253,17 @@ def _held(view: StorageView, claim: KubeObject) -> bool:
     return PROVISIONING_FINALIZER in (meta.get("finalizers") or ()) and (
         meta.get("annotations") or {}
     ).get(VOLUME_NAME_ANNOTATION) == volume_name(view.owner_id, meta["uid"])
+
+
+def _held_by_another(view: StorageView, claim: KubeObject) -> bool:
+    """Held by another reconciler (another virtual node of the account): its POST may
+    have made the volume its hold names, so the claim is left to it, as a dead writer's
+    create is waited for rather than made twice. An Immediate claim is seen by every
+    reconciler; overwriting the hold made a second volume that no PV would ever name."""
+    meta = claim["metadata"]
+    named = (meta.get("annotations") or {}).get(VOLUME_NAME_ANNOTATION)
+    held = PROVISIONING_FINALIZER in (meta.get("finalizers") or ())
+    return held and named is not None and named != volume_name(view.owner_id, meta["uid"])
 
 
 def _deleting(claim: KubeObject) -> bool:
