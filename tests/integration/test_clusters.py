@@ -278,3 +278,28 @@ def test_another_reconcilers_cluster_of_the_same_gang_is_never_ours(box: Sandbox
     (mine,) = [c for c in box.runpod_sim.clusters if c != foreign]
     pods = box.job_pods("train")
     assert {p["metadata"]["annotations"]["runpod.io/cluster-id"] for p in pods} == {mine}
+
+
+def test_a_gang_of_exactly_the_instance_cap_starts(box: Sandbox) -> None:
+    box.configure(max_instances=2)
+    box.add_indexed_job("train", 2)
+    box.tick()
+    assert len(cluster_posts(box)) == 1
+
+
+def test_a_cluster_in_doubt_holds_the_room_of_all_its_pods(box: Sandbox) -> None:
+    """Its create's answer was lost and the list lags: until it is listed or the grace
+    ends it counts as its 2 pods, so a second gang of 2 waits under a cap of 3."""
+    box.configure(max_instances=3)
+    box.add_indexed_job("train", 2)
+    box.runpod_sim.set_listing_lag(20)  # shorter than the create grace (30 s)
+    box.runpod_sim.create_then_fail(1, 500)
+    box.tick()
+    box.add_indexed_job("other", 2)
+    box.tick()
+    assert len(cluster_posts(box)) == 1
+    [waiting] = {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        for p in box.job_pods("other")
+    }
+    assert "would pass --max-instances (3; 2 running)" in waiting
