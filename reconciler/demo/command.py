@@ -41,6 +41,9 @@ def demo(keep_running: bool, output: str) -> None:
     if logging.getLogger().level == logging.INFO:
         # The narration shows every decision; routine INFO lines would only repeat it.
         logging.getLogger("reconciler").setLevel(logging.WARNING)
+        # The simulators' servers (sshd, WebSocket) log each connection at INFO.
+        for name in ("asyncssh", "websockets"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
     def print_json(result: DemoResult) -> None:
         if output == "json":

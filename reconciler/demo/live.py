@@ -11,6 +11,7 @@ seconds, holding the database's writer lock as a deployed reconciler would (so
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -35,6 +36,8 @@ class LiveWorld:
         self._last = monotonic()
         # The scenario played the Job controller for its own Jobs already.
         self._jobs_started = {j["metadata"]["uid"] for j in box.kube_sim.list("jobs", None)}
+        self._working: set[str] = set()
+        """Instances whose container has started its (simulated) work."""
 
     def step(self) -> None:
         """One beat: time moves on by the real time that passed, the cluster's
@@ -45,6 +48,7 @@ class LiveWorld:
         self._start_jobs()
         self._collect_garbage()
         self._schedule()
+        self._run_workloads()
         if self._lock is not None:
             self._lock.renew_if_due()
         self.box.tick()
@@ -75,6 +79,26 @@ class LiveWorld:
             ]
             if owners and owners[0] not in jobs and not meta.get("deletionTimestamp"):
                 self.box.kube_sim.delete_pod(meta["namespace"], meta["name"])
+
+    def _run_workloads(self) -> None:
+        """What the demo's containers do once running: they use some CPU and memory
+        (RunPod reports it in `runtime`, so `kubectl top` has figures), and answer HTTP
+        on the ports they declare (so `kubectl port-forward` reaches something)."""
+        for instance in self.box.owned_instances():
+            if instance["status"] != "RUNNING" or instance["id"] in self._working:
+                continue
+            self._working.add(instance["id"])
+            self.box.runpod_sim.set_instance_fields(
+                instance["id"], {"runtime": {"cpu": {"util": 40}, "memory": {"util": 30}}}
+            )
+            for spec in instance.get("ports") or ():
+                port = int(str(spec).split("/")[0])
+                if port == 22:
+                    continue
+                with contextlib.suppress(ValueError):  # no sshd: nothing reaches it anyway
+                    self.box.runpod_sim.serve_http(
+                        instance["id"], port, f"{instance['name']} answers on port {port}\n"
+                    )
 
     def _schedule(self) -> None:
         """The scheduler, for the virtual node only (the demo cluster has no other)."""

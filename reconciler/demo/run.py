@@ -8,11 +8,15 @@ matter: no duplicate and no leaked instance.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from reconciler.adapters.store import queries
 from reconciler.adapters.store.db import make_engine, session_factory
@@ -67,6 +71,8 @@ class _Narrator:
         # Whole seconds, as the Events' times are.
         self.start = box.clock.now().replace(microsecond=0)
         self.seen: set[tuple[str, int]] = set()
+        self.last = self.start
+        """The latest moment printed: the story's stamps never go back."""
 
     def say(self, text: str) -> None:
         self.echo(f"\n{self._stamp()}  == {text}")
@@ -82,9 +88,13 @@ class _Narrator:
         for event in sorted(fresh, key=_happened):
             self.seen.add((event["metadata"]["uid"], event.get("count", 1)))
             target = event["involvedObject"]
+            happened = _happened(event)[0]
+            # A line RunPod logged earlier but the reconciler read only now is told now,
+            # with its own time, so that the timeline runs forwards.
+            late = f" (at {self._stamp(happened)})" if happened < self.last else ""
             self.echo(
-                f"{self._stamp(_happened(event)[0])}  {target.get('namespace')}/"
-                f"{target.get('name'):<14} {event['reason']:<26} {event['message']}"
+                f"{self._stamp(max(happened, self.last))}  {target.get('namespace')}/"
+                f"{target.get('name'):<14} {event['reason']:<26} {event['message']}{late}"
             )
 
     def tick(self, advance: float = 0) -> None:
@@ -103,14 +113,11 @@ class _Narrator:
         """Simulated time passes with the node's heartbeat going on, as a deployed
         reconciler's does between ticks, so the node stays Ready (and the heartbeat has
         no late Lease to warn about)."""
-        while seconds > 0:
-            step = min(seconds, HEARTBEAT_SECONDS)
-            self.box.advance(step)
-            self.box.heartbeat.keep_alive()
-            seconds -= step
+        _advance_to(self.box, self.box.clock.now() + timedelta(seconds=seconds))
 
     def _stamp(self, moment: datetime | None = None) -> str:
         now = self.box.clock.now() if moment is None else moment
+        self.last = max(self.last, now.replace(microsecond=0))
         elapsed = int((now - self.start).total_seconds())
         return f"[t+{elapsed // 60:02d}:{elapsed % 60:02d}]"
 
@@ -131,9 +138,14 @@ def run_demo(
     """Run the scenario; with `keep_running`, `on_result` hears the summary before `wait`
     runs the world on in real time (kubectl needs TLS then)."""
     box = Sandbox(DEMO_SETTINGS, tls=keep_running, startup_lines="read")
-    _advance_to(box, datetime.now(UTC) - timedelta(seconds=HEAD_START_SECONDS))
+    # Before start: no node yet, so no heartbeat to keep.
+    start = datetime.now(UTC) - timedelta(seconds=HEAD_START_SECONDS)
+    box.advance(max(0.0, (start - box.clock.now()).total_seconds()))
     with box:
         if keep_running:
+            # The demo's own key, made in its directory: instances run sshd with it, so
+            # `kubectl exec`, `cp` and `port-forward` work (before the kubelet starts).
+            box.enable_ssh(str(box.workdir / "ssh-key"))
             box.start_kubelet()  # `kubectl logs` reaches it through the node's address
             box.trust_kubelet()  # no warning about an unverified kubelet in the story
         narrator = _Narrator(box, echo)
@@ -148,6 +160,8 @@ def run_demo(
                 on_result(result)
             return result
         _advance_to(box, datetime.now(UTC))
+        install_storage_class(box)
+        box.add_pod("prep", namespace="ml", extra_spec={"containers": [CPU_CONTAINER]})
         paths = write_examples(box.workdir)
         result.commands = connection_help(box, paths)
         echo(
@@ -164,8 +178,36 @@ def run_demo(
     return result
 
 
+# A CPU pod beside the GPU ones: `kubectl top` shows CPU pods (a GPU instance's CPU and
+# memory have no base to measure against, so it leaves those out).
+CPU_CONTAINER = {
+    "name": "main",
+    "image": "python:3.11",
+    "command": ["python", "-m", "http.server", "8000"],
+    "resources": {"requests": {"cpu": "3", "memory": "6Gi"}},
+}
+
+SHIPPED_STORAGE = Path(__file__).parents[2] / "deploy" / "common" / "storageclass.yaml"
+
+
+def install_storage_class(box: Sandbox) -> None:
+    """The StorageClass and CSIDriver that an install applies (deploy/common), so that
+    the README's claim works as written."""
+    for document in yaml.safe_load_all(SHIPPED_STORAGE.read_text()):
+        plural = {"StorageClass": "storageclasses", "CSIDriver": "csidrivers"}[document["kind"]]
+        box.kube_sim.put(plural, document)
+
+
 def _advance_to(box: Sandbox, moment: datetime) -> None:
-    box.advance(max(0.0, (moment - box.clock.now()).total_seconds()))
+    """Move the simulated clock to `moment` with the node's heartbeat going on meanwhile,
+    as a running reconciler's does: the jump is the demo's, not an absent reconciler's,
+    so the node stays Ready and no late Lease is reported."""
+    seconds = max(0.0, (moment - box.clock.now()).total_seconds())
+    while seconds > 0:
+        step = min(seconds, HEARTBEAT_SECONDS)
+        box.advance(step)
+        box.heartbeat.keep_alive()
+        seconds -= step
 
 
 def _scenario(box: Sandbox, n: _Narrator) -> None:
@@ -235,11 +277,35 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     )
     box.runpod_sim.create_then_fail(1, status=500)
     box.add_pod("serve", namespace="ml", image="vllm/vllm-openai", ports=[8000])
-    n.tick(advance=1)
+    with _scripted_fault(n):
+        n.tick(advance=1)
     box.restart()
     n.echo(f"{n._stamp()}  (reconciler restarted: new process state, same database)")
     n.tick(advance=10)
     n.tick(advance=30)
+
+
+@contextlib.contextmanager
+def _scripted_fault(n: _Narrator) -> Iterator[None]:
+    """While a fault the demo injects plays out, the reconciler's warnings about it are
+    told as part of the story, labelled as the scripted fault they are, not printed as
+    a WARNING of something wrong."""
+
+    def relabel(record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        n.echo(f"{n._stamp()}  (scripted fault) the reconciler logs: {record.getMessage()}")
+        return False
+
+    root = logging.getLogger()
+    handlers = list(root.handlers) or [h for h in (logging.lastResort,) if h is not None]
+    for handler in handlers:
+        handler.addFilter(relabel)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(relabel)
 
 
 def _instance_id(box: Sandbox, namespace: str, name: str) -> str:
@@ -316,16 +382,27 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
     """Commands that work as printed against the running demo, one per line."""
     kubectl = f"kubectl --kubeconfig {box.kubeconfig}"
     url, database = box.runpod_sim.base_url, box.database_url
+    job_instance = (
+        f"$({kubectl} get pod -l job-name=gpu-job "
+        "-o jsonpath='{.items[0].metadata.annotations.runpod\\.io/pod-id}')"
+    )
     return [
         f"{kubectl} get nodes",
         f"{kubectl} apply -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
         f"{kubectl} get pods -A",
         f"{kubectl} logs -n ml train",
         f"{kubectl} describe pod gpu-notebook",
+        f"{kubectl} exec gpu-notebook -- sh -c 'echo hello from $(hostname)'",
+        f"{kubectl} cp {examples['gpu-pod.yaml']} gpu-notebook:/workspace/gpu-pod.yaml",
+        f"{kubectl} port-forward gpu-notebook 8888:8888",
+        f"{kubectl} top pod -n ml prep",
+        # The simulated Job's process runs until told to end, as RunPod's simulator
+        # lets a test end it: exit code 0 completes the Job.
+        f"curl -s -X POST {url}/_sim/pods/{job_instance}/exit -d '{{\"code\": 0}}'",
+        f"{kubectl} get job gpu-job",
         f"reconciler --database-url {database} state show",
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
         f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
-        f"curl -s -X POST {url}/_sim/clock/advance -d '{{\"seconds\": 60}}'",
         f"{kubectl} delete -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
     ]
 

@@ -4,7 +4,8 @@ The columns and cells follow kube-apiserver's printers (pkg/printers/internalver
 for pods NAME READY STATUS RESTARTS AGE, STATUS being the reason kubectl users know
 (a waiting or terminated container's reason, `Terminating`, `Completed`...), and the
 `-o wide` columns IP NODE NOMINATED NODE READINESS GATES; for nodes NAME STATUS ROLES
-AGE VERSION and INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME. The
+AGE VERSION and INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME; for
+Jobs NAME STATUS COMPLETIONS DURATION AGE and CONTAINERS IMAGES SELECTOR. The
 server always fills every column; kubectl shows priority-1 columns only with `-o wide`.
 A single object (`kubectl get pod NAME`) is a Table of one row.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.sim.kube_resources import NODES, PODS, Resource
+from reconciler.sim.kube_resources import JOBS, NODES, PODS, Resource
 
 Cells = Callable[[dict[str, Any], datetime], list[Any]]
 Column = tuple[str, int]  # (name, priority)
@@ -276,7 +277,60 @@ def human_age(since: str, now: datetime) -> str:
     return f"{hours // 24 // 365}y"
 
 
+# --- jobs ---------------------------------------------------------------------------
+
+_JOB_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN,
+    ("Status", 0),
+    ("Completions", 0),
+    ("Duration", 0),
+    ("Age", 0),
+    ("Containers", 1),
+    ("Images", 1),
+    ("Selector", 1),
+)
+
+
+def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
+    """printJob: succeeded/completions (or "n/1 of parallelism" for a work queue),
+    the status the conditions say, and how long it ran (while running, until now)."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    else:
+        completions = f"{succeeded}/1 of {spec.get('parallelism', 1)}"
+    started, ended = status.get("startTime"), status.get("completionTime")
+    duration = ""
+    if started:
+        until = datetime.fromisoformat(ended.replace("Z", "+00:00")) if ended else now
+        duration = human_age(started, until)
+    template = (spec.get("template") or {}).get("spec") or {}
+    containers = template.get("containers") or []
+    labels = (spec.get("selector") or {}).get("matchLabels") or {}
+    return [
+        job["metadata"]["name"],
+        _job_status(job),
+        completions,
+        duration,
+        human_age(job["metadata"]["creationTimestamp"], now),
+        ",".join(c.get("name", "") for c in containers),
+        ",".join(c.get("image", "") for c in containers),
+        ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>",
+    ]
+
+
+def _job_status(job: dict[str, Any]) -> str:
+    status = job.get("status") or {}
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    for kind in ("Complete", "Failed", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if kind in true:
+            return kind
+    return "Terminating" if status.get("terminating") else "Running"
+
+
 _PRINTERS: dict[Resource, tuple[tuple[Column, ...], Cells]] = {
     PODS: (_POD_COLUMNS, _pod_cells),
     NODES: (_NODE_COLUMNS, _node_cells),
+    JOBS: (_JOB_COLUMNS, _job_cells),
 }

@@ -77,3 +77,15 @@ def test_the_story_has_no_advice_meant_for_a_cronjob() -> None:
     result = CliRunner().invoke(main, ["demo"])
     assert "--stay" not in result.output
     assert "heartbeat" not in result.output
+
+
+def test_the_timeline_runs_forwards_and_no_warning_is_a_false_alarm() -> None:
+    """A line RunPod logged earlier and the reconciler read later is told when it was
+    read, with its own time beside it; the scripted HTTP 500 is told as the scripted
+    fault it is, not as a WARNING."""
+    output = CliRunner().invoke(main, ["demo"]).output
+    stamps = re.findall(r"^\[t\+(\d\d:\d\d)\]", output, re.M)
+    assert stamps == sorted(stamps)
+    assert "(at [t+00:05])" in output  # the train pod's image pull, read at its exit
+    assert "WARNING" not in output
+    assert "(scripted fault) the reconciler logs: Create for ml/serve failed" in output

@@ -202,6 +202,14 @@ def test_a_grown_claim_grows_its_volume(box):
     assert claim(box)["status"]["capacity"] == {"storage": "43G"}
     [(_, _, patch)] = [c for c in volume_calls(box) if c[0] == "PATCH"]
     assert patch == {"size": 43}
+    # Journaled as every call that changes a cloud resource: what was asked, of which
+    # volume, for which claim, and how it ended.
+    [entry] = [e for e in box.store.journal() if e.kind == "resize-network-volume"]
+    assert (entry.pod_uid, entry.instance_id, entry.outcome) == (
+        grown["metadata"]["uid"],
+        volume["id"],
+        "ok",
+    )
 
 
 def delete_claim(box: Sandbox) -> None:

@@ -278,3 +278,59 @@ def test_another_reconcilers_cluster_of_the_same_gang_is_never_ours(box: Sandbox
     (mine,) = [c for c in box.runpod_sim.clusters if c != foreign]
     pods = box.job_pods("train")
     assert {p["metadata"]["annotations"]["runpod.io/cluster-id"] for p in pods} == {mine}
+
+
+def test_a_gang_of_exactly_the_instance_cap_starts(box: Sandbox) -> None:
+    box.configure(max_instances=2)
+    box.add_indexed_job("train", 2)
+    box.tick()
+    assert len(cluster_posts(box)) == 1
+
+
+def test_a_cluster_in_doubt_holds_the_room_of_all_its_pods(box: Sandbox) -> None:
+    """Its create's answer was lost and the list lags: until it is listed or the grace
+    ends it counts as its 2 pods, so a second gang of 2 waits under a cap of 3."""
+    box.configure(max_instances=3)
+    box.add_indexed_job("train", 2)
+    box.runpod_sim.set_listing_lag(20)  # shorter than the create grace (30 s)
+    box.runpod_sim.create_then_fail(1, 500)
+    box.tick()
+    box.add_indexed_job("other", 2)
+    box.tick()
+    assert len(cluster_posts(box)) == 1
+    [waiting] = {
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        for p in box.job_pods("other")
+    }
+    assert "would pass --max-instances (3; 2 running)" in waiting
+
+
+def test_with_no_record_of_either_the_heal_keeps_the_oldest_cluster(box: Sandbox) -> None:
+    """Two clusters for one gang, the database lost and no pod recording either: the
+    first made stays (its members may have started the work), the later one goes."""
+    box.add_indexed_job("train", 2)
+    box.tick()
+    [first] = box.runpod_sim.clusters
+    [ours] = cluster_posts(box)
+    box.advance(10)
+    made = requests.post(
+        f"{box.runpod_sim.base_url}/v2/clusters",
+        json=ours.body,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=10,
+    )
+    assert made.status_code == 201, made.text
+    second = made.json()["id"]
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(box.workdir / "reconciler.db") + suffix).unlink(missing_ok=True)
+    box.restart()
+    for pod in box.job_pods("train"):
+        annotations = pod["metadata"]["annotations"]
+        for key in ("runpod.io/cluster-id", "runpod.io/pod-id", "runpod.io/rank"):
+            annotations.pop(key, None)
+        box.kube_sim.put("pods", pod)
+    box.advance(31)
+    for _ in range(3):
+        box.tick()
+    assert list(box.runpod_sim.clusters) == [first]
+    assert second != first

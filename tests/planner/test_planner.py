@@ -483,3 +483,20 @@ def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on()
     failed = [a for a in world.plan() if isinstance(a, PatchStatus) and a.pod.name == "broken"]
     assert failed and failed[0].status["phase"] == "Failed"
     assert failed[0].status["reason"] == "InvalidPodSpec"
+
+
+@pytest.mark.parametrize("state", ["running", "terminated"])
+def test_a_pod_whose_status_shows_it_ran_is_never_created_again_with_rows_lost(
+    state: str,
+) -> None:
+    """The rows are lost and nothing records the instance (no runpod.io/pod-id), but
+    the pod's container status, which only we write from an instance we saw, shows a
+    process of it started (or ended): creating again would run its work a second time."""
+    ran = pod("train", restart_policy="OnFailure", command=["python", "train.py"])
+    ran["status"]["containerStatuses"] = [
+        {"name": "main", "ready": False, "restartCount": 0, "state": {state: {}}}
+    ]
+    actions = World().add(ran).plan()
+    assert not [a for a in actions if isinstance(a, Create)]
+    failed = next(a for a in actions if isinstance(a, PatchStatus))
+    assert failed.status["reason"] == PodReason.INSTANCE_LOST
