@@ -64,7 +64,45 @@ spec:
               nvidia.com/gpu: 1
 """
 
-EXAMPLES = {"gpu-pod.yaml": GPU_POD, "gpu-job.yaml": GPU_JOB}
+# An Indexed Job that runs as one RunPod Instant Cluster: rank i on member i.
+TORCHRUN_JOB = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: torchrun
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimit: 2
+  template:
+    metadata:
+      annotations:
+        runpod.io/cluster: "true"
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        type: virtual-kubelet
+      tolerations:
+        - key: virtual-kubelet.io/provider
+          operator: Equal
+          value: runpod
+          effect: NoSchedule
+      containers:
+        - name: main
+          image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+          command:
+            - sh
+            - -c
+            - >-
+              torchrun --nnodes=2 --nproc_per_node=1 --node_rank="$NODE_RANK"
+              --master_addr="$MASTER_ADDR" --master_port=29500 train.py
+          resources:
+            limits:
+              nvidia.com/gpu: 1
+"""
+
+EXAMPLES = {"gpu-pod.yaml": GPU_POD, "gpu-job.yaml": GPU_JOB, "torchrun-job.yaml": TORCHRUN_JOB}
 
 
 def write_examples(directory: Path) -> dict[str, Path]:

@@ -1,12 +1,13 @@
 """`reconciler demo --keep-running`: after the scenario, the simulated world goes on in
 real time so that a person can use it with kubectl.
 
-The simulated cluster has no kube-scheduler and no Job controller, so this module plays
-the parts the README's examples need, through the simulator's own store as the tests
-do: a Job gets its pods (and loses them when it is deleted), and a Pending pod whose
-placement rules allow the virtual node is bound to it. The reconciler ticks every few
-seconds, holding the database's writer lock as a deployed reconciler would (so
-`reconciler sync --once --dry-run` works beside it, and a second writer is refused).
+The simulated cluster has no kube-scheduler, and its Job controller makes only Indexed
+Jobs' pods, so this module plays the parts the README's examples need, through the
+simulator's own store as the tests do: a NonIndexed Job gets its pods (and loses them
+when it is deleted), a Pending pod whose placement rules allow the virtual node is bound
+to it, and a running container uses some CPU and answers on its ports. The reconciler
+ticks every few seconds, holding the database's writer lock as a deployed reconciler
+would (so `reconciler sync --once --dry-run` works beside it, and a second writer is refused).
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class LiveWorld:
                 continue
             self._jobs_started.add(uid)
             spec = job.get("spec") or {}
+            if spec.get("completionMode") == "Indexed":
+                continue  # the simulator's Job controller makes an Indexed Job's pods
             count = min(int(spec.get("parallelism", 1)), int(spec.get("completions", 1)))
             for _ in range(count):
                 self.box.kube_sim.create_pod(_job_pod(job))

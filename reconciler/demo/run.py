@@ -382,13 +382,14 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
     """Commands that work as printed against the running demo, one per line."""
     kubectl = f"kubectl --kubeconfig {box.kubeconfig}"
     url, database = box.runpod_sim.base_url, box.database_url
+    files = " ".join(f"-f {path}" for path in examples.values())
     job_instance = (
         f"$({kubectl} get pod -l job-name=gpu-job "
         "-o jsonpath='{.items[0].metadata.annotations.runpod\\.io/pod-id}')"
     )
     return [
         f"{kubectl} get nodes",
-        f"{kubectl} apply -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
+        f"{kubectl} apply {files}",
         f"{kubectl} get pods -A",
         f"{kubectl} logs -n ml train",
         f"{kubectl} describe pod gpu-notebook",
@@ -403,7 +404,10 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"reconciler --database-url {database} state show",
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
         f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
-        f"{kubectl} delete -f {examples['gpu-pod.yaml']} -f {examples['gpu-job.yaml']}",
+        f"{kubectl} get pods -l batch.kubernetes.io/job-name=torchrun "
+        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,IP:.status.podIP,"
+        "RANK:.metadata.annotations.runpod\\.io/rank'",
+        f"{kubectl} delete {files}",
     ]
 
 

@@ -124,6 +124,7 @@ def test_printed_commands_work_and_the_examples_reach_running(tmp_path: Path) ->
         assert {Path(p).name: Path(p).read_text() for p in shlex.split(apply)[5::2]} == EXAMPLES
         applied = run_printed(apply)
         assert "pod/gpu-notebook created" in applied and "job.batch/gpu-job created" in applied
+        assert "job.batch/torchrun created" in applied
         pass_time(world, 40)  # scheduled, the Job's pod made, instances created and booted
         # The finished train pod's log, kept after its instance was terminated.
         assert run_printed(find(commands, "logs -n ml train")).endswith(
@@ -153,6 +154,15 @@ def test_printed_commands_work_and_the_examples_reach_running(tmp_path: Path) ->
         run_shell(find(commands, "/exit"))
         pass_time(world, 15)
         assert " 1/1 " in run_printed(find(commands, "get job gpu-job"))
+        # The README's Indexed Job: two pods (the Job controller's, no more), one cluster.
+        ranks = run_printed(find(commands, "job-name=torchrun")).splitlines()[1:]
+        assert sorted(line.split()[1:2] + line.split()[3:] for line in ranks) == [
+            ["Running", "0"],
+            ["Running", "1"],
+        ], ranks
+        assert len(world.box.runpod_sim.clusters) == 1
+        refused = [e for e in world.box.kube_sim.list("events") if "Invalid" in e["reason"]]
+        assert refused == []
         assert "gpu-notebook" in run_printed(find(commands, "state show"))
         # A dry run beside the running demo, which holds the writer lock.
         assert "dry run ok" in run_printed(find(commands, "sync --once --dry-run"))

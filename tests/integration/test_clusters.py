@@ -205,9 +205,7 @@ def test_kubectl_logs_reads_each_pods_member() -> None:
 def test_the_readme_torchrun_job_runs_as_one_cluster(box: Sandbox) -> None:
     """The README's example, placed on the virtual node as its nodeSelector asks."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    (text,) = re.findall(
-        r"<!-- cluster-example: torchrun-job.yaml -->\n```yaml\n(.*?)```", readme, re.S
-    )
+    (text,) = re.findall(r"<!-- example: torchrun-job.yaml -->\n```yaml\n(.*?)```", readme, re.S)
     job = yaml.safe_load(text)
     spec = job["spec"]["template"]["spec"]
     spec["nodeName"] = box.settings.node_name
