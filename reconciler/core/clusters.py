@@ -188,6 +188,14 @@ class UnrunCluster:
     members: int
     cost_per_hr: float
     gang: str | None
+    born: datetime | None = None
+    """When RunPod made it (its members' earliest `createdAt`): the leak audit's grace
+    runs from RunPod's record, not from a sighting kept in a process's memory, so a
+    `sync --once` CronJob reports as the loop does."""
+
+    def unrun_for(self, now: datetime) -> float:
+        """Seconds since it was made; with no record of that, as long as can be told."""
+        return (now - self.born).total_seconds() if self.born is not None else float("inf")
 
 
 def unrun(
@@ -210,5 +218,15 @@ def unrun(
         if gang is not None and key_job(gang) in live:
             continue
         cost = round(sum(m.cost_per_hr for m in listed), 6)
-        found.append(UnrunCluster(cluster_id, len(listed), cost, gang))
+        born = min((m.created_at for m in listed if m.created_at), default=None)
+        found.append(UnrunCluster(cluster_id, len(listed), cost, gang, born))
     return found
+
+
+def leaked(
+    unrun_clusters: Iterable[UnrunCluster], grace_seconds: float, now: datetime
+) -> list[UnrunCluster]:
+    """The unrun clusters made longer than the orphan grace ago: leaks (the gangs'
+    planning deletes a tagged one within the grace; one that stays is a DELETE that keeps
+    failing, or one without our gang tag that nothing of ours can tell the Job of)."""
+    return [c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds]

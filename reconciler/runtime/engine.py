@@ -307,7 +307,6 @@ class Engine:
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
         self.attributions = money.Attributions()
-        self.cluster_leaks = money.ClusterLeaks()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self._storage_spend: dict[str | None, float] | None = None
@@ -360,7 +359,7 @@ class Engine:
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
-        report.cluster_leaks = self.cluster_leaks.audit(
+        report.cluster_leaks = money.audit_clusters(
             clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
             self.settings.orphan_grace_time,
             report.started_at,

@@ -35,7 +35,7 @@ from reconciler.core import spend
 from reconciler.core.actions import DeleteCluster
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.core.clusters import UnrunCluster
+from reconciler.core.clusters import UnrunCluster, leaked
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
@@ -239,37 +239,27 @@ class Attributions:
         return known is not None and known[0] == item and now - known[1] < timedelta(days=1)
 
 
-class ClusterLeaks:
-    """The leak audit of Instant Clusters: a cluster of ours that no Job's gang on the
-    node runs is normally deleted by the gangs' planning after the orphan grace; one that
-    stays so for the grace after it was first seen so (its DELETE keeps failing, or it
-    has our owner tag but no gang tag, so nothing of ours can tell its Job) is a leak,
-    logged as an error on every tick it stays. Sightings are kept in memory: a process
-    that runs one tick (`sync --once`) does not report."""
-
-    def __init__(self) -> None:
-        self._since: dict[str, datetime] = {}
-
-    def audit(
-        self, unrun: Sequence[UnrunCluster], grace_seconds: float, now: datetime
-    ) -> list[UnrunCluster]:
-        self._since = {c.cluster_id: self._since.get(c.cluster_id, now) for c in unrun}
-        leaked = [
-            c for c in unrun if (now - self._since[c.cluster_id]).total_seconds() >= grace_seconds
-        ]
-        for cluster in leaked:
-            log.error(
-                "LEAK: Instant Cluster %s (%d members, $%.2f/h) is ours but no gang of a "
-                "Job on the node has run it for %.0f s; %s",
-                cluster.cluster_id,
-                cluster.members,
-                cluster.cost_per_hr,
-                (now - self._since[cluster.cluster_id]).total_seconds(),
-                "its deletion has not succeeded yet"
-                if cluster.gang
-                else "it has no gang tag, so it is left alone: delete it at RunPod if unneeded",
-            )
-        return leaked
+def audit_clusters(
+    unrun: Sequence[UnrunCluster], grace_seconds: float, now: datetime
+) -> list[UnrunCluster]:
+    """The leak audit of Instant Clusters (`clusters.leaked`): a cluster of ours that no
+    Job's gang on the node runs, made longer than the orphan grace ago by RunPod's own
+    record, is a leak, logged as an error on every tick it stays. Nothing is kept in
+    memory: a `sync --once` CronJob reports as the loop does."""
+    found = leaked(unrun, grace_seconds, now)
+    for cluster in found:
+        log.error(
+            "LEAK: Instant Cluster %s (%d members, $%.2f/h) is ours but no gang of a "
+            "Job on the node runs it, %.0f s after RunPod made it; %s",
+            cluster.cluster_id,
+            cluster.members,
+            cluster.cost_per_hr,
+            cluster.unrun_for(now),
+            "its deletion has not succeeded yet"
+            if cluster.gang
+            else "it has no gang tag, so it is left alone: delete it at RunPod if unneeded",
+        )
+    return found
 
 
 class NamespaceCapsCache:

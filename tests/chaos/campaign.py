@@ -388,7 +388,8 @@ class Run:
         )
         result.violate(
             "no-duplicate-cluster",
-            [f"gang {gang} ends with two clusters" for gang in snap.duplicate_clusters()],
+            [f"gang {gang} ends with two clusters" for gang in snap.duplicate_clusters()]
+            + invariants.clusters_made_twice(requests),
         )
         result.violate(
             "no-leaked-cluster",

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from reconciler.core.contract import POD_UID_ENV
+from reconciler.core.contract import GANG_ENV, POD_UID_ENV
 from tests.chaos.ticks import JournalRow, TickResult
 from tests.chaos.world import Json, Snapshot, finished
 
@@ -78,6 +78,18 @@ def volumes_made_twice(requests: Iterable[Json]) -> list[str]:
         if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
     )
     return [f"{n} volumes made named {name}" for name, n in made.items() if n > 1]
+
+
+def clusters_made_twice(requests: Iterable[Json]) -> list[str]:
+    """A gang's cluster is made once, ever: its tag is one attempt of one Job, so a second
+    POST RunPod answered with 201 for one gang tag is a duplicate (a re-run, if the first
+    had finished), even if the heal deleted one since and the final snapshot shows one."""
+    made = Counter(
+        ((r["body"] or {}).get("env") or {}).get(GANG_ENV)
+        for r in requests
+        if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
+    )
+    return [f"{n} clusters made for gang {gang}" for gang, n in made.items() if gang and n > 1]
 
 
 def action_requests(requests: Iterable[Json]) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.contract import GANG_ENV, OWNER_ENV
+from tests.chaos.invariants import clusters_made_twice
 from tests.chaos.world import Snapshot
 
 OWNER = "c/n"
@@ -50,3 +51,21 @@ def test_a_cluster_whose_job_has_no_live_pod_is_caught() -> None:
     assert finished.leaked_clusters() == ["c1"]
     # Someone else's cluster is none of ours.
     assert world([], [member("c1", "job1/g", owner="other/n")]).leaked_clusters() == []
+
+
+def cluster_post(gang: str, status: int = 201) -> Any:
+    return {
+        "method": "POST",
+        "path": "/v2/clusters",
+        "status": status,
+        "body": {"env": {OWNER_ENV: OWNER, GANG_ENV: gang}},
+    }
+
+
+def test_a_planted_double_cluster_create_is_caught_from_the_request_log() -> None:
+    """The final snapshot may show one cluster (the heal deleted the other): the request
+    log still shows two 201s for one gang."""
+    once = [cluster_post("job1/g"), cluster_post("job1/g", 400), cluster_post("job1/h")]
+    assert clusters_made_twice(once) == []
+    twice = [*once, cluster_post("job1/g")]
+    assert clusters_made_twice(twice) == ["2 clusters made for gang job1/g"]

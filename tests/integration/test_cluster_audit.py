@@ -142,3 +142,19 @@ def test_a_cluster_deleted_for_good_is_no_leak(box: Sandbox) -> None:
     box.advance(3 * 3600)
     box.tick()
     assert len([r for r in box.runpod_sim.requests if r.method == "DELETE"]) == 1
+
+
+def test_a_leaked_cluster_is_reported_by_runs_that_each_tick_once(
+    box: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CronJob mode: every run is a new process, so a sighting kept in memory is never
+    old enough; the grace runs from RunPod's own record of when it made the cluster."""
+    cluster_id = _cluster_of_ours_without_a_gang(box)
+    box.restart()
+    assert box.tick().cluster_leaks == []
+    box.advance(box.settings.orphan_grace_time + 1)
+    box.restart()
+    with caplog.at_level(logging.ERROR):
+        report = box.tick()
+    assert [c.cluster_id for c in report.cluster_leaks] == [cluster_id]
+    assert any(cluster_id in r.getMessage() and "LEAK" in r.getMessage() for r in caplog.records)
