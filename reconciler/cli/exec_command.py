@@ -26,6 +26,7 @@ from reconciler.cli.connection import (
     runpod_api_key_option,
     runpod_url_option,
 )
+from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.sshaccess import remote_command
 from reconciler.runtime import process_log
@@ -38,8 +39,9 @@ from reconciler.runtime.wiring import open_store
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
-@click.argument("target", metavar="NAMESPACE/POD")
+@click.argument("target", metavar=METAVAR)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@namespace_option
 @click.option("--stdin", "-i", is_flag=True, help="Pass this process's stdin to the command.")
 @click.option("--tty", "-t", is_flag=True, help="Run the command on a pty of this terminal's size.")
 @click.option(
@@ -72,6 +74,7 @@ def exec_command(
     obj: Any,
     target: str,
     command: tuple[str, ...],
+    namespace: str | None,
     stdin: bool,
     tty: bool,
     container: str,
@@ -85,7 +88,7 @@ def exec_command(
 ) -> None:
     """Run CMD in a pod's instance and exit with its exit code."""
     process_log.register_secret(runpod_api_key)
-    namespace, _, pod = target.rpartition("/")
+    namespace, pod = pod_of(target, namespace)
     if not (ssh_key_file or ssh_key_secret):
         raise click.UsageError("give the reconciler's key: --ssh-key-file or --ssh-key-secret")
     try:
@@ -99,7 +102,7 @@ def exec_command(
             with RunPodClient(runpod_api_key, runpod_url) as runpod:
                 store = open_store(obj.database_url, upgrade=False)
                 where = SshTargets(node_name, kube, store, runpod).resolve(
-                    namespace or "default", pod, container
+                    namespace, pod, container
                 )
                 # The host keys the endpoint and earlier runs saw, kept in the database.
                 ssh = SshConnector(identity.private_pem, stored_host_keys(store, utcnow))

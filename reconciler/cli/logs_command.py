@@ -19,6 +19,7 @@ from reconciler.cli.connection import (
     runpod_api_key_option,
     runpod_url_option,
 )
+from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.podlogs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
@@ -41,10 +42,8 @@ def parse_duration(text: str) -> timedelta:
 
 
 @click.command("logs")
-@click.argument("pod")
-@click.option(
-    "--namespace", "-n", default="default", show_default=True, help="The pod's namespace."
-)
+@click.argument("pod", metavar=METAVAR)
+@namespace_option
 @click.option(
     "--container", "-c", default="", help="The container (default: the one that runs on RunPod)."
 )
@@ -71,7 +70,7 @@ def parse_duration(text: str) -> timedelta:
 def logs_command(
     obj: Any,
     pod: str,
-    namespace: str,
+    namespace: str | None,
     container: str,
     follow: bool,
     tail: int,
@@ -90,6 +89,7 @@ def logs_command(
     the CronJob's --database-url and RunPod key), and for debugging.
     """
     process_log.register_secret(runpod_api_key)
+    namespace, pod = pod_of(pod, namespace)
     now = datetime.now(UTC)
     options = LogOptions(
         follow=follow,

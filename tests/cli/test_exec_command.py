@@ -147,3 +147,11 @@ def test_tty_follows_the_terminals_resize_while_the_command_runs(box: Sandbox) -
     os.close(master)
     assert process.wait(60) == 0, output
     assert b"size 40 120" in output, output
+
+
+def test_the_pod_is_named_as_logs_names_it_too(box: Sandbox) -> None:
+    """`-n NAMESPACE POD` as kubectl, or `NAMESPACE/POD`; a clash between them is refused."""
+    assert run(box, "-n", "default", "train", "--", "echo", "hi").stdout == "hi\n"
+    assert run(box, "train", "--", "echo", "hi").stdout == "hi\n"
+    clash = run(box, "-n", "ml", "default/train", "--", "true")
+    assert clash.returncode == 2 and "names namespace default, but -n says ml" in clash.stderr

@@ -136,3 +136,11 @@ def test_the_kubeconfig_context_is_picked_as_sync_picks_it(box: Sandbox) -> None
     assert missing.stderr.strip() == 'Error: pods "nope" not found'
     assert unknown.returncode == 1
     assert len(unknown.stderr.strip().splitlines()) == 1 and "other" in unknown.stderr
+
+
+def test_the_pod_is_named_as_exec_names_it_too(box: Sandbox) -> None:
+    instance_id = start_pod(box, "train")
+    box.runpod_sim.write_container_log(instance_id, ["a"])
+    for args in (["default/train"], ["-n", "default", "train"], ["train"]):
+        done = subprocess.run(command(box, *args), env=ENV, capture_output=True, text=True)
+        assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "a"), (args, done.stderr)
