@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -114,3 +115,35 @@ def test_tty_runs_the_command_on_a_pty_of_the_terminals_size(box: Sandbox) -> No
     os.close(master)
     assert process.wait(60) == 4, output
     assert b"33 101\r\non-a-tty\r\n" in output
+
+
+def test_tty_follows_the_terminals_resize_while_the_command_runs(box: Sandbox) -> None:
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+    command = (
+        "echo ready; read line; for i in $(seq 50); do s=$(stty size); "
+        '[ "$s" = "40 120" ] && break; sleep 0.1; done; echo "size $s"'
+    )
+    argv = [
+        *(sys.executable, "-m", "reconciler", "--database-url", box.database_url, "exec"),
+        *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
+        *("--ssh-key-file", box.settings.ssh_key_file, "-i", "-t", "default/train", "--"),
+        *("sh", "-c", command),
+    ]
+    process = subprocess.Popen(
+        argv, stdin=slave, stdout=slave, stderr=slave, env=ENV, start_new_session=True
+    )
+    os.close(slave)
+    output = b""
+    while b"ready" not in output:
+        output += os.read(master, 4096)
+    # The terminal grows to 40 rows of 120 columns; its owner is told by SIGWINCH.
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    process.send_signal(signal.SIGWINCH)
+    os.write(master, b"go\r")
+    with contextlib.suppress(OSError):  # EIO once the process has exited
+        while chunk := os.read(master, 4096):
+            output += chunk
+    os.close(master)
+    assert process.wait(60) == 0, output
+    assert b"size 40 120" in output, output

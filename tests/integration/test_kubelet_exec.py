@@ -178,3 +178,19 @@ def test_bad_requests_are_refused_before_the_upgrade(box, instance_id, apiserver
     assert other.status == 404
     hostile = apiserver.exec("/exec/default/a,b=c/main", ["true"])
     assert hostile.status == 400 and "not a valid pod name" in hostile.body
+
+
+# Waits (up to 5 s) for the pty to show 40 rows of 120 columns, then says what it shows.
+AWAIT_40X120 = (
+    'read line; for i in $(seq 50); do s=$(stty size); [ "$s" = "40 120" ] && break; '
+    'sleep 0.1; done; echo "$s"'
+)
+
+
+def test_a_resize_after_the_command_started_reaches_its_pty(box, instance_id, apiserver):
+    # The first size opens the pty; the second goes through the resize pump, in order:
+    # width is columns, height rows.
+    done = apiserver.exec(
+        EXEC, ["sh", "-c", AWAIT_40X120], stdin=b"go\n", tty=True, resize=[(100, 30), (120, 40)]
+    )
+    assert done.stdout.replace(b"\r", b"").endswith(b"40 120\n"), done

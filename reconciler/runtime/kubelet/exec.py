@@ -306,7 +306,7 @@ def _command(
     channel.exec_command(command)
     # stdin and resize pumps end with the client's streams, not with the command
     if rc.STREAM_STDIN in streams:
-        _thread(_pump_stdin, streams[rc.STREAM_STDIN], channel)
+        _thread(_pump_stdin, streams[rc.STREAM_STDIN], channel, request.tty)
     if resize is not None:
         _thread(_pump_resize, resize, sizes, channel)
     stderr = _thread(_pump_out, channel.recv_stderr, streams.get(rc.STREAM_STDERR))
@@ -333,11 +333,17 @@ def _pump_out(recv: Callable[[int], bytes], stream: Stream | None) -> None:
                 stream.write(data)
 
 
-def _pump_stdin(stream: Stream, channel: paramiko.Channel) -> None:
+def _pump_stdin(stream: Stream, channel: paramiko.Channel, tty: bool) -> None:
     with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
         while data := stream.read():
             channel.sendall(data)
-        channel.shutdown_write()  # the client's end of input, passed on
+        # The client's end of input, passed on: on a pty as a terminal ends input (^D),
+        # since a channel that sent EOF takes no more window changes (paramiko refuses
+        # them), and the command's terminal may still be resized.
+        if tty:
+            channel.sendall(b"\x04")
+        else:
+            channel.shutdown_write()
 
 
 def _first_size(stream: Stream, decoder: rc.ResizeDecoder) -> rc.TerminalSize | None:
