@@ -21,6 +21,7 @@ from typing import Any
 
 from reconciler.adapters.store.models import Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
+from reconciler.cli.state_view import NO_POD
 from reconciler.core import spend
 from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
@@ -65,13 +66,19 @@ class Charge:
 
 def charges(pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()) -> list[Charge]:
     found = [
-        Charge(POD, line.usd, line.namespace if line.pod_uid else None, line.name, line.gpu_type_id)
-        for line in pods
+        Charge(POD, line.usd, _pod_namespace(line), line.name, line.gpu_type_id) for line in pods
     ]
     found += [
         Charge(line.kind, line.usd, line.namespace, line.name, line.detail) for line in resources
     ]
     return found
+
+
+def _pod_namespace(line: SpendLine) -> str | None:
+    """None: no row maps the instance; an orphan's row knows its pod's UID alone."""
+    if not line.pod_uid:
+        return None
+    return line.namespace or NO_POD
 
 
 @dataclass

@@ -19,6 +19,11 @@ from reconciler.core.printable import escaped
 COLUMNS = ("NAMESPACE", "POD", "STATE", "INSTANCE", "GPU", "DC", "COST/H", "STATUS", "AGE", "NOTE")
 
 
+NO_POD = "(no pod)"
+"""Shown for the namespace of a row whose pod was never seen: an orphan (an instance
+with our tags whose pod is gone), known by its pod UID tag alone."""
+
+
 def mapping_record(row: Mapping, gpu_utilization: Sequence[float] | None = None) -> dict[str, Any]:
     """Stable JSON keys; add new keys, never rename them (scripts read this).
     `gpu_utilization`: each GPU's, 0-1, at the last tick (None: not a running GPU pod)."""
@@ -55,7 +60,7 @@ def format_age(since: datetime, now: datetime) -> str:
 def table_row(row: Mapping, now: datetime) -> tuple[str, ...]:
     cost = "-" if row.cost_per_hr is None else f"${row.cost_per_hr:.2f}"
     return (
-        row.namespace,
+        row.namespace or NO_POD,
         row.name,
         row.state.value,
         row.instance_id or "-",

@@ -13,8 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.queries import SpendLine
 from reconciler.adapters.store.repository import Store
 from reconciler.cli.commands import main
+from reconciler.cli.cost_view import charges, group
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord, MappingState
@@ -152,3 +154,11 @@ def test_namespaces_sum_pods_volumes_and_clusters(with_storage_and_clusters: str
     assert f"clusters through {NOW:%Y-%m-%d %H:%M} UTC" in table.output
     reach = _cost(with_storage_and_clusters)["billed_until_by_kind"]
     assert reach == {"network-volume": NOW.isoformat(), "cluster": NOW.isoformat()}  # type: ignore[comparison-overlap]
+
+
+def test_an_orphans_charges_are_shown_under_no_pod_not_an_empty_namespace() -> None:
+    """An orphan's row knows its pod's UID alone (the pod was never seen)."""
+    hour = datetime(2026, 1, 1, tzinfo=UTC)
+    lines = [SpendLine("i1", hour, 0.49, "uid-gone", "", "ml-forgotten", "A6000")]
+    assert [row.key for row in group(charges(lines), "namespace")] == ["(no pod)"]
+    assert [row.key for row in group(charges(lines), "pod")] == ["(no pod)/ml-forgotten"]

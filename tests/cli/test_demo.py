@@ -89,3 +89,8 @@ def test_the_timeline_runs_forwards_and_no_warning_is_a_false_alarm() -> None:
     assert "(at [t+00:05])" in output  # the train pod's image pull, read at its exit
     assert "WARNING" not in output
     assert "(scripted fault) the reconciler logs: Create for ml/serve failed" in output
+
+
+def test_the_orphans_row_says_it_has_no_pod() -> None:
+    output = CliRunner().invoke(main, ["demo"]).output
+    assert re.search(r"^\(no pod\)\s+ml-forgotten\s+terminated", output, re.M), output
