@@ -998,6 +998,12 @@ class RunPodSimulator:
         with self._lock:
             self._ssh_of(instance_id).serve(instance_id, port, body)
 
+    def serve_count(self, instance_id: str, port: int) -> None:
+        """The pod's loopback `port` reads until its client ends input (a half-close),
+        then answers "N bytes" and closes."""
+        with self._lock:
+            self._ssh_of(instance_id).serve_count(instance_id, port)
+
     def ssh_sandbox(self, instance_id: str) -> Path:
         """The directory that stands for the pod's filesystem."""
         with self._lock:

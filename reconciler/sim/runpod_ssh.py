@@ -69,6 +69,9 @@ class _Pod:
     port: int = 0
     server: Any = None
     served: dict[int, bytes] = field(default_factory=dict)
+    counting: set[int] = field(default_factory=set)
+    """Ports whose server reads until the client's end of input, then answers with the
+    number of bytes it read (an upload that needs the half-close)."""
     connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
     folders: tuple[str, ...] = _FOLDERS
     """The top-level folders a command reads inside the sandbox (mount paths' too)."""
@@ -123,6 +126,10 @@ class SshHost:
     def serve(self, pod_id: str, port: int, body: str) -> None:
         """The pod answers HTTP GET on its loopback `port` with `body`."""
         self._pods[pod_id].served[port] = body.encode()
+
+    def serve_count(self, pod_id: str, port: int) -> None:
+        """The pod's `port` reads until its client ends input, then answers "N bytes"."""
+        self._pods[pod_id].counting.add(port)
 
     def host_key(self, pod_id: str) -> str:
         """The pod's public host key, as a known_hosts line's key part."""
@@ -210,6 +217,8 @@ class _Server(asyncssh.SSHServer):
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
     ) -> Any:
         body = self._pod.served.get(dest_port)
+        if dest_host in ("localhost", "127.0.0.1") and dest_port in self._pod.counting:
+            return _count_until_eof
         if dest_host not in ("localhost", "127.0.0.1") or body is None:
             raise asyncssh.ChannelOpenError(
                 asyncssh.OPEN_CONNECT_FAILED, f"connect to {dest_host}:{dest_port}: refused"
@@ -231,6 +240,15 @@ def _http_answer(body: bytes) -> Callable[[Any, Any], Any]:
         writer.close()
 
     return answer
+
+
+async def _count_until_eof(reader: Any, writer: Any) -> None:
+    count = 0
+    while chunk := await reader.read(_READ):
+        count += len(chunk)
+    writer.write(f"{count} bytes".encode())
+    writer.write_eof()
+    writer.close()
 
 
 class _Session(asyncssh.SSHServerSession[bytes]):

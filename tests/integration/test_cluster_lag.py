@@ -91,3 +91,18 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
     assert cluster_posts(box) == 2  # the foreign one, and the gang's own
     assert foreign in box.runpod_sim.clusters
     assert not [r for r in box.runpod_sim.requests if r.method == "DELETE"]
+
+
+def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
+    """The `--once` writer could not write the new cluster's id on its pods: it counts
+    the create as unrecorded, so the Lease it releases holds the next writer's creates
+    (runtime/claim.py) instead of letting a writer on another database make a second."""
+    unrecorded: list[int] = []
+    box.engine.steps = dataclasses.replace(
+        box.engine.steps, annotate_created=True, unrecorded_creates=unrecorded.append
+    )
+    box.add_indexed_job("train", 2)
+    box.kube_sim.inject_fault("PATCH", "/api/v1/namespaces/default/pods/train-*", 409, count=2)
+    box.tick()
+    assert len(box.runpod_sim.clusters) == 1
+    assert unrecorded == [1]

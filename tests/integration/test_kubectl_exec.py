@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import socket
 import ssl
 import struct
 import subprocess
@@ -335,3 +336,57 @@ def test_a_session_that_breaks_mid_command_is_a_failure_not_success(
     _, stderr = process.communicate(timeout=20)
     assert process.returncode != 0, stderr
     assert "the SSH session to the instance broke" in stderr
+
+
+def _forwarding(box: Sandbox, port: int, spdy: bool) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", f":{port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=kubectl_env(spdy),
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert f"-> {port}" in line, line
+    return process, int(line.split("127.0.0.1:")[1].split()[0])
+
+
+def _read_to_end(sock: socket.socket) -> bytes:
+    sock.settimeout(20)  # a close that is never passed on fails here, not forever
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    return received
+
+
+@TRANSPORTS
+def test_port_forward_passes_the_pods_close_to_the_client(box: Sandbox, spdy: bool) -> None:
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.serve_http(instance["id"], 8888, "done")
+    process, local = _forwarding(box, 8888, spdy)
+    try:
+        with socket.create_connection(("127.0.0.1", local), timeout=20) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert _read_to_end(sock).endswith(b"\r\n\r\ndone")
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@TRANSPORTS
+def test_port_forward_passes_the_clients_half_close_to_the_pod(box: Sandbox, spdy: bool) -> None:
+    # As `nc -N` uploads a file: send, end input, then read the answer.
+    instance = box.instance_for(box.pod("train") or {})
+    assert instance is not None
+    box.runpod_sim.serve_count(instance["id"], 9000)
+    process, local = _forwarding(box, 9000, spdy)
+    try:
+        with socket.create_connection(("127.0.0.1", local), timeout=20) as sock:
+            sock.sendall(b"x" * 100_000)
+            sock.shutdown(socket.SHUT_WR)
+            assert _read_to_end(sock) == b"100000 bytes"
+    finally:
+        process.terminate()
+        process.wait(30)
