@@ -281,6 +281,9 @@ def _default_container(container: dict[str, Any]) -> None:
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
     container.setdefault("resources", {})
+    for port in container.get("ports") or []:
+        if isinstance(port, dict):
+            port.setdefault("protocol", "TCP")  # SetDefaults_ContainerPort
 
 
 def _qos_class(spec: dict[str, Any]) -> str:

@@ -732,3 +732,18 @@ def test_b1_e1_kubectl_imperative_commands_and_drain(tmp_path: Path, clock: SimC
         drained = kubectl("drain", NODE, "--force", "--grace-period=0", "--timeout=30s")
         assert "pod/p evicted" in drained
         assert sim.get("pods", "default", "p") is None
+
+
+def test_a_container_ports_protocol_defaults_to_tcp(
+    sim: KubeSimulator, core: client.CoreV1Api
+) -> None:
+    """SetDefaults_ContainerPort: `kubectl describe` shows `Port: 8888/TCP`, not `8888/`."""
+    container = {"name": "c", "image": "busybox", "ports": [{"containerPort": 8888}]}
+    sim.create_pod(
+        {
+            "metadata": {"name": "ports", "namespace": "default"},
+            "spec": {"nodeName": NODE, "containers": [container]},
+        }
+    )
+    pod = core.read_namespaced_pod("ports", "default")
+    assert pod.spec.containers[0].ports[0].protocol == "TCP"
