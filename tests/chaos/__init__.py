@@ -1,1 +1,1 @@
-"""Kill-anywhere and fault campaign against both simulators (issue 6)."""
+"""Kill-anywhere and fault campaign against both simulators."""

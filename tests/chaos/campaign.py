@@ -1,4 +1,4 @@
-"""Kill-anywhere and fault campaign (issue 6): the crash-safety promise, end to end.
+"""Kill-anywhere and fault campaign: the crash-safety promise, end to end.
 
 Each run starts a fresh node, namespace, owner id and database against the simulators
 (one `simhost.py` process per campaign), seeds foreign instances, then for a number of
@@ -57,7 +57,7 @@ MAX_ORPHAN_SETTLE_TICKS = 4
 FAULT_CHANCE = 0.5
 # A second `sync --once` for the same node with its own database, started with the tick
 # (a CronJob next to a Deployment, a manual run): the node's writer Lease must keep the
-# two from acting at once (issue 16).
+# two from acting at once.
 SECOND_WRITER_CHANCE = 0.2
 SECOND_WRITER_GENERATION = 1_000
 DB_DELETE_CHANCE = 0.2
@@ -65,7 +65,8 @@ DB_DELETE_CHANCE = 0.2
 # Lease term (30 s): most ticks start by standing in for its end, the others meet it.
 HOLD_ENDS_CHANCE = 0.6
 # Short `sync --once` runs, each on a fresh database, after a writer killed just after a
-# create while the list lags (issue 26): each must keep the hold on creates.
+# create while the list lags: each must keep the hold on creates, or a second writer
+# with an empty database makes the instance again.
 CHAINED_SUCCESSORS = 2
 CHAIN_GENERATION = 2_000
 INITIAL_PODS = 3

@@ -27,7 +27,7 @@ TICK_TIMEOUT = 90.0
 # Real seconds: short, because the subprocess itself measures grace periods in real time.
 CREATE_GRACE = 1.0
 ORPHAN_GRACE = 0.5
-# The one line a writer prints when another one acts for the node (issue 16).
+# The one line a writer prints when another one holds the node's writer Lease.
 REFUSAL = "acts for node"
 # Pods must not fail for waiting while faults are injected; "stuck" is judged in ticks.
 MAX_PENDING = 3600.0

@@ -1,4 +1,4 @@
-"""Quota benchmark (issue 20): how `reconciler sync` spends RunPod's quota.
+"""Quota benchmark: how `reconciler sync` spends RunPod's quota.
 
     python tests/perf/bench_quota.py [--scenario trickle burst clusters] [--json PATH]
 
@@ -22,7 +22,7 @@ what RunPod was asked from the simulator's request log:
   and each cluster's share of the creates in the first minute and while all three
   still had pods waiting.
 
-Targets (issue 20) are printed after the figures as met or MISSED; the exit code is 1
+Targets are printed after the figures as met or MISSED; the exit code is 1
 when any was missed.
 """
 

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 10): what one tick costs at 100, 1 000 and 10 000 managed pods.
+"""Scale benchmark: what one tick costs at 100, 1 000 and 10 000 managed pods.
 
     python tests/perf/bench_scale.py [--pods N ...] [--json PATH] [--profile DIR]
 
@@ -22,7 +22,7 @@ reconciler's CPU, `ru_maxrss` of the worker is the reconciler's peak RSS (its wh
 life: imports, warm-up tick, measured ticks), and tracemalloc's peak during one extra
 tick is the Python heap a tick allocates. The simulators' CPU is read in their own
 process. Database writes are counted by SQLAlchemy events on the store's engine: the
-write transactions committed (issue 20's "database writes": each is one commit of
+write transactions committed (the "database writes" the targets count: each is one commit of
 SQLite's write-ahead log) and, beside them, the rows those transactions wrote.
 
 Each target is printed as met or MISSED after the figures; the exit code is 1 when any
@@ -107,7 +107,7 @@ class TickSample:
     writes: dict[str, int]
     """Rows written, by "VERB table"."""
     transactions: int
-    """Write transactions committed: what issue 20 calls database writes."""
+    """Write transactions committed: what the targets call database writes."""
     planned: dict[str, int]
 
     @property
@@ -630,8 +630,8 @@ def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
     runpod, pages = sum(r["runpod"].values()), r["kube_pages"]
     return [
         Target(f"N={n} steady: exactly 1 RunPod request", str(runpod), runpod == 1),
-        # Issue 10's target predates offload mode, whose list of unscheduled pods (one
-        # page: it does not grow with N) issue 7 adds to every tick.
+        # Offload mode lists the unscheduled pods on every tick: one page, which does
+        # not grow with N.
         Target(
             f"N={n} steady: {r['expected_pages']} list pages + 1 unscheduled-pods page "
             "+ heartbeat, nothing else",

@@ -224,7 +224,7 @@ class Writes:
 
     `transactions`: COMMITs of a transaction that wrote at least one row. Each is one
     append and sync point of SQLite's write-ahead log (one round trip and commit on
-    PostgreSQL); this is what issue 20's "database writes" counts. `rows`: rows
+    PostgreSQL); this is what the targets' "database writes" count. `rows`: rows
     inserted, updated or deleted, by "VERB table" (one statement may write many).
     """
 

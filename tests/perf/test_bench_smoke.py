@@ -92,7 +92,7 @@ def test_burst_under_the_quota_meets_no_429(world: tuple[Any, SimClock], workdir
     assert summary["throttled"] == 0
     assert result.runpod_statuses.get("201") == 2 * DEFAULT_QUOTA[0]
     # Everything but the lists, one catalog fetch and the billing read (at most one an
-    # hour, issue 19) went into creates.
+    # hour) went into creates.
     assert result.runpod.get("GET /v2/billing/pods", 0) <= 1
     assert summary["requests"] - summary["creates"] <= result.ticks + 2
     assert_met(burst_targets(2 * DEFAULT_QUOTA[0], summary))

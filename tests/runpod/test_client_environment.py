@@ -1,5 +1,5 @@
-"""The client reads its proxy settings from the environment once, when it is made (issue
-20: per request that reading cost more CPU than the request): a proxy the environment
+"""The client reads its proxy settings from the environment once, when it is made (per
+request, that reading cost more CPU than the request itself): a proxy the environment
 names carries every request, NO_PROXY still exempts the host, and the API key's header is
 what reaches RunPod even when ~/.netrc holds credentials for the host."""
 
