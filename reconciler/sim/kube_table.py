@@ -5,7 +5,10 @@ for pods NAME READY STATUS RESTARTS AGE, STATUS being the reason kubectl users k
 (a waiting or terminated container's reason, `Terminating`, `Completed`...), and the
 `-o wide` columns IP NODE NOMINATED NODE READINESS GATES; for nodes NAME STATUS ROLES
 AGE VERSION and INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIME; for
-Jobs NAME STATUS COMPLETIONS DURATION AGE and CONTAINERS IMAGES SELECTOR. The
+Jobs NAME STATUS COMPLETIONS DURATION AGE and CONTAINERS IMAGES SELECTOR; for
+StorageClasses NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE;
+for Events LAST SEEN TYPE REASON OBJECT MESSAGE and SUBOBJECT SOURCE FIRST SEEN COUNT
+NAME. The
 server always fills every column; kubectl shows priority-1 columns only with `-o wide`.
 A single object (`kubectl get pod NAME`) is a Table of one row.
 """
@@ -16,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.sim.kube_resources import JOBS, NODES, PODS, Resource
+from reconciler.sim.kube_resources import EVENTS, JOBS, NODES, PODS, STORAGE_CLASSES, Resource
 
 Cells = Callable[[dict[str, Any], datetime], list[Any]]
 Column = tuple[str, int]  # (name, priority)
@@ -329,7 +332,73 @@ def _job_status(job: dict[str, Any]) -> str:
     return "Terminating" if status.get("terminating") else "Running"
 
 
+# --- storage classes and events -----------------------------------------------------
+
+_STORAGE_CLASS_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN,
+    ("Provisioner", 0),
+    ("ReclaimPolicy", 0),
+    ("VolumeBindingMode", 0),
+    ("AllowVolumeExpansion", 0),
+    ("Age", 0),
+)
+_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+
+
+def _storage_class_cells(sc: dict[str, Any], now: datetime) -> list[Any]:
+    """printStorageClass: the API server's defaults where a field is unset."""
+    meta = sc["metadata"]
+    default = (meta.get("annotations") or {}).get(_DEFAULT_CLASS) == "true"
+    return [
+        meta["name"] + (" (default)" if default else ""),
+        sc.get("provisioner", ""),
+        sc.get("reclaimPolicy") or "Delete",
+        sc.get("volumeBindingMode") or "Immediate",
+        str(bool(sc.get("allowVolumeExpansion"))).lower(),
+        human_age(meta["creationTimestamp"], now),
+    ]
+
+
+_EVENT_COLUMNS: tuple[Column, ...] = (
+    ("Last Seen", 0),
+    ("Type", 0),
+    ("Reason", 0),
+    ("Object", 0),
+    ("Subobject", 1),
+    ("Source", 1),
+    ("Message", 0),
+    ("First Seen", 1),
+    ("Count", 1),
+    ("Name", 1),
+)
+
+
+def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
+    """printEvent: the object as kind/name (kind lowercased), the source as
+    "component, host"; times fall back to eventTime, then the object's creation."""
+    meta, target = event["metadata"], event.get("involvedObject") or {}
+    created = meta["creationTimestamp"]
+    first = event.get("firstTimestamp") or event.get("eventTime") or created
+    last = event.get("lastTimestamp") or event.get("eventTime") or first
+    source = event.get("source") or {}
+    origin = ", ".join(v for v in (source.get("component"), source.get("host")) if v)
+    return [
+        human_age(str(last), now),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(target.get('kind', '')).lower()}/{target.get('name', '')}",
+        target.get("fieldPath", ""),
+        origin,
+        event.get("message", "").strip(),
+        human_age(str(first), now),
+        int(event.get("count") or 1),
+        meta["name"],
+    ]
+
+
 _PRINTERS: dict[Resource, tuple[tuple[Column, ...], Cells]] = {
+    STORAGE_CLASSES: (_STORAGE_CLASS_COLUMNS, _storage_class_cells),
+    EVENTS: (_EVENT_COLUMNS, _event_cells),
     PODS: (_POD_COLUMNS, _pod_cells),
     NODES: (_NODE_COLUMNS, _node_cells),
     JOBS: (_JOB_COLUMNS, _job_cells),

@@ -51,6 +51,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_jobs import TRACKING_FINALIZER
@@ -747,3 +748,72 @@ def test_a_container_ports_protocol_defaults_to_tcp(
     )
     pod = core.read_namespaced_pod("ports", "default")
     assert pod.spec.containers[0].ports[0].protocol == "TCP"
+
+
+def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
+    sim: KubeSimulator, core: client.CoreV1Api, clock: SimClock
+) -> None:
+    """printJob, printStorageClass and printEvent (pkg/printers/internalversion)."""
+    sim.put(
+        "storageclasses",
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": "net"},
+            "provisioner": "runpod.io/network-volume",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowVolumeExpansion": True,
+        },
+    )
+    sim.put(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j", "namespace": "default"},
+            "spec": {
+                "completions": 2,
+                "template": {"spec": {"restartPolicy": "Never", "containers": []}},
+            },
+        },
+    )
+    pod = _pod(sim)
+    with sim.api_client() as api_client:
+        KubeClient(api_client, now=clock.now).record_event(pod, "Pulled", "pulled it")
+    clock.advance(65)
+    sc = _table(sim, "/apis/storage.k8s.io/v1/storageclasses")
+    assert [c["name"] for c in sc["columnDefinitions"]] == [
+        "Name",
+        "Provisioner",
+        "ReclaimPolicy",
+        "VolumeBindingMode",
+        "AllowVolumeExpansion",
+        "Age",
+    ]
+    assert sc["rows"][0]["cells"] == [
+        "net",
+        "runpod.io/network-volume",
+        "Delete",
+        "WaitForFirstConsumer",
+        "true",
+        "65s",
+    ]
+    job = _table(sim, "/apis/batch/v1/namespaces/default/jobs")
+    assert [c["name"] for c in job["columnDefinitions"] if c["priority"] == 0] == [
+        "Name",
+        "Status",
+        "Completions",
+        "Duration",
+        "Age",
+    ]
+    assert job["rows"][0]["cells"][:5] == ["j", "Running", "0/2", "", "65s"]
+    events = _table(sim, "/api/v1/namespaces/default/events")
+    assert [c["name"] for c in events["columnDefinitions"] if c["priority"] == 0] == [
+        "Last Seen",
+        "Type",
+        "Reason",
+        "Object",
+        "Message",
+    ]
+    cells = events["rows"][0]["cells"]
+    assert cells[:4] == ["65s", "Normal", "Pulled", "pod/p"] and cells[6] == "pulled it"
