@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.core.domain import KubeObject
@@ -34,13 +36,37 @@ def is_finished(pod: KubeObject) -> bool:
     return phase(pod) in FINISHED_PHASES
 
 
+class Role(enum.Enum):
+    """Who runs a pod bound to the virtual node."""
+
+    ALONE = "alone"
+    """Ours, on an instance of its own."""
+    GANG = "gang"
+    """Ours, as a member of an Instant Cluster (`core.plan.gangs`)."""
+    DAEMON_SET = "daemon-set"
+    """Nobody: DaemonSet pods land on every node."""
+    MIRROR = "mirror"
+    """Nobody: a static pod's mirror belongs to a real kubelet."""
+
+
+def role(pod: KubeObject) -> Role:
+    metadata = pod["metadata"]
+    refs = metadata.get("ownerReferences")
+    # Most pods have no owner: spare them the generator (this runs per pod, per tick).
+    if refs and any(ref.get("kind") == "DaemonSet" for ref in refs):
+        return Role.DAEMON_SET
+    annotations = metadata.get("annotations")
+    if not annotations:
+        return Role.ALONE
+    if annotations.get(CLUSTER_ANNOTATION) == "true":
+        return Role.GANG
+    return Role.MIRROR if MIRROR_ANNOTATION in annotations else Role.ALONE
+
+
 def is_ours_to_run(pod: KubeObject) -> bool:
     """DaemonSet and mirror pods land on every node; a virtual node never runs them. A
     pod that asks for a cluster runs with its gang (`core.plan.gangs`), never alone."""
-    annotations = pod["metadata"].get("annotations")
-    if annotations and (MIRROR_ANNOTATION in annotations or asks_for_cluster(pod)):
-        return False
-    return not is_daemon_set_pod(pod)
+    return role(pod) is Role.ALONE
 
 
 def asks_for_cluster(pod: KubeObject) -> bool:
@@ -49,9 +75,23 @@ def asks_for_cluster(pod: KubeObject) -> bool:
 
 
 def is_daemon_set_pod(pod: KubeObject) -> bool:
-    refs = pod["metadata"].get("ownerReferences")
-    # Most pods have no owner: spare them the generator (this runs per pod, per tick).
-    return bool(refs) and any(ref.get("kind") == "DaemonSet" for ref in refs)
+    return role(pod) is Role.DAEMON_SET
+
+
+@dataclass(frozen=True)
+class NodePods:
+    """A node's pods by `role`, sorted in one pass over the list."""
+
+    alone: list[KubeObject]
+    gangs: list[KubeObject]
+    daemon_sets: list[KubeObject]
+
+
+def sort_node_pods(pods: Iterable[KubeObject]) -> NodePods:
+    by_role: dict[Role, list[KubeObject]] = {r: [] for r in Role}
+    for pod in pods:
+        by_role[role(pod)].append(pod)
+    return NodePods(by_role[Role.ALONE], by_role[Role.GANG], by_role[Role.DAEMON_SET])
 
 
 def pod_annotations(pod: KubeObject) -> Mapping[str, str]:

@@ -82,8 +82,11 @@ class UsageMeter:
         counters: dict[str, _Counter] = {}
         for pod in pods:
             instance = _running(owned.get(podinfo.uid(pod), ()))
-            counter = _measure(pod, instance, now) if instance is not None else None
-            if instance is None or counter is None:
+            # A GPU instance gives no base for its CPU figures: spare `_measure`.
+            if instance is None or not instance.cpu_flavor_id:
+                continue
+            counter = _measure(pod, instance, now)
+            if counter is None:
                 continue
             before = self._counters.get(instance.id)
             # Uptime is whole seconds: a start read at two ticks may differ by one.
@@ -108,7 +111,10 @@ class UsageMeter:
 
 def _running(instances: Sequence[Instance]) -> Instance | None:
     """The pod's running instance (of duplicates being healed, the first listed)."""
-    return next((i for i in instances if i.status is InstanceStatus.RUNNING), None)
+    for instance in instances:  # a loop, not next(): this runs per pod, per tick
+        if instance.status is InstanceStatus.RUNNING:
+            return instance
+    return None
 
 
 def _measure(pod: KubeObject, instance: Instance, now: datetime) -> _Counter | None:

@@ -471,10 +471,8 @@ class Engine:
         instances = [i for i in listed if i.cluster_id is None]
         members = [i for i in listed if i.cluster_id is not None]
         on_node = self.kube.list_node_pods(self.settings.node_name)
-        pods = [p for p in on_node if podinfo.is_ours_to_run(p)]
-        gang_pods = [
-            p for p in on_node if podinfo.asks_for_cluster(p) and not podinfo.is_daemon_set_pod(p)
-        ]
+        sorted_pods = podinfo.sort_node_pods(on_node)
+        pods, gang_pods = sorted_pods.alone, sorted_pods.gangs
         rows = self.store.load_rows()
         cluster_rows = self.store.load_clusters() if gang_pods or members else []
         members += self._confirm_missing_clusters(members, cluster_rows, gang_pods)
@@ -525,7 +523,7 @@ class Engine:
             self.runpod.rate_budget,
             pending,
             node,
-            [p for p in on_node if podinfo.is_daemon_set_pod(p)],
+            sorted_pods.daemon_sets,
             refused=self.stock.active(now),
             exit_logs={i: e.lines for i, e in exits.items()},
             namespace_caps=caps,

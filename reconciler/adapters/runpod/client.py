@@ -53,6 +53,7 @@ from reconciler.adapters.runpod.parse import (
     parse_resource_billing,
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.adapters.runpod.unchanged import UnchangedInstances
 from reconciler.core import pacing
 from reconciler.core.domain import (
     USER_AGENT,
@@ -120,6 +121,7 @@ class RunPodClient:
         self._on_response = on_response
         self._limiter = RateLimiter()
         self._deadline: float | None = None
+        self._listed = UnchangedInstances()
         self._session = _session_for(self._base_url)
         self._session.headers["Authorization"] = f"Bearer {api_key}"
         self._session.headers["Accept"] = "application/json"
@@ -173,7 +175,7 @@ class RunPodClient:
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")
-        return [parse_instance(pod) for pod in pods]
+        return self._listed.parse(pods)
 
     def get_instance(self, instance_id: str) -> Instance:
         path = f"/v2/pods/{_segment(instance_id)}"

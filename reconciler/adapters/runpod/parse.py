@@ -36,41 +36,45 @@ _MAPPING = (dict, Mapping)
 
 
 def parse_instance(data: object) -> Instance:
-    if not isinstance(data, _MAPPING) or not data.get("id"):
+    """One pod of RunPod's list. This runs for every instance on every tick, so each
+    field takes the type JSON gives first and falls back to the tolerant readers only
+    when RunPod sent something else (docs, Performance)."""
+    raw = data if type(data) is dict else _mapping(data)
+    if not raw.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
-    gpu, cpu = _mapping(data.get("gpu")), _mapping(data.get("cpu"))
-    member = _mapping(data.get("cluster"))
+    get = raw.get
+    gpu, cpu, member = _object(get("gpu")), _object(get("cpu")), _object(get("cluster"))
     return Instance(
-        id=str(data["id"]),
-        name=str(data.get("name") or ""),
-        status=InstanceStatus.parse(data.get("status")),
-        image=str(data.get("image") or ""),
-        env=_string_map(data.get("env")),
-        cost_per_hr=_float(data.get("cost")),
+        id=str(raw["id"]),
+        name=str(get("name") or ""),
+        status=InstanceStatus.parse(get("status")),
+        image=str(get("image") or ""),
+        env=_string_map(get("env")),
+        cost_per_hr=_float(get("cost")),
         gpu_type_id=_optional_str(gpu.get("id")),
         gpu_count=_int(gpu.get("count"), default=1 if gpu.get("id") else 0),
         cpu_flavor_id=_optional_str(cpu.get("id")),
         vcpu_count=_int(cpu.get("vcpuCount")),
         memory_gb=_int(cpu.get("memory")),
-        cloud=_optional_str(data.get("cloud")),
-        datacenter_id=_optional_str(data.get("dataCenterId")),
-        ports=_strings(data.get("ports")),
-        created_at=parse_datetime(data.get("createdAt")),
-        started_at=parse_datetime(data.get("startedAt")),
-        runtime=parse_runtime(data.get("runtime")),
-        actions=_strings(data.get("actions")),
-        registry_auth_id=_optional_str(data.get("registry")),
-        cluster_id=_optional_str(member.get("id")),
-        rank=_optional_int(member.get("rank")),
-        overlay_ip=_optional_str(member.get("ip")),
-        network_volume_id=_network_volume_id(data.get("mounts")),
+        cloud=_optional_str(get("cloud")),
+        datacenter_id=_optional_str(get("dataCenterId")),
+        ports=_strings(get("ports")),
+        created_at=parse_datetime(get("createdAt")),
+        started_at=parse_datetime(get("startedAt")),
+        runtime=parse_runtime(get("runtime")),
+        actions=_strings(get("actions")),
+        registry_auth_id=_optional_str(get("registry")),
+        cluster_id=_optional_str(member.get("id")) if member else None,
+        rank=_optional_int(member.get("rank")) if member else None,
+        overlay_ip=_optional_str(member.get("ip")) if member else None,
+        network_volume_id=_network_volume_id(get("mounts")),
     )
 
 
 def _network_volume_id(mounts: object) -> str | None:
-    network = _mapping(mounts).get("network")
-    first = network[0] if isinstance(network, list) and network else None
-    return _optional_str(_mapping(first).get("volumeId"))
+    network = _object(mounts).get("network")
+    first = network[0] if type(network) is list and network else None
+    return _optional_str(_object(first).get("volumeId")) if first else None
 
 
 def parse_runtime(data: object) -> Runtime | None:
@@ -81,24 +85,27 @@ def parse_runtime(data: object) -> Runtime | None:
     `uptime` nor `ports` carries no evidence that a container runs, so it counts as
     no runtime; otherwise a pod could be reported Ready before it is.
     """
-    if not isinstance(data, _MAPPING) or ("uptime" not in data and "ports" not in data):
+    runtime = _object(data)
+    if "uptime" not in runtime and "ports" not in runtime:
         return None
-    ports = data.get("ports")
-    mappings = [_port(item) for item in ports] if isinstance(ports, list) else []
-    gpus = data.get("gpus")
+    get = runtime.get
+    ports, gpus = get("ports"), get("gpus")
+    mappings = [_port(item) for item in ports] if type(ports) is list and ports else []
     return Runtime(
-        uptime_seconds=_int(data.get("uptime")),
+        uptime_seconds=_int(get("uptime")),
         ports=tuple([port for port in mappings if port is not None]),
-        cpu_percent=_percent(data.get("cpu")),
-        memory_percent=_percent(data.get("memory")),
-        gpu_percents=tuple(_percent(g) or 0 for g in gpus) if isinstance(gpus, list) else (),
+        cpu_percent=_percent(get("cpu")),
+        memory_percent=_percent(get("memory")),
+        gpu_percents=tuple([_percent(g) or 0 for g in gpus]) if type(gpus) is list else (),
     )
 
 
 def _percent(data: object) -> int | None:
     """A `{"util": n}` block's 0-100 figure; None when absent or not a number."""
-    value = _optional_int(_mapping(data).get("util"))
-    return None if value is None else min(100, max(0, value))
+    value = _optional_int(_object(data).get("util"))
+    if value is None:
+        return None
+    return 0 if value < 0 else 100 if value > 100 else value
 
 
 def _port(data: object) -> PortMapping | None:
@@ -222,7 +229,7 @@ def parse_resource_billing(data: object, route: str, id_field: str) -> list[Reso
 
 def parse_datetime(value: object) -> datetime | None:
     """An aware UTC datetime; a naive timestamp is taken as UTC, garbage as unknown."""
-    if not isinstance(value, str) or not value:
+    if type(value) is not str or not value:
         return None
     try:
         parsed = datetime.fromisoformat(value)
@@ -237,20 +244,35 @@ def _mapping(value: object) -> Json:
     return value if isinstance(value, _MAPPING) else {}
 
 
+_EMPTY: Json = {}
+
+
+def _object(value: object) -> Json:
+    """`_mapping` for the per-instance path: JSON's dict without the ABC check; the
+    shared empty object is never written to."""
+    if type(value) is dict:
+        return value
+    return value if isinstance(value, Mapping) else _EMPTY
+
+
 def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
 def _strings(value: object) -> tuple[str, ...]:
-    return tuple(map(str, value)) if isinstance(value, list) else ()
+    if type(value) is not list or not value:
+        return ()
+    return tuple(map(str, value))
 
 
 def _string_map(value: object) -> dict[str, str]:
-    return {str(key): str(item) for key, item in _mapping(value).items() if item is not None}
+    return {str(key): str(item) for key, item in _object(value).items() if item is not None}
 
 
 def _optional_str(value: object) -> str | None:
-    return None if value is None or value == "" else str(value)
+    if type(value) is str:
+        return value or None
+    return None if value is None else str(value)
 
 
 # No figure RunPod sends (dollars, seconds, gigabytes, percents, ports) comes near this;
@@ -270,6 +292,10 @@ def _float(value: object) -> float:
 
 def _optional_int(value: object) -> int | None:
     """A whole figure; None when absent, not a number, non-finite or absurd."""
+    if type(value) is int:  # JSON's usual answer: spare the conversions
+        return value if -_ABSURD < value < _ABSURD else None
+    if value is None:
+        return None
     if isinstance(value, float) and not (math.isfinite(value) and abs(value) < _ABSURD):
         return None
     try:
@@ -280,5 +306,7 @@ def _optional_int(value: object) -> int | None:
 
 
 def _int(value: object, default: int = 0) -> int:
+    if type(value) is int and -_ABSURD < value < _ABSURD:
+        return value
     parsed = _optional_int(value)
     return default if parsed is None else parsed
