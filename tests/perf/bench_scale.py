@@ -221,6 +221,9 @@ class SteadyResult:
     peak_rss_mb: float
     tick_heap_peak_mb: float
     """tracemalloc's peak during one more tick (Python objects the tick allocates)."""
+    calls: int
+    """Python function calls (cProfile) in one more tick: unlike CPU time, the same on a
+    busy machine as on a quiet one."""
     profile: str = ""
 
     @property
@@ -242,6 +245,7 @@ class SteadyResult:
             "baseline_rss_mb": self.baseline_rss_mb,
             "peak_rss_mb": self.peak_rss_mb,
             "tick_heap_peak_mb": self.tick_heap_peak_mb,
+            "calls_per_pod": self.calls / self.n,
             "kube_pages": kube.get(LIST_PAGE, 0),
             "kube_heartbeat": kube.get(HEARTBEAT, 0),
             "kube_unscheduled": kube.get(UNSCHEDULED_PAGE, 0),
@@ -304,6 +308,13 @@ def traced_tick_peak_mb(rec: MeasuredReconciler) -> float:
         tracemalloc.stop()
 
 
+def counted_tick_calls(rec: MeasuredReconciler) -> int:
+    """Function calls of one tick in this thread (the simulators run elsewhere)."""
+    profiler = cProfile.Profile()
+    profiler.runcall(rec.tick)
+    return int(pstats.Stats(profiler).total_calls)  # type: ignore[attr-defined]
+
+
 def profiled_tick(rec: MeasuredReconciler, top: int = 30) -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.runcall(rec.tick)
@@ -335,10 +346,12 @@ def bench_steady(
         clock.advance(TICK_INTERVAL)
     rss = peak_rss_mb()
     plan_wall, plan_cpu = best_plan_time(steady_observation(rec))
-    result = SteadyResult(
-        n, seed_ticks, samples, plan_wall, plan_cpu, baseline, rss, traced_tick_peak_mb(rec)
-    )
+    heap = traced_tick_peak_mb(rec)
+    clock.advance(TICK_INTERVAL)
+    calls = counted_tick_calls(rec)
+    result = SteadyResult(n, seed_ticks, samples, plan_wall, plan_cpu, baseline, rss, heap, calls)
     if profile:
+        clock.advance(TICK_INTERVAL)  # a tick at the same time would list the same uptimes
         result.profile = profiled_tick(rec)
     rec.close()
     return result
@@ -558,6 +571,7 @@ def steady_rows(r: dict[str, Any]) -> dict[str, str]:
         ),
         "steady: RSS baseline/peak MB": f"{r['baseline_rss_mb']:.0f} / {r['peak_rss_mb']:.0f}",
         "steady: tick heap peak MB": f"{r['tick_heap_peak_mb']:.1f}",
+        "steady: Python calls / pod (cProfile)": f"{r['calls_per_pod']:.0f}",
         "steady: kube pages+unscheduled+heartbeat+other": (
             f"{r['kube_pages']}+{r['kube_unscheduled']}+{r['kube_heartbeat']}"
             f"+{sum(r['kube_other'].values())}"
@@ -645,20 +659,39 @@ def steady_targets(n: int, r: dict[str, Any]) -> list[Target]:
             r["transactions"] == 1 and r["writes"] == {"INSERT ticks": 1},
         ),
         Target(
-            f"N={n} steady: tick CPU <= 2 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 2000, True
+            f"N={n} steady: tick CPU <= 1 s", f"{r['cpu_ms']:.0f} ms", r["cpu_ms"] <= 1000, True
         ),
         Target(
-            f"N={n} steady: planner <= 200 ms (CPU, best of 5)",
+            f"N={n} steady: planner <= 150 ms (CPU, best of 5)",
             f"{r['plan_direct_cpu_ms']:.0f} ms",
-            r["plan_direct_cpu_ms"] <= 200,
+            r["plan_direct_cpu_ms"] <= 150,
             True,
         ),
         Target(
-            f"N={n} steady: peak RSS <= 300 MB",
+            f"N={n} steady: peak RSS <= 250 MB",
             f"{r['peak_rss_mb']:.0f} MB",
-            r["peak_rss_mb"] <= 300,
+            r["peak_rss_mb"] <= 250,
             True,
         ),
+        *calls_target(n, r),
+    ]
+
+
+CALLS_PER_POD = 165
+"""The steady tick's Python calls per pod before clusters, volumes and CPU pods came in."""
+CALLS_FROM_N = 1000
+"""Below it the tick's fixed calls (clients, store, heartbeat) outweigh the per-pod ones."""
+
+
+def calls_target(n: int, r: dict[str, Any]) -> list[Target]:
+    if n < CALLS_FROM_N:
+        return []
+    return [
+        Target(
+            f"N={n} steady: <= {CALLS_PER_POD} Python calls per pod (cProfile)",
+            f"{r['calls_per_pod']:.0f}",
+            r["calls_per_pod"] <= CALLS_PER_POD,
+        )
     ]
 
 
@@ -677,7 +710,8 @@ def burst_targets(n: int, r: dict[str, Any]) -> list[Target]:
 
 
 def churn_targets(n: int, r: dict[str, Any]) -> list[Target]:
-    """Issue 20's targets per replaced pod (stated for N=10 000, checked at every N)."""
+    """Per replaced pod (stated for N=10 000, checked at every N). No CPU target: RunPod's
+    quota caps replacements near 30 a minute, so the quota, not CPU, limits churn."""
     per = r["per_replaced_pod"]
     return [
         Target(
@@ -690,12 +724,6 @@ def churn_targets(n: int, r: dict[str, Any]) -> list[Target]:
             f"N={n} churn: <= 4 database writes (write transactions) per replaced pod",
             f"{per['writes']:.2f} ({per['rows_written']:.1f} rows)",
             per["writes"] <= 4,
-        ),
-        Target(
-            f"N={n} churn: <= 5 ms reconciler CPU per replaced pod",
-            f"{per['cpu_ms']:.1f} ms",
-            per["cpu_ms"] <= 5,
-            True,
         ),
     ]
 

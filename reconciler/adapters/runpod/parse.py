@@ -92,12 +92,16 @@ def parse_runtime(data: object) -> Runtime | None:
     ports, gpus = get("ports"), get("gpus")
     mappings = [_port(item) for item in ports] if type(ports) is list and ports else []
     return Runtime(
-        uptime_seconds=_int(get("uptime")),
+        uptime_seconds=parse_uptime(get("uptime")),
         ports=tuple([port for port in mappings if port is not None]),
         cpu_percent=_percent(get("cpu")),
         memory_percent=_percent(get("memory")),
         gpu_percents=tuple([_percent(g) or 0 for g in gpus]) if type(gpus) is list else (),
     )
+
+
+def parse_uptime(value: object) -> int:
+    return _int(value)
 
 
 def _percent(data: object) -> int | None:
