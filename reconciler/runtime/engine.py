@@ -16,10 +16,9 @@ ample (runtime/system_events.py: none when no instance is starting).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -74,6 +73,7 @@ from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
 from reconciler.runtime import money
 from reconciler.runtime.claim import WriterLost
+from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.pod_logs import KeepLimits, PodLogs
 from reconciler.runtime.system_events import StartupLines, SystemEvents
@@ -199,27 +199,6 @@ class CatalogCache(Generic[Offer]):
         return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Keep Python's cycle collector out of a tick.
-
-    A tick decodes both lists (at 10 000 pods about a million dicts and lists), keeps
-    them while it plans and applies, and drops them at its end, where reference counting
-    frees them. While they live, each of them triggers and lengthens the collector's
-    full passes over the whole heap: a third of a steady tick's CPU at that size, for
-    no garbage found. Cycles made during the tick wait for the next pass after it.
-    Left alone when something else turned the collector off.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _log_plan_error(uid: str, exc: Exception) -> None:
     log.debug("could not plan pod %s", uid, exc_info=exc)
 
@@ -301,6 +280,7 @@ class Engine:
             "CPU catalog",
         )
         self.usage = UsageMeter()
+        self.collector = CollectorPause()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.ssh_addresses = SshAddresses()
         """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""
@@ -329,7 +309,7 @@ class Engine:
         report = TickReport(started_at=self.clock())
         self.runpod.deadline_in(self.settings.tick_deadline)
         try:
-            with collector_paused():
+            with self.collector():
                 report = self._tick(report, dry_run)
         finally:
             self.runpod.deadline_in(None)

@@ -133,7 +133,6 @@ class Executor:
         self._gangs_created: list[tuple[tuple[PodRef, ...], str]] = []
         """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self.deferred = 0
-        self.volumes = VolumeSteps(runpod, kube, self._journaled)
         self.past_deadline = False
         """Whether creates were left over because the tick's deadline had passed."""
         """Creates left for a later tick: creates stopped, or our share of the quota spent."""
@@ -338,7 +337,10 @@ class Executor:
             case DeleteClusterRow(gang=gang):
                 self.writes.delete_cluster(gang)
             case _ if isinstance(action, VolumeAction):
-                self.volumes.apply(action)
+                # Made for the action, not kept: kept, its hold on `_journaled` (bound to
+                # this executor) would make a cycle, and the tick's data would wait for
+                # the cycle collector instead of going when the tick ends.
+                VolumeSteps(self.runpod, self.kube, self._journaled).apply(action)
             case _:
                 assert_never(action)
 

@@ -37,9 +37,6 @@ from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.wiring import RunMode, compose
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.runpod import REQUEST_LOG_LIMIT, RunPodSimulator
-from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES
 
 API_KEY = "bench-runpod-key"
 TOKEN = "bench-kube-token"
@@ -95,6 +92,8 @@ def ample_capacity(free_gpus: int = 1_000_000) -> list[dict[str, Any]]:
     The benchmark measures pacing against the quota; the default few dozen GPUs per
     type would turn a large burst into a capacity test instead.
     """
+    from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES
+
     return [
         {
             **gpu,
@@ -105,9 +104,15 @@ def ample_capacity(free_gpus: int = 1_000_000) -> list[dict[str, Any]]:
 
 
 class SimHost:
-    """Both simulators on one clock, with bulk seeding that bypasses their APIs."""
+    """Both simulators on one clock, with bulk seeding that bypasses their APIs.
+
+    The simulators are imported here, not at the top: the measured process (the
+    reconciler's, when the host runs remotely) must hold only what a reconciler holds."""
 
     def __init__(self, quota: tuple[int, int, int] = DEFAULT_QUOTA) -> None:
+        from reconciler.sim.kube import KubeSimulator
+        from reconciler.sim.runpod import RunPodSimulator
+
         self.clock = SimClock()
         self.runpod = RunPodSimulator(
             API_KEY, clock=self.clock, quota=quota, gpu_types=ample_capacity()
@@ -167,6 +172,8 @@ class SimHost:
         self._runpod_mark = len(self.runpod.requests)
 
     def requests_since_mark(self) -> RequestLog:
+        from reconciler.sim.runpod import REQUEST_LOG_LIMIT
+
         runpod = self.runpod.requests
         if len(runpod) >= REQUEST_LOG_LIMIT:
             raise RuntimeError("the RunPod request log overflowed; measure shorter phases")

@@ -11,7 +11,7 @@ live on between ticks instead of being made again, and a digest is an int.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from reconciler.adapters.runpod.parse import parse_instance, parse_uptime
 from reconciler.core.domain import Instance, Runtime
@@ -61,7 +61,18 @@ def _digest(raw: dict[str, Any]) -> tuple[int, object]:
 
 
 def _with_uptime(instance: Instance, runtime: Runtime, uptime: object) -> Instance:
-    # The dataclasses' own fields, copied in C: `dataclasses.replace` reads them one by
-    # one, which is what this module exists to avoid.
-    moved = Runtime(**{**vars(runtime), "uptime_seconds": parse_uptime(uptime)})
-    return Instance(**{**vars(instance), "runtime": moved})
+    moved = _copy_with(runtime, "uptime_seconds", parse_uptime(uptime))
+    return _copy_with(instance, "runtime", moved)
+
+
+_T = TypeVar("_T")
+
+
+def _copy_with(value: _T, name: str, new: object) -> _T:
+    """`dataclasses.replace` of one field, made as `copy.copy` makes a copy (a new object
+    given the same attributes): a fifth of what replace costs, which reads the fields
+    one by one and runs the frozen class's `__init__` (10 000 instances a tick)."""
+    copied = object.__new__(type(value))
+    copied.__dict__.update(vars(value))
+    copied.__dict__[name] = new
+    return copied
