@@ -36,9 +36,10 @@ from reconciler.core import (
     ownership,
     registries,
     storage_prices,
+    volume_leaks,
 )
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, Terminate
+from reconciler.core.actions import Action, DeleteNetworkVolume, Terminate
 from reconciler.core.config import Settings
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
@@ -559,7 +560,8 @@ class Engine:
         self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
             return {}
-        return storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
 
     def _read_classes(self, now: datetime) -> None:
         """The StorageClasses, read once per --catalog-ttl."""
@@ -846,9 +848,10 @@ class Engine:
             _run_into(executor, leaks, report)
 
     def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
-        """The network-volume provisioner's step (`core.network_volumes` decides): after
-        the pods' actions, journaled like them. RunPod's volumes are listed only on a
-        tick with a claim to provision or a volume to delete."""
+        """The network-volume provisioner's step (`core.network_volumes` decides) and the
+        leak audit (`core.volume_leaks`): after the pods' actions, journaled like them.
+        RunPod's volumes are listed only on a tick with a claim to provision or a volume
+        to delete, or once the kept list is an hour old."""
         observation = report.observation
         if observation is None:
             return
@@ -859,24 +862,59 @@ class Engine:
             return
         if view is None:
             return
-        self._storage_spend = storage_prices.by_namespace(view.volumes)
-        leaks = network_volumes.leaks(view)
-        if view.listed is not None:
-            report.volume_leaks = [leak.id for leak in leaks]
-        self._record_volume_owners(report, view, leaks)
-        for leak in leaks:
-            log.error(
-                "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "
-                "kept (its data is never deleted on a guess); delete it at RunPod if unneeded",
-                leak.id,
-                leak.name,
-                leak.size_gb,
-            )
-        actions = network_volumes.plan_volumes(view)
+        leaks = self._audit_volumes(report, view)
+        spend = storage_prices.by_namespace(view.volumes)
+        self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
+        actions = [
+            *network_volumes.plan_volumes(view),
+            *volume_leaks.collect(leaks, view, report.started_at, self.settings.orphan_grace_time),
+        ]
         if not actions:
             return
         _run_into(executor, actions, report)
         self._storage_spend = storage_prices.with_creates(self._storage_spend, actions)
+        for action in actions:
+            if isinstance(action, DeleteNetworkVolume) and action in report.done:
+                self._forget_volume(report, action.volume_id)
+
+    def _audit_volumes(
+        self, report: TickReport, view: network_volumes.StorageView
+    ) -> list[volume_leaks.VolumeLeak]:
+        """The volumes of ours that nothing uses, told on every tick from the most recent
+        list (this tick's, else the one kept in the store), logged and kept for `cost`."""
+        now = report.started_at
+        try:
+            if view.listed is not None:
+                self.store.save_volume_list(
+                    volume_leaks.ours(view.listed, self.settings.owner_id), now
+                )
+            known = self.store.volume_list()[1]
+            leaks = volume_leaks.found(known, view)
+            self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
+        except Exception as exc:  # derived data: the provisioner's actions must still run
+            report.errors.append(f"the network-volume leak audit: {exc}")
+            log.error("could not audit the network volumes: %s", exc, exc_info=True)
+            return []
+        report.volume_leaks = [leak.volume.id for leak in leaks]
+        self._record_volume_owners(report, view, [leak.volume for leak in leaks])
+        for leak in leaks:
+            log.error(
+                "network volume %s (%s, %d GB, $%.4f/h) is ours but no PersistentVolume "
+                "names it, since %s: %s",
+                leak.volume.id,
+                leak.volume.name,
+                leak.volume.size_gb,
+                leak.hourly_usd,
+                leak.since.isoformat(),
+                leak.why(),
+            )
+        return leaks
+
+    def _forget_volume(self, report: TickReport, volume_id: str) -> None:
+        try:
+            self.store.forget_listed_volume(volume_id)
+        except Exception as exc:  # the next list corrects the kept one
+            report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
 
     def _record_volume_owners(
         self,
@@ -915,7 +953,10 @@ class Engine:
         )
         if network_volumes.awaits_placing_pods(view):
             view = replace(view, placing=self.kube.list_pending_managed_pods())
-        if not network_volumes.needs_listing(view):
+        # Listed when a decision needs it, or for the leak audit once the kept list
+        # is an hour old (or there is none: a new or lost database).
+        listed_at = self.store.volume_list()[0]
+        if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
             listed = self.runpod.list_network_volumes()
@@ -971,6 +1012,14 @@ def _job_owner_uid(pod: KubeObject) -> str:
         if ref.get("kind") == "Job":
             return str(ref.get("uid", ""))
     return ""
+
+
+def _with_leaks(spend: Mapping[str | None, float], leaked_usd: float) -> dict[str | None, float]:
+    """Storage spend with the leaked volumes' (no claim: counted in the global caps)."""
+    found = dict(spend)
+    if leaked_usd:
+        found[None] = found.get(None, 0.0) + leaked_usd
+    return found
 
 
 def _run_into(executor: Executor, actions: Sequence[Action], report: TickReport) -> None:
