@@ -115,8 +115,9 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class CreateNetworkVolume:
-    """Hold the claim (`hold`, a patch; None: held already), POST a network volume for it
-    (journal row committed first), then its PV."""
+    """Hold the claim (`hold`, a patch: our finalizer, the volume's name and the time it
+    is asked for), POST a network volume for it (journal row committed first), then its
+    PV."""
 
     claim: ClaimRef
     name: str

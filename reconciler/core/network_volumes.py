@@ -34,6 +34,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -55,6 +56,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
+from reconciler.core.pods import parse_time
 from reconciler.core.printable import quoted
 from reconciler.core.quantity import quantity_value
 from reconciler.core.reasons import VolumeNotice
@@ -68,6 +70,7 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONING_FINALIZER = "runpod.io/network-volume-provisioning"
 RECLAIM_ANNOTATION = "runpod.io/reclaim-policy"
 VOLUME_NAME_ANNOTATION = "runpod.io/network-volume-name"
+REQUESTED_AT_ANNOTATION = "runpod.io/network-volume-requested-at"
 MIN_GB, MAX_GB = 10, 4096
 GB = 10**9
 VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
@@ -89,9 +92,15 @@ class StorageView:
     node_name: str
     datacenter_ids: tuple[str, ...] = ()
     listed: Sequence[RunPodVolume] | None = None
+    gone: frozenset[str] = frozenset()
+    """Volumes RunPod answered 404 for by id this tick (read because `listed` omitted
+    them): the only proof a volume is gone, since the list lags behind creates."""
     datacenters: frozenset[str] = frozenset()
     """The data centers RunPod's catalog names, read with `listed` (empty: not known,
     then only the form of a data center's id is checked)."""
+    now: datetime | None = None
+    create_grace_time: float = 0.0
+    """How long a held claim's POST may take to show its volume in the list."""
     placing: Sequence[KubeObject] = ()
     """Pending pods with no node yet, read only while a claim the scheduler selected for
     this node has no consumer on it: the scheduler binds such a pod only after its claims
@@ -171,6 +180,15 @@ def plan_volumes(view: StorageView) -> list[Any]:
     return actions
 
 
+def unlisted(view: StorageView) -> list[str]:
+    """The volumes this tick's decisions depend on (a released PV's to delete, a grown
+    claim's to resize) that the list omits: each is read by id, since the list lags
+    behind creates and only RunPod's 404 says a volume is gone."""
+    listed = {v.id for v in view.listed or ()}
+    needed = [*(_handle(pv) for pv in _released(view)), *(_handle(pv) for _, pv, _ in _grown(view))]
+    return sorted({h for h in needed if h and h not in listed}) if view.listed is not None else []
+
+
 def leaks(view: StorageView) -> list[RunPodVolume]:
     """Listed volumes of ours that no PV names and no claim still waits for: kept (data
     is never deleted on a guess), reported."""
@@ -224,10 +242,12 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
     existing = [v for v in view.listed if v.name == name]
     if existing:
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    if _requested_lately(view, claim):
+        return []  # its POST may have made it: the list lags behind creates
     size, datacenter = _size(claim), _datacenter(view, claim, cls)
     kind = (cls.get("parameters") or {}).get("type") or None
     assert datacenter is not None  # _refusal said so
-    hold = None if _held(view, claim) else _hold(claim, cls, name)
+    hold = _hold(claim, cls, name, view.now)
     return [
         CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name, hold)
     ]
@@ -251,6 +271,8 @@ def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None
     existing = [v for v in view.listed if v.name == name]
     if existing:
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    if _requested_lately(view, claim):
+        return []  # its POST may have made it: the list lags behind creates
     return [ReleaseClaim(ref, _release(claim))]
 
 
@@ -287,21 +309,42 @@ def _deleting(claim: KubeObject) -> bool:
     return bool(claim["metadata"].get("deletionTimestamp"))
 
 
-def _hold(claim: KubeObject, cls: KubeObject, name: str) -> KubeObject:
+def _hold(claim: KubeObject, cls: KubeObject, name: str, now: datetime | None) -> KubeObject:
     """The patch that holds a claim before its volume's POST: our finalizer, the
-    class's reclaim policy and the volume's name, on the version of the claim the tick
-    read (a claim changed or deleted since is refused, and the POST not sent)."""
+    class's reclaim policy, the volume's name and when it is asked for, on the version
+    of the claim the tick read (a claim changed or deleted since is refused, and the
+    POST not sent). Written again before each POST: the time is that of the last."""
     meta = claim["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or () if f != PROVISIONING_FINALIZER]
+    annotations = {RECLAIM_ANNOTATION: reclaim_policy(claim, cls), VOLUME_NAME_ANNOTATION: name}
+    if now is not None:
+        annotations[REQUESTED_AT_ANNOTATION] = now.isoformat()
     return {
         "metadata": {
             "resourceVersion": meta["resourceVersion"],
-            "finalizers": [*(meta.get("finalizers") or ()), PROVISIONING_FINALIZER],
-            "annotations": {
-                RECLAIM_ANNOTATION: reclaim_policy(claim, cls),
-                VOLUME_NAME_ANNOTATION: name,
-            },
+            "finalizers": [*finalizers, PROVISIONING_FINALIZER],
+            "annotations": annotations,
         }
     }
+
+
+def _requested_lately(view: StorageView, claim: KubeObject) -> bool:
+    """A claim we hold whose volume was POSTed less than the create grace ago: RunPod's
+    list lags behind creates, and RunPod names no volume it made for a lost answer, so
+    only time tells (as for an instance's in-doubt create). The time is on the claim,
+    not in the database, which a crash may take with it. Unreadable, or ahead of the
+    clock (an edit), it holds nothing back: the rule then is the one without it."""
+    if view.now is None or not _held(view, claim):
+        return False
+    try:
+        asked = parse_time(
+            (claim["metadata"].get("annotations") or {}).get(REQUESTED_AT_ANNOTATION)
+        )
+    except ValueError:
+        return False
+    if asked is None or asked.tzinfo is None or asked > view.now:
+        return False
+    return view.now - asked < timedelta(seconds=view.create_grace_time)
 
 
 def _release(claim: KubeObject) -> KubeObject:
@@ -545,7 +588,9 @@ def _reclaim(view: StorageView, pv: KubeObject) -> list[Any]:
         return []
     volume_id, name = _handle(pv), pv["metadata"]["name"]
     if not any(v.id == volume_id for v in view.listed):
-        return [DeleteVolumeObject(name)]  # gone already (a crash after its DELETE)
+        # Gone already (a crash after its DELETE) only on RunPod's 404 by id; unread
+        # (its GET failed), the PV waits: dropping it would leave the volume billing.
+        return [DeleteVolumeObject(name)] if volume_id in view.gone else []
     if not _ours(view, volume_id) or mounted(volume_id, view.instances):
         return []  # not ours: kept; mounted: RunPod would refuse, a later tick deletes
     return [DeleteNetworkVolume(volume_id, name)]

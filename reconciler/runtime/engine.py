@@ -74,6 +74,7 @@ from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
 from reconciler.runtime import money
+from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.pod_logs import KeepLimits, PodLogs
@@ -672,17 +673,15 @@ class Engine:
         """
         listed_ids = {i.id for i in listed}
         live = {podinfo.uid(p) for p in pods}
-        found = []
-        for row in rows:
-            if (
-                row.state is MappingState.RUNNING
-                and row.instance_id
-                and row.instance_id not in listed_ids
-                and row.pod_uid in live
-            ):
-                with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
-                    found.append(self.runpod.get_instance(row.instance_id))
-        return found
+        missing = [
+            row.instance_id
+            for row in rows
+            if row.state is MappingState.RUNNING
+            and row.instance_id
+            and row.instance_id not in listed_ids
+            and row.pod_uid in live
+        ]
+        return read_by_id(missing, self.runpod.get_instance).found
 
     def _confirm_missing_clusters(
         self,
@@ -707,11 +706,9 @@ class Engine:
             for pods in live.values()
             for pod in pods
         }
-        found: list[Instance] = []
-        for cluster_id in sorted(c for c in wanted - shown if c):
-            with contextlib.suppress(runpod_errors.RunPodNotFound):  # 404: really gone
-                found += self.runpod.cluster_members(cluster_id)
-        return found
+        missing = [c for c in wanted - shown if c]
+        read = read_by_id(missing, self.runpod.cluster_members)
+        return [member for members in read.found for member in members]
 
     def _exit_logs(
         self,
@@ -938,6 +935,8 @@ class Engine:
             self.settings.owner_id,
             self.settings.node_name,
             self.settings.datacenter_ids,
+            now=now,
+            create_grace_time=self.settings.create_grace_time,
         )
         if network_volumes.awaits_placing_pods(view):
             view = replace(view, placing=self.kube.list_pending_managed_pods())
@@ -948,13 +947,21 @@ class Engine:
             return view
         try:
             listed = self.runpod.list_network_volumes()
+            # The list lags behind creates: a volume a decision needs that it omits is
+            # read by id, and gone only on a 404 (one GET each, only while it lags).
+            read = read_by_id(
+                network_volumes.unlisted(replace(view, listed=listed)),
+                self.runpod.get_network_volume,
+            )
             # A volume's data center is checked against the catalog before its POST
             # (cached for --catalog-ttl: no request on most ticks that provision).
             known = {dc.id for gpu in self.catalog.get(self.runpod, now) for dc in gpu.datacenters}
-            return replace(view, listed=listed, datacenters=frozenset(known))
         except runpod_errors.RunPodError as exc:
             log.warning("could not list RunPod's network volumes: %s", exc)
             return view
+        return replace(
+            view, listed=[*listed, *read.found], gone=read.gone, datacenters=frozenset(known)
+        )
 
     def _best_datacenters(
         self, pods: Sequence[KubeObject], observation: Observation, now: datetime
