@@ -32,8 +32,8 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -105,6 +105,11 @@ class StorageView:
     """Pending pods with no node yet, read only while a claim the scheduler selected for
     this node has no consumer on it: the scheduler binds such a pod only after its claims
     are bound, so until then they are the claim's consumers."""
+    offered: Mapping[str, str] = field(default_factory=dict)
+    """The data center of each consumer's best offer, by pod UID
+    (`translate.offers.first_datacenter` over the cached catalog), for the consumers of
+    claims whose data center neither their class, nor a pod, nor the node names
+    (`unplaced_consumers`)."""
 
 
 def volume_name(owner_id: str, claim_uid: str) -> str:
@@ -160,7 +165,12 @@ def plan_volumes(view: StorageView) -> list[Any]:
     actions: list[Any] = []
     classes = {c["metadata"]["name"]: c for c in view.classes}
     for claim in view.claims:
-        actions += _select(view, claim, classes.get(_class_name(claim)))
+        cls = classes.get(_class_name(claim))
+        selecting = _select(view, claim, cls)
+        actions += selecting
+        if selecting and cls is not None:
+            # Why it cannot be placed is said at once, not a tick later once selected.
+            actions += _refusal_event(view, claim, cls)
     for claim, cls in _to_provision(view):
         actions += _provision(view, claim, cls)
     actions += _releases(view)
@@ -225,7 +235,7 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
     if refusal is not None and _placed_by_a_consumer_gone(view, claim, cls):
         return [MarkClaimSelected(ref, None)]
     if refusal is not None:
-        return [ClaimEvent(ref, VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
+        return _refusal_event(view, claim, cls)
     if view.listed is None:
         return []
     name = volume_name(view.owner_id, ref.uid)
@@ -241,6 +251,13 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
     return [
         CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name, hold)
     ]
+
+
+def _refusal_event(view: StorageView, claim: KubeObject, cls: KubeObject) -> list[Any]:
+    refusal = _refusal(view, claim, cls)
+    if refusal is None:
+        return []
+    return [ClaimEvent(ClaimRef.of(claim), VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
 
 
 def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
@@ -361,8 +378,9 @@ def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | Non
     datacenter = _datacenter(view, claim, cls)
     if datacenter is None:
         return (
-            f"no data center: set parameters.dataCenter on StorageClass {name}, or "
-            "runpod.io/datacenter-ids on the pod that uses the claim"
+            "no data center: no pod that uses the claim has an offer in RunPod's catalog "
+            "that names one (the pod's own reason says why); set parameters.dataCenter on "
+            f"StorageClass {name}, or runpod.io/datacenter-ids on the pod that uses the claim"
         )
     if (
         len(datacenter) > 32
@@ -388,7 +406,16 @@ def _size(claim: KubeObject) -> int:
 
 
 def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
-    """The class's data center, else the first its first consumer (or the node) allows."""
+    """The class's data center, else the first its first consumer (or the node) allows:
+    the first it names, else the one of its best offer."""
+    named = _named_datacenter(view, claim, cls)
+    if named is not None:
+        return named
+    consumers = _consumers(view, claim, placing=True)
+    return next((view.offered[uid] for uid in map(_uid, consumers) if uid in view.offered), None)
+
+
+def _named_datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
     named = (cls.get("parameters") or {}).get("dataCenter")
     if named:
         return str(named)
@@ -398,6 +425,28 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
         if first:
             return first
     return view.datacenter_ids[0] if view.datacenter_ids else None
+
+
+def unplaced_consumers(view: StorageView) -> list[KubeObject]:
+    """The consumers of each unbound claim of ours that nothing names a data center
+    for: their best offers decide (`StorageView.offered`)."""
+    classes = {c["metadata"]["name"]: c for c in view.classes}
+    found: dict[str, KubeObject] = {}
+    for claim in view.claims:
+        cls = classes.get(_class_name(claim))
+        if (
+            cls is not None
+            and is_our_class(cls)
+            and not claim["spec"].get("volumeName")
+            and not _deleting(claim)
+            and _named_datacenter(view, claim, cls) is None
+        ):
+            found.update((_uid(pod), pod) for pod in _consumers(view, claim, placing=True))
+    return list(found.values())
+
+
+def _uid(pod: KubeObject) -> str:
+    return str(pod["metadata"].get("uid", ""))
 
 
 def persistent_volume(

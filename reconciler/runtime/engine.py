@@ -39,7 +39,7 @@ from reconciler.core import (
     volume_leaks,
 )
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, DeleteNetworkVolume, Terminate
+from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume, Terminate
 from reconciler.core.config import Settings
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
@@ -70,6 +70,7 @@ from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters
+from reconciler.core.translate.offers import first_datacenter
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
@@ -311,6 +312,8 @@ class Engine:
         self.attributions = money.Attributions()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
+        self._claim_warnings: dict[str, str] = {}
+        """The warning each claim was last given (by claim UID): said once while it holds."""
         self._storage_spend: dict[str | None, float] | None = None
         """Our network volumes' storage price by namespace, as the provisioner last read
         the PVs; None until it has (read then for the spend caps, once)."""
@@ -563,9 +566,14 @@ class Engine:
         found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
         return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
 
-    def _read_classes(self, now: datetime) -> None:
-        """The StorageClasses, read once per --catalog-ttl."""
-        if self._classes_read_at is None or now - self._classes_read_at >= self.catalog.ttl:
+    def _read_classes(self, now: datetime, fresh: bool = False) -> None:
+        """The StorageClasses, read once per --catalog-ttl, or now when `fresh` (a pod
+        waits for its claim: a class applied a moment ago must not wait out the TTL)."""
+        if (
+            fresh
+            or self._classes_read_at is None
+            or now - self._classes_read_at >= self.catalog.ttl
+        ):
             self._classes = self.kube.list_storage_classes()
             self._classes_read_at = now
 
@@ -866,7 +874,7 @@ class Engine:
         spend = storage_prices.by_namespace(view.volumes)
         self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
         actions = [
-            *network_volumes.plan_volumes(view),
+            *self._untold(network_volumes.plan_volumes(view)),
             *volume_leaks.collect(leaks, view, report.started_at, self.settings.orphan_grace_time),
         ]
         if not actions:
@@ -916,6 +924,19 @@ class Engine:
         except Exception as exc:  # the next list corrects the kept one
             report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
 
+    def _untold(self, actions: list[Action]) -> list[Action]:
+        """The plan without the warnings each claim was given already: a claim that
+        cannot be placed says why once (again when the reason changes), not every tick."""
+        warned = {
+            a.claim.uid: a.message for a in actions if isinstance(a, ClaimEvent) and a.warning
+        }
+        told, self._claim_warnings = self._claim_warnings, warned
+        return [
+            a
+            for a in actions
+            if not (isinstance(a, ClaimEvent) and a.warning and told.get(a.claim.uid) == a.message)
+        ]
+
     def _record_volume_owners(
         self,
         report: TickReport,
@@ -935,7 +956,11 @@ class Engine:
     ) -> network_volumes.StorageView | None:
         """None when no StorageClass names our provisioner (classes read once per
         --catalog-ttl: a cluster that has none pays no request a tick)."""
-        self._read_classes(now)
+        claim_waits = any(
+            i.error is not None and i.error.reason is PodReason.CLAIM_NOT_BOUND
+            for i in observation.create_inputs.values()
+        )
+        self._read_classes(now, fresh=claim_waits)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
             self._storage_spend = {}
             return None
@@ -953,6 +978,9 @@ class Engine:
         )
         if network_volumes.awaits_placing_pods(view):
             view = replace(view, placing=self.kube.list_pending_managed_pods())
+        unplaced = network_volumes.unplaced_consumers(view)
+        if unplaced:
+            view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
         # Listed when a decision needs it, or for the leak audit once the kept list
         # is an hour old (or there is none: a new or lost database).
         listed_at = self.store.volume_list()[0]
@@ -975,6 +1003,26 @@ class Engine:
         return replace(
             view, listed=[*listed, *read.found], gone=read.gone, datacenters=frozenset(known)
         )
+
+    def _best_datacenters(
+        self, pods: Sequence[KubeObject], observation: Observation, now: datetime
+    ) -> dict[str, str]:
+        """The data center of each pod's best offer, by pod UID, from the cached catalog
+        (a request only when it is older than --catalog-ttl, as the pod's create needs)."""
+        found = {}
+        for pod in pods:
+            inputs = observation.create_inputs.get(podinfo.uid(pod))
+            on_cpu = self._on_cpu(pod, inputs)
+            datacenter = first_datacenter(
+                pod,
+                inputs.job if inputs else None,
+                [] if on_cpu else self.catalog.get(self.runpod, now),
+                self.cpu_catalog.get(self.runpod, now) if on_cpu else [],
+                self.settings,
+            )
+            if datacenter is not None:
+                found[podinfo.uid(pod)] = datacenter
+        return found
 
     def _gpu_utilization(self, observation: Observation | None) -> dict[str, list[float]]:
         """Each GPU pod's GPUs as the tick's list showed them, for the tick's row."""
