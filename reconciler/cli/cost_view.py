@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.adapters.store.models import Mapping
+from reconciler.adapters.store.models import ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core import spend
+from reconciler.core import spend, storage_prices
 from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
 
@@ -192,3 +192,27 @@ def header(by: str) -> tuple[str, ...]:
     if by == "gpu":
         return ("GPU OR STORAGE TYPE", "KIND", "CHARGED")
     return (by.upper(), "CHARGED")
+
+
+def leaked_volumes(rows: Sequence[ListedVolume]) -> list[dict[str, Any]]:
+    """Volumes of ours nothing uses, as the reconciler's last audit found them: they bill
+    whether or not an hour of billing has been read yet."""
+    return [
+        {
+            "id": row.volume_id,
+            "name": row.name,
+            "size_gb": row.size_gb,
+            "type": row.type,
+            "usd_per_hour": round(storage_prices.hourly_usd(row.size_gb, row.type), 4),
+            "since": row.leaked_since.isoformat() if row.leaked_since else None,
+        }
+        for row in rows
+    ]
+
+
+def leak_lines(leaks: Sequence[dict[str, Any]]) -> list[str]:
+    return [
+        f"leaked network volume {leak['id']} ({leak['name']}, {leak['size_gb']} GB): "
+        f"${leak['usd_per_hour']:.4f}/h since {leak['since']}; no PV or claim uses it"
+        for leak in leaks
+    ]

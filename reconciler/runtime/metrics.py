@@ -123,8 +123,9 @@ class Metrics:
         )
         self.leaked_volumes = Gauge(
             "reconciler_leaked_network_volumes",
-            "Network volumes of ours that no PersistentVolume names, as last listed: kept "
-            "(their data is never deleted on a guess), to delete by hand if unneeded.",
+            "Network volumes of ours that no PersistentVolume names and no claim waits "
+            "for, told every tick from the most recent list: a duplicate is deleted after "
+            "the orphan grace, one whose claim is gone kept (to delete by hand if unneeded).",
             registry=self.registry,
         )
         self.leaked_seconds = Counter(

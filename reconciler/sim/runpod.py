@@ -75,8 +75,10 @@ limited, not in the request log); bodies are JSON:
                                               {"kind": "delete-keeps-billing", "count"}
     POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
-    POST   /_sim/listing-lag                 {"seconds": 20}
-    POST   /_sim/listing-lag/catch-up        every pod listed now, as once its lag passed
+    POST   /_sim/listing-lag                 {"seconds": 20}: pods, clusters and network
+                                              volumes made from now on are listed that
+                                              much later (`runpod_listing`)
+    POST   /_sim/listing-lag/catch-up        everything listed now, as once its lag passed
     POST   /_sim/image-pull                  {"image", "seconds"}
     POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
     GET    /_sim/requests                    [{"method", "path", "query", "status", "body",
@@ -520,10 +522,15 @@ class RunPodSimulator:
             self._create_faults.append(_CreateFault(count, status=201, hang=seconds))
 
     def catch_up_listing(self) -> None:
-        """Every pod shows in the list from now on, as once its lag has passed."""
+        """Every pod, cluster and network volume shows in its list from now on, as once
+        its lag has passed."""
         with self._lock:
-            for pod in self._pods.values():
-                pod.listed_from = None
+            for listed in (
+                *self._pods.values(),
+                *self._clusters.values(),
+                *self._volumes.live.values(),
+            ):
+                listed.listed_from = None
 
     def set_listing_lag(self, seconds: float) -> None:
         with self._lock:
@@ -1321,13 +1328,15 @@ class RunPodSimulator:
 
     @api("GET", "/v2/network-volumes")
     def _list_volumes(self, request: _Request) -> Reply:
-        volumes = [volume.to_json() for volume in self._volumes.live.values()]
+        volumes = [volume.to_json() for volume in self._volumes.listed(request.now)]
         return Reply(200, {"networkVolumes": volumes})
 
     @api("POST", "/v2/network-volumes")
     def _create_volume(self, request: _Request) -> Reply:
         datacenters = self._catalog.datacenters()
-        return Reply(201, self._volumes.create(request.body, datacenters, request.now).to_json())
+        listed_from = request.now + self._listing_lag
+        made = self._volumes.create(request.body, datacenters, request.now, listed_from)
+        return Reply(201, made.to_json())
 
     @api("GET", "/v2/network-volumes/{id}")
     def _get_volume(self, request: _Request) -> Reply:

@@ -1,6 +1,7 @@
 """The simulated RunPod's network volumes: the contract's rules, their data and their bill.
 
-    GET    /v2/network-volumes        every volume of the account
+    GET    /v2/network-volumes        every volume of the account, after the listing lag
+                                      (`runpod_listing`): a new one is read by id at once
     POST   /v2/network-volumes        201; 422 off the schema (size 10-4096, type), 400 for
                                       an unknown data center
     GET    /v2/network-volumes/{id}   404 for an unknown id
@@ -36,6 +37,7 @@ from random import Random
 from typing import Any
 
 from reconciler.sim import runpod_billing as billing
+from reconciler.sim.runpod_listing import Listing
 from reconciler.sim.runpod_validate import Problem, check_create_volume, check_update_volume
 
 VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
@@ -44,7 +46,7 @@ _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
 @dataclass
-class SimVolume:
+class SimVolume(Listing):
     id: str
     name: str
     datacenter: str
@@ -54,6 +56,7 @@ class SimVolume:
     """Each size the volume had, from when: the bill follows it."""
     directory: Path
     deleted_at: datetime | None = None
+    listed_from: datetime | None = None
 
     @property
     def size(self) -> int:
@@ -87,11 +90,20 @@ class Volumes:
     gone: list[SimVolume] = field(default_factory=list)
     _root: Path | None = None
 
-    def create(self, body: Any, datacenters: set[str], now: datetime) -> SimVolume:
+    def create(
+        self, body: Any, datacenters: set[str], now: datetime, listed_from: datetime
+    ) -> SimVolume:
+        """A volume made through the API: listed from `listed_from` (the listing lag)."""
         check_create_volume(body)
         if body["dataCenter"] not in datacenters:
             raise Problem(400, f"dataCenter: unknown data center {body['dataCenter']}")
-        return self.add(body["name"], body["size"], body["dataCenter"], now, body.get("type"))
+        volume = self.add(body["name"], body["size"], body["dataCenter"], now, body.get("type"))
+        volume.listed_from = listed_from
+        return volume
+
+    def listed(self, now: datetime) -> list[SimVolume]:
+        """What `GET /v2/network-volumes` shows now: the live volumes past their lag."""
+        return [volume for volume in self.live.values() if volume.listed(now)]
 
     def add(
         self, name: str, size: int, datacenter: str, now: datetime, kind: str | None = None

@@ -52,6 +52,23 @@ def test_a_created_volume_is_listed_and_read_with_the_contracts_fields(sim):
     assert call(sim, "GET", "/v2/network-volumes/nope").status_code == 404
 
 
+def test_the_list_lags_behind_a_create_and_only_a_404_by_id_says_gone(sim):
+    """A client that took a volume its list omits for gone would make it twice (or drop
+    its PV): the list lags as the pod list does, the id answers at once."""
+    sim.set_listing_lag(30)
+    volume = make_volume(sim)
+    assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": []}
+    assert call(sim, "GET", f"/v2/network-volumes/{volume['id']}").json() == volume
+    sim.advance(30)
+    assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": [volume]}
+    lagging = make_volume(sim, name="next")
+    sim.catch_up_listing()
+    listed = call(sim, "GET", "/v2/network-volumes").json()["networkVolumes"]
+    assert [v["id"] for v in listed] == [volume["id"], lagging["id"]]
+    assert call(sim, "DELETE", f"/v2/network-volumes/{volume['id']}").status_code == 204
+    assert call(sim, "GET", f"/v2/network-volumes/{volume['id']}").status_code == 404
+
+
 @pytest.mark.parametrize(
     ("fields", "status"),
     [

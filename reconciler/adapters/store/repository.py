@@ -24,10 +24,12 @@ from reconciler.adapters.store.models import (
     BillingRead,
     ClusterRow,
     HostKey,
+    ListedVolume,
     Lock,
     Mapping,
     NamespaceBudget,
     PodLog,
+    ResourceList,
     ResourceSpendRecord,
     SpendRecord,
     Tick,
@@ -36,13 +38,15 @@ from reconciler.adapters.store.models import (
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.clusters import ClusterRecord
-from reconciler.core.domain import BillingRecord, ResourceCharge
+from reconciler.core.domain import BillingRecord, ResourceCharge, RunPodVolume
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
+from reconciler.core.volume_leaks import KnownVolume
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
 _POD_BILLING = "pods"
+_VOLUME_LIST = "network-volumes"
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
 
@@ -182,6 +186,54 @@ class Store:
                 )
             )
             return {instance_id: float(total) for instance_id, total in result}
+
+    # --- network volumes of ours as last listed -----------------------------------------
+
+    def volume_list(self) -> tuple[datetime | None, list[KnownVolume]]:
+        """When RunPod's volumes were last listed (None: never, in this database) and
+        the volumes of ours that list showed."""
+        with self._sessions() as session:
+            read = session.get(ResourceList, _VOLUME_LIST)
+            rows = session.scalars(select(ListedVolume).order_by(ListedVolume.volume_id))
+            known = [
+                KnownVolume(
+                    RunPodVolume(row.volume_id, row.name, row.size_gb, row.datacenter, row.type),
+                    row.first_listed_at,
+                    row.leaked_since,
+                )
+                for row in rows
+            ]
+            return (None if read is None else read.listed_at), known
+
+    def save_volume_list(self, ours: Sequence[RunPodVolume], now: datetime) -> None:
+        """Keep a complete list's volumes of ours in place of the last one's (each keeps
+        when a list first showed it)."""
+        with self._sessions.begin() as session:
+            kept = {row.volume_id: row for row in session.scalars(select(ListedVolume))}
+            for volume_id, row in kept.items():
+                if volume_id not in {v.id for v in ours}:
+                    session.delete(row)
+            for volume in ours:
+                row = kept.get(volume.id) or ListedVolume(volume_id=volume.id, first_listed_at=now)
+                session.add(row)
+                row.name, row.size_gb, row.type = volume.name, volume.size_gb, volume.type
+                row.datacenter = volume.datacenter
+            session.merge(ResourceList(name=_VOLUME_LIST, listed_at=now))
+
+    def forget_listed_volume(self, volume_id: str) -> None:
+        """A volume RunPod deleted: the kept list no longer shows it."""
+        with self._sessions.begin() as session:
+            session.execute(delete(ListedVolume).where(ListedVolume.volume_id == volume_id))
+
+    def mark_volume_leaks(self, leaked: Sequence[str], now: datetime) -> None:
+        """Which kept volumes the audit found leaked (for `reconciler cost`); written
+        only when that changes."""
+        with self._sessions.begin() as session:
+            for row in session.scalars(select(ListedVolume)):
+                if row.volume_id in leaked and row.leaked_since is None:
+                    row.leaked_since = now
+                elif row.volume_id not in leaked and row.leaked_since is not None:
+                    row.leaked_since = None
 
     # --- network volumes' and clusters' charges -----------------------------------------
 
