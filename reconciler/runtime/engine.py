@@ -15,7 +15,6 @@ ample (runtime/system_events.py: none when no instance is starting).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
