@@ -153,6 +153,62 @@ class SimHost:
                 f"{NAMESPACE}-{name}-{uid[:8]}", env={OWNER_ENV: owner_id, POD_UID_ENV: uid}
             )
 
+    def add_cpu_pods(self, prefix: str, count: int, node_name: str) -> None:
+        """Pods asking for CPUs and memory only: the reconciler gives each a CPU instance."""
+        for i in range(count):
+            manifest = _pod_manifest(f"{prefix}-{i:05d}", node_name)
+            container = manifest["spec"]["containers"][0]
+            container["resources"] = {"limits": {"cpu": "2", "memory": "4Gi"}}
+            self.kube.create_pod(manifest)
+
+    def add_gangs(self, prefix: str, count: int, node_name: str, size: int = 2) -> None:
+        """Indexed Jobs whose pods ask to run as one Instant Cluster; the Kubernetes
+        simulator's Job controller makes their pods."""
+        for i in range(count):
+            template = _pod_manifest("unused", node_name)
+            template["spec"]["restartPolicy"] = "Never"
+            template["spec"]["containers"][0]["command"] = ["torchrun", "train.py"]
+            template["metadata"] = {"annotations": {"runpod.io/cluster": "true"}}
+            spec = {
+                "completionMode": "Indexed",
+                "completions": size,
+                "parallelism": size,
+                "backoffLimit": 6,
+                "template": template,
+            }
+            job = {"apiVersion": "batch/v1", "kind": "Job", "spec": spec}
+            self.kube.put(
+                "jobs", {**job, "metadata": {"name": f"{prefix}-{i:04d}", "namespace": NAMESPACE}}
+            )
+
+    def add_claims(self, prefix: str, count: int) -> None:
+        """Claims of our StorageClass that bind at once, each to a volume of its own."""
+        from reconciler.core.network_volumes import PROVISIONER
+
+        self.kube.put(
+            "storageclasses",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": "runpod"},
+                "provisioner": PROVISIONER,
+                "parameters": {"dataCenter": "EU-RO-1"},
+                "volumeBindingMode": "Immediate",
+            },
+        )
+        for i in range(count):
+            claim = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": f"{prefix}-{i:05d}", "namespace": NAMESPACE},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "resources": {"requests": {"storage": "10Gi"}},
+                    "storageClassName": "runpod",
+                },
+            }
+            self.kube.put("persistentvolumeclaims", claim)
+
     def delete_pods(self, names: list[str], grace_seconds: int = 30) -> None:
         for name in names:
             self.kube.delete_pod(NAMESPACE, name, grace_seconds)
@@ -200,7 +256,7 @@ def converge(
     database_url: str,
     settings: Settings,
     interval: float = 15,
-    max_ticks: int = 10,
+    max_ticks: int = 40,
 ) -> int:
     """Tick the host's reconciler until a tick plans nothing; returns the ticks used."""
     try:

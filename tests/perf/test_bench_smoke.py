@@ -147,9 +147,9 @@ def test_the_benchmark_exits_1_when_a_target_is_missed(
     summary = {
         "wall_ms": 1.0, "cpu_ms": 1.0, "sim_cpu_ms": 1.0, "planner_in_tick_ms": 0.0,
         "plan_direct_ms": 0.0, "plan_direct_cpu_ms": 0.0, "baseline_rss_mb": 50.0,
-        "peak_rss_mb": 60.0, "tick_heap_peak_mb": 1.0, "calls_per_pod": 100.0, "kube_pages": 1,
-        "kube_heartbeat": 2,
-        "kube_unscheduled": 1, "kube_other": {}, "expected_pages": 1,
+        "peak_rss_mb": 60.0, "tick_heap_peak_mb": 1.0, "objects": 5, "calls_per_object": 100.0,
+        "kube_pages": 1, "kube_heartbeat": 2, "kube_unscheduled": 1, "kube_other": {},
+        "expected_pages": 1,
         "runpod": {"GET /v2/pods": 1 if met else 2}, "writes": {"INSERT ticks": 1},
         "transactions": 1,
     }  # fmt: skip
@@ -195,6 +195,6 @@ def test_a_steady_tick_at_1000_pods_stays_under_its_calls_ceiling(
 ) -> None:
     host, clock = world
     result = bench_steady(host, clock, 1000, workdir, ticks=1)
-    per_pod = result.summary()["calls_per_pod"]
+    per_pod = result.summary()["calls_per_object"]
     assert per_pod <= CALLS_CEILING, f"{per_pod:.0f} calls per pod"
     assert_met(steady_targets(1000, result.summary()))
