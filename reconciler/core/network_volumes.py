@@ -29,6 +29,7 @@ its GB is 10^9 or 2^30 bytes; 10^9 is taken, the reading that can only round up.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -126,8 +127,10 @@ def _our_prefix(owner_id: str) -> str:
     return f"{REGISTRY_NAME_PREFIX}{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}-pvc-"
 
 
+@functools.lru_cache(maxsize=1024)
 def size_gb(request: str) -> int:
-    """A claim's storage request in RunPod's whole GB, rounded up; ValueError if unreadable."""
+    """A claim's storage request in RunPod's whole GB, rounded up; ValueError if unreadable.
+    Remembered: every tick compares each bound claim with its PV, in a few spellings."""
     return max(1, math.ceil(quantity_value(request) / Decimal(GB)))
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
@@ -88,12 +88,29 @@ def plan_gangs(t: Situation) -> list[Action]:
             actions += _wait(t, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
             by_job.setdefault(job, []).append(pod)
+    # Each gang sees its own Job's members and rows: looked up, not searched for, so
+    # that a tick's work grows with the gangs, not with their square.
+    members_of = _by_job(members)
+    rows_of = _by_job(rows)
+    listed_ids = {m.cluster_id for group in members.values() for m in group}
     current: set[str] = set()
     for job, pods in by_job.items():
-        decided, key = _gang(t, job, pods, members, rows)
+        decided, key = _gang(
+            t, job, pods, members_of.get(job, {}), rows_of.get(job, {}), listed_ids
+        )
         actions += decided
         current.add(key)
     return actions + _collect(t, members, rows, by_job, current)
+
+
+_V = TypeVar("_V")
+
+
+def _by_job(by_gang: Mapping[str, _V]) -> dict[str, dict[str, _V]]:
+    found: dict[str, dict[str, _V]] = {}
+    for gang, value in by_gang.items():
+        found.setdefault(key_job(gang), {})[gang] = value
+    return found
 
 
 def _gang(
@@ -102,10 +119,11 @@ def _gang(
     pods: list[KubeObject],
     members: Mapping[str, Sequence[Instance]],
     rows: Mapping[str, ClusterRecord],
+    listed_ids: set[str | None],
 ) -> tuple[list[Action], str]:
-    """One Job's gang: its actions, and its key."""
+    """One Job's gang: its actions, and its key. `members` and `rows` are the Job's,
+    `listed_ids` every cluster the list shows."""
     active = [p for p in pods if is_live(p)]
-    listed_ids = {m.cluster_id for group in members.values() for m in group}
     actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
     key = gang_key(job, active)
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
@@ -119,8 +137,8 @@ def _gang(
     # member. The annotation is anyone's to write who may edit the pod: it counts only
     # when it names a cluster of this Job that RunPod lists or a row records; another
     # value is written back by the mirror. Its end goes on it before that cluster goes.
-    known = {m.cluster_id for gang, g in members.items() if key_job(gang) == job for m in g}
-    known |= {r.cluster_id for r in rows.values() if key_job(r.gang) == job}
+    known = {m.cluster_id for g in members.values() for m in g}
+    known |= {r.cluster_id for r in rows.values()}
     broken = [
         p
         for p in active
@@ -132,7 +150,7 @@ def _gang(
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
         old = listed[0].cluster_id
-        if key_job(gang) == job and gang != key and old not in sent:
+        if gang != key and old not in sent:
             detail = "the gang it ran changed (a pod of it ended or went)"
             ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
             actions += gang_end.delete(t, old, rows.get(gang), detail, ran)
