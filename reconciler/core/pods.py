@@ -88,10 +88,16 @@ class NodePods:
 
 
 def sort_node_pods(pods: Iterable[KubeObject]) -> NodePods:
-    by_role: dict[Role, list[KubeObject]] = {r: [] for r in Role}
+    sorted_pods = NodePods([], [], [])
     for pod in pods:
-        by_role[role(pod)].append(pod)
-    return NodePods(by_role[Role.ALONE], by_role[Role.GANG], by_role[Role.DAEMON_SET])
+        match role(pod):  # compared, not hashed: an enum's hash is a Python call
+            case Role.ALONE:
+                sorted_pods.alone.append(pod)
+            case Role.GANG:
+                sorted_pods.gangs.append(pod)
+            case Role.DAEMON_SET:
+                sorted_pods.daemon_sets.append(pod)
+    return sorted_pods
 
 
 def pod_annotations(pod: KubeObject) -> Mapping[str, str]:

@@ -71,7 +71,7 @@ from reconciler.core.translate.gpus import unknown_datacenters
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
-from reconciler.core.usage import UsageMeter, gpu_utilization
+from reconciler.core.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.runtime import money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.claim import WriterLost
@@ -107,6 +107,9 @@ class TickReport:
     done: list[Action] = field(default_factory=list)
     """The actions that were carried out without an error."""
     observation: Observation | None = None
+    gpus: list[GpuUtilization] = field(default_factory=list)
+    """Each running GPU's utilization as the tick's list showed it, worked out once for
+    the tick's row and the gauge (not on a dry run)."""
     """What the tick saw, for the metrics; None when it could not observe."""
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing claims, named like ours: reported, never touched."""
@@ -1001,19 +1004,18 @@ class Engine:
                 found[podinfo.uid(pod)] = datacenter
         return found
 
-    def _gpu_utilization(self, observation: Observation | None) -> dict[str, list[float]]:
-        """Each GPU pod's GPUs as the tick's list showed them, for the tick's row."""
-        found: dict[str, list[float]] = {}
-        if observation is not None:
-            owned = ownership_of(observation, self.settings.owner_id).owned
-            for gpu in gpu_utilization(observation.pods, owned):
-                found.setdefault(f"{gpu.namespace}/{gpu.pod}", []).append(gpu.ratio)
-        return found
+    def _gpus(self, observation: Observation | None) -> list[GpuUtilization]:
+        if observation is None:
+            return []
+        return gpu_utilization(
+            observation.pods, ownership_of(observation, self.settings.owner_id).owned
+        )
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()
         if dry_run:
             return report
+        report.gpus = self._gpus(report.observation)
         report.tick_id = self.store.record_tick(
             TickSummary(
                 started_at=report.started_at,
@@ -1024,11 +1026,19 @@ class Engine:
                 actions_applied=sum(report.applied.values()),
                 actions_failed=sum(report.failed.values()),
                 errors=tuple(report.errors),
-                gpu_utilization=self._gpu_utilization(report.observation),
+                gpu_utilization=_by_pod(report.gpus),
             ),
             report.tick_id,
         )
         return report
+
+
+def _by_pod(gpus: Sequence[GpuUtilization]) -> dict[str, list[float]]:
+    """The tick row's form: each GPU pod's GPUs ("<namespace>/<pod>")."""
+    found: dict[str, list[float]] = {}
+    for gpu in gpus:
+        found.setdefault(f"{gpu.namespace}/{gpu.pod}", []).append(gpu.ratio)
+    return found
 
 
 def _job_owner_uid(pod: KubeObject) -> str:

@@ -24,6 +24,7 @@ plugin/pkg/admission/storage, Kubernetes 1.32), acting at once on every write.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconciler.sim.kube_resources import (
@@ -53,9 +54,20 @@ _WATCHED = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS, STORAGE_CLASSES)
 _ROUNDS = 5
 
 
+@dataclass(frozen=True)
+class _Volumes:
+    """The PVs as of one store version, looked up by the claim they name; the claim
+    controller reads them for every claim on every sync."""
+
+    version: int
+    by_claim: dict[tuple[str | None, str | None], list[dict[str, Any]]]
+    unclaimed: list[dict[str, Any]]
+
+
 class VolumeControllers:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._volumes: _Volumes | None = None
 
     # Admission
 
@@ -192,15 +204,28 @@ class VolumeControllers:
             self._patch(PERSISTENT_VOLUME_CLAIMS, claim, {"status": status}, "status")
 
     def _prebound(self, claim: dict[str, Any]) -> dict[str, Any] | None:
-        for volume in self._all(PERSISTENT_VOLUMES):
-            ref = volume["spec"].get("claimRef")
-            if (
-                ref is not None
-                and _names(ref, claim)
-                and not volume["metadata"].get("deletionTimestamp")
-            ):
+        meta = claim["metadata"]
+        for volume in self._indexed().by_claim.get((meta.get("namespace"), meta["name"]), ()):
+            ref = volume["spec"]["claimRef"]
+            if _names(ref, claim) and not volume["metadata"].get("deletionTimestamp"):
                 return volume
         return None
+
+    def _indexed(self) -> _Volumes:
+        """The PVs indexed once per store version, not searched once per claim: a sync
+        goes over every claim, and runs on every write of a claim, PV or pod."""
+        version = self.store.resource_version
+        if self._volumes is None or self._volumes.version != version:
+            by_claim: dict[tuple[str | None, str | None], list[dict[str, Any]]] = {}
+            unclaimed = []
+            for volume in self._all(PERSISTENT_VOLUMES):
+                ref = volume["spec"].get("claimRef")
+                if ref is None:
+                    unclaimed.append(volume)
+                else:
+                    by_claim.setdefault((ref.get("namespace"), ref.get("name")), []).append(volume)
+            self._volumes = _Volumes(version, by_claim, unclaimed)
+        return self._volumes
 
     def _matching(self, claim: dict[str, Any]) -> dict[str, Any] | None:
         """The smallest Available PV of the claim's class that fits it."""
@@ -208,9 +233,8 @@ class VolumeControllers:
         wanted = storage_of(spec.get("resources", {}).get("requests")) or 0
         fitting = [
             volume
-            for volume in self._all(PERSISTENT_VOLUMES)
-            if volume["spec"].get("claimRef") is None
-            and not volume["metadata"].get("deletionTimestamp")
+            for volume in self._indexed().unclaimed
+            if not volume["metadata"].get("deletionTimestamp")
             and str(volume["spec"].get("storageClassName") or "") == claim_class(claim)
             and set(spec.get("accessModes") or []) <= set(volume["spec"].get("accessModes") or [])
             and (storage_of(volume["spec"].get("capacity")) or 0) >= wanted

@@ -35,6 +35,7 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.runtime.engine import Engine, TickReport
+from reconciler.runtime.metrics import Metrics
 from reconciler.runtime.wiring import RunMode, compose
 from reconciler.sim.clock import SimClock
 
@@ -370,6 +371,8 @@ class MeasuredReconciler:
         sql = db.make_engine(self.database_url)
         migrate.upgrade(sql)
         self.writes = WriteCounter(sql)
+        # The loop's metrics after each tick, as a Deployment serves them.
+        metrics = Metrics()
         self.engine, _ = compose(
             self.settings,
             self.runpod,
@@ -377,6 +380,9 @@ class MeasuredReconciler:
             Store(db.session_factory(sql)),
             self.clock.now,
             RunMode.ONCE,
+            after_tick=lambda engine, report: metrics.observe(
+                report, engine.runpod.rate_budget, engine.settings.owner_id
+            ),
         )
 
     def tick(self) -> TickReport:

@@ -185,9 +185,11 @@ def test_the_http_benchmark_measures_every_layer() -> None:
     assert len(found) == 7 and all(ms > 0 for ms in found.values())
 
 
-CALLS_CEILING = 150
-"""Python calls per pod of a steady tick at N=1 000, a little above today's 139: a change
-that makes every steady tick do more per pod fails here, where CPU time is too noisy to."""
+CALLS_CEILING = 160
+"""Python calls per pod of a steady tick at N=1 000 with the loop's metrics, a little above
+today's 150: a change that makes every steady tick do more per pod fails here, where CPU
+time is too noisy to (the benchmark's own target is the 165 of before clusters and
+volumes came in)."""
 
 
 def test_a_steady_tick_at_1000_pods_stays_under_its_calls_ceiling(

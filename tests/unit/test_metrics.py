@@ -14,8 +14,10 @@ from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, Runtime
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import Observation
 from reconciler.core.reasons import TerminateReason
+from reconciler.core.usage import gpu_utilization
 from reconciler.runtime.engine import TickReport
 from reconciler.runtime.metrics import Metrics
 
@@ -64,13 +66,16 @@ def report(
     done: list[Any],
     actions: list[Any] | None = None,
 ) -> TickReport:
+    observation = Observation(pods, instances, [])
     return TickReport(
         started_at=NOW,
         finished_at=NOW,
         observed=True,
-        observation=Observation(pods, instances, []),
+        observation=observation,
         done=done,
         actions=actions if actions is not None else done,
+        # As the engine works them out at the end of its tick.
+        gpus=gpu_utilization(pods, ownership_of(observation, OWNER).owned),
     )
 
 
