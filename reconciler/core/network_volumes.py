@@ -112,6 +112,12 @@ class StorageView:
     claims whose data center neither their class, nor a pod, nor the node names
     (`unplaced_consumers`)."""
 
+    @functools.cached_property
+    def made_by_us(self) -> list[KubeObject]:
+        """The PVs the provisioner made (`_made_by_us`), sorted out once per view: each
+        reclaim and resize decision of every tick goes over them."""
+        return [pv for pv in self.volumes if _made_by_us(pv)]
+
 
 def volume_name(owner_id: str, claim_uid: str) -> str:
     return f"{_our_prefix(owner_id)}{claim_uid}"
@@ -547,9 +553,9 @@ def _select(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> lis
 def _grown(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject, int]]:
     """(claim, PV, GB asked) for each bound claim of ours asking more than its PV holds."""
     claims = {c["metadata"]["uid"]: c for c in view.claims}
-    for pv in view.volumes:
+    for pv in view.made_by_us:
         claim = claims.get((pv["spec"].get("claimRef") or {}).get("uid"))
-        if claim is None or not _made_by_us(pv) or pv["status"].get("phase") != "Bound":
+        if claim is None or pv["status"].get("phase") != "Bound":
             continue
         request = ((claim["spec"].get("resources") or {}).get("requests") or {}).get("storage")
         want = size_gb(str(request or "0"))
@@ -576,10 +582,9 @@ def _resizes(view: StorageView) -> list[Any]:
 
 
 def _released(view: StorageView) -> Iterable[KubeObject]:
-    for pv in view.volumes:
+    for pv in view.made_by_us:
         if (
-            _made_by_us(pv)
-            and pv["status"].get("phase") == "Released"
+            pv["status"].get("phase") == "Released"
             and pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete"
         ):
             yield pv

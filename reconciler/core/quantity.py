@@ -11,6 +11,7 @@ dividing the value, and turn decimal when the value is under 1024 or not whole.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_UP, Decimal, InvalidOperation, localcontext
 
@@ -38,7 +39,9 @@ def quantity_value(text: str) -> Decimal:
     return _parse(text)[0]
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse(text: str) -> tuple[Decimal, str]:
+    """Remembered: each tick reads the same few spellings on every claim and PV."""
     match = _SYNTAX.fullmatch(text.strip())
     if match is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (such as 4, 500m, 16Gi)")
