@@ -7,31 +7,33 @@ from pathlib import Path
 from prometheus_client.metrics import MetricWrapperBase
 
 from reconciler.docsgen.markdown import code, table
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.metrics import GpuGauge, Metrics
 
 # prometheus_client adds these to the name a counter is declared with.
 _SUFFIX = {"counter": "_total"}
 
 
-def exported() -> list[MetricWrapperBase]:
-    """The metrics of a fresh `Metrics`, in the order they are declared."""
-    return [value for value in vars(Metrics()).values() if isinstance(value, MetricWrapperBase)]
-
-
-# What prometheus_client keeps of a metric's declaration is private to it, but stable.
-def name(metric: MetricWrapperBase) -> str:
-    return metric._name + _SUFFIX.get(str(metric._type), "")
+def exported() -> list[tuple[str, str, tuple[str, ...], str]]:
+    """Name, type, labels and meaning of each metric of a fresh `Metrics`, in the order
+    they are declared: the declared metrics, and the collectors made at scrape time."""
+    found = []
+    for value in vars(Metrics()).values():
+        # What prometheus_client keeps of a declaration is private to it, but stable.
+        if isinstance(value, MetricWrapperBase):
+            kind = str(value._type)
+            labels = tuple(value._labelnames)
+            found.append((value._name + _SUFFIX.get(kind, ""), kind, labels, value._documentation))
+        elif isinstance(value, GpuGauge):  # a collector: its families made at scrape time
+            for family in value.describe():
+                labels = tuple(family._labelnames)
+                found.append((family.name, family.type, labels, family.documentation))
+    return found
 
 
 def page(_root: Path) -> str:
     rows = [
-        (
-            code(name(metric)),
-            str(metric._type),
-            ", ".join(code(label) for label in metric._labelnames),
-            metric._documentation,
-        )
-        for metric in exported()
+        (code(name), kind, ", ".join(code(label) for label in labels), meaning)
+        for name, kind, labels, meaning in exported()
     ]
     return "\n".join(
         [
