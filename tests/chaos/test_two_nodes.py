@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 NAMESPACE = "shared"
 CLAIMS = 20
 CLUSTER = "two-nodes"
+PVS = "/api/v1/persistentvolumes"
 
 
 @pytest.fixture
@@ -136,17 +137,19 @@ def test_twenty_immediate_claims_on_two_nodes_get_one_volume_each(
 def test_a_node_lost_after_a_volume_post_leaves_one_volume_per_claim(
     host: SimHost, tmp_path: Path, loss: str
 ) -> None:
-    """Node a holds a claim and POSTs its volume, then dies before the PV (or its PV
-    create is refused) and its database is lost; node b ticks meanwhile and after."""
+    """Node a holds a claim and POSTs its volume, then dies before the PV and its
+    database is lost; or two PV creates are refused (a webhook, a quota: whichever node
+    made them), and node a's database is lost. Both nodes tick meanwhile and after."""
     a, b = nodes(host, tmp_path)
     add_claims(host)
     if loss == "crash-after-post":
         first, _ = together(a, b, TickPlan(crash_at="after-volume-create:1"))
         assert first.crashed
     else:
-        path = "/api/v1/persistentvolumes"
-        host.kube_fault("POST", path, 500, 3)
+        host.kube_fault("POST", PVS, 403, 2)
         together(a, b)
+        refused = [r for r in host.kube_requests() if r[:2] == ["POST", PVS] and r[3] == 403]
+        assert len(refused) == 2, refused
     a.delete_database()
     snap = converge(host, a, b)
     assert phases(snap) == ["Bound"] * CLAIMS
