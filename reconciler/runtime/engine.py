@@ -52,6 +52,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
+from reconciler.core.ghost_charges import GhostCharge
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.plan import gang_end
@@ -74,7 +75,7 @@ from reconciler.core.translate.offers import first_datacenter
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
-from reconciler.runtime import money
+from reconciler.runtime import charge_audit, money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
@@ -119,6 +120,9 @@ class TickReport:
     """Instant Clusters RunPod made this tick."""
     cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
     """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
+    ghost_charges: list[GhostCharge] | None = None
+    """Ids RunPod charges that it neither lists nor answers for (`core.ghost_charges`);
+    None when the tick did not get to apply."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
     volumes were not listed this tick."""
@@ -851,9 +855,24 @@ class Engine:
             )
         self._collect_registries(report, executor)
         self._provision_volumes(report, executor)
+        if report.observation is not None:
+            self._audit_charges(report, report.observation)
         leaks = [leak for read in report.resource_billing for leak in read.leaks]
         if leaks:
             _run_into(executor, leaks, report)
+
+    def _audit_charges(self, report: TickReport, observation: Observation) -> None:
+        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        no create planned and no instance starting (their reads come first), unless it
+        has been put off for hours."""
+        now = report.started_at
+        quiet = not (report.planned["Create"] or report.planned["CreateCluster"]) and not starting(
+            observation.pods, observation.instances, observation.rows
+        )
+        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
+        report.ghost_charges = charge_audit.audit(
+            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
+        )
 
     def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
         """The network-volume provisioner's step (`core.network_volumes` decides) and the
