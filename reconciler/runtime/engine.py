@@ -53,7 +53,7 @@ from reconciler.core.domain import (
     RunPodVolume,
 )
 from reconciler.core.ghost_charges import GhostCharge
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRecord, unlisted_instances
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
@@ -672,21 +672,9 @@ class Engine:
     def _confirm_missing(
         self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
     ) -> list[Instance]:
-        """Ask for each mapped instance of a live pod that the list does not show.
-
-        The list can lag behind for longer than any grace period; only a 404 proves an
-        instance is gone. One call per missing instance, none in a steady tick.
-        """
-        listed_ids = {i.id for i in listed}
-        live = {podinfo.uid(p) for p in pods}
-        missing = [
-            row.instance_id
-            for row in rows
-            if row.state is MappingState.RUNNING
-            and row.instance_id
-            and row.instance_id not in listed_ids
-            and row.pod_uid in live
-        ]
+        """The mapped instances of live pods that the list omits, read by id (one GET
+        each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
+        missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
         return read_by_id(missing, self.runpod.get_instance).found
 
     def _confirm_missing_clusters(
@@ -695,25 +683,9 @@ class Engine:
         rows: Sequence[clusters.ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> list[Instance]:
-        """The members of each cluster a live gang's row or pods record that the list
-        does not show, read by id: a cluster is gone only once RunPod answers 404 for it
-        (`_confirm_missing`'s rule, for clusters). What a pod's annotation names is only
-        where to look: the members count as ours by their tags (`members_by_gang`). One
-        call per such cluster, none in a steady tick (the list shows them all)."""
-        shown = {m.cluster_id for m in listed}
-        live = clusters.live_gangs(gang_pods)
-        wanted: set[str | None] = {
-            row.cluster_id
-            for row in rows
-            if row.state is clusters.ClusterState.RUNNING and row.gang in live and row.cluster_id
-        }
-        wanted |= {
-            podinfo.pod_annotations(pod).get(clusters.CLUSTER_ID)
-            for pods in live.values()
-            for pod in pods
-        }
-        missing = [c for c in wanted - shown if c]
-        read = read_by_id(missing, self.runpod.cluster_members)
+        """The members of each cluster a live gang records that the list omits, read
+        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.cluster_members)
         return [member for members in read.found for member in members]
 
     def _exit_logs(
