@@ -2,8 +2,9 @@
 bills that it neither lists nor answers for is told (log, metric, `reconciler cost`)
 whoever's it was, by an hourly audit of RunPod's own billing that needs no journal: a
 cluster, or an instance, whose DELETE was answered yet bills on is told although the
-database was lost right after the DELETE, in CronJob mode (a new process each run). A
-resource that simply ended is never even read by id. Through both simulators."""
+database was lost right after the DELETE, and so is a network volume's, in CronJob
+mode (a new process each run). A resource that simply ended is never even read by id.
+Through both simulators."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.metrics import Metrics
 
+from .test_claims import add_claim, add_class, delete_claim, provision
 from .test_cluster_lag import delete_database
 from .test_clusters import members, running_gang
 from .test_money import _running
@@ -109,3 +111,21 @@ def test_a_resource_that_simply_ended_is_neither_told_nor_read_by_id(box: Sandbo
     assert all(not r.ghost_charges for r in reports)
     assert len(_gets_by_id(box, "/v2/pods/")) == before
     assert _cost(box)["charged_but_gone"] == []
+
+
+def test_a_volume_billed_after_its_delete_is_told_with_the_database_lost(box: Sandbox) -> None:
+    add_class(box)
+    add_claim(box)
+    provision(box)
+    [volume_id] = box.runpod_sim.volumes
+    box.runpod_sim.volume_delete_keeps_billing()
+    delete_claim(box)
+    box.tick()  # the released volume's DELETE answers 204, yet it bills on; its PV goes
+    assert box.runpod_sim.volumes == {}
+    delete_database(box)
+    reports = _runs(box, 4)
+    assert [(g.kind, g.resource_id) for g in reports[-1].ghost_charges or ()] == [
+        ("network-volume", volume_id)
+    ]
+    [shown] = _cost(box)["charged_but_gone"]
+    assert (shown["kind"], shown["id"], shown["named_by"]) == ("network-volume", volume_id, None)
