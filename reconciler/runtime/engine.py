@@ -889,6 +889,8 @@ class Engine:
                 )
             known = self.store.volume_list()[1]
             leaks = volume_leaks.found(known, view)
+            gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
+            leaks = [leak for leak in leaks if leak.volume.id not in gone]
             self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
         except Exception as exc:  # derived data: the provisioner's actions must still run
             report.errors.append(f"the network-volume leak audit: {exc}")
@@ -908,6 +910,18 @@ class Engine:
                 leak.why(),
             )
         return leaks
+
+    def _gone_since_listed(self, volume_ids: Sequence[str]) -> frozenset[str]:
+        """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
+        is told as a leak all the same (nothing is concluded from a failed read)."""
+        try:
+            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not read the leaked volumes by id: %s", exc)
+            return frozenset()
+        for volume_id in gone:
+            self.store.forget_listed_volume(volume_id)
+        return gone
 
     def _forget_volume(self, report: TickReport, volume_id: str) -> None:
         try:
