@@ -115,8 +115,9 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class CreateNetworkVolume:
-    """Hold the claim (`hold`, a patch; None: held already), POST a network volume for it
-    (journal row committed first), then its PV."""
+    """Hold the claim (`hold`, a patch: our finalizer, the volume's name and the time it
+    is asked for), POST a network volume for it (journal row committed first), then its
+    PV."""
 
     claim: ClaimRef
     name: str
@@ -158,10 +159,11 @@ class ResizeNetworkVolume:
 
 @dataclass(frozen=True)
 class DeleteNetworkVolume:
-    """DELETE a released volume of ours nothing mounts (journal row first), then its PV."""
+    """DELETE a volume of ours nothing mounts (journal row first), then its PV: a
+    released one's, or none (`pv_name` None) for a duplicate no PV ever named."""
 
     volume_id: str
-    pv_name: str
+    pv_name: str | None
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,9 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -55,6 +56,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
+from reconciler.core.pods import parse_time
 from reconciler.core.printable import quoted
 from reconciler.core.quantity import quantity_value
 from reconciler.core.reasons import VolumeNotice
@@ -68,6 +70,7 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 PROVISIONING_FINALIZER = "runpod.io/network-volume-provisioning"
 RECLAIM_ANNOTATION = "runpod.io/reclaim-policy"
 VOLUME_NAME_ANNOTATION = "runpod.io/network-volume-name"
+REQUESTED_AT_ANNOTATION = "runpod.io/network-volume-requested-at"
 MIN_GB, MAX_GB = 10, 4096
 GB = 10**9
 VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
@@ -89,13 +92,24 @@ class StorageView:
     node_name: str
     datacenter_ids: tuple[str, ...] = ()
     listed: Sequence[RunPodVolume] | None = None
+    gone: frozenset[str] = frozenset()
+    """Volumes RunPod answered 404 for by id this tick (read because `listed` omitted
+    them): the only proof a volume is gone, since the list lags behind creates."""
     datacenters: frozenset[str] = frozenset()
     """The data centers RunPod's catalog names, read with `listed` (empty: not known,
     then only the form of a data center's id is checked)."""
+    now: datetime | None = None
+    create_grace_time: float = 0.0
+    """How long a held claim's POST may take to show its volume in the list."""
     placing: Sequence[KubeObject] = ()
     """Pending pods with no node yet, read only while a claim the scheduler selected for
     this node has no consumer on it: the scheduler binds such a pod only after its claims
     are bound, so until then they are the claim's consumers."""
+    offered: Mapping[str, str] = field(default_factory=dict)
+    """The data center of each consumer's best offer, by pod UID
+    (`translate.offers.first_datacenter` over the cached catalog), for the consumers of
+    claims whose data center neither their class, nor a pod, nor the node names
+    (`unplaced_consumers`)."""
 
 
 def volume_name(owner_id: str, claim_uid: str) -> str:
@@ -151,7 +165,12 @@ def plan_volumes(view: StorageView) -> list[Any]:
     actions: list[Any] = []
     classes = {c["metadata"]["name"]: c for c in view.classes}
     for claim in view.claims:
-        actions += _select(view, claim, classes.get(_class_name(claim)))
+        cls = classes.get(_class_name(claim))
+        selecting = _select(view, claim, cls)
+        actions += selecting
+        if selecting and cls is not None:
+            # Why it cannot be placed is said at once, not a tick later once selected.
+            actions += _refusal_event(view, claim, cls)
     for claim, cls in _to_provision(view):
         actions += _provision(view, claim, cls)
     actions += _releases(view)
@@ -159,6 +178,15 @@ def plan_volumes(view: StorageView) -> list[Any]:
     for pv in _released(view):
         actions += _reclaim(view, pv)
     return actions
+
+
+def unlisted(view: StorageView) -> list[str]:
+    """The volumes this tick's decisions depend on (a released PV's to delete, a grown
+    claim's to resize) that the list omits: each is read by id, since the list lags
+    behind creates and only RunPod's 404 says a volume is gone."""
+    listed = {v.id for v in view.listed or ()}
+    needed = [*(_handle(pv) for pv in _released(view)), *(_handle(pv) for _, pv, _ in _grown(view))]
+    return sorted({h for h in needed if h and h not in listed}) if view.listed is not None else []
 
 
 def leaks(view: StorageView) -> list[RunPodVolume]:
@@ -207,20 +235,29 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
     if refusal is not None and _placed_by_a_consumer_gone(view, claim, cls):
         return [MarkClaimSelected(ref, None)]
     if refusal is not None:
-        return [ClaimEvent(ref, VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
+        return _refusal_event(view, claim, cls)
     if view.listed is None:
         return []
     name = volume_name(view.owner_id, ref.uid)
     existing = [v for v in view.listed if v.name == name]
     if existing:
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    if _requested_lately(view, claim):
+        return []  # its POST may have made it: the list lags behind creates
     size, datacenter = _size(claim), _datacenter(view, claim, cls)
     kind = (cls.get("parameters") or {}).get("type") or None
     assert datacenter is not None  # _refusal said so
-    hold = None if _held(view, claim) else _hold(claim, cls, name)
+    hold = _hold(claim, cls, name, view.now)
     return [
         CreateNetworkVolume(ref, name, size, datacenter, kind, claim, cls, view.node_name, hold)
     ]
+
+
+def _refusal_event(view: StorageView, claim: KubeObject, cls: KubeObject) -> list[Any]:
+    refusal = _refusal(view, claim, cls)
+    if refusal is None:
+        return []
+    return [ClaimEvent(ClaimRef.of(claim), VolumeNotice.PROVISIONING_FAILED, refusal, warning=True)]
 
 
 def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
@@ -234,6 +271,8 @@ def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None
     existing = [v for v in view.listed if v.name == name]
     if existing:
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
+    if _requested_lately(view, claim):
+        return []  # its POST may have made it: the list lags behind creates
     return [ReleaseClaim(ref, _release(claim))]
 
 
@@ -270,21 +309,42 @@ def _deleting(claim: KubeObject) -> bool:
     return bool(claim["metadata"].get("deletionTimestamp"))
 
 
-def _hold(claim: KubeObject, cls: KubeObject, name: str) -> KubeObject:
+def _hold(claim: KubeObject, cls: KubeObject, name: str, now: datetime | None) -> KubeObject:
     """The patch that holds a claim before its volume's POST: our finalizer, the
-    class's reclaim policy and the volume's name, on the version of the claim the tick
-    read (a claim changed or deleted since is refused, and the POST not sent)."""
+    class's reclaim policy, the volume's name and when it is asked for, on the version
+    of the claim the tick read (a claim changed or deleted since is refused, and the
+    POST not sent). Written again before each POST: the time is that of the last."""
     meta = claim["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or () if f != PROVISIONING_FINALIZER]
+    annotations = {RECLAIM_ANNOTATION: reclaim_policy(claim, cls), VOLUME_NAME_ANNOTATION: name}
+    if now is not None:
+        annotations[REQUESTED_AT_ANNOTATION] = now.isoformat()
     return {
         "metadata": {
             "resourceVersion": meta["resourceVersion"],
-            "finalizers": [*(meta.get("finalizers") or ()), PROVISIONING_FINALIZER],
-            "annotations": {
-                RECLAIM_ANNOTATION: reclaim_policy(claim, cls),
-                VOLUME_NAME_ANNOTATION: name,
-            },
+            "finalizers": [*finalizers, PROVISIONING_FINALIZER],
+            "annotations": annotations,
         }
     }
+
+
+def _requested_lately(view: StorageView, claim: KubeObject) -> bool:
+    """A claim we hold whose volume was POSTed less than the create grace ago: RunPod's
+    list lags behind creates, and RunPod names no volume it made for a lost answer, so
+    only time tells (as for an instance's in-doubt create). The time is on the claim,
+    not in the database, which a crash may take with it. Unreadable, or ahead of the
+    clock (an edit), it holds nothing back: the rule then is the one without it."""
+    if view.now is None or not _held(view, claim):
+        return False
+    try:
+        asked = parse_time(
+            (claim["metadata"].get("annotations") or {}).get(REQUESTED_AT_ANNOTATION)
+        )
+    except ValueError:
+        return False
+    if asked is None or asked.tzinfo is None or asked > view.now:
+        return False
+    return view.now - asked < timedelta(seconds=view.create_grace_time)
 
 
 def _release(claim: KubeObject) -> KubeObject:
@@ -318,8 +378,9 @@ def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | Non
     datacenter = _datacenter(view, claim, cls)
     if datacenter is None:
         return (
-            f"no data center: set parameters.dataCenter on StorageClass {name}, or "
-            "runpod.io/datacenter-ids on the pod that uses the claim"
+            "no data center: no pod that uses the claim has an offer in RunPod's catalog "
+            "that names one (the pod's own reason says why); set parameters.dataCenter on "
+            f"StorageClass {name}, or runpod.io/datacenter-ids on the pod that uses the claim"
         )
     if (
         len(datacenter) > 32
@@ -345,7 +406,16 @@ def _size(claim: KubeObject) -> int:
 
 
 def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
-    """The class's data center, else the first its first consumer (or the node) allows."""
+    """The class's data center, else the first its first consumer (or the node) allows:
+    the first it names, else the one of its best offer."""
+    named = _named_datacenter(view, claim, cls)
+    if named is not None:
+        return named
+    consumers = _consumers(view, claim, placing=True)
+    return next((view.offered[uid] for uid in map(_uid, consumers) if uid in view.offered), None)
+
+
+def _named_datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
     named = (cls.get("parameters") or {}).get("dataCenter")
     if named:
         return str(named)
@@ -355,6 +425,28 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
         if first:
             return first
     return view.datacenter_ids[0] if view.datacenter_ids else None
+
+
+def unplaced_consumers(view: StorageView) -> list[KubeObject]:
+    """The consumers of each unbound claim of ours that nothing names a data center
+    for: their best offers decide (`StorageView.offered`)."""
+    classes = {c["metadata"]["name"]: c for c in view.classes}
+    found: dict[str, KubeObject] = {}
+    for claim in view.claims:
+        cls = classes.get(_class_name(claim))
+        if (
+            cls is not None
+            and is_our_class(cls)
+            and not claim["spec"].get("volumeName")
+            and not _deleting(claim)
+            and _named_datacenter(view, claim, cls) is None
+        ):
+            found.update((_uid(pod), pod) for pod in _consumers(view, claim, placing=True))
+    return list(found.values())
+
+
+def _uid(pod: KubeObject) -> str:
+    return str(pod["metadata"].get("uid", ""))
 
 
 def persistent_volume(
@@ -496,7 +588,9 @@ def _reclaim(view: StorageView, pv: KubeObject) -> list[Any]:
         return []
     volume_id, name = _handle(pv), pv["metadata"]["name"]
     if not any(v.id == volume_id for v in view.listed):
-        return [DeleteVolumeObject(name)]  # gone already (a crash after its DELETE)
+        # Gone already (a crash after its DELETE) only on RunPod's 404 by id; unread
+        # (its GET failed), the PV waits: dropping it would leave the volume billing.
+        return [DeleteVolumeObject(name)] if volume_id in view.gone else []
     if not _ours(view, volume_id) or mounted(volume_id, view.instances):
         return []  # not ours: kept; mounted: RunPod would refuse, a later tick deletes
     return [DeleteNetworkVolume(volume_id, name)]

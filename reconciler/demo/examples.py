@@ -102,7 +102,54 @@ spec:
               nvidia.com/gpu: 1
 """
 
-EXAMPLES = {"gpu-pod.yaml": GPU_POD, "gpu-job.yaml": GPU_JOB, "torchrun-job.yaml": TORCHRUN_JOB}
+# A claim of the shipped StorageClass and a pod that mounts it: the volume is made in
+# the data center of the pod's best offer, and outlives the pod.
+CHECKPOINTS = """\
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: checkpoints
+spec:
+  storageClassName: runpod-network-volume
+  accessModes: [ReadWriteMany]
+  resources:
+    requests:
+      storage: 50G
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+spec:
+  nodeSelector:
+    type: virtual-kubelet
+  tolerations:
+    - key: virtual-kubelet.io/provider
+      operator: Equal
+      value: runpod
+      effect: NoSchedule
+  containers:
+    - name: main
+      image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
+      command: ["sleep", "infinity"]
+      volumeMounts:
+        - name: checkpoints
+          mountPath: /checkpoints
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+  volumes:
+    - name: checkpoints
+      persistentVolumeClaim:
+        claimName: checkpoints
+"""
+
+EXAMPLES = {
+    "gpu-pod.yaml": GPU_POD,
+    "gpu-job.yaml": GPU_JOB,
+    "torchrun-job.yaml": TORCHRUN_JOB,
+    "checkpoints.yaml": CHECKPOINTS,
+}
 
 
 def write_examples(directory: Path) -> dict[str, Path]:

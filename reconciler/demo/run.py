@@ -397,6 +397,12 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"{kubectl} cp {examples['gpu-pod.yaml']} gpu-notebook:/workspace/gpu-pod.yaml",
         f"{kubectl} port-forward gpu-notebook 8888:8888",
         f"{kubectl} top pod -n ml prep",
+        # The claim's volume outlives its pod: the next pod finds what the last wrote.
+        f"{kubectl} exec trainer -- sh -c 'echo step 100 > /checkpoints/latest'",
+        f"{kubectl} delete pod trainer",
+        f"{kubectl} get pvc,pv",
+        f"{kubectl} apply -f {examples['checkpoints.yaml']}",
+        f"{kubectl} exec trainer -- cat /checkpoints/latest",
         # The simulated Job's process runs until told to end, as RunPod's simulator
         # lets a test end it: exit code 0 completes the Job.
         f"curl -s -X POST {url}/_sim/pods/{job_instance}/exit -d '{{\"code\": 0}}'",

@@ -205,6 +205,13 @@ ON_CLAIMS = (
         "The claim's StorageClass's reclaim policy when its volume was asked for: the "
         "policy its PV gets, even if the class is gone by then.",
     ),
+    Annotation(
+        network_volumes.REQUESTED_AT_ANNOTATION,
+        "an RFC 3339 time",
+        "When the claim's volume was last asked for (POSTed): while this is younger "
+        "than `--create-grace-time`, a volume RunPod's lagging list does not show yet "
+        "is waited for, not asked for again.",
+    ),
 )
 
 ON_THE_WRITER_LEASE = (

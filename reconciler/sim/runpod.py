@@ -72,11 +72,15 @@ limited, not in the request log); bodies are JSON:
                                               "retryAfter"}; or {"kind": "create-then-fail",
                                               "status", "count"}; or {"kind":
                                               "create-then-hang", "seconds", "count"}; or
-                                              {"kind": "delete-keeps-billing", "count"}
+                                              {"kind": "delete-keeps-billing", "count"};
+                                              or {"kind": "volume-delete-keeps-billing",
+                                              "count"}
     POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
-    POST   /_sim/listing-lag                 {"seconds": 20}
-    POST   /_sim/listing-lag/catch-up        every pod listed now, as once its lag passed
+    POST   /_sim/listing-lag                 {"seconds": 20}: pods, clusters and network
+                                              volumes made from now on are listed that
+                                              much later (`runpod_listing`)
+    POST   /_sim/listing-lag/catch-up        everything listed now, as once its lag passed
     POST   /_sim/image-pull                  {"image", "seconds"}
     POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
     GET    /_sim/requests                    [{"method", "path", "query", "status", "body",
@@ -346,6 +350,7 @@ class RunPodSimulator:
             self._terminated: dict[str, dict[str, Any]] = {}
             self._ghost_deletes = _CountedFault(0)
             self._ghost_cluster_deletes = _CountedFault(0)
+            self._ghost_volume_deletes = _CountedFault(0)
             self._ghost_clusters: dict[str, runpod_clusters.SimCluster] = {}
             """Clusters a DELETE hid but left billing, until their id is deleted again."""
             self._templates: dict[str, dict[str, Any]] = {}
@@ -471,6 +476,12 @@ class RunPodSimulator:
         with self._lock:
             self._ghost_deletes = _CountedFault(count)
 
+    def volume_delete_keeps_billing(self, count: int = 1) -> None:
+        """The next `count` network-volume DELETEs answer 204 and hide the volume (404,
+        not listed), which goes on billing; a later DELETE of the same id ends it."""
+        with self._lock:
+            self._ghost_volume_deletes = _CountedFault(count)
+
     def cluster_delete_keeps_billing(self, count: int = 1) -> None:
         """The next `count` cluster DELETEs answer 204 and hide the cluster and its
         members, which go on billing; a later DELETE of the same id really ends it."""
@@ -520,10 +531,15 @@ class RunPodSimulator:
             self._create_faults.append(_CreateFault(count, status=201, hang=seconds))
 
     def catch_up_listing(self) -> None:
-        """Every pod shows in the list from now on, as once its lag has passed."""
+        """Every pod, cluster and network volume shows in its list from now on, as once
+        its lag has passed."""
         with self._lock:
-            for pod in self._pods.values():
-                pod.listed_from = None
+            for listed in (
+                *self._pods.values(),
+                *self._clusters.values(),
+                *self._volumes.live.values(),
+            ):
+                listed.listed_from = None
 
     def set_listing_lag(self, seconds: float) -> None:
         with self._lock:
@@ -1321,13 +1337,15 @@ class RunPodSimulator:
 
     @api("GET", "/v2/network-volumes")
     def _list_volumes(self, request: _Request) -> Reply:
-        volumes = [volume.to_json() for volume in self._volumes.live.values()]
+        volumes = [volume.to_json() for volume in self._volumes.listed(request.now)]
         return Reply(200, {"networkVolumes": volumes})
 
     @api("POST", "/v2/network-volumes")
     def _create_volume(self, request: _Request) -> Reply:
         datacenters = self._catalog.datacenters()
-        return Reply(201, self._volumes.create(request.body, datacenters, request.now).to_json())
+        listed_from = request.now + self._listing_lag
+        made = self._volumes.create(request.body, datacenters, request.now, listed_from)
+        return Reply(201, made.to_json())
 
     @api("GET", "/v2/network-volumes/{id}")
     def _get_volume(self, request: _Request) -> Reply:
@@ -1340,7 +1358,13 @@ class RunPodSimulator:
 
     @api("DELETE", "/v2/network-volumes/{id}")
     def _delete_volume(self, request: _Request) -> Reply:
-        self._volumes.delete(request.pod_id, self._mounting(request.pod_id), request.now)
+        users = self._mounting(request.pod_id)
+        keeps_billing = (
+            request.pod_id in self._volumes.live
+            and not users
+            and self._ghost_volume_deletes.spend()
+        )
+        self._volumes.delete(request.pod_id, users, request.now, keeps_billing)
         return Reply(204)
 
     @api("GET", "/v2/billing/network-volumes")
@@ -1470,6 +1494,8 @@ class RunPodSimulator:
             self.create_then_hang(count, float(body.get("seconds", 2.0)))
         elif kind == "delete-keeps-billing":
             self.delete_keeps_billing(count)
+        elif kind == "volume-delete-keeps-billing":
+            self.volume_delete_keeps_billing(count)
         elif kind == "status":
             retry_after = int(body.get("retryAfter", 5))
             fault = (body["method"], body["path"], int(body["status"]), count)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from reconciler.sim.runpod_listing import Listing
 from reconciler.sim.runpod_pods import SimPod, iso
 from reconciler.sim.runpod_validate import (
     Problem,
@@ -84,7 +85,7 @@ def check_update_cluster(body: Any) -> None:
 
 
 @dataclass
-class SimCluster:
+class SimCluster(Listing):
     id: str
     name: str
     type: str
@@ -94,9 +95,6 @@ class SimCluster:
     vxlan_id: int
     members: list[SimPod] = field(default_factory=list)
     listed_from: datetime | None = None
-
-    def listed(self, now: datetime) -> bool:
-        return self.listed_from is None or now >= self.listed_from
 
     def to_json(self, now: datetime) -> dict[str, Any]:
         by_status: dict[str, int] = {}

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_code_marker
+from reconciler.sim.runpod_listing import Listing
 
 ACTIONS_BY_STATUS = {
     "RUNNING": ["stop", "restart", "terminate"],
@@ -53,7 +54,7 @@ class Membership:
 
 
 @dataclass
-class SimPod:
+class SimPod(Listing):
     id: str
     name: str
     image: str
@@ -101,9 +102,6 @@ class SimPod:
     def write_log(self, ts: datetime, source: str, line: str) -> None:
         self._written += 1
         self.log.append(LogLine(ts, source, line, self._written))
-
-    def listed(self, now: datetime) -> bool:
-        return self.listed_from is None or now >= self.listed_from
 
     def schedule_boot(self, starting_at: datetime, running_at: datetime) -> None:
         self.starting_at, self.running_at = starting_at, running_at

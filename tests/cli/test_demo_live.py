@@ -1,9 +1,9 @@
 """`reconciler demo --keep-running`, run as a person runs it (a subprocess in real time):
 every command it prints works as printed with the real kubectl over TLS with the token
-(the README's pod, its Job run to completion, the Indexed Job as one cluster, logs of a
-finished pod through the virtual node's kubelet endpoint, exec, cp, port-forward, top,
-the reconciler's own commands, the delete), nothing printed is a false alarm, and it
-stops cleanly on SIGINT."""
+(the README's pod, its Job run to completion, the Indexed Job as one cluster, the claim
+whose volume outlives its pod, logs of a finished pod through the virtual node's kubelet
+endpoint, exec, cp, port-forward, top, the reconciler's own commands, the delete), nothing
+printed is a false alarm, and it stops cleanly on SIGINT."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import requests
@@ -135,11 +135,12 @@ def test_every_readme_example_works_in_the_running_demo() -> None:
     try:
         kubectl = find(commands, "get nodes").rsplit(" get nodes", 1)[0]
         assert "virtual-runpod" in run_printed(find(commands, "get nodes"))
-        apply = find(commands, "apply -f")
+        apply = find(commands, "apply -f", "gpu-pod.yaml")
         assert {Path(p).name: Path(p).read_text() for p in shlex.split(apply)[5::2]} == EXAMPLES
         applied = run_printed(apply)
-        for made in ("pod/gpu-notebook", "job.batch/gpu-job", "job.batch/torchrun"):
-            assert f"{made} created" in applied, applied
+        made = ("pod/gpu-notebook", "job.batch/gpu-job", "job.batch/torchrun", "pod/trainer")
+        for name in (*made, "persistentvolumeclaim/checkpoints"):
+            assert f"{name} created" in applied, applied
         # The finished train pod's log, kept after its instance was terminated.
         assert run_printed(find(commands, "logs -n ml train")).endswith(
             "epoch 3/3 loss 0.31\nsaved the model to /workspace/model.pt\n"
@@ -172,6 +173,31 @@ def test_every_readme_example_works_in_the_running_demo() -> None:
 
         # 40 % of a 4-vCPU instance's CPU; metrics-server needs two scrapes for a rate.
         assert abs(eventually(top, 30) - 1600) <= 30
+
+        # The README's claim: its volume is made where the pod's best offer is (nothing
+        # pins a data center), the pod runs with it, and it outlives the pod.
+        def trainer(uid: str = "") -> dict[str, Any]:
+            pod = json.loads(run_printed(f"{kubectl} get pod trainer -o json"))
+            assert pod["metadata"]["uid"] != uid and pod["status"]["phase"] == "Running", pod
+            return pod
+
+        first = eventually(trainer)
+        claim = json.loads(run_printed(f"{kubectl} get pvc checkpoints -o json"))
+        assert claim["status"]["phase"] == "Bound", claim
+        volume = claim["spec"]["volumeName"]
+        pv = json.loads(run_printed(f"{kubectl} get pv {volume} -o json"))
+        where = first["metadata"]["annotations"]["runpod.io/datacenter"]
+        assert pv["spec"]["csi"]["volumeAttributes"]["dataCenter"] == where
+        events = run_printed(
+            f"{kubectl} get events --field-selector involvedObject.name=checkpoints"
+        )
+        assert "ProvisioningFailed" not in events, events
+        run_printed(find(commands, "echo step 100"))
+        run_printed(find(commands, "delete pod trainer"))
+        assert volume in run_printed(find(commands, "get pvc,pv"))
+        run_printed(next(c for c in commands if "apply -f" in c and "gpu-pod.yaml" not in c))
+        eventually(lambda: trainer(first["metadata"]["uid"]))
+        assert run_printed(find(commands, "cat /checkpoints/latest")) == "step 100\n"
 
         # The README's Indexed Job: two pods (the Job controller's, no more), one cluster.
         def ranks() -> list[list[str]]:

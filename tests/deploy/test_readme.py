@@ -36,7 +36,8 @@ def test_every_copy_of_an_example_is_the_one_the_demo_applies() -> None:
     shown_in_readme = {name for page, name, _ in found if page == README}
     assert set(EXAMPLES) <= shown_in_readme
     for text in EXAMPLES.values():
-        validate(yaml.safe_load(text))
+        for document in yaml.safe_load_all(text):
+            validate(document)
 
 
 def test_the_install_overlay_sets_the_image_with_kubectl_alone(tmp_path: Path) -> None:

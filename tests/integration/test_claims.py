@@ -107,6 +107,10 @@ def test_a_crash_while_provisioning_leaves_one_volume(box, point):
     made = add_claim(box)
     crash_in(box, point)
     box.tick()
+    if point == "after-volume-intent":  # the POST may have gone: waited for, not made again
+        assert box.runpod_sim.volumes == {}
+        box.advance(box.settings.create_grace_time)
+        box.tick()
     assert len(box.runpod_sim.volumes) == 1
     assert claim(box)["status"]["phase"] == "Bound"
     assert pv_of(box, made)["spec"]["csi"]["volumeHandle"] in box.runpod_sim.volumes
@@ -289,7 +293,9 @@ def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
     metrics.observe(report, None, box.settings.owner_id)
     assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
     assert stray.id in box.runpod_sim.volumes  # kept
-    assert box.tick().volume_leaks is None  # steady: not listed, not told again
+    before = len(volume_calls(box))
+    assert box.tick().volume_leaks == [stray.id]  # told again, from the kept list
+    assert len(volume_calls(box)) == before  # steady: not listed again
 
 
 def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
@@ -343,3 +349,71 @@ def test_a_claim_the_scheduler_selected_is_provisioned_for_the_pod_it_is_placing
     assert claim(box)["status"]["phase"] == "Bound"
     [post] = posts_of(box)
     assert post[2]["dataCenter"] == "EU-RO-1"
+
+
+def provisioning_failures(box: Sandbox) -> list[Any]:
+    return [
+        e for e in box.kube_sim.list("events", "default") if e["reason"] == "ProvisioningFailed"
+    ]
+
+
+def test_a_claim_no_one_pins_takes_the_data_center_of_its_first_pods_best_offer(box):
+    """The README's claim as written: the class names no data center, nor does the pod
+    or the node; the volume is made where the pod's best offer is, and the pod runs
+    there with it, with no warning on the way."""
+    box.settings = replace(box.settings, datacenter_ids=())
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    add_claim(box)
+    pod = claim_pod(box, "trainer", "ckpt")
+    for _ in range(4):
+        box.tick()
+    [post] = posts_of(box)
+    instance = box.instance_for(pod)
+    assert instance is not None
+    [create] = [
+        r.body for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/pods")
+    ]
+    assert create["dataCenterIds"] == [post[2]["dataCenter"]]
+    assert (
+        box.pod("trainer")["metadata"]["annotations"]["runpod.io/datacenter"]
+        == (post[2]["dataCenter"])
+    )
+    assert provisioning_failures(box) == []
+    # The catalog the pod's create reads serves the claim too: one fetch in all.
+    assert [r.path for r in box.runpod_sim.requests].count("/v2/catalog/gpus") == 1
+
+
+def test_a_storage_class_applied_after_start_is_seen_at_once(box):
+    """A pod waits for its claim while no class exists; the class applied a moment
+    later is read on the next tick, not after --catalog-ttl."""
+    box.settings = replace(box.settings, datacenter_ids=(), catalog_ttl=300)
+    add_claim(box)
+    claim_pod(box, "trainer", "ckpt")
+    box.tick()
+    box.tick()
+    assert posts_of(box) == []
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    box.advance(5)
+    box.tick()
+    box.tick()
+    assert claim(box)["status"]["phase"] == "Bound"
+    assert len(posts_of(box)) == 1
+
+
+def test_a_claim_that_cannot_be_placed_says_why_once_on_the_first_tick(box):
+    """No data center from the class, the pod or the node, and the pod fits no GPU
+    type: the claim says why on the first tick, in one Event that does not count up
+    each tick while nothing changes."""
+    box.settings = replace(box.settings, datacenter_ids=())
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    add_claim(box)
+    claim_pod(box, "huge", "ckpt", annotations={"runpod.io/required-gpu-memory": "640"})
+    box.tick()
+    [event] = provisioning_failures(box)
+    assert "no data center" in event["message"], event
+    for _ in range(5):
+        box.advance(2)
+        box.tick()
+    [event] = provisioning_failures(box)
+    assert event.get("count", 1) == 1, event
+    assert posts_of(box) == []

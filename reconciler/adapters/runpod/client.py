@@ -363,6 +363,12 @@ class RunPodClient:
         entries = data.get("networkVolumes") if isinstance(data, dict) else None
         return [parse_network_volume(entry) for entry in entries or []]
 
+    def get_network_volume(self, volume_id: str) -> RunPodVolume:
+        """`GET /v2/network-volumes/{id}`: read by id, so shown even while the list lags
+        behind its create; RunPod's 404 (`RunPodNotFound`) is the one proof it is gone."""
+        path = f"/v2/network-volumes/{_segment(volume_id)}"
+        return parse_network_volume(self._json(_Call("GET", path, "GET /v2/network-volumes/{id}")))
+
     def create_network_volume(
         self, name: str, size_gb: int, datacenter: str, kind: str | None = None
     ) -> RunPodVolume:

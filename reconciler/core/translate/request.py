@@ -16,7 +16,6 @@ from reconciler.core.config import YEAR, Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
     Availability,
-    Cloud,
     CpuFlavor,
     CreateRequest,
     GpuType,
@@ -26,24 +25,21 @@ from reconciler.core.domain import (
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.sshaccess import ssh_env, ssh_ports
-from reconciler.core.translate import cpus
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
-    DATACENTER_IDS,
     TEMPLATE_ID,
     TEMPLATE_ID_LEGACY,
     check_offload,
     read_id,
-    read_list,
 )
 from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
-from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, container_env
-from reconciler.core.translate.errors import TranslationError, invalid_annotation
-from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.gpus import stock
 from reconciler.core.translate.image import check_image
 from reconciler.core.translate.names import instance_name
+from reconciler.core.translate.offers import Offer, ranked_offers, require_catalog
 from reconciler.core.translate.ports import instance_ports
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import Storage, storage
@@ -67,22 +63,10 @@ def create_requests(
     """One request per fitting GPU type (or CPU flavor, for a pod that asks for no GPU),
     in the order to try them; or TranslationError. `network_volumes`: the account's
     (None: not listed), for a pod that mounts one."""
-    on_cpu = runs_on_cpu(pod, job, settings)
-    offers: Sequence[GpuType | CpuFlavor] = cpu_catalog if on_cpu else catalog
-    if not offers:
-        # An empty catalog is a failed fetch, not proof that nothing will ever fit.
-        raise TranslationError(
-            PodReason.GPU_CATALOG_UNAVAILABLE,
-            f"RunPod's {'CPU' if on_cpu else 'GPU'} catalog is not available",
-            permanent=False,
-        )
+    on_cpu = require_catalog(pod, job, catalog, cpu_catalog, settings)
     check_offload(pod, job, int(YEAR))
-    _check_datacenters(pod, job, offers)
-    candidates = (
-        _cpu_candidates(pod, job, cpu_catalog, settings)
-        if on_cpu
-        else _gpu_candidates(pod, job, catalog, settings)
-    )
+    offers = ranked_offers(pod, job, catalog, cpu_catalog, settings)
+    candidates = [_fields(offer) for offer in offers]
     disks = storage(pod, job, settings, network_volumes, claim)
     base = _instance(pod, job, sources, settings, owner_id, disks)
     if on_cpu and base.persistent_volume is not None:
@@ -116,70 +100,19 @@ def _in_datacenter(candidates: list[dict[str, Any]], datacenter: str) -> list[di
     return pinned
 
 
-def _gpu_candidates(
-    pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType], settings: Settings
-) -> list[dict[str, Any]]:
-    request = gpu_request(pod, job, settings)
-    candidates = rank(request, catalog)
-    if not candidates:
-        raise TranslationError(
-            PodReason.UNSATISFIABLE_GPU_REQUEST,
-            explain_unsatisfiable(request, catalog),
-            permanent=True,
-        )
-    return [
-        {
-            "gpu_type_id": gpu.id,
-            "gpu_count": request.count,
-            "cloud": request.cloud,
-            "datacenter_ids": datacenters,
-            "hourly_price": round(gpu.price(request.cloud) * request.count, 6),
-        }
-        for gpu, datacenters in candidates
-    ]
-
-
-def _cpu_candidates(
-    pod: KubeObject, job: KubeObject | None, catalog: Sequence[CpuFlavor], settings: Settings
-) -> list[dict[str, Any]]:
-    request = cpus.cpu_request(pod, job, settings)
-    sizes = cpus.rank(request, catalog)
-    if not sizes:
-        raise TranslationError(
-            PodReason.UNSATISFIABLE_CPU_REQUEST,
-            cpus.explain_unsatisfiable(request, catalog),
-            permanent=True,
-        )
-    return [
-        {
-            "cpu_flavor_id": flavor.id,
-            "vcpu_count": vcpus,
-            "gpu_count": 0,
-            "cloud": Cloud.SECURE,
-            "datacenter_ids": cpus.placement(request, flavor),
-            "hourly_price": cpus.price(flavor, vcpus),
-        }
-        for flavor, vcpus in sizes
-    ]
-
-
-def _check_datacenters(
-    pod: KubeObject, job: KubeObject | None, catalog: Sequence[GpuType | CpuFlavor]
-) -> None:
-    """At least one data center the pod names must be one the catalog lists GPUs in: a
-    typo is a bad annotation to fix, not capacity to wait for (and costs no create).
-    The others are preferences: one the catalog does not list now is only skipped."""
-    wanted = read_list(pod, job, DATACENTER_IDS)
-    known = {dc.id for gpu in catalog for dc in gpu.datacenters}
-    unknown = [dc for dc in wanted or () if dc not in known]
-    if known and wanted and len(unknown) == len(wanted):
-        listed = ", ".join(sorted(known)[:12]) + (", ..." if len(known) > 12 else "")
-        raise invalid_annotation(
-            DATACENTER_IDS,
-            ",".join(wanted or ()),
-            f"a list of RunPod data centers ({', '.join(unknown)} "
-            f"unknown; RunPod lists this kind of instance in {listed})",
-        )
+def _fields(offer: Offer) -> dict[str, Any]:
+    """What one offer sets on the create request."""
+    if offer.on_cpu:
+        chosen: dict[str, Any] = {"cpu_flavor_id": offer.offer_id, "vcpu_count": offer.count}
+        chosen["gpu_count"] = 0
+    else:
+        chosen = {"gpu_type_id": offer.offer_id, "gpu_count": offer.count}
+    return {
+        **chosen,
+        "cloud": offer.cloud,
+        "datacenter_ids": offer.datacenter_ids,
+        "hourly_price": offer.hourly_price,
+    }
 
 
 def _instance(
