@@ -366,7 +366,9 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     maps to a pod, claim or Job are one `(unmapped)` row per kind. Per pod, a charge
     more than 10% away from list price times the instance's life is flagged
     (`mismatch`). `leaked_network_volumes` lists the volumes of ours that no PV or
-    claim uses, as the reconciler's last tick found them.
+    claim uses, as the reconciler's last tick found them; `charged_but_gone` the ids
+    RunPod charged in the last hour read that it neither lists nor answers for, whoever's
+    they were (found without the database's journal).
     """
     now = datetime.now(UTC)
     try:
@@ -385,6 +387,7 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
                 for kind in cost_view.RESOURCE_KINDS
             }
             leaks = cost_view.leaked_volumes(queries.leaked_volumes(session))
+            ghosts = cost_view.charged_gone(queries.charged_gone(session))
     rows = cost_view.group(lines, by)
     if by == "pod" and start is None:
         cost_view.flag_mismatches(rows, mappings, pod_lines, billed_until)
@@ -394,6 +397,7 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
             kind: until.isoformat() if until else None for kind, until in reaches.items()
         }
         shown["leaked_network_volumes"] = leaks
+        shown["charged_but_gone"] = ghosts
         click.echo(json.dumps(shown, indent=2))
         return
     click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
@@ -405,7 +409,7 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         if reach is not None
     )
     click.echo(f"\ntotal ${total:.2f} (RunPod billing: pods through {until}{others})")
-    for line in cost_view.leak_lines(leaks):
+    for line in [*cost_view.leak_lines(leaks), *cost_view.charged_gone_lines(ghosts)]:
         click.echo(line)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.adapters.store.models import ListedVolume, Mapping
+from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
 from reconciler.core import spend, storage_prices
@@ -215,4 +215,27 @@ def leak_lines(leaks: Sequence[dict[str, Any]]) -> list[str]:
         f"leaked network volume {leak['id']} ({leak['name']}, {leak['size_gb']} GB): "
         f"${leak['usd_per_hour']:.4f}/h since {leak['since']}; no PV or claim uses it"
         for leak in leaks
+    ]
+
+
+def charged_gone(rows: Sequence[GoneBilled]) -> list[dict[str, Any]]:
+    """Ids RunPod charges that it neither lists nor answers for, whoever's they were."""
+    return [
+        {
+            "kind": row.kind,
+            "id": row.resource_id,
+            "usd_last_hour": round(row.charged_usd or 0.0, 4),
+            "gone_since": row.gone_since.isoformat(),
+            "named_by": row.named_by,
+        }
+        for row in rows
+    ]
+
+
+def charged_gone_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [
+        f"charged but gone: {row['kind']} {row['id']} ${row['usd_last_hour']:.2f} in the last "
+        f"hour, not listed nor answered since {row['gone_since']}"
+        + (f" ({row['named_by']} names it)" if row["named_by"] else "")
+        for row in rows
     ]

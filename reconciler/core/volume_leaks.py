@@ -6,7 +6,9 @@ RunPod's volume list is read only on ticks whose decisions need it, plus once an
 (`LIST_PERIOD`) for this audit; the volumes of ours it showed are kept with the rest of
 our state (the store), so every tick, `sync --once` runs too, tells the leaks from the
 most recent list and the PVs and claims it reads anyway: no request of its own on a
-steady tick. A database without a list (new, or lost) lists once.
+steady tick. A database without a list (new, or lost) lists once. The kept list is no
+proof a volume still exists: a leak first told from it is read by id once
+(`to_confirm`), and a 404 forgets it.
 
 A leak is a volume named as ours (`network_volumes.volume_name`) that no PV names and
 no claim waits for. When its claim is live and bound to another volume, it is a
@@ -83,6 +85,22 @@ def found(known: Sequence[KnownVolume], view: StorageView) -> list[VolumeLeak]:
     bound = {c["metadata"]["uid"] for c in view.claims if c.get("spec", {}).get("volumeName")}
     leaked = leaks(replace(view, listed=[k.volume for k in known]))
     return [VolumeLeak(v, first[v.id], claim_uid_of(v, view.owner_id) in bound) for v in leaked]
+
+
+def to_confirm(
+    found_leaks: Sequence[VolumeLeak], known: Sequence[KnownVolume], view: StorageView
+) -> list[str]:
+    """The leaks told from the kept list (not this tick's) that no audit told before:
+    each is read by id first, since the volume may have gone since that list (deleted
+    by another process, or by a tick that crashed before the list forgot it); only a
+    404 lets it go. One GET per new leak; none on the ticks after."""
+    listed = {v.id for v in view.listed or ()}
+    told = {k.volume.id for k in known if k.leaked_since is not None}
+    return [
+        leak.volume.id
+        for leak in found_leaks
+        if leak.volume.id not in listed and leak.volume.id not in told
+    ]
 
 
 def collect(

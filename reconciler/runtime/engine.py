@@ -50,7 +50,8 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ghost_charges import GhostCharge
+from reconciler.core.mapping import MappingRecord, unlisted_instances
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
@@ -72,7 +73,7 @@ from reconciler.core.translate.offers import first_datacenter
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import GpuUtilization, UsageMeter, gpu_utilization
-from reconciler.runtime import money
+from reconciler.runtime import charge_audit, money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.collector import CollectorPause
@@ -121,6 +122,9 @@ class TickReport:
     """Instant Clusters RunPod made this tick."""
     cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
     """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
+    ghost_charges: list[GhostCharge] | None = None
+    """Ids RunPod charges that it neither lists nor answers for (`core.ghost_charges`);
+    None when the tick did not get to apply."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
     volumes were not listed this tick."""
@@ -648,21 +652,9 @@ class Engine:
     def _confirm_missing(
         self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
     ) -> list[Instance]:
-        """Ask for each mapped instance of a live pod that the list does not show.
-
-        The list can lag behind for longer than any grace period; only a 404 proves an
-        instance is gone. One call per missing instance, none in a steady tick.
-        """
-        listed_ids = {i.id for i in listed}
-        live = {podinfo.uid(p) for p in pods}
-        missing = [
-            row.instance_id
-            for row in rows
-            if row.state is MappingState.RUNNING
-            and row.instance_id
-            and row.instance_id not in listed_ids
-            and row.pod_uid in live
-        ]
+        """The mapped instances of live pods that the list omits, read by id (one GET
+        each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
+        missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
         return read_by_id(missing, self.runpod.get_instance).found
 
     def _confirm_missing_clusters(
@@ -671,25 +663,9 @@ class Engine:
         rows: Sequence[clusters.ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> list[Instance]:
-        """The members of each cluster a live gang's row or pods record that the list
-        does not show, read by id: a cluster is gone only once RunPod answers 404 for it
-        (`_confirm_missing`'s rule, for clusters). What a pod's annotation names is only
-        where to look: the members count as ours by their tags (`members_by_gang`). One
-        call per such cluster, none in a steady tick (the list shows them all)."""
-        shown = {m.cluster_id for m in listed}
-        live = clusters.live_gangs(gang_pods)
-        wanted: set[str | None] = {
-            row.cluster_id
-            for row in rows
-            if row.state is clusters.ClusterState.RUNNING and row.gang in live and row.cluster_id
-        }
-        wanted |= {
-            podinfo.pod_annotations(pod).get(clusters.CLUSTER_ID)
-            for pods in live.values()
-            for pod in pods
-        }
-        missing = [c for c in wanted - shown if c]
-        read = read_by_id(missing, self.runpod.cluster_members)
+        """The members of each cluster a live gang records that the list omits, read
+        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.cluster_members)
         return [member for members in read.found for member in members]
 
     def _exit_logs(
@@ -831,9 +807,24 @@ class Engine:
             )
         self._collect_registries(report, executor)
         self._provision_volumes(report, executor)
+        if report.observation is not None:
+            self._audit_charges(report, report.observation)
         leaks = [leak for read in report.resource_billing for leak in read.leaks]
         if leaks:
             _run_into(executor, leaks, report)
+
+    def _audit_charges(self, report: TickReport, observation: Observation) -> None:
+        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        no create planned and no instance starting (their reads come first), unless it
+        has been put off for hours."""
+        now = report.started_at
+        quiet = not (report.planned["Create"] or report.planned["CreateCluster"]) and not starting(
+            observation.pods, observation.instances, observation.rows
+        )
+        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
+        report.ghost_charges = charge_audit.audit(
+            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
+        )
 
     def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
         """The network-volume provisioner's step (`core.network_volumes` decides) and the
@@ -878,6 +869,8 @@ class Engine:
                 )
             known = self.store.volume_list()[1]
             leaks = volume_leaks.found(known, view)
+            gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
+            leaks = [leak for leak in leaks if leak.volume.id not in gone]
             self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
         except Exception as exc:  # derived data: the provisioner's actions must still run
             report.errors.append(f"the network-volume leak audit: {exc}")
@@ -897,6 +890,18 @@ class Engine:
                 leak.why(),
             )
         return leaks
+
+    def _gone_since_listed(self, volume_ids: Sequence[str]) -> frozenset[str]:
+        """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
+        is told as a leak all the same (nothing is concluded from a failed read)."""
+        try:
+            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not read the leaked volumes by id: %s", exc)
+            return frozenset()
+        for volume_id in gone:
+            self.store.forget_listed_volume(volume_id)
+        return gone
 
     def _forget_volume(self, report: TickReport, volume_id: str) -> None:
         try:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import requests
+
 from reconciler.core import storage_prices
 from reconciler.core.domain import RunPodVolume
 from reconciler.core.network_volumes import persistent_volume, volume_name
-from reconciler.demo.sandbox import Sandbox
+from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.metrics import Metrics
+from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
-from .test_claims import add_claim, add_class, claim, volume_calls
+from .test_claims import add_claim, add_class, claim, provision, volume_calls
 from .test_limits import status_reason
 from .test_resource_cost import _cost
 
@@ -93,3 +96,31 @@ def test_a_leaked_volume_counts_in_the_spend_cap(box: Sandbox) -> None:
     assert box.instance_for(box.pod("trainer") or {}) is None
     assert status_reason(box, "trainer") == "BudgetExceeded"
     assert kept.id in box.runpod_sim.volumes  # its claim is gone: kept, never guessed
+
+
+def test_a_volume_gone_since_the_kept_list_is_no_leak(box: Sandbox) -> None:
+    """Another process (a database of its own) deleted the volume and its PV after this
+    database kept the list that showed it: the kept list is not proof it still exists.
+    It is read by id once (404) and forgotten, never told as a leak."""
+    add_class(box)
+    made = add_claim(box)
+    provision(box)
+    [volume_id] = box.runpod_sim.volumes
+    box.advance(3601)
+    box.tick()  # the hourly list keeps it (named by its PV: no leak)
+    with requests.Session() as api:
+        answer = api.delete(
+            f"{box.runpod_sim.base_url}/v2/network-volumes/{volume_id}",
+            headers={"Authorization": f"Bearer {API_KEY}"},
+            timeout=5,
+        )
+        assert answer.status_code == 204
+    box.kube_sim.store.delete(PERSISTENT_VOLUMES, None, f"pvc-{made['metadata']['uid']}")
+    box.kube_sim.store.delete(PERSISTENT_VOLUME_CLAIMS, "default", "ckpt")
+    box.restart()
+    assert box.tick().volume_leaks == []
+    reads = [p for m, p, _ in volume_calls(box) if m == "GET" and p.endswith(volume_id)]
+    assert reads == [f"/v2/network-volumes/{volume_id}"]  # read once, 404
+    box.restart()
+    assert box.tick().volume_leaks == []
+    assert len([p for m, p, _ in volume_calls(box) if p.endswith(volume_id)]) == 2  # no more

@@ -231,6 +231,23 @@ class ResourceList(Base):
     listed_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class GoneBilled(Base):
+    """An id RunPod billed that it neither listed nor answered for (`core.ghost_charges`):
+    since when it is known gone, and what it was charged for hours after that."""
+
+    __tablename__ = "gone_billed"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """pod, network-volume or cluster."""
+    resource_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gone_since: Mapped[datetime] = mapped_column(UTCDateTime())
+    charged_usd: Mapped[float | None] = mapped_column(Float)
+    """Charged in the last hour read, which began after `gone_since` (set: a ghost
+    charge, told on every tick)."""
+    named_by: Mapped[str | None] = mapped_column(String(300))
+    """The Kubernetes object that named the id when it was told, if one did."""
+
+
 class ResourceSpendRecord(Base):
     """What RunPod charged for one of our network volumes or Instant Clusters in one hour
     (GET /v2/billing/network-volumes, GET /v2/billing/clusters)."""

@@ -12,6 +12,7 @@ from reconciler.adapters.store.models import (
     BilledResource,
     BillingRead,
     ClusterRow,
+    GoneBilled,
     ListedVolume,
     Mapping,
     MappingState,
@@ -130,6 +131,12 @@ def leaked_volumes(session: Session) -> list[ListedVolume]:
     """Volumes of ours the last leak audit found no PV or claim uses."""
     query = select(ListedVolume).where(ListedVolume.leaked_since.is_not(None))
     return list(session.scalars(query.order_by(ListedVolume.leaked_since)))
+
+
+def charged_gone(session: Session) -> list[GoneBilled]:
+    """Ids RunPod charged in the last hour read that it neither lists nor answers for."""
+    query = select(GoneBilled).where(GoneBilled.charged_usd.is_not(None))
+    return list(session.scalars(query.order_by(GoneBilled.kind, GoneBilled.resource_id)))
 
 
 def clusters(session: Session, namespace: str | None) -> list[ClusterRow]:

@@ -23,6 +23,7 @@ from reconciler.adapters.store.models import (
     BilledResource,
     BillingRead,
     ClusterRow,
+    GoneBilled,
     HostKey,
     ListedVolume,
     Lock,
@@ -39,6 +40,7 @@ from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.clusters import ClusterRecord
 from reconciler.core.domain import BillingRecord, ResourceCharge, RunPodVolume
+from reconciler.core.ghost_charges import GhostCharge, Gone
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
 from reconciler.core.volume_leaks import KnownVolume
@@ -47,6 +49,7 @@ _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
 _POD_BILLING = "pods"
 _VOLUME_LIST = "network-volumes"
+_CHARGE_AUDIT = "ghost-charges"
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
 
@@ -234,6 +237,55 @@ class Store:
                     row.leaked_since = now
                 elif row.volume_id not in leaked and row.leaked_since is not None:
                     row.leaked_since = None
+
+    # --- ids billed but gone --------------------------------------------------------------
+
+    def charge_audit_at(self) -> datetime | None:
+        with self._sessions() as session:
+            read = session.get(ResourceList, _CHARGE_AUDIT)
+            return None if read is None else read.listed_at
+
+    def touch_charge_audit(self, now: datetime) -> None:
+        """An audit that failed: the next is due in the next hour, not on every tick."""
+        with self._sessions.begin() as session:
+            session.merge(ResourceList(name=_CHARGE_AUDIT, listed_at=now))
+
+    def gone_billed(self) -> list[Gone]:
+        with self._sessions() as session:
+            rows = session.scalars(select(GoneBilled).order_by(GoneBilled.resource_id))
+            return [Gone(row.kind, row.resource_id, row.gone_since) for row in rows]
+
+    def ghost_charges(self) -> list[GhostCharge]:
+        """The ghost charges the last audit found (told on every tick until it clears)."""
+        with self._sessions() as session:
+            query = select(GoneBilled).where(GoneBilled.charged_usd.is_not(None))
+            return [
+                GhostCharge(
+                    row.kind, row.resource_id, row.charged_usd or 0.0, row.gone_since, row.named_by
+                )
+                for row in session.scalars(query.order_by(GoneBilled.resource_id))
+            ]
+
+    def save_charge_audit(
+        self, gone: Sequence[Gone], ghosts: Sequence[GhostCharge], now: datetime
+    ) -> None:
+        """One audit's outcome in place of the last one's: the ids billed and gone now
+        (an id billed no more, or found again, is forgotten), and their ghost charges."""
+        told = {(g.kind, g.resource_id): g for g in ghosts}
+        with self._sessions.begin() as session:
+            session.execute(delete(GoneBilled))
+            for item in gone:
+                ghost = told.get((item.kind, item.resource_id))
+                session.add(
+                    GoneBilled(
+                        kind=item.kind,
+                        resource_id=item.resource_id,
+                        gone_since=item.since,
+                        charged_usd=None if ghost is None else ghost.usd,
+                        named_by=None if ghost is None else ghost.named_by,
+                    )
+                )
+            session.merge(ResourceList(name=_CHARGE_AUDIT, listed_at=now))
 
     # --- network volumes' and clusters' charges -----------------------------------------
 
