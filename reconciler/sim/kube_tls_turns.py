@@ -52,7 +52,10 @@ class Turns:
                     pass  # no whole record yet: wait for more without the lock
                 finally:
                     self.sock.settimeout(timeout)
-            select.select([self.sock], [], [], _POLL_SECONDS)
+            # poll, not select.select: that refuses descriptors from 1024 on.
+            poller = select.poll()
+            poller.register(self.sock, select.POLLIN)
+            poller.poll(_POLL_SECONDS * 1000)
 
     def end(self) -> None:
         """End the TCP connection itself, both ways: `SSLSocket.shutdown` would drop the

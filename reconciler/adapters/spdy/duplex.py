@@ -10,12 +10,13 @@ and the writes take turns under one lock, and the reader waits for bytes outside
 
 from __future__ import annotations
 
-import select
 import socket
 import ssl
 import threading
 import time
 from collections.abc import Callable
+
+from reconciler.adapters.readable import readable
 
 # The reader waits for the socket outside the lock; this bounds one wait, in case the
 # socket's readiness and OpenSSL's buffers ever disagree.
@@ -45,7 +46,7 @@ class Duplex:
         once `timeout` seconds passed without any."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._tls:
-            if timeout is not None and not select.select([self._sock], [], [], timeout)[0]:
+            if timeout is not None and not readable(self._sock, timeout):
                 return None
             return self._read(size)
         while True:
@@ -56,7 +57,7 @@ class Duplex:
             left = _WAIT_SECONDS if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 return None
-            select.select([self._sock], [], [], min(left, _WAIT_SECONDS))
+            readable(self._sock, min(left, _WAIT_SECONDS))
 
     def _read_now(self, size: int) -> bytes | None:
         """What can be read without waiting; None when a whole record has not come yet.

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import select
 import ssl
 import sys
 import threading
@@ -39,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
+from reconciler.adapters.readable import readable
 from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
 from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
@@ -465,8 +465,7 @@ class _Handler(BaseHTTPRequestHandler):
         """True once the reader has closed its end (asked while the log is quiet)."""
         sock = self.connection
         try:
-            readable, _, _ = select.select([sock], [], [], 0)
-            if not readable:
+            if not readable(sock, 0):
                 return False
             return sock.recv(1) == b""
         except (OSError, ValueError):
