@@ -1,8 +1,9 @@
 """Found by chaos campaign seed 5103: a gang's rank 0 exits 0 and, before a tick has read
-that end, a user deletes one of the gang's pods. The next tick fails the gang
-(ClusterMemberFailed: "a pod of its gang ended or went") and deletes the cluster without
-reading rank 0's end; the Job (backoffLimit 2) makes new pods and a second cluster runs
-the finished training again. A kubelet reports a container that exited 0 before its pod's
+that end, a user deletes one of the gang's pods. The next tick failed the gang
+(ClusterMemberFailed: "a pod of its gang ended or went") and deleted the cluster without
+reading rank 0's end; the Job (backoffLimit 2) made new pods and a second cluster ran
+the finished training again. Now a gang whose pods changed has rank 0 read one last
+time. A kubelet reports a container that exited 0 before its pod's
 deletion as Succeeded: the gang's end is rank 0's, and must be read before a member's
 going fails the gang (the instance rule: the end is on the pods before the resource goes).
 """
@@ -33,11 +34,6 @@ def shown(pods: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug, not fixed: a member's going fails the gang before rank 0's "
-    "exit 0 is read, and the Job runs the work again (campaign seed 5103)",
-)
 @pytest.mark.parametrize("index", [0, 1])
 def test_a_member_deleted_after_rank_0_exited_0_keeps_the_success(box: Sandbox, index: int) -> None:
     running_retried_gang(box)

@@ -62,18 +62,24 @@ def due_reads(
 ) -> dict[str, tuple[str, str]]:
     """By gang key: rank 0's member id and its marker's nonce, for each live gang (its
     pods by key) whose rank 0 runs a batch process and was not read within `interval`
-    (0: none), or whose deadline passed (one last read, so that a gang that ended just
-    before it is not failed). A lost row reads at once: one extra read, never a missed
-    result."""
+    (0: none), or whose deadline passed or whose pods changed (one last read, so that a
+    gang that ended just before is not failed). A lost row reads at once: one extra
+    read, never a missed result."""
     due: dict[str, tuple[str, str]] = {}
     if interval <= 0:
         return due
+    # A gang whose Job still has live pods but not all of its own (a member ended or
+    # went) is about to fail: one last read, so that a gang that ended just before is
+    # not failed and run again.
+    live_jobs = {key_job(gang) for gang in live}
     for gang, listed in members.items():
         row = rows.get(gang)
-        if gang not in live or (row is not None and row.state is ClusterState.DELETING):
+        if row is not None and row.state is ClusterState.DELETING:
+            continue
+        if gang not in live and key_job(gang) not in live_jobs:
             continue
         checked = row.result_checked_at if row is not None else None
-        late = any(podinfo.deadline_passed(pod, now) for pod in live[gang])
+        late = gang not in live or any(podinfo.deadline_passed(pod, now) for pod in live[gang])
         if checked is not None and (now - checked).total_seconds() < interval and not late:
             continue
         mine = [m for m in listed if row is None or m.cluster_id in (row.cluster_id, None)]

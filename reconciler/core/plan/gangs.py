@@ -139,14 +139,25 @@ def _gang(
     # value is written back by the mirror. Its end goes on it before that cluster goes.
     known = {m.cluster_id for g in members.values() for m in g}
     known |= {r.cluster_id for r in rows.values()}
+    # Unless that cluster's rank 0 ended before the pod went (read this tick, one last
+    # time): then that is its gang's end, on all its pods, the going one too.
+    ended = {
+        listed[0].cluster_id: (gang, code)
+        for gang, listed in members.items()
+        if gang != key and (code := t.obs.gang_results.get(gang)) is not None
+    }
     broken = [
         p
         for p in active
-        if podinfo.pod_annotations(p).get(CLUSTER_ID) in known - {None, cluster_id}
+        if podinfo.pod_annotations(p).get(CLUSTER_ID) in known - {None, cluster_id, *ended}
     ]
     actions += gang_end.fail(
         t, broken, "a pod of its gang ended or went, so its cluster was deleted"
     )
+    for old, (gang, code) in ended.items():
+        ran = [p for p in pods if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
+        actions += _ended_before_a_pod_went(t, gang, old, code, ran, rows.get(gang))
+        active = [p for p in active if p not in ran]
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
         old = listed[0].cluster_id
@@ -162,6 +173,25 @@ def _gang(
     if current:
         return actions + _run(t, key, healthy, current, rows.get(key)), key
     return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+
+
+def _ended_before_a_pod_went(
+    t: Situation,
+    gang: str,
+    cluster_id: str | None,
+    code: int,
+    pods: list[KubeObject],
+    row: ClusterRecord | None,
+) -> list[Action]:
+    """Rank 0 of the gang's cluster exited with `code` before one of its pods went: the
+    gang ended, as a kubelet shows a container that exited before its pod's deletion."""
+    if not pods:
+        return []
+    base = (row or _new_row(t, gang, pods, ClusterState.RUNNING)).changed(cluster_id=cluster_id)
+    ended = gang_end.result(base, code, t.now)
+    detail = f"rank 0 exited with {code} before a pod of its gang went: the gang ended"
+    deleted = gang_end.delete(t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+    return [*gang_end.settle(t, pods, ended), *deleted]
 
 
 def _end_early(
