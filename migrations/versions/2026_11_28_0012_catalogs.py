@@ -1,7 +1,7 @@
 """RunPod's catalogs as the reconciler last fetched them, for `reconciler offers`.
 
-Revision ID: 0010_catalogs
-Revises: 0009_gang_results
+Revision ID: 0012_catalogs
+Revises: 0011_gone_billed
 Create Date: 2026-11-28
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0010_catalogs"
-down_revision = "0009_gang_results"
+revision = "0012_catalogs"
+down_revision = "0011_gone_billed"
 branch_labels = None
 depends_on = None
 
