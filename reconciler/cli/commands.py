@@ -346,7 +346,10 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     was read, `billed_until_by_kind` the network volumes' and clusters'. Charges nothing
     maps to a pod, claim or Job are one `(unmapped)` row per kind. Per pod, a charge
     more than 10% away from list price times the instance's life is flagged
-    (`mismatch`).
+    (`mismatch`). `leaked_network_volumes` lists the volumes of ours that no PV or
+    claim uses, as the reconciler's last tick found them; `charged_but_gone` the ids
+    RunPod charged in the last hour read that it neither lists nor answers for, whoever's
+    they were (found without the database's journal).
     """
     now = datetime.now(UTC)
     try:
@@ -364,6 +367,8 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
                 kind: queries.billing_covered_until(session, kind)
                 for kind in cost_view.RESOURCE_KINDS
             }
+            leaks = cost_view.leaked_volumes(queries.leaked_volumes(session))
+            ghosts = cost_view.charged_gone(queries.charged_gone(session))
     rows = cost_view.group(lines, by)
     if by == "pod" and start is None:
         cost_view.flag_mismatches(rows, mappings, pod_lines, billed_until)
@@ -372,6 +377,8 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         shown["billed_until_by_kind"] = {
             kind: until.isoformat() if until else None for kind, until in reaches.items()
         }
+        shown["leaked_network_volumes"] = leaks
+        shown["charged_but_gone"] = ghosts
         click.echo(json.dumps(shown, indent=2))
         return
     click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
@@ -383,6 +390,8 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         if reach is not None
     )
     click.echo(f"\ntotal ${total:.2f} (RunPod billing: pods through {until}{others})")
+    for line in [*cost_view.leak_lines(leaks), *cost_view.charged_gone_lines(ghosts)]:
+        click.echo(line)
 
 
 def require_schema(database: Database) -> None:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.adapters.store.models import Mapping
+from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core import spend
+from reconciler.core import spend, storage_prices
 from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
 
@@ -192,3 +192,50 @@ def header(by: str) -> tuple[str, ...]:
     if by == "gpu":
         return ("GPU OR STORAGE TYPE", "KIND", "CHARGED")
     return (by.upper(), "CHARGED")
+
+
+def leaked_volumes(rows: Sequence[ListedVolume]) -> list[dict[str, Any]]:
+    """Volumes of ours nothing uses, as the reconciler's last audit found them: they bill
+    whether or not an hour of billing has been read yet."""
+    return [
+        {
+            "id": row.volume_id,
+            "name": row.name,
+            "size_gb": row.size_gb,
+            "type": row.type,
+            "usd_per_hour": round(storage_prices.hourly_usd(row.size_gb, row.type), 4),
+            "since": row.leaked_since.isoformat() if row.leaked_since else None,
+        }
+        for row in rows
+    ]
+
+
+def leak_lines(leaks: Sequence[dict[str, Any]]) -> list[str]:
+    return [
+        f"leaked network volume {leak['id']} ({leak['name']}, {leak['size_gb']} GB): "
+        f"${leak['usd_per_hour']:.4f}/h since {leak['since']}; no PV or claim uses it"
+        for leak in leaks
+    ]
+
+
+def charged_gone(rows: Sequence[GoneBilled]) -> list[dict[str, Any]]:
+    """Ids RunPod charges that it neither lists nor answers for, whoever's they were."""
+    return [
+        {
+            "kind": row.kind,
+            "id": row.resource_id,
+            "usd_last_hour": round(row.charged_usd or 0.0, 4),
+            "gone_since": row.gone_since.isoformat(),
+            "named_by": row.named_by,
+        }
+        for row in rows
+    ]
+
+
+def charged_gone_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return [
+        f"charged but gone: {row['kind']} {row['id']} ${row['usd_last_hour']:.2f} in the last "
+        f"hour, not listed nor answered since {row['gone_since']}"
+        + (f" ({row['named_by']} names it)" if row["named_by"] else "")
+        for row in rows
+    ]

@@ -104,7 +104,7 @@ def describe(action: Action) -> tuple[str, str, str]:
         case ClaimEvent(claim=claim, reason=reason):
             return kind, str(claim), reason.value
         case DeleteNetworkVolume(volume_id=volume_id, pv_name=pv_name):
-            return kind, pv_name, volume_id
+            return kind, pv_name or "(no PV)", volume_id
         case DeleteVolumeObject(pv_name=pv_name):
             return kind, pv_name, ""
         case _:

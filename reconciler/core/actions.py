@@ -159,10 +159,11 @@ class ResizeNetworkVolume:
 
 @dataclass(frozen=True)
 class DeleteNetworkVolume:
-    """DELETE a released volume of ours nothing mounts (journal row first), then its PV."""
+    """DELETE a volume of ours nothing mounts (journal row first), then its PV: a
+    released one's, or none (`pv_name` None) for a duplicate no PV ever named."""
 
     volume_id: str
-    pv_name: str
+    pv_name: str | None
 
 
 @dataclass(frozen=True)

@@ -230,3 +230,26 @@ def leaked(
     planning deletes a tagged one within the grace; one that stays is a DELETE that keeps
     failing, or one without our gang tag that nothing of ours can tell the Job of)."""
     return [c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds]
+
+
+def unlisted(
+    rows: Iterable[ClusterRecord], gang_pods: Iterable[KubeObject], listed: Iterable[Instance]
+) -> list[str]:
+    """The clusters a live gang's running row or pods record that the list shows no
+    member of: each is read by id (its members), since only RunPod's 404 says a cluster
+    is gone. What a pod's annotation names is only where to look: the members count as
+    ours by their tags (`members_by_gang`)."""
+    shown = {m.cluster_id for m in listed}
+    live = live_gangs(gang_pods)
+    wanted = {
+        row.cluster_id
+        for row in rows
+        if row.state is ClusterState.RUNNING and row.gang in live and row.cluster_id
+    }
+    wanted |= {
+        cluster_id
+        for pods in live.values()
+        for pod in pods
+        if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID))
+    }
+    return sorted(wanted - shown)

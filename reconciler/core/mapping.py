@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -65,3 +66,21 @@ class MappingRecord:
     def same_as(self, other: MappingRecord) -> bool:
         """Equal but for the update time: nothing worth a database write."""
         return dataclasses.replace(self, updated_at=other.updated_at) == other
+
+
+def unlisted_instances(
+    rows: Iterable[MappingRecord], listed_ids: Collection[str], live_pods: Collection[str]
+) -> list[str]:
+    """The instances a running row of a live pod maps that the list does not show: each
+    is read by id, since the list lags behind creates and only RunPod's 404 says an
+    instance is gone (docs/architecture.md §3, "Cloud resources")."""
+    return sorted(
+        {
+            row.instance_id
+            for row in rows
+            if row.state is MappingState.RUNNING
+            and row.instance_id
+            and row.instance_id not in listed_ids
+            and row.pod_uid in live_pods
+        }
+    )

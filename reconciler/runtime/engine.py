@@ -36,9 +36,10 @@ from reconciler.core import (
     ownership,
     registries,
     storage_prices,
+    volume_leaks,
 )
 from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, ClaimEvent, Terminate
+from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume, Terminate
 from reconciler.core.config import Settings
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
@@ -51,7 +52,8 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.ghost_charges import GhostCharge
+from reconciler.core.mapping import MappingRecord, unlisted_instances
 from reconciler.core.offload import PendingPod, has_candidates
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
@@ -73,7 +75,7 @@ from reconciler.core.translate.offers import first_datacenter
 from reconciler.core.translate.registry import registry_credentials
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.core.usage import UsageMeter, gpu_utilization
-from reconciler.runtime import money
+from reconciler.runtime import charge_audit, money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.executor import Executor
@@ -118,6 +120,9 @@ class TickReport:
     """Instant Clusters RunPod made this tick."""
     cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
     """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
+    ghost_charges: list[GhostCharge] | None = None
+    """Ids RunPod charges that it neither lists nor answers for (`core.ghost_charges`);
+    None when the tick did not get to apply."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's
     volumes were not listed this tick."""
@@ -581,7 +586,8 @@ class Engine:
         self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
             return {}
-        return storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
 
     def _read_classes(self, now: datetime, fresh: bool = False) -> None:
         """The StorageClasses, read once per --catalog-ttl, or now when `fresh` (a pod
@@ -685,21 +691,9 @@ class Engine:
     def _confirm_missing(
         self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
     ) -> list[Instance]:
-        """Ask for each mapped instance of a live pod that the list does not show.
-
-        The list can lag behind for longer than any grace period; only a 404 proves an
-        instance is gone. One call per missing instance, none in a steady tick.
-        """
-        listed_ids = {i.id for i in listed}
-        live = {podinfo.uid(p) for p in pods}
-        missing = [
-            row.instance_id
-            for row in rows
-            if row.state is MappingState.RUNNING
-            and row.instance_id
-            and row.instance_id not in listed_ids
-            and row.pod_uid in live
-        ]
+        """The mapped instances of live pods that the list omits, read by id (one GET
+        each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
+        missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
         return read_by_id(missing, self.runpod.get_instance).found
 
     def _confirm_missing_clusters(
@@ -708,25 +702,9 @@ class Engine:
         rows: Sequence[clusters.ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> list[Instance]:
-        """The members of each cluster a live gang's row or pods record that the list
-        does not show, read by id: a cluster is gone only once RunPod answers 404 for it
-        (`_confirm_missing`'s rule, for clusters). What a pod's annotation names is only
-        where to look: the members count as ours by their tags (`members_by_gang`). One
-        call per such cluster, none in a steady tick (the list shows them all)."""
-        shown = {m.cluster_id for m in listed}
-        live = clusters.live_gangs(gang_pods)
-        wanted: set[str | None] = {
-            row.cluster_id
-            for row in rows
-            if row.state is clusters.ClusterState.RUNNING and row.gang in live and row.cluster_id
-        }
-        wanted |= {
-            podinfo.pod_annotations(pod).get(clusters.CLUSTER_ID)
-            for pods in live.values()
-            for pod in pods
-        }
-        missing = [c for c in wanted - shown if c]
-        read = read_by_id(missing, self.runpod.cluster_members)
+        """The members of each cluster a live gang records that the list omits, read
+        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.cluster_members)
         return [member for members in read.found for member in members]
 
     def _exit_logs(
@@ -868,14 +846,30 @@ class Engine:
             )
         self._collect_registries(report, executor)
         self._provision_volumes(report, executor)
+        if report.observation is not None:
+            self._audit_charges(report, report.observation)
         leaks = [leak for read in report.resource_billing for leak in read.leaks]
         if leaks:
             _run_into(executor, leaks, report)
 
+    def _audit_charges(self, report: TickReport, observation: Observation) -> None:
+        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        no create planned and no instance starting (their reads come first), unless it
+        has been put off for hours."""
+        now = report.started_at
+        quiet = not (report.planned["Create"] or report.planned["CreateCluster"]) and not starting(
+            observation.pods, observation.instances, observation.rows
+        )
+        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
+        report.ghost_charges = charge_audit.audit(
+            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
+        )
+
     def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
-        """The network-volume provisioner's step (`core.network_volumes` decides): after
-        the pods' actions, journaled like them. RunPod's volumes are listed only on a
-        tick with a claim to provision or a volume to delete."""
+        """The network-volume provisioner's step (`core.network_volumes` decides) and the
+        leak audit (`core.volume_leaks`): after the pods' actions, journaled like them.
+        RunPod's volumes are listed only on a tick with a claim to provision or a volume
+        to delete, or once the kept list is an hour old."""
         observation = report.observation
         if observation is None:
             return
@@ -886,24 +880,73 @@ class Engine:
             return
         if view is None:
             return
-        self._storage_spend = storage_prices.by_namespace(view.volumes)
-        leaks = network_volumes.leaks(view)
-        if view.listed is not None:
-            report.volume_leaks = [leak.id for leak in leaks]
-        self._record_volume_owners(report, view, leaks)
-        for leak in leaks:
-            log.error(
-                "network volume %s (%s, %d GB) is ours but no PersistentVolume names it: "
-                "kept (its data is never deleted on a guess); delete it at RunPod if unneeded",
-                leak.id,
-                leak.name,
-                leak.size_gb,
-            )
-        actions = self._untold(network_volumes.plan_volumes(view))
+        leaks = self._audit_volumes(report, view)
+        spend = storage_prices.by_namespace(view.volumes)
+        self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
+        actions = [
+            *self._untold(network_volumes.plan_volumes(view)),
+            *volume_leaks.collect(leaks, view, report.started_at, self.settings.orphan_grace_time),
+        ]
         if not actions:
             return
         _run_into(executor, actions, report)
         self._storage_spend = storage_prices.with_creates(self._storage_spend, actions)
+        for action in actions:
+            if isinstance(action, DeleteNetworkVolume) and action in report.done:
+                self._forget_volume(report, action.volume_id)
+
+    def _audit_volumes(
+        self, report: TickReport, view: network_volumes.StorageView
+    ) -> list[volume_leaks.VolumeLeak]:
+        """The volumes of ours that nothing uses, told on every tick from the most recent
+        list (this tick's, else the one kept in the store), logged and kept for `cost`."""
+        now = report.started_at
+        try:
+            if view.listed is not None:
+                self.store.save_volume_list(
+                    volume_leaks.ours(view.listed, self.settings.owner_id), now
+                )
+            known = self.store.volume_list()[1]
+            leaks = volume_leaks.found(known, view)
+            gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
+            leaks = [leak for leak in leaks if leak.volume.id not in gone]
+            self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
+        except Exception as exc:  # derived data: the provisioner's actions must still run
+            report.errors.append(f"the network-volume leak audit: {exc}")
+            log.error("could not audit the network volumes: %s", exc, exc_info=True)
+            return []
+        report.volume_leaks = [leak.volume.id for leak in leaks]
+        self._record_volume_owners(report, view, [leak.volume for leak in leaks])
+        for leak in leaks:
+            log.error(
+                "network volume %s (%s, %d GB, $%.4f/h) is ours but no PersistentVolume "
+                "names it, since %s: %s",
+                leak.volume.id,
+                leak.volume.name,
+                leak.volume.size_gb,
+                leak.hourly_usd,
+                leak.since.isoformat(),
+                leak.why(),
+            )
+        return leaks
+
+    def _gone_since_listed(self, volume_ids: Sequence[str]) -> frozenset[str]:
+        """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
+        is told as a leak all the same (nothing is concluded from a failed read)."""
+        try:
+            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+        except runpod_errors.RunPodError as exc:
+            log.warning("could not read the leaked volumes by id: %s", exc)
+            return frozenset()
+        for volume_id in gone:
+            self.store.forget_listed_volume(volume_id)
+        return gone
+
+    def _forget_volume(self, report: TickReport, volume_id: str) -> None:
+        try:
+            self.store.forget_listed_volume(volume_id)
+        except Exception as exc:  # the next list corrects the kept one
+            report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
 
     def _untold(self, actions: list[Action]) -> list[Action]:
         """The plan without the warnings each claim was given already: a claim that
@@ -962,7 +1005,10 @@ class Engine:
         unplaced = network_volumes.unplaced_consumers(view)
         if unplaced:
             view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
-        if not network_volumes.needs_listing(view):
+        # Listed when a decision needs it, or for the leak audit once the kept list
+        # is an hour old (or there is none: a new or lost database).
+        listed_at = self.store.volume_list()[0]
+        if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
             listed = self.runpod.list_network_volumes()
@@ -1038,6 +1084,14 @@ def _job_owner_uid(pod: KubeObject) -> str:
         if ref.get("kind") == "Job":
             return str(ref.get("uid", ""))
     return ""
+
+
+def _with_leaks(spend: Mapping[str | None, float], leaked_usd: float) -> dict[str | None, float]:
+    """Storage spend with the leaked volumes' (no claim: counted in the global caps)."""
+    found = dict(spend)
+    if leaked_usd:
+        found[None] = found.get(None, 0.0) + leaked_usd
+    return found
 
 
 def _run_into(executor: Executor, actions: Sequence[Action], report: TickReport) -> None:

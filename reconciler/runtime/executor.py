@@ -860,6 +860,8 @@ def _subject(action: Action) -> str:
     claim = getattr(action, "claim", None)
     if claim is not None:
         return f"claim {claim}"
+    if isinstance(action, DeleteNetworkVolume) and action.pv_name is None:
+        return f"network volume {action.volume_id}"
     if isinstance(action, DeleteNetworkVolume | DeleteVolumeObject):
         return f"PV {action.pv_name}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

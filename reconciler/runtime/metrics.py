@@ -123,8 +123,21 @@ class Metrics:
         )
         self.leaked_volumes = Gauge(
             "reconciler_leaked_network_volumes",
-            "Network volumes of ours that no PersistentVolume names, as last listed: kept "
-            "(their data is never deleted on a guess), to delete by hand if unneeded.",
+            "Network volumes of ours that no PersistentVolume names and no claim waits "
+            "for, told every tick from the most recent list: a duplicate is deleted after "
+            "the orphan grace, one whose claim is gone kept (to delete by hand if unneeded).",
+            registry=self.registry,
+        )
+        self.ghost_charges = Gauge(
+            "reconciler_charged_gone_resources",
+            "Ids RunPod charged in the last hour it neither lists nor answers for "
+            "(instances, network volumes, clusters; anyone's): told without the database, "
+            "from RunPod's own billing, once an hour.",
+            registry=self.registry,
+        )
+        self.ghost_charges_usd = Gauge(
+            "reconciler_charged_gone_usd",
+            "USD RunPod charged for them in the last hour read.",
             registry=self.registry,
         )
         self.leaked_seconds = Counter(
@@ -255,6 +268,9 @@ class Metrics:
             self.lookalikes.set(len(report.lookalikes))
         if report.volume_leaks is not None:
             self.leaked_volumes.set(len(report.volume_leaks))
+        if report.ghost_charges is not None:
+            self.ghost_charges.set(len(report.ghost_charges))
+            self.ghost_charges_usd.set(sum(g.usd for g in report.ghost_charges))
         if report.billing.spend_by_pod and report.observation is not None:
             namespaces = {row.pod_uid: row.namespace for row in report.observation.rows}
             totals: dict[str, float] = {}

@@ -14,6 +14,8 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   is deleted again (one `DELETE /v2/clusters/{id}`);
   whose each resource is, is written when the tick first sees it (and once a day
   while it does), from what the tick lists anyway;
+- every record these reads get, anyone's, is handed to the hourly ghost-charge audit
+  (`runtime/charge_audit.py`), which then does not ask for the same hour again;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
   using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
@@ -60,6 +62,10 @@ class BillingRead:
     """How far the read reached; None when nothing was read."""
     differences: Sequence[spend.PriceDifference] = ()
     """Pods whose charge differs from list price since this read (not before it)."""
+    since: datetime | None = None
+    charged: Sequence[BillingRecord] = ()
+    """Every record read, anyone's: the ghost-charge audit uses it instead of asking
+    for the same hour again (`runtime/charge_audit.py`)."""
 
 
 def read_billing(
@@ -107,7 +113,7 @@ def read_billing(
     for difference in differences:
         row = difference.row
         log.warning("%s/%s: %s", row.namespace, row.name, difference.message())
-    return BillingRead(kept, by_pod, until, differences)
+    return BillingRead(kept, by_pod, until, differences, since, records)
 
 
 def save_billing(store: Store, settings: Settings, read: BillingRead, now: datetime) -> None:
@@ -128,6 +134,9 @@ class ResourceBillingRead:
     covered_until: datetime
     leaks: Sequence[DeleteCluster] = ()
     """Clusters charged for hours after RunPod answered their DELETE: deleted again."""
+    since: datetime | None = None
+    charged: Sequence[ResourceCharge] = ()
+    """Every record read, anyone's (for the ghost-charge audit, as `BillingRead`'s)."""
 
 
 class ResourceBilling:
@@ -193,7 +202,7 @@ class ResourceBilling:
             log.error(
                 "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
             )
-        return ResourceBillingRead(kind, kept, until, leaks)
+        return ResourceBillingRead(kind, kept, until, leaks, since, records)
 
 
 def save_resource_billing(

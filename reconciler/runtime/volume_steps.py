@@ -62,6 +62,9 @@ class VolumeSteps:
                     durable_at="after-volume-unused",
                 )
                 crashpoints.reached("after-volume-delete")
+                if pv_name is None:
+                    log.info("deleted network volume %s, a duplicate no PV named", volume_id)
+                    return
                 self.kube.delete_persistent_volume(pv_name)
                 log.info("deleted network volume %s and its released PV %s", volume_id, pv_name)
             case DeleteVolumeObject(pv_name=pv_name):

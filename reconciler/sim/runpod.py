@@ -72,7 +72,9 @@ limited, not in the request log); bodies are JSON:
                                               "retryAfter"}; or {"kind": "create-then-fail",
                                               "status", "count"}; or {"kind":
                                               "create-then-hang", "seconds", "count"}; or
-                                              {"kind": "delete-keeps-billing", "count"}
+                                              {"kind": "delete-keeps-billing", "count"};
+                                              or {"kind": "volume-delete-keeps-billing",
+                                              "count"}
     POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
     POST   /_sim/listing-lag                 {"seconds": 20}: pods, clusters and network
@@ -348,6 +350,7 @@ class RunPodSimulator:
             self._terminated: dict[str, dict[str, Any]] = {}
             self._ghost_deletes = _CountedFault(0)
             self._ghost_cluster_deletes = _CountedFault(0)
+            self._ghost_volume_deletes = _CountedFault(0)
             self._ghost_clusters: dict[str, runpod_clusters.SimCluster] = {}
             """Clusters a DELETE hid but left billing, until their id is deleted again."""
             self._templates: dict[str, dict[str, Any]] = {}
@@ -472,6 +475,12 @@ class RunPodSimulator:
         """
         with self._lock:
             self._ghost_deletes = _CountedFault(count)
+
+    def volume_delete_keeps_billing(self, count: int = 1) -> None:
+        """The next `count` network-volume DELETEs answer 204 and hide the volume (404,
+        not listed), which goes on billing; a later DELETE of the same id ends it."""
+        with self._lock:
+            self._ghost_volume_deletes = _CountedFault(count)
 
     def cluster_delete_keeps_billing(self, count: int = 1) -> None:
         """The next `count` cluster DELETEs answer 204 and hide the cluster and its
@@ -1349,7 +1358,13 @@ class RunPodSimulator:
 
     @api("DELETE", "/v2/network-volumes/{id}")
     def _delete_volume(self, request: _Request) -> Reply:
-        self._volumes.delete(request.pod_id, self._mounting(request.pod_id), request.now)
+        users = self._mounting(request.pod_id)
+        keeps_billing = (
+            request.pod_id in self._volumes.live
+            and not users
+            and self._ghost_volume_deletes.spend()
+        )
+        self._volumes.delete(request.pod_id, users, request.now, keeps_billing)
         return Reply(204)
 
     @api("GET", "/v2/billing/network-volumes")
@@ -1479,6 +1494,8 @@ class RunPodSimulator:
             self.create_then_hang(count, float(body.get("seconds", 2.0)))
         elif kind == "delete-keeps-billing":
             self.delete_keeps_billing(count)
+        elif kind == "volume-delete-keeps-billing":
+            self.volume_delete_keeps_billing(count)
         elif kind == "status":
             retry_after = int(body.get("retryAfter", 5))
             fault = (body["method"], body["path"], int(body["status"]), count)

@@ -8,7 +8,8 @@
     PATCH  /v2/network-volumes/{id}   `name`, `size`: grow only (400 on a shrink), nothing
                                       else (422: the data center and the type are immutable)
     DELETE /v2/network-volumes/{id}   204; 404 unknown; 400 while a pod (stopped or not)
-                                      mounts it
+                                      mounts it (`volume_delete_keeps_billing`: 204, hidden,
+                                      billing on until deleted again)
     GET    /v2/billing/network-volumes   per volume per bucket, standard and
                                       high-performance amounts
 
@@ -88,6 +89,9 @@ class Volumes:
     random: Random = field(default_factory=lambda: Random(1))
     live: dict[str, SimVolume] = field(default_factory=dict)
     gone: list[SimVolume] = field(default_factory=list)
+    hidden: dict[str, SimVolume] = field(default_factory=dict)
+    """Volumes a DELETE answered 204 for and hid (404, not listed) that bill on, until
+    their id is deleted again: the leak a billing audit must find."""
     _root: Path | None = None
 
     def create(
@@ -134,15 +138,25 @@ class Volumes:
         volume.name = body.get("name", volume.name)
         return volume
 
-    def delete(self, volume_id: str, mounted_by: Iterable[str], now: datetime) -> None:
+    def delete(
+        self, volume_id: str, mounted_by: Iterable[str], now: datetime, keeps_billing: bool = False
+    ) -> None:
+        hidden = self.hidden.pop(volume_id, None)
+        if hidden is not None:  # deleted before, yet billing: this DELETE ends it
+            hidden.deleted_at = now
+            self.gone.append(hidden)
+            return
         volume = self.get(volume_id)
         users = sorted(mounted_by)
         if users:
             raise Problem(400, f"network volume is in use by pod {users[0]}")
         del self.live[volume_id]
+        shutil.rmtree(volume.directory, ignore_errors=True)
+        if keeps_billing:
+            self.hidden[volume_id] = volume
+            return
         volume.deleted_at = now
         self.gone.append(volume)
-        shutil.rmtree(volume.directory, ignore_errors=True)
 
     def placement(self, body: Mapping[str, Any]) -> list[str] | None:
         """The data centers a create may use given its network mount (None: no mount)."""
@@ -178,7 +192,7 @@ class Volumes:
     ) -> dict[str, Any]:
         """The body of `GET /v2/billing/network-volumes`."""
         billed: list[tuple[datetime, int, dict[str, Any]]] = []
-        for order, volume in enumerate([*self.gone, *self.live.values()]):
+        for order, volume in enumerate([*self.gone, *self.live.values(), *self.hidden.values()]):
             if volume_id is not None and volume.id != volume_id:
                 continue
             first = max(window.start, billing.floor_bucket(volume.created_at, window.size))
@@ -225,7 +239,7 @@ class Volumes:
         return self._root
 
     def _new_id(self) -> str:
-        taken = {*self.live, *(volume.id for volume in self.gone)}
+        taken = {*self.live, *self.hidden, *(volume.id for volume in self.gone)}
         while True:
             candidate = "".join(self.random.choices(_ID_ALPHABET, k=10))
             if candidate not in taken:

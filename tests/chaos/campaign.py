@@ -6,7 +6,11 @@ chaos ticks: users act, a fault may be injected, and `reconciler sync --once` ru
 real subprocess, armed at the least-exercised crash point (`RECONCILER_CRASH_AT`),
 SIGKILLed after a random real delay, or left alone; now and then a second writer (its
 own database, same node) runs alongside it, and the node's writer Lease must keep them
-from acting at once. In database-chaos runs the SQLite
+from acting at once. A neighbour, the reconciler of a second virtual node of the same
+cluster (its own node, database and owner; the same RunPod account), ticks alongside
+about half the ticks, now and then dying just after a volume's POST with its database
+lost: both see every Immediate-binding claim, and each claim must get one volume. In
+database-chaos runs the SQLite
 file is deleted at random moments (after a tick, often one that was just killed). Then
 the faults stop and clean ticks run until both worlds agree. After every run the
 invariants of `invariants.py` are checked; `Snapshot.unconverged` defines agreement.
@@ -28,7 +32,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +42,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.chaos` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from reconciler.core.network_volumes import volume_name
 from reconciler.runtime.crashpoints import POINTS
 from tests.chaos import invariants
 from tests.chaos.invariants import History
@@ -75,6 +82,13 @@ INITIAL_PODS = 3
 ABANDON_AFTER_CRASH = 0.6
 # Ticks after the worlds agree in which rows may still catch up (terminated confirmed).
 ROW_TAIL_TICKS = 2
+# The second virtual node's reconciler: how often it ticks alongside a chaos tick, how
+# often such a tick dies just after a volume's POST, and how often its database is lost
+# after that.
+NEIGHBOUR_CHANCE = 0.5
+NEIGHBOUR_CRASH_CHANCE = 0.25
+NEIGHBOUR_DB_LOSS_CHANCE = 0.5
+NEIGHBOUR_GENERATION = 3_000
 
 
 @dataclass
@@ -106,6 +120,13 @@ class RunResult:
     """Network volumes RunPod answered 201 for."""
     volume_requests: Counter[str] = field(default_factory=Counter)
     """Requests to /v2/network-volumes (and one volume) by method: what storage cost."""
+    neighbour_ticks: int = 0
+    """Ticks of the second virtual node's reconciler."""
+    neighbour_crashes: int = 0
+    neighbour_volumes: int = 0
+    """Of `volumes_made`, those the neighbour made (Immediate claims it provisioned)."""
+    gangs_succeeded: int = 0
+    """Jobs whose gang's rank 0 exited 0 by the workload's hand."""
     violations: list[tuple[str, str]] = field(default_factory=list)
 
     def violate(self, invariant: str, messages: list[str]) -> None:
@@ -124,9 +145,11 @@ INVARIANTS = (
     "steady-tick",
     "hostile-namespace",
     "no-duplicate-cluster",
+    "finished-gang-not-rerun",
     "no-leaked-cluster",
     "no-duplicate-volume",
     "no-leaked-volume",
+    "request-log-whole",
 )
 
 
@@ -150,6 +173,8 @@ class Run:
         self.second = Reconciler(
             host, workdir, node, f"cluster-{index}-{seed}", database=f"{node}-second"
         )
+        self.neighbour = Reconciler(host, workdir, f"{node}-nb", f"cluster-{index}-{seed}")
+        self.neighbour_archived: list[JournalRow] = []
         self.workload = Workload(host, f"run-{index}", node, self.rng)
         self.result = RunResult(index, seed, db_chaos)
         self.history = History()
@@ -196,26 +221,65 @@ class Run:
             fault = self.workload.inject_fault() if self.rng.random() < FAULT_CHANCE else None
             if fault == "create-then-hang" and plan.crash_at is None:
                 plan = TickPlan(kill_after=self.rng.uniform(0.9, 3.5))
-            if fault == CHAIN_FAULT:
-                self._end_held_creates()  # the writer to be killed must create
-                self.workload.add_pod()
-                killed = self._tick(TickPlan(crash_at="after-create:1"))
-                self._record(killed)
-                self.workload.bites[CHAIN_FAULT] += killed.crashed
-                self._chain()
-            elif self.rng.random() < SECOND_WRITER_CHANCE:
-                self._record(self._tick_with_a_second_writer(plan))
-            else:
-                result = self._tick(plan)
-                self._record(result)
-                crashed_provisioning = result.crashed and plan.point == "after-volume-create"
-                if crashed_provisioning and self.rng.random() < ABANDON_AFTER_CRASH:
-                    self.workload.abandon_claim(self._look())
-                if fault == HOSTILE_FAULT:
-                    problems = invariants.hostile_namespace_violations(result)
-                    self.result.violate("hostile-namespace", problems)
+            with self._neighbour_alongside(self.rng.random() < NEIGHBOUR_CHANCE):
+                self._chaos_tick(plan, fault)
             self._maybe_delete_database()
             tick += 1
+
+    def _chaos_tick(self, plan: TickPlan, fault: str | None) -> None:
+        if fault == CHAIN_FAULT:
+            self._end_held_creates()  # the writer to be killed must create
+            self.workload.add_pod()
+            killed = self._tick(TickPlan(crash_at="after-create:1"))
+            self._record(killed)
+            self.workload.bites[CHAIN_FAULT] += killed.crashed
+            self._chain()
+        elif self.rng.random() < SECOND_WRITER_CHANCE:
+            self._record(self._tick_with_a_second_writer(plan))
+        else:
+            result = self._tick(plan)
+            self._record(result)
+            crashed_provisioning = result.crashed and plan.point == "after-volume-create"
+            if crashed_provisioning and self.rng.random() < ABANDON_AFTER_CRASH:
+                self.workload.abandon_claim(self._look())
+            if fault == HOSTILE_FAULT:
+                problems = invariants.hostile_namespace_violations(result)
+                self.result.violate("hostile-namespace", problems)
+
+    @contextmanager
+    def _neighbour_alongside(self, ticking: bool, clean: bool = False) -> Iterator[None]:
+        """The second virtual node's reconciler ticks while the body runs (if `ticking`):
+        now and then armed just after a volume's POST (unless `clean`), its database then
+        lost at times, as a node's reconciler that died and came back on a fresh disk."""
+        if not ticking:
+            yield
+            return
+        armed = not clean and self.rng.random() < NEIGHBOUR_CRASH_CHANCE
+        plan = TickPlan(crash_at="after-volume-create:1") if armed else TickPlan()
+        lose_db = self.rng.random() < NEIGHBOUR_DB_LOSS_CHANCE
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(self.neighbour.tick, plan)
+            yield
+            result = running.result()
+        self.result.neighbour_ticks += 1
+        self.result.hung += result.hung
+        self.result.violate(
+            "ticks-run",
+            [
+                f"neighbour: {p}; its log ends:\n{self.neighbour.log_tail()}"
+                for p in invariants.tick_violations(result, contended=False)
+            ],
+        )
+        if result.died:
+            expire_lock(self.neighbour.db_path)
+        if result.crashed:
+            self.result.neighbour_crashes += 1
+            if lose_db:
+                generation = NEIGHBOUR_GENERATION + self.result.neighbour_crashes
+                self.neighbour_archived += read_journal(self.neighbour.db_path, generation)
+                self.neighbour.delete_database()
+            if self.rng.random() < ABANDON_AFTER_CRASH:
+                self.workload.abandon_claim(self._look())
 
     def _chain(self) -> None:
         """Short runs one after another, each on a fresh database, inside the term of the
@@ -233,7 +297,8 @@ class Run:
         self.workload.lag(0)
 
     def _end_held_creates(self) -> None:
-        if self.host.end_held_creates(self.reconciler.node):
+        held = [self.host.end_held_creates(w.node) for w in (self.reconciler, self.neighbour)]
+        if any(held):
             self.catch_ups.append(datetime.now(UTC))
 
     def _settle(self) -> None:
@@ -245,7 +310,8 @@ class Run:
             # killed writer's term, or one passed on in the Lease) would outlast them,
             # so stand in for its end, as for the database lock's TTL.
             self._end_held_creates()
-            self._tick(TickPlan())
+            with self._neighbour_alongside(True, clean=True):
+                self._tick(TickPlan())
             snap = self._look()
             if orphans_gone is None and not snap.orphans():
                 orphans_gone = settle
@@ -268,6 +334,10 @@ class Run:
         """
         plans = [self._tick(TickPlan()).planned for _ in range(ROW_TAIL_TICKS + 1)]
         self.result.violate("steady-tick", invariants.steady_violations(plans))
+        theirs = [self.neighbour.tick(TickPlan()).planned for _ in range(ROW_TAIL_TICKS + 1)]
+        self.result.violate(
+            "steady-tick", [f"neighbour: {p}" for p in invariants.steady_violations(theirs)]
+        )
 
     # --- one tick --------------------------------------------------------------------
 
@@ -332,7 +402,11 @@ class Run:
 
     def _look(self) -> Snapshot:
         snap = Snapshot.take(
-            self.host, self.reconciler.owner, self.reconciler.node, self.workload.namespace
+            self.host,
+            self.reconciler.owner,
+            self.reconciler.node,
+            self.workload.namespace,
+            (self.neighbour.owner,),
         )
         for uid, pod in snap.pods.items():  # the Job controller's pods too, for the journal
             self.workload.uid_by_name.setdefault(pod["metadata"]["name"], uid)
@@ -374,15 +448,26 @@ class Run:
             invariants.foreign_violations(requests, self.foreign, snap)
             + invariants.foreign_volume_violations(requests, self.foreign_volumes, snap),
         )
+        result.violate("request-log-whole", invariants.request_log_violations(requests))
         result.violate(
             "no-duplicate-volume",
             snap.duplicate_volumes() + invariants.volumes_made_twice(requests),
         )
-        result.violate("no-leaked-volume", snap.leaked_volumes())
+        result.violate(
+            "no-leaked-volume",
+            snap.leaked_volumes() + invariants.volumes_left_billing(requests, snap),
+        )
         result.volumes_made = sum(
             1
             for r in requests
             if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
+        )
+        theirs = volume_name(self.neighbour.owner, "")
+        result.neighbour_volumes = sum(
+            1
+            for r in requests
+            if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
+            and str((r["body"] or {}).get("name", "")).startswith(theirs)
         )
         result.volume_requests = Counter(
             r["method"] for r in requests if r["path"].startswith("/v2/network-volumes")
@@ -391,6 +476,13 @@ class Run:
             "no-duplicate-cluster",
             [f"gang {gang} ends with two clusters" for gang in snap.duplicate_clusters()]
             + invariants.clusters_made_twice(requests),
+        )
+        workload = self.workload
+        result.gangs_succeeded = len(workload.gangs_succeeded)
+        result.violate(
+            "finished-gang-not-rerun",
+            invariants.gangs_rerun(requests, workload.gangs_succeeded)
+            + invariants.gang_ends_lost(workload.succeeded_pods, history.finished_as, snap),
         )
         result.violate(
             "no-leaked-cluster",
@@ -406,6 +498,8 @@ class Run:
             self.archived
             + read_journal(self.reconciler.db_path, self.result.db_deletions)
             + read_journal(self.second.db_path, SECOND_WRITER_GENERATION)
+            + self.neighbour_archived
+            + read_journal(self.neighbour.db_path, NEIGHBOUR_GENERATION)
         )
         for index, chained in enumerate(self.chained):
             journal += read_journal(chained.db_path, CHAIN_GENERATION + index)
@@ -523,9 +617,13 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"{sum(r.duplicates_explained for r in results)}; healed in "
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
-        f"Instant Clusters made: {sum(r.clusters_made for r in results)}",
+        f"Instant Clusters made: {sum(r.clusters_made for r in results)}; gangs whose rank 0 "
+        f"exited 0: {sum(r.gangs_succeeded for r in results)}",
         f"network volumes made: {sum(r.volumes_made for r in results)}; requests to "
         f"/v2/network-volumes: {dict(sum((r.volume_requests for r in results), Counter()))}",
+        f"second virtual node: {sum(r.neighbour_ticks for r in results)} ticks, "
+        f"{sum(r.neighbour_crashes for r in results)} died after a volume's POST, "
+        f"{sum(r.neighbour_volumes for r in results)} volumes made by it",
     ]
 
 

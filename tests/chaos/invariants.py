@@ -3,7 +3,12 @@
 - `foreign_violations`, `foreign_volume_violations`: no instance without our owner tag,
   no network volume without our name, was ever touched (the RunPod simulator's request
   log has no DELETE, PATCH or action on a foreign id) and all still exist.
-- `volumes_made_twice`: one volume per claim, ever (RunPod's request log).
+- `volumes_made_twice`: one volume per claim, ever, whichever reconciler made it
+  (RunPod's request log); `volumes_left_billing`: each volume a POST made that is still
+  there at the end is named by a PV and kept by a live claim or a Retain PV.
+- `clusters_made_twice`: one cluster per gang tag, ever; `gangs_rerun`: no cluster for a
+  Job after its gang's rank 0 exited 0; `gang_ends_lost`: that gang's pods end Succeeded.
+- `request_log_violations`: the request log those read holds the whole run.
 - `journal_violations`: the journal accounts for every side effect both simulators saw
   (each create or delete RunPod answered, each pod status/metadata patch and pod delete
   Kubernetes answered has a journal row; Kubernetes calls of a tick that died are left
@@ -31,8 +36,9 @@ from itertools import pairwise
 from typing import Any
 
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV
+from reconciler.sim.runpod import REQUEST_LOG_LIMIT
 from tests.chaos.ticks import JournalRow, TickResult
-from tests.chaos.world import Json, Snapshot, finished
+from tests.chaos.world import Json, Snapshot, deleting, finished, phase
 
 _INSTANCE_PATH = re.compile(r"^/v2/pods/(?P<id>[^/]+)(?P<action>/action)?$")
 _REGISTRY_PATH = re.compile(r"^/v2/registries/(?P<id>[^/]+)$")
@@ -70,14 +76,68 @@ def foreign_volume_violations(
 
 
 def volumes_made_twice(requests: Iterable[Json]) -> list[str]:
-    """A claim's volume is made once, ever (its name is the claim's): a second POST that
-    RunPod answered for one name is a duplicate, even if one was deleted since."""
-    made = Counter(
-        (r["body"] or {}).get("name")
+    """A claim's volume is made once, ever, by whichever reconciler of the account made
+    it: two POSTs RunPod answered 201 for one claim are a duplicate, even if one was
+    deleted since, and even under two names (two virtual nodes: each names its volumes
+    with its own owner digest and the claim's UID)."""
+    made: dict[str, list[str]] = defaultdict(list)
+    for name in _volume_names_made(requests):
+        made[_claim_of_volume(name)].append(name)
+    return [
+        f"{len(names)} volumes made for claim {claim}: {sorted(names)}"
+        for claim, names in made.items()
+        if len(names) > 1
+    ]
+
+
+def volumes_left_billing(requests: Iterable[Json], snapshot: Snapshot) -> list[str]:
+    """Every volume a POST of ours made (RunPod's request log: any of the account's
+    reconcilers, whatever the final snapshot's owner) that still exists at the end is
+    named by a PV, and its claim is alive or its PV keeps it (Retain: Released); any
+    other bills on with nothing to use it."""
+    names = set(_volume_names_made(requests))
+    by_handle = {_pv_handle(pv): pv for pv in snapshot.persistent_volumes}
+    found = []
+    for volume in snapshot.volumes:
+        if volume["name"] not in names:
+            continue
+        claim, pv = _claim_of_volume(volume["name"]), by_handle.get(volume["id"])
+        if pv is None:
+            gone = "its claim is gone" if claim not in snapshot.claims else "its claim lives"
+            found.append(f"volume {volume['id']} ({volume['name']}) bills on: no PV, {gone}")
+        elif claim not in snapshot.claims and pv["spec"].get("persistentVolumeReclaimPolicy") != (
+            "Retain"
+        ):
+            found.append(
+                f"volume {volume['id']} ({volume['name']}) bills on: its claim is gone and "
+                f"its PV {pv['metadata']['name']} does not retain it"
+            )
+    return found
+
+
+def _volume_names_made(requests: Iterable[Json]) -> list[str]:
+    return [
+        str((r["body"] or {}).get("name"))
         for r in requests
         if (r["method"], r["path"], r["status"]) == ("POST", "/v2/network-volumes", 201)
-    )
-    return [f"{n} volumes made named {name}" for name, n in made.items() if n > 1]
+    ]
+
+
+def _claim_of_volume(name: str) -> str:
+    """Our volumes are named `<prefix><owner digest>-pvc-<claim UID>`."""
+    return name.rpartition("-pvc-")[2] or name
+
+
+def _pv_handle(pv: Json) -> str:
+    return str((pv["spec"].get("csi") or {}).get("volumeHandle") or "")
+
+
+def request_log_violations(requests: Sequence[Json]) -> list[str]:
+    """The invariants that read RunPod's request log see the whole run only if the
+    simulator kept all of it (it keeps the newest `REQUEST_LOG_LIMIT`)."""
+    if len(requests) >= REQUEST_LOG_LIMIT:
+        return [f"RunPod's request log holds {len(requests)} requests: the oldest are gone"]
+    return []
 
 
 def clusters_made_twice(requests: Iterable[Json]) -> list[str]:
@@ -90,6 +150,39 @@ def clusters_made_twice(requests: Iterable[Json]) -> list[str]:
         if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
     )
     return [f"{n} clusters made for gang {gang}" for gang, n in made.items() if gang and n > 1]
+
+
+def gangs_rerun(requests: Iterable[Json], succeeded: Mapping[str, datetime]) -> list[str]:
+    """A gang whose rank 0 exited 0 has done its work: no cluster is made for its Job after
+    that (by Job UID, the gang tag's first part: a re-run is a new attempt of the Job,
+    under a new tag, which the per-tag count cannot see)."""
+    return [
+        f"Job {job} got cluster for gang {gang} at {made:%H:%M:%S.%f}, after its rank 0 "
+        f"exited 0 at {succeeded[job]:%H:%M:%S.%f}"
+        for r in requests
+        if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
+        and (gang := ((r["body"] or {}).get("env") or {}).get(GANG_ENV))
+        and (job := str(gang).partition("/")[0]) in succeeded
+        and (made := _time(r["at"])) > succeeded[job]
+    ]
+
+
+def gang_ends_lost(
+    succeeded_pods: Mapping[str, str], finished_as: Mapping[str, str], snapshot: Snapshot
+) -> list[str]:
+    """The pods of a gang whose rank 0 exited 0 end Succeeded, never Failed (a lost
+    success: ClusterMemberFailed, and the Job runs the work again). `succeeded_pods`:
+    pod UID to its Job's UID; `finished_as`: how each pod was first seen finished."""
+    found = [
+        f"pod {uid} of Job {job} (rank 0 exited 0) ended {finished_as[uid]}"
+        for uid, job in sorted(succeeded_pods.items())
+        if uid in finished_as and not finished_as[uid].startswith("Succeeded")
+    ]
+    return found + [
+        f"pod {uid} of Job {job} (rank 0 exited 0) is still {phase(snapshot.pods[uid])}"
+        for uid, job in sorted(succeeded_pods.items())
+        if uid not in finished_as and uid in snapshot.pods and not deleting(snapshot.pods[uid])
+    ]
 
 
 def action_requests(requests: Iterable[Json]) -> list[str]:
@@ -363,6 +456,8 @@ class History:
     longest_orphan: float = 0.0
     seen_finished: dict[str, datetime] = field(default_factory=dict)
     """When each pod was first seen Succeeded or Failed."""
+    finished_as: dict[str, str] = field(default_factory=dict)
+    """How each pod was first seen finished: its phase, and its reason if it has one."""
 
     def observe(self, snap: Snapshot, now: float, elapsed: float, at: datetime) -> None:
         self.duplicate_pods.update(snap.duplicates())
@@ -370,6 +465,10 @@ class History:
         for uid, pod in snap.pods.items():
             if finished(pod):
                 self.seen_finished.setdefault(uid, at)
+                reason = (pod.get("status") or {}).get("reason")
+                self.finished_as.setdefault(
+                    uid, f"{phase(pod)} ({reason})" if reason else phase(pod)
+                )
 
     def _follow_orphans(self, snap: Snapshot, now: float, elapsed: float) -> None:
         orphans = {i["id"] for i in snap.orphans()}

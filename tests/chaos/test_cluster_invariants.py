@@ -1,12 +1,13 @@
-"""The campaign's two Instant Cluster invariants can fail: each is fed a world that
+"""The campaign's Instant Cluster invariants can fail: each is fed a world that
 breaks it (a check that cannot fail proves nothing). Pure: no simulator."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.contract import GANG_ENV, OWNER_ENV
-from tests.chaos.invariants import clusters_made_twice
+from tests.chaos.invariants import clusters_made_twice, gang_ends_lost, gangs_rerun
 from tests.chaos.world import Snapshot
 
 OWNER = "c/n"
@@ -69,3 +70,40 @@ def test_a_planted_double_cluster_create_is_caught_from_the_request_log() -> Non
     assert clusters_made_twice(once) == []
     twice = [*once, cluster_post("job1/g")]
     assert clusters_made_twice(twice) == ["2 clusters made for gang job1/g"]
+
+
+def at(seconds: float) -> datetime:
+    return datetime(2026, 11, 28, 12, 0, tzinfo=UTC) + timedelta(seconds=seconds)
+
+
+def made(gang: str, seconds: float, status: int = 201) -> Any:
+    return {**cluster_post(gang, status), "at": at(seconds).isoformat()}
+
+
+def test_a_planted_rerun_of_a_finished_gang_is_caught_from_the_request_log() -> None:
+    """Rank 0 exited 0 at t=10; the Job's pods are made again (a lost success), under a
+    new gang tag: one cluster per tag, but a second cluster for the Job after its end."""
+    history = [made("job1/a", 0), made("job1/b", 5), made("job2/a", 20)]  # b: a retry
+    done = {"job1": at(10)}
+    assert clusters_made_twice(history) == []
+    assert gangs_rerun(history, done) == []
+    rerun = [*history, made("job1/c", 30, 400), made("job1/c", 31)]
+    assert clusters_made_twice(rerun) == []  # the per-tag count cannot see it
+    [caught] = gangs_rerun(rerun, done)
+    assert "Job job1 got cluster for gang job1/c" in caught
+
+
+def test_a_finished_gangs_pod_that_ends_failed_is_caught() -> None:
+    pods = {"p1": "job1", "p2": "job1"}
+    seen = {"p1": "Succeeded", "p2": "Succeeded"}
+    assert gang_ends_lost(pods, seen, world([], [])) == []
+    lost = {"p1": "Succeeded", "p2": "Failed (ClusterMemberFailed)"}
+    assert gang_ends_lost(pods, lost, world([], [])) == [
+        "pod p2 of Job job1 (rank 0 exited 0) ended Failed (ClusterMemberFailed)"
+    ]
+    # Never seen finished and still there at the end: its end was never written.
+    running = gang_pod("job1")
+    running["metadata"]["uid"] = "p2"
+    assert gang_ends_lost(pods, {"p1": "Succeeded"}, world([running], [])) == [
+        "pod p2 of Job job1 (rank 0 exited 0) is still Running"
+    ]

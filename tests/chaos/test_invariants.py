@@ -273,8 +273,9 @@ def test_two_volumes_for_one_claim_are_caught() -> None:
     two = storage([claim_object("k1")], [pv("v1", "k1")], [volume("v1", "k1"), volume("v2", "k1")])
     assert two.duplicate_volumes() and two.unconverged()
     post = {"method": "POST", "path": "/v2/network-volumes", "status": 201}
-    made = [{**post, "body": {"name": "x"}}, {**post, "body": {"name": "x"}}]
-    assert volumes_made_twice(made) == ["2 volumes made named x"]
+    name = volume_name(OWNER, "k1")
+    made = [{**post, "body": {"name": name}}, {**post, "body": {"name": name}}]
+    assert volumes_made_twice(made) == [f"2 volumes made for claim k1: {[name, name]}"]
     assert volumes_made_twice(made[:1]) == []
 
 

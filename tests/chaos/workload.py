@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from reconciler.core.clusters import CLUSTER_ID
+from reconciler.core.contract import GANG_ENV
 from tests.chaos.world import (
     IMMEDIATE_CLASS,
     RETAIN_CLASS,
@@ -55,7 +57,8 @@ HOSTILE_CAPS = {"runpod.io/max-instances": "9" * 31, "runpod.io/max-hourly-spend
 and an escape sequence."""
 TERMINAL_FAULT = "refused-terminal-status"
 ABANDON_FAULT = "claim-deleted-while-provisioning"
-BITES = (CHAIN_FAULT, TERMINAL_FAULT, ABANDON_FAULT)
+GANG_DONE_FAULT = "gang-done-refused-status"
+BITES = (CHAIN_FAULT, TERMINAL_FAULT, ABANDON_FAULT, GANG_DONE_FAULT)
 """Faults that need a state to bite: counted apart when they met it."""
 
 # Which workload event makes an armed crash point likely to be reached this tick.
@@ -110,6 +113,12 @@ class Workload:
     """The users' namespace carries HOSTILE_CAPS until the next round (or the settle)."""
     gangs: list[str] = field(default_factory=list)
     """Names of the Indexed Jobs run as clusters that were not deleted yet."""
+    gangs_succeeded: dict[str, datetime] = field(default_factory=dict)
+    """When the rank 0 of a gang of each Job (by UID) exited 0: its work is done."""
+    succeeded_pods: dict[str, str] = field(default_factory=dict)
+    """The pods (UID to Job UID) of those gangs: each must end Succeeded."""
+    ended_clusters: set[str] = field(default_factory=set)
+    """Clusters whose rank 0 exited by our hand (a member runs on after its exit)."""
     _snap: Snapshot | None = None
     _next: int = 0
 
@@ -248,24 +257,60 @@ class Workload:
                 self.uid_by_name[pod["metadata"]["name"]] = pod["metadata"]["uid"]
 
     def _end_gang(self, snap: Snapshot) -> None:
-        """A gang's cluster goes: its Job is deleted, or one of its members fails (the
-        gang fails, and the Job makes it again)."""
-        running = [
-            (gang, members)
-            for gang, clusters in sorted(snap.clusters.items())
-            for members in clusters.values()
-            if all(m["status"] == "RUNNING" for m in members)
-        ]
+        """A gang's cluster goes: its Job is deleted, one of its members fails (the gang
+        fails, and the Job makes it again), or its rank 0's process exits: 0, the gang
+        succeeded (its pods end Succeeded and the Job completes: it must never run
+        again), else it failed as a member does."""
+        running = self._running_gangs(snap)
         if not running or not self.gangs:
             self.add_gang()  # something to end next time
             return
-        if self.rng.random() < 0.5:
+        roll = self.rng.random()
+        if roll < 1 / 3:
             name = self.gangs.pop(self.rng.randrange(len(self.gangs)))
             self.host.delete_job(self.namespace, name)
             return
-        _, members = self.rng.choice(running)
-        self.host.runpod("POST", f"pods/{members[0]['id']}/fail", missing_ok=True)
-        self.faults["cluster-member-error"] += 1
+        members, pods = self.rng.choice(running)
+        if roll < 2 / 3:
+            self.host.runpod("POST", f"pods/{members[0]['id']}/fail", missing_ok=True)
+            self.faults["cluster-member-error"] += 1
+            return
+        self._exit_rank_0(members, pods, self.rng.choice([0, 0, 1]))
+
+    def _running_gangs(self, snap: Snapshot) -> list[tuple[list[Json], list[str]]]:
+        """(members, pod UIDs) of each cluster whose members all run and that the gang's
+        live pods run on (their `runpod.io/cluster-id`): a duplicate the heal is about to
+        delete is none of the gang's work."""
+        found = []
+        for clusters in snap.clusters.values():
+            for cluster_id, members in sorted(clusters.items()):
+                pods = [
+                    uid
+                    for uid, pod in sorted(snap.pods.items())
+                    if snap.live(uid)
+                    and ((pod["metadata"].get("annotations") or {}).get(CLUSTER_ID) == cluster_id)
+                ]
+                ended = cluster_id in self.ended_clusters
+                if pods and not ended and all(m["status"] == "RUNNING" for m in members):
+                    found.append((members, pods))
+        return found
+
+    def _exit_rank_0(self, members: list[Json], pods: list[str], code: int) -> bool:
+        """Rank 0's process exits with `code`: the gang's end. True if it was there."""
+        rank_0 = [m for m in members if (m.get("cluster") or {}).get("rank") == 0]
+        if not rank_0:
+            return False
+        answer = self.host.runpod_exit(rank_0[0]["id"], code)
+        if not answer:
+            return False
+        self.ended_clusters.add(rank_0[0]["cluster"]["id"])
+        self.faults[f"gang-rank-0-exit-{'0' if code == 0 else 'non-0'}"] += 1
+        if code == 0:
+            job = str((rank_0[0].get("env") or {}).get(GANG_ENV, "?")).partition("/")[0]
+            self.gangs_succeeded.setdefault(job, datetime.now(UTC))
+            for uid in pods:
+                self.succeeded_pods[uid] = job
+        return True
 
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""
@@ -480,6 +525,17 @@ def _refused_terminal_status(w: Workload) -> None:
     w.lose_rows = True
 
 
+def _gang_done_refused_status(w: Workload) -> None:
+    """A gang's rank 0 exits 0, the status patches that record its pods' end are refused,
+    and the rows are lost after the tick: only the pods (or RunPod) can say the gang
+    succeeded, and its Job must never get a second cluster."""
+    running = w._running_gangs(w._snap) if w._snap is not None else []
+    if running and w._exit_rank_0(*w.rng.choice(running), code=0):
+        w.bites[GANG_DONE_FAULT] += 1
+    w.host.kube_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 3)
+    w.lose_rows = True
+
+
 def _hostile_namespace(w: Workload) -> None:
     """The users' namespace gets HOSTILE_CAPS for one tick: its creates wait with a
     reason, and nothing else in the tick (terminations first) may wait for them."""
@@ -511,6 +567,7 @@ FAULTS: dict[str, Callable[[Workload], None]] = {
     "kube-pod-list-500": _kube_fault("GET", "/api/v1/pods", 500, 1),
     "kube-events-500": _kube_fault("POST", "/api/v1/namespaces/*/events", 500, 2),
     TERMINAL_FAULT: _refused_terminal_status,
+    GANG_DONE_FAULT: _gang_done_refused_status,
     CHAIN_FAULT: _lagging_list,
     HOSTILE_FAULT: _hostile_namespace,
 }

@@ -107,6 +107,16 @@ class SimHost:
             raise RuntimeError(f"{method} /_sim/{path}: {response.status_code} {response.text}")
         return response.json() if response.content else None
 
+    def runpod_exit(self, instance_id: str, code: int) -> bool:
+        """The instance's main process exits with `code`; False if it is gone or runs no
+        process (not RUNNING: 400)."""
+        response = self._http.post(
+            f"{self.runpod_url}/_sim/pods/{instance_id}/exit", json={"code": code}, timeout=10
+        )
+        if response.status_code >= 500:
+            raise RuntimeError(f"exit {instance_id}: {response.status_code} {response.text}")
+        return response.status_code < 400
+
     def instances(self) -> list[Json]:
         return list(self.runpod("GET", "state")["pods"])
 
@@ -388,6 +398,9 @@ class Snapshot:
     """PVs of the network-volume CSI driver whose claim is (or was) one of the run's."""
     volumes: list[Json] = field(default_factory=list)
     """Every network volume in the account (foreign ones too), as the API serves them."""
+    neighbours: tuple[str, ...] = ()
+    """The owners of the cluster's other virtual nodes: an Immediate claim's volume may be
+    made by any of them, and is the run's as much as one of `owner`'s."""
     owned: dict[str, list[Json]] = field(init=False)
     clusters: dict[str, dict[str, list[Json]]] = field(init=False)
     """Our Instant Clusters' members, by gang tag and cluster id (not in `owned`)."""
@@ -406,7 +419,14 @@ class Snapshot:
                 self.owned[env.get(POD_UID_ENV, "?")].append(instance)
 
     @classmethod
-    def take(cls, host: SimHost, owner: str, node: str, namespace: str = "") -> Snapshot:
+    def take(
+        cls,
+        host: SimHost,
+        owner: str,
+        node: str,
+        namespace: str = "",
+        neighbours: tuple[str, ...] = (),
+    ) -> Snapshot:
         pods = {
             p["metadata"]["uid"]: p
             for p in host.pods()
@@ -424,9 +444,8 @@ class Snapshot:
             and (pv["spec"].get("claimRef") or {}).get("namespace") == namespace
         ]
         state = host.runpod_state()
-        return cls(
-            owner, node, pods, state["pods"], claims, volumes, state.get("networkVolumes") or []
-        )
+        listed = state.get("networkVolumes") or []
+        return cls(owner, node, pods, state["pods"], claims, volumes, listed, neighbours)
 
     def live(self, uid: str) -> bool:
         pod = self.pods.get(uid)
@@ -454,12 +473,14 @@ class Snapshot:
         ]
 
     def our_volumes(self) -> dict[str, list[Json]]:
-        """Our network volumes, by the UID of the claim each was made for (its name)."""
-        prefix = volume_name(self.owner, "")
+        """Our network volumes (ours or a neighbour's), by the UID of the claim each was made
+        for (the end of its name)."""
+        prefixes = [volume_name(owner, "") for owner in (self.owner, *self.neighbours)]
         found: dict[str, list[Json]] = defaultdict(list)
         for volume in self.volumes:
-            if volume["name"].startswith(prefix):
-                found[volume["name"][len(prefix) :]].append(volume)
+            for prefix in prefixes:
+                if volume["name"].startswith(prefix):
+                    found[volume["name"][len(prefix) :]].append(volume)
         return found
 
     def duplicate_volumes(self) -> list[str]:

@@ -115,6 +115,28 @@ def test_the_cpu_counter_integrates_the_rate_over_time(box: Sandbox) -> None:
     assert counter(box) == pytest.approx(first + 20 + 40)  # then 4 cores for 10 s
 
 
+def test_the_rate_between_two_samples_is_the_pods_use(box: Sandbox) -> None:
+    # metrics-server divides the counter's rise by the interval of the samples'
+    # millisecond timestamps: a clock between two milliseconds must not skew it.
+    instance = cpu_pod(box)
+    set_utilization(box, instance, cpu=50, memory=25)
+    box.tick()
+    box.advance(0.0009)
+    first = sample(box)
+    box.advance(10.0002)
+    second = sample(box)
+    rate = (second[0] - first[0]) / ((second[1] - first[1]) / 1000)
+    assert rate == pytest.approx(2, abs=1e-9)
+
+
+def sample(box: Sandbox) -> tuple[float, int]:
+    """The container's CPU counter and its timestamp (ms)."""
+    for line in kubelet(box, "/metrics/resource").text.splitlines():
+        if line.startswith("container_cpu_usage_seconds_total{"):
+            return float(line.split()[1]), int(line.split()[2])
+    raise AssertionError("no container_cpu_usage_seconds_total")
+
+
 def counter(box: Sandbox) -> float:
     for line in kubelet(box, "/metrics/resource").text.splitlines():
         if line.startswith("container_cpu_usage_seconds_total{"):

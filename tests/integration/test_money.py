@@ -319,10 +319,14 @@ def test_a_charge_that_differs_from_list_price_is_told_once(box: Sandbox) -> Non
     assert len(told) == 1 and told[0]["type"] == "Warning"
     assert "more than 10% apart" in told[0]["message"]
     assert _sample(metrics.registry, "reconciler_spend_mismatched_pods_total") == 1
-    # The flag costs no request of its own: the tick's list and the hourly billing read.
+    # The flag costs no request of its own: the tick's list and the hourly billing read
+    # (and the hourly ghost-charge audit's reads of the two other routes: it shares the
+    # pods' read).
     assert [(r.method, r.path) for r in box.runpod_sim.requests[since:]] == [
         ("GET", "/v2/pods"),
         ("GET", "/v2/billing/pods"),
+        ("GET", "/v2/billing/network-volumes"),
+        ("GET", "/v2/billing/clusters"),
     ]
     assert json.loads(_cli(box, "cost", "-o", "json"))["rows"][0]["mismatch"] is True
     box.advance(3600)

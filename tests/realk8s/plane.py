@@ -1,11 +1,14 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler, built from their Go modules (`build`).
+kube-controller-manager, kube-scheduler and metrics-server, built from their Go modules
+(`build`).
 
-Started as controller-runtime's envtest starts its plane, plus the two controllers
-processes a virtual node lives among: etcd without fsync, the API server with Node,RBAC
-authorization, a token file and service-account keys, the controller-manager (node
-lifecycle with a short grace, Job, PV binder, garbage collector, namespace, service
-accounts) and the scheduler, each on a free loopback port, all in a temporary directory.
+Started as controller-runtime's envtest starts its plane, plus the processes a virtual
+node lives among: etcd without fsync, the API server with Node,RBAC authorization, a
+token file, service-account keys and the aggregation layer's front-proxy certificates,
+the controller-manager (node lifecycle with a short grace, Job, PV binder, garbage
+collector, namespace, service accounts), the scheduler, and metrics-server behind its
+APIService (`metrics_server`, for `kubectl top`), each on a free loopback port, all in
+a temporary directory.
 
     python -m tests.realk8s.plane --kubeconfig-out k
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import ipaddress
+import json
 import os
 import secrets
 import signal
@@ -30,6 +34,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -40,7 +45,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from tests.realk8s import build
+from tests.realk8s import build, metrics_server
 
 # The node lifecycle controller marks a node whose Lease lapsed NotReady after this grace
 # (40 s by default; short here so the tests see it without waiting).
@@ -66,18 +71,20 @@ class KeyPair:
 
 
 class Certificates:
-    """One CA that signs the API server's serving certificate and every client's."""
+    """A CA, and the serving and client certificates it signs (`ca`: the cluster's, for
+    the API server and its clients; `front-proxy-ca`: the aggregation layer's, which
+    vouches for the API server when it proxies a request to metrics-server)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, name: str = "ca") -> None:
         self.directory = directory
         self._ca_key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "realk8s-ca")])
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"realk8s-{name}")])
         self._ca = (
-            self._builder(name, name, self._ca_key.public_key())
+            self._builder(subject, subject, self._ca_key.public_key())
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(self._ca_key, hashes.SHA256())
         )
-        self.ca = directory / "ca.crt"
+        self.ca = directory / f"{name}.crt"
         self.ca.write_bytes(self._ca.public_bytes(serialization.Encoding.PEM))
 
     @staticmethod
@@ -96,7 +103,12 @@ class Certificates:
         )
 
     def issue(
-        self, name: str, user: str, groups: tuple[str, ...] = (), server: bool = False
+        self,
+        name: str,
+        user: str,
+        groups: tuple[str, ...] = (),
+        server: bool = False,
+        dns_names: tuple[str, ...] = (),
     ) -> KeyPair:
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name(
@@ -108,7 +120,7 @@ class Certificates:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
                     [
-                        x509.DNSName("localhost"),
+                        *(x509.DNSName(dns) for dns in ("localhost", *dns_names)),
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                         x509.IPAddress(
                             ipaddress.ip_address("10.0.0.1")
@@ -163,7 +175,7 @@ def kubeconfig(server: str, ca: Path, token: str, user: str) -> dict[str, object
 
 
 class Plane:
-    """The four processes, started in order, stopped together."""
+    """The five processes, started in order, stopped together."""
 
     def __init__(self, workdir: Path | None = None, binaries: Path | None = None) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="realk8s-") if workdir is None else None
@@ -191,6 +203,8 @@ class Plane:
         kubelet_client = certs.issue(
             "apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)
         )
+        front_proxy = Certificates(self.workdir, "front-proxy-ca")
+        proxy_client = front_proxy.issue("front-proxy-client", "front-proxy-client")
         sa_private, sa_public = _service_account_keys(self.workdir)
         tokens = {
             "admin": (self.admin_token, "system:masters"),
@@ -242,6 +256,15 @@ class Plane:
             f"--kubelet-client-key={kubelet_client.key}",
             "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--allow-privileged=true",
+            # The aggregation layer: the client certificate it proxies with (to
+            # metrics-server), and the CA and headers an extension API server trusts.
+            f"--requestheader-client-ca-file={front_proxy.ca}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy_client.cert}",
+            f"--proxy-client-key-file={proxy_client.key}",
         )
         self._wait_ready(f"{self.url}/readyz", self.admin_token)
         for user in ("system:kube-controller-manager", "system:kube-scheduler"):
@@ -283,6 +306,37 @@ class Plane:
             "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}",
         )
+        self._start_metrics_server(binaries, certs)
+
+    def _start_metrics_server(self, binaries: Path, certs: Certificates) -> None:
+        port = free_port()
+        self.kubectl("apply", "-f", "-", input=metrics_server.manifest(port, certs.ca))
+        token = self.kubectl(
+            "create",
+            "token",
+            metrics_server.NAME,
+            f"--namespace={metrics_server.NAMESPACE}",
+            "--duration=48h",  # as long as the plane's certificates
+        ).stdout.strip()
+        config = self._write_kubeconfig(
+            self.workdir / "metrics-server.kubeconfig", token, metrics_server.NAME
+        )
+        serving = certs.issue(
+            "metrics-server", "metrics-server", server=True, dns_names=(metrics_server.SERVICE_DNS,)
+        )
+        self._run(
+            binaries / "metrics-server",
+            "metrics-server",
+            *metrics_server.arguments(port, config, serving.cert, serving.key),
+        )
+        self._wait_ready(
+            f"{self.url}/apis/apiregistration.k8s.io/v1/apiservices/{metrics_server.APISERVICE}",
+            self.admin_token,
+            lambda answer: any(
+                c["type"] == "Available" and c["status"] == "True"
+                for c in json.loads(answer).get("status", {}).get("conditions", [])
+            ),
+        )
 
     def _run(self, binary: Path, name: str, *args: str) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
@@ -293,7 +347,9 @@ class Plane:
         log.close()
         self.processes.append(process)
 
-    def _wait_ready(self, url: str, token: str) -> None:
+    def _wait_ready(
+        self, url: str, token: str, ready: Callable[[bytes], bool] = lambda _: True
+    ) -> None:
         context = ssl.create_default_context(cafile=str(self.ca))
         deadline = time.monotonic() + STARTUP_TIMEOUT
         request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
@@ -301,7 +357,7 @@ class Plane:
             self._check_alive()
             try:
                 with urllib.request.urlopen(request, context=context, timeout=5) as answer:
-                    if answer.status == 200:
+                    if answer.status == 200 and ready(answer.read()):
                         return
             except OSError:
                 pass
@@ -332,14 +388,17 @@ class Plane:
         self, *args: str, kubeconfig: Path | None = None, check: bool = True, **kw: object
     ) -> subprocess.CompletedProcess[str]:
         config = kubeconfig or self.write_admin_kubeconfig(self.workdir / "admin.kubeconfig")
-        return subprocess.run(  # type: ignore[call-overload, no-any-return]
+        done: subprocess.CompletedProcess[str] = subprocess.run(  # type: ignore[call-overload]
             ["kubectl", f"--kubeconfig={config}", *args],
             capture_output=True,
             text=True,
-            check=check,
             timeout=120,
             **kw,
         )
+        if check and done.returncode != 0:
+            # Its own words (the verb only: an argument may be a token).
+            raise RuntimeError(f"kubectl {args[0]} failed ({done.returncode}): {done.stderr}")
+        return done
 
     def rss_bytes(self) -> dict[str, int]:
         """Resident memory of each process (from /proc)."""

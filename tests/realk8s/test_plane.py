@@ -39,7 +39,7 @@ def test_the_plane_command_gives_a_plane_kubectl_uses_and_sigterm_stops_it(tmp_p
         assert process.stdout is not None
         assert process.stdout.readline() == "ready\n"
         components = _children(process.pid)
-        assert len(components) == 4
+        assert len(components) == 5
         listed = subprocess.run(
             ["kubectl", f"--kubeconfig={config}", "get", "namespaces", "-o", "name"],
             capture_output=True,

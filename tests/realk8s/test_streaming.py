@@ -1,8 +1,7 @@
 """`kubectl logs`, `exec`, `cp` and `port-forward` through a real kube-apiserver: it
 authenticates to the kubelet endpoint with its client certificate at the address the
-virtual node advertises, and translates kubectl's WebSocket to SPDY itself. Also the
-`/metrics/resource` page metrics-server scrapes, read through the API server's node
-proxy with the same rights."""
+virtual node advertises, and translates kubectl's WebSocket to SPDY itself. (`kubectl
+top`, through metrics-server: test_top.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import pytest
 import requests
 
 from tests.realk8s.test_pods import gpu_pod
-from tests.realk8s.world import NODE, World
+from tests.realk8s.world import World
 
 TRANSPORTS = pytest.mark.parametrize("spdy", [False, True], ids=["websocket", "spdy"])
 
@@ -118,48 +117,6 @@ def test_kubectl_port_forward(running: tuple[World, str], spdy: bool) -> None:
     finally:
         process.terminate()
         process.wait(30)
-
-
-@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
-def test_metrics_server_reads_the_resource_metrics_with_its_token(
-    running: tuple[World, str],
-) -> None:
-    # As metrics-server scrapes: straight to the address and port the node advertises,
-    # with its ServiceAccount's token, which the endpoint checks with a real TokenReview
-    # and a SubjectAccessReview for nodes/metrics (not verifying the kubelet's
-    # certificate, as metrics-server's --kubelet-insecure-tls). The API server's own node
-    # proxy refuses a loopback address ("address not allowed"), so it cannot be the path.
-    world, _ = running
-    world.apply(METRICS_READER)
-    token = world.kubectl("create", "token", "metrics-reader", "-n", "kube-system").stdout.strip()
-    node = world.get("node", NODE, namespace="") or {}
-    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
-    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
-    url = f"https://{address}:{port}/metrics/resource"
-    page = requests.get(url, headers={"Authorization": f"Bearer {token}"}, verify=False, timeout=30)
-    assert page.status_code == 200, page.text
-    assert "node_cpu_usage_seconds_total" in page.text
-    anonymous = requests.get(url, verify=False, timeout=30)
-    assert anonymous.status_code == 401
-
-
-METRICS_READER = """
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: metrics-reader, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: metrics-reader}
-rules:
-  - {apiGroups: [""], resources: [nodes/metrics], verbs: [get]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: metrics-reader}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: metrics-reader}
-subjects: [{kind: ServiceAccount, name: metrics-reader, namespace: kube-system}]
-"""
 
 
 def test_a_user_without_pods_exec_is_refused(running: tuple[World, str]) -> None:

@@ -211,3 +211,22 @@ def test_storage_bills_at_each_moments_size_until_the_volume_is_deleted(sim, clo
     assert answer["metadata"]["uniqueNetworkVolumeCount"] == 2
     one = call(sim, "GET", f"/v2/billing/network-volumes?lastN=1&networkVolumeId={fast['id']}")
     assert {r["networkVolumeId"] for r in one.json()["records"]} == {fast["id"]}
+
+
+def test_a_delete_that_keeps_billing_hides_the_volume_until_deleted_again(sim, clock):
+    """The leak a billing audit must catch: 204, gone from the list and the id, and
+    billed on; a second DELETE of the id ends the bill."""
+    hour = clock.now().replace(minute=0, second=0, microsecond=0)
+    sim.advance((hour - clock.now()).total_seconds() + 3600)
+    volume = make_volume(sim, size=100)
+    sim.volume_delete_keeps_billing()
+    assert call(sim, "DELETE", f"/v2/network-volumes/{volume['id']}").status_code == 204
+    assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": []}
+    assert call(sim, "GET", f"/v2/network-volumes/{volume['id']}").status_code == 404
+    sim.advance(2 * 3600)
+    bill = "/v2/billing/network-volumes?bucketSize=hour&lastN=3"
+    billed = [r["networkVolumeId"] for r in call(sim, "GET", bill).json()["records"]]
+    assert billed == [volume["id"]] * 2  # both hours since the DELETE
+    assert call(sim, "DELETE", f"/v2/network-volumes/{volume['id']}").status_code == 204
+    sim.advance(2 * 3600)
+    assert call(sim, "GET", bill).json()["records"] == []

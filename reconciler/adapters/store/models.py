@@ -202,6 +202,52 @@ class BilledResource(Base):
     """When the tick last wrote it (at least once a day while the resource is seen)."""
 
 
+class ListedVolume(Base):
+    """A network volume of ours as RunPod's most recent volume list showed it: the leak
+    audit tells from these, on every tick, which no PV or claim uses
+    (`core.volume_leaks`), without listing again."""
+
+    __tablename__ = "listed_volumes"
+
+    volume_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(191))
+    size_gb: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(32))
+    datacenter: Mapped[str] = mapped_column(String(64))
+    first_listed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When a list first showed it: a duplicate is collected once this is the orphan
+    grace old."""
+    leaked_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """Set while the audit finds it leaked (no PV names it, no claim waits for it), for
+    `reconciler cost`; the tick's own audit does not read it."""
+
+
+class ResourceList(Base):
+    """When a RunPod list was last read and kept (`network-volumes`)."""
+
+    __tablename__ = "resource_lists"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    listed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class GoneBilled(Base):
+    """An id RunPod billed that it neither listed nor answered for (`core.ghost_charges`):
+    since when it is known gone, and what it was charged for hours after that."""
+
+    __tablename__ = "gone_billed"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """pod, network-volume or cluster."""
+    resource_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gone_since: Mapped[datetime] = mapped_column(UTCDateTime())
+    charged_usd: Mapped[float | None] = mapped_column(Float)
+    """Charged in the last hour read, which began after `gone_since` (set: a ghost
+    charge, told on every tick)."""
+    named_by: Mapped[str | None] = mapped_column(String(300))
+    """The Kubernetes object that named the id when it was told, if one did."""
+
+
 class ResourceSpendRecord(Base):
     """What RunPod charged for one of our network volumes or Instant Clusters in one hour
     (GET /v2/billing/network-volumes, GET /v2/billing/clusters)."""

@@ -12,6 +12,8 @@ from reconciler.adapters.store.models import (
     BilledResource,
     BillingRead,
     ClusterRow,
+    GoneBilled,
+    ListedVolume,
     Mapping,
     MappingState,
     NamespaceBudget,
@@ -123,6 +125,18 @@ def namespace_budgets(session: Session) -> list[NamespaceBudget]:
 
 def unowned_instances(session: Session) -> list[UnownedInstance]:
     return list(session.scalars(select(UnownedInstance).order_by(UnownedInstance.instance_id)))
+
+
+def leaked_volumes(session: Session) -> list[ListedVolume]:
+    """Volumes of ours the last leak audit found no PV or claim uses."""
+    query = select(ListedVolume).where(ListedVolume.leaked_since.is_not(None))
+    return list(session.scalars(query.order_by(ListedVolume.leaked_since)))
+
+
+def charged_gone(session: Session) -> list[GoneBilled]:
+    """Ids RunPod charged in the last hour read that it neither lists nor answers for."""
+    query = select(GoneBilled).where(GoneBilled.charged_usd.is_not(None))
+    return list(session.scalars(query.order_by(GoneBilled.kind, GoneBilled.resource_id)))
 
 
 def clusters(session: Session, namespace: str | None) -> list[ClusterRow]:

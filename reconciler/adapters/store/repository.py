@@ -25,11 +25,14 @@ from reconciler.adapters.store.models import (
     BillingRead,
     CatalogCopy,
     ClusterRow,
+    GoneBilled,
     HostKey,
+    ListedVolume,
     Lock,
     Mapping,
     NamespaceBudget,
     PodLog,
+    ResourceList,
     ResourceSpendRecord,
     SpendRecord,
     Tick,
@@ -45,13 +48,18 @@ from reconciler.core.domain import (
     DataCenterStock,
     GpuType,
     ResourceCharge,
+    RunPodVolume,
 )
+from reconciler.core.ghost_charges import GhostCharge, Gone
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
+from reconciler.core.volume_leaks import KnownVolume
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
 _POD_BILLING = "pods"
+_VOLUME_LIST = "network-volumes"
+_CHARGE_AUDIT = "ghost-charges"
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
 
@@ -191,6 +199,103 @@ class Store:
                 )
             )
             return {instance_id: float(total) for instance_id, total in result}
+
+    # --- network volumes of ours as last listed -----------------------------------------
+
+    def volume_list(self) -> tuple[datetime | None, list[KnownVolume]]:
+        """When RunPod's volumes were last listed (None: never, in this database) and
+        the volumes of ours that list showed."""
+        with self._sessions() as session:
+            read = session.get(ResourceList, _VOLUME_LIST)
+            rows = session.scalars(select(ListedVolume).order_by(ListedVolume.volume_id))
+            known = [
+                KnownVolume(
+                    RunPodVolume(row.volume_id, row.name, row.size_gb, row.datacenter, row.type),
+                    row.first_listed_at,
+                    row.leaked_since,
+                )
+                for row in rows
+            ]
+            return (None if read is None else read.listed_at), known
+
+    def save_volume_list(self, ours: Sequence[RunPodVolume], now: datetime) -> None:
+        """Keep a complete list's volumes of ours in place of the last one's (each keeps
+        when a list first showed it)."""
+        with self._sessions.begin() as session:
+            kept = {row.volume_id: row for row in session.scalars(select(ListedVolume))}
+            for volume_id, row in kept.items():
+                if volume_id not in {v.id for v in ours}:
+                    session.delete(row)
+            for volume in ours:
+                row = kept.get(volume.id) or ListedVolume(volume_id=volume.id, first_listed_at=now)
+                session.add(row)
+                row.name, row.size_gb, row.type = volume.name, volume.size_gb, volume.type
+                row.datacenter = volume.datacenter
+            session.merge(ResourceList(name=_VOLUME_LIST, listed_at=now))
+
+    def forget_listed_volume(self, volume_id: str) -> None:
+        """A volume RunPod deleted: the kept list no longer shows it."""
+        with self._sessions.begin() as session:
+            session.execute(delete(ListedVolume).where(ListedVolume.volume_id == volume_id))
+
+    def mark_volume_leaks(self, leaked: Sequence[str], now: datetime) -> None:
+        """Which kept volumes the audit found leaked (for `reconciler cost`); written
+        only when that changes."""
+        with self._sessions.begin() as session:
+            for row in session.scalars(select(ListedVolume)):
+                if row.volume_id in leaked and row.leaked_since is None:
+                    row.leaked_since = now
+                elif row.volume_id not in leaked and row.leaked_since is not None:
+                    row.leaked_since = None
+
+    # --- ids billed but gone --------------------------------------------------------------
+
+    def charge_audit_at(self) -> datetime | None:
+        with self._sessions() as session:
+            read = session.get(ResourceList, _CHARGE_AUDIT)
+            return None if read is None else read.listed_at
+
+    def touch_charge_audit(self, now: datetime) -> None:
+        """An audit that failed: the next is due in the next hour, not on every tick."""
+        with self._sessions.begin() as session:
+            session.merge(ResourceList(name=_CHARGE_AUDIT, listed_at=now))
+
+    def gone_billed(self) -> list[Gone]:
+        with self._sessions() as session:
+            rows = session.scalars(select(GoneBilled).order_by(GoneBilled.resource_id))
+            return [Gone(row.kind, row.resource_id, row.gone_since) for row in rows]
+
+    def ghost_charges(self) -> list[GhostCharge]:
+        """The ghost charges the last audit found (told on every tick until it clears)."""
+        with self._sessions() as session:
+            query = select(GoneBilled).where(GoneBilled.charged_usd.is_not(None))
+            return [
+                GhostCharge(
+                    row.kind, row.resource_id, row.charged_usd or 0.0, row.gone_since, row.named_by
+                )
+                for row in session.scalars(query.order_by(GoneBilled.resource_id))
+            ]
+
+    def save_charge_audit(
+        self, gone: Sequence[Gone], ghosts: Sequence[GhostCharge], now: datetime
+    ) -> None:
+        """One audit's outcome in place of the last one's: the ids billed and gone now
+        (an id billed no more, or found again, is forgotten), and their ghost charges."""
+        told = {(g.kind, g.resource_id): g for g in ghosts}
+        with self._sessions.begin() as session:
+            session.execute(delete(GoneBilled))
+            for item in gone:
+                ghost = told.get((item.kind, item.resource_id))
+                session.add(
+                    GoneBilled(
+                        kind=item.kind,
+                        resource_id=item.resource_id,
+                        gone_since=item.since,
+                        charged_usd=None if ghost is None else ghost.usd,
+                        named_by=None if ghost is None else ghost.named_by,
+                    )
+                )
+            session.merge(ResourceList(name=_CHARGE_AUDIT, listed_at=now))
 
     # --- network volumes' and clusters' charges -----------------------------------------
 

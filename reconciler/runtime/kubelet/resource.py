@@ -6,6 +6,12 @@ metrics-server reads `node_cpu_usage_seconds_total`, `node_memory_working_set_by
 `container_cpu_usage_seconds_total`, `container_memory_working_set_bytes` and
 `container_start_time_seconds`, each sample with a timestamp, and drops a node or a pod
 whose CPU or memory is 0. Only CPU instances are in them (see core/usage.py for why).
+
+metrics-server's CPU figure is the counter's rise between two scrapes over the interval of
+their timestamps (whole milliseconds), so the figures are taken at the stamped instant
+(`sample_time`) and printed in full, as the kubelet's Prometheus encoder prints a float
+(the shortest text that reads back as the same number): otherwise the rate is off by the
+stamp's truncation and the counter's rounding.
 """
 
 from __future__ import annotations
@@ -35,21 +41,27 @@ _SERIES = (
 )
 
 
+def sample_time(now: datetime) -> datetime:
+    """`now` to the whole millisecond a sample is stamped with."""
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
 def resource_metrics(usage: Sequence[ContainerUsage], now: datetime) -> str:
-    stamp = int(now.timestamp() * 1000)
+    """The page at `now`, which is a `sample_time`."""
+    stamp = round(now.timestamp() * 1000)
     lines = [
         "# HELP node_cpu_usage_seconds_total Cumulative cpu time consumed by the node "
         "in core-seconds",
         "# TYPE node_cpu_usage_seconds_total counter",
-        f"node_cpu_usage_seconds_total {sum(u.cpu_seconds for u in usage):.9g} {stamp}",
+        f"node_cpu_usage_seconds_total {_float(sum(u.cpu_seconds for u in usage))} {stamp}",
         "# HELP node_memory_working_set_bytes Current working set of the node in bytes",
         "# TYPE node_memory_working_set_bytes gauge",
         f"node_memory_working_set_bytes {sum(u.memory_bytes for u in usage)} {stamp}",
     ]
     values = {
-        "container_cpu_usage_seconds_total": lambda u: f"{u.cpu_seconds:.9g}",
+        "container_cpu_usage_seconds_total": lambda u: _float(u.cpu_seconds),
         "container_memory_working_set_bytes": lambda u: str(u.memory_bytes),
-        "container_start_time_seconds": lambda u: f"{u.started_at.timestamp():.9g}",
+        "container_start_time_seconds": lambda u: _float(u.started_at.timestamp()),
     }
     for name, kind, help_text in _SERIES:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
@@ -103,6 +115,10 @@ def _stats(cpu_seconds: float, memory_bytes: int, now: datetime) -> dict[str, An
 
 def _time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _float(value: float) -> str:
+    return repr(float(value))
 
 
 def _escape(value: str) -> str:

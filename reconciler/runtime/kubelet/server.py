@@ -51,7 +51,7 @@ from reconciler.runtime.kubelet.exec import (
     serve_exec,
 )
 from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
-from reconciler.runtime.kubelet.resource import resource_metrics, stats_summary
+from reconciler.runtime.kubelet.resource import resource_metrics, sample_time, stats_summary
 from reconciler.runtime.pod_logs import LogError, PodLogs
 
 log = logging.getLogger(__name__)
@@ -354,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._text(200, "ok")
 
     def _resource_metrics(self, _named: Mapping[str, str], _query: str) -> None:
-        now = self.server.app.clock()
+        now = sample_time(self.server.app.clock())
         text = resource_metrics(self.server.app.usage(now), now)
         self._body(text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 

@@ -1,0 +1,90 @@
+"""Which resources each kind expects that its list omits (docs/architecture.md §3,
+"Cloud resources", "Gone only on a 404 by id"): the pure half of the one read-by-id path
+(`runtime/by_id.py`). Instances: a running row of a live pod; clusters: a live gang's
+running row or its pods' annotation; volumes: the handle of a released or grown PV. What
+the list shows, and what nothing live expects, is never read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from reconciler.core import clusters, network_volumes
+from reconciler.core.clusters import ClusterRecord, ClusterState
+from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
+from reconciler.core.mapping import MappingRecord, MappingState, unlisted_instances
+from reconciler.core.network_volumes import CSI_DRIVER, PROVISIONED_BY, PROVISIONER, StorageView
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) -> MappingRecord:
+    return MappingRecord(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
+
+
+def test_instances_read_by_id_are_those_live_pods_map_and_the_list_omits() -> None:
+    rows = [
+        _row("a", "i-a"),  # listed
+        _row("b", "i-b"),  # omitted: read
+        _row("c", "i-c"),  # its pod is gone: the orphan rules, not a read
+        _row("d", "i-d", MappingState.CREATING),  # not made yet: the create grace
+    ]
+    assert unlisted_instances(rows, {"i-a"}, {"a", "b", "d"}) == ["i-b"]
+
+
+def _gang_pod(uid: str, cluster_id: str | None = None) -> dict[str, Any]:
+    annotations = {clusters.CLUSTER_ID: cluster_id} if cluster_id else {}
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "annotations": annotations,
+            "ownerReferences": [{"kind": "Job", "uid": "job-1", "controller": True}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def _member(cluster_id: str) -> Instance:
+    return Instance(
+        id=f"m-{cluster_id}", name="m", status=InstanceStatus.RUNNING, cluster_id=cluster_id
+    )
+
+
+def test_clusters_read_by_id_are_those_a_live_gang_records_and_the_list_omits() -> None:
+    pods = [_gang_pod("p0", "c-annotated"), _gang_pod("p1")]
+    gang = clusters.gang_key("job-1", pods)
+    rows = [
+        ClusterRecord(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row"),
+        ClusterRecord("old", "job-0", "ns", "old", ClusterState.RUNNING, NOW, NOW, "c-dead"),
+    ]
+    assert clusters.unlisted(rows, pods, []) == ["c-annotated", "c-row"]
+    listed = [_member("c-annotated"), _member("c-row")]
+    assert clusters.unlisted(rows, pods, listed) == []
+
+
+def _pv(name: str, handle: str, phase: str, policy: str = "Delete") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "annotations": {PROVISIONED_BY: PROVISIONER}},
+        "spec": {
+            "claimRef": {"uid": name.removeprefix("pvc-"), "namespace": "ns", "name": "c"},
+            "csi": {"driver": CSI_DRIVER, "volumeHandle": handle},
+            "persistentVolumeReclaimPolicy": policy,
+            "capacity": {"storage": "20G"},
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_volumes_read_by_id_are_those_a_released_pv_names_and_the_list_omits() -> None:
+    pvs = [
+        _pv("pvc-1", "v-released", "Released"),
+        _pv("pvc-2", "v-bound", "Bound"),  # nothing decided on it: not read
+        _pv("pvc-3", "v-listed", "Released"),
+        _pv("pvc-4", "v-retained", "Released", policy="Retain"),
+    ]
+    listed = [RunPodVolume("v-listed", "n", 20, "EU-RO-1")]
+    view = StorageView((), (), pvs, (), (), "owner", "node", listed=listed)
+    assert network_volumes.unlisted(view) == ["v-released"]
+    assert network_volumes.unlisted(StorageView((), (), pvs, (), (), "owner", "node")) == []
