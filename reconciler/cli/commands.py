@@ -35,7 +35,9 @@ from reconciler.cli.connection import (
 )
 from reconciler.cli.exec_command import exec_command
 from reconciler.cli.logs_command import logs_command
+from reconciler.cli.offers_command import offers_command
 from reconciler.cli.options import SettingsError, settings_from, settings_options
+from reconciler.cli.output import json_mode, output_option
 from reconciler.core.config import (
     DAY,
     DEFAULT_DATABASE_URL,
@@ -95,27 +97,6 @@ class CliContext:
             database.dispose()
 
 
-def _output_default(ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
-    """Without --output, JSON logs (--log-format json) make every output JSON too."""
-    if value is not None:
-        return value
-    return "json" if _json_mode(ctx) else "table"
-
-
-def _json_mode(ctx: click.Context) -> bool:
-    return ctx.find_root().params.get("log_format") == "json"
-
-
-output_option = click.option(
-    "--output",
-    "-o",
-    type=click.Choice(["table", "json"]),
-    default=None,
-    callback=_output_default,
-    show_default=False,
-    help="Table for people, JSON for scripts [default: json with --log-format json, else table].",
-)
-
 # The group's own options, which people also write after the subcommand.
 GLOBAL_OPTIONS = ("--database-url", "--log-level", "--log-format")
 
@@ -130,7 +111,7 @@ class _Reconciler(click.Group):
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
-            if not _json_mode(ctx):
+            if not json_mode(ctx):
                 raise
             kind = _JSONUsageError if exc.exit_code == _JSONUsageError.exit_code else _JSONError
             raise kind(exc.format_message()) from None
@@ -602,6 +583,7 @@ def _check_loop_options(
 
 main.add_command(logs_command)
 main.add_command(exec_command)
+main.add_command(offers_command)
 
 
 @main.command()

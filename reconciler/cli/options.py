@@ -1,5 +1,5 @@
-"""The flags that fill `Settings`, shared by `sync` and `demo`, made from the settings'
-declarations (`reconciler.core.config.setting`).
+"""The flags that fill `Settings`, shared by `sync` and `demo` (and some by `offers`),
+made from the settings' declarations (`reconciler.core.config.setting`).
 
 Each has an explicit RECONCILER_* environment variable (the same for every command),
 so a Deployment configures the reconciler with env alone.
@@ -39,7 +39,19 @@ def setting_error(flag: str, name: str, problem: str) -> SettingsError:
 
 
 def settings_options(command: F) -> F:
+    return _with_settings(command, None)
+
+
+def some_settings_options(*names: str) -> Callable[[F], F]:
+    """The flags of these settings only (a command that needs few of them); the others
+    keep their defaults in `settings_from`."""
+    return lambda command: _with_settings(command, names)
+
+
+def _with_settings(command: F, names: tuple[str, ...] | None) -> F:
     for item, flag in reversed(list(settings_fields())):
+        if names is not None and item.name not in names:
+            continue
         envvar: list[str] = [flag.envvar, *([flag.fallback_env] if flag.fallback_env else [])]
         command = click.option(
             flag.flag,
@@ -77,7 +89,9 @@ def _shown(default: Any) -> Any:
 def settings_from(options: dict[str, Any]) -> Settings:
     """Pops the settings flags out of a command's keyword arguments."""
     values = {
-        item.name: _value(item, flag, options.pop(item.name)) for item, flag in settings_fields()
+        item.name: _value(item, flag, options.pop(item.name))
+        for item, flag in settings_fields()
+        if item.name in options
     }
     settings = Settings(**values)
     flags = {item.name: flag.flag for item, flag in settings_fields()}

@@ -408,6 +408,10 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"curl -s -X POST {url}/_sim/pods/{job_instance}/exit -d '{{\"code\": 0}}'",
         f"{kubectl} get job gpu-job",
         f"reconciler --database-url {database} state show",
+        # What a pod would get, ranked as the planner ranks, from the catalog the
+        # reconciler keeps (the key and URL only for a copy older than --catalog-ttl).
+        f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} offers "
+        f"-f {examples['gpu-pod.yaml']} --runpod-url {url}",
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
         f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
         f"{kubectl} get pods -l batch.kubernetes.io/job-name=torchrun "

@@ -162,12 +162,15 @@ class CatalogCache(Generic[Offer]):
         datacenter_ids: tuple[str, ...] = (),
         fetch: Callable[[RunPodClient], list[Offer]] = RunPodClient.list_gpu_types,  # type: ignore[assignment]
         what: str = "GPU catalog",
+        keep: Callable[[list[Offer], datetime], None] | None = None,
     ) -> None:
+        """`keep` is told each fetched catalog (the store keeps it for `reconciler offers`)."""
         self.ttl = timedelta(seconds=ttl)
         self.stock = stock
         self.datacenter_ids = datacenter_ids
         self.fetch: Callable[[RunPodClient], list[Offer]] = fetch
         self.what = what
+        self.keep: Callable[[list[Offer], datetime], None] | None = keep
         self._unknown_datacenters: tuple[str, ...] = ()
         self._types: list[Offer] = []
         self._fetched_at: datetime | None = None
@@ -184,6 +187,8 @@ class CatalogCache(Generic[Offer]):
                 # The catalog is fetched without `cloud`: RunPod then reports SECURE.
                 self.stock.catalog_seen(self._types, now, Cloud.SECURE)
                 self._check_datacenters()
+                if self.keep is not None:
+                    self.keep(self._types, now)
             except runpod_errors.RunPodError as exc:
                 log.warning("could not refresh the %s: %s", self.what, exc)
         return self._types
@@ -279,7 +284,7 @@ class Engine:
         # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
-            settings.catalog_ttl, self.stock, settings.datacenter_ids
+            settings.catalog_ttl, self.stock, settings.datacenter_ids, keep=self._keep_catalog
         )
         self.cpu_catalog: CatalogCache[CpuFlavor] = CatalogCache(
             settings.catalog_ttl,
@@ -287,6 +292,7 @@ class Engine:
             settings.datacenter_ids,
             RunPodClient.list_cpu_flavors,
             "CPU catalog",
+            self._keep_catalog,
         )
         self.usage = UsageMeter()
         self.collector = CollectorPause()
@@ -298,6 +304,7 @@ class Engine:
         self.attributions = money.Attributions()
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
+        self._dry_run = False
         self._claim_warnings: dict[str, str] = {}
         """The warning each claim was last given (by claim UID): said once while it holds."""
         self._storage_spend: dict[str | None, float] | None = None
@@ -314,11 +321,23 @@ class Engine:
             system_events=self.system_events,
         )
 
+    def _keep_catalog(self, entries: Sequence[GpuType | CpuFlavor], now: datetime) -> None:
+        """The fetched catalog into the store, for `reconciler offers` (a write per
+        --catalog-ttl; none in a dry run, which writes nothing); derived data: a failure
+        is logged and the tick goes on."""
+        if self._dry_run:
+            return
+        try:
+            self.store.save_catalog(entries, now)
+        except Exception as exc:
+            log.warning("could not keep the catalog for `reconciler offers`: %s", exc)
+
     def tick(self, dry_run: bool = False) -> TickReport:
         self.steps.before()
         self.steps.before_action()
         report = TickReport(started_at=self.clock())
         self.runpod.deadline_in(self.settings.tick_deadline)
+        self._dry_run = dry_run
         try:
             with self.collector():
                 report = self._tick(report, dry_run)

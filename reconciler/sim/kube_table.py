@@ -8,7 +8,9 @@ AGE VERSION and INTERNAL-IP EXTERNAL-IP OS-IMAGE KERNEL-VERSION CONTAINER-RUNTIM
 Jobs NAME STATUS COMPLETIONS DURATION AGE and CONTAINERS IMAGES SELECTOR; for
 StorageClasses NAME PROVISIONER RECLAIMPOLICY VOLUMEBINDINGMODE ALLOWVOLUMEEXPANSION AGE;
 for Events LAST SEEN TYPE REASON OBJECT MESSAGE and SUBOBJECT SOURCE FIRST SEEN COUNT
-NAME. The
+NAME; for PersistentVolumeClaims NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS
+VOLUMEATTRIBUTESCLASS AGE and VOLUMEMODE; for PersistentVolumes NAME CAPACITY ACCESS MODES
+RECLAIM POLICY STATUS CLAIM STORAGECLASS VOLUMEATTRIBUTESCLASS REASON AGE and VOLUMEMODE. The
 server always fills every column; kubectl shows priority-1 columns only with `-o wide`.
 A single object (`kubectl get pod NAME`) is a Table of one row.
 """
@@ -19,7 +21,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.sim.kube_resources import EVENTS, JOBS, NODES, PODS, STORAGE_CLASSES, Resource
+from reconciler.sim.kube_resources import (
+    EVENTS,
+    JOBS,
+    NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    STORAGE_CLASSES,
+    Resource,
+)
 
 Cells = Callable[[dict[str, Any], datetime], list[Any]]
 Column = tuple[str, int]  # (name, priority)
@@ -396,7 +407,99 @@ def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+_CLAIM_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN,
+    ("Status", 0),
+    ("Volume", 0),
+    ("Capacity", 0),
+    ("Access Modes", 0),
+    ("StorageClass", 0),
+    ("VolumeAttributesClass", 0),
+    ("Age", 0),
+    ("VolumeMode", 1),
+)
+_VOLUME_COLUMNS: tuple[Column, ...] = (
+    _NAME_COLUMN,
+    ("Capacity", 0),
+    ("Access Modes", 0),
+    ("Reclaim Policy", 0),
+    ("Status", 0),
+    ("Claim", 0),
+    ("StorageClass", 0),
+    ("VolumeAttributesClass", 0),
+    ("Reason", 0),
+    ("Age", 0),
+    ("VolumeMode", 1),
+)
+_ACCESS_MODES = (
+    ("ReadWriteOnce", "RWO"),
+    ("ReadOnlyMany", "ROX"),
+    ("ReadWriteMany", "RWX"),
+    ("ReadWriteOncePod", "RWOP"),
+)
+_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
+
+
+def _access_modes(modes: Sequence[str] | None) -> str:
+    """helper.GetAccessModesAsString: the short names, in this order, whatever the list's."""
+    return ",".join(short for mode, short in _ACCESS_MODES if mode in (modes or ()))
+
+
+def _volume_class(obj: dict[str, Any]) -> str:
+    """GetPersistentVolume(Claim)Class: the beta annotation first, then the field."""
+    beta = (obj["metadata"].get("annotations") or {}).get(_BETA_CLASS)
+    return str(beta if beta is not None else obj["spec"].get("storageClassName") or "")
+
+
+def _phase(obj: dict[str, Any]) -> str:
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def _claim_cells(claim: dict[str, Any], now: datetime) -> list[Any]:
+    """printPersistentVolumeClaim: capacity and access modes from the status, only once
+    the claim names a volume."""
+    spec, status = claim["spec"], claim.get("status") or {}
+    capacity = modes = ""
+    if spec.get("volumeName"):
+        modes = _access_modes(status.get("accessModes"))
+        capacity = str((status.get("capacity") or {}).get("storage") or "")
+    return [
+        claim["metadata"]["name"],
+        _phase(claim),
+        spec.get("volumeName") or "",
+        capacity,
+        modes,
+        _volume_class(claim),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        human_age(claim["metadata"]["creationTimestamp"], now),
+        spec.get("volumeMode") or "<unset>",
+    ]
+
+
+def _volume_cells(pv: dict[str, Any], now: datetime) -> list[Any]:
+    """printPersistentVolume: the claim as namespace/name."""
+    spec, status = pv["spec"], pv.get("status") or {}
+    ref = spec.get("claimRef")
+    return [
+        pv["metadata"]["name"],
+        str((spec.get("capacity") or {}).get("storage") or ""),
+        _access_modes(spec.get("accessModes")),
+        spec.get("persistentVolumeReclaimPolicy") or "",
+        _phase(pv),
+        f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else "",
+        _volume_class(pv),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        status.get("reason") or "",
+        human_age(pv["metadata"]["creationTimestamp"], now),
+        spec.get("volumeMode") or "<unset>",
+    ]
+
+
 _PRINTERS: dict[Resource, tuple[tuple[Column, ...], Cells]] = {
+    PERSISTENT_VOLUME_CLAIMS: (_CLAIM_COLUMNS, _claim_cells),
+    PERSISTENT_VOLUMES: (_VOLUME_COLUMNS, _volume_cells),
     STORAGE_CLASSES: (_STORAGE_CLASS_COLUMNS, _storage_class_cells),
     EVENTS: (_EVENT_COLUMNS, _event_cells),
     PODS: (_POD_COLUMNS, _pod_cells),

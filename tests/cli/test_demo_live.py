@@ -218,6 +218,11 @@ def test_every_readme_example_works_in_the_running_demo() -> None:
 
         eventually(complete, 30)
         assert "gpu-notebook" in run_printed(find(commands, "state show"))
+        ranked = run_printed(find(commands, " offers -f ")).splitlines()
+        assert ranked[0].split()[:3] == ["TYPE", "COUNT", "DATACENTER"], ranked
+        notebook = json.loads(run_printed(f"{kubectl} get pod gpu-notebook -o json"))
+        made = notebook["metadata"]["annotations"]
+        assert ranked[1].split()[-4] == made["runpod.io/datacenter"], ranked
         # A dry run beside the running demo, which holds the writer lock.
         assert "dry run ok" in run_printed(find(commands, "sync --once --dry-run"))
         run_printed(find(commands, "delete -f"))

@@ -817,3 +817,89 @@ def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
     ]
     cells = events["rows"][0]["cells"]
     assert cells[:4] == ["65s", "Normal", "Pulled", "pod/p"] and cells[6] == "pulled it"
+
+
+def test_t10_claim_and_volume_tables_have_kubectls_columns(
+    sim: KubeSimulator, clock: SimClock
+) -> None:
+    """printPersistentVolumeClaim and printPersistentVolume: a claim's capacity and
+    access modes only once it names a volume, the PV's claim as namespace/name, access
+    modes as RWO/RWX in kubectl's order, <unset> where no class or mode is set."""
+    sim.put(
+        "persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "ckpt", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                "resources": {"requests": {"storage": "50G"}},
+                "storageClassName": "net",
+            },
+        },
+    )
+    clock.advance(30)
+    claims = _table(sim, "/api/v1/namespaces/default/persistentvolumeclaims")
+    assert [c["name"] for c in claims["columnDefinitions"] if c["priority"] == 0] == [
+        "Name",
+        "Status",
+        "Volume",
+        "Capacity",
+        "Access Modes",
+        "StorageClass",
+        "VolumeAttributesClass",
+        "Age",
+    ]
+    assert claims["rows"][0]["cells"][:8] == [
+        "ckpt",
+        "Pending",
+        "",
+        "",
+        "",
+        "net",
+        "<unset>",
+        "30s",
+    ]
+    sim.put(
+        "persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv1"},
+            "spec": {
+                "capacity": {"storage": "50G"},
+                "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete",
+                "storageClassName": "net",
+                "volumeMode": "Filesystem",
+                "claimRef": {"namespace": "default", "name": "ckpt"},
+                "csi": {"driver": "network-volume.runpod.io", "volumeHandle": "v1"},
+            },
+        },
+    )
+    volumes = _table(sim, "/api/v1/persistentvolumes")
+    assert [c["name"] for c in volumes["columnDefinitions"] if c["priority"] == 0] == [
+        "Name",
+        "Capacity",
+        "Access Modes",
+        "Reclaim Policy",
+        "Status",
+        "Claim",
+        "StorageClass",
+        "VolumeAttributesClass",
+        "Reason",
+        "Age",
+    ]
+    cells = volumes["rows"][0]["cells"]
+    assert cells[:9] == [
+        "pv1",
+        "50G",
+        "RWO,RWX",
+        "Delete",
+        cells[4],
+        "default/ckpt",
+        "net",
+        "<unset>",
+        "",
+    ]
+    assert cells[10] == "Filesystem"

@@ -384,3 +384,17 @@ class HostKey(Base):
     key: Mapped[str] = mapped_column(Text)
     """The key as `TYPE BASE64` (an authorized_keys line without a comment)."""
     first_seen_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class CatalogCopy(Base):
+    """RunPod's GPU or CPU catalog as the reconciler last fetched it (once per
+    --catalog-ttl), so that `reconciler offers` ranks from what the planner ranks
+    from and sends RunPod nothing while it is fresh. One row per kind, overwritten."""
+
+    __tablename__ = "catalogs"
+
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """`gpu` or `cpu`."""
+    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    entries: Mapped[str] = mapped_column(Text)
+    """The parsed entries as JSON (the domain's GpuType or CpuFlavor fields)."""

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -22,6 +23,7 @@ from reconciler.adapters.store.models import (
     ActionRecord,
     BilledResource,
     BillingRead,
+    CatalogCopy,
     ClusterRow,
     GoneBilled,
     HostKey,
@@ -39,7 +41,15 @@ from reconciler.adapters.store.models import (
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.clusters import ClusterRecord
-from reconciler.core.domain import BillingRecord, ResourceCharge, RunPodVolume
+from reconciler.core.domain import (
+    Availability,
+    BillingRecord,
+    CpuFlavor,
+    DataCenterStock,
+    GpuType,
+    ResourceCharge,
+    RunPodVolume,
+)
 from reconciler.core.ghost_charges import GhostCharge, Gone
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.ownership import Lookalike
@@ -519,3 +529,43 @@ class Store:
             return key
         except IntegrityError:
             return self.remember_host_key(instance_id, key, now)
+
+    # --- catalogs -----------------------------------------------------------------
+
+    def save_catalog(self, entries: Sequence[GpuType | CpuFlavor], now: datetime) -> None:
+        """Keep a fetched catalog (GPU types or CPU flavors) for `reconciler offers`."""
+        kind = _catalog_kind(entries)
+        if kind is None:
+            return
+        text = json.dumps([dataclasses.asdict(entry) for entry in entries])
+        with self._sessions.begin() as session:
+            session.merge(CatalogCopy(kind=kind, fetched_at=now, entries=text))
+
+    def load_catalog(self, kind: str) -> tuple[list[GpuType | CpuFlavor], datetime] | None:
+        """The catalog of `kind` (`gpu` or `cpu`) as last kept, and when it was fetched."""
+        with self._sessions() as session:
+            row = session.get(CatalogCopy, kind)
+            if row is None:
+                return None
+            made: type[GpuType | CpuFlavor] = GpuType if kind == "gpu" else CpuFlavor
+            entries = [made(**_with_stock(entry)) for entry in json.loads(row.entries)]
+            return entries, row.fetched_at
+
+
+def _catalog_kind(entries: Sequence[GpuType | CpuFlavor]) -> str | None:
+    if not entries:
+        return None  # an empty answer is a failed fetch's look: the last copy stays
+    return "gpu" if isinstance(entries[0], GpuType) else "cpu"
+
+
+def _with_stock(entry: dict[str, Any]) -> dict[str, Any]:
+    """A catalog entry's JSON with its stock levels as the domain's values again."""
+    datacenters = entry.get("datacenters") or []
+    return {
+        **entry,
+        "availability": Availability(int(entry.get("availability") or 0)),
+        "datacenters": tuple(
+            DataCenterStock(str(dc["id"]), Availability(int(dc["availability"])))
+            for dc in datacenters
+        ),
+    }

@@ -1,0 +1,245 @@
+"""`reconciler offers`: the GPU types (or CPU sizes) a pod would get, best first, with
+where, at what price and how much stock, before it runs; for a manifest (`-f`) or a pod
+in the cluster.
+
+The ranking is the planner's own (`core.translate.offers`); the catalog is the copy the
+reconciler keeps in its database each time it fetches one, so while that copy is younger
+than --catalog-ttl the command sends RunPod nothing. Without a fresh copy it fetches the
+catalog itself (one request) and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+import click
+import yaml
+
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store import db
+from reconciler.cli.connection import (
+    context_option,
+    kubeconfig_option,
+    reaching,
+    runpod_url_option,
+)
+from reconciler.cli.options import settings_from, some_settings_options
+from reconciler.cli.output import output_option
+from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
+from reconciler.cli.state_view import render_table
+from reconciler.core.config import Settings
+from reconciler.core.domain import CpuFlavor, GpuType, KubeObject
+from reconciler.core.translate.cpus import runs_on_cpu
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.offers import OfferRow, offer_rows, ranked_offers
+from reconciler.runtime import process_log
+from reconciler.runtime.wiring import open_store
+
+COLUMNS = ("TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK")
+
+# What ranks a pod's offers besides the pod: the node's limits, as `sync` takes them.
+RANKING_SETTINGS = ("max_gpu_price", "cloud", "pods_without_gpu", "datacenter_ids", "catalog_ttl")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: Sequence[GpuType | CpuFlavor]
+    note: str | None
+    """What getting it cost, when it was not the reconciler's fresh copy."""
+
+
+@click.command("offers")
+@click.argument("target", metavar=f"[{METAVAR}]", required=False)
+@click.option(
+    "--filename",
+    "-f",
+    type=click.File("r"),
+    default=None,
+    help="A manifest holding one Pod or Job ('-': standard input), instead of a pod.",
+)
+@namespace_option
+@kubeconfig_option
+@context_option
+@runpod_url_option
+@click.option(
+    "--runpod-api-key",
+    envvar="RUNPOD_API_KEY",
+    default=None,
+    show_envvar=True,
+    show_default=False,
+    help="RunPod API key: needed only when the reconciler's copy of the catalog is "
+    "missing or older than --catalog-ttl (then one request fetches it).",
+)
+@some_settings_options(*RANKING_SETTINGS)
+@output_option
+@click.pass_obj
+def offers_command(
+    obj: Any,
+    target: str | None,
+    filename: IO[str] | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+    runpod_url: str,
+    runpod_api_key: str | None,
+    output: str,
+    **options: Any,
+) -> None:
+    """Show the offers a pod would get, best first: GPU type (or CPU flavor), count,
+    data center, cloud, price per hour and stock, in the order the reconciler tries them.
+
+    Name a pod ([NAMESPACE/]POD, or -n NAMESPACE POD) or a manifest (-f). The catalog
+    is the reconciler's copy in --database-url while younger than --catalog-ttl (no
+    RunPod request); else it is fetched (one request, said on standard error).
+    """
+    settings = settings_from(options)
+    if runpod_api_key:
+        process_log.register_secret(runpod_api_key)
+    pod, job = _the_pod(target, filename, namespace, kubeconfig, kube_context)
+    name = f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata'].get('name')}"
+    try:
+        on_cpu = runs_on_cpu(pod, job, settings)
+    except TranslationError as error:
+        raise click.ClickException(f"{name}: {error.message}") from None
+    catalog = _catalog(obj.database_url, on_cpu, settings, runpod_url, runpod_api_key)
+    if catalog.note:
+        click.echo(catalog.note, err=True)
+    gpus = [e for e in catalog.entries if isinstance(e, GpuType)]
+    cpus = [e for e in catalog.entries if isinstance(e, CpuFlavor)]
+    try:
+        rows = offer_rows(ranked_offers(pod, job, gpus, cpus, settings), gpus, cpus)
+    except TranslationError as error:
+        raise click.ClickException(f"{name}: {error.message}") from None
+    if output == "json":
+        click.echo(json.dumps([_record(row) for row in rows], indent=2))
+    else:
+        click.echo(render_table([_cells(row) for row in rows], COLUMNS))
+
+
+def _the_pod(
+    target: str | None,
+    filename: IO[str] | None,
+    namespace: str | None,
+    kubeconfig: str | None,
+    kube_context: str | None,
+) -> tuple[KubeObject, KubeObject | None]:
+    if (target is None) == (filename is None):
+        raise click.UsageError("name a pod ([NAMESPACE/]POD) or a manifest (-f), one of them")
+    if filename is not None:
+        return manifest_pod(filename.read(), filename.name)
+    assert target is not None
+    namespace, name = pod_of(target, namespace)
+    with reaching("cannot read the pod"):
+        kube = KubeClient.from_config(kubeconfig, kube_context)
+        pod = kube.find_pod(namespace, name)
+        if pod is None:
+            raise click.ClickException(f'pod "{name}" not found in namespace {namespace}')
+        return pod, kube.owning_job(pod)
+
+
+def manifest_pod(text: str, source: str) -> tuple[KubeObject, KubeObject | None]:
+    """The pod a manifest describes (a Pod, or a Job's pod template) and its Job."""
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as error:
+        where = getattr(error, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise click.ClickException(f"{source} is not valid YAML{line}") from None
+    found = [d for d in documents if isinstance(d, dict) and d.get("kind") in ("Pod", "Job")]
+    if len(found) != 1:
+        raise click.ClickException(
+            f"{source} holds {len(found)} Pods and Jobs: offers takes a manifest with one"
+        )
+    manifest = found[0]
+    if not isinstance(manifest.get("metadata"), dict) or not isinstance(manifest.get("spec"), dict):
+        raise click.ClickException(f"{source}: the {manifest['kind']} has no metadata or spec")
+    if manifest["kind"] == "Pod":
+        return _checked(manifest, source), None
+    template = manifest["spec"].get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        raise click.ClickException(f"{source}: the Job has no spec.template.spec")
+    metadata = dict(template.get("metadata") or {})
+    metadata.setdefault("name", manifest["metadata"].get("name"))
+    metadata.setdefault("namespace", manifest["metadata"].get("namespace"))
+    return _checked({"metadata": metadata, "spec": template["spec"]}, source), manifest
+
+
+def _checked(pod: KubeObject, source: str) -> KubeObject:
+    containers = pod["spec"].get("containers")
+    if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+        raise click.ClickException(f"{source}: the pod has no list of containers")
+    if not containers:
+        raise click.ClickException(f"{source}: the pod has no container")
+    return pod
+
+
+def _catalog(
+    database_url: str, on_cpu: bool, settings: Settings, runpod_url: str, api_key: str | None
+) -> Catalog:
+    kind = "CPU" if on_cpu else "GPU"
+    kept, why = _kept_copy(database_url, "cpu" if on_cpu else "gpu", settings.catalog_ttl)
+    if kept is not None:
+        return Catalog(kept, None)
+    if not api_key:
+        raise click.ClickException(
+            f"{why}, and no RunPod API key to fetch the {kind} catalog with: set RUNPOD_API_KEY "
+            "(one request), or point --database-url at the reconciler's database"
+        )
+    with reaching(f"cannot fetch RunPod's {kind} catalog"), RunPodClient(api_key, runpod_url) as r:
+        entries: Sequence[GpuType | CpuFlavor] = (
+            r.list_cpu_flavors() if on_cpu else r.list_gpu_types()
+        )
+    return Catalog(entries, f"{why}: fetched RunPod's {kind} catalog (1 request)")
+
+
+def _kept_copy(
+    database_url: str, kind: str, ttl: float
+) -> tuple[list[GpuType | CpuFlavor] | None, str]:
+    """The reconciler's copy of the catalog if it is fresh, else None and why not."""
+    if db.missing_sqlite_file(database_url) is not None:
+        return None, "no reconciler database here"
+    try:
+        kept = open_store(database_url, upgrade=False).load_catalog(kind)
+    except Exception as error:  # any unreadable store: the catalog can still be fetched
+        return None, f"the reconciler's database cannot be read ({type(error).__name__})"
+    if kept is None:
+        return None, f"the reconciler has kept no {kind.upper()} catalog yet"
+    entries, fetched_at = kept
+    age = datetime.now(UTC) - fetched_at
+    if age > timedelta(seconds=ttl):
+        return None, (
+            f"the reconciler's {kind.upper()} catalog is {int(age.total_seconds())} s old "
+            f"(--catalog-ttl {ttl:g} s)"
+        )
+    return entries, ""
+
+
+def _cells(row: OfferRow) -> tuple[str, ...]:
+    offer = row.offer
+    return (
+        offer.offer_id,
+        f"{offer.count} vCPU" if offer.on_cpu else f"{offer.count} GPU",
+        row.datacenter or "(any)",
+        offer.cloud.value,
+        f"{offer.hourly_price:.3f}",
+        row.stock.name.capitalize(),
+    )
+
+
+def _record(row: OfferRow) -> dict[str, Any]:
+    offer = row.offer
+    return {
+        "type": offer.offer_id,
+        "name": offer.name,
+        "kind": "cpu" if offer.on_cpu else "gpu",
+        "count": offer.count,
+        "datacenter": row.datacenter,
+        "cloud": offer.cloud.value,
+        "pricePerHour": offer.hourly_price,
+        "stock": row.stock.name,
+    }

@@ -1,0 +1,118 @@
+"""`reconciler offers` as a real process against both simulators: a manifest's offers
+from the reconciler's kept catalog with no RunPod request, ranked as the planner ranks
+(its first row is where the planner creates the pod); a cold copy fetched with one
+request, said on stderr; a pod named either way; bad input as a one-line error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from reconciler.demo.examples import GPU_POD
+from reconciler.demo.sandbox import API_KEY, Sandbox
+
+CATALOG = "/v2/catalog/gpus"
+
+
+@pytest.fixture
+def box() -> Iterator[Sandbox]:
+    with Sandbox() as sandbox:
+        # The kept catalog's age is judged against the wall clock, as a person runs it.
+        sandbox.advance(max(0.0, (datetime.now(UTC) - sandbox.clock.now()).total_seconds()))
+        yield sandbox
+
+
+def offers(box: Sandbox, *args: str, key: bool = False) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"}
+    if key:
+        env["RUNPOD_API_KEY"] = API_KEY
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reconciler",
+            "--database-url",
+            box.database_url,
+            "offers",
+            "--kubeconfig",
+            box.kubeconfig,
+            "--runpod-url",
+            box.runpod_sim.base_url,
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def catalog_reads(box: Sandbox) -> int:
+    return sum(r.path == CATALOG for r in box.runpod_sim.requests)
+
+
+def test_a_manifests_offers_come_from_the_kept_catalog_as_the_planner_ranks(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    pod = box.add_pod("notebook")
+    box.tick()  # the pod's create reads the catalog; the reconciler keeps it
+    instance = box.instance_for(pod)
+    assert instance is not None
+    manifest = tmp_path / "gpu-pod.yaml"
+    manifest.write_text(GPU_POD)
+    before = catalog_reads(box)
+    done = offers(box, "-f", str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert catalog_reads(box) == before  # warm: RunPod is not asked
+    assert done.stderr == ""
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK"]
+    assert rows
+    # The same pod on the node: its first row is what the planner created.
+    named = offers(box, "default/notebook")
+    assert named.returncode == 0, named.stderr
+    first = named.stdout.splitlines()[1]
+    assert first.startswith(instance["gpu"]["id"] + " "), (first, instance["gpu"])
+    assert first.split()[-4] == instance["dataCenterId"], first
+    assert offers(box, "-n", "default", "notebook").stdout == named.stdout
+
+
+def test_a_cold_catalog_is_fetched_with_one_request_and_said(box: Sandbox, tmp_path: Path) -> None:
+    manifest = tmp_path / "gpu-pod.yaml"
+    manifest.write_text(GPU_POD)
+    refused = offers(box, "-f", str(manifest))
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "RUNPOD_API_KEY" in refused.stderr
+    done = offers(box, "-f", str(manifest), key=True)
+    assert done.returncode == 0, done.stderr
+    assert catalog_reads(box) == 1
+    assert "(1 request)" in done.stderr
+    assert API_KEY not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("kind: Pod\nmetadata: {name: x\n", "is not valid YAML"),
+        ("kind: Service\nmetadata: {name: x}\n", "holds 0 Pods and Jobs"),
+        (
+            GPU_POD.replace('"24"    # GB per GPU', '"640"'),
+            "no acceptable GPU type has 640 GB",
+        ),
+    ],
+)
+def test_bad_input_is_one_line(box: Sandbox, tmp_path: Path, text: str, says: str) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(text)
+    done = offers(box, "-f", str(manifest), key=True)
+    assert done.returncode == 1
+    error = done.stderr.splitlines()[-1]  # after what fetching the catalog cost, if it did
+    assert error.startswith("Error: ") and says in error, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith("Error")]) == 1
