@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
 from reconciler.core import budgets, clusters, network_volumes, offload, spend
 from reconciler.core import pods as podinfo
 from reconciler.core.config import MAX_DISK_GB, YEAR

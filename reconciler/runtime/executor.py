@@ -270,7 +270,7 @@ class Executor:
                     "patch-status",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_status(
+                    lambda: self.kube.pods.patch_status(
                         pod.namespace, pod.name, status, annotations
                     ),
                 )
@@ -290,7 +290,7 @@ class Executor:
                     "patch-metadata",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations),
+                    lambda: self.kube.pods.patch_annotations(pod.namespace, pod.name, annotations),
                 )
             case FinalizePod(pod=pod, row=row, status=final):
                 if final is not None:
@@ -300,13 +300,13 @@ class Executor:
                         "patch-status",
                         pod.uid,
                         None,
-                        lambda: self.kube.patch_pod_status(pod.namespace, pod.name, final),
+                        lambda: self.kube.pods.patch_status(pod.namespace, pod.name, final),
                     )
                 self._journaled(
                     "finalize-pod",
                     pod.uid,
                     None,
-                    lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid),
+                    lambda: self.kube.pods.delete(pod.namespace, pod.name, pod.uid),
                 )
                 crashpoints.reached("after-finalize")
                 if row is not None:
@@ -322,7 +322,7 @@ class Executor:
                     "bind",
                     pod.uid,
                     None,
-                    lambda: self.kube.bind_pod(pod.namespace, pod.name, pod.uid, node),
+                    lambda: self.kube.pods.bind(pod.namespace, pod.name, pod.uid, node),
                 )
                 self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
                 self._decided("bind", pod, None, f"to {node}: {detail}")
@@ -414,7 +414,7 @@ class Executor:
             "apiVersion": "v1",
             "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
         }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
+        self.kube.events.record(involved, reason.value, message, "Warning" if warning else "Normal")
 
     def _report_failure(self, action: Action, exc: Exception) -> None:
         pod = getattr(action, "pod", None)
@@ -525,7 +525,7 @@ class Executor:
                 "patch-metadata",
                 pod.uid,
                 None,
-                lambda: self.kube.patch_pod_annotations(
+                lambda: self.kube.pods.patch_annotations(
                     pod.namespace, pod.name, dict(metadata_annotations(instance))
                 ),
             )
@@ -543,7 +543,7 @@ class Executor:
                 "patch-metadata",
                 pod.uid,
                 cluster_id,
-                lambda: self.kube.patch_pod_annotations(
+                lambda: self.kube.pods.patch_annotations(
                     pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
                 ),
             )
