@@ -493,31 +493,11 @@ def _difference(pods: list[KubeObject]) -> str | None:
 
 
 def _comparable(spec: KubeObject) -> list[tuple[str, object]]:
-    """The spec without the per-pod parts: the index's hostname, the node, and the
-    ServiceAccount admission's token volume, whose name is random for each pod
-    (`kube-api-access-xxxxx`), with its mounts."""
-    token_volumes = {
-        str(v.get("name"))
-        for v in spec.get("volumes") or ()
-        if any(
-            "serviceAccountToken" in source
-            for source in (v.get("projected") or {}).get("sources") or ()
-        )
-    }
-    kept: dict[str, object] = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
-    if token_volumes:
-        kept["volumes"] = [
-            v for v in spec.get("volumes") or () if v.get("name") not in token_volumes
-        ]
-        for key in ("containers", "initContainers"):
-            if key in spec:
-                kept[key] = [_without_mounts(c, token_volumes) for c in spec[key]]
+    """The spec without the per-pod parts: the index's hostname and the node. (The
+    ServiceAccount admission's token volume, whose name is random for each pod, is gone
+    from listed pods: `podinfo.kept`.)"""
+    kept = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
     return sorted(kept.items(), key=lambda item: item[0])
-
-
-def _without_mounts(container: KubeObject, names: set[str]) -> KubeObject:
-    mounts = [m for m in container.get("volumeMounts") or () if m.get("name") not in names]
-    return {**container, "volumeMounts": mounts}
 
 
 def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:
