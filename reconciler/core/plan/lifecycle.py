@@ -42,7 +42,8 @@ def decide(
     instances: list[Instance],
 ) -> tuple[list[Action], Waiting | None]:
     keep, extras = _split_duplicates(t, instances, row, pod)
-    actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
+    # No comprehension for none: it is a call, and this runs per pod, per tick.
+    actions: list[Action] = [_terminate_duplicate(pod, e) for e in extras] if extras else []
     if pod is None:
         return actions + _without_pod(t, row, keep), None
     if podinfo.is_deleting(pod):
