@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
@@ -328,8 +328,8 @@ class Event:
     warning: bool = False
 
 
-# What the network-volume provisioner decides (core.network_volumes), carried out by
-# runtime.volume_steps.
+# What the network-volume provisioner decides (core.resources.network_volumes), carried
+# out by runtime.resources.volume_steps.
 VolumeAction = (
     CreateNetworkVolume
     | CreateVolumeObject

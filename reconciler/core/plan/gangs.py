@@ -38,7 +38,21 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
-from reconciler.core.clusters import (
+from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import (
+    Cloud,
+    ClusterRequest,
+    CreateRequest,
+    Instance,
+    KubeObject,
+)
+from reconciler.core.plan import gang_end, spending
+from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.outcomes import gave_up, waited_too_long
+from reconciler.core.plan.situation import Situation
+from reconciler.core.reasons import PodReason, TerminateReason
+from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
+from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     COMPLETION_INDEX_ENV,
     MAX_PODS,
@@ -55,20 +69,6 @@ from reconciler.core.clusters import (
     key_job,
     members_by_gang,
 )
-from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
-from reconciler.core.domain import (
-    Cloud,
-    ClusterRequest,
-    CreateRequest,
-    Instance,
-    KubeObject,
-)
-from reconciler.core.plan import gang_end, spending
-from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.plan.outcomes import gave_up, waited_too_long
-from reconciler.core.plan.situation import Situation
-from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.annotations import POD_ID
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
