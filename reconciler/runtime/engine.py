@@ -630,7 +630,6 @@ class Engine:
             self.cpu_catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
-        report.clusters_created = executor.clusters_created
         report.errors += outcome.errors
         if executor.past_deadline:
             log.warning(

@@ -33,35 +33,27 @@ from reconciler.core.actions import (
     Adopt,
     Bind,
     Create,
-    CreateCluster,
-    DeleteCluster,
-    DeleteClusterRow,
-    DeleteNetworkVolume,
-    DeleteRegistryAuth,
     DeleteRow,
-    DeleteVolumeObject,
     Event,
     FinalizePod,
     PatchMetadata,
     PatchStatus,
     PodRef,
     RestoreTags,
-    SaveClusterRow,
     SaveRow,
     Terminate,
 )
-from reconciler.core.cluster_record import ClusterState
-from reconciler.core.domain import ClusterRequest, CreateRequest, Instance
+from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
-from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
 from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import Resource, Steps
 from reconciler.runtime.resources.registries import RegistryMissing, RegistrySteps
 
@@ -97,7 +89,7 @@ class Executor:
         annotate_created: bool = False,
         resources: Sequence[Resource] = (),
     ) -> None:
-        """`resources` are the cloud resources besides instances and clusters, each of
+        """`resources` are the cloud resources besides instances, each of
         which carries out its own actions (`runtime/resources/`)."""
         self.runpod, self.kube, self.clock = runpod, kube, clock
         self.writes = store.batch()
@@ -117,9 +109,6 @@ class Executor:
         # on creates to whoever takes it next (runtime/claim.py).
         self._unrecorded_creates = unrecorded_creates
         self._created: list[tuple[PodRef, Instance]] = []
-        self.clusters_created: list[str] = []
-        self._gangs_created: list[tuple[tuple[PodRef, ...], str]] = []
-        """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
 
     @property
     def deferred(self) -> int:
@@ -154,18 +143,12 @@ class Executor:
         """Each answered create's id onto its pods (`--once`): the Kubernetes objects,
         not our database, are what the next writer reads. One not written there, or a
         create in doubt, passes a hold on with the Lease (`runtime/claim.py`)."""
-        unrecorded = self.journal.in_doubt + sum(steps.unrecorded() for steps in self._steps)
+        unrecorded = 0
         for pod, instance in self._created:
             if not self.journal.annotate_created or not self._annotate(pod, instance):
                 unrecorded += 1
-        for pods, cluster_id in self._gangs_created:
-            written = [
-                self.journal.annotate_created and self._annotate_cluster(p, cluster_id)
-                for p in pods
-            ]
-            if not all(written):
-                unrecorded += 1
-        self._unrecorded_creates(unrecorded)
+        unrecorded += sum(steps.unrecorded() for steps in self._steps)
+        self._unrecorded_creates(self.journal.in_doubt + unrecorded)
 
     def _run_one(self, action: Action, outcome: Outcome) -> None:
         kind = type(action).__name__
@@ -314,14 +297,6 @@ class Executor:
                 self.journal.decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
                 self.journal.event(pod, reason, message, warning)
-            case CreateCluster():
-                self._create_cluster(action)
-            case DeleteCluster():
-                self._delete_cluster(action)
-            case SaveClusterRow(row=row):
-                self.writes.save_cluster(row)
-            case DeleteClusterRow(gang=gang):
-                self.writes.delete_cluster(gang)
             case _:
                 self._steps_for(action).apply(action)
 
@@ -396,7 +371,7 @@ class Executor:
             try:
                 instance = self._create_one(action, candidate)
             except runpod_errors.RunPodError as exc:
-                kind = _refusal_kind(exc, candidate)
+                kind = refusal_kind(exc, candidate.template_id)
                 if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
@@ -451,24 +426,6 @@ class Executor:
             )
         except kube_errors.KubeError as exc:
             log.warning("could not write instance %s onto %s: %s", instance.id, pod, exc)
-            return False
-        return True
-
-    def _annotate_cluster(self, pod: PodRef, cluster_id: str) -> bool:
-        """A new cluster's id onto a pod of its gang, as `_annotate` does for an
-        instance: a writer on another database reads its members by that id (checked
-        by their tags) while the list lags. True if written."""
-        try:
-            self.journal.journaled(
-                "patch-metadata",
-                pod.uid,
-                cluster_id,
-                lambda: self.kube.patch_pod_annotations(
-                    pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
-                ),
-            )
-        except kube_errors.KubeError as exc:
-            log.warning("could not write cluster %s onto %s: %s", cluster_id, pod, exc)
             return False
         return True
 
@@ -577,163 +534,8 @@ class Executor:
             action.row.cost_per_hr if action.row else None,
         )
 
-    # --- clusters ---------------------------------------------------------------------
-
-    def _create_cluster(self, action: CreateCluster) -> None:
-        """The gang's intent row, committed before the first POST; then the candidates in
-        order, each refusal read from `core.refusals` as for an instance. An answer lost
-        leaves the row `creating`: the members are found by their tags."""
-        budget = self.runpod.rate_budget
-        if budget is not None and budget <= 0 and not self.journal.creates_stopped:
-            self.journal.creates_stopped = "our share of RunPod's rate limit is spent for now"
-        if self.journal.creates_stopped or self.runpod.past_deadline or self.journal.creates_held():
-            self.journal.deferred += 1
-            return
-        self.writes.save_cluster(action.row)
-        refused: list[str] = []
-        for candidate in action.candidates:
-            try:
-                cluster_id = self._create_one_cluster(action, candidate)
-            except runpod_errors.RunPodError as exc:
-                kind = _refusal_kind(exc, CreateRequest("", "", candidate.gpu_type_id))
-                if kind is None:
-                    self.journal.in_doubt += 1
-                    raise
-                refusal = REFUSALS[kind]
-                message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
-                if refusal.next is Next.TRY_NEXT:
-                    refused.append(f"{candidate.gpu_type_id}: {message}")
-                    continue
-                if refusal.next is Next.STOP_CREATES:
-                    self.journal.creates_stopped = message
-                self._cluster_refused(action, refusal.reason, message)
-                return
-            self._cluster_created(action, candidate, cluster_id)
-            return
-        self._cluster_refused(
-            action,
-            PodReason.CAPACITY_UNAVAILABLE,
-            "no GPU type that fits this gang could be made a cluster: " + "; ".join(refused),
-        )
-
-    def _create_one_cluster(self, action: CreateCluster, candidate: ClusterRequest) -> str:
-        made = self.journal.journaled(
-            "create-cluster",
-            action.pods[0].uid if action.pods else None,
-            None,
-            lambda: self.runpod.create_cluster(candidate),
-            durable_at="after-cluster-intent",
-        )
-        assert isinstance(made, str)
-        crashpoints.reached("after-cluster-create")
-        return made
-
-    def _cluster_created(
-        self, action: CreateCluster, candidate: ClusterRequest, cluster_id: str
-    ) -> None:
-        # Committed with a later write: lost in a crash, the cluster is adopted by its tags.
-        self.writes.save_cluster(
-            action.row.changed(
-                state=ClusterState.RUNNING,
-                cluster_id=cluster_id,
-                gpu_type_id=candidate.gpu_type_id,
-                pod_count=candidate.pod_count,
-                cost_per_hr=candidate.hourly_price,
-                reason=None,
-                message=None,
-                updated_at=self.clock(),
-            )
-        )
-        self.clusters_created.append(cluster_id)
-        self._gangs_created.append((action.pods, cluster_id))
-        size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
-        for pod in action.pods:
-            self.journal.event(
-                pod,
-                Notice.CREATED_CLUSTER,
-                f"created RunPod Instant Cluster {cluster_id} ({size}, "
-                f"${candidate.hourly_price:.2f}/h in all)",
-            )
-        self.journal.decided(
-            "create-cluster", action.pods[0] if action.pods else None, cluster_id, size
-        )
-
-    def _cluster_refused(
-        self, action: CreateCluster, reason: PodReason | None, message: str
-    ) -> None:
-        """Nothing was made: the gang waits (the planner shows the reason), tried again
-        after the refusal pause; a rate limit blames no one."""
-        if reason is None:
-            self.writes.delete_cluster(action.row.gang)
-            return
-        self.writes.save_cluster(
-            action.row.changed(
-                state=ClusterState.REFUSED, reason=reason, message=message, updated_at=self.clock()
-            )
-        )
-        for pod in action.pods:
-            self.journal.event(pod, reason, message, warning=True)
-
-    def _delete_cluster(self, action: DeleteCluster) -> None:
-        if action.row is not None:
-            self.writes.save_cluster(action.row)
-        unpatched = [p for p in action.pods if p.uid in self.journal.status_failed]
-        if unpatched:
-            # The row keeps the end (state deleting, no answer yet): the next tick
-            # patches the pods from it, then sends this DELETE at once.
-            log.warning(
-                "not deleting cluster %s yet: the gang's end is not on pod %s (the status "
-                "patch failed); the next tick patches it again, then deletes",
-                action.cluster_id,
-                unpatched[0],
-            )
-            return
-        self.journal.journaled(
-            "delete-cluster",
-            action.pods[0].uid if action.pods else None,
-            action.cluster_id,
-            lambda: self.runpod.delete_cluster(action.cluster_id),
-            durable_at="after-cluster-deleting",
-        )
-        crashpoints.reached("after-cluster-delete")
-        if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
-            self.writes.save_cluster(action.row.changed(delete_answered_at=self.clock()))
-        for pod in action.pods:
-            self.journal.event(
-                pod,
-                Notice.TERMINATING_INSTANCE,
-                f"deleted cluster {action.cluster_id}: {action.detail}",
-            )
-        self.journal.decided("delete-cluster", None, action.cluster_id, action.detail)
-
 
 _EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, RegistryMissing)
-
-
-_REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
-    (runpod_errors.RejectedError, RefusalKind.NO_STOCK),
-    (runpod_errors.PermissionDeniedError, RefusalKind.FORBIDDEN),
-    (runpod_errors.InsufficientBalanceError, RefusalKind.NO_BALANCE),
-    (runpod_errors.RateLimitedError, RefusalKind.RATE_LIMITED),
-    (runpod_errors.DeadlinePassed, RefusalKind.RATE_LIMITED),
-    (runpod_errors.AuthenticationError, RefusalKind.UNAUTHORIZED),
-    (runpod_errors.InvalidRequestError, RefusalKind.INVALID_REQUEST),
-)
-
-
-def _refusal_kind(exc: runpod_errors.RunPodError, candidate: CreateRequest) -> RefusalKind | None:
-    """What RunPod's answer to a create means; None when a create may have happened.
-
-    A 404 names what the request referred to that RunPod lacks: registry credentials are
-    checked before the create, so a template when one was named, otherwise another id
-    from the pod's annotations (network volume).
-    """
-    if isinstance(exc, runpod_errors.RunPodNotFound):
-        return RefusalKind.TEMPLATE_NOT_FOUND if candidate.template_id else RefusalKind.ID_NOT_FOUND
-    for error, kind in _REFUSAL_KINDS:
-        if isinstance(exc, error):
-            return kind
-    return None if exc.in_doubt else RefusalKind.OTHER
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
@@ -752,20 +554,13 @@ def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> Ma
 
 
 def _subject(action: Action) -> str:
+    subject = getattr(action, "subject", None)
+    if subject is not None:
+        return str(subject)
     pod = getattr(action, "pod", None)
     if pod is not None:
         return str(pod)
-    if isinstance(action, DeleteRegistryAuth):
-        return f"registry credential {action.registry_id}"
-    if isinstance(action, CreateCluster | SaveClusterRow):
-        return f"the cluster of Job {action.row.namespace}/{action.row.job_name}"
-    if isinstance(action, DeleteCluster):
-        return f"cluster {action.cluster_id}"
     claim = getattr(action, "claim", None)
     if claim is not None:
         return f"claim {claim}"
-    if isinstance(action, DeleteNetworkVolume) and action.pv_name is None:
-        return f"network volume {action.volume_id}"
-    if isinstance(action, DeleteNetworkVolume | DeleteVolumeObject):
-        return f"PV {action.pv_name}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))
