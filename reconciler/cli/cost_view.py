@@ -22,9 +22,10 @@ from typing import Any
 from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core import spend, storage_prices
+from reconciler.core import spend
 from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.resources import storage_prices
 
 GROUPS = ("pod", "namespace", "gpu")
 UNMAPPED = "(unmapped)"

@@ -19,10 +19,10 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import clusters
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import Instance, KubeObject, RunPodVolume
-from reconciler.core.network_volumes import (
+from reconciler.core.resources import clusters
+from reconciler.core.resources.network_volumes import (
     PROVISIONED_BY,
     PROVISIONER,
     claim_uid_of,

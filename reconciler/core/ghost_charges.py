@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.core.attribution import Billed
-from reconciler.core.clusters import CLUSTER_ID
 from reconciler.core.domain import KubeObject
 from reconciler.core.pods import POD_ID_ANNOTATION
+from reconciler.core.resources.clusters import CLUSTER_ID
 
 AUDIT_PERIOD = timedelta(hours=1)
 

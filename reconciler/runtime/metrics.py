@@ -26,7 +26,7 @@ from reconciler.core.actions import (
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.usage import GpuUtilization
-from reconciler.runtime.engine import TickReport
+from reconciler.runtime.tick_report import TickReport
 
 
 class GpuGauge(Collector):

@@ -37,10 +37,10 @@ from reconciler.core import spend
 from reconciler.core.actions import DeleteCluster
 from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.core.clusters import UnrunCluster, leaked
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.resources.clusters import UnrunCluster, leaked
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,6 @@ from reconciler.adapters.runpod.logstream import (
     read_log,
 )
 from reconciler.adapters.store.repository import Store
-from reconciler.core import clusters
 from reconciler.core.actions import PodRef
 from reconciler.core.contract import exit_code_marker
 from reconciler.core.domain import ExitLog, KubeObject
@@ -46,6 +45,7 @@ from reconciler.core.podlogs import (
     last_lines,
     users_lines,
 )
+from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 from reconciler.runtime.log_follows import LogGate, LogsRefused, SharedFollows

@@ -26,7 +26,7 @@ from reconciler.core.ownership import Ownership, lookalikes, owned_instances
 from reconciler.core.planner import CreateInputs, ownership_of, plan
 from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
-from reconciler.core.registries import registry_name
+from reconciler.core.resources.registries import registry_name
 from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 

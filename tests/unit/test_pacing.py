@@ -27,8 +27,8 @@ from reconciler.core.pacing import (
 )
 from reconciler.core.planner import CreateInputs, Observation
 from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.engine import TickReport
 from reconciler.runtime.service import creates_capped
+from reconciler.runtime.tick_report import TickReport
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 

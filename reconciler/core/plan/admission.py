@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core import placement, pod_past, refusals, registries
+from reconciler.core import placement, pod_past, refusals
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
@@ -36,6 +36,7 @@ from reconciler.core.plan.outcomes import (
 from reconciler.core.plan.situation import Situation, within
 from reconciler.core.reasons import PodReason
 from reconciler.core.refusals import REFUSED_EVERYWHERE
+from reconciler.core.resources import registries
 from reconciler.core.stock import usable
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock

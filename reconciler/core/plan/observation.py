@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.core.budgets import NamespaceCaps
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import (
     BillingRecord,
     CpuFlavor,

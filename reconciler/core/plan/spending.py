@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reconciler.core import clusters
 from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
 from reconciler.core.budgets import Spent
-from reconciler.core.clusters import ClusterState
+from reconciler.core.cluster_record import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.resources import clusters
 
 
 def spent(t: Situation) -> Spent:

@@ -13,12 +13,10 @@ between leaves a released PV whose volume the list no longer shows: the PV goes 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
-from reconciler.adapters.kube.client import KubeClient
-from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.actions import (
+    Action,
     ClaimEvent,
     ClaimRef,
     CreateNetworkVolume,
@@ -31,20 +29,24 @@ from reconciler.core.actions import (
     VolumeAction,
 )
 from reconciler.core.domain import RunPodVolume
-from reconciler.core.network_volumes import SELECTED_NODE, persistent_volume
 from reconciler.core.reasons import VolumeNotice
+from reconciler.core.resources.network_volumes import SELECTED_NODE, persistent_volume
 from reconciler.runtime import crashpoints
+from reconciler.runtime.journal import Journal
 
 log = logging.getLogger(__name__)
 
-Journaled = Callable[..., object]
-
 
 class VolumeSteps:
-    def __init__(self, runpod: RunPodClient, kube: KubeClient, journaled: Journaled) -> None:
-        self.runpod, self.kube, self._journaled = runpod, kube, journaled
+    actions: tuple[type[Action], ...] = get_args(VolumeAction)
 
-    def apply(self, action: VolumeAction) -> None:
+    def __init__(self, journal: Journal) -> None:
+        self.runpod, self.kube, self._journaled = journal.runpod, journal.kube, journal.journaled
+
+    def unrecorded(self) -> int:
+        return 0  # the claim is held (our finalizer, the volume name) before the POST
+
+    def apply(self, action: Action) -> None:
         match action:
             case CreateNetworkVolume():
                 self._create(action)

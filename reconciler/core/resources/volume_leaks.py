@@ -28,8 +28,8 @@ from datetime import datetime, timedelta
 
 from reconciler.core.actions import DeleteNetworkVolume
 from reconciler.core.domain import RunPodVolume
-from reconciler.core.network_volumes import StorageView, claim_uid_of, leaks, mounted
-from reconciler.core.storage_prices import hourly_usd
+from reconciler.core.resources.network_volumes import StorageView, claim_uid_of, leaks, mounted
+from reconciler.core.resources.storage_prices import hourly_usd
 
 LIST_PERIOD = timedelta(hours=1)
 """How stale the kept list may get before a tick lists volumes for the audit alone."""

@@ -21,8 +21,13 @@ from typing import Any
 
 from reconciler.core.actions import CreateNetworkVolume
 from reconciler.core.domain import KubeObject
-from reconciler.core.network_volumes import GB, PROVISIONED_BY, PROVISIONER, is_our_volume_object
 from reconciler.core.quantity import quantity_value
+from reconciler.core.resources.network_volumes import (
+    GB,
+    PROVISIONED_BY,
+    PROVISIONER,
+    is_our_volume_object,
+)
 
 USD_PER_GB_MONTH = {"STANDARD": 0.07, "HIGH_PERFORMANCE": 0.14}
 """STANDARD is RunPod's published price; HIGH_PERFORMANCE is an assumption (none is
