@@ -10,7 +10,7 @@ planner will need this tick: the GPU or CPU catalog (cached) and Secrets, Config
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 After an applied tick, starting instances' system lines may be read, while the quota is
-ample (runtime/system_events.py: none when no instance is starting).
+ample (runtime/logs/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import attribution, ownership
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.config import Settings
-from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     CpuFlavor,
     ExitLog,
@@ -42,36 +41,39 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
+from reconciler.core.logs.starting import starting
 from reconciler.core.mapping import MappingRecord, unlisted_instances
-from reconciler.core.offload import PendingPod, has_candidates
+from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import ownership
+from reconciler.core.pods.offload import PendingPod, has_candidates
+from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import clusters
-from reconciler.core.sshaccess import SshAddresses
-from reconciler.core.starting import starting
-from reconciler.core.stock import StockMemory
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container, is_batch
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.ssh import SshAddresses
 from reconciler.core.translate.storage import names_network_volume
-from reconciler.core.usage import GpuUtilization, UsageMeter, gpu_utilization
-from reconciler.runtime import charge_audit, money, resources
+from reconciler.runtime import resources
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import CatalogCache, on_cpu
-from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.executor import Executor
-from reconciler.runtime.pod_logs import KeepLimits, PodLogs
+from reconciler.runtime.logs.sources import KeepLimits, PodLogs
+from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
+from reconciler.runtime.money import charge_audit
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import AfterPods
-from reconciler.runtime.system_events import StartupLines, SystemEvents
 from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class TickSteps:
     (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: a writer before us may have made an instance that
-    RunPod does not list yet and no pod names (see `runtime/claim.py`)."""
+    RunPod does not list yet and no pod names (see `runtime/writer_lease.py`)."""
     unrecorded_creates: Callable[[int], None] = _ignore_count
     """Told after each applied tick how many of its creates may have made an instance
     whose id is not on its pod yet."""
@@ -150,7 +152,7 @@ class Engine:
             clock,
         )
         self.steps = steps
-        # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
+        # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
             settings.catalog_ttl, self.stock, settings.datacenter_ids, keep=self._keep_catalog
@@ -649,7 +651,7 @@ class Engine:
             _run_into(executor, leaks, report)
 
     def _audit_charges(self, report: TickReport, observation: Observation) -> None:
-        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        """The hourly ghost-charge audit (`runtime/money/charge_audit.py`), on a quiet tick:
         no create planned and no instance starting (their reads come first), unless it
         has been put off for hours."""
         now = report.started_at

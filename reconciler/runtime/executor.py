@@ -6,7 +6,7 @@ One action failing never stops the others; it becomes a log line, a journal outc
 a row note and (where a user must know) an Event on the pod. The executor decides
 nothing the planner did not, except what only the answer of a call can tell: which
 create candidate RunPod accepted, and whether to stop creating for this tick (what each
-refusal means is `reconciler.core.refusals`'s table, which the planner reads too).
+refusal means is `reconciler.core.capacity.refusals`'s table, which the planner reads too).
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
@@ -43,19 +43,25 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
+from reconciler.core.capacity.refusals import (
+    REFUSALS,
+    REFUSED_EVERYWHERE,
+    Next,
+    Refusal,
+    RefusalKind,
+)
+from reconciler.core.capacity.stock import StockMemory, usable
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
-from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
-from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import Resource, Steps
 from reconciler.runtime.resources.registries import RegistryMissing, RegistrySteps
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +112,7 @@ class Executor:
         self._before_action = before_action
         # Told at the end of the run how many of its creates may have made an instance
         # whose id is not on its pod: the writer Lease, released now, then passes a hold
-        # on creates to whoever takes it next (runtime/claim.py).
+        # on creates to whoever takes it next (runtime/writer_lease.py).
         self._unrecorded_creates = unrecorded_creates
         self._created: list[tuple[PodRef, Instance]] = []
 
@@ -142,7 +148,7 @@ class Executor:
     def _record_created(self) -> None:
         """Each answered create's id onto its pods (`--once`): the Kubernetes objects,
         not our database, are what the next writer reads. One not written there, or a
-        create in doubt, passes a hold on with the Lease (`runtime/claim.py`)."""
+        create in doubt, passes a hold on with the Lease (`runtime/writer_lease.py`)."""
         unrecorded = 0
         for pod, instance in self._created:
             if not self.journal.annotate_created or not self._annotate(pod, instance):
@@ -159,7 +165,7 @@ class Executor:
             return  # nothing committed: the next tick plans this create again
         if isinstance(action, Create) and self.journal.creates_held():
             self.journal.deferred += 1
-            return  # a dead writer's create may still land: see runtime/claim.py
+            return  # a dead writer's create may still land: see runtime/writer_lease.py
         if isinstance(action, Terminate) and self._end_unrecorded(action):
             return
         try:
@@ -365,7 +371,7 @@ class Executor:
         self, action: Create, candidates: tuple[CreateRequest, ...]
     ) -> Instance | None:
         """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
-        of this tick included), and do what `core.refusals` says of each refusal."""
+        of this tick included), and do what `core.capacity.refusals` says of each refusal."""
         refused: list[str] = []
         for candidate in usable(candidates, self.stock.active(self.clock())):
             try:

@@ -45,7 +45,7 @@ class Journal:
         self.runpod, self.kube, self.writes, self.clock = runpod, kube, writes, clock
         self._tick_id = tick_id
         self.creates_held = creates_held
-        """True while no create may start (`runtime/claim.py`)."""
+        """True while no create may start (`runtime/writer_lease.py`)."""
         self.annotate_created = annotate_created
         """Write each new resource's id onto its pods before the run ends (`sync --once`,
         whose next run may be another writer; the loop's next tick mirrors it anyway)."""

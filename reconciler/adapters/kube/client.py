@@ -34,8 +34,8 @@ from reconciler.adapters.kube.errors import (
 )
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
-from reconciler.core import pods as podinfo
 from reconciler.core.domain import KubeObject
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.printable import escaped
 
 MERGE_PATCH = "application/merge-patch+json"

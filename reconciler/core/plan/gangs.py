@@ -27,7 +27,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
@@ -39,6 +38,7 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
+from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
     Cloud,
@@ -47,12 +47,13 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.plan import gang_end, spending
+from reconciler.core.plan import gang_end
+from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     COMPLETION_INDEX_ENV,

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Adopt,
@@ -25,6 +24,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch

@@ -14,8 +14,8 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType
-from reconciler.runtime import money
 from reconciler.runtime.catalog import CatalogCache
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import Resource
 from reconciler.runtime.resources.clusters import Clusters
 from reconciler.runtime.resources.registries import Registries

@@ -2,7 +2,7 @@
 docs/architecture.md §3, "Instant Clusters"), each call journaled.
 
 A cluster's create follows an instance's: the gang's intent row committed before the
-first POST, each refusal read from `core.refusals`; its delete waits while the gang's end
+first POST, each refusal read from `core.capacity.refusals`; its delete waits while the gang's end
 is not on its pods (a status patch of this run failed), so a lost database never reruns
 a gang that finished. A `--once` run writes each new cluster's id on its gang's pods.
 """
@@ -23,10 +23,10 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
+from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.cluster_record import ClusterState
 from reconciler.core.domain import ClusterRequest
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.refusals import REFUSALS, Next
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
@@ -75,7 +75,7 @@ class ClusterSteps:
 
     def _create(self, action: CreateCluster) -> None:
         """The gang's intent row, committed before the first POST; then the candidates in
-        order, each refusal read from `core.refusals` as for an instance. An answer lost
+        order, each refusal read from `core.capacity.refusals` as for an instance. An answer lost
         leaves the row `creating`: the members are found by their tags."""
         if self.journal.creates_wait():
             self.journal.deferred += 1

@@ -19,19 +19,19 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core import attribution
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, KubeObject, RunPodVolume
+from reconciler.core.money import attribution
 from reconciler.core.plan.observation import Observation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks
 from reconciler.core.translate.offers import first_datacenter
-from reconciler.runtime import money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import CatalogCache, on_cpu
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import AfterPods
 from reconciler.runtime.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick_report import TickReport

@@ -41,8 +41,8 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import LogEvent, LogRead, LogStreamBroken, read_log
 from reconciler.core.actions import PodRef
+from reconciler.core.logs.starting import Starting
 from reconciler.core.reasons import Notice
-from reconciler.core.starting import Starting
 
 log = logging.getLogger(__name__)
 
