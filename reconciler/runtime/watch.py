@@ -26,7 +26,7 @@ from reconciler.adapters.kube.errors import KubeError, KubeGone
 from reconciler.adapters.kube.pods import node_pods_selector
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
-from reconciler.core.spend import SPEND_ANNOTATION
+from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
-from reconciler.runtime.claim import (
+from reconciler.runtime.writer_lease import (
     WRITER_LEASE_SECONDS,
     WriterClaim,
     WriterHeld,

@@ -14,6 +14,7 @@ from reconciler.adapters.kube.transport import (
     q,
 )
 from reconciler.core.domain import KubeObject
+from reconciler.core.pods import facts as podinfo
 
 
 class Pods:
@@ -23,11 +24,15 @@ class Pods:
         self._kube = kube
 
     def list_on_node(self, node_name: str, page_size: int = 500) -> list[KubeObject]:
-        return self._kube.list_all("/api/v1/pods", node_pods_selector(node_name), page_size)
+        """The pods bound to the node, as the reconciler keeps them (`podinfo.kept`)."""
+        selector = node_pods_selector(node_name)
+        return self._kube.list_all("/api/v1/pods", selector, page_size, podinfo.kept)
 
     def list_pending(self, page_size: int = 500) -> list[KubeObject]:
-        """Unscheduled Pending pods in every namespace (offload candidates)."""
-        return self._kube.list_all("/api/v1/pods", "spec.nodeName=,status.phase=Pending", page_size)
+        """Unscheduled Pending pods in every namespace (offload candidates), as the
+        reconciler keeps them (`podinfo.kept`)."""
+        selector = "spec.nodeName=,status.phase=Pending"
+        return self._kube.list_all("/api/v1/pods", selector, page_size, podinfo.kept)
 
     def resource_version(self, field_selector: str) -> str:
         """Where a watch of these pods can start: the resourceVersion of a one-item list

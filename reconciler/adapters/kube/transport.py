@@ -66,7 +66,15 @@ class KubeTransport:
     def close(self) -> None:
         self.api_client.close()
 
-    def list_all(self, path: str, field_selector: str, page_size: int) -> list[KubeObject]:
+    def list_all(
+        self,
+        path: str,
+        field_selector: str,
+        page_size: int,
+        keep: Callable[[KubeObject], KubeObject] | None = None,
+    ) -> list[KubeObject]:
+        """Every page's items; each through `keep` as its page comes, so that what it
+        drops never piles up over the pages."""
         items: list[KubeObject] = []
         token = ""
         while True:
@@ -74,7 +82,8 @@ class KubeTransport:
             if token:
                 query.append(("continue", token))
             page = self.request("GET", path, query=query)
-            items.extend(page.get("items") or [])
+            listed = page.get("items") or []
+            items.extend(listed if keep is None else map(keep, listed))
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return items
