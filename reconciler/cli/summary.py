@@ -34,7 +34,7 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.runtime.engine import TickReport
+from reconciler.runtime.tick_report import TickReport
 
 
 def report_record(report: TickReport) -> dict[str, Any]:

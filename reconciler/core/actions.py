@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
@@ -95,6 +95,11 @@ class DeleteRegistryAuth:
     registry_id: str
     name: str
 
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"registry credential {self.registry_id}"
+
 
 @dataclass(frozen=True)
 class ClaimRef:
@@ -165,12 +170,22 @@ class DeleteNetworkVolume:
     volume_id: str
     pv_name: str | None
 
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"network volume {self.volume_id}" if self.pv_name is None else f"PV {self.pv_name}"
+
 
 @dataclass(frozen=True)
 class DeleteVolumeObject:
     """Delete a released PV whose volume is gone already."""
 
     pv_name: str
+
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"PV {self.pv_name}"
 
 
 @dataclass(frozen=True)
@@ -244,6 +259,11 @@ class CreateCluster:
     row: ClusterRecord
     candidates: tuple[ClusterRequest, ...]
 
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
+
 
 @dataclass(frozen=True)
 class DeleteCluster:
@@ -258,10 +278,20 @@ class DeleteCluster:
     row: ClusterRecord | None = None
     pods: tuple[PodRef, ...] = ()
 
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"cluster {self.cluster_id}"
+
 
 @dataclass(frozen=True)
 class SaveClusterRow:
     row: ClusterRecord
+
+    @property
+    def subject(self) -> str:
+        """What it acts on, for the log and the tick's errors."""
+        return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
 
 
 @dataclass(frozen=True)
@@ -328,8 +358,8 @@ class Event:
     warning: bool = False
 
 
-# What the network-volume provisioner decides (core.network_volumes), carried out by
-# runtime.volume_steps.
+# What the network-volume provisioner decides (core.resources.network_volumes), carried
+# out by runtime.resources.volume_steps.
 VolumeAction = (
     CreateNetworkVolume
     | CreateVolumeObject

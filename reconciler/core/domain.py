@@ -237,31 +237,33 @@ class CreateRequest:
 
 @dataclass(frozen=True)
 class ClusterRequest:
-    """Everything RunPod needs to create one Instant Cluster of identical GPU pods on one
-    GPU type (`POST /v2/clusters`, type TRAINING). Clusters take no registry credential,
-    no template and no cloud. `env` may hold Secret values: never logged or stored."""
+    """One Instant Cluster of `pod_count` identical GPU pods (`POST /v2/clusters`, type
+    TRAINING), each member as `member` asks for one instance. A cluster takes no
+    registry credential, template, cloud, network volume or CPU flavor: the request body
+    leaves `member`'s out. `member.env` may hold Secret values: never logged or stored."""
 
-    name: str
-    image: str
-    gpu_type_id: str
-    gpu_count_per_pod: int
+    member: CreateRequest
     pod_count: int
-    args: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    ports: tuple[str, ...] = ()
-    container_disk_gb: int | None = None
-    persistent_volume: PersistentVolume | None = None
-    datacenter_ids: tuple[str, ...] = ()
-    start_ssh: bool = False
-    hourly_price: float = 0.0
-    """List price of the whole cluster in USD per hour, as the catalog gave it."""
+
+    @property
+    def name(self) -> str:
+        return self.member.name
+
+    @property
+    def gpu_type_id(self) -> str:
+        return self.member.gpu_type_id
+
+    @property
+    def gpu_count_per_pod(self) -> int:
+        return self.member.gpu_count
+
+    @property
+    def hourly_price(self) -> float:
+        """List price of the whole cluster in USD per hour, as the catalog gave it."""
+        return round(self.member.hourly_price * self.pod_count, 6)
 
     def __repr__(self) -> str:
-        return (
-            f"ClusterRequest(name={self.name!r}, image={self.image!r}, "
-            f"compute={self.pod_count}x{self.gpu_count_per_pod}x{self.gpu_type_id!r}, "
-            f"env_keys={sorted(self.env)!r})"
-        )
+        return f"ClusterRequest(member={self.member!r}, pod_count={self.pod_count})"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.ownership import owned_instances
+from reconciler.core.pods.ownership import owned_instances
 from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)

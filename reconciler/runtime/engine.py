@@ -10,7 +10,7 @@ planner will need this tick: the GPU or CPU catalog (cached) and Secrets, Config
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 After an applied tick, starting instances' system lines may be read, while the quota is
-ample (runtime/system_events.py: none when no instance is starting).
+ample (runtime/logs/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
@@ -18,30 +18,21 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import (
-    attribution,
-    clusters,
-    network_volumes,
-    ownership,
-    registries,
-    storage_prices,
-    volume_leaks,
-)
-from reconciler.core import pods as podinfo
-from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume, Terminate
+from reconciler.core.actions import Action
+from reconciler.core.capacity.stock import StockMemory
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.config import Settings
-from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
-    Cloud,
     CpuFlavor,
     ExitLog,
     GpuType,
@@ -50,167 +41,47 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.ghost_charges import GhostCharge
+from reconciler.core.logs.starting import starting
 from reconciler.core.mapping import MappingRecord, unlisted_instances
-from reconciler.core.offload import PendingPod, has_candidates
+from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import ownership
+from reconciler.core.pods.offload import PendingPod, has_candidates
+from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.reasons import PodReason
-from reconciler.core.sshaccess import SshAddresses
-from reconciler.core.starting import starting
-from reconciler.core.stock import StockMemory
+from reconciler.core.resources import clusters
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container, is_batch
-from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.gpus import unknown_datacenters
-from reconciler.core.translate.offers import first_datacenter
-from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.ssh import SshAddresses
 from reconciler.core.translate.storage import names_network_volume
-from reconciler.core.usage import GpuUtilization, UsageMeter, gpu_utilization
-from reconciler.runtime import charge_audit, money
+from reconciler.runtime import resources
 from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.claim import WriterLost
+from reconciler.runtime.catalog import CatalogCache, on_cpu
 from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.executor import Executor
-from reconciler.runtime.pod_logs import KeepLimits, PodLogs
-from reconciler.runtime.system_events import StartupLines, SystemEvents
+from reconciler.runtime.logs.sources import KeepLimits, PodLogs
+from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
+from reconciler.runtime.money import charge_audit
+from reconciler.runtime.money import chores as money
+from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
-
-Offer = TypeVar("Offer", GpuType, CpuFlavor)
 
 Clock = Callable[[], datetime]
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass
-class TickReport:
-    started_at: datetime
-    finished_at: datetime | None = None
-    tick_id: int | None = None
-    observed: bool = False
-    pods: int = 0
-    instances: int = 0
-    planned: Counter[str] = field(default_factory=Counter)
-    applied: Counter[str] = field(default_factory=Counter)
-    failed: Counter[str] = field(default_factory=Counter)
-    errors: list[str] = field(default_factory=list)
-    actions: list[Action] = field(default_factory=list)
-    done: list[Action] = field(default_factory=list)
-    """The actions that were carried out without an error."""
-    observation: Observation | None = None
-    gpus: list[GpuUtilization] = field(default_factory=list)
-    """Each running GPU's utilization as the tick's list showed it, worked out once for
-    the tick's row and the gauge (not on a dry run)."""
-    """What the tick saw, for the metrics; None when it could not observe."""
-    lookalikes: list[ownership.Lookalike] = field(default_factory=list)
-    """Untagged instances nothing claims, named like ours: reported, never touched."""
-    billing: money.BillingRead = field(default_factory=money.BillingRead)
-    resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
-    """Network volumes' and clusters' charges read this tick (at most hourly)."""
-    registries_deleted: list[str] = field(default_factory=list)
-    clusters_created: list[str] = field(default_factory=list)
-    """Instant Clusters RunPod made this tick."""
-    cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
-    """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
-    ghost_charges: list[GhostCharge] | None = None
-    """Ids RunPod charges that it neither lists nor answers for (`core.ghost_charges`);
-    None when the tick did not get to apply."""
-    volume_leaks: list[str] | None = None
-    """Network volumes of ours that no PV names (kept, reported); None when RunPod's
-    volumes were not listed this tick."""
-    skipped: str | None = None
-    """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
-    deferred_creates: int = 0
-    """Planned creates the executor left for a later tick (quota share spent, stopped)."""
-
-    @property
-    def duration(self) -> float:
-        end = self.finished_at or self.started_at
-        return (end - self.started_at).total_seconds()
-
-    @property
-    def ok(self) -> bool:
-        return self.observed or self.skipped is not None
-
-
-class CatalogCache(Generic[Offer]):
-    """A RunPod catalog (GPU types or CPU flavors), fetched at most once per TTL; a
-    failed fetch keeps the old copy.
-
-    A create refused for want of stock proves the cached availability stale: the next
-    tick that needs the catalog fetches it again, though not more often than
-    `STALE_REFETCH` (each fetch is a request out of the quota). What a fetch shows in
-    stock clears the stock memory's older refusals there.
-    """
-
-    STALE_REFETCH = timedelta(seconds=30)
-
-    def __init__(
-        self,
-        ttl: float,
-        stock: StockMemory,
-        datacenter_ids: tuple[str, ...] = (),
-        fetch: Callable[[RunPodClient], list[Offer]] = RunPodClient.list_gpu_types,  # type: ignore[assignment]
-        what: str = "GPU catalog",
-        keep: Callable[[list[Offer], datetime], None] | None = None,
-    ) -> None:
-        """`keep` is told each fetched catalog (the store keeps it for `reconciler offers`)."""
-        self.ttl = timedelta(seconds=ttl)
-        self.stock = stock
-        self.datacenter_ids = datacenter_ids
-        self.fetch: Callable[[RunPodClient], list[Offer]] = fetch
-        self.what = what
-        self.keep: Callable[[list[Offer], datetime], None] | None = keep
-        self._unknown_datacenters: tuple[str, ...] = ()
-        self._types: list[Offer] = []
-        self._fetched_at: datetime | None = None
-        self._stale = False
-
-    def mark_stale(self) -> None:
-        self._stale = True
-
-    def get(self, runpod: RunPodClient, now: datetime) -> list[Offer]:
-        if self._due(now):
-            try:
-                self._types = self.fetch(runpod)
-                self._fetched_at, self._stale = now, False
-                # The catalog is fetched without `cloud`: RunPod then reports SECURE.
-                self.stock.catalog_seen(self._types, now, Cloud.SECURE)
-                self._check_datacenters()
-                if self.keep is not None:
-                    self.keep(self._types, now)
-            except runpod_errors.RunPodError as exc:
-                log.warning("could not refresh the %s: %s", self.what, exc)
-        return self._types
-
-    def _check_datacenters(self) -> None:
-        """Say once (again when it changes) which of --datacenter-ids RunPod offers nothing
-        in: pods limited to those wait for a stock that never comes."""
-        unknown = unknown_datacenters(self.datacenter_ids, self._types)
-        if unknown and unknown != self._unknown_datacenters:
-            log.warning(
-                "--datacenter-ids names %s, where RunPod's %s offers nothing "
-                "(a typo, or a closed data center): nothing of it is created there",
-                ", ".join(unknown),
-                self.what,
-            )
-        self._unknown_datacenters = unknown
-
-    def _due(self, now: datetime) -> bool:
-        if self._fetched_at is None:
-            return True
-        age = now - self._fetched_at
-        return age >= self.ttl or (self._stale and age >= self.STALE_REFETCH)
 
 
 def _log_plan_error(uid: str, exc: Exception) -> None:
@@ -249,7 +120,7 @@ class TickSteps:
     (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: a writer before us may have made an instance that
-    RunPod does not list yet and no pod names (see `runtime/claim.py`)."""
+    RunPod does not list yet and no pod names (see `runtime/writer_lease.py`)."""
     unrecorded_creates: Callable[[int], None] = _ignore_count
     """Told after each applied tick how many of its creates may have made an instance
     whose id is not on its pod yet."""
@@ -281,7 +152,7 @@ class Engine:
             clock,
         )
         self.steps = steps
-        # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
+        # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
             settings.catalog_ttl, self.stock, settings.datacenter_ids, keep=self._keep_catalog
@@ -302,14 +173,11 @@ class Engine:
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
         self.attributions = money.Attributions()
-        self._classes: list[KubeObject] = []
-        self._classes_read_at: datetime | None = None
+        self.resources = resources.registered(
+            settings, runpod, kube, store, self.catalog, self.cpu_catalog, self.attributions
+        )
+        """The cloud resources besides instances and clusters, each a plug-in."""
         self._dry_run = False
-        self._claim_warnings: dict[str, str] = {}
-        """The warning each claim was last given (by claim UID): said once while it holds."""
-        self._storage_spend: dict[str | None, float] | None = None
-        """Our network volumes' storage price by namespace, as the provisioner last read
-        the PVs; None until it has (read then for the spend caps, once)."""
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
             settings.node_name,
@@ -449,30 +317,6 @@ class Engine:
             )
         self.store.sync_lookalikes(report.lookalikes, now)
 
-    def _collect_registries(self, report: TickReport, executor: Executor) -> None:
-        """After a tick that ended an instance pulling with one of our registry
-        credentials: delete ours that nothing uses any more, journaled like every side
-        effect (`core.registries` decides which)."""
-        observation = report.observation
-        if observation is None:
-            return
-        ended = {a.instance_id for a in report.done if isinstance(a, Terminate)}
-        if not any(i.registry_auth_id for i in observation.instances if i.id in ended):
-            return
-        try:
-            auths = self.runpod.list_registry_auths()
-        except runpod_errors.RunPodError as exc:
-            log.warning("could not list registry credentials: %s", exc)
-            return
-        left = [i for i in observation.instances if i.id not in ended]
-        deletes = registries.collection(
-            auths, left, self.settings.owner_id, keep=executor.registries_used
-        )
-        if not deletes:
-            return
-        _run_into(executor, deletes, report)
-        report.registries_deleted = executor.registries_deleted
-
     # --- observe ----------------------------------------------------------------------
 
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
@@ -499,16 +343,16 @@ class Engine:
         ]
         inputs = self._create_inputs(needing) if needing else {}
         # Each catalog only when a pod about to be created needs it (a request a TTL).
-        on_cpu = {self._on_cpu(p, inputs.get(podinfo.uid(p))) for p in needing}
-        wants_gpus = False in on_cpu or bool(gang_inputs)
+        cpu = {on_cpu(p, inputs.get(podinfo.uid(p)), self.settings) for p in needing}
+        wants_gpus = False in cpu or bool(gang_inputs)
         catalog = self.catalog.get(self.runpod, now) if wants_gpus else []
-        cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in on_cpu else []
+        cpu_catalog = self.cpu_catalog.get(self.runpod, now) if True in cpu else []
         volumes = self._network_volumes(needing, inputs)
         creating = [*needing, *(p for p in gang_pods if clusters.job_uid(p) in gang_inputs)]
         caps = self.namespace_caps.get(
             self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
         )
-        storage_spend = self._storage_prices(now) if creating else {}
+        storage_spend = self._standing_spend(now) if creating else {}
         exits = self._exit_logs(pods, owned, by_uid)
         try:
             billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
@@ -550,35 +394,14 @@ class Engine:
             storage_spend=storage_spend,
         ), billing
 
-    def _storage_prices(self, now: datetime) -> dict[str | None, float]:
-        """What our network volumes' storage costs per hour, for the caps of a tick that
-        may create: as the provisioner's last read of the PVs found it, or, before its
-        first (a process just started), from a read of the PVs now."""
-        if self._storage_spend is None:
-            try:
-                self._storage_spend = self._read_storage_prices(now)
-            except kube_errors.KubeError as exc:
-                log.warning("could not read the PersistentVolumes for the spend caps: %s", exc)
-                return {}
-        return self._storage_spend
-
-    def _read_storage_prices(self, now: datetime) -> dict[str | None, float]:
-        self._read_classes(now)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
-            return {}
-        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
-        return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
-
-    def _read_classes(self, now: datetime, fresh: bool = False) -> None:
-        """The StorageClasses, read once per --catalog-ttl, or now when `fresh` (a pod
-        waits for its claim: a class applied a moment ago must not wait out the TTL)."""
-        if (
-            fresh
-            or self._classes_read_at is None
-            or now - self._classes_read_at >= self.catalog.ttl
-        ):
-            self._classes = self.kube.list_storage_classes()
-            self._classes_read_at = now
+    def _standing_spend(self, now: datetime) -> dict[str | None, float]:
+        """What the resources keep that the pod list does not show costs per hour, by
+        namespace, for the caps of a tick that may create."""
+        found: dict[str | None, float] = {}
+        for resource in self.resources:
+            for namespace, usd in resource.standing_spend(now).items():
+                found[namespace] = found.get(namespace, 0.0) + usd
+        return found
 
     def _gang_inputs(
         self, gang_pods: Sequence[KubeObject], members: Sequence[Instance]
@@ -606,7 +429,7 @@ class Engine:
         self,
         gang_pods: Sequence[KubeObject],
         members: Sequence[Instance],
-        rows: Sequence[clusters.ClusterRecord],
+        rows: Sequence[ClusterRecord],
         now: datetime,
     ) -> dict[str, int | None]:
         """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):
@@ -641,14 +464,6 @@ class Engine:
             log.warning("could not list RunPod's network volumes: %s", exc)
             return None
 
-    def _on_cpu(self, pod: KubeObject, inputs: CreateInputs | None) -> bool:
-        """Whether the pod gets a CPU instance; False when that cannot be told (the GPU
-        catalog is then read and the translation gives the pod its reason)."""
-        try:
-            return runs_on_cpu(pod, inputs.job if inputs else None, self.settings)
-        except TranslationError:
-            return False
-
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
         jobs: dict[tuple[str, str], KubeObject | None] = {}
@@ -679,7 +494,7 @@ class Engine:
     def _confirm_missing_clusters(
         self,
         listed: Sequence[Instance],
-        rows: Sequence[clusters.ClusterRecord],
+        rows: Sequence[ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> list[Instance]:
         """The members of each cluster a live gang records that the list omits, read
@@ -809,6 +624,7 @@ class Engine:
             owner_id=self.settings.owner_id,
             unrecorded_creates=self.steps.unrecorded_creates,
             annotate_created=self.steps.annotate_created,
+            resources=self.resources,
         )
         outcome = executor.run(report.actions)
         if executor.refusals:
@@ -816,7 +632,6 @@ class Engine:
             self.cpu_catalog.mark_stale()
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
         report.deferred_creates = executor.deferred
-        report.clusters_created = executor.clusters_created
         report.errors += outcome.errors
         if executor.past_deadline:
             log.warning(
@@ -824,8 +639,11 @@ class Engine:
                 self.settings.tick_deadline,
                 executor.deferred,
             )
-        self._collect_registries(report, executor)
-        self._provision_volumes(report, executor)
+        tick = AfterPods(
+            report, lambda actions: _run_into(executor, actions, report), executor.steps
+        )
+        for resource in self.resources:
+            resource.after_pods(tick)
         if report.observation is not None:
             self._audit_charges(report, report.observation)
         leaks = [leak for read in report.resource_billing for leak in read.leaks]
@@ -833,7 +651,7 @@ class Engine:
             _run_into(executor, leaks, report)
 
     def _audit_charges(self, report: TickReport, observation: Observation) -> None:
-        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        """The hourly ghost-charge audit (`runtime/money/charge_audit.py`), on a quiet tick:
         no create planned and no instance starting (their reads come first), unless it
         has been put off for hours."""
         now = report.started_at
@@ -844,189 +662,6 @@ class Engine:
         report.ghost_charges = charge_audit.audit(
             self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
         )
-
-    def _provision_volumes(self, report: TickReport, executor: Executor) -> None:
-        """The network-volume provisioner's step (`core.network_volumes` decides) and the
-        leak audit (`core.volume_leaks`): after the pods' actions, journaled like them.
-        RunPod's volumes are listed only on a tick with a claim to provision or a volume
-        to delete, or once the kept list is an hour old."""
-        observation = report.observation
-        if observation is None:
-            return
-        try:
-            view = self._storage_view(observation, report.started_at)
-        except kube_errors.KubeError as exc:
-            log.warning("could not read the cluster's storage: %s", exc)
-            return
-        if view is None:
-            return
-        leaks = self._audit_volumes(report, view)
-        spend = storage_prices.by_namespace(view.volumes)
-        self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
-        actions = [
-            *self._untold(network_volumes.plan_volumes(view)),
-            *volume_leaks.collect(leaks, view, report.started_at, self.settings.orphan_grace_time),
-        ]
-        if not actions:
-            return
-        _run_into(executor, actions, report)
-        self._storage_spend = storage_prices.with_creates(self._storage_spend, actions)
-        for action in actions:
-            if isinstance(action, DeleteNetworkVolume) and action in report.done:
-                self._forget_volume(report, action.volume_id)
-
-    def _audit_volumes(
-        self, report: TickReport, view: network_volumes.StorageView
-    ) -> list[volume_leaks.VolumeLeak]:
-        """The volumes of ours that nothing uses, told on every tick from the most recent
-        list (this tick's, else the one kept in the store), logged and kept for `cost`."""
-        now = report.started_at
-        try:
-            if view.listed is not None:
-                self.store.save_volume_list(
-                    volume_leaks.ours(view.listed, self.settings.owner_id), now
-                )
-            known = self.store.volume_list()[1]
-            leaks = volume_leaks.found(known, view)
-            gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
-            leaks = [leak for leak in leaks if leak.volume.id not in gone]
-            self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
-        except Exception as exc:  # derived data: the provisioner's actions must still run
-            report.errors.append(f"the network-volume leak audit: {exc}")
-            log.error("could not audit the network volumes: %s", exc, exc_info=True)
-            return []
-        report.volume_leaks = [leak.volume.id for leak in leaks]
-        self._record_volume_owners(report, view, [leak.volume for leak in leaks])
-        for leak in leaks:
-            log.error(
-                "network volume %s (%s, %d GB, $%.4f/h) is ours but no PersistentVolume "
-                "names it, since %s: %s",
-                leak.volume.id,
-                leak.volume.name,
-                leak.volume.size_gb,
-                leak.hourly_usd,
-                leak.since.isoformat(),
-                leak.why(),
-            )
-        return leaks
-
-    def _gone_since_listed(self, volume_ids: Sequence[str]) -> frozenset[str]:
-        """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
-        is told as a leak all the same (nothing is concluded from a failed read)."""
-        try:
-            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
-        except runpod_errors.RunPodError as exc:
-            log.warning("could not read the leaked volumes by id: %s", exc)
-            return frozenset()
-        for volume_id in gone:
-            self.store.forget_listed_volume(volume_id)
-        return gone
-
-    def _forget_volume(self, report: TickReport, volume_id: str) -> None:
-        try:
-            self.store.forget_listed_volume(volume_id)
-        except Exception as exc:  # the next list corrects the kept one
-            report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
-
-    def _untold(self, actions: list[Action]) -> list[Action]:
-        """The plan without the warnings each claim was given already: a claim that
-        cannot be placed says why once (again when the reason changes), not every tick."""
-        warned = {
-            a.claim.uid: a.message for a in actions if isinstance(a, ClaimEvent) and a.warning
-        }
-        told, self._claim_warnings = self._claim_warnings, warned
-        return [
-            a
-            for a in actions
-            if not (isinstance(a, ClaimEvent) and a.warning and told.get(a.claim.uid) == a.message)
-        ]
-
-    def _record_volume_owners(
-        self,
-        report: TickReport,
-        view: network_volumes.StorageView,
-        leaks: Sequence[RunPodVolume],
-    ) -> None:
-        """Whose each volume of ours is, from the PVs the provisioner reads anyway."""
-        found = attribution.of_volumes(view.volumes, leaks, self.settings.owner_id)
-        try:
-            self.attributions.save(self.store, found, report.started_at)
-        except Exception as exc:  # derived data: the provisioner's actions must still run
-            report.errors.append(f"saving the volumes' owners: {exc}")
-            log.error("could not save the volumes' owners: %s", exc, exc_info=True)
-
-    def _storage_view(
-        self, observation: Observation, now: datetime
-    ) -> network_volumes.StorageView | None:
-        """None when no StorageClass names our provisioner (classes read once per
-        --catalog-ttl: a cluster that has none pays no request a tick)."""
-        claim_waits = any(
-            i.error is not None and i.error.reason is PodReason.CLAIM_NOT_BOUND
-            for i in observation.create_inputs.values()
-        )
-        self._read_classes(now, fresh=claim_waits)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
-            self._storage_spend = {}
-            return None
-        view = network_volumes.StorageView(
-            self._classes,
-            self.kube.list_claims(),
-            self.kube.list_persistent_volumes(),
-            observation.pods,
-            observation.instances,
-            self.settings.owner_id,
-            self.settings.node_name,
-            self.settings.datacenter_ids,
-            now=now,
-            create_grace_time=self.settings.create_grace_time,
-        )
-        if network_volumes.awaits_placing_pods(view):
-            view = replace(view, placing=self.kube.list_pending_managed_pods())
-        unplaced = network_volumes.unplaced_consumers(view)
-        if unplaced:
-            view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
-        # Listed when a decision needs it, or for the leak audit once the kept list
-        # is an hour old (or there is none: a new or lost database).
-        listed_at = self.store.volume_list()[0]
-        if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
-            return view
-        try:
-            listed = self.runpod.list_network_volumes()
-            # The list lags behind creates: a volume a decision needs that it omits is
-            # read by id, and gone only on a 404 (one GET each, only while it lags).
-            read = read_by_id(
-                network_volumes.unlisted(replace(view, listed=listed)),
-                self.runpod.get_network_volume,
-            )
-            # A volume's data center is checked against the catalog before its POST
-            # (cached for --catalog-ttl: no request on most ticks that provision).
-            known = {dc.id for gpu in self.catalog.get(self.runpod, now) for dc in gpu.datacenters}
-        except runpod_errors.RunPodError as exc:
-            log.warning("could not list RunPod's network volumes: %s", exc)
-            return view
-        return replace(
-            view, listed=[*listed, *read.found], gone=read.gone, datacenters=frozenset(known)
-        )
-
-    def _best_datacenters(
-        self, pods: Sequence[KubeObject], observation: Observation, now: datetime
-    ) -> dict[str, str]:
-        """The data center of each pod's best offer, by pod UID, from the cached catalog
-        (a request only when it is older than --catalog-ttl, as the pod's create needs)."""
-        found = {}
-        for pod in pods:
-            inputs = observation.create_inputs.get(podinfo.uid(pod))
-            on_cpu = self._on_cpu(pod, inputs)
-            datacenter = first_datacenter(
-                pod,
-                inputs.job if inputs else None,
-                [] if on_cpu else self.catalog.get(self.runpod, now),
-                self.cpu_catalog.get(self.runpod, now) if on_cpu else [],
-                self.settings,
-            )
-            if datacenter is not None:
-                found[podinfo.uid(pod)] = datacenter
-        return found
 
     def _gpus(self, observation: Observation | None) -> list[GpuUtilization]:
         if observation is None:
@@ -1071,14 +706,6 @@ def _job_owner_uid(pod: KubeObject) -> str:
         if ref.get("kind") == "Job":
             return str(ref.get("uid", ""))
     return ""
-
-
-def _with_leaks(spend: Mapping[str | None, float], leaked_usd: float) -> dict[str | None, float]:
-    """Storage spend with the leaked volumes' (no claim: counted in the global caps)."""
-    found = dict(spend)
-    if leaked_usd:
-        found[None] = found.get(None, 0.0) + leaked_usd
-    return found
 
 
 def _run_into(executor: Executor, actions: Sequence[Action], report: TickReport) -> None:

@@ -6,7 +6,7 @@ One action failing never stops the others; it becomes a log line, a journal outc
 a row note and (where a user must know) an Event on the pod. The executor decides
 nothing the planner did not, except what only the answer of a call can tell: which
 create candidate RunPod accepted, and whether to stop creating for this tick (what each
-refusal means is `reconciler.core.refusals`'s table, which the planner reads too).
+refusal means is `reconciler.core.capacity.refusals`'s table, which the planner reads too).
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`_journaled(..., durable_at=...)`: a create's intent
@@ -19,53 +19,49 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import assert_never
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.store.batch import JournalEntry
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import (
     Action,
     Adopt,
     Bind,
     Create,
-    CreateCluster,
-    DeleteCluster,
-    DeleteClusterRow,
-    DeleteNetworkVolume,
-    DeleteRegistryAuth,
     DeleteRow,
-    DeleteVolumeObject,
-    EnsureRegistryAuth,
     Event,
     FinalizePod,
     PatchMetadata,
     PatchStatus,
     PodRef,
     RestoreTags,
-    SaveClusterRow,
     SaveRow,
     Terminate,
-    VolumeAction,
 )
-from reconciler.core.clusters import CLUSTER_ID, ClusterState
-from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, RegistryAuth
+from reconciler.core.capacity.refusals import (
+    REFUSALS,
+    REFUSED_EVERYWHERE,
+    Next,
+    Refusal,
+    RefusalKind,
+)
+from reconciler.core.capacity.stock import StockMemory, usable
+from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.reasons import EventReason, Notice, PodReason
-from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
-from reconciler.core.stock import StockMemory, usable
+from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
-from reconciler.runtime.claim import WriterLost
-from reconciler.runtime.process_log import Decision, decision
-from reconciler.runtime.volume_steps import VolumeSteps
+from reconciler.runtime.journal import Journal
+from reconciler.runtime.refusal_kinds import refusal_kind
+from reconciler.runtime.resources.base import Resource, Steps
+from reconciler.runtime.resources.registries import RegistryMissing, RegistrySteps
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +76,6 @@ class Outcome:
 
 class _CreatesSkipped(Exception):
     """This pod's create was ended before RunPod heard of it (reason already recorded)."""
-
-
-class _RegistryMissing(Exception):
-    """The credential a create needs is not at RunPod: storing it failed this tick."""
 
 
 class Executor:
@@ -101,41 +93,45 @@ class Executor:
         owner_id: str = "",
         unrecorded_creates: Callable[[int], None] = lambda _count: None,
         annotate_created: bool = False,
+        resources: Sequence[Resource] = (),
     ) -> None:
+        """`resources` are the cloud resources besides instances, each of
+        which carries out its own actions (`runtime/resources/`)."""
         self.runpod, self.kube, self.clock = runpod, kube, clock
         self.writes = store.batch()
+        self.journal = Journal(
+            runpod, kube, self.writes, clock, tick_id, creates_held, annotate_created
+        )
+        self._steps = [resource.steps(self.journal) for resource in resources]
         self.keep_log = keep_log
-        self._tick_id = tick_id
         self._owner_id = owner_id
         self.stock = stock if stock is not None else StockMemory()
         self.refusals = 0
         """Creates RunPod refused this run for want of stock."""
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
-        self._creates_held = creates_held
         # Told at the end of the run how many of its creates may have made an instance
         # whose id is not on its pod: the writer Lease, released now, then passes a hold
-        # on creates to whoever takes it next (runtime/claim.py).
+        # on creates to whoever takes it next (runtime/writer_lease.py).
         self._unrecorded_creates = unrecorded_creates
-        self._annotate_created = annotate_created
-        """Write each new instance's id onto its pod before the run ends (`sync --once`,
-        whose next run may be another writer; the loop's next tick mirrors it anyway)."""
         self._created: list[tuple[PodRef, Instance]] = []
-        self._in_doubt = 0
-        self._status_failed: set[str] = set()
-        """Pods whose status patch failed in this run: their instance is not ended yet."""
-        self._creates_stopped: str | None = None
-        self._registry_ids: dict[str, str] | None = None
-        self.registries_used: set[str] = set()
-        """Registry credentials this run's creates chose: not to be collected this tick."""
-        self.registries_deleted: list[str] = []
-        self.clusters_created: list[str] = []
-        self._gangs_created: list[tuple[tuple[PodRef, ...], str]] = []
-        """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
-        self.deferred = 0
-        self.past_deadline = False
+
+    @property
+    def deferred(self) -> int:
+        """Creates left for a later tick: creates stopped, held, or past the deadline."""
+        return self.journal.deferred
+
+    @property
+    def past_deadline(self) -> bool:
         """Whether creates were left over because the tick's deadline had passed."""
-        """Creates left for a later tick: creates stopped, or our share of the quota spent."""
+        return self.journal.past_deadline
+
+    def steps(self, kind: type[object]) -> object:
+        """This run's steps of one resource, by type."""
+        found = next((steps for steps in self._steps if isinstance(steps, kind)), None)
+        if found is None:
+            raise LookupError(f"no {kind.__name__} registered")
+        return found
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -152,29 +148,24 @@ class Executor:
     def _record_created(self) -> None:
         """Each answered create's id onto its pods (`--once`): the Kubernetes objects,
         not our database, are what the next writer reads. One not written there, or a
-        create in doubt, passes a hold on with the Lease (`runtime/claim.py`)."""
-        unrecorded = self._in_doubt
+        create in doubt, passes a hold on with the Lease (`runtime/writer_lease.py`)."""
+        unrecorded = 0
         for pod, instance in self._created:
-            if not self._annotate_created or not self._annotate(pod, instance):
+            if not self.journal.annotate_created or not self._annotate(pod, instance):
                 unrecorded += 1
-        for pods, cluster_id in self._gangs_created:
-            written = [
-                self._annotate_created and self._annotate_cluster(p, cluster_id) for p in pods
-            ]
-            if not all(written):
-                unrecorded += 1
-        self._unrecorded_creates(unrecorded)
+        unrecorded += sum(steps.unrecorded() for steps in self._steps)
+        self._unrecorded_creates(self.journal.in_doubt + unrecorded)
 
     def _run_one(self, action: Action, outcome: Outcome) -> None:
         kind = type(action).__name__
         self._before_action()
         if isinstance(action, Create) and self.runpod.past_deadline:
-            self.deferred += 1
-            self.past_deadline = True
+            self.journal.deferred += 1
+            self.journal.past_deadline = True
             return  # nothing committed: the next tick plans this create again
-        if isinstance(action, Create) and self._creates_held():
-            self.deferred += 1
-            return  # a dead writer's create may still land: see runtime/claim.py
+        if isinstance(action, Create) and self.journal.creates_held():
+            self.journal.deferred += 1
+            return  # a dead writer's create may still land: see runtime/writer_lease.py
         if isinstance(action, Terminate) and self._end_unrecorded(action):
             return
         try:
@@ -195,13 +186,13 @@ class Executor:
             )
             self._report_failure(action, exc)
             if isinstance(action, PatchStatus):
-                self._status_failed.add(action.pod.uid)
+                self.journal.status_failed.add(action.pod.uid)
 
     def _end_unrecorded(self, action: Terminate) -> bool:
         """Whether `action` must wait: the pod's end it follows was not written."""
         if not action.after_pod_end or action.pod is None:
             return False
-        if action.pod.uid not in self._status_failed:
+        if action.pod.uid not in self.journal.status_failed:
             return False
         log.warning(
             "not terminating instance %s of %s yet: its end is not on the pod (the status "
@@ -228,25 +219,9 @@ class Executor:
                 self.writes.delete_row(uid)
             case Create():
                 self._create(action)
-            case EnsureRegistryAuth():
-                self._ensure_registry(action)
-            case DeleteRegistryAuth(registry_id=registry_id, name=name):
-                deleted = self._journaled(
-                    "delete-registry-auth",
-                    None,
-                    registry_id,
-                    lambda: self.runpod.delete_registry_auth(registry_id),
-                    durable_at="after-registry-unused",
-                )
-                crashpoints.reached("after-registry-delete")
-                if deleted:  # False: it was gone already
-                    self.registries_deleted.append(registry_id)
-                    log.info(
-                        "deleted registry credential %s (%s): no pod uses it", registry_id, name
-                    )
             case Adopt(pod=pod, instance=instance, row=row):
                 self.writes.save_row(row)
-                self._decided(
+                self.journal.decided(
                     "adopt",
                     pod,
                     instance.id,
@@ -256,7 +231,7 @@ class Executor:
             case Terminate():
                 self._terminate(action)
             case RestoreTags(instance_id=instance_id, env=env, pod=tagged):
-                self._journaled(
+                self.journal.journaled(
                     "restore-tags",
                     tagged.uid if tagged else None,
                     instance_id,
@@ -266,7 +241,7 @@ class Executor:
                     "put the owner tags back on instance %s (its env was replaced)", instance_id
                 )
             case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
-                self._journaled(
+                self.journal.journaled(
                     "patch-status",
                     pod.uid,
                     None,
@@ -278,7 +253,7 @@ class Executor:
                 if row is not None:
                     self.writes.save_row(row)
                 if status.get("phase") == "Failed":
-                    self._decided(
+                    self.journal.decided(
                         "fail",
                         pod,
                         row.instance_id if row else None,
@@ -286,7 +261,7 @@ class Executor:
                         row.cost_per_hr if row else None,
                     )
             case PatchMetadata(pod=pod, annotations=annotations):
-                self._journaled(
+                self.journal.journaled(
                     "patch-metadata",
                     pod.uid,
                     None,
@@ -296,13 +271,13 @@ class Executor:
                 if final is not None:
                     # The terminal phase first: a delete held by finalizers must not leave
                     # the pod showing Running.
-                    self._journaled(
+                    self.journal.journaled(
                         "patch-status",
                         pod.uid,
                         None,
                         lambda: self.kube.patch_pod_status(pod.namespace, pod.name, final),
                     )
-                self._journaled(
+                self.journal.journaled(
                     "finalize-pod",
                     pod.uid,
                     None,
@@ -311,93 +286,27 @@ class Executor:
                 crashpoints.reached("after-finalize")
                 if row is not None:
                     self.writes.save_row(row)
-                self._decided(
+                self.journal.decided(
                     "finalize",
                     pod,
                     row.instance_id if row else None,
                     "deleted, and its instance is gone",
                 )
             case Bind(pod=pod, node_name=node, detail=detail):
-                self._journaled(
+                self.journal.journaled(
                     "bind",
                     pod.uid,
                     None,
                     lambda: self.kube.bind_pod(pod.namespace, pod.name, pod.uid, node),
                 )
-                self._event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
-                self._decided("bind", pod, None, f"to {node}: {detail}")
+                self.journal.event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
+                self.journal.decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
-                self._event(pod, reason, message, warning)
-            case CreateCluster():
-                self._create_cluster(action)
-            case DeleteCluster():
-                self._delete_cluster(action)
-            case SaveClusterRow(row=row):
-                self.writes.save_cluster(row)
-            case DeleteClusterRow(gang=gang):
-                self.writes.delete_cluster(gang)
-            case _ if isinstance(action, VolumeAction):
-                # Made for the action, not kept: kept, its hold on `_journaled` (bound to
-                # this executor) would make a cycle, and the tick's data would wait for
-                # the cycle collector instead of going when the tick ends.
-                VolumeSteps(self.runpod, self.kube, self._journaled).apply(action)
+                self.journal.event(pod, reason, message, warning)
             case _:
-                assert_never(action)
-
-    def _decided(
-        self,
-        action: str,
-        pod: PodRef | None,
-        instance: str | None,
-        reason: str,
-        price: float | None = None,
-    ) -> None:
-        decision(
-            Decision(
-                action,
-                pod.namespace if pod else None,
-                pod.name if pod else None,
-                instance,
-                reason,
-                price,
-                self._tick_id(),
-            )
-        )
+                self._steps_for(action).apply(action)
 
     # --- journal ----------------------------------------------------------------------
-
-    def _journaled(
-        self,
-        kind: str,
-        pod_uid: str | None,
-        instance_id: str | None,
-        call: Callable[[], object],
-        durable_at: str | None = None,
-    ) -> object:
-        """Make `call` with its journal entry around it. With `durable_at` (a crash
-        point's name), everything noted so far, this entry included, is committed
-        before the call: the protocol's intent rows (docs/architecture.md §4), and a
-        journal entry left open if the process dies during the call. A failed commit
-        fails the action before the call is made."""
-        entry = self.writes.open_action(self._tick_id(), kind, pod_uid, instance_id, self.clock())
-        if durable_at is not None:
-            self.writes.commit()
-            crashpoints.reached(durable_at)
-        try:
-            result = call()
-        except Exception as exc:
-            self._close(entry, "failed", str(exc))
-            raise
-        made = result.id if isinstance(result, Instance | RegistryAuth) else None
-        if isinstance(result, str):  # a cluster's id
-            made = result
-        self._close(entry, "ok", None, made)
-        return result
-
-    def _close(
-        self, entry: JournalEntry, outcome: str, error: str | None, created: str | None = None
-    ) -> None:
-        self.writes.close_action(entry, outcome, error, self.clock(), instance_id=created)
 
     def _keep_log(self, pod: PodRef, instance_id: str) -> None:
         """One RunPod request, once per pod: its last lines into the store, RunPod's own
@@ -407,14 +316,6 @@ class Executor:
                 self.keep_log(pod, instance_id)
         except Exception:  # a log is worth less than the DELETE that must follow
             log.warning("could not keep the log of %s", pod, exc_info=True)
-
-    def _event(self, pod: PodRef, reason: EventReason, message: str, warning: bool = False) -> None:
-        involved = {
-            "kind": "Pod",
-            "apiVersion": "v1",
-            "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
-        }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
 
     def _report_failure(self, action: Action, exc: Exception) -> None:
         pod = getattr(action, "pod", None)
@@ -429,13 +330,13 @@ class Executor:
 
     def _create(self, action: Create) -> None:
         budget = self.runpod.rate_budget
-        if not self._creates_stopped and budget is not None and budget <= 0:
+        if not self.journal.creates_stopped and budget is not None and budget <= 0:
             # Not sleeping until the window resets inside this tick: the next tick comes
             # at the reset and divides the fresh window among the reconcilers on the key.
-            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
-        if self._creates_stopped:
-            log.info("not creating for %s this tick: %s", action.pod, self._creates_stopped)
-            self.deferred += 1
+            self.journal.creates_stopped = "our share of RunPod's rate limit is spent for now"
+        if self.journal.creates_stopped:
+            log.info("not creating for %s this tick: %s", action.pod, self.journal.creates_stopped)
+            self.journal.deferred += 1
             return
         try:
             # Before the intent: nothing of it can create an instance, and a failure
@@ -459,28 +360,28 @@ class Executor:
             else f"{instance.gpu_type_id} x{instance.gpu_count}"
         )
         placement = f"{size} in {instance.datacenter_id or 'any data center'}"
-        self._event(
+        self.journal.event(
             action.pod,
             Notice.CREATED_INSTANCE,
             f"created RunPod instance {instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)",
         )
-        self._decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
+        self.journal.decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(
         self, action: Create, candidates: tuple[CreateRequest, ...]
     ) -> Instance | None:
         """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
-        of this tick included), and do what `core.refusals` says of each refusal."""
+        of this tick included), and do what `core.capacity.refusals` says of each refusal."""
         refused: list[str] = []
         for candidate in usable(candidates, self.stock.active(self.clock())):
             try:
                 instance = self._create_one(action, candidate)
             except runpod_errors.RunPodError as exc:
-                kind = _refusal_kind(exc, candidate)
+                kind = refusal_kind(exc, candidate.template_id)
                 if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
-                    self._in_doubt += 1
+                    self.journal.in_doubt += 1
                     raise
                 refusal = REFUSALS[kind]
                 message = refusal.message.format(
@@ -508,7 +409,7 @@ class Executor:
 
     def _refused(self, action: Create, refusal: Refusal, message: str) -> None:
         if refusal.next is Next.STOP_CREATES:
-            self._creates_stopped = message
+            self.journal.creates_stopped = message
         if refusal.reason is None:  # rate limited: nothing wrong with the pod, try next tick
             self.writes.save_row(action.row.changed(state=MappingState.PENDING, attempt_id=None))
         elif refusal.next is Next.FAIL:
@@ -521,7 +422,7 @@ class Executor:
         mirror: a writer after us that lost our rows (or has its own) finds it there,
         even while RunPod's list does not show the instance yet. True if written."""
         try:
-            self._journaled(
+            self.journal.journaled(
                 "patch-metadata",
                 pod.uid,
                 None,
@@ -534,26 +435,8 @@ class Executor:
             return False
         return True
 
-    def _annotate_cluster(self, pod: PodRef, cluster_id: str) -> bool:
-        """A new cluster's id onto a pod of its gang, as `_annotate` does for an
-        instance: a writer on another database reads its members by that id (checked
-        by their tags) while the list lags. True if written."""
-        try:
-            self._journaled(
-                "patch-metadata",
-                pod.uid,
-                cluster_id,
-                lambda: self.kube.patch_pod_annotations(
-                    pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
-                ),
-            )
-        except kube_errors.KubeError as exc:
-            log.warning("could not write cluster %s onto %s: %s", cluster_id, pod, exc)
-            return False
-        return True
-
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
-        result = self._journaled(
+        result = self.journal.journaled(
             "create",
             action.pod.uid,
             None,
@@ -575,7 +458,7 @@ class Executor:
             )
         )
         if action.row.reason != reason:
-            self._event(action.pod, reason, message, warning=True)
+            self.journal.event(action.pod, reason, message, warning=True)
 
     def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
         self.writes.save_row(
@@ -587,22 +470,30 @@ class Executor:
                 updated_at=self.clock(),
             )
         )
-        self._event(action.pod, reason, message, warning=True)
+        self.journal.event(action.pod, reason, message, warning=True)
+
+    @property
+    def _registries(self) -> RegistrySteps:
+        """The credentials an instance pulls with: this run's registry steps."""
+        found = self.steps(RegistrySteps)
+        assert isinstance(found, RegistrySteps)
+        return found
+
+    def _steps_for(self, action: Action) -> Steps:
+        found = next((steps for steps in self._steps if isinstance(action, steps.actions)), None)
+        if found is None:
+            raise LookupError(f"no resource carries out {type(action).__name__}")
+        return found
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
         """The candidates with the id of the registry credential they pull with: ours,
         which an `EnsureRegistryAuth` earlier in the plan found or made, or one the pod
         names by id, checked to exist (one list per tick, shared)."""
         if action.registry_name is not None:
-            registry_id = self._registries().get(action.registry_name)
-            if registry_id is None:
-                raise _RegistryMissing(
-                    f"registry credential {action.registry_name} could not be stored this tick"
-                )
-            self.registries_used.add(registry_id)
+            registry_id = self._registries.id_for(action.registry_name)
             return tuple(replace(c, registry_auth_id=registry_id) for c in action.candidates)
         named = action.candidates[0].registry_auth_id
-        if named and named not in self._registries().values():
+        if named and named not in self._registries.ids().values():
             self._wait(
                 action,
                 REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
@@ -611,34 +502,6 @@ class Executor:
             )
             raise _CreatesSkipped
         return action.candidates
-
-    def _ensure_registry(self, action: EnsureRegistryAuth) -> None:
-        """Ours when listed under its name (an earlier create whose answer was lost
-        included); else made, with the journal row committed before the call."""
-        budget = self.runpod.rate_budget
-        spent = budget is not None and budget <= 0
-        if self._creates_stopped or spent or self.runpod.past_deadline or self._creates_held():
-            return  # its create waits for a later tick too
-        known = self._registries()
-        if action.name in known:
-            return
-        created = self._journaled(
-            "create-registry-auth",
-            action.pod.uid,
-            None,
-            lambda: self.runpod.create_registry_auth(action.name, action.username, action.password),
-            durable_at="after-registry-intent",
-        )
-        assert isinstance(created, RegistryAuth)
-        crashpoints.reached("after-registry-create")
-        known[action.name] = created.id
-        log.info("stored registry credential %s (%s) for %s", created.id, action.name, action.pod)
-
-    def _registries(self) -> dict[str, str]:
-        """The account's registry credentials, name to id, listed once per tick."""
-        if self._registry_ids is None:
-            self._registry_ids = {a.name: a.id for a in self.runpod.list_registry_auths()}
-        return self._registry_ids
 
     # --- terminate --------------------------------------------------------------------
 
@@ -654,7 +517,7 @@ class Executor:
         if action.keeps_log and action.pod is not None:
             self.writes.commit()  # the kept log is stored beside the pod's row
             self._keep_log(action.pod, action.instance_id)
-        self._journaled(
+        self.journal.journaled(
             "terminate",
             pod_uid,
             action.instance_id,
@@ -669,7 +532,7 @@ class Executor:
                 action.instance_id,
                 action.leaked_seconds,
             )
-        self._decided(
+        self.journal.decided(
             "terminate",
             action.pod,
             action.instance_id,
@@ -677,161 +540,8 @@ class Executor:
             action.row.cost_per_hr if action.row else None,
         )
 
-    # --- clusters ---------------------------------------------------------------------
 
-    def _create_cluster(self, action: CreateCluster) -> None:
-        """The gang's intent row, committed before the first POST; then the candidates in
-        order, each refusal read from `core.refusals` as for an instance. An answer lost
-        leaves the row `creating`: the members are found by their tags."""
-        budget = self.runpod.rate_budget
-        if budget is not None and budget <= 0 and not self._creates_stopped:
-            self._creates_stopped = "our share of RunPod's rate limit is spent for now"
-        if self._creates_stopped or self.runpod.past_deadline or self._creates_held():
-            self.deferred += 1
-            return
-        self.writes.save_cluster(action.row)
-        refused: list[str] = []
-        for candidate in action.candidates:
-            try:
-                cluster_id = self._create_one_cluster(action, candidate)
-            except runpod_errors.RunPodError as exc:
-                kind = _refusal_kind(exc, CreateRequest("", "", candidate.gpu_type_id))
-                if kind is None:
-                    self._in_doubt += 1
-                    raise
-                refusal = REFUSALS[kind]
-                message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
-                if refusal.next is Next.TRY_NEXT:
-                    refused.append(f"{candidate.gpu_type_id}: {message}")
-                    continue
-                if refusal.next is Next.STOP_CREATES:
-                    self._creates_stopped = message
-                self._cluster_refused(action, refusal.reason, message)
-                return
-            self._cluster_created(action, candidate, cluster_id)
-            return
-        self._cluster_refused(
-            action,
-            PodReason.CAPACITY_UNAVAILABLE,
-            "no GPU type that fits this gang could be made a cluster: " + "; ".join(refused),
-        )
-
-    def _create_one_cluster(self, action: CreateCluster, candidate: ClusterRequest) -> str:
-        made = self._journaled(
-            "create-cluster",
-            action.pods[0].uid if action.pods else None,
-            None,
-            lambda: self.runpod.create_cluster(candidate),
-            durable_at="after-cluster-intent",
-        )
-        assert isinstance(made, str)
-        crashpoints.reached("after-cluster-create")
-        return made
-
-    def _cluster_created(
-        self, action: CreateCluster, candidate: ClusterRequest, cluster_id: str
-    ) -> None:
-        # Committed with a later write: lost in a crash, the cluster is adopted by its tags.
-        self.writes.save_cluster(
-            action.row.changed(
-                state=ClusterState.RUNNING,
-                cluster_id=cluster_id,
-                gpu_type_id=candidate.gpu_type_id,
-                pod_count=candidate.pod_count,
-                cost_per_hr=candidate.hourly_price,
-                reason=None,
-                message=None,
-                updated_at=self.clock(),
-            )
-        )
-        self.clusters_created.append(cluster_id)
-        self._gangs_created.append((action.pods, cluster_id))
-        size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
-        for pod in action.pods:
-            self._event(
-                pod,
-                Notice.CREATED_CLUSTER,
-                f"created RunPod Instant Cluster {cluster_id} ({size}, "
-                f"${candidate.hourly_price:.2f}/h in all)",
-            )
-        self._decided("create-cluster", action.pods[0] if action.pods else None, cluster_id, size)
-
-    def _cluster_refused(
-        self, action: CreateCluster, reason: PodReason | None, message: str
-    ) -> None:
-        """Nothing was made: the gang waits (the planner shows the reason), tried again
-        after the refusal pause; a rate limit blames no one."""
-        if reason is None:
-            self.writes.delete_cluster(action.row.gang)
-            return
-        self.writes.save_cluster(
-            action.row.changed(
-                state=ClusterState.REFUSED, reason=reason, message=message, updated_at=self.clock()
-            )
-        )
-        for pod in action.pods:
-            self._event(pod, reason, message, warning=True)
-
-    def _delete_cluster(self, action: DeleteCluster) -> None:
-        if action.row is not None:
-            self.writes.save_cluster(action.row)
-        unpatched = [p for p in action.pods if p.uid in self._status_failed]
-        if unpatched:
-            # The row keeps the end (state deleting, no answer yet): the next tick
-            # patches the pods from it, then sends this DELETE at once.
-            log.warning(
-                "not deleting cluster %s yet: the gang's end is not on pod %s (the status "
-                "patch failed); the next tick patches it again, then deletes",
-                action.cluster_id,
-                unpatched[0],
-            )
-            return
-        self._journaled(
-            "delete-cluster",
-            action.pods[0].uid if action.pods else None,
-            action.cluster_id,
-            lambda: self.runpod.delete_cluster(action.cluster_id),
-            durable_at="after-cluster-deleting",
-        )
-        crashpoints.reached("after-cluster-delete")
-        if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
-            self.writes.save_cluster(action.row.changed(delete_answered_at=self.clock()))
-        for pod in action.pods:
-            self._event(
-                pod,
-                Notice.TERMINATING_INSTANCE,
-                f"deleted cluster {action.cluster_id}: {action.detail}",
-            )
-        self._decided("delete-cluster", None, action.cluster_id, action.detail)
-
-
-_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, _RegistryMissing)
-
-
-_REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
-    (runpod_errors.RejectedError, RefusalKind.NO_STOCK),
-    (runpod_errors.PermissionDeniedError, RefusalKind.FORBIDDEN),
-    (runpod_errors.InsufficientBalanceError, RefusalKind.NO_BALANCE),
-    (runpod_errors.RateLimitedError, RefusalKind.RATE_LIMITED),
-    (runpod_errors.DeadlinePassed, RefusalKind.RATE_LIMITED),
-    (runpod_errors.AuthenticationError, RefusalKind.UNAUTHORIZED),
-    (runpod_errors.InvalidRequestError, RefusalKind.INVALID_REQUEST),
-)
-
-
-def _refusal_kind(exc: runpod_errors.RunPodError, candidate: CreateRequest) -> RefusalKind | None:
-    """What RunPod's answer to a create means; None when a create may have happened.
-
-    A 404 names what the request referred to that RunPod lacks: registry credentials are
-    checked before the create, so a template when one was named, otherwise another id
-    from the pod's annotations (network volume).
-    """
-    if isinstance(exc, runpod_errors.RunPodNotFound):
-        return RefusalKind.TEMPLATE_NOT_FOUND if candidate.template_id else RefusalKind.ID_NOT_FOUND
-    for error, kind in _REFUSAL_KINDS:
-        if isinstance(exc, error):
-            return kind
-    return None if exc.in_doubt else RefusalKind.OTHER
+_EXPECTED = (runpod_errors.RunPodError, kube_errors.KubeError, RegistryMissing)
 
 
 def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> MappingRecord:
@@ -850,20 +560,13 @@ def _created_row(intent: MappingRecord, instance: Instance, now: datetime) -> Ma
 
 
 def _subject(action: Action) -> str:
+    subject = getattr(action, "subject", None)
+    if subject is not None:
+        return str(subject)
     pod = getattr(action, "pod", None)
     if pod is not None:
         return str(pod)
-    if isinstance(action, DeleteRegistryAuth):
-        return f"registry credential {action.registry_id}"
-    if isinstance(action, CreateCluster | SaveClusterRow):
-        return f"the cluster of Job {action.row.namespace}/{action.row.job_name}"
-    if isinstance(action, DeleteCluster):
-        return f"cluster {action.cluster_id}"
     claim = getattr(action, "claim", None)
     if claim is not None:
         return f"claim {claim}"
-    if isinstance(action, DeleteNetworkVolume) and action.pv_name is None:
-        return f"network volume {action.volume_id}"
-    if isinstance(action, DeleteNetworkVolume | DeleteVolumeObject):
-        return f"PV {action.pv_name}"
     return str(getattr(action, "instance_id", None) or getattr(action, "pod_uid", "?"))

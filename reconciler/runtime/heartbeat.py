@@ -17,7 +17,7 @@ from datetime import datetime
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
-from reconciler.core.node import build_node, kubelet_version
+from reconciler.core.node.virtual_node import build_node, kubelet_version
 
 log = logging.getLogger(__name__)
 

@@ -99,7 +99,7 @@ class LeaderElector:
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
         self.creates_held_until: datetime | None = None
-        """No create starts before this (see `runtime/claim.py`); None when no hold."""
+        """No create starts before this (see `runtime/writer_lease.py`); None when no hold."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
         self.error: KubeError | None = None
@@ -136,7 +136,7 @@ class LeaderElector:
 
     def release(self, hold_creates_until: datetime | None = None) -> None:
         """Hand the lease back, so a standby takes over now instead of after expiry;
-        `hold_creates_until` passes a hold on creates on to it (see `runtime/claim.py`)."""
+        `hold_creates_until` passes a hold on creates on to it (see `runtime/writer_lease.py`)."""
         if not self.election.leading:
             return
         self.election.leading = False

@@ -25,7 +25,7 @@ from reconciler.adapters.kube.client import KubeClient, node_pods_selector
 from reconciler.adapters.kube.errors import KubeError, KubeGone
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
-from reconciler.core.spend import SPEND_ANNOTATION
+from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler.core.clusters import CLUSTER_ID
 from reconciler.core.contract import GANG_ENV
+from reconciler.core.resources.clusters import CLUSTER_ID
 from tests.chaos.world import (
     IMMEDIATE_CLASS,
     RETAIN_CLASS,

@@ -26,16 +26,16 @@ import yaml
 
 from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
-from reconciler.core.network_volumes import (
+from reconciler.core.pods.facts import CLUSTER_ANNOTATION
+from reconciler.core.reasons import PodReason
+from reconciler.core.resources.network_volumes import (
     CSI_DRIVER,
     SELECTED_NODE,
     STORAGE_PROVISIONER,
     size_gb,
     volume_name,
 )
-from reconciler.core.pods import CLUSTER_ANNOTATION
-from reconciler.core.reasons import PodReason
-from reconciler.runtime.claim import dead_here, writer_lease_name
+from reconciler.runtime.writer_lease import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"

@@ -27,11 +27,11 @@ import yaml
 from reconciler.adapters.kube.errors import KubeError, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.claim import WriterClaim, WriterHeld
 from reconciler.runtime.kubelet.sshkey import SshKeyError
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.wiring import with_ssh_key
+from reconciler.runtime.writer_lease import WriterClaim, WriterHeld
 from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart

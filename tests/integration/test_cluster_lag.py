@@ -96,7 +96,7 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
 def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
     """The `--once` writer could not write the new cluster's id on its pods: it counts
     the create as unrecorded, so the Lease it releases holds the next writer's creates
-    (runtime/claim.py) instead of letting a writer on another database make a second."""
+    (runtime/writer_lease.py) instead of letting a writer on another database make a second."""
     unrecorded: list[int] = []
     box.engine.steps = dataclasses.replace(
         box.engine.steps, annotate_created=True, unrecorded_creates=unrecorded.append

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core import storage_prices
 from reconciler.core.reasons import PodReason
+from reconciler.core.resources import storage_prices
 from reconciler.demo.sandbox import Sandbox
 
 from .test_claims import add_class

@@ -219,3 +219,65 @@ def test_an_unreachable_server_is_a_transport_error(sim: KubeSimulator, clock: S
 
     with pytest.raises(KubeTransportError):
         client.cluster_uid()
+
+
+def _claim_pod(name: str, node: str | None) -> dict[str, Any]:
+    """A pod with a claim, a ConfigMap and a projected volume of its own, each mounted."""
+    own_projection = {"sources": [{"downwardAPI": {"items": [{"path": "labels"}]}}]}
+    mounts = [
+        {"name": "data", "mountPath": "/data"},
+        {"name": "settings", "mountPath": "/etc/settings"},
+        {"name": "podinfo", "mountPath": "/etc/podinfo"},
+    ]
+    spec: dict[str, Any] = {
+        "initContainers": [{"name": "fetch", "image": "busybox:1.36", "volumeMounts": mounts}],
+        "containers": [{"name": "main", "image": "busybox:1.36", "volumeMounts": mounts}],
+        "volumes": [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+            {"name": "settings", "configMap": {"name": "settings"}},
+            {"name": "podinfo", "projected": own_projection},
+        ],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def test_listed_pods_come_without_the_service_account_token_volume_nothing_reads(
+    sim: KubeSimulator, kube: KubeClient
+) -> None:
+    """The API server's ServiceAccount admission adds a token volume to every pod, mounted
+    in every container: a third of a pod's memory, read by nothing. A list keeps
+    everything else of the pod, the other volumes and their mounts in order."""
+    sim.create_pod(_claim_pod("bound", NODE))
+    sim.create_pod(_claim_pod("waiting", None))
+    stored = sim.get("pods", "default", "bound")
+    assert stored is not None
+    added = [v["name"] for v in stored["spec"]["volumes"]][3:]
+    assert [name[:16] for name in added] == ["kube-api-access-"]  # the admission's
+
+    for listed in (*kube.list_node_pods(NODE), *kube.list_pending_managed_pods()):
+        spec = listed["spec"]
+        assert [v["name"] for v in spec["volumes"]] == ["data", "settings", "podinfo"]
+        for container in (*spec["initContainers"], *spec["containers"]):
+            paths = [m["mountPath"] for m in container["volumeMounts"]]
+            assert paths == ["/data", "/etc/settings", "/etc/podinfo"]
+    bound = kube.list_node_pods(NODE)[0]
+    assert bound["status"] == stored["status"]
+    assert bound["metadata"] == stored["metadata"]
+    mounting = ("volumes", "initContainers", "containers")
+    assert {k: v for k, v in bound["spec"].items() if k not in mounting} == {
+        k: v for k, v in stored["spec"].items() if k not in mounting
+    }
+
+
+def test_a_pod_with_only_the_token_volume_is_listed_without_volumes(
+    kube: KubeClient, make_pod: PodFactory
+) -> None:
+    """As the API server shows a pod with none: no empty `volumes` or `volumeMounts`."""
+    make_pod("plain", node=NODE)
+
+    (listed,) = kube.list_node_pods(NODE)
+
+    assert "volumes" not in listed["spec"]
+    assert "volumeMounts" not in listed["spec"]["containers"][0]

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
-from reconciler.runtime.claim import (
+from reconciler.runtime.writer_lease import (
     WRITER_LEASE_SECONDS,
     WriterClaim,
     WriterHeld,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.actions import DeleteCluster
-from reconciler.core.clusters import ClusterRecord, ClusterState
+from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.config import Settings
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus

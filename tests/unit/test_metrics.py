@@ -16,10 +16,10 @@ from reconciler.core.domain import Instance, InstanceStatus, Runtime
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import Observation
+from reconciler.core.pods.usage import gpu_utilization
 from reconciler.core.reasons import TerminateReason
-from reconciler.core.usage import gpu_utilization
-from reconciler.runtime.engine import TickReport
 from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.tick_report import TickReport
 
 OWNER = "cluster/virtual-runpod"
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -9,11 +9,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core import clusters, network_volumes
-from reconciler.core.clusters import ClusterRecord, ClusterState
+from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
 from reconciler.core.mapping import MappingRecord, MappingState, unlisted_instances
-from reconciler.core.network_volumes import CSI_DRIVER, PROVISIONED_BY, PROVISIONER, StorageView
+from reconciler.core.resources import clusters, network_volumes
+from reconciler.core.resources.network_volumes import (
+    CSI_DRIVER,
+    PROVISIONED_BY,
+    PROVISIONER,
+    StorageView,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

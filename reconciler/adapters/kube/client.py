@@ -35,6 +35,7 @@ from reconciler.adapters.kube.errors import (
 from reconciler.adapters.kube.kubeconfig import merge as merge_kubeconfig
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.printable import escaped
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -133,11 +134,15 @@ class KubeClient:
     # pods -------------------------------------------------------------------------
 
     def list_node_pods(self, node_name: str, page_size: int = 500) -> list[KubeObject]:
-        return self._list_all("/api/v1/pods", node_pods_selector(node_name), page_size)
+        """The pods bound to the node, as the reconciler keeps them (`podinfo.kept`)."""
+        selector = node_pods_selector(node_name)
+        return self._list_all("/api/v1/pods", selector, page_size, podinfo.kept)
 
     def list_pending_managed_pods(self, page_size: int = 500) -> list[KubeObject]:
-        """Unscheduled Pending pods in every namespace (offload candidates)."""
-        return self._list_all("/api/v1/pods", "spec.nodeName=,status.phase=Pending", page_size)
+        """Unscheduled Pending pods in every namespace (offload candidates), as the
+        reconciler keeps them (`podinfo.kept`)."""
+        selector = "spec.nodeName=,status.phase=Pending"
+        return self._list_all("/api/v1/pods", selector, page_size, podinfo.kept)
 
     def pods_resource_version(self, field_selector: str) -> str:
         """Where a watch of these pods can start: the resourceVersion of a one-item list
@@ -559,7 +564,15 @@ class KubeClient:
 
     # plumbing ---------------------------------------------------------------------
 
-    def _list_all(self, path: str, field_selector: str, page_size: int) -> list[KubeObject]:
+    def _list_all(
+        self,
+        path: str,
+        field_selector: str,
+        page_size: int,
+        keep: Callable[[KubeObject], KubeObject] | None = None,
+    ) -> list[KubeObject]:
+        """Every page's items; each through `keep` as its page comes, so that what it
+        drops never piles up over the pages."""
         items: list[KubeObject] = []
         token = ""
         while True:
@@ -567,7 +580,8 @@ class KubeClient:
             if token:
                 query.append(("continue", token))
             page = self._request("GET", path, query=query)
-            items.extend(page.get("items") or [])
+            listed = page.get("items") or []
+            items.extend(listed if keep is None else map(keep, listed))
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
                 return items

@@ -49,6 +49,7 @@ def _mounts(request: CreateRequest) -> dict[str, Any] | None:
 
 def create_cluster_body(request: ClusterRequest) -> dict[str, Any]:
     """`CreateClusterRequest`: a closed body, so only the fields it names."""
+    member = request.member
     body: dict[str, Any] = {
         "name": request.name,
         "type": "TRAINING",
@@ -57,20 +58,20 @@ def create_cluster_body(request: ClusterRequest) -> dict[str, Any]:
             "gpuCountPerPod": request.gpu_count_per_pod,
             "podCount": request.pod_count,
         },
-        "image": request.image,
-        "env": dict(request.env),
+        "image": member.image,
+        "env": dict(member.env),
     }
     mounts = None
-    if request.persistent_volume is not None:
-        volume = request.persistent_volume
+    if member.persistent_volume is not None:
+        volume = member.persistent_volume
         mounts = {"persistent": {"size": volume.size_gb, "path": volume.path}}
     optional = {
-        "args": request.args,
-        "ports": list(request.ports) or None,
-        "disk": request.container_disk_gb,
-        "dataCenterIds": list(request.datacenter_ids) or None,
+        "args": member.args,
+        "ports": list(member.ports) or None,
+        "disk": member.container_disk_gb,
+        "dataCenterIds": list(member.datacenter_ids) or None,
         "mounts": mounts,
-        "startSsh": True if request.start_ssh else None,
+        "startSsh": True if member.start_ssh else None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})
     return body

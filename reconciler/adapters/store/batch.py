@@ -28,7 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import ActionRecord, ClusterRow, Mapping
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.mapping import MappingRecord
 
 

@@ -38,9 +38,7 @@ from reconciler.adapters.store.models import (
     Tick,
     UnownedInstance,
 )
-from reconciler.core.attribution import Attribution, Billed
-from reconciler.core.budgets import NamespaceCaps
-from reconciler.core.clusters import ClusterRecord
+from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import (
     Availability,
     BillingRecord,
@@ -50,10 +48,12 @@ from reconciler.core.domain import (
     ResourceCharge,
     RunPodVolume,
 )
-from reconciler.core.ghost_charges import GhostCharge, Gone
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.ownership import Lookalike
-from reconciler.core.volume_leaks import KnownVolume
+from reconciler.core.money.attribution import Attribution, Billed
+from reconciler.core.money.ghost_charges import GhostCharge, Gone
+from reconciler.core.money.namespace_caps import NamespaceCaps
+from reconciler.core.pods.ownership import Lookalike
+from reconciler.core.resources.volume_leaks import KnownVolume
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))

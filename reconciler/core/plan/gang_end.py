@@ -28,9 +28,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
-from reconciler.core.clusters import (
+from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject
+from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
+from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     ClusterRecord,
     ClusterState,
@@ -38,10 +42,6 @@ from reconciler.core.clusters import (
     index_of,
     key_job,
 )
-from reconciler.core.contract import STOP_ON_EXIT_ENV
-from reconciler.core.domain import Instance, InstanceStatus, KubeObject
-from reconciler.core.plan.situation import Situation
-from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
 ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)

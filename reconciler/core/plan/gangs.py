@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
@@ -38,7 +38,23 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
-from reconciler.core.clusters import (
+from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
+from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.domain import (
+    Cloud,
+    ClusterRequest,
+    CreateRequest,
+    Instance,
+    KubeObject,
+)
+from reconciler.core.plan import gang_end
+from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.outcomes import gave_up, waited_too_long
+from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.reasons import PodReason, TerminateReason
+from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     COMPLETION_INDEX_ENV,
     MAX_PODS,
@@ -55,20 +71,6 @@ from reconciler.core.clusters import (
     key_job,
     members_by_gang,
 )
-from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
-from reconciler.core.domain import (
-    Cloud,
-    ClusterRequest,
-    CreateRequest,
-    Instance,
-    KubeObject,
-)
-from reconciler.core.plan import gang_end, spending
-from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.plan.outcomes import gave_up, waited_too_long
-from reconciler.core.plan.situation import Situation
-from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.annotations import POD_ID
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
@@ -433,21 +435,8 @@ def _cluster_request(
         env[STOP_ON_EXIT_ENV] = nonce
         command = start_command(choose_container(pod), request.env)
         args = wrap_for_batch(command, nonce, member=True) if command is not None else None
-    return ClusterRequest(
-        name=request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}",
-        image=request.image,
-        gpu_type_id=request.gpu_type_id,
-        gpu_count_per_pod=request.gpu_count,
-        pod_count=size,
-        args=args,
-        env=env,
-        ports=request.ports,
-        container_disk_gb=request.container_disk_gb,
-        persistent_volume=request.persistent_volume,
-        datacenter_ids=request.datacenter_ids,
-        start_ssh=request.start_ssh,
-        hourly_price=round(request.hourly_price * size, 6),
-    )
+    name = request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}"
+    return ClusterRequest(replace(request, name=name, args=args, env=env), size)
 
 
 def _refusal(job: KubeObject, pods: list[KubeObject]) -> str | None:
@@ -493,31 +482,11 @@ def _difference(pods: list[KubeObject]) -> str | None:
 
 
 def _comparable(spec: KubeObject) -> list[tuple[str, object]]:
-    """The spec without the per-pod parts: the index's hostname, the node, and the
-    ServiceAccount admission's token volume, whose name is random for each pod
-    (`kube-api-access-xxxxx`), with its mounts."""
-    token_volumes = {
-        str(v.get("name"))
-        for v in spec.get("volumes") or ()
-        if any(
-            "serviceAccountToken" in source
-            for source in (v.get("projected") or {}).get("sources") or ()
-        )
-    }
-    kept: dict[str, object] = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
-    if token_volumes:
-        kept["volumes"] = [
-            v for v in spec.get("volumes") or () if v.get("name") not in token_volumes
-        ]
-        for key in ("containers", "initContainers"):
-            if key in spec:
-                kept[key] = [_without_mounts(c, token_volumes) for c in spec[key]]
+    """The spec without the per-pod parts: the index's hostname and the node. (The
+    ServiceAccount admission's token volume, whose name is random for each pod, is gone
+    from listed pods: `podinfo.kept`.)"""
+    kept = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
     return sorted(kept.items(), key=lambda item: item[0])
-
-
-def _without_mounts(container: KubeObject, names: set[str]) -> KubeObject:
-    mounts = [m for m in container.get("volumeMounts") or () if m.get("name") not in names]
-    return {**container, "volumeMounts": mounts}
 
 
 def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:

@@ -1,0 +1,202 @@
+"""Which pods run as one RunPod Instant Cluster, and how a cluster is known as ours
+(docs/architecture.md §3, "Cloud resources").
+
+An Indexed Job whose pod template carries `runpod.io/cluster: "true"` asks for a gang:
+all its `completions` pods (2 to 250, `parallelism` equal to `completions`, identical
+but for their index) run together as the members of one cluster, index i on the
+member RunPod gives rank i.
+
+A gang is one attempt of such a Job: the Job's pods that are alive now. When a member
+fails the whole gang is failed, the Job controller makes new pods, and they are a new
+gang: the gang's key (the Job's UID and a digest of its pods' UIDs) changes with them.
+The key is the cluster's mark: its members' shared env carries our owner tag and
+`GANG_ENV=<key>` (a cluster has one env for all members, so no pod UID tag), so a
+create whose answer was lost is found by its tags, and a cluster whose key no living
+gang has is collected.
+
+The store's row of a gang's cluster is `core.cluster_record`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.contract import GANG_ENV, exit_nonce
+from reconciler.core.domain import Instance, KubeObject
+from reconciler.core.pods import facts as podinfo
+
+CLUSTER = podinfo.CLUSTER_ANNOTATION
+"""On a pod template: run the Indexed Job's pods as one Instant Cluster."""
+RANK = "runpod.io/rank"
+"""Written on each gang pod: its member's rank (NODE_RANK), equal to its index."""
+CLUSTER_ID = "runpod.io/cluster-id"
+"""Written on each gang pod: the Instant Cluster its member belongs to."""
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""The Job controller's annotation with an Indexed Job pod's index."""
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+"""What the Job controller adds to each container; members share one env, so it is
+left out of the cluster's env (RunPod's NODE_RANK says the same per member)."""
+MIN_PODS, MAX_PODS = 2, 250
+
+
+def job_uid(pod: KubeObject) -> str | None:
+    """The UID of the Job that controls the pod, if one does."""
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid"):
+            return str(ref["uid"])
+    return None
+
+
+def job_name(pod: KubeObject) -> str:
+    for ref in pod["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref.get("name") or "")
+    return ""
+
+
+def index_of(pod: KubeObject) -> int | None:
+    text = podinfo.pod_annotations(pod).get(COMPLETION_INDEX, "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
+
+
+def is_live(pod: KubeObject) -> bool:
+    """Neither finished nor being deleted: a pod of the gang's current attempt."""
+    return not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+
+
+def live_gangs(pods: Iterable[KubeObject]) -> dict[str, list[KubeObject]]:
+    """The gangs these pods (of any Jobs) are now, by key, with their live pods."""
+    by_job: dict[str, list[KubeObject]] = {}
+    for pod in pods:
+        job = job_uid(pod)
+        if job is not None and is_live(pod):
+            by_job.setdefault(job, []).append(pod)
+    return {gang_key(job, live): live for job, live in by_job.items()}
+
+
+def gang_key(job: str, pods: Iterable[KubeObject]) -> str:
+    """The mark of one attempt of the Job's gang: the Job's UID and its pods' UIDs."""
+    uids = "\n".join(sorted(podinfo.uid(pod) for pod in pods))
+    return f"{job}/{hashlib.sha256(uids.encode()).hexdigest()[:12]}"
+
+
+def key_job(key: str) -> str:
+    """The Job UID a gang key names."""
+    return key.partition("/")[0]
+
+
+def members_by_gang(
+    instances: Iterable[Instance], owner_id: str
+) -> Mapping[str, Sequence[Instance]]:
+    """Our cluster members by gang key; another owner's, or untagged, never."""
+    found: dict[str, list[Instance]] = {}
+    for instance in instances:
+        gang = instance.env.get(GANG_ENV)
+        if instance.cluster_id is not None and instance.owner == owner_id and gang:
+            found.setdefault(gang, []).append(instance)
+    return found
+
+
+def gang_nonce(job: str) -> str:
+    """The batch wrapper's exit-code nonce of a Job's gang: its members share one env,
+    and every reader of a member's log knows the Job from the pod."""
+    return exit_nonce(f"gang {job}")
+
+
+def member_of(pod: KubeObject) -> tuple[str, str] | None:
+    """The id of the cluster member a gang's pod mirrors, and its log's exit-code nonce;
+    None for a pod no member runs (yet). The id is the pod's annotation, anyone's to
+    write who may edit the pod: check it with `runs_gang` before reading anything."""
+    shown = podinfo.pod_annotations(pod)
+    member, job = shown.get(podinfo.POD_ID_ANNOTATION), job_uid(pod)
+    if shown.get(CLUSTER_ID) is None or member is None or job is None:
+        return None
+    return member, gang_nonce(job)
+
+
+def runs_gang(instance: Instance, pod: KubeObject) -> bool:
+    """Whether RunPod's record makes the instance a member of the pod's Job's cluster:
+    our gang tag, naming that Job, in a cluster's member."""
+    gang, job = instance.env.get(GANG_ENV), job_uid(pod)
+    return instance.cluster_id is not None and gang is not None and key_job(gang) == job
+
+
+@dataclass(frozen=True)
+class UnrunCluster:
+    """A listed cluster of ours (our owner tag in its members' env) that no gang of a
+    Job with a live pod on the node runs: collected by the gangs' planning after the
+    orphan grace, or, without our gang tag, never (nothing of ours can tell its Job)."""
+
+    cluster_id: str
+    members: int
+    cost_per_hr: float
+    gang: str | None
+    born: datetime | None = None
+    """When RunPod made it (its members' earliest `createdAt`): the leak audit's grace
+    runs from RunPod's record, not from a sighting kept in a process's memory, so a
+    `sync --once` CronJob reports as the loop does."""
+
+    def unrun_for(self, now: datetime) -> float:
+        """Seconds since it was made; with no record of that, as long as can be told."""
+        return (now - self.born).total_seconds() if self.born is not None else float("inf")
+
+
+def unrun(
+    members: Iterable[Instance], gang_pods: Iterable[KubeObject], owner_id: str
+) -> list[UnrunCluster]:
+    """Clusters of ours that no Job with a live pod on the node runs (the leak audit
+    reports those that stay so past the orphan grace)."""
+    live = {
+        job_uid(pod)
+        for pod in gang_pods
+        if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+    }
+    by_cluster: dict[str, list[Instance]] = {}
+    for member in members:
+        if member.cluster_id is not None and member.owner == owner_id:
+            by_cluster.setdefault(member.cluster_id, []).append(member)
+    found = []
+    for cluster_id, listed in sorted(by_cluster.items()):
+        gang = listed[0].env.get(GANG_ENV) or None
+        if gang is not None and key_job(gang) in live:
+            continue
+        cost = round(sum(m.cost_per_hr for m in listed), 6)
+        born = min((m.created_at for m in listed if m.created_at), default=None)
+        found.append(UnrunCluster(cluster_id, len(listed), cost, gang, born))
+    return found
+
+
+def leaked(
+    unrun_clusters: Iterable[UnrunCluster], grace_seconds: float, now: datetime
+) -> list[UnrunCluster]:
+    """The unrun clusters made longer than the orphan grace ago: leaks (the gangs'
+    planning deletes a tagged one within the grace; one that stays is a DELETE that keeps
+    failing, or one without our gang tag that nothing of ours can tell the Job of)."""
+    return [c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds]
+
+
+def unlisted(
+    rows: Iterable[ClusterRecord], gang_pods: Iterable[KubeObject], listed: Iterable[Instance]
+) -> list[str]:
+    """The clusters a live gang's running row or pods record that the list shows no
+    member of: each is read by id (its members), since only RunPod's 404 says a cluster
+    is gone. What a pod's annotation names is only where to look: the members count as
+    ours by their tags (`members_by_gang`)."""
+    shown = {m.cluster_id for m in listed}
+    live = live_gangs(gang_pods)
+    wanted = {
+        row.cluster_id
+        for row in rows
+        if row.state is ClusterState.RUNNING and row.gang in live and row.cluster_id
+    }
+    wanted |= {
+        cluster_id
+        for pods in live.values()
+        for pod in pods
+        if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID))
+    }
+    return sorted(wanted - shown)

@@ -1,0 +1,230 @@
+"""Instant Clusters' steps: a gang's cluster made and deleted (`core.plan.gangs` decides;
+docs/architecture.md §3, "Instant Clusters"), each call journaled.
+
+A cluster's create follows an instance's: the gang's intent row committed before the
+first POST, each refusal read from `core.capacity.refusals`; its delete waits while the gang's end
+is not on its pods (a status patch of this run failed), so a lost database never reruns
+a gang that finished. A `--once` run writes each new cluster's id on its gang's pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+
+from reconciler.adapters.kube import errors as kube_errors
+from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.core.actions import (
+    Action,
+    CreateCluster,
+    DeleteCluster,
+    DeleteClusterRow,
+    PodRef,
+    SaveClusterRow,
+)
+from reconciler.core.capacity.refusals import REFUSALS, Next
+from reconciler.core.cluster_record import ClusterState
+from reconciler.core.domain import ClusterRequest
+from reconciler.core.reasons import Notice, PodReason
+from reconciler.core.resources.clusters import CLUSTER_ID
+from reconciler.runtime import crashpoints
+from reconciler.runtime.journal import Journal
+from reconciler.runtime.refusal_kinds import refusal_kind
+from reconciler.runtime.resources.base import AfterPods
+
+log = logging.getLogger(__name__)
+
+
+class ClusterSteps:
+    actions: tuple[type[Action], ...] = (
+        CreateCluster,
+        DeleteCluster,
+        SaveClusterRow,
+        DeleteClusterRow,
+    )
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.created: list[str] = []
+        """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
+        self._gangs: list[tuple[tuple[PodRef, ...], str]] = []
+
+    def apply(self, action: Action) -> None:
+        match action:
+            case CreateCluster():
+                self._create(action)
+            case DeleteCluster():
+                self._delete(action)
+            case SaveClusterRow(row=row):
+                self.journal.writes.save_cluster(row)
+            case DeleteClusterRow(gang=gang):
+                self.journal.writes.delete_cluster(gang)
+
+    def unrecorded(self) -> int:
+        """Each answered create's cluster id onto its gang's pods (`--once`); a gang
+        not written on every pod counts as a create its next writer cannot see."""
+        unrecorded = 0
+        for pods, cluster_id in self._gangs:
+            written = [
+                self.journal.annotate_created and self._annotate(p, cluster_id) for p in pods
+            ]
+            if not all(written):
+                unrecorded += 1
+        return unrecorded
+
+    def _create(self, action: CreateCluster) -> None:
+        """The gang's intent row, committed before the first POST; then the candidates in
+        order, each refusal read from `core.capacity.refusals` as for an instance. An answer lost
+        leaves the row `creating`: the members are found by their tags."""
+        if self.journal.creates_wait():
+            self.journal.deferred += 1
+            return
+        self.journal.writes.save_cluster(action.row)
+        refused: list[str] = []
+        for candidate in action.candidates:
+            try:
+                cluster_id = self._create_one(action, candidate)
+            except runpod_errors.RunPodError as exc:
+                kind = refusal_kind(exc)
+                if kind is None:
+                    self.journal.in_doubt += 1
+                    raise
+                refusal = REFUSALS[kind]
+                message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
+                if refusal.next is Next.TRY_NEXT:
+                    refused.append(f"{candidate.gpu_type_id}: {message}")
+                    continue
+                if refusal.next is Next.STOP_CREATES:
+                    self.journal.creates_stopped = message
+                self._refused(action, refusal.reason, message)
+                return
+            self._created(action, candidate, cluster_id)
+            return
+        self._refused(
+            action,
+            PodReason.CAPACITY_UNAVAILABLE,
+            "no GPU type that fits this gang could be made a cluster: " + "; ".join(refused),
+        )
+
+    def _create_one(self, action: CreateCluster, candidate: ClusterRequest) -> str:
+        made = self.journal.journaled(
+            "create-cluster",
+            action.pods[0].uid if action.pods else None,
+            None,
+            lambda: self.journal.runpod.create_cluster(candidate),
+            durable_at="after-cluster-intent",
+        )
+        assert isinstance(made, str)
+        crashpoints.reached("after-cluster-create")
+        return made
+
+    def _created(self, action: CreateCluster, candidate: ClusterRequest, cluster_id: str) -> None:
+        # Committed with a later write: lost in a crash, the cluster is adopted by its tags.
+        self.journal.writes.save_cluster(
+            action.row.changed(
+                state=ClusterState.RUNNING,
+                cluster_id=cluster_id,
+                gpu_type_id=candidate.gpu_type_id,
+                pod_count=candidate.pod_count,
+                cost_per_hr=candidate.hourly_price,
+                reason=None,
+                message=None,
+                updated_at=self.journal.clock(),
+            )
+        )
+        self.created.append(cluster_id)
+        self._gangs.append((action.pods, cluster_id))
+        size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
+        for pod in action.pods:
+            self.journal.event(
+                pod,
+                Notice.CREATED_CLUSTER,
+                f"created RunPod Instant Cluster {cluster_id} ({size}, "
+                f"${candidate.hourly_price:.2f}/h in all)",
+            )
+        self.journal.decided(
+            "create-cluster", action.pods[0] if action.pods else None, cluster_id, size
+        )
+
+    def _refused(self, action: CreateCluster, reason: PodReason | None, message: str) -> None:
+        """Nothing was made: the gang waits (the planner shows the reason), tried again
+        after the refusal pause; a rate limit blames no one."""
+        if reason is None:
+            self.journal.writes.delete_cluster(action.row.gang)
+            return
+        self.journal.writes.save_cluster(
+            action.row.changed(
+                state=ClusterState.REFUSED,
+                reason=reason,
+                message=message,
+                updated_at=self.journal.clock(),
+            )
+        )
+        for pod in action.pods:
+            self.journal.event(pod, reason, message, warning=True)
+
+    def _delete(self, action: DeleteCluster) -> None:
+        if action.row is not None:
+            self.journal.writes.save_cluster(action.row)
+        unpatched = [p for p in action.pods if p.uid in self.journal.status_failed]
+        if unpatched:
+            # The row keeps the end (state deleting, no answer yet): the next tick
+            # patches the pods from it, then sends this DELETE at once.
+            log.warning(
+                "not deleting cluster %s yet: the gang's end is not on pod %s (the status "
+                "patch failed); the next tick patches it again, then deletes",
+                action.cluster_id,
+                unpatched[0],
+            )
+            return
+        self.journal.journaled(
+            "delete-cluster",
+            action.pods[0].uid if action.pods else None,
+            action.cluster_id,
+            lambda: self.journal.runpod.delete_cluster(action.cluster_id),
+            durable_at="after-cluster-deleting",
+        )
+        crashpoints.reached("after-cluster-delete")
+        if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
+            self.journal.writes.save_cluster(
+                action.row.changed(delete_answered_at=self.journal.clock())
+            )
+        for pod in action.pods:
+            self.journal.event(
+                pod,
+                Notice.TERMINATING_INSTANCE,
+                f"deleted cluster {action.cluster_id}: {action.detail}",
+            )
+        self.journal.decided("delete-cluster", None, action.cluster_id, action.detail)
+
+    def _annotate(self, pod: PodRef, cluster_id: str) -> bool:
+        """A new cluster's id onto a pod of its gang, as the executor does for
+        an instance: a writer on another database reads its members by that id (checked
+        by their tags) while the list lags. True if written."""
+        try:
+            self.journal.journaled(
+                "patch-metadata",
+                pod.uid,
+                cluster_id,
+                lambda: self.journal.kube.patch_pod_annotations(
+                    pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
+                ),
+            )
+        except kube_errors.KubeError as exc:
+            log.warning("could not write cluster %s onto %s: %s", cluster_id, pod, exc)
+            return False
+        return True
+
+
+class Clusters:
+    """Instant Clusters as a resource of the tick."""
+
+    def steps(self, journal: Journal) -> ClusterSteps:
+        return ClusterSteps(journal)
+
+    def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
+        return {}  # a cluster's price is counted from its row with the gang's pods
+
+    def after_pods(self, tick: AfterPods) -> None:
+        tick.report.clusters_created = tick.steps_of(ClusterSteps).created

@@ -1,0 +1,89 @@
+"""A cloud resource is a plug-in (`runtime/resources/base.py`): registered on the engine,
+its phase runs after the pods' actions and its steps carry out its own actions through
+the run's journal, with no edit to the engine or the executor."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from reconciler.core.actions import Action, Terminate
+from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.journal import Journal
+from reconciler.runtime.resources.base import AfterPods
+
+
+@dataclass(frozen=True)
+class Ping:
+    """A toy resource's action: one journaled call that may fail."""
+
+    name: str
+    fails: bool = False
+
+
+class PingSteps:
+    actions: tuple[type[Action], ...] = (Ping,)  # type: ignore[assignment]
+
+    def __init__(self, journal: Journal, calls: list[str]) -> None:
+        self.journal, self.calls = journal, calls
+        self.made = 0
+
+    def apply(self, action: Action) -> None:
+        assert isinstance(action, Ping)
+        self.journal.journaled("ping", None, action.name, lambda: self._call(action))
+        self.made += 1
+
+    def _call(self, action: Ping) -> None:
+        self.calls.append(action.name)
+        if action.fails:
+            raise RuntimeError(f"{action.name} refused")
+
+    def unrecorded(self) -> int:
+        return self.made  # as if no Kubernetes object named what it made
+
+
+class Pings:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.seen_done: list[list[str]] = []
+
+    def steps(self, journal: Journal) -> PingSteps:
+        return PingSteps(journal, self.calls)
+
+    def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
+        return {}
+
+    def after_pods(self, tick: AfterPods) -> None:
+        self.seen_done.append([type(a).__name__ for a in tick.report.done])
+        if not any(isinstance(a, Terminate) for a in tick.report.done):
+            return
+        assert isinstance(tick.steps_of(PingSteps), PingSteps)
+        tick.run([Ping("first"), Ping("second", fails=True), Ping("third")])  # type: ignore[list-item]
+
+
+def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sandbox) -> None:
+    pings = Pings()
+    box.engine.resources.append(pings)
+    told: list[int] = []
+    box.engine.steps = replace(box.engine.steps, unrecorded_creates=told.append)
+    box.add_pod("a")
+    box.tick()
+    box.advance(30)
+    box.tick()
+    assert pings.calls == []  # nothing ended: its phase planned nothing
+    box.kube_sim.delete_pod("default", "a", grace_seconds=30)
+    report = box.tick()
+
+    assert "Terminate" in pings.seen_done[-1]  # the pods' actions ran first
+    assert pings.calls == ["first", "second", "third"]  # one failure stops no other
+    assert report.applied["Ping"] == 2 and report.failed["Ping"] == 1
+    assert any("Ping" in e and "second refused" in e for e in report.errors)
+    journal = [(e.kind, e.instance_id, e.outcome) for e in box.store.journal() if e.kind == "ping"]
+    assert journal == [
+        ("ping", "first", "ok"),
+        ("ping", "second", "failed"),
+        ("ping", "third", "ok"),
+    ]
+    # The run's creates not on any object, its steps' included, pass a hold on.
+    assert told[-1] >= 2
