@@ -111,9 +111,9 @@ class LeaderElector:
 
     def attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
         """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
-        lease is taken at once (see `KubeClient.try_acquire_lease`)."""
+        lease is taken at once (see `KubeClient.leases.try_acquire`)."""
         try:
-            outcome = self.kube.try_acquire_lease(
+            outcome = self.kube.leases.try_acquire(
                 self.namespace,
                 self.name,
                 self.identity,
@@ -141,7 +141,7 @@ class LeaderElector:
             return
         self.election.leading = False
         try:
-            self.kube.release_lease(self.namespace, self.name, self.identity, hold_creates_until)
+            self.kube.leases.release(self.namespace, self.name, self.identity, hold_creates_until)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
             log.warning(

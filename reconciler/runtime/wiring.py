@@ -66,7 +66,7 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     """The owner id needs a cluster id; by default the kube-system namespace's UID."""
     if settings.cluster_id:
         return settings
-    return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
+    return dataclasses.replace(settings, cluster_id=kube.cluster.uid())
 
 
 def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
