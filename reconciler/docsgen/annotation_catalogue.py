@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
 from reconciler.core.money import charges as spend

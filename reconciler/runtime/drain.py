@@ -49,7 +49,7 @@ class DrainReport:
 
 def check_no_reconciler(kube: KubeClient, node_name: str, now: datetime) -> None:
     """Refuse when the node's heartbeat is fresh: a reconciler still serves the node."""
-    renewed = kube.node_lease_renewed_at(node_name)
+    renewed = kube.node.lease_renewed_at(node_name)
     if renewed is not None and now - renewed < HEARTBEAT_FRESH:
         age = max(0, int((now - renewed).total_seconds()))
         raise StillReconciling(

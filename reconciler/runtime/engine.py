@@ -48,7 +48,7 @@ from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.situation import ownership_of
-from reconciler.core.planner import plan
+from reconciler.core.planner import plan_tick
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
 from reconciler.core.pods.offload import PendingPod, has_candidates
@@ -236,7 +236,7 @@ class Engine:
         self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
-        report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
+        report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         report.cluster_leaks = money.audit_clusters(
             clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
             self.settings.orphan_grace_time,
@@ -324,7 +324,7 @@ class Engine:
         # Cluster members come in the same list; only the gangs' planning looks at them.
         instances = [i for i in listed if i.cluster_id is None]
         members = [i for i in listed if i.cluster_id is not None]
-        on_node = self.kube.list_node_pods(self.settings.node_name)
+        on_node = self.kube.pods.list_on_node(self.settings.node_name)
         sorted_pods = podinfo.sort_node_pods(on_node)
         pods, gang_pods = sorted_pods.alone, sorted_pods.gangs
         rows = self.store.load_rows()
@@ -362,7 +362,7 @@ class Engine:
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         node = (
-            self.kube.read_node(self.settings.node_name)
+            self.kube.node.read(self.settings.node_name)
             if needing or has_candidates(pending)
             else None
         )
@@ -468,13 +468,13 @@ class Engine:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
         jobs: dict[tuple[str, str], KubeObject | None] = {}
         pending = []
-        for pod in self.kube.list_pending_managed_pods():
+        for pod in self.kube.pods.list_pending():
             if not (podinfo.is_ours_to_run(pod) or podinfo.asks_for_cluster(pod)):
                 continue
             key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
             try:
                 if key[1] and key not in jobs:
-                    jobs[key] = self.kube.owning_job(pod)
+                    jobs[key] = self.kube.jobs.owning(pod)
             except kube_errors.KubeError as exc:
                 log.warning(
                     "could not read the Job of %s/%s: %s", key[0], pod["metadata"]["name"], exc
@@ -552,17 +552,17 @@ class Engine:
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
-        job = self.kube.owning_job(pod)
+        job = self.kube.jobs.owning(pod)
         try:
             container = choose_container(pod)
         except TranslationError as error:
             return CreateInputs(job=job, error=error)
         namespace = pod["metadata"].get("namespace", "default")
         secret_names, config_map_names = referenced_objects(pod, container)
-        secrets = self._read_all(self.kube.read_secret, namespace, secret_names)
-        config_maps = self._read_all(self.kube.read_config_map, namespace, config_map_names)
+        secrets = self._read_all(self.kube.secrets.read, namespace, secret_names)
+        config_maps = self._read_all(self.kube.cluster.read_config_map, namespace, config_map_names)
         pull_names = [ref.get("name", "") for ref in pod["spec"].get("imagePullSecrets") or ()]
-        pull = self._read_all(self.kube.read_secret, namespace, pull_names)
+        pull = self._read_all(self.kube.secrets.read, namespace, pull_names)
         try:
             claim = self._claim_mount(pod, container)
         except TranslationError as error:
@@ -578,9 +578,9 @@ class Engine:
         """The pod's claims and their PVs (a GET each, only for a pod about to be created
         that mounts claims), as the translation reads them."""
         namespace = pod["metadata"].get("namespace", "default")
-        claims = {name: self.kube.read_claim(namespace, name) for name in claim_names(pod)}
+        claims = {name: self.kube.storage.read_claim(namespace, name) for name in claim_names(pod)}
         bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
-        volumes = {name: self.kube.read_persistent_volume(name) for name in bound if name}
+        volumes = {name: self.kube.storage.read_volume(name) for name in bound if name}
         return claim_mount(pod, container, claims, volumes)
 
     @staticmethod

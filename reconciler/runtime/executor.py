@@ -245,7 +245,7 @@ class Executor:
                     "patch-status",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_status(
+                    lambda: self.kube.pods.patch_status(
                         pod.namespace, pod.name, status, annotations
                     ),
                 )
@@ -265,7 +265,7 @@ class Executor:
                     "patch-metadata",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations),
+                    lambda: self.kube.pods.patch_annotations(pod.namespace, pod.name, annotations),
                 )
             case FinalizePod(pod=pod, row=row, status=final):
                 if final is not None:
@@ -275,13 +275,13 @@ class Executor:
                         "patch-status",
                         pod.uid,
                         None,
-                        lambda: self.kube.patch_pod_status(pod.namespace, pod.name, final),
+                        lambda: self.kube.pods.patch_status(pod.namespace, pod.name, final),
                     )
                 self.journal.journaled(
                     "finalize-pod",
                     pod.uid,
                     None,
-                    lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid),
+                    lambda: self.kube.pods.delete(pod.namespace, pod.name, pod.uid),
                 )
                 crashpoints.reached("after-finalize")
                 if row is not None:
@@ -297,7 +297,7 @@ class Executor:
                     "bind",
                     pod.uid,
                     None,
-                    lambda: self.kube.bind_pod(pod.namespace, pod.name, pod.uid, node),
+                    lambda: self.kube.pods.bind(pod.namespace, pod.name, pod.uid, node),
                 )
                 self.journal.event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
                 self.journal.decided("bind", pod, None, f"to {node}: {detail}")
@@ -426,7 +426,7 @@ class Executor:
                 "patch-metadata",
                 pod.uid,
                 None,
-                lambda: self.kube.patch_pod_annotations(
+                lambda: self.kube.pods.patch_annotations(
                     pod.namespace, pod.name, dict(metadata_annotations(instance))
                 ),
             )

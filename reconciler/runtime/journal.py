@@ -131,4 +131,4 @@ class Journal:
             "apiVersion": "v1",
             "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
         }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
+        self.kube.events.record(involved, reason.value, message, "Warning" if warning else "Normal")

@@ -111,9 +111,9 @@ class LeaderElector:
 
     def attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
         """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
-        lease is taken at once (see `KubeClient.try_acquire_lease`)."""
+        lease is taken at once (see `KubeClient.leases.try_acquire`)."""
         try:
-            claim = self.kube.try_acquire_lease(
+            outcome = self.kube.leases.try_acquire(
                 self.namespace,
                 self.name,
                 self.identity,
@@ -121,12 +121,12 @@ class LeaderElector:
                 self.clock(),
                 dead_holder=dead_holder,
             )
-            attempt = Attempt.WON if claim.won else Attempt.REFUSED
-            self.holder, self.error = claim.holder, None
-            if claim.taken_over_from:
-                self.predecessor = claim.taken_over_from
-            if claim.won and claim.creates_held_until is not None:
-                self.creates_held_until = claim.creates_held_until
+            attempt = Attempt.WON if outcome.won else Attempt.REFUSED
+            self.holder, self.error = outcome.holder, None
+            if outcome.taken_over_from:
+                self.predecessor = outcome.taken_over_from
+            if outcome.won and outcome.creates_held_until is not None:
+                self.creates_held_until = outcome.creates_held_until
         except KubeError as exc:
             log.warning(
                 "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc
@@ -141,7 +141,7 @@ class LeaderElector:
             return
         self.election.leading = False
         try:
-            self.kube.release_lease(self.namespace, self.name, self.identity, hold_creates_until)
+            self.kube.leases.release(self.namespace, self.name, self.identity, hold_creates_until)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
             log.warning(

@@ -41,7 +41,8 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ def dead_here(holder: str) -> bool:
     return False
 
 
-class WriterClaim:
+class WriterLease:
     """The node's writer Lease, for as long as this process acts for the node."""
 
     def __init__(

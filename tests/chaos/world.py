@@ -24,7 +24,8 @@ from typing import Any
 import requests
 import yaml
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.pods.facts import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason

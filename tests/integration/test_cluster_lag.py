@@ -82,7 +82,7 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
     box.runpod_sim.set_listing_lag(LAG)  # ours will not be listed: only read by id
     box.add_indexed_job("train", 2)
     for pod in box.job_pods("train"):
-        box.kube.patch_pod_annotations(
+        box.kube.pods.patch_annotations(
             "default", pod["metadata"]["name"], {"runpod.io/cluster-id": foreign}
         )
     box.tick()

@@ -115,7 +115,7 @@ class SshTargets:
         for kind, value in names:
             if (problem := name_problem(kind, value)) is not None:
                 raise StreamError(400, problem)
-        pod = self.kube.find_pod(namespace, name)
+        pod = self.kube.pods.find(namespace, name)
         if pod is None or pod.get("spec", {}).get("nodeName") != self.node_name:
             raise StreamError(404, f'pods "{name}" not found on node "{self.node_name}"')
         try:

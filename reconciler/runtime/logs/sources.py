@@ -268,7 +268,7 @@ class PodLogs:
                 raise LogError(400, problem)
         if container and (problem := name_problem("container name", container)) is not None:
             raise LogError(400, problem)
-        pod = self.kube.find_pod(namespace, name)
+        pod = self.kube.pods.find(namespace, name)
         if pod is None:
             raise LogError(404, f'pods "{name}" not found')
         if pod.get("spec", {}).get("nodeName") != self.node_name:

@@ -130,7 +130,7 @@ def _run(
         known.get((s.kind, s.resource_id)) or replace(s, since=now)
         for s in ghost_charges.unlisted(charges, shown)
     ]
-    pvs = kube.list_persistent_volumes() if any(g.kind == VOLUME for g in watched) else []
+    pvs = kube.storage.list_volumes() if any(g.kind == VOLUME for g in watched) else []
     named = ghost_charges.names([*observation.pods, *observation.gang_pods], pvs)
     candidates = ghost_charges.ghosts(charges, watched, named)
     alive = {

@@ -286,7 +286,7 @@ class NamespaceCapsCache:
             if cached is not None and now - cached[0] < CAPS_TTL:
                 continue
             try:
-                annotations = kube.namespace_annotations(namespace) or {}
+                annotations = kube.cluster.namespace_annotations(namespace) or {}
             except kube_errors.KubeError as exc:
                 log.warning("could not read the budget of namespace %s: %s", namespace, exc)
                 continue

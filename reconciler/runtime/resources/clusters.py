@@ -207,7 +207,7 @@ class ClusterSteps:
                 "patch-metadata",
                 pod.uid,
                 cluster_id,
-                lambda: self.journal.kube.patch_pod_annotations(
+                lambda: self.journal.kube.pods.patch_annotations(
                     pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
                 ),
             )

@@ -81,7 +81,7 @@ class Volumes:
         self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
             return {}
-        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        found = storage_prices.by_namespace(self.kube.storage.list_volumes())
         return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
 
     def _read_classes(self, now: datetime, fresh: bool = False) -> None:
@@ -92,7 +92,7 @@ class Volumes:
             or self._classes_read_at is None
             or now - self._classes_read_at >= self.catalog.ttl
         ):
-            self._classes = self.kube.list_storage_classes()
+            self._classes = self.kube.storage.list_classes()
             self._classes_read_at = now
 
     # --- after the pods' actions ------------------------------------------------------
@@ -219,8 +219,8 @@ class Volumes:
             return None
         view = network_volumes.StorageView(
             self._classes,
-            self.kube.list_claims(),
-            self.kube.list_persistent_volumes(),
+            self.kube.storage.list_claims(),
+            self.kube.storage.list_volumes(),
             observation.pods,
             observation.instances,
             self.settings.owner_id,
@@ -230,7 +230,7 @@ class Volumes:
             create_grace_time=self.settings.create_grace_time,
         )
         if network_volumes.awaits_placing_pods(view):
-            view = replace(view, placing=self.kube.list_pending_managed_pods())
+            view = replace(view, placing=self.kube.pods.list_pending())
         unplaced = network_volumes.unplaced_consumers(view)
         if unplaced:
             view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
