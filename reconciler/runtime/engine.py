@@ -48,7 +48,7 @@ from reconciler.core.plan import gang_end
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.situation import ownership_of
-from reconciler.core.planner import plan
+from reconciler.core.planner import plan_tick
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
 from reconciler.core.pods.offload import PendingPod, has_candidates
@@ -236,7 +236,7 @@ class Engine:
         self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
-        report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
+        report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         report.cluster_leaks = money.audit_clusters(
             clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
             self.settings.orphan_grace_time,
