@@ -64,7 +64,7 @@ from reconciler.core.translate.ssh import SshAddresses
 from reconciler.core.translate.storage import names_network_volume
 from reconciler.runtime import resources
 from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.catalog import CatalogCache, on_cpu
+from reconciler.runtime.catalog import CatalogCache, cpu_catalog, on_cpu
 from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.logs.sources import KeepLimits, PodLogs
@@ -161,7 +161,7 @@ class Engine:
             settings.catalog_ttl,
             self.stock,
             settings.datacenter_ids,
-            RunPodClient.list_cpu_flavors,
+            cpu_catalog,
             "CPU catalog",
             self._keep_catalog,
         )
@@ -320,7 +320,7 @@ class Engine:
     # --- observe ----------------------------------------------------------------------
 
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
-        listed = self.runpod.list_instances()
+        listed = self.runpod.instances.list()
         # Cluster members come in the same list; only the gangs' planning looks at them.
         instances = [i for i in listed if i.cluster_id is None]
         members = [i for i in listed if i.cluster_id is not None]
@@ -457,7 +457,7 @@ class Engine:
         ):
             return None
         try:
-            return self.runpod.list_network_volumes()
+            return self.runpod.volumes.list()
         except runpod_errors.RateLimitedError:
             raise
         except runpod_errors.RunPodError as exc:
@@ -489,7 +489,7 @@ class Engine:
         """The mapped instances of live pods that the list omits, read by id (one GET
         each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
         missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
-        return read_by_id(missing, self.runpod.get_instance).found
+        return read_by_id(missing, self.runpod.instances.get).found
 
     def _confirm_missing_clusters(
         self,
@@ -499,7 +499,7 @@ class Engine:
     ) -> list[Instance]:
         """The members of each cluster a live gang records that the list omits, read
         by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
-        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.cluster_members)
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
         return [member for members in read.found for member in members]
 
     def _exit_logs(

@@ -235,7 +235,7 @@ class Executor:
                     "restore-tags",
                     tagged.uid if tagged else None,
                     instance_id,
-                    lambda: self.runpod.update_instance_env(instance_id, env),
+                    lambda: self.runpod.instances.update_env(instance_id, env),
                 )
                 log.warning(
                     "put the owner tags back on instance %s (its env was replaced)", instance_id
@@ -440,7 +440,7 @@ class Executor:
             "create",
             action.pod.uid,
             None,
-            lambda: self.runpod.create_instance(candidate),
+            lambda: self.runpod.instances.create(candidate),
             durable_at="after-intent",
         )
         assert isinstance(result, Instance)
@@ -521,7 +521,7 @@ class Executor:
             "terminate",
             pod_uid,
             action.instance_id,
-            lambda: self.runpod.delete_instance(action.instance_id),
+            lambda: self.runpod.instances.delete(action.instance_id),
             durable_at="after-terminating",
         )
         crashpoints.reached("after-delete")

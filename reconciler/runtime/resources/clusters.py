@@ -112,7 +112,7 @@ class ClusterSteps:
             "create-cluster",
             action.pods[0].uid if action.pods else None,
             None,
-            lambda: self.journal.runpod.create_cluster(candidate),
+            lambda: self.journal.runpod.clusters.create(candidate),
             durable_at="after-cluster-intent",
         )
         assert isinstance(made, str)
@@ -182,7 +182,7 @@ class ClusterSteps:
             "delete-cluster",
             action.pods[0].uid if action.pods else None,
             action.cluster_id,
-            lambda: self.journal.runpod.delete_cluster(action.cluster_id),
+            lambda: self.journal.runpod.clusters.delete(action.cluster_id),
             durable_at="after-cluster-deleting",
         )
         crashpoints.reached("after-cluster-delete")
