@@ -46,13 +46,12 @@ from reconciler.core.config import (
 )
 from reconciler.core.printable import escaped
 from reconciler.runtime import leader, process_log
-from reconciler.runtime.claim import WriterHeld, WriterLost
+from reconciler.runtime.cronjob_run import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
 from reconciler.runtime.drain import drain as run_drain
 from reconciler.runtime.engine import utcnow
 from reconciler.runtime.health import parse_address
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
-from reconciler.runtime.once import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
 from reconciler.runtime.wiring import (
     Connections,
@@ -63,6 +62,7 @@ from reconciler.runtime.wiring import (
     holding,
     resolve_owner,
 )
+from reconciler.runtime.writer_lease import WriterHeld, WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -676,7 +676,7 @@ def _run_once(
     stay: float,
     heartbeat_interval: float,
 ) -> bool:
-    """One tick under the writer lock, its summary, then the stay (runtime/once.py). A
+    """One tick under the writer lock, its summary, then the stay (runtime/cronjob_run.py). A
     dry run only reads: no migration and no lock, so it also works beside a running loop.
     Whether it all worked: the tick observed both worlds and no heartbeat failed."""
     if dry_run:

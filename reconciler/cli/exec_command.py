@@ -28,7 +28,7 @@ from reconciler.cli.connection import (
 )
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
-from reconciler.core.sshaccess import remote_command
+from reconciler.core.translate.ssh import remote_command
 from reconciler.runtime import process_log
 from reconciler.runtime.engine import utcnow
 from reconciler.runtime.kubelet.endpoint import stored_host_keys

@@ -136,10 +136,10 @@ def _the_pod(
     namespace, name = pod_of(target, namespace)
     with reaching("cannot read the pod"):
         kube = KubeClient.from_config(kubeconfig, kube_context)
-        pod = kube.find_pod(namespace, name)
+        pod = kube.pods.find(namespace, name)
         if pod is None:
             raise click.ClickException(f'pod "{name}" not found in namespace {namespace}')
-        return pod, kube.owning_job(pod)
+        return pod, kube.jobs.owning(pod)
 
 
 def manifest_pod(text: str, source: str) -> tuple[KubeObject, KubeObject | None]:

@@ -14,20 +14,25 @@ import itertools
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from reconciler.core import daemonsets
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Event, PodRef
 from reconciler.core.config import Settings
 from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.offload import plan_offloads
 from reconciler.core.plan.admission import Waiting, admit
 from reconciler.core.plan.gangs import plan_gangs
 from reconciler.core.plan.lifecycle import decide
-from reconciler.core.plan.money import leaks, price_differences, restore_tags, spend_annotations
+from reconciler.core.plan.money_guards import (
+    leaks,
+    price_differences,
+    restore_tags,
+    spend_annotations,
+)
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import cannot_create
 from reconciler.core.plan.situation import Situation, lookalikes_by_pod, ownership_of
+from reconciler.core.pods import daemonsets
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods.offload import plan_offloads
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.errors import TranslationError
 

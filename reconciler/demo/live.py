@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.core import pods as podinfo
-from reconciler.core.placement import exclusion
+from reconciler.core.node.placement import exclusion
+from reconciler.core.pods import facts as podinfo
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LockKeeper
 

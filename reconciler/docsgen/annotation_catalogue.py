@@ -11,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
-from reconciler.core import budgets, offload, spend
-from reconciler.core import pods as podinfo
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
+from reconciler.core.money import charges as spend
+from reconciler.core.money import namespace_caps as budgets
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import offload
 from reconciler.core.resources import clusters, network_volumes
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.gpus import MAX_GPU_MEMORY_GB

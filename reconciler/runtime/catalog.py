@@ -9,10 +9,10 @@ from typing import Generic, TypeVar
 
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.stock import StockMemory
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters

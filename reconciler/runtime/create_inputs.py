@@ -10,15 +10,15 @@ from typing import Any
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.core import pods as podinfo
 from reconciler.core.domain import KubeObject
 from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.pull_secrets import registry_credentials
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +57,17 @@ class CreateInputsReader:
         return inputs
 
     def _inputs_for(self, pod: KubeObject) -> CreateInputs:
-        job = self.kube.owning_job(pod)
+        job = self.kube.jobs.owning(pod)
         try:
             container = choose_container(pod)
         except TranslationError as error:
             return CreateInputs(job=job, error=error)
         namespace = pod["metadata"].get("namespace", "default")
         secret_names, config_map_names = referenced_objects(pod, container)
-        secrets = self._read_all(self.kube.read_secret, namespace, secret_names)
-        config_maps = self._read_all(self.kube.read_config_map, namespace, config_map_names)
+        secrets = self._read_all(self.kube.secrets.read, namespace, secret_names)
+        config_maps = self._read_all(self.kube.cluster.read_config_map, namespace, config_map_names)
         pull_names = [ref.get("name", "") for ref in pod["spec"].get("imagePullSecrets") or ()]
-        pull = self._read_all(self.kube.read_secret, namespace, pull_names)
+        pull = self._read_all(self.kube.secrets.read, namespace, pull_names)
         try:
             claim = self._claim_mount(pod, container)
         except TranslationError as error:
@@ -83,9 +83,9 @@ class CreateInputsReader:
         """The pod's claims and their PVs (a GET each, only for a pod about to be created
         that mounts claims), as the translation reads them."""
         namespace = pod["metadata"].get("namespace", "default")
-        claims = {name: self.kube.read_claim(namespace, name) for name in claim_names(pod)}
+        claims = {name: self.kube.storage.read_claim(namespace, name) for name in claim_names(pod)}
         bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
-        volumes = {name: self.kube.read_persistent_volume(name) for name in bound if name}
+        volumes = {name: self.kube.storage.read_volume(name) for name in bound if name}
         return claim_mount(pod, container, claims, volumes)
 
     @staticmethod

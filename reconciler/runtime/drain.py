@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.ownership import owned_instances
+from reconciler.core.pods.ownership import owned_instances
 from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class DrainReport:
 
 def check_no_reconciler(kube: KubeClient, node_name: str, now: datetime) -> None:
     """Refuse when the node's heartbeat is fresh: a reconciler still serves the node."""
-    renewed = kube.node_lease_renewed_at(node_name)
+    renewed = kube.node.lease_renewed_at(node_name)
     if renewed is not None and now - renewed < HEARTBEAT_FRESH:
         age = max(0, int((now - renewed).total_seconds()))
         raise StillReconciling(

@@ -10,7 +10,7 @@ planner will need this tick: the GPU or CPU catalog (cached) and Secrets, Config
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 After an applied tick, starting instances' system lines may be read, while the quota is
-ample (runtime/system_events.py: none when no instance is starting).
+ample (runtime/logs/system_events.py: none when no instance is starting).
 """
 
 from __future__ import annotations
@@ -26,32 +26,34 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import CREATES, Action
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     CpuFlavor,
     GpuType,
     KubeObject,
 )
-from reconciler.core.offload import PendingPod, has_candidates
+from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan
-from reconciler.core.sshaccess import SshAddresses
-from reconciler.core.starting import starting
-from reconciler.core.stock import StockMemory
-from reconciler.core.usage import GpuUtilization, UsageMeter, gpu_utilization
-from reconciler.runtime import charge_audit, money, resources
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods.offload import PendingPod, has_candidates
+from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
+from reconciler.core.translate.ssh import SshAddresses
+from reconciler.runtime import resources
 from reconciler.runtime.catalog import CatalogCache
-from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.create_inputs import CreateInputsReader
 from reconciler.runtime.executor import Executor
-from reconciler.runtime.pod_logs import KeepLimits, PodLogs
+from reconciler.runtime.logs.sources import KeepLimits, PodLogs
+from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
+from reconciler.runtime.money import charge_audit
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import AfterPods, Sighting
-from reconciler.runtime.system_events import StartupLines, SystemEvents
 from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +100,7 @@ class TickSteps:
     (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: a writer before us may have made an instance that
-    RunPod does not list yet and no pod names (see `runtime/claim.py`)."""
+    RunPod does not list yet and no pod names (see `runtime/writer_lease.py`)."""
     unrecorded_creates: Callable[[int], None] = _ignore_count
     """Told after each applied tick how many of its creates may have made an instance
     whose id is not on its pod yet."""
@@ -130,7 +132,7 @@ class Engine:
             clock,
         )
         self.steps = steps
-        # Refusals for want of stock, remembered across ticks (reconciler.core.stock).
+        # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
             settings.catalog_ttl, self.stock, settings.datacenter_ids, keep=self._keep_catalog
@@ -294,7 +296,7 @@ class Engine:
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads."""
         listed = self.runpod.list_instances()
-        sorted_pods = podinfo.sort_node_pods(self.kube.list_node_pods(self.settings.node_name))
+        sorted_pods = podinfo.sort_node_pods(self.kube.pods.list_on_node(self.settings.node_name))
         sighting = Sighting(
             now,
             listed,
@@ -313,7 +315,7 @@ class Engine:
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         wants_node = sighting.wants_node or has_candidates(pending)
-        node = self.kube.read_node(self.settings.node_name) if wants_node else None
+        node = self.kube.node.read(self.settings.node_name) if wants_node else None
         return Observation(
             pods=sighting.pods,
             rate_budget=self.runpod.rate_budget,
@@ -349,13 +351,13 @@ class Engine:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""
         jobs: dict[tuple[str, str], KubeObject | None] = {}
         pending = []
-        for pod in self.kube.list_pending_managed_pods():
+        for pod in self.kube.pods.list_pending():
             if not (podinfo.is_ours_to_run(pod) or podinfo.asks_for_cluster(pod)):
                 continue
             key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
             try:
                 if key[1] and key not in jobs:
-                    jobs[key] = self.kube.owning_job(pod)
+                    jobs[key] = self.kube.jobs.owning(pod)
             except kube_errors.KubeError as exc:
                 log.warning(
                     "could not read the Job of %s/%s: %s", key[0], pod["metadata"]["name"], exc
@@ -415,7 +417,7 @@ class Engine:
             _run_into(executor, leaks, report)
 
     def _audit_charges(self, report: TickReport, observation: Observation) -> None:
-        """The hourly ghost-charge audit (`runtime/charge_audit.py`), on a quiet tick:
+        """The hourly ghost-charge audit (`runtime/money/charge_audit.py`), on a quiet tick:
         no create planned and no instance starting (their reads come first), unless it
         has been put off for hours."""
         now = report.started_at

@@ -40,9 +40,9 @@ from reconciler.core.actions import (
 )
 from reconciler.core.reasons import Notice
 from reconciler.runtime import crashpoints
-from reconciler.runtime.claim import WriterLost
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.resources.base import Deferred, Resource, StepRefused, Steps
+from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Executor:
         self._before_action = before_action
         # Told at the end of the run how many of its creates may have made a resource
         # whose id is not on its pods: the writer Lease, released now, then passes a
-        # hold on creates to whoever takes it next (runtime/claim.py).
+        # hold on creates to whoever takes it next (runtime/writer_lease.py).
         self._unrecorded_creates = unrecorded_creates
 
     @property
@@ -148,7 +148,7 @@ class Executor:
                     "patch-status",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_status(
+                    lambda: self.kube.pods.patch_status(
                         pod.namespace, pod.name, status, annotations
                     ),
                 )
@@ -168,7 +168,7 @@ class Executor:
                     "patch-metadata",
                     pod.uid,
                     None,
-                    lambda: self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations),
+                    lambda: self.kube.pods.patch_annotations(pod.namespace, pod.name, annotations),
                 )
             case FinalizePod(pod=pod, row=row, status=final):
                 if final is not None:
@@ -178,13 +178,13 @@ class Executor:
                         "patch-status",
                         pod.uid,
                         None,
-                        lambda: self.kube.patch_pod_status(pod.namespace, pod.name, final),
+                        lambda: self.kube.pods.patch_status(pod.namespace, pod.name, final),
                     )
                 self.journal.journaled(
                     "finalize-pod",
                     pod.uid,
                     None,
-                    lambda: self.kube.delete_pod(pod.namespace, pod.name, pod.uid),
+                    lambda: self.kube.pods.delete(pod.namespace, pod.name, pod.uid),
                 )
                 crashpoints.reached("after-finalize")
                 if row is not None:
@@ -200,7 +200,7 @@ class Executor:
                     "bind",
                     pod.uid,
                     None,
-                    lambda: self.kube.bind_pod(pod.namespace, pod.name, pod.uid, node),
+                    lambda: self.kube.pods.bind(pod.namespace, pod.name, pod.uid, node),
                 )
                 self.journal.event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
                 self.journal.decided("bind", pod, None, f"to {node}: {detail}")

@@ -49,7 +49,7 @@ class Journal:
         self.runpod, self.kube, self.writes, self.clock = runpod, kube, writes, clock
         self._tick_id = tick_id
         self.creates_held = creates_held
-        """True while no create may start (`runtime/claim.py`)."""
+        """True while no create may start (`runtime/writer_lease.py`)."""
         self.annotate_created = annotate_created
         """Write each new resource's id onto its pods before the run ends (`sync --once`,
         whose next run may be another writer; the loop's next tick mirrors it anyway)."""
@@ -152,4 +152,4 @@ class Journal:
             "apiVersion": "v1",
             "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
         }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
+        self.kube.events.record(involved, reason.value, message, "Warning" if warning else "Normal")

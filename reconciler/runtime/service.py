@@ -27,7 +27,6 @@ from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
 from reconciler.core.plan.admission import create_slots
-from reconciler.runtime.claim import WriterHeld, WriterLost, identity
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
@@ -57,6 +56,7 @@ from reconciler.runtime.wiring import (
     connect,
     holding,
 )
+from reconciler.runtime.writer_lease import WriterHeld, WriterLost, identity
 
 log = logging.getLogger(__name__)
 

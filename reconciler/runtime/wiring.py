@@ -18,12 +18,12 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import process_log
-from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
 from reconciler.runtime.kubelet.sshkey import secret_identity
 from reconciler.runtime.leader import default_namespace
-from reconciler.runtime.system_events import StartupLines, SystemEvents
+from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
+from reconciler.runtime.writer_lease import WriterClaim, dead_here, identity
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     """The owner id needs a cluster id; by default the kube-system namespace's UID."""
     if settings.cluster_id:
         return settings
-    return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
+    return dataclasses.replace(settings, cluster_id=kube.cluster.uid())
 
 
 def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
@@ -173,7 +173,7 @@ def compose(
             creates_held=claim.creates_held,
             unrecorded_creates=claim.unrecorded_creates,
             # A run of `--once` ends by releasing the Lease: its creates must be on their
-            # pods by then (runtime/claim.py); the loop's next tick mirrors them anyway.
+            # pods by then (runtime/writer_lease.py); the loop's next tick mirrors them anyway.
             annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:

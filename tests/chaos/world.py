@@ -24,9 +24,10 @@ from typing import Any
 import requests
 import yaml
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
-from reconciler.core.pods import CLUSTER_ANNOTATION
+from reconciler.core.pods.facts import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources.network_volumes import (
     CSI_DRIVER,
@@ -35,7 +36,7 @@ from reconciler.core.resources.network_volumes import (
     size_gb,
     volume_name,
 )
-from reconciler.runtime.claim import dead_here, writer_lease_name
+from reconciler.runtime.writer_lease import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"

@@ -17,9 +17,9 @@ from reconciler.adapters.store.queries import SpendLine
 from reconciler.adapters.store.repository import Store
 from reconciler.cli.commands import main
 from reconciler.cli.cost_view import charges, group
-from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.money.attribution import Attribution, Billed
 
 NOW = datetime.now(UTC)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli.commands import main, sync
-from reconciler.runtime.claim import writer_lease_name
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.writer_lease import writer_lease_name
 
 from .manifests import (
     DEPLOY,

@@ -21,9 +21,9 @@ from reconciler.cli.commands import main
 from reconciler.core.actions import Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import USER_AGENT
+from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.resources.registries import registry_name
-from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.metrics import Metrics
 

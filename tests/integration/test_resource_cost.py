@@ -15,7 +15,7 @@ import requests
 from click.testing import CliRunner
 
 from reconciler.cli.commands import main
-from reconciler.core.attribution import Billed
+from reconciler.core.money.attribution import Billed
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
 

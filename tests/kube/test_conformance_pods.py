@@ -779,7 +779,7 @@ def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
     )
     pod = _pod(sim)
     with sim.api_client() as api_client:
-        KubeClient(api_client, now=clock.now).record_event(pod, "Pulled", "pulled it")
+        KubeClient(api_client, now=clock.now).events.record(pod, "Pulled", "pulled it")
     clock.advance(65)
     sc = _table(sim, "/apis/storage.k8s.io/v1/storageclasses")
     assert [c["name"] for c in sc["columnDefinitions"]] == [

@@ -15,8 +15,9 @@ import sys
 
 import pytest
 
-from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
-from reconciler.runtime.claim import (
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
+from reconciler.runtime.writer_lease import (
     WRITER_LEASE_SECONDS,
     WriterClaim,
     WriterHeld,

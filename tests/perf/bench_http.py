@@ -70,12 +70,12 @@ def measure(count: int) -> dict[str, float]:
 
         def patch_status(i: int) -> None:
             name, _uid = pods[i]
-            kube.patch_pod_status(NAMESPACE, name, {"phase": "Pending"}, {"bench": str(i)})
+            kube.pods.patch_status(NAMESPACE, name, {"phase": "Pending"}, {"bench": str(i)})
 
         def record_event(i: int) -> None:
             name, uid = pods[i]
             involved = {"metadata": {"namespace": NAMESPACE, "name": name, "uid": uid}}
-            kube.record_event(involved, "BenchEvent", f"request {i}")
+            kube.events.record(involved, "BenchEvent", f"request {i}")
 
         found = {
             "http.client GET (Kubernetes simulator)": cpu_ms_per_call(bare_get, count),
@@ -83,7 +83,7 @@ def measure(count: int) -> dict[str, float]:
                 lambda _: pool.request("GET", kube_url + "/version", headers=headers).data, count
             ),
             "Kubernetes adapter GET /version": cpu_ms_per_call(
-                lambda _: kube.server_version(), count
+                lambda _: kube.cluster.server_version(), count
             ),
             "Kubernetes adapter PATCH pods/status": cpu_ms_per_call(patch_status, count),
             "Kubernetes adapter POST events": cpu_ms_per_call(record_event, count),

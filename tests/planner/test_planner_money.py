@@ -18,16 +18,15 @@ from reconciler.core.actions import (
     RestoreTags,
     Terminate,
 )
-from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import Ownership, lookalikes, owned_instances
+from reconciler.core.money.charges import LEAK_REASON, SPEND_ANNOTATION
+from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
 from reconciler.core.planner import CreateInputs, ownership_of, plan
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods.ownership import Ownership, lookalikes, owned_instances
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources.registries import registry_name
-from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 
 from .world import OWNER, SETTINGS, T0, World, instance, kinds, pod

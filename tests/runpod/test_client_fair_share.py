@@ -17,7 +17,7 @@ import pytest
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RateLimitedError
-from reconciler.core.pacing import Company
+from reconciler.core.capacity.pacing import Company
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from reconciler.core.usage import ContainerUsage
+from reconciler.core.pods.usage import ContainerUsage
 from reconciler.runtime.kubelet.resource import resource_metrics, sample_time
 
 

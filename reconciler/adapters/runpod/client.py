@@ -54,7 +54,7 @@ from reconciler.adapters.runpod.parse import (
 )
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.adapters.runpod.unchanged import UnchangedInstances
-from reconciler.core import pacing
+from reconciler.core.capacity import pacing
 from reconciler.core.domain import (
     USER_AGENT,
     BillingRecord,
@@ -162,7 +162,7 @@ class RunPodClient:
 
     def quota_ample(self, extra: int = 1) -> bool:
         """Whether `extra` requests more, now, leave RunPod's quota ample: for work that
-        can wait or be done otherwise (`reconciler.core.pacing.ample`)."""
+        can wait or be done otherwise (`reconciler.core.capacity.pacing.ample`)."""
         return self._limiter.ample(self._monotonic(), extra)
 
     # Pods

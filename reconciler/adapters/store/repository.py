@@ -38,8 +38,6 @@ from reconciler.adapters.store.models import (
     Tick,
     UnownedInstance,
 )
-from reconciler.core.attribution import Attribution, Billed
-from reconciler.core.budgets import NamespaceCaps
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import (
     Availability,
@@ -50,9 +48,11 @@ from reconciler.core.domain import (
     ResourceCharge,
     RunPodVolume,
 )
-from reconciler.core.ghost_charges import GhostCharge, Gone
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.ownership import Lookalike
+from reconciler.core.money.attribution import Attribution, Billed
+from reconciler.core.money.ghost_charges import GhostCharge, Gone
+from reconciler.core.money.namespace_caps import NamespaceCaps
+from reconciler.core.pods.ownership import Lookalike
 from reconciler.core.resources.volume_leaks import KnownVolume
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]

@@ -9,22 +9,23 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core import placement, pod_past, refusals
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Create,
     EnsureRegistryAuth,
     PodRef,
 )
+from reconciler.core.capacity import refusals
+from reconciler.core.capacity.refusals import REFUSED_EVERYWHERE
+from reconciler.core.capacity.stock import usable
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     CreateRequest,
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import Ownership
-from reconciler.core.plan import spending
+from reconciler.core.node import placement
+from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -34,10 +35,11 @@ from reconciler.core.plan.outcomes import (
     waited_too_long,
 )
 from reconciler.core.plan.situation import Situation, within
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import past as pod_past
+from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
-from reconciler.core.refusals import REFUSED_EVERYWHERE
 from reconciler.core.resources import registries
-from reconciler.core.stock import usable
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
@@ -122,7 +124,7 @@ def prepare_create(
 
 def admit(t: Situation, waiting: list[Waiting]) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
-    budget (what runs counted by `plan.spending`: instances, clusters, storage)."""
+    budget (what runs counted by `plan.hourly_costs`: instances, clusters, storage)."""
     if not waiting:
         return []  # the steady tick: spare counting what every namespace spends
     total = spending.spent(t)

@@ -27,7 +27,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
@@ -39,6 +38,7 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
+from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
 from reconciler.core.domain import (
     Cloud,
@@ -47,12 +47,13 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.plan import gang_end, spending
+from reconciler.core.plan import gang_end
+from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     COMPLETION_INDEX_ENV,
@@ -481,31 +482,11 @@ def _difference(pods: list[KubeObject]) -> str | None:
 
 
 def _comparable(spec: KubeObject) -> list[tuple[str, object]]:
-    """The spec without the per-pod parts: the index's hostname, the node, and the
-    ServiceAccount admission's token volume, whose name is random for each pod
-    (`kube-api-access-xxxxx`), with its mounts."""
-    token_volumes = {
-        str(v.get("name"))
-        for v in spec.get("volumes") or ()
-        if any(
-            "serviceAccountToken" in source
-            for source in (v.get("projected") or {}).get("sources") or ()
-        )
-    }
-    kept: dict[str, object] = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
-    if token_volumes:
-        kept["volumes"] = [
-            v for v in spec.get("volumes") or () if v.get("name") not in token_volumes
-        ]
-        for key in ("containers", "initContainers"):
-            if key in spec:
-                kept[key] = [_without_mounts(c, token_volumes) for c in spec[key]]
+    """The spec without the per-pod parts: the index's hostname and the node. (The
+    ServiceAccount admission's token volume, whose name is random for each pod, is gone
+    from listed pods: `podinfo.kept`.)"""
+    kept = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
     return sorted(kept.items(), key=lambda item: item[0])
-
-
-def _without_mounts(container: KubeObject, names: set[str]) -> KubeObject:
-    mounts = [m for m in container.get("volumeMounts") or () if m.get("name") not in names]
-    return {**container, "volumeMounts": mounts}
 
 
 def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:

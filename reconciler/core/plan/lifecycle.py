@@ -4,8 +4,6 @@ closer to agreement (docs/architecture.md §2 to §4).
 
 from __future__ import annotations
 
-from reconciler.core import pod_past
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     DeleteRow,
@@ -26,6 +24,8 @@ from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
 from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import past as pod_past
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
@@ -42,7 +42,8 @@ def decide(
     instances: list[Instance],
 ) -> tuple[list[Action], Waiting | None]:
     keep, extras = _split_duplicates(t, instances, row, pod)
-    actions: list[Action] = [_terminate_duplicate(pod, extra) for extra in extras]
+    # No comprehension for none: it is a call, and this runs per pod, per tick.
+    actions: list[Action] = [_terminate_duplicate(pod, e) for e in extras] if extras else []
     if pod is None:
         return actions + _without_pod(t, row, keep), None
     if podinfo.is_deleting(pod):

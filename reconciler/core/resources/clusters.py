@@ -24,11 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
-from reconciler.core.contract import GANG_ENV
+from reconciler.core.contract import GANG_ENV, exit_nonce
 from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods import facts as podinfo
 
 CLUSTER = podinfo.CLUSTER_ANNOTATION
 """On a pod template: run the Indexed Job's pods as one Instant Cluster."""

@@ -57,7 +57,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.pods import parse_time
+from reconciler.core.pods.facts import parse_time
 from reconciler.core.printable import quoted
 from reconciler.core.quantity import quantity_value
 from reconciler.core.reasons import VolumeNotice

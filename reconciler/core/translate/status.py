@@ -443,7 +443,7 @@ def mirror_key(pod: KubeObject, instance: Instance, now: datetime) -> str | None
     read = (
         version,
         instance.id,
-        instance.status.value,
+        instance.status._value_,  # `value` without its descriptor call: this runs per pod
         instance.image,
         instance.started_at,
         instance.cost_per_hr,

@@ -11,16 +11,16 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
-from reconciler.core.sshaccess import SshAddress
-from reconciler.core.usage import ContainerUsage
+from reconciler.core.pods.usage import ContainerUsage
+from reconciler.core.translate.ssh import SshAddress
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
 from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.sshkey import ssh_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 from reconciler.runtime.leader import default_namespace
-from reconciler.runtime.log_follows import LogGate
-from reconciler.runtime.pod_logs import KeepLimits, PodLogs
+from reconciler.runtime.logs.follows import LogGate
+from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 

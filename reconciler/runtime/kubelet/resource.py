@@ -1,11 +1,11 @@
 """The kubelet's resource metrics: `/metrics/resource` (Prometheus text, what
 metrics-server scrapes for `kubectl top`) and `/stats/summary` (JSON), from the usage
-meter the tick keeps (`core/usage.py`).
+meter the tick keeps (`core/pods/usage.py`).
 
 metrics-server reads `node_cpu_usage_seconds_total`, `node_memory_working_set_bytes`,
 `container_cpu_usage_seconds_total`, `container_memory_working_set_bytes` and
 `container_start_time_seconds`, each sample with a timestamp, and drops a node or a pod
-whose CPU or memory is 0. Only CPU instances are in them (see core/usage.py for why).
+whose CPU or memory is 0. Only CPU instances are in them (see core/pods/usage.py for why).
 
 metrics-server's CPU figure is the counter's rise between two scrapes over the interval of
 their timestamps (whole milliseconds), so the figures are taken at the stamped instant
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from reconciler.core.usage import ContainerUsage
+from reconciler.core.pods.usage import ContainerUsage
 
 _SERIES = (
     (

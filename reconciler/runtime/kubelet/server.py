@@ -1,7 +1,7 @@
 """The kubelet API of the virtual node, as far as RunPod can back it: HTTPS on
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
-    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/pod_logs.py`)
+    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/logs/sources.py`)
     GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
     GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
     /attach, /run                                       a clear "not supported" answer
@@ -41,8 +41,8 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 from reconciler.adapters.readable import readable
 from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
-from reconciler.core.usage import ContainerUsage
+from reconciler.core.logs.request import LogOptions, LogOptionsError, parse_options, render
+from reconciler.core.pods.usage import ContainerUsage
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
 from reconciler.runtime.kubelet.exec import (
     ATTACH_UNSUPPORTED,
@@ -52,7 +52,7 @@ from reconciler.runtime.kubelet.exec import (
 )
 from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
 from reconciler.runtime.kubelet.resource import resource_metrics, sample_time, stats_summary
-from reconciler.runtime.pod_logs import LogError, PodLogs
+from reconciler.runtime.logs.sources import LogError, PodLogs
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import Action
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.stock import StockMemory
-from reconciler.runtime import money
 from reconciler.runtime.catalog import CatalogCache
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.pod_logs import PodLogs
+from reconciler.runtime.logs.sources import PodLogs
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.tick_report import TickReport
 
 

@@ -2,7 +2,7 @@
 docs/architecture.md §3, "Instant Clusters"), each call journaled.
 
 A cluster's create follows an instance's: the gang's intent row committed before the
-first POST, each refusal read from `core.refusals`; its delete waits while the gang's end
+first POST, each refusal read from `core.capacity.refusals`; its delete waits while the gang's end
 is not on its pods (a status patch of this run failed), so a lost database never reruns
 a gang that finished. A `--once` run writes each new cluster's id on its gang's pods.
 """
@@ -15,8 +15,6 @@ from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.core import attribution
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
@@ -25,17 +23,20 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
+from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.domain import ClusterRequest, Instance, KubeObject
+from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.refusals import REFUSALS, Next
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
-from reconciler.runtime import crashpoints, money
+from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick_report import TickReport
@@ -82,7 +83,7 @@ class ClusterSteps:
 
     def _create(self, action: CreateCluster) -> None:
         """The gang's intent row, committed before the first POST; then the candidates in
-        order, each refusal read from `core.refusals` as for an instance. An answer lost
+        order, each refusal read from `core.capacity.refusals` as for an instance. An answer lost
         leaves the row `creating`: the members are found by their tags."""
         if self.journal.creates_wait():
             self.journal.deferred += 1
@@ -214,7 +215,7 @@ class ClusterSteps:
                 "patch-metadata",
                 pod.uid,
                 cluster_id,
-                lambda: self.journal.kube.patch_pod_annotations(
+                lambda: self.journal.kube.pods.patch_annotations(
                     pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
                 ),
             )

@@ -4,7 +4,7 @@ RunPod call journaled.
 
 The steps decide nothing the planner did not, except what only an answer can tell:
 which create candidate RunPod accepted, and whether to stop creating for this tick
-(what each refusal means is `core.refusals`'s table, which the planner reads too).
+(what each refusal means is `core.capacity.refusals`'s table, which the planner reads too).
 """
 
 from __future__ import annotations
@@ -25,11 +25,17 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
+from reconciler.core.capacity.refusals import (
+    REFUSALS,
+    REFUSED_EVERYWHERE,
+    Next,
+    Refusal,
+    RefusalKind,
+)
+from reconciler.core.capacity.stock import StockMemory, usable
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.refusals import REFUSALS, REFUSED_EVERYWHERE, Next, Refusal, RefusalKind
-from reconciler.core.stock import StockMemory, usable
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
@@ -107,7 +113,7 @@ class InstanceSteps:
 
     def _before_create(self) -> None:
         """Past the tick's deadline, or while a dead writer's create may still land
-        (`runtime/claim.py`), the create waits for a later tick with nothing committed:
+        (`runtime/writer_lease.py`), the create waits for a later tick with nothing committed:
         the next tick plans it again."""
         if self.journal.runpod.past_deadline:
             self.journal.deferred += 1
@@ -185,7 +191,7 @@ class InstanceSteps:
         self, action: Create, candidates: tuple[CreateRequest, ...]
     ) -> Instance | None:
         """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
-        of this tick included), and do what `core.refusals` says of each refusal."""
+        of this tick included), and do what `core.capacity.refusals` says of each refusal."""
         refused: list[str] = []
         for candidate in usable(candidates, self.stock.active(self.journal.clock())):
             try:
@@ -242,7 +248,7 @@ class InstanceSteps:
                 "patch-metadata",
                 pod.uid,
                 None,
-                lambda: self.journal.kube.patch_pod_annotations(
+                lambda: self.journal.kube.pods.patch_annotations(
                     pod.namespace, pod.name, dict(metadata_annotations(instance))
                 ),
             )

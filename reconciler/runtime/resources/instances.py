@@ -9,9 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.core import ownership
-from reconciler.core import pods as podinfo
-from reconciler.core.contract import STOP_ON_EXIT_ENV
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     ExitLog,
     Instance,
@@ -22,13 +20,14 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, unlisted_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import ownership
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.storage import names_network_volume
-from reconciler.runtime import money
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.instance_steps import InstanceSteps
 from reconciler.runtime.resources.registries import RegistrySteps

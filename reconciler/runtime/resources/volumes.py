@@ -16,11 +16,11 @@ from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.core import attribution
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume
 from reconciler.core.domain import KubeObject, RunPodVolume
+from reconciler.core.money import attribution
 from reconciler.core.plan.observation import Observation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks
 from reconciler.core.translate.offers import first_datacenter
@@ -74,7 +74,7 @@ class Volumes:
         self._read_classes(now)
         if not any(network_volumes.is_our_class(c) for c in self._classes):
             return {}
-        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
+        found = storage_prices.by_namespace(self.kube.storage.list_volumes())
         return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
 
     def _read_classes(self, now: datetime, fresh: bool = False) -> None:
@@ -85,7 +85,7 @@ class Volumes:
             or self._classes_read_at is None
             or now - self._classes_read_at >= self.catalog.ttl
         ):
-            self._classes = self.kube.list_storage_classes()
+            self._classes = self.kube.storage.list_classes()
             self._classes_read_at = now
 
     # --- after the pods' actions ------------------------------------------------------
@@ -212,8 +212,8 @@ class Volumes:
             return None
         view = network_volumes.StorageView(
             self._classes,
-            self.kube.list_claims(),
-            self.kube.list_persistent_volumes(),
+            self.kube.storage.list_claims(),
+            self.kube.storage.list_volumes(),
             observation.pods,
             observation.instances,
             self.settings.owner_id,
@@ -223,7 +223,7 @@ class Volumes:
             create_grace_time=self.settings.create_grace_time,
         )
         if network_volumes.awaits_placing_pods(view):
-            view = replace(view, placing=self.kube.list_pending_managed_pods())
+            view = replace(view, placing=self.kube.pods.list_pending())
         unplaced = network_volumes.unplaced_consumers(view)
         if unplaced:
             view = replace(view, offered=self._best_datacenters(unplaced, observation, now))

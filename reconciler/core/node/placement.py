@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from reconciler.core.domain import KubeObject
-from reconciler.core.node import PROVIDER_TAINT
+from reconciler.core.node.virtual_node import PROVIDER_TAINT
 
 _EXECUTION_EFFECTS = ("NoSchedule", "NoExecute")
 # Set by the node lifecycle controller when the node's heartbeat is late.

@@ -15,9 +15,9 @@ import copy
 from collections.abc import Iterable
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Event, PatchStatus, PodRef
 from reconciler.core.domain import KubeObject
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status
 

@@ -25,9 +25,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.core.attribution import Billed
 from reconciler.core.domain import KubeObject
-from reconciler.core.pods import POD_ID_ANNOTATION
+from reconciler.core.money.attribution import Billed
+from reconciler.core.pods.facts import POD_ID_ANNOTATION
 from reconciler.core.resources.clusters import CLUSTER_ID
 
 AUDIT_PERIOD = timedelta(hours=1)

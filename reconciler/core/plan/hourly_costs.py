@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
-from reconciler.core.budgets import Spent
 from reconciler.core.cluster_record import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.resources import clusters
 
 

@@ -5,7 +5,7 @@ What they cost in RunPod requests: a plain read, one (none while the instance is
 followed: its lines come from the shared stream's history); all the followers of one
 instance together, one backfill of the last MAX_TAIL lines and one live stream, plus
 one per resume after a break or a silence of `follow_idle`. Every request counts
-against `--log-read-share` (`reconciler.core.logshare`): a new reader beyond it is
+against `--log-read-share` (`reconciler.core.logs.quota_share`): a new reader beyond it is
 refused with a sentence, a shared stream's resume waits for room.
 """
 
@@ -25,8 +25,8 @@ from reconciler.adapters.runpod.logstream import (
     LogStreamBroken,
     LogStreamOpener,
 )
-from reconciler.core.logshare import Refusal, refusal
-from reconciler.core.pacing import Window
+from reconciler.core.capacity.pacing import Window
+from reconciler.core.logs.quota_share import Refusal, refusal
 
 log = logging.getLogger(__name__)
 

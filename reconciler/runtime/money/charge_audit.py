@@ -1,4 +1,4 @@
-"""The ghost-charge audit's requests (`core.ghost_charges` decides): once an hour, the
+"""The ghost-charge audit's requests (`core.money.ghost_charges` decides): once an hour, the
 last whole hour of RunPod's three billing routes, and a read by id of each id charged
 for an hour after the lists stopped showing it (`runtime/by_id.py`); nothing of it needs the
 database but when it last ran and since when each id is known gone.
@@ -21,12 +21,12 @@ from typing import Any
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core import ghost_charges
 from reconciler.core.domain import InstanceStatus
-from reconciler.core.ghost_charges import CLUSTER, POD, VOLUME, Charge, GhostCharge
+from reconciler.core.money import ghost_charges
+from reconciler.core.money.ghost_charges import CLUSTER, POD, VOLUME, Charge, GhostCharge
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime import money
 from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.money import chores as money
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _run(
         known.get((s.kind, s.resource_id)) or replace(s, since=now)
         for s in ghost_charges.unlisted(charges, shown)
     ]
-    pvs = kube.list_persistent_volumes() if any(g.kind == VOLUME for g in watched) else []
+    pvs = kube.storage.list_volumes() if any(g.kind == VOLUME for g in watched) else []
     named = ghost_charges.names([*observation.pods, *observation.gang_pods], pvs)
     candidates = ghost_charges.ghosts(charges, watched, named)
     alive = {

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.pods import facts as podinfo
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reconciler.core import ownership, spend
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Event,
@@ -21,7 +19,10 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
+from reconciler.core.money import charges as spend
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import ownership
 from reconciler.core.reasons import Notice, TerminateReason
 
 

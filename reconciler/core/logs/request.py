@@ -8,7 +8,6 @@ batch wrapper's marker line and its own messages are left out.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -95,14 +94,6 @@ def parse_time(value: str, name: str) -> datetime:
     if not EARLIEST <= moment <= LATEST:
         raise out_of_range
     return moment
-
-
-def exit_nonce(pod_uid: str) -> str:
-    """The batch wrapper's nonce for a pod: in its exit-code marker, so that no line the
-    process prints (say, a request path a web server logs) passes for the marker. Derived
-    from the pod's UID, so every reader of the log knows it without asking RunPod; the
-    pod's own process can see it, but it sets its own exit code anyway."""
-    return hashlib.sha256(f"runpod-reconciler exit marker {pod_uid}".encode()).hexdigest()[:20]
 
 
 def users_lines(lines: Iterable[LogLine], nonce: str) -> Iterator[LogLine]:

@@ -41,7 +41,8 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from reconciler.adapters.kube.client import NODE_LEASE_NAMESPACE, KubeClient
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
 
 log = logging.getLogger(__name__)

@@ -73,7 +73,7 @@ class Refusal:
     retry_after: float | None = None
     """Seconds before the pod is tried again; None: every tick."""
     out_of_stock: bool = False
-    """Remembered as no stock at that GPU type and cloud (`core.stock`), so this tick's
+    """Remembered as no stock at that GPU type and cloud (`core.capacity.stock`), so this tick's
     later pods and the next ticks skip it for a while."""
 
 

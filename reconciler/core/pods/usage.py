@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from reconciler.core import pods as podinfo
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 

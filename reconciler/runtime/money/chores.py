@@ -15,7 +15,7 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   whose each resource is, is written when the tick first sees it (and once a day
   while it does), from what the tick lists anyway;
 - every record these reads get, anyone's, is handed to the hourly ghost-charge audit
-  (`runtime/charge_audit.py`), which then does not ask for the same hour again;
+  (`runtime/money/charge_audit.py`), which then does not ask for the same hour again;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
   using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
@@ -33,13 +33,13 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core import spend
 from reconciler.core.actions import DeleteCluster
-from reconciler.core.attribution import Attribution, Billed
-from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.money import charges as spend
+from reconciler.core.money.attribution import Attribution, Billed
+from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
 from reconciler.core.resources.clusters import UnrunCluster, leaked
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class BillingRead:
     since: datetime | None = None
     charged: Sequence[BillingRecord] = ()
     """Every record read, anyone's: the ghost-charge audit uses it instead of asking
-    for the same hour again (`runtime/charge_audit.py`)."""
+    for the same hour again (`runtime/money/charge_audit.py`)."""
 
 
 def read_billing(
@@ -286,7 +286,7 @@ class NamespaceCapsCache:
             if cached is not None and now - cached[0] < CAPS_TTL:
                 continue
             try:
-                annotations = kube.namespace_annotations(namespace) or {}
+                annotations = kube.cluster.namespace_annotations(namespace) or {}
             except kube_errors.KubeError as exc:
                 log.warning("could not read the budget of namespace %s: %s", namespace, exc)
                 continue

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import Ownership, annotated_claim
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods.ownership import Ownership, annotated_claim
 
 RAN_UNRECORDED = (
     "this pod's status shows it ran, but neither a RunPod instance, our records nor its "

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.core.pacing import Window
+from reconciler.core.capacity.pacing import Window
 
 ASSUMED_WINDOW = Window("minute", remaining=60, reset_in=60.0, quota=60, length=60.0)
 """Until RunPod's headers have named the quota: a minute of 60 requests."""

@@ -20,11 +20,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import pods as podinfo
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
 

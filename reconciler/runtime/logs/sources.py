@@ -33,23 +33,22 @@ from reconciler.adapters.runpod.logstream import (
 )
 from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import PodRef
-from reconciler.core.contract import exit_code_marker
+from reconciler.core.contract import exit_code_marker, exit_nonce
 from reconciler.core.domain import ExitLog, KubeObject
 from reconciler.core.kubenames import name_problem
-from reconciler.core.mapping import MappingState
-from reconciler.core.podlogs import (
+from reconciler.core.logs.request import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,
-    exit_nonce,
     last_lines,
     users_lines,
 )
+from reconciler.core.mapping import MappingState
 from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
-from reconciler.runtime.log_follows import LogGate, LogsRefused, SharedFollows
-from reconciler.runtime.system_events import SystemEvents
+from reconciler.runtime.logs.follows import LogGate, LogsRefused, SharedFollows
+from reconciler.runtime.logs.system_events import SystemEvents
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +268,7 @@ class PodLogs:
                 raise LogError(400, problem)
         if container and (problem := name_problem("container name", container)) is not None:
             raise LogError(400, problem)
-        pod = self.kube.find_pod(namespace, name)
+        pod = self.kube.pods.find(namespace, name)
         if pod is None:
             raise LogError(404, f'pods "{name}" not found')
         if pod.get("spec", {}).get("nodeName") != self.node_name:

@@ -5,7 +5,7 @@ the same text aggregate into one Event with a count, as a kubelet's event record
 does. A line is never counted twice, however often it is read: this process remembers
 the last line it recorded per pod (RunPod's event ids are timestamps, so lines come in
 order), and the Event's last time tells any process, after a restart or in the next
-CronJob run, whether a line is counted in it already (`KubeClient.record_event`).
+CronJob run, whether a line is counted in it already (`KubeClient.events.record`).
 
 When the lines are read, and what that costs in RunPod requests:
 - **While an instance starts** (`StartupLines`, from the pod's create until its
@@ -41,8 +41,8 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import LogEvent, LogRead, LogStreamBroken, read_log
 from reconciler.core.actions import PodRef
+from reconciler.core.logs.starting import Starting
 from reconciler.core.reasons import Notice
-from reconciler.core.starting import Starting
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class SystemEvents:
         for event in events:
             if event.source != "system" or not self._is_new(pod.uid, event):
                 continue
-            self.kube.record_event(
+            self.kube.events.record(
                 _involved(pod),
                 Notice.RUNPOD_SYSTEM.value,
                 event.line[:MAX_MESSAGE],
