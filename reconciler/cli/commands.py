@@ -57,9 +57,9 @@ from reconciler.runtime.wiring import (
     Connections,
     LockHeld,
     RunMode,
-    claiming,
     connect,
     holding,
+    holding_writer_lease,
     resolve_owner,
 )
 from reconciler.runtime.writer_lease import WriterHeld, WriterLost
@@ -690,7 +690,7 @@ def _run_once(
             started = parts.engine.clock()
             with ExitStack() as held:
                 if not dry_run:  # a dry run writes nothing: no Lease, no lock
-                    held.enter_context(claiming(parts.claim))
+                    held.enter_context(holding_writer_lease(parts.writer_lease))
                     held.enter_context(holding(parts.lock))
                 report = parts.engine.tick(dry_run=dry_run)
             click.echo(summary.render(report, output, dry_run))

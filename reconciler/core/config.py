@@ -400,6 +400,15 @@ class Settings:
     """Type kubernetes.io/ssh-auth, the OpenSSH ed25519 key in `ssh-privatekey`; the
     deploy manifests and the chart set it and grant `create` on Secrets there."""
 
+    ssh_proxy_command: str = setting(
+        "",
+        "--ssh-proxy-command",
+        "How to reach an instance's sshd where this cluster cannot route to RunPod's "
+        "public IPs: an OpenSSH ProxyCommand, %h and %p its host and port (for example "
+        "'ssh -W %h:%p bastion'; empty: connect directly).",
+    )
+    """Run once per SSH connection; its stdin and stdout carry the connection."""
+
     ssh_public_key: str = ""
     """The public key of `ssh_key_file` or `ssh_key_secret` as an authorized_keys line,
     read at start (not a flag)."""

@@ -25,6 +25,7 @@ from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
+from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_controllers import ControllerSettings
@@ -161,7 +162,12 @@ class Sandbox:
         does: instances created from now on run sshd with it; call before
         `start_kubelet` for exec."""
         identity = load_identity(key_file)
-        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
+        self.configure(
+            ssh_key_file=key_file,
+            ssh_public_key=identity.public_line,
+            # The simulator's public IPs are not routed here: its network is the relay.
+            ssh_proxy_command=runpod_net.PROXY_COMMAND,
+        )
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

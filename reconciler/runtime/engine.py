@@ -37,7 +37,7 @@ from reconciler.core.domain import (
 from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import ownership_of
-from reconciler.core.planner import plan
+from reconciler.core.planner import plan_tick
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
@@ -227,7 +227,7 @@ class Engine:
         self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
-        report.actions = plan(observation, self.settings, report.started_at, _log_plan_error)
+        report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         for resource in self.resources:
             resource.planned(report)
         report.planned = Counter(type(a).__name__ for a in report.actions)

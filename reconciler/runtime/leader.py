@@ -113,7 +113,7 @@ class LeaderElector:
         """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
         lease is taken at once (see `KubeClient.leases.try_acquire`)."""
         try:
-            claim = self.kube.leases.try_acquire(
+            outcome = self.kube.leases.try_acquire(
                 self.namespace,
                 self.name,
                 self.identity,
@@ -121,12 +121,12 @@ class LeaderElector:
                 self.clock(),
                 dead_holder=dead_holder,
             )
-            attempt = Attempt.WON if claim.won else Attempt.REFUSED
-            self.holder, self.error = claim.holder, None
-            if claim.taken_over_from:
-                self.predecessor = claim.taken_over_from
-            if claim.won and claim.creates_held_until is not None:
-                self.creates_held_until = claim.creates_held_until
+            attempt = Attempt.WON if outcome.won else Attempt.REFUSED
+            self.holder, self.error = outcome.holder, None
+            if outcome.taken_over_from:
+                self.predecessor = outcome.taken_over_from
+            if outcome.won and outcome.creates_held_until is not None:
+                self.creates_held_until = outcome.creates_held_until
         except KubeError as exc:
             log.warning(
                 "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc

@@ -155,7 +155,7 @@ class Metrics:
         )
         self.lookalikes = Gauge(
             "reconciler_unowned_lookalike_instances",
-            "Untagged instances nothing of ours claims, named like ours: reported, never touched.",
+            "Untagged instances nothing of ours names, named like ours: reported, never touched.",
             registry=self.registry,
         )
         self.leaked_volumes = Gauge(

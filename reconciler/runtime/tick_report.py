@@ -37,7 +37,7 @@ class TickReport:
     the tick's row and the gauge (not on a dry run)."""
     """What the tick saw, for the metrics; None when it could not observe."""
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
-    """Untagged instances nothing claims, named like ours: reported, never touched."""
+    """Untagged instances nothing names, named like ours: reported, never touched."""
     billing: money.BillingRead = field(default_factory=money.BillingRead)
     resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
     """Network volumes' and clusters' charges read this tick (at most hourly)."""

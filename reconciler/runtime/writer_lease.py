@@ -84,7 +84,7 @@ def dead_here(holder: str) -> bool:
     return False
 
 
-class WriterClaim:
+class WriterLease:
     """The node's writer Lease, for as long as this process acts for the node."""
 
     def __init__(

@@ -31,7 +31,7 @@ from reconciler.runtime.kubelet.sshkey import SshKeyError
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.wiring import with_ssh_key
-from reconciler.runtime.writer_lease import WriterClaim, WriterHeld
+from reconciler.runtime.writer_lease import WriterHeld, WriterLease
 from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
@@ -168,10 +168,10 @@ def client_only_calls(box: Sandbox) -> None:
             "runpod-system", DEFAULT_LEASE_NAME, "me", 15, box.clock.now()
         )
     box.kube.leases.release("runpod-system", DEFAULT_LEASE_NAME, "me")
-    claim = WriterClaim(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
+    writer_lease = WriterLease(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
     for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
-        claim.acquire()
-    claim.release()
+        writer_lease.acquire()
+    writer_lease.release()
 
 
 def kubelet_endpoint_calls(box: Sandbox) -> None:

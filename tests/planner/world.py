@@ -37,7 +37,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.money.namespace_caps import NamespaceCaps
-from reconciler.core.planner import CreateInputs, Observation, plan
+from reconciler.core.planner import CreateInputs, Observation, plan_tick
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -190,7 +190,7 @@ class World:
         )
 
     def plan(self) -> list[Action]:
-        return plan(self.observe(), self.settings, self.now)
+        return plan_tick(self.observe(), self.settings, self.now)
 
     def apply(self, actions: list[Action]) -> None:
         """Every action succeeds, as the executor would make it (creates start RUNNING)."""

@@ -19,7 +19,7 @@ within the hold honours it, however many short runs follow each other."""
 
 
 @dataclass(frozen=True)
-class LeaseClaim:
+class LeaseAcquisition:
     """The outcome of one try for a Lease; true when won."""
 
     won: bool
@@ -51,7 +51,7 @@ class Leases:
         now: datetime,
         *,
         dead_holder: str | None = None,
-    ) -> LeaseClaim:
+    ) -> LeaseAcquisition:
         """Acquire (free, expired or ours) or renew the Lease; not won if someone else holds
         a valid one or won the race (a 409 on our resourceVersion-guarded write).
 
@@ -60,16 +60,16 @@ class Leases:
         collection = LEASES.format(namespace=q(namespace))
         lease = self._kube.get_optional(f"{collection}/{q(name)}")
         stamp = micro_time(now)
-        claim = {
+        ours = {
             "holderIdentity": identity,
             "leaseDurationSeconds": duration_seconds,
             "renewTime": stamp,
         }
         try:
             if lease is None:
-                first = {**claim, "acquireTime": stamp, "leaseTransitions": 0}
+                first = {**ours, "acquireTime": stamp, "leaseTransitions": 0}
                 self._kube.request("POST", collection, body=lease_object(namespace, name, first))
-                return LeaseClaim(won=True)
+                return LeaseAcquisition(won=True)
             spec = lease.get("spec") or {}
             holder = spec.get("holderIdentity")
             if (
@@ -78,18 +78,18 @@ class Leases:
                 and holder != dead_holder
                 and not _lease_expired(spec, now)
             ):
-                return LeaseClaim(won=False, holder=holder)
+                return LeaseAcquisition(won=False, holder=holder)
             held = _creates_held_until(lease, now)
             if holder != identity:
-                claim.update(
+                ours.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
                 if holder and not _lease_expired(spec, now):
                     # A dead holder's create may still land within its term.
                     held = _hold_creates(lease, _lease_term_end(spec), now)
-            lease["spec"] = {**spec, **claim}
+            lease["spec"] = {**spec, **ours}
             self._kube.request("PUT", f"{collection}/{q(name)}", body=lease)
-            return LeaseClaim(
+            return LeaseAcquisition(
                 won=True,
                 taken_over_from=holder if holder != identity else None,
                 creates_held_until=held,
@@ -98,7 +98,9 @@ class Leases:
             # Another writer wrote the Lease between our read and our write: one more
             # read names it, so a refused writer can say who acts.
             winner = self._kube.get_optional(f"{collection}/{q(name)}") or {}
-            return LeaseClaim(won=False, holder=(winner.get("spec") or {}).get("holderIdentity"))
+            return LeaseAcquisition(
+                won=False, holder=(winner.get("spec") or {}).get("holderIdentity")
+            )
 
     def release(
         self, namespace: str, name: str, identity: str, hold_creates_until: datetime | None = None

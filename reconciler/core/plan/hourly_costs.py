@@ -23,15 +23,15 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.resources import clusters
 
 
-def spent(t: Situation) -> Spent:
+def spent(tick: Situation) -> Spent:
     """What runs now, and what this plan admitted so far."""
-    if t.spent is None:
-        t.spent = _running(t)
-    return t.spent
+    if tick.spent is None:
+        tick.spent = _running(tick)
+    return tick.spent
 
 
-def _running(t: Situation) -> Spent:
-    obs, owner = t.obs, t.settings.owner_id
+def _running(tick: Situation) -> Spent:
+    obs, owner = tick.obs, tick.settings.owner_id
     pods = {podinfo.uid(p): p for p in obs.pods if podinfo.is_ours_to_run(p)}
     rows = {row.pod_uid: row for row in obs.rows}
     owned = ownership_of(obs, owner).owned
@@ -42,10 +42,10 @@ def _running(t: Situation) -> Spent:
         if (
             row.state is MappingState.CREATING
             and row.pod_uid not in owned
-            and t.within(row.attempt_started_at, t.settings.create_grace_time)
+            and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
         ):
             total.add(row.namespace, 1, 0.0)  # its price is not known until it is listed
-    jobs = _job_namespaces(t)
+    jobs = _job_namespaces(tick)
     listed = clusters.members_by_gang(obs.members, owner)
     for gang, members in listed.items():
         namespace = jobs.get(clusters.key_job(gang))
@@ -54,7 +54,7 @@ def _running(t: Situation) -> Spent:
         if (
             cluster.state is ClusterState.CREATING
             and cluster.gang not in listed
-            and t.within(cluster.attempt_started_at, t.settings.create_grace_time)
+            and tick.within(cluster.attempt_started_at, tick.settings.create_grace_time)
         ):
             total.add(cluster.namespace, cluster.pod_count, cluster.cost_per_hr or 0.0)
     for namespace, usd in obs.storage_spend.items():
@@ -71,10 +71,10 @@ def _namespace_of(
     return row.namespace if row is not None and row.namespace else None
 
 
-def _job_namespaces(t: Situation) -> dict[str, str]:
+def _job_namespaces(tick: Situation) -> dict[str, str]:
     """Job UID → namespace, for the gangs' clusters: from their rows, else their pods."""
-    found = {row.job_uid: row.namespace for row in t.obs.clusters}
-    for pod in t.obs.gang_pods:
+    found = {row.job_uid: row.namespace for row in tick.obs.clusters}
+    for pod in tick.obs.gang_pods:
         job = clusters.job_uid(pod)
         if job is not None:
             found.setdefault(job, PodRef.of(pod).namespace)
@@ -82,14 +82,14 @@ def _job_namespaces(t: Situation) -> dict[str, str]:
 
 
 def admit_cluster(
-    t: Situation, namespace: str, candidates: Sequence[ClusterRequest], size: int
+    tick: Situation, namespace: str, candidates: Sequence[ClusterRequest], size: int
 ) -> tuple[tuple[ClusterRequest, ...], str | None]:
     """The candidates a cluster of `size` pods may be created as within the caps (and
     the cluster charged), or none and why."""
-    total = spent(t)
+    total = spent(tick)
     use = total.use(namespace)
-    caps = t.obs.namespace_caps.get(namespace)
-    limit = t.settings.max_instances
+    caps = tick.obs.namespace_caps.get(namespace)
+    limit = tick.settings.max_instances
     if total.instances + size > limit:
         return (), (
             f"waiting for budget: a cluster of {size} pods would pass --max-instances "
@@ -98,7 +98,7 @@ def admit_cluster(
     affordable = tuple(
         c
         for c in candidates
-        if total.hourly_spend + c.hourly_price <= t.settings.max_hourly_spend + 1e-9
+        if total.hourly_spend + c.hourly_price <= tick.settings.max_hourly_spend + 1e-9
         and use.refusal(caps, c.hourly_price, size) is None
     )
     cheapest = min(c.hourly_price for c in candidates)
@@ -108,7 +108,7 @@ def admit_cluster(
     if not affordable:
         return (), (
             f"waiting for budget: ${total.hourly_spend:.2f}/h of "
-            f"${t.settings.max_hourly_spend:.2f}/h spent, this cluster of {size} pods "
+            f"${tick.settings.max_hourly_spend:.2f}/h spent, this cluster of {size} pods "
             f"needs at least ${cheapest:.2f}/h"
         )
     # Count the dearest candidate tried: RunPod may accept any of them.

@@ -27,14 +27,14 @@ from reconciler.core.reasons import Notice, TerminateReason
 
 
 def restore_tags(
-    t: Situation, lost: Sequence[tuple[Instance, str]], pods: Mapping[str, KubeObject]
+    tick: Situation, lost: Sequence[tuple[Instance, str]], pods: Mapping[str, KubeObject]
 ) -> list[Action]:
     """Put our tags back on owned instances that lost them; their pods carry on."""
     actions: list[Action] = []
     for instance, uid in lost:
         pod = pods.get(uid)
         ref = PodRef.of(pod) if pod is not None else None
-        env = ownership.restored_env(instance, t.settings.owner_id, uid, pod)
+        env = ownership.restored_env(instance, tick.settings.owner_id, uid, pod)
         actions.append(RestoreTags(instance.id, env, ref))
         if ref is not None:
             actions.append(
@@ -49,21 +49,23 @@ def restore_tags(
     return actions
 
 
-def leaks(t: Situation) -> list[Action]:
+def leaks(tick: Situation) -> list[Action]:
     """Instances RunPod bills after their pod ended: terminate them again, loudly."""
-    if not t.obs.billing:
+    if not tick.obs.billing:
         return []  # billing was not read this tick (most ticks): spare walking the rows
     return [
         Terminate(
             leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
         )
-        for leak in spend.leaks(t.obs.billing, t.obs.rows, t.settings.orphan_grace_time, t.now)
+        for leak in spend.leaks(
+            tick.obs.billing, tick.obs.rows, tick.settings.orphan_grace_time, tick.now
+        )
     ]
 
 
-def spend_annotations(t: Situation, pods: Mapping[str, KubeObject]) -> list[Action]:
+def spend_annotations(tick: Situation, pods: Mapping[str, KubeObject]) -> list[Action]:
     actions: list[Action] = []
-    for uid, usd in sorted(t.obs.spend.items()):
+    for uid, usd in sorted(tick.obs.spend.items()):
         pod = pods.get(uid)
         if pod is None or podinfo.is_deleting(pod):
             continue
@@ -73,10 +75,10 @@ def spend_annotations(t: Situation, pods: Mapping[str, KubeObject]) -> list[Acti
     return actions
 
 
-def price_differences(t: Situation, pods: Mapping[str, KubeObject]) -> list[Action]:
+def price_differences(tick: Situation, pods: Mapping[str, KubeObject]) -> list[Action]:
     """A Warning on each pod still there whose charge newly differs from list price."""
     return [
         Event(PodRef.of(pod), Notice.CHARGE_DIFFERS, difference.message(), warning=True)
-        for difference in t.obs.price_differences
+        for difference in tick.obs.price_differences
         if (pod := pods.get(difference.row.pod_uid)) is not None and not podinfo.is_deleting(pod)
     ]

@@ -4,11 +4,11 @@ The env tags are the first proof of ownership, but a PATCH of an instance's env 
 edit in RunPod's console) replaces the env whole and takes them away. Two more proofs
 survive that: the instance id in a mapping row, and in a pod's `runpod.io/pod-id`
 annotation. The annotation is anyone's to write who may edit the pod (and a row can be
-rebuilt from it), so either claims an untagged instance only if the instance also bears
+rebuilt from it), so either names an untagged instance only if the instance also bears
 the name we gave that pod (which ends with the pod's UID; the row's recorded name once
 the pod is gone): naming someone else's instance does not make it ours to retag or
-terminate. An instance claimed that way is still ours (its tags get restored); one
-carrying another owner's tag never is. An untagged instance that nothing claims but
+terminate. An instance named that way is still ours (its tags get restored); one
+carrying another owner's tag never is. An untagged instance that nothing names but
 whose name is the one we would give a pod of the node "looks like ours": it is only
 reported, never touched, because a name is no proof.
 """
@@ -39,14 +39,14 @@ class Ownership:
     """
 
     owner_id: str
-    claimed: Mapping[str, str]
-    """Instance id → pod UID, from the rows and the pods' annotations (`claims`)."""
+    named: Mapping[str, str]
+    """Instance id → pod UID, from the rows and the pods' annotations (`named_instances`)."""
     owned: Mapping[str, list[Instance]]
     """Our live instances by pod UID (`owned_instances`)."""
     lookalikes: Sequence[Lookalike]
-    """Untagged instances nothing claims, named like a pod of the node (`lookalikes`)."""
+    """Untagged instances nothing names, called like a pod of the node (`lookalikes`)."""
     lost_tags: Sequence[tuple[Instance, str]]
-    """Claimed live instances whose owner tag is gone, with the claiming pod's UID, in
+    """Named live instances whose owner tag is gone, with the naming pod's UID, in
     the list's order: ours, their tags to be put back."""
 
     @classmethod
@@ -58,20 +58,20 @@ class Ownership:
         pods: Sequence[KubeObject],
     ) -> Ownership:
         """From one observation; `pods` are the node's pods that are ours to run."""
-        claimed = claims(rows, pods, instances)
+        named = named_instances(rows, pods, instances)
         untagged = [
             i for i in instances if i.owner is None and i.status is not InstanceStatus.TERMINATED
         ]
         return cls(
             owner_id,
-            claimed,
-            owned_instances(instances, owner_id, claimed),
-            lookalikes(untagged, claimed, pods),
-            [(i, claimed[i.id]) for i in untagged if i.id in claimed],
+            named,
+            owned_instances(instances, owner_id, named),
+            lookalikes(untagged, named, pods),
+            [(i, named[i.id]) for i in untagged if i.id in named],
         )
 
 
-def claims(
+def named_instances(
     rows: Iterable[MappingRecord], pods: Iterable[KubeObject], instances: Iterable[Instance]
 ) -> dict[str, str]:
     """Instance id → pod UID, from the rows' instance ids and the pods' annotations; an
@@ -86,7 +86,7 @@ def claims(
         expected = instance_name(pod) if pod is not None else recorded
         return untagged[instance_id] == expected
 
-    claimed = {
+    named = {
         row.instance_id: row.pod_uid
         for row in rows
         if row.instance_id and named_ours(row.instance_id, row.pod_uid, row.instance_name)
@@ -94,24 +94,24 @@ def claims(
     for uid, pod in by_uid.items():
         instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
         if instance_id and named_ours(instance_id, uid, None):
-            claimed.setdefault(instance_id, uid)
-    return claimed
+            named.setdefault(instance_id, uid)
+    return named
 
 
-def annotated_claim(owners: Ownership, pod: KubeObject) -> str | None:
+def annotated_instance(owners: Ownership, pod: KubeObject) -> str | None:
     """The instance id the pod's runpod.io/pod-id names, if a row may be rebuilt from it:
-    an id RunPod could have given (and a row can store), claimed by this pod alone (two
+    an id RunPod could have given (and a row can store), named by this pod alone (two
     pods naming one id would break the rows' uniqueness, and fail every commit)."""
     instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
     if not instance_id or not _INSTANCE_ID.fullmatch(instance_id):
         return None
-    return instance_id if owners.claimed.get(instance_id) == podinfo.uid(pod) else None
+    return instance_id if owners.named.get(instance_id) == podinfo.uid(pod) else None
 
 
 def owned_instances(
-    instances: Iterable[Instance], owner_id: str, claimed: Mapping[str, str] | None = None
+    instances: Iterable[Instance], owner_id: str, named: Mapping[str, str] | None = None
 ) -> dict[str, list[Instance]]:
-    """Our instances by pod UID: tagged as ours, or untagged and claimed by a row or a
+    """Our instances by pod UID: tagged as ours, or untagged and named by a row or a
     pod's annotation. Anything else is not ours to see."""
     owned: dict[str, list[Instance]] = defaultdict(list)
     for instance in instances:
@@ -120,8 +120,8 @@ def owned_instances(
         owner = instance.owner
         if owner == owner_id:
             owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
-        elif owner is None and (uid := (claimed or {}).get(instance.id)) is not None:
-            owned[uid].append(instance)  # claimed, its tags lost
+        elif owner is None and (uid := (named or {}).get(instance.id)) is not None:
+            owned[uid].append(instance)  # named, its tags lost
     return owned
 
 
@@ -140,7 +140,7 @@ def restored_env(
 
 @dataclass(frozen=True)
 class Lookalike:
-    """An untagged, unclaimed instance named as we would name a pod of the node."""
+    """An untagged instance that no row or pod names, called as we would name a pod of the node."""
 
     instance_id: str
     name: str
@@ -149,12 +149,12 @@ class Lookalike:
 
 
 def lookalikes(
-    instances: Iterable[Instance], claimed: Mapping[str, str], pods: Sequence[KubeObject]
+    instances: Iterable[Instance], named: Mapping[str, str], pods: Sequence[KubeObject]
 ) -> list[Lookalike]:
     untagged = [
         i
         for i in instances
-        if i.owner is None and i.id not in claimed and i.status is not InstanceStatus.TERMINATED
+        if i.owner is None and i.id not in named and i.status is not InstanceStatus.TERMINATED
     ]
     if not untagged:
         return []  # the usual case: spare naming every pod

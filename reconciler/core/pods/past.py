@@ -16,7 +16,7 @@ from reconciler.core.actions import PodRef
 from reconciler.core.domain import KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods.ownership import Ownership, annotated_claim
+from reconciler.core.pods.ownership import Ownership, annotated_instance
 
 RAN_UNRECORDED = (
     "this pod's status shows it ran, but neither a RunPod instance, our records nor its "
@@ -27,11 +27,11 @@ RAN_UNRECORDED = (
 def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRecord | None:
     """The row of the instance the pod's runpod.io/pod-id names, after our rows were lost
     or while ours still waits to create and another writer made it (only an id that may
-    make a row: `ownership.annotated_claim`).
+    make a row: `ownership.annotated_instance`).
 
     The row gets a fresh grace period: the instance may only be lagging in the list.
     """
-    instance_id = annotated_claim(owners, pod)
+    instance_id = annotated_instance(owners, pod)
     if instance_id is None:
         return None
     ref = PodRef.of(pod)
@@ -50,8 +50,8 @@ def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRec
 def has_past(pod: KubeObject, owners: Ownership) -> bool:
     """Whether the pod shows it had an instance: then it is never created for again. An
     annotation that no row could hold (not an id RunPod gives, or one another pod or row
-    claims) is anyone's writing, not a past."""
-    return annotated_claim(owners, pod) is not None or ran_before(pod)
+    names) is anyone's writing, not a past."""
+    return annotated_instance(owners, pod) is not None or ran_before(pod)
 
 
 def ran_before(pod: KubeObject) -> bool:

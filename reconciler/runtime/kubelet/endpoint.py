@@ -81,7 +81,9 @@ def start_endpoint(
     if identity is not None:
         server.exec = ExecBackend(
             SshTargets(settings.node_name, kube, store, runpod, settings.owner_id, listed),
-            SshConnector(identity.private_pem, stored_host_keys(store, clock)),
+            SshConnector(
+                identity.private_pem, stored_host_keys(store, clock), settings.ssh_proxy_command
+            ),
         )
     server.start()
     log.info(
