@@ -43,7 +43,7 @@ from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.translate.ssh import SshAddresses
 from reconciler.runtime import resources
-from reconciler.runtime.catalog import CatalogCache
+from reconciler.runtime.catalog import CatalogCache, cpu_catalog
 from reconciler.runtime.collector import CollectorPause
 from reconciler.runtime.create_inputs import CreateInputsReader
 from reconciler.runtime.executor import Executor
@@ -141,7 +141,7 @@ class Engine:
             settings.catalog_ttl,
             self.stock,
             settings.datacenter_ids,
-            RunPodClient.list_cpu_flavors,
+            cpu_catalog,
             "CPU catalog",
             self._keep_catalog,
         )
@@ -295,7 +295,7 @@ class Engine:
 
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads."""
-        listed = self.runpod.list_instances()
+        listed = self.runpod.instances.list()
         sorted_pods = podinfo.sort_node_pods(self.kube.pods.list_on_node(self.settings.node_name))
         sighting = Sighting(
             now,

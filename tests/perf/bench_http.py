@@ -58,7 +58,7 @@ def measure(count: int) -> dict[str, float]:
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         kube = KubeClient(kubernetes.client.ApiClient(configuration), now=clock.now)
         runpod = RunPodClient(API_KEY, runpod_url, sleep=clock.sleep, monotonic=clock.monotonic)
-        [instance] = runpod.list_instances()
+        [instance] = runpod.instances.list()
         headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
         kube_address = urlsplit(kube_url)
         bare = http.client.HTTPConnection(kube_address.hostname or "", kube_address.port)
@@ -88,7 +88,7 @@ def measure(count: int) -> dict[str, float]:
             "Kubernetes adapter PATCH pods/status": cpu_ms_per_call(patch_status, count),
             "Kubernetes adapter POST events": cpu_ms_per_call(record_event, count),
             "RunPod adapter GET /v2/pods/{id}": cpu_ms_per_call(
-                lambda _: runpod.get_instance(instance.id), count
+                lambda _: runpod.instances.get(instance.id), count
             ),
         }
         bare.close()

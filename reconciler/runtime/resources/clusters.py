@@ -120,7 +120,7 @@ class ClusterSteps:
             "create-cluster",
             action.pods[0].uid if action.pods else None,
             None,
-            lambda: self.journal.runpod.create_cluster(candidate),
+            lambda: self.journal.runpod.clusters.create(candidate),
             durable_at="after-cluster-intent",
         )
         assert isinstance(made, str)
@@ -190,7 +190,7 @@ class ClusterSteps:
             "delete-cluster",
             action.pods[0].uid if action.pods else None,
             action.cluster_id,
-            lambda: self.journal.runpod.delete_cluster(action.cluster_id),
+            lambda: self.journal.runpod.clusters.delete(action.cluster_id),
             durable_at="after-cluster-deleting",
         )
         crashpoints.reached("after-cluster-delete")
@@ -297,7 +297,7 @@ class Clusters:
     ) -> list[Instance]:
         """The members of each cluster a live gang records that the list omits, read
         by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
-        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.cluster_members)
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
         return [member for members in read.found for member in members]
 
     def _gang_inputs(

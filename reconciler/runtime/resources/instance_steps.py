@@ -96,7 +96,7 @@ class InstanceSteps:
                     "restore-tags",
                     tagged.uid if tagged else None,
                     instance_id,
-                    lambda: runpod.update_instance_env(instance_id, env),
+                    lambda: runpod.instances.update_env(instance_id, env),
                 )
                 log.warning(
                     "put the owner tags back on instance %s (its env was replaced)", instance_id
@@ -262,7 +262,7 @@ class InstanceSteps:
             "create",
             action.pod.uid,
             None,
-            lambda: self.journal.runpod.create_instance(candidate),
+            lambda: self.journal.runpod.instances.create(candidate),
             durable_at="after-intent",
         )
         assert isinstance(result, Instance)
@@ -330,7 +330,7 @@ class InstanceSteps:
             "terminate",
             pod_uid,
             action.instance_id,
-            lambda: self.journal.runpod.delete_instance(action.instance_id),
+            lambda: self.journal.runpod.instances.delete(action.instance_id),
             durable_at="after-terminating",
         )
         crashpoints.reached("after-delete")

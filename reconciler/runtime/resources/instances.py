@@ -109,7 +109,7 @@ class Instances:
         """The mapped instances of live pods that the list omits, read by id (one GET
         each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
         missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
-        return read_by_id(missing, self.runpod.get_instance).found
+        return read_by_id(missing, self.runpod.instances.get).found
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]
@@ -123,7 +123,7 @@ class Instances:
         ):
             return None
         try:
-            return self.runpod.list_network_volumes()
+            return self.runpod.volumes.list()
         except runpod_errors.RateLimitedError:
             raise
         except runpod_errors.RunPodError as exc:

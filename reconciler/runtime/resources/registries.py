@@ -56,7 +56,7 @@ class RegistrySteps:
     def ids(self) -> dict[str, str]:
         """The account's registry credentials, name to id, listed once per run."""
         if self._ids is None:
-            self._ids = {a.name: a.id for a in self.journal.runpod.list_registry_auths()}
+            self._ids = {a.name: a.id for a in self.journal.runpod.registries.list()}
         return self._ids
 
     def _ensure(self, action: EnsureRegistryAuth) -> None:
@@ -72,7 +72,7 @@ class RegistrySteps:
             "create-registry-auth",
             action.pod.uid,
             None,
-            lambda: runpod.create_registry_auth(action.name, action.username, action.password),
+            lambda: runpod.registries.create(action.name, action.username, action.password),
             durable_at="after-registry-intent",
         )
         assert isinstance(created, RegistryAuth)
@@ -86,7 +86,7 @@ class RegistrySteps:
             "delete-registry-auth",
             None,
             action.registry_id,
-            lambda: runpod.delete_registry_auth(action.registry_id),
+            lambda: runpod.registries.delete(action.registry_id),
             durable_at="after-registry-unused",
         )
         crashpoints.reached("after-registry-delete")
@@ -127,7 +127,7 @@ class Registries:
         if not any(i.registry_auth_id for i in observation.instances if i.id in ended):
             return
         try:
-            auths = self.runpod.list_registry_auths()
+            auths = self.runpod.registries.list()
         except runpod_errors.RunPodError as exc:
             log.warning("could not list registry credentials: %s", exc)
             return

@@ -157,7 +157,7 @@ class Volumes:
         """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
         is told as a leak all the same (nothing is concluded from a failed read)."""
         try:
-            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+            gone = read_by_id(volume_ids, self.runpod.volumes.get).gone
         except runpod_errors.RunPodError as exc:
             log.warning("could not read the leaked volumes by id: %s", exc)
             return frozenset()
@@ -233,12 +233,12 @@ class Volumes:
         if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
-            listed = self.runpod.list_network_volumes()
+            listed = self.runpod.volumes.list()
             # The list lags behind creates: a volume a decision needs that it omits is
             # read by id, and gone only on a 404 (one GET each, only while it lags).
             read = read_by_id(
                 network_volumes.unlisted(replace(view, listed=listed)),
-                self.runpod.get_network_volume,
+                self.runpod.volumes.get,
             )
             # A volume's data center is checked against the catalog before its POST
             # (cached for --catalog-ttl: no request on most ticks that provision).
