@@ -2,7 +2,8 @@
 
     python tests/perf/bench_http.py [--requests N]
 
-Issue 20 asks for at most 5 ms of reconciler CPU per replaced pod, and a replaced pod
+A replaced pod had a budget of 5 ms of reconciler CPU (RunPod's quota, near 30
+replacements a minute, is now the churn's limit: docs/reference/performance.md), and it
 takes seven requests (five to Kubernetes, two to RunPod: see bench_scale's churn). This
 prints what each request costs through each layer the reconciler's requests pass,
 against both simulators in a child process over loopback HTTP (so this process's CPU is

@@ -9,18 +9,18 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.actions import Action, DeleteRegistryAuth, EnsureRegistryAuth, Terminate
 from reconciler.core.domain import RegistryAuth
 from reconciler.core.resources import registries
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
 
-class RegistryMissing(Exception):
+class RegistryMissing(StepRefused):
     """The credential a create needs is not at RunPod: storing it failed this tick."""
 
 
@@ -102,14 +102,20 @@ class RegistrySteps:
 class Registries:
     """Registry credentials as a resource of the tick."""
 
-    def __init__(self, runpod: RunPodClient, owner_id: str) -> None:
-        self.runpod, self.owner_id = runpod, owner_id
+    def __init__(self, shared: Shared) -> None:
+        self.runpod, self.owner_id = shared.runpod, shared.settings.owner_id
 
     def steps(self, journal: Journal) -> RegistrySteps:
         return RegistrySteps(journal)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # RunPod charges nothing for a credential
+
+    def observe(self, sighting: Sighting) -> None:
+        """Nothing: a create's credential is found or made by its steps."""
+
+    def planned(self, report: TickReport) -> None:
+        """Nothing to tell of the plan."""
 
     def after_pods(self, tick: AfterPods) -> None:
         """After a tick that ended an instance pulling with one of our credentials:
