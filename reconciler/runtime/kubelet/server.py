@@ -6,7 +6,7 @@
     GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
     /attach, /run                                       a clear "not supported" answer
     GET /metrics/resource, /stats/summary               CPU pods' use, for `kubectl top`
-                                                        (see `resource`)
+                                                        (see `resource_metrics`)
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`), then found in one
@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 from reconciler.adapters.readable import readable
 from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.logs.request import LogOptions, parse_options, render
+from reconciler.core.logs.kubectl_logs import LogOptions, parse_options, render
 from reconciler.core.pods.usage import ContainerUsage
 from reconciler.runtime.kubelet.answers import (
     NO_SSH_KEY,
@@ -59,7 +59,7 @@ from reconciler.runtime.kubelet.exec import (
     serve_exec,
 )
 from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
-from reconciler.runtime.kubelet.resource import resource_metrics, sample_time, stats_summary
+from reconciler.runtime.kubelet.resource_metrics import resource_metrics, sample_time, stats_summary
 from reconciler.runtime.logs.sources import PodLogs
 
 log = logging.getLogger(__name__)
