@@ -192,7 +192,7 @@ def _catalog(
         )
     with reaching(f"cannot fetch RunPod's {kind} catalog"), RunPodClient(api_key, runpod_url) as r:
         entries: Sequence[GpuType | CpuFlavor] = (
-            r.list_cpu_flavors() if on_cpu else r.list_gpu_types()
+            r.catalog.cpu_flavors() if on_cpu else r.catalog.gpu_types()
         )
     return Catalog(entries, f"{why}: fetched RunPod's {kind} catalog (1 request)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
@@ -20,6 +20,14 @@ from reconciler.core.translate.gpus import unknown_datacenters
 log = logging.getLogger(__name__)
 
 Offer = TypeVar("Offer", GpuType, CpuFlavor)
+
+
+def gpu_catalog(runpod: RunPodClient) -> list[Any]:
+    return runpod.catalog.gpu_types()
+
+
+def cpu_catalog(runpod: RunPodClient) -> list[Any]:
+    return runpod.catalog.cpu_flavors()
 
 
 class CatalogCache(Generic[Offer]):
@@ -39,7 +47,7 @@ class CatalogCache(Generic[Offer]):
         ttl: float,
         stock: StockMemory,
         datacenter_ids: tuple[str, ...] = (),
-        fetch: Callable[[RunPodClient], list[Offer]] = RunPodClient.list_gpu_types,  # type: ignore[assignment]
+        fetch: Callable[[RunPodClient], list[Offer]] = gpu_catalog,
         what: str = "GPU catalog",
         keep: Callable[[list[Offer], datetime], None] | None = None,
     ) -> None:

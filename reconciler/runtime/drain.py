@@ -75,14 +75,14 @@ def drain(
     while True:
         owned = [
             i
-            for group in owned_instances(runpod.list_instances(), owner_id).values()
+            for group in owned_instances(runpod.instances.list(), owner_id).values()
             for i in group
         ]
         for instance in owned:
             if instance.id in report.terminated:
                 continue  # asked already; the list may lag behind the DELETE
             try:
-                runpod.delete_instance(instance.id)
+                runpod.instances.delete(instance.id)
             except runpod_errors.RunPodError as exc:
                 report.errors.append(f"{instance.id}: {exc}")
                 log.warning("could not terminate %s (trying again): %s", instance.id, exc)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli.commands import main, sync
+from reconciler.cli.commands import main
+from reconciler.cli.sync_command import sync
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
 from reconciler.runtime.writer_lease import writer_lease_name
 

@@ -124,7 +124,7 @@ class TickSample:
 
 
 class PlannerProbe:
-    """Wraps the engine's `plan` to time it in the tick and keep its last input."""
+    """Wraps the engine's `plan_tick` to time it in the tick and keep its last input."""
 
     def __init__(self, keep: bool = False) -> None:
         self.elapsed = 0.0
@@ -148,7 +148,7 @@ class PlannerProbe:
 
     @contextmanager
     def installed(self) -> Iterator[PlannerProbe]:
-        with mock.patch.object(engine_module, "plan", self):
+        with mock.patch.object(engine_module, "plan_tick", self):
             yield self
 
 

@@ -212,7 +212,7 @@ class SimHost:
 
     def delete_pods(self, names: list[str], grace_seconds: int = 30) -> None:
         for name in names:
-            self.kube.pods.delete(NAMESPACE, name, grace_seconds)
+            self.kube.delete_pod(NAMESPACE, name, grace_seconds)
 
     def pods_with_instance(self, owner_id: str, uids: list[str]) -> int:
         wanted = set(uids)

@@ -86,19 +86,7 @@ def adopted_row(
     base = row or MappingRecord(
         ref.uid, ref.namespace, ref.name, MappingState.RUNNING, tick.now, tick.now
     )
-    return base.changed(
-        state=MappingState.RUNNING,
-        instance_id=instance.id,
-        instance_name=instance.name,
-        attempt_id=None,
-        gpu_type_id=instance.gpu_type_id or instance.cpu_flavor_id,
-        datacenter_id=instance.datacenter_id,
-        cost_per_hr=instance.cost_per_hr,
-        last_instance_status=instance.status.value,
-        reason=None,
-        last_error=None,
-        orphan_sightings=0,
-    )
+    return base.running_on(instance)
 
 
 def _follow_instance(

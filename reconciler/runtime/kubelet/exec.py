@@ -141,7 +141,7 @@ class SshTargets:
 
     def _asked(self, instance_id: str, pod_uid: str) -> SshAddress:
         try:
-            instance = self.runpod.get_instance(instance_id)
+            instance = self.runpod.instances.get(instance_id)
         except runpod_errors.RunPodError as exc:
             raise StreamError(502, f"RunPod did not say where the pod's sshd is: {exc}") from exc
         if not runs_for(instance, pod_uid, self.owner_id):

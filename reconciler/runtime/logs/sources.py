@@ -114,10 +114,10 @@ class PodLogs:
             if gate is None
             else SharedFollows(
                 lambda i, read, stop: self._read(
-                    i, read, stop, gate.opener(runpod.log_events, False, stop)
+                    i, read, stop, gate.opener(runpod.instances.log_events, False, stop)
                 ),
                 lambda i, read, stop: self._read(
-                    i, read, stop, gate.opener(runpod.log_events, True, stop)
+                    i, read, stop, gate.opener(runpod.instances.log_events, True, stop)
                 ),
                 clock,
             )
@@ -136,7 +136,7 @@ class PodLogs:
         found: dict[str, ExitLog] = {}
         for instance_id, nonce in stopped:
             try:
-                events = self.runpod.read_ended_log(instance_id, tail=self._kept_tail())
+                events = self.runpod.instances.read_ended_log(instance_id, tail=self._kept_tail())
             except runpod_errors.RunPodError as exc:
                 log.warning("could not read the exit code of %s: %s", instance_id, exc)
                 continue
@@ -152,7 +152,7 @@ class PodLogs:
         found: dict[str, int | None] = {}
         for gang, (instance_id, nonce) in due.items():
             events = read_log(
-                self.runpod.log_events,
+                self.runpod.instances.log_events,
                 instance_id,
                 LogRead(source="container", tail=1),
                 backfill_idle_seconds=self.backfill_idle,
@@ -242,7 +242,7 @@ class PodLogs:
         """A gang pod's member, as its annotation names it, checked against RunPod's
         record (one GET): a forged id must not read another instance's log."""
         try:
-            instance = self.runpod.get_instance(instance_id)
+            instance = self.runpod.instances.get(instance_id)
         except runpod_errors.RunPodNotFound:
             return False
         except runpod_errors.RunPodError as exc:
@@ -386,8 +386,8 @@ class PodLogs:
     def _opener(self, should_stop: Callable[[], bool] = lambda: False) -> LogStreamOpener:
         """RunPod's log stream, behind the endpoint's gate when there is one."""
         if self.gate is None:
-            return self.runpod.log_events
-        return self.gate.opener(self.runpod.log_events, False, should_stop)
+            return self.runpod.instances.log_events
+        return self.gate.opener(self.runpod.instances.log_events, False, should_stop)
 
     def _read(
         self,
@@ -397,7 +397,7 @@ class PodLogs:
         opener: LogStreamOpener | None = None,
     ) -> Generator[LogEvent, None, bool]:
         return read_log(
-            opener or self.runpod.log_events,
+            opener or self.runpod.instances.log_events,
             instance_id,
             read,
             backfill_idle_seconds=self.backfill_idle,

@@ -213,7 +213,7 @@ class StartupLines:
         max_resumes: int = 5,
     ) -> Generator[LogEvent, None, bool]:
         return read_log(
-            runpod.log_events,
+            runpod.instances.log_events,
             instance_id,
             read,
             backfill_idle_seconds=READ_IDLE_SECONDS,

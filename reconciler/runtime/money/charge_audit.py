@@ -103,17 +103,18 @@ def _run(
     charges, have = list(read[0]), read[1]
     if POD not in have:
         charges += [
-            Charge(POD, r.instance_id, r.start, r.total_usd) for r in runpod.pod_billing(start, end)
+            Charge(POD, r.instance_id, r.start, r.total_usd)
+            for r in runpod.billing.instances(start, end)
         ]
     if VOLUME not in have:
         charges += [
             Charge(VOLUME, r.resource_id, r.start, r.total_usd)
-            for r in runpod.network_volume_billing(start, end)
+            for r in runpod.billing.network_volumes(start, end)
         ]
     if CLUSTER not in have:
         charges += [
             Charge(CLUSTER, r.resource_id, r.start, r.total_usd)
-            for r in runpod.cluster_billing(start, end)
+            for r in runpod.billing.clusters(start, end)
         ]
     shown = {
         POD: {i.id for i in (*observation.instances, *observation.members)},
@@ -121,7 +122,7 @@ def _run(
         VOLUME: set(),
     }
     if any(c.kind == VOLUME for c in charges):
-        shown[VOLUME] = {v.id for v in runpod.list_network_volumes()}
+        shown[VOLUME] = {v.id for v in runpod.volumes.list()}
     # An id charged that no list shows is watched from now on; once it is charged for
     # an hour that began after that, it is read by id, and told if RunPod has it no more
     # (a GET only then: not for every resource that simply ended last hour).
@@ -146,9 +147,9 @@ def _run(
 def _gone(runpod: RunPodClient, kind: str, resource_id: str) -> bool:
     """Whether RunPod answers 404 for the id (an instance: or its TERMINATED record)."""
     read: Callable[[str], Any] = {
-        POD: runpod.get_instance,
-        VOLUME: runpod.get_network_volume,
-        CLUSTER: runpod.cluster_members,
+        POD: runpod.instances.get,
+        VOLUME: runpod.volumes.get,
+        CLUSTER: runpod.clusters.members,
     }[kind]
     answer = read_by_id([resource_id], read)
     if answer.gone:

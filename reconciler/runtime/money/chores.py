@@ -90,7 +90,7 @@ def read_billing(
     if until - since < BILLING_PERIOD:
         return BillingRead()
     try:
-        records = runpod.pod_billing(since, until)
+        records = runpod.billing.instances(since, until)
     except runpod_errors.RunPodError as exc:
         log.warning("could not read RunPod billing: %s", exc)
         return BillingRead()
@@ -177,9 +177,9 @@ class ResourceBilling:
         if until - since < BILLING_PERIOD:
             return None
         fetch = (
-            runpod.network_volume_billing
+            runpod.billing.network_volumes
             if kind is Billed.NETWORK_VOLUME
-            else runpod.cluster_billing
+            else runpod.billing.clusters
         )
         try:
             records = fetch(since, until)

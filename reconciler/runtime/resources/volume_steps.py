@@ -60,7 +60,7 @@ class VolumeSteps:
                     "delete-network-volume",
                     None,
                     volume_id,
-                    lambda: self.runpod.delete_network_volume(volume_id),
+                    lambda: self.runpod.volumes.delete(volume_id),
                     durable_at="after-volume-unused",
                 )
                 crashpoints.reached("after-volume-delete")
@@ -87,7 +87,7 @@ class VolumeSteps:
             "create-network-volume",
             action.claim.uid,
             None,
-            lambda: self.runpod.create_network_volume(
+            lambda: self.runpod.volumes.create(
                 action.name, action.size_gb, action.datacenter, action.type
             ),
             durable_at="after-volume-intent",
@@ -108,7 +108,7 @@ class VolumeSteps:
             "resize-network-volume",
             action.claim.uid,
             action.volume_id,
-            lambda: self.runpod.resize_network_volume(action.volume_id, action.size_gb),
+            lambda: self.runpod.volumes.resize(action.volume_id, action.size_gb),
         )
         size = f"{action.size_gb}G"
         self.kube.storage.patch_volume(action.pv_name, {"spec": {"capacity": {"storage": size}}})

@@ -15,13 +15,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
-from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume
-from reconciler.core.config import Settings
-from reconciler.core.domain import CpuFlavor, GpuType, KubeObject, RunPodVolume
+from reconciler.core.domain import KubeObject, RunPodVolume
 from reconciler.core.money import attribution
 from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import facts as podinfo
@@ -29,10 +25,9 @@ from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.catalog import CatalogCache, on_cpu
+from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores as money
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick_report import TickReport
 
@@ -40,18 +35,10 @@ log = logging.getLogger(__name__)
 
 
 class Volumes:
-    def __init__(
-        self,
-        settings: Settings,
-        runpod: RunPodClient,
-        kube: KubeClient,
-        store: Store,
-        catalog: CatalogCache[GpuType],
-        cpu_catalog: CatalogCache[CpuFlavor],
-        attributions: money.Attributions,
-    ) -> None:
-        self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
-        self.catalog, self.cpu_catalog, self.attributions = catalog, cpu_catalog, attributions
+    def __init__(self, shared: Shared) -> None:
+        self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
+        self.store, self.attributions = shared.store, shared.attributions
+        self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self._claim_warnings: dict[str, str] = {}
@@ -62,6 +49,12 @@ class Volumes:
 
     def steps(self, journal: Journal) -> VolumeSteps:
         return VolumeSteps(journal)
+
+    def observe(self, sighting: Sighting) -> None:
+        """Nothing: the provisioner reads the storage after the pods' actions."""
+
+    def planned(self, report: TickReport) -> None:
+        """Nothing to tell of the plan."""
 
     # --- the spend caps ---------------------------------------------------------------
 
@@ -164,7 +157,7 @@ class Volumes:
         """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
         is told as a leak all the same (nothing is concluded from a failed read)."""
         try:
-            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+            gone = read_by_id(volume_ids, self.runpod.volumes.get).gone
         except runpod_errors.RunPodError as exc:
             log.warning("could not read the leaked volumes by id: %s", exc)
             return frozenset()
@@ -240,12 +233,12 @@ class Volumes:
         if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
-            listed = self.runpod.list_network_volumes()
+            listed = self.runpod.volumes.list()
             # The list lags behind creates: a volume a decision needs that it omits is
             # read by id, and gone only on a 404 (one GET each, only while it lags).
             read = read_by_id(
                 network_volumes.unlisted(replace(view, listed=listed)),
-                self.runpod.get_network_volume,
+                self.runpod.volumes.get,
             )
             # A volume's data center is checked against the catalog before its POST
             # (cached for --catalog-ttl: no request on most ticks that provision).

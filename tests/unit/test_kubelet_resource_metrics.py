@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from reconciler.core.pods.usage import ContainerUsage
-from reconciler.runtime.kubelet.resource import resource_metrics, sample_time
+from reconciler.runtime.kubelet.resource_metrics import resource_metrics, sample_time
 
 
 def test_figures_read_back_as_the_same_numbers() -> None:
