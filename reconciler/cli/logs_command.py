@@ -21,7 +21,7 @@ from reconciler.cli.connection import (
 )
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
-from reconciler.core.logs.request import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
+from reconciler.core.logs.kubectl_logs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
 from reconciler.runtime.logs.sources import LogError, PodLogs
 from reconciler.runtime.wiring import open_store

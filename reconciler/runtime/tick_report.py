@@ -13,7 +13,7 @@ from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import ownership
 from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.resources import clusters
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money.chores import BillingRead, ResourceBillingRead
 
 
 @dataclass
@@ -38,8 +38,8 @@ class TickReport:
     """What the tick saw, for the metrics; None when it could not observe."""
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing names, named like ours: reported, never touched."""
-    billing: money.BillingRead = field(default_factory=money.BillingRead)
-    resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
+    billing: BillingRead = field(default_factory=BillingRead)
+    resource_billing: list[ResourceBillingRead] = field(default_factory=list)
     """Network volumes' and clusters' charges read this tick (at most hourly)."""
     registries_deleted: list[str] = field(default_factory=list)
     clusters_created: list[str] = field(default_factory=list)

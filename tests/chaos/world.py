@@ -29,7 +29,7 @@ from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.pods.facts import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
     SELECTED_NODE,
     STORAGE_PROVISIONER,

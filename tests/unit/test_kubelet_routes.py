@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.logs.request import LogOptionsError
+from reconciler.core.logs.kubectl_logs import LogOptionsError
 from reconciler.runtime.kubelet.answers import EndpointError, answer_for
 from reconciler.runtime.kubelet.auth import AuthError
 from reconciler.runtime.kubelet.server import ROUTES

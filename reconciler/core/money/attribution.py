@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import Instance, KubeObject, RunPodVolume
 from reconciler.core.resources import clusters
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     PROVISIONED_BY,
     PROVISIONER,
     claim_uid_of,

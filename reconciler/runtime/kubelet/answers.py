@@ -4,7 +4,7 @@ raises, and the one mapping from any error to a status and a sentence (virtual-k
 
 from __future__ import annotations
 
-from reconciler.core.logs.request import LogOptionsError
+from reconciler.core.logs.kubectl_logs import LogOptionsError
 from reconciler.runtime.kubelet.auth import AuthError
 from reconciler.runtime.logs.sources import LogError
 

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 from reconciler.adapters.readable import readable
 from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.logs.request import LogOptions, parse_options, render
+from reconciler.core.logs.kubectl_logs import LogOptions, parse_options, render
 from reconciler.core.pods.usage import ContainerUsage
 from reconciler.runtime.kubelet.answers import (
     NO_SSH_KEY,

@@ -36,7 +36,7 @@ from reconciler.core.actions import PodRef
 from reconciler.core.contract import exit_code_marker, exit_nonce
 from reconciler.core.domain import ExitLog, KubeObject
 from reconciler.core.kubenames import name_problem
-from reconciler.core.logs.request import (
+from reconciler.core.logs.kubectl_logs import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,

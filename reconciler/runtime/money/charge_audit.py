@@ -26,7 +26,7 @@ from reconciler.core.money import ghost_charges
 from reconciler.core.money.ghost_charges import CLUSTER, POD, VOLUME, Charge, GhostCharge
 from reconciler.core.plan.observation import Observation
 from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money.chores import BillingRead, ResourceBillingRead
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def audit(
 
 
 def charges_read(
-    billing: money.BillingRead, others: Sequence[money.ResourceBillingRead], now: datetime
+    billing: BillingRead, others: Sequence[ResourceBillingRead], now: datetime
 ) -> tuple[list[Charge], set[str]]:
     """What this tick's ownership-gated billing reads got for the audit's hour, as the
     audit's charges, and the routes they covered whole (not asked again)."""

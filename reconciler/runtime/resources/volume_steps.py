@@ -30,7 +30,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import RunPodVolume
 from reconciler.core.reasons import VolumeNotice
-from reconciler.core.resources.network_volumes import SELECTED_NODE, persistent_volume
+from reconciler.core.resources.volume_objects import SELECTED_NODE, persistent_volume
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
 

@@ -22,7 +22,7 @@ from reconciler.core.money import attribution
 from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources import network_volumes, storage_prices, volume_leaks
+from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import on_cpu
@@ -72,7 +72,7 @@ class Volumes:
 
     def _read_storage_prices(self, now: datetime) -> dict[str | None, float]:
         self._read_classes(now)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
+        if not any(volume_objects.is_our_class(c) for c in self._classes):
             return {}
         found = storage_prices.by_namespace(self.kube.storage.list_volumes())
         return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
@@ -119,7 +119,7 @@ class Volumes:
                 self._forget(report, action.volume_id)
 
     def _audit(
-        self, report: TickReport, view: network_volumes.StorageView
+        self, report: TickReport, view: volume_objects.StorageView
     ) -> list[volume_leaks.VolumeLeak]:
         """The volumes of ours that nothing uses, told on every tick from the most recent
         list (this tick's, else the one kept in the store), logged and kept for `cost`."""
@@ -187,7 +187,7 @@ class Volumes:
     def _record_owners(
         self,
         report: TickReport,
-        view: network_volumes.StorageView,
+        view: volume_objects.StorageView,
         leaks: Sequence[RunPodVolume],
     ) -> None:
         """Whose each volume of ours is, from the PVs the provisioner reads anyway."""
@@ -200,17 +200,17 @@ class Volumes:
 
     def _storage_view(
         self, observation: Observation, now: datetime
-    ) -> network_volumes.StorageView | None:
+    ) -> volume_objects.StorageView | None:
         """None when no StorageClass names our provisioner."""
         claim_waits = any(
             i.error is not None and i.error.reason is PodReason.CLAIM_NOT_BOUND
             for i in observation.create_inputs.values()
         )
         self._read_classes(now, fresh=claim_waits)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
+        if not any(volume_objects.is_our_class(c) for c in self._classes):
             self._storage_spend = {}
             return None
-        view = network_volumes.StorageView(
+        view = volume_objects.StorageView(
             self._classes,
             self.kube.storage.list_claims(),
             self.kube.storage.list_volumes(),
