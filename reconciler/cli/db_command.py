@@ -28,10 +28,7 @@ def db_upgrade(obj: CliContext, revision: str, output: str) -> None:
     with obj.database() as database:
         migrate.upgrade(database, revision)
         current = migrate.current_revision(database)
-    if output == "json":
-        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
-    else:
-        click.echo(f"database at revision {current}")
+    _say_revision(current, output)
 
 
 @db_group.command("downgrade")
@@ -47,10 +44,7 @@ def db_downgrade(obj: CliContext, revision: str, output: str) -> None:
     with obj.database(must_exist=True) as database:
         migrate.downgrade(database, revision)
         current = migrate.current_revision(database)
-    if output == "json":
-        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
-    else:
-        click.echo(f"database at revision {current}")
+    _say_revision(current, output)
 
 
 @db_group.command("current")
@@ -66,3 +60,11 @@ def db_current(obj: CliContext, output: str) -> None:
         return
     suffix = " (latest)" if current == head else f" (latest is {head})"
     click.echo(f"{current or 'empty'}{suffix}")
+
+
+def _say_revision(current: str | None, output: str) -> None:
+    """Where an upgrade or a downgrade left the schema."""
+    if output == "json":
+        click.echo(json.dumps({"revision": current, "latest": migrate.head_revision()}))
+    else:
+        click.echo(f"database at revision {current}")
