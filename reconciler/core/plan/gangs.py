@@ -124,7 +124,7 @@ def _gang(
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
     current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
     for second, born in extra.items():
-        if born is not None and not t.within(born, t.settings.create_grace_time):
+        if born is not None and not t.within(born, t.settings.timing.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
     cluster_id = current[0].cluster_id if current else None
@@ -349,12 +349,14 @@ def _without_cluster(
     if not pods:
         return []
     if row is not None and row.state is ClusterState.RUNNING:
-        if t.within(row.updated_at, t.settings.create_grace_time):
+        if t.within(row.updated_at, t.settings.timing.create_grace_time):
             return []  # just made: the list can lag behind the create
         detail = f"cluster {row.cluster_id} is gone"
         return [DeleteClusterRow(key), *gang_end.fail(t, pods, f"{detail}: the gang fails")]
     creating = row is not None and row.state is ClusterState.CREATING
-    if creating and t.within(row.attempt_started_at if row else None, t.settings.create_grace_time):
+    if creating and t.within(
+        row.attempt_started_at if row else None, t.settings.timing.create_grace_time
+    ):
         return []  # in flight or in doubt: its members may yet be listed
     inputs = t.obs.gang_inputs.get(job)
     if inputs is None or inputs.job is None:
@@ -479,7 +481,7 @@ def _collect(
         if key_job(gang) in by_job:
             continue
         born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and t.within(born, t.settings.orphan_grace_time):
+        if born is not None and t.within(born, t.settings.timing.orphan_grace_time):
             continue
         detail = "no pod of its Job is left on the node"
         actions += gang_end.delete(
@@ -489,6 +491,8 @@ def _collect(
         if gang in members or gang in current:
             continue
         since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
-        if not t.within(since, t.settings.create_grace_time + t.settings.orphan_grace_time):
+        if not t.within(
+            since, t.settings.timing.create_grace_time + t.settings.timing.orphan_grace_time
+        ):
             actions.append(DeleteClusterRow(gang))
     return actions
