@@ -143,9 +143,11 @@ def node_repair_after_restart(box: Sandbox) -> None:
 
 def offload(box: Sandbox) -> None:
     """An unschedulable pod of a managed Job, bound to the virtual node by the engine."""
-    job = box.add_job("burst", labels={"runpod.io/managed": "true"})
-    box.add_pod("burst-x", bound=False, restart_policy="Never", command=["python", "x.py"], job=job)
-    box.kube_sim.make_unschedulable("default", "burst-x")
+    box.add_job(
+        "burst", labels={"runpod.io/managed": "true"}, command=["python", "x.py"], bound=False
+    )
+    [pod] = box.job_pods("burst")  # the Job controller's
+    box.kube_sim.make_unschedulable("default", pod["metadata"]["name"])
     box.tick()
 
 
@@ -286,7 +288,8 @@ def test_whole_lifecycle_and_every_call_pass_with_the_shipped_rbac() -> None:
         node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
         assert node["metadata"]["labels"]["type"] == "virtual-kubelet"
         assert ("GET", "/apis/batch/v1/namespaces/default/jobs/burst") in calls
-        assert (box.pod("burst-x") or {})["spec"]["nodeName"] == "virtual-runpod"
+        [pod] = box.job_pods("burst")
+        assert pod["spec"]["nodeName"] == "virtual-runpod"
 
 
 def test_rules_use_no_wildcards() -> None:

@@ -414,11 +414,16 @@ def test_k2_a_container_state_has_one_member(sim: KubeSimulator, core: client.Co
 # --- J: the Job controller's tracking finalizer -----------------------------------------
 
 
-def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> dict[str, Any]:
+def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> str:
+    """A Job of one pod: the name of the pod its controller made (on our node)."""
     template = {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "c0", "image": "busybox"}]}
+        "spec": {
+            "nodeName": NODE,
+            "restartPolicy": "Never",
+            "containers": [{"name": "c0", "image": "busybox"}],
+        }
     }
-    job = batch.create_namespaced_job(
+    batch.create_namespaced_job(
         "default",
         {
             "apiVersion": "batch/v1",
@@ -426,18 +431,10 @@ def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> dict[str,
             "metadata": {"name": "train"},
             "spec": {"template": template, **spec},
         },
-        _preload_content=False,
     )
-    created: dict[str, Any] = _raw(job)
-    ref = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "name": "train",
-        "uid": created["metadata"]["uid"],
-        "controller": True,
-    }
-    _pod(sim, restart="Never", ownerReferences=[ref])
-    return created
+    pods = sim.list("pods", "default")
+    assert len(pods) == 1 and pods[0]["metadata"]["generateName"] == "train-"
+    return str(pods[0]["metadata"]["name"])
 
 
 def _job_status(sim: KubeSimulator) -> dict[str, Any]:
@@ -447,10 +444,10 @@ def _job_status(sim: KubeSimulator) -> dict[str, Any]:
 def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
-    _job(sim, batch)
-    assert core.read_namespaced_pod("p", "default").metadata.finalizers == [TRACKING_FINALIZER]
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    assert sim.get("pods", "default", "p") is None
+    pod = _job(sim, batch)
+    assert core.read_namespaced_pod(pod, "default").metadata.finalizers == [TRACKING_FINALIZER]
+    core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+    assert sim.get("pods", "default", pod) is None
     assert _job_status(sim)["failed"] == 1
 
 
@@ -468,25 +465,27 @@ def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
 def test_j2_j3_a_job_replacing_only_failed_pods_waits_for_the_terminal_phase(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api, policy: dict[str, Any]
 ) -> None:
-    _job(sim, batch, **policy)
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    stuck = sim.get("pods", "default", "p")
+    pod = _job(sim, batch, **policy)
+    core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+    stuck = sim.get("pods", "default", pod)
     assert stuck is not None and stuck["metadata"]["finalizers"] == [TRACKING_FINALIZER]
     assert "failed" not in _job_status(sim)
-    _status_patch(core, {"status": {"phase": "Failed"}})
-    assert sim.get("pods", "default", "p") is None
+    _status_patch(core, {"status": {"phase": "Failed"}}, name=pod)
+    assert sim.get("pods", "default", pod) is None
     assert _job_status(sim)["failed"] == 1
 
 
 def test_j2_j3_a_succeeded_pod_is_counted_and_completes_the_job(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
-    _job(sim, batch)
-    _status_patch(core, {"status": {"phase": "Succeeded"}})
-    assert core.read_namespaced_pod("p", "default").metadata.finalizers is None
+    pod = _job(sim, batch)
+    _status_patch(core, {"status": {"phase": "Succeeded"}}, name=pod)
+    assert core.read_namespaced_pod(pod, "default").metadata.finalizers is None
     status = _job_status(sim)
     assert status["succeeded"] == 1
-    assert [c["type"] for c in status["conditions"]] == ["Complete"]
+    # v1.37 keeps the interim condition the end was judged by before the final one.
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert {c["reason"] for c in status["conditions"]} == {"CompletionsReached"}
 
 
 def test_j1_pods_of_no_job_get_no_finalizer(sim: KubeSimulator) -> None:
@@ -806,7 +805,9 @@ def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
         "Duration",
         "Age",
     ]
-    assert job["rows"][0]["cells"][:5] == ["j", "Running", "0/2", "", "65s"]
+    # The Job controller set status.startTime when it first synced the Job (65 s ago):
+    # DURATION runs from there until completionTime.
+    assert job["rows"][0]["cells"][:5] == ["j", "Running", "0/2", "65s", "65s"]
     events = _table(sim, "/api/v1/namespaces/default/events")
     assert [c["name"] for c in events["columnDefinitions"] if c["priority"] == 0] == [
         "Last Seen",
