@@ -204,7 +204,7 @@ def _kept_copy(
     if db.missing_sqlite_file(database_url) is not None:
         return None, "no reconciler database here"
     try:
-        kept = open_store(database_url, upgrade=False).load_catalog(kind)
+        kept = open_store(database_url, upgrade=False).catalogs.load(kind)
     except Exception as error:  # any unreadable store: the catalog can still be fetched
         return None, f"the reconciler's database cannot be read ({type(error).__name__})"
     if kept is None:

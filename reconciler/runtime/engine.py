@@ -187,7 +187,7 @@ class Engine:
         if self._dry_run:
             return
         try:
-            self.store.save_catalog(entries, now)
+            self.store.catalogs.save(entries, now)
         except Exception as exc:
             log.warning("could not keep the catalog for `reconciler offers`: %s", exc)
 
@@ -289,7 +289,7 @@ class Engine:
                     f"{i.instance_id} ({i.namespace}/{i.pod_name})" for i in report.lookalikes
                 ),
             )
-        self.store.sync_lookalikes(report.lookalikes, now)
+        self.store.namespaces.sync_lookalikes(report.lookalikes, now)
 
     # --- observe ----------------------------------------------------------------------
 

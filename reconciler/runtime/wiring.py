@@ -91,14 +91,14 @@ class LockKeeper:
         """Take the lock, or raise LockHeld. `predecessor` is a leader whose expired Lease
         we took: it stopped acting before the Lease ran out (leader.py), so its lock is
         free to take without waiting out the TTL."""
-        holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        holder = self.store.locks.acquire(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
         if holder is not None and (holder == predecessor or dead_here(holder)):
             log.warning(
                 "taking over the lock of %s, %s",
                 holder,
                 "the previous leader" if holder == predecessor else "a dead process on this host",
             )
-            holder = self.store.acquire_lock(
+            holder = self.store.locks.acquire(
                 LOCK_NAME, self.owner, LOCK_TTL, self.clock(), dead_holder=holder
             )
         if holder is not None:
@@ -115,7 +115,7 @@ class LockKeeper:
 
     def release(self) -> None:
         self._held = False
-        self.store.release_lock(LOCK_NAME, self.owner)
+        self.store.locks.release(LOCK_NAME, self.owner)
 
 
 class RunMode(enum.Enum):

@@ -161,7 +161,7 @@ class _ControlServer(ThreadingHTTPServer):
                 return 201, self.kube.create_pod(body)
             case "DELETE", ["pods", namespace, name]:
                 try:
-                    self.kube.pods.delete(namespace, name, int(query.get("grace", ["30"])[0]))
+                    self.kube.delete_pod(namespace, name, int(query.get("grace", ["30"])[0]))
                 except ApiError as exc:
                     return exc.code, {"error": exc.message}
                 return 200, {}

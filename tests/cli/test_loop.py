@@ -254,7 +254,7 @@ def test_sigterm_during_a_tick_lets_it_finish_and_releases_the_lock(
     [create] = [entry for entry in store.journal() if entry.kind == "create"]
     assert create.outcome == "ok" and create.finished_at is not None
     # And the lock is free: another writer takes it at once.
-    assert store.acquire_lock(LOCK_NAME, "next-writer", LOCK_TTL, box.clock.now()) is None
+    assert store.locks.acquire(LOCK_NAME, "next-writer", LOCK_TTL, box.clock.now()) is None
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(

@@ -68,7 +68,7 @@ def test_a_forged_address_reaches_only_the_pods_own_instance(box, apiserver):
     assert (box.runpod_sim.ssh_sandbox(mine) / "tmp" / "planted").exists()
     assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists()
     # the host key pinned for my instance is my instance's, not theirs
-    kept = box.store.remember_host_key(mine, "-", box.clock.now())
+    kept = box.store.host_keys.remember(mine, "-", box.clock.now())
     assert kept == box.runpod_sim.ssh_host_key(mine) != box.runpod_sim.ssh_host_key(theirs)
     box.tick()
     assert _mappings(box, "tenant-a", "mine") == real

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 def stored_host_keys(store: Store, clock: Callable[[], datetime]) -> HostKeys:
     """Host keys kept in the state store: a changed one is refused after a restart too."""
-    return HostKeys(lambda instance_id, key: store.remember_host_key(instance_id, key, clock()))
+    return HostKeys(lambda instance_id, key: store.host_keys.remember(instance_id, key, clock()))
 
 
 def start_endpoint(

@@ -174,7 +174,7 @@ class PodLogs:
         system lines (start-up, stop, errors) not recorded yet become the pod's Events.
         Never raises for RunPod."""
         events: list[LogEvent] | None = self._read_at_exit.pop(instance_id, None)
-        if self.store.has_saved_log(pod.uid):
+        if self.store.saved_logs.has(pod.uid):
             return
         try:
             if events is None:
@@ -188,7 +188,7 @@ class PodLogs:
             (LogLine(e.ts, e.line) for e in events if e.source != "system"), exit_nonce(pod.uid)
         )
         lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
-        self.store.save_log(pod.uid, instance_id, lines, truncated, self.clock())
+        self.store.saved_logs.save(pod.uid, instance_id, lines, truncated, self.clock())
         if self.system_events is not None:
             system = [e for e in events if e.source == "system"]
             self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
@@ -225,7 +225,7 @@ class PodLogs:
         member = clusters.member_of(pod)
         if member is not None and self._runs_gang(member[0], pod):
             return self._live(member[0], member[1], pod_uid, options, should_stop)
-        saved = self.store.saved_log(pod_uid)
+        saved = self.store.saved_logs.read(pod_uid)
         if saved is not None:
             lines = (LogLine(ts, line) for ts, line in saved)
             return iter(last_lines(lines, options, exit_nonce(pod_uid)))
@@ -312,7 +312,7 @@ class PodLogs:
         except LogsRefused as exc:
             raise LogError(503, str(exc)) from exc
         except runpod_errors.RunPodNotFound:
-            saved = self.store.saved_log(pod_uid)
+            saved = self.store.saved_logs.read(pod_uid)
             if saved is None:
                 raise LogError(
                     404, f"RunPod instance {instance_id} is gone and its log was not kept"
@@ -365,7 +365,7 @@ class PodLogs:
             except LogsRefused as exc:
                 raise LogError(503, str(exc)) from exc
             except runpod_errors.RunPodNotFound:
-                saved = self.store.saved_log(pod_uid)
+                saved = self.store.saved_logs.read(pod_uid)
                 if saved is None:
                     raise LogError(
                         404, f"RunPod instance {instance_id} is gone and its log was not kept"

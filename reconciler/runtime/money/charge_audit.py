@@ -46,7 +46,7 @@ def audit(
     the audit's hour, anyone's, and the routes they covered (not asked again). A due audit
     waits for a `quiet` tick with RunPod's quota ample (work that can wait), for three
     hours at most."""
-    last = store.charge_audit_at()
+    last = store.charge_audit.at()
     if ghost_charges.due(last, now) and (
         (quiet and runpod.quota_ample(extra=3)) or ghost_charges.overdue(last, now)
     ):
@@ -54,8 +54,8 @@ def audit(
             _run(runpod, kube, store, observation, read, now)
         except Exception as exc:  # derived data, never the tick's actions: next hour again
             log.warning("could not audit RunPod's charges: %s", exc)
-            store.touch_charge_audit(now)
-    found = store.ghost_charges()
+            store.charge_audit.touch(now)
+    found = store.charge_audit.ghost_charges()
     for ghost in found:
         log.error("CHARGED BUT GONE: %s", ghost.message())
     return found
@@ -126,7 +126,7 @@ def _run(
     # An id charged that no list shows is watched from now on; once it is charged for
     # an hour that began after that, it is read by id, and told if RunPod has it no more
     # (a GET only then: not for every resource that simply ended last hour).
-    known = {(g.kind, g.resource_id): g for g in store.gone_billed()}
+    known = {(g.kind, g.resource_id): g for g in store.charge_audit.gone_billed()}
     watched = [
         known.get((s.kind, s.resource_id)) or replace(s, since=now)
         for s in ghost_charges.unlisted(charges, shown)
@@ -137,7 +137,7 @@ def _run(
     alive = {
         (g.kind, g.resource_id) for g in candidates if not _gone(runpod, g.kind, g.resource_id)
     }
-    store.save_charge_audit(
+    store.charge_audit.save(
         [g for g in watched if (g.kind, g.resource_id) not in alive],
         [g for g in candidates if (g.kind, g.resource_id) not in alive],
         now,

@@ -85,7 +85,7 @@ def read_billing(
     if not ours:
         return BillingRead()  # nothing of ours to map a charge to: spare the request
     until = _hour(now)
-    covered = store.billing_covered_until()
+    covered = store.billing.covered_until()
     since = covered or _hour(now - timedelta(days=settings.cost_history_days))
     if until - since < BILLING_PERIOD:
         return BillingRead()
@@ -95,7 +95,7 @@ def read_billing(
         log.warning("could not read RunPod billing: %s", exc)
         return BillingRead()
     kept = [r for r in records if r.instance_id in ours]
-    before = store.spend_by_instance()
+    before = store.billing.spend_by_instance()
     per_instance = dict(before)
     for instance_id, usd in spend.by_instance(kept).items():
         per_instance[instance_id] = per_instance.get(instance_id, 0.0) + usd
@@ -118,7 +118,7 @@ def read_billing(
 
 def save_billing(store: Store, settings: Settings, read: BillingRead, now: datetime) -> None:
     if read.covered_until is not None:
-        store.save_billing(
+        store.billing.save(
             read.records,
             read.covered_until,
             now,
@@ -168,11 +168,11 @@ class ResourceBilling:
     def _read(
         runpod: RunPodClient, store: Store, settings: Settings, kind: Billed, now: datetime
     ) -> ResourceBillingRead | None:
-        ours = store.billed_resource_ids(kind)
+        ours = store.billing.resource_ids(kind)
         if not ours:
             return None  # nothing of ours to attribute a charge to: spare the request
         until = _hour(now)
-        covered = store.resource_billing_covered_until(kind)
+        covered = store.billing.resource_covered_until(kind)
         since = covered or _hour(now - timedelta(days=settings.cost_history_days))
         if until - since < BILLING_PERIOD:
             return None
@@ -197,7 +197,9 @@ class ResourceBilling:
         )
         leaks: list[DeleteCluster] = []
         if kind is Billed.CLUSTER and kept:
-            leaks = spend.cluster_leaks(kept, store.clusters_deleted(), settings.orphan_grace_time)
+            leaks = spend.cluster_leaks(
+                kept, store.attributions.clusters_deleted(), settings.orphan_grace_time
+            )
         for leak in leaks:
             log.error(
                 "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
@@ -209,7 +211,7 @@ def save_resource_billing(
     store: Store, settings: Settings, reads: Sequence[ResourceBillingRead], now: datetime
 ) -> None:
     for read in reads:
-        store.save_resource_billing(
+        store.billing.save_resources(
             read.kind,
             read.records,
             read.covered_until,
@@ -234,12 +236,12 @@ class Attributions:
         for kind in Billed:
             unknown = [i.resource_id for i in news if i.kind is kind]
             if unknown:
-                for resource_id, known in store.attributions(kind, unknown).items():
+                for resource_id, known in store.attributions.read(kind, unknown).items():
                     self._written[(kind, resource_id)] = known
         news = [item for item in news if not self._fresh(item, now)]
         if not news:
             return
-        store.save_attributions(news, now)
+        store.attributions.save(news, now)
         for item in news:
             self._written[(item.kind, item.resource_id)] = (item, now)
 
@@ -302,4 +304,4 @@ class NamespaceCapsCache:
         every tick (the next read after CAPS_TTL brings them back)."""
         unsaved, self._unsaved = self._unsaved, []
         if unsaved:
-            store.save_namespace_caps(unsaved, now)
+            store.namespaces.save_caps(unsaved, now)

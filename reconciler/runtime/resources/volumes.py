@@ -75,7 +75,9 @@ class Volumes:
         if not any(volume_objects.is_our_class(c) for c in self._classes):
             return {}
         found = storage_prices.by_namespace(self.kube.storage.list_volumes())
-        return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
+        return _with_leaks(
+            found, volume_leaks.hourly_usd_leaked(self.store.listed_volumes.listed()[1])
+        )
 
     def _read_classes(self, now: datetime, fresh: bool = False) -> None:
         """The StorageClasses, read once per --catalog-ttl, or now when `fresh` (a pod
@@ -126,14 +128,14 @@ class Volumes:
         now = report.started_at
         try:
             if view.listed is not None:
-                self.store.save_volume_list(
+                self.store.listed_volumes.save(
                     volume_leaks.ours(view.listed, self.settings.owner_id), now
                 )
-            known = self.store.volume_list()[1]
+            known = self.store.listed_volumes.listed()[1]
             leaks = volume_leaks.found(known, view)
             gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
             leaks = [leak for leak in leaks if leak.volume.id not in gone]
-            self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
+            self.store.listed_volumes.mark_leaks([leak.volume.id for leak in leaks], now)
         except Exception as exc:  # derived data: the provisioner's actions must still run
             report.errors.append(f"the network-volume leak audit: {exc}")
             log.error("could not audit the network volumes: %s", exc, exc_info=True)
@@ -162,12 +164,12 @@ class Volumes:
             log.warning("could not read the leaked volumes by id: %s", exc)
             return frozenset()
         for volume_id in gone:
-            self.store.forget_listed_volume(volume_id)
+            self.store.listed_volumes.forget(volume_id)
         return gone
 
     def _forget(self, report: TickReport, volume_id: str) -> None:
         try:
-            self.store.forget_listed_volume(volume_id)
+            self.store.listed_volumes.forget(volume_id)
         except Exception as exc:  # the next list corrects the kept one
             report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
 
@@ -229,7 +231,7 @@ class Volumes:
             view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
         # Listed when a decision needs it, or for the leak audit once the kept list
         # is an hour old (or there is none: a new or lost database).
-        listed_at = self.store.volume_list()[0]
+        listed_at = self.store.listed_volumes.listed()[0]
         if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
