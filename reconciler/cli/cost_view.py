@@ -22,16 +22,16 @@ from typing import Any
 from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core import spend
-from reconciler.core.attribution import Billed
 from reconciler.core.mapping import MappingRecord
+from reconciler.core.money import charges as spend
+from reconciler.core.money.attribution import Billed
 from reconciler.core.resources import storage_prices
 
 GROUPS = ("pod", "namespace", "gpu")
 UNMAPPED = "(unmapped)"
 POD = "pod"
 """The kind of an instance's charge; a network volume's and a cluster's are
-`core.attribution.Billed`'s values."""
+`core.money.attribution.Billed`'s values."""
 RESOURCE_KINDS = tuple(kind.value for kind in Billed)
 """Billing routes read apart from the pods' (each has its own reach)."""
 _DURATION = re.compile(r"^(\d+)([mhd])$")

@@ -28,7 +28,7 @@ from reconciler.cli.connection import (
 )
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
-from reconciler.core.sshaccess import remote_command
+from reconciler.core.translate.ssh import remote_command
 from reconciler.runtime import process_log
 from reconciler.runtime.engine import utcnow
 from reconciler.runtime.kubelet.endpoint import stored_host_keys
@@ -59,6 +59,13 @@ from reconciler.runtime.wiring import open_store
     default="",
     help="Or the Secret, in the reconciler's namespace, that the reconciler keeps it in.",
 )
+@click.option(
+    "--ssh-proxy-command",
+    envvar="RECONCILER_SSH_PROXY_COMMAND",
+    default="",
+    help="An OpenSSH ProxyCommand (%h host, %p port) to reach the instance's sshd through "
+    "(empty: connect directly).",
+)
 @kubeconfig_option
 @context_option
 @runpod_url_option
@@ -80,6 +87,7 @@ def exec_command(
     container: str,
     ssh_key_file: str,
     ssh_key_secret: str,
+    ssh_proxy_command: str,
     kubeconfig: str | None,
     kube_context: str | None,
     runpod_url: str,
@@ -105,7 +113,9 @@ def exec_command(
                     namespace, pod, container
                 )
                 # The host keys the endpoint and earlier runs saw, kept in the database.
-                ssh = SshConnector(identity.private_pem, stored_host_keys(store, utcnow))
+                ssh = SshConnector(
+                    identity.private_pem, stored_host_keys(store, utcnow), ssh_proxy_command
+                )
                 transport = ssh.connect(where.instance_id, where.host, where.port)
         try:
             with (

@@ -21,9 +21,9 @@ from reconciler.cli.connection import (
 )
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.config import DEFAULT_NODE_NAME
-from reconciler.core.podlogs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
+from reconciler.core.logs.kubectl_logs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
-from reconciler.runtime.pod_logs import LogError, PodLogs
+from reconciler.runtime.logs.sources import LogError, PodLogs
 from reconciler.runtime.wiring import open_store
 
 _DURATION_PART = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(h|m|s)")

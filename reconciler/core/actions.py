@@ -391,3 +391,7 @@ Action = (
     | SaveClusterRow
     | DeleteClusterRow
 )
+
+CREATES = (Create, CreateCluster)
+"""The planner's creates of what RunPod bills by the hour (instances, clusters): a tick
+that plans one is busy (its reads come before any audit's)."""

@@ -81,7 +81,7 @@ def setting(
 
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
-# is named `<node>-writer` (runtime/claim.py), so the node's name must leave it room.
+# is named `<node>-writer` (runtime/writer_lease.py), so the node's name must leave it room.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 MAX_NODE_NAME = 253 - len("-writer")
 
@@ -365,7 +365,7 @@ class Settings:
         limits=(0.01, 0.5, "a share of the quota"),
     )
     """Of each quota window; a read beyond it is refused with a sentence, a follower's
-    resume waits (`reconciler.core.logshare`)."""
+    resume waits (`reconciler.core.logs.quota_share`)."""
 
     log_keep_lines: int = setting(
         1000,
@@ -399,6 +399,15 @@ class Settings:
     )
     """Type kubernetes.io/ssh-auth, the OpenSSH ed25519 key in `ssh-privatekey`; the
     deploy manifests and the chart set it and grant `create` on Secrets there."""
+
+    ssh_proxy_command: str = setting(
+        "",
+        "--ssh-proxy-command",
+        "How to reach an instance's sshd where this cluster cannot route to RunPod's "
+        "public IPs: an OpenSSH ProxyCommand, %h and %p its host and port (for example "
+        "'ssh -W %h:%p bastion'; empty: connect directly).",
+    )
+    """Run once per SSH connection; its stdin and stdout carry the connection."""
 
     ssh_public_key: str = ""
     """The public key of `ssh_key_file` or `ssh_key_secret` as an authorized_keys line,

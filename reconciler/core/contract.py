@@ -7,6 +7,8 @@ The simulators import this module and nothing else of the product (docs/architec
 
 from __future__ import annotations
 
+import hashlib
+
 # Carried in the env of every instance we create: how we recognise our own instances in
 # the account (docs/architecture.md §3). Anything without our owner tag is invisible.
 OWNER_ENV = "RUNPOD_RECONCILER_OWNER"
@@ -30,3 +32,11 @@ prints the bare EXIT_CODE_MARKER (an instance started before an upgrade)."""
 def exit_code_marker(nonce: str) -> str:
     """What the wrapper prints right before the exit code."""
     return EXIT_CODE_MARKER if nonce == LEGACY_NONCE else f"{EXIT_CODE_MARKER}{nonce}:"
+
+
+def exit_nonce(pod_uid: str) -> str:
+    """The batch wrapper's nonce for a pod: in its exit-code marker, so that no line the
+    process prints (say, a request path a web server logs) passes for the marker. Derived
+    from the pod's UID, so every reader of the log knows it without asking RunPod; the
+    pod's own process can see it, but it sets its own exit code anyway."""
+    return hashlib.sha256(f"runpod-reconciler exit marker {pod_uid}".encode()).hexdigest()[:20]

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from reconciler.core.domain import Instance
 from reconciler.core.reasons import PodReason
 
 
@@ -62,6 +63,24 @@ class MappingRecord:
 
     def changed(self, **changes: object) -> MappingRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def running_on(self, instance: Instance) -> MappingRecord:
+        """The row of a pod whose instance exists: made by our create (the executor,
+        once RunPod answered) or found by its tags (the planner's adoption). One
+        builder for both, so the two never disagree on what a running row holds."""
+        return self.changed(
+            state=MappingState.RUNNING,
+            instance_id=instance.id,
+            instance_name=instance.name,
+            attempt_id=None,
+            gpu_type_id=instance.gpu_type_id or instance.cpu_flavor_id,
+            datacenter_id=instance.datacenter_id,
+            cost_per_hr=instance.cost_per_hr,
+            last_instance_status=instance.status.value,
+            reason=None,
+            last_error=None,
+            orphan_sightings=0,
+        )
 
     def same_as(self, other: MappingRecord) -> bool:
         """Equal but for the update time: nothing worth a database write."""

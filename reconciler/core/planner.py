@@ -1,4 +1,4 @@
-"""The decision of one tick: `plan(observation, settings, now) -> [Action]`.
+"""The decision of one tick: `plan_tick(observation, settings, now) -> [Action]`.
 
 Pure: no I/O, no clock, no randomness. The planner looks at each pod UID once, with its
 pod (if the object exists), its mapping row (if we have one) and the owned instances
@@ -14,24 +14,29 @@ import itertools
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from reconciler.core import daemonsets
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, Event, PodRef
 from reconciler.core.config import Settings
 from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.offload import plan_offloads
 from reconciler.core.plan.admission import Waiting, admit
 from reconciler.core.plan.gangs import plan_gangs
 from reconciler.core.plan.lifecycle import decide
-from reconciler.core.plan.money import leaks, price_differences, restore_tags, spend_annotations
+from reconciler.core.plan.money_guards import (
+    leaks,
+    price_differences,
+    restore_tags,
+    spend_annotations,
+)
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import cannot_create
 from reconciler.core.plan.situation import Situation, lookalikes_by_pod, ownership_of
+from reconciler.core.pods import daemonsets
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods.offload import plan_offloads
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.errors import TranslationError
 
-__all__ = ["CreateInputs", "Observation", "PlanError", "ownership_of", "plan"]
+__all__ = ["CreateInputs", "Observation", "PlanError", "ownership_of", "plan_tick"]
 
 
 PlanError = Callable[[str, Exception], None]
@@ -42,7 +47,7 @@ def _ignore_error(_uid: str, _exc: Exception) -> None:
     """No one to tell."""
 
 
-def plan(
+def plan_tick(
     obs: Observation, settings: Settings, now: datetime, on_error: PlanError = _ignore_error
 ) -> list[Action]:
     tick = Situation(obs, settings, now)
@@ -86,7 +91,7 @@ def plan(
 
 
 def _undecidable(
-    t: Situation,
+    tick: Situation,
     pod: KubeObject | None,
     row: MappingRecord | None,
     has_instance: bool,
@@ -100,7 +105,7 @@ def _undecidable(
     reason = exc.reason if isinstance(exc, TranslationError) else PodReason.INVALID_POD_SPEC
     if not has_instance and (row is None or row.state is MappingState.PENDING):
         try:
-            return cannot_create(t, pod, row, reason, message, False), None
+            return cannot_create(tick, pod, row, reason, message, False), None
         except Exception:  # no status can be built for it: the Event below says why
             pass
     return [Event(PodRef.of(pod), reason, message, warning=True)], None

@@ -38,7 +38,8 @@ class PodReason(enum.StrEnum):
     NODE_TAINTED = "NodeTainted"
     """The virtual node has a NoSchedule/NoExecute taint the pod does not tolerate."""
     DAEMON_SET_POD_NOT_RUN = "DaemonSetPodNotRun"
-    """A DaemonSet's pod on the virtual node: never run, it waits for good (core.daemonsets)."""
+    """A DaemonSet's pod on the virtual node: never run, it waits for good
+    (core.pods.daemonsets)."""
     INSUFFICIENT_BALANCE = "InsufficientBalance"
     INVALID_RUNPOD_REQUEST = "InvalidRunPodRequest"
     CLAIM_NOT_BOUND = "PersistentVolumeClaimNotBound"
@@ -48,9 +49,9 @@ class PodReason(enum.StrEnum):
     NETWORK_VOLUME_UNAVAILABLE = "NetworkVolumeUnavailable"
     """The network volume the pod mounts is not in the account's list (or the list could
     not be read): no create names it, so no candidate is spent on a sure refusal."""
-    # Definite refusals of a create (docs/architecture.md §4, Candidates; core/refusals.py):
-    # nothing was created; retried once a minute rather than every tick, and failed with
-    # the reason at max_pending_time.
+    # Definite refusals of a create (docs/architecture.md §4, Candidates;
+    # core/capacity/refusals.py): nothing was created; retried once a minute rather than
+    # every tick, and failed with the reason at max_pending_time.
     TEMPLATE_NOT_FOUND = "TemplateNotFound"
     RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
     RUNPOD_REFUSED = "RunPodRefused"
@@ -67,7 +68,7 @@ class PodReason(enum.StrEnum):
     CLUSTER_FORMING = "ClusterForming"
     """Waiting until every pod of the Job is on the node; no member runs alone."""
     INVALID_CLUSTER_JOB = "InvalidClusterJob"
-    """The pod asks for a cluster, but its Job cannot be one (core/refusals.py)."""
+    """The pod asks for a cluster, but its Job cannot be one (core/capacity/refusals.py)."""
     CLUSTER_MEMBER_FAILED = "ClusterMemberFailed"
     """A member of the pod's cluster failed, rank 0 exited non-zero, or a pod of its gang
     went: the gang fails."""

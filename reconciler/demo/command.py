@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from reconciler.cli.commands import output_option
+from reconciler.cli.output import output_option
 
 if TYPE_CHECKING:
     from reconciler.demo.live import LiveWorld

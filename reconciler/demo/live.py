@@ -1,11 +1,11 @@
 """`reconciler demo --keep-running`: after the scenario, the simulated world goes on in
 real time so that a person can use it with kubectl.
 
-The simulated cluster has no kube-scheduler, and its Job controller makes only Indexed
-Jobs' pods, so this module plays the parts the README's examples need, through the
-simulator's own store as the tests do: a NonIndexed Job gets its pods (and loses them
-when it is deleted), a Pending pod whose placement rules allow the virtual node is bound
-to it, and a running container uses some CPU and answers on its ports. The reconciler
+The simulated cluster has no kube-scheduler (its Job controller and garbage collector
+make and delete Jobs' pods), so this module plays the parts the README's examples need,
+through the simulator's own store as the tests do: a Pending pod whose placement rules
+allow the virtual node is bound to it, and a running container uses some CPU and
+answers on its ports. The reconciler
 ticks every few seconds, holding the database's writer lock as a deployed reconciler
 would (so `reconciler sync --once --dry-run` works beside it, and a second writer is refused).
 """
@@ -13,13 +13,11 @@ would (so `reconciler sync --once --dry-run` works beside it, and a second write
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 from collections.abc import Callable
-from typing import Any
 
-from reconciler.core import pods as podinfo
-from reconciler.core.placement import exclusion
+from reconciler.core.node.placement import exclusion
+from reconciler.core.pods import facts as podinfo
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LockKeeper
 
@@ -35,8 +33,6 @@ class LiveWorld:
     ) -> None:
         self.box, self._lock, self._monotonic = box, lock, monotonic
         self._last = monotonic()
-        # The scenario played the Job controller for its own Jobs already.
-        self._jobs_started = {j["metadata"]["uid"] for j in box.kube_sim.list("jobs", None)}
         self._working: set[str] = set()
         """Instances whose container has started its (simulated) work."""
 
@@ -46,42 +42,11 @@ class LiveWorld:
         now = self._monotonic()
         self.box.advance(max(0.0, now - self._last))
         self._last = now
-        self._start_jobs()
-        self._collect_garbage()
         self._schedule()
         self._run_workloads()
         if self._lock is not None:
             self._lock.renew_if_due()
         self.box.tick()
-
-    def _start_jobs(self) -> None:
-        """The Job controller's first move: a new Job gets its pods (parallelism of them,
-        at most completions); what happens after is the reconciler's part."""
-        for job in self.box.kube_sim.list("jobs", None):
-            uid = job["metadata"]["uid"]
-            if uid in self._jobs_started:
-                continue
-            self._jobs_started.add(uid)
-            spec = job.get("spec") or {}
-            if spec.get("completionMode") == "Indexed":
-                continue  # the simulator's Job controller makes an Indexed Job's pods
-            count = min(int(spec.get("parallelism", 1)), int(spec.get("completions", 1)))
-            for _ in range(count):
-                self.box.kube_sim.create_pod(_job_pod(job))
-
-    def _collect_garbage(self) -> None:
-        """The garbage collector: pods of a deleted Job are deleted too (`kubectl delete
-        job` propagates in the background by default)."""
-        jobs = {j["metadata"]["uid"] for j in self.box.kube_sim.list("jobs", None)}
-        for pod in self.box.kube_sim.list("pods", None):
-            meta = pod["metadata"]
-            owners = [
-                r["uid"]
-                for r in meta.get("ownerReferences") or ()
-                if r.get("kind") == "Job" and r.get("controller")
-            ]
-            if owners and owners[0] not in jobs and not meta.get("deletionTimestamp"):
-                self.box.kube_sim.delete_pod(meta["namespace"], meta["name"])
 
     def _run_workloads(self) -> None:
         """What the demo's containers do once running: they use some CPU and memory
@@ -125,36 +90,3 @@ class LiveWorld:
                     "metadata": {"uid": meta["uid"]},
                 },
             )
-
-
-def _job_pod(job: dict[str, Any]) -> dict[str, Any]:
-    meta, template = job["metadata"], job["spec"]["template"]
-    name, uid = meta["name"], meta["uid"]
-    labels = {
-        **((template.get("metadata") or {}).get("labels") or {}),
-        "job-name": name,
-        "controller-uid": uid,
-        "batch.kubernetes.io/job-name": name,
-        "batch.kubernetes.io/controller-uid": uid,
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-{secrets.token_hex(3)[:5]}",
-            "namespace": meta["namespace"],
-            "labels": labels,
-            "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": name,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": template["spec"],
-    }

@@ -242,20 +242,20 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     n.tick(advance=5)
 
     n.say("the cluster has no GPU left for the managed Job ml/finetune; its pod is offloaded")
-    job = box.add_job("finetune", namespace="ml", annotations={"runpod.io/managed": "true"})
-    box.add_pod(
-        "finetune-0",
+    box.add_job(
+        "finetune",
         namespace="ml",
+        annotations={"runpod.io/managed": "true"},
         command=["python", "finetune.py"],
-        restart_policy="Never",
         bound=False,
-        job=job,
     )
-    box.kube_sim.make_unschedulable("ml", "finetune-0")
+    # The Job controller made its pod; the scheduler finds no GPU for it.
+    [finetune] = [p["metadata"]["name"] for p in box.job_pods("finetune", "ml")]
+    box.kube_sim.make_unschedulable("ml", finetune)
     n.tick(advance=1)
     n.tick(advance=1)
     n.tick(advance=30)
-    box.runpod_sim.exit_process(_instance_id(box, "ml", "finetune-0"), 0)
+    box.runpod_sim.exit_process(_instance_id(box, "ml", finetune), 0)
     n.tick(advance=5)
 
     n.say("a user deletes ml/scratch while it runs")

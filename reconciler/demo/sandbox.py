@@ -25,6 +25,7 @@ from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
+from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_controllers import ControllerSettings
@@ -161,7 +162,12 @@ class Sandbox:
         does: instances created from now on run sshd with it; call before
         `start_kubelet` for exec."""
         identity = load_identity(key_file)
-        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
+        self.configure(
+            ssh_key_file=key_file,
+            ssh_public_key=identity.public_line,
+            # The simulator's public IPs are not routed here: its network is the relay.
+            ssh_proxy_command=runpod_net.PROXY_COMMAND,
+        )
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's
@@ -213,10 +219,30 @@ class Sandbox:
         env: list[dict[str, Any]] | None = None,
         extra_spec: dict[str, Any] | None = None,
         bound: bool = True,
-        job: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """A pod on the virtual node; with `bound=False` one the scheduler has yet to place,
-        and with `job` one that Job's controller made (owner reference, job-name label)."""
+        """A pod on the virtual node; with `bound=False` one the scheduler has yet to place."""
+        self.ensure_namespace(namespace)
+        spec = self._pod_spec(image, command, gpus, ports, restart_policy, env, bound)
+        metadata = {"name": name, "namespace": namespace, "annotations": dict(annotations or {})}
+        return self.kube_sim.create_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata,
+                "spec": {**spec, **(extra_spec or {})},
+            }
+        )
+
+    def _pod_spec(
+        self,
+        image: str,
+        command: Sequence[str] | None,
+        gpus: int,
+        ports: Sequence[int],
+        restart_policy: str,
+        env: list[dict[str, Any]] | None,
+        bound: bool,
+    ) -> dict[str, Any]:
         container: dict[str, Any] = {
             "name": "main",
             "image": image,
@@ -224,42 +250,14 @@ class Sandbox:
             "ports": [{"containerPort": p, "protocol": "TCP"} for p in ports],
         }
         if command:
-            container["command"] = command
+            container["command"] = list(command)
         if env:
             container["env"] = env
-        self.ensure_namespace(namespace)
-        spec = {
-            "restartPolicy": restart_policy,
-            "containers": [container],
-            **(
-                {
-                    "nodeName": self.settings.node_name,
-                    "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
-                }
-                if bound
-                else {}
-            ),
-            **(extra_spec or {}),
-        }
-        metadata: dict[str, Any] = {
-            "name": name,
-            "namespace": namespace,
-            "annotations": dict(annotations or {}),
-        }
-        if job is not None:
-            metadata["labels"] = {"job-name": job["metadata"]["name"]}
-            metadata["ownerReferences"] = [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": job["metadata"]["name"],
-                    "uid": job["metadata"]["uid"],
-                    "controller": True,
-                }
-            ]
-        return self.kube_sim.create_pod(
-            {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-        )
+        spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
+        if bound:
+            spec["nodeName"] = self.settings.node_name
+            spec["tolerations"] = [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}]
+        return spec
 
     def add_job(
         self,
@@ -270,34 +268,35 @@ class Sandbox:
         labels: dict[str, str] | None = None,
         completions: int = 1,
         parallelism: int = 1,
+        command: Sequence[str] = ("python", "run.py"),
+        bound: bool = True,
+        **spec: Any,
     ) -> dict[str, Any]:
-        """A Job object only: tests play its controller by adding pods with `job=`."""
+        """A NonIndexed Job whose pods the Kubernetes simulator's Job controller makes (at
+        once, and again as they end): each one GPU container running `command`, with
+        restartPolicy Never, on the virtual node unless `bound=False`. `spec`: more
+        JobSpec fields (backoffLimit 6 unless given). Find its pods with `job_pods`."""
         self.ensure_namespace(namespace)
-        template = {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "python:3.11"}],
-            }
-        }
-        return self.kube_sim.put(
-            "jobs",
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "annotations": dict(annotations or {}),
-                    "labels": dict(labels or {}),
-                },
-                "spec": {
-                    "completions": completions,
-                    "parallelism": parallelism,
-                    "backoffLimit": 6,
-                    "template": template,
-                },
+        template = {"spec": self._pod_spec("python:3.11", command, 1, (), "Never", None, bound)}
+        job = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "annotations": dict(annotations or {}),
+                "labels": dict(labels or {}),
             },
-        )
+            "spec": {
+                "completions": completions,
+                "parallelism": parallelism,
+                "backoffLimit": 6,
+                "template": template,
+                **spec,
+            },
+        }
+        self.kube_sim.put("jobs", job)
+        return self.kube_sim.get("jobs", namespace, name) or {}
 
     def add_indexed_job(
         self,
@@ -350,14 +349,21 @@ class Sandbox:
         )
 
     def job_pods(self, job: str, namespace: str = "default") -> list[dict[str, Any]]:
-        """The Job's pods, by completion index."""
+        """The Job's pods: an Indexed Job's by completion index, a NonIndexed Job's by
+        creation time."""
         pods = [
             p
             for p in self.kube_sim.list("pods", namespace)
             if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == job
         ]
         index = "batch.kubernetes.io/job-completion-index"
-        return sorted(pods, key=lambda p: int(p["metadata"]["annotations"][index]))
+        return sorted(
+            pods,
+            key=lambda p: (
+                int((p["metadata"].get("annotations") or {}).get(index, -1)),
+                p["metadata"]["creationTimestamp"],
+            ),
+        )
 
     def ensure_namespace(self, namespace: str) -> None:
         if self.kube_sim.get("namespaces", None, namespace) is None:

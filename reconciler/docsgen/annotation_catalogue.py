@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION
-from reconciler.core import budgets, offload, spend
-from reconciler.core import pods as podinfo
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
-from reconciler.core.resources import clusters, network_volumes
+from reconciler.core.money import charges as spend
+from reconciler.core.money import namespace_caps as budgets
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import offload
+from reconciler.core.resources import clusters, volume_objects
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.gpus import MAX_GPU_MEMORY_GB
 from reconciler.core.translate.ports import HTTP_PORTS
@@ -186,7 +188,7 @@ WRITTEN = (
 
 ON_CLAIMS = (
     Annotation(
-        network_volumes.PROVISIONING_FINALIZER,
+        volume_objects.PROVISIONING_FINALIZER,
         "a finalizer",
         "Holds a claim of ours from before its network volume is asked for until a PV "
         "names it, so that a claim deleted meanwhile (even across a crash) stays until "
@@ -194,20 +196,20 @@ ON_CLAIMS = (
         "([network volumes](../guides/network-volumes.md#deleting)).",
     ),
     Annotation(
-        network_volumes.VOLUME_NAME_ANNOTATION,
+        volume_objects.VOLUME_NAME_ANNOTATION,
         "a RunPod network volume name",
         "The name of the volume asked for the claim (`runpod-reconciler-<owner "
         "digest>-pvc-<claim UID>`): which reconciler holds it, when several serve one "
         "cluster.",
     ),
     Annotation(
-        network_volumes.RECLAIM_ANNOTATION,
+        volume_objects.RECLAIM_ANNOTATION,
         "`Delete` or `Retain`",
         "The claim's StorageClass's reclaim policy when its volume was asked for: the "
         "policy its PV gets, even if the class is gone by then.",
     ),
     Annotation(
-        network_volumes.REQUESTED_AT_ANNOTATION,
+        volume_objects.REQUESTED_AT_ANNOTATION,
         "an RFC 3339 time",
         "When the claim's volume was last asked for (POSTed): while this is younger "
         "than `--create-grace-time`, a volume RunPod's lagging list does not show yet "
@@ -236,7 +238,7 @@ OTHERS = (
         "of that rank.",
     ),
     Annotation(
-        network_volumes.PROVISIONER,
+        volume_objects.PROVISIONER,
         "a StorageClass's `provisioner`",
         "Not an annotation but the provisioner name the reconciler serves: claims of such "
         "a class become RunPod network volumes, and the PV controller names it in a "

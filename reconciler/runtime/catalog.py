@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.stock import StockMemory
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import unknown_datacenters
@@ -20,6 +20,14 @@ from reconciler.core.translate.gpus import unknown_datacenters
 log = logging.getLogger(__name__)
 
 Offer = TypeVar("Offer", GpuType, CpuFlavor)
+
+
+def gpu_catalog(runpod: RunPodClient) -> list[Any]:
+    return runpod.catalog.gpu_types()
+
+
+def cpu_catalog(runpod: RunPodClient) -> list[Any]:
+    return runpod.catalog.cpu_flavors()
 
 
 class CatalogCache(Generic[Offer]):
@@ -39,7 +47,7 @@ class CatalogCache(Generic[Offer]):
         ttl: float,
         stock: StockMemory,
         datacenter_ids: tuple[str, ...] = (),
-        fetch: Callable[[RunPodClient], list[Offer]] = RunPodClient.list_gpu_types,  # type: ignore[assignment]
+        fetch: Callable[[RunPodClient], list[Offer]] = gpu_catalog,
         what: str = "GPU catalog",
         keep: Callable[[list[Offer], datetime], None] | None = None,
     ) -> None:

@@ -3,7 +3,7 @@
 A burst of pod events (a Job creating a hundred pods, our own patches echoing back) becomes
 one tick: it starts `delay` seconds after the first event of the burst, and never sooner
 than the gap after the previous tick began, because every tick costs a RunPod list call.
-The gap is asked for each time (`reconciler.core.pacing.tick_gap`): a second while the quota
+The gap is asked for each time (`core.capacity.pacing.tick_gap`): a second while the quota
 is ample, longer as it runs low, so the early tick is checked again when it is due. An
 event that arrives while a tick runs gets a tick after it: that tick may have listed the
 pods before the change.

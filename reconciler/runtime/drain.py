@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.core.ownership import owned_instances
+from reconciler.core.pods.ownership import owned_instances
 from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class DrainReport:
 
 def check_no_reconciler(kube: KubeClient, node_name: str, now: datetime) -> None:
     """Refuse when the node's heartbeat is fresh: a reconciler still serves the node."""
-    renewed = kube.node_lease_renewed_at(node_name)
+    renewed = kube.node.lease_renewed_at(node_name)
     if renewed is not None and now - renewed < HEARTBEAT_FRESH:
         age = max(0, int((now - renewed).total_seconds()))
         raise StillReconciling(
@@ -75,14 +75,14 @@ def drain(
     while True:
         owned = [
             i
-            for group in owned_instances(runpod.list_instances(), owner_id).values()
+            for group in owned_instances(runpod.instances.list(), owner_id).values()
             for i in group
         ]
         for instance in owned:
             if instance.id in report.terminated:
                 continue  # asked already; the list may lag behind the DELETE
             try:
-                runpod.delete_instance(instance.id)
+                runpod.instances.delete(instance.id)
             except runpod_errors.RunPodError as exc:
                 report.errors.append(f"{instance.id}: {exc}")
                 log.warning("could not terminate %s (trying again): %s", instance.id, exc)

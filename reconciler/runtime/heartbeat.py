@@ -17,7 +17,7 @@ from datetime import datetime
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
-from reconciler.core.node import build_node, kubelet_version
+from reconciler.core.node.virtual_node import build_node, kubelet_version
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +44,20 @@ class NodeHeartbeat:
         self._renew()
 
     def _register(self) -> None:
-        self.kube.ensure_node(self._desired_node())
+        self.kube.node.ensure(self._desired_node())
         self._registered = True
 
     def _desired_node(self) -> KubeObject:
         """The Node to register; its kubelet version follows the cluster's (read once)."""
         if self._kubelet_version is None:
-            self._kubelet_version = kubelet_version(self.kube.server_version())
+            self._kubelet_version = kubelet_version(self.kube.cluster.server_version())
         return build_node(self.settings, self.clock(), self._kubelet_version)
 
     def _renew(self) -> None:
         """Renew the node's Lease, and say so when it had gone unrenewed for longer than
         the grace period: the node was NotReady meanwhile (a CronJob run too short, or a
         reconciler that was away)."""
-        previous = self.kube.renew_node_lease(self.settings.node_name)
+        previous = self.kube.node.renew_lease(self.settings.node_name)
         late = 0.0 if previous is None else (self.clock() - previous).total_seconds()
         if late > NODE_MONITOR_GRACE_SECONDS:
             log.warning(

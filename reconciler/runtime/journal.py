@@ -16,8 +16,10 @@ data goes when the tick ends.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
@@ -29,6 +31,8 @@ from reconciler.runtime import crashpoints
 from reconciler.runtime.process_log import Decision, decision
 
 log = logging.getLogger(__name__)
+
+Found = TypeVar("Found")
 
 
 class Journal:
@@ -45,7 +49,7 @@ class Journal:
         self.runpod, self.kube, self.writes, self.clock = runpod, kube, writes, clock
         self._tick_id = tick_id
         self.creates_held = creates_held
-        """True while no create may start (`runtime/claim.py`)."""
+        """True while no create may start (`runtime/writer_lease.py`)."""
         self.annotate_created = annotate_created
         """Write each new resource's id onto its pods before the run ends (`sync --once`,
         whose next run may be another writer; the loop's next tick mirrors it anyway)."""
@@ -59,6 +63,23 @@ class Journal:
         """Creates whose answer was lost: they may have made a resource no pod names."""
         self.status_failed: set[str] = set()
         """Pods whose status patch failed in this run: their end is not on them yet."""
+        self._steps: list[weakref.ref[object]] = []
+        """Each resource's steps for this run, held by the executor: weakly here, since
+        the steps hold the journal (a cycle would keep the tick's data for the cycle
+        collector instead of letting it go when the tick ends)."""
+
+    def know_steps(self, steps: Iterable[object]) -> None:
+        self._steps = [weakref.ref(one) for one in steps]
+
+    def steps_of(self, kind: type[Found]) -> Found:
+        """This run's steps of one resource: another resource's steps use them (an
+        instance pulls with a registry credential), as does a resource's phase after
+        the pods' actions."""
+        for ref in self._steps:
+            steps = ref()
+            if isinstance(steps, kind):
+                return steps
+        raise LookupError(f"no {kind.__name__} registered")
 
     def creates_wait(self) -> bool:
         """Whether a create must wait for a later tick: creates stopped (our quota share
@@ -131,4 +152,4 @@ class Journal:
             "apiVersion": "v1",
             "metadata": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
         }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
+        self.kube.events.record(involved, reason.value, message, "Warning" if warning else "Normal")

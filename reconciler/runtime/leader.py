@@ -99,7 +99,7 @@ class LeaderElector:
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
         self.creates_held_until: datetime | None = None
-        """No create starts before this (see `runtime/claim.py`); None when no hold."""
+        """No create starts before this (see `runtime/writer_lease.py`); None when no hold."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
         self.error: KubeError | None = None
@@ -111,9 +111,9 @@ class LeaderElector:
 
     def attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
         """One try to acquire or renew the lease, and what it changed. A `dead_holder`'s
-        lease is taken at once (see `KubeClient.try_acquire_lease`)."""
+        lease is taken at once (see `KubeClient.leases.try_acquire`)."""
         try:
-            claim = self.kube.try_acquire_lease(
+            outcome = self.kube.leases.try_acquire(
                 self.namespace,
                 self.name,
                 self.identity,
@@ -121,12 +121,12 @@ class LeaderElector:
                 self.clock(),
                 dead_holder=dead_holder,
             )
-            attempt = Attempt.WON if claim.won else Attempt.REFUSED
-            self.holder, self.error = claim.holder, None
-            if claim.taken_over_from:
-                self.predecessor = claim.taken_over_from
-            if claim.won and claim.creates_held_until is not None:
-                self.creates_held_until = claim.creates_held_until
+            attempt = Attempt.WON if outcome.won else Attempt.REFUSED
+            self.holder, self.error = outcome.holder, None
+            if outcome.taken_over_from:
+                self.predecessor = outcome.taken_over_from
+            if outcome.won and outcome.creates_held_until is not None:
+                self.creates_held_until = outcome.creates_held_until
         except KubeError as exc:
             log.warning(
                 "leader election: no answer about lease %s/%s: %s", self.namespace, self.name, exc
@@ -136,12 +136,12 @@ class LeaderElector:
 
     def release(self, hold_creates_until: datetime | None = None) -> None:
         """Hand the lease back, so a standby takes over now instead of after expiry;
-        `hold_creates_until` passes a hold on creates on to it (see `runtime/claim.py`)."""
+        `hold_creates_until` passes a hold on creates on to it (see `runtime/writer_lease.py`)."""
         if not self.election.leading:
             return
         self.election.leading = False
         try:
-            self.kube.release_lease(self.namespace, self.name, self.identity, hold_creates_until)
+            self.kube.leases.release(self.namespace, self.name, self.identity, hold_creates_until)
             log.info("released leader lease %s/%s", self.namespace, self.name)
         except KubeError as exc:
             log.warning(

@@ -14,7 +14,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     DeleteCluster,
@@ -24,8 +23,9 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.plan.situation import ownership_of
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.reasons import TerminateReason
-from reconciler.core.usage import GpuUtilization
 from reconciler.runtime.tick_report import TickReport
 
 
@@ -155,7 +155,7 @@ class Metrics:
         )
         self.lookalikes = Gauge(
             "reconciler_unowned_lookalike_instances",
-            "Untagged instances nothing of ours claims, named like ours: reported, never touched.",
+            "Untagged instances nothing of ours names, named like ours: reported, never touched.",
             registry=self.registry,
         )
         self.leaked_volumes = Gauge(

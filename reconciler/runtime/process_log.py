@@ -1,4 +1,4 @@
-"""The reconciler's own log (not the pods' logs, which `runtime/pod_logs.py` reads):
+"""The reconciler's own log (not the pods' logs, which `runtime/logs/sources.py` reads):
 text or JSON lines, with known secrets scrubbed from every record.
 
 Decisions about pods (create, adopt, bind, fail, terminate, finalize) are one INFO line

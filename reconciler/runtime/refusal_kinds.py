@@ -1,10 +1,10 @@
-"""What RunPod's answer to a create means, as `core.refusals` names it: the one reading
+"""What RunPod's answer to a create means, as `core.capacity.refusals` names it: the one reading
 of an error for every create (instances, clusters)."""
 
 from __future__ import annotations
 
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.core.refusals import RefusalKind
+from reconciler.core.capacity.refusals import RefusalKind
 
 _REFUSAL_KINDS: tuple[tuple[type[runpod_errors.RunPodError], RefusalKind], ...] = (
     (runpod_errors.RejectedError, RefusalKind.NO_STOCK),

@@ -27,7 +27,6 @@ from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.config import Settings
 from reconciler.core.plan.admission import create_slots
-from reconciler.runtime.claim import WriterHeld, WriterLost, identity
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.engine import Engine, TickReport, utcnow
 from reconciler.runtime.health import Health, HealthServer
@@ -53,10 +52,11 @@ from reconciler.runtime.wiring import (
     LockHeld,
     Reconciler,
     RunMode,
-    claiming,
     connect,
     holding,
+    holding_writer_lease,
 )
+from reconciler.runtime.writer_lease import WriterHeld, WriterLost, identity
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class Ticker:
         try:
             report = self.engine.tick()  # its metrics and readiness: `Health.record`
         except WriterLost as exc:
-            log.error("tick stopped: %s", exc)  # the claim's own job stops the loop
+            log.error("tick stopped: %s", exc)  # the writer Lease's own job stops the loop
             return
         # A tick that changed nothing is routine; each decision has its own line anyway.
         level = logging.INFO if report.applied or report.failed else logging.DEBUG
@@ -318,7 +318,7 @@ class Replica:
         """Take the node's writer Lease and the writer lock, then tick, beat and watch."""
         predecessor = self.elector.predecessor if self.elector is not None else None
         with ExitStack() as taking:  # both or neither
-            taking.enter_context(claiming(self.parts.claim))
+            taking.enter_context(holding_writer_lease(self.parts.writer_lease))
             taking.enter_context(holding(self.parts.lock, predecessor))
             self._held = taking.pop_all()
         self._leading = True
@@ -333,9 +333,9 @@ class Replica:
             coalesce=True,
         )
         self.scheduler.add_job(
-            self._keep_claim,
+            self._keep_writer_lease,
             "interval",
-            seconds=self.parts.claim.elector.retry_period,
+            seconds=self.parts.writer_lease.elector.retry_period,
             max_instances=1,
             coalesce=True,
         )
@@ -366,10 +366,10 @@ class Replica:
             ).start(),
         ]
 
-    def _keep_claim(self) -> None:
+    def _keep_writer_lease(self) -> None:
         """Renew the node's writer Lease between ticks too; stop when it is lost."""
         try:
-            self.parts.claim.keep()
+            self.parts.writer_lease.keep()
         except WriterLost as exc:
             log.error("%s; stopping", exc)
             self._lost = str(exc)

@@ -7,13 +7,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.core import ownership
 from reconciler.core.actions import Action
-from reconciler.core.ghost_charges import GhostCharge
+from reconciler.core.money.ghost_charges import GhostCharge
 from reconciler.core.plan.observation import Observation
+from reconciler.core.pods import ownership
+from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.resources import clusters
-from reconciler.core.usage import GpuUtilization
-from reconciler.runtime import money
+from reconciler.runtime.money.chores import BillingRead, ResourceBillingRead
 
 
 @dataclass
@@ -37,9 +37,9 @@ class TickReport:
     the tick's row and the gauge (not on a dry run)."""
     """What the tick saw, for the metrics; None when it could not observe."""
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
-    """Untagged instances nothing claims, named like ours: reported, never touched."""
-    billing: money.BillingRead = field(default_factory=money.BillingRead)
-    resource_billing: list[money.ResourceBillingRead] = field(default_factory=list)
+    """Untagged instances nothing names, named like ours: reported, never touched."""
+    billing: BillingRead = field(default_factory=BillingRead)
+    resource_billing: list[ResourceBillingRead] = field(default_factory=list)
     """Network volumes' and clusters' charges read this tick (at most hourly)."""
     registries_deleted: list[str] = field(default_factory=list)
     clusters_created: list[str] = field(default_factory=list)
@@ -47,7 +47,7 @@ class TickReport:
     cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
     """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
     ghost_charges: list[GhostCharge] | None = None
-    """Ids RunPod charges that it neither lists nor answers for (`core.ghost_charges`);
+    """Ids RunPod charges that it neither lists nor answers for (`core.money.ghost_charges`);
     None when the tick did not get to apply."""
     volume_leaks: list[str] | None = None
     """Network volumes of ours that no PV names (kept, reported); None when RunPod's

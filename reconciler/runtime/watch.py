@@ -21,11 +21,12 @@ import random
 import threading
 from collections.abc import Callable
 
-from reconciler.adapters.kube.client import KubeClient, node_pods_selector
+from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeError, KubeGone
+from reconciler.adapters.kube.pods import node_pods_selector
 from reconciler.adapters.kube.stream import WatchStream
 from reconciler.core.domain import KubeObject
-from reconciler.core.spend import SPEND_ANNOTATION
+from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def node_selector(node_name: str) -> str:
     return node_pods_selector(node_name)
 
 
-# Unscheduled Pending pods: the same selector as KubeClient.list_pending_managed_pods.
+# Unscheduled Pending pods: the same selector as KubeClient.pods.list_pending.
 PENDING_SELECTOR = "spec.nodeName=,status.phase=Pending"
 
 
@@ -146,7 +147,7 @@ class PodWatch:
         while not self._stop.is_set():
             try:
                 if version is None:
-                    version = self.kube.pods_resource_version(self.field_selector)
+                    version = self.kube.pods.resource_version(self.field_selector)
                     self.changed()  # whatever happened while nobody watched
                 version = self._follow(version)
                 failures = 0
@@ -169,7 +170,7 @@ class PodWatch:
 
     def _follow(self, version: str) -> str:
         """Read one watch to its end; the resourceVersion to resume from."""
-        stream = self.kube.watch_pods(self.field_selector, version, self.watch_seconds)
+        stream = self.kube.pods.watch(self.field_selector, version, self.watch_seconds)
         with self._stream_lock:
             self._stream = stream
         if self._stop.is_set():  # stop() ran before the stream was there to close

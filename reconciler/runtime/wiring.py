@@ -18,12 +18,12 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import process_log
-from reconciler.runtime.claim import WriterClaim, dead_here, identity
 from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
 from reconciler.runtime.heartbeat import NodeHeartbeat
 from reconciler.runtime.kubelet.sshkey import secret_identity
 from reconciler.runtime.leader import default_namespace
-from reconciler.runtime.system_events import StartupLines, SystemEvents
+from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
+from reconciler.runtime.writer_lease import WriterLease, dead_here, identity
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     """The owner id needs a cluster id; by default the kube-system namespace's UID."""
     if settings.cluster_id:
         return settings
-    return dataclasses.replace(settings, cluster_id=kube.cluster_uid())
+    return dataclasses.replace(settings, cluster_id=kube.cluster.uid())
 
 
 def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
@@ -91,14 +91,14 @@ class LockKeeper:
         """Take the lock, or raise LockHeld. `predecessor` is a leader whose expired Lease
         we took: it stopped acting before the Lease ran out (leader.py), so its lock is
         free to take without waiting out the TTL."""
-        holder = self.store.acquire_lock(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        holder = self.store.locks.acquire(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
         if holder is not None and (holder == predecessor or dead_here(holder)):
             log.warning(
                 "taking over the lock of %s, %s",
                 holder,
                 "the previous leader" if holder == predecessor else "a dead process on this host",
             )
-            holder = self.store.acquire_lock(
+            holder = self.store.locks.acquire(
                 LOCK_NAME, self.owner, LOCK_TTL, self.clock(), dead_holder=holder
             )
         if holder is not None:
@@ -115,7 +115,7 @@ class LockKeeper:
 
     def release(self) -> None:
         self._held = False
-        self.store.release_lock(LOCK_NAME, self.owner)
+        self.store.locks.release(LOCK_NAME, self.owner)
 
 
 class RunMode(enum.Enum):
@@ -134,7 +134,7 @@ class Reconciler:
     engine: Engine
     heartbeat: NodeHeartbeat
     lock: LockKeeper
-    claim: WriterClaim
+    writer_lease: WriterLease
     """The node's writer Lease: taken by every writer before it acts
     (docs/architecture.md §4, One writer per node)."""
 
@@ -148,13 +148,13 @@ def compose(
     mode: RunMode,
     lock: LockKeeper | None = None,
     after_tick: Callable[[Engine, TickReport], None] | None = None,
-    claim: WriterClaim | None = None,
+    writer_lease: WriterLease | None = None,
     startup_client: Callable[[], RunPodClient] | None = None,
     startup_lines: bool = False,
 ) -> tuple[Engine, NodeHeartbeat]:
     """The engine and its heartbeat, with what runs around each tick: the writer lock's
     renewal first (when there is a lock), the node's writer Lease kept before the tick
-    and each action (when there is a claim), the heartbeat in the ticks of
+    and each action (when there is a writer Lease), the heartbeat in the ticks of
     `RunMode.ONCE`, starting instances' system lines as Events (with `startup_lines`: a
     stream each on a client from `startup_client`, else a read in the tick), and
     `after_tick` last."""
@@ -166,14 +166,14 @@ def compose(
     )
     if lock is not None:
         steps = dataclasses.replace(steps, before=lock.renew_if_due)
-    if claim is not None:
+    if writer_lease is not None:
         steps = dataclasses.replace(
             steps,
-            before_action=claim.keep,
-            creates_held=claim.creates_held,
-            unrecorded_creates=claim.unrecorded_creates,
+            before_action=writer_lease.keep,
+            creates_held=writer_lease.creates_held,
+            unrecorded_creates=writer_lease.unrecorded_creates,
             # A run of `--once` ends by releasing the Lease: its creates must be on their
-            # pods by then (runtime/claim.py); the loop's next tick mirrors them anyway.
+            # pods by then (runtime/writer_lease.py); the loop's next tick mirrors them anyway.
             annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:
@@ -204,7 +204,7 @@ def connect(
     engine: Engine | None = None
     try:
         settings = with_ssh_key(resolve_owner(settings, kube), kube)
-        claim = WriterClaim(kube, settings.node_name, clock, lambda: clock().timestamp())
+        writer_lease = WriterLease(kube, settings.node_name, clock, lambda: clock().timestamp())
         engine, heartbeat = compose(
             settings,
             runpod,
@@ -214,7 +214,7 @@ def connect(
             mode,
             None if read_only else lock,
             after_tick,
-            None if read_only else claim,
+            None if read_only else writer_lease,
             # The loop holds a stream per starting pod; a run of `--once` reads in its tick.
             partial(
                 RunPodClient,
@@ -226,7 +226,7 @@ def connect(
             else None,
             startup_lines=not read_only,
         )
-        yield Reconciler(engine, heartbeat, lock, claim)
+        yield Reconciler(engine, heartbeat, lock, writer_lease)
     finally:
         if engine is not None and engine.steps.startup is not None:
             engine.steps.startup.stop()
@@ -244,11 +244,11 @@ def holding(lock: LockKeeper, predecessor: str | None = None) -> Iterator[LockKe
 
 
 @contextmanager
-def claiming(claim: WriterClaim) -> Iterator[WriterClaim]:
+def holding_writer_lease(writer_lease: WriterLease) -> Iterator[WriterLease]:
     """The node's writer Lease for as long as the block runs (the engine keeps it before
     each action). Raises WriterHeld when another writer acts for the node."""
-    claim.acquire()
+    writer_lease.acquire()
     try:
-        yield claim
+        yield writer_lease
     finally:
-        claim.release()
+        writer_lease.release()

@@ -96,8 +96,10 @@ would serve now, keyed by id; `requests` the logged API requests (passwords mask
 
 A pod created with `startSsh` and a `PUBLIC_KEY` in its env runs a real sshd on
 127.0.0.1 (see `runpod_ssh`: commands run with `sh` in a per-pod sandbox directory that
-stands for the pod's filesystem); its public IP is 127.0.0.1 and its `22/tcp` mapping,
-when published, is the sshd's port, so `ssh.direct` leads to it once the pod runs.
+stands for the pod's filesystem); its `22/tcp` mapping, when published, is the sshd's
+port, so `ssh.direct` leads to it once the pod runs. Each pod's public IP is its own
+address in 203.0.113.0/24 (as a real pod shows its machine's), which this machine does
+not route: clients reach it through `runpod_net.PROXY_COMMAND` (their SSH ProxyCommand).
 `ssh_sandbox(id)` and `ssh_host_key(id)` let tests look inside.
 
 Run as a process: `python -m reconciler.sim.runpod --port 8080 --api-key KEY` prints its
@@ -363,6 +365,7 @@ class RunPodSimulator:
             self._log: deque[SimRequest] = deque(maxlen=REQUEST_LOG_LIMIT)
             self._random = random.Random(0)
             self._next_public_port = 30000
+            self._machines = 0  # each pod on a machine of its own, with its own public IP
             self._open_streams: list[LogStream] = []
             self._next_stream_drops: dict[str, int] = {}
             self._backfill_gaps: dict[str, float] = {}
@@ -938,7 +941,7 @@ class RunPodSimulator:
             created_at=now,
             starting_at=now,
             running_at=now,
-            public_ip=f"203.0.113.{len(self._pods) % 250 + 1}",
+            public_ip=self._public_ip(),
             public_ports={int(spec.split("/")[0]): self._public_port() for spec in ports},
             args=body.get("args", ""),
             disk=body.get("disk", 20),
@@ -984,7 +987,6 @@ class RunPodSimulator:
             lambda: pod.status(clock.now()) == "RUNNING",
             self._volumes.mounted_directories(pod.mounts),
         )
-        pod.public_ip = "127.0.0.1"
         if 22 in pod.public_ports:
             pod.public_ports[22] = port
 
@@ -1039,6 +1041,10 @@ class RunPodSimulator:
             candidate = "".join(self._random.choices(_ID_ALPHABET, k=14))
             if candidate not in self._pods:
                 return candidate
+
+    def _public_ip(self) -> str:
+        self._machines += 1
+        return f"203.0.113.{(self._machines - 1) % 254 + 1}"
 
     def _public_port(self) -> int:
         self._next_public_port += 1

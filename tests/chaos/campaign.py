@@ -42,7 +42,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `tests.chaos` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from reconciler.core.resources.network_volumes import volume_name
+from reconciler.core.resources.volume_objects import volume_name
 from reconciler.runtime.crashpoints import POINTS
 from tests.chaos import invariants
 from tests.chaos.invariants import History

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.resources.network_volumes import volume_name
+from reconciler.core.resources.volume_objects import volume_name
 from tests.chaos.invariants import (
     action_requests,
     duplicates,

@@ -24,18 +24,19 @@ from typing import Any
 import requests
 import yaml
 
-from reconciler.adapters.kube.client import CREATES_HELD_ANNOTATION, NODE_LEASE_NAMESPACE
+from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
+from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
-from reconciler.core.pods import CLUSTER_ANNOTATION
+from reconciler.core.pods.facts import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
     SELECTED_NODE,
     STORAGE_PROVISIONER,
     size_gb,
     volume_name,
 )
-from reconciler.runtime.claim import dead_here, writer_lease_name
+from reconciler.runtime.writer_lease import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"

@@ -17,9 +17,9 @@ from reconciler.adapters.store.queries import SpendLine
 from reconciler.adapters.store.repository import Store
 from reconciler.cli.commands import main
 from reconciler.cli.cost_view import charges, group
-from reconciler.core.attribution import Attribution, Billed
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.money.attribution import Attribution, Billed
 
 NOW = datetime.now(UTC)
 
@@ -53,7 +53,7 @@ def url(tmp_path: Path) -> str:
     records = [BillingRecord("i-a", h, h + timedelta(hours=1), 1.0) for h in hours]
     # Pod b was charged three times its list price: a wrong price, or a leak.
     records += [BillingRecord("i-b", h, h + timedelta(hours=1), 1.5) for h in hours]
-    store.save_billing(records, NOW, NOW, forget_before=NOW - timedelta(days=31))
+    store.billing.save(records, NOW, NOW, forget_before=NOW - timedelta(days=31))
     engine.dispose()
     return url
 
@@ -109,7 +109,7 @@ def with_storage_and_clusters(url: str) -> str:
     whose claim is not known; none of them, nor the claim or the Job, exists now."""
     engine = db.make_engine(url)
     store = Store(db.session_factory(engine))
-    store.save_attributions(
+    store.attributions.save(
         [
             Attribution(Billed.NETWORK_VOLUME, "vol-1", "ml", "ckpt", "c-1", "STANDARD"),
             Attribution(Billed.CLUSTER, "cl-1", "web", "train", "j-1", "A100"),
@@ -125,7 +125,7 @@ def with_storage_and_clusters(url: str) -> str:
         (Billed.CLUSTER, "cl-1", 3.0),
     ):
         records = [ResourceCharge(resource, h, h + timedelta(hours=1), usd) for h in hours]
-        store.save_resource_billing(kind, records, NOW, NOW, NOW - timedelta(days=31))
+        store.billing.save_resources(kind, records, NOW, NOW, NOW - timedelta(days=31))
     engine.dispose()
     return url
 

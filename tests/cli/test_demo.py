@@ -16,8 +16,11 @@ def test_demo_ends_with_no_duplicate_and_no_leak() -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["duplicates"] == 0 and summary["leaked"] == []
+    # The Job controller named the Job's pod (generateName `finetune-`).
+    [finetune] = [name for name in summary["pods"] if name.startswith("ml/finetune-")]
+    assert re.fullmatch(r"ml/finetune-[a-z0-9]{5}", finetune)
     assert summary["pods"] == {
-        "ml/finetune-0": "Succeeded",
+        finetune: "Succeeded",
         "ml/huge": "Failed",
         "ml/notebook": "Running",
         "ml/serve": "Running",

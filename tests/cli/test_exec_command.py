@@ -19,8 +19,15 @@ from pathlib import Path
 import pytest
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.sim import runpod_net
 
-ENV = {**os.environ, "RUNPOD_API_KEY": API_KEY}
+# The simulator's public IPs are reached through its network's relay, as a cluster that
+# cannot route to RunPod would reach them through a bastion.
+ENV = {
+    **os.environ,
+    "RUNPOD_API_KEY": API_KEY,
+    "RECONCILER_SSH_PROXY_COMMAND": runpod_net.PROXY_COMMAND,
+}
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ import requests
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.demo.sandbox import TOKEN as KUBE_TOKEN
-from reconciler.runtime.claim import WRITER_LEASE_SECONDS
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
+from reconciler.runtime.writer_lease import WRITER_LEASE_SECONDS
 
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"
@@ -254,7 +254,7 @@ def test_sigterm_during_a_tick_lets_it_finish_and_releases_the_lock(
     [create] = [entry for entry in store.journal() if entry.kind == "create"]
     assert create.outcome == "ok" and create.finished_at is not None
     # And the lock is free: another writer takes it at once.
-    assert store.acquire_lock(LOCK_NAME, "next-writer", LOCK_TTL, box.clock.now()) is None
+    assert store.locks.acquire(LOCK_NAME, "next-writer", LOCK_TTL, box.clock.now()) is None
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
@@ -293,7 +293,7 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
     )
     assert took_over <= TAKEOVER_SECONDS + SCHEDULING_SLACK, took_over
     # Creates wait for the dead leader's writer term (it may have had a create in flight,
-    # see runtime/claim.py): the wait a standby on another host makes anyway.
+    # see runtime/writer_lease.py): the wait a standby on another host makes anyway.
     eventually(lambda: has_instance(box, "second"), seconds=WRITER_LEASE_SECONDS + 10)
     assert b.metric("reconciler_leader") == 1.0
     assert creates(box) == 2  # nothing created twice across the takeover

@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from reconciler.adapters.store import db, migrate
-from reconciler.cli.commands import drain, main
-from reconciler.cli.commands import sync as sync_command
+from reconciler.cli.commands import main
+from reconciler.cli.drain_command import drain
+from reconciler.cli.sync_command import sync as sync_command
 from reconciler.core.config import settings_fields
 
 

@@ -123,7 +123,7 @@ def database_contents(box: Sandbox) -> list[tuple[object, ...]]:
 def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandbox) -> None:
     box.add_pod("train")
     holder = "another-host/4242"
-    assert box.store.acquire_lock(LOCK_NAME, holder, 600, datetime.now(UTC)) is None
+    assert box.store.locks.acquire(LOCK_NAME, holder, 600, datetime.now(UTC)) is None
     before = database_contents(box)
     code, output = sync(box, "--dry-run", "--output", "json")
     assert code == 0, output

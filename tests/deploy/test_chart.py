@@ -17,8 +17,8 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from reconciler.cli.commands import sync
 from reconciler.cli.options import settings_from
+from reconciler.cli.sync_command import sync
 from reconciler.core.config import Settings
 
 from .manifests import (

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.cli.commands import main, sync
-from reconciler.runtime.claim import writer_lease_name
+from reconciler.cli.commands import main
+from reconciler.cli.sync_command import sync
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.writer_lease import writer_lease_name
 
 from .manifests import (
     DEPLOY,

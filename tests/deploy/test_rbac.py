@@ -27,11 +27,11 @@ import yaml
 from reconciler.adapters.kube.errors import KubeError, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.claim import WriterClaim, WriterHeld
 from reconciler.runtime.kubelet.sshkey import SshKeyError
 from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.wiring import with_ssh_key
+from reconciler.runtime.writer_lease import WriterHeld, WriterLease
 from reconciler.sim.kube_resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
@@ -143,9 +143,11 @@ def node_repair_after_restart(box: Sandbox) -> None:
 
 def offload(box: Sandbox) -> None:
     """An unschedulable pod of a managed Job, bound to the virtual node by the engine."""
-    job = box.add_job("burst", labels={"runpod.io/managed": "true"})
-    box.add_pod("burst-x", bound=False, restart_policy="Never", command=["python", "x.py"], job=job)
-    box.kube_sim.make_unschedulable("default", "burst-x")
+    box.add_job(
+        "burst", labels={"runpod.io/managed": "true"}, command=["python", "x.py"], bound=False
+    )
+    [pod] = box.job_pods("burst")  # the Job controller's
+    box.kube_sim.make_unschedulable("default", pod["metadata"]["name"])
     box.tick()
 
 
@@ -155,31 +157,31 @@ def client_only_calls(box: Sandbox) -> None:
     removed them since), the loop's pod watches and leader election."""
     pod = box.pod("p") or box.add_pod("p")
     for _ in range(2):  # the repeat patches the first one's count
-        box.kube.record_event(pod, "Offloading", "moving to the virtual node")
-    box.kube.patch_pod_annotations(
+        box.kube.events.record(pod, "Offloading", "moving to the virtual node")
+    box.kube.pods.patch_annotations(
         "default", pod["metadata"]["name"], {"runpod.io/pod-id": "restored"}
     )
     for selector in (node_selector(box.settings.node_name), PENDING_SELECTOR):
-        version = box.kube.pods_resource_version(selector)
-        box.kube.watch_pods(selector, version, timeout_seconds=1).close()
+        version = box.kube.pods.resource_version(selector)
+        box.kube.pods.watch(selector, version, timeout_seconds=1).close()
     box.ensure_namespace("runpod-system")
     for _ in range(2):  # acquire (create), then renew (update)
-        assert box.kube.try_acquire_lease(
+        assert box.kube.leases.try_acquire(
             "runpod-system", DEFAULT_LEASE_NAME, "me", 15, box.clock.now()
         )
-    box.kube.release_lease("runpod-system", DEFAULT_LEASE_NAME, "me")
-    claim = WriterClaim(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
+    box.kube.leases.release("runpod-system", DEFAULT_LEASE_NAME, "me")
+    writer_lease = WriterLease(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
     for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
-        claim.acquire()
-    claim.release()
+        writer_lease.acquire()
+    writer_lease.release()
 
 
 def kubelet_endpoint_calls(box: Sandbox) -> None:
     """What the kubelet endpoint asks the API server: who a token is, what they may do,
     and the pod a log is asked for (through a list: there is no single-pod `get`)."""
-    status = box.kube.review_token("sandbox-kube-token")
+    status = box.kube.reviews.token("sandbox-kube-token")
     assert status["authenticated"]
-    allowed, _ = box.kube.review_access(
+    allowed, _ = box.kube.reviews.access(
         "jane",
         ["system:authenticated"],
         "",
@@ -191,7 +193,7 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
         },
     )
     assert not allowed
-    box.kube.find_pod("default", "p")
+    box.kube.pods.find("default", "p")
 
 
 def network_volume(box: Sandbox) -> None:
@@ -286,7 +288,8 @@ def test_whole_lifecycle_and_every_call_pass_with_the_shipped_rbac() -> None:
         node = box.kube_sim.get("nodes", None, "virtual-runpod") or {}
         assert node["metadata"]["labels"]["type"] == "virtual-kubelet"
         assert ("GET", "/apis/batch/v1/namespaces/default/jobs/burst") in calls
-        assert (box.pod("burst-x") or {})["spec"]["nodeName"] == "virtual-runpod"
+        [pod] = box.job_pods("burst")
+        assert pod["spec"]["nodeName"] == "virtual-runpod"
 
 
 def test_rules_use_no_wildcards() -> None:
@@ -303,9 +306,9 @@ def test_node_and_lease_rights_stop_at_our_own_node() -> None:
         worker = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-worker-1"}}
         box.kube_sim.put("nodes", worker)
         with pytest.raises(KubeForbidden):
-            box.kube.ensure_node(worker)
+            box.kube.node.ensure(worker)
         with pytest.raises(KubeForbidden):
-            box.kube.renew_node_lease("gpu-worker-1")
+            box.kube.node.renew_lease("gpu-worker-1")
 
 
 def every_granted_verb() -> Iterator[Any]:

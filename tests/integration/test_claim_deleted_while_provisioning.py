@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     PROVISIONING_FINALIZER,
     RECLAIM_ANNOTATION,
     volume_name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     PROVISIONING_FINALIZER,
     VOLUME_NAME_ANNOTATION,
     volume_name,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
     PROVISIONER,
     PROVISIONING_FINALIZER,

@@ -82,7 +82,7 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
     box.runpod_sim.set_listing_lag(LAG)  # ours will not be listed: only read by id
     box.add_indexed_job("train", 2)
     for pod in box.job_pods("train"):
-        box.kube.patch_pod_annotations(
+        box.kube.pods.patch_annotations(
             "default", pod["metadata"]["name"], {"runpod.io/cluster-id": foreign}
         )
     box.tick()
@@ -96,7 +96,7 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
 def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
     """The `--once` writer could not write the new cluster's id on its pods: it counts
     the create as unrecorded, so the Lease it releases holds the next writer's creates
-    (runtime/claim.py) instead of letting a writer on another database make a second."""
+    (runtime/writer_lease.py) instead of letting a writer on another database make a second."""
     unrecorded: list[int] = []
     box.engine.steps = dataclasses.replace(
         box.engine.steps, annotate_created=True, unrecorded_creates=unrecorded.append

@@ -12,8 +12,8 @@ from typing import Any
 import click
 import pytest
 
-from reconciler.cli.commands import sync
 from reconciler.cli.options import settings_from
+from reconciler.cli.sync_command import sync
 from reconciler.core.config import PodsWithoutGpu
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.demo.sandbox import Sandbox

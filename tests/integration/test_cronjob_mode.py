@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.once import stay_beating
+from reconciler.runtime.cronjob_run import stay_beating
 from reconciler.sim.kube_controllers import ControllerSettings
 from tests.integration.conftest import FAST
 

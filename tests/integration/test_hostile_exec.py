@@ -47,20 +47,20 @@ def apiserver(box: Sandbox) -> ApiServerClient:
 
 
 def _instance(box: Sandbox, namespace: str, name: str) -> str:
-    instance = box.instance_for(box.kube.find_pod(namespace, name) or {})
+    instance = box.instance_for(box.kube.pods.find(namespace, name) or {})
     assert instance is not None and instance["status"] == "RUNNING"
     return str(instance["id"])
 
 
 def _mappings(box: Sandbox, namespace: str, name: str) -> str:
-    pod = box.kube.find_pod(namespace, name) or {}
+    pod = box.kube.pods.find(namespace, name) or {}
     return str(pod["metadata"]["annotations"][PORT_MAPPINGS])
 
 
 def test_a_forged_address_reaches_only_the_pods_own_instance(box, apiserver):
     mine, theirs = _instance(box, "tenant-a", "mine"), _instance(box, "tenant-b", "theirs")
     real = _mappings(box, "tenant-a", "mine")
-    box.kube.patch_pod_annotations(
+    box.kube.pods.patch_annotations(
         "tenant-a", "mine", {PORT_MAPPINGS: _mappings(box, "tenant-b", "theirs")}
     )
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
@@ -68,7 +68,7 @@ def test_a_forged_address_reaches_only_the_pods_own_instance(box, apiserver):
     assert (box.runpod_sim.ssh_sandbox(mine) / "tmp" / "planted").exists()
     assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists()
     # the host key pinned for my instance is my instance's, not theirs
-    kept = box.store.remember_host_key(mine, "-", box.clock.now())
+    kept = box.store.host_keys.remember(mine, "-", box.clock.now())
     assert kept == box.runpod_sim.ssh_host_key(mine) != box.runpod_sim.ssh_host_key(theirs)
     box.tick()
     assert _mappings(box, "tenant-a", "mine") == real
@@ -77,7 +77,7 @@ def test_a_forged_address_reaches_only_the_pods_own_instance(box, apiserver):
 def test_a_forged_address_changes_nothing_before_the_first_list(box, apiserver):
     """A restarted endpoint that no tick has told yet asks RunPod for the row's id."""
     mine, theirs = _instance(box, "tenant-a", "mine"), _instance(box, "tenant-b", "theirs")
-    box.kube.patch_pod_annotations(
+    box.kube.pods.patch_annotations(
         "tenant-a", "mine", {PORT_MAPPINGS: _mappings(box, "tenant-b", "theirs")}
     )
     box.configure()  # a new engine: no list yet, as after a restart
@@ -146,19 +146,19 @@ def test_a_forged_pod_id_after_state_loss_claims_nothing(box, apiserver):
     and the tick writes A's own id back."""
     mine, theirs = _instance(box, "tenant-a", "mine"), _instance(box, "tenant-b", "theirs")
     uids = {
-        name: str((box.kube.find_pod(ns, name) or {})["metadata"]["uid"])
+        name: str((box.kube.pods.find(ns, name) or {})["metadata"]["uid"])
         for ns, name in (("tenant-a", "mine"), ("tenant-b", "theirs"))
     }
     for uid in uids.values():
         box.store.delete_row(uid)
-    box.kube.patch_pod_annotations("tenant-a", "mine", {"runpod.io/pod-id": theirs})
+    box.kube.pods.patch_annotations("tenant-a", "mine", {"runpod.io/pod-id": theirs})
     box.tick()
     box.tick()
     rows = {uid: box.store.row(uid) for uid in uids.values()}
     assert rows[uids["theirs"]] is not None and rows[uids["theirs"]].instance_id == theirs
     assert rows[uids["mine"]] is None or rows[uids["mine"]].instance_id != theirs
     assert box.runpod_sim.instances[theirs]["status"] == "RUNNING"
-    shown = (box.kube.find_pod("tenant-a", "mine") or {})["metadata"]["annotations"]
+    shown = (box.kube.pods.find("tenant-a", "mine") or {})["metadata"]["annotations"]
     assert shown["runpod.io/pod-id"] == mine
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
     assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists(), done

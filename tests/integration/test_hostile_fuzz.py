@@ -20,8 +20,11 @@ import requests
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.budgets import MAX_HOURLY_SPEND_ANNOTATION, MAX_INSTANCES_ANNOTATION
-from reconciler.core.offload import MAX_PENDING_TIME_BEFORE_OFFLOAD
+from reconciler.core.money.namespace_caps import (
+    MAX_HOURLY_SPEND_ANNOTATION,
+    MAX_INSTANCES_ANNOTATION,
+)
+from reconciler.core.pods.offload import MAX_PENDING_TIME_BEFORE_OFFLOAD
 from reconciler.core.translate import annotations as ann
 from reconciler.demo.sandbox import Sandbox
 

@@ -23,7 +23,7 @@ def test_forged_cluster_id_and_rank_on_one_member_change_nothing(box: Sandbox) -
     shown = [p["metadata"]["annotations"] for p in pods]
     assert all(p["status"]["phase"] == "Running" for p in pods)
     name = pods[1]["metadata"]["name"]
-    box.kube.patch_pod_annotations(
+    box.kube.pods.patch_annotations(
         "default", name, {"runpod.io/cluster-id": "forged", "runpod.io/rank": "0"}
     )
     deletes = len([r for r in box.runpod_sim.requests if r.method == "DELETE"])
@@ -51,7 +51,7 @@ def test_a_forged_member_id_reads_no_other_instances_log() -> None:
         assert other is not None
         box.runpod_sim.write_container_log(other["id"], ["the other tenant's secret"])
         name = box.job_pods("train")[0]["metadata"]["name"]
-        box.kube.patch_pod_annotations("default", name, {"runpod.io/pod-id": other["id"]})
+        box.kube.pods.patch_annotations("default", name, {"runpod.io/pod-id": other["id"]})
         assert box.kubelet is not None
         answer = requests.get(
             f"https://127.0.0.1:{box.kubelet.port}/containerLogs/default/{name}/main",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.budgets import MAX_INSTANCES_ANNOTATION
+from reconciler.core.money.namespace_caps import MAX_INSTANCES_ANNOTATION
 from reconciler.demo.sandbox import Sandbox
 
 from .test_lifecycle import phase

@@ -9,7 +9,7 @@ import json
 from click.testing import CliRunner
 
 from reconciler.cli.commands import main
-from reconciler.core.budgets import MAX_INSTANCES_ANNOTATION
+from reconciler.core.money.namespace_caps import MAX_INSTANCES_ANNOTATION
 from reconciler.demo.sandbox import Sandbox
 
 FORGED = "A100\nnamespace  forged  running  fake-id\x1b[2J\u202e"

@@ -38,7 +38,7 @@ def finished_batch_pod(box: Sandbox, lines: list[str]) -> str:
 
 
 def kept_lines(box: Sandbox, uid: str) -> list[str]:
-    kept = box.store.saved_log(uid)
+    kept = box.store.saved_logs.read(uid)
     assert kept is not None
     return [line for _ts, line in kept]
 
@@ -65,4 +65,4 @@ def test_the_kept_log_is_deleted_with_the_pods_row(box: Sandbox) -> None:
     box.advance(box.settings.cost_history_days * 86400 + 60)
     box.tick()
     assert box.store.row(uid) is None
-    assert box.store.saved_log(uid) is None
+    assert box.store.saved_logs.read(uid) is None

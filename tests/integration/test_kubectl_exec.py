@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import os
 import shutil
 import socket
@@ -390,3 +391,27 @@ def test_port_forward_passes_the_clients_half_close_to_the_pod(box: Sandbox, spd
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_each_pod_shows_its_instances_public_ip_and_exec_reaches_it(box: Sandbox) -> None:
+    """A pod's IP is the public IP RunPod reports for its instance (the simulator's are
+    not loopback, so an address taken from anywhere else shows), one per pod; exec goes
+    to that address (through the simulator's network, as the wiring says)."""
+    box.add_pod("eval", command=["python", "eval.py"])
+    box.tick()
+    box.advance(30)
+    box.tick()
+    table = kubectl(box, "get", "pods", "-o", "wide", "--no-headers")
+    assert table.returncode == 0, table.stderr
+    ips = {line.split()[0]: line.split()[5] for line in table.stdout.splitlines()}
+    assert set(ips) == {"train", "eval"}
+    assert ips["train"] != ips["eval"]
+    for name, ip in ips.items():
+        instance = box.instance_for(box.pod(name) or {})
+        assert instance is not None
+        assert ip == instance["runtime"]["ports"][0]["ip"]
+        assert not ipaddress.ip_address(ip).is_loopback
+        done = kubectl(box, "exec", name, "--", "hostname")
+        assert done.returncode == 0, done.stderr
+    described = kubectl(box, "describe", "pod", "eval")
+    assert f"IP:               {ips['eval']}" in described.stdout

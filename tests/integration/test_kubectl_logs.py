@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from reconciler.core.contract import STOP_ON_EXIT_ENV
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_pki import ClientCA
 

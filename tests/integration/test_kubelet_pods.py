@@ -26,13 +26,7 @@ MERGE = "application/merge-patch+json"
 def running(box: Sandbox, name: str, **pod: Any) -> dict[str, Any]:
     """A pod whose instance serves: created, booted, mirrored."""
     box.add_pod(name, **pod)
-    box.tick()
-    box.advance(30)
-    box.tick()
-    box.tick()
-    found = box.pod(name) or {}
-    assert found["status"]["phase"] == "Running", found["status"]
-    return found
+    return running_made(box, name)
 
 
 def container(pod: dict[str, Any], name: str = "main") -> dict[str, Any]:
@@ -82,19 +76,22 @@ def test_a_deleted_pending_pod_without_instance_ends_failed(box: Sandbox) -> Non
     assert box.owned_instances() == []
 
 
-def _job(box: Sandbox, **spec: Any) -> dict[str, Any]:
-    template = {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "python:3.11"}]}
-    }
-    return box.kube_sim.put(
-        "jobs",
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "train", "namespace": "default"},
-            "spec": {"template": template, "backoffLimit": 6, **spec},
-        },
-    )
+def _job_pod(box: Sandbox, **spec: Any) -> dict[str, Any]:
+    """A Job of one pod on the virtual node; its pod (the Job controller's), running."""
+    box.add_job("train", command=["python", "train.py"], **spec)
+    [pod] = box.job_pods("train")
+    return running_made(box, pod["metadata"]["name"])
+
+
+def running_made(box: Sandbox, name: str) -> dict[str, Any]:
+    """The pod `name`, made already, once its instance serves: booted, mirrored."""
+    box.tick()
+    box.advance(30)
+    box.tick()
+    box.tick()
+    found = box.pod(name) or {}
+    assert found["status"]["phase"] == "Running", found["status"]
+    return found
 
 
 def _job_status(box: Sandbox) -> dict[str, Any]:
@@ -104,30 +101,30 @@ def _job_status(box: Sandbox) -> dict[str, Any]:
 def test_a_deleted_job_pod_that_only_failed_pods_replace_is_finished_and_counted(
     box: Sandbox,
 ) -> None:
-    job = _job(box, podReplacementPolicy="Failed")
-    pod = running(box, "train-abc", job=job, command=["python", "train.py"], restart_policy="Never")
+    pod = _job_pod(box, podReplacementPolicy="Failed")
+    name = pod["metadata"]["name"]
     assert pod["metadata"]["finalizers"] == [TRACKING_FINALIZER]
-    box.kube_sim.delete_pod("default", "train-abc", grace_seconds=30)
+    box.kube_sim.delete_pod("default", name, grace_seconds=30)
     box.tick()
     box.tick()
-    assert box.pod("train-abc") is None  # not stuck Terminating
+    assert box.pod(name) is None  # not stuck Terminating
     assert box.instance_for(pod) is None
     assert _job_status(box)["failed"] == 1
 
 
 def test_a_finished_job_pod_is_counted_by_its_job(box: Sandbox) -> None:
-    job = _job(box, podReplacementPolicy="Failed")
-    pod = running(box, "train-abc", job=job, command=["python", "train.py"], restart_policy="Never")
+    pod = _job_pod(box, podReplacementPolicy="Failed")
     instance = box.instance_for(pod)
     assert instance is not None
     box.runpod_sim.exit_process(instance["id"], 0)
     box.tick()
-    done = box.pod("train-abc") or {}
+    done = box.pod(pod["metadata"]["name"]) or {}
     assert done["status"]["phase"] == "Succeeded"
     assert list(container(done)["state"]) == ["terminated"]
     assert "finalizers" not in done["metadata"]
     status = _job_status(box)
-    assert status["succeeded"] == 1 and status["conditions"][0]["type"] == "Complete"
+    assert status["succeeded"] == 1
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
 
 
 def test_an_ip_change_puts_the_new_ip_on_the_pod(box: Sandbox) -> None:

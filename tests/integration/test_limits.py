@@ -13,7 +13,7 @@ def set_capacity(box: Sandbox, places: list[tuple[str, str]], count: int) -> Non
 
 
 def exhaust_capacity(box: Sandbox) -> list[tuple[str, str]]:
-    places = [(gpu.id, dc.id) for gpu in box.runpod.list_gpu_types() for dc in gpu.datacenters]
+    places = [(gpu.id, dc.id) for gpu in box.runpod.catalog.gpu_types() for dc in gpu.datacenters]
     set_capacity(box, places, 0)
     return places
 

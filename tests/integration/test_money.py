@@ -21,9 +21,9 @@ from reconciler.cli.commands import main
 from reconciler.core.actions import Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import USER_AGENT
+from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.resources.registries import registry_name
-from reconciler.core.spend import SPEND_ANNOTATION
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.metrics import Metrics
 
@@ -152,7 +152,7 @@ def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
     # One stream of both sources read whole for the code, not opened again; the log kept
     # for the pod is that same read (one read per finished batch pod).
     assert [r.query.get("source") for r in reads] == [None]
-    assert box.store.saved_log(box.pod("job")["metadata"]["uid"]) is not None
+    assert box.store.saved_logs.read(box.pod("job")["metadata"]["uid"]) is not None
 
 
 def _pull_secret(box: Sandbox, password: str) -> None:

@@ -169,10 +169,11 @@ def tls_box() -> Iterator[Sandbox]:
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_drain_ends_instances_normally(tls_box: Sandbox) -> None:
     box = tls_box
-    job = box.add_job("train")
-    box.add_pod("train-a", job=job, restart_policy="Never", command=["python", "run.py"])
+    box.add_job("train")
+    [pod] = box.job_pods("train")  # the Job controller's
+    name = pod["metadata"]["name"]
     box.tick()
-    instance = box.instance_for(box.pod("train-a") or {})
+    instance = box.instance_for(box.pod(name) or {})
     assert instance is not None
 
     drain = subprocess.Popen(
@@ -194,8 +195,8 @@ def test_kubectl_drain_ends_instances_normally(tls_box: Sandbox) -> None:
         if drain.poll() is None:
             drain.kill()
     assert drain.returncode == 0, err
-    assert "evicting pod default/train-a" in out + err and "drained" in out
-    assert box.pod("train-a") is None
+    assert f"evicting pod default/{name}" in out + err and "drained" in out
+    assert box.pod(name) is None
     assert instance["id"] not in box.runpod_sim.instances  # terminated: billing stopped
     node = box.kube_sim.get("nodes", None, NODE) or {}
     assert node["spec"]["unschedulable"] is True
@@ -244,9 +245,9 @@ def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: San
             },
         }
     )
-    box.add_pod(
-        "train-a", job=box.add_job("train"), restart_policy="Never", command=["python", "run.py"]
-    )
+    box.add_job("train")
+    [pod] = box.job_pods("train")  # the Job controller's
+    name = pod["metadata"]["name"]
     box.tick()
 
     drain = subprocess.run(
@@ -271,10 +272,10 @@ def test_kubectl_drain_ignoring_daemon_sets_leaves_their_pods_alone(tls_box: San
         text=True,
         timeout=60,
     )
-    assert "evicting pod default/train-a" in drain.stdout + drain.stderr
+    assert f"evicting pod default/{name}" in drain.stdout + drain.stderr
     box.tick()
     box.tick()
-    assert box.pod("train-a") is None
+    assert box.pod(name) is None
     agent = box.pod("agent-x") or {}
     assert "deletionTimestamp" not in agent["metadata"]
     assert agent["status"]["reason"] == "DaemonSetPodNotRun"

@@ -47,6 +47,26 @@ def pending_pod(
     return pod
 
 
+def made_pods(box: Sandbox, job: str, *, unschedulable: bool = True) -> list[str]:
+    """The names of the pods the Job controller made for `job`; with `unschedulable`, the
+    scheduler has found no room for those still Pending and unplaced."""
+    names = []
+    for pod in box.job_pods(job):
+        name = pod["metadata"]["name"]
+        names.append(name)
+        placed = pod["spec"].get("nodeName") or (pod.get("status") or {}).get("phase") != "Pending"
+        if unschedulable and not placed and not _marked(pod):
+            box.kube_sim.make_unschedulable("default", name)
+    return names
+
+
+def _marked(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
 def node_of(box: Sandbox, name: str) -> str | None:
     pod = box.pod(name)
     return None if pod is None else pod["spec"].get("nodeName")
@@ -79,10 +99,10 @@ def test_offload_annotation_binds_a_pod_the_scheduler_has_not_given_up_on(box: S
 
 
 def test_offload_annotation_on_the_job_binds_its_pods(box: Sandbox) -> None:
-    job = box.add_job("train", annotations={**MANAGED, "runpod.io/offload": "true"})
-    pending_pod(box, "train-x", unschedulable=False, job=job)
+    box.add_job("train", annotations={**MANAGED, "runpod.io/offload": "true"}, bound=False)
+    [pod] = made_pods(box, "train", unschedulable=False)
     box.tick()
-    assert node_of(box, "train-x") == NODE
+    assert node_of(box, pod) == NODE
 
 
 def test_unschedulable_longer_than_the_limit_is_offloaded(box: Sandbox) -> None:
@@ -106,12 +126,15 @@ def test_default_limit_of_zero_offloads_as_soon_as_unschedulable(box: Sandbox) -
 
 
 def test_job_annotation_overrides_the_wait_limit(box: Sandbox) -> None:
-    job = box.add_job(
-        "urgent", annotations={"runpod.io/max-pending-time-before-offload": "0"}, labels=MANAGED
-    )  # managed through the Job's label, as the old controller
-    pending_pod(box, "urgent-x", job=job)
+    box.add_job(
+        "urgent",
+        annotations={"runpod.io/max-pending-time-before-offload": "0"},
+        labels=MANAGED,  # managed through the Job's label, as the old controller
+        bound=False,
+    )
+    [pod] = made_pods(box, "urgent")
     box.tick()
-    assert node_of(box, "urgent-x") == NODE
+    assert node_of(box, pod) == NODE
 
 
 def test_more_unschedulable_than_the_threshold_offloads_the_oldest_excess(box: Sandbox) -> None:
@@ -147,7 +170,8 @@ def test_unmanaged_pods_are_never_offloaded(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0, pending_threshold=1)
     pending_pod(box, "plain")
     pending_pod(box, "plain-2")
-    box.add_job("unmanaged")
+    box.add_job("unmanaged", bound=False)
+    made_pods(box, "unmanaged")
     box.tick()
     assert binding_requests(box) == []
 
@@ -246,9 +270,14 @@ def test_placement_rules_that_allow_the_virtual_node_are_offloaded(box: Sandbox)
 
 def test_offload_false_opts_a_managed_pod_out_of_the_automatic_triggers(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0, pending_threshold=1)
-    job = box.add_job("local-only", annotations={**MANAGED, "runpod.io/offload": "false"})
-    pending_pod(box, "local-1", job=job)
-    pending_pod(box, "local-2", job=job)
+    box.add_job(
+        "local-only",
+        annotations={**MANAGED, "runpod.io/offload": "false"},
+        completions=2,
+        parallelism=2,
+        bound=False,
+    )
+    assert len(made_pods(box, "local-only")) == 2
     box.tick()
     assert binding_requests(box) == []
 
@@ -289,48 +318,30 @@ def test_losing_the_race_to_the_scheduler_is_harmless(box: Sandbox) -> None:
 # --- a Job across a failed attempt -----------------------------------------------------
 
 
-def job_pods(box: Sandbox, job: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        p
-        for p in box.kube_sim.list("pods", "default")
-        if p["metadata"].get("labels", {}).get("job-name") == job["metadata"]["name"]
-    ]
-
-
-def play_job_controller(box: Sandbox, job: dict[str, Any], names: Iterator[str]) -> None:
-    """What the Job controller does: keep `parallelism` pods active until `completions`
-    succeeded. The cluster has no GPU left, so the scheduler marks each unschedulable."""
-    spec = job["spec"]
-    phases = [(p.get("status") or {}).get("phase") for p in job_pods(box, job)]
-    succeeded, failed = phases.count("Succeeded"), phases.count("Failed")
-    active = len(phases) - succeeded - failed
-    assert failed <= spec["backoffLimit"]
-    wanted = min(spec["parallelism"], spec["completions"] - succeeded) - active
-    for _ in range(max(0, wanted)):
-        pending_pod(box, next(names), job=job)
-
-
 def test_job_with_three_completions_two_in_parallel_and_one_failed_attempt(box: Sandbox) -> None:
     box.configure(max_pending_time_before_offload=0)
-    job = box.add_job("train", annotations=MANAGED, completions=3, parallelism=2)
-    names = (f"train-{i}" for i in range(10))
+    box.add_job("train", annotations=MANAGED, completions=3, parallelism=2, bound=False)
     outcomes = iter([0, 1, 0, 0])  # the second attempt fails
+    failed = None
     for _ in range(12):
-        play_job_controller(box, job, names)
+        made_pods(box, "train")  # the Job controller's new pods find no GPU
         box.tick()
         box.advance(30)
-        for pod in job_pods(box, job):
+        for pod in box.job_pods("train"):
             instance = box.instance_for(pod)
             if (
                 instance is not None
                 and instance["status"] == "RUNNING"
                 and (pod.get("status") or {}).get("phase") == "Running"
             ):
-                box.runpod_sim.exit_process(instance["id"], next(outcomes))
+                outcome = next(outcomes)
+                failed = failed or (pod["metadata"]["name"] if outcome else None)
+                box.runpod_sim.exit_process(instance["id"], outcome)
     assert next(outcomes, None) is None, "all four attempts ran"
-    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in job_pods(box, job)}
-    failed = (box.pod("train-1") or {})["status"]["containerStatuses"][0]["state"]
-    assert failed["terminated"]["exitCode"] == 1
+    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in box.job_pods("train")}
+    assert failed is not None
+    state = (box.pod(failed) or {})["status"]["containerStatuses"][0]["state"]
+    assert state["terminated"]["exitCode"] == 1
     assert sorted(phases.values()) == ["Failed", "Succeeded", "Succeeded", "Succeeded"]
     assert len(phases) == 4 and all(offload_events(box, name) for name in phases), (
         "every attempt was offloaded"

@@ -88,11 +88,11 @@ def test_lost_rows_are_rebuilt_without_a_second_create(url: str) -> None:
 
 def test_the_writer_lock_refuses_a_second_writer_until_it_expires(url: str) -> None:
     store = open_store(url, upgrade=True)
-    assert store.acquire_lock(LOCK_NAME, "a", LOCK_TTL, T0) is None
-    assert store.acquire_lock(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10)) == "a"
+    assert store.locks.acquire(LOCK_NAME, "a", LOCK_TTL, T0) is None
+    assert store.locks.acquire(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10)) == "a"
     assert (
-        store.acquire_lock(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10), dead_holder="a")
+        store.locks.acquire(LOCK_NAME, "b", LOCK_TTL, T0 + timedelta(seconds=10), dead_holder="a")
         is None
     )
     expired = T0 + timedelta(seconds=10 + LOCK_TTL + 1)
-    assert store.acquire_lock(LOCK_NAME, "c", LOCK_TTL, expired) is None
+    assert store.locks.acquire(LOCK_NAME, "c", LOCK_TTL, expired) is None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.refusals import REFUSAL_RETRY_SECONDS
+from reconciler.core.capacity.refusals import REFUSAL_RETRY_SECONDS
 from reconciler.demo.sandbox import Sandbox
 
 from .test_limits import status_reason

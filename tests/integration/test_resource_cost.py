@@ -15,7 +15,7 @@ import requests
 from click.testing import CliRunner
 
 from reconciler.cli.commands import main
-from reconciler.core.attribution import Billed
+from reconciler.core.money.attribution import Billed
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
 
@@ -183,13 +183,13 @@ def test_whose_a_cluster_is_is_written_once_not_by_every_process(box: Sandbox) -
     running_gang(box)
     cluster_id = members(box)[0]["cluster"]["id"]
     box.tick()
-    [(written, at)] = box.store.attributions(Billed.CLUSTER, [cluster_id]).values()
+    [(written, at)] = box.store.attributions.read(Billed.CLUSTER, [cluster_id]).values()
     assert (written.namespace, written.name) == ("default", "train")
     box.advance(60)
     box.restart()  # a new process (as each `sync --once` is) finds it written already
     box.tick()
     box.tick()
-    assert box.store.attributions(Billed.CLUSTER, [cluster_id])[cluster_id][1] == at
+    assert box.store.attributions.read(Billed.CLUSTER, [cluster_id])[cluster_id][1] == at
     box.advance(86400)
     box.tick()  # once a day while it is seen, so that the cost history keeps it
-    assert box.store.attributions(Billed.CLUSTER, [cluster_id])[cluster_id][1] > at
+    assert box.store.attributions.read(Billed.CLUSTER, [cluster_id])[cluster_id][1] > at

@@ -11,7 +11,8 @@ from datetime import datetime
 from reconciler.core.actions import Action, Terminate
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Sighting
+from reconciler.runtime.tick_report import TickReport
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,19 @@ class Pings:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.seen_done: list[list[str]] = []
+        self.observed = self.planned_ticks = 0
 
     def steps(self, journal: Journal) -> PingSteps:
         return PingSteps(journal, self.calls)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}
+
+    def observe(self, sighting: Sighting) -> None:
+        self.observed += 1
+
+    def planned(self, report: TickReport) -> None:
+        self.planned_ticks += 1
 
     def after_pods(self, tick: AfterPods) -> None:
         self.seen_done.append([type(a).__name__ for a in tick.report.done])
@@ -75,6 +83,7 @@ def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sand
     box.kube_sim.delete_pod("default", "a", grace_seconds=30)
     report = box.tick()
 
+    assert pings.observed == pings.planned_ticks == 3  # every tick, each phase once
     assert "Terminate" in pings.seen_done[-1]  # the pods' actions ran first
     assert pings.calls == ["first", "second", "third"]  # one failure stops no other
     assert report.applied["Ping"] == 2 and report.failed["Ping"] == 1

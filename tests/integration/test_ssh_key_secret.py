@@ -89,14 +89,14 @@ def test_a_replica_that_loses_the_race_to_make_it_uses_the_winners() -> None:
     with Sandbox() as box:
         box.ensure_namespace("runpod-system")
         winner = secret_identity(box.kube, "runpod-system", NAME)
-        real_read = box.kube.read_secret_bytes
+        real_read = box.kube.secrets.read_bytes
         reads: list[str] = []
 
         def racing_read(namespace: str, name: str):  # type: ignore[no-untyped-def]
             reads.append(name)  # the first read happens before the winner's create lands
             return None if len(reads) == 1 else real_read(namespace, name)
 
-        box.kube.read_secret_bytes = racing_read  # type: ignore[method-assign]
+        box.kube.secrets.read_bytes = racing_read  # type: ignore[method-assign]
         loser = secret_identity(box.kube, "runpod-system", NAME)
         statuses = [r[3] for r in box.kube_sim.requests if r[0] == "POST" and "secrets" in r[1]]
     assert loser.public_line == winner.public_line
@@ -125,7 +125,7 @@ def test_a_secret_without_the_key_is_a_one_line_error() -> None:
 def test_a_garbled_key_names_the_secret_not_its_bytes() -> None:
     with Sandbox() as box:
         box.ensure_namespace("runpod-system")
-        box.kube.create_secret("runpod-system", NAME, sshkey.SECRET_TYPE, {"ssh-privatekey": b"x"})
+        box.kube.secrets.create("runpod-system", NAME, sshkey.SECRET_TYPE, {"ssh-privatekey": b"x"})
         with pytest.raises(SshKeyError) as error:
             secret_identity(box.kube, "runpod-system", NAME)
     assert "runpod-system/runpod-reconciler-ssh is not usable" in str(error.value)
@@ -135,7 +135,7 @@ def test_the_api_server_refuses_an_ssh_auth_secret_without_its_key() -> None:
     with Sandbox() as box:
         box.ensure_namespace("runpod-system")
         with pytest.raises(KubeInvalid) as refused:
-            box.kube.create_secret("runpod-system", NAME, sshkey.SECRET_TYPE, {"other": b"x"})
+            box.kube.secrets.create("runpod-system", NAME, sshkey.SECRET_TYPE, {"other": b"x"})
     assert "data[ssh-privatekey]: Required value" in str(refused.value)
 
 

@@ -17,7 +17,7 @@ import pytest
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeConflict, KubeForbidden
 from reconciler.core.config import Settings
-from reconciler.core.node import build_node, kubelet_version
+from reconciler.core.node.virtual_node import build_node, kubelet_version
 from reconciler.runtime.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
@@ -40,10 +40,10 @@ def test_record_event_creates_then_counts_repeats(
 ) -> None:
     pod = make_pod("p", node=NODE)
 
-    kube.record_event(pod, "InstanceCreated", "created instance abc on A100", "Normal")
+    kube.events.record(pod, "InstanceCreated", "created instance abc on A100", "Normal")
     clock.advance(60)
-    kube.record_event(pod, "InstanceCreated", "created instance abc on A100", "Normal")
-    kube.record_event(pod, "NoGpuFits", "no GPU type fits", "Warning")
+    kube.events.record(pod, "InstanceCreated", "created instance abc on A100", "Normal")
+    kube.events.record(pod, "NoGpuFits", "no GPU type fits", "Warning")
 
     events = {e["reason"]: e for e in sim.list("events", "default")}
     assert set(events) == {"InstanceCreated", "NoGpuFits"}
@@ -124,12 +124,12 @@ def test_ensure_node_takes_back_an_address_no_longer_advertised(
     """Addresses merge by type: dropping the InternalIP needs a delete directive, or the
     API server would go on dialling it."""
     serving = Settings(node_name=NODE, kubelet_address="10.0.0.9")
-    kube.ensure_node(build_node(serving, clock.now()))
-    kube.ensure_node(build_node(Settings(node_name=NODE, kubelet_port=0), clock.now()))
+    kube.node.ensure(build_node(serving, clock.now()))
+    kube.node.ensure(build_node(Settings(node_name=NODE, kubelet_port=0), clock.now()))
     node = sim.get("nodes", None, NODE) or {}
     assert node["status"]["addresses"] == [{"type": "Hostname", "address": NODE}]
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
-    kube.ensure_node(build_node(serving, clock.now()))
+    kube.node.ensure(build_node(serving, clock.now()))
     node = sim.get("nodes", None, NODE) or {}
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "10.0.0.9"}]
 
@@ -140,17 +140,17 @@ def test_ensure_node_creates_then_writes_only_what_changed(
     clock: SimClock,
 ) -> None:
     settings = Settings(node_name=NODE, node_gpus=4)
-    kube.ensure_node(build_node(settings, clock.now()))
+    kube.node.ensure(build_node(settings, clock.now()))
     created = sim.get("nodes", None, NODE)
     assert created is not None and created["status"]["capacity"]["nvidia.com/gpu"] == "4"
 
     sim.requests.clear()
     clock.advance(60)
-    kube.ensure_node(build_node(settings, clock.now()))
+    kube.node.ensure(build_node(settings, clock.now()))
     assert _writes(sim) == []  # unchanged, heartbeat not due: zero writes
 
     clock.advance(300)
-    kube.ensure_node(build_node(settings, clock.now()))
+    kube.node.ensure(build_node(settings, clock.now()))
     assert _writes(sim) == [("PATCH", f"/api/v1/nodes/{NODE}/status")]
     node = sim.get("nodes", None, NODE)
     assert node is not None
@@ -159,7 +159,7 @@ def test_ensure_node_creates_then_writes_only_what_changed(
     assert ready["lastTransitionTime"] == "2026-01-01T00:00:00Z"
 
     sim.put("nodes", {**node, "metadata": {**node["metadata"], "labels": {"extra": "kept"}}})
-    kube.ensure_node(build_node(Settings(node_name=NODE, node_gpus=8), clock.now()))
+    kube.node.ensure(build_node(Settings(node_name=NODE, node_gpus=8), clock.now()))
     node = sim.get("nodes", None, NODE)
     assert node is not None
     assert node["metadata"]["labels"]["extra"] == "kept"
@@ -172,9 +172,9 @@ def test_node_lease_is_created_and_renewed_on_the_clock(
     kube: KubeClient,
     clock: SimClock,
 ) -> None:
-    kube.renew_node_lease(NODE)
+    kube.node.renew_lease(NODE)
     clock.advance(10)
-    kube.renew_node_lease(NODE, duration_seconds=40)
+    kube.node.renew_lease(NODE, duration_seconds=40)
 
     lease = sim.get("leases", "kube-node-lease", NODE)
     assert lease is not None
@@ -193,17 +193,17 @@ def test_leader_election_hands_over_only_after_expiry(
     sim.put("namespaces", {"metadata": {"name": "runpod-system"}})
     args = ("runpod-system", "runpod-reconciler")
 
-    assert kube.try_acquire_lease(*args, "a", 15, clock.now())
-    assert not kube.try_acquire_lease(*args, "b", 15, clock.now())
+    assert kube.leases.try_acquire(*args, "a", 15, clock.now())
+    assert not kube.leases.try_acquire(*args, "b", 15, clock.now())
     clock.advance(10)
-    assert kube.try_acquire_lease(*args, "a", 15, clock.now())  # renewal
+    assert kube.leases.try_acquire(*args, "a", 15, clock.now())  # renewal
     clock.advance(14)
-    assert not kube.try_acquire_lease(*args, "b", 15, clock.now())
+    assert not kube.leases.try_acquire(*args, "b", 15, clock.now())
     clock.advance(1)
-    taken = kube.try_acquire_lease(*args, "b", 15, clock.now())
+    taken = kube.leases.try_acquire(*args, "b", 15, clock.now())
     assert taken.won and taken.taken_over_from == "a"
-    assert not kube.try_acquire_lease(*args, "a", 15, clock.now())
-    assert kube.try_acquire_lease(*args, "b", 15, clock.now()).taken_over_from is None
+    assert not kube.leases.try_acquire(*args, "a", 15, clock.now())
+    assert kube.leases.try_acquire(*args, "b", 15, clock.now()).taken_over_from is None
 
     lease = sim.get("leases", *args)
     assert lease is not None
@@ -217,12 +217,12 @@ def test_leader_election_loses_a_write_race_quietly(
     kube: KubeClient,
     clock: SimClock,
 ) -> None:
-    assert kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
+    assert kube.leases.try_acquire("default", "leader", "a", 15, clock.now())
     clock.advance(20)
     sim.inject_fault("PUT", "/apis/coordination.k8s.io/v1/namespaces/default/leases/leader", 409)
 
-    assert not kube.try_acquire_lease("default", "leader", "b", 15, clock.now())
-    assert kube.try_acquire_lease("default", "leader", "b", 15, clock.now())
+    assert not kube.leases.try_acquire("default", "leader", "b", 15, clock.now())
+    assert kube.leases.try_acquire("default", "leader", "b", 15, clock.now())
 
 
 def test_release_lease_lets_a_successor_in_at_once(
@@ -230,13 +230,13 @@ def test_release_lease_lets_a_successor_in_at_once(
     kube: KubeClient,
     clock: SimClock,
 ) -> None:
-    assert kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
-    kube.release_lease("default", "leader", "b")  # not b's to release
-    assert not kube.try_acquire_lease("default", "leader", "b", 15, clock.now())
+    assert kube.leases.try_acquire("default", "leader", "a", 15, clock.now())
+    kube.leases.release("default", "leader", "b")  # not b's to release
+    assert not kube.leases.try_acquire("default", "leader", "b", 15, clock.now())
 
-    kube.release_lease("default", "leader", "a")
+    kube.leases.release("default", "leader", "a")
 
-    assert kube.try_acquire_lease("default", "leader", "b", 15, clock.now())
+    assert kube.leases.try_acquire("default", "leader", "b", 15, clock.now())
 
 
 def test_node_lease_renewal_reports_a_lost_race(
@@ -244,15 +244,15 @@ def test_node_lease_renewal_reports_a_lost_race(
     kube: KubeClient,
     clock: SimClock,
 ) -> None:
-    kube.renew_node_lease(NODE)
+    kube.node.renew_lease(NODE)
     sim.inject_fault(
         "PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE}", 409
     )
     clock.advance(10)
 
     with pytest.raises(KubeConflict):
-        kube.renew_node_lease(NODE)
-    kube.renew_node_lease(NODE)  # the next heartbeat re-reads and succeeds
+        kube.node.renew_lease(NODE)
+    kube.node.renew_lease(NODE)  # the next heartbeat re-reads and succeeds
 
     lease = sim.get("leases", "kube-node-lease", NODE)
     assert lease is not None and lease["spec"]["renewTime"] == "2026-01-01T00:00:10.000000Z"
@@ -276,10 +276,10 @@ def test_secrets_and_config_maps_are_decoded(sim: KubeSimulator, kube: KubeClien
         },
     )
 
-    assert kube.read_secret("default", "creds") == {"token": "s3cr3t", "user": "alice"}
-    assert kube.read_config_map("default", "cfg") == {"MODE": "fast", "blob": "raw"}
-    assert kube.read_secret("default", "missing") is None
-    assert kube.read_config_map("default", "missing") is None
+    assert kube.secrets.read("default", "creds") == {"token": "s3cr3t", "user": "alice"}
+    assert kube.cluster.read_config_map("default", "cfg") == {"MODE": "fast", "blob": "raw"}
+    assert kube.secrets.read("default", "missing") is None
+    assert kube.cluster.read_config_map("default", "missing") is None
 
 
 def test_cluster_uid_is_the_kube_system_namespace_uid(
@@ -288,7 +288,7 @@ def test_cluster_uid_is_the_kube_system_namespace_uid(
 ) -> None:
     namespace = sim.get("namespaces", None, "kube-system")
     assert namespace is not None
-    assert kube.cluster_uid() == namespace["metadata"]["uid"]
+    assert kube.cluster.uid() == namespace["metadata"]["uid"]
 
 
 def test_rbac_allows_granted_verbs_and_forbids_the_rest(
@@ -305,19 +305,19 @@ def test_rbac_allows_granted_verbs_and_forbids_the_rest(
         )
         kube = KubeClient(sim.api_client(), now=clock.now)
 
-        assert [p["metadata"]["name"] for p in kube.list_node_pods(NODE)] == ["p"]
-        kube.patch_pod_status("default", "p", {"phase": "Running"})
-        assert kube.cluster_uid()
-        assert kube.try_acquire_lease("runpod-system", "leader", "a", 15, clock.now())
+        assert [p["metadata"]["name"] for p in kube.pods.list_on_node(NODE)] == ["p"]
+        kube.pods.patch_status("default", "p", {"phase": "Running"})
+        assert kube.cluster.uid()
+        assert kube.leases.try_acquire("runpod-system", "leader", "a", 15, clock.now())
 
         with pytest.raises(KubeForbidden) as denied:
-            kube.delete_pod("default", "p", pod["metadata"]["uid"])
+            kube.pods.delete("default", "p", pod["metadata"]["uid"])
         assert denied.value.status == 403
         assert 'cannot delete resource "pods"' in denied.value.message
         with pytest.raises(KubeForbidden):
-            kube.try_acquire_lease("default", "leader", "a", 15, clock.now())
+            kube.leases.try_acquire("default", "leader", "a", 15, clock.now())
         with pytest.raises(KubeForbidden):
-            kube.read_secret("default", "creds")
+            kube.secrets.read("default", "creds")
         kube.close()
 
 
@@ -332,11 +332,11 @@ def test_an_occurrence_recorded_again_is_not_counted_again(
     changes nothing, while the same text at a later moment counts as a repeat."""
     pod = make_pod("p", node=NODE)
     pulled = clock.now() - timedelta(seconds=30)
-    kube.record_event(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
+    kube.events.record(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
     before = len(sim.requests)
-    kube.record_event(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
+    kube.events.record(pod, "RunPodSystem", "pulling image x", occurred_at=pulled)
     assert [m for m, *_ in sim.requests[before:]] == ["POST", "GET"]
-    kube.record_event(
+    kube.events.record(
         pod, "RunPodSystem", "pulling image x", occurred_at=pulled + timedelta(seconds=20)
     )
     (event,) = sim.list("events", "default")
@@ -352,7 +352,7 @@ def test_event_times_follow_the_injected_clock(
     clock: SimClock,
 ) -> None:
     clock.advance(timedelta(hours=2).total_seconds())
-    kube.record_event(make_pod("p"), "Started", "started")
+    kube.events.record(make_pod("p"), "Started", "started")
 
     (event,) = sim.list("events", "default")
     assert event["firstTimestamp"] == "2026-01-01T02:00:00Z"

@@ -35,7 +35,7 @@ def test_list_node_pods_pages_through_every_pod_once(
     make_pod("elsewhere", node="real-node")
     make_pod("unscheduled")
 
-    pods = kube.list_node_pods(NODE, page_size=500)
+    pods = kube.pods.list_on_node(NODE, page_size=500)
 
     names = [p["metadata"]["name"] for p in pods]
     assert len(names) == 1200 == len(set(names))
@@ -56,7 +56,7 @@ def test_list_pending_managed_pods_returns_only_unscheduled_pending_pods(
     finished = make_pod("finished")
     sim.put("pods", {**finished, "status": {"phase": "Succeeded"}})
 
-    pending = kube.list_pending_managed_pods()
+    pending = kube.pods.list_pending()
 
     assert [p["metadata"]["name"] for p in pending] == ["waiting"]
 
@@ -69,7 +69,7 @@ def test_patch_pod_status_merges_conditions_by_type(
     make_pod("p", node=NODE)
     sim.make_unschedulable("default", "p")
 
-    kube.patch_pod_status(
+    kube.pods.patch_status(
         "default",
         "p",
         {
@@ -94,7 +94,7 @@ def test_patch_pod_annotations_sets_and_removes_keys(
 ) -> None:
     make_pod("p", node=NODE, annotations={"keep": "me", "runpod.io/pod-id": "old"})
 
-    kube.patch_pod_annotations(
+    kube.pods.patch_annotations(
         "default", "p", {"runpod.io/pod-id": None, "runpod.io/gpu-type": "A100"}
     )
 
@@ -113,13 +113,13 @@ def test_user_delete_of_a_bound_pod_waits_for_the_kubelet_finish(
 
     sim.delete_pod("default", "p", grace_seconds=30)
     clock.advance(5)
-    terminating = kube.list_node_pods(NODE)
+    terminating = kube.pods.list_on_node(NODE)
 
     assert terminating[0]["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:30Z"
     assert terminating[0]["metadata"]["deletionGracePeriodSeconds"] == 30
-    kube.delete_pod("default", "p", uid)
+    kube.pods.delete("default", "p", uid)
     assert sim.get("pods", "default", "p") is None
-    kube.delete_pod("default", "p", uid)  # already gone: success
+    kube.pods.delete("default", "p", uid)  # already gone: success
 
 
 def test_delete_pod_spares_a_pod_recreated_under_the_same_name(
@@ -132,7 +132,7 @@ def test_delete_pod_spares_a_pod_recreated_under_the_same_name(
     new_uid = make_pod("p", node=NODE)["metadata"]["uid"]
 
     with pytest.raises(KubeConflict, match="Precondition failed"):
-        kube.delete_pod("default", "p", old_uid)
+        kube.pods.delete("default", "p", old_uid)
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None and pod["metadata"]["uid"] == new_uid
@@ -146,7 +146,7 @@ def test_bind_pod_assigns_the_node_once(
     uid = make_pod("p")["metadata"]["uid"]
     sim.make_unschedulable("default", "p")
 
-    kube.bind_pod("default", "p", uid, NODE)
+    kube.pods.bind("default", "p", uid, NODE)
 
     pod = sim.get("pods", "default", "p")
     assert pod is not None and pod["spec"]["nodeName"] == NODE
@@ -154,9 +154,9 @@ def test_bind_pod_assigns_the_node_once(
         0
     ].items()
     with pytest.raises(KubeConflict, match="already assigned"):
-        kube.bind_pod("default", "p", uid, "other")
+        kube.pods.bind("default", "p", uid, "other")
     with pytest.raises(KubeConflict, match="Precondition failed"):
-        kube.bind_pod("default", "p", "not-the-uid", NODE)
+        kube.pods.bind("default", "p", "not-the-uid", NODE)
 
 
 def test_owning_job_follows_the_owner_reference_and_checks_its_uid(
@@ -185,12 +185,12 @@ def test_owning_job_follows_the_owner_reference_and_checks_its_uid(
     pod = make_pod("train-abcde", ownerReferences=[ref])
     stale = make_pod("train-old", ownerReferences=[{**ref, "uid": "a-deleted-job"}])
 
-    owner = kube.owning_job(pod)
+    owner = kube.jobs.owning(pod)
 
     assert owner is not None and owner["metadata"]["annotations"]["runpod.io/managed"] == "true"
-    assert kube.owning_job(stale) is None
-    assert kube.owning_job(make_pod("standalone")) is None
-    assert kube.get_job("default", "missing") is None
+    assert kube.jobs.owning(stale) is None
+    assert kube.jobs.owning(make_pod("standalone")) is None
+    assert kube.jobs.get("default", "missing") is None
 
 
 def test_api_errors_become_adapter_errors(
@@ -199,17 +199,17 @@ def test_api_errors_become_adapter_errors(
     make_pod: PodFactory,
 ) -> None:
     with pytest.raises(KubeNotFound) as missing:
-        kube.patch_pod_annotations("default", "nope", {"a": "b"})
+        kube.pods.patch_annotations("default", "nope", {"a": "b"})
     assert missing.value.status == 404 and 'pods "nope" not found' in missing.value.message
 
     make_pod("p")
     sim.inject_fault("PATCH", "/api/v1/namespaces/default/pods/p", 500)
     with pytest.raises(KubeServerError) as failed:
-        kube.patch_pod_annotations("default", "p", {"a": "b"})
+        kube.pods.patch_annotations("default", "p", {"a": "b"})
     assert failed.value.status == 500
 
     with pytest.raises(KubeInvalid) as invalid:
-        kube.patch_pod_annotations("default", "p", {"a": 1})  # type: ignore[dict-item]
+        kube.pods.patch_annotations("default", "p", {"a": 1})  # type: ignore[dict-item]
     assert invalid.value.status == 400
 
 
@@ -218,7 +218,7 @@ def test_an_unreachable_server_is_a_transport_error(sim: KubeSimulator, clock: S
     sim.stop()
 
     with pytest.raises(KubeTransportError):
-        client.cluster_uid()
+        client.cluster.uid()
 
 
 def _claim_pod(name: str, node: str | None) -> dict[str, Any]:
@@ -256,13 +256,13 @@ def test_listed_pods_come_without_the_service_account_token_volume_nothing_reads
     added = [v["name"] for v in stored["spec"]["volumes"]][3:]
     assert [name[:16] for name in added] == ["kube-api-access-"]  # the admission's
 
-    for listed in (*kube.list_node_pods(NODE), *kube.list_pending_managed_pods()):
+    for listed in (*kube.pods.list_on_node(NODE), *kube.pods.list_pending()):
         spec = listed["spec"]
         assert [v["name"] for v in spec["volumes"]] == ["data", "settings", "podinfo"]
         for container in (*spec["initContainers"], *spec["containers"]):
             paths = [m["mountPath"] for m in container["volumeMounts"]]
             assert paths == ["/data", "/etc/settings", "/etc/podinfo"]
-    bound = kube.list_node_pods(NODE)[0]
+    bound = kube.pods.list_on_node(NODE)[0]
     assert bound["status"] == stored["status"]
     assert bound["metadata"] == stored["metadata"]
     mounting = ("volumes", "initContainers", "containers")
@@ -277,7 +277,7 @@ def test_a_pod_with_only_the_token_volume_is_listed_without_volumes(
     """As the API server shows a pod with none: no empty `volumes` or `volumeMounts`."""
     make_pod("plain", node=NODE)
 
-    (listed,) = kube.list_node_pods(NODE)
+    (listed,) = kube.pods.list_on_node(NODE)
 
     assert "volumes" not in listed["spec"]
     assert "volumeMounts" not in listed["spec"]["containers"][0]

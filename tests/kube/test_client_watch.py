@@ -28,12 +28,12 @@ def test_watch_from_the_listed_version_sees_only_later_changes_through_the_selec
     make_pod: PodFactory,
 ) -> None:
     make_pod("before", node="virtual-runpod")
-    version = kube.pods_resource_version(NODE)
+    version = kube.pods.resource_version(NODE)
     make_pod("elsewhere", node="real-node")
     make_pod("after", node="virtual-runpod")
     sim.delete_pod("default", "after")
 
-    stream = kube.watch_pods(NODE, version, timeout_seconds=1)
+    stream = kube.pods.watch(NODE, version, timeout_seconds=1)
     seen = [(kind, pod["metadata"]["name"]) for kind, pod in stream.events()]
 
     # A bound pod's delete is graceful: it gets a deletionTimestamp and waits for its
@@ -48,11 +48,11 @@ def test_a_version_older_than_the_history_is_gone(
     # As if the history were compacted (20 000 writes would take a while).
     sim.store._log_floor = sim.store.resource_version
     with pytest.raises(KubeGone):
-        list(kube.watch_pods(NODE, "1", timeout_seconds=1).events())
+        list(kube.pods.watch(NODE, "1", timeout_seconds=1).events())
 
 
 def test_close_from_another_thread_ends_a_read_waiting_for_events(kube: KubeClient) -> None:
-    stream = kube.watch_pods(NODE, kube.pods_resource_version(NODE), timeout_seconds=60)
+    stream = kube.pods.watch(NODE, kube.pods.resource_version(NODE), timeout_seconds=60)
     ended = threading.Event()
 
     def consume() -> None:

@@ -44,6 +44,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_jobs import TRACKING_FINALIZER
 from reconciler.sim.kube_protobuf import CONTENT_TYPE as PROTOBUF
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube_resources import JOBS, PODS
 
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
@@ -414,11 +415,16 @@ def test_k2_a_container_state_has_one_member(sim: KubeSimulator, core: client.Co
 # --- J: the Job controller's tracking finalizer -----------------------------------------
 
 
-def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> dict[str, Any]:
+def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> str:
+    """A Job of one pod: the name of the pod its controller made (on our node)."""
     template = {
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "c0", "image": "busybox"}]}
+        "spec": {
+            "nodeName": NODE,
+            "restartPolicy": "Never",
+            "containers": [{"name": "c0", "image": "busybox"}],
+        }
     }
-    job = batch.create_namespaced_job(
+    batch.create_namespaced_job(
         "default",
         {
             "apiVersion": "batch/v1",
@@ -426,18 +432,10 @@ def _job(sim: KubeSimulator, batch: client.BatchV1Api, **spec: Any) -> dict[str,
             "metadata": {"name": "train"},
             "spec": {"template": template, **spec},
         },
-        _preload_content=False,
     )
-    created: dict[str, Any] = _raw(job)
-    ref = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "name": "train",
-        "uid": created["metadata"]["uid"],
-        "controller": True,
-    }
-    _pod(sim, restart="Never", ownerReferences=[ref])
-    return created
+    pods = sim.list("pods", "default")
+    assert len(pods) == 1 and pods[0]["metadata"]["generateName"] == "train-"
+    return str(pods[0]["metadata"]["name"])
 
 
 def _job_status(sim: KubeSimulator) -> dict[str, Any]:
@@ -447,10 +445,10 @@ def _job_status(sim: KubeSimulator) -> dict[str, Any]:
 def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
-    _job(sim, batch)
-    assert core.read_namespaced_pod("p", "default").metadata.finalizers == [TRACKING_FINALIZER]
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    assert sim.get("pods", "default", "p") is None
+    pod = _job(sim, batch)
+    assert core.read_namespaced_pod(pod, "default").metadata.finalizers == [TRACKING_FINALIZER]
+    core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+    assert sim.get("pods", "default", pod) is None
     assert _job_status(sim)["failed"] == 1
 
 
@@ -468,25 +466,27 @@ def test_j1_j2_a_deleted_job_pod_goes_at_once_by_default(
 def test_j2_j3_a_job_replacing_only_failed_pods_waits_for_the_terminal_phase(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api, policy: dict[str, Any]
 ) -> None:
-    _job(sim, batch, **policy)
-    core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    stuck = sim.get("pods", "default", "p")
+    pod = _job(sim, batch, **policy)
+    core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+    stuck = sim.get("pods", "default", pod)
     assert stuck is not None and stuck["metadata"]["finalizers"] == [TRACKING_FINALIZER]
     assert "failed" not in _job_status(sim)
-    _status_patch(core, {"status": {"phase": "Failed"}})
-    assert sim.get("pods", "default", "p") is None
+    _status_patch(core, {"status": {"phase": "Failed"}}, name=pod)
+    assert sim.get("pods", "default", pod) is None
     assert _job_status(sim)["failed"] == 1
 
 
 def test_j2_j3_a_succeeded_pod_is_counted_and_completes_the_job(
     sim: KubeSimulator, core: client.CoreV1Api, batch: client.BatchV1Api
 ) -> None:
-    _job(sim, batch)
-    _status_patch(core, {"status": {"phase": "Succeeded"}})
-    assert core.read_namespaced_pod("p", "default").metadata.finalizers is None
+    pod = _job(sim, batch)
+    _status_patch(core, {"status": {"phase": "Succeeded"}}, name=pod)
+    assert core.read_namespaced_pod(pod, "default").metadata.finalizers is None
     status = _job_status(sim)
     assert status["succeeded"] == 1
-    assert [c["type"] for c in status["conditions"]] == ["Complete"]
+    # v1.37 keeps the interim condition the end was judged by before the final one.
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert {c["reason"] for c in status["conditions"]} == {"CompletionsReached"}
 
 
 def test_j1_pods_of_no_job_get_no_finalizer(sim: KubeSimulator) -> None:
@@ -779,7 +779,7 @@ def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
     )
     pod = _pod(sim)
     with sim.api_client() as api_client:
-        KubeClient(api_client, now=clock.now).record_event(pod, "Pulled", "pulled it")
+        KubeClient(api_client, now=clock.now).events.record(pod, "Pulled", "pulled it")
     clock.advance(65)
     sc = _table(sim, "/apis/storage.k8s.io/v1/storageclasses")
     assert [c["name"] for c in sc["columnDefinitions"]] == [
@@ -806,7 +806,9 @@ def test_t9_job_storage_class_and_event_tables_have_kubectls_columns(
         "Duration",
         "Age",
     ]
-    assert job["rows"][0]["cells"][:5] == ["j", "Running", "0/2", "", "65s"]
+    # The Job controller set status.startTime when it first synced the Job (65 s ago):
+    # DURATION runs from there until completionTime.
+    assert job["rows"][0]["cells"][:5] == ["j", "Running", "0/2", "65s", "65s"]
     events = _table(sim, "/api/v1/namespaces/default/events")
     assert [c["name"] for c in events["columnDefinitions"] if c["priority"] == 0] == [
         "Last Seen",
@@ -903,3 +905,151 @@ def test_t10_claim_and_volume_tables_have_kubectls_columns(
         "",
     ]
     assert cells[10] == "Filesystem"
+
+
+def _put_job(sim: KubeSimulator, name: str, **spec: Any) -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": []}}  # the controller makes none
+    sim.put(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "finalizers": ["example.com/hold"]},
+            "spec": {"template": template, **spec},
+        },
+    )
+
+
+def test_t11_job_rows_as_print_job_writes_them(sim: KubeSimulator) -> None:
+    """printJob: a work queue of parallelism 1 shows "0/1", of more "0/1 of N"; a Job
+    being deleted is Terminating unless it finished; the selector as
+    FormatLabelSelector writes it (requirements sorted by key)."""
+    _put_job(sim, "queue-1", parallelism=1)
+    _put_job(sim, "queue-3", parallelism=3)
+    selector = {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["gpu", "cpu"]},
+            {"key": "app", "operator": "Exists"},
+            {"key": "zone", "operator": "DoesNotExist"},
+        ],
+    }
+    _put_job(sim, "going", completions=2, selector=selector, manualSelector=True)
+    sim.store.delete(JOBS, "default", "going")
+    rows = {
+        row["cells"][0]: row["cells"]
+        for row in _table(sim, "/apis/batch/v1/namespaces/default/jobs")["rows"]
+    }
+    assert rows["queue-1"][1:3] == ["Running", "0/1"]
+    assert rows["queue-3"][1:3] == ["Running", "0/1 of 3"]
+    assert rows["going"][1:3] == ["Terminating", "0/2"]
+    assert rows["going"][7] == "app,team=ml,tier in (cpu,gpu),!zone"
+    assert rows["queue-1"][7] == "<none>"
+
+
+def test_t11_event_rows_as_print_event_writes_them(sim: KubeSimulator, clock: SimClock) -> None:
+    """printEvent: an events.k8s.io-style Event (eventTime, series, reporting fields, no
+    count) shows the series' last time and count and "component, instance"; an Event
+    with no time at all shows <unknown>; an object without a name shows its kind."""
+    now = clock.now()
+    earlier = (now - timedelta(seconds=300)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    later = (now - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    base = {"apiVersion": "v1", "kind": "Event", "type": "Normal", "message": " m "}
+    sim.put(
+        "events",
+        {
+            **base,
+            "metadata": {"name": "series", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Pulled",
+            "eventTime": earlier,
+            "series": {"count": 4, "lastObservedTime": later},
+            "reportingComponent": "kubelet",
+            "reportingInstance": "node-1",
+        },
+    )
+    sim.put(
+        "events",
+        {
+            **base,
+            "metadata": {"name": "timeless", "namespace": "default"},
+            "involvedObject": {"kind": "Node"},
+            "reason": "Starting",
+            "source": {"component": "kubelet"},
+        },
+    )
+    rows = {
+        row["cells"][9]: row["cells"]
+        for row in _table(sim, "/api/v1/namespaces/default/events")["rows"]
+    }
+    assert rows["series"] == [
+        "30s", "Normal", "Pulled", "pod/p", "", "kubelet, node-1", "m", "5m", 4, "series"
+    ]  # fmt: skip
+    assert rows["timeless"] == [
+        "<unknown>", "Normal", "Starting", "node", "", "kubelet", "m", "<unknown>", 1, "timeless"
+    ]  # fmt: skip
+
+
+def test_t12_pod_row_counts_sidecars_and_shows_a_failed_containers_reason(
+    sim: KubeSimulator, clock: SimClock
+) -> None:
+    """printPod: a restartable init container (a sidecar) counts among the containers,
+    ready and restarted as it is; a pod whose last-listed container Completed while an
+    earlier one failed shows the failure, not Completed."""
+    spec = {
+        "nodeName": NODE,
+        "restartPolicy": "Never",
+        "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+        "containers": [{"name": "c0", "image": "busybox"}, {"name": "c1", "image": "busybox"}],
+    }
+    sim.create_pod({"metadata": {"name": "side", "namespace": "default"}, "spec": spec})
+    finished = (clock.now() - timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sidecar = {
+        **_container("proxy", running={}),
+        "ready": True,
+        "started": True,
+        "restartCount": 2,
+        "lastState": {"terminated": {"exitCode": 1, "finishedAt": finished}},
+    }
+    status = {
+        "phase": "Running",
+        "conditions": [{"type": "Initialized", "status": "True"}],
+        "initContainerStatuses": [sidecar],
+        "containerStatuses": [
+            _container("c0", terminated={"exitCode": 0, "reason": "Completed"}),
+            _container("c1", terminated={"exitCode": 1, "reason": "Error"}),
+        ],
+    }
+    sim.store.patch(
+        PODS, "default", "side", "application/merge-patch+json", {"status": status}, "status"
+    )
+    cells = _table(sim, "/api/v1/namespaces/default/pods/side")["rows"][0]["cells"]
+    assert cells[1:4] == ["1/3", "Error", "2 (40s ago)"]
+
+
+def test_t13_only_the_effective_default_storage_class_is_marked(
+    sim: KubeSimulator, clock: SimClock
+) -> None:
+    """printStorageClassList (v1.37): of the classes annotated as default (GA or beta
+    annotation) only the newest is marked " (default)", of two as new the first by
+    name; printing one class alone marks none."""
+
+    def put(name: str, annotation: str) -> None:
+        sim.put(
+            "storageclasses",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name, "annotations": {annotation: "true"}},
+                "provisioner": "runpod.io/network-volume",
+            },
+        )
+
+    put("old", "storageclass.kubernetes.io/is-default-class")
+    clock.advance(10)
+    put("zeta", "storageclass.kubernetes.io/is-default-class")
+    put("beta-one", "storageclass.beta.kubernetes.io/is-default-class")
+    listed = _table(sim, "/apis/storage.k8s.io/v1/storageclasses")["rows"]
+    assert [row["cells"][0] for row in listed] == ["beta-one (default)", "old", "zeta"]
+    alone = _table(sim, "/apis/storage.k8s.io/v1/storageclasses/beta-one")["rows"]
+    assert alone[0]["cells"][0] == "beta-one"

@@ -79,7 +79,7 @@ def two_files(tmp_path: Path, tls_sim: KubeSimulator) -> tuple[str, str]:
 def uid_through(kubeconfig: str | None, context: str | None = None) -> str:
     client = KubeClient.from_config(kubeconfig, context)
     try:
-        return client.cluster_uid()
+        return client.cluster.uid()
     finally:
         client.close()
 

@@ -90,12 +90,12 @@ def test_process_mode_serves_until_terminated(tmp_path: Path) -> None:
         assert url.startswith("http://127.0.0.1:")
 
         kube = KubeClient.from_config(str(kubeconfig))
-        assert kube.cluster_uid()
+        assert kube.cluster.uid()
         # Run on its own, its clock starts at the real time, not at the tests' fixed start.
-        kube_system = kube._request("GET", "/api/v1/namespaces/kube-system")
+        kube_system = kube.transport.request("GET", "/api/v1/namespaces/kube-system")
         created = datetime.fromisoformat(kube_system["metadata"]["creationTimestamp"])
         assert abs((created - datetime.now(UTC)).total_seconds()) < 60
-        assert kube.list_node_pods("virtual-runpod") == []
+        assert kube.pods.list_on_node("virtual-runpod") == []
         kube.close()
     finally:
         process.terminate()

@@ -136,7 +136,7 @@ def test_completions_are_counted_per_index(
     finish(sim, pods[1], "Succeeded")
     status = batch.read_namespaced_job("train", "default").status
     assert (status.succeeded, status.completed_indexes) == (3, "0-2")
-    assert [c.type for c in status.conditions] == ["Complete"]
+    assert [c.type for c in status.conditions] == ["SuccessCriteriaMet", "Complete"]
     assert pods_by_index(core) == {}
 
 
@@ -151,7 +151,7 @@ def test_a_failed_index_is_made_again_until_the_job_fails(
     assert batch.read_namespaced_job("train", "default").status.failed == 1
     finish(sim, again, "Failed")
     status = batch.read_namespaced_job("train", "default").status
-    assert [c.type for c in status.conditions] == ["Failed"]
+    assert [c.type for c in status.conditions] == ["FailureTarget", "Failed"]
     assert pods_by_index(core) == {}  # the failed Job's active pod was deleted
 
 

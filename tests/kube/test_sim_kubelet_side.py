@@ -44,18 +44,18 @@ def _node(sim: KubeSimulator, addresses: list[dict[str, str]], port: int = 10250
 
 def test_token_review_knows_the_simulators_users(sim: KubeSimulator, kube: KubeClient) -> None:
     sim.add_user("jane-token", "jane", ["devs"])
-    status = kube.review_token("jane-token")
+    status = kube.reviews.token("jane-token")
     assert status["authenticated"] is True
     assert status["user"]["username"] == "jane"
     assert set(status["user"]["groups"]) == {"devs", "system:authenticated"}
-    assert kube.review_token("nobody")["authenticated"] is False
+    assert kube.reviews.token("nobody")["authenticated"] is False
 
 
 def test_subject_access_review_follows_rbac(sim: KubeSimulator, kube: KubeClient) -> None:
     attributes = {"verb": "get", "resource": "nodes", "subresource": "proxy", "name": "n1"}
-    assert kube.review_access("jane", [], "", attributes)[0] is False
-    assert kube.review_access("kube-apiserver-kubelet-client", [], "", attributes)[0] is True
-    assert kube.review_access("root", ["system:masters"], "", attributes)[0] is True
+    assert kube.reviews.access("jane", [], "", attributes)[0] is False
+    assert kube.reviews.access("kube-apiserver-kubelet-client", [], "", attributes)[0] is True
+    assert kube.reviews.access("root", ["system:masters"], "", attributes)[0] is True
     sim.add_rbac(
         [
             {
@@ -71,8 +71,8 @@ def test_subject_access_review_follows_rbac(sim: KubeSimulator, kube: KubeClient
             },
         ]
     )
-    assert kube.review_access("jane", ["devs"], "", attributes)[0] is True
-    assert kube.review_access("jane", ["devs"], "", {**attributes, "verb": "create"})[0] is False
+    assert kube.reviews.access("jane", ["devs"], "", attributes)[0] is True
+    assert kube.reviews.access("jane", ["devs"], "", {**attributes, "verb": "create"})[0] is False
 
 
 @pytest.mark.parametrize(
@@ -98,7 +98,7 @@ def test_reviews_are_created_only(sim: KubeSimulator) -> None:
 
 
 def test_the_client_ca_is_published(sim: KubeSimulator, kube: KubeClient) -> None:
-    data = kube.read_config_map("kube-system", "extension-apiserver-authentication") or {}
+    data = kube.cluster.read_config_map("kube-system", "extension-apiserver-authentication") or {}
     assert data["client-ca-file"].startswith("-----BEGIN CERTIFICATE-----")
 
 

@@ -200,8 +200,8 @@ def test_field_selector_values_escape_commas_and_equals(
             names(bad)
         assert refused.value.status == 400
     # Our adapter escapes: a smuggled term is part of the name, which matches no pod.
-    assert kube.find_pod("default", "talker,metadata.namespace=default") is None
-    assert kube.find_pod("default", "talker") is not None
+    assert kube.pods.find("default", "talker,metadata.namespace=default") is None
+    assert kube.pods.find("default", "talker") is not None
 
 
 def test_paging_is_stable_when_pods_come_and_go(sim: KubeSimulator, core: client.CoreV1Api) -> None:

@@ -87,7 +87,7 @@ def test_the_adapter_writes_status_and_annotations_in_one_request(
 ) -> None:
     sim.create_pod(_pod("p"))
     sim.requests.clear()
-    kube.patch_pod_status("default", "p", {"phase": "Running"}, {"runpod.io/pod-id": "abc"})
+    kube.pods.patch_status("default", "p", {"phase": "Running"}, {"runpod.io/pod-id": "abc"})
     assert [(method, path) for method, path, _q, _s in sim.requests] == [
         ("PATCH", "/api/v1/namespaces/default/pods/p/status")
     ]

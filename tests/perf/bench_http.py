@@ -2,7 +2,8 @@
 
     python tests/perf/bench_http.py [--requests N]
 
-Issue 20 asks for at most 5 ms of reconciler CPU per replaced pod, and a replaced pod
+A replaced pod had a budget of 5 ms of reconciler CPU (RunPod's quota, near 30
+replacements a minute, is now the churn's limit: docs/reference/performance.md), and it
 takes seven requests (five to Kubernetes, two to RunPod: see bench_scale's churn). This
 prints what each request costs through each layer the reconciler's requests pass,
 against both simulators in a child process over loopback HTTP (so this process's CPU is
@@ -58,7 +59,7 @@ def measure(count: int) -> dict[str, float]:
         configuration.api_key_prefix = {"BearerToken": "Bearer"}
         kube = KubeClient(kubernetes.client.ApiClient(configuration), now=clock.now)
         runpod = RunPodClient(API_KEY, runpod_url, sleep=clock.sleep, monotonic=clock.monotonic)
-        [instance] = runpod.list_instances()
+        [instance] = runpod.instances.list()
         headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
         kube_address = urlsplit(kube_url)
         bare = http.client.HTTPConnection(kube_address.hostname or "", kube_address.port)
@@ -70,12 +71,12 @@ def measure(count: int) -> dict[str, float]:
 
         def patch_status(i: int) -> None:
             name, _uid = pods[i]
-            kube.patch_pod_status(NAMESPACE, name, {"phase": "Pending"}, {"bench": str(i)})
+            kube.pods.patch_status(NAMESPACE, name, {"phase": "Pending"}, {"bench": str(i)})
 
         def record_event(i: int) -> None:
             name, uid = pods[i]
             involved = {"metadata": {"namespace": NAMESPACE, "name": name, "uid": uid}}
-            kube.record_event(involved, "BenchEvent", f"request {i}")
+            kube.events.record(involved, "BenchEvent", f"request {i}")
 
         found = {
             "http.client GET (Kubernetes simulator)": cpu_ms_per_call(bare_get, count),
@@ -83,12 +84,12 @@ def measure(count: int) -> dict[str, float]:
                 lambda _: pool.request("GET", kube_url + "/version", headers=headers).data, count
             ),
             "Kubernetes adapter GET /version": cpu_ms_per_call(
-                lambda _: kube.server_version(), count
+                lambda _: kube.cluster.server_version(), count
             ),
             "Kubernetes adapter PATCH pods/status": cpu_ms_per_call(patch_status, count),
             "Kubernetes adapter POST events": cpu_ms_per_call(record_event, count),
             "RunPod adapter GET /v2/pods/{id}": cpu_ms_per_call(
-                lambda _: runpod.get_instance(instance.id), count
+                lambda _: runpod.instances.get(instance.id), count
             ),
         }
         bare.close()

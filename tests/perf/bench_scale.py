@@ -6,7 +6,7 @@ Three scenarios, each against both simulators over loopback HTTP with the real c
 
 - steady: N pods, each with its owned running instance, after ticks have adopted them and
   a tick plans nothing. Per tick: wall time; the reconciler's CPU time; the simulators'
-  CPU time; the planner's own time (in the tick, and `plan()` re-run on the same
+  CPU time; the planner's own time (in the tick, and `plan_tick()` re-run on the same
   observation); Kubernetes and RunPod requests; database write statements; peak RSS.
 - burst: N new pods at once under RunPod's 60-per-minute quota, ticking every 15 s:
   simulated time until every pod has an instance, 429s, share of the quota spent on
@@ -72,7 +72,7 @@ from scale_world import (
 
 import reconciler.runtime.engine as engine_module
 from reconciler.core.config import Settings
-from reconciler.core.planner import Observation, PlanError, plan
+from reconciler.core.planner import Observation, PlanError, plan_tick
 from reconciler.sim.clock import SimClock
 
 PAGE_SIZE = 500
@@ -124,7 +124,7 @@ class TickSample:
 
 
 class PlannerProbe:
-    """Wraps the engine's `plan` to time it in the tick and keep its last input."""
+    """Wraps the engine's `plan_tick` to time it in the tick and keep its last input."""
 
     def __init__(self, keep: bool = False) -> None:
         self.elapsed = 0.0
@@ -137,7 +137,9 @@ class PlannerProbe:
         started = time.perf_counter()
         try:
             return (
-                plan(obs, settings, now) if on_error is None else plan(obs, settings, now, on_error)
+                plan_tick(obs, settings, now)
+                if on_error is None
+                else plan_tick(obs, settings, now, on_error)
             )
         finally:
             self.elapsed = time.perf_counter() - started
@@ -146,7 +148,7 @@ class PlannerProbe:
 
     @contextmanager
     def installed(self) -> Iterator[PlannerProbe]:
-        with mock.patch.object(engine_module, "plan", self):
+        with mock.patch.object(engine_module, "plan_tick", self):
             yield self
 
 
@@ -213,7 +215,7 @@ class SteadyResult:
     seed_ticks: int
     samples: list[TickSample]
     plan_direct_s: float
-    """Best of five `plan()` calls on a steady tick's observation (wall time)."""
+    """Best of five `plan_tick()` calls on a steady tick's observation (wall time)."""
     plan_direct_cpu_s: float
     """The same calls' best thread CPU time: robust when other processes share the CPU."""
     baseline_rss_mb: float
@@ -304,11 +306,11 @@ def warm_reconciler(
 def best_plan_time(
     obs: tuple[Observation, Settings, datetime], repeats: int = 5
 ) -> tuple[float, float]:
-    """Best wall and best thread-CPU time of `plan()` on one observation."""
+    """Best wall and best thread-CPU time of `plan_tick()` on one observation."""
     walls, cpus = [], []
     for _ in range(repeats):
         wall, cpu = time.perf_counter(), time.thread_time()
-        plan(*obs)
+        plan_tick(*obs)
         walls.append(time.perf_counter() - wall)
         cpus.append(time.thread_time() - cpu)
     return min(walls), min(cpus)
@@ -601,7 +603,7 @@ def steady_rows(r: dict[str, Any], name: str = "steady") -> dict[str, str]:
         f"{name}: reconciler CPU ms": f"{r['cpu_ms']:.0f}",
         f"{name}: simulators CPU ms": f"{r['sim_cpu_ms']:.0f}",
         f"{name}: planner in tick ms": f"{r['planner_in_tick_ms']:.0f}",
-        f"{name}: plan() best wall/CPU ms": (
+        f"{name}: plan_tick() best wall/CPU ms": (
             f"{r['plan_direct_ms']:.0f} / {r['plan_direct_cpu_ms']:.0f}"
         ),
         f"{name}: RSS baseline/peak MB": f"{r['baseline_rss_mb']:.0f} / {r['peak_rss_mb']:.0f}",

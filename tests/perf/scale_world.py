@@ -184,7 +184,7 @@ class SimHost:
 
     def add_claims(self, prefix: str, count: int) -> None:
         """Claims of our StorageClass that bind at once, each to a volume of its own."""
-        from reconciler.core.resources.network_volumes import PROVISIONER
+        from reconciler.core.resources.volume_objects import PROVISIONER
 
         self.kube.put(
             "storageclasses",

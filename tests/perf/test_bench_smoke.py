@@ -114,8 +114,9 @@ def test_churn_replaces_each_pod_with_one_terminate_and_one_create(workdir: str)
 def test_churn_costs_five_kubernetes_requests_and_two_transactions_per_replaced_pod(
     workdir: str,
 ) -> None:
-    """Issue 20's churn targets, counted: per replaced pod at most 5 Kubernetes requests
-    beyond the steady tick's and at most 4 database writes (write transactions)."""
+    """A replaced pod costs what replacing it needs, and no more: per replaced pod at most
+    5 Kubernetes requests beyond the steady tick's and at most 4 database writes (write
+    transactions), so churn grows the API server's and the database's load linearly."""
     with local_world(RAISED_QUOTA) as (host, clock):
         result = bench_churn(host, clock, N, workdir, rounds=3)
     replaced = result.replaced_per_tick

@@ -18,16 +18,15 @@ from reconciler.core.actions import (
     RestoreTags,
     Terminate,
 )
-from reconciler.core.budgets import NamespaceCaps, caps_from_annotations
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import BillingRecord, Instance
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import Ownership, lookalikes, owned_instances
-from reconciler.core.planner import CreateInputs, ownership_of, plan
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.money.charges import LEAK_REASON, SPEND_ANNOTATION
+from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
+from reconciler.core.planner import CreateInputs, ownership_of, plan_tick
+from reconciler.core.pods.ownership import Ownership, lookalikes, owned_instances
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources.registries import registry_name
-from reconciler.core.spend import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.translate.names import instance_name
 
 from .world import OWNER, SETTINGS, T0, World, instance, kinds, pod
@@ -103,7 +102,7 @@ def test_an_ownership_worked_out_for_another_owner_is_worked_out_again() -> None
     assert foreign.owned == {}
     handed = replace(observed, ownership=foreign)
     assert ownership_of(handed, OWNER).owned == ownership_of(observed, OWNER).owned != {}
-    assert plan(handed, world.settings, world.now) == world.plan()
+    assert plan_tick(handed, world.settings, world.now) == world.plan()
 
 
 def test_the_pod_id_annotation_proves_ownership_when_the_rows_are_gone_too() -> None:
@@ -122,7 +121,7 @@ def test_the_pod_id_annotation_proves_ownership_when_the_rows_are_gone_too() -> 
     assert "FailPod" not in kinds(actions)
 
 
-def test_an_instance_of_another_owner_is_never_claimed() -> None:
+def test_an_instance_of_another_owner_is_never_taken() -> None:
     world = World()
     found = _running(world, "serve")
     _strip_tags(world, found.id, {OWNER_ENV: "other-cluster/node"})
@@ -292,7 +291,7 @@ def test_one_registry_credential_is_ensured_per_pull_secret_before_its_creates()
     }
     observed = world.observe()
     inputs = {uid: CreateInputs(pull_secret=secret) for uid, secret in secrets.items()}
-    actions = plan(replace(observed, create_inputs=inputs), SETTINGS, T0)
+    actions = plan_tick(replace(observed, create_inputs=inputs), SETTINGS, T0)
     names = {uid: registry_name(OWNER, *secret) for uid, secret in secrets.items()}
     assert [
         (type(a).__name__, a.name if isinstance(a, EnsureRegistryAuth) else a.registry_name)

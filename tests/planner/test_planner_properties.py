@@ -25,7 +25,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import InstanceStatus
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.planner import ownership_of, plan
+from reconciler.core.planner import ownership_of, plan_tick
 from tests.planner.world import OWNER, T0, World, instance, pod
 
 PHASES = ["Pending", "Running", "Succeeded", "Failed"]
@@ -146,15 +146,15 @@ def test_the_plan_is_the_same_in_any_list_order_and_with_the_ownership_passed_al
     a plan (instances keep their order: tags are restored in the list's order)."""
     for _ in range(4):
         observed = world.observe()
-        expected = plan(observed, world.settings, world.now)
+        expected = plan_tick(observed, world.settings, world.now)
         shuffled = replace(
             observed,
             pods=shuffle.sample(list(observed.pods), len(observed.pods)),
             rows=shuffle.sample(list(observed.rows), len(observed.rows)),
         )
-        assert plan(shuffled, world.settings, world.now) == expected
+        assert plan_tick(shuffled, world.settings, world.now) == expected
         passed = replace(shuffled, ownership=ownership_of(shuffled, OWNER))
-        assert plan(passed, world.settings, world.now) == expected
+        assert plan_tick(passed, world.settings, world.now) == expected
         world.apply(expected)
         world.now += timedelta(minutes=10)
 

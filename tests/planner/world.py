@@ -21,7 +21,7 @@ from reconciler.core.actions import (
     SaveRow,
     Terminate,
 )
-from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.capacity.stock import Place
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import (
@@ -36,8 +36,8 @@ from reconciler.core.domain import (
     Runtime,
 )
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.planner import CreateInputs, Observation, plan
-from reconciler.core.stock import Place
+from reconciler.core.money.namespace_caps import NamespaceCaps
+from reconciler.core.planner import CreateInputs, Observation, plan_tick
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -190,7 +190,7 @@ class World:
         )
 
     def plan(self) -> list[Action]:
-        return plan(self.observe(), self.settings, self.now)
+        return plan_tick(self.observe(), self.settings, self.now)
 
     def apply(self, actions: list[Action]) -> None:
         """Every action succeeds, as the executor would make it (creates start RUNNING)."""

@@ -76,8 +76,8 @@ def test_a_proxy_in_the_environment_carries_every_request(
     address, seen = proxy
     monkeypatch.setenv("HTTP_PROXY", address)
     client = make_client()
-    assert client.list_instances() == []
-    assert client.list_instances() == []
+    assert client.instances.list() == []
+    assert client.instances.list() == []
     host = urlsplit(sim.base_url).netloc
     assert [urlsplit(url).netloc for url in seen] == [host, host]
 
@@ -88,7 +88,7 @@ def test_no_proxy_exempts_the_host(
     address, seen = proxy
     monkeypatch.setenv("HTTP_PROXY", address)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    assert make_client().list_instances() == []
+    assert make_client().instances.list() == []
     assert seen == []
 
 
@@ -102,6 +102,6 @@ def test_a_netrc_entry_does_not_replace_the_api_key(
     netrc.write_text("machine 127.0.0.1 login someone password other-secret\n")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    assert make_client().list_instances() == []  # 401 if Basic credentials replaced the key
+    assert make_client().instances.list() == []  # 401 if Basic credentials replaced the key
     assert sim.requests[-1].status == 200
     assert API_KEY not in str(netrc.read_text())

@@ -27,7 +27,7 @@ class Case:
 
 def _failing_create(sim: RunPodSimulator, client: RunPodClient) -> object:
     sim.create_then_fail(status=502)
-    return client.create_instance(create_request())
+    return client.instances.create(create_request())
 
 
 def _with_fault(
@@ -42,7 +42,7 @@ def _with_fault(
 
 def _no_balance(sim: RunPodSimulator, client: RunPodClient) -> object:
     sim.set_balance(0)
-    return client.create_instance(create_request())
+    return client.instances.create(create_request())
 
 
 CASES = {
@@ -50,7 +50,7 @@ CASES = {
         errors.RejectedError,
         400,
         False,
-        lambda sim, client: client.create_instance(create_request(gpu_type_id="NVIDIA GTX 1")),
+        lambda sim, client: client.instances.create(create_request(gpu_type_id="NVIDIA GTX 1")),
     ),
     "402 balance": Case(errors.InsufficientBalanceError, 402, False, _no_balance),
     "403 pool": Case(
@@ -58,35 +58,35 @@ CASES = {
         403,
         False,
         _with_fault(
-            "POST", "/v2/pods", 403, lambda client: client.create_instance(create_request())
+            "POST", "/v2/pods", 403, lambda client: client.instances.create(create_request())
         ),
     ),
     "404 pod": Case(
-        errors.RunPodNotFound, 404, False, lambda sim, client: client.get_instance("nope")
+        errors.RunPodNotFound, 404, False, lambda sim, client: client.instances.get("nope")
     ),
     "409 get": Case(
         errors.RunPodConflict,
         409,
         False,
-        _with_fault("GET", "/v2/pods/*", 409, lambda client: client.get_instance("any")),
+        _with_fault("GET", "/v2/pods/*", 409, lambda client: client.instances.get("any")),
     ),
     "422 create": Case(
         errors.InvalidRequestError,
         422,
         False,
-        lambda sim, client: client.create_instance(create_request(name="")),
+        lambda sim, client: client.instances.create(create_request(name="")),
     ),
     "429 list": Case(
         errors.RateLimitedError,
         429,
         False,
-        _with_fault("GET", "/v2/pods", 429, lambda client: client.list_instances()),
+        _with_fault("GET", "/v2/pods", 429, lambda client: client.instances.list()),
     ),
     "500 list": Case(
         errors.RunPodServerError,
         500,
         False,
-        _with_fault("GET", "/v2/pods", 500, lambda client: client.list_instances()),
+        _with_fault("GET", "/v2/pods", 500, lambda client: client.instances.list()),
     ),
     "502 create": Case(errors.RunPodServerError, 502, True, _failing_create),
 }
@@ -109,7 +109,7 @@ def test_each_status_raises_its_error_class(
 def test_wrong_key_is_an_authentication_error(make_client: ClientFactory) -> None:
     client = make_client(api_key="rpa_WRONG0KEY")
     with pytest.raises(errors.AuthenticationError) as raised:
-        client.list_instances()
+        client.instances.list()
     assert raised.value.status == 401
     assert "bearer token" in (raised.value.detail or "")
 
@@ -119,7 +119,7 @@ def test_rate_limited_error_carries_retry_after(
 ) -> None:
     sim.inject_fault("GET", "/v2/pods", 429, retry_after=17)
     with pytest.raises(errors.RateLimitedError) as raised:
-        make_client(max_attempts=1).list_instances()
+        make_client(max_attempts=1).instances.list()
     assert raised.value.retry_after == 17
 
 
@@ -128,7 +128,7 @@ def test_in_doubt_create_says_the_instance_may_exist(
 ) -> None:
     sim.create_then_fail()
     with pytest.raises(errors.RunPodServerError) as raised:
-        client.create_instance(create_request())
+        client.instances.create(create_request())
     assert raised.value.in_doubt
     assert "may exist" in str(raised.value)
 
@@ -136,7 +136,7 @@ def test_in_doubt_create_says_the_instance_may_exist(
 def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> None:
     client = make_client(base_url=f"http://127.0.0.1:{closed_port()}", max_attempts=2)
     with pytest.raises(errors.RunPodTransportError) as raised:
-        client.list_instances()
+        client.instances.list()
     assert raised.value.status is None
     assert not raised.value.in_doubt  # a read: nothing can have happened
 
@@ -144,7 +144,7 @@ def test_refused_connection_is_a_transport_error(make_client: ClientFactory) -> 
 def test_refused_create_is_in_doubt(make_client: ClientFactory) -> None:
     client = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(errors.RunPodTransportError) as raised:
-        client.create_instance(create_request())
+        client.instances.create(create_request())
     assert raised.value.in_doubt
 
 
@@ -163,7 +163,7 @@ def test_the_key_never_leaks(
         assert raised.value.status == case.status, name
     transport = make_client(base_url=f"http://127.0.0.1:{closed_port()}")
     with pytest.raises(errors.RunPodTransportError) as raised:
-        transport.create_instance(create_request())
+        transport.instances.create(create_request())
     seen.extend(_renderings(raised.value))
     seen.append(caplog.text)
     assert "attempt 1/2 failed" in caplog.text  # the logs were really captured

@@ -17,7 +17,7 @@ import pytest
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RateLimitedError
-from reconciler.core.pacing import Company
+from reconciler.core.capacity.pacing import Company
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 
@@ -108,12 +108,12 @@ def run(sim: RunPodSimulator, clock: SimClock, reconcilers: list[Reconciler], un
         try:
             sleep(r.idle_from)
             while clock.monotonic() - start < r.busy_from:
-                client.list_instances()
+                client.instances.list()
                 sleep(min(IDLE_INTERVAL, r.busy_from - (clock.monotonic() - start)))
-            r.company = client._limiter.company(clock.monotonic())
+            r.company = client.session._limiter.company(clock.monotonic())
             while clock.monotonic() - start < until:
                 try:
-                    client.list_instances()
+                    client.instances.list()
                     r.sent.append(clock.monotonic() - start)
                 except RateLimitedError:
                     pass

@@ -31,7 +31,7 @@ def _running(sim: RunPodSimulator, **fields: object) -> str:
 
 
 def test_full_create_body(sim: RunPodSimulator, client: RunPodClient) -> None:
-    registry = client.create_registry_auth("hub", "me", "s3cret")
+    registry = client.registries.create("hub", "me", "s3cret")
     sim.add_template("tpl-1", image="base:1", env={"FROM_TEMPLATE": "1"})
     request = create_request(
         gpu_count=2,
@@ -43,7 +43,7 @@ def test_full_create_body(sim: RunPodSimulator, client: RunPodClient) -> None:
         template_id="tpl-1",
         registry_auth_id=registry.id,
     )
-    instance = client.create_instance(request)
+    instance = client.instances.create(request)
     assert sim.requests[-1].body == {
         "name": "default-train-0a1b2c3d",
         "image": "ghcr.io/example/train:1.0",
@@ -65,7 +65,7 @@ def test_full_create_body(sim: RunPodSimulator, client: RunPodClient) -> None:
 def test_minimal_create_body_leaves_optional_fields_out(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    client.create_instance(create_request(env={}, ports=()))
+    client.instances.create(create_request(env={}, ports=()))
     assert sim.requests[-1].body == {
         "name": "default-train-0a1b2c3d",
         "image": "ghcr.io/example/train:1.0",
@@ -77,7 +77,7 @@ def test_minimal_create_body_leaves_optional_fields_out(
 
 def test_network_volume_body(sim: RunPodSimulator, client: RunPodClient) -> None:
     volume = sim.add_volume("data", 10, "US-KS-2")
-    instance = client.create_instance(
+    instance = client.instances.create(
         create_request(network_volume=NetworkVolume(volume.id, "/data"))
     )
     assert sim.requests[-1].body["mounts"] == {
@@ -87,9 +87,9 @@ def test_network_volume_body(sim: RunPodSimulator, client: RunPodClient) -> None
 
 
 def test_a_running_instance_is_read_completely(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     sim.advance(60)
-    read = client.get_instance(instance.id)
+    read = client.instances.get(instance.id)
     assert read.status is InstanceStatus.RUNNING
     assert read.owner == OWNER
     assert read.gpu_type_id == RTX_4090 and read.gpu_count == 1
@@ -107,24 +107,24 @@ def test_a_running_instance_is_read_completely(sim: RunPodSimulator, client: Run
 
 def test_unknown_status_is_unknown(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, status="HIBERNATING")
-    assert client.get_instance(instance_id).status is InstanceStatus.UNKNOWN
+    assert client.instances.get(instance_id).status is InstanceStatus.UNKNOWN
 
 
 def test_cost_as_a_numeric_string(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, cost="0.4400")
-    assert client.get_instance(instance_id).cost_per_hr == pytest.approx(0.44)
+    assert client.instances.get(instance_id).cost_per_hr == pytest.approx(0.44)
 
 
 def test_unknown_fields_are_ignored(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, spotBid={"price": 0.2}, machine={"id": "m-1"}, interruptible=True)
-    assert client.list_instances()[0].id == instance_id
+    assert client.instances.list()[0].id == instance_id
 
 
 def test_empty_runtime_object_means_no_runtime_yet(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
     instance_id = _running(sim, runtime={})
-    instance = client.get_instance(instance_id)
+    instance = client.instances.get(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is None
 
@@ -139,7 +139,7 @@ def test_odd_timestamps_and_missing_env(sim: RunPodSimulator, client: RunPodClie
     instance_id = _running(
         sim, createdAt="2026-03-13T20:00:00", startedAt="yesterday", env=None, ports=None
     )
-    instance = client.get_instance(instance_id)
+    instance = client.instances.get(instance_id)
     assert instance.created_at == datetime(2026, 3, 13, 20, tzinfo=UTC)
     assert instance.started_at is None
     assert instance.env == {} and instance.ports == ()
@@ -147,7 +147,7 @@ def test_odd_timestamps_and_missing_env(sim: RunPodSimulator, client: RunPodClie
 
 def test_offset_timestamps_become_utc(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, createdAt="2026-03-13T22:00:00+02:00")
-    created = client.get_instance(instance_id).created_at
+    created = client.instances.get(instance_id).created_at
     assert created == datetime(2026, 3, 13, 20, tzinfo=UTC)
     assert created is not None and created.utcoffset() is not None
 
@@ -155,13 +155,13 @@ def test_offset_timestamps_become_utc(sim: RunPodSimulator, client: RunPodClient
 def test_a_pod_without_an_id_is_refused(sim: RunPodSimulator, client: RunPodClient) -> None:
     _running(sim, id=None)
     with pytest.raises(errors.RunPodError, match="no id"):
-        client.list_instances()
+        client.instances.list()
 
 
 def test_registries_round_trip_without_the_password(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    created = client.create_registry_auth("ghcr", "robot", "p4ssw0rd")
-    assert client.list_registry_auths() == [created]
+    created = client.registries.create("ghcr", "robot", "p4ssw0rd")
+    assert client.registries.list() == [created]
     assert created.name == "ghcr"
     assert sim.requests[0].body["password"] == "***"

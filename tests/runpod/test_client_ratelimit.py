@@ -69,7 +69,7 @@ def test_budget_is_unknown_before_any_header() -> None:
 
 def test_client_reports_its_budget(client: RunPodClient) -> None:
     assert client.rate_budget is None
-    client.list_instances()
+    client.instances.list()
     assert client.rate_budget == 59
 
 
@@ -77,7 +77,7 @@ def test_a_spent_minute_is_waited_out_not_hit(clock: SimClock) -> None:
     with RunPodSimulator(API_KEY, clock=clock, quota=(3, 100, 1000)) as sim:
         client = RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep, monotonic=clock.monotonic)
         for _ in range(4):
-            client.list_instances()
+            client.instances.list()
         client.close()
         assert [request.status for request in sim.requests] == [200] * 4
     assert clock.monotonic() - SimClock().monotonic() == pytest.approx(60)
@@ -88,7 +88,7 @@ def test_a_burst_of_100_creates_never_hits_429(
 ) -> None:
     started = clock.monotonic()
     for index in range(100):
-        client.create_instance(create_request(name=f"burst-{index}"))
+        client.instances.create(create_request(name=f"burst-{index}"))
     statuses = [request.status for request in sim.requests]
     assert statuses == [201] * 100
     assert len(sim.instances) == 100

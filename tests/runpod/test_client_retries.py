@@ -27,7 +27,7 @@ def test_get_is_retried_on_503_then_succeeds(
     instance_id = sim.add_instance("retried")
     sim.inject_fault("GET", "/v2/pods/*", 503, count=2)
     before = clock.monotonic()
-    assert client.get_instance(instance_id).id == instance_id
+    assert client.instances.get(instance_id).id == instance_id
     assert _calls(sim, "GET", "/v2/pods/") == [503, 503, 200]
     # Backoff with jitter: 0.5 to 1 s, then 1 to 2 s.
     assert 1.5 <= clock.monotonic() - before <= 3.0
@@ -36,14 +36,14 @@ def test_get_is_retried_on_503_then_succeeds(
 def test_attempts_are_bounded(sim: RunPodSimulator, make_client: ClientFactory) -> None:
     sim.inject_fault("GET", "/v2/pods", 503, count=10)
     with pytest.raises(errors.RunPodServerError):
-        make_client(max_attempts=3).list_instances()
+        make_client(max_attempts=3).instances.list()
     assert _calls(sim, "GET", "/v2/pods") == [503, 503, 503]
 
 
 def test_total_retry_time_is_bounded(sim: RunPodSimulator, make_client: ClientFactory) -> None:
     sim.inject_fault("GET", "/v2/pods", 429, count=5, retry_after=50)
     with pytest.raises(errors.RateLimitedError):
-        make_client(max_attempts=10, max_retry_time=60).list_instances()
+        make_client(max_attempts=10, max_retry_time=60).instances.list()
     # The second wait of 50 s would pass the 60 s budget: give up after two tries.
     assert _calls(sim, "GET", "/v2/pods") == [429, 429]
 
@@ -53,7 +53,7 @@ def test_retry_after_is_honoured(
 ) -> None:
     sim.inject_fault("GET", "/v2/pods", 429, retry_after=12)
     before = clock.monotonic()
-    assert client.list_instances() == []
+    assert client.instances.list() == []
     assert clock.monotonic() - before == pytest.approx(12)
     assert _calls(sim, "GET", "/v2/pods") == [429, 200]
 
@@ -63,7 +63,7 @@ def test_create_is_not_retried_on_500_and_the_instance_exists(
 ) -> None:
     sim.create_then_fail(status=500)
     with pytest.raises(errors.RunPodServerError) as raised:
-        client.create_instance(create_request(name="in-doubt"))
+        client.instances.create(create_request(name="in-doubt"))
     assert raised.value.in_doubt
     assert _calls(sim, "POST", "/v2/pods") == [500]
     assert [pod["name"] for pod in sim.instances.values()] == ["in-doubt"]
@@ -71,41 +71,41 @@ def test_create_is_not_retried_on_500_and_the_instance_exists(
 
 def test_create_is_retried_on_429(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.inject_fault("POST", "/v2/pods", 429, retry_after=3)
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     assert _calls(sim, "POST", "/v2/pods") == [429, 201]
     assert list(sim.instances) == [instance.id]
 
 
 def test_422_is_never_retried(sim: RunPodSimulator, client: RunPodClient) -> None:
     with pytest.raises(errors.InvalidRequestError) as raised:
-        client.create_instance(create_request(name=""))
+        client.instances.create(create_request(name=""))
     assert "$.name" in str(raised.value)
     assert _calls(sim, "POST", "/v2/pods") == [422]
 
 
 def test_400_is_never_retried(sim: RunPodSimulator, client: RunPodClient) -> None:
     with pytest.raises(errors.RejectedError):
-        client.create_instance(create_request(ports=("22/udp",)))
+        client.instances.create(create_request(ports=("22/udp",)))
     assert _calls(sim, "POST", "/v2/pods") == [400]
 
 
 def test_registry_create_is_not_retried_on_503(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.inject_fault("POST", "/v2/registries", 503)
     with pytest.raises(errors.RunPodServerError) as raised:
-        client.create_registry_auth("hub", "me", "hunter2")
+        client.registries.create("hub", "me", "hunter2")
     assert raised.value.in_doubt
     assert _calls(sim, "POST", "/v2/registries") == [503]
 
 
 def test_delete_of_a_gone_instance_is_success(sim: RunPodSimulator, client: RunPodClient) -> None:
-    client.delete_instance("never-existed")
+    client.instances.delete("never-existed")
     assert _calls(sim, "DELETE", "/v2/pods/") == [404]
 
 
 def test_delete_is_retried_on_502(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = sim.add_instance("doomed")
     sim.inject_fault("DELETE", "/v2/pods/*", 502)
-    client.delete_instance(instance_id)
+    client.instances.delete(instance_id)
     assert _calls(sim, "DELETE", "/v2/pods/") == [502, 204]
     assert sim.instances == {}
 
@@ -116,7 +116,7 @@ def test_create_that_hangs_past_the_read_timeout_is_in_doubt(
     sim.create_then_hang(seconds=1.5)
     client = make_client(read_timeout=0.5)
     with pytest.raises(errors.RunPodTransportError) as raised:
-        client.create_instance(create_request(name="hung"))
+        client.instances.create(create_request(name="hung"))
     assert raised.value.in_doubt
     assert "may exist" in str(raised.value)
     assert [pod["name"] for pod in sim.instances.values()] == ["hung"]
@@ -128,7 +128,7 @@ def test_each_retry_is_logged(
 ) -> None:
     sim.inject_fault("GET", "/v2/pods", 429, retry_after=3)
     caplog.set_level(logging.WARNING, logger="reconciler.adapters.runpod")
-    client.list_instances()
+    client.instances.list()
     assert "GET /v2/pods: attempt 1/4 failed: " in caplog.text
     assert "will retry in 3.0 s" in caplog.text
 
@@ -140,8 +140,8 @@ def test_every_answer_is_reported_by_route(
     client = make_client(on_response=lambda route, status: seen.append((route, status)))
     instance_id = sim.add_instance("observed")
     sim.inject_fault("GET", "/v2/pods/*", 503)
-    client.get_instance(instance_id)
-    client.delete_instance(instance_id)
+    client.instances.get(instance_id)
+    client.instances.delete(instance_id)
     assert seen == [
         ("GET /v2/pods/{id}", 503),
         ("GET /v2/pods/{id}", 200),
@@ -157,5 +157,5 @@ def test_transport_failures_are_reported_as_status_0(make_client: ClientFactory)
         on_response=lambda *a: seen.append(a),
     )
     with pytest.raises(errors.RunPodTransportError):
-        client.list_gpu_types()
+        client.catalog.gpu_types()
     assert seen == [("GET /v2/catalog/gpus", 0)] * 2

@@ -31,10 +31,10 @@ def http(sim: RunPodSimulator) -> Iterator[requests.Session]:
 
 
 def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
-    registry = client.create_registry_auth("hub", "robot", "pw")
+    registry = client.registries.create("hub", "robot", "pw")
     sim.add_template("tpl", image="base:1")
-    client.create_instance(create_request())
-    client.create_instance(
+    client.instances.create(create_request())
+    client.instances.create(
         create_request(
             cloud=Cloud.COMMUNITY,
             gpu_count=2,
@@ -45,8 +45,8 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
             registry_auth_id=registry.id,
         )
     )
-    client.create_instance(create_request(image="", template_id="tpl"))
-    batch = client.create_instance(
+    client.instances.create(create_request(image="", template_id="tpl"))
+    batch = client.instances.create(
         create_request(
             env={STOP_ON_EXIT_ENV: "1"},
             network_volume=NetworkVolume(sim.add_volume("v", 10, "US-TX-3").id, "/v"),
@@ -55,11 +55,11 @@ def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.advance(15)
     for action in ("restart", "stop", "terminate"):
         pod_action(sim, batch.id, action)
-    client.list_gpu_types(gpu_count=2, cloud=Cloud.COMMUNITY)
-    client.read_ended_log(next(iter(sim.instances)))
-    client.update_instance_env(next(iter(sim.instances)), {"A": "1"})
-    client.delete_registry_auth(client.create_registry_auth("spare", "robot", "pw").id)
-    client.pod_billing(sim.clock.now() - timedelta(days=2), sim.clock.now())
+    client.catalog.gpu_types(gpu_count=2, cloud=Cloud.COMMUNITY)
+    client.instances.read_ended_log(next(iter(sim.instances)))
+    client.instances.update_env(next(iter(sim.instances)), {"A": "1"})
+    client.registries.delete(client.registries.create("spare", "robot", "pw").id)
+    client.billing.instances(sim.clock.now() - timedelta(days=2), sim.clock.now())
 
 
 def _schema_for(method: str, path: str) -> dict[str, Any] | None:
@@ -83,7 +83,7 @@ def test_every_request_body_the_client_sends(sim: RunPodSimulator, client: RunPo
 
 
 def test_pods_in_every_status(sim: RunPodSimulator, client: RunPodClient) -> None:
-    ids = [client.create_instance(create_request(name=f"p{index}")).id for index in range(5)]
+    ids = [client.instances.create(create_request(name=f"p{index}")).id for index in range(5)]
     sim.advance(6)  # STARTING
     sim.stick_runtime_null(ids[1])
     sim.advance(10)  # RUNNING

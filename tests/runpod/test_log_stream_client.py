@@ -31,7 +31,7 @@ def _lines(
     client: RunPodClient, pod: str, read: LogRead, max_resumes: int = 5, idle: float = 0.3
 ) -> Iterator[str]:
     events = read_log(
-        client.log_events,
+        client.instances.log_events,
         pod,
         read,
         backfill_idle_seconds=idle,

@@ -25,7 +25,7 @@ def test_three_clients_on_one_key_never_meet_a_429(clock: SimClock) -> None:
         started = clock.monotonic()
         for _ in range(100):  # 300 requests: five minutes of the 60-a-minute quota
             for client in clients:
-                client.list_instances()
+                client.instances.list()
         for client in clients:
             client.close()
         statuses = [request.status for request in sim.requests]
@@ -54,7 +54,7 @@ def test_the_client_waits_out_a_spent_hour_too(clock: SimClock) -> None:
         client = RunPodClient(API_KEY, sim.base_url, sleep=clock.sleep, monotonic=clock.monotonic)
         started = clock.monotonic()
         for _ in range(4):
-            client.list_instances()
+            client.instances.list()
         client.close()
         assert [request.status for request in sim.requests] == [200] * 4
     assert clock.monotonic() - started >= 3600

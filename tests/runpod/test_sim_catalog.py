@@ -20,7 +20,7 @@ B200 = "NVIDIA B200"
 
 
 def test_catalog_lists_realistic_gpu_types(client: RunPodClient) -> None:
-    gpus = {gpu.id: gpu for gpu in client.list_gpu_types()}
+    gpus = {gpu.id: gpu for gpu in client.catalog.gpu_types()}
     assert len(gpus) == 6
     rtx = gpus[RTX_4090]
     assert (rtx.memory_gb, rtx.secure_price, rtx.community_price) == (24, 0.69, 0.34)
@@ -30,13 +30,13 @@ def test_catalog_lists_realistic_gpu_types(client: RunPodClient) -> None:
 
 
 def test_a_gpu_without_stock_has_no_data_centers(client: RunPodClient) -> None:
-    b200 = next(gpu for gpu in client.list_gpu_types() if gpu.id == B200)
+    b200 = next(gpu for gpu in client.catalog.gpu_types() if gpu.id == B200)
     assert b200.availability is Availability.NONE and b200.datacenters == ()
 
 
 def test_availability_follows_the_gpu_count(client: RunPodClient) -> None:
     def level(count: int) -> Availability:
-        gpus = client.list_gpu_types(gpu_count=count)
+        gpus = client.catalog.gpu_types(gpu_count=count)
         return next(gpu.availability for gpu in gpus if gpu.id == H100)
 
     assert level(1) is Availability.LOW
@@ -44,7 +44,7 @@ def test_availability_follows_the_gpu_count(client: RunPodClient) -> None:
 
 
 def test_availability_follows_the_cloud(client: RunPodClient) -> None:
-    gpus = {gpu.id: gpu for gpu in client.list_gpu_types(cloud=Cloud.COMMUNITY)}
+    gpus = {gpu.id: gpu for gpu in client.catalog.gpu_types(cloud=Cloud.COMMUNITY)}
     assert gpus[H100].availability is Availability.NONE
     assert gpus[RTX_4090].availability is Availability.HIGH
 
@@ -52,7 +52,7 @@ def test_availability_follows_the_cloud(client: RunPodClient) -> None:
 def test_availability_follows_capacity(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.set_capacity(H100, "US-TX-3", 0)
     sim.set_capacity(H100, "US-KS-2", 40)
-    h100 = next(gpu for gpu in client.list_gpu_types() if gpu.id == H100)
+    h100 = next(gpu for gpu in client.catalog.gpu_types() if gpu.id == H100)
     stock = {item.id: item.availability for item in h100.datacenters}
     assert stock == {
         "US-TX-3": Availability.NONE,
@@ -62,7 +62,7 @@ def test_availability_follows_capacity(sim: RunPodSimulator, client: RunPodClien
 
 
 def test_catalog_query_is_the_documented_one(sim: RunPodSimulator, client: RunPodClient) -> None:
-    client.list_gpu_types(gpu_count=2, cloud=Cloud.SECURE)
+    client.catalog.gpu_types(gpu_count=2, cloud=Cloud.SECURE)
     assert sim.requests[-1].query == {
         "include": "AVAILABILITY",
         "product": "POD",
@@ -93,47 +93,47 @@ def test_catalog_query_rules(sim: RunPodSimulator, query: dict[str, str], status
 
 
 def test_create_respects_data_centers(client: RunPodClient) -> None:
-    instance = client.create_instance(create_request(datacenter_ids=("US-KS-2",)))
+    instance = client.instances.create(create_request(datacenter_ids=("US-KS-2",)))
     assert instance.datacenter_id == "US-KS-2"
 
 
 def test_create_picks_the_data_center_with_most_room(client: RunPodClient) -> None:
-    assert client.create_instance(create_request()).datacenter_id == "US-TX-3"
+    assert client.instances.create(create_request()).datacenter_id == "US-TX-3"
 
 
 def test_no_capacity_in_the_wanted_data_center(client: RunPodClient) -> None:
     with pytest.raises(errors.RejectedError, match="no capacity"):
-        client.create_instance(create_request(gpu_type_id=H100, datacenter_ids=("EU-RO-1",)))
+        client.instances.create(create_request(gpu_type_id=H100, datacenter_ids=("EU-RO-1",)))
 
 
 def test_unknown_gpu_is_rejected(client: RunPodClient) -> None:
     with pytest.raises(errors.RejectedError, match="unknown GPU"):
-        client.create_instance(create_request(gpu_type_id="NVIDIA Voodoo 2"))
+        client.instances.create(create_request(gpu_type_id="NVIDIA Voodoo 2"))
 
 
 def test_cloud_must_offer_the_gpu(client: RunPodClient) -> None:
     with pytest.raises(errors.RejectedError, match="COMMUNITY"):
-        client.create_instance(create_request(gpu_type_id=H100, cloud=Cloud.COMMUNITY))
+        client.instances.create(create_request(gpu_type_id=H100, cloud=Cloud.COMMUNITY))
 
 
 def test_gpu_count_above_the_ceiling_is_rejected(client: RunPodClient) -> None:
     with pytest.raises(errors.RejectedError, match="not offered"):
-        client.create_instance(create_request(gpu_count=5, cloud=Cloud.COMMUNITY))
+        client.instances.create(create_request(gpu_count=5, cloud=Cloud.COMMUNITY))
 
 
 def test_cost_is_price_times_count_per_cloud(client: RunPodClient) -> None:
-    instance = client.create_instance(create_request(gpu_count=2, cloud=Cloud.COMMUNITY))
+    instance = client.instances.create(create_request(gpu_count=2, cloud=Cloud.COMMUNITY))
     assert instance.cost_per_hr == pytest.approx(0.68)
     assert instance.cloud == "COMMUNITY"
 
 
 def test_exhausted_balance_refuses_creates(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.set_balance(1.0)
-    client.create_instance(create_request())
+    client.instances.create(create_request())
     with pytest.raises(errors.InsufficientBalanceError):
-        client.create_instance(create_request(gpu_type_id=H100))
+        client.instances.create(create_request(gpu_type_id=H100))
     sim.set_balance(None)
-    client.create_instance(create_request(gpu_type_id=H100))
+    client.instances.create(create_request(gpu_type_id=H100))
 
 
 def test_custom_catalog() -> None:
@@ -149,6 +149,6 @@ def test_custom_catalog() -> None:
     }
     with RunPodSimulator(API_KEY, gpu_types=[gpu]) as sim:
         client = RunPodClient(API_KEY, sim.base_url)
-        (t4,) = client.list_gpu_types()
+        (t4,) = client.catalog.gpu_types()
         assert (t4.id, t4.availability, t4.secure_price) == ("NVIDIA T4", Availability.LOW, 0.2)
         client.close()

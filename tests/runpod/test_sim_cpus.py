@@ -37,7 +37,7 @@ def _post(sim: RunPodSimulator, body: dict[str, Any]) -> requests.Response:
 
 
 def test_cpu_catalog_lists_flavors(sim: RunPodSimulator, client: RunPodClient) -> None:
-    flavors = {f.id: f for f in client.list_cpu_flavors()}
+    flavors = {f.id: f for f in client.catalog.cpu_flavors()}
     cpu3c = flavors["cpu3c"]
     assert (cpu3c.vcpu_min, cpu3c.vcpu_max, cpu3c.ram_gb_per_vcpu, cpu3c.price_per_vcpu) == (
         2,
@@ -74,7 +74,7 @@ def test_cpu_catalog_query_rules(sim: RunPodSimulator, query: dict[str, str], st
 
 
 def test_cpu_create_body_and_pod(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(_cpu_request(datacenter_ids=("US-TX-3",)))
+    instance = client.instances.create(_cpu_request(datacenter_ids=("US-TX-3",)))
     body = sim.requests[-1].body
     assert body["cpu"] == {"id": "cpu3c", "vcpuCount": 4} and "gpu" not in body
     served = sim.instances[instance.id]
@@ -120,39 +120,39 @@ def test_cpu_create_schema(sim: RunPodSimulator, cpu: dict[str, Any]) -> None:
 def test_cpu_capacity_is_in_vcpus(sim: RunPodSimulator, client: RunPodClient) -> None:
     # EU-RO-1 has 128 free vCPUs of cpu3c: four pods of 32 fill it.
     for _ in range(4):
-        client.create_instance(_cpu_request(vcpus=32, datacenter_ids=("EU-RO-1",)))
+        client.instances.create(_cpu_request(vcpus=32, datacenter_ids=("EU-RO-1",)))
     with pytest.raises(errors.RejectedError):
-        client.create_instance(_cpu_request(vcpus=32, datacenter_ids=("EU-RO-1",)))
+        client.instances.create(_cpu_request(vcpus=32, datacenter_ids=("EU-RO-1",)))
 
 
 def test_utilization_is_set_through_the_fields_route(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    instance = client.create_instance(_cpu_request())
+    instance = client.instances.create(_cpu_request())
     answer = requests.post(
         f"{sim.base_url}/_sim/pods/{instance.id}/fields",
         json={"runtime": {"cpu": {"util": 50}, "memory": {"util": 25}}},
         timeout=5,
     )
     assert answer.ok
-    assert client.get_instance(instance.id).runtime is None  # not running yet: null
+    assert client.instances.get(instance.id).runtime is None  # not running yet: null
     sim.advance(60)
-    running = client.get_instance(instance.id)
+    running = client.instances.get(instance.id)
     assert running.status is InstanceStatus.RUNNING and running.runtime is not None
     assert (running.runtime.cpu_percent, running.runtime.memory_percent) == (50, 25)
     assert running.runtime.uptime_seconds > 0  # the live runtime is kept underneath
 
 
 def test_gpu_pods_report_per_gpu_utilization(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(create_request(gpu_count=2))
+    instance = client.instances.create(create_request(gpu_count=2))
     sim.set_instance_fields(instance.id, {"runtime": {"gpus": [{"util": 90}, {"util": 30}]}})
     sim.advance(60)
-    runtime = client.get_instance(instance.id).runtime
+    runtime = client.instances.get(instance.id).runtime
     assert runtime is not None and runtime.gpu_percents == (90, 30)
 
 
 def test_a_cpu_pod_is_billed_as_cpu(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(_cpu_request())
+    instance = client.instances.create(_cpu_request())
     sim.advance(3600)
     headers = {"Authorization": f"Bearer {API_KEY}"}
     params = {"lastN": "1", "bucketSize": "day"}

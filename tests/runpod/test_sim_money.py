@@ -30,10 +30,10 @@ def http(sim: RunPodSimulator) -> Iterator[requests.Session]:
 def test_patch_replaces_the_env_whole(
     sim: RunPodSimulator, client: RunPodClient, http: requests.Session
 ) -> None:
-    instance = client.create_instance(create_request(env={OWNER_ENV: "me", "A": "1"}))
+    instance = client.instances.create(create_request(env={OWNER_ENV: "me", "A": "1"}))
     answer = http.patch(f"{sim.base_url}/v2/pods/{instance.id}", json={"env": {"B": "2"}})
     assert answer.status_code == 200 and answer.json()["env"] == {"B": "2"}
-    assert client.update_instance_env(instance.id, {"C": "3"}).env == {"C": "3"}
+    assert client.instances.update_env(instance.id, {"C": "3"}).env == {"C": "3"}
     assert sim.instances[instance.id]["name"] == instance.name  # absent fields untouched
 
 
@@ -51,7 +51,7 @@ def test_patch_replaces_the_env_whole(
 def test_patch_checks_its_body(
     sim: RunPodSimulator, client: RunPodClient, http: requests.Session, body: object, status: int
 ) -> None:
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     assert http.patch(f"{sim.base_url}/v2/pods/{instance.id}", json=body).status_code == status
     assert http.patch(f"{sim.base_url}/v2/pods/nope", json={}).status_code == 404
 
@@ -59,19 +59,19 @@ def test_patch_checks_its_body(
 def test_a_registry_in_use_cannot_be_deleted(
     sim: RunPodSimulator, client: RunPodClient, http: requests.Session
 ) -> None:
-    used = client.create_registry_auth("used", "u", "p")
-    free = client.create_registry_auth("free", "u", "p")
-    instance = client.create_instance(create_request(registry_auth_id=used.id))
-    assert client.delete_registry_auth(used.id) is False
+    used = client.registries.create("used", "u", "p")
+    free = client.registries.create("free", "u", "p")
+    instance = client.instances.create(create_request(registry_auth_id=used.id))
+    assert client.registries.delete(used.id) is False
     assert http.get(f"{sim.base_url}/v2/registries/{used.id}").json() == {
         "id": used.id,
         "name": "used",
     }
-    assert client.delete_registry_auth(free.id) is True
+    assert client.registries.delete(free.id) is True
     assert http.get(f"{sim.base_url}/v2/registries/{free.id}").status_code == 404
-    client.delete_instance(instance.id)
-    assert client.delete_registry_auth(used.id) is True
-    assert client.delete_registry_auth(used.id) is True  # already gone counts as deleted
+    client.instances.delete(instance.id)
+    assert client.registries.delete(used.id) is True
+    assert client.registries.delete(used.id) is True  # already gone counts as deleted
 
 
 def _billing(http: requests.Session, sim: RunPodSimulator, **params: str) -> requests.Response:
@@ -82,12 +82,12 @@ def test_billing_follows_the_ledger_in_snapped_buckets(
     sim: RunPodSimulator, client: RunPodClient, clock: SimClock, http: requests.Session
 ) -> None:
     start = clock.now()
-    instance = client.create_instance(create_request(container_disk_gb=40))
+    instance = client.instances.create(create_request(container_disk_gb=40))
     price = sim.instances[instance.id]["cost"]
     clock.advance(5400)  # 1.5 h running
     pod_action(sim, instance.id, "stop")
     clock.advance(3600)  # 1 h stopped: disk only
-    client.delete_instance(instance.id)
+    client.instances.delete(instance.id)
     clock.advance(7200)
     disk = DISK_USD_PER_GB_HOUR * 40
     expected = price * 1.5 + disk * 2.5
@@ -101,7 +101,7 @@ def test_billing_follows_the_ledger_in_snapped_buckets(
     assert first["startTime"].endswith(":00:00Z")  # snapped to whole hours
     assert first["gpuAmount"] + first["diskAmount"] == pytest.approx(first["totalAmount"])
     # Deleted: still billed for its past, and served TERMINATED by id.
-    assert client.get_instance(instance.id).status.value == "TERMINATED"
+    assert client.instances.get(instance.id).status.value == "TERMINATED"
     day = _billing(http, sim, lastN="1", bucketSize="day").json()
     assert day["metadata"]["query"]["startTime"].endswith("T00:00:00Z")
     aggregate = http.get(
@@ -129,9 +129,9 @@ def test_billing_queries_are_validated(
 def test_the_client_reads_pod_billing(
     sim: RunPodSimulator, client: RunPodClient, clock: SimClock
 ) -> None:
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     clock.advance(7200)
-    records = client.pod_billing(datetime(2000, 1, 1, tzinfo=UTC), clock.now())
+    records = client.billing.instances(datetime(2000, 1, 1, tzinfo=UTC), clock.now())
     assert sum(r.total_usd for r in records) == pytest.approx(
         sim.billed(instance.id)["total"], abs=1e-5
     )
@@ -140,7 +140,7 @@ def test_the_client_reads_pod_billing(
 def test_request_headers_are_recorded_with_the_key_masked(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    client.list_instances()
+    client.instances.list()
     headers = sim.requests[-1].headers
     assert headers["Authorization"] == "***"
     assert API_KEY not in str(sim.requests)

@@ -24,34 +24,34 @@ BATCH_ENV = {OWNER_ENV: OWNER, STOP_ON_EXIT_ENV: "1"}
 
 
 def _running(sim: RunPodSimulator, client: RunPodClient, **overrides: object) -> str:
-    instance_id = client.create_instance(create_request(**overrides)).id
+    instance_id = client.instances.create(create_request(**overrides)).id
     sim.advance(15)
     return instance_id
 
 
 def test_provisioning_progresses_with_the_clock(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     assert instance.status is InstanceStatus.PROVISIONING and instance.runtime is None
     sim.advance(5)
-    assert client.get_instance(instance.id).status is InstanceStatus.STARTING
+    assert client.instances.get(instance.id).status is InstanceStatus.STARTING
     sim.advance(9.9)
-    assert client.get_instance(instance.id).runtime is None
+    assert client.instances.get(instance.id).runtime is None
     sim.advance(0.1)
-    running = client.get_instance(instance.id)
+    running = client.instances.get(instance.id)
     assert running.status is InstanceStatus.RUNNING and running.runtime is not None
 
 
 def test_a_bigger_image_pulls_longer(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.set_image_pull_seconds("huge:1", 120)
-    instance_id = client.create_instance(create_request(image="huge:1")).id
+    instance_id = client.instances.create(create_request(image="huge:1")).id
     sim.advance(60)
-    assert client.get_instance(instance_id).status is InstanceStatus.STARTING
+    assert client.instances.get(instance_id).status is InstanceStatus.STARTING
     sim.advance(75)
-    assert client.get_instance(instance_id).status is InstanceStatus.RUNNING
+    assert client.instances.get(instance_id).status is InstanceStatus.RUNNING
 
 
 def test_actions_follow_the_status(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance = client.create_instance(create_request())
+    instance = client.instances.create(create_request())
     assert instance.actions == ("stop", "terminate")
     for action in ("restart", "start"):
         with pytest.raises(ActionRefused) as refused:
@@ -68,7 +68,7 @@ def test_stop_then_start(sim: RunPodSimulator, client: RunPodClient) -> None:
     started = pod_action(sim, instance_id, "start")
     assert started is not None and started.status is InstanceStatus.STARTING
     sim.advance(10)
-    assert client.get_instance(instance_id).status is InstanceStatus.RUNNING
+    assert client.instances.get(instance_id).status is InstanceStatus.RUNNING
 
 
 def test_restart_resets_uptime(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -82,11 +82,11 @@ def test_restart_resets_uptime(sim: RunPodSimulator, client: RunPodClient) -> No
 def test_terminate_and_delete_remove_the_pod(sim: RunPodSimulator, client: RunPodClient) -> None:
     first, second = _running(sim, client), _running(sim, client)
     assert pod_action(sim, first, "terminate") is None
-    client.delete_instance(second)
-    assert client.list_instances() == []
+    client.instances.delete(second)
+    assert client.instances.list() == []
     # The contract's TERMINATED: "permanently deleted", still readable by id, free.
     for gone in (first, second):
-        read = client.get_instance(gone)
+        read = client.instances.get(gone)
         assert (read.status, read.cost_per_hr, read.runtime, read.actions) == (
             InstanceStatus.TERMINATED,
             0.0,
@@ -103,8 +103,8 @@ def test_wrapped_process_exit_stops_the_pod_and_leaves_its_code(
 ) -> None:
     instance_id = _running(sim, client, env=BATCH_ENV)
     sim.exit_process(instance_id, 3)
-    assert client.get_instance(instance_id).status is InstanceStatus.EXITED
-    assert exit_log(client.read_ended_log(instance_id), "1").code == 3
+    assert client.instances.get(instance_id).status is InstanceStatus.EXITED
+    assert exit_log(client.instances.read_ended_log(instance_id), "1").code == 3
 
 
 def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> None:
@@ -113,21 +113,21 @@ def test_the_last_exit_code_wins(sim: RunPodSimulator, client: RunPodClient) -> 
     pod_action(sim, instance_id, "start")
     sim.advance(10)
     sim.exit_process(instance_id, 0)
-    assert exit_log(client.read_ended_log(instance_id), "1").code == 0
+    assert exit_log(client.instances.read_ended_log(instance_id), "1").code == 0
 
 
 def test_unwrapped_process_exit_is_restarted(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client)
     sim.advance(30)
     sim.exit_process(instance_id, 1)
-    instance = client.get_instance(instance_id)
+    instance = client.instances.get(instance_id)
     assert instance.status is InstanceStatus.RUNNING
     assert instance.runtime is not None and instance.runtime.uptime_seconds == 0
-    assert exit_log(client.read_ended_log(instance_id), "1").code is None
+    assert exit_log(client.instances.read_ended_log(instance_id), "1").code is None
 
 
 def test_exit_needs_a_running_process(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance_id = client.create_instance(create_request()).id
+    instance_id = client.instances.create(create_request()).id
     with pytest.raises(ValueError, match="PROVISIONING"):
         sim.exit_process(instance_id, 0)
 
@@ -154,40 +154,40 @@ def test_logs_are_server_sent_events(sim: RunPodSimulator, client: RunPodClient)
 
 def test_listing_lags_behind_creation(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.set_listing_lag(20)
-    instance_id = client.create_instance(create_request()).id
-    assert client.list_instances() == []
-    assert client.get_instance(instance_id).id == instance_id
+    instance_id = client.instances.create(create_request()).id
+    assert client.instances.list() == []
+    assert client.instances.get(instance_id).id == instance_id
     sim.advance(20)
-    assert [instance.id for instance in client.list_instances()] == [instance_id]
+    assert [instance.id for instance in client.instances.list()] == [instance_id]
 
 
 def test_a_vanished_instance_is_gone(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client)
     sim.vanish(instance_id)
-    assert client.list_instances() == []
+    assert client.instances.list() == []
     with pytest.raises(errors.RunPodNotFound):
-        client.get_instance(instance_id)
+        client.instances.get(instance_id)
 
 
 def test_runtime_can_stay_null_while_running(sim: RunPodSimulator, client: RunPodClient) -> None:
-    instance_id = client.create_instance(create_request()).id
+    instance_id = client.instances.create(create_request()).id
     sim.stick_runtime_null(instance_id)
     sim.advance(600)
-    instance = client.get_instance(instance_id)
+    instance = client.instances.get(instance_id)
     assert instance.status is InstanceStatus.RUNNING and instance.runtime is None
 
 
 def test_a_failed_instance_is_error(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = _running(sim, client)
     sim.fail_instance(instance_id)
-    instance = client.get_instance(instance_id)
+    instance = client.instances.get(instance_id)
     assert instance.status is InstanceStatus.ERROR
     assert instance.actions == ("start", "terminate")
 
 
 def test_foreign_instances_carry_no_owner(sim: RunPodSimulator, client: RunPodClient) -> None:
     sim.add_foreign_instance(env={OWNER_ENV: "spoofed", "HOME": "/root"})
-    (foreign,) = client.list_instances()
+    (foreign,) = client.instances.list()
     assert foreign.owner is None and foreign.env == {"HOME": "/root"}
     assert foreign.status is InstanceStatus.RUNNING
 
@@ -196,11 +196,11 @@ def test_deleting_gives_capacity_back(sim: RunPodSimulator, client: RunPodClient
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
         sim.set_capacity(RTX_4090, datacenter, 0)
     sim.set_capacity(RTX_4090, "EU-RO-1", 1)
-    first = client.create_instance(create_request())
+    first = client.instances.create(create_request())
     with pytest.raises(errors.RejectedError, match="no capacity"):
-        client.create_instance(create_request())
-    client.delete_instance(first.id)
-    assert client.create_instance(create_request()).datacenter_id == "EU-RO-1"
+        client.instances.create(create_request())
+    client.instances.delete(first.id)
+    assert client.instances.create(create_request()).datacenter_id == "EU-RO-1"
 
 
 def test_stopping_frees_the_gpu_and_starting_needs_it_again(
@@ -211,7 +211,7 @@ def test_stopping_frees_the_gpu_and_starting_needs_it_again(
     sim.set_capacity(RTX_4090, "US-KS-2", 1)
     first = _running(sim, client)
     pod_action(sim, first, "stop")
-    client.create_instance(create_request())
+    client.instances.create(create_request())
     with pytest.raises(ActionRefused, match="no capacity") as refused:
         pod_action(sim, first, "start")
     assert refused.value.status == 400

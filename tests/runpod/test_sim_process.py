@@ -28,12 +28,12 @@ def test_runs_as_a_process() -> None:
         base_url = process.stdout.readline().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base_url)
         with RunPodClient(API_KEY, base_url) as client:
-            created = client.create_instance(create_request())
+            created = client.instances.create(create_request())
             assert created.created_at is not None
             assert abs((created.created_at - datetime.now(UTC)).total_seconds()) < 60
-            assert [instance.id for instance in client.list_instances()] == [created.id]
+            assert [instance.id for instance in client.instances.list()] == [created.id]
             requests.post(f"{base_url}/_sim/clock/advance", json={"seconds": 60}, timeout=5)
-            assert client.get_instance(created.id).status is InstanceStatus.RUNNING
+            assert client.instances.get(created.id).status is InstanceStatus.RUNNING
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
@@ -45,7 +45,7 @@ def test_listing_10k_pods_is_fast(sim: RunPodSimulator, client: RunPodClient) ->
     # CPU time of this process (the simulator's threads and the client): wall time also
     # counts whatever else shares the machine, and failed here at 9 s under load.
     started = time.process_time()
-    instances = client.list_instances()
+    instances = client.instances.list()
     elapsed = time.process_time() - started
     assert len(instances) == 10_000
     # Measured about 0.5 s on two cores; quadratic work would take minutes.

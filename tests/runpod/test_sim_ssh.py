@@ -9,6 +9,7 @@ without a key, runs none."""
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,9 +18,12 @@ from typing import Any
 import pytest
 import requests
 
+from reconciler.sim import runpod_net
 from reconciler.sim.runpod import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
+
+TEST_NET_3 = ipaddress.ip_network("203.0.113.0/24")
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="no OpenSSH client")
 
@@ -79,6 +83,8 @@ def ssh(
             "ConnectTimeout=10",
             "-o",
             "LogLevel=ERROR",
+            "-o",
+            f"ProxyCommand={runpod_net.PROXY_COMMAND}",
             f"{direct['username']}@{direct['host']}",
             *args,
         ],
@@ -95,7 +101,8 @@ def test_direct_appears_once_running_and_leads_to_the_pods_sshd(sim, key):
     assert pod["ssh"]["direct"] is None  # still provisioning
     sim.advance(60)
     pod = sim.instances[pod["id"]]
-    assert pod["ssh"]["direct"]["host"] == "127.0.0.1"
+    # The address of a machine of its own, as RunPod shows (reached through the relay).
+    assert ipaddress.ip_address(pod["ssh"]["direct"]["host"]) in TEST_NET_3
     assert pod["ssh"]["direct"]["username"] == "root"
     done = ssh(pod, key, "sh", "-c", "'echo out; echo err >&2; exit 3'")
     assert (done.returncode, done.stdout, done.stderr) == (3, "out\n", "err\n")
@@ -228,8 +235,16 @@ def _paramiko(pod: dict[str, Any], key: Path) -> Any:
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     direct = pod["ssh"]["direct"]
+    proxy = paramiko.ProxyCommand(
+        runpod_net.PROXY_COMMAND.replace("%h", direct["host"]).replace("%p", str(direct["port"]))
+    )
     client.connect(
-        direct["host"], direct["port"], "root", key_filename=str(key), look_for_keys=False
+        direct["host"],
+        direct["port"],
+        "root",
+        key_filename=str(key),
+        look_for_keys=False,
+        sock=proxy,
     )
     return client
 
@@ -274,3 +289,17 @@ def test_an_absurd_terminal_size_leaves_the_session_alive(sim, key):
     assert out.replace(b"\r", b"").endswith(b"30 100\n")
     assert channel.recv_exit_status() == 0
     client.close()
+
+
+def test_each_pod_has_a_public_ip_of_its_own_that_is_not_loopback(sim, key):
+    """RunPod reports the public IP of the machine a pod runs on; the simulator serves
+    on loopback but reports a routable-looking address of a machine of each pod's own,
+    so a client that takes the address from RunPod cannot pass by connecting to
+    127.0.0.1 (it goes through the ProxyCommand, as `ssh` above does)."""
+    first, second = running(sim, key), running(sim, key)
+    addresses = [pod["runtime"]["ports"][0]["ip"] for pod in (first, second)]
+    assert addresses[0] != addresses[1]
+    for address in addresses:
+        assert not ipaddress.ip_address(address).is_loopback
+        assert ipaddress.ip_address(address) in TEST_NET_3
+    assert [pod["ssh"]["direct"]["host"] for pod in (first, second)] == addresses

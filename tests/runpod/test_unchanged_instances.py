@@ -26,11 +26,11 @@ def test_a_second_list_over_http_reparses_nothing_and_moves_the_uptime(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ids = [sim.add_instance(f"steady-{i}", ports=["22/tcp"]) for i in range(3)]
-    first = {i.id: i for i in client.list_instances()}
+    first = {i.id: i for i in client.instances.list()}
     parsed: list[object] = []
     monkeypatch.setattr(unchanged, "parse_instance", lambda raw: parsed.append(raw) or 1 / 0)
     clock.advance(15)
-    second = {i.id: i for i in client.list_instances()}
+    second = {i.id: i for i in client.instances.list()}
     assert parsed == []
     for ident in ids:
         runtime, before = second[ident].runtime, first[ident].runtime
@@ -42,9 +42,9 @@ def test_a_second_list_over_http_reparses_nothing_and_moves_the_uptime(
 
 def test_a_changed_instance_is_parsed_again(sim: RunPodSimulator, client: RunPodClient) -> None:
     ident = sim.add_instance("moving")
-    assert client.list_instances()[0].status is InstanceStatus.RUNNING
+    assert client.instances.list()[0].status is InstanceStatus.RUNNING
     sim.set_instance_fields(ident, {"desiredStatus": "EXITED", "status": "EXITED"})
-    assert client.list_instances()[0].status is InstanceStatus.EXITED
+    assert client.instances.list()[0].status is InstanceStatus.EXITED
 
 
 def test_a_runtime_that_gains_its_uptime_gains_its_runtime() -> None:

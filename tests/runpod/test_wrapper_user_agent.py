@@ -38,7 +38,7 @@ def _tool(name: str) -> str:
 def test_each_branch_stops_the_instance_with_our_user_agent(
     tool: str, sim: RunPodSimulator, client: RunPodClient, tmp_path: Path
 ) -> None:
-    instance = client.create_instance(
+    instance = client.instances.create(
         create_request(env={"RUNPOD_RECONCILER_OWNER": OWNER, STOP_ON_EXIT_ENV: "1"})
     )
     sim.advance(30)
@@ -61,7 +61,7 @@ def test_each_branch_stops_the_instance_with_our_user_agent(
     assert [(r.status, r.headers.get("User-Agent"), r.body) for r in stops] == [
         (200, USER_AGENT, {"action": "stop"})
     ]
-    assert client.get_instance(instance.id).status is InstanceStatus.EXITED
+    assert client.instances.get(instance.id).status is InstanceStatus.EXITED
 
 
 def test_urllibs_default_user_agent_is_refused_like_the_gateway_does(
@@ -77,5 +77,5 @@ def test_urllibs_default_user_agent_is_refused_like_the_gateway_does(
 
 
 def test_the_client_names_itself(sim: RunPodSimulator, client: RunPodClient) -> None:
-    client.list_instances()
+    client.instances.list()
     assert [r.headers.get("User-Agent") for r in sim.requests] == [USER_AGENT]

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from reconciler.adapters.spdy.session import Session, Stream
-from reconciler.core import remotecommand as rc
+from reconciler.core.node import remotecommand as rc
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 

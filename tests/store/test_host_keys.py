@@ -24,11 +24,11 @@ FIRST, SECOND = "ssh-ed25519 AAAAfirst", "ssh-ed25519 AAAAsecond"
 def test_the_first_key_is_kept_and_survives_a_restart(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     store = open_store(url, upgrade=True)
-    assert store.remember_host_key("pod-1", FIRST, T0) == FIRST
-    assert store.remember_host_key("pod-1", SECOND, T0) == FIRST
-    assert store.remember_host_key("pod-2", SECOND, T0) == SECOND
+    assert store.host_keys.remember("pod-1", FIRST, T0) == FIRST
+    assert store.host_keys.remember("pod-1", SECOND, T0) == FIRST
+    assert store.host_keys.remember("pod-2", SECOND, T0) == SECOND
     restarted = open_store(url, upgrade=False)
-    assert restarted.remember_host_key("pod-1", SECOND, T0) == FIRST
+    assert restarted.host_keys.remember("pod-1", SECOND, T0) == FIRST
 
 
 def test_a_new_process_refuses_a_key_that_changed_since_the_last_one_saw_it(

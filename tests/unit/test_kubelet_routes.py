@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.podlogs import LogOptionsError
+from reconciler.core.logs.kubectl_logs import LogOptionsError
+from reconciler.runtime.kubelet.answers import EndpointError, answer_for
 from reconciler.runtime.kubelet.auth import AuthError
-from reconciler.runtime.kubelet.server import ROUTES, EndpointError, answer_for
-from reconciler.runtime.pod_logs import LogError
+from reconciler.runtime.kubelet.server import ROUTES
+from reconciler.runtime.logs.sources import LogError
 
 
 def matched(method: str, path: str) -> tuple[str, dict[str, str]] | None:

@@ -1,4 +1,4 @@
-"""The log reads' share of RunPod's quota (`core.logshare`): each window allows `share`
+"""The log reads' share of RunPod's quota (`core.logs.quota_share`): each window allows `share`
 of its quota over its length, never its last requests, and the refusal says which
 window and when to try again; with no header heard yet, a minute of 60 is assumed."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.logshare import KEEP_FREE, refusal
-from reconciler.core.pacing import Window
+from reconciler.core.capacity.pacing import Window
+from reconciler.core.logs.quota_share import KEEP_FREE, refusal
 
 MINUTE = Window("minute", remaining=60, reset_in=30.0, quota=60, length=60.0)
 HOUR = Window("hour", remaining=3000, reset_in=1800.0, quota=3000, length=3600.0)

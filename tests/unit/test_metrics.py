@@ -16,8 +16,8 @@ from reconciler.core.domain import Instance, InstanceStatus, Runtime
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import Observation
+from reconciler.core.pods.usage import gpu_utilization
 from reconciler.core.reasons import TerminateReason
-from reconciler.core.usage import gpu_utilization
 from reconciler.runtime.metrics import Metrics
 from reconciler.runtime.tick_report import TickReport
 

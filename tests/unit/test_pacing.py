@@ -1,4 +1,4 @@
-"""Quota pacing's pure decisions (`reconciler.core.pacing`) and the client-side state that
+"""Quota pacing's pure decisions (`reconciler.core.capacity.pacing`) and the client-side state that
 feeds them: the gap between early ticks in each window (fast while ample, stretched as
 a window runs low, the hour and day windows as binding as the minute one), the spacing
 of requests in a window's last quarter, and the share of the quota a reconciler claims
@@ -13,9 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.adapters.runpod.ratelimit import RateLimiter
-from reconciler.core import pacing
-from reconciler.core.config import Settings
-from reconciler.core.pacing import (
+from reconciler.core.capacity import pacing
+from reconciler.core.capacity.pacing import (
     Company,
     DropSample,
     Window,
@@ -25,6 +24,7 @@ from reconciler.core.pacing import (
     sharers,
     tick_gap,
 )
+from reconciler.core.config import Settings
 from reconciler.core.planner import CreateInputs, Observation
 from reconciler.runtime.debounce import Debouncer
 from reconciler.runtime.service import creates_capped

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from reconciler.core.config import Settings
-from reconciler.core.node import build_node
-from reconciler.core.placement import closed_to, exclusion
+from reconciler.core.node.placement import closed_to, exclusion
+from reconciler.core.node.virtual_node import build_node
 
 NODE = build_node(Settings(), datetime(2026, 1, 1, tzinfo=UTC))
 

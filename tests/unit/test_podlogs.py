@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.core.contract import EXIT_CODE_MARKER, exit_code_marker
-from reconciler.core.podlogs import (
+from reconciler.core.logs.kubectl_logs import (
     LogLine,
     LogOptions,
     LogOptionsError,

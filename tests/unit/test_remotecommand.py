@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from reconciler.core import remotecommand as rc
+from reconciler.core.node import remotecommand as rc
 
 
 def test_the_api_servers_query_is_read_as_the_kubelet_reads_it():

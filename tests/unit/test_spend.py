@@ -1,4 +1,4 @@
-"""The price check of `core.spend`: a charge more than 10% away from list price times an
+"""The price check of `core.money.charges`: a charge more than 10% away from list price times an
 instance's life is told when a billing read first finds it (not at every hourly read),
 again if it comes back after it went away, and never before billing has reached the end
 of an ended instance's life."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.spend import new_differences
+from reconciler.core.money.charges import new_differences
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,7 +15,9 @@ from reconciler.adapters.runpod.body import create_pod_body
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, PortMapping, Runtime
-from reconciler.core.sshaccess import (
+from reconciler.core.translate.env import EnvSources
+from reconciler.core.translate.request import create_requests
+from reconciler.core.translate.ssh import (
     SshAddress,
     SshAddresses,
     remote_command,
@@ -24,8 +26,6 @@ from reconciler.core.sshaccess import (
     ssh_env,
     ssh_ports,
 )
-from reconciler.core.translate.env import EnvSources
-from reconciler.core.translate.request import create_requests
 
 from .conftest import build_pod
 

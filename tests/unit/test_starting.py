@@ -1,7 +1,7 @@
 """When start-up lines are read early: which pods' instances are starting
-(`reconciler.core.starting`: provisioning, starting, or running without a runtime; only
+(`reconciler.core.logs.starting`: provisioning, starting, or running without a runtime; only
 mapped, live pods), and whether the quota is ample enough for a request that can wait
-(`reconciler.core.pacing.ample`: our share beyond the reserve, and the recent rate with
+(`reconciler.core.capacity.pacing.ample`: our share beyond the reserve, and the recent rate with
 it within half of what every window sustains)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from reconciler.core.capacity.pacing import Window, ample
 from reconciler.core.domain import Instance, InstanceStatus, Runtime
+from reconciler.core.logs.starting import Starting, starting
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pacing import Window, ample
-from reconciler.core.starting import Starting, starting
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

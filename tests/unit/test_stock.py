@@ -1,4 +1,4 @@
-"""Stock memory (`reconciler.core.stock`): a refused (GPU type, data center) is skipped until
+"""Stock memory (`core.capacity.stock`): a refused (GPU type, data center) is skipped until
 its back-off ends (a minute, doubling per refusal in a row) or a catalog fetched after
 the refusal shows stock there; an accepted create forgets its type's refusals; the
 candidates a pod gets keep only the data centers not refused; and the planner waits
@@ -10,9 +10,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.actions import Create, PatchStatus
+from reconciler.core.capacity.stock import ANYWHERE, StockMemory, usable
 from reconciler.core.domain import Availability, Cloud, CreateRequest, DataCenterStock, GpuType
 from reconciler.core.reasons import PodReason
-from reconciler.core.stock import ANYWHERE, StockMemory, usable
 from tests.planner.world import World, pod
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

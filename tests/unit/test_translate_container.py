@@ -18,8 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.contract import exit_code_marker
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.contract import exit_code_marker, exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import (
     choose_container,

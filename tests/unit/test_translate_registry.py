@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from reconciler.core.translate.registry import registry_credentials, registry_host
+from reconciler.core.translate.pull_secrets import registry_credentials, registry_host
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from reconciler.core.config import PodsWithoutGpu, Settings
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     Availability,
     Cloud,
@@ -21,7 +21,6 @@ from reconciler.core.domain import (
     PersistentVolume,
     RunPodVolume,
 )
-from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.container import wrap_for_batch

@@ -13,7 +13,7 @@ from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
 from reconciler.core.mapping import MappingRecord, MappingState, unlisted_instances
 from reconciler.core.resources import clusters, network_volumes
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
     PROVISIONED_BY,
     PROVISIONER,

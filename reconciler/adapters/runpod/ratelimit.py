@@ -8,7 +8,7 @@ response carries them, so the latest answer tells us where we stand.
 This module keeps that state on the client's clock and projects it to "now" (a window
 whose reset has passed is whole again); the decisions themselves (how long to wait
 before a request, how far apart ticks go, what share of the quota is ours when other
-reconcilers use the same key) are pure functions in `reconciler.core.pacing`.
+reconcilers use the same key) are pure functions in `reconciler.core.capacity.pacing`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from reconciler.core import pacing
+from reconciler.core.capacity import pacing
 
 # Answers of one window whose reset times differ by less than this are of one window
 # instance (`t` is in whole seconds, rounded up).
@@ -59,7 +59,7 @@ def _int_params(params: list[str]) -> dict[str, int]:
 
 
 class RateLimiter:
-    """Remembers the latest RateLimit state; answers with `reconciler.core.pacing`'s rules."""
+    """Remembers the latest RateLimit state; answers with `core.capacity.pacing`'s rules."""
 
     def __init__(self) -> None:
         self._heard: dict[str, _Heard] = {}

@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import shlex
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
@@ -80,18 +82,23 @@ class HostKeys:
 
 
 class SshConnector:
-    def __init__(self, private_pem: bytes, host_keys: HostKeys) -> None:
+    """`proxy_command` (OpenSSH's ProxyCommand, `%h` and `%p` the sshd's host and port):
+    each connection goes through that command's stdin and stdout; empty: a direct TCP
+    connection."""
+
+    def __init__(self, private_pem: bytes, host_keys: HostKeys, proxy_command: str = "") -> None:
         try:
             self._key = paramiko.Ed25519Key.from_private_key(io.StringIO(private_pem.decode()))
         except (paramiko.SSHException, ValueError, UnicodeDecodeError) as exc:
             raise SshError("the reconciler's SSH key is not an ed25519 private key") from exc
         self._host_keys = host_keys
+        self._proxy_command = proxy_command
 
     def connect(self, instance_id: str, host: str, port: int) -> paramiko.Transport:
         """An authenticated transport to the instance's sshd, or SshError."""
         try:
-            sock = socket.create_connection((host, port), timeout=CONNECT_SECONDS)
-        except OSError as exc:
+            sock = self._dial(host, port)
+        except (OSError, ValueError) as exc:
             raise _no_sshd(instance_id, host, port, exc) from None
         transport = paramiko.Transport(sock)
         try:
@@ -112,6 +119,33 @@ class SshConnector:
             transport.close()
             raise _no_sshd(instance_id, host, port, exc) from None
         return transport
+
+    def _dial(self, host: str, port: int) -> socket.socket:
+        if not self._proxy_command:
+            return socket.create_connection((host, port), timeout=CONNECT_SECONDS)
+        return _proxied(self._proxy_command, host, port)
+
+
+def _proxied(command: str, host: str, port: int) -> socket.socket:
+    """A socket whose other end is the proxy command's stdin and stdout, as OpenSSH
+    runs a ProxyCommand: a real socket, so its end and timeouts read as a TCP
+    connection's (paramiko's own ProxyCommand never sees the command's end). Each of %h
+    and %p is one word of the command, whatever the address holds; the command's stderr
+    is ours."""
+    words = [word.replace("%h", host).replace("%p", str(port)) for word in shlex.split(command)]
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            words, stdin=theirs.fileno(), stdout=theirs.fileno(), start_new_session=True
+        )
+    except OSError:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    threading.Thread(target=process.wait, daemon=True).start()  # reaped when it ends
+    ours.settimeout(CONNECT_SECONDS)
+    return ours
 
 
 def _no_sshd(instance_id: str, host: str, port: int, exc: BaseException) -> SshError:

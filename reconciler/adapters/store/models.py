@@ -184,7 +184,7 @@ class SpendRecord(Base):
 class BilledResource(Base):
     """Whose a network volume or an Instant Cluster of ours is, for its charges: kept as
     long as `--cost-history` after it was last seen, so that they stay attributed once
-    the claim, the Job or the resource is gone (`core.attribution`)."""
+    the claim, the Job or the resource is gone (`core.money.attribution`)."""
 
     __tablename__ = "billed_resources"
 
@@ -232,7 +232,7 @@ class ResourceList(Base):
 
 
 class GoneBilled(Base):
-    """An id RunPod billed that it neither listed nor answered for (`core.ghost_charges`):
+    """An id RunPod billed that it neither listed nor answered for (`core.money.ghost_charges`):
     since when it is known gone, and what it was charged for hours after that."""
 
     __tablename__ = "gone_billed"

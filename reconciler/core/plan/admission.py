@@ -9,22 +9,23 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core import placement, pod_past, refusals
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Create,
     EnsureRegistryAuth,
     PodRef,
 )
+from reconciler.core.capacity import refusals
+from reconciler.core.capacity.refusals import REFUSED_EVERYWHERE
+from reconciler.core.capacity.stock import usable
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     CreateRequest,
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.ownership import Ownership
-from reconciler.core.plan import spending
+from reconciler.core.node import placement
+from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -34,10 +35,11 @@ from reconciler.core.plan.outcomes import (
     waited_too_long,
 )
 from reconciler.core.plan.situation import Situation, within
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import past as pod_past
+from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
-from reconciler.core.refusals import REFUSED_EVERYWHERE
 from reconciler.core.resources import registries
-from reconciler.core.stock import usable
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
@@ -72,10 +74,10 @@ def needs_create_inputs(
 
 
 def prepare_create(
-    t: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], Waiting | None]:
-    inputs = t.obs.create_inputs.get(podinfo.uid(pod))
-    if inputs is None or not (t.obs.catalog or t.obs.cpu_catalog):
+    inputs = tick.obs.create_inputs.get(podinfo.uid(pod))
+    if inputs is None or not (tick.obs.catalog or tick.obs.cpu_catalog):
         return [], None  # the engine could not gather what a create needs this tick
     try:
         if inputs.error is not None:
@@ -84,56 +86,56 @@ def prepare_create(
             pod,
             inputs.job,
             inputs.sources,
-            t.obs.catalog,
-            t.settings,
-            t.settings.owner_id,
+            tick.obs.catalog,
+            tick.settings,
+            tick.settings.owner_id,
             inputs.registry_auth_id,
-            t.obs.cpu_catalog,
-            t.obs.network_volumes,
+            tick.obs.cpu_catalog,
+            tick.obs.network_volumes,
             inputs.claim,
         )
     except TranslationError as error:
-        return cannot_create(t, pod, row, error.reason, error.message, error.permanent), None
-    if requests_out_of_stock(candidates, t.obs.catalog, t.obs.cpu_catalog):
+        return cannot_create(tick, pod, row, error.reason, error.message, error.permanent), None
+    if requests_out_of_stock(candidates, tick.obs.catalog, tick.obs.cpu_catalog):
         return cannot_create(
-            t,
+            tick,
             pod,
             row,
             PodReason.CAPACITY_UNAVAILABLE,
             "every GPU type that fits this pod is out of stock",
             False,
         ), None
-    candidates = usable(candidates, t.obs.refused)
+    candidates = usable(candidates, tick.obs.refused)
     if not candidates:
         return cannot_create(
-            t, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE, False
+            tick, pod, row, PodReason.CAPACITY_UNAVAILABLE, REFUSED_EVERYWHERE, False
         ), None
     actions: list[Action] = []
     if row is not None and row.reason:
         # The last attempt failed (no capacity, budget): retry, still showing why.
-        if waited_too_long(t, pod):
-            return fail_pod(t, pod, row, None, row.reason, gave_up(t, row.last_error)), None
-        actions, row = show_waiting(t, pod, row, row.reason, row.last_error or row.reason)
+        if waited_too_long(tick, pod):
+            return fail_pod(tick, pod, row, None, row.reason, gave_up(tick, row.last_error)), None
+        actions, row = show_waiting(tick, pod, row, row.reason, row.last_error or row.reason)
         pause = refusals.retry_after(row.reason)
-        if pause is not None and t.within(row.updated_at, pause):
+        if pause is not None and tick.within(row.updated_at, pause):
             return actions, None
     return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
 
 
-def admit(t: Situation, waiting: list[Waiting]) -> list[Action]:
+def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
     """Oldest pods first, within the global caps, their namespace's caps and the rate
-    budget (what runs counted by `plan.spending`: instances, clusters, storage)."""
+    budget (what runs counted by `plan.hourly_costs`: instances, clusters, storage)."""
     if not waiting:
         return []  # the steady tick: spare counting what every namespace spends
-    total = spending.spent(t)
-    slots = create_slots(t.obs, t.settings)
+    total = spending.spent(tick)
+    slots = create_slots(tick.obs, tick.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
-        closed = placement.closed_to(wait.pod, t.node)
+        closed = placement.closed_to(wait.pod, tick.node)
         if closed is not None:
-            cordoned = bool((t.node.get("spec") or {}).get("unschedulable"))
+            cordoned = bool((tick.node.get("spec") or {}).get("unschedulable"))
             actions += cannot_create(
-                t,
+                tick,
                 wait.pod,
                 wait.row,
                 PodReason.NODE_CORDONED if cordoned else PodReason.NODE_TAINTED,
@@ -143,28 +145,30 @@ def admit(t: Situation, waiting: list[Waiting]) -> list[Action]:
             continue
         namespace = PodRef.of(wait.pod).namespace
         ns_use = total.use(namespace)
-        caps = t.obs.namespace_caps.get(namespace)
+        caps = tick.obs.namespace_caps.get(namespace)
         # Only candidates within both caps are tried: RunPod may accept any of them.
         affordable = tuple(
             c
             for c in wait.candidates
-            if total.hourly_spend + c.hourly_price <= t.settings.max_hourly_spend
+            if total.hourly_spend + c.hourly_price <= tick.settings.max_hourly_spend
             and ns_use.refusal(caps, c.hourly_price) is None
         )
         cheapest = min(c.hourly_price for c in wait.candidates)
         refusal = ns_use.refusal(caps, cheapest)
-        if total.instances + 1 > t.settings.max_instances or (refusal is None and not affordable):
+        if total.instances + 1 > tick.settings.max_instances or (
+            refusal is None and not affordable
+        ):
             actions += cannot_create(
-                t,
+                tick,
                 wait.pod,
                 wait.row,
                 PodReason.BUDGET_EXCEEDED,
-                _budget_message(t, total.instances, total.hourly_spend, cheapest),
+                _budget_message(tick, total.instances, total.hourly_spend, cheapest),
                 False,
             )
         elif refusal is not None:
             actions += cannot_create(
-                t,
+                tick,
                 wait.pod,
                 wait.row,
                 PodReason.BUDGET_EXCEEDED,
@@ -172,7 +176,7 @@ def admit(t: Situation, waiting: list[Waiting]) -> list[Action]:
                 False,
             )
         elif slots > 0:
-            actions += _create(t, wait, affordable)
+            actions += _create(tick, wait, affordable)
             # Count the dearest candidate tried: RunPod may accept any of them.
             total.add(namespace, 1, max(c.hourly_price for c in affordable))
             slots -= 1
@@ -187,33 +191,33 @@ def create_slots(obs: Observation, settings: Settings) -> int:
     return min(settings.max_creates_per_tick, rate_slots)
 
 
-def _budget_message(t: Situation, count: int, spend: float, cost: float) -> str:
+def _budget_message(tick: Situation, count: int, spend: float, cost: float) -> str:
     return (
-        f"waiting for budget: {count}/{t.settings.max_instances} instances, "
-        f"${spend:.2f}/h of ${t.settings.max_hourly_spend:.2f}/h spent, "
+        f"waiting for budget: {count}/{tick.settings.max_instances} instances, "
+        f"${spend:.2f}/h of ${tick.settings.max_hourly_spend:.2f}/h spent, "
         f"this pod needs at least ${cost:.2f}/h"
     )
 
 
-def _create(t: Situation, wait: Waiting, candidates: tuple[CreateRequest, ...]) -> list[Action]:
+def _create(tick: Situation, wait: Waiting, candidates: tuple[CreateRequest, ...]) -> list[Action]:
     ref = PodRef.of(wait.pod)
-    base = wait.row or t.new_row(wait.pod, MappingState.CREATING)
-    attempt = hashlib.sha256(f"{ref.uid}/{t.now.isoformat()}".encode()).hexdigest()[:16]
+    base = wait.row or tick.new_row(wait.pod, MappingState.CREATING)
+    attempt = hashlib.sha256(f"{ref.uid}/{tick.now.isoformat()}".encode()).hexdigest()[:16]
     # The previous reason stays on the intent row, so that the executor raises an
     # Event only when a failed create fails for a new reason.
     intent = base.changed(
         state=MappingState.CREATING,
         attempt_id=attempt,
-        attempt_started_at=t.now,
+        attempt_started_at=tick.now,
         instance_name=candidates[0].name,
-        updated_at=t.now,
+        updated_at=tick.now,
     )
     if wait.pull_secret is None:
         return [Create(ref, intent, candidates)]
     registry, username, password = wait.pull_secret
-    name = registries.registry_name(t.settings.owner_id, registry, username, password)
+    name = registries.registry_name(tick.settings.owner_id, registry, username, password)
     ensure: list[Action] = []
-    if name not in t.registries_ensured:
-        t.registries_ensured.add(name)
+    if name not in tick.registries_ensured:
+        tick.registries_ensured.add(name)
         ensure.append(EnsureRegistryAuth(name, username, password, ref))
     return [*ensure, Create(ref, intent, candidates, registry_name=name)]

@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,

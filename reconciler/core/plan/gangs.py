@@ -23,11 +23,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     CreateCluster,
@@ -39,30 +37,27 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
-from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.domain import (
     Cloud,
-    ClusterRequest,
     CreateRequest,
     Instance,
     KubeObject,
 )
-from reconciler.core.plan import gang_end, spending
+from reconciler.core.plan import gang_end
+from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
+from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
-    COMPLETION_INDEX_ENV,
-    MAX_PODS,
-    MIN_PODS,
     RANK,
     ClusterRecord,
     ClusterState,
     gang_key,
-    gang_nonce,
     index_of,
     is_live,
     job_name,
@@ -72,7 +67,6 @@ from reconciler.core.resources.clusters import (
 )
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.annotations import POD_ID
-from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
@@ -366,7 +360,7 @@ def _without_cluster(
     if inputs is None or inputs.job is None:
         message = "waiting for the pod's Job to be read"
         return _wait(t, pods, PodReason.CLUSTER_FORMING, message)
-    refused = _refusal(inputs.job, pods)
+    refused = clusters.why_not_a_cluster(inputs.job, pods)
     if refused is not None:
         return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     size = int(inputs.job["spec"]["completions"])
@@ -401,7 +395,7 @@ def _create(
     refused = _unclusterable(requests, inputs, job)
     if refused is not None:
         return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
-    candidates = tuple(_cluster_request(r, key, ordered[0], len(pods)) for r in requests)
+    candidates = tuple(clusters.cluster_request(r, key, ordered[0], len(pods)) for r in requests)
     namespace = PodRef.of(ordered[0]).namespace
     candidates, over = spending.admit_cluster(t, namespace, candidates, len(pods))
     if over is not None:
@@ -417,44 +411,6 @@ def _create(
     return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
 
 
-def _cluster_request(
-    request: CreateRequest, key: str, pod: KubeObject, size: int
-) -> ClusterRequest:
-    """One pod's create request as a cluster of `size` such pods: one env for all, with
-    the gang's tag instead of the pod's, and its own exit-code nonce."""
-    nonce = gang_nonce(key_job(key))
-    env = {
-        name: value
-        for name, value in request.env.items()
-        if name not in (POD_UID_ENV, COMPLETION_INDEX_ENV)
-    }
-    env[GANG_ENV] = key
-    args = request.args
-    if STOP_ON_EXIT_ENV in env:
-        env[STOP_ON_EXIT_ENV] = nonce
-        command = start_command(choose_container(pod), request.env)
-        args = wrap_for_batch(command, nonce, member=True) if command is not None else None
-    name = request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}"
-    return ClusterRequest(replace(request, name=name, args=args, env=env), size)
-
-
-def _refusal(job: KubeObject, pods: list[KubeObject]) -> str | None:
-    """Why the Job cannot be an Instant Cluster, in words; None when it can."""
-    spec, name = job.get("spec") or {}, job["metadata"]["name"]
-    completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
-    figures = {"job": name, "completions": completions, "parallelism": parallelism}
-    if spec.get("completionMode") != "Indexed":
-        return GANG_REFUSALS[GangRefusal.NOT_INDEXED].format(**figures)
-    if parallelism != completions:
-        return GANG_REFUSALS[GangRefusal.UNEQUAL_PARALLELISM].format(**figures)
-    if not isinstance(completions, int) or not MIN_PODS <= completions <= MAX_PODS:
-        return GANG_REFUSALS[GangRefusal.SIZE].format(**figures)
-    different = _difference(pods)
-    if different is not None:
-        return GANG_REFUSALS[GangRefusal.PODS_DIFFER].format(detail=different, **figures)
-    return None
-
-
 def _unclusterable(requests: Sequence[CreateRequest], inputs: CreateInputs, job: str) -> str | None:
     first = requests[0]
     if first.cpu_flavor_id:
@@ -468,24 +424,6 @@ def _unclusterable(requests: Sequence[CreateRequest], inputs: CreateInputs, job:
     if all(r.cloud is not Cloud.SECURE for r in requests):
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
     return None
-
-
-def _difference(pods: list[KubeObject]) -> str | None:
-    """How the pods' specs differ, beyond what the Job controller makes per index and the
-    API server adds per pod."""
-    shapes = {podinfo.uid(pod): repr(_comparable(pod.get("spec") or {})) for pod in pods}
-    if len(set(shapes.values())) <= 1:
-        return None
-    names = sorted(PodRef.of(p).name for p in pods)
-    return f"the specs of {', '.join(names[:3])} are not the same"
-
-
-def _comparable(spec: KubeObject) -> list[tuple[str, object]]:
-    """The spec without the per-pod parts: the index's hostname and the node. (The
-    ServiceAccount admission's token volume, whose name is random for each pod, is gone
-    from listed pods: `podinfo.kept`.)"""
-    kept = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
-    return sorted(kept.items(), key=lambda item: item[0])
 
 
 def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:

@@ -4,8 +4,6 @@ closer to agreement (docs/architecture.md §2 to §4).
 
 from __future__ import annotations
 
-from reconciler.core import pod_past
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     DeleteRow,
@@ -26,6 +24,8 @@ from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
 from reconciler.core.plan.situation import Situation, ownership_of
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import past as pod_past
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
@@ -35,29 +35,29 @@ _BEFORE_AN_INSTANCE = (MappingState.PENDING, MappingState.CREATING)
 
 
 def decide(
-    t: Situation,
+    tick: Situation,
     uid: str,
     pod: KubeObject | None,
     row: MappingRecord | None,
     instances: list[Instance],
 ) -> tuple[list[Action], Waiting | None]:
-    keep, extras = _split_duplicates(t, instances, row, pod)
+    keep, extras = _split_duplicates(tick, instances, row, pod)
     # No comprehension for none: it is a call, and this runs per pod, per tick.
     actions: list[Action] = [_terminate_duplicate(pod, e) for e in extras] if extras else []
     if pod is None:
-        return actions + _without_pod(t, row, keep), None
+        return actions + _without_pod(tick, row, keep), None
     if podinfo.is_deleting(pod):
-        return actions + _deleting(t, pod, row, keep), None
+        return actions + _deleting(tick, pod, row, keep), None
     if podinfo.is_finished(pod):
-        return actions + _finished(t, pod, row, keep), None
+        return actions + _finished(tick, pod, row, keep), None
     if keep is not None:
-        return actions + with_instance(t, pod, row, keep), None
-    decided, wait = _without_instance(t, pod, row)
+        return actions + with_instance(tick, pod, row, keep), None
+    decided, wait = _without_instance(tick, pod, row)
     return actions + decided, wait
 
 
 def _split_duplicates(
-    t: Situation, instances: list[Instance], row: MappingRecord | None, pod: KubeObject | None
+    tick: Situation, instances: list[Instance], row: MappingRecord | None, pod: KubeObject | None
 ) -> tuple[Instance | None, list[Instance]]:
     """The instance to keep and the duplicates to terminate now.
 
@@ -71,7 +71,9 @@ def _split_duplicates(
     named = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION) if pod else None
     mapped = row.instance_id if row is not None else None
     ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
-    extras = [i for i in ordered[1:] if not t.within(i.created_at, t.settings.create_grace_time)]
+    extras = [
+        i for i in ordered[1:] if not tick.within(i.created_at, tick.settings.create_grace_time)
+    ]
     return ordered[0], extras
 
 
@@ -85,33 +87,33 @@ def _terminate_duplicate(pod: KubeObject | None, extra: Instance) -> Action:
 
 
 def _without_pod(
-    t: Situation, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, row: MappingRecord | None, instance: Instance | None
 ) -> list[Action]:
     if instance is not None:
-        return _orphan(t, row, instance)
+        return _orphan(tick, row, instance)
     if row is None:
         return []
-    if row.state is MappingState.CREATING and t.within(
-        row.attempt_started_at, t.settings.create_grace_time
+    if row.state is MappingState.CREATING and tick.within(
+        row.attempt_started_at, tick.settings.create_grace_time
     ):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
-        return t.save(row, _ended(t, row))
+        return tick.save(row, _ended(tick, row))
     # Kept for `reconciler cost` and the leak audit as long as --cost-history says.
-    if not t.within(row.ended_at or row.updated_at, t.settings.cost_history_days * 86400):
+    if not tick.within(row.ended_at or row.updated_at, tick.settings.cost_history_days * 86400):
         return [DeleteRow(row.pod_uid)]
     return []
 
 
-def _ended(t: Situation, row: MappingRecord) -> MappingRecord:
+def _ended(tick: Situation, row: MappingRecord) -> MappingRecord:
     return row.changed(
         state=MappingState.TERMINATED,
         last_instance_status="TERMINATED",
-        ended_at=row.ended_at or t.now,
+        ended_at=row.ended_at or tick.now,
     )
 
 
-def _orphan(t: Situation, row: MappingRecord | None, instance: Instance) -> list[Action]:
+def _orphan(tick: Situation, row: MappingRecord | None, instance: Instance) -> list[Action]:
     """An owned instance whose pod is gone: terminated on its second sighting, once old."""
     if row is None:
         row = MappingRecord(
@@ -119,14 +121,14 @@ def _orphan(t: Situation, row: MappingRecord | None, instance: Instance) -> list
             "",
             instance.name,
             MappingState.RUNNING,
-            t.now,
-            t.now,
+            tick.now,
+            tick.now,
             instance_id=instance.id,
         )
     if row.state is MappingState.TERMINATING:
         return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None, row)]
     sightings = row.orphan_sightings + 1
-    old_enough = not t.within(instance.created_at, t.settings.orphan_grace_time)
+    old_enough = not tick.within(instance.created_at, tick.settings.orphan_grace_time)
     if sightings >= 2 and old_enough:
         return [
             Terminate(
@@ -137,11 +139,11 @@ def _orphan(t: Situation, row: MappingRecord | None, instance: Instance) -> list
                 row.changed(state=MappingState.TERMINATING, orphan_sightings=sightings),
             )
         ]
-    return t.save(None, row.changed(orphan_sightings=sightings))
+    return tick.save(None, row.changed(orphan_sightings=sightings))
 
 
 def _deleting(
-    t: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
 ) -> list[Action]:
     """A pod being deleted is finished like a kubelet would: the instance is terminated
     and confirmed gone, then the pod gets a terminal phase, then the object is deleted.
@@ -151,44 +153,52 @@ def _deleting(
     """
     ref = PodRef.of(pod)
     if instance is not None:
-        return _terminate(t, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
+        return _terminate(tick, ref, row, instance, TerminateReason.POD_DELETED, "pod deleted")
     if (
         row is not None
         and row.state is MappingState.CREATING
-        and t.within(row.attempt_started_at, t.settings.create_grace_time)
+        and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
     ):
         return []  # wait: the in-doubt create must be found and terminated first
-    done = _ended(t, row) if row is not None else None
+    done = _ended(tick, row) if row is not None else None
     status = pod_status.deleted_status(
-        pod, row.instance_id if row else None, exit_code=row.exit_code if row else None, now=t.now
+        pod,
+        row.instance_id if row else None,
+        exit_code=row.exit_code if row else None,
+        now=tick.now,
     )
     if status is None and podinfo.deletion_is_immediate(pod):
         # Terminal and deleted at once already: finalizers of others hold the object.
-        return t.save(row, done) if row is not None and done is not None else []
+        return tick.save(row, done) if row is not None and done is not None else []
     return [FinalizePod(ref, done, status)]
 
 
 def _finished(
-    t: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
 ) -> list[Action]:
     if instance is not None:
         return _terminate(
-            t, PodRef.of(pod), row, instance, TerminateReason.POD_ENDED, f"pod {podinfo.phase(pod)}"
+            tick,
+            PodRef.of(pod),
+            row,
+            instance,
+            TerminateReason.POD_ENDED,
+            f"pod {podinfo.phase(pod)}",
         )
     if row is not None and not row.state.finished:
-        return t.save(row, _ended(t, row))
+        return tick.save(row, _ended(tick, row))
     return []
 
 
 def _terminate(
-    t: Situation,
+    tick: Situation,
     ref: PodRef,
     row: MappingRecord | None,
     instance: Instance,
     reason: TerminateReason,
     why: str,
 ) -> list[Action]:
-    row = row or adopted_row(t, ref, instance)
+    row = row or adopted_row(tick, ref, instance)
     first = row.state is not MappingState.TERMINATING
     actions: list[Action] = [
         Terminate(instance.id, reason, why, ref, row.changed(state=MappingState.TERMINATING))
@@ -205,40 +215,42 @@ def _terminate(
 
 
 def _without_instance(
-    t: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRecord | None
 ) -> tuple[list[Action], Waiting | None]:
     if row is None or row.state in _BEFORE_AN_INSTANCE:
         # Our row may still wait (a create refused, or one in doubt) while another writer,
         # on a database of its own, made the instance and wrote it onto the pod: RunPod's
         # list may not show it yet, and a create now would pay twice.
-        rebuilt = pod_past.rebuilt_row(pod, t.now, ownership_of(t.obs, t.settings.owner_id))
+        rebuilt = pod_past.rebuilt_row(
+            pod, tick.now, ownership_of(tick.obs, tick.settings.owner_id)
+        )
         if rebuilt is not None:
             return [SaveRow(rebuilt)], None
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
-        return _restore_final_status(t, pod, row), None
+        return _restore_final_status(tick, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:
-        return _instance_missing(t, pod, row), None
+        return _instance_missing(tick, pod, row), None
     if (
         row is not None
         and row.state is MappingState.CREATING
-        and t.within(row.attempt_started_at, t.settings.create_grace_time)
+        and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
     ):
         return [], None  # in doubt: the instance may still appear in the list
-    if podinfo.deadline_passed(pod, t.now):
+    if podinfo.deadline_passed(pod, tick.now):
         return fail_pod(
-            t,
+            tick,
             pod,
             row,
             None,
             PodReason.DEADLINE_EXCEEDED,
             "pod waited longer than spec.activeDeadlineSeconds",
         ), None
-    lookalike = t.lookalikes.get(podinfo.uid(pod))
+    lookalike = tick.lookalikes.get(podinfo.uid(pod))
     if lookalike is not None:
         # Probably this pod's own instance, its tags and our records lost: a create
         # would pay twice. It is never touched either; a person decides.
         return cannot_create(
-            t,
+            tick,
             pod,
             row,
             PodReason.UNOWNED_LOOKALIKE,
@@ -250,26 +262,28 @@ def _without_instance(
             False,
         ), None
     if row is None and pod_past.ran_before(pod):
-        return fail_pod(t, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED), None
-    return prepare_create(t, pod, row)
+        return fail_pod(
+            tick, pod, None, None, PodReason.INSTANCE_LOST, pod_past.RAN_UNRECORDED
+        ), None
+    return prepare_create(tick, pod, row)
 
 
-def _restore_final_status(t: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
+def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
     """Finished work never runs again; make sure the pod shows how it ended."""
     final = row.changed(
         state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
-        ended_at=row.ended_at or t.now,
+        ended_at=row.ended_at or tick.now,
     )
     if row.exit_code is not None:
         ended = Instance(row.instance_id or "", row.instance_name or "", InstanceStatus.EXITED)
-        status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=t.now)
+        status = pod_status.pod_status(pod, ended, exit_code=row.exit_code, now=tick.now)
     else:
         reason = row.reason or PodReason.INSTANCE_LOST
         status = pod_status.pod_status(
             pod,
             None,
             exit_code=None,
-            now=t.now,
+            now=tick.now,
             reason=reason,
             message=row.last_error or "the RunPod instance is gone",
         )
@@ -277,14 +291,14 @@ def _restore_final_status(t: Situation, pod: KubeObject, row: MappingRecord) -> 
     final = final.changed(status_hash=fingerprint)
     if fingerprint != row.status_hash:
         return [PatchStatus(PodRef.of(pod), status, final)]
-    return t.save(row, final)
+    return tick.save(row, final)
 
 
-def _instance_missing(t: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
-    if t.within(row.attempt_started_at, t.settings.create_grace_time):
+def _instance_missing(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
+    if tick.within(row.attempt_started_at, tick.settings.create_grace_time):
         return []  # a new instance can lag behind in the list
     return fail_pod(
-        t,
+        tick,
         pod,
         row,
         None,

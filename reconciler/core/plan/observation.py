@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.core.budgets import NamespaceCaps
+from reconciler.core.capacity.stock import Place
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import (
     BillingRecord,
@@ -16,10 +16,10 @@ from reconciler.core.domain import (
     RunPodVolume,
 )
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.offload import PendingPod
-from reconciler.core.ownership import Ownership
-from reconciler.core.spend import PriceDifference
-from reconciler.core.stock import Place
+from reconciler.core.money.charges import PriceDifference
+from reconciler.core.money.namespace_caps import NamespaceCaps
+from reconciler.core.pods.offload import PendingPod
+from reconciler.core.pods.ownership import Ownership
 from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
@@ -59,7 +59,7 @@ class Observation:
     daemon_pods: Sequence[KubeObject] = ()
     """DaemonSet pods bound to the virtual node, which never run there."""
     refused: frozenset[Place] = frozenset()
-    """Where RunPod lately refused creates for want of stock (`reconciler.core.stock`)."""
+    """Where RunPod lately refused creates for want of stock (`reconciler.core.capacity.stock`)."""
     exit_logs: Mapping[str, Sequence[str]] = field(default_factory=dict)
     """The last log lines read with those exit codes, by instance id."""
     namespace_caps: Mapping[str, NamespaceCaps] = field(default_factory=dict)

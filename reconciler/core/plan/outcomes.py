@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Event,
@@ -18,12 +17,13 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
 
 def fail_pod(
-    t: Situation,
+    tick: Situation,
     pod: KubeObject,
     row: MappingRecord | None,
     instance: Instance | None,
@@ -32,9 +32,9 @@ def fail_pod(
 ) -> list[Action]:
     """Fail the pod with a reason kubectl shows, and release its instance if any."""
     ref = PodRef.of(pod)
-    row = row or t.new_row(pod, MappingState.FAILED)
+    row = row or tick.new_row(pod, MappingState.FAILED)
     status = pod_status.pod_status(
-        pod, None, exit_code=None, now=t.now, reason=reason, message=message
+        pod, None, exit_code=None, now=tick.now, reason=reason, message=message
     )
     state = MappingState.TERMINATING if instance is not None else MappingState.FAILED
     failed = row.changed(
@@ -42,7 +42,7 @@ def fail_pod(
         reason=reason,
         last_error=message,
         status_hash=pod_status.status_fingerprint(status),
-        ended_at=row.ended_at or (None if instance is not None else t.now),
+        ended_at=row.ended_at or (None if instance is not None else tick.now),
     )
     actions: list[Action] = [
         PatchStatus(ref, status, failed),
@@ -56,7 +56,7 @@ def fail_pod(
 
 
 def cannot_create(
-    t: Situation,
+    tick: Situation,
     pod: KubeObject,
     row: MappingRecord | None,
     reason: PodReason,
@@ -65,29 +65,29 @@ def cannot_create(
 ) -> list[Action]:
     """Wait with a visible reason, or fail once the reason is permanent or too old."""
     if permanent:
-        return fail_pod(t, pod, row, None, reason, message)
-    if waited_too_long(t, pod):
-        return fail_pod(t, pod, row, None, reason, gave_up(t, message))
-    actions, _ = show_waiting(t, pod, row, reason, message)
+        return fail_pod(tick, pod, row, None, reason, message)
+    if waited_too_long(tick, pod):
+        return fail_pod(tick, pod, row, None, reason, gave_up(tick, message))
+    actions, _ = show_waiting(tick, pod, row, reason, message)
     return actions
 
 
-def waited_too_long(t: Situation, pod: KubeObject) -> bool:
-    return podinfo.age(pod, t.now) > timedelta(seconds=t.settings.max_pending_time)
+def waited_too_long(tick: Situation, pod: KubeObject) -> bool:
+    return podinfo.age(pod, tick.now) > timedelta(seconds=tick.settings.max_pending_time)
 
 
-def gave_up(t: Situation, message: str | None) -> str:
-    return f"{message or 'no instance'}; gave up after {int(t.settings.max_pending_time)} s"
+def gave_up(tick: Situation, message: str | None) -> str:
+    return f"{message or 'no instance'}; gave up after {int(tick.settings.max_pending_time)} s"
 
 
 def show_waiting(
-    t: Situation, pod: KubeObject, row: MappingRecord | None, reason: PodReason, message: str
+    tick: Situation, pod: KubeObject, row: MappingRecord | None, reason: PodReason, message: str
 ) -> tuple[list[Action], MappingRecord]:
     """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
     ref = PodRef.of(pod)
-    row = row or t.new_row(pod, MappingState.PENDING)
+    row = row or tick.new_row(pod, MappingState.PENDING)
     status = pod_status.pod_status(
-        pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
+        pod, None, exit_code=None, now=tick.now, reason=reason, message=message, pending=True
     )
     fingerprint = pod_status.status_fingerprint(status)
     waiting = row.changed(
@@ -102,4 +102,4 @@ def show_waiting(
         actions.append(Event(ref, reason, message, warning=True))
     if fingerprint != row.status_hash:
         return [*actions, PatchStatus(ref, status, waiting)], waiting
-    return actions + t.save(row, waiting), waiting
+    return actions + tick.save(row, waiting), waiting

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from operator import attrgetter
 
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     Adopt,
@@ -25,6 +24,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
@@ -37,11 +37,11 @@ _ENDING = (MappingState.TERMINATING, MappingState.TERMINATED, MappingState.FAILE
 
 
 def with_instance(
-    t: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance
 ) -> list[Action]:
     actions: list[Action] = []
     if row is None or row.instance_id != instance.id:
-        actions, row = _adopt(t, PodRef.of(pod), row, instance)
+        actions, row = _adopt(tick, PodRef.of(pod), row, instance)
     if row.state in _ENDING:
         return [
             *actions,
@@ -53,22 +53,22 @@ def with_instance(
                 row,
             ),
         ]
-    if podinfo.deadline_passed(pod, t.now):
+    if podinfo.deadline_passed(pod, tick.now):
         return actions + fail_pod(
-            t,
+            tick,
             pod,
             row,
             instance,
             PodReason.DEADLINE_EXCEEDED,
             "pod ran longer than spec.activeDeadlineSeconds",
         )
-    return actions + _follow_instance(t, pod, row, instance)
+    return actions + _follow_instance(tick, pod, row, instance)
 
 
 def _adopt(
-    t: Situation, ref: PodRef, row: MappingRecord | None, instance: Instance
+    tick: Situation, ref: PodRef, row: MappingRecord | None, instance: Instance
 ) -> tuple[list[Action], MappingRecord]:
-    adopted = adopted_row(t, ref, instance, row)
+    adopted = adopted_row(tick, ref, instance, row)
     return [
         Adopt(ref, instance, adopted),
         Event(
@@ -81,33 +81,21 @@ def _adopt(
 
 
 def adopted_row(
-    t: Situation, ref: PodRef, instance: Instance, row: MappingRecord | None = None
+    tick: Situation, ref: PodRef, instance: Instance, row: MappingRecord | None = None
 ) -> MappingRecord:
     base = row or MappingRecord(
-        ref.uid, ref.namespace, ref.name, MappingState.RUNNING, t.now, t.now
+        ref.uid, ref.namespace, ref.name, MappingState.RUNNING, tick.now, tick.now
     )
-    return base.changed(
-        state=MappingState.RUNNING,
-        instance_id=instance.id,
-        instance_name=instance.name,
-        attempt_id=None,
-        gpu_type_id=instance.gpu_type_id or instance.cpu_flavor_id,
-        datacenter_id=instance.datacenter_id,
-        cost_per_hr=instance.cost_per_hr,
-        last_instance_status=instance.status.value,
-        reason=None,
-        last_error=None,
-        orphan_sightings=0,
-    )
+    return base.running_on(instance)
 
 
 def _follow_instance(
-    t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
 ) -> list[Action]:
     status = instance.status
     if status is InstanceStatus.ERROR:
         return fail_pod(
-            t,
+            tick,
             pod,
             row,
             instance,
@@ -115,47 +103,49 @@ def _follow_instance(
             f"RunPod instance {instance.id} is in an unrecoverable error state",
         )
     if status is InstanceStatus.EXITED:
-        return _exited(t, pod, row, instance)
+        return _exited(tick, pod, row, instance)
     if status is InstanceStatus.UNKNOWN:
         return []  # never act on a status we do not understand
-    return _mirror(t, pod, row, instance)
+    return _mirror(tick, pod, row, instance)
 
 
-def _exited(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+def _exited(
+    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
     if not is_batch(pod):
         return fail_pod(
-            t,
+            tick,
             pod,
             row,
             instance,
             PodReason.INSTANCE_STOPPED,
             f"RunPod instance {instance.id} was stopped outside Kubernetes",
         )
-    code = row.exit_code if row.exit_code is not None else t.obs.exit_codes.get(instance.id)
+    code = row.exit_code if row.exit_code is not None else tick.obs.exit_codes.get(instance.id)
     if code is not None:
-        return _finish(t, pod, row.changed(exit_code=code, exited_at=None), instance)
+        return _finish(tick, pod, row.changed(exit_code=code, exited_at=None), instance)
     # Not readable (yet): the log route fails, or the backfill lacks the marker. The
     # stopped instance still bills its disk, so this lasts --exit-code-timeout at most.
     if row.exited_at is None:
-        return t.save(row, row.changed(exited_at=t.now))
-    if t.within(row.exited_at, t.settings.exit_code_timeout):
+        return tick.save(row, row.changed(exited_at=tick.now))
+    if tick.within(row.exited_at, tick.settings.exit_code_timeout):
         return []
-    return _exit_code_unknown(t, pod, row, instance)
+    return _exit_code_unknown(tick, pod, row, instance)
 
 
 def _exit_code_unknown(
-    t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
 ) -> list[Action]:
     """Give up on the code: fail the pod with the log's end on it, end the billing."""
     ref = PodRef.of(pod)
     summary = (
         f"the exit code of RunPod instance {instance.id} could not be read within "
-        f"{int(t.settings.exit_code_timeout)} s of its stop"
+        f"{int(tick.settings.exit_code_timeout)} s of its stop"
     )
-    tail = _log_tail(t.obs.exit_logs.get(instance.id, ()))
+    tail = _log_tail(tick.obs.exit_logs.get(instance.id, ()))
     shown = f"{summary}; last log lines:\n{tail}" if tail else summary
     status = pod_status.pod_status(
-        pod, None, exit_code=None, now=t.now, reason=PodReason.EXIT_CODE_UNKNOWN, message=shown
+        pod, None, exit_code=None, now=tick.now, reason=PodReason.EXIT_CODE_UNKNOWN, message=shown
     )
     # The row keeps the summary only: log lines may hold anything, and stay off the disk.
     failed = row.changed(
@@ -178,16 +168,18 @@ def _log_tail(lines: Sequence[str]) -> str:
     return tail.encode()[-LOG_TAIL_KEPT_BYTES:].decode("utf-8", "ignore")
 
 
-def _mirror(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+def _mirror(
+    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
     """Copy the instance's state onto the pod: status, annotations and the row."""
-    key = pod_status.mirror_key(pod, instance, t.now)
+    key = pod_status.mirror_key(pod, instance, tick.now)
     mirrored = _mirrored_values(row, instance)
     if key is not None and key == row.mirror_key and _row_mirrored(row) == mirrored:
         # The inputs of the tick that left the pod mirrored: the outputs are the same
         # too. Not computing them is most of what a steady tick at scale saves.
         return []
     ref = PodRef.of(pod)
-    status = pod_status.pod_status(pod, instance, exit_code=None, now=t.now)
+    status = pod_status.pod_status(pod, instance, exit_code=None, now=tick.now)
     fingerprint = pod_status.status_fingerprint(status)
     annotations = _annotations_to_patch(pod, instance)
     # No key while annotations wait for their patch, or one that failed would never
@@ -204,7 +196,7 @@ def _mirror(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instanc
         # startedAt, the Ready condition), as a virtual kubelet's does; the Events
         # are for what only we know, the instance created and the instance deleted.
         return [PatchStatus(ref, status, new_row, annotations)]
-    actions: list[Action] = t.save(row, new_row)
+    actions: list[Action] = tick.save(row, new_row)
     if annotations:
         actions.append(PatchMetadata(ref, annotations))
     return actions
@@ -242,10 +234,12 @@ def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str 
     return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
-def _finish(t: Situation, pod: KubeObject, row: MappingRecord, instance: Instance) -> list[Action]:
+def _finish(
+    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+) -> list[Action]:
     """A batch pod's process ended: record how, then release the instance."""
     ref = PodRef.of(pod)
-    status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=t.now)
+    status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=tick.now)
     done = row.changed(
         state=MappingState.TERMINATING,
         status_hash=pod_status.status_fingerprint(status),

@@ -5,22 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from reconciler.core import ownership
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import (
     Action,
     PodRef,
     SaveRow,
 )
-from reconciler.core.budgets import Spent
 from reconciler.core.config import Settings
 from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.node import build_node
-from reconciler.core.ownership import Ownership
+from reconciler.core.money.namespace_caps import Spent
+from reconciler.core.node.virtual_node import build_node
 from reconciler.core.plan.observation import Observation
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import ownership
+from reconciler.core.pods.ownership import Ownership
 
 
 class Situation:
@@ -35,7 +35,7 @@ class Situation:
         """Names of registry credentials this plan already ensures before a create."""
         self.spent: Spent | None = None
         """What runs at list price, with the creates this plan admitted so far (counted
-        once it is needed: `plan.spending`)."""
+        once it is needed: `plan.hourly_costs`)."""
 
     def within(self, since: datetime | None, seconds: float) -> bool:
         return within(self.now, since, seconds)

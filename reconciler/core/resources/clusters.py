@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from reconciler.core import pods as podinfo
+from reconciler.core.actions import PodRef
+from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
-from reconciler.core.contract import GANG_ENV
-from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.podlogs import exit_nonce
+from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
+from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 
 CLUSTER = podinfo.CLUSTER_ANNOTATION
 """On a pod template: run the Indexed Job's pods as one Instant Cluster."""
@@ -201,3 +203,57 @@ def unlisted(
         if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID))
     }
     return sorted(wanted - shown)
+
+
+def cluster_request(request: CreateRequest, key: str, pod: KubeObject, size: int) -> ClusterRequest:
+    """One pod's create request as a cluster of `size` such pods: one env for all, with
+    the gang's tag instead of the pod's, and its own exit-code nonce."""
+    nonce = gang_nonce(key_job(key))
+    env = {
+        name: value
+        for name, value in request.env.items()
+        if name not in (POD_UID_ENV, COMPLETION_INDEX_ENV)
+    }
+    env[GANG_ENV] = key
+    args = request.args
+    if STOP_ON_EXIT_ENV in env:
+        env[STOP_ON_EXIT_ENV] = nonce
+        command = start_command(choose_container(pod), request.env)
+        args = wrap_for_batch(command, nonce, member=True) if command is not None else None
+    name = request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}"
+    return ClusterRequest(replace(request, name=name, args=args, env=env), size)
+
+
+def why_not_a_cluster(job: KubeObject, pods: list[KubeObject]) -> str | None:
+    """Why the Job cannot be an Instant Cluster, in words; None when it can."""
+    spec, name = job.get("spec") or {}, job["metadata"]["name"]
+    completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
+    figures = {"job": name, "completions": completions, "parallelism": parallelism}
+    if spec.get("completionMode") != "Indexed":
+        return GANG_REFUSALS[GangRefusal.NOT_INDEXED].format(**figures)
+    if parallelism != completions:
+        return GANG_REFUSALS[GangRefusal.UNEQUAL_PARALLELISM].format(**figures)
+    if not isinstance(completions, int) or not MIN_PODS <= completions <= MAX_PODS:
+        return GANG_REFUSALS[GangRefusal.SIZE].format(**figures)
+    different = _difference(pods)
+    if different is not None:
+        return GANG_REFUSALS[GangRefusal.PODS_DIFFER].format(detail=different, **figures)
+    return None
+
+
+def _difference(pods: list[KubeObject]) -> str | None:
+    """How the pods' specs differ, beyond what the Job controller makes per index and the
+    API server adds per pod."""
+    shapes = {podinfo.uid(pod): repr(_comparable(pod.get("spec") or {})) for pod in pods}
+    if len(set(shapes.values())) <= 1:
+        return None
+    names = sorted(PodRef.of(p).name for p in pods)
+    return f"the specs of {', '.join(names[:3])} are not the same"
+
+
+def _comparable(spec: KubeObject) -> list[tuple[str, object]]:
+    """The spec without the per-pod parts: the index's hostname and the node. (The
+    ServiceAccount admission's token volume, whose name is random for each pod, is gone
+    from listed pods: `podinfo.kept`.)"""
+    kept = {k: v for k, v in spec.items() if k not in ("hostname", "nodeName")}
+    return sorted(kept.items(), key=lambda item: item[0])

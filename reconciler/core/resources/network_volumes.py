@@ -9,10 +9,6 @@ no instance mounts it (RunPod refuses before), then the PV; a grown claim PATCHe
 volume's size. The CSI driver is `network-volume.runpod.io`: a CSI driver's name is a
 DNS subdomain, so it cannot be the provisioner's `runpod.io/network-volume`.
 
-Ours by name: `runpod-reconciler-<owner digest>-<claim UID>`. A volume whose create
-answer was lost is found in the next list under that name and adopted (its PV made);
-a volume without our name is never resized or deleted, whoever's PV names it.
-
 A claim is held from before its volume's POST until a PV names it: our finalizer, and
 the reclaim policy of its class recorded on it, in one patch. A claim deleted meanwhile
 (even across a crash, even with the database lost) stays until its volume, if RunPod
@@ -23,20 +19,14 @@ external-provisioner does with a volume made for a claim deleted while it provis
 (it makes the PV anyway); the hold closes the gap it leaves when it restarts between
 the two, as its maintainers proposed (kubernetes-csi/external-provisioner#486).
 
-Sizes: a claim asks in bytes, RunPod in whole GB (10-4096). RunPod does not say whether
-its GB is 10^9 or 2^30 bytes; 10^9 is taken, the reading that can only round up.
+Names, marks, sizes and the PV object: `core.resources.volume_objects`.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from reconciler.core.actions import (
@@ -51,110 +41,38 @@ from reconciler.core.actions import (
     ResizeNetworkVolume,
 )
 from reconciler.core.domain import (
-    REGISTRY_NAME_PREFIX,
-    Instance,
-    InstanceStatus,
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.pods import parse_time
+from reconciler.core.pods.facts import parse_time
 from reconciler.core.printable import quoted
-from reconciler.core.quantity import quantity_value
 from reconciler.core.reasons import VolumeNotice
-
-PROVISIONER = "runpod.io/network-volume"
-CSI_DRIVER = "network-volume.runpod.io"
-DATACENTER_LABEL = "topology.runpod.io/data-center"
-PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
-STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
-PROVISIONING_FINALIZER = "runpod.io/network-volume-provisioning"
-RECLAIM_ANNOTATION = "runpod.io/reclaim-policy"
-VOLUME_NAME_ANNOTATION = "runpod.io/network-volume-name"
-REQUESTED_AT_ANNOTATION = "runpod.io/network-volume-requested-at"
-MIN_GB, MAX_GB = 10, 4096
-GB = 10**9
-VOLUME_TYPES = ("STANDARD", "HIGH_PERFORMANCE")
-
-
-@dataclass(frozen=True)
-class StorageView:
-    """What the provisioner decides from: the cluster's storage, and RunPod's volumes
-    when they were listed this tick (`listed` None: not read)."""
-
-    classes: Sequence[KubeObject]
-    claims: Sequence[KubeObject]
-    volumes: Sequence[KubeObject]
-    """PersistentVolumes."""
-    pods: Sequence[KubeObject]
-    """Pods bound to the virtual node."""
-    instances: Sequence[Instance]
-    owner_id: str
-    node_name: str
-    datacenter_ids: tuple[str, ...] = ()
-    listed: Sequence[RunPodVolume] | None = None
-    gone: frozenset[str] = frozenset()
-    """Volumes RunPod answered 404 for by id this tick (read because `listed` omitted
-    them): the only proof a volume is gone, since the list lags behind creates."""
-    datacenters: frozenset[str] = frozenset()
-    """The data centers RunPod's catalog names, read with `listed` (empty: not known,
-    then only the form of a data center's id is checked)."""
-    now: datetime | None = None
-    create_grace_time: float = 0.0
-    """How long a held claim's POST may take to show its volume in the list."""
-    placing: Sequence[KubeObject] = ()
-    """Pending pods with no node yet, read only while a claim the scheduler selected for
-    this node has no consumer on it: the scheduler binds such a pod only after its claims
-    are bound, so until then they are the claim's consumers."""
-    offered: Mapping[str, str] = field(default_factory=dict)
-    """The data center of each consumer's best offer, by pod UID
-    (`translate.offers.first_datacenter` over the cached catalog), for the consumers of
-    claims whose data center neither their class, nor a pod, nor the node names
-    (`unplaced_consumers`)."""
-
-    @functools.cached_property
-    def made_by_us(self) -> list[KubeObject]:
-        """The PVs the provisioner made (`_made_by_us`), sorted out once per view: each
-        reclaim and resize decision of every tick goes over them."""
-        return [pv for pv in self.volumes if _made_by_us(pv)]
-
-
-def volume_name(owner_id: str, claim_uid: str) -> str:
-    return f"{_our_prefix(owner_id)}{claim_uid}"
-
-
-def claim_uid_of(volume: RunPodVolume, owner_id: str) -> str | None:
-    """The UID of the claim a volume of ours was made for; None: not ours."""
-    prefix = _our_prefix(owner_id)
-    return volume.name[len(prefix) :] if volume.name.startswith(prefix) else None
-
-
-def _our_prefix(owner_id: str) -> str:
-    return f"{REGISTRY_NAME_PREFIX}{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}-pvc-"
-
-
-@functools.lru_cache(maxsize=1024)
-def size_gb(request: str) -> int:
-    """A claim's storage request in RunPod's whole GB, rounded up; ValueError if unreadable.
-    Remembered: every tick compares each bound claim with its PV, in a few spellings."""
-    return max(1, math.ceil(quantity_value(request) / Decimal(GB)))
-
-
-def is_our_class(cls: KubeObject | None) -> bool:
-    return cls is not None and cls.get("provisioner") == PROVISIONER
-
-
-def is_our_volume_object(pv: KubeObject) -> bool:
-    return (pv.get("spec", {}).get("csi") or {}).get("driver") == CSI_DRIVER
-
-
-def mounted(volume_id: str, instances: Iterable[Instance]) -> list[str]:
-    """Instances (anyone's: RunPod refuses the delete for any) that hold the volume."""
-    return [
-        i.id
-        for i in instances
-        if i.network_volume_id == volume_id and i.status is not InstanceStatus.TERMINATED
-    ]
+from reconciler.core.resources.volume_objects import (
+    MAX_GB,
+    MIN_GB,
+    PROVISIONER,
+    PROVISIONING_FINALIZER,
+    RECLAIM_ANNOTATION,
+    REQUESTED_AT_ANNOTATION,
+    SELECTED_NODE,
+    STORAGE_PROVISIONER,
+    VOLUME_NAME_ANNOTATION,
+    VOLUME_TYPES,
+    StorageView,
+    claim_uid_of,
+    class_name,
+    is_deleting,
+    is_our_class,
+    mounted,
+    persistent_volume,
+    pod_uid,
+    reclaim_policy,
+    requested,
+    requested_gb,
+    size_gb,
+    volume_handle,
+    volume_name,
+)
 
 
 def needs_listing(view: StorageView) -> bool:
@@ -162,7 +80,7 @@ def needs_listing(view: StorageView) -> bool:
     grow or to delete (each depends on what exists there, and whose it is)."""
     return (
         any(
-            _deleting(claim) or (cls is not None and _refusal(view, claim, cls) is None)
+            is_deleting(claim) or (cls is not None and _refusal(view, claim, cls) is None)
             for claim, cls in _to_provision(view)
         )
         or any(True for _ in _released(view))
@@ -174,7 +92,7 @@ def plan_volumes(view: StorageView) -> list[Any]:
     actions: list[Any] = []
     classes = {c["metadata"]["name"]: c for c in view.classes}
     for claim in view.claims:
-        cls = classes.get(_class_name(claim))
+        cls = classes.get(class_name(claim))
         selecting = _select(view, claim, cls)
         actions += selecting
         if selecting and cls is not None:
@@ -194,14 +112,17 @@ def unlisted(view: StorageView) -> list[str]:
     claim's to resize) that the list omits: each is read by id, since the list lags
     behind creates and only RunPod's 404 says a volume is gone."""
     listed = {v.id for v in view.listed or ()}
-    needed = [*(_handle(pv) for pv in _released(view)), *(_handle(pv) for _, pv, _ in _grown(view))]
+    needed = [
+        *(volume_handle(pv) for pv in _released(view)),
+        *(volume_handle(pv) for _, pv, _ in _grown(view)),
+    ]
     return sorted({h for h in needed if h and h not in listed}) if view.listed is not None else []
 
 
 def leaks(view: StorageView) -> list[RunPodVolume]:
     """Listed volumes of ours that no PV names and no claim still waits for: kept (data
     is never deleted on a guess), reported."""
-    named = {_handle(pv) for pv in view.volumes}
+    named = {volume_handle(pv) for pv in view.volumes}
     waiting = {c["metadata"]["uid"] for c in view.claims if not c["spec"].get("volumeName")}
     return [
         v
@@ -220,10 +141,10 @@ def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject | 
     bound = {(pv["spec"].get("claimRef") or {}).get("uid") for pv in view.volumes}
     for claim in view.claims:
         meta = claim["metadata"]
-        cls = classes.get(_class_name(claim))
+        cls = classes.get(class_name(claim))
         if claim["spec"].get("volumeName") or meta["uid"] in bound:
             continue
-        if _deleting(claim):
+        if is_deleting(claim):
             if _held(view, claim):
                 yield claim, cls
         elif (
@@ -237,7 +158,7 @@ def _to_provision(view: StorageView) -> Iterable[tuple[KubeObject, KubeObject | 
 
 def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> list[Any]:
     ref = ClaimRef.of(claim)
-    if _deleting(claim):
+    if is_deleting(claim):
         return _settle_deleted(view, claim, cls)
     assert cls is not None  # _to_provision yields live claims of our classes only
     refusal = _refusal(view, claim, cls)
@@ -253,7 +174,7 @@ def _provision(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> 
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
     if _requested_lately(view, claim):
         return []  # its POST may have made it: the list lags behind creates
-    size, datacenter = _size(claim), _datacenter(view, claim, cls)
+    size, datacenter = requested_gb(claim), _datacenter(view, claim, cls)
     kind = (cls.get("parameters") or {}).get("type") or None
     assert datacenter is not None  # _refusal said so
     hold = _hold(claim, cls, name, view.now)
@@ -314,10 +235,6 @@ def _held_by_another(view: StorageView, claim: KubeObject) -> bool:
     return held and named is not None and named != volume_name(view.owner_id, meta["uid"])
 
 
-def _deleting(claim: KubeObject) -> bool:
-    return bool(claim["metadata"].get("deletionTimestamp"))
-
-
 def _hold(claim: KubeObject, cls: KubeObject, name: str, now: datetime | None) -> KubeObject:
     """The patch that holds a claim before its volume's POST: our finalizer, the
     class's reclaim policy, the volume's name and when it is asked for, on the version
@@ -362,23 +279,12 @@ def _release(claim: KubeObject) -> KubeObject:
     return {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": rest or None}}
 
 
-def reclaim_policy(claim: KubeObject, cls: KubeObject | None) -> str:
-    """The class's; once the class is gone (a claim of an older reconciler), as recorded
-    on the claim when its volume was asked for; with neither, Retain: data is never
-    deleted on a guess. The claim's record never overrides its class: whoever may edit
-    the claim could turn a class's Retain into Delete."""
-    if cls is not None:
-        return str(cls.get("reclaimPolicy") or "Delete")
-    recorded = (claim["metadata"].get("annotations") or {}).get(RECLAIM_ANNOTATION)
-    return "Delete" if recorded == "Delete" else "Retain"
-
-
 def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
     """Why RunPod cannot hold this claim's volume (told without asking RunPod), or None."""
-    size = _size(claim)
+    size = requested_gb(claim)
     if not MIN_GB <= size <= MAX_GB:
         return (
-            f"asks for {_request(claim)} ({size} GB in RunPod's GB of 10^9 bytes); a RunPod "
+            f"asks for {requested(claim)} ({size} GB in RunPod's GB of 10^9 bytes); a RunPod "
             f"network volume holds {MIN_GB} to {MAX_GB} GB"
         )
     name = cls["metadata"]["name"]
@@ -406,14 +312,6 @@ def _refusal(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | Non
 _DATACENTER_ID = re.compile(r"[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*")
 
 
-def _request(claim: KubeObject) -> str:
-    return str(((claim["spec"].get("resources") or {}).get("requests") or {}).get("storage", "0"))
-
-
-def _size(claim: KubeObject) -> int:
-    return size_gb(_request(claim))
-
-
 def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
     """The class's data center, else the first its first consumer (or the node) allows:
     the first it names, else the one of its best offer."""
@@ -421,7 +319,7 @@ def _datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | 
     if named is not None:
         return named
     consumers = _consumers(view, claim, placing=True)
-    return next((view.offered[uid] for uid in map(_uid, consumers) if uid in view.offered), None)
+    return next((view.offered[uid] for uid in map(pod_uid, consumers) if uid in view.offered), None)
 
 
 def _named_datacenter(view: StorageView, claim: KubeObject, cls: KubeObject) -> str | None:
@@ -442,71 +340,16 @@ def unplaced_consumers(view: StorageView) -> list[KubeObject]:
     classes = {c["metadata"]["name"]: c for c in view.classes}
     found: dict[str, KubeObject] = {}
     for claim in view.claims:
-        cls = classes.get(_class_name(claim))
+        cls = classes.get(class_name(claim))
         if (
             cls is not None
             and is_our_class(cls)
             and not claim["spec"].get("volumeName")
-            and not _deleting(claim)
+            and not is_deleting(claim)
             and _named_datacenter(view, claim, cls) is None
         ):
-            found.update((_uid(pod), pod) for pod in _consumers(view, claim, placing=True))
+            found.update((pod_uid(pod), pod) for pod in _consumers(view, claim, placing=True))
     return list(found.values())
-
-
-def _uid(pod: KubeObject) -> str:
-    return str(pod["metadata"].get("uid", ""))
-
-
-def persistent_volume(
-    claim: KubeObject, cls: KubeObject | None, volume: RunPodVolume, node_name: str
-) -> KubeObject:
-    """The PV for a claim's volume, bound to the claim (the PV controller completes it)."""
-    meta = claim["metadata"]
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {
-            "name": f"pvc-{meta['uid']}",
-            "labels": {DATACENTER_LABEL: volume.datacenter},
-            "annotations": {PROVISIONED_BY: PROVISIONER},
-        },
-        "spec": {
-            "capacity": {"storage": f"{volume.size_gb}G"},
-            "accessModes": list(claim["spec"].get("accessModes") or ["ReadWriteMany"]),
-            "persistentVolumeReclaimPolicy": reclaim_policy(claim, cls),
-            "storageClassName": _class_name(claim),
-            "volumeMode": "Filesystem",
-            "claimRef": {
-                "kind": "PersistentVolumeClaim",
-                "apiVersion": "v1",
-                "namespace": meta["namespace"],
-                "name": meta["name"],
-                "uid": meta["uid"],
-            },
-            "csi": {
-                "driver": CSI_DRIVER,
-                "volumeHandle": volume.id,
-                "volumeAttributes": {"dataCenter": volume.datacenter, "type": volume.type},
-            },
-            # Only the virtual node can mount it: the scheduler places no consumer elsewhere.
-            "nodeAffinity": {
-                "required": {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/hostname",
-                                    "operator": "In",
-                                    "values": [node_name],
-                                }
-                            ]
-                        }
-                    ]
-                }
-            },
-        },
-    }
 
 
 def _waits_for_a_consumer(view: StorageView, claim: KubeObject, cls: KubeObject | None) -> bool:
@@ -570,11 +413,13 @@ def _resizes(view: StorageView) -> list[Any]:
         if want > MAX_GB:
             why = f"cannot grow to {want} GB: a RunPod network volume holds at most {MAX_GB} GB"
             actions.append(ClaimEvent(ref, VolumeNotice.RESIZE_FAILED, why, warning=True))
-        elif not _ours(view, _handle(pv)):
-            why = f"volume {_handle(pv)} is not one the reconciler made: it is never resized"
+        elif not _ours(view, volume_handle(pv)):
+            why = f"volume {volume_handle(pv)} is not one the reconciler made: it is never resized"
             actions.append(ClaimEvent(ref, VolumeNotice.RESIZE_FAILED, why, warning=True))
         else:
-            actions.append(ResizeNetworkVolume(ref, _handle(pv), want, pv["metadata"]["name"]))
+            actions.append(
+                ResizeNetworkVolume(ref, volume_handle(pv), want, pv["metadata"]["name"])
+            )
     return actions
 
 
@@ -594,7 +439,7 @@ def _reclaim(view: StorageView, pv: KubeObject) -> list[Any]:
     """Delete the volume (ours only) once nothing mounts it, then the PV."""
     if view.listed is None:
         return []
-    volume_id, name = _handle(pv), pv["metadata"]["name"]
+    volume_id, name = volume_handle(pv), pv["metadata"]["name"]
     if not any(v.id == volume_id for v in view.listed):
         # Gone already (a crash after its DELETE) only on RunPod's 404 by id; unread
         # (its GET failed), the PV waits: dropping it would leave the volume billing.
@@ -602,16 +447,6 @@ def _reclaim(view: StorageView, pv: KubeObject) -> list[Any]:
     if not _ours(view, volume_id) or mounted(volume_id, view.instances):
         return []  # not ours: kept; mounted: RunPod would refuse, a later tick deletes
     return [DeleteNetworkVolume(volume_id, name)]
-
-
-def _made_by_us(pv: KubeObject) -> bool:
-    """A PV as the provisioner makes them (whether its volume is ours, the list says)."""
-    uid = (pv["spec"].get("claimRef") or {}).get("uid")
-    return (
-        is_our_volume_object(pv)
-        and pv["metadata"]["name"] == f"pvc-{uid}"
-        and (pv["metadata"].get("annotations") or {}).get(PROVISIONED_BY) == PROVISIONER
-    )
 
 
 def _ours(view: StorageView, volume_id: str) -> bool:
@@ -642,11 +477,3 @@ def _consumers(view: StorageView, claim: KubeObject, placing: bool = False) -> I
             if (volume.get("persistentVolumeClaim") or {}).get("claimName") == meta["name"]:
                 yield pod
                 break
-
-
-def _handle(pv: KubeObject) -> str:
-    return str((pv.get("spec", {}).get("csi") or {}).get("volumeHandle") or "")
-
-
-def _class_name(claim: KubeObject) -> str:
-    return str(claim.get("spec", {}).get("storageClassName") or "")

@@ -22,7 +22,7 @@ from typing import Any
 from reconciler.core.actions import CreateNetworkVolume
 from reconciler.core.domain import KubeObject
 from reconciler.core.quantity import quantity_value
-from reconciler.core.resources.network_volumes import (
+from reconciler.core.resources.volume_objects import (
     GB,
     PROVISIONED_BY,
     PROVISIONER,

@@ -10,7 +10,7 @@ steady tick. A database without a list (new, or lost) lists once. The kept list 
 proof a volume still exists: a leak first told from it is read by id once
 (`to_confirm`), and a 404 forgets it.
 
-A leak is a volume named as ours (`network_volumes.volume_name`) that no PV names and
+A leak is a volume named as ours (`volume_objects.volume_name`) that no PV names and
 no claim waits for. When its claim is live and bound to another volume, it is a
 duplicate (a POST whose answer was lost, another reconciler that took the claim over):
 no pod ever mounted it (pods mount what a PV names), so once it has been listed for the
@@ -28,8 +28,9 @@ from datetime import datetime, timedelta
 
 from reconciler.core.actions import DeleteNetworkVolume
 from reconciler.core.domain import RunPodVolume
-from reconciler.core.resources.network_volumes import StorageView, claim_uid_of, leaks, mounted
+from reconciler.core.resources.network_volumes import leaks
 from reconciler.core.resources.storage_prices import hourly_usd
+from reconciler.core.resources.volume_objects import StorageView, claim_uid_of, mounted
 
 LIST_PERIOD = timedelta(hours=1)
 """How stale the kept list may get before a tick lists volumes for the audit alone."""

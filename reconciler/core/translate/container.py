@@ -22,9 +22,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
-from reconciler.core.contract import exit_code_marker
+from reconciler.core.contract import exit_code_marker, exit_nonce
 from reconciler.core.domain import USER_AGENT, KubeObject
-from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.annotations import DEFAULT_CONTAINER
 from reconciler.core.translate.errors import TranslationError

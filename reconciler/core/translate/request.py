@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.core.config import YEAR, Settings
-from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     Availability,
     CpuFlavor,
@@ -22,9 +22,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.podlogs import exit_nonce
 from reconciler.core.reasons import PodReason
-from reconciler.core.sshaccess import ssh_env, ssh_ports
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
     TEMPLATE_ID,
@@ -41,7 +39,8 @@ from reconciler.core.translate.image import check_image
 from reconciler.core.translate.names import instance_name
 from reconciler.core.translate.offers import Offer, ranked_offers, require_catalog
 from reconciler.core.translate.ports import instance_ports
-from reconciler.core.translate.registry import registry_credentials
+from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.ssh import ssh_env, ssh_ports
 from reconciler.core.translate.storage import Storage, storage
 
 # registry_credentials belongs to the create inputs the engine gathers for a pod.

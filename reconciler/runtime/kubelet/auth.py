@@ -94,7 +94,7 @@ class Authenticator:
         allowed = self._cached(key)
         if allowed is None:
             try:
-                allowed, _ = self.kube.review_access(
+                allowed, _ = self.kube.reviews.access(
                     caller.user,
                     list(caller.groups),
                     caller.uid,
@@ -123,7 +123,7 @@ class Authenticator:
         caller = self._cached(key)
         if caller is None:
             try:
-                status = self.kube.review_token(token)
+                status = self.kube.reviews.token(token)
             except kube_errors.KubeError as exc:
                 raise AuthError(500, f"could not authenticate the request: {exc}") from exc
             user = status.get("user") or {}

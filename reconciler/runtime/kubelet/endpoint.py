@@ -11,23 +11,23 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
-from reconciler.core.sshaccess import SshAddress
-from reconciler.core.usage import ContainerUsage
+from reconciler.core.pods.usage import ContainerUsage
+from reconciler.core.translate.ssh import SshAddress
 from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.exec import SshTargets
 from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.sshkey import ssh_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
 from reconciler.runtime.leader import default_namespace
-from reconciler.runtime.log_follows import LogGate
-from reconciler.runtime.pod_logs import KeepLimits, PodLogs
+from reconciler.runtime.logs.follows import LogGate
+from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 
 log = logging.getLogger(__name__)
 
 
 def stored_host_keys(store: Store, clock: Callable[[], datetime]) -> HostKeys:
     """Host keys kept in the state store: a changed one is refused after a restart too."""
-    return HostKeys(lambda instance_id, key: store.remember_host_key(instance_id, key, clock()))
+    return HostKeys(lambda instance_id, key: store.host_keys.remember(instance_id, key, clock()))
 
 
 def start_endpoint(
@@ -81,7 +81,9 @@ def start_endpoint(
     if identity is not None:
         server.exec = ExecBackend(
             SshTargets(settings.node_name, kube, store, runpod, settings.owner_id, listed),
-            SshConnector(identity.private_pem, stored_host_keys(store, clock)),
+            SshConnector(
+                identity.private_pem, stored_host_keys(store, clock), settings.ssh_proxy_command
+            ),
         )
     server.start()
     log.info(

@@ -6,7 +6,7 @@ Before the upgrade, as a kubelet does, a bad request or a pod we cannot reach ge
 HTTP error that the API server passes on to kubectl: unknown pod (404), no SSH access
 (400), no sshd answering (500, within 10 s, saying what the image needs). Then the
 client opens its streams (`error`, `stdin`, `stdout`, `stderr`, `resize`), the command
-runs with its argv quoted exactly (`core.sshaccess.remote_command`), on a pty sized by
+runs with its argv quoted exactly (`core.translate.ssh.remote_command`), on a pty sized by
 the resize stream with `-t`, stdin's end is passed on, and the remote exit status is
 written on the error stream as a kubelet writes it.
 
@@ -41,18 +41,18 @@ from reconciler.adapters.ssh.client import (
     exit_code,
 )
 from reconciler.adapters.store.repository import Store
-from reconciler.core import remotecommand as rc
 from reconciler.core.kubenames import name_problem
 from reconciler.core.mapping import MappingState
-from reconciler.core.sshaccess import (
+from reconciler.core.node import remotecommand as rc
+from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.ssh import (
     SSH_PORT,
     SshAddress,
     remote_command,
     runs_for,
     ssh_address,
 )
-from reconciler.core.translate.container import choose_container
-from reconciler.core.translate.errors import TranslationError
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class SshTargets:
         for kind, value in names:
             if (problem := name_problem(kind, value)) is not None:
                 raise StreamError(400, problem)
-        pod = self.kube.find_pod(namespace, name)
+        pod = self.kube.pods.find(namespace, name)
         if pod is None or pod.get("spec", {}).get("nodeName") != self.node_name:
             raise StreamError(404, f'pods "{name}" not found on node "{self.node_name}"')
         try:
@@ -141,7 +141,7 @@ class SshTargets:
 
     def _asked(self, instance_id: str, pod_uid: str) -> SshAddress:
         try:
-            instance = self.runpod.get_instance(instance_id)
+            instance = self.runpod.instances.get(instance_id)
         except runpod_errors.RunPodError as exc:
             raise StreamError(502, f"RunPod did not say where the pod's sshd is: {exc}") from exc
         if not runs_for(instance, pod_uid, self.owner_id):

@@ -22,7 +22,7 @@ import paramiko
 
 from reconciler.adapters.spdy.session import Session, Stream
 from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector
-from reconciler.core import remotecommand as rc
+from reconciler.core.node import remotecommand as rc
 from reconciler.runtime.kubelet.exec import Target, Upgrader, handshake, reach
 
 log = logging.getLogger(__name__)

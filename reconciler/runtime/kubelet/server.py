@@ -1,17 +1,17 @@
 """The kubelet API of the virtual node, as far as RunPod can back it: HTTPS on
 `--kubelet-port` (10250), where the API server sends `kubectl logs`.
 
-    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/pod_logs.py`)
+    GET /containerLogs/{namespace}/{pod}/{container}   the pod's log (see `runtime/logs/sources.py`)
     GET|POST /exec/{namespace}/{pod}/{container}        SPDY exec over SSH (see `exec`)
     GET|POST /portForward/{namespace}/{pod}             SPDY port-forward over SSH
     /attach, /run                                       a clear "not supported" answer
     GET /metrics/resource, /stats/summary               CPU pods' use, for `kubectl top`
-                                                        (see `resource`)
+                                                        (see `resource_metrics`)
     GET /healthz                                        ok
 
 Every request is authenticated and authorized first (see `auth`), then found in one
 route table (`ROUTES`), and every refusal is an `EndpointError` or an error that carries
-its own status, turned into an answer in one place (`answer_for`): virtual-kubelet's
+its own status, turned into an answer in one place (`answers.answer_for`): virtual-kubelet's
 `node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Before
 that, nothing costs more than a bounded wait: a connection silent for `idle_timeout`
 during its TLS handshake or its request's headers is closed, and beyond
@@ -41,9 +41,17 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 from reconciler.adapters.readable import readable
 from reconciler.adapters.spdy.session import Session, SessionLimits
 from reconciler.adapters.ssh.client import SshConnector
-from reconciler.core.podlogs import LogOptions, LogOptionsError, parse_options, render
-from reconciler.core.usage import ContainerUsage
-from reconciler.runtime.kubelet.auth import Authenticator, AuthError, Caller
+from reconciler.core.logs.kubectl_logs import LogOptions, parse_options, render
+from reconciler.core.pods.usage import ContainerUsage
+from reconciler.runtime.kubelet.answers import (
+    NO_SSH_KEY,
+    NOT_SUPPORTED,
+    REFUSALS,
+    STANDBY_MESSAGE,
+    EndpointError,
+    answer_for,
+)
+from reconciler.runtime.kubelet.auth import Authenticator, Caller
 from reconciler.runtime.kubelet.exec import (
     ATTACH_UNSUPPORTED,
     EXEC_STREAMS,
@@ -51,44 +59,10 @@ from reconciler.runtime.kubelet.exec import (
     serve_exec,
 )
 from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
-from reconciler.runtime.kubelet.resource import resource_metrics, sample_time, stats_summary
-from reconciler.runtime.pod_logs import LogError, PodLogs
+from reconciler.runtime.kubelet.resource_metrics import resource_metrics, sample_time, stats_summary
+from reconciler.runtime.logs.sources import PodLogs
 
 log = logging.getLogger(__name__)
-
-NO_SSH_KEY = (
-    "{} is not available: this runpod-reconciler runs without an SSH key "
-    "(--ssh-key-file), so its instances have no SSH access"
-)
-STANDBY_MESSAGE = (
-    "this runpod-reconciler replica is a standby: the leader serves pod "
-    "logs (the node's InternalIP points at it once it leads)"
-)
-NOT_SUPPORTED = (
-    "{} is not supported for pods on RunPod: an instance runs one container without a "
-    "kubelet; use the instance's SSH (runpod.io/public-ip) or its ports"
-)
-
-
-class EndpointError(Exception):
-    """A request the endpoint refuses: the HTTP status and a sentence for the user."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
-def answer_for(exc: Exception) -> tuple[int, str]:
-    """The one mapping from an error to the endpoint's answer (status, sentence)."""
-    match exc:
-        case EndpointError() | AuthError() | LogError():
-            return exc.status, exc.message
-        case LogOptionsError():
-            return 400, str(exc)
-    # A reader gets a sentence, never a dropped connection, and no detail that could
-    # carry what it should not see: the reconciler's log has the traceback.
-    return 500, "the request could not be served; the reconciler's log says why"
-
 
 Handler = Callable[["_Handler", Mapping[str, str], str], None]
 """Serves one matched request: the path's named segments and the raw query."""
@@ -339,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
             route.serve(self, named, url.query)
         except Exception as exc:  # every refusal answered the one way
             status, message = answer_for(exc)
-            if not isinstance(exc, EndpointError | AuthError | LogError | LogOptionsError):
+            if not isinstance(exc, REFUSALS):
                 log.exception("kubelet endpoint: could not serve %s %s", method, url.path)
             if self._responding:  # too late for a status: end the answer short
                 self.close_connection = True

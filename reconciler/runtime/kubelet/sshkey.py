@@ -70,11 +70,11 @@ def secret_identity(kube: KubeClient, namespace: str, name: str, make: bool = Tr
     `make` (by one replica: another's create conflicts and reads the winner's)."""
     where = f"the SSH key Secret {namespace}/{name}"
     try:
-        found = kube.read_secret_bytes(namespace, name)
+        found = kube.secrets.read_bytes(namespace, name)
         if found is None and make:
             with contextlib.suppress(KubeConflict):  # another replica made it first
-                kube.create_secret(namespace, name, SECRET_TYPE, {SECRET_KEY: _new_pem()})
-            found = kube.read_secret_bytes(namespace, name)
+                kube.secrets.create(namespace, name, SECRET_TYPE, {SECRET_KEY: _new_pem()})
+            found = kube.secrets.read_bytes(namespace, name)
     except KubeError as exc:
         raise SshKeyError(f"{where} cannot be read or made: {exc}") from None
     if found is None:

@@ -44,7 +44,7 @@ def serving_pair(
     if not secret:
         return self_signed(node_name, address)
     namespace, _, name = secret.rpartition("/")
-    data = kube.read_secret(namespace or default_namespace, name)
+    data = kube.secrets.read(namespace or default_namespace, name)
     if data is None:
         raise TlsSetupError(f"the kubelet serving certificate Secret {secret} does not exist")
     if "tls.crt" not in data or "tls.key" not in data:
@@ -82,7 +82,7 @@ def self_signed(node_name: str, address: str) -> tuple[bytes, bytes]:
 
 def client_ca(kube: KubeClient) -> str | None:
     """The cluster's client CA bundle, or None (then only bearer tokens authenticate)."""
-    data = kube.read_config_map(*AUTH_CONFIG_MAP)
+    data = kube.cluster.read_config_map(*AUTH_CONFIG_MAP)
     bundle = (data or {}).get(CLIENT_CA_KEY)
     if not bundle:
         log.warning(

@@ -13,13 +13,39 @@ in order and know none of them by name.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import Action
+from reconciler.core.capacity.stock import StockMemory
+from reconciler.core.config import Settings
+from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
+from reconciler.core.plan.observation import CreateInputs
+from reconciler.runtime.catalog import CatalogCache
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.logs.sources import PodLogs
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.tick_report import TickReport
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What the engine shares with every resource: the clients, the store, the cached
+    catalogs and stock, the pods' logs, who owns what."""
+
+    settings: Settings
+    runpod: RunPodClient
+    kube: KubeClient
+    store: Store
+    stock: StockMemory
+    catalog: CatalogCache[GpuType]
+    cpu_catalog: CatalogCache[CpuFlavor]
+    pod_logs: PodLogs
+    attributions: money.Attributions
 
 
 class Steps(Protocol):
@@ -39,6 +65,45 @@ class Steps(Protocol):
 StepsType = TypeVar("StepsType")
 
 
+class Deferred(Exception):  # a signal, not an error
+    """Raised by a step whose action waits for a later tick with nothing done: the
+    action is neither applied nor failed (a create past the deadline, a delete whose end
+    is not on its pods yet)."""
+
+
+class StepRefused(Exception):
+    """An expected failure of a step (logged without a traceback)."""
+
+
+@dataclass
+class Sighting:
+    """What a tick's observation gathers, in order: the one RunPod list and the node's
+    pods, then each resource's own reads (`Resource.observe`). The engine turns it into
+    the planner's `Observation`."""
+
+    now: datetime
+    listed: Sequence[Instance]
+    """The tick's one pod list, cluster members included."""
+    pods: Sequence[KubeObject]
+    """The node's pods that run one by one."""
+    gang_pods: Sequence[KubeObject]
+    """The node's pods that run as a gang (an Instant Cluster)."""
+    create_inputs: Callable[[Sequence[KubeObject]], dict[str, CreateInputs]]
+    """Reads what each pod's create needs from Kubernetes (shared by every resource)."""
+    catalogs: Callable[[bool, bool], tuple[list[GpuType], list[CpuFlavor]]]
+    """The GPU and CPU catalogs, each read (cached) only when asked for."""
+    found: dict[str, Any] = field(default_factory=dict)
+    """The planner's `Observation` fields each resource read, by name."""
+    creating: list[KubeObject] = field(default_factory=list)
+    """Pods about to be created: their namespaces' caps are read, and the spend of what
+    the resources keep."""
+    wants_gpus: bool = False
+    """A create of this tick needs the GPU catalog."""
+    wants_node: bool = False
+    """A pod may start: the Node's cordon and taints are read."""
+    billing: money.BillingRead = field(default_factory=money.BillingRead)
+
+
 @dataclass(frozen=True)
 class AfterPods:
     """What a resource's phase after the pods' actions is handed."""
@@ -46,13 +111,11 @@ class AfterPods:
     report: TickReport
     run: Callable[[Sequence[Action]], None]
     """Carry out actions decided now, journaled, counted in the tick's report."""
-    steps: Callable[[type[object]], object]
-    """This run's steps of a resource, by type (what the pods' actions used)."""
+    journal: Journal
+    """The run's journal: `journal.steps_of` gives this run's steps of a resource."""
 
     def steps_of(self, kind: type[StepsType]) -> StepsType:
-        found = self.steps(kind)
-        assert isinstance(found, kind)
-        return found
+        return self.journal.steps_of(kind)
 
 
 class Resource(Protocol):
@@ -60,6 +123,12 @@ class Resource(Protocol):
 
     def steps(self, journal: Journal) -> Steps:
         """Its steps for one run of the executor."""
+
+    def observe(self, sighting: Sighting) -> None:
+        """Its reads for the planner, in the tick's observation (nothing when none)."""
+
+    def planned(self, report: TickReport) -> None:
+        """Once the tick is planned, dry runs too: what its reads tell the report."""
 
     def after_pods(self, tick: AfterPods) -> None:
         """Its phase once the tick's plan has run (nothing when it has none)."""

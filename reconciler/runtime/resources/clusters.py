@@ -2,7 +2,7 @@
 docs/architecture.md §3, "Instant Clusters"), each call journaled.
 
 A cluster's create follows an instance's: the gang's intent row committed before the
-first POST, each refusal read from `core.refusals`; its delete waits while the gang's end
+first POST, each refusal read from `core.capacity.refusals`; its delete waits while the gang's end
 is not on its pods (a status patch of this run failed), so a lost database never reruns
 a gang that finished. A `--once` run writes each new cluster's id on its gang's pods.
 """
@@ -10,7 +10,7 @@ a gang that finished. A `--once` run writes each new cluster's id on its gang's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -23,15 +23,23 @@ from reconciler.core.actions import (
     PodRef,
     SaveClusterRow,
 )
-from reconciler.core.cluster_record import ClusterState
-from reconciler.core.domain import ClusterRequest
+from reconciler.core.capacity.refusals import REFUSALS, Next
+from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.domain import ClusterRequest, Instance, KubeObject
+from reconciler.core.money import attribution
+from reconciler.core.plan import gang_end
+from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.refusals import REFUSALS, Next
+from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
+from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +83,7 @@ class ClusterSteps:
 
     def _create(self, action: CreateCluster) -> None:
         """The gang's intent row, committed before the first POST; then the candidates in
-        order, each refusal read from `core.refusals` as for an instance. An answer lost
+        order, each refusal read from `core.capacity.refusals` as for an instance. An answer lost
         leaves the row `creating`: the members are found by their tags."""
         if self.journal.creates_wait():
             self.journal.deferred += 1
@@ -112,7 +120,7 @@ class ClusterSteps:
             "create-cluster",
             action.pods[0].uid if action.pods else None,
             None,
-            lambda: self.journal.runpod.create_cluster(candidate),
+            lambda: self.journal.runpod.clusters.create(candidate),
             durable_at="after-cluster-intent",
         )
         assert isinstance(made, str)
@@ -182,7 +190,7 @@ class ClusterSteps:
             "delete-cluster",
             action.pods[0].uid if action.pods else None,
             action.cluster_id,
-            lambda: self.journal.runpod.delete_cluster(action.cluster_id),
+            lambda: self.journal.runpod.clusters.delete(action.cluster_id),
             durable_at="after-cluster-deleting",
         )
         crashpoints.reached("after-cluster-delete")
@@ -207,7 +215,7 @@ class ClusterSteps:
                 "patch-metadata",
                 pod.uid,
                 cluster_id,
-                lambda: self.journal.kube.patch_pod_annotations(
+                lambda: self.journal.kube.pods.patch_annotations(
                     pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
                 ),
             )
@@ -220,11 +228,116 @@ class ClusterSteps:
 class Clusters:
     """Instant Clusters as a resource of the tick."""
 
+    def __init__(self, shared: Shared) -> None:
+        self.settings, self.runpod, self.store = shared.settings, shared.runpod, shared.store
+        self.pod_logs, self.attributions = shared.pod_logs, shared.attributions
+
     def steps(self, journal: Journal) -> ClusterSteps:
         return ClusterSteps(journal)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
 
+    def planned(self, report: TickReport) -> None:
+        """The leak audit: clusters of ours no Job's gang runs, from this tick's reads."""
+        observation = report.observation
+        if observation is None:
+            return
+        report.cluster_leaks = money.audit_clusters(
+            clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
+            self.settings.orphan_grace_time,
+            report.started_at,
+        )
+
     def after_pods(self, tick: AfterPods) -> None:
-        tick.report.clusters_created = tick.steps_of(ClusterSteps).created
+        report = tick.report
+        report.clusters_created = tick.steps_of(ClusterSteps).created
+        try:
+            self._record_owners(report)
+        except Exception as exc:  # derived data: the tick goes on
+            report.errors.append(f"saving clusters' owners: {exc}")
+            log.error("could not save clusters' owners: %s", exc, exc_info=True)
+
+    def _record_owners(self, report: TickReport) -> None:
+        """Whose each cluster of ours is, from the list and rows the tick has anyway."""
+        observation = report.observation
+        if observation is None or not (observation.members or observation.clusters):
+            return
+        found = attribution.of_clusters(
+            observation.members,
+            observation.clusters,
+            observation.gang_pods,
+            self.settings.owner_id,
+        )
+        self.attributions.save(self.store, found, report.started_at)
+
+    def observe(self, sighting: Sighting) -> None:
+        """The members (in the tick's one list, or read by id while it lags), the gangs'
+        rows, what a forming gang's create needs, and rank 0's exit code where due."""
+        # Members come in the one list; only the gangs' planning looks at them.
+        members = [i for i in sighting.listed if i.cluster_id is not None]
+        gang_pods = sighting.gang_pods
+        rows = self.store.load_clusters() if gang_pods or members else []
+        members += self._confirm_missing(members, rows, gang_pods)
+        inputs = self._gang_inputs(sighting, members)
+        sighting.found.update(
+            members=members,
+            clusters=rows,
+            gang_inputs=inputs,
+            gang_results=self._gang_results(gang_pods, members, rows, sighting.now),
+        )
+        sighting.wants_gpus |= bool(inputs)
+        sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
+
+    def _confirm_missing(
+        self,
+        listed: Sequence[Instance],
+        rows: Sequence[ClusterRecord],
+        gang_pods: Sequence[KubeObject],
+    ) -> list[Instance]:
+        """The members of each cluster a live gang records that the list omits, read
+        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
+        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
+        return [member for members in read.found for member in members]
+
+    def _gang_inputs(
+        self, sighting: Sighting, members: Sequence[Instance]
+    ) -> dict[str, CreateInputs]:
+        """The Job and env sources of each gang with no cluster of ours listed: read
+        while it forms (Kubernetes reads only), never while its cluster runs."""
+        running = {
+            clusters.key_job(gang)
+            for gang in clusters.members_by_gang(members, self.settings.owner_id)
+        }
+        first: dict[str, KubeObject] = {}
+        for pod in sorted(sighting.gang_pods, key=lambda p: clusters.index_of(p) or 0):
+            job = clusters.job_uid(pod)
+            live = not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
+            if job is not None and live and job not in running:
+                first.setdefault(job, pod)
+        inputs = sighting.create_inputs(list(first.values()))
+        return {
+            job: inputs[podinfo.uid(pod)]
+            for job, pod in first.items()
+            if podinfo.uid(pod) in inputs
+        }
+
+    def _gang_results(
+        self,
+        gang_pods: Sequence[KubeObject],
+        members: Sequence[Instance],
+        rows: Sequence[ClusterRecord],
+        now: datetime,
+    ) -> dict[str, int | None]:
+        """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):
+        one log request per running gang per --gang-result-interval."""
+        if not members:
+            return {}
+        due = gang_end.due_reads(
+            clusters.members_by_gang(members, self.settings.owner_id),
+            {row.gang: row for row in rows},
+            clusters.live_gangs(gang_pods),
+            self.settings.gang_result_interval,
+            now,
+        )
+        return self.pod_logs.read_results(due) if due else {}

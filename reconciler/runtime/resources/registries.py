@@ -9,18 +9,18 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.actions import Action, DeleteRegistryAuth, EnsureRegistryAuth, Terminate
 from reconciler.core.domain import RegistryAuth
 from reconciler.core.resources import registries
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
 
-class RegistryMissing(Exception):
+class RegistryMissing(StepRefused):
     """The credential a create needs is not at RunPod: storing it failed this tick."""
 
 
@@ -56,7 +56,7 @@ class RegistrySteps:
     def ids(self) -> dict[str, str]:
         """The account's registry credentials, name to id, listed once per run."""
         if self._ids is None:
-            self._ids = {a.name: a.id for a in self.journal.runpod.list_registry_auths()}
+            self._ids = {a.name: a.id for a in self.journal.runpod.registries.list()}
         return self._ids
 
     def _ensure(self, action: EnsureRegistryAuth) -> None:
@@ -72,7 +72,7 @@ class RegistrySteps:
             "create-registry-auth",
             action.pod.uid,
             None,
-            lambda: runpod.create_registry_auth(action.name, action.username, action.password),
+            lambda: runpod.registries.create(action.name, action.username, action.password),
             durable_at="after-registry-intent",
         )
         assert isinstance(created, RegistryAuth)
@@ -86,7 +86,7 @@ class RegistrySteps:
             "delete-registry-auth",
             None,
             action.registry_id,
-            lambda: runpod.delete_registry_auth(action.registry_id),
+            lambda: runpod.registries.delete(action.registry_id),
             durable_at="after-registry-unused",
         )
         crashpoints.reached("after-registry-delete")
@@ -102,14 +102,20 @@ class RegistrySteps:
 class Registries:
     """Registry credentials as a resource of the tick."""
 
-    def __init__(self, runpod: RunPodClient, owner_id: str) -> None:
-        self.runpod, self.owner_id = runpod, owner_id
+    def __init__(self, shared: Shared) -> None:
+        self.runpod, self.owner_id = shared.runpod, shared.settings.owner_id
 
     def steps(self, journal: Journal) -> RegistrySteps:
         return RegistrySteps(journal)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # RunPod charges nothing for a credential
+
+    def observe(self, sighting: Sighting) -> None:
+        """Nothing: a create's credential is found or made by its steps."""
+
+    def planned(self, report: TickReport) -> None:
+        """Nothing to tell of the plan."""
 
     def after_pods(self, tick: AfterPods) -> None:
         """After a tick that ended an instance pulling with one of our credentials:
@@ -121,7 +127,7 @@ class Registries:
         if not any(i.registry_auth_id for i in observation.instances if i.id in ended):
             return
         try:
-            auths = self.runpod.list_registry_auths()
+            auths = self.runpod.registries.list()
         except runpod_errors.RunPodError as exc:
             log.warning("could not list registry credentials: %s", exc)
             return

@@ -30,7 +30,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import RunPodVolume
 from reconciler.core.reasons import VolumeNotice
-from reconciler.core.resources.network_volumes import SELECTED_NODE, persistent_volume
+from reconciler.core.resources.volume_objects import SELECTED_NODE, persistent_volume
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
 
@@ -51,7 +51,7 @@ class VolumeSteps:
             case CreateNetworkVolume():
                 self._create(action)
             case CreateVolumeObject(claim=claim, volume=pv):
-                self.kube.create_persistent_volume(pv)
+                self.kube.storage.create_volume(pv)
                 log.info("made PV %s for the volume of claim %s", pv["metadata"]["name"], claim)
             case ResizeNetworkVolume():
                 self._resize(action)
@@ -60,34 +60,34 @@ class VolumeSteps:
                     "delete-network-volume",
                     None,
                     volume_id,
-                    lambda: self.runpod.delete_network_volume(volume_id),
+                    lambda: self.runpod.volumes.delete(volume_id),
                     durable_at="after-volume-unused",
                 )
                 crashpoints.reached("after-volume-delete")
                 if pv_name is None:
                     log.info("deleted network volume %s, a duplicate no PV named", volume_id)
                     return
-                self.kube.delete_persistent_volume(pv_name)
+                self.kube.storage.delete_volume(pv_name)
                 log.info("deleted network volume %s and its released PV %s", volume_id, pv_name)
             case DeleteVolumeObject(pv_name=pv_name):
-                self.kube.delete_persistent_volume(pv_name)
+                self.kube.storage.delete_volume(pv_name)
             case MarkClaimSelected(claim=claim, node_name=node):
                 patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
-                self.kube.patch_claim(claim.namespace, claim.name, patch)
+                self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
             case ReleaseClaim(claim=claim, patch=patch):
-                self.kube.patch_claim(claim.namespace, claim.name, patch)
+                self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
             case ClaimEvent(claim=claim, reason=reason, message=message, warning=warning):
                 self._event(claim, reason, message, warning)
 
     def _create(self, action: CreateNetworkVolume) -> None:
         claim = action.claim
         if action.hold is not None:  # refused (the claim changed or went): no POST
-            self.kube.patch_claim(claim.namespace, claim.name, action.hold)
+            self.kube.storage.patch_claim(claim.namespace, claim.name, action.hold)
         made = self._journaled(
             "create-network-volume",
             action.claim.uid,
             None,
-            lambda: self.runpod.create_network_volume(
+            lambda: self.runpod.volumes.create(
                 action.name, action.size_gb, action.datacenter, action.type
             ),
             durable_at="after-volume-intent",
@@ -95,7 +95,7 @@ class VolumeSteps:
         assert isinstance(made, RunPodVolume)
         crashpoints.reached("after-volume-create")
         pv = persistent_volume(action.claim_object, action.storage_class, made, action.node_name)
-        self.kube.create_persistent_volume(pv)
+        self.kube.storage.create_volume(pv)
         self._event(
             action.claim,
             VolumeNotice.PROVISIONED,
@@ -108,10 +108,10 @@ class VolumeSteps:
             "resize-network-volume",
             action.claim.uid,
             action.volume_id,
-            lambda: self.runpod.resize_network_volume(action.volume_id, action.size_gb),
+            lambda: self.runpod.volumes.resize(action.volume_id, action.size_gb),
         )
         size = f"{action.size_gb}G"
-        self.kube.patch_persistent_volume(action.pv_name, {"spec": {"capacity": {"storage": size}}})
+        self.kube.storage.patch_volume(action.pv_name, {"spec": {"capacity": {"storage": size}}})
         status: dict[str, Any] = {
             "capacity": {"storage": size},
             "allocatedResources": {"storage": size},
@@ -119,7 +119,7 @@ class VolumeSteps:
             "conditions": None,
         }
         claim = action.claim
-        self.kube.patch_claim(claim.namespace, claim.name, {"status": status}, status=True)
+        self.kube.storage.patch_claim(claim.namespace, claim.name, {"status": status}, status=True)
         self._event(
             claim, VolumeNotice.RESIZED, f"network volume {action.volume_id} is now {size}B"
         )
@@ -132,4 +132,4 @@ class VolumeSteps:
             "apiVersion": "v1",
             "metadata": {"namespace": claim.namespace, "name": claim.name, "uid": claim.uid},
         }
-        self.kube.record_event(involved, reason.value, message, "Warning" if warning else "Normal")
+        self.kube.events.record(involved, reason.value, message, "Warning" if warning else "Normal")

@@ -15,24 +15,19 @@ from dataclasses import replace
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
-from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.adapters.store.repository import Store
-from reconciler.core import attribution
-from reconciler.core import pods as podinfo
 from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume
-from reconciler.core.config import Settings
-from reconciler.core.domain import CpuFlavor, GpuType, KubeObject, RunPodVolume
+from reconciler.core.domain import KubeObject, RunPodVolume
+from reconciler.core.money import attribution
 from reconciler.core.plan.observation import Observation
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources import network_volumes, storage_prices, volume_leaks
+from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
-from reconciler.runtime import money
 from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.catalog import CatalogCache, on_cpu
+from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods
+from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick_report import TickReport
 
@@ -40,18 +35,10 @@ log = logging.getLogger(__name__)
 
 
 class Volumes:
-    def __init__(
-        self,
-        settings: Settings,
-        runpod: RunPodClient,
-        kube: KubeClient,
-        store: Store,
-        catalog: CatalogCache[GpuType],
-        cpu_catalog: CatalogCache[CpuFlavor],
-        attributions: money.Attributions,
-    ) -> None:
-        self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
-        self.catalog, self.cpu_catalog, self.attributions = catalog, cpu_catalog, attributions
+    def __init__(self, shared: Shared) -> None:
+        self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
+        self.store, self.attributions = shared.store, shared.attributions
+        self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self._claim_warnings: dict[str, str] = {}
@@ -62,6 +49,12 @@ class Volumes:
 
     def steps(self, journal: Journal) -> VolumeSteps:
         return VolumeSteps(journal)
+
+    def observe(self, sighting: Sighting) -> None:
+        """Nothing: the provisioner reads the storage after the pods' actions."""
+
+    def planned(self, report: TickReport) -> None:
+        """Nothing to tell of the plan."""
 
     # --- the spend caps ---------------------------------------------------------------
 
@@ -79,10 +72,12 @@ class Volumes:
 
     def _read_storage_prices(self, now: datetime) -> dict[str | None, float]:
         self._read_classes(now)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
+        if not any(volume_objects.is_our_class(c) for c in self._classes):
             return {}
-        found = storage_prices.by_namespace(self.kube.list_persistent_volumes())
-        return _with_leaks(found, volume_leaks.hourly_usd_leaked(self.store.volume_list()[1]))
+        found = storage_prices.by_namespace(self.kube.storage.list_volumes())
+        return _with_leaks(
+            found, volume_leaks.hourly_usd_leaked(self.store.listed_volumes.listed()[1])
+        )
 
     def _read_classes(self, now: datetime, fresh: bool = False) -> None:
         """The StorageClasses, read once per --catalog-ttl, or now when `fresh` (a pod
@@ -92,7 +87,7 @@ class Volumes:
             or self._classes_read_at is None
             or now - self._classes_read_at >= self.catalog.ttl
         ):
-            self._classes = self.kube.list_storage_classes()
+            self._classes = self.kube.storage.list_classes()
             self._classes_read_at = now
 
     # --- after the pods' actions ------------------------------------------------------
@@ -126,21 +121,21 @@ class Volumes:
                 self._forget(report, action.volume_id)
 
     def _audit(
-        self, report: TickReport, view: network_volumes.StorageView
+        self, report: TickReport, view: volume_objects.StorageView
     ) -> list[volume_leaks.VolumeLeak]:
         """The volumes of ours that nothing uses, told on every tick from the most recent
         list (this tick's, else the one kept in the store), logged and kept for `cost`."""
         now = report.started_at
         try:
             if view.listed is not None:
-                self.store.save_volume_list(
+                self.store.listed_volumes.save(
                     volume_leaks.ours(view.listed, self.settings.owner_id), now
                 )
-            known = self.store.volume_list()[1]
+            known = self.store.listed_volumes.listed()[1]
             leaks = volume_leaks.found(known, view)
             gone = self._gone_since_listed(volume_leaks.to_confirm(leaks, known, view))
             leaks = [leak for leak in leaks if leak.volume.id not in gone]
-            self.store.mark_volume_leaks([leak.volume.id for leak in leaks], now)
+            self.store.listed_volumes.mark_leaks([leak.volume.id for leak in leaks], now)
         except Exception as exc:  # derived data: the provisioner's actions must still run
             report.errors.append(f"the network-volume leak audit: {exc}")
             log.error("could not audit the network volumes: %s", exc, exc_info=True)
@@ -164,17 +159,17 @@ class Volumes:
         """The kept volumes RunPod answers 404 for now (forgotten); one whose read fails
         is told as a leak all the same (nothing is concluded from a failed read)."""
         try:
-            gone = read_by_id(volume_ids, self.runpod.get_network_volume).gone
+            gone = read_by_id(volume_ids, self.runpod.volumes.get).gone
         except runpod_errors.RunPodError as exc:
             log.warning("could not read the leaked volumes by id: %s", exc)
             return frozenset()
         for volume_id in gone:
-            self.store.forget_listed_volume(volume_id)
+            self.store.listed_volumes.forget(volume_id)
         return gone
 
     def _forget(self, report: TickReport, volume_id: str) -> None:
         try:
-            self.store.forget_listed_volume(volume_id)
+            self.store.listed_volumes.forget(volume_id)
         except Exception as exc:  # the next list corrects the kept one
             report.errors.append(f"forgetting deleted volume {volume_id}: {exc}")
 
@@ -194,7 +189,7 @@ class Volumes:
     def _record_owners(
         self,
         report: TickReport,
-        view: network_volumes.StorageView,
+        view: volume_objects.StorageView,
         leaks: Sequence[RunPodVolume],
     ) -> None:
         """Whose each volume of ours is, from the PVs the provisioner reads anyway."""
@@ -207,20 +202,20 @@ class Volumes:
 
     def _storage_view(
         self, observation: Observation, now: datetime
-    ) -> network_volumes.StorageView | None:
+    ) -> volume_objects.StorageView | None:
         """None when no StorageClass names our provisioner."""
         claim_waits = any(
             i.error is not None and i.error.reason is PodReason.CLAIM_NOT_BOUND
             for i in observation.create_inputs.values()
         )
         self._read_classes(now, fresh=claim_waits)
-        if not any(network_volumes.is_our_class(c) for c in self._classes):
+        if not any(volume_objects.is_our_class(c) for c in self._classes):
             self._storage_spend = {}
             return None
-        view = network_volumes.StorageView(
+        view = volume_objects.StorageView(
             self._classes,
-            self.kube.list_claims(),
-            self.kube.list_persistent_volumes(),
+            self.kube.storage.list_claims(),
+            self.kube.storage.list_volumes(),
             observation.pods,
             observation.instances,
             self.settings.owner_id,
@@ -230,22 +225,22 @@ class Volumes:
             create_grace_time=self.settings.create_grace_time,
         )
         if network_volumes.awaits_placing_pods(view):
-            view = replace(view, placing=self.kube.list_pending_managed_pods())
+            view = replace(view, placing=self.kube.pods.list_pending())
         unplaced = network_volumes.unplaced_consumers(view)
         if unplaced:
             view = replace(view, offered=self._best_datacenters(unplaced, observation, now))
         # Listed when a decision needs it, or for the leak audit once the kept list
         # is an hour old (or there is none: a new or lost database).
-        listed_at = self.store.volume_list()[0]
+        listed_at = self.store.listed_volumes.listed()[0]
         if not network_volumes.needs_listing(view) and not volume_leaks.list_due(listed_at, now):
             return view
         try:
-            listed = self.runpod.list_network_volumes()
+            listed = self.runpod.volumes.list()
             # The list lags behind creates: a volume a decision needs that it omits is
             # read by id, and gone only on a 404 (one GET each, only while it lags).
             read = read_by_id(
                 network_volumes.unlisted(replace(view, listed=listed)),
-                self.runpod.get_network_volume,
+                self.runpod.volumes.get,
             )
             # A volume's data center is checked against the catalog before its POST
             # (cached for --catalog-ttl: no request on most ticks that provision).

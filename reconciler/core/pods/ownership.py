@@ -1,0 +1,172 @@
+"""Which RunPod instances are ours, beyond the env tags (docs/architecture.md §3, Money).
+
+The env tags are the first proof of ownership, but a PATCH of an instance's env (or an
+edit in RunPod's console) replaces the env whole and takes them away. Two more proofs
+survive that: the instance id in a mapping row, and in a pod's `runpod.io/pod-id`
+annotation. The annotation is anyone's to write who may edit the pod (and a row can be
+rebuilt from it), so either names an untagged instance only if the instance also bears
+the name we gave that pod (which ends with the pod's UID; the row's recorded name once
+the pod is gone): naming someone else's instance does not make it ours to retag or
+terminate. An instance named that way is still ours (its tags get restored); one
+carrying another owner's tag never is. An untagged instance that nothing names but
+whose name is the one we would give a pod of the node "looks like ours": it is only
+reported, never touched, because a name is no proof.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
+from reconciler.core.domain import Instance, InstanceStatus, KubeObject
+from reconciler.core.mapping import MappingRecord
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.translate.container import is_batch
+from reconciler.core.translate.names import instance_name
+
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Which listed instances are ours, worked out once per observation.
+
+    The engine needs it while observing, the planner to decide, the tick report and the
+    metrics to count; at 10 000 pods each working it out again cost tens of ms.
+    """
+
+    owner_id: str
+    named: Mapping[str, str]
+    """Instance id → pod UID, from the rows and the pods' annotations (`named_instances`)."""
+    owned: Mapping[str, list[Instance]]
+    """Our live instances by pod UID (`owned_instances`)."""
+    lookalikes: Sequence[Lookalike]
+    """Untagged instances nothing names, called like a pod of the node (`lookalikes`)."""
+    lost_tags: Sequence[tuple[Instance, str]]
+    """Named live instances whose owner tag is gone, with the naming pod's UID, in
+    the list's order: ours, their tags to be put back."""
+
+    @classmethod
+    def of(
+        cls,
+        owner_id: str,
+        instances: Sequence[Instance],
+        rows: Iterable[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> Ownership:
+        """From one observation; `pods` are the node's pods that are ours to run."""
+        named = named_instances(rows, pods, instances)
+        untagged = [
+            i for i in instances if i.owner is None and i.status is not InstanceStatus.TERMINATED
+        ]
+        return cls(
+            owner_id,
+            named,
+            owned_instances(instances, owner_id, named),
+            lookalikes(untagged, named, pods),
+            [(i, named[i.id]) for i in untagged if i.id in named],
+        )
+
+
+def named_instances(
+    rows: Iterable[MappingRecord], pods: Iterable[KubeObject], instances: Iterable[Instance]
+) -> dict[str, str]:
+    """Instance id → pod UID, from the rows' instance ids and the pods' annotations; an
+    untagged instance only when it bears the name we gave that pod."""
+    by_uid = {podinfo.uid(pod): pod for pod in pods}
+    untagged = {i.id: i.name for i in instances if i.owner is None}
+
+    def named_ours(instance_id: str, pod_uid: str, recorded: str | None) -> bool:
+        if instance_id not in untagged:
+            return True  # tagged (the tag decides) or not listed (nothing to act on)
+        pod = by_uid.get(pod_uid)
+        expected = instance_name(pod) if pod is not None else recorded
+        return untagged[instance_id] == expected
+
+    named = {
+        row.instance_id: row.pod_uid
+        for row in rows
+        if row.instance_id and named_ours(row.instance_id, row.pod_uid, row.instance_name)
+    }
+    for uid, pod in by_uid.items():
+        instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+        if instance_id and named_ours(instance_id, uid, None):
+            named.setdefault(instance_id, uid)
+    return named
+
+
+def annotated_instance(owners: Ownership, pod: KubeObject) -> str | None:
+    """The instance id the pod's runpod.io/pod-id names, if a row may be rebuilt from it:
+    an id RunPod could have given (and a row can store), named by this pod alone (two
+    pods naming one id would break the rows' uniqueness, and fail every commit)."""
+    instance_id = podinfo.pod_annotations(pod).get(podinfo.POD_ID_ANNOTATION)
+    if not instance_id or not _INSTANCE_ID.fullmatch(instance_id):
+        return None
+    return instance_id if owners.named.get(instance_id) == podinfo.uid(pod) else None
+
+
+def owned_instances(
+    instances: Iterable[Instance], owner_id: str, named: Mapping[str, str] | None = None
+) -> dict[str, list[Instance]]:
+    """Our instances by pod UID: tagged as ours, or untagged and named by a row or a
+    pod's annotation. Anything else is not ours to see."""
+    owned: dict[str, list[Instance]] = defaultdict(list)
+    for instance in instances:
+        if instance.status is InstanceStatus.TERMINATED:
+            continue
+        owner = instance.owner
+        if owner == owner_id:
+            owned[instance.pod_uid or f"untagged:{instance.id}"].append(instance)
+        elif owner is None and (uid := (named or {}).get(instance.id)) is not None:
+            owned[uid].append(instance)  # named, its tags lost
+    return owned
+
+
+def restored_env(
+    instance: Instance, owner_id: str, pod_uid: str, pod: KubeObject | None
+) -> dict[str, str]:
+    """The env to PATCH back: what the instance has now plus our tags.
+
+    PATCH replaces the env whole, so everything the instance still has is sent too.
+    """
+    env = {**instance.env, OWNER_ENV: owner_id, POD_UID_ENV: pod_uid}
+    if pod is not None and is_batch(pod):
+        env[STOP_ON_EXIT_ENV] = exit_nonce(pod_uid)
+    return env
+
+
+@dataclass(frozen=True)
+class Lookalike:
+    """An untagged instance that no row or pod names, called as we would name a pod of the node."""
+
+    instance_id: str
+    name: str
+    namespace: str
+    pod_name: str
+
+
+def lookalikes(
+    instances: Iterable[Instance], named: Mapping[str, str], pods: Sequence[KubeObject]
+) -> list[Lookalike]:
+    untagged = [
+        i
+        for i in instances
+        if i.owner is None and i.id not in named and i.status is not InstanceStatus.TERMINATED
+    ]
+    if not untagged:
+        return []  # the usual case: spare naming every pod
+    names = {instance_name(pod): pod for pod in pods}
+    found = []
+    for instance in untagged:
+        pod = names.get(instance.name)
+        if pod is not None:
+            meta = pod["metadata"]
+            found.append(
+                Lookalike(
+                    instance.id, instance.name, meta.get("namespace", "default"), meta["name"]
+                )
+            )
+    return found

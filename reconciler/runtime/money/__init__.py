@@ -1,0 +1,1 @@
+"""The engine's money chores: billing reads, namespace caps, the hourly ghost-charge audit."""
