@@ -923,7 +923,8 @@ def _put_job(sim: KubeSimulator, name: str, **spec: Any) -> None:
 def test_t11_job_rows_as_print_job_writes_them(sim: KubeSimulator) -> None:
     """printJob: a work queue of parallelism 1 shows "0/1", of more "0/1 of N"; a Job
     being deleted is Terminating unless it finished; the selector as
-    FormatLabelSelector writes it (requirements sorted by key)."""
+    FormatLabelSelector writes it (requirements sorted by key), the generated one for a
+    Job without manualSelector."""
     _put_job(sim, "queue-1", parallelism=1)
     _put_job(sim, "queue-3", parallelism=3)
     selector = {
@@ -944,7 +945,16 @@ def test_t11_job_rows_as_print_job_writes_them(sim: KubeSimulator) -> None:
     assert rows["queue-3"][1:3] == ["Running", "0/1 of 3"]
     assert rows["going"][1:3] == ["Terminating", "0/2"]
     assert rows["going"][7] == "app,team=ml,tier in (cpu,gpu),!zone"
-    assert rows["queue-1"][7] == "<none>"
+    # The API server generated the selector of a Job without manualSelector.
+    uid = (sim.get("jobs", "default", "queue-1") or {})["metadata"]["uid"]
+    assert rows["queue-1"][7] == f"batch.kubernetes.io/controller-uid={uid}"
+    template = (sim.get("jobs", "default", "queue-1") or {})["spec"]["template"]
+    assert template["metadata"]["labels"] == {
+        "job-name": "queue-1",
+        "batch.kubernetes.io/job-name": "queue-1",
+        "controller-uid": uid,
+        "batch.kubernetes.io/controller-uid": uid,
+    }
 
 
 def test_t11_event_rows_as_print_event_writes_them(sim: KubeSimulator, clock: SimClock) -> None:
