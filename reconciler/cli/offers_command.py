@@ -30,8 +30,11 @@ from reconciler.cli.options import settings_from, some_settings_options
 from reconciler.cli.output import output_option
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.cli.state_view import render_table
+from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, KubeObject
+from reconciler.core.pods import facts as podinfo
+from reconciler.core.resources.clusters import why_not_a_cluster
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.offers import OfferRow, offer_rows, ranked_offers
@@ -102,6 +105,7 @@ def offers_command(
         on_cpu = runs_on_cpu(pod, job, settings)
     except TranslationError as error:
         raise click.ClickException(f"{name}: {error.message}") from None
+    members = _cluster_size(name, pod, job, on_cpu)
     catalog = _catalog(obj.database_url, on_cpu, settings, runpod_url, runpod_api_key)
     if catalog.note:
         click.echo(catalog.note, err=True)
@@ -112,9 +116,32 @@ def offers_command(
     except TranslationError as error:
         raise click.ClickException(f"{name}: {error.message}") from None
     if output == "json":
-        click.echo(json.dumps([_record(row) for row in rows], indent=2))
+        click.echo(json.dumps([_record(row, members) for row in rows], indent=2))
     else:
-        click.echo(render_table([_cells(row) for row in rows], COLUMNS))
+        click.echo(render_table([_cells(row, members) for row in rows], COLUMNS))
+
+
+def _cluster_size(name: str, pod: KubeObject, job: KubeObject | None, on_cpu: bool) -> int:
+    """How many pods one offer is for: an Indexed Job's pods that ask for an Instant
+    Cluster run as one cluster of `completions` identical pods, so each offer is for
+    all of them; 1 for any other pod. A Job that cannot be a cluster is refused here
+    with the reason the planner would give."""
+    if not podinfo.asks_for_cluster(pod):
+        return 1
+    refusal = (
+        GANG_REFUSALS[GangRefusal.NOT_A_JOB]
+        if job is None
+        else why_not_a_cluster(job, [])  # its shape; no pods to compare
+        or (
+            GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job["metadata"].get("name"))
+            if on_cpu
+            else None
+        )
+    )
+    if refusal is not None:
+        raise click.ClickException(f"{name}: {refusal}")
+    assert job is not None
+    return int(job["spec"]["completions"])
 
 
 def _the_pod(
@@ -215,27 +242,30 @@ def _kept_copy(
     return entries, ""
 
 
-def _cells(row: OfferRow) -> tuple[str, ...]:
+def _cells(row: OfferRow, members: int) -> tuple[str, ...]:
+    """A cluster's offer: COUNT per pod times its pods, PRICE/HR for all of them."""
     offer = row.offer
+    count = f"{offer.count} vCPU" if offer.on_cpu else f"{offer.count} GPU"
     return (
         offer.offer_id,
-        f"{offer.count} vCPU" if offer.on_cpu else f"{offer.count} GPU",
+        f"{members} x {count}" if members > 1 else count,
         row.datacenter or "(any)",
         offer.cloud.value,
-        f"{offer.hourly_price:.3f}",
+        f"{offer.hourly_price * members:.3f}",
         row.stock.name.capitalize(),
     )
 
 
-def _record(row: OfferRow) -> dict[str, Any]:
+def _record(row: OfferRow, members: int) -> dict[str, Any]:
     offer = row.offer
     return {
         "type": offer.offer_id,
         "name": offer.name,
         "kind": "cpu" if offer.on_cpu else "gpu",
         "count": offer.count,
+        "pods": members,
         "datacenter": row.datacenter,
         "cloud": offer.cloud.value,
-        "pricePerHour": offer.hourly_price,
+        "pricePerHour": offer.hourly_price * members,
         "stock": row.stock.name,
     }

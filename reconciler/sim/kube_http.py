@@ -245,6 +245,7 @@ class Handler(BaseHTTPRequestHandler):
                         store.clock.now(),
                         entry.obj["metadata"]["resourceVersion"],
                         include_object=_arg(query, "includeObject") or "Metadata",
+                        listed=False,
                     ),
                 )
             return self._send_raw(200, entry.json())

@@ -195,6 +195,13 @@ class Store:
             meta = obj["metadata"]
             if not meta.get("name") and meta.get("generateName"):
                 meta["name"] = self._generate_name(resource, namespace, meta["generateName"])
+            # The system's metadata comes first (FillObjectMetaSystemFields, before the
+            # strategy's PrepareForCreate): a Job's generated selector names its uid.
+            for stale in (*_SYSTEM_METADATA, "resourceVersion"):
+                meta.pop(stale, None)
+            meta.update(uid=str(uuid.uuid4()), creationTimestamp=format_time(self.clock.now()))
+            if namespace:
+                meta["namespace"] = namespace
             status = obj.get("status")
             prepare_for_create(resource, obj)
             if keep_status and status is not None:
@@ -206,11 +213,6 @@ class Store:
             key = (namespace or "", meta["name"])
             if key in self._objects[resource]:
                 raise already_exists(resource.plural, meta["name"])
-            for stale in (*_SYSTEM_METADATA, "resourceVersion"):
-                meta.pop(stale, None)
-            meta.update(uid=str(uuid.uuid4()), creationTimestamp=format_time(self.clock.now()))
-            if namespace:
-                meta["namespace"] = namespace
             obj["kind"], obj["apiVersion"] = resource.kind, resource.api_version
             return self._commit(resource, key, obj, "ADDED")
 

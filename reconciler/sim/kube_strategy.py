@@ -35,11 +35,37 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
     elif resource is SECRETS:
         _fold_string_data(obj)
         obj.setdefault("type", "Opaque")
+    elif resource is JOBS:
+        _generate_selector(obj)
     elif resource.plural == "namespaces":
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}
     else:
         kube_storage.prepare_for_create(resource, obj)
+
+
+def _generate_selector(job: dict[str, Any]) -> None:
+    """generateSelector (pkg/registry/batch/job/strategy.go), unless manualSelector: the
+    template gets the job-name and controller-uid labels (both spellings) and the
+    selector matches the uid, so the Job's pods are its own alone."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict) or spec.get("manualSelector") is True:
+        return
+    meta = job["metadata"]
+    template = spec.get("template")
+    if isinstance(template, dict):
+        template_meta = template.setdefault("metadata", {})
+        labels = template_meta.get("labels") or {}
+        for key in ("job-name", "batch.kubernetes.io/job-name"):
+            labels.setdefault(key, meta["name"])
+        for key in ("controller-uid", "batch.kubernetes.io/controller-uid"):
+            labels.setdefault(key, meta["uid"])
+        template_meta["labels"] = labels
+    selector = spec.get("selector") or {}
+    match = selector.get("matchLabels") or {}
+    match.setdefault("batch.kubernetes.io/controller-uid", meta["uid"])
+    spec["selector"] = {**selector, "matchLabels": match}
+    spec.setdefault("manualSelector", False)
 
 
 def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:

@@ -46,8 +46,15 @@ def table_for(
     resource_version: str,
     continue_token: str = "",
     include_object: str = "Metadata",
+    listed: bool = True,
 ) -> dict[str, Any]:
+    """The Table the API server serves for a list (or, `listed` False, one object)."""
     columns, cells = _PRINTERS.get(resource, ((_NAME_COLUMN, ("Age", 0)), _default_cells))
+    rows = [
+        {"cells": cells(obj, now), "object": _row_object(obj, include_object)} for obj in objects
+    ]
+    if resource is STORAGE_CLASSES and listed:
+        _mark_default(objects, rows)
     metadata: dict[str, Any] = {"resourceVersion": resource_version}
     if continue_token:
         metadata["continue"] = continue_token
@@ -65,10 +72,7 @@ def table_for(
             }
             for name, priority in columns
         ],
-        "rows": [
-            {"cells": cells(obj, now), "object": _row_object(obj, include_object)}
-            for obj in objects
-        ],
+        "rows": rows,
     }
 
 
@@ -119,7 +123,7 @@ def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
     )
     return [
         meta["name"],
-        f"{ready}/{len(spec.get('containers') or [])}",
+        f"{ready}/{len(spec.get('containers') or []) + _sidecar_count(spec)}",
         reason,
         shown_restarts,
         human_age(meta["creationTimestamp"], now),
@@ -130,9 +134,15 @@ def _pod_cells(pod: dict[str, Any], now: datetime) -> list[Any]:
     ]
 
 
+def _sidecar_count(spec: dict[str, Any]) -> int:
+    return sum(1 for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always")
+
+
 def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
-    """printPod's STATUS, ready containers, restarts and the last restart's time."""
-    status = pod.get("status") or {}
+    """printPod's STATUS, ready containers, restarts and the last restart's time.
+    Restartable init containers (sidecars: restartPolicy Always) count among the
+    containers, ready and restarted as they are."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
     phase = status.get("phase") or ""
     reason = status.get("reason") or phase
     conditions = status.get("conditions") or []
@@ -140,15 +150,28 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
         c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in conditions
     ):
         reason = "SchedulingGated"
+    sidecars = {
+        c.get("name")
+        for c in spec.get("initContainers") or []
+        if c.get("restartPolicy") == "Always"
+    }
     restarts, last_restart, ready = 0, "", 0
+    sidecar_restarts, sidecar_last = 0, ""
     initializing = False
-    init_total = len((pod.get("spec") or {}).get("initContainers") or [])
+    init_total = len(spec.get("initContainers") or [])
     for index, container in enumerate(status.get("initContainerStatuses") or []):
         restarts += int(container.get("restartCount") or 0)
         last_restart = max(last_restart, _last_finished(container))
+        sidecar = container.get("name") in sidecars
+        if sidecar:
+            sidecar_restarts += int(container.get("restartCount") or 0)
+            sidecar_last = max(sidecar_last, _last_finished(container))
         state = container.get("state") or {}
         terminated, waiting = state.get("terminated"), state.get("waiting")
         if terminated is not None and terminated.get("exitCode", 0) == 0:
+            continue
+        if sidecar and container.get("started"):
+            ready += 1 if container.get("ready") else 0
             continue
         if terminated is not None:
             reason = "Init:" + (terminated.get("reason") or _exit_text(terminated))
@@ -162,8 +185,8 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
         c.get("type") == "Initialized" and c.get("status") == "True" for c in conditions
     )
     if not initializing or initialized:
-        restarts, last_restart = 0, ""
-        running = False
+        restarts, last_restart = sidecar_restarts, sidecar_last
+        running, error = False, ""
         for container in reversed(status.get("containerStatuses") or []):
             restarts += int(container.get("restartCount") or 0)
             last_restart = max(last_restart, _last_finished(container))
@@ -173,14 +196,21 @@ def pod_status_reason(pod: dict[str, Any]) -> tuple[str, int, int, str | None]:
                 reason = waiting["reason"]
             elif terminated is not None:
                 reason = terminated.get("reason") or _exit_text(terminated)
+                if terminated.get("exitCode", 0) != 0:
+                    error = reason
             elif container.get("ready") and state.get("running") is not None:
                 running = True
                 ready += 1
-        if reason == "Completed" and running:
+        if reason == "Completed":
             ready_condition = any(
                 c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
             )
-            reason = "Running" if ready_condition else "NotReady"
+            if running and ready_condition:
+                reason = "Running"
+            elif error:
+                reason = error
+            elif running:
+                reason = "NotReady"
     deleting = pod["metadata"].get("deletionTimestamp") is not None
     if deleting and status.get("reason") == "NodeLost":
         reason = "Unknown"
@@ -310,10 +340,13 @@ def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
     the status the conditions say, and how long it ran (while running, until now)."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
     succeeded = int(status.get("succeeded") or 0)
+    parallelism = int(spec.get("parallelism") or 0)
     if spec.get("completions") is not None:
         completions = f"{succeeded}/{spec['completions']}"
+    elif parallelism > 1:
+        completions = f"{succeeded}/1 of {parallelism}"
     else:
-        completions = f"{succeeded}/1 of {spec.get('parallelism', 1)}"
+        completions = f"{succeeded}/1"
     started, ended = status.get("startTime"), status.get("completionTime")
     duration = ""
     if started:
@@ -321,7 +354,6 @@ def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
         duration = human_age(started, until)
     template = (spec.get("template") or {}).get("spec") or {}
     containers = template.get("containers") or []
-    labels = (spec.get("selector") or {}).get("matchLabels") or {}
     return [
         job["metadata"]["name"],
         _job_status(job),
@@ -330,17 +362,42 @@ def _job_cells(job: dict[str, Any], now: datetime) -> list[Any]:
         human_age(job["metadata"]["creationTimestamp"], now),
         ",".join(c.get("name", "") for c in containers),
         ",".join(c.get("image", "") for c in containers),
-        ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "<none>",
+        _label_selector(spec.get("selector")),
     ]
 
 
 def _job_status(job: dict[str, Any]) -> str:
+    """printJob's order: a finished Job says so even while it is being deleted."""
     status = job.get("status") or {}
     true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
-    for kind in ("Complete", "Failed", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
+    for kind in ("Complete", "Failed"):
         if kind in true:
             return kind
-    return "Terminating" if status.get("terminating") else "Running"
+    if job["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    for kind in ("Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if kind in true:
+            return kind
+    return "Running"
+
+
+def _label_selector(selector: dict[str, Any] | None) -> str:
+    """metav1.FormatLabelSelector: labels.Selector's String(), requirements sorted by
+    key; "<none>" for none."""
+    if not selector:
+        return "<none>"
+    parts = [(k, f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression.get("key", ""), expression.get("operator", "")
+        values = ",".join(sorted(expression.get("values") or []))
+        shown = {
+            "In": f"{key} in ({values})",
+            "NotIn": f"{key} notin ({values})",
+            "Exists": key,
+            "DoesNotExist": f"!{key}",
+        }.get(operator, f"{key} {operator} ({values})")
+        parts.append((key, shown))
+    return ",".join(text for _, text in sorted(parts)) or "<none>"
 
 
 # --- storage classes and events -----------------------------------------------------
@@ -353,15 +410,35 @@ _STORAGE_CLASS_COLUMNS: tuple[Column, ...] = (
     ("AllowVolumeExpansion", 0),
     ("Age", 0),
 )
-_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+_DEFAULT_CLASSES = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+
+
+def _mark_default(classes: Sequence[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """printStorageClassList (v1.37): only the effective default is marked " (default)",
+    the newest class annotated as default (of two as old, the first by name); printing
+    one class marks none."""
+    marked = [
+        (sc["metadata"]["creationTimestamp"], sc["metadata"]["name"])
+        for sc in classes
+        if any((sc["metadata"].get("annotations") or {}).get(k) == "true" for k in _DEFAULT_CLASSES)
+    ]
+    if not marked:
+        return
+    newest = max(created for created, _ in marked)
+    effective = min(name for created, name in marked if created == newest)
+    for row in rows:
+        if row["cells"][0] == effective:
+            row["cells"][0] += " (default)"
 
 
 def _storage_class_cells(sc: dict[str, Any], now: datetime) -> list[Any]:
     """printStorageClass: the API server's defaults where a field is unset."""
     meta = sc["metadata"]
-    default = (meta.get("annotations") or {}).get(_DEFAULT_CLASS) == "true"
     return [
-        meta["name"] + (" (default)" if default else ""),
+        meta["name"],
         sc.get("provisioner", ""),
         sc.get("reclaimPolicy") or "Delete",
         sc.get("volumeBindingMode") or "Immediate",
@@ -388,23 +465,34 @@ def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
     """printEvent: the object as kind/name (kind lowercased), the source as
     "component, host"; times fall back to eventTime, then the object's creation."""
     meta, target = event["metadata"], event.get("involvedObject") or {}
-    created = meta["creationTimestamp"]
-    first = event.get("firstTimestamp") or event.get("eventTime") or created
-    last = event.get("lastTimestamp") or event.get("eventTime") or first
+    first = _since(event.get("firstTimestamp") or event.get("eventTime"), now)
+    last = _since(event.get("lastTimestamp"), now) if event.get("lastTimestamp") else first
+    count = int(event.get("count") or 0) or 1  # singleton events of the new API have none
+    series = event.get("series")
+    if series:
+        last = _since(series.get("lastObservedTime"), now)
+        count = int(series.get("count") or 0)
     source = event.get("source") or {}
-    origin = ", ".join(v for v in (source.get("component"), source.get("host")) if v)
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    kind = str(target.get("kind", "")).lower()
     return [
-        human_age(str(last), now),
+        last,
         event.get("type", ""),
         event.get("reason", ""),
-        f"{str(target.get('kind', '')).lower()}/{target.get('name', '')}",
+        f"{kind}/{target['name']}" if target.get("name") else kind,
         target.get("fieldPath", ""),
-        origin,
+        f"{component}, {instance}" if instance else component,
         event.get("message", "").strip(),
-        human_age(str(first), now),
-        int(event.get("count") or 1),
+        first,
+        count,
         meta["name"],
     ]
+
+
+def _since(moment: str | None, now: datetime) -> str:
+    """translateTimestampSince: "<unknown>" for a zero time."""
+    return human_age(moment, now) if moment else "<unknown>"
 
 
 _CLAIM_COLUMNS: tuple[Column, ...] = (

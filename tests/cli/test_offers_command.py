@@ -5,6 +5,7 @@ request, said on stderr; a pod named either way; bad input as a one-line error."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.demo.examples import GPU_POD
+from reconciler.demo.examples import GPU_POD, TORCHRUN_JOB
 from reconciler.demo.sandbox import API_KEY, Sandbox
 
 CATALOG = "/v2/catalog/gpus"
@@ -116,3 +117,48 @@ def test_bad_input_is_one_line(box: Sandbox, tmp_path: Path, text: str, says: st
     assert error.startswith("Error: ") and says in error, done.stderr
     assert "Traceback" not in done.stderr
     assert len([line for line in done.stderr.splitlines() if line.startswith("Error")]) == 1
+
+
+def test_an_indexed_cluster_job_is_offered_as_one_cluster_of_its_pods(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """Each row is for the whole Instant Cluster: COUNT per pod times its pods, the
+    price of all of them; the first row is the GPU type and data center the planner
+    asks RunPod's cluster create for."""
+    box.add_indexed_job("torchrun", 2)
+    box.tick()  # the gang's create reads the catalog (kept) and posts the cluster
+    [post] = [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+    manifest = tmp_path / "torchrun-job.yaml"
+    manifest.write_text(TORCHRUN_JOB)
+    as_cluster = offers(box, "-f", str(manifest), "-o", "json")
+    assert as_cluster.returncode == 0, as_cluster.stderr
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(TORCHRUN_JOB.replace('runpod.io/cluster: "true"', 'note: "alone"'))
+    single = offers(box, "-f", str(alone), "-o", "json")
+    assert single.returncode == 0, single.stderr
+    grouped_rows, single_rows = json.loads(as_cluster.stdout), json.loads(single.stdout)
+    assert len(grouped_rows) == len(single_rows) > 0
+    for grouped, one in zip(grouped_rows, single_rows, strict=True):
+        assert (grouped["type"], grouped["datacenter"]) == (one["type"], one["datacenter"])
+        assert (grouped["pods"], grouped["count"], one["pods"]) == (2, 1, 1)
+        assert grouped["pricePerHour"] == pytest.approx(2 * one["pricePerHour"])
+    table = offers(box, "-f", str(manifest)).stdout.splitlines()
+    assert " 2 x 1 GPU " in table[1]
+    [pod, _] = box.job_pods("torchrun")
+    named = offers(box, f"default/{pod['metadata']['name']}")
+    assert named.returncode == 0, named.stderr
+    first = named.stdout.splitlines()[1]
+    assert first.startswith(post.body["compute"]["gpuTypeId"] + " "), (first, post.body)
+
+
+def test_a_cluster_job_that_cannot_be_one_is_refused_in_one_line(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "torchrun-job.yaml"
+    manifest.write_text(TORCHRUN_JOB.replace("parallelism: 2", "parallelism: 1"))
+    done = offers(box, "-f", str(manifest), key=True)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "Error: default/torchrun: Job torchrun asks for an Instant Cluster: its parallelism "
+        "(1) must equal its completions (2), so that all its pods run at once"
+    )

@@ -44,6 +44,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from reconciler.sim.clock import SimClock
 from reconciler.sim.kube import KubeSimulator
 from reconciler.sim.kube_jobs import TRACKING_FINALIZER
 from reconciler.sim.kube_protobuf import CONTENT_TYPE as PROTOBUF
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube_resources import JOBS, PODS
 
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
@@ -904,3 +905,161 @@ def test_t10_claim_and_volume_tables_have_kubectls_columns(
         "",
     ]
     assert cells[10] == "Filesystem"
+
+
+def _put_job(sim: KubeSimulator, name: str, **spec: Any) -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": []}}  # the controller makes none
+    sim.put(
+        "jobs",
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "namespace": "default", "finalizers": ["example.com/hold"]},
+            "spec": {"template": template, **spec},
+        },
+    )
+
+
+def test_t11_job_rows_as_print_job_writes_them(sim: KubeSimulator) -> None:
+    """printJob: a work queue of parallelism 1 shows "0/1", of more "0/1 of N"; a Job
+    being deleted is Terminating unless it finished; the selector as
+    FormatLabelSelector writes it (requirements sorted by key), the generated one for a
+    Job without manualSelector."""
+    _put_job(sim, "queue-1", parallelism=1)
+    _put_job(sim, "queue-3", parallelism=3)
+    selector = {
+        "matchLabels": {"team": "ml"},
+        "matchExpressions": [
+            {"key": "tier", "operator": "In", "values": ["gpu", "cpu"]},
+            {"key": "app", "operator": "Exists"},
+            {"key": "zone", "operator": "DoesNotExist"},
+        ],
+    }
+    _put_job(sim, "going", completions=2, selector=selector, manualSelector=True)
+    sim.store.delete(JOBS, "default", "going")
+    rows = {
+        row["cells"][0]: row["cells"]
+        for row in _table(sim, "/apis/batch/v1/namespaces/default/jobs")["rows"]
+    }
+    assert rows["queue-1"][1:3] == ["Running", "0/1"]
+    assert rows["queue-3"][1:3] == ["Running", "0/1 of 3"]
+    assert rows["going"][1:3] == ["Terminating", "0/2"]
+    assert rows["going"][7] == "app,team=ml,tier in (cpu,gpu),!zone"
+    # The API server generated the selector of a Job without manualSelector.
+    uid = (sim.get("jobs", "default", "queue-1") or {})["metadata"]["uid"]
+    assert rows["queue-1"][7] == f"batch.kubernetes.io/controller-uid={uid}"
+    template = (sim.get("jobs", "default", "queue-1") or {})["spec"]["template"]
+    assert template["metadata"]["labels"] == {
+        "job-name": "queue-1",
+        "batch.kubernetes.io/job-name": "queue-1",
+        "controller-uid": uid,
+        "batch.kubernetes.io/controller-uid": uid,
+    }
+
+
+def test_t11_event_rows_as_print_event_writes_them(sim: KubeSimulator, clock: SimClock) -> None:
+    """printEvent: an events.k8s.io-style Event (eventTime, series, reporting fields, no
+    count) shows the series' last time and count and "component, instance"; an Event
+    with no time at all shows <unknown>; an object without a name shows its kind."""
+    now = clock.now()
+    earlier = (now - timedelta(seconds=300)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    later = (now - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    base = {"apiVersion": "v1", "kind": "Event", "type": "Normal", "message": " m "}
+    sim.put(
+        "events",
+        {
+            **base,
+            "metadata": {"name": "series", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Pulled",
+            "eventTime": earlier,
+            "series": {"count": 4, "lastObservedTime": later},
+            "reportingComponent": "kubelet",
+            "reportingInstance": "node-1",
+        },
+    )
+    sim.put(
+        "events",
+        {
+            **base,
+            "metadata": {"name": "timeless", "namespace": "default"},
+            "involvedObject": {"kind": "Node"},
+            "reason": "Starting",
+            "source": {"component": "kubelet"},
+        },
+    )
+    rows = {
+        row["cells"][9]: row["cells"]
+        for row in _table(sim, "/api/v1/namespaces/default/events")["rows"]
+    }
+    assert rows["series"] == [
+        "30s", "Normal", "Pulled", "pod/p", "", "kubelet, node-1", "m", "5m", 4, "series"
+    ]  # fmt: skip
+    assert rows["timeless"] == [
+        "<unknown>", "Normal", "Starting", "node", "", "kubelet", "m", "<unknown>", 1, "timeless"
+    ]  # fmt: skip
+
+
+def test_t12_pod_row_counts_sidecars_and_shows_a_failed_containers_reason(
+    sim: KubeSimulator, clock: SimClock
+) -> None:
+    """printPod: a restartable init container (a sidecar) counts among the containers,
+    ready and restarted as it is; a pod whose last-listed container Completed while an
+    earlier one failed shows the failure, not Completed."""
+    spec = {
+        "nodeName": NODE,
+        "restartPolicy": "Never",
+        "initContainers": [{"name": "proxy", "image": "envoy", "restartPolicy": "Always"}],
+        "containers": [{"name": "c0", "image": "busybox"}, {"name": "c1", "image": "busybox"}],
+    }
+    sim.create_pod({"metadata": {"name": "side", "namespace": "default"}, "spec": spec})
+    finished = (clock.now() - timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sidecar = {
+        **_container("proxy", running={}),
+        "ready": True,
+        "started": True,
+        "restartCount": 2,
+        "lastState": {"terminated": {"exitCode": 1, "finishedAt": finished}},
+    }
+    status = {
+        "phase": "Running",
+        "conditions": [{"type": "Initialized", "status": "True"}],
+        "initContainerStatuses": [sidecar],
+        "containerStatuses": [
+            _container("c0", terminated={"exitCode": 0, "reason": "Completed"}),
+            _container("c1", terminated={"exitCode": 1, "reason": "Error"}),
+        ],
+    }
+    sim.store.patch(
+        PODS, "default", "side", "application/merge-patch+json", {"status": status}, "status"
+    )
+    cells = _table(sim, "/api/v1/namespaces/default/pods/side")["rows"][0]["cells"]
+    assert cells[1:4] == ["1/3", "Error", "2 (40s ago)"]
+
+
+def test_t13_only_the_effective_default_storage_class_is_marked(
+    sim: KubeSimulator, clock: SimClock
+) -> None:
+    """printStorageClassList (v1.37): of the classes annotated as default (GA or beta
+    annotation) only the newest is marked " (default)", of two as new the first by
+    name; printing one class alone marks none."""
+
+    def put(name: str, annotation: str) -> None:
+        sim.put(
+            "storageclasses",
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name, "annotations": {annotation: "true"}},
+                "provisioner": "runpod.io/network-volume",
+            },
+        )
+
+    put("old", "storageclass.kubernetes.io/is-default-class")
+    clock.advance(10)
+    put("zeta", "storageclass.kubernetes.io/is-default-class")
+    put("beta-one", "storageclass.beta.kubernetes.io/is-default-class")
+    listed = _table(sim, "/apis/storage.k8s.io/v1/storageclasses")["rows"]
+    assert [row["cells"][0] for row in listed] == ["beta-one (default)", "old", "zeta"]
+    alone = _table(sim, "/apis/storage.k8s.io/v1/storageclasses/beta-one")["rows"]
+    assert alone[0]["cells"][0] == "beta-one"
