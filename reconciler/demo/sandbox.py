@@ -68,7 +68,12 @@ class Sandbox:
         )
         self.kubelet: KubeletServer | None = None
         self._kubelet_runpod: RunPodClient | None = None
-        self._base_settings = settings or Settings()
+        # The simulator's public IPs are not routed here: its network is the relay,
+        # whichever way the reconciler gets its SSH key (a file or a Secret).
+        base = settings or Settings()
+        self._base_settings = dataclasses.replace(
+            base, ssh_proxy_command=base.ssh_proxy_command or runpod_net.PROXY_COMMAND
+        )
         self.startup_lines = startup_lines
         self.engine: Engine
 
@@ -164,8 +169,6 @@ class Sandbox:
         self.configure(
             ssh_key_file=key_file,
             ssh_public_key=identity.public_line,
-            # The simulator's public IPs are not routed here: its network is the relay.
-            ssh_proxy_command=runpod_net.PROXY_COMMAND,
         )
 
     def configure(self, **changes: Any) -> None:
