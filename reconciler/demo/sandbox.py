@@ -71,8 +71,8 @@ class Sandbox:
         # The simulator's public IPs are not routed here: its network is the relay,
         # whichever way the reconciler gets its SSH key (a file or a Secret).
         base = settings or Settings()
-        self._base_settings = dataclasses.replace(
-            base, ssh_proxy_command=base.ssh_proxy_command or runpod_net.PROXY_COMMAND
+        self._base_settings = base.with_values(
+            ssh_proxy_command=base.ssh.ssh_proxy_command or runpod_net.PROXY_COMMAND
         )
         self.startup_lines = startup_lines
         self.engine: Engine
