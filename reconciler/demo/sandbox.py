@@ -70,6 +70,11 @@ class Sandbox:
         self.kubelet: KubeletServer | None = None
         self._kubelet_runpod: RunPodClient | None = None
         self._base_settings = settings or Settings()
+        if not self._base_settings.ssh_proxy_command:
+            # The simulator's public IPs are not routed here: its network is the relay.
+            self._base_settings = dataclasses.replace(
+                self._base_settings, ssh_proxy_command=runpod_net.PROXY_COMMAND
+            )
         self.startup_lines = startup_lines
         self.engine: Engine
 
@@ -162,12 +167,7 @@ class Sandbox:
         does: instances created from now on run sshd with it; call before
         `start_kubelet` for exec."""
         identity = load_identity(key_file)
-        self.configure(
-            ssh_key_file=key_file,
-            ssh_public_key=identity.public_line,
-            # The simulator's public IPs are not routed here: its network is the relay.
-            ssh_proxy_command=runpod_net.PROXY_COMMAND,
-        )
+        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

@@ -160,5 +160,10 @@ def reconciler_exec(box: Sandbox, secret: str) -> subprocess.CompletedProcess[st
         *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
         *("--ssh-key-secret", secret, "default/train", "--", "echo", "hi"),
     ]
-    env = {**os.environ, "RUNPOD_API_KEY": API_KEY}
+    env = {
+        **os.environ,
+        "RUNPOD_API_KEY": API_KEY,
+        # The simulator's public IPs are reached through its network's relay.
+        "RECONCILER_SSH_PROXY_COMMAND": box.settings.ssh_proxy_command,
+    }
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
