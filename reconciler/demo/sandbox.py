@@ -69,12 +69,12 @@ class Sandbox:
         )
         self.kubelet: KubeletServer | None = None
         self._kubelet_runpod: RunPodClient | None = None
-        self._base_settings = settings or Settings()
-        if not self._base_settings.ssh_proxy_command:
-            # The simulator's public IPs are not routed here: its network is the relay.
-            self._base_settings = dataclasses.replace(
-                self._base_settings, ssh_proxy_command=runpod_net.PROXY_COMMAND
-            )
+        # The simulator's public IPs are not routed here: its network is the relay,
+        # whichever way the reconciler gets its SSH key (a file or a Secret).
+        base = settings or Settings()
+        self._base_settings = dataclasses.replace(
+            base, ssh_proxy_command=base.ssh_proxy_command or runpod_net.PROXY_COMMAND
+        )
         self.startup_lines = startup_lines
         self.engine: Engine
 
@@ -167,7 +167,10 @@ class Sandbox:
         does: instances created from now on run sshd with it; call before
         `start_kubelet` for exec."""
         identity = load_identity(key_file)
-        self.configure(ssh_key_file=key_file, ssh_public_key=identity.public_line)
+        self.configure(
+            ssh_key_file=key_file,
+            ssh_public_key=identity.public_line,
+        )
 
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's

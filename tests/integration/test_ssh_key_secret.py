@@ -24,6 +24,7 @@ from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet import sshkey
 from reconciler.runtime.kubelet.sshkey import SshKeyError, secret_identity
 from reconciler.runtime.leader import default_namespace
+from reconciler.sim import runpod_net
 
 NAME = "runpod-reconciler-ssh"
 SETTINGS = Settings(ssh_key_secret=NAME)
@@ -160,10 +161,10 @@ def reconciler_exec(box: Sandbox, secret: str) -> subprocess.CompletedProcess[st
         *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
         *("--ssh-key-secret", secret, "default/train", "--", "echo", "hi"),
     ]
+    # The simulator's public IPs are reached through its relay, as every exec test does.
     env = {
         **os.environ,
         "RUNPOD_API_KEY": API_KEY,
-        # The simulator's public IPs are reached through its network's relay.
-        "RECONCILER_SSH_PROXY_COMMAND": box.settings.ssh_proxy_command,
+        "RECONCILER_SSH_PROXY_COMMAND": runpod_net.PROXY_COMMAND,
     }
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)

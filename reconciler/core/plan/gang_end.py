@@ -103,17 +103,17 @@ def failure(row: ClusterRecord, reason: PodReason, message: str) -> ClusterRecor
     return row.changed(reason=reason, message=message)
 
 
-def deadline_passed(t: Situation, pods: Sequence[KubeObject]) -> str | None:
+def deadline_passed(tick: Situation, pods: Sequence[KubeObject]) -> str | None:
     """Why the gang is past its deadline (one pod's is enough: none runs alone), or None."""
     for pod in pods:
-        if podinfo.deadline_passed(pod, t.now):
+        if podinfo.deadline_passed(pod, tick.now):
             name = PodRef.of(pod).name
             return f"pod {name} passed its spec.activeDeadlineSeconds: the gang fails"
     return None
 
 
 def delete(
-    t: Situation,
+    tick: Situation,
     cluster_id: str | None,
     row: ClusterRecord | None,
     detail: str,
@@ -126,16 +126,16 @@ def delete(
     failed (the executor checks), as an instance waits for its pod's end."""
     if cluster_id is None:
         return []
-    pause = min(DELETE_PAUSE_SECONDS, t.settings.create_grace_time)
-    if row is not None and t.within(row.delete_answered_at, pause):
+    pause = min(DELETE_PAUSE_SECONDS, tick.settings.create_grace_time)
+    if row is not None and tick.within(row.delete_answered_at, pause):
         return []
-    deleting = row.changed(state=ClusterState.DELETING, updated_at=t.now) if row else None
+    deleting = row.changed(state=ClusterState.DELETING, updated_at=tick.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)
     return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
 
 
 def fail(
-    t: Situation,
+    tick: Situation,
     pods: Sequence[KubeObject],
     message: str,
     reason: PodReason = PodReason.CLUSTER_MEMBER_FAILED,
@@ -147,14 +147,14 @@ def fail(
             continue
         ref = PodRef.of(pod)
         status = pod_status.pod_status(
-            pod, None, exit_code=None, now=t.now, reason=reason, message=message
+            pod, None, exit_code=None, now=tick.now, reason=reason, message=message
         )
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
     return actions
 
 
 def settle_recorded(
-    t: Situation,
+    tick: Situation,
     job: str,
     active: list[KubeObject],
     rows: Mapping[str, ClusterRecord],
@@ -178,16 +178,16 @@ def settle_recorded(
             settled.setdefault(row.gang, (row, []))[1].append(pod)
     actions: list[Action] = []
     for row, group in settled.values():
-        actions += settle(t, group, row)
+        actions += settle(tick, group, row)
         if row.cluster_id in listed:
             why = TerminateReason.PROCESS_ENDED if row.exit_code is not None else None
             reason = why or TerminateReason.POD_FAILED
-            actions += delete(t, row.cluster_id, row, "its gang ended", group, reason)
+            actions += delete(tick, row.cluster_id, row, "its gang ended", group, reason)
     left = {id(p) for _, group in settled.values() for p in group}
     return actions, [p for p in active if id(p) not in left]
 
 
-def settle(t: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:
+def settle(tick: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:
     """Each pod's terminal status from the gang's recorded end, as a kubelet shows one:
     rank 0's exit code on rank 0 (Succeeded with 0, else Failed with it), the gang's
     success (exit 0) or its failure's reason on the others."""
@@ -198,7 +198,7 @@ def settle(t: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list
         ref = PodRef.of(pod)
         code, reason, message = _end_of(pod, row)
         status = pod_status.pod_status(
-            pod, None, exit_code=code, now=t.now, reason=reason, message=message
+            pod, None, exit_code=code, now=tick.now, reason=reason, message=message
         )
         if reason is None:
             text = message or ""

@@ -39,8 +39,6 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.domain import (
-    Cloud,
-    CreateRequest,
     Instance,
     KubeObject,
 )
@@ -71,16 +69,16 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
 
-def plan_gangs(t: Situation) -> list[Action]:
-    members = members_by_gang(t.obs.members, t.settings.owner_id)
-    rows = {row.gang: row for row in t.obs.clusters}
+def plan_gangs(tick: Situation) -> list[Action]:
+    members = members_by_gang(tick.obs.members, tick.settings.owner_id)
+    rows = {row.gang: row for row in tick.obs.clusters}
     by_job: dict[str, list[KubeObject]] = {}
     actions: list[Action] = []
-    for pod in t.obs.gang_pods:
+    for pod in tick.obs.gang_pods:
         job = job_uid(pod)
         if job is None:
             message = GANG_REFUSALS[GangRefusal.NOT_A_JOB]
-            actions += _wait(t, [pod], PodReason.INVALID_CLUSTER_JOB, message)
+            actions += _wait(tick, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
             by_job.setdefault(job, []).append(pod)
     # Each gang sees its own Job's members and rows: looked up, not searched for, so
@@ -91,11 +89,11 @@ def plan_gangs(t: Situation) -> list[Action]:
     current: set[str] = set()
     for job, pods in by_job.items():
         decided, key = _gang(
-            t, job, pods, members_of.get(job, {}), rows_of.get(job, {}), listed_ids
+            tick, job, pods, members_of.get(job, {}), rows_of.get(job, {}), listed_ids
         )
         actions += decided
         current.add(key)
-    return actions + _collect(t, members, rows, by_job, current)
+    return actions + _collect(tick, members, rows, by_job, current)
 
 
 _V = TypeVar("_V")
@@ -109,7 +107,7 @@ def _by_job(by_gang: Mapping[str, _V]) -> dict[str, dict[str, _V]]:
 
 
 def _gang(
-    t: Situation,
+    tick: Situation,
     job: str,
     pods: list[KubeObject],
     members: Mapping[str, Sequence[Instance]],
@@ -119,14 +117,14 @@ def _gang(
     """One Job's gang: its actions, and its key. `members` and `rows` are the Job's,
     `listed_ids` every cluster the list shows."""
     active = [p for p in pods if is_live(p)]
-    actions, active = gang_end.settle_recorded(t, job, active, rows, listed_ids)
+    actions, active = gang_end.settle_recorded(tick, job, active, rows, listed_ids)
     key = gang_key(job, active)
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
     current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
     for second, born in extra.items():
-        if born is not None and not t.within(born, t.settings.create_grace_time):
+        if born is not None and not tick.within(born, tick.settings.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
-            actions += gang_end.delete(t, second, None, detail, (), TerminateReason.DUPLICATE)
+            actions += gang_end.delete(tick, second, None, detail, (), TerminateReason.DUPLICATE)
     cluster_id = current[0].cluster_id if current else None
     # A live pod that ran in another cluster of its Job than its gang's has lost its
     # member. The annotation is anyone's to write who may edit the pod: it counts only
@@ -139,7 +137,7 @@ def _gang(
     ended = {
         listed[0].cluster_id: (gang, code)
         for gang, listed in members.items()
-        if gang != key and (code := t.obs.gang_results.get(gang)) is not None
+        if gang != key and (code := tick.obs.gang_results.get(gang)) is not None
     }
     broken = [
         p
@@ -147,11 +145,11 @@ def _gang(
         if podinfo.pod_annotations(p).get(CLUSTER_ID) in known - {None, cluster_id, *ended}
     ]
     actions += gang_end.fail(
-        t, broken, "a pod of its gang ended or went, so its cluster was deleted"
+        tick, broken, "a pod of its gang ended or went, so its cluster was deleted"
     )
     for old, (gang, code) in ended.items():
         ran = [p for p in pods if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
-        actions += _ended_before_a_pod_went(t, gang, old, code, ran, rows.get(gang))
+        actions += _ended_before_a_pod_went(tick, gang, old, code, ran, rows.get(gang))
         active = [p for p in active if p not in ran]
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
@@ -159,19 +157,19 @@ def _gang(
         if gang != key and old not in sent:
             detail = "the gang it ran changed (a pod of it ended or went)"
             ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
-            actions += gang_end.delete(t, old, rows.get(gang), detail, ran)
-    actions += _finalize(t, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
+            actions += gang_end.delete(tick, old, rows.get(gang), detail, ran)
+    actions += _finalize(tick, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in active if p not in broken]
-    late = gang_end.deadline_passed(t, healthy)
-    if late is not None and t.obs.gang_results.get(key) is None:  # a result read wins
-        return actions + _end_early(t, key, cluster_id, rows.get(key), late, healthy), key
+    late = gang_end.deadline_passed(tick, healthy)
+    if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
+        return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
     if current:
-        return actions + _run(t, key, healthy, current, rows.get(key)), key
-    return actions + _without_cluster(t, job, key, healthy, rows.get(key)), key
+        return actions + _run(tick, key, healthy, current, rows.get(key)), key
+    return actions + _without_cluster(tick, job, key, healthy, rows.get(key)), key
 
 
 def _ended_before_a_pod_went(
-    t: Situation,
+    tick: Situation,
     gang: str,
     cluster_id: str | None,
     code: int,
@@ -182,15 +180,15 @@ def _ended_before_a_pod_went(
     gang ended, as a kubelet shows a container that exited before its pod's deletion."""
     if not pods:
         return []
-    base = (row or _new_row(t, gang, pods, ClusterState.RUNNING)).changed(cluster_id=cluster_id)
-    ended = gang_end.result(base, code, t.now)
+    base = (row or _new_row(tick, gang, pods, ClusterState.RUNNING)).changed(cluster_id=cluster_id)
+    ended = gang_end.result(base, code, tick.now)
     detail = f"rank 0 exited with {code} before a pod of its gang went: the gang ended"
-    deleted = gang_end.delete(t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
-    return [*gang_end.settle(t, pods, ended), *deleted]
+    deleted = gang_end.delete(tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+    return [*gang_end.settle(tick, pods, ended), *deleted]
 
 
 def _end_early(
-    t: Situation,
+    tick: Situation,
     key: str,
     cluster_id: str | None,
     row: ClusterRecord | None,
@@ -199,12 +197,12 @@ def _end_early(
 ) -> list[Action]:
     """The gang is past its deadline: its pods fail, its cluster (if any) goes."""
     reason = PodReason.DEADLINE_EXCEEDED
-    base = row or _new_row(t, key, pods, ClusterState.RUNNING)
+    base = row or _new_row(tick, key, pods, ClusterState.RUNNING)
     ended = gang_end.failure(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
-    deleted = gang_end.delete(t, cluster_id, ended, message, pods)
-    return [*gang_end.fail(t, pods, message, reason), *deleted]
+    deleted = gang_end.delete(tick, cluster_id, ended, message, pods)
+    return [*gang_end.fail(tick, pods, message, reason), *deleted]
 
 
 def _one_cluster(
@@ -233,7 +231,7 @@ def _one_cluster(
 
 
 def _run(
-    t: Situation,
+    tick: Situation,
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
@@ -246,7 +244,7 @@ def _run(
     # A row of this cluster stays as it is once running, or once the gang's end is in it.
     settled = row is not None and (row.state is ClusterState.RUNNING or row.ended)
     if row is None or row.cluster_id != cluster_id or not settled:
-        kept = _adopted(t, key, pods, members, row, cluster_id)
+        kept = _adopted(tick, key, pods, members, row, cluster_id)
     assert kept is not None
     failed = [m for m in members if m.status in gang_end.ENDED]
     if failed:
@@ -254,37 +252,37 @@ def _run(
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
-            *gang_end.fail(t, pods, message),
-            *gang_end.delete(t, cluster_id, ended, detail, pods),
+            *gang_end.fail(tick, pods, message),
+            *gang_end.delete(tick, cluster_id, ended, detail, pods),
         ]
-    if key in t.obs.gang_results:
-        kept = kept.changed(result_checked_at=t.now)
-        code = t.obs.gang_results[key]
+    if key in tick.obs.gang_results:
+        kept = kept.changed(result_checked_at=tick.now)
+        code = tick.obs.gang_results[key]
         if code is not None:
-            ended = gang_end.result(kept, code, t.now)
+            ended = gang_end.result(kept, code, tick.now)
             detail = f"rank 0 exited with {code}: the gang ended"
             deleted = gang_end.delete(
-                t, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+                tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
             )
-            return [*gang_end.settle(t, pods, ended), *deleted]
+            return [*gang_end.settle(tick, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
         index = index_of(pod)
         member = by_rank.get(index) if index is not None else None
-        actions += _mirror(t, pod, member, cluster_id)
+        actions += _mirror(tick, pod, member, cluster_id)
     return actions
 
 
 def _adopted(
-    t: Situation,
+    tick: Situation,
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
     row: ClusterRecord | None,
     cluster_id: str,
 ) -> ClusterRecord:
-    base = row or _new_row(t, key, pods, ClusterState.RUNNING)
+    base = row or _new_row(tick, key, pods, ClusterState.RUNNING)
     return base.changed(
         state=ClusterState.RUNNING,
         cluster_id=cluster_id,
@@ -294,19 +292,19 @@ def _adopted(
         reason=None,
         message=None,
         delete_answered_at=None if base.cluster_id != cluster_id else base.delete_answered_at,
-        updated_at=t.now,
+        updated_at=tick.now,
     )
 
 
 def _mirror(
-    t: Situation, pod: KubeObject, member: Instance | None, cluster_id: str
+    tick: Situation, pod: KubeObject, member: Instance | None, cluster_id: str
 ) -> list[Action]:
     """The pod shows its member: status, overlay IP, rank, id (only when that changed)."""
     if member is None:  # ranks are assigned while the cluster provisions
-        status = pod_status.pod_status(pod, None, exit_code=None, now=t.now)
+        status = pod_status.pod_status(pod, None, exit_code=None, now=tick.now)
         annotations: dict[str, str | None] = {CLUSTER_ID: cluster_id}
     else:
-        status = pod_status.pod_status(pod, member, exit_code=None, now=t.now)
+        status = pod_status.pod_status(pod, member, exit_code=None, now=tick.now)
         if member.overlay_ip:
             status.update(podIP=member.overlay_ip, podIPs=[{"ip": member.overlay_ip}])
         annotations = {
@@ -343,40 +341,42 @@ def _state_reason(state: Mapping[str, Any]) -> object:
 
 
 def _without_cluster(
-    t: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRecord | None
+    tick: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRecord | None
 ) -> list[Action]:
     """No cluster listed for this gang: wait for its pods, its create, or create it."""
     if not pods:
         return []
     if row is not None and row.state is ClusterState.RUNNING:
-        if t.within(row.updated_at, t.settings.create_grace_time):
+        if tick.within(row.updated_at, tick.settings.create_grace_time):
             return []  # just made: the list can lag behind the create
         detail = f"cluster {row.cluster_id} is gone"
-        return [DeleteClusterRow(key), *gang_end.fail(t, pods, f"{detail}: the gang fails")]
+        return [DeleteClusterRow(key), *gang_end.fail(tick, pods, f"{detail}: the gang fails")]
     creating = row is not None and row.state is ClusterState.CREATING
-    if creating and t.within(row.attempt_started_at if row else None, t.settings.create_grace_time):
+    if creating and tick.within(
+        row.attempt_started_at if row else None, tick.settings.create_grace_time
+    ):
         return []  # in flight or in doubt: its members may yet be listed
-    inputs = t.obs.gang_inputs.get(job)
+    inputs = tick.obs.gang_inputs.get(job)
     if inputs is None or inputs.job is None:
         message = "waiting for the pod's Job to be read"
-        return _wait(t, pods, PodReason.CLUSTER_FORMING, message)
+        return _wait(tick, pods, PodReason.CLUSTER_FORMING, message)
     refused = clusters.why_not_a_cluster(inputs.job, pods)
     if refused is not None:
-        return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
+        return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     size = int(inputs.job["spec"]["completions"])
     indexes = sorted(i for i in (index_of(p) for p in pods) if i is not None)
     if indexes != list(range(size)):
         name = inputs.job["metadata"]["name"]
         message = f"waiting for all {size} pods of Job {name} ({len(pods)} on the node)"
-        return _wait(t, pods, PodReason.CLUSTER_FORMING, message)
-    refused_lately = row is not None and t.within(row.updated_at, REFUSAL_RETRY_SECONDS)
+        return _wait(tick, pods, PodReason.CLUSTER_FORMING, message)
+    refused_lately = row is not None and tick.within(row.updated_at, REFUSAL_RETRY_SECONDS)
     if row is not None and row.state is ClusterState.REFUSED and row.reason and refused_lately:
-        return _wait(t, pods, row.reason, row.message or row.reason.value)
-    return _create(t, key, pods, inputs, row)
+        return _wait(tick, pods, row.reason, row.message or row.reason.value)
+    return _create(tick, key, pods, inputs, row)
 
 
 def _create(
-    t: Situation,
+    tick: Situation,
     key: str,
     pods: list[KubeObject],
     inputs: CreateInputs,
@@ -387,23 +387,29 @@ def _create(
         if inputs.error is not None:
             raise inputs.error
         requests = create_requests(
-            ordered[0], inputs.job, inputs.sources, t.obs.catalog, t.settings, t.settings.owner_id
+            ordered[0],
+            inputs.job,
+            inputs.sources,
+            tick.obs.catalog,
+            tick.settings,
+            tick.settings.owner_id,
         )
     except TranslationError as exc:
-        return _wait(t, pods, exc.reason, str(exc))
+        return _wait(tick, pods, exc.reason, str(exc))
     job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
-    refused = _unclusterable(requests, inputs, job)
+    pulls_privately = inputs.pull_secret is not None or bool(inputs.registry_auth_id)
+    refused = clusters.why_not_clusterable(requests, job, pulls_privately)
     if refused is not None:
-        return _wait(t, pods, PodReason.INVALID_CLUSTER_JOB, refused)
+        return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     candidates = tuple(clusters.cluster_request(r, key, ordered[0], len(pods)) for r in requests)
     namespace = PodRef.of(ordered[0]).namespace
-    candidates, over = spending.admit_cluster(t, namespace, candidates, len(pods))
+    candidates, over = spending.admit_cluster(tick, namespace, candidates, len(pods))
     if over is not None:
-        return _wait(t, pods, PodReason.BUDGET_EXCEEDED, over)
-    intent = (row or _new_row(t, key, pods, ClusterState.CREATING)).changed(
+        return _wait(tick, pods, PodReason.BUDGET_EXCEEDED, over)
+    intent = (row or _new_row(tick, key, pods, ClusterState.CREATING)).changed(
         state=ClusterState.CREATING,
-        attempt_started_at=t.now,
-        updated_at=t.now,
+        attempt_started_at=tick.now,
+        updated_at=tick.now,
         pod_count=len(pods),
         # While the create is in doubt the caps count it at the dearest price tried.
         cost_per_hr=max(c.hourly_price for c in candidates),
@@ -411,38 +417,27 @@ def _create(
     return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
 
 
-def _unclusterable(requests: Sequence[CreateRequest], inputs: CreateInputs, job: str) -> str | None:
-    first = requests[0]
-    if first.cpu_flavor_id:
-        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
-    if first.registry_auth_id or inputs.pull_secret is not None or inputs.registry_auth_id:
-        return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
-    if first.template_id:
-        return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
-    if first.network_volume is not None:
-        return GANG_REFUSALS[GangRefusal.NETWORK_VOLUME].format(job=job)
-    if all(r.cloud is not Cloud.SECURE for r in requests):
-        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
-    return None
-
-
-def _new_row(t: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRecord:
+def _new_row(
+    tick: Situation, key: str, pods: list[KubeObject], state: ClusterState
+) -> ClusterRecord:
     pod = pods[0]
     namespace = PodRef.of(pod).namespace
-    return ClusterRecord(key, key.partition("/")[0], namespace, job_name(pod), state, t.now, t.now)
+    return ClusterRecord(
+        key, key.partition("/")[0], namespace, job_name(pod), state, tick.now, tick.now
+    )
 
 
 def _wait(
-    t: Situation, pods: Sequence[KubeObject], reason: PodReason, message: str
+    tick: Situation, pods: Sequence[KubeObject], reason: PodReason, message: str
 ) -> list[Action]:
     """Keep the pods Pending with `reason`, or fail them once they waited too long."""
     actions: list[Action] = []
     for pod in pods:
-        if waited_too_long(t, pod):
-            actions += gang_end.fail(t, [pod], gave_up(t, message), reason)
+        if waited_too_long(tick, pod):
+            actions += gang_end.fail(tick, [pod], gave_up(tick, message), reason)
             continue
         status = pod_status.pod_status(
-            pod, None, exit_code=None, now=t.now, reason=reason, message=message, pending=True
+            pod, None, exit_code=None, now=tick.now, reason=reason, message=message, pending=True
         )
         if _shown(status) == _shown(pod.get("status") or {}):
             continue
@@ -451,20 +446,20 @@ def _wait(
     return actions
 
 
-def _finalize(t: Situation, deleting: list[KubeObject], listed: set[str | None]) -> list[Action]:
+def _finalize(tick: Situation, deleting: list[KubeObject], listed: set[str | None]) -> list[Action]:
     """Finish deleted pods like a kubelet, each once its cluster is gone from the list."""
     actions: list[Action] = []
     for pod in deleting:
         shown = podinfo.pod_annotations(pod)
         if shown.get(CLUSTER_ID) in listed:
             continue
-        final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=t.now)
+        final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=tick.now)
         actions.append(FinalizePod(PodRef.of(pod), None, final))
     return actions
 
 
 def _collect(
-    t: Situation,
+    tick: Situation,
     members: Mapping[str, Sequence[Instance]],
     rows: Mapping[str, ClusterRecord],
     by_job: Mapping[str, list[KubeObject]],
@@ -479,16 +474,18 @@ def _collect(
         if key_job(gang) in by_job:
             continue
         born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and t.within(born, t.settings.orphan_grace_time):
+        if born is not None and tick.within(born, tick.settings.orphan_grace_time):
             continue
         detail = "no pod of its Job is left on the node"
         actions += gang_end.delete(
-            t, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
+            tick, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
         )
     for gang, row in rows.items():
         if gang in members or gang in current:
             continue
         since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
-        if not t.within(since, t.settings.create_grace_time + t.settings.orphan_grace_time):
+        if not tick.within(
+            since, tick.settings.create_grace_time + tick.settings.orphan_grace_time
+        ):
             actions.append(DeleteClusterRow(gang))
     return actions

@@ -28,7 +28,7 @@ from reconciler.core.actions import PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
-from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
+from reconciler.core.domain import Cloud, ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 
@@ -222,6 +222,25 @@ def cluster_request(request: CreateRequest, key: str, pod: KubeObject, size: int
         args = wrap_for_batch(command, nonce, member=True) if command is not None else None
     name = request.name.rsplit("-", 1)[0][:50] + f"-{key[-8:]}"
     return ClusterRequest(replace(request, name=name, args=args, env=env), size)
+
+
+def why_not_clusterable(
+    requests: Sequence[CreateRequest], job: str, pulls_privately: bool
+) -> str | None:
+    """Why an Instant Cluster cannot run what a gang's pods ask for: GPUs in Secure Cloud
+    only, and no registry auth, template or network volume on the members."""
+    first = requests[0]
+    if first.cpu_flavor_id:
+        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
+    if first.registry_auth_id or pulls_privately:
+        return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
+    if first.template_id:
+        return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
+    if first.network_volume is not None:
+        return GANG_REFUSALS[GangRefusal.NETWORK_VOLUME].format(job=job)
+    if all(r.cloud is not Cloud.SECURE for r in requests):
+        return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
+    return None
 
 
 def why_not_a_cluster(job: KubeObject, pods: list[KubeObject]) -> str | None:
