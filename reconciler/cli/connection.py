@@ -1,10 +1,12 @@
-"""How a command reaches the cluster and RunPod: the flags `sync`, `drain` and `logs`
-share, and one place that turns a failure to reach either into a one-line error."""
+"""How a command reaches the cluster and RunPod: the flags `sync`, `drain`, `logs`, `exec`
+and `offers` share (`connection_options`), and one place that turns a failure to reach
+either into a one-line error."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import click
 
@@ -42,6 +44,24 @@ runpod_api_key_option = click.option(
     show_default=False,
     help="RunPod API key (prefer the environment variable).",
 )
+
+
+F = Callable[..., Any]
+
+
+def connection_options(runpod_api_key: bool = True) -> Callable[[F], F]:
+    """--kubeconfig, --context, --runpod-url and, unless the command declares its own
+    (`offers` needs the key only sometimes), the required --runpod-api-key."""
+    options = [kubeconfig_option, context_option, runpod_url_option]
+    if runpod_api_key:
+        options.append(runpod_api_key_option)
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 @contextmanager

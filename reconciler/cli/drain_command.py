@@ -11,11 +11,8 @@ import click
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.cli.connection import (
-    context_option,
-    kubeconfig_option,
+    connection_options,
     reaching,
-    runpod_api_key_option,
-    runpod_url_option,
 )
 from reconciler.cli.options import settings_from, settings_options
 from reconciler.cli.output import output_option
@@ -39,10 +36,7 @@ from reconciler.runtime.wiring import resolve_owner
     help="Drain even while a reconciler still beats the virtual node's heartbeat.",
 )
 @output_option
-@kubeconfig_option
-@context_option
-@runpod_url_option
-@runpod_api_key_option
+@connection_options()
 @settings_options
 def drain(
     timeout: float,
@@ -68,7 +62,7 @@ def drain(
             try:
                 settings = resolve_owner(settings, kube)
                 if not force:
-                    check_no_reconciler(kube, settings.node_name, utcnow())
+                    check_no_reconciler(kube, settings.node.node_name, utcnow())
             finally:
                 kube.close()
             with RunPodClient(runpod_api_key, runpod_url) as runpod:

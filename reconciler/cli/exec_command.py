@@ -20,14 +20,11 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import SshConnector, SshError, run_command
 from reconciler.cli.connection import (
-    context_option,
-    kubeconfig_option,
+    connection_options,
     reaching,
-    runpod_api_key_option,
-    runpod_url_option,
 )
+from reconciler.cli.options import some_settings_options
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
-from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.translate.ssh import remote_command
 from reconciler.runtime import process_log
 from reconciler.runtime.engine import utcnow
@@ -66,16 +63,8 @@ from reconciler.runtime.wiring import open_store
     help="An OpenSSH ProxyCommand (%h host, %p port) to reach the instance's sshd through "
     "(empty: connect directly).",
 )
-@kubeconfig_option
-@context_option
-@runpod_url_option
-@runpod_api_key_option
-@click.option(
-    "--node-name",
-    envvar="RECONCILER_NODE_NAME",
-    default=DEFAULT_NODE_NAME,
-    help="The virtual node.",
-)
+@connection_options()
+@some_settings_options("node_name")
 @click.pass_obj
 def exec_command(
     obj: Any,

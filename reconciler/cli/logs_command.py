@@ -13,14 +13,11 @@ import click
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.cli.connection import (
-    context_option,
-    kubeconfig_option,
+    connection_options,
     reaching,
-    runpod_api_key_option,
-    runpod_url_option,
 )
+from reconciler.cli.options import some_settings_options
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
-from reconciler.core.config import DEFAULT_NODE_NAME
 from reconciler.core.logs.kubectl_logs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
 from reconciler.runtime.logs.sources import LogError, PodLogs
@@ -56,16 +53,8 @@ def parse_duration(text: str) -> timedelta:
 )
 @click.option("--since", default=None, help="Only lines newer than this, e.g. 5m or 1h.")
 @click.option("--timestamps", is_flag=True, help="Prefix each line with its time.")
-@kubeconfig_option
-@context_option
-@runpod_url_option
-@runpod_api_key_option
-@click.option(
-    "--node-name",
-    envvar="RECONCILER_NODE_NAME",
-    default=DEFAULT_NODE_NAME,
-    help="The virtual node.",
-)
+@connection_options()
+@some_settings_options("node_name")
 @click.pass_obj
 def logs_command(
     obj: Any,

@@ -23,10 +23,8 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store import db
 from reconciler.cli.connection import (
-    context_option,
-    kubeconfig_option,
+    connection_options,
     reaching,
-    runpod_url_option,
 )
 from reconciler.cli.options import settings_from, some_settings_options
 from reconciler.cli.output import output_option
@@ -66,9 +64,7 @@ class Catalog:
     help="A manifest holding one Pod or Job ('-': standard input), instead of a pod.",
 )
 @namespace_option
-@kubeconfig_option
-@context_option
-@runpod_url_option
+@connection_options(runpod_api_key=False)
 @click.option(
     "--runpod-api-key",
     envvar="RUNPOD_API_KEY",
@@ -209,7 +205,7 @@ def _catalog(
     database_url: str, on_cpu: bool, settings: Settings, runpod_url: str, api_key: str | None
 ) -> Catalog:
     kind = "CPU" if on_cpu else "GPU"
-    kept, why = _kept_copy(database_url, "cpu" if on_cpu else "gpu", settings.catalog_ttl)
+    kept, why = _kept_copy(database_url, "cpu" if on_cpu else "gpu", settings.timing.catalog_ttl)
     if kept is not None:
         return Catalog(kept, None)
     if not api_key:

@@ -15,7 +15,14 @@ from typing import Any
 
 import click
 
-from reconciler.core.config import Flag, Settings, envvar_of, settings_fields, settings_problems
+from reconciler.core.config import (
+    Flag,
+    Settings,
+    envvar_of,
+    setting_types,
+    settings_fields,
+    settings_problems,
+)
 
 F = Callable[..., Any]
 
@@ -66,7 +73,7 @@ def _with_settings(command: F, names: tuple[str, ...] | None) -> F:
     return command
 
 
-_TYPES = typing.get_type_hints(Settings)
+_TYPES = setting_types()
 
 
 def _click_type(kind: Any) -> Any:
@@ -93,7 +100,7 @@ def settings_from(options: dict[str, Any]) -> Settings:
         for item, flag in settings_fields()
         if item.name in options
     }
-    settings = Settings(**values)
+    settings = Settings.of(**values)
     flags = {item.name: flag.flag for item, flag in settings_fields()}
     for name, problem in settings_problems(settings):
         raise setting_error(flags[name], name, problem)

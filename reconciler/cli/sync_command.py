@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 import sys
@@ -18,10 +17,7 @@ from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate
 from reconciler.cli import summary
 from reconciler.cli.connection import (
-    context_option,
-    kubeconfig_option,
-    runpod_api_key_option,
-    runpod_url_option,
+    connection_options,
 )
 from reconciler.cli.context import CliContext, require_latest_schema
 from reconciler.cli.options import SettingsError, settings_from, settings_options
@@ -49,10 +45,7 @@ log = logging.getLogger(__name__)
 @click.option("--once", is_flag=True, help="Run one tick and exit (the CronJob mode).")
 @click.option("--dry-run", is_flag=True, help="With --once: print the plan, change nothing.")
 @output_option
-@kubeconfig_option
-@context_option
-@runpod_url_option
-@runpod_api_key_option
+@connection_options()
 @click.option(
     "--migrate/--no-migrate",
     "upgrade",
@@ -182,7 +175,7 @@ def sync(
     if once:
         # No kubelet endpoint runs in CronJob mode, and the run's pod (its IP) is gone
         # when it ends: the node advertises no endpoint; `reconciler logs` reads logs.
-        settings = dataclasses.replace(settings, kubelet_port=0)
+        settings = settings.with_values(kubelet_port=0)
     try:
         if once:
             if not _run_once(obj, settings, conn, dry_run, output, stay, heartbeat_interval):
@@ -218,13 +211,13 @@ def _check_loop_options(
 
 def _with_ssh_key(settings: Settings) -> Settings:
     """The settings with the public half of `--ssh-key-file` (made if missing)."""
-    if not settings.ssh_key_file:
+    if not settings.ssh.ssh_key_file:
         return settings
     try:
-        identity = load_identity(settings.ssh_key_file)
+        identity = load_identity(settings.ssh.ssh_key_file)
     except SshKeyError as exc:
         raise click.ClickException(str(exc)) from None
-    return dataclasses.replace(settings, ssh_public_key=identity.public_line)
+    return settings.with_values(ssh_public_key=identity.public_line)
 
 
 def _run_once(

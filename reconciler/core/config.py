@@ -1,4 +1,5 @@
-"""Typed settings: one frozen dataclass, filled by the CLI from flags or RECONCILER_* vars.
+"""Typed settings: frozen dataclasses in groups by concern, filled by the CLI from flags or
+RECONCILER_* vars.
 
 Each setting is declared once, as a field made by `setting()`: its default, its flag
 (the environment variable is derived from it), its help and what values it takes. The
@@ -12,10 +13,12 @@ reads the environment itself.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import ipaddress
 import math
 import re
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
@@ -129,7 +132,9 @@ class PodsWithoutGpu(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Settings:
+class NodeSettings:
+    """The virtual node: its name, whose cluster it serves, and the capacity it shows."""
+
     node_name: str = setting(
         DEFAULT_NODE_NAME,
         "--node-name",
@@ -137,20 +142,52 @@ class Settings:
         parse=_node_name,
         check=node_name_problem,
     )
+
     cluster_id: str = setting(
         "",
         "--cluster-id",
         "Cluster half of the owner id tagged on instances (default: kube-system's UID).",
     )
-    max_gpu_price: float = setting(
-        2.0,
-        "--max-gpu-price",
-        "USD/h a pod may cost without a runpod.io/max-price annotation.",
-        limits=(0.01, 10_000, "a price in USD per hour"),
+
+    node_gpus: int = setting(
+        1000,
+        "--node-gpus",
+        "nvidia.com/gpu capacity of the virtual node.",
+        limits=(0, 1_000_000_000, "a number of GPUs"),
     )
+
+    node_pods: int = setting(
+        1000,
+        "--node-pods",
+        "Pod capacity of the virtual node.",
+        limits=(0, 1_000_000_000, "a number of pods"),
+    )
+
+    node_cpu: str = setting(
+        "4k",
+        "--node-cpu",
+        "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form (4k, not 4000).",
+        parse=canonical_quantity,
+    )
+
+    node_memory: str = setting(
+        "16Ti",
+        "--node-memory",
+        "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
+        "server's canonical form.",
+        parse=canonical_quantity,
+    )
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """Where and on what a pod runs, and when a pending pod is offloaded."""
+
     cloud: Cloud = setting(
         Cloud.SECURE, "--cloud-type", "Cloud tier for pods without runpod.io/cloud-type."
     )
+
     pods_without_gpu: PodsWithoutGpu = setting(
         PodsWithoutGpu.CPU,
         "--pods-without-gpu",
@@ -158,18 +195,47 @@ class Settings:
         "behaviour before CPU instances), or nothing (it fails with GPURequired).",
     )
     """For a pod without an nvidia.com/gpu resource or GPU annotation."""
+
     datacenter_ids: tuple[str, ...] = setting(
         (),
         "--datacenter-ids",
         "Comma-separated data centers instances may use (empty: any); one where the GPU "
         "catalog offers no GPU type is named in a warning.",
     )
+
     container_disk_gb: int = setting(
         50,
         "--container-disk-gb",
         "Default container disk in GB.",
         limits=(1, MAX_DISK_GB, "a disk size in GB"),
     )
+
+    max_pending_time_before_offload: float = setting(
+        0,
+        "--max-pending-time-before-offload",
+        "Seconds a managed pod may be unschedulable before it is offloaded to RunPod.",
+        limits=_seconds(0, YEAR),
+    )
+
+    pending_threshold: int = setting(
+        0,
+        "--pending-threshold",
+        "Offload the oldest unschedulable managed pods beyond this many (0: off).",
+        limits=(0, 100_000, "a number of pods"),
+    )
+
+
+@dataclass(frozen=True)
+class CapsSettings:
+    """Money and counts: what a pod may cost, what all may cost, how much is kept."""
+
+    max_gpu_price: float = setting(
+        2.0,
+        "--max-gpu-price",
+        "USD/h a pod may cost without a runpod.io/max-price annotation.",
+        limits=(0.01, 10_000, "a price in USD per hour"),
+    )
+
     max_instances: int = setting(
         100,
         "--max-instances",
@@ -185,6 +251,7 @@ class Settings:
         "storage cost, at list price.",
         limits=(0, 1_000_000, "a spend in USD per hour"),
     )
+
     max_creates_per_tick: int = setting(
         50,
         "--max-creates-per-tick",
@@ -194,59 +261,6 @@ class Settings:
     )
     """Before the rate budget bounds it further."""
 
-    max_pending_time: float = setting(
-        15 * 60,
-        "--max-pending-time",
-        "Seconds a pod may wait for an instance before it fails.",
-        limits=_seconds(0, YEAR),
-    )
-    """Capacity, budget, a bad annotation: then the pod is Failed."""
-
-    max_pending_time_before_offload: float = setting(
-        0,
-        "--max-pending-time-before-offload",
-        "Seconds a managed pod may be unschedulable before it is offloaded to RunPod.",
-        limits=_seconds(0, YEAR),
-    )
-    pending_threshold: int = setting(
-        0,
-        "--pending-threshold",
-        "Offload the oldest unschedulable managed pods beyond this many (0: off).",
-        limits=(0, 100_000, "a number of pods"),
-    )
-    create_grace_time: float = setting(
-        120,
-        "--create-grace-time",
-        "Seconds an in-doubt create may take to appear before creating again.",
-        limits=_seconds(0, DAY),
-    )
-    orphan_grace_time: float = setting(
-        300,
-        "--orphan-grace-time",
-        "Seconds an instance without a pod must be old before it is terminated.",
-        limits=_seconds(0, YEAR),
-    )
-    catalog_ttl: float = setting(
-        300,
-        "--catalog-ttl",
-        "Seconds the GPU and CPU catalogs are cached.",
-        limits=_seconds(0, DAY),
-    )
-    exit_code_timeout: float = setting(
-        600,
-        "--exit-code-timeout",
-        "Seconds a stopped batch instance's exit code may stay unreadable before the "
-        "instance is terminated anyway and its pod fails with ExitCodeUnknown.",
-        limits=_seconds(1, DAY),
-    )
-    gang_result_interval: float = setting(
-        60,
-        "--gang-result-interval",
-        "Seconds between two reads of a running gang's rank 0 log for its exit code, the "
-        "gang's result (one RunPod request each; 0: never read, so only deadlines and "
-        "deleting the Job end a gang).",
-        limits=_seconds(0, DAY),
-    )
     cost_history_days: int = setting(
         31,
         "--cost-history",
@@ -256,32 +270,57 @@ class Settings:
     )
     """Kept for the leak audit too."""
 
-    node_gpus: int = setting(
-        1000,
-        "--node-gpus",
-        "nvidia.com/gpu capacity of the virtual node.",
-        limits=(0, 1_000_000_000, "a number of GPUs"),
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How long things may take: a pending pod, a create, a tick, a catalog's copy."""
+
+    max_pending_time: float = setting(
+        15 * 60,
+        "--max-pending-time",
+        "Seconds a pod may wait for an instance before it fails.",
+        limits=_seconds(0, YEAR),
     )
-    node_pods: int = setting(
-        1000,
-        "--node-pods",
-        "Pod capacity of the virtual node.",
-        limits=(0, 1_000_000_000, "a number of pods"),
+    """Capacity, budget, a bad annotation: then the pod is Failed."""
+
+    create_grace_time: float = setting(
+        120,
+        "--create-grace-time",
+        "Seconds an in-doubt create may take to appear before creating again.",
+        limits=_seconds(0, DAY),
     )
-    node_cpu: str = setting(
-        "4k",
-        "--node-cpu",
-        "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
-        "server's canonical form (4k, not 4000).",
-        parse=canonical_quantity,
+
+    orphan_grace_time: float = setting(
+        300,
+        "--orphan-grace-time",
+        "Seconds an instance without a pod must be old before it is terminated.",
+        limits=_seconds(0, YEAR),
     )
-    node_memory: str = setting(
-        "16Ti",
-        "--node-memory",
-        "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
-        "server's canonical form.",
-        parse=canonical_quantity,
+
+    catalog_ttl: float = setting(
+        300,
+        "--catalog-ttl",
+        "Seconds the GPU and CPU catalogs are cached.",
+        limits=_seconds(0, DAY),
     )
+
+    exit_code_timeout: float = setting(
+        600,
+        "--exit-code-timeout",
+        "Seconds a stopped batch instance's exit code may stay unreadable before the "
+        "instance is terminated anyway and its pod fails with ExitCodeUnknown.",
+        limits=_seconds(1, DAY),
+    )
+
+    gang_result_interval: float = setting(
+        60,
+        "--gang-result-interval",
+        "Seconds between two reads of a running gang's rank 0 log for its exit code, the "
+        "gang's result (one RunPod request each; 0: never read, so only deadlines and "
+        "deleting the Job end a gang).",
+        limits=_seconds(0, DAY),
+    )
+
     tick_deadline: float = setting(
         10,
         "--tick-deadline",
@@ -290,6 +329,11 @@ class Settings:
         limits=_seconds(1, 3600),
     )
     """Also the longest any one request may take."""
+
+
+@dataclass(frozen=True)
+class KubeletSettings:
+    """The kubelet endpoint the virtual node serves (kubectl logs, exec, port-forward, top)."""
 
     kubelet_address: str = setting(
         "",
@@ -357,6 +401,11 @@ class Settings:
         limits=_seconds(1, DAY),
     )
 
+
+@dataclass(frozen=True)
+class LogSettings:
+    """Pods' logs: the share of RunPod's quota their reads may spend, what is kept."""
+
     log_read_share: float = setting(
         0.2,
         "--log-read-share",
@@ -381,6 +430,11 @@ class Settings:
         "Most bytes of a pod's log kept after its instance ends.",
         limits=(0, math.inf, "a number of bytes"),
     )
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """SSH to instances (exec, cp, port-forward): the reconciler's key and the way there."""
 
     ssh_key_file: str = setting(
         "",
@@ -413,16 +467,75 @@ class Settings:
     """The public key of `ssh_key_file` or `ssh_key_secret` as an authorized_keys line,
     read at start (not a flag)."""
 
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, in groups by concern (`settings.timing.create_grace_time`). A setting's
+    name is unique across the groups: the CLI gives them flat, as its flags
+    (`Settings.of`)."""
+
+    node: NodeSettings = field(default_factory=NodeSettings)
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
+    caps: CapsSettings = field(default_factory=CapsSettings)
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    logs: LogSettings = field(default_factory=LogSettings)
+    ssh: SshSettings = field(default_factory=SshSettings)
+
     @property
     def owner_id(self) -> str:
-        return f"{self.cluster_id}/{self.node_name}"
+        return f"{self.node.cluster_id}/{self.node.node_name}"
+
+    @classmethod
+    def of(cls, **values: Any) -> Settings:
+        """Settings from flat values by setting name (`max_instances=5`), each put in its
+        group; the others keep their defaults."""
+        return cls().with_values(**values)
+
+    def with_values(self, **values: Any) -> Settings:
+        """These settings with some values changed, by setting name."""
+        unknown = values.keys() - GROUP_OF.keys()
+        if unknown:
+            raise TypeError(f"no such setting: {', '.join(sorted(unknown))}")
+        changed = {}
+        for group in {GROUP_OF[name] for name in values}:
+            mine = {k: v for k, v in values.items() if GROUP_OF[k] == group}
+            changed[group] = dataclasses.replace(getattr(self, group), **mine)
+        return dataclasses.replace(self, **changed)
 
 
 def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
-    """Every setting's field with its flag, in declaration order."""
-    for item in fields(Settings):
-        if "flag" in item.metadata:  # a value derived at start has none
-            yield item, item.metadata["flag"]
+    """Every setting's field with its flag, group by group in declaration order."""
+    for kind in _GROUPS.values():
+        for item in fields(kind):
+            if "flag" in item.metadata:  # a value derived at start has none
+                yield item, item.metadata["flag"]
+
+
+_GROUPS: dict[str, Any] = {
+    "node": NodeSettings,
+    "placement": PlacementSettings,
+    "caps": CapsSettings,
+    "timing": TimingSettings,
+    "kubelet": KubeletSettings,
+    "logs": LogSettings,
+    "ssh": SshSettings,
+}
+"""The groups, by their attribute on `Settings`, in the order of the flags."""
+GROUP_OF: dict[str, str] = {
+    item.name: group for group, kind in _GROUPS.items() for item in fields(kind)
+}
+"""The group of each setting, by its name."""
+
+
+def setting_types() -> dict[str, Any]:
+    """Each setting's type, by its name."""
+    return {k: v for kind in _GROUPS.values() for k, v in typing.get_type_hints(kind).items()}
+
+
+def setting_value(settings: Settings, name: str) -> Any:
+    """A setting's value by its (flat) name."""
+    return getattr(getattr(settings, GROUP_OF[name]), name)
 
 
 LIMITS: dict[str, Limits] = {
@@ -448,7 +561,7 @@ def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
     """(field, why) for every setting that cannot work: out of its range, or breaking its
     own rule."""
     for item, flag in settings_fields():
-        value = getattr(settings, item.name)
+        value = setting_value(settings, item.name)
         problem = out_of_range(value, flag.limits) if flag.limits is not None else None
         if problem is None and flag.check is not None:
             problem = flag.check(value)

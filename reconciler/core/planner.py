@@ -120,4 +120,4 @@ def _offload_room(
         for uid, pod in pods.items()
         if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
     }
-    return settings.max_instances - len(live | set(owned))
+    return settings.caps.max_instances - len(live | set(owned))

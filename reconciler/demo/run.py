@@ -34,7 +34,7 @@ Echo = Callable[[str], None]
 # Instances the scenario makes itself, as if left over (the orphan), not the reconciler.
 PLANTED_INSTANCES = 1
 
-DEMO_SETTINGS = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
+DEMO_SETTINGS = Settings.of(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 
 
 # Seconds between node heartbeats while simulated time passes: the loop's default.
@@ -269,7 +269,7 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
         env={OWNER_ENV: box.settings.owner_id, POD_UID_ENV: "uid-of-a-pod-that-is-gone"},
     )
     n.tick(advance=1)
-    n.tick(advance=DEMO_SETTINGS.orphan_grace_time + 5)
+    n.tick(advance=DEMO_SETTINGS.timing.orphan_grace_time + 5)
 
     n.say(
         "a create succeeds at RunPod but the answer is lost (HTTP 500), then the "

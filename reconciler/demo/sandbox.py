@@ -7,7 +7,6 @@ worlds is real HTTP through the official `kubernetes` client and `requests`.
 
 from __future__ import annotations
 
-import dataclasses
 import ssl
 import tempfile
 from collections.abc import Sequence
@@ -72,8 +71,8 @@ class Sandbox:
         # The simulator's public IPs are not routed here: its network is the relay,
         # whichever way the reconciler gets its SSH key (a file or a Secret).
         base = settings or Settings()
-        self._base_settings = dataclasses.replace(
-            base, ssh_proxy_command=base.ssh_proxy_command or runpod_net.PROXY_COMMAND
+        self._base_settings = base.with_values(
+            ssh_proxy_command=base.ssh.ssh_proxy_command or runpod_net.PROXY_COMMAND
         )
         self.startup_lines = startup_lines
         self.engine: Engine
@@ -113,7 +112,7 @@ class Sandbox:
             read_timeout=5,
         )
         self.store: Store = open_store(self.database_url, upgrade=True)
-        if self._base_settings.ssh_key_secret:  # it lives in the reconciler's namespace
+        if self._base_settings.ssh.ssh_key_secret:  # it lives in the reconciler's namespace
             self.ensure_namespace(default_namespace())
         self.settings = with_ssh_key(resolve_owner(self._base_settings, self.kube), self.kube)
         self._compose()
@@ -175,8 +174,8 @@ class Sandbox:
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's
         settings never change), with the same clients and store."""
-        self._base_settings = dataclasses.replace(self._base_settings, **changes)
-        self.settings = dataclasses.replace(self.settings, **changes)
+        self._base_settings = self._base_settings.with_values(**changes)
+        self.settings = self.settings.with_values(**changes)
         self._compose()
 
     def _compose(self) -> None:
@@ -258,7 +257,7 @@ class Sandbox:
             container["env"] = env
         spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
         if bound:
-            spec["nodeName"] = self.settings.node_name
+            spec["nodeName"] = self.settings.node.node_name
             spec["tolerations"] = [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}]
         return spec
 
@@ -327,7 +326,7 @@ class Sandbox:
         annotations = {"runpod.io/cluster": "true"} if cluster else {}
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
-            "nodeName": self.settings.node_name,
+            "nodeName": self.settings.node.node_name,
             "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
             "containers": [container],
         }

@@ -135,12 +135,15 @@ class Engine:
         # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
-            settings.catalog_ttl, self.stock, settings.datacenter_ids, keep=self._keep_catalog
+            settings.timing.catalog_ttl,
+            self.stock,
+            settings.placement.datacenter_ids,
+            keep=self._keep_catalog,
         )
         self.cpu_catalog: CatalogCache[CpuFlavor] = CatalogCache(
-            settings.catalog_ttl,
+            settings.timing.catalog_ttl,
             self.stock,
-            settings.datacenter_ids,
+            settings.placement.datacenter_ids,
             cpu_catalog,
             "CPU catalog",
             self._keep_catalog,
@@ -156,12 +159,12 @@ class Engine:
         self._dry_run = False
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
-            settings.node_name,
+            settings.node.node_name,
             runpod,
             kube,
             store,
             clock,
-            limits=KeepLimits(settings.log_keep_lines, settings.log_keep_bytes),
+            limits=KeepLimits(settings.logs.log_keep_lines, settings.logs.log_keep_bytes),
             system_events=self.system_events,
         )
         self.create_inputs = CreateInputsReader(kube)
@@ -195,7 +198,7 @@ class Engine:
         self.steps.before()
         self.steps.before_action()
         report = TickReport(started_at=self.clock())
-        self.runpod.deadline_in(self.settings.tick_deadline)
+        self.runpod.deadline_in(self.settings.timing.tick_deadline)
         self._dry_run = dry_run
         try:
             with self.collector():
@@ -296,7 +299,9 @@ class Engine:
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads."""
         listed = self.runpod.instances.list()
-        sorted_pods = podinfo.sort_node_pods(self.kube.pods.list_on_node(self.settings.node_name))
+        sorted_pods = podinfo.sort_node_pods(
+            self.kube.pods.list_on_node(self.settings.node.node_name)
+        )
         sighting = Sighting(
             now,
             listed,
@@ -315,7 +320,7 @@ class Engine:
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         wants_node = sighting.wants_node or has_candidates(pending)
-        node = self.kube.node.read(self.settings.node_name) if wants_node else None
+        node = self.kube.node.read(self.settings.node.node_name) if wants_node else None
         return Observation(
             pods=sighting.pods,
             rate_budget=self.runpod.rate_budget,
@@ -402,7 +407,7 @@ class Engine:
         if executor.past_deadline:
             log.warning(
                 "tick deadline (%.0f s) passed: %d creates wait for a later tick",
-                self.settings.tick_deadline,
+                self.settings.timing.tick_deadline,
                 executor.deferred,
             )
         tick = AfterPods(

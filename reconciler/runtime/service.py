@@ -25,6 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.core.actions import Create
 from reconciler.core.config import Settings
 from reconciler.core.plan.admission import create_slots
 from reconciler.runtime.debounce import Debouncer
@@ -141,7 +142,7 @@ def creates_capped(report: TickReport, settings: Settings) -> bool:
         return True
     if report.observation is None:
         return False
-    creates = report.planned.get("Create", 0)
+    creates = report.planned.get(Create.__name__, 0)
     waiting = len(report.observation.create_inputs)
     return waiting > creates and creates >= create_slots(report.observation, settings)
 
@@ -355,7 +356,10 @@ class Replica:
         kube, changed = self.engine.kube, self.ticker.changed
         self._watches = [
             PodWatch(
-                kube, node_selector(self.engine.settings.node_name), changed, name="watch-node-pods"
+                kube,
+                node_selector(self.engine.settings.node.node_name),
+                changed,
+                name="watch-node-pods",
             ).start(),
             PodWatch(
                 kube,

@@ -64,18 +64,18 @@ def open_store(database_url: str, upgrade: bool) -> Store:
 
 def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
     """The owner id needs a cluster id; by default the kube-system namespace's UID."""
-    if settings.cluster_id:
+    if settings.node.cluster_id:
         return settings
-    return dataclasses.replace(settings, cluster_id=kube.cluster.uid())
+    return settings.with_values(cluster_id=kube.cluster.uid())
 
 
 def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
     """The settings with the public half of the reconciler's SSH key, when a Secret
     holds it (made there on first start; a key file was read by the command already)."""
-    if settings.ssh_key_file or not settings.ssh_key_secret:
+    if settings.ssh.ssh_key_file or not settings.ssh.ssh_key_secret:
         return settings
-    identity = secret_identity(kube, default_namespace(), settings.ssh_key_secret)
-    return dataclasses.replace(settings, ssh_public_key=identity.public_line)
+    identity = secret_identity(kube, default_namespace(), settings.ssh.ssh_key_secret)
+    return settings.with_values(ssh_public_key=identity.public_line)
 
 
 class LockKeeper:
@@ -204,7 +204,9 @@ def connect(
     engine: Engine | None = None
     try:
         settings = with_ssh_key(resolve_owner(settings, kube), kube)
-        writer_lease = WriterLease(kube, settings.node_name, clock, lambda: clock().timestamp())
+        writer_lease = WriterLease(
+            kube, settings.node.node_name, clock, lambda: clock().timestamp()
+        )
         engine, heartbeat = compose(
             settings,
             runpod,

@@ -9,7 +9,6 @@ rule for rule the one the plain manifests ship (proven least privilege in test_r
 from __future__ import annotations
 
 import base64
-import dataclasses
 import os
 import tomllib
 from typing import Any
@@ -173,8 +172,7 @@ def test_values_reach_the_reconciler_as_the_settings_they_name(
 ) -> None:
     workload = find(chart_objects(SETTINGS_VALUES), "Deployment")
     settings, options = parse_like_the_container(env(workload), monkeypatch)
-    assert settings == dataclasses.replace(
-        Settings(),
+    assert settings == Settings().with_values(
         node_name="burst-a100",
         max_gpu_price=3.5,
         max_instances=0,
@@ -197,7 +195,7 @@ def test_unset_values_leave_the_reconcilers_defaults(monkeypatch: pytest.MonkeyP
     workload = find(chart_objects(), "Deployment")
     settings, options = parse_like_the_container(env(workload), monkeypatch)
     # SSH is on by default, with the key in a Secret named after the release.
-    assert settings == dataclasses.replace(Settings(), ssh_key_secret="runpod-reconciler-ssh-key")
+    assert settings == Settings().with_values(ssh_key_secret="runpod-reconciler-ssh-key")
     assert options["interval"] == next(p.default for p in sync.params if p.name == "interval")
     # Deployment mode elects a leader, on a Lease the chart's RBAC names.
     assert options["leader_elect"] is True
@@ -275,7 +273,7 @@ def test_leader_election_permissions_follow_the_value() -> None:
 def test_without_ssh_no_key_secret_is_named_or_granted(monkeypatch: pytest.MonkeyPatch) -> None:
     objects = chart_objects({"ssh": {"enabled": False}})
     settings, _ = parse_like_the_container(env(find(objects, "Deployment")), monkeypatch)
-    assert settings.ssh_key_secret == ""
+    assert settings.ssh.ssh_key_secret == ""
     rules = [r for o in objects if o["kind"] == "Role" for r in o["rules"]]
     assert all("secrets" not in r["resources"] for r in rules)
 

@@ -38,7 +38,7 @@ from .manifests import DEPLOY, Obj, documents, render_chart
 
 RBAC_FILE = DEPLOY / "common" / "rbac.yaml"
 SUBJECT = "system:serviceaccount:runpod-system:runpod-reconciler"
-FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
+FAST = Settings.of(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 # Each verb on the wire (`get` is a GET with a name, `list` one without).
 METHODS = {
     "get": "GET",
@@ -132,7 +132,7 @@ def job_pod_with_env_sources(box: Sandbox) -> None:
 
 def node_repair_after_restart(box: Sandbox) -> None:
     """Someone strips the node's labels and conditions; a restarted reconciler restores them."""
-    node = box.kube_sim.get("nodes", None, box.settings.node_name)
+    node = box.kube_sim.get("nodes", None, box.settings.node.node_name)
     if node is not None:  # None only when RBAC kept the first reconciler from creating it
         node["metadata"]["labels"] = {}
         node["status"]["conditions"] = []
@@ -161,7 +161,7 @@ def client_only_calls(box: Sandbox) -> None:
     box.kube.pods.patch_annotations(
         "default", pod["metadata"]["name"], {"runpod.io/pod-id": "restored"}
     )
-    for selector in (node_selector(box.settings.node_name), PENDING_SELECTOR):
+    for selector in (node_selector(box.settings.node.node_name), PENDING_SELECTOR):
         version = box.kube.pods.resource_version(selector)
         box.kube.pods.watch(selector, version, timeout_seconds=1).close()
     box.ensure_namespace("runpod-system")
@@ -170,7 +170,9 @@ def client_only_calls(box: Sandbox) -> None:
             "runpod-system", DEFAULT_LEASE_NAME, "me", 15, box.clock.now()
         )
     box.kube.leases.release("runpod-system", DEFAULT_LEASE_NAME, "me")
-    writer_lease = WriterLease(box.kube, box.settings.node_name, box.clock.now, box.clock.monotonic)
+    writer_lease = WriterLease(
+        box.kube, box.settings.node.node_name, box.clock.now, box.clock.monotonic
+    )
     for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
         writer_lease.acquire()
     writer_lease.release()
@@ -189,7 +191,7 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
             "verb": "get",
             "resource": "nodes",
             "subresource": "proxy",
-            "name": box.settings.node_name,
+            "name": box.settings.node.node_name,
         },
     )
     assert not allowed
@@ -224,7 +226,7 @@ def network_volume(box: Sandbox) -> None:
         },
     }
     sim.put("persistentvolumeclaims", claim)
-    box.advance(box.settings.catalog_ttl)  # the classes are read again after it
+    box.advance(box.settings.timing.catalog_ttl)  # the classes are read again after it
     pod = box.add_pod(
         "trainer",
         extra_spec={"volumes": [{"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]},
@@ -248,7 +250,7 @@ def ssh_key_secret(box: Sandbox) -> None:
     """The SSH key's Secret made in our namespace at start, then read at the next."""
     box.ensure_namespace(default_namespace())
     for _ in range(2):
-        with_ssh_key(dataclasses.replace(box.settings, ssh_key_secret="ssh-key"), box.kube)
+        with_ssh_key(box.settings.with_values(ssh_key_secret="ssh-key"), box.kube)
 
 
 def exercise(box: Sandbox) -> Outcome:
@@ -379,7 +381,7 @@ def test_the_charts_rbac_is_sufficient_for_its_node_name(tmp_path: Path, node_na
     rendered = render_chart({"nodeName": node_name})["runpod-reconciler/templates/rbac.yaml"]
     rbac = tmp_path / "rbac.yaml"
     rbac.write_text(rendered)
-    with sandbox(rbac, dataclasses.replace(FAST, node_name=node_name)) as box:
+    with sandbox(rbac, FAST.with_values(node_name=node_name)) as box:
         assert exercise(box).phase_after_boot == "Running"
         assert forbidden(box) == []
 

@@ -10,7 +10,7 @@ from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime import crashpoints
 
-FAST = Settings(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
+FAST = Settings.of(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 
 
 @pytest.fixture

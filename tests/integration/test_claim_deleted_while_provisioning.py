@@ -70,7 +70,7 @@ def test_a_claim_deleted_before_the_post_goes_with_nothing_made(box):
     assert claim(box) is not None  # held
     box.tick()  # the POST may have gone and the list may lag: the claim waits
     assert claim(box) is not None
-    box.advance(box.settings.create_grace_time)
+    box.advance(box.settings.timing.create_grace_time)
     box.tick()  # RunPod has no volume under its name: the claim is let go
     assert claim(box) is None
     assert box.runpod_sim.volumes == {} and posts(box) == []

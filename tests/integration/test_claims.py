@@ -9,7 +9,6 @@ outside RunPod's sizes is told why and waits."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -109,7 +108,7 @@ def test_a_crash_while_provisioning_leaves_one_volume(box, point):
     box.tick()
     if point == "after-volume-intent":  # the POST may have gone: waited for, not made again
         assert box.runpod_sim.volumes == {}
-        box.advance(box.settings.create_grace_time)
+        box.advance(box.settings.timing.create_grace_time)
         box.tick()
     assert len(box.runpod_sim.volumes) == 1
     assert claim(box)["status"]["phase"] == "Bound"
@@ -302,7 +301,7 @@ def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
     """WaitForFirstConsumer, the data center from the consumer: the pod is deleted after
     the node was selected, before the volume was made. The selection is taken back
     (nothing to place the volume by), with no Event each tick; the next consumer gets it."""
-    box.settings = replace(box.settings, datacenter_ids=())
+    box.settings = box.settings.with_values(datacenter_ids=())
     add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
     add_claim(box)
     first = claim_pod(box, "first", "ckpt")
@@ -336,16 +335,16 @@ def test_a_claim_the_scheduler_selected_is_provisioned_for_the_pod_it_is_placing
     pod only once the claim is bound, so the consumer has no node yet (seen on the real
     plane of tests/realk8s, where the claim was unselected every tick and the pod never
     ran). The pod it is placing gives the data center, and the selection stays."""
-    box.settings = replace(box.settings, datacenter_ids=())
+    box.settings = box.settings.with_values(datacenter_ids=())
     add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
     made = add_claim(box)
-    made["metadata"].setdefault("annotations", {})[SELECTED_NODE] = box.settings.node_name
+    made["metadata"].setdefault("annotations", {})[SELECTED_NODE] = box.settings.node.node_name
     box.kube_sim.put("persistentvolumeclaims", made)
     pod = claim_pod(box, "placing", "ckpt", bound=False)
     pod["metadata"]["annotations"] = {"runpod.io/datacenter-ids": "EU-RO-1"}
     box.kube_sim.put("pods", pod)
     provision(box)
-    assert claim(box)["metadata"]["annotations"][SELECTED_NODE] == box.settings.node_name
+    assert claim(box)["metadata"]["annotations"][SELECTED_NODE] == box.settings.node.node_name
     assert claim(box)["status"]["phase"] == "Bound"
     [post] = posts_of(box)
     assert post[2]["dataCenter"] == "EU-RO-1"
@@ -361,7 +360,7 @@ def test_a_claim_no_one_pins_takes_the_data_center_of_its_first_pods_best_offer(
     """The README's claim as written: the class names no data center, nor does the pod
     or the node; the volume is made where the pod's best offer is, and the pod runs
     there with it, with no warning on the way."""
-    box.settings = replace(box.settings, datacenter_ids=())
+    box.settings = box.settings.with_values(datacenter_ids=())
     add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
     add_claim(box)
     pod = claim_pod(box, "trainer", "ckpt")
@@ -386,7 +385,7 @@ def test_a_claim_no_one_pins_takes_the_data_center_of_its_first_pods_best_offer(
 def test_a_storage_class_applied_after_start_is_seen_at_once(box):
     """A pod waits for its claim while no class exists; the class applied a moment
     later is read on the next tick, not after --catalog-ttl."""
-    box.settings = replace(box.settings, datacenter_ids=(), catalog_ttl=300)
+    box.settings = box.settings.with_values(datacenter_ids=(), catalog_ttl=300)
     add_claim(box)
     claim_pod(box, "trainer", "ckpt")
     box.tick()
@@ -404,7 +403,7 @@ def test_a_claim_that_cannot_be_placed_says_why_once_on_the_first_tick(box):
     """No data center from the class, the pod or the node, and the pod fits no GPU
     type: the claim says why on the first tick, in one Event that does not count up
     each tick while nothing changes."""
-    box.settings = replace(box.settings, datacenter_ids=())
+    box.settings = box.settings.with_values(datacenter_ids=())
     add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
     add_claim(box)
     claim_pod(box, "huge", "ckpt", annotations={"runpod.io/required-gpu-memory": "640"})

@@ -57,7 +57,7 @@ def test_a_cluster_of_ours_that_no_gang_runs_is_a_leak_after_the_grace(
     assert _value(metrics, "reconciler_leaked_clusters") == 0
     assert _value(metrics, "reconciler_owned_clusters") == 1
     assert _value(metrics, "reconciler_owned_cluster_members") == 2
-    box.advance(box.settings.orphan_grace_time + 1)
+    box.advance(box.settings.timing.orphan_grace_time + 1)
     with caplog.at_level(logging.ERROR):
         report = box.tick()
     _observe(metrics, box, report)
@@ -85,7 +85,7 @@ def test_a_cluster_collected_in_time_is_no_leak_and_the_counters_count(box: Sand
         report = box.tick()
         _observe(metrics, box, report)
         assert report.cluster_leaks == []
-        box.advance(box.settings.orphan_grace_time + 1)
+        box.advance(box.settings.timing.orphan_grace_time + 1)
     assert members(box) == []
     assert _value(metrics, "reconciler_clusters_deleted_total", {"reason": "pod-failed"}) == 1
     assert _value(metrics, "reconciler_owned_clusters") == 0
@@ -94,9 +94,9 @@ def test_a_cluster_collected_in_time_is_no_leak_and_the_counters_count(box: Sand
 
 def test_a_running_gang_is_no_leak(box: Sandbox) -> None:
     running_gang(box)
-    box.advance(box.settings.orphan_grace_time + 1)
+    box.advance(box.settings.timing.orphan_grace_time + 1)
     box.tick()
-    box.advance(box.settings.orphan_grace_time + 1)
+    box.advance(box.settings.timing.orphan_grace_time + 1)
     assert box.tick().cluster_leaks == []
 
 
@@ -152,7 +152,7 @@ def test_a_leaked_cluster_is_reported_by_runs_that_each_tick_once(
     cluster_id = _cluster_of_ours_without_a_gang(box)
     box.restart()
     assert box.tick().cluster_leaks == []
-    box.advance(box.settings.orphan_grace_time + 1)
+    box.advance(box.settings.timing.orphan_grace_time + 1)
     box.restart()
     with caplog.at_level(logging.ERROR):
         report = box.tick()

@@ -41,7 +41,7 @@ def test_the_heal_keeps_the_cluster_the_pods_run_on(box: Sandbox) -> None:
     writes.save_cluster(row.changed(cluster_id=second))
     writes.commit()
     for _ in range(3):
-        box.advance(box.settings.create_grace_time + 1)
+        box.advance(box.settings.timing.create_grace_time + 1)
         box.tick()
     assert cluster_deletes(box) == [f"/v2/clusters/{second}"]
     assert list(box.runpod_sim.clusters) == [running]

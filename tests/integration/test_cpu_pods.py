@@ -6,7 +6,6 @@ costs in RunPod requests (the CPU catalog read once per TTL, nothing in a steady
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import click
@@ -78,7 +77,7 @@ def test_an_impossible_cpu_request_fails_naming_the_largest_offer(box: Sandbox) 
 
 
 def test_flag_gpu_gives_pods_without_gpu_one_gpu() -> None:
-    with Sandbox(replace(FAST, pods_without_gpu=PodsWithoutGpu.GPU)) as box:
+    with Sandbox(FAST.with_values(pods_without_gpu=PodsWithoutGpu.GPU)) as box:
         add_cpu_pod(box, "prep", "3", "6Gi")
         box.tick()
         instance = box.instance_for(box.pod("prep") or {})
@@ -86,7 +85,7 @@ def test_flag_gpu_gives_pods_without_gpu_one_gpu() -> None:
 
 
 def test_flag_refuse_fails_pods_without_gpu() -> None:
-    with Sandbox(replace(FAST, pods_without_gpu=PodsWithoutGpu.REFUSE)) as box:
+    with Sandbox(FAST.with_values(pods_without_gpu=PodsWithoutGpu.REFUSE)) as box:
         add_cpu_pod(box, "prep", "3", "6Gi")
         box.add_pod("trainer")  # asks for a GPU: unaffected
         box.tick()
@@ -99,10 +98,14 @@ def test_flag_refuse_fails_pods_without_gpu() -> None:
 def test_the_flag_takes_its_three_values(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RUNPOD_API_KEY", "k")
     with sync.make_context("sync", ["--pods-without-gpu", value]) as context:
-        assert settings_from(dict(context.params)).pods_without_gpu == PodsWithoutGpu(value)
+        assert settings_from(dict(context.params)).placement.pods_without_gpu == PodsWithoutGpu(
+            value
+        )
     monkeypatch.setenv("RECONCILER_PODS_WITHOUT_GPU", value)
     with sync.make_context("sync", []) as context:
-        assert settings_from(dict(context.params)).pods_without_gpu == PodsWithoutGpu(value)
+        assert settings_from(dict(context.params)).placement.pods_without_gpu == PodsWithoutGpu(
+            value
+        )
 
 
 def test_the_flag_refuses_other_values(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +115,7 @@ def test_the_flag_refuses_other_values(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_cpu_pod_counts_against_the_spend_cap() -> None:
-    with Sandbox(replace(FAST, max_hourly_spend=0.1)) as box:
+    with Sandbox(FAST.with_values(max_hourly_spend=0.1)) as box:
         add_cpu_pod(box, "prep", "3", "6Gi")  # 4 vCPUs of cpu3c: 0.12 USD/h
         box.tick()
         assert status(box, "prep")["containerStatuses"][0]["state"]["waiting"]["reason"] == (

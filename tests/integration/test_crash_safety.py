@@ -71,7 +71,7 @@ def test_crash_during_create_converges_to_one_instance(box: Sandbox, point: str)
     box.restart()
     box.tick()  # within the grace: the create is in doubt, or its instance adopted
     assert creates(box) == made
-    box.advance(box.settings.create_grace_time + 1)
+    box.advance(box.settings.timing.create_grace_time + 1)
     box.tick()
     box.tick()
     assert_converged(box, ["a"])
@@ -93,7 +93,7 @@ def test_what_is_committed_when_a_create_or_terminate_crashes(box: Sandbox) -> N
     assert entry.finished_at is None  # a call the crash interrupted, as the journal says
 
     box.restart()
-    box.advance(box.settings.create_grace_time + 1)
+    box.advance(box.settings.timing.create_grace_time + 1)
     crashpoints.arm("after-id-write:1", die=crash)
     with pytest.raises(crashpoints.SimulatedCrash):
         box.tick()
@@ -181,7 +181,7 @@ def test_duplicate_instances_heal_in_one_tick_once_past_the_create_grace(box: Sa
     )
     box.tick()  # young: it may be another writer's create, not yet recorded
     assert len(box.owned_instances()) == 2
-    box.advance(box.settings.create_grace_time)
+    box.advance(box.settings.timing.create_grace_time)
     box.tick()
     assert_converged(box, ["a"])
 
@@ -191,17 +191,17 @@ def test_foreign_instances_are_never_touched(box: Sandbox) -> None:
     box.add_pod("a")
     for _ in range(3):
         box.tick()
-        box.advance(box.settings.orphan_grace_time + 1)
+        box.advance(box.settings.timing.orphan_grace_time + 1)
     assert foreign in box.runpod_sim.instances
     touched = [r for r in box.runpod_sim.requests if foreign in r.path]
     assert touched == []
 
 
 def test_listing_lag_longer_than_the_grace_does_not_fail_a_healthy_pod(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(box.settings.create_grace_time * 4)
+    box.runpod_sim.set_listing_lag(box.settings.timing.create_grace_time * 4)
     box.add_pod("a")
     box.tick()
-    box.advance(box.settings.create_grace_time * 2)
+    box.advance(box.settings.timing.create_grace_time * 2)
     box.tick()  # not listed yet and past the grace: a GET proves it exists
     box.tick()
     assert (box.pod("a") or {})["status"].get("phase") != "Failed"

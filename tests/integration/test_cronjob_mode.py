@@ -12,7 +12,6 @@ the cloud node controller and pod GC take every pod and so every instance.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterator
 
@@ -34,9 +33,7 @@ STAY = 40
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
     controllers = ControllerSettings(cloud_node_lifecycle=True)
-    with Sandbox(
-        dataclasses.replace(FAST, max_pending_time=900), controllers=controllers
-    ) as sandbox:
+    with Sandbox(FAST.with_values(max_pending_time=900), controllers=controllers) as sandbox:
         yield sandbox
 
 

@@ -61,7 +61,7 @@ def job_conditions(box: Sandbox) -> set[str]:
 
 def settle(box: Sandbox, ticks: int = 4) -> None:
     for _ in range(ticks):
-        box.advance(box.settings.create_grace_time + 1)
+        box.advance(box.settings.timing.create_grace_time + 1)
         box.tick()
 
 

@@ -90,7 +90,7 @@ def test_a_pod_id_annotation_cannot_claim_someone_elses_instance(box: Sandbox) -
     box.kube_sim.delete_pod("default", "hostile", grace_seconds=30)
     for _ in range(4):
         box.tick()
-        box.advance(box.settings.orphan_grace_time)
+        box.advance(box.settings.timing.orphan_grace_time)
     touched = [
         (r.method, r.path)
         for r in box.runpod_sim.requests
@@ -113,7 +113,7 @@ def test_pod_id_annotations_that_no_row_can_hold_fail_no_commit(box: Sandbox) ->
     box.kube_sim.delete_pod("default", "old", grace_seconds=30)
     for _ in range(3):
         assert not box.tick().errors
-        box.advance(box.settings.create_grace_time)
+        box.advance(box.settings.timing.create_grace_time)
     assert old_instance["id"] not in {i["id"] for i in box.owned_instances()}
     assert phase(box, "old") is None
     assert box.instance_for(box.pod("c") or {}) is not None  # created, not failed as lost

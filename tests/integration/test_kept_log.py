@@ -62,7 +62,7 @@ def test_the_kept_log_is_deleted_with_the_pods_row(box: Sandbox) -> None:
     box.kube_sim.delete_pod("default", "job")
     box.tick()
     assert box.store.row(uid) is not None  # kept for `reconciler cost`, and the log with it
-    box.advance(box.settings.cost_history_days * 86400 + 60)
+    box.advance(box.settings.caps.cost_history_days * 86400 + 60)
     box.tick()
     assert box.store.row(uid) is None
     assert box.store.saved_logs.read(uid) is None

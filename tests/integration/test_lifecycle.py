@@ -133,7 +133,7 @@ def test_instance_deleted_behind_our_back_fails_the_pod_instance_lost(box: Sandb
     instance = box.instance_for(box.pod("lost") or {})
     assert instance is not None
     box.runpod_sim.vanish(instance["id"])
-    box.advance(box.settings.create_grace_time + 1)
+    box.advance(box.settings.timing.create_grace_time + 1)
     box.tick()
     pod = box.pod("lost") or {}
     assert pod["status"]["phase"] == "Failed" and pod["status"]["reason"] == PodReason.INSTANCE_LOST

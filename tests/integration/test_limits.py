@@ -36,7 +36,7 @@ def test_no_capacity_keeps_the_pod_pending_then_fails_it(box: Sandbox) -> None:
     box.advance(60)
     box.tick()
     assert len(box.events("a")) == 1  # same reason, no repeated Event
-    box.advance(box.settings.max_pending_time)
+    box.advance(box.settings.timing.max_pending_time)
     box.tick()
     pod = box.pod("a") or {}
     assert pod["status"]["phase"] == "Failed"

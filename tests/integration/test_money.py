@@ -363,7 +363,7 @@ def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     metrics.observe(report, None, box.settings.owner_id)
     # Counted in seconds by our clock, from the pod's end plus the grace until now (not
     # in the billing's whole hours).
-    gone_by = (box.clock.now() - ended).total_seconds() - box.settings.orphan_grace_time
+    gone_by = (box.clock.now() - ended).total_seconds() - box.settings.timing.orphan_grace_time
     assert _sample(metrics.registry, "reconciler_leaked_instance_seconds_total") == gone_by
     billed = box.runpod_sim.billed(instance["id"])["total"]
     box.advance(3600)
@@ -408,7 +408,7 @@ def test_instances_without_pods_are_one_gauge_until_terminated(box: Sandbox) -> 
     assert box.pod("web") is None
     metrics.observe(box.tick(), None, box.settings.owner_id)
     assert _sample(metrics.registry, "reconciler_instances_without_pods") == 1
-    box.advance(box.settings.orphan_grace_time + 1)
+    box.advance(box.settings.timing.orphan_grace_time + 1)
     box.tick()  # the second sighting past the grace: terminated
     assert instance["id"] not in box.runpod_sim.instances
     metrics.observe(box.tick(), None, box.settings.owner_id)

@@ -38,7 +38,7 @@ def test_a_refused_terminal_status_keeps_the_instance_and_never_reruns(box: Sand
     delete_database(box)
     box.restart()
     for _ in range(4):
-        box.advance(box.settings.create_grace_time + 1)
+        box.advance(box.settings.timing.create_grace_time + 1)
         box.tick()
     pod = box.pod("train") or {}
     assert pod["status"]["phase"] == "Failed", pod["status"]

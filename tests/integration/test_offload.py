@@ -4,7 +4,6 @@ to completion across a failed attempt (the test plays the Job controller)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ NODE = "virtual-runpod"
 @pytest.fixture
 def box() -> Iterator[Sandbox]:
     # Offload after 10 minutes unless a test says otherwise, so each trigger shows alone.
-    with Sandbox(dataclasses.replace(FAST, max_pending_time_before_offload=600)) as sandbox:
+    with Sandbox(FAST.with_values(max_pending_time_before_offload=600)) as sandbox:
         yield sandbox
 
 

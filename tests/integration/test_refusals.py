@@ -40,7 +40,7 @@ def test_unknown_template_is_its_own_reason_at_once_and_fails_at_the_deadline(
     box.tick()
     assert creates(box) == 2
     assert event_reasons(box, "t") == ["TemplateNotFound"]  # the same reason: no new Event
-    box.advance(box.settings.max_pending_time)
+    box.advance(box.settings.timing.max_pending_time)
     box.tick()
     pod = box.pod("t") or {}
     assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", "TemplateNotFound")

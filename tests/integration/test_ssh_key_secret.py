@@ -8,7 +8,6 @@ the Secret type's rule."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 import os
 import shutil
@@ -27,7 +26,7 @@ from reconciler.runtime.leader import default_namespace
 from reconciler.sim import runpod_net
 
 NAME = "runpod-reconciler-ssh"
-SETTINGS = Settings(ssh_key_secret=NAME)
+SETTINGS = Settings.of(ssh_key_secret=NAME)
 
 
 def the_secret(box: Sandbox) -> dict:
@@ -47,14 +46,14 @@ def test_the_key_is_made_once_in_a_typed_secret_and_kept(caplog: pytest.LogCaptu
         assert secret["type"] == "kubernetes.io/ssh-auth"
         assert list(secret["data"]) == ["ssh-privatekey"]
         assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "runpod-reconciler"}
-        public = box.settings.ssh_public_key
+        public = box.settings.ssh.ssh_public_key
         assert public.startswith("ssh-ed25519 ")
         pod = box.add_pod("train", command=["python", "train.py"])
         box.tick()
         instance = box.instance_for(pod)
         assert instance is not None and instance["env"]["PUBLIC_KEY"] == public
         box.restart()  # a new process: the same key, read, not made again
-        assert box.settings.ssh_public_key == public
+        assert box.settings.ssh.ssh_public_key == public
         creates = [r for r in box.kube_sim.requests if r[0] == "POST" and r[1].endswith("/secrets")]
         assert len(creates) == 1
         body = private_key(box).decode().splitlines()[1]  # a line of the key's body
@@ -70,7 +69,7 @@ def test_the_key_is_made_once_in_a_typed_secret_and_kept(caplog: pytest.LogCaptu
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_exec_uses_the_key_from_the_secret() -> None:
-    with Sandbox(dataclasses.replace(SETTINGS), tls=True) as box:
+    with Sandbox(SETTINGS, tls=True) as box:
         box.start_kubelet()
         box.add_pod("train", command=["python", "train.py"])
         box.tick()

@@ -74,7 +74,7 @@ def test_a_crash_after_the_post_with_the_list_lagging_makes_one_volume(box: Sand
     """The claim is held with the time of its POST: while the create grace runs, a
     volume the list does not show yet is waited for, not made again (as an instance's
     in-doubt create is); the database plays no part (it is lost with the crash)."""
-    box.runpod_sim.set_listing_lag(box.settings.create_grace_time / 2)
+    box.runpod_sim.set_listing_lag(box.settings.timing.create_grace_time / 2)
     add_class(box)
     made = add_claim(box)
     crash_in(box, "after-volume-create")
@@ -82,7 +82,7 @@ def test_a_crash_after_the_post_with_the_list_lagging_makes_one_volume(box: Sand
     box.restart()
     for _ in range(4):
         box.tick()
-        box.advance(box.settings.create_grace_time / 6)
+        box.advance(box.settings.timing.create_grace_time / 6)
     assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1
     assert len(box.runpod_sim.volumes) == 1
     assert pv_of(box, made)["spec"]["csi"]["volumeHandle"] in box.runpod_sim.volumes

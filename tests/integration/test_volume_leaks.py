@@ -53,7 +53,7 @@ def test_a_duplicate_volume_is_told_every_once_run_and_collected_after_the_grace
     box: Sandbox,
 ) -> None:
     ours, theirs = taken_over(box)
-    grace = box.settings.orphan_grace_time
+    grace = box.settings.timing.orphan_grace_time
     told = []
     for _ in range(5):
         box.restart()  # a CronJob: a new process each tick

@@ -64,7 +64,7 @@ def test_record_event_creates_then_counts_repeats(
 
 
 def test_build_node_reflects_settings() -> None:
-    settings = Settings(
+    settings = Settings.of(
         node_name="burst",
         node_gpus=8,
         node_pods=110,
@@ -97,7 +97,7 @@ def test_build_node_reflects_settings() -> None:
 
 def test_build_node_without_an_endpoint_gives_no_address_or_port() -> None:
     """Port 0 serves nothing: an IP would only make the API server dial a dead address."""
-    settings = Settings(node_name="burst", kubelet_address="10.0.0.9", kubelet_port=0)
+    settings = Settings.of(node_name="burst", kubelet_address="10.0.0.9", kubelet_port=0)
     node = build_node(settings, SimClock().now())
     assert node["status"]["addresses"] == [{"type": "Hostname", "address": "burst"}]
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
@@ -107,7 +107,7 @@ def test_build_node_without_an_endpoint_gives_no_address_or_port() -> None:
 
 def test_build_node_writes_quantities_canonically() -> None:
     node = build_node(
-        Settings(node_cpu="4000", node_memory="16384Gi", node_gpus=1000, node_pods=110),
+        Settings.of(node_cpu="4000", node_memory="16384Gi", node_gpus=1000, node_pods=110),
         SimClock().now(),
     )
     assert node["status"]["capacity"] == {
@@ -123,9 +123,9 @@ def test_ensure_node_takes_back_an_address_no_longer_advertised(
 ) -> None:
     """Addresses merge by type: dropping the InternalIP needs a delete directive, or the
     API server would go on dialling it."""
-    serving = Settings(node_name=NODE, kubelet_address="10.0.0.9")
+    serving = Settings.of(node_name=NODE, kubelet_address="10.0.0.9")
     kube.node.ensure(build_node(serving, clock.now()))
-    kube.node.ensure(build_node(Settings(node_name=NODE, kubelet_port=0), clock.now()))
+    kube.node.ensure(build_node(Settings.of(node_name=NODE, kubelet_port=0), clock.now()))
     node = sim.get("nodes", None, NODE) or {}
     assert node["status"]["addresses"] == [{"type": "Hostname", "address": NODE}]
     assert node["status"]["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 0}}
@@ -139,7 +139,7 @@ def test_ensure_node_creates_then_writes_only_what_changed(
     kube: KubeClient,
     clock: SimClock,
 ) -> None:
-    settings = Settings(node_name=NODE, node_gpus=4)
+    settings = Settings.of(node_name=NODE, node_gpus=4)
     kube.node.ensure(build_node(settings, clock.now()))
     created = sim.get("nodes", None, NODE)
     assert created is not None and created["status"]["capacity"]["nvidia.com/gpu"] == "4"
@@ -159,7 +159,7 @@ def test_ensure_node_creates_then_writes_only_what_changed(
     assert ready["lastTransitionTime"] == "2026-01-01T00:00:00Z"
 
     sim.put("nodes", {**node, "metadata": {**node["metadata"], "labels": {"extra": "kept"}}})
-    kube.node.ensure(build_node(Settings(node_name=NODE, node_gpus=8), clock.now()))
+    kube.node.ensure(build_node(Settings.of(node_name=NODE, node_gpus=8), clock.now()))
     node = sim.get("nodes", None, NODE)
     assert node is not None
     assert node["metadata"]["labels"]["extra"] == "kept"

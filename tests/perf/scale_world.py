@@ -13,7 +13,6 @@ moves the host's clock with it (the RunPod client's pacing sleeps advance both).
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import time
@@ -49,14 +48,14 @@ WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 def bench_settings(n: int, **changes: Any) -> Settings:
     """Settings whose budgets never bind at n pods; the cluster id is fixed."""
-    base = Settings(
+    base = Settings.of(
         cluster_id="bench-cluster",
         max_instances=10 * n + 100,
         max_hourly_spend=1e9,
         node_pods=10 * n + 100,
         node_gpus=10 * n + 100,
     )
-    return dataclasses.replace(base, **changes)
+    return base.with_values(**changes)
 
 
 @dataclass(frozen=True)

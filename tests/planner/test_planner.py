@@ -176,7 +176,7 @@ def test_instances_without_our_owner_tag_are_never_touched() -> None:
 
 def test_orphan_is_terminated_on_its_second_sighting_once_old_enough() -> None:
     world = World().add(instance("uid-lost"))
-    world.now = T0 + timedelta(seconds=SETTINGS.orphan_grace_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.orphan_grace_time + 1)
     first = world.plan()
     assert kinds(first) == ["SaveRow"]
     world.apply(first)
@@ -190,7 +190,7 @@ def test_young_orphan_waits_for_the_grace_period() -> None:
     assert not [a for a in world.plan() if isinstance(a, Terminate)]
 
 
-PAST_GRACE = timedelta(seconds=SETTINGS.create_grace_time + 10)
+PAST_GRACE = timedelta(seconds=SETTINGS.timing.create_grace_time + 10)
 
 
 def test_duplicates_keep_the_mapped_instance() -> None:
@@ -225,7 +225,7 @@ def test_a_duplicate_younger_than_the_create_grace_is_left_alone_until_it_is_ove
     world.apply([SaveRow(world_row(world, "uid-a", kept.id))])
     world.now = T0 + timedelta(seconds=61)
     assert not [a for a in world.plan() if isinstance(a, Terminate)]
-    world.now = young.created_at + timedelta(seconds=SETTINGS.create_grace_time)
+    world.now = young.created_at + timedelta(seconds=SETTINGS.timing.create_grace_time)
     assert [a.instance_id for a in world.plan() if isinstance(a, Terminate)] == [young.id]
 
 
@@ -263,9 +263,9 @@ def test_in_doubt_create_waits_for_the_grace_period_then_retries() -> None:
     [create] = world.plan()
     assert isinstance(create, Create)
     world.apply([SaveRow(create.row)])  # crashed after the intent: no instance id
-    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time - 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.create_grace_time - 1)
     assert world.plan() == []
-    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.create_grace_time + 1)
     assert kinds(world.plan()) == ["Create"]
 
 
@@ -291,7 +291,7 @@ def test_lost_database_with_a_vanished_instance_trusts_the_pod_annotation() -> N
     [save] = world.plan()
     assert isinstance(save, SaveRow) and save.row.instance_id == "inst-old"
     world.apply([save])
-    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.create_grace_time + 1)
     status = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
     assert status["phase"] == "Failed" and status["reason"] == PodReason.INSTANCE_LOST
 
@@ -308,7 +308,7 @@ def test_a_waiting_row_gives_way_to_the_instance_another_writer_wrote_on_the_pod
     [create] = world.plan()
     assert isinstance(create, Create)
     world.rows["uid-train"] = create.row.changed(state=state)
-    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.create_grace_time + 1)
     world.pods["uid-train"]["metadata"]["annotations"] = {"runpod.io/pod-id": "inst-other"}
     [save] = world.plan()
     assert isinstance(save, SaveRow) and save.row.instance_id == "inst-other"
@@ -322,7 +322,7 @@ def test_instance_deleted_behind_our_back_fails_the_pod() -> None:
     world.apply(world.plan())
     world.apply(world.plan())
     world.instances.clear()
-    world.now = T0 + timedelta(seconds=SETTINGS.create_grace_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.create_grace_time + 1)
     actions = world.plan()
     failed = next(a for a in actions if isinstance(a, PatchStatus))
     assert failed.status["reason"] == PodReason.INSTANCE_LOST
@@ -394,7 +394,7 @@ def test_invalid_annotation_keeps_the_pod_pending_with_a_reason_then_fails() -> 
     assert waiting["reason"] == PodReason.INVALID_ANNOTATION
     world.apply(actions)
     assert world.plan() == []  # same reason: no second event, no second patch
-    world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.max_pending_time + 1)
     failed = next(a for a in world.plan() if isinstance(a, PatchStatus)).status
     assert failed["phase"] == "Failed" and failed["reason"] == PodReason.INVALID_ANNOTATION
 
@@ -406,7 +406,7 @@ def test_impossible_gpu_request_fails_at_once() -> None:
 
 
 def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
-    world = World(settings=Settings(cluster_id="cluster-a", max_instances=1))
+    world = World(settings=Settings.of(cluster_id="cluster-a", max_instances=1))
     world.add(pod("a", created=T0), pod("b", created=T0 + timedelta(seconds=1)))
     actions = world.plan()
     assert [a.pod.name for a in actions if isinstance(a, Create)] == ["a"]
@@ -415,7 +415,7 @@ def test_instance_cap_makes_creates_wait_with_budget_exceeded() -> None:
 
 
 def test_spend_cap_offers_only_the_gpus_that_fit_the_remaining_budget() -> None:
-    world = World(settings=Settings(cluster_id="cluster-a", max_hourly_spend=1.0))
+    world = World(settings=Settings.of(cluster_id="cluster-a", max_hourly_spend=1.0))
     world.add(pod("a"), pod("b", created=T0 + timedelta(seconds=1)))
     actions = world.plan()
     [create] = [a for a in actions if isinstance(a, Create)]
@@ -479,7 +479,7 @@ def test_a_pod_whose_planning_crashes_waits_with_a_reason_and_the_others_go_on()
     [event] = [a for a in actions if isinstance(a, Event) and a.pod.name == "broken"]
     assert event.reason == "InvalidPodSpec" and "AttributeError" in event.message
     world.apply(actions)
-    world.now = T0 + timedelta(seconds=SETTINGS.max_pending_time + 1)
+    world.now = T0 + timedelta(seconds=SETTINGS.timing.max_pending_time + 1)
     failed = [a for a in world.plan() if isinstance(a, PatchStatus) and a.pod.name == "broken"]
     assert failed and failed[0].status["phase"] == "Failed"
     assert failed[0].status["reason"] == "InvalidPodSpec"

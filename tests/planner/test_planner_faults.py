@@ -25,7 +25,7 @@ from tests.planner.faulty_world import Answer, Fault, FaultyWorld, Step
 from tests.planner.world import SETTINGS, T0, instance, pod
 
 # Below the create grace: a lag past it makes duplicates by design (they heal).
-MAX_LAG = int(SETTINGS.create_grace_time) - 1
+MAX_LAG = int(SETTINGS.timing.create_grace_time) - 1
 # Clean ticks after the faults, half a minute apart: enough for every grace to end.
 SETTLE = [Step(30)] * 30
 STATUSES = [

@@ -155,9 +155,9 @@ def test_an_unreadable_exit_code_ends_billing_after_the_bound() -> None:
     stopped = replace(world.instances[found.id], status=found.status.EXITED, cost_per_hr=0.0)
     world.instances[found.id] = stopped
     world.apply(world.plan())  # the wait starts: nothing read yet
-    world.now = T0 + timedelta(seconds=world.settings.exit_code_timeout - 1)
+    world.now = T0 + timedelta(seconds=world.settings.timing.exit_code_timeout - 1)
     assert world.plan() == []
-    world.now = T0 + timedelta(seconds=world.settings.exit_code_timeout + 1)
+    world.now = T0 + timedelta(seconds=world.settings.timing.exit_code_timeout + 1)
     world.exit_logs = {found.id: ("epoch 9 done", "Killed")}
     actions = world.plan()
     assert [a.instance_id for a in actions if isinstance(a, Terminate)] == [found.id]
@@ -245,7 +245,7 @@ def test_billing_after_the_pod_ended_is_a_leak_and_is_terminated() -> None:
     world.now = hour + timedelta(hours=2, minutes=7)
     leak = next(a for a in world.plan() if isinstance(a, Terminate))
     # In seconds, from the pod's end and the grace until now, not in whole buckets.
-    gone_by = ended + timedelta(seconds=world.settings.orphan_grace_time)
+    gone_by = ended + timedelta(seconds=world.settings.timing.orphan_grace_time)
     assert (leak.instance_id, leak.reason, leak.detail, leak.leaked_seconds) == (
         "inst-gone",
         TerminateReason.LEAK,

@@ -40,7 +40,7 @@ from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.planner import CreateInputs, Observation, plan_tick
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-SETTINGS = Settings(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
+SETTINGS = Settings.of(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
 OWNER = SETTINGS.owner_id
 
 CATALOG = [
@@ -105,7 +105,7 @@ def pod(
     return {
         "metadata": meta,
         "spec": {
-            "nodeName": SETTINGS.node_name,
+            "nodeName": SETTINGS.node.node_name,
             "restartPolicy": restart_policy,
             "containers": [container],
         },

@@ -171,17 +171,17 @@ def test_an_empty_cpu_catalog_waits() -> None:
 )
 def test_a_pod_that_asks_for_a_gpu_gets_one(pod: KubeObject) -> None:
     for mode in PodsWithoutGpu:
-        first = _create(pod, settings=Settings(pods_without_gpu=mode))[0]
+        first = _create(pod, settings=Settings.of(pods_without_gpu=mode))[0]
         assert (first.gpu_type_id, first.cpu_flavor_id) == ("NVIDIA RTX A6000", None)
 
 
 def test_flag_cpu_is_the_default() -> None:
-    assert Settings().pods_without_gpu is PodsWithoutGpu.CPU
+    assert Settings().placement.pods_without_gpu is PodsWithoutGpu.CPU
     assert _create(_sized("2"), settings=Settings())[0].cpu_flavor_id == "cpu3c"
 
 
 def test_flag_gpu_gives_one_gpu_as_before() -> None:
-    first = _create(_sized("2"), settings=Settings(pods_without_gpu=PodsWithoutGpu.GPU))[0]
+    first = _create(_sized("2"), settings=Settings.of(pods_without_gpu=PodsWithoutGpu.GPU))[0]
     assert (first.gpu_type_id, first.gpu_count, first.cpu_flavor_id) == (
         "NVIDIA RTX A6000",
         1,
@@ -191,7 +191,7 @@ def test_flag_gpu_gives_one_gpu_as_before() -> None:
 
 
 def test_flag_refuse_fails_the_pod() -> None:
-    settings = Settings(pods_without_gpu=PodsWithoutGpu.REFUSE)
+    settings = Settings.of(pods_without_gpu=PodsWithoutGpu.REFUSE)
     message = _fails(_sized("2"), PodReason.GPU_REQUIRED, settings=settings)
     assert "--pods-without-gpu=refuse" in message
 

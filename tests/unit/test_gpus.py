@@ -75,7 +75,7 @@ def test_unusable_gpu_count_is_permanent(value: str) -> None:
 
 
 def test_annotations_and_defaults() -> None:
-    settings = Settings(max_gpu_price=1.5, cloud=Cloud.COMMUNITY)
+    settings = Settings.of(max_gpu_price=1.5, cloud=Cloud.COMMUNITY)
     assert gpu_request(build_pod(), None, settings) == _request(
         max_price=1.5, cloud=Cloud.COMMUNITY
     )
@@ -117,13 +117,13 @@ def test_datacenters_are_intersected_with_the_node_allow_list(
     annotation: str | None, node: tuple[str, ...], expected: tuple[str, ...] | None
 ) -> None:
     pod = build_pod(annotations={} if annotation is None else {ann.DATACENTER_IDS: annotation})
-    assert gpu_request(pod, None, Settings(datacenter_ids=node)).datacenter_ids == expected
+    assert gpu_request(pod, None, Settings.of(datacenter_ids=node)).datacenter_ids == expected
 
 
 def test_disjoint_datacenters_are_unsatisfiable_and_name_both_lists() -> None:
     pod = build_pod(annotations={ann.DATACENTER_IDS: "CA-MTL-1"})
     with pytest.raises(TranslationError) as caught:
-        gpu_request(pod, None, Settings(datacenter_ids=("EU-RO-1", "US-TX-3")))
+        gpu_request(pod, None, Settings.of(datacenter_ids=("EU-RO-1", "US-TX-3")))
     assert caught.value.reason == PodReason.UNSATISFIABLE_GPU_REQUEST and caught.value.permanent
     assert "CA-MTL-1" in caught.value.message and "EU-RO-1, US-TX-3" in caught.value.message
 

@@ -250,7 +250,7 @@ def _report(creates: int, budget: int | None, waiting: int = 100, deferred: int 
 
 
 def test_a_tick_that_filled_its_create_slots_asks_for_another() -> None:
-    settings = Settings(max_creates_per_tick=50)
+    settings = Settings.of(max_creates_per_tick=50)
     assert creates_capped(_report(50, None), settings)
     assert creates_capped(_report(7, 10), settings)  # the rate budget's share: 10 - 3
     assert creates_capped(_report(0, 3), settings)  # no slot at all while pods wait

@@ -89,7 +89,7 @@ ONE_GPU = {"limits": {"nvidia.com/gpu": "1"}}
 
 
 def test_a_create_with_a_key_asks_for_ssh(catalog):
-    settings = Settings(ssh_public_key=KEY)
+    settings = Settings.of(ssh_public_key=KEY)
     pod = build_pod(ports=[{"containerPort": 8888}], resources=ONE_GPU)
     request = create_requests(pod, None, _sources(), catalog, settings, "c/n")[0]
     body = create_pod_body(request)
@@ -106,7 +106,9 @@ def test_without_a_key_nothing_changes(catalog):
 
 def test_a_templates_ports_are_left_alone(catalog):
     pod = build_pod(annotations={"runpod.io/template-id": "tpl-1"}, resources=ONE_GPU)
-    request = create_requests(pod, None, _sources(), catalog, Settings(ssh_public_key=KEY), "c/n")
+    request = create_requests(
+        pod, None, _sources(), catalog, Settings.of(ssh_public_key=KEY), "c/n"
+    )
     assert request[0].start_ssh and not any("22/tcp" in r.ports for r in request)
 
 

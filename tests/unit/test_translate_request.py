@@ -5,7 +5,6 @@ credential), the storage annotations and their rules, and which errors surface f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pytest
 
@@ -46,7 +45,7 @@ def _create(
     volumes: Sequence[RunPodVolume] | None = (RunPodVolume("vol_1", "data", 10, "EU-RO-1"),),
 ) -> list[CreateRequest]:
     # These pods ask for a GPU or are translated as before CPU instances (test_cpus.py).
-    settings = replace(settings, pods_without_gpu=PodsWithoutGpu.GPU)
+    settings = settings.with_values(pods_without_gpu=PodsWithoutGpu.GPU)
     return create_requests(
         pod, job, sources, catalog, settings, OWNER, registry_auth_id, (), volumes
     )
@@ -60,7 +59,7 @@ def test_one_request_per_ranked_candidate(catalog: list[GpuType]) -> None:
         ports=[{"containerPort": 8888}, {"containerPort": 22}],
         resources={"limits": {"nvidia.com/gpu": "2"}},
     )
-    requests = _create(pod, catalog=catalog, settings=Settings(max_gpu_price=4.0))
+    requests = _create(pod, catalog=catalog, settings=Settings.of(max_gpu_price=4.0))
     assert [r.gpu_type_id for r in requests] == [
         "NVIDIA RTX A5000",
         "NVIDIA GeForce RTX 4090",
@@ -119,7 +118,9 @@ def test_missing_image_is_allowed_only_with_a_template() -> None:
 
 
 def test_storage_defaults_and_persistent_volume() -> None:
-    assert _create(build_pod(), settings=Settings(container_disk_gb=80))[0].container_disk_gb == 80
+    assert (
+        _create(build_pod(), settings=Settings.of(container_disk_gb=80))[0].container_disk_gb == 80
+    )
     pod = build_pod(annotations={ann.CONTAINER_DISK_GB: "20", ann.VOLUME_GB: "100"})
     request = _create(pod)[0]
     assert request.container_disk_gb == 20
@@ -222,6 +223,6 @@ def test_requests_out_of_stock() -> None:
     empty = build_gpu("empty", availability=Availability.NONE)
     stocked = build_gpu("stocked", price=5.0)
     catalog = [empty, stocked]
-    requests = _create(build_pod(), catalog=catalog, settings=Settings(max_gpu_price=10))
+    requests = _create(build_pod(), catalog=catalog, settings=Settings.of(max_gpu_price=10))
     assert not requests_out_of_stock(requests, catalog)
     assert requests_out_of_stock(requests[1:], catalog)

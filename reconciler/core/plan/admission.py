@@ -69,7 +69,7 @@ def needs_create_inputs(
     if row.state is MappingState.PENDING:
         return True
     return row.state is MappingState.CREATING and not within(
-        now, row.attempt_started_at, settings.create_grace_time
+        now, row.attempt_started_at, settings.timing.create_grace_time
     )
 
 
@@ -150,12 +150,12 @@ def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
         affordable = tuple(
             c
             for c in wait.candidates
-            if total.hourly_spend + c.hourly_price <= tick.settings.max_hourly_spend
+            if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend
             and ns_use.refusal(caps, c.hourly_price) is None
         )
         cheapest = min(c.hourly_price for c in wait.candidates)
         refusal = ns_use.refusal(caps, cheapest)
-        if total.instances + 1 > tick.settings.max_instances or (
+        if total.instances + 1 > tick.settings.caps.max_instances or (
             refusal is None and not affordable
         ):
             actions += cannot_create(
@@ -187,14 +187,14 @@ def create_slots(obs: Observation, settings: Settings) -> int:
     """Creates one tick may plan: the cap, and the rate budget (our share of it) less a
     few requests kept for terminates and the next list."""
     budget = obs.rate_budget
-    rate_slots = settings.max_creates_per_tick if budget is None else max(0, budget - 3)
-    return min(settings.max_creates_per_tick, rate_slots)
+    rate_slots = settings.caps.max_creates_per_tick if budget is None else max(0, budget - 3)
+    return min(settings.caps.max_creates_per_tick, rate_slots)
 
 
 def _budget_message(tick: Situation, count: int, spend: float, cost: float) -> str:
     return (
-        f"waiting for budget: {count}/{tick.settings.max_instances} instances, "
-        f"${spend:.2f}/h of ${tick.settings.max_hourly_spend:.2f}/h spent, "
+        f"waiting for budget: {count}/{tick.settings.caps.max_instances} instances, "
+        f"${spend:.2f}/h of ${tick.settings.caps.max_hourly_spend:.2f}/h spent, "
         f"this pod needs at least ${cost:.2f}/h"
     )
 

@@ -126,7 +126,7 @@ def delete(
     failed (the executor checks), as an instance waits for its pod's end."""
     if cluster_id is None:
         return []
-    pause = min(DELETE_PAUSE_SECONDS, tick.settings.create_grace_time)
+    pause = min(DELETE_PAUSE_SECONDS, tick.settings.timing.create_grace_time)
     if row is not None and tick.within(row.delete_answered_at, pause):
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=tick.now) if row else None

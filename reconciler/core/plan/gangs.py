@@ -122,7 +122,7 @@ def _gang(
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
     current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
     for second, born in extra.items():
-        if born is not None and not tick.within(born, tick.settings.create_grace_time):
+        if born is not None and not tick.within(born, tick.settings.timing.create_grace_time):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(tick, second, None, detail, (), TerminateReason.DUPLICATE)
     cluster_id = current[0].cluster_id if current else None
@@ -347,13 +347,13 @@ def _without_cluster(
     if not pods:
         return []
     if row is not None and row.state is ClusterState.RUNNING:
-        if tick.within(row.updated_at, tick.settings.create_grace_time):
+        if tick.within(row.updated_at, tick.settings.timing.create_grace_time):
             return []  # just made: the list can lag behind the create
         detail = f"cluster {row.cluster_id} is gone"
         return [DeleteClusterRow(key), *gang_end.fail(tick, pods, f"{detail}: the gang fails")]
     creating = row is not None and row.state is ClusterState.CREATING
     if creating and tick.within(
-        row.attempt_started_at if row else None, tick.settings.create_grace_time
+        row.attempt_started_at if row else None, tick.settings.timing.create_grace_time
     ):
         return []  # in flight or in doubt: its members may yet be listed
     inputs = tick.obs.gang_inputs.get(job)
@@ -474,7 +474,7 @@ def _collect(
         if key_job(gang) in by_job:
             continue
         born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and tick.within(born, tick.settings.orphan_grace_time):
+        if born is not None and tick.within(born, tick.settings.timing.orphan_grace_time):
             continue
         detail = "no pod of its Job is left on the node"
         actions += gang_end.delete(
@@ -485,7 +485,7 @@ def _collect(
             continue
         since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
         if not tick.within(
-            since, tick.settings.create_grace_time + tick.settings.orphan_grace_time
+            since, tick.settings.timing.create_grace_time + tick.settings.timing.orphan_grace_time
         ):
             actions.append(DeleteClusterRow(gang))
     return actions

@@ -42,7 +42,7 @@ def _running(tick: Situation) -> Spent:
         if (
             row.state is MappingState.CREATING
             and row.pod_uid not in owned
-            and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
+            and tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time)
         ):
             total.add(row.namespace, 1, 0.0)  # its price is not known until it is listed
     jobs = _job_namespaces(tick)
@@ -54,7 +54,7 @@ def _running(tick: Situation) -> Spent:
         if (
             cluster.state is ClusterState.CREATING
             and cluster.gang not in listed
-            and tick.within(cluster.attempt_started_at, tick.settings.create_grace_time)
+            and tick.within(cluster.attempt_started_at, tick.settings.timing.create_grace_time)
         ):
             total.add(cluster.namespace, cluster.pod_count, cluster.cost_per_hr or 0.0)
     for namespace, usd in obs.storage_spend.items():
@@ -89,7 +89,7 @@ def admit_cluster(
     total = spent(tick)
     use = total.use(namespace)
     caps = tick.obs.namespace_caps.get(namespace)
-    limit = tick.settings.max_instances
+    limit = tick.settings.caps.max_instances
     if total.instances + size > limit:
         return (), (
             f"waiting for budget: a cluster of {size} pods would pass --max-instances "
@@ -98,7 +98,7 @@ def admit_cluster(
     affordable = tuple(
         c
         for c in candidates
-        if total.hourly_spend + c.hourly_price <= tick.settings.max_hourly_spend + 1e-9
+        if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend + 1e-9
         and use.refusal(caps, c.hourly_price, size) is None
     )
     cheapest = min(c.hourly_price for c in candidates)
@@ -108,7 +108,7 @@ def admit_cluster(
     if not affordable:
         return (), (
             f"waiting for budget: ${total.hourly_spend:.2f}/h of "
-            f"${tick.settings.max_hourly_spend:.2f}/h spent, this cluster of {size} pods "
+            f"${tick.settings.caps.max_hourly_spend:.2f}/h spent, this cluster of {size} pods "
             f"needs at least ${cheapest:.2f}/h"
         )
     # Count the dearest candidate tried: RunPod may accept any of them.

@@ -72,7 +72,9 @@ def _split_duplicates(
     mapped = row.instance_id if row is not None else None
     ordered = sorted(instances, key=lambda i: (i.id != named, i.id != mapped, _age_key(i)))
     extras = [
-        i for i in ordered[1:] if not tick.within(i.created_at, tick.settings.create_grace_time)
+        i
+        for i in ordered[1:]
+        if not tick.within(i.created_at, tick.settings.timing.create_grace_time)
     ]
     return ordered[0], extras
 
@@ -94,13 +96,15 @@ def _without_pod(
     if row is None:
         return []
     if row.state is MappingState.CREATING and tick.within(
-        row.attempt_started_at, tick.settings.create_grace_time
+        row.attempt_started_at, tick.settings.timing.create_grace_time
     ):
         return []  # an in-doubt create may still show up; it is an orphan then
     if not row.state.finished:
         return tick.save(row, _ended(tick, row))
     # Kept for `reconciler cost` and the leak audit as long as --cost-history says.
-    if not tick.within(row.ended_at or row.updated_at, tick.settings.cost_history_days * 86400):
+    if not tick.within(
+        row.ended_at or row.updated_at, tick.settings.caps.cost_history_days * 86400
+    ):
         return [DeleteRow(row.pod_uid)]
     return []
 
@@ -128,7 +132,7 @@ def _orphan(tick: Situation, row: MappingRecord | None, instance: Instance) -> l
     if row.state is MappingState.TERMINATING:
         return [Terminate(instance.id, TerminateReason.ORPHAN, ORPHAN_DETAIL, None, row)]
     sightings = row.orphan_sightings + 1
-    old_enough = not tick.within(instance.created_at, tick.settings.orphan_grace_time)
+    old_enough = not tick.within(instance.created_at, tick.settings.timing.orphan_grace_time)
     if sightings >= 2 and old_enough:
         return [
             Terminate(
@@ -157,7 +161,7 @@ def _deleting(
     if (
         row is not None
         and row.state is MappingState.CREATING
-        and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
+        and tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time)
     ):
         return []  # wait: the in-doubt create must be found and terminated first
     done = _ended(tick, row) if row is not None else None
@@ -233,7 +237,7 @@ def _without_instance(
     if (
         row is not None
         and row.state is MappingState.CREATING
-        and tick.within(row.attempt_started_at, tick.settings.create_grace_time)
+        and tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time)
     ):
         return [], None  # in doubt: the instance may still appear in the list
     if podinfo.deadline_passed(pod, tick.now):
@@ -295,7 +299,7 @@ def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRecord) 
 
 
 def _instance_missing(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
-    if tick.within(row.attempt_started_at, tick.settings.create_grace_time):
+    if tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time):
         return []  # a new instance can lag behind in the list
     return fail_pod(
         tick,

@@ -58,7 +58,7 @@ def leaks(tick: Situation) -> list[Action]:
             leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
         )
         for leak in spend.leaks(
-            tick.obs.billing, tick.obs.rows, tick.settings.orphan_grace_time, tick.now
+            tick.obs.billing, tick.obs.rows, tick.settings.timing.orphan_grace_time, tick.now
         )
     ]
 

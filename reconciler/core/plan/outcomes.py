@@ -73,11 +73,13 @@ def cannot_create(
 
 
 def waited_too_long(tick: Situation, pod: KubeObject) -> bool:
-    return podinfo.age(pod, tick.now) > timedelta(seconds=tick.settings.max_pending_time)
+    return podinfo.age(pod, tick.now) > timedelta(seconds=tick.settings.timing.max_pending_time)
 
 
 def gave_up(tick: Situation, message: str | None) -> str:
-    return f"{message or 'no instance'}; gave up after {int(tick.settings.max_pending_time)} s"
+    return (
+        f"{message or 'no instance'}; gave up after {int(tick.settings.timing.max_pending_time)} s"
+    )
 
 
 def show_waiting(

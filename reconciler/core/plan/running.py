@@ -128,7 +128,7 @@ def _exited(
     # stopped instance still bills its disk, so this lasts --exit-code-timeout at most.
     if row.exited_at is None:
         return tick.save(row, row.changed(exited_at=tick.now))
-    if tick.within(row.exited_at, tick.settings.exit_code_timeout):
+    if tick.within(row.exited_at, tick.settings.timing.exit_code_timeout):
         return []
     return _exit_code_unknown(tick, pod, row, instance)
 
@@ -140,7 +140,7 @@ def _exit_code_unknown(
     ref = PodRef.of(pod)
     summary = (
         f"the exit code of RunPod instance {instance.id} could not be read within "
-        f"{int(tick.settings.exit_code_timeout)} s of its stop"
+        f"{int(tick.settings.timing.exit_code_timeout)} s of its stop"
     )
     tail = _log_tail(tick.obs.exit_logs.get(instance.id, ()))
     shown = f"{summary}; last log lines:\n{tail}" if tail else summary

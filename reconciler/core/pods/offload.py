@@ -89,7 +89,7 @@ def plan_offloads(
             actions.append(
                 Bind(
                     PodRef.of(entry.pod),
-                    settings.node_name,
+                    settings.node.node_name,
                     OffloadTrigger.FORCED,
                     f'{ann.OFFLOAD} is "true"',
                 )
@@ -123,7 +123,7 @@ def _candidate(entry: PendingPod, settings: Settings) -> _Candidate | None:
         pod,
         forced,
         opted_out=flag is not None and not forced,
-        wait_limit=settings.max_pending_time_before_offload if limit is None else limit,
+        wait_limit=settings.placement.max_pending_time_before_offload if limit is None else limit,
         unschedulable_since=unschedulable_since(pod),
     )
 
@@ -147,7 +147,11 @@ def _automatic(
 ) -> list[Action]:
     """The waited and overflow triggers, oldest pod first, within `room`."""
     waiting.sort(key=lambda c: podinfo.oldest_first(c.pod))
-    excess = (len(waiting) - settings.pending_threshold) if settings.pending_threshold else 0
+    excess = (
+        (len(waiting) - settings.placement.pending_threshold)
+        if settings.placement.pending_threshold
+        else 0
+    )
     actions: list[Action] = []
     for candidate in waiting:
         if room <= 0:
@@ -159,7 +163,7 @@ def _automatic(
             or placement.exclusion(candidate.pod, node) is not None
         ):
             continue
-        actions.append(Bind(PodRef.of(candidate.pod), settings.node_name, *trigger))
+        actions.append(Bind(PodRef.of(candidate.pod), settings.node.node_name, *trigger))
         room, excess = room - 1, excess - 1
     return actions
 
@@ -179,6 +183,6 @@ def _trigger(
     if excess > 0:
         return OffloadTrigger.OVERFLOW, (
             f"{unschedulable} managed pods unschedulable, more "
-            f"than the threshold of {settings.pending_threshold}"
+            f"than the threshold of {settings.placement.pending_threshold}"
         )
     return None

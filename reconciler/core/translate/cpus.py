@@ -63,7 +63,7 @@ def runs_on_cpu(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
     asks_gpu = any(GPU_RESOURCE in (resources.get(s) or {}) for s in ("requests", "limits"))
     if asks_gpu or any(read(pod, job, name) is not None for name in GPU_ANNOTATIONS):
         return False
-    match settings.pods_without_gpu:
+    match settings.placement.pods_without_gpu:
         case PodsWithoutGpu.CPU:
             return True
         case PodsWithoutGpu.GPU:
@@ -76,12 +76,12 @@ def runs_on_cpu(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
                 permanent=True,
             )
         case _:
-            assert_never(settings.pods_without_gpu)
+            assert_never(settings.placement.pods_without_gpu)
 
 
 def cpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> CpuRequest:
     cloud = read_choice(pod, job, CLOUD_TYPE, tuple(Cloud))
-    if (cloud or settings.cloud) != Cloud.SECURE:
+    if (cloud or settings.placement.cloud) != Cloud.SECURE:
         raise TranslationError(
             PodReason.UNSATISFIABLE_CPU_REQUEST,
             "RunPod sells CPU instances on the SECURE cloud only "
@@ -94,7 +94,7 @@ def cpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
         cpus=_largest(resources, "cpu"),
         memory_bytes=_largest(resources, "memory"),
         allowed=read_list(pod, job, CPU_FLAVORS),
-        max_price=settings.max_gpu_price if max_price is None else max_price,
+        max_price=settings.caps.max_gpu_price if max_price is None else max_price,
         datacenter_ids=allowed_datacenters(pod, job, settings),
     )
 

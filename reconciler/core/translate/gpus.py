@@ -59,8 +59,8 @@ def gpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
         count=gpu_count(choose_container(pod)),
         min_memory_gb=read_int(pod, job, REQUIRED_GPU_MEMORY, maximum=MAX_GPU_MEMORY_GB),
         allowed_types=read_list(pod, job, GPU_TYPES),
-        max_price=settings.max_gpu_price if max_price is None else max_price,
-        cloud=settings.cloud if cloud is None else Cloud(cloud),
+        max_price=settings.caps.max_gpu_price if max_price is None else max_price,
+        cloud=settings.placement.cloud if cloud is None else Cloud(cloud),
         datacenter_ids=allowed_datacenters(pod, job, settings),
     )
 
@@ -90,7 +90,7 @@ def allowed_datacenters(
     pod: KubeObject, job: KubeObject | None, settings: Settings
 ) -> tuple[str, ...] | None:
     wanted = read_list(pod, job, DATACENTER_IDS)
-    allowed = settings.datacenter_ids
+    allowed = settings.placement.datacenter_ids
     if wanted is None or not allowed:
         return wanted or allowed or None
     both = tuple(dc for dc in wanted if dc in allowed)

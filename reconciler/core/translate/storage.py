@@ -67,11 +67,11 @@ def storage(
         )
     if claim is not None:
         return _claimed(
-            claim, size, volume_id, settings.container_disk_gb if disk is None else disk
+            claim, size, volume_id, settings.placement.container_disk_gb if disk is None else disk
         )
     path = _mount_path(pod, job)
     return Storage(
-        container_disk_gb=settings.container_disk_gb if disk is None else disk,
+        container_disk_gb=settings.placement.container_disk_gb if disk is None else disk,
         persistent_volume=None if size is None else PersistentVolume(size, path),
         network_volume=None if volume_id is None else NetworkVolume(volume_id, path),
         datacenter=None if volume_id is None else _listed(volume_id, volumes).datacenter,

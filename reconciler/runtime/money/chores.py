@@ -86,7 +86,7 @@ def read_billing(
         return BillingRead()  # nothing of ours to map a charge to: spare the request
     until = _hour(now)
     covered = store.billing.covered_until()
-    since = covered or _hour(now - timedelta(days=settings.cost_history_days))
+    since = covered or _hour(now - timedelta(days=settings.caps.cost_history_days))
     if until - since < BILLING_PERIOD:
         return BillingRead()
     try:
@@ -122,7 +122,7 @@ def save_billing(store: Store, settings: Settings, read: BillingRead, now: datet
             read.records,
             read.covered_until,
             now,
-            forget_before=now - timedelta(days=settings.cost_history_days),
+            forget_before=now - timedelta(days=settings.caps.cost_history_days),
         )
 
 
@@ -173,7 +173,7 @@ class ResourceBilling:
             return None  # nothing of ours to attribute a charge to: spare the request
         until = _hour(now)
         covered = store.billing.resource_covered_until(kind)
-        since = covered or _hour(now - timedelta(days=settings.cost_history_days))
+        since = covered or _hour(now - timedelta(days=settings.caps.cost_history_days))
         if until - since < BILLING_PERIOD:
             return None
         fetch = (
@@ -198,7 +198,7 @@ class ResourceBilling:
         leaks: list[DeleteCluster] = []
         if kind is Billed.CLUSTER and kept:
             leaks = spend.cluster_leaks(
-                kept, store.attributions.clusters_deleted(), settings.orphan_grace_time
+                kept, store.attributions.clusters_deleted(), settings.timing.orphan_grace_time
             )
         for leak in leaks:
             log.error(
@@ -216,7 +216,7 @@ def save_resource_billing(
             read.records,
             read.covered_until,
             now,
-            forget_before=now - timedelta(days=settings.cost_history_days),
+            forget_before=now - timedelta(days=settings.caps.cost_history_days),
         )
 
 

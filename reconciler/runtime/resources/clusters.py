@@ -245,7 +245,7 @@ class Clusters:
             return
         report.cluster_leaks = money.audit_clusters(
             clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
-            self.settings.orphan_grace_time,
+            self.settings.timing.orphan_grace_time,
             report.started_at,
         )
 
@@ -337,7 +337,7 @@ class Clusters:
             clusters.members_by_gang(members, self.settings.owner_id),
             {row.gang: row for row in rows},
             clusters.live_gangs(gang_pods),
-            self.settings.gang_result_interval,
+            self.settings.timing.gang_result_interval,
             now,
         )
         return self.pod_logs.read_results(due) if due else {}

@@ -110,7 +110,9 @@ class Volumes:
         self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
         actions = [
             *self._untold(network_volumes.plan_volumes(view)),
-            *volume_leaks.collect(leaks, view, report.started_at, self.settings.orphan_grace_time),
+            *volume_leaks.collect(
+                leaks, view, report.started_at, self.settings.timing.orphan_grace_time
+            ),
         ]
         if not actions:
             return
@@ -219,10 +221,10 @@ class Volumes:
             observation.pods,
             observation.instances,
             self.settings.owner_id,
-            self.settings.node_name,
-            self.settings.datacenter_ids,
+            self.settings.node.node_name,
+            self.settings.placement.datacenter_ids,
             now=now,
-            create_grace_time=self.settings.create_grace_time,
+            create_grace_time=self.settings.timing.create_grace_time,
         )
         if network_volumes.awaits_placing_pods(view):
             view = replace(view, placing=self.kube.pods.list_pending())
