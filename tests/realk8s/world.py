@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
 from tests.realk8s.plane import Plane, free_port, kubeconfig
@@ -114,6 +115,8 @@ class World:
                 "--kubelet-address=127.0.0.1",
                 f"--kubelet-port={self.kubelet_port}",
                 f"--ssh-key-file={self.workdir / 'ssh-key'}",
+                # The simulator's public IPs are reached through its network's relay.
+                f"--ssh-proxy-command={runpod_net.PROXY_COMMAND}",
                 "--create-grace-time=20",
                 "--orphan-grace-time=30",
             ],
