@@ -67,8 +67,12 @@ def test_a_store_failing_to_save_derived_data_blocks_no_termination(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("disk I/O error")
 
-    for name in ("save_namespace_caps", "save_billing", "sync_lookalikes"):
-        monkeypatch.setattr(box.store, name, broken)
+    for part, name in (
+        ("namespaces", "save_caps"),
+        ("billing", "save"),
+        ("namespaces", "sync_lookalikes"),
+    ):
+        monkeypatch.setattr(getattr(box.store, part), name, broken)
     _annotate_namespace(box, "team-a", {MAX_INSTANCES_ANNOTATION: "3"})
     box.add_pod("new", namespace="team-a")
     box.kube_sim.delete_pod("default", "old", grace_seconds=30)
