@@ -16,13 +16,12 @@ from typing import Any
 import click
 
 from reconciler.core.config import (
-    Flag,
     Settings,
-    envvar_of,
     setting_types,
     settings_fields,
     settings_problems,
 )
+from reconciler.core.setting import Flag, envvar_of
 
 F = Callable[..., Any]
 

@@ -22,7 +22,8 @@ from reconciler.cli.connection import (
 from reconciler.cli.context import CliContext, require_latest_schema
 from reconciler.cli.options import SettingsError, settings_from, settings_options
 from reconciler.cli.output import output_option
-from reconciler.core.config import DAY, Settings, out_of_range
+from reconciler.core.config import DAY, Settings
+from reconciler.core.setting import out_of_range
 from reconciler.runtime import leader, process_log
 from reconciler.runtime.cronjob_run import WITHOUT_STAY_WARNING, stay_beating
 from reconciler.runtime.health import parse_address

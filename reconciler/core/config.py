@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import ipaddress
 import math
 import re
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
+from reconciler.core.setting import Flag, Limits, ip_address, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
@@ -35,53 +35,6 @@ YEAR = 365 * DAY
 # No machine RunPod rents has a disk this large; above it a value is a typo. The contract
 # itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
 MAX_DISK_GB = 10_000
-
-Limits = tuple[float, float, str]
-"""(lowest, highest, what the number is). Every value must also be finite: a NaN compares
-false with everything, so it would pass any check written as `x < limit`."""
-
-
-def envvar_of(flag: str) -> str:
-    """The environment variable of a flag: `--max-instances` is RECONCILER_MAX_INSTANCES."""
-    return "RECONCILER_" + flag.lstrip("-").replace("-", "_").upper()
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How one setting is given on the command line and in the environment."""
-
-    flag: str
-    help: str
-    limits: Limits | None = None
-    """The range of a number; checked after parsing, naming the flag."""
-    parse: Callable[[str], Any] | None = None
-    """Turns a text setting's value into the one kept (ValueError: not a valid value)."""
-    check: Callable[[Any], str | None] | None = None
-    """Why a value cannot work, or None; for rules a range cannot say."""
-    fallback_env: str | None = None
-    """A variable read when neither the flag nor its own variable is set (one the pod's
-    downward API sets)."""
-
-    @property
-    def envvar(self) -> str:
-        return envvar_of(self.flag)
-
-
-def setting(
-    default: Any,
-    flag: str,
-    help: str,
-    *,
-    limits: Limits | None = None,
-    parse: Callable[[str], Any] | None = None,
-    check: Callable[[Any], str | None] | None = None,
-    fallback_env: str | None = None,
-) -> Any:
-    """A `Settings` field with its flag: the one declaration of a setting."""
-    return field(
-        default=default, metadata={"flag": Flag(flag, help, limits, parse, check, fallback_env)}
-    )
-
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
 # is named `<node>-writer` (runtime/writer_lease.py), so the node's name must leave it room.
@@ -103,21 +56,6 @@ def node_name_problem(name: str) -> str | None:
 
 def _node_name(text: str) -> str:
     return text or DEFAULT_NODE_NAME
-
-
-def _ip_address(text: str) -> str:
-    """An InternalIP must be an IP: the API server dials it for logs and exec."""
-    text = text.strip()
-    if not text:
-        return ""
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        raise ValueError(f"{text!r} is not an IP address") from None
-
-
-def _seconds(low: float, high: float) -> Limits:
-    return (low, high, "a number of seconds")
 
 
 class PodsWithoutGpu(enum.StrEnum):
@@ -214,7 +152,7 @@ class PlacementSettings:
         0,
         "--max-pending-time-before-offload",
         "Seconds a managed pod may be unschedulable before it is offloaded to RunPod.",
-        limits=_seconds(0, YEAR),
+        limits=seconds(0, YEAR),
     )
 
     pending_threshold: int = setting(
@@ -279,7 +217,7 @@ class TimingSettings:
         15 * 60,
         "--max-pending-time",
         "Seconds a pod may wait for an instance before it fails.",
-        limits=_seconds(0, YEAR),
+        limits=seconds(0, YEAR),
     )
     """Capacity, budget, a bad annotation: then the pod is Failed."""
 
@@ -287,21 +225,21 @@ class TimingSettings:
         120,
         "--create-grace-time",
         "Seconds an in-doubt create may take to appear before creating again.",
-        limits=_seconds(0, DAY),
+        limits=seconds(0, DAY),
     )
 
     orphan_grace_time: float = setting(
         300,
         "--orphan-grace-time",
         "Seconds an instance without a pod must be old before it is terminated.",
-        limits=_seconds(0, YEAR),
+        limits=seconds(0, YEAR),
     )
 
     catalog_ttl: float = setting(
         300,
         "--catalog-ttl",
         "Seconds the GPU and CPU catalogs are cached.",
-        limits=_seconds(0, DAY),
+        limits=seconds(0, DAY),
     )
 
     exit_code_timeout: float = setting(
@@ -309,7 +247,7 @@ class TimingSettings:
         "--exit-code-timeout",
         "Seconds a stopped batch instance's exit code may stay unreadable before the "
         "instance is terminated anyway and its pod fails with ExitCodeUnknown.",
-        limits=_seconds(1, DAY),
+        limits=seconds(1, DAY),
     )
 
     gang_result_interval: float = setting(
@@ -318,7 +256,7 @@ class TimingSettings:
         "Seconds between two reads of a running gang's rank 0 log for its exit code, the "
         "gang's result (one RunPod request each; 0: never read, so only deadlines and "
         "deleting the Job end a gang).",
-        limits=_seconds(0, DAY),
+        limits=seconds(0, DAY),
     )
 
     tick_deadline: float = setting(
@@ -326,7 +264,7 @@ class TimingSettings:
         "--tick-deadline",
         "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
         "request runs past it.",
-        limits=_seconds(1, 3600),
+        limits=seconds(1, 3600),
     )
     """Also the longest any one request may take."""
 
@@ -339,7 +277,7 @@ class KubeletSettings:
         "",
         "--kubelet-address",
         "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP).",
-        parse=_ip_address,
+        parse=ip_address,
         fallback_env="POD_IP",
     )
     """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
@@ -365,7 +303,7 @@ class KubeletSettings:
         "--kubelet-idle-timeout",
         "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
         "and request headers are complete; then it is closed.",
-        limits=_seconds(1, 3600),
+        limits=seconds(1, 3600),
     )
     """Also between two requests of a connection: closed before anyone is authenticated."""
 
@@ -398,7 +336,7 @@ class KubeletSettings:
         "--streaming-connection-idle-timeout",
         "Seconds an exec or port-forward session may pass with no frame either way; then "
         "it is closed (the kubelet's flag of this name).",
-        limits=_seconds(1, DAY),
+        limits=seconds(1, DAY),
     )
 
 
@@ -541,20 +479,6 @@ def setting_value(settings: Settings, name: str) -> Any:
 LIMITS: dict[str, Limits] = {
     item.name: flag.limits for item, flag in settings_fields() if flag.limits is not None
 }
-
-
-def out_of_range(value: float, limits: Limits) -> str | None:
-    """Why `value` breaks `limits`, or None when it is finite and within them."""
-    low, high, what = limits
-    if not math.isfinite(value) or not low <= value <= high:
-        if math.isinf(high):
-            return f"{value!r} is not {what} of at least {_number(low)}"
-        return f"{value!r} is not {what} from {_number(low)} to {_number(high)}"
-    return None
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
