@@ -165,6 +165,7 @@ class JobController:
             if final == "Complete":
                 status["completionTime"] = now
         status.update(
+            uncountedTerminatedPods=status.get("uncountedTerminatedPods") or {},
             conditions=conditions,
             active=len(active),
             ready=sum(1 for pod in active if _ready(pod)),
@@ -398,7 +399,6 @@ def _job_pod(job: dict[str, Any], generate_name: str = "") -> dict[str, Any]:
     pod_meta.update(
         namespace=meta["namespace"],
         labels=labels,
-        annotations=dict(pod_meta.get("annotations") or {}),
         generateName=generate_name or f"{name}-",
         ownerReferences=[
             {
@@ -423,7 +423,7 @@ def _indexed_pod(job: dict[str, Any], index: int) -> dict[str, Any]:
         prefix = prefix[: _MAX_GENERATED_NAME - len(suffix)] + suffix
     pod = _job_pod(job, prefix)
     pod["metadata"]["labels"][COMPLETION_INDEX] = str(index)
-    pod["metadata"]["annotations"][COMPLETION_INDEX] = str(index)
+    pod["metadata"].setdefault("annotations", {})[COMPLETION_INDEX] = str(index)
     spec = pod["spec"]
     spec["hostname"] = f"{name}-{index}"
     for container in (*spec.get("initContainers", []), *spec.get("containers", [])):

@@ -93,7 +93,9 @@ def test_the_controller_makes_parallelism_pods_from_the_template(
         assert meta["finalizers"] == ["batch.kubernetes.io/job-tracking"]
     first = status(sim)
     assert first["startTime"] == clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert (first["active"], first["ready"]) == (2, 0)
+    # As the real v1.37 control plane writes it for the same Job (tests/realk8s plane).
+    assert (first["active"], first["ready"], first["terminating"]) == (2, 0, 0)
+    assert first["uncountedTerminatedPods"] == {}
     write_status(sim, pods[0], {"phase": "Running", "conditions": [_ready()]})
     assert status(sim)["ready"] == 1
 
