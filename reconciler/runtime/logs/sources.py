@@ -312,12 +312,7 @@ class PodLogs:
         except LogsRefused as exc:
             raise LogError(503, str(exc)) from exc
         except runpod_errors.RunPodNotFound:
-            saved = self.store.saved_logs.read(pod_uid)
-            if saved is None:
-                raise LogError(
-                    404, f"RunPod instance {instance_id} is gone and its log was not kept"
-                ) from None
-            return iter(last_lines((LogLine(ts, line) for ts, line in saved), options, nonce))
+            return self._kept(instance_id, pod_uid, options, nonce)
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             raise LogError(502, f"RunPod did not give the log: {exc}") from exc
         backfill = last_lines((LogLine(e.ts, e.line) for e in events), options, nonce)
@@ -328,6 +323,17 @@ class PodLogs:
             after=after, since=None if after else (options.since or opened_at), tail=0, follow=True
         )
         return self._followed(backfill, instance_id, nonce, follow, should_stop)
+
+    def _kept(
+        self, instance_id: str, pod_uid: str, options: LogOptions, nonce: str
+    ) -> Iterator[LogLine]:
+        """The log kept when the instance went, for an instance RunPod no longer has."""
+        saved = self.store.saved_logs.read(pod_uid)
+        if saved is None:
+            raise LogError(
+                404, f"RunPod instance {instance_id} is gone and its log was not kept"
+            ) from None  # called while RunPod's 404 is handled: that is not the news
+        return iter(last_lines((LogLine(ts, line) for ts, line in saved), options, nonce))
 
     def _followed(
         self,
@@ -365,12 +371,7 @@ class PodLogs:
             except LogsRefused as exc:
                 raise LogError(503, str(exc)) from exc
             except runpod_errors.RunPodNotFound:
-                saved = self.store.saved_logs.read(pod_uid)
-                if saved is None:
-                    raise LogError(
-                        404, f"RunPod instance {instance_id} is gone and its log was not kept"
-                    ) from None
-                return iter(last_lines((LogLine(ts, line) for ts, line in saved), options, nonce))
+                return self._kept(instance_id, pod_uid, options, nonce)
             except (runpod_errors.RunPodError, LogStreamBroken) as exc:
                 raise LogError(502, f"RunPod did not give the log: {exc}") from exc
         container = [LogLine(e.ts, e.line) for e in history if e.source == "container"]
