@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.resources.volume_objects import volume_name
-from reconciler.sim.runpod import REQUEST_LOG_LIMIT
+from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
 from tests.chaos.invariants import (
     request_log_violations,
     volumes_left_billing,
