@@ -64,7 +64,7 @@ class LiveWorld:
                 if port == 22:
                     continue
                 with contextlib.suppress(ValueError):  # no sshd: nothing reaches it anyway
-                    self.box.runpod_sim.serve_http(
+                    self.box.runpod_sim.ssh.serve_http(
                         instance["id"], port, f"{instance['name']} answers on port {port}\n"
                     )
 

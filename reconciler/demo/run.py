@@ -228,7 +228,7 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
     _show_endpoints(box, n)
 
     n.say("the training process exits 0; its instance stops itself")
-    box.runpod_sim.write_container_log(
+    box.runpod_sim.logs.write_container(
         _instance_id(box, "ml", "train"),
         [
             "epoch 1/3 loss 0.91",
@@ -275,7 +275,7 @@ def _scenario(box: Sandbox, n: _Narrator) -> None:
         "a create succeeds at RunPod but the answer is lost (HTTP 500), then the "
         "reconciler restarts"
     )
-    box.runpod_sim.create_then_fail(1, status=500)
+    box.runpod_sim.faults.create_then_fail(1, status=500)
     box.add_pod("serve", namespace="ml", image="vllm/vllm-openai", ports=[8000])
     with _scripted_fault(n):
         n.tick(advance=1)
@@ -325,7 +325,7 @@ def _summarise(box: Sandbox, echo: Echo) -> DemoResult:
     result = DemoResult(planted=PLANTED_INSTANCES)
     for request in box.runpod_sim.requests:
         if request.method == "POST" and request.path == "/v2/pods":
-            # A 5xx create made its instance anyway in this scenario (create_then_fail).
+            # A 5xx create made its instance anyway in this scenario (faults.create_then_fail).
             result.created += request.status == 201 or request.status >= 500
             result.in_doubt += request.status >= 500
         if request.method == "DELETE" and request.status == 204:

@@ -8,7 +8,7 @@
     PATCH  /v2/network-volumes/{id}   `name`, `size`: grow only (400 on a shrink), nothing
                                       else (422: the data center and the type are immutable)
     DELETE /v2/network-volumes/{id}   204; 404 unknown; 400 while a pod (stopped or not)
-                                      mounts it (`volume_delete_keeps_billing`: 204, hidden,
+                                      mounts it (`faults.volume_delete_keeps_billing`: 204, hidden,
                                       billing on until deleted again)
     GET    /v2/billing/network-volumes   per volume per bucket, standard and
                                       high-performance amounts

@@ -30,7 +30,7 @@ def sync(box: Sandbox, *args: str) -> tuple[int, dict[str, object], float]:
 def test_hung_creates_end_the_tick_by_its_deadline(box: Sandbox) -> None:
     for index in range(6):
         box.add_pod(f"p{index}")
-    box.runpod_sim.create_then_hang(count=6, seconds=4)
+    box.runpod_sim.faults.create_then_hang(count=6, seconds=4)
     code, report, seconds = sync(box, "--tick-deadline", "2")
     # Without the deadline: six creates one after another, four seconds each.
     assert seconds < 3.5, report
@@ -43,7 +43,7 @@ def test_hung_creates_end_the_tick_by_its_deadline(box: Sandbox) -> None:
 
 def test_a_rate_limited_list_is_a_clean_skipped_tick(box: Sandbox) -> None:
     box.add_pod("p")
-    box.runpod_sim.inject_fault("GET", "/v2/pods", 429, count=1, retry_after=30)
+    box.runpod_sim.faults.inject("GET", "/v2/pods", 429, count=1, retry_after=30)
     code, report, seconds = sync(box)
     assert code == 0, report
     assert report["ok"] is True and report["errors"] == []
@@ -56,7 +56,7 @@ def test_a_rate_limited_list_is_a_clean_skipped_tick(box: Sandbox) -> None:
 
 
 def test_the_skipped_tick_says_so_in_the_table(box: Sandbox) -> None:
-    box.runpod_sim.inject_fault("GET", "/v2/pods", 429, count=1, retry_after=30)
+    box.runpod_sim.faults.inject("GET", "/v2/pods", 429, count=1, retry_after=30)
     result = sync_once(box)
     assert result.exit_code == 0
     assert "ok (skipped, rate limited by RunPod (retry after 30 s))" in result.stdout

@@ -97,7 +97,7 @@ def test_a_changed_host_key_is_refused_on_a_later_run(box: Sandbox) -> None:
     assert run(box, "default/train", "--", "true").returncode == 0
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.set_sshd(instance["id"], True, new_host_key=True)
+    box.runpod_sim.ssh.set_running(instance["id"], True, new_host_key=True)
     done = run(box, "default/train", "--", "true")
     assert done.returncode == 1 and "host key" in done.stderr and "changed" in done.stderr
 

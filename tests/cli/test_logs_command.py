@@ -55,7 +55,7 @@ ENV = {**os.environ, "RUNPOD_API_KEY": API_KEY}
 
 def test_plain_read_with_tail_and_timestamps(box: Sandbox) -> None:
     instance_id = start_pod(box, "train")
-    box.runpod_sim.write_container_log(instance_id, ["a", "b", "c"])
+    box.runpod_sim.logs.write_container(instance_id, ["a", "b", "c"])
     done = subprocess.run(
         command(box, "train", "--tail", "2"), env=ENV, capture_output=True, text=True, timeout=60
     )
@@ -73,7 +73,7 @@ def test_plain_read_with_tail_and_timestamps(box: Sandbox) -> None:
 
 def test_follow_gets_new_lines_and_ends_with_the_instance(box: Sandbox) -> None:
     instance_id = start_pod(box, "job", restart_policy="Never")
-    box.runpod_sim.write_container_log(instance_id, ["first"])
+    box.runpod_sim.logs.write_container(instance_id, ["first"])
     follower = subprocess.Popen(
         command(box, "-f", "job"),
         env=ENV,
@@ -85,7 +85,7 @@ def test_follow_gets_new_lines_and_ends_with_the_instance(box: Sandbox) -> None:
         assert follower.stdout is not None
         # (the simulated container says "container started" when it starts)
         assert [follower.stdout.readline() for _ in range(2)] == ["container started\n", "first\n"]
-        box.runpod_sim.write_container_log(instance_id, ["second"])
+        box.runpod_sim.logs.write_container(instance_id, ["second"])
         assert follower.stdout.readline() == "second\n"
         box.runpod_sim.exit_process(instance_id, 0)
         assert follower.wait(timeout=30) == 0
@@ -97,7 +97,7 @@ def test_follow_gets_new_lines_and_ends_with_the_instance(box: Sandbox) -> None:
 
 def test_a_finished_pods_kept_log_and_a_missing_pod(box: Sandbox) -> None:
     instance_id = start_pod(box, "job", restart_policy="Never")
-    box.runpod_sim.write_container_log(instance_id, ["result: 42"])
+    box.runpod_sim.logs.write_container(instance_id, ["result: 42"])
     box.runpod_sim.exit_process(instance_id, 0)
     for _ in range(2):
         box.tick()
@@ -140,7 +140,7 @@ def test_the_kubeconfig_context_is_picked_as_sync_picks_it(box: Sandbox) -> None
 
 def test_the_pod_is_named_as_exec_names_it_too(box: Sandbox) -> None:
     instance_id = start_pod(box, "train")
-    box.runpod_sim.write_container_log(instance_id, ["a"])
+    box.runpod_sim.logs.write_container(instance_id, ["a"])
     for args in (["default/train"], ["-n", "default", "train"], ["train"]):
         done = subprocess.run(command(box, *args), env=ENV, capture_output=True, text=True)
         assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "a"), (args, done.stderr)

@@ -235,7 +235,7 @@ def test_sigterm_during_a_tick_lets_it_finish_and_releases_the_lock(
     reconciler = start("--interval", LONG_INTERVAL)
     eventually(lambda: answers(f"{reconciler.base}/healthz"))
     eventually(lambda: reconciler.metric('reconciler_ticks_total{result="ok"}') == 1)
-    box.runpod_sim.create_then_hang(seconds=3)
+    box.runpod_sim.faults.create_then_hang(seconds=3)
     box.add_pod("slow")
     eventually(lambda: bool(box.owned_instances()), seconds=10)  # made; the answer stalls
     reconciler.process.send_signal(signal.SIGTERM)
@@ -338,5 +338,5 @@ def test_the_leader_serves_logs_and_a_standby_says_so(
     assert refused.status_code == 503 and "standby" in refused.text
     instance = box.instance_for(box.pod("p") or {}) or {}
     box.advance(30)
-    box.runpod_sim.write_container_log(str(instance["id"]), ["hello"])
+    box.runpod_sim.logs.write_container(str(instance["id"]), ["hello"])
     eventually(lambda: get(logs_url(leader, "p"), ADMIN).text.endswith("hello\n"))

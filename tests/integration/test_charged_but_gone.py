@@ -49,7 +49,7 @@ def test_a_cluster_billed_after_its_delete_is_told_with_the_database_lost(
     running_gang(box)
     cluster_id = members(box)[0]["cluster"]["id"]
     box.tick()
-    box.runpod_sim.cluster_delete_keeps_billing()  # answered 204, yet it bills on
+    box.runpod_sim.faults.cluster_delete_keeps_billing()  # answered 204, yet it bills on
     kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
         "train", "default", propagation_policy="Background"
     )
@@ -88,7 +88,7 @@ def test_a_cluster_billed_after_its_delete_is_told_with_the_database_lost(
 
 def test_an_instance_billed_after_its_delete_is_told_with_the_database_lost(box: Sandbox) -> None:
     instance = _running(box, "web")
-    box.runpod_sim.delete_keeps_billing()
+    box.runpod_sim.faults.delete_keeps_billing()
     box.kube_sim.delete_pod("default", "web", grace_seconds=30)
     box.tick()  # the DELETE answers 204, yet it bills on
     box.tick()
@@ -118,7 +118,7 @@ def test_a_volume_billed_after_its_delete_is_told_with_the_database_lost(box: Sa
     add_claim(box)
     provision(box)
     [volume_id] = box.runpod_sim.volumes
-    box.runpod_sim.volume_delete_keeps_billing()
+    box.runpod_sim.faults.volume_delete_keeps_billing()
     delete_claim(box)
     box.tick()  # the released volume's DELETE answers 204, yet it bills on; its PV goes
     assert box.runpod_sim.volumes == {}

@@ -240,14 +240,14 @@ def test_a_checkpoint_written_by_one_pod_is_read_by_the_next(box, tmp_path):
     assert body["mounts"] == {"network": [{"volumeId": volume_id, "path": "/ckpt"}]}
     assert body["dataCenterIds"] == ["EU-RO-1"]
     first = box.instance_for(writer)
-    (box.runpod_sim.ssh_sandbox(first["id"]) / "ckpt" / "step-100").write_text("weights")
+    (box.runpod_sim.ssh.sandbox(first["id"]) / "ckpt" / "step-100").write_text("weights")
     box.kube_sim.delete_pod("default", "writer", grace_seconds=0)
     box.tick()
     reader = claim_pod(box, "reader", "ckpt")
     box.tick()
     second = box.instance_for(reader)
     assert second["id"] != first["id"]
-    assert (box.runpod_sim.ssh_sandbox(second["id"]) / "ckpt" / "step-100").read_text() == "weights"
+    assert (box.runpod_sim.ssh.sandbox(second["id"]) / "ckpt" / "step-100").read_text() == "weights"
 
 
 def test_what_runpod_cannot_mount_is_the_pods_reason(box):

@@ -106,7 +106,7 @@ def test_a_cluster_billed_after_its_delete_was_answered_is_deleted_again(
     running_gang(box)
     cluster_id = members(box)[0]["cluster"]["id"]
     box.tick()  # whose the cluster is, written
-    box.runpod_sim.cluster_delete_keeps_billing()  # answered 204, yet it bills on
+    box.runpod_sim.faults.cluster_delete_keeps_billing()  # answered 204, yet it bills on
     kubernetes.client.BatchV1Api(box.kube_sim.api_client()).delete_namespaced_job(
         "train", "default", propagation_policy="Background"
     )

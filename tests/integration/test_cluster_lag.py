@@ -32,7 +32,7 @@ def phases(box: Sandbox) -> list[str]:
 
 
 def test_a_cluster_the_list_omits_past_the_grace_is_not_gone(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(LAG)
+    box.runpod_sim.account.set_listing_lag(LAG)
     box.add_indexed_job("train", 2)
     for _ in range(10):
         box.tick()
@@ -49,7 +49,7 @@ def once_writer(box: Sandbox) -> None:
 
 
 def test_once_runs_on_fresh_databases_make_one_cluster(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(LAG)
+    box.runpod_sim.account.set_listing_lag(LAG)
     box.add_indexed_job("train", 2)
     once_writer(box)
     box.tick()
@@ -79,7 +79,7 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
         api.headers["Authorization"] = f"Bearer {API_KEY}"
         made = api.post(f"{box.runpod_sim.base_url}/v2/clusters", json=body)
     foreign = str(made.json()["id"])
-    box.runpod_sim.set_listing_lag(LAG)  # ours will not be listed: only read by id
+    box.runpod_sim.account.set_listing_lag(LAG)  # ours will not be listed: only read by id
     box.add_indexed_job("train", 2)
     for pod in box.job_pods("train"):
         box.kube.pods.patch_annotations(

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim.runpod import SimRequest
+from reconciler.sim.runpod_http import SimRequest
 
 from .crashing import crash_in
 
@@ -147,8 +147,8 @@ def test_a_crash_around_the_create_leaves_one_cluster(box: Sandbox, point: str) 
 
 def test_a_lost_answer_is_not_retried_blindly(box: Sandbox) -> None:
     box.add_indexed_job("train", 2)
-    box.runpod_sim.set_listing_lag(20)  # shorter than the create grace (30 s)
-    box.runpod_sim.create_then_fail(1, 500)
+    box.runpod_sim.account.set_listing_lag(20)  # shorter than the create grace (30 s)
+    box.runpod_sim.faults.create_then_fail(1, 500)
     box.tick()
     box.tick()
     box.advance(25)
@@ -163,14 +163,14 @@ def test_a_second_cluster_for_one_gang_is_deleted(box: Sandbox) -> None:
     """A lost answer while the list lags past the create grace: the create is made again
     (as for instances, architecture §4), and once both are listed one goes."""
     box.add_indexed_job("train", 2)
-    box.runpod_sim.set_listing_lag(90)
-    box.runpod_sim.create_then_fail(1, 500)
+    box.runpod_sim.account.set_listing_lag(90)
+    box.runpod_sim.faults.create_then_fail(1, 500)
     box.tick()
     box.advance(31)
     box.tick()
     assert len(cluster_posts(box)) == 2 and len(box.runpod_sim.clusters) == 2
-    box.runpod_sim.catch_up_listing()
-    box.runpod_sim.set_listing_lag(0)
+    box.runpod_sim.account.catch_up_listing()
+    box.runpod_sim.account.set_listing_lag(0)
     box.tick()
     box.advance(31)
     box.tick()
@@ -189,7 +189,7 @@ def test_kubectl_logs_reads_each_pods_member() -> None:
         pods = running_gang(box)
         by_rank = {m["cluster"]["rank"]: m for m in members(box)}
         for index in (0, 1):
-            box.runpod_sim.write_container_log(by_rank[index]["id"], [f"rank {index} says hi"])
+            box.runpod_sim.logs.write_container(by_rank[index]["id"], [f"rank {index} says hi"])
         for index, pod in enumerate(pods):
             done = subprocess.run(
                 ["kubectl", "--kubeconfig", box.kubeconfig, "logs", pod["metadata"]["name"]],
@@ -290,8 +290,8 @@ def test_a_cluster_in_doubt_holds_the_room_of_all_its_pods(box: Sandbox) -> None
     ends it counts as its 2 pods, so a second gang of 2 waits under a cap of 3."""
     box.configure(max_instances=3)
     box.add_indexed_job("train", 2)
-    box.runpod_sim.set_listing_lag(20)  # shorter than the create grace (30 s)
-    box.runpod_sim.create_then_fail(1, 500)
+    box.runpod_sim.account.set_listing_lag(20)  # shorter than the create grace (30 s)
+    box.runpod_sim.faults.create_then_fail(1, 500)
     box.tick()
     box.add_indexed_job("other", 2)
     box.tick()

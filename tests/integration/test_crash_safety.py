@@ -38,7 +38,7 @@ def creates(box: Sandbox) -> int:
 
 
 def test_create_that_answers_500_is_adopted_not_duplicated(box: Sandbox) -> None:
-    box.runpod_sim.create_then_fail(1, status=500)
+    box.runpod_sim.faults.create_then_fail(1, status=500)
     box.add_pod("a")
     report = box.tick()
     assert report.failed["Create"] == 1
@@ -49,7 +49,7 @@ def test_create_that_answers_500_is_adopted_not_duplicated(box: Sandbox) -> None
 
 
 def test_listing_lag_does_not_cause_a_second_create(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(20)
+    box.runpod_sim.account.set_listing_lag(20)
     box.add_pod("a")
     box.tick()
     box.advance(5)
@@ -198,7 +198,7 @@ def test_foreign_instances_are_never_touched(box: Sandbox) -> None:
 
 
 def test_listing_lag_longer_than_the_grace_does_not_fail_a_healthy_pod(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(box.settings.timing.create_grace_time * 4)
+    box.runpod_sim.account.set_listing_lag(box.settings.timing.create_grace_time * 4)
     box.add_pod("a")
     box.tick()
     box.advance(box.settings.timing.create_grace_time * 2)

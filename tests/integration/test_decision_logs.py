@@ -65,7 +65,7 @@ def test_an_adopted_instance_is_logged_as_adopted(
     box: Sandbox, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger=DECISIONS)
-    box.runpod_sim.create_then_fail(1, status=500)
+    box.runpod_sim.faults.create_then_fail(1, status=500)
     box.add_pod("serve")
     box.tick()
     box.advance(10)

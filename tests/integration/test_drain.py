@@ -67,7 +67,7 @@ def test_drain_retries_a_failed_delete_until_the_list_is_empty(box: Sandbox) -> 
     box.add_pod("train")
     box.tick()
     # More 503s than the client's own attempts: the first poll cannot terminate it.
-    box.runpod_sim.inject_fault("DELETE", "/v2/pods/*", 503, count=4)
+    box.runpod_sim.faults.inject("DELETE", "/v2/pods/*", 503, count=4)
     report = drain(
         box.runpod,
         box.settings.owner_id,
@@ -84,7 +84,7 @@ def test_drain_retries_a_failed_delete_until_the_list_is_empty(box: Sandbox) -> 
 def test_drain_reports_what_is_left_when_time_runs_out(box: Sandbox) -> None:
     box.add_pod("train")
     box.tick()
-    box.runpod_sim.inject_fault("DELETE", "/v2/pods/*", 503, count=1000)
+    box.runpod_sim.faults.inject("DELETE", "/v2/pods/*", 503, count=1000)
     report = drain(
         box.runpod,
         box.settings.owner_id,

@@ -65,11 +65,11 @@ def test_a_forged_address_reaches_only_the_pods_own_instance(box, apiserver):
     )
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
     assert done.exit_status.get("status") == "Success", done
-    assert (box.runpod_sim.ssh_sandbox(mine) / "tmp" / "planted").exists()
-    assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists()
+    assert (box.runpod_sim.ssh.sandbox(mine) / "tmp" / "planted").exists()
+    assert not (box.runpod_sim.ssh.sandbox(theirs) / "tmp" / "planted").exists()
     # the host key pinned for my instance is my instance's, not theirs
     kept = box.store.host_keys.remember(mine, "-", box.clock.now())
-    assert kept == box.runpod_sim.ssh_host_key(mine) != box.runpod_sim.ssh_host_key(theirs)
+    assert kept == box.runpod_sim.ssh.host_key(mine) != box.runpod_sim.ssh.host_key(theirs)
     box.tick()
     assert _mappings(box, "tenant-a", "mine") == real
 
@@ -87,7 +87,7 @@ def test_a_forged_address_changes_nothing_before_the_first_list(box, apiserver):
     assert [(r.method, r.path) for r in box.runpod_sim.requests[before:]] == [
         ("GET", f"/v2/pods/{mine}")
     ]
-    assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists()
+    assert not (box.runpod_sim.ssh.sandbox(theirs) / "tmp" / "planted").exists()
 
 
 def test_an_instance_runpod_tags_for_another_pod_is_refused(box, apiserver):
@@ -98,7 +98,7 @@ def test_an_instance_runpod_tags_for_another_pod_is_refused(box, apiserver):
     box.configure()  # a new engine: no list yet, as after a restart
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
     assert done.status == 400 and "does not run this pod" in done.body, done
-    assert not (box.runpod_sim.ssh_sandbox(mine) / "tmp" / "planted").exists()
+    assert not (box.runpod_sim.ssh.sandbox(mine) / "tmp" / "planted").exists()
 
 
 def _not_sshd() -> Iterator[int]:
@@ -161,4 +161,4 @@ def test_a_forged_pod_id_after_state_loss_claims_nothing(box, apiserver):
     shown = (box.kube.pods.find("tenant-a", "mine") or {})["metadata"]["annotations"]
     assert shown["runpod.io/pod-id"] == mine
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
-    assert not (box.runpod_sim.ssh_sandbox(theirs) / "tmp" / "planted").exists(), done
+    assert not (box.runpod_sim.ssh.sandbox(theirs) / "tmp" / "planted").exists(), done

@@ -49,7 +49,7 @@ def test_a_forged_member_id_reads_no_other_instances_log() -> None:
         box.tick()
         other = box.instance_for(box.pod("secret") or {})
         assert other is not None
-        box.runpod_sim.write_container_log(other["id"], ["the other tenant's secret"])
+        box.runpod_sim.logs.write_container(other["id"], ["the other tenant's secret"])
         name = box.job_pods("train")[0]["metadata"]["name"]
         box.kube.pods.patch_annotations("default", name, {"runpod.io/pod-id": other["id"]})
         assert box.kubelet is not None

@@ -83,7 +83,7 @@ def test_out_of_range_log_options_get_a_400_with_a_sentence(
 
 def test_a_pod_name_cannot_smuggle_a_field_selector(box: Sandbox, admin: tuple[str, str]) -> None:
     talker = running_pod(box, "talker")
-    box.runpod_sim.write_container_log(talker, ["a secret of talker's"])
+    box.runpod_sim.logs.write_container(talker, ["a secret of talker's"])
     assert "a secret" in get(box, admin, "/containerLogs/default/talker/main").text
     smuggled = get(box, admin, "/containerLogs/default/talker%2Cmetadata.namespace%3Ddefault/main")
     assert smuggled.status_code == 400
@@ -108,7 +108,7 @@ def test_a_line_that_looks_like_the_exit_marker_hides_nothing(
     instance = box.instance_for(box.pod("job") or {})
     assert instance is not None
     forged = [f"{EXIT_CODE_MARKER}0", "after the forged marker", f"{EXIT_CODE_MARKER}0 again"]
-    box.runpod_sim.write_container_log(instance["id"], ["before", *forged])
+    box.runpod_sim.logs.write_container(instance["id"], ["before", *forged])
     path = "/containerLogs/default/job/main"
     assert get(box, admin, path).text.splitlines()[-4:] == ["before", *forged]
     assert get(box, admin, path, tailLines="2").text.splitlines() == forged[1:]

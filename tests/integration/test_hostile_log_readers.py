@@ -54,7 +54,7 @@ def url(box: Sandbox, pod: str) -> str:
 
 def test_thirty_followers_share_one_runpod_stream(box: Sandbox, admin: tuple[str, str]) -> None:
     instance_id = running_pod(box, "train")
-    box.runpod_sim.write_container_log(instance_id, ["epoch 1"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 1"])
     before = len(log_requests(box))
     seen: list[list[str]] = [[] for _ in range(FOLLOWERS)]
     opened = threading.Barrier(FOLLOWERS + 1, timeout=30)
@@ -80,7 +80,7 @@ def test_thirty_followers_share_one_runpod_stream(box: Sandbox, admin: tuple[str
     opened.wait()
     plain = requests.get(url(box, "train"), verify=False, timeout=10, cert=admin)
     assert plain.text.endswith("epoch 1\n")
-    box.runpod_sim.write_container_log(instance_id, ["epoch 2"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 2"])
     for thread in threads:
         thread.join(30)
     assert seen == [["epoch 1", "epoch 2"]] * FOLLOWERS
@@ -98,7 +98,7 @@ def test_log_reads_beyond_their_share_are_refused_with_a_sentence(
     box.configure(log_read_share=0.1)  # of the simulator's 60 a minute: 6
     box.start_kubelet()
     instance_id = running_pod(box, "train")
-    box.runpod_sim.write_container_log(instance_id, ["epoch 1"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 1"])
     answers = [
         requests.get(url(box, "train"), verify=False, timeout=10, cert=admin) for _ in range(10)
     ]

@@ -181,7 +181,7 @@ def test_a_stalled_client_is_released_at_the_idle_limit(box, apiserver):
 def test_a_port_forward_session_holds_bounded_threads(box, apiserver):
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.serve_http(instance["id"], 8080, "hello")
+    box.runpod_sim.ssh.serve_http(instance["id"], 8080, "hello")
     client = upgrade(apiserver, "/portForward/default/train", "portforward.k8s.io")
     threading.Thread(target=_drain, args=(client,), daemon=True).start()
     before = threading.active_count()

@@ -29,7 +29,7 @@ def finished_batch_pod(box: Sandbox, lines: list[str]) -> str:
     box.tick()
     instance = box.instance_for(box.pod("job") or {})
     assert instance is not None
-    box.runpod_sim.write_container_log(instance["id"], lines)
+    box.runpod_sim.logs.write_container(instance["id"], lines)
     box.runpod_sim.exit_process(instance["id"], 0)
     box.tick()
     assert (box.pod("job") or {})["status"]["phase"] == "Succeeded"

@@ -96,7 +96,7 @@ def test_stdin_is_echoed(box: Sandbox, spdy: bool) -> None:
 def test_a_pod_without_sshd_says_so(box: Sandbox, spdy: bool) -> None:
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.set_sshd(instance["id"], False)
+    box.runpod_sim.ssh.set_running(instance["id"], False)
     done = kubectl(box, "exec", "train", "--", "true", spdy=spdy)
     assert done.returncode == 1
     assert "no SSH server answers" in done.stderr and "PUBLIC_KEY" in done.stderr
@@ -110,7 +110,7 @@ def test_cp_round_trips_a_file(box: Sandbox, tmp_path: Path, spdy: bool) -> None
     assert pushed.returncode == 0, pushed.stderr
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    sandbox = box.runpod_sim.ssh_sandbox(instance["id"])
+    sandbox = box.runpod_sim.ssh.sandbox(instance["id"])
     assert (sandbox / "tmp" / "weights.txt").read_text() == "layer 1\nlayer 2\n"
     back = tmp_path / "back.txt"
     pulled = kubectl(box, "cp", "train:/tmp/weights.txt", str(back), spdy=spdy)
@@ -231,7 +231,7 @@ def test_the_default_transport_is_websocket_with_no_fallback(box: Sandbox) -> No
     assert done.returncode == 0, done.stderr
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.serve_http(instance["id"], 8888, "hello")
+    box.runpod_sim.ssh.serve_http(instance["id"], 8888, "hello")
     process = subprocess.Popen(
         ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", ":8888"],
         stdout=subprocess.PIPE,
@@ -266,7 +266,7 @@ def test_an_older_websocket_goes_to_the_kubelet_which_refuses_it(box: Sandbox) -
 def test_port_forward_serves_the_pods_http(box: Sandbox, spdy: bool) -> None:
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.serve_http(instance["id"], 8888, "hello from the notebook")
+    box.runpod_sim.ssh.serve_http(instance["id"], 8888, "hello from the notebook")
     process = subprocess.Popen(
         ["kubectl", "--kubeconfig", box.kubeconfig, "port-forward", "train", ":8888"],
         stdout=subprocess.PIPE,
@@ -333,7 +333,7 @@ def test_a_session_that_breaks_mid_command_is_a_failure_not_success(
     )
     assert process.stdout is not None
     assert process.stdout.readline() == "started\n"
-    box.runpod_sim.break_ssh(instance["id"])
+    box.runpod_sim.ssh.break_connections(instance["id"])
     _, stderr = process.communicate(timeout=20)
     assert process.returncode != 0, stderr
     assert "the SSH session to the instance broke" in stderr
@@ -365,7 +365,7 @@ def _read_to_end(sock: socket.socket) -> bytes:
 def test_port_forward_passes_the_pods_close_to_the_client(box: Sandbox, spdy: bool) -> None:
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.serve_http(instance["id"], 8888, "done")
+    box.runpod_sim.ssh.serve_http(instance["id"], 8888, "done")
     process, local = _forwarding(box, 8888, spdy)
     try:
         with socket.create_connection(("127.0.0.1", local), timeout=20) as sock:
@@ -381,7 +381,7 @@ def test_port_forward_passes_the_clients_half_close_to_the_pod(box: Sandbox, spd
     # As `nc -N` uploads a file: send, end input, then read the answer.
     instance = box.instance_for(box.pod("train") or {})
     assert instance is not None
-    box.runpod_sim.serve_count(instance["id"], 9000)
+    box.runpod_sim.ssh.serve_count(instance["id"], 9000)
     process, local = _forwarding(box, 9000, spdy)
     try:
         with socket.create_connection(("127.0.0.1", local), timeout=20) as sock:

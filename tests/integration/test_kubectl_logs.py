@@ -76,14 +76,14 @@ def test_the_node_advertises_the_endpoint(box: Sandbox) -> None:
 
 def test_logs_tail_since_and_timestamps(box: Sandbox) -> None:
     instance_id = running_pod(box)
-    box.runpod_sim.write_container_log(instance_id, ["epoch 1", "epoch 2", "epoch 3"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 1", "epoch 2", "epoch 3"])
     before = log_requests(box)
     out = kubectl(box, "logs", "train").stdout
     assert out.endswith("epoch 1\nepoch 2\nepoch 3\n")
     assert log_requests(box) - before == 1  # one RunPod request per plain read
     assert kubectl(box, "logs", "train", "--tail=2").stdout == "epoch 2\nepoch 3\n"
     box.advance(120)
-    box.runpod_sim.write_container_log(instance_id, ["epoch 4"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 4"])
     assert kubectl(box, "logs", "train", "--since=1m").stdout == "epoch 4\n"
     stamped = kubectl(box, "logs", "train", "--tail=1", "--timestamps").stdout
     assert stamped.endswith(" epoch 4\n") and stamped.startswith("2026-01-01T00:02:30")
@@ -93,7 +93,7 @@ def test_a_plain_read_ends_at_the_end_of_the_backfill(box: Sandbox) -> None:
     """A chatty pod is never silent: without -f the read ends at the first line printed
     after it began (stamped after the RunPod stream's Date), not after a silence."""
     instance_id = running_pod(box)
-    box.runpod_sim.write_container_log(instance_id, ["epoch 1", "epoch 2"])
+    box.runpod_sim.logs.write_container(instance_id, ["epoch 1", "epoch 2"])
     box.kubelet.logs.backfill_idle = 600  # silence alone would not end the read in time
     before = log_requests(box)
     reader = subprocess.Popen(
@@ -104,7 +104,7 @@ def test_a_plain_read_ends_at_the_end_of_the_backfill(box: Sandbox) -> None:
     try:
         eventually(lambda: log_requests(box) > before)
         box.advance(2)
-        box.runpod_sim.write_container_log(instance_id, ["epoch 3", "epoch 4"])
+        box.runpod_sim.logs.write_container(instance_id, ["epoch 3", "epoch 4"])
         out, _ = reader.communicate(timeout=20)
     finally:
         reader.kill()
@@ -122,7 +122,7 @@ def eventually(check: Callable[[], bool], seconds: float = 10) -> None:
 
 def test_follow_sees_new_lines_across_a_cut_stream(box: Sandbox) -> None:
     instance_id = running_pod(box)
-    box.runpod_sim.write_container_log(instance_id, ["one"])
+    box.runpod_sim.logs.write_container(instance_id, ["one"])
     before = log_requests(box)
     follower = subprocess.Popen(
         ["kubectl", "--kubeconfig", box.kubeconfig, "logs", "-f", "train", "--tail=1"],
@@ -132,15 +132,15 @@ def test_follow_sees_new_lines_across_a_cut_stream(box: Sandbox) -> None:
     try:
         assert follower.stdout is not None
         assert follower.stdout.readline() == "one\n"
-        box.runpod_sim.write_container_log(instance_id, ["two"])
+        box.runpod_sim.logs.write_container(instance_id, ["two"])
         assert follower.stdout.readline() == "two\n"
         # (the backfill's stream may still count as open: a server sees a hang-up only
         # when it next writes)
-        assert box.runpod_sim.drop_log_streams(instance_id, after=1) >= 1
-        box.runpod_sim.write_container_log(instance_id, ["three", "four", "five"])
+        assert box.runpod_sim.logs.drop_streams(instance_id, after=1) >= 1
+        box.runpod_sim.logs.write_container(instance_id, ["three", "four", "five"])
         assert [follower.stdout.readline() for _ in range(3)] == ["three\n", "four\n", "five\n"]
         box.runpod_sim.exit_process(instance_id, 0)  # not a batch pod: RunPod restarts it
-        box.runpod_sim.write_container_log(instance_id, ["six"])
+        box.runpod_sim.logs.write_container(instance_id, ["six"])
         assert follower.stdout.readline() == "six\n"
         # backfill + follow + one resume after the cut
         assert log_requests(box) - before == 3
@@ -153,7 +153,7 @@ def test_a_finished_job_pod_keeps_its_log_after_the_instance_is_gone(box: Sandbo
     instance_id = running_pod(box, "job-pod", restart_policy="Never")
     uid = (box.pod("job-pod") or {})["metadata"]["uid"]
     assert box.runpod_sim.instances[instance_id]["env"][STOP_ON_EXIT_ENV] == exit_nonce(uid)
-    box.runpod_sim.write_container_log(instance_id, ["loss 0.3", "done"])
+    box.runpod_sim.logs.write_container(instance_id, ["loss 0.3", "done"])
     box.runpod_sim.exit_process(instance_id, 0)
     at_exit = log_requests(box)
     box.tick()

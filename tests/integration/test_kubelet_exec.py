@@ -113,7 +113,7 @@ def test_one_get_when_no_list_said_where_sshd_is(box, instance_id, apiserver):
 
 
 def test_a_pod_without_sshd_gets_a_clear_error(box, instance_id, apiserver):
-    box.runpod_sim.set_sshd(instance_id, False)
+    box.runpod_sim.ssh.set_running(instance_id, False)
     done = apiserver.exec(EXEC, ["true"])
     assert done.status == 500
     assert "no SSH server answers" in done.body and "PUBLIC_KEY" in done.body
@@ -121,7 +121,7 @@ def test_a_pod_without_sshd_gets_a_clear_error(box, instance_id, apiserver):
 
 def test_a_changed_host_key_is_refused(box, instance_id, apiserver):
     assert apiserver.exec(EXEC, ["true"]).exit_status["status"] == "Success"
-    box.runpod_sim.set_sshd(instance_id, True, new_host_key=True)
+    box.runpod_sim.ssh.set_running(instance_id, True, new_host_key=True)
     done = apiserver.exec(EXEC, ["true"])
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
 
@@ -132,7 +132,7 @@ def test_a_changed_host_key_is_still_refused_after_a_restart(box, instance_id):
     assert box.kubelet is not None
     box.kubelet.stop()  # a new process: nothing of the first contact in memory
     box.start_kubelet()
-    box.runpod_sim.set_sshd(instance_id, True, new_host_key=True)
+    box.runpod_sim.ssh.set_running(instance_id, True, new_host_key=True)
     again = ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
     done = again.exec(EXEC, ["true"])
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
@@ -152,10 +152,10 @@ def test_commands_run_in_the_containers_working_dir(box, apiserver):
     box.tick()
     instance = box.instance_for(box.pod("wd") or {})
     assert instance is not None
-    (box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace").mkdir(exist_ok=True)
+    (box.runpod_sim.ssh.sandbox(instance["id"]) / "workspace").mkdir(exist_ok=True)
     wrote = apiserver.exec("/exec/default/wd/main", ["sh", "-c", "echo kept > note"])
     assert wrote.exit_status["status"] == "Success", wrote.stderr
-    note = box.runpod_sim.ssh_sandbox(instance["id"]) / "workspace" / "note"
+    note = box.runpod_sim.ssh.sandbox(instance["id"]) / "workspace" / "note"
     assert note.read_text() == "kept\n"
     assert apiserver.exec("/exec/default/wd/main", ["cat", "note"]).stdout == b"kept\n"
 

@@ -9,7 +9,7 @@ from reconciler.demo.sandbox import Sandbox
 
 def set_capacity(box: Sandbox, places: list[tuple[str, str]], count: int) -> None:
     for gpu_id, datacenter_id in places:
-        box.runpod_sim.set_capacity(gpu_id, datacenter_id, count)
+        box.runpod_sim.account.set_capacity(gpu_id, datacenter_id, count)
 
 
 def exhaust_capacity(box: Sandbox) -> list[tuple[str, str]]:

@@ -116,7 +116,7 @@ def test_tags_and_records_both_lost_is_reported_and_left_alone(box: Sandbox) -> 
 def test_an_unreadable_exit_code_ends_billing_within_the_bound(box: Sandbox) -> None:
     box.configure(exit_code_timeout=120)
     instance = _running(box, "job", command=["python", "train.py"], restart_policy="Never")
-    box.runpod_sim.inject_fault("GET", "/v2/pods/*/logs", 503, count=1000)
+    box.runpod_sim.faults.inject("GET", "/v2/pods/*/logs", 503, count=1000)
     box.runpod_sim.exit_process(instance["id"], 0)
     box.tick()
     assert instance["id"] in box.runpod_sim.instances  # within the bound: still waiting
@@ -140,7 +140,7 @@ SLOW_BACKFILL_GAP = 1.5
 def test_a_slow_backfill_is_read_whole_for_the_exit_code(box: Sandbox) -> None:
     instance = _running(box, "job", command=["python", "train.py"], restart_policy="Never")
     box.runpod_sim.exit_process(instance["id"], 3)
-    box.runpod_sim.slow_log_backfill(instance["id"], SLOW_BACKFILL_GAP)
+    box.runpod_sim.logs.slow_backfill(instance["id"], SLOW_BACKFILL_GAP)
     since = len(box.runpod_sim.requests)
     box.tick()
     pod = box.pod("job") or {}
@@ -252,7 +252,7 @@ def test_a_credential_of_ours_is_not_made_while_creates_are_stopped(box: Sandbox
     _pull_secret(box, "first")
     box.add_pod("plain")
     box.add_pod("private", **private)
-    box.runpod_sim.inject_fault("POST", "/v2/pods", 402, count=100)
+    box.runpod_sim.faults.inject("POST", "/v2/pods", 402, count=100)
     box.tick()
     assert _registries(box) == []  # the create that needed it waits for a later tick
 
@@ -347,7 +347,7 @@ def _ledger_until(box: Sandbox, instance_id: str, until: str) -> float:
 
 def test_an_instance_billed_after_its_pod_ended_is_a_leak(box: Sandbox) -> None:
     instance = _running(box, "web", ports=[22])
-    box.runpod_sim.delete_keeps_billing()
+    box.runpod_sim.faults.delete_keeps_billing()
     box.kube_sim.delete_pod("default", "web", grace_seconds=30)
     ended = box.clock.now()
     box.tick()  # terminates the instance: the DELETE answers 204, yet it bills on

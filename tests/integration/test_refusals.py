@@ -50,7 +50,7 @@ def test_unknown_template_is_its_own_reason_at_once_and_fails_at_the_deadline(
 def test_a_template_created_later_lets_the_retry_succeed(box: Sandbox) -> None:
     box.add_pod("t", annotations={"runpod.io/template-id": "tpl-late"})
     box.tick()
-    box.runpod_sim.add_template("tpl-late", image="python:3.11")
+    box.runpod_sim.account.add_template("tpl-late", image="python:3.11")
     box.advance(REFUSAL_RETRY_SECONDS)
     box.tick()
     assert box.instance_for(box.pod("t") or {}) is not None
@@ -154,7 +154,7 @@ def test_a_refusal_stops_the_ticks_creates_only_when_the_table_says_so(
 ) -> None:
     box.add_pod("a")
     box.add_pod("b")
-    box.runpod_sim.inject_fault("POST", "/v2/pods", status, count=100)
+    box.runpod_sim.faults.inject("POST", "/v2/pods", status, count=100)
     box.tick()
     assert creates(box) == tried
     reasons = {row.name: row.reason for row in box.store.load_rows()}

@@ -117,8 +117,8 @@ def test_a_cluster_create_in_doubt_counts_against_the_spend_cap(box: Sandbox) ->
     box.tick()
     price = float((box.instance_for(box.pod("probe") or {}) or {})["cost"])
     box.configure(max_hourly_spend=3.5 * price)  # the probe and a cluster of 2: one more
-    box.runpod_sim.set_listing_lag(20)  # the cluster is not listed yet
-    box.runpod_sim.create_then_fail(1, 500)  # made, but its answer is lost
+    box.runpod_sim.account.set_listing_lag(20)  # the cluster is not listed yet
+    box.runpod_sim.faults.create_then_fail(1, 500)  # made, but its answer is lost
     box.add_indexed_job("train", 2)
     box.tick()
     [post] = cluster_posts(box)

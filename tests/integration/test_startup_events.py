@@ -45,7 +45,7 @@ def pod_phase(box: Sandbox, name: str = "train") -> str:
 
 def starting_pod(box: Sandbox) -> str:
     """A pod whose instance was created and is being provisioned; its instance id."""
-    box.runpod_sim.set_image_pull_seconds(IMAGE, 300)
+    box.runpod_sim.account.set_image_pull_seconds(IMAGE, 300)
     box.add_pod("train", image=IMAGE, command=["python", "train.py"])
     box.tick()
     instance: dict[str, Any] = box.instance_for(box.pod("train") or {}) or {}
@@ -76,7 +76,7 @@ def test_the_deployment_streams_start_up_lines_while_the_pod_is_pending(
     startup = box.engine.steps.startup
     assert startup is not None and startup.open_streams == 1
     eventually(lambda: PULLING in system_events(box))
-    box.runpod_sim.write_system_log(instance_id, ["layer 2/3 downloaded"])
+    box.runpod_sim.logs.write_system(instance_id, ["layer 2/3 downloaded"])
     eventually(lambda: "layer 2/3 downloaded" in system_events(box))
     assert pod_phase(box) == "Pending"  # live, while the image is still pulled
     box.advance(30)
@@ -86,7 +86,7 @@ def test_the_deployment_streams_start_up_lines_while_the_pod_is_pending(
     box.tick()
     assert pod_phase(box) == "Running" and startup.open_streams == 0
     # The instance ends: its last lines are read once more, and not counted again.
-    box.runpod_sim.write_system_log(instance_id, ["container exited with code 1"])
+    box.runpod_sim.logs.write_system(instance_id, ["container exited with code 1"])
     box.runpod_sim.fail_instance(instance_id)
     box.tick()
     box.advance(30)
@@ -108,7 +108,7 @@ def test_sync_once_reads_starting_pods_once_per_run_and_counts_each_line_once(
     box.tick()
     assert system_events(box) == {PULLING: 1}
     assert log_requests(box) - before == 1  # one read for the one starting pod
-    box.runpod_sim.write_system_log(instance_id, ["layer 1/3 downloaded"])
+    box.runpod_sim.logs.write_system(instance_id, ["layer 1/3 downloaded"])
     box.advance(60)
     box.restart()  # the next CronJob run: a new process, with no memory of the last
     box.tick()
@@ -126,10 +126,10 @@ def test_the_same_text_again_later_is_counted_as_a_real_recorder_counts(
     box = reading
     instance_id = starting_pod(box)
     box.advance(6)
-    box.runpod_sim.write_system_log(instance_id, ["retrying the registry"])
+    box.runpod_sim.logs.write_system(instance_id, ["retrying the registry"])
     box.tick()
     box.advance(5)
-    box.runpod_sim.write_system_log(instance_id, ["retrying the registry"])
+    box.runpod_sim.logs.write_system(instance_id, ["retrying the registry"])
     box.restart()
     box.tick()
     box.tick()
@@ -159,7 +159,7 @@ AMPLE = {"quota": (10_000, 100_000, 1_000_000)}
 
 def starting_pods(box: Sandbox, count: int) -> None:
     """`count` pods whose instances are provisioned and pull their image."""
-    box.runpod_sim.set_image_pull_seconds(IMAGE, 300)
+    box.runpod_sim.account.set_image_pull_seconds(IMAGE, 300)
     for n in range(count):
         box.add_pod(f"train-{n}", image=IMAGE, command=["python", "train.py"])
     box.tick()

@@ -25,7 +25,7 @@ def by_id(box: Sandbox) -> list[str]:
 
 
 def test_a_released_volume_the_list_omits_is_deleted_not_dropped(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(LAG)
+    box.runpod_sim.account.set_listing_lag(LAG)
     add_class(box)
     made = add_claim(box)
     provision(box)
@@ -48,7 +48,7 @@ def test_a_pv_goes_as_already_gone_only_on_a_404_by_id(box: Sandbox) -> None:
     delete_claim(box)
     crash_in(box, "after-volume-delete")  # the volume went, its released PV stayed
     assert box.runpod_sim.volumes == {}
-    box.runpod_sim.inject_fault("GET", "/v2/network-volumes/*", 403)
+    box.runpod_sim.faults.inject("GET", "/v2/network-volumes/*", 403)
     box.tick()
     assert pv_of(box, made) is not None  # its GET refused: nothing concluded
     box.tick()
@@ -56,7 +56,7 @@ def test_a_pv_goes_as_already_gone_only_on_a_404_by_id(box: Sandbox) -> None:
 
 
 def test_a_grown_claim_whose_volume_the_list_omits_is_grown(box: Sandbox) -> None:
-    box.runpod_sim.set_listing_lag(LAG)
+    box.runpod_sim.account.set_listing_lag(LAG)
     add_class(box, allowVolumeExpansion=True)
     add_claim(box)
     provision(box)
@@ -74,7 +74,7 @@ def test_a_crash_after_the_post_with_the_list_lagging_makes_one_volume(box: Sand
     """The claim is held with the time of its POST: while the create grace runs, a
     volume the list does not show yet is waited for, not made again (as an instance's
     in-doubt create is); the database plays no part (it is lost with the crash)."""
-    box.runpod_sim.set_listing_lag(box.settings.timing.create_grace_time / 2)
+    box.runpod_sim.account.set_listing_lag(box.settings.timing.create_grace_time / 2)
     add_class(box)
     made = add_claim(box)
     crash_in(box, "after-volume-create")

@@ -228,7 +228,7 @@ class SimHost:
         self._runpod_mark = len(self.runpod.requests)
 
     def requests_since_mark(self) -> RequestLog:
-        from reconciler.sim.runpod import REQUEST_LOG_LIMIT
+        from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
 
         runpod = self.runpod.requests
         if len(runpod) >= REQUEST_LOG_LIMIT:

@@ -43,7 +43,7 @@ def env(spdy: bool) -> dict[str, str]:
 
 def test_kubectl_logs(running: tuple[World, str]) -> None:
     world, instance = running
-    world.runpod.write_container_log(instance, ["epoch 1 loss 0.9", "epoch 2 loss 0.5"])
+    world.runpod.logs.write_container(instance, ["epoch 1 loss 0.9", "epoch 2 loss 0.5"])
     shown = world.wait_for(
         "the log lines",
         lambda: (
@@ -85,7 +85,7 @@ def test_kubectl_cp_round_trips_a_file(running: tuple[World, str], tmp_path: Pat
     source.write_text("layer 1\nlayer 2\n")
     world.kubectl("cp", str(source), "notebook:/tmp/weights.txt")
     assert (
-        world.runpod.ssh_sandbox(instance) / "tmp" / "weights.txt"
+        world.runpod.ssh.sandbox(instance) / "tmp" / "weights.txt"
     ).read_text() == "layer 1\nlayer 2\n"
     back = tmp_path / "back.txt"
     world.kubectl("cp", "notebook:/tmp/weights.txt", str(back))
@@ -95,7 +95,7 @@ def test_kubectl_cp_round_trips_a_file(running: tuple[World, str], tmp_path: Pat
 @TRANSPORTS
 def test_kubectl_port_forward(running: tuple[World, str], spdy: bool) -> None:
     world, instance = running
-    world.runpod.serve_http(instance, 8888, "hello from the notebook")
+    world.runpod.ssh.serve_http(instance, 8888, "hello from the notebook")
     config = world.plane.write_admin_kubeconfig(world.plane.workdir / "admin.kubeconfig")
     process = subprocess.Popen(
         ["kubectl", f"--kubeconfig={config}", "port-forward", "notebook", ":8888"],

@@ -26,7 +26,7 @@ class Case:
 
 
 def _failing_create(sim: RunPodSimulator, client: RunPodClient) -> object:
-    sim.create_then_fail(status=502)
+    sim.faults.create_then_fail(status=502)
     return client.instances.create(create_request())
 
 
@@ -34,14 +34,14 @@ def _with_fault(
     method: str, path: str, status: int, call: Callable[[RunPodClient], object]
 ) -> Callable[[RunPodSimulator, RunPodClient], object]:
     def provoke(sim: RunPodSimulator, client: RunPodClient) -> object:
-        sim.inject_fault(method, path, status, count=10)
+        sim.faults.inject(method, path, status, count=10)
         return call(client)
 
     return provoke
 
 
 def _no_balance(sim: RunPodSimulator, client: RunPodClient) -> object:
-    sim.set_balance(0)
+    sim.account.set_balance(0)
     return client.instances.create(create_request())
 
 
@@ -117,7 +117,7 @@ def test_wrong_key_is_an_authentication_error(make_client: ClientFactory) -> Non
 def test_rate_limited_error_carries_retry_after(
     sim: RunPodSimulator, make_client: ClientFactory
 ) -> None:
-    sim.inject_fault("GET", "/v2/pods", 429, retry_after=17)
+    sim.faults.inject("GET", "/v2/pods", 429, retry_after=17)
     with pytest.raises(errors.RateLimitedError) as raised:
         make_client(max_attempts=1).instances.list()
     assert raised.value.retry_after == 17
@@ -126,7 +126,7 @@ def test_rate_limited_error_carries_retry_after(
 def test_in_doubt_create_says_the_instance_may_exist(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    sim.create_then_fail()
+    sim.faults.create_then_fail()
     with pytest.raises(errors.RunPodServerError) as raised:
         client.instances.create(create_request())
     assert raised.value.in_doubt

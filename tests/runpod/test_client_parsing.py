@@ -32,7 +32,7 @@ def _running(sim: RunPodSimulator, **fields: object) -> str:
 
 def test_full_create_body(sim: RunPodSimulator, client: RunPodClient) -> None:
     registry = client.registries.create("hub", "me", "s3cret")
-    sim.add_template("tpl-1", image="base:1", env={"FROM_TEMPLATE": "1"})
+    sim.account.add_template("tpl-1", image="base:1", env={"FROM_TEMPLATE": "1"})
     request = create_request(
         gpu_count=2,
         cloud=Cloud.COMMUNITY,

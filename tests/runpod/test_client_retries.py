@@ -25,7 +25,7 @@ def test_get_is_retried_on_503_then_succeeds(
     sim: RunPodSimulator, client: RunPodClient, clock: SimClock
 ) -> None:
     instance_id = sim.add_instance("retried")
-    sim.inject_fault("GET", "/v2/pods/*", 503, count=2)
+    sim.faults.inject("GET", "/v2/pods/*", 503, count=2)
     before = clock.monotonic()
     assert client.instances.get(instance_id).id == instance_id
     assert _calls(sim, "GET", "/v2/pods/") == [503, 503, 200]
@@ -34,14 +34,14 @@ def test_get_is_retried_on_503_then_succeeds(
 
 
 def test_attempts_are_bounded(sim: RunPodSimulator, make_client: ClientFactory) -> None:
-    sim.inject_fault("GET", "/v2/pods", 503, count=10)
+    sim.faults.inject("GET", "/v2/pods", 503, count=10)
     with pytest.raises(errors.RunPodServerError):
         make_client(max_attempts=3).instances.list()
     assert _calls(sim, "GET", "/v2/pods") == [503, 503, 503]
 
 
 def test_total_retry_time_is_bounded(sim: RunPodSimulator, make_client: ClientFactory) -> None:
-    sim.inject_fault("GET", "/v2/pods", 429, count=5, retry_after=50)
+    sim.faults.inject("GET", "/v2/pods", 429, count=5, retry_after=50)
     with pytest.raises(errors.RateLimitedError):
         make_client(max_attempts=10, max_retry_time=60).instances.list()
     # The second wait of 50 s would pass the 60 s budget: give up after two tries.
@@ -51,7 +51,7 @@ def test_total_retry_time_is_bounded(sim: RunPodSimulator, make_client: ClientFa
 def test_retry_after_is_honoured(
     sim: RunPodSimulator, client: RunPodClient, clock: SimClock
 ) -> None:
-    sim.inject_fault("GET", "/v2/pods", 429, retry_after=12)
+    sim.faults.inject("GET", "/v2/pods", 429, retry_after=12)
     before = clock.monotonic()
     assert client.instances.list() == []
     assert clock.monotonic() - before == pytest.approx(12)
@@ -61,7 +61,7 @@ def test_retry_after_is_honoured(
 def test_create_is_not_retried_on_500_and_the_instance_exists(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
-    sim.create_then_fail(status=500)
+    sim.faults.create_then_fail(status=500)
     with pytest.raises(errors.RunPodServerError) as raised:
         client.instances.create(create_request(name="in-doubt"))
     assert raised.value.in_doubt
@@ -70,7 +70,7 @@ def test_create_is_not_retried_on_500_and_the_instance_exists(
 
 
 def test_create_is_retried_on_429(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.inject_fault("POST", "/v2/pods", 429, retry_after=3)
+    sim.faults.inject("POST", "/v2/pods", 429, retry_after=3)
     instance = client.instances.create(create_request())
     assert _calls(sim, "POST", "/v2/pods") == [429, 201]
     assert list(sim.instances) == [instance.id]
@@ -90,7 +90,7 @@ def test_400_is_never_retried(sim: RunPodSimulator, client: RunPodClient) -> Non
 
 
 def test_registry_create_is_not_retried_on_503(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.inject_fault("POST", "/v2/registries", 503)
+    sim.faults.inject("POST", "/v2/registries", 503)
     with pytest.raises(errors.RunPodServerError) as raised:
         client.registries.create("hub", "me", "hunter2")
     assert raised.value.in_doubt
@@ -104,7 +104,7 @@ def test_delete_of_a_gone_instance_is_success(sim: RunPodSimulator, client: RunP
 
 def test_delete_is_retried_on_502(sim: RunPodSimulator, client: RunPodClient) -> None:
     instance_id = sim.add_instance("doomed")
-    sim.inject_fault("DELETE", "/v2/pods/*", 502)
+    sim.faults.inject("DELETE", "/v2/pods/*", 502)
     client.instances.delete(instance_id)
     assert _calls(sim, "DELETE", "/v2/pods/") == [502, 204]
     assert sim.instances == {}
@@ -113,7 +113,7 @@ def test_delete_is_retried_on_502(sim: RunPodSimulator, client: RunPodClient) ->
 def test_create_that_hangs_past_the_read_timeout_is_in_doubt(
     sim: RunPodSimulator, make_client: ClientFactory
 ) -> None:
-    sim.create_then_hang(seconds=1.5)
+    sim.faults.create_then_hang(seconds=1.5)
     client = make_client(read_timeout=0.5)
     with pytest.raises(errors.RunPodTransportError) as raised:
         client.instances.create(create_request(name="hung"))
@@ -126,7 +126,7 @@ def test_create_that_hangs_past_the_read_timeout_is_in_doubt(
 def test_each_retry_is_logged(
     sim: RunPodSimulator, client: RunPodClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sim.inject_fault("GET", "/v2/pods", 429, retry_after=3)
+    sim.faults.inject("GET", "/v2/pods", 429, retry_after=3)
     caplog.set_level(logging.WARNING, logger="reconciler.adapters.runpod")
     client.instances.list()
     assert "GET /v2/pods: attempt 1/4 failed: " in caplog.text
@@ -139,7 +139,7 @@ def test_every_answer_is_reported_by_route(
     seen: list[tuple[str, int]] = []
     client = make_client(on_response=lambda route, status: seen.append((route, status)))
     instance_id = sim.add_instance("observed")
-    sim.inject_fault("GET", "/v2/pods/*", 503)
+    sim.faults.inject("GET", "/v2/pods/*", 503)
     client.instances.get(instance_id)
     client.instances.delete(instance_id)
     assert seen == [

@@ -32,7 +32,7 @@ def http(sim: RunPodSimulator) -> Iterator[requests.Session]:
 
 def _every_kind_of_call(sim: RunPodSimulator, client: RunPodClient) -> None:
     registry = client.registries.create("hub", "robot", "pw")
-    sim.add_template("tpl", image="base:1")
+    sim.account.add_template("tpl", image="base:1")
     client.instances.create(create_request())
     client.instances.create(
         create_request(
@@ -132,8 +132,8 @@ def test_registry_answers(sim: RunPodSimulator, http: requests.Session) -> None:
 def test_every_error_answer(
     sim: RunPodSimulator, client: RunPodClient, http: requests.Session
 ) -> None:
-    sim.set_balance(0)
-    sim.inject_fault("GET", "/v2/registries", 429)
+    sim.account.set_balance(0)
+    sim.faults.inject("GET", "/v2/registries", 429)
     answers = [
         requests.get(f"{sim.base_url}/v2/pods", timeout=5),
         http.post(

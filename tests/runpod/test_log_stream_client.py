@@ -23,7 +23,7 @@ from .helpers import OWNER
 @pytest.fixture
 def pod(sim: RunPodSimulator) -> str:
     instance_id = sim.add_instance("p", env={OWNER_ENV: OWNER, STOP_ON_EXIT_ENV: "1"})
-    sim.write_container_log(instance_id, [f"line {n}" for n in range(1, 6)])
+    sim.logs.write_container(instance_id, [f"line {n}" for n in range(1, 6)])
     return instance_id
 
 
@@ -75,7 +75,7 @@ def test_a_read_ends_before_the_first_live_line(
     reader.start()
     assert backfilled.wait(5)
     sim.advance(2)
-    sim.write_container_log(pod, ["printed after the request began", "and more"])
+    sim.logs.write_container(pod, ["printed after the request began", "and more"])
     reader.join(5)
     assert not reader.is_alive()
     assert received == [f"line {n}" for n in range(1, 6)]
@@ -91,7 +91,7 @@ def test_a_quiet_pod_ends_the_backfill_by_silence(
 
 def test_since_reads_from_a_moment(sim: RunPodSimulator, client: RunPodClient, pod: str) -> None:
     sim.advance(60)
-    sim.write_container_log(pod, ["later"])
+    sim.logs.write_container(pod, ["later"])
     since = sim.clock.now() - timedelta(seconds=1)
     assert _read(client, pod, LogRead(since=since)) == ["later"]
 
@@ -99,7 +99,7 @@ def test_since_reads_from_a_moment(sim: RunPodSimulator, client: RunPodClient, p
 def test_a_cut_backfill_resumes_without_loss_or_repeat(
     sim: RunPodSimulator, client: RunPodClient, pod: str
 ) -> None:
-    sim.drop_log_streams(pod, after=2, next_one=True)
+    sim.logs.drop_streams(pod, after=2, next_one=True)
     assert _read(client, pod, LogRead(tail=5)) == [f"line {n}" for n in range(1, 6)]
     assert _log_requests(sim) == 2  # one more request per resume
 
@@ -119,8 +119,8 @@ def test_follow_carries_live_lines_across_a_cut_until_the_pod_stops(
     reader = threading.Thread(target=follow)
     reader.start()
     assert two_seen.wait(5)
-    assert sim.drop_log_streams(pod, after=1) == 1
-    sim.write_container_log(pod, ["six", "seven", "eight"])
+    assert sim.logs.drop_streams(pod, after=1) == 1
+    sim.logs.write_container(pod, ["six", "seven", "eight"])
     sim.exit_process(pod, 0)
     reader.join(10)
     assert not reader.is_alive()
@@ -137,6 +137,6 @@ def test_follow_carries_live_lines_across_a_cut_until_the_pod_stops(
 
 def test_repeated_breaks_give_up(sim: RunPodSimulator, client: RunPodClient, pod: str) -> None:
     for _ in range(3):
-        sim.drop_log_streams(pod, after=0, next_one=True)
+        sim.logs.drop_streams(pod, after=0, next_one=True)
         with pytest.raises(LogStreamBroken):
             _read(client, pod, LogRead(tail=1), max_resumes=0)

@@ -50,8 +50,8 @@ def test_availability_follows_the_cloud(client: RunPodClient) -> None:
 
 
 def test_availability_follows_capacity(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.set_capacity(H100, "US-TX-3", 0)
-    sim.set_capacity(H100, "US-KS-2", 40)
+    sim.account.set_capacity(H100, "US-TX-3", 0)
+    sim.account.set_capacity(H100, "US-KS-2", 40)
     h100 = next(gpu for gpu in client.catalog.gpu_types() if gpu.id == H100)
     stock = {item.id: item.availability for item in h100.datacenters}
     assert stock == {
@@ -128,11 +128,11 @@ def test_cost_is_price_times_count_per_cloud(client: RunPodClient) -> None:
 
 
 def test_exhausted_balance_refuses_creates(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.set_balance(1.0)
+    sim.account.set_balance(1.0)
     client.instances.create(create_request())
     with pytest.raises(errors.InsufficientBalanceError):
         client.instances.create(create_request(gpu_type_id=H100))
-    sim.set_balance(None)
+    sim.account.set_balance(None)
     client.instances.create(create_request(gpu_type_id=H100))
 
 

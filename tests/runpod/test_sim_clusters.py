@@ -94,11 +94,11 @@ def test_the_whole_cluster_fits_in_one_data_center_or_none_is_made(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
-        sim.set_capacity(RTX_4090, datacenter, 3)  # four GPUs in all, but not in one place
+        sim.account.set_capacity(RTX_4090, datacenter, 3)  # four GPUs in all, but not in one place
     compute = {"gpuTypeId": RTX_4090, "gpuCountPerPod": 2, "podCount": 2}
     refused = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(compute=compute))
     assert refused.status_code == 400 and "no capacity" in refused.json()["detail"]
-    sim.set_capacity(RTX_4090, "EU-RO-1", 4)
+    sim.account.set_capacity(RTX_4090, "EU-RO-1", 4)
     made = create(sim, http, compute=compute)
     assert made["dataCenterId"] == "EU-RO-1"
     assert {pod["dataCenterId"] for pod in members(sim, http, made["id"])} == {"EU-RO-1"}
@@ -107,7 +107,7 @@ def test_the_whole_cluster_fits_in_one_data_center_or_none_is_made(
 def test_a_cluster_needs_the_balance_for_all_its_pods(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
-    sim.set_balance(1.0)  # one RTX 4090 pod an hour, not two
+    sim.account.set_balance(1.0)  # one RTX 4090 pod an hour, not two
     assert http.post(f"{sim.base_url}/v2/clusters", json=cluster_body()).status_code == 402
 
 
@@ -172,7 +172,7 @@ def test_a_members_wrapper_cannot_stop_it(sim: RunPodSimulator, http: requests.S
     sim.exit_process(member, 0)
     sim.advance(5)
     assert http.get(f"{sim.base_url}/v2/pods/{member}").json()["status"] == "RUNNING"
-    assert f"{exit_code_marker('n0nce')}0" in sim.container_lines(member)
+    assert f"{exit_code_marker('n0nce')}0" in sim.logs.container_lines(member)
     served = http.get(f"{sim.base_url}/v2/clusters/{made['id']}").json()
     assert served["pods"] == {"total": 2, "byStatus": {"RUNNING": 2}}
 
@@ -256,7 +256,7 @@ def test_a_delete_that_keeps_billing_hides_the_cluster_until_deleted_again(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
     made = create(sim, http)
-    sim.cluster_delete_keeps_billing()
+    sim.faults.cluster_delete_keeps_billing()
     assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 204
     assert sim.clusters == {}  # gone from every list
     query = {"bucketSize": "hour", "lastN": "1", "clusterId": made["id"]}

@@ -31,7 +31,7 @@ HEADERS = {"Authorization": f"Bearer {API_KEY}"}
 def pod(sim: RunPodSimulator) -> str:
     env = {OWNER_ENV: OWNER, STOP_ON_EXIT_ENV: "1"}
     instance_id = sim.add_instance("p", env=env)
-    sim.write_container_log(instance_id, ["one", "two", "three"])
+    sim.logs.write_container(instance_id, ["one", "two", "three"])
     return instance_id
 
 
@@ -69,9 +69,9 @@ def test_tail_backfills_then_live_lines_follow(sim: RunPodSimulator, pod: str) -
         assert response.headers["Cache-Control"] == "no-cache"
         events = _events(response)
         assert [next(events)[1]["line"] for _ in range(2)] == ["two", "three"]
-        sim.write_container_log(pod, ["four"])
+        sim.logs.write_container(pod, ["four"])
         assert next(events)[1]["line"] == "four"
-        assert sim.open_log_streams == 1
+        assert sim.logs.open_streams == 1
 
 
 def test_the_stream_ends_when_the_pod_stops(sim: RunPodSimulator, pod: str) -> None:
@@ -81,7 +81,7 @@ def test_the_stream_ends_when_the_pod_stops(sim: RunPodSimulator, pod: str) -> N
             target=lambda: done.append([e["line"] for _, e in _events(response)])
         )
         reader.start()
-        sim.write_container_log(pod, ["last words"])
+        sim.logs.write_container(pod, ["last words"])
         sim.exit_process(pod, 0)
         reader.join(5)
     assert done == [["last words", "RUNPOD_RECONCILER_EXIT_CODE=0"]]
@@ -101,7 +101,7 @@ def test_last_event_id_resumes_just_after_that_event(sim: RunPodSimulator, pod: 
 
 def test_since_starts_at_a_moment(sim: RunPodSimulator, pod: str) -> None:
     sim.advance(60)
-    sim.write_container_log(pod, ["later"])
+    sim.logs.write_container(pod, ["later"])
     sim.exit_process(pod, 0)
     with _open(sim, pod, source="container", since="2026-01-01T00:00:30Z") as response:
         assert [e["line"] for _, e in _events(response)] == [
@@ -121,8 +121,8 @@ def test_bad_parameters_are_refused(sim: RunPodSimulator, pod: str, params: dict
 
 def test_an_open_stream_can_be_cut_mid_way(sim: RunPodSimulator, pod: str) -> None:
     with _open(sim, pod, source="container", tail="0") as response:
-        assert sim.drop_log_streams(pod, after=1) == 1
-        sim.write_container_log(pod, ["a", "b"])
+        assert sim.logs.drop_streams(pod, after=1) == 1
+        sim.logs.write_container(pod, ["a", "b"])
         received = []
         with pytest.raises(requests.exceptions.ChunkedEncodingError):
             for _, event in _events(response):
@@ -131,7 +131,7 @@ def test_an_open_stream_can_be_cut_mid_way(sim: RunPodSimulator, pod: str) -> No
 
 
 def test_the_next_stream_can_be_cut_during_its_backfill(sim: RunPodSimulator, pod: str) -> None:
-    sim.drop_log_streams(pod, after=2, next_one=True)
+    sim.logs.drop_streams(pod, after=2, next_one=True)
     with _open(sim, pod, source="container", tail="3") as response:
         received = []
         with pytest.raises(requests.exceptions.ChunkedEncodingError):
@@ -161,7 +161,7 @@ def test_the_date_header_tells_backfill_from_live_lines(sim: RunPodSimulator, po
         events = _events(response)
         backfill = [next(events)[1] for _ in range(3)]
         sim.advance(2)
-        sim.write_container_log(pod, ["live"])
+        sim.logs.write_container(pod, ["live"])
         live = next(events)[1]
     assert all(_stamp(e) < served + timedelta(seconds=1) for e in backfill)
     assert live["line"] == "live" and _stamp(live) >= served + timedelta(seconds=1)
@@ -184,7 +184,7 @@ def test_a_slow_backfill_sends_its_events_apart_then_live_lines_at_once(
         events = _events(response)
         for _ in range(3):
             arrivals.append((next(events)[1]["line"], time.monotonic() - opened))
-        sim.write_container_log(pod, ["live"])
+        sim.logs.write_container(pod, ["live"])
         line = next(events)[1]["line"]
         live_after = time.monotonic() - opened - arrivals[-1][1]
     assert [line for line, _ in arrivals] == ["one", "two", "three"] and line == "live"

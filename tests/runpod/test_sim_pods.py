@@ -42,7 +42,7 @@ def test_provisioning_progresses_with_the_clock(sim: RunPodSimulator, client: Ru
 
 
 def test_a_bigger_image_pulls_longer(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.set_image_pull_seconds("huge:1", 120)
+    sim.account.set_image_pull_seconds("huge:1", 120)
     instance_id = client.instances.create(create_request(image="huge:1")).id
     sim.advance(60)
     assert client.instances.get(instance_id).status is InstanceStatus.STARTING
@@ -153,7 +153,7 @@ def test_logs_are_server_sent_events(sim: RunPodSimulator, client: RunPodClient)
 
 
 def test_listing_lags_behind_creation(sim: RunPodSimulator, client: RunPodClient) -> None:
-    sim.set_listing_lag(20)
+    sim.account.set_listing_lag(20)
     instance_id = client.instances.create(create_request()).id
     assert client.instances.list() == []
     assert client.instances.get(instance_id).id == instance_id
@@ -194,8 +194,8 @@ def test_foreign_instances_carry_no_owner(sim: RunPodSimulator, client: RunPodCl
 
 def test_deleting_gives_capacity_back(sim: RunPodSimulator, client: RunPodClient) -> None:
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
-        sim.set_capacity(RTX_4090, datacenter, 0)
-    sim.set_capacity(RTX_4090, "EU-RO-1", 1)
+        sim.account.set_capacity(RTX_4090, datacenter, 0)
+    sim.account.set_capacity(RTX_4090, "EU-RO-1", 1)
     first = client.instances.create(create_request())
     with pytest.raises(errors.RejectedError, match="no capacity"):
         client.instances.create(create_request())
@@ -207,8 +207,8 @@ def test_stopping_frees_the_gpu_and_starting_needs_it_again(
     sim: RunPodSimulator, client: RunPodClient
 ) -> None:
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
-        sim.set_capacity(RTX_4090, datacenter, 0)
-    sim.set_capacity(RTX_4090, "US-KS-2", 1)
+        sim.account.set_capacity(RTX_4090, datacenter, 0)
+    sim.account.set_capacity(RTX_4090, "US-KS-2", 1)
     first = _running(sim, client)
     pod_action(sim, first, "stop")
     client.instances.create(create_request())

@@ -111,7 +111,7 @@ def test_direct_appears_once_running_and_leads_to_the_pods_sshd(sim, key):
 def test_commands_run_in_the_pods_sandbox(sim, key):
     pod = running(sim, key)
     assert ssh(pod, key, "echo hello > /tmp/note").returncode == 0
-    assert (sim.ssh_sandbox(pod["id"]) / "tmp" / "note").read_text() == "hello\n"
+    assert (sim.ssh.sandbox(pod["id"]) / "tmp" / "note").read_text() == "hello\n"
     listing = ssh(pod, key, "tar cf - /tmp/note | tar tf -")
     assert listing.stdout == "tmp/note\n"  # as tar names a container's /tmp/note
 
@@ -130,7 +130,7 @@ def test_a_pty_when_asked(sim, key):
 
 def test_forwarding_reaches_a_served_port_and_nothing_else(sim, key):
     pod = running(sim, key)
-    sim.serve_http(pod["id"], 8888, "notebook")
+    sim.ssh.serve_http(pod["id"], 8888, "notebook")
     answer = ssh(pod, key, "-W", "localhost:8888", stdin="GET / HTTP/1.0\r\n\r\n")
     assert answer.stdout.startswith("HTTP/1.1 200 OK")
     assert answer.stdout.endswith("notebook")
@@ -154,10 +154,10 @@ def test_the_admin_routes_stop_the_sshd_and_bring_it_back_with_a_new_host_key(si
     assert requests.post(url, json={"running": False}, timeout=5).status_code == 204
     assert sim.instances[pod["id"]]["ssh"]["direct"] is not None  # still published
     assert "refused" in ssh(pod, key, "true").stderr
-    old = sim.ssh_host_key(pod["id"])
+    old = sim.ssh.host_key(pod["id"])
     body = {"running": True, "newHostKey": True}
     assert requests.post(url, json=body, timeout=5).status_code == 204
-    assert sim.ssh_host_key(pod["id"]) != old
+    assert sim.ssh.host_key(pod["id"]) != old
     changed = ssh(pod, key, "true")
     assert changed.returncode == 255
     assert "HOST IDENTIFICATION HAS CHANGED" in changed.stderr
@@ -178,7 +178,7 @@ def test_no_sshd_without_start_ssh_or_a_key(sim, key):
     for pod in (without_flag, without_key):
         assert pod["ssh"]["direct"]["host"] != "127.0.0.1"  # an address, but no sshd here
         with pytest.raises(ValueError, match="runs no sshd"):
-            sim.ssh_sandbox(pod["id"])
+            sim.ssh.sandbox(pod["id"])
 
 
 def test_no_direct_without_22_published(sim, key):
@@ -201,7 +201,7 @@ def test_a_stopped_pod_drops_the_connection(sim, key):
 
 def test_deleting_the_pod_removes_its_sandbox(sim, key):
     pod = running(sim, key)
-    sandbox = sim.ssh_sandbox(pod["id"])
+    sandbox = sim.ssh.sandbox(pod["id"])
     requests.delete(
         f"{sim.base_url}/v2/pods/{pod['id']}",
         timeout=5,

@@ -55,14 +55,14 @@ def test_a_created_volume_is_listed_and_read_with_the_contracts_fields(sim):
 def test_the_list_lags_behind_a_create_and_only_a_404_by_id_says_gone(sim):
     """A client that took a volume its list omits for gone would make it twice (or drop
     its PV): the list lags as the pod list does, the id answers at once."""
-    sim.set_listing_lag(30)
+    sim.account.set_listing_lag(30)
     volume = make_volume(sim)
     assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": []}
     assert call(sim, "GET", f"/v2/network-volumes/{volume['id']}").json() == volume
     sim.advance(30)
     assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": [volume]}
     lagging = make_volume(sim, name="next")
-    sim.catch_up_listing()
+    sim.account.catch_up_listing()
     listed = call(sim, "GET", "/v2/network-volumes").json()["networkVolumes"]
     assert [v["id"] for v in listed] == [volume["id"], lagging["id"]]
     assert call(sim, "DELETE", f"/v2/network-volumes/{volume['id']}").status_code == 204
@@ -146,7 +146,7 @@ def test_a_pod_asking_for_another_data_center_than_its_volumes_is_refused(sim):
 
 def test_no_capacity_in_the_volumes_data_center_is_no_capacity(sim):
     volume = make_volume(sim, dataCenter="US-KS-2")
-    sim.set_capacity(RTX_4090, "US-KS-2", 0)
+    sim.account.set_capacity(RTX_4090, "US-KS-2", 0)
     refused = make_pod(sim, mounts=mount(volume))
     assert refused.status_code == 400
     assert "no capacity" in refused.json()["detail"]
@@ -219,7 +219,7 @@ def test_a_delete_that_keeps_billing_hides_the_volume_until_deleted_again(sim, c
     hour = clock.now().replace(minute=0, second=0, microsecond=0)
     sim.advance((hour - clock.now()).total_seconds() + 3600)
     volume = make_volume(sim, size=100)
-    sim.volume_delete_keeps_billing()
+    sim.faults.volume_delete_keeps_billing()
     assert call(sim, "DELETE", f"/v2/network-volumes/{volume['id']}").status_code == 204
     assert call(sim, "GET", "/v2/network-volumes").json() == {"networkVolumes": []}
     assert call(sim, "GET", f"/v2/network-volumes/{volume['id']}").status_code == 404

@@ -15,15 +15,6 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "reconciler"
 MODULE_LINES = 500
 CLASS_METHODS = 30
-# Hubs not yet cut, each with what it waits for. The test fails when one is cut (or
-# grows), so this list only ever shrinks, and by hand.
-KNOWN_HUBS = {
-    "sim/runpod.py": {
-        # Its routes are found by method name on the class; cutting them by resource needs
-        # the route table and the request and reply types in a module of their own first.
-        "RunPodSimulator": 135,
-    },
-}
 
 
 def _modules() -> list[Path]:
@@ -54,8 +45,7 @@ def test_no_class_has_more_methods_than_the_limit(path: Path) -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ClassDef) and _methods(node) > CLASS_METHODS
     }
-    known = KNOWN_HUBS.get(str(path.relative_to(PACKAGE)), {})
-    assert hubs == known, f"{path.relative_to(PACKAGE)}: {hubs} (known: {known})"
+    assert hubs == {}, f"{path.relative_to(PACKAGE)}: {hubs}"
 
 
 def test_the_check_sees_a_planted_hub(tmp_path: Path) -> None:

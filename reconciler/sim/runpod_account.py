@@ -1,0 +1,147 @@
+"""The simulated RunPod account: the state every route reads and writes, and its settings.
+
+One `Account` lives as long as its simulator; `reset()` empties it in place, so the
+route classes and open log streams that hold it see the reset at once. All of it is
+guarded by `lock` (re-entrant: a test control may call another); `log_written` is
+notified when a pod's log or life changes, so open log streams send at once.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+from reconciler.sim import runpod_billing as billing
+from reconciler.sim.clock import SimClock
+from reconciler.sim.runpod_catalog import DEFAULT_CPU_FLAVORS, Catalog
+from reconciler.sim.runpod_clusters import SimCluster
+from reconciler.sim.runpod_pods import SimPod
+from reconciler.sim.runpod_validate import Problem
+from reconciler.sim.runpod_volumes import Volumes
+
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+class Account:
+    def __init__(
+        self,
+        clock: SimClock,
+        gpu_types: list[dict[str, Any]],
+        boot: tuple[timedelta, timedelta],
+    ) -> None:
+        self.clock = clock
+        self._gpu_types = gpu_types
+        self.boot = boot
+        """How long a new pod provisions, then starts (before its image's pull time)."""
+        self.lock = threading.RLock()
+        self.log_written = threading.Condition(self.lock)
+        self.stopping = threading.Event()
+        self.volumes = Volumes()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget pods, clusters, volumes, registries and settings; the clock keeps its time."""
+        with self.lock:
+            self.catalog = Catalog(self._gpu_types, DEFAULT_CPU_FLAVORS)
+            self.volumes.close()
+            self.volumes = Volumes()
+            self.pods: dict[str, SimPod] = {}
+            self.clusters: dict[str, SimCluster] = {}
+            self.registries: dict[str, str] = {}
+            self.ledgers: dict[str, billing.PodLedger] = {}
+            self.terminated: dict[str, dict[str, Any]] = {}
+            """Deleted pods as their id keeps answering: TERMINATED."""
+            self.templates: dict[str, dict[str, Any]] = {}
+            self.listing_lag = timedelta()
+            self.balance: float | None = None
+            self.pull_seconds: dict[str, float] = {}
+            self.just_created: SimPod | None = None
+            """The pod the request being answered made (for its log entry)."""
+            self._random = random.Random(0)
+            self._next_public_port = 30000
+            self._machines = 0  # each pod on a machine of its own, with its own public IP
+
+    # What the routes share
+
+    def pod(self, instance_id: str) -> SimPod:
+        """The pod, for a test control: a KeyError (the admin routes' 404) when unknown."""
+        try:
+            return self.pods[instance_id]
+        except KeyError:
+            raise KeyError(f"pod {instance_id}") from None
+
+    def served_pod(self, instance_id: str) -> SimPod:
+        """The pod an API route names: 404 when there is none."""
+        pod = self.pods.get(instance_id)
+        if pod is None:
+            raise Problem(404, "pod not found")
+        return pod
+
+    def new_id(self) -> str:
+        while True:
+            candidate = "".join(self._random.choices(_ID_ALPHABET, k=14))
+            if candidate not in self.pods:
+                return candidate
+
+    def public_ip(self) -> str:
+        self._machines += 1
+        return f"203.0.113.{(self._machines - 1) % 254 + 1}"
+
+    def public_port(self) -> int:
+        self._next_public_port += 1
+        return self._next_public_port
+
+    def listed_from(self, now: datetime) -> datetime:
+        """When a resource made now first shows in its list."""
+        return now + self.listing_lag
+
+    def release(self, pod: SimPod) -> None:
+        if pod.holds_capacity:
+            self.catalog.give_back(pod.gpu_id, pod.datacenter_id, pod.gpu_count)
+            pod.holds_capacity = False
+
+    def check_payable(self, hourly: float, registry: str | None) -> None:
+        if registry is not None and registry not in self.registries:
+            # The contract's 404: "not found or not accessible to the caller".
+            raise Problem(404, f"registry credential {registry} not found")
+        if self.balance is not None and self.balance < hourly:
+            raise Problem(402, f"insufficient balance for a pod costing ${hourly:.2f}/h")
+
+    # The account's settings, for tests
+
+    def set_capacity(self, gpu_type_id: str, datacenter_id: str, count: int) -> None:
+        """Free GPUs of this type in this data center from now on."""
+        with self.lock:
+            self.catalog.free[(gpu_type_id, datacenter_id)] = count
+
+    def set_balance(self, dollars: float | None) -> None:
+        """None = unlimited; otherwise a create needs one hour of its cost in balance."""
+        with self.lock:
+            self.balance = dollars
+
+    def set_listing_lag(self, seconds: float) -> None:
+        with self.lock:
+            self.listing_lag = timedelta(seconds=seconds)
+
+    def catch_up_listing(self) -> None:
+        """Every pod, cluster and network volume shows in its list from now on, as once
+        its lag has passed."""
+        with self.lock:
+            for listed in (
+                *self.pods.values(),
+                *self.clusters.values(),
+                *self.volumes.live.values(),
+            ):
+                listed.listed_from = None
+
+    def set_image_pull_seconds(self, image: str, seconds: float) -> None:
+        with self.lock:
+            self.pull_seconds[image] = seconds
+
+    def add_template(self, template_id: str, **settings: Any) -> None:
+        """A pod template: `image`, `args`, `disk`, `ports`, `env` as in a create body."""
+        with self.lock:
+            self.templates[template_id] = settings
