@@ -91,6 +91,8 @@ class Store:
             generation = connection.execute(_GENERATION).scalar_one()
             read = self._rows_read
             if read is None or read[0] != generation:
+                # The rows read before go first: never two copies alive at once.
+                self._rows_read = read = None
                 # Core, not the ORM, and the columns in the record's field order: at
                 # 10 000 rows the ORM's loading and a dict per row cost 60 % more CPU.
                 rows = [MappingRecord(*row) for row in connection.execute(_LOAD_ROWS)]
