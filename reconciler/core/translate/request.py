@@ -147,14 +147,14 @@ def _instance(
         network_volume=disks.network_volume,
         template_id=template,
     )
-    if not settings.ssh.ssh_public_key:
+    if not settings.ssh.public_key:
         return request
     # A template's ports apply only when the request sends none: adding 22/tcp there
     # would drop them, so such a pod gets the key but no direct SSH.
     keeps_template_ports = template is not None and not request.ports
     return replace(
         request,
-        env=ssh_env(request.env, settings.ssh.ssh_public_key),
+        env=ssh_env(request.env, settings.ssh.public_key),
         ports=request.ports if keeps_template_ports else ssh_ports(request.ports),
         start_ssh=True,
     )
