@@ -87,7 +87,7 @@ class Create:
 @dataclass(frozen=True)
 class EnsureRegistryAuth:
     """Make sure RunPod holds a pod's image pull credential under our name
-    (`core.registries.registry_name`, docs/architecture.md §3, "Cloud resources").
+    (`core.resources.registries.registry_name`, docs/architecture.md §3, "Cloud resources").
 
     Found by that name in the account's list (read once per tick, only when needed), it
     is ours and is used, also when the answer of the call that made it was lost;
