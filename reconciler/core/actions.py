@@ -48,12 +48,20 @@ class SaveRow:
 
     row: MappingRecord
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return f"{self.row.namespace}/{self.row.name}", self.row.state.value
+
 
 @dataclass(frozen=True)
 class DeleteRow:
     """Forget a finished mapping whose pod and instance are both long gone."""
 
     pod_uid: str
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return "", ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,10 @@ class Create:
     `EnsureRegistryAuth` planned before this create holds it, and its id goes into every
     candidate."""
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), ", ".join(c.offer_id for c in self.candidates)
+
 
 @dataclass(frozen=True)
 class EnsureRegistryAuth:
@@ -87,6 +99,10 @@ class EnsureRegistryAuth:
     password: str = field(repr=False)
     pod: PodRef
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), self.name
+
 
 @dataclass(frozen=True)
 class DeleteRegistryAuth:
@@ -99,6 +115,10 @@ class DeleteRegistryAuth:
     def subject(self) -> str:
         """What it acts on, for the log and the tick's errors."""
         return f"registry credential {self.registry_id}"
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return self.registry_id, self.name
 
 
 @dataclass(frozen=True)
@@ -134,6 +154,10 @@ class CreateNetworkVolume:
     node_name: str = ""
     hold: KubeObject | None = field(default=None, repr=False)
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), f"{self.size_gb} GB in {self.datacenter}"
+
 
 @dataclass(frozen=True)
 class ReleaseClaim:
@@ -143,6 +167,10 @@ class ReleaseClaim:
     claim: ClaimRef
     patch: KubeObject = field(repr=False)
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), ""
+
 
 @dataclass(frozen=True)
 class CreateVolumeObject:
@@ -150,6 +178,10 @@ class CreateVolumeObject:
 
     claim: ClaimRef
     volume: KubeObject = field(repr=False)
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), ""
 
 
 @dataclass(frozen=True)
@@ -160,6 +192,10 @@ class ResizeNetworkVolume:
     volume_id: str
     size_gb: int
     pv_name: str
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), f"{self.volume_id} to {self.size_gb} GB"
 
 
 @dataclass(frozen=True)
@@ -175,6 +211,10 @@ class DeleteNetworkVolume:
         """What it acts on, for the log and the tick's errors."""
         return f"network volume {self.volume_id}" if self.pv_name is None else f"PV {self.pv_name}"
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return self.pv_name or "(no PV)", self.volume_id
+
 
 @dataclass(frozen=True)
 class DeleteVolumeObject:
@@ -187,6 +227,10 @@ class DeleteVolumeObject:
         """What it acts on, for the log and the tick's errors."""
         return f"PV {self.pv_name}"
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return self.pv_name, ""
+
 
 @dataclass(frozen=True)
 class MarkClaimSelected:
@@ -198,6 +242,10 @@ class MarkClaimSelected:
     claim: ClaimRef
     node_name: str | None
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), ""
+
 
 @dataclass(frozen=True)
 class ClaimEvent:
@@ -205,6 +253,10 @@ class ClaimEvent:
     reason: VolumeNotice
     message: str
     warning: bool = False
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.claim), self.reason.value
 
 
 @dataclass(frozen=True)
@@ -214,6 +266,10 @@ class Adopt:
     pod: PodRef
     instance: Instance
     row: MappingRecord
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), ""
 
 
 @dataclass(frozen=True)
@@ -245,6 +301,10 @@ class Terminate:
         again; the stopped instance waits for a later tick's patch (architecture §4)."""
         return self.pod is not None and self.reason in _ENDS_THE_POD
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod) if self.pod is not None else self.instance_id, self.detail
+
 
 @dataclass(frozen=True)
 class CreateCluster:
@@ -263,6 +323,13 @@ class CreateCluster:
     def subject(self) -> str:
         """What it acts on, for the log and the tick's errors."""
         return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return (
+            f"{self.row.namespace}/{self.row.job_name}",
+            ", ".join(f"{c.pod_count}x{c.gpu_type_id}" for c in self.candidates),
+        )
 
 
 @dataclass(frozen=True)
@@ -283,6 +350,10 @@ class DeleteCluster:
         """What it acts on, for the log and the tick's errors."""
         return f"cluster {self.cluster_id}"
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return self.cluster_id, self.detail
+
 
 @dataclass(frozen=True)
 class SaveClusterRow:
@@ -293,12 +364,20 @@ class SaveClusterRow:
         """What it acts on, for the log and the tick's errors."""
         return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return f"{self.row.namespace}/{self.row.job_name}", self.row.state.value
+
 
 @dataclass(frozen=True)
 class DeleteClusterRow:
     """Forget a gang's record: its cluster is gone and so are its pods."""
 
     gang: str
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return self.gang, ""
 
 
 @dataclass(frozen=True)
@@ -308,6 +387,10 @@ class RestoreTags:
     instance_id: str
     env: dict[str, str] = field(repr=False)
     pod: PodRef | None = None
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod) if self.pod is not None else self.instance_id, "owner tags lost"
 
 
 @dataclass(frozen=True)
@@ -321,11 +404,19 @@ class PatchStatus:
     """Annotations to write in the same request: the pods/status subresource takes
     metadata changes too (only spec, deletionTimestamp and ownerReferences are reset)."""
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), str(self.status.get("phase", ""))
+
 
 @dataclass(frozen=True)
 class PatchMetadata:
     pod: PodRef
     annotations: dict[str, str | None]
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), ""
 
 
 @dataclass(frozen=True)
@@ -338,6 +429,10 @@ class FinalizePod:
     row: MappingRecord | None
     status: dict[str, Any] | None = None
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), ""
+
 
 @dataclass(frozen=True)
 class Bind:
@@ -349,6 +444,10 @@ class Bind:
     detail: str
     """The trigger in words, for the pod's Event."""
 
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), self.detail
+
 
 @dataclass(frozen=True)
 class Event:
@@ -356,6 +455,10 @@ class Event:
     reason: EventReason
     message: str
     warning: bool = False
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) as `--dry-run` lists it."""
+        return str(self.pod), self.reason.value
 
 
 # What the network-volume provisioner decides (core.resources.network_volumes), carried

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.core.resources.volume_objects import volume_name
+from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
 from tests.chaos.invariants import (
     action_requests,
     duplicates,
@@ -21,9 +22,11 @@ from tests.chaos.invariants import (
     list_times,
     orphan_violations,
     outside,
+    request_log_violations,
     reruns,
     steady_violations,
     tick_violations,
+    volumes_left_billing,
     volumes_made_twice,
 )
 from tests.chaos.ticks import JournalRow, Reconciler, TickPlan, TickResult
@@ -235,8 +238,11 @@ def test_open_rows_of_one_tick_are_counted_per_database() -> None:
 
 
 # --- network volumes --------------------------------------------------------------------
+# The request-log checks read RunPod's log over the whole run and see every reconciler
+# of the account; the snapshot's own checks see its owner's volumes only.
 
 OWNER = "c/n"
+NEIGHBOUR = "c/m"
 
 
 def volume(vid: str, claim_uid: str, owner: str = OWNER) -> Any:
@@ -323,3 +329,65 @@ def test_a_volume_call_without_its_journal_row_is_caught() -> None:
     assert not journal_violations([post], [], [row], "ns", {})
     gone = {"method": "DELETE", "path": "/v2/network-volumes/v1", "status": 204, "body": None}
     assert journal_violations([gone], [], [], "ns", {})
+
+
+def volume_post(owner: str, claim_uid: str, status: int = 201) -> Any:
+    return {
+        "method": "POST",
+        "path": "/v2/network-volumes",
+        "status": status,
+        "body": {"name": volume_name(owner, claim_uid), "size": 10, "dataCenterId": "EU-RO-1"},
+    }
+
+
+def test_a_planted_double_volume_create_is_caught_from_the_request_log() -> None:
+    """Two virtual nodes, one Immediate claim: each names its volume with its own owner
+    digest, so two volumes for one claim have two names. The final snapshot may show one
+    (the other deleted since): the request log still shows two 201s for the claim."""
+    once = [volume_post(OWNER, "k1"), volume_post(NEIGHBOUR, "k1", 409), volume_post(OWNER, "k2")]
+    assert volumes_made_twice(once) == []
+    planted = [*once, volume_post(NEIGHBOUR, "k1")]
+    [caught] = volumes_made_twice(planted)
+    assert caught.startswith("2 volumes made for claim k1")
+    assert volume_name(NEIGHBOUR, "k1") in caught
+
+
+def test_a_volume_left_billing_after_its_claim_is_caught_whoever_made_it() -> None:
+    made = [volume_post(OWNER, "k1"), volume_post(NEIGHBOUR, "k2")]
+    volumes = [volume("v1", "k1"), volume("v2", "k2", owner=NEIGHBOUR)]
+    kept = storage(
+        [claim_object("k1"), claim_object("k2")], [pv("v1", "k1"), pv("v2", "k2")], volumes
+    )
+    assert volumes_left_billing(made, kept) == []
+    # The neighbour's volume, its claim gone and its PV saying Delete: it bills on.
+    # The snapshot's own view (our owner only) does not see it.
+    gone = storage([claim_object("k1")], [pv("v1", "k1"), pv("v2", "k2")], volumes)
+    assert gone.leaked_volumes() == []
+    [billing] = volumes_left_billing(made, gone)
+    assert "v2" in billing and "claim is gone" in billing
+    # Retain keeps it with its Released PV.
+    retained = storage([claim_object("k1")], [pv("v1", "k1"), pv("v2", "k2", "Retain")], volumes)
+    assert volumes_left_billing(made, retained) == []
+    # A volume no PV names bills on, claim or not (a duplicate's loser).
+    orphaned = storage([claim_object("k1"), claim_object("k2")], [pv("v1", "k1")], volumes)
+    assert volumes_left_billing(made, orphaned) == [
+        f"volume v2 ({volume_name(NEIGHBOUR, 'k2')}) bills on: no PV, its claim lives"
+    ]
+    # A volume no POST of ours made (a foreign one) is none of this check's business.
+    foreign = storage([], [], [{"id": "f1", "name": "datasets", "size": 10}])
+    assert volumes_left_billing(made, foreign) == []
+
+
+def test_a_neighbours_volumes_are_the_runs_in_the_snapshot() -> None:
+    volumes = [volume("v1", "k1"), volume("v2", "k1", owner=NEIGHBOUR)]
+    alone = storage([claim_object("k1")], [pv("v1", "k1")], volumes)
+    assert alone.duplicate_volumes() == []  # blind to the neighbour's
+    claims = {"k1": claim_object("k1")}
+    both = Snapshot(OWNER, "n", {}, [], claims, [pv("v1", "k1")], volumes, (NEIGHBOUR,))
+    assert both.duplicate_volumes() == ["claim k1 has volumes ['v1', 'v2']"]
+    assert both.leaked_volumes()  # v2: no PV names it
+
+
+def test_a_request_log_that_lost_its_start_is_caught() -> None:
+    assert request_log_violations([{}] * (REQUEST_LOG_LIMIT - 1)) == []
+    assert request_log_violations([{}] * REQUEST_LOG_LIMIT)

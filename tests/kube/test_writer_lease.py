@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -39,8 +40,16 @@ def dead_process() -> str:
     return f"{socket.gethostname()}/{finished.stdout.strip()}"
 
 
-def writer(kube: KubeClient, clock: SimClock, owner: str) -> WriterLease:
-    return WriterLease(kube, "gpu-node", clock.now, clock.monotonic, owner=owner)
+THIS_PROCESS = f"{socket.gethostname()}/{os.getpid()}"
+"""A live process of this host: the identity a writer started here holds the Lease by."""
+
+Writer = Callable[[str], WriterLease]
+
+
+@pytest.fixture
+def writer(kube: KubeClient, clock: SimClock) -> Writer:
+    """A writer Lease of node gpu-node for the given identity, on the test's clock."""
+    return lambda owner: WriterLease(kube, "gpu-node", clock.now, clock.monotonic, owner=owner)
 
 
 def holder(sim: KubeSimulator) -> str | None:
@@ -49,24 +58,23 @@ def holder(sim: KubeSimulator) -> str | None:
 
 
 def test_a_second_writer_is_refused_with_the_holders_name(
-    kube: KubeClient,
-    clock: SimClock,
+    writer: Writer,
     sim: KubeSimulator,
 ) -> None:
-    writer(kube, clock, "host-a/1").acquire()
+    writer("host-a/1").acquire()
     with pytest.raises(WriterHeld) as refused:
-        writer(kube, clock, "host-b/2").acquire()
+        writer("host-b/2").acquire()
     assert str(refused.value).startswith("another reconciler (host-a/1) acts for node gpu-node")
     assert "kube-node-lease/gpu-node-writer" in str(refused.value)
     assert holder(sim) == "host-a/1"
 
 
 def test_the_holder_renews_once_a_third_has_passed_and_keeps_the_others_out(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
     sim: KubeSimulator,
 ) -> None:
-    first = writer(kube, clock, "host-a/1")
+    first = writer("host-a/1")
     first.acquire()
     writes = len(sim.requests)
     first.keep()
@@ -75,17 +83,17 @@ def test_the_holder_renews_once_a_third_has_passed_and_keeps_the_others_out(
         clock.advance(WRITER_LEASE_SECONDS / 3)
         first.keep()
     with pytest.raises(WriterHeld):
-        writer(kube, clock, "host-b/2").acquire()
+        writer("host-b/2").acquire()
 
 
 def test_a_writer_whose_lease_was_taken_stops(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
 ) -> None:
-    first = writer(kube, clock, "host-a/1")
+    first = writer("host-a/1")
     first.acquire()
     clock.advance(WRITER_LEASE_SECONDS)  # it could not renew: expired
-    writer(kube, clock, "host-b/2").acquire()
+    writer("host-b/2").acquire()
     with pytest.raises(WriterLost, match="to host-b/2"):
         first.keep()
     with pytest.raises(WriterLost):
@@ -93,36 +101,34 @@ def test_a_writer_whose_lease_was_taken_stops(
 
 
 def test_release_lets_the_next_writer_in_at_once(
-    kube: KubeClient,
-    clock: SimClock,
+    writer: Writer,
     sim: KubeSimulator,
 ) -> None:
-    first = writer(kube, clock, "host-a/1")
+    first = writer("host-a/1")
     first.acquire()
     first.release()
-    writer(kube, clock, "host-b/2").acquire()
+    writer("host-b/2").acquire()
     assert holder(sim) == "host-b/2"
 
 
 def test_the_lease_of_a_dead_process_on_this_host_is_taken_at_once(
-    kube: KubeClient,
-    clock: SimClock,
+    writer: Writer,
     sim: KubeSimulator,
 ) -> None:
-    writer(kube, clock, dead_process()).acquire()
-    writer(kube, clock, f"{socket.gethostname()}/{os.getpid()}").acquire()
-    assert holder(sim) == f"{socket.gethostname()}/{os.getpid()}"
+    writer(dead_process()).acquire()
+    writer(THIS_PROCESS).acquire()
+    assert holder(sim) == THIS_PROCESS
 
 
 def test_after_taking_over_a_dead_writer_creates_wait_until_its_term_would_have_ended(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
 ) -> None:
-    dead = writer(kube, clock, dead_process())
+    dead = writer(dead_process())
     dead.acquire()
     assert not dead.creates_held()  # a free Lease: nobody else's create can be in flight
     clock.advance(12)
-    successor = writer(kube, clock, f"{socket.gethostname()}/{os.getpid()}")
+    successor = writer(THIS_PROCESS)
     successor.acquire()
     # The dead writer renewed 12 s ago: a create it sent may land until its term ends.
     assert successor.creates_held()
@@ -133,74 +139,73 @@ def test_after_taking_over_a_dead_writer_creates_wait_until_its_term_would_have_
 
 
 def test_the_hold_goes_on_with_the_lease_to_every_writer_inside_the_term(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
 ) -> None:
     """A successor that releases before the dead writer's term is over leaves the hold
     in the Lease: a third writer inside the term holds its creates too, and a fourth
     after it does not. A plain release leaves no hold."""
-    writer(kube, clock, dead_process()).acquire()
+    writer(dead_process()).acquire()
     clock.advance(5)
-    me = f"{socket.gethostname()}/{os.getpid()}"
-    successor = writer(kube, clock, me)
+    successor = writer(THIS_PROCESS)
     successor.acquire()
     assert successor.creates_held()
     successor.release()
     clock.advance(2)
-    third = writer(kube, clock, "host-c/3")
+    third = writer("host-c/3")
     third.acquire()
     assert third.creates_held()
     third.release()
     clock.advance(WRITER_LEASE_SECONDS - 5 - 2)
-    fourth = writer(kube, clock, "host-d/4")
+    fourth = writer("host-d/4")
     fourth.acquire()
     assert not fourth.creates_held()
 
 
 def test_a_writer_releasing_with_a_create_not_on_its_pod_passes_a_hold_on(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
 ) -> None:
-    first = writer(kube, clock, "host-a/1")
+    first = writer("host-a/1")
     first.acquire()
     first.unrecorded_creates(1)  # e.g. its answer was lost, or the pod patch refused
     first.release()
     clock.advance(1)
-    second = writer(kube, clock, "host-b/2")
+    second = writer("host-b/2")
     second.acquire()
     assert second.creates_held()
     second.unrecorded_creates(0)
     second.release()
     clock.advance(WRITER_LEASE_SECONDS)
-    third = writer(kube, clock, "host-c/3")
+    third = writer("host-c/3")
     third.acquire()
     assert not third.creates_held()
     third.release()  # nothing unrecorded: no hold
-    fourth = writer(kube, clock, "host-d/4")
+    fourth = writer("host-d/4")
     fourth.acquire()
     assert not fourth.creates_held()
 
 
 def test_a_writer_that_takes_over_an_expired_lease_does_not_wait(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
 ) -> None:
-    writer(kube, clock, "host-a/1").acquire()
+    writer("host-a/1").acquire()
     clock.advance(WRITER_LEASE_SECONDS)  # its holder stopped acting before the term ended
-    successor = writer(kube, clock, "host-b/2")
+    successor = writer("host-b/2")
     successor.acquire()
     assert not successor.creates_held()
 
 
 def test_a_writer_that_loses_the_race_for_the_lease_names_who_holds_it(
-    kube: KubeClient,
+    writer: Writer,
     clock: SimClock,
     sim: KubeSimulator,
 ) -> None:
-    writer(kube, clock, "host-a/1").acquire()
+    writer("host-a/1").acquire()
     clock.advance(WRITER_LEASE_SECONDS)  # expired: anybody may take it
     # Another writer writes the Lease between our read and our write: our write is 409.
     sim.inject_fault("PUT", f"*/leases/{writer_lease_name('gpu-node')}", 409)
     with pytest.raises(WriterHeld) as refused:
-        writer(kube, clock, "host-b/2").acquire()
+        writer("host-b/2").acquire()
     assert str(refused.value).startswith("another reconciler (host-a/1) acts for node gpu-node")

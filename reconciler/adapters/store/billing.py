@@ -31,9 +31,7 @@ class Billing:
         self._sessions = sessions
 
     def covered_until(self) -> datetime | None:
-        with self._sessions() as session:
-            read = session.get(BillingRead, _POD_BILLING)
-            return None if read is None else read.covered_until
+        return self._read_until(_POD_BILLING)
 
     def save(
         self,
@@ -43,19 +41,19 @@ class Billing:
         forget_before: datetime,
     ) -> None:
         """Store one read's records and how far it reached; drop what history lets go."""
+        rows = [
+            SpendRecord(
+                instance_id=record.instance_id,
+                bucket_start=record.start,
+                bucket_end=record.end,
+                total_usd=record.total_usd,
+                gpu_usd=record.gpu_usd,
+                disk_usd=record.disk_usd,
+            )
+            for record in records
+        ]
         with self._sessions.begin() as session:
-            for record in records:
-                session.merge(
-                    SpendRecord(
-                        instance_id=record.instance_id,
-                        bucket_start=record.start,
-                        bucket_end=record.end,
-                        total_usd=record.total_usd,
-                        gpu_usd=record.gpu_usd,
-                        disk_usd=record.disk_usd,
-                    )
-                )
-            session.merge(BillingRead(name=_POD_BILLING, covered_until=covered_until, read_at=now))
+            _save_read(session, _POD_BILLING, rows, covered_until, now)
             session.execute(delete(SpendRecord).where(SpendRecord.bucket_end < forget_before))
 
     def spend_by_instance(self) -> dict[str, float]:
@@ -73,9 +71,7 @@ class Billing:
             return set(session.scalars(query))
 
     def resource_covered_until(self, kind: Billed) -> datetime | None:
-        with self._sessions() as session:
-            read = session.get(BillingRead, kind.value)
-            return None if read is None else read.covered_until
+        return self._read_until(kind.value)
 
     def save_resources(
         self,
@@ -87,18 +83,18 @@ class Billing:
     ) -> None:
         """Store one read's records and how far it reached; drop what history lets go:
         charges older than it, and whose-rows not seen since with no charge left."""
+        rows = [
+            ResourceSpendRecord(
+                kind=kind.value,
+                resource_id=record.resource_id,
+                bucket_start=record.start,
+                bucket_end=record.end,
+                total_usd=record.total_usd,
+            )
+            for record in records
+        ]
         with self._sessions.begin() as session:
-            for record in records:
-                session.merge(
-                    ResourceSpendRecord(
-                        kind=kind.value,
-                        resource_id=record.resource_id,
-                        bucket_start=record.start,
-                        bucket_end=record.end,
-                        total_usd=record.total_usd,
-                    )
-                )
-            session.merge(BillingRead(name=kind.value, covered_until=covered_until, read_at=now))
+            _save_read(session, kind.value, rows, covered_until, now)
             session.execute(
                 delete(ResourceSpendRecord)
                 .where(ResourceSpendRecord.kind == kind.value)
@@ -113,3 +109,22 @@ class Billing:
                 .where(BilledResource.updated_at < forget_before)
                 .where(BilledResource.resource_id.not_in(charged))
             )
+
+    def _read_until(self, name: str) -> datetime | None:
+        with self._sessions() as session:
+            read = session.get(BillingRead, name)
+            return None if read is None else read.covered_until
+
+
+def _save_read(
+    session: Session,
+    name: str,
+    rows: Sequence[SpendRecord | ResourceSpendRecord],
+    covered_until: datetime,
+    now: datetime,
+) -> None:
+    """One read of billing `name`: its hourly rows (merged: a later read of the same hour
+    replaces it) and how far it reached, in the caller's transaction."""
+    for row in rows:
+        session.merge(row)
+    session.merge(BillingRead(name=name, covered_until=covered_until, read_at=now))
