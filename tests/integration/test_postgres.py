@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from reconciler.adapters.store import db, migrate
+from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
@@ -96,3 +97,17 @@ def test_the_writer_lock_refuses_a_second_writer_until_it_expires(url: str) -> N
     )
     expired = T0 + timedelta(seconds=10 + LOCK_TTL + 1)
     assert store.locks.acquire(LOCK_NAME, "c", LOCK_TTL, expired) is None
+
+
+def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
+    """The rows a steady tick reads again only while PostgreSQL's own count of writes to
+    them says nobody wrote: a write by another connection, even by hand, is read."""
+    store = open_store(url, upgrade=True)
+    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    assert [r.instance_id for r in store.load_rows()] == [None]
+    with db.make_engine(url).begin() as connection:
+        connection.execute(text("UPDATE mappings SET instance_id = 'by-hand'"))
+    assert [r.instance_id for r in store.load_rows()] == ["by-hand"]
+    with db.make_engine(url).begin() as connection:
+        connection.execute(text("TRUNCATE mappings CASCADE"))
+    assert store.load_rows() == []

@@ -4,6 +4,7 @@ other change is parsed anew."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -56,8 +57,21 @@ def test_a_runtime_that_gains_its_uptime_gains_its_runtime() -> None:
     assert runtime is not None and runtime.uptime_seconds == 7
 
 
+def test_the_same_json_in_another_list_is_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The decoder shares a document's repeated strings between its objects: what else the
+    list holds changes which objects are shared, never the digest of an unchanged one."""
+    one = '{"id": "a", "env": {"K": "v"}, "runtime": {"uptime": 1, "gpus": [{"util": 0}]}}'
+    other = '{"id": "b", "env": {"K": "w"}, "runtime": {"uptime": 2, "gpus": [{"util": 3}]}}'
+    memo = UnchangedInstances()
+    memo.parse(json.loads(f"[{one}]"))
+    monkeypatch.setattr(unchanged, "parse_instance", lambda raw: 1 / 0 if raw["id"] == "a" else 0)
+    memo.parse(json.loads(f"[{other}, {one}]"))
+
+
 _ATOMS: list[Any] = [
-    None, "", "x", "12", -1, 0, 3, 150, 2.5, float("nan"), True, "RUNNING", "EXITED",
+    None, "", "x", "12", -1, 0, 1, 1.0, 3, 150, 2.5, float("nan"), True, "RUNNING", "EXITED",
     "2026-01-01T00:00:00Z", {}, [], {"util": 40},
 ]  # fmt: skip
 

@@ -3,18 +3,28 @@ the previous list is not parsed again.
 
 A steady tick lists every instance of the account, and most answer as they did a tick
 ago but for their uptime, which grows with the clock. Parsing one field by field costs
-far more than reading its JSON back as text (`repr`, in C), so each instance is kept with
-a digest of that text, its uptime left out: the same digest under the same id gives back
-the instance parsed before, with the new uptime. Memory stays flat: the parsed instances
-live on between ticks instead of being made again, and a digest is an int.
+far more than serializing its JSON back (`marshal`, in C), so each instance is kept with
+a digest of those bytes, its uptime left out: the same digest under the same id gives
+back the instance parsed before, with the new uptime. Memory stays flat: the parsed
+instances live on between ticks instead of being made again, and a digest is an int.
+
+Marshal's format 2 writes every value by type and content (a float as its 8 bytes, True
+apart from 1) and shares nothing by identity, so equal JSON gives equal bytes however the
+decoder shared its strings; `repr` gave the same guarantee at four times the cost (the
+float formatting and quoting), a tenth of a steady tick at 10 000 instances.
 """
 
 from __future__ import annotations
 
+import marshal
 from typing import Any, NamedTuple, TypeVar
 
 from reconciler.adapters.runpod.parse import parse_instance, parse_uptime
 from reconciler.core.domain import Instance, Runtime
+
+# The newest format that writes no back-references (format 3 added them, and they
+# depend on which objects the decoder happened to share).
+_NO_SHARING = 2
 
 
 class _Parsed(NamedTuple):
@@ -54,10 +64,10 @@ def _digest(raw: dict[str, Any]) -> tuple[int, object]:
     stays in: it tells a running container), and that value."""
     runtime = raw.get("runtime")
     if type(runtime) is not dict or "uptime" not in runtime:
-        return hash(repr(raw)), None
+        return hash(marshal.dumps(raw, _NO_SHARING)), None
     uptime, runtime = runtime["uptime"], dict(runtime)
     runtime["uptime"] = None
-    return hash(repr({**raw, "runtime": runtime})), uptime
+    return hash(marshal.dumps({**raw, "runtime": runtime}, _NO_SHARING)), uptime
 
 
 def _with_uptime(instance: Instance, runtime: Runtime, uptime: object) -> Instance:

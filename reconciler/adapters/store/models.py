@@ -129,6 +129,16 @@ class Mapping(Base):
     """When the row became finished; RunPod's charges after it (and a grace) are leaks."""
 
 
+class MappingGeneration(Base):
+    """One row: a counter that the database's own triggers move on every write to
+    `mappings`, whoever writes. While it reads as it did, the rows read then still hold."""
+
+    __tablename__ = "mapping_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    value: Mapped[int] = mapped_column(Integer)
+
+
 class ClusterRow(Base):
     """One row per gang (an attempt of an Indexed Job run as one Instant Cluster), keyed
     by the gang's tag: the create intent before the call, then the cluster's id."""

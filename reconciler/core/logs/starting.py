@@ -32,13 +32,23 @@ def is_starting(instance: Instance) -> bool:
 def starting(
     pods: Sequence[KubeObject], instances: Sequence[Instance], rows: Sequence[MappingRecord]
 ) -> list[Starting]:
-    """The live pods whose mapped instance is starting, oldest row first."""
-    by_id = {instance.id: instance for instance in instances}
-    live = {podinfo.uid(pod): pod for pod in pods if not podinfo.is_deleting(pod)}
+    """The live pods whose mapped instance is starting, oldest row first.
+
+    Read from the instances' side: a steady node has none starting, and its pods and
+    rows are then not walked at all (this runs twice a tick)."""
+    by_id = {instance.id: instance for instance in instances if is_starting(instance)}
+    if not by_id:
+        return []
+    rows = [r for r in rows if r.instance_id in by_id and r.state is MappingState.RUNNING]
+    uids = {row.pod_uid for row in rows}
+    live = {
+        uid: pod
+        for pod in pods
+        if (uid := podinfo.uid(pod)) in uids and not podinfo.is_deleting(pod)
+    }
     found = []
     for row in sorted(rows, key=lambda r: r.created_at):
-        instance = by_id.get(row.instance_id or "")
         pod = live.get(row.pod_uid)
-        if row.state is MappingState.RUNNING and instance and pod and is_starting(instance):
-            found.append(Starting(PodRef.of(pod), instance.id))
+        if pod is not None:
+            found.append(Starting(PodRef.of(pod), by_id[row.instance_id or ""].id))
     return found

@@ -66,7 +66,9 @@ def _drop_named(holder: KubeObject, key: str, names: set[str]) -> None:
 
 
 def uid(pod: KubeObject) -> str:
-    return str(pod["metadata"]["uid"])
+    # No str(): the API server's UID is a string, and this runs ten times a pod a tick.
+    uid: str = pod["metadata"]["uid"]
+    return uid
 
 
 def phase(pod: KubeObject) -> str:
