@@ -62,7 +62,7 @@ def drain(
             try:
                 settings = resolve_owner(settings, kube)
                 if not force:
-                    check_no_reconciler(kube, settings.node.node_name, utcnow())
+                    check_no_reconciler(kube, settings.node.name, utcnow())
             finally:
                 kube.close()
             with RunPodClient(runpod_api_key, runpod_url) as runpod:

@@ -44,7 +44,13 @@ from reconciler.runtime.wiring import open_store
 COLUMNS = ("TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK")
 
 # What ranks a pod's offers besides the pod: the node's limits, as `sync` takes them.
-RANKING_SETTINGS = ("max_gpu_price", "cloud", "pods_without_gpu", "datacenter_ids", "catalog_ttl")
+RANKING_SETTINGS = (
+    "max_gpu_price",
+    "cloud_type",
+    "pods_without_gpu",
+    "datacenter_ids",
+    "catalog_ttl",
+)
 
 
 @dataclass(frozen=True)

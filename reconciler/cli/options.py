@@ -56,13 +56,13 @@ def some_settings_options(*names: str) -> Callable[[F], F]:
 
 def _with_settings(command: F, names: tuple[str, ...] | None) -> F:
     for item, flag in reversed(list(settings_fields())):
-        if names is not None and item.name not in names:
+        if names is not None and flag.name not in names:
             continue
         envvar: list[str] = [flag.envvar, *([flag.fallback_env] if flag.fallback_env else [])]
         command = click.option(
             flag.flag,
-            item.name,
-            type=_click_type(_TYPES[item.name]),
+            flag.name,
+            type=_click_type(_TYPES[flag.name]),
             default=_shown(item.default),
             envvar=envvar if flag.fallback_env else flag.envvar,
             show_envvar=True,
@@ -95,12 +95,12 @@ def _shown(default: Any) -> Any:
 def settings_from(options: dict[str, Any]) -> Settings:
     """Pops the settings flags out of a command's keyword arguments."""
     values = {
-        item.name: _value(item, flag, options.pop(item.name))
+        flag.name: _value(item, flag, options.pop(flag.name))
         for item, flag in settings_fields()
-        if item.name in options
+        if flag.name in options
     }
     settings = Settings.of(**values)
-    flags = {item.name: flag.flag for item, flag in settings_fields()}
+    flags = {flag.name: flag.flag for _, flag in settings_fields()}
     for name, problem in settings_problems(settings):
         raise setting_error(flags[name], name, problem)
     return settings

@@ -212,10 +212,10 @@ def _check_loop_options(
 
 def _with_ssh_key(settings: Settings) -> Settings:
     """The settings with the public half of `--ssh-key-file` (made if missing)."""
-    if not settings.ssh.ssh_key_file:
+    if not settings.ssh.key_file:
         return settings
     try:
-        identity = load_identity(settings.ssh.ssh_key_file)
+        identity = load_identity(settings.ssh.key_file)
     except SshKeyError as exc:
         raise click.ClickException(str(exc)) from None
     return settings.with_values(ssh_public_key=identity.public_line)

@@ -2,7 +2,8 @@
 
 Each action names the pod it concerns by a `PodRef` (enough to patch, delete or record
 an Event on it) and carries everything its side effect needs, so the executor decides
-nothing.
+nothing. Each says what `reconciler sync --dry-run` lists of it: `shown()` gives its
+(subject, detail), so no list of the actions is kept elsewhere.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class SaveRow:
     row: MappingRecord
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return f"{self.row.namespace}/{self.row.name}", self.row.state.value
 
 
@@ -60,7 +60,6 @@ class DeleteRow:
     pod_uid: str
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return "", ""
 
 
@@ -80,14 +79,13 @@ class Create:
     candidate."""
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), ", ".join(c.offer_id for c in self.candidates)
 
 
 @dataclass(frozen=True)
 class EnsureRegistryAuth:
     """Make sure RunPod holds a pod's image pull credential under our name
-    (`core.registries.registry_name`, docs/architecture.md §3, "Cloud resources").
+    (`core.resources.registries.registry_name`, docs/architecture.md §3, "Cloud resources").
 
     Found by that name in the account's list (read once per tick, only when needed), it
     is ours and is used, also when the answer of the call that made it was lost;
@@ -100,7 +98,6 @@ class EnsureRegistryAuth:
     pod: PodRef
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), self.name
 
 
@@ -117,7 +114,6 @@ class DeleteRegistryAuth:
         return f"registry credential {self.registry_id}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return self.registry_id, self.name
 
 
@@ -155,7 +151,6 @@ class CreateNetworkVolume:
     hold: KubeObject | None = field(default=None, repr=False)
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), f"{self.size_gb} GB in {self.datacenter}"
 
 
@@ -168,7 +163,6 @@ class ReleaseClaim:
     patch: KubeObject = field(repr=False)
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), ""
 
 
@@ -180,7 +174,6 @@ class CreateVolumeObject:
     volume: KubeObject = field(repr=False)
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), ""
 
 
@@ -194,7 +187,6 @@ class ResizeNetworkVolume:
     pv_name: str
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), f"{self.volume_id} to {self.size_gb} GB"
 
 
@@ -212,7 +204,6 @@ class DeleteNetworkVolume:
         return f"network volume {self.volume_id}" if self.pv_name is None else f"PV {self.pv_name}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return self.pv_name or "(no PV)", self.volume_id
 
 
@@ -228,7 +219,6 @@ class DeleteVolumeObject:
         return f"PV {self.pv_name}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return self.pv_name, ""
 
 
@@ -243,7 +233,6 @@ class MarkClaimSelected:
     node_name: str | None
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), ""
 
 
@@ -255,7 +244,6 @@ class ClaimEvent:
     warning: bool = False
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.claim), self.reason.value
 
 
@@ -268,7 +256,6 @@ class Adopt:
     row: MappingRecord
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), ""
 
 
@@ -302,7 +289,6 @@ class Terminate:
         return self.pod is not None and self.reason in _ENDS_THE_POD
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod) if self.pod is not None else self.instance_id, self.detail
 
 
@@ -325,7 +311,6 @@ class CreateCluster:
         return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return (
             f"{self.row.namespace}/{self.row.job_name}",
             ", ".join(f"{c.pod_count}x{c.gpu_type_id}" for c in self.candidates),
@@ -351,7 +336,6 @@ class DeleteCluster:
         return f"cluster {self.cluster_id}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return self.cluster_id, self.detail
 
 
@@ -365,7 +349,6 @@ class SaveClusterRow:
         return f"the cluster of Job {self.row.namespace}/{self.row.job_name}"
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return f"{self.row.namespace}/{self.row.job_name}", self.row.state.value
 
 
@@ -376,7 +359,6 @@ class DeleteClusterRow:
     gang: str
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return self.gang, ""
 
 
@@ -389,7 +371,6 @@ class RestoreTags:
     pod: PodRef | None = None
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod) if self.pod is not None else self.instance_id, "owner tags lost"
 
 
@@ -405,7 +386,6 @@ class PatchStatus:
     metadata changes too (only spec, deletionTimestamp and ownerReferences are reset)."""
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), str(self.status.get("phase", ""))
 
 
@@ -415,7 +395,6 @@ class PatchMetadata:
     annotations: dict[str, str | None]
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), ""
 
 
@@ -430,7 +409,6 @@ class FinalizePod:
     status: dict[str, Any] | None = None
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), ""
 
 
@@ -445,7 +423,6 @@ class Bind:
     """The trigger in words, for the pod's Event."""
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), self.detail
 
 
@@ -457,7 +434,6 @@ class Event:
     warning: bool = False
 
     def shown(self) -> tuple[str, str]:
-        """(subject, detail) as `--dry-run` lists it."""
         return str(self.pod), self.reason.value
 
 

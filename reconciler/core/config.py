@@ -2,9 +2,9 @@
 RECONCILER_* vars.
 
 Each setting is declared once, as a field made by `setting()`: its default, its flag
-(the environment variable is derived from it), its help and what values it takes. The
-CLI's options (`reconciler.cli.options`) and the range checks (`LIMITS`,
-`settings_problems`) are made from those declarations, so a new flag is one field here
+(the environment variable and the setting's flat name are derived from it), its help and
+what values it takes. The CLI's options (`reconciler.cli.options`) and the range checks
+(`settings_problems`) are made from those declarations, so a new flag is one field here
 (docs/architecture.md §1, "Adding a setting").
 
 The pure core (planner, translation, GPU ranking) receives a `Settings` value and never
@@ -24,7 +24,7 @@ from typing import Any
 
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
-from reconciler.core.setting import Flag, Limits, ip_address, out_of_range, seconds, setting
+from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
@@ -73,7 +73,7 @@ class PodsWithoutGpu(enum.StrEnum):
 class NodeSettings:
     """The virtual node: its name, whose cluster it serves, and the capacity it shows."""
 
-    node_name: str = setting(
+    name: str = setting(
         DEFAULT_NODE_NAME,
         "--node-name",
         "Name of the virtual node whose pods run on RunPod.",
@@ -87,21 +87,21 @@ class NodeSettings:
         "Cluster half of the owner id tagged on instances (default: kube-system's UID).",
     )
 
-    node_gpus: int = setting(
+    gpus: int = setting(
         1000,
         "--node-gpus",
         "nvidia.com/gpu capacity of the virtual node.",
         limits=(0, 1_000_000_000, "a number of GPUs"),
     )
 
-    node_pods: int = setting(
+    pods: int = setting(
         1000,
         "--node-pods",
         "Pod capacity of the virtual node.",
         limits=(0, 1_000_000_000, "a number of pods"),
     )
 
-    node_cpu: str = setting(
+    cpu: str = setting(
         "4k",
         "--node-cpu",
         "CPU capacity of the virtual node: any Kubernetes quantity, written in the API "
@@ -109,7 +109,7 @@ class NodeSettings:
         parse=canonical_quantity,
     )
 
-    node_memory: str = setting(
+    memory: str = setting(
         "16Ti",
         "--node-memory",
         "Memory capacity of the virtual node: any Kubernetes quantity, written in the API "
@@ -273,7 +273,7 @@ class TimingSettings:
 class KubeletSettings:
     """The kubelet endpoint the virtual node serves (kubectl logs, exec, port-forward, top)."""
 
-    kubelet_address: str = setting(
+    address: str = setting(
         "",
         "--kubelet-address",
         "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP).",
@@ -283,7 +283,7 @@ class KubeletSettings:
     """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
     the node lists only its name as a Hostname address."""
 
-    kubelet_port: int = setting(
+    port: int = setting(
         10250,
         "--kubelet-port",
         "Port of the kubelet endpoint (kubectl logs) the virtual node advertises (0: none).",
@@ -291,14 +291,14 @@ class KubeletSettings:
     )
     """Advertised in the node's status.daemonEndpoints; 0 serves and advertises none."""
 
-    kubelet_tls_secret: str = setting(
+    tls_secret: str = setting(
         "",
         "--kubelet-tls-secret",
         "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
     )
     """A kubernetes.io/tls Secret."""
 
-    kubelet_idle_timeout: float = setting(
+    idle_timeout: float = setting(
         30.0,
         "--kubelet-idle-timeout",
         "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
@@ -307,21 +307,21 @@ class KubeletSettings:
     )
     """Also between two requests of a connection: closed before anyone is authenticated."""
 
-    kubelet_max_connections: int = setting(
+    max_connections: int = setting(
         200,
         "--kubelet-max-connections",
         "Connections the kubelet endpoint holds at once; more are closed at once.",
         limits=(1, 100_000, "a number of connections"),
     )
 
-    kubelet_max_follows_per_client: int = setting(
+    max_follows_per_client: int = setting(
         50,
         "--kubelet-max-follows-per-client",
         "`kubectl logs -f` served at once to one authenticated caller.",
         limits=(1, 100_000, "a number of follows"),
     )
 
-    kubelet_max_streaming_per_namespace: int = setting(
+    max_streaming_per_namespace: int = setting(
         16,
         "--kubelet-max-streaming-per-namespace",
         "exec and port-forward sessions served at once for the pods of one namespace.",
@@ -344,7 +344,7 @@ class KubeletSettings:
 class LogSettings:
     """Pods' logs: the share of RunPod's quota their reads may spend, what is kept."""
 
-    log_read_share: float = setting(
+    read_share: float = setting(
         0.2,
         "--log-read-share",
         "Share of RunPod's request quota that log reads (kubectl logs) may spend; the "
@@ -354,7 +354,7 @@ class LogSettings:
     """Of each quota window; a read beyond it is refused with a sentence, a follower's
     resume waits (`reconciler.core.logs.quota_share`)."""
 
-    log_keep_lines: int = setting(
+    keep_lines: int = setting(
         1000,
         "--log-keep-lines",
         "Lines of a pod's log kept after its instance ends.",
@@ -362,7 +362,7 @@ class LogSettings:
     )
     """Kept in the store."""
 
-    log_keep_bytes: int = setting(
+    keep_bytes: int = setting(
         1 << 20,
         "--log-keep-bytes",
         "Most bytes of a pod's log kept after its instance ends.",
@@ -374,7 +374,7 @@ class LogSettings:
 class SshSettings:
     """SSH to instances (exec, cp, port-forward): the reconciler's key and the way there."""
 
-    ssh_key_file: str = setting(
+    key_file: str = setting(
         "",
         "--ssh-key-file",
         "The reconciler's own SSH private key (made there if missing): instances get its "
@@ -383,7 +383,7 @@ class SshSettings:
     """OpenSSH ed25519. Instances are created with `startSsh`, its public key in
     `PUBLIC_KEY` and 22/tcp published."""
 
-    ssh_key_secret: str = setting(
+    key_secret: str = setting(
         "",
         "--ssh-key-secret",
         "A Secret in the reconciler's namespace holding its SSH key (made there if "
@@ -392,7 +392,7 @@ class SshSettings:
     """Type kubernetes.io/ssh-auth, the OpenSSH ed25519 key in `ssh-privatekey`; the
     deploy manifests and the chart set it and grant `create` on Secrets there."""
 
-    ssh_proxy_command: str = setting(
+    proxy_command: str = setting(
         "",
         "--ssh-proxy-command",
         "How to reach an instance's sshd where this cluster cannot route to RunPod's "
@@ -401,16 +401,17 @@ class SshSettings:
     )
     """Run once per SSH connection; its stdin and stdout carry the connection."""
 
-    ssh_public_key: str = ""
-    """The public key of `ssh_key_file` or `ssh_key_secret` as an authorized_keys line,
-    read at start (not a flag)."""
+    public_key: str = field(default="", metadata={"name": "ssh_public_key"})
+    """The public key of the key file or Secret as an authorized_keys line, read at start
+    (not a flag; `ssh_public_key` in `Settings.of`)."""
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting, in groups by concern (`settings.timing.create_grace_time`). A setting's
-    name is unique across the groups: the CLI gives them flat, as its flags
-    (`Settings.of`)."""
+    """Every setting, in groups by concern (`settings.timing.create_grace_time`,
+    `settings.kubelet.port`). The CLI gives them flat, by their flag's name
+    (`Settings.of(kubelet_port=...)`): that name is unique across the groups, and a field
+    inside its group does not repeat the group."""
 
     node: NodeSettings = field(default_factory=NodeSettings)
     placement: PlacementSettings = field(default_factory=PlacementSettings)
@@ -422,7 +423,7 @@ class Settings:
 
     @property
     def owner_id(self) -> str:
-        return f"{self.node.cluster_id}/{self.node.node_name}"
+        return f"{self.node.cluster_id}/{self.node.name}"
 
     @classmethod
     def of(cls, **values: Any) -> Settings:
@@ -432,18 +433,19 @@ class Settings:
 
     def with_values(self, **values: Any) -> Settings:
         """These settings with some values changed, by setting name."""
-        unknown = values.keys() - GROUP_OF.keys()
+        unknown = values.keys() - PLACE_OF.keys()
         if unknown:
             raise TypeError(f"no such setting: {', '.join(sorted(unknown))}")
         changed = {}
-        for group in {GROUP_OF[name] for name in values}:
-            mine = {k: v for k, v in values.items() if GROUP_OF[k] == group}
+        for group in {PLACE_OF[name][0] for name in values}:
+            mine = {PLACE_OF[k][1]: v for k, v in values.items() if PLACE_OF[k][0] == group}
             changed[group] = dataclasses.replace(getattr(self, group), **mine)
         return dataclasses.replace(self, **changed)
 
 
 def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
-    """Every setting's field with its flag, group by group in declaration order."""
+    """Every setting's field with its flag, group by group in declaration order. The
+    setting's flat name is its flag's (`flag.name`), not the field's."""
     for kind in _GROUPS.values():
         for item in fields(kind):
             if "flag" in item.metadata:  # a value derived at start has none
@@ -460,34 +462,33 @@ _GROUPS: dict[str, Any] = {
     "ssh": SshSettings,
 }
 """The groups, by their attribute on `Settings`, in the order of the flags."""
-GROUP_OF: dict[str, str] = {
-    item.name: group for group, kind in _GROUPS.items() for item in fields(kind)
+
+
+PLACE_OF: dict[str, tuple[str, str]] = {
+    flat_name(item): (group, item.name) for group, kind in _GROUPS.items() for item in fields(kind)
 }
-"""The group of each setting, by its name."""
+"""(group, field) of each setting, by its flat name."""
 
 
 def setting_types() -> dict[str, Any]:
-    """Each setting's type, by its name."""
-    return {k: v for kind in _GROUPS.values() for k, v in typing.get_type_hints(kind).items()}
+    """Each setting's type, by its flat name."""
+    hints = {group: typing.get_type_hints(kind) for group, kind in _GROUPS.items()}
+    return {name: hints[group][attr] for name, (group, attr) in PLACE_OF.items()}
 
 
 def setting_value(settings: Settings, name: str) -> Any:
-    """A setting's value by its (flat) name."""
-    return getattr(getattr(settings, GROUP_OF[name]), name)
-
-
-LIMITS: dict[str, Limits] = {
-    item.name: flag.limits for item, flag in settings_fields() if flag.limits is not None
-}
+    """A setting's value by its flat name."""
+    group, attr = PLACE_OF[name]
+    return getattr(getattr(settings, group), attr)
 
 
 def settings_problems(settings: Settings) -> Iterator[tuple[str, str]]:
-    """(field, why) for every setting that cannot work: out of its range, or breaking its
-    own rule."""
-    for item, flag in settings_fields():
-        value = setting_value(settings, item.name)
+    """(flat name, why) for every setting that cannot work: out of its range, or breaking
+    its own rule."""
+    for _, flag in settings_fields():
+        value = setting_value(settings, flag.name)
         problem = out_of_range(value, flag.limits) if flag.limits is not None else None
         if problem is None and flag.check is not None:
             problem = flag.check(value)
         if problem is not None:
-            yield item.name, problem
+            yield flag.name, problem

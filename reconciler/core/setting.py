@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field
 from typing import Any
 
 Limits = tuple[float, float, str]
@@ -37,6 +37,12 @@ class Flag:
     downward API sets)."""
 
     @property
+    def name(self) -> str:
+        """The setting's flat name, the CLI parameter and the key of `Settings.of`:
+        `--kubelet-port` is kubelet_port (the field in its group may be shorter: `port`)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
     def envvar(self) -> str:
         return envvar_of(self.flag)
 
@@ -55,6 +61,14 @@ def setting(
     return field(
         default=default, metadata={"flag": Flag(flag, help, limits, parse, check, fallback_env)}
     )
+
+
+def flat_name(item: Field[Any]) -> str:
+    """A setting's name outside its group: its flag's, or for a value derived at start
+    (no flag) the one its declaration gives (`metadata={"name": ...}`)."""
+    if "flag" in item.metadata:
+        return str(item.metadata["flag"].name)
+    return str(item.metadata["name"])
 
 
 def out_of_range(value: float, limits: Limits) -> str | None:

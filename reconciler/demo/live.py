@@ -70,7 +70,7 @@ class LiveWorld:
 
     def _schedule(self) -> None:
         """The scheduler, for the virtual node only (the demo cluster has no other)."""
-        node = self.box.kube_sim.get("nodes", None, self.box.settings.node.node_name)
+        node = self.box.kube_sim.get("nodes", None, self.box.settings.node.name)
         if node is None:
             return
         for pod in self.box.kube_sim.list("pods", None):

@@ -72,7 +72,7 @@ class Sandbox:
         # whichever way the reconciler gets its SSH key (a file or a Secret).
         base = settings or Settings()
         self._base_settings = base.with_values(
-            ssh_proxy_command=base.ssh.ssh_proxy_command or runpod_net.PROXY_COMMAND
+            ssh_proxy_command=base.ssh.proxy_command or runpod_net.PROXY_COMMAND
         )
         self.startup_lines = startup_lines
         self.engine: Engine
@@ -112,7 +112,7 @@ class Sandbox:
             read_timeout=5,
         )
         self.store: Store = open_store(self.database_url, upgrade=True)
-        if self._base_settings.ssh.ssh_key_secret:  # it lives in the reconciler's namespace
+        if self._base_settings.ssh.key_secret:  # it lives in the reconciler's namespace
             self.ensure_namespace(default_namespace())
         self.settings = with_ssh_key(resolve_owner(self._base_settings, self.kube), self.kube)
         self._compose()
@@ -257,7 +257,7 @@ class Sandbox:
             container["env"] = env
         spec: dict[str, Any] = {"restartPolicy": restart_policy, "containers": [container]}
         if bound:
-            spec["nodeName"] = self.settings.node.node_name
+            spec["nodeName"] = self.settings.node.name
             spec["tolerations"] = [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}]
         return spec
 
@@ -326,7 +326,7 @@ class Sandbox:
         annotations = {"runpod.io/cluster": "true"} if cluster else {}
         pod_spec: dict[str, Any] = {
             "restartPolicy": "Never",
-            "nodeName": self.settings.node.node_name,
+            "nodeName": self.settings.node.name,
             "tolerations": [{"key": "virtual-kubelet.io/provider", "operator": "Exists"}],
             "containers": [container],
         }

@@ -20,9 +20,9 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import offload
 from reconciler.core.resources import clusters, volume_objects
 from reconciler.core.translate import annotations as ann
+from reconciler.core.translate.disks import DEFAULT_MOUNT_PATH, MIN_PERSISTENT_GB
 from reconciler.core.translate.gpus import MAX_GPU_MEMORY_GB
 from reconciler.core.translate.ports import HTTP_PORTS
-from reconciler.core.translate.storage import DEFAULT_MOUNT_PATH, MIN_PERSISTENT_GB
 from reconciler.docsgen.markdown import code, table
 
 

@@ -159,12 +159,12 @@ class Engine:
         self._dry_run = False
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
-            settings.node.node_name,
+            settings.node.name,
             runpod,
             kube,
             store,
             clock,
-            limits=KeepLimits(settings.logs.log_keep_lines, settings.logs.log_keep_bytes),
+            limits=KeepLimits(settings.logs.keep_lines, settings.logs.keep_bytes),
             system_events=self.system_events,
         )
         self.create_inputs = CreateInputsReader(kube)
@@ -299,9 +299,7 @@ class Engine:
     def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads."""
         listed = self.runpod.instances.list()
-        sorted_pods = podinfo.sort_node_pods(
-            self.kube.pods.list_on_node(self.settings.node.node_name)
-        )
+        sorted_pods = podinfo.sort_node_pods(self.kube.pods.list_on_node(self.settings.node.name))
         sighting = Sighting(
             now,
             listed,
@@ -320,7 +318,7 @@ class Engine:
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         wants_node = sighting.wants_node or has_candidates(pending)
-        node = self.kube.node.read(self.settings.node.node_name) if wants_node else None
+        node = self.kube.node.read(self.settings.node.name) if wants_node else None
         return Observation(
             pods=sighting.pods,
             rate_budget=self.runpod.rate_budget,

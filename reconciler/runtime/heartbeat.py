@@ -57,7 +57,7 @@ class NodeHeartbeat:
         """Renew the node's Lease, and say so when it had gone unrenewed for longer than
         the grace period: the node was NotReady meanwhile (a CronJob run too short, or a
         reconciler that was away)."""
-        previous = self.kube.node.renew_lease(self.settings.node.node_name)
+        previous = self.kube.node.renew_lease(self.settings.node.name)
         late = 0.0 if previous is None else (self.clock() - previous).total_seconds()
         if late > NODE_MONITOR_GRACE_SECONDS:
             log.warning(

@@ -357,7 +357,7 @@ class Replica:
         self._watches = [
             PodWatch(
                 kube,
-                node_selector(self.engine.settings.node.node_name),
+                node_selector(self.engine.settings.node.name),
                 changed,
                 name="watch-node-pods",
             ).start(),

@@ -72,9 +72,9 @@ def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
 def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
     """The settings with the public half of the reconciler's SSH key, when a Secret
     holds it (made there on first start; a key file was read by the command already)."""
-    if settings.ssh.ssh_key_file or not settings.ssh.ssh_key_secret:
+    if settings.ssh.key_file or not settings.ssh.key_secret:
         return settings
-    identity = secret_identity(kube, default_namespace(), settings.ssh.ssh_key_secret)
+    identity = secret_identity(kube, default_namespace(), settings.ssh.key_secret)
     return settings.with_values(ssh_public_key=identity.public_line)
 
 
@@ -204,9 +204,7 @@ def connect(
     engine: Engine | None = None
     try:
         settings = with_ssh_key(resolve_owner(settings, kube), kube)
-        writer_lease = WriterLease(
-            kube, settings.node.node_name, clock, lambda: clock().timestamp()
-        )
+        writer_lease = WriterLease(kube, settings.node.name, clock, lambda: clock().timestamp())
         engine, heartbeat = compose(
             settings,
             runpod,

@@ -103,6 +103,12 @@ class Router:
             for table, owner in served
             for method, regex, func in table.entries
         ]
+        # Routes live in one module per resource: one declared twice would be shadowed
+        # by whichever table came first, silently.
+        seen = [(method, regex.pattern) for method, regex, _, _ in self._routes]
+        twice = sorted({route for route in seen if seen.count(route) > 1})
+        if twice:
+            raise ValueError(f"routes served twice: {twice}")
 
     def dispatch(
         self,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from tests.cli.once import sync_once
+from tests.cli.sync_once import sync_once
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def run(box: Sandbox, *args: str, stdin: str = "", key: str = "") -> subprocess.
         "--runpod-url",
         box.runpod_sim.base_url,
         "--ssh-key-file",
-        key or box.settings.ssh.ssh_key_file,
+        key or box.settings.ssh.key_file,
         *args,
     ]
     return subprocess.run(
@@ -108,7 +108,7 @@ def test_tty_runs_the_command_on_a_pty_of_the_terminals_size(box: Sandbox) -> No
     argv = [
         *(sys.executable, "-m", "reconciler", "--database-url", box.database_url, "exec"),
         *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
-        *("--ssh-key-file", box.settings.ssh.ssh_key_file, "-i", "-t", "default/train", "--"),
+        *("--ssh-key-file", box.settings.ssh.key_file, "-i", "-t", "default/train", "--"),
         *("sh", "-c", "stty size; test -t 0 && echo on-a-tty; exit 4"),
     ]
     process = subprocess.Popen(
@@ -134,7 +134,7 @@ def test_tty_follows_the_terminals_resize_while_the_command_runs(box: Sandbox) -
     argv = [
         *(sys.executable, "-m", "reconciler", "--database-url", box.database_url, "exec"),
         *("--kubeconfig", box.kubeconfig, "--runpod-url", box.runpod_sim.base_url),
-        *("--ssh-key-file", box.settings.ssh.ssh_key_file, "-i", "-t", "default/train", "--"),
+        *("--ssh-key-file", box.settings.ssh.key_file, "-i", "-t", "default/train", "--"),
         *("sh", "-c", command),
     ]
     process = subprocess.Popen(

@@ -183,13 +183,13 @@ def test_watch_heartbeat_health_metrics_and_sigterm(
     print(f"unschedulable pod to RunPod instance through the watches: {latency:.2f} s")
 
     # Heartbeats go on between ticks: the node Lease is renewed again and again.
-    node_lease = box.kube_sim.get("leases", "kube-node-lease", box.settings.node.node_name) or {}
+    node_lease = box.kube_sim.get("leases", "kube-node-lease", box.settings.node.name) or {}
     first = node_lease["spec"]["renewTime"]
     eventually(
         lambda: (
-            (box.kube_sim.get("leases", "kube-node-lease", box.settings.node.node_name) or {})[
-                "spec"
-            ]["renewTime"]
+            (box.kube_sim.get("leases", "kube-node-lease", box.settings.node.name) or {})["spec"][
+                "renewTime"
+            ]
             != first
         ),
         seconds=5,
@@ -329,7 +329,7 @@ def test_the_leader_serves_logs_and_a_standby_says_so(
 
     box.add_pod("p", command=["python", "x.py"])
     eventually(lambda: box.instance_for(box.pod("p") or {}) is not None, seconds=10)
-    node = box.kube_sim.get("nodes", None, box.settings.node.node_name) or {}
+    node = box.kube_sim.get("nodes", None, box.settings.node.name) or {}
     assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == leader.kubelet_port
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
 

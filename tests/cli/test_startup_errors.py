@@ -87,7 +87,7 @@ def test_a_bad_setting_is_exit_2_and_one_line_before_anything_starts(
 
 @pytest.mark.parametrize(
     ("name", "flag"),
-    [(item.name, flag) for item, flag in settings_fields() if flag.limits is not None],
+    [(flag.name, flag) for _, flag in settings_fields() if flag.limits is not None],
 )
 def test_every_declared_range_is_checked_from_its_variable(
     tmp_path: Path, name: str, flag: object
@@ -105,9 +105,9 @@ def test_every_declared_range_is_checked_from_its_variable(
 def test_every_setting_is_a_flag_of_sync_and_drain() -> None:
     for command in (sync_command, drain):
         options = {param.name: param for param in command.params}
-        for item, flag in settings_fields():
-            assert flag.flag in options[item.name].opts  # type: ignore[union-attr]
-            assert flag.envvar in (options[item.name].envvar or ())  # type: ignore[operator]
+        for _, flag in settings_fields():
+            assert flag.flag in options[flag.name].opts  # type: ignore[union-attr]
+            assert flag.envvar in (options[flag.name].envvar or ())  # type: ignore[operator]
 
 
 def test_a_damaged_database_names_its_path_and_what_to_do(tmp_path: Path) -> None:

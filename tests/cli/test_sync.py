@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.wiring import LOCK_NAME
-from tests.cli.once import sync_once
+from tests.cli.sync_once import sync_once
 
 
 @pytest.fixture

@@ -273,7 +273,7 @@ def test_leader_election_permissions_follow_the_value() -> None:
 def test_without_ssh_no_key_secret_is_named_or_granted(monkeypatch: pytest.MonkeyPatch) -> None:
     objects = chart_objects({"ssh": {"enabled": False}})
     settings, _ = parse_like_the_container(env(find(objects, "Deployment")), monkeypatch)
-    assert settings.ssh.ssh_key_secret == ""
+    assert settings.ssh.key_secret == ""
     rules = [r for o in objects if o["kind"] == "Role" for r in o["rules"]]
     assert all("secrets" not in r["resources"] for r in rules)
 

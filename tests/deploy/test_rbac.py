@@ -132,7 +132,7 @@ def job_pod_with_env_sources(box: Sandbox) -> None:
 
 def node_repair_after_restart(box: Sandbox) -> None:
     """Someone strips the node's labels and conditions; a restarted reconciler restores them."""
-    node = box.kube_sim.get("nodes", None, box.settings.node.node_name)
+    node = box.kube_sim.get("nodes", None, box.settings.node.name)
     if node is not None:  # None only when RBAC kept the first reconciler from creating it
         node["metadata"]["labels"] = {}
         node["status"]["conditions"] = []
@@ -161,7 +161,7 @@ def client_only_calls(box: Sandbox) -> None:
     box.kube.pods.patch_annotations(
         "default", pod["metadata"]["name"], {"runpod.io/pod-id": "restored"}
     )
-    for selector in (node_selector(box.settings.node.node_name), PENDING_SELECTOR):
+    for selector in (node_selector(box.settings.node.name), PENDING_SELECTOR):
         version = box.kube.pods.resource_version(selector)
         box.kube.pods.watch(selector, version, timeout_seconds=1).close()
     box.ensure_namespace("runpod-system")
@@ -170,9 +170,7 @@ def client_only_calls(box: Sandbox) -> None:
             "runpod-system", DEFAULT_LEASE_NAME, "me", 15, box.clock.now()
         )
     box.kube.leases.release("runpod-system", DEFAULT_LEASE_NAME, "me")
-    writer_lease = WriterLease(
-        box.kube, box.settings.node.node_name, box.clock.now, box.clock.monotonic
-    )
+    writer_lease = WriterLease(box.kube, box.settings.node.name, box.clock.now, box.clock.monotonic)
     for _ in range(2):  # the node's writer Lease: acquire (create), then renew (update)
         writer_lease.acquire()
     writer_lease.release()
@@ -191,7 +189,7 @@ def kubelet_endpoint_calls(box: Sandbox) -> None:
             "verb": "get",
             "resource": "nodes",
             "subresource": "proxy",
-            "name": box.settings.node.node_name,
+            "name": box.settings.node.name,
         },
     )
     assert not allowed

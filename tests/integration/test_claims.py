@@ -338,13 +338,13 @@ def test_a_claim_the_scheduler_selected_is_provisioned_for_the_pod_it_is_placing
     box.settings = box.settings.with_values(datacenter_ids=())
     add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
     made = add_claim(box)
-    made["metadata"].setdefault("annotations", {})[SELECTED_NODE] = box.settings.node.node_name
+    made["metadata"].setdefault("annotations", {})[SELECTED_NODE] = box.settings.node.name
     box.kube_sim.put("persistentvolumeclaims", made)
     pod = claim_pod(box, "placing", "ckpt", bound=False)
     pod["metadata"]["annotations"] = {"runpod.io/datacenter-ids": "EU-RO-1"}
     box.kube_sim.put("pods", pod)
     provision(box)
-    assert claim(box)["metadata"]["annotations"][SELECTED_NODE] == box.settings.node.node_name
+    assert claim(box)["metadata"]["annotations"][SELECTED_NODE] == box.settings.node.name
     assert claim(box)["status"]["phase"] == "Bound"
     [post] = posts_of(box)
     assert post[2]["dataCenter"] == "EU-RO-1"

@@ -208,7 +208,7 @@ def test_the_readme_torchrun_job_runs_as_one_cluster(box: Sandbox) -> None:
     (text,) = re.findall(r"<!-- example: torchrun-job.yaml -->\n```yaml\n(.*?)```", readme, re.S)
     job = yaml.safe_load(text)
     spec = job["spec"]["template"]["spec"]
-    spec["nodeName"] = box.settings.node.node_name
+    spec["nodeName"] = box.settings.node.name
     del spec["nodeSelector"]
     job["metadata"]["namespace"] = "default"
     box.kube_sim.put("jobs", job)

@@ -43,7 +43,7 @@ def box(tmp_path: Path) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def apiserver(box: Sandbox) -> ApiServerClient:
-    return ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
+    return ApiServerClient(box.settings.kubelet.port, box.kube_sim.kubelet_client_files())
 
 
 def _instance(box: Sandbox, namespace: str, name: str) -> str:

@@ -155,7 +155,7 @@ def test_hostile_log_options_get_200_or_a_sentence(
     box: Sandbox, admin: tuple[str, str], talker: str, option: str, value: str
 ) -> None:
     answer = requests.get(
-        f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}/containerLogs/default/{talker}/main",
+        f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/{talker}/main",
         params={option: value},
         verify=False,
         timeout=10,

@@ -49,7 +49,7 @@ def running_pod(box: Sandbox, name: str) -> str:
 
 def get(box: Sandbox, cert: tuple[str, str], path: str, **params: str) -> requests.Response:
     return requests.get(
-        f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}{path}",
+        f"https://127.0.0.1:{box.settings.kubelet.port}{path}",
         params=params,
         verify=False,
         timeout=10,
@@ -174,7 +174,7 @@ def test_one_caller_follows_at_most_its_share(box: Sandbox, admin: tuple[str, st
     running_pod(box, "train")
     box.kubelet.stop()
     box.start_kubelet(limits=EndpointLimits(max_follows_per_client=1))
-    url = f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}/containerLogs/default/train/main"
+    url = f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/train/main"
     with requests.get(
         url, params={"follow": "true"}, verify=False, timeout=10, cert=admin, stream=True
     ) as first:

@@ -49,7 +49,7 @@ def log_requests(box: Sandbox) -> list[int]:
 
 
 def url(box: Sandbox, pod: str) -> str:
-    return f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}/containerLogs/default/{pod}/main"
+    return f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/{pod}/main"
 
 
 def test_thirty_followers_share_one_runpod_stream(box: Sandbox, admin: tuple[str, str]) -> None:

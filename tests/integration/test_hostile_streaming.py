@@ -48,7 +48,7 @@ def box(tmp_path: Path) -> Iterator[Sandbox]:
 
 @pytest.fixture
 def apiserver(box: Sandbox) -> ApiServerClient:
-    return ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
+    return ApiServerClient(box.settings.kubelet.port, box.kube_sim.kubelet_client_files())
 
 
 class Upgraded:

@@ -67,10 +67,10 @@ def log_requests(box: Sandbox) -> int:
 
 def test_the_node_advertises_the_endpoint(box: Sandbox) -> None:
     box.tick()
-    node = box.kube_sim.get("nodes", None, box.settings.node.node_name) or {}
+    node = box.kube_sim.get("nodes", None, box.settings.node.name) or {}
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
     assert node["status"]["daemonEndpoints"] == {
-        "kubeletEndpoint": {"Port": box.settings.kubelet.kubelet_port}
+        "kubeletEndpoint": {"Port": box.settings.kubelet.port}
     }
 
 
@@ -188,7 +188,7 @@ def test_clear_errors(box: Sandbox) -> None:
 
 def test_callers_without_credentials_or_rights(box: Sandbox) -> None:
     running_pod(box)
-    base = f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}/containerLogs/default/train/main"
+    base = f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/train/main"
     anonymous = requests.get(base, verify=False, timeout=5)
     assert anonymous.status_code == 401
     box.kube_sim.add_user("jane-token", "jane")
@@ -247,7 +247,7 @@ def test_callers_without_credentials_or_rights(box: Sandbox) -> None:
 
 def test_client_certificates_must_come_from_the_clusters_ca(box: Sandbox, tmp_path: Path) -> None:
     running_pod(box)
-    base = f"https://127.0.0.1:{box.settings.kubelet.kubelet_port}/containerLogs/default/train/main"
+    base = f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/train/main"
     ours = box.kube_sim.client_ca.issue_client("ops", ("system:masters",))
     answer = requests.get(base, verify=False, timeout=5, cert=ours.write(tmp_path, "ours"))
     assert answer.status_code == 200, answer.text

@@ -97,8 +97,8 @@ def test_kubectl_top_pod_shows_a_cpu_pods_use(box: Sandbox) -> None:
     before = len(box.runpod_sim.requests)
     # 50 % of 4 vCPUs is 2 cores; 25 % of 8 GB is 2 GB = 1907 MiB.
     assert top_pods(box) == {"prep": ["2000m", "1907Mi"]}
-    node = kubectl(box, "top", "node", box.settings.node.node_name).splitlines()[1].split()
-    assert node[:2] == [box.settings.node.node_name, "2000m"]
+    node = kubectl(box, "top", "node", box.settings.node.name).splitlines()[1].split()
+    assert node[:2] == [box.settings.node.name, "2000m"]
     assert len(box.runpod_sim.requests) == before  # none of it costs a RunPod request
 
 
@@ -169,7 +169,7 @@ def test_stats_summary(box: Sandbox) -> None:
     set_utilization(box, instance, cpu=50, memory=25)
     box.tick()
     summary: dict[str, Any] = kubelet(box, "/stats/summary").json()
-    assert summary["node"]["nodeName"] == box.settings.node.node_name
+    assert summary["node"]["nodeName"] == box.settings.node.name
     assert summary["node"]["memory"]["workingSetBytes"] == 2_000_000_000
     [pod] = summary["pods"]
     assert pod["podRef"]["name"] == "prep" and pod["containers"][0]["name"] == "main"

@@ -44,7 +44,7 @@ def instance_id(box: Sandbox) -> str:
 
 @pytest.fixture
 def apiserver(box: Sandbox) -> ApiServerClient:
-    return ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
+    return ApiServerClient(box.settings.kubelet.port, box.kube_sim.kubelet_client_files())
 
 
 EXEC = "/exec/default/train/main"
@@ -86,9 +86,9 @@ def test_the_instance_is_created_for_ssh_and_the_private_key_stays_home(box, ins
     create = next(r for r in box.runpod_sim.requests if r.method == "POST")
     assert create.body["startSsh"] is True
     assert "22/tcp" in create.body["ports"]
-    public = box.settings.ssh.ssh_public_key
+    public = box.settings.ssh.public_key
     assert create.body["env"]["PUBLIC_KEY"] == public
-    private = Path(box.settings.ssh.ssh_key_file).read_text()
+    private = Path(box.settings.ssh.key_file).read_text()
     secret = private.splitlines()[1]  # a line of the key's body
     seen = json.dumps(
         [r.body for r in box.runpod_sim.requests]
@@ -127,13 +127,13 @@ def test_a_changed_host_key_is_refused(box, instance_id, apiserver):
 
 
 def test_a_changed_host_key_is_still_refused_after_a_restart(box, instance_id):
-    first = ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
+    first = ApiServerClient(box.settings.kubelet.port, box.kube_sim.kubelet_client_files())
     assert first.exec(EXEC, ["true"]).exit_status["status"] == "Success"
     assert box.kubelet is not None
     box.kubelet.stop()  # a new process: nothing of the first contact in memory
     box.start_kubelet()
     box.runpod_sim.ssh.set_running(instance_id, True, new_host_key=True)
-    again = ApiServerClient(box.settings.kubelet.kubelet_port, box.kube_sim.kubelet_client_files())
+    again = ApiServerClient(box.settings.kubelet.port, box.kube_sim.kubelet_client_files())
     done = again.exec(EXEC, ["true"])
     assert done.status == 500 and "host key" in done.body and "changed" in done.body
 
@@ -166,7 +166,7 @@ def test_attach_answers_with_a_sentence(box, instance_id, apiserver):
 
 
 def test_callers_without_credentials_get_401(box, instance_id):
-    anonymous = ApiServerClient(box.settings.kubelet.kubelet_port, None)
+    anonymous = ApiServerClient(box.settings.kubelet.port, None)
     assert anonymous.exec(EXEC, ["true"]).status == 401
 
 

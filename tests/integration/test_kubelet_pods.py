@@ -180,7 +180,7 @@ def test_every_container_has_a_complete_status_and_readiness_agrees(box: Sandbox
             "kind": "Pod",
             "metadata": {"name": "mesh", "namespace": "default"},
             "spec": {
-                "nodeName": box.settings.node.node_name,
+                "nodeName": box.settings.node.name,
                 "containers": [
                     {
                         "name": "main",

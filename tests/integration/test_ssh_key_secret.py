@@ -46,14 +46,14 @@ def test_the_key_is_made_once_in_a_typed_secret_and_kept(caplog: pytest.LogCaptu
         assert secret["type"] == "kubernetes.io/ssh-auth"
         assert list(secret["data"]) == ["ssh-privatekey"]
         assert secret["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "runpod-reconciler"}
-        public = box.settings.ssh.ssh_public_key
+        public = box.settings.ssh.public_key
         assert public.startswith("ssh-ed25519 ")
         pod = box.add_pod("train", command=["python", "train.py"])
         box.tick()
         instance = box.instance_for(pod)
         assert instance is not None and instance["env"]["PUBLIC_KEY"] == public
         box.restart()  # a new process: the same key, read, not made again
-        assert box.settings.ssh.ssh_public_key == public
+        assert box.settings.ssh.public_key == public
         creates = [r for r in box.kube_sim.requests if r[0] == "POST" and r[1].endswith("/secrets")]
         assert len(creates) == 1
         body = private_key(box).decode().splitlines()[1]  # a line of the key's body

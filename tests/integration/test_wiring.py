@@ -11,13 +11,13 @@ from reconciler.runtime.wiring import LockKeeper, LockNotHeld, RunMode, compose,
 
 
 def _lease(box: Sandbox) -> object:
-    return box.kube_sim.get("leases", "kube-node-lease", box.settings.node.node_name)
+    return box.kube_sim.get("leases", "kube-node-lease", box.settings.node.name)
 
 
 def test_a_once_tick_registers_the_node_and_renews_its_lease(box: Sandbox) -> None:
     engine, _ = compose(box.settings, box.runpod, box.kube, box.store, box.clock.now, RunMode.ONCE)
     assert engine.tick().ok
-    assert box.kube_sim.get("nodes", None, box.settings.node.node_name) is not None
+    assert box.kube_sim.get("nodes", None, box.settings.node.name) is not None
     assert _lease(box) is not None
 
 
@@ -26,10 +26,10 @@ def test_a_loop_tick_leaves_the_node_to_the_heartbeat(box: Sandbox) -> None:
         box.settings, box.runpod, box.kube, box.store, box.clock.now, RunMode.LOOP
     )
     assert engine.tick().ok
-    assert box.kube_sim.get("nodes", None, box.settings.node.node_name) is None
+    assert box.kube_sim.get("nodes", None, box.settings.node.name) is None
     assert _lease(box) is None
     heartbeat.beat()
-    assert box.kube_sim.get("nodes", None, box.settings.node.node_name) is not None
+    assert box.kube_sim.get("nodes", None, box.settings.node.name) is not None
     assert _lease(box) is not None
 
 

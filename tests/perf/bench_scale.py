@@ -268,7 +268,7 @@ def seed_steady(
     host: Any, clock: SimClock, n: int, settings: Settings, database_url: str
 ) -> tuple[list[tuple[str, str]], int]:
     """N pods with their owned instances, adopted until a tick plans nothing."""
-    pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node.node_name)
+    pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node.name)
     host.add_instances(settings.owner_id, pods)
     return pods, converge(host, clock, database_url, settings, TICK_INTERVAL)
 
@@ -281,10 +281,10 @@ def seed_mixed(
 ) -> tuple[list[tuple[str, str]], int]:
     """The steady scenario's N GPU pods, with what the reconciler itself makes for more:
     CPU pods' CPU instances, two-pod gangs' Instant Clusters and claims' volumes."""
-    pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node.node_name)
+    pods: list[tuple[str, str]] = host.add_pods("steady", n, settings.node.name)
     host.add_instances(settings.owner_id, pods)
-    host.add_cpu_pods("cpu", MIXED_CPU_PODS, settings.node.node_name)
-    host.add_gangs("gang", MIXED_GANGS, settings.node.node_name)
+    host.add_cpu_pods("cpu", MIXED_CPU_PODS, settings.node.name)
+    host.add_gangs("gang", MIXED_GANGS, settings.node.name)
     host.add_claims("claim", MIXED_CLAIMS)
     return pods, converge(host, clock, database_url, settings, TICK_INTERVAL)
 
@@ -436,7 +436,7 @@ def bench_burst(
 ) -> BurstResult:
     settings = bench_settings(n)
     rec = warm_reconciler(host, clock, settings, f"sqlite:///{workdir}/burst-{n}.db")
-    uids = [uid for _name, uid in host.add_pods("burst", n, settings.node.node_name)]
+    uids = [uid for _name, uid in host.add_pods("burst", n, settings.node.name)]
     host.mark()
     start, wall, cpu = clock.now(), time.perf_counter(), time.process_time()
     ticks = 0
@@ -537,7 +537,7 @@ def bench_churn(
         nonlocal live
         victims, live = live[: result.replaced_per_tick], live[result.replaced_per_tick :]
         host.delete_pods([name for name, _uid in victims])
-        live += host.add_pods(f"churn{number}", result.replaced_per_tick, settings.node.node_name)
+        live += host.add_pods(f"churn{number}", result.replaced_per_tick, settings.node.name)
 
     for number in range(rounds):
         replace_pods(number)

@@ -105,7 +105,7 @@ def pod(
     return {
         "metadata": meta,
         "spec": {
-            "nodeName": SETTINGS.node.node_name,
+            "nodeName": SETTINGS.node.name,
             "restartPolicy": restart_policy,
             "containers": [container],
         },

@@ -110,7 +110,7 @@ def run(sim: RunPodSimulator, clock: SimClock, reconcilers: list[Reconciler], un
             while clock.monotonic() - start < r.busy_from:
                 client.instances.list()
                 sleep(min(IDLE_INTERVAL, r.busy_from - (clock.monotonic() - start)))
-            r.company = client.session._limiter.company(clock.monotonic())
+            r.company = client.transport._limiter.company(clock.monotonic())
             while clock.monotonic() - start < until:
                 try:
                     client.instances.list()

@@ -13,6 +13,7 @@ import requests
 
 from reconciler.sim.clock import SimClock
 from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod_http import Reply, Request, Router, RouteTable
 
 from .helpers import API_KEY, RTX_4090
 
@@ -261,3 +262,24 @@ def test_the_request_log_names_what_each_create_made_and_when_it_lists(
     assert _admin(sim, "POST", "/listing-lag/catch-up").status_code == 204
     listed = http.get(f"{sim.base_url}/v2/pods", timeout=5).json()["pods"]
     assert [pod["id"] for pod in listed] == [made["created"]]
+
+
+def test_a_route_declared_by_two_resources_is_refused() -> None:
+    """Each resource's routes are a table of their own; the same method and path in two
+    of them would leave one unreachable, so the simulator refuses to be built so."""
+    first, second = RouteTable(), RouteTable()
+
+    class One:
+        @first("GET", "/v2/pods/{id}")
+        def get(self, request: Request) -> Reply:
+            return Reply(200)
+
+    class Two:
+        @second("GET", "/v2/pods/{id}")
+        def get(self, request: Request) -> Reply:
+            return Reply(200)
+
+    with pytest.raises(ValueError, match="routes served twice"):
+        Router([(first, One()), (second, Two())])
+    router = Router([(first, One())])
+    assert router.dispatch("GET", "/v2/pods/abc", {}, None, SimClock().now()).status == 200

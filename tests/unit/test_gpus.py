@@ -75,7 +75,7 @@ def test_unusable_gpu_count_is_permanent(value: str) -> None:
 
 
 def test_annotations_and_defaults() -> None:
-    settings = Settings.of(max_gpu_price=1.5, cloud=Cloud.COMMUNITY)
+    settings = Settings.of(max_gpu_price=1.5, cloud_type=Cloud.COMMUNITY)
     assert gpu_request(build_pod(), None, settings) == _request(
         max_price=1.5, cloud=Cloud.COMMUNITY
     )

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 from reconciler.adapters.runpod.parse import parse_cpu_flavors, parse_gpu_types
-from reconciler.adapters.runpod.session import Call, RunPodSession
+from reconciler.adapters.runpod.transport import Call, RunPodTransport
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType
 
 
 class Catalog:
     """`/v2/catalog`."""
 
-    def __init__(self, session: RunPodSession) -> None:
-        self._session = session
+    def __init__(self, transport: RunPodTransport) -> None:
+        self._transport = transport
 
     def gpu_types(self, gpu_count: int = 1, cloud: Cloud | None = None) -> list[GpuType]:
         params = {"include": "AVAILABILITY", "product": "POD", "count": str(gpu_count)}
         if cloud is not None:
             params["cloud"] = cloud.value
         call = Call("GET", "/v2/catalog/gpus", "GET /v2/catalog/gpus", params=params)
-        return parse_gpu_types(self._session.json(call))
+        return parse_gpu_types(self._transport.json(call))
 
     def cpu_flavors(self) -> list[CpuFlavor]:
         params = {"include": "AVAILABILITY", "product": "POD"}
         call = Call("GET", "/v2/catalog/cpus", "GET /v2/catalog/cpus", params=params)
-        return parse_cpu_flavors(self._session.json(call))
+        return parse_cpu_flavors(self._transport.json(call))

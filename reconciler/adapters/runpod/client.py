@@ -1,5 +1,5 @@
-"""The RunPod REST v2 client: a module per resource over one rate-limited session
-(`reconciler.adapters.runpod.session`, which owns retries, pacing and the tick's deadline).
+"""The RunPod REST v2 client: a module per resource over one rate-limited transport
+(`reconciler.adapters.runpod.transport`, which owns retries, pacing and the tick's deadline).
 
 A caller names the resource, then the call: `runpod.instances.create(...)`,
 `runpod.volumes.get(...)`, `runpod.billing.clusters(...)`.
@@ -15,13 +15,13 @@ from reconciler.adapters.runpod.catalog import Catalog
 from reconciler.adapters.runpod.clusters import Clusters
 from reconciler.adapters.runpod.instances import Instances
 from reconciler.adapters.runpod.registries import Registries
-from reconciler.adapters.runpod.session import RunPodSession
+from reconciler.adapters.runpod.transport import RunPodTransport
 from reconciler.adapters.runpod.volumes import NetworkVolumes
 from reconciler.core.capacity import pacing
 
 
 class RunPodClient:
-    """Every resource the reconciler reads or writes at RunPod, sharing one session: one
+    """Every resource the reconciler reads or writes at RunPod, sharing one transport: one
     API key, one quota."""
 
     def __init__(
@@ -37,7 +37,7 @@ class RunPodClient:
         monotonic: Callable[[], float] = time.monotonic,
         on_response: Callable[[str, int], None] | None = None,
     ) -> None:
-        self.session = RunPodSession(
+        self.transport = RunPodTransport(
             api_key,
             base_url,
             connect_timeout=connect_timeout,
@@ -48,15 +48,15 @@ class RunPodClient:
             monotonic=monotonic,
             on_response=on_response,
         )
-        self.instances = Instances(self.session)
-        self.clusters = Clusters(self.session)
-        self.volumes = NetworkVolumes(self.session)
-        self.registries = Registries(self.session)
-        self.catalog = Catalog(self.session)
-        self.billing = Billing(self.session)
+        self.instances = Instances(self.transport)
+        self.clusters = Clusters(self.transport)
+        self.volumes = NetworkVolumes(self.transport)
+        self.registries = Registries(self.transport)
+        self.catalog = Catalog(self.transport)
+        self.billing = Billing(self.transport)
 
     def __repr__(self) -> str:
-        return f"RunPodClient({self.session!r})"
+        return f"RunPodClient({self.transport!r})"
 
     def __enter__(self) -> RunPodClient:
         return self
@@ -65,27 +65,27 @@ class RunPodClient:
         self.close()
 
     def close(self) -> None:
-        self.session.close()
+        self.transport.close()
 
-    # The quota and the tick's deadline are the session's: one per API key.
+    # The quota and the tick's deadline are the transport's: one per API key.
 
     @property
     def rate_budget(self) -> int | None:
         """Requests we may still send now: our share when others use the key too."""
-        return self.session.rate_budget
+        return self.transport.rate_budget
 
     def rate_windows(self) -> list[pacing.Window]:
-        return self.session.rate_windows()
+        return self.transport.rate_windows()
 
     def deadline_in(self, seconds: float | None) -> None:
-        self.session.deadline_in(seconds)
+        self.transport.deadline_in(seconds)
 
     @property
     def past_deadline(self) -> bool:
-        return self.session.past_deadline
+        return self.transport.past_deadline
 
     def tick_gap(self) -> float:
-        return self.session.tick_gap()
+        return self.transport.tick_gap()
 
     def quota_ample(self, extra: int = 1) -> bool:
-        return self.session.quota_ample(extra)
+        return self.transport.quota_ample(extra)

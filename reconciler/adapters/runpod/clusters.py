@@ -7,7 +7,7 @@ import logging
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_cluster_body
 from reconciler.adapters.runpod.parse import parse_instance
-from reconciler.adapters.runpod.session import Call, RunPodSession, segment
+from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import ClusterRequest, Instance
 
 logger = logging.getLogger(__name__)
@@ -16,8 +16,8 @@ logger = logging.getLogger(__name__)
 class Clusters:
     """`/v2/clusters`."""
 
-    def __init__(self, session: RunPodSession) -> None:
-        self._session = session
+    def __init__(self, transport: RunPodTransport) -> None:
+        self._transport = transport
 
     def create(self, request: ClusterRequest) -> str:
         """`POST /v2/clusters`; the new cluster's id. Never retried: a lost answer may
@@ -30,7 +30,7 @@ class Clusters:
             doubt="the cluster may exist anyway: look for its members by their tags",
             body=create_cluster_body(request),
         )
-        data = self._session.json(call)
+        data = self._transport.json(call)
         cluster_id = data.get("id") if isinstance(data, dict) else None
         if not isinstance(cluster_id, str) or not cluster_id:
             raise errors.RunPodError("POST /v2/clusters answered without a cluster id")
@@ -42,7 +42,7 @@ class Clusters:
         while the list lags behind their create; RunPod's 404 for the cluster
         (`RunPodNotFound`) is the one proof that it is gone."""
         path = f"/v2/clusters/{segment(cluster_id)}/pods"
-        data = self._session.json(Call("GET", path, "GET /v2/clusters/{id}/pods"))
+        data = self._transport.json(Call("GET", path, "GET /v2/clusters/{id}/pods"))
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError(f"GET {path} answered without a pods list")
@@ -52,6 +52,6 @@ class Clusters:
         """Delete a cluster and all its members. One already gone counts as deleted."""
         path = f"/v2/clusters/{segment(cluster_id)}"
         try:
-            self._session.send(Call("DELETE", path, "DELETE /v2/clusters/{id}")).close()
+            self._transport.send(Call("DELETE", path, "DELETE /v2/clusters/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("cluster %s was already gone", cluster_id)

@@ -23,7 +23,13 @@ from reconciler.adapters.runpod.logstream import (
     sse_events,
 )
 from reconciler.adapters.runpod.parse import parse_instance
-from reconciler.adapters.runpod.session import LIST_ROUTE, Call, RunPodSession, segment, served_at
+from reconciler.adapters.runpod.transport import (
+    LIST_ROUTE,
+    Call,
+    RunPodTransport,
+    segment,
+    served_at,
+)
 from reconciler.adapters.runpod.unchanged import UnchangedInstances
 from reconciler.core.domain import CreateRequest, Instance
 
@@ -37,15 +43,15 @@ EXIT_LOG_TAIL = 100
 class Instances:
     """`/v2/pods`: the account's instances, Instant Cluster members among them."""
 
-    def __init__(self, session: RunPodSession) -> None:
-        self._session = session
+    def __init__(self, transport: RunPodTransport) -> None:
+        self._transport = transport
         self._listed = UnchangedInstances()
 
     def list(self) -> list[Instance]:
         """Every instance of the account, Instant Cluster members included: one list
         serves both, so a tick's one request sees clusters too."""
         call = Call("GET", "/v2/pods", LIST_ROUTE, params={"includeClusterPods": "true"})
-        data = self._session.json(call)
+        data = self._transport.json(call)
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")
@@ -53,7 +59,7 @@ class Instances:
 
     def get(self, instance_id: str) -> Instance:
         path = f"/v2/pods/{segment(instance_id)}"
-        return parse_instance(self._session.json(Call("GET", path, "GET /v2/pods/{id}")))
+        return parse_instance(self._transport.json(Call("GET", path, "GET /v2/pods/{id}")))
 
     def create(self, request: CreateRequest) -> Instance:
         call = Call(
@@ -64,7 +70,7 @@ class Instances:
             doubt="the instance may exist anyway: look for it by its owner tags",
             body=create_pod_body(request),
         )
-        instance = parse_instance(self._session.json(call))
+        instance = parse_instance(self._transport.json(call))
         logger.info("created instance %s for %s", instance.id, request.name)
         return instance
 
@@ -72,7 +78,7 @@ class Instances:
         """Terminate for good. An instance that is already gone counts as deleted."""
         path = f"/v2/pods/{segment(instance_id)}"
         try:
-            self._session.send(Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
+            self._transport.send(Call("DELETE", path, "DELETE /v2/pods/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("instance %s was already gone", instance_id)
 
@@ -81,7 +87,7 @@ class Instances:
         call = Call(
             "PATCH", f"/v2/pods/{segment(instance_id)}", "PATCH /v2/pods/{id}", body={"env": env}
         )
-        return parse_instance(self._session.json(call))
+        return parse_instance(self._transport.json(call))
 
     def read_ended_log(
         self, instance_id: str, tail: int = EXIT_LOG_TAIL
@@ -99,10 +105,10 @@ class Instances:
             partial(self.log_events, retry_failures=False),
             instance_id,
             LogRead(source=None, tail=max(tail, EXIT_LOG_TAIL)),
-            backfill_idle_seconds=self._session.read_timeout,
-            follow_idle_seconds=self._session.read_timeout,
+            backfill_idle_seconds=self._transport.read_timeout,
+            follow_idle_seconds=self._transport.read_timeout,
             max_resumes=0,
-            sleep=self._session.sleep,
+            sleep=self._transport.sleep,
         )
         try:
             return list(events)
@@ -143,7 +149,7 @@ class Instances:
             headers=headers,
             retry_failures=retry_failures,
         )
-        with closing(self._session.send(call)) as response:
+        with closing(self._transport.send(call)) as response:
             if on_open is not None:
                 on_open(served_at(response))
             raw = (line.decode("utf-8", "replace") for line in response.iter_lines())

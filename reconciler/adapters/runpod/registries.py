@@ -6,7 +6,7 @@ import logging
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.parse import parse_registry
-from reconciler.adapters.runpod.session import Call, RunPodSession, segment
+from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import RegistryAuth
 
 logger = logging.getLogger(__name__)
@@ -15,11 +15,11 @@ logger = logging.getLogger(__name__)
 class Registries:
     """`/v2/registries`."""
 
-    def __init__(self, session: RunPodSession) -> None:
-        self._session = session
+    def __init__(self, transport: RunPodTransport) -> None:
+        self._transport = transport
 
     def list(self) -> list[RegistryAuth]:
-        data = self._session.json(Call("GET", "/v2/registries", "GET /v2/registries"))
+        data = self._transport.json(Call("GET", "/v2/registries", "GET /v2/registries"))
         entries = data.get("registries") if isinstance(data, dict) else None
         return [parse_registry(entry) for entry in entries or []]
 
@@ -32,13 +32,13 @@ class Registries:
             doubt="the credential may have been stored anyway",
             body={"name": name, "username": username, "password": password},
         )
-        return parse_registry(self._session.json(call))
+        return parse_registry(self._transport.json(call))
 
     def delete(self, registry_id: str) -> bool:
         """Delete a credential; False when RunPod refuses because a pod still uses it."""
         path = f"/v2/registries/{segment(registry_id)}"
         try:
-            self._session.send(Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
+            self._transport.send(Call("DELETE", path, "DELETE /v2/registries/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("registry credential %s was already gone", registry_id)
         except errors.RejectedError:

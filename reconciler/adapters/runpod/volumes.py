@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.parse import parse_network_volume
-from reconciler.adapters.runpod.session import Call, RunPodSession, segment
+from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import RunPodVolume
 
 logger = logging.getLogger(__name__)
@@ -16,11 +16,11 @@ logger = logging.getLogger(__name__)
 class NetworkVolumes:
     """`/v2/network-volumes`."""
 
-    def __init__(self, session: RunPodSession) -> None:
-        self._session = session
+    def __init__(self, transport: RunPodTransport) -> None:
+        self._transport = transport
 
     def list(self) -> list[RunPodVolume]:
-        data = self._session.json(Call("GET", "/v2/network-volumes", "GET /v2/network-volumes"))
+        data = self._transport.json(Call("GET", "/v2/network-volumes", "GET /v2/network-volumes"))
         entries = data.get("networkVolumes") if isinstance(data, dict) else None
         return [parse_network_volume(entry) for entry in entries or []]
 
@@ -29,7 +29,7 @@ class NetworkVolumes:
         behind its create; RunPod's 404 (`RunPodNotFound`) is the one proof it is gone."""
         path = f"/v2/network-volumes/{segment(volume_id)}"
         return parse_network_volume(
-            self._session.json(Call("GET", path, "GET /v2/network-volumes/{id}"))
+            self._transport.json(Call("GET", path, "GET /v2/network-volumes/{id}"))
         )
 
     def create(
@@ -46,18 +46,18 @@ class NetworkVolumes:
             doubt="the volume may have been created anyway",
             body=body,
         )
-        return parse_network_volume(self._session.json(call))
+        return parse_network_volume(self._transport.json(call))
 
     def resize(self, volume_id: str, size_gb: int) -> RunPodVolume:
         path = f"/v2/network-volumes/{segment(volume_id)}"
         call = Call("PATCH", path, "PATCH /v2/network-volumes/{id}", body={"size": size_gb})
-        return parse_network_volume(self._session.json(call))
+        return parse_network_volume(self._transport.json(call))
 
     def delete(self, volume_id: str) -> None:
         """Delete a volume; already gone is done. RunPod refuses (RejectedError) while an
         instance mounts it."""
         path = f"/v2/network-volumes/{segment(volume_id)}"
         try:
-            self._session.send(Call("DELETE", path, "DELETE /v2/network-volumes/{id}")).close()
+            self._transport.send(Call("DELETE", path, "DELETE /v2/network-volumes/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("network volume %s was already gone", volume_id)

@@ -215,7 +215,7 @@ class BilledResource(Base):
 class ListedVolume(Base):
     """A network volume of ours as RunPod's most recent volume list showed it: the leak
     audit tells from these, on every tick, which no PV or claim uses
-    (`core.volume_leaks`), without listing again."""
+    (`core.resources.volume_leaks`), without listing again."""
 
     __tablename__ = "listed_volumes"
 

@@ -40,17 +40,17 @@ def build_node(
 ) -> KubeObject:
     """The Node as we register it, quantities in the API server's canonical form so the
     stored object reads back equal and an unchanged heartbeat writes nothing."""
-    name = settings.node.node_name
+    name = settings.node.name
     resources = {
-        "nvidia.com/gpu": canonical_quantity(str(settings.node.node_gpus)),
-        "pods": canonical_quantity(str(settings.node.node_pods)),
-        "cpu": canonical_quantity(settings.node.node_cpu),
-        "memory": canonical_quantity(settings.node.node_memory),
+        "nvidia.com/gpu": canonical_quantity(str(settings.node.gpus)),
+        "pods": canonical_quantity(str(settings.node.pods)),
+        "cpu": canonical_quantity(settings.node.cpu),
+        "memory": canonical_quantity(settings.node.memory),
     }
     status: KubeObject = {
         "capacity": dict(resources),
         "allocatable": dict(resources),
-        "conditions": _conditions(now, bool(settings.kubelet.kubelet_port)),
+        "conditions": _conditions(now, bool(settings.kubelet.port)),
         "addresses": _addresses(settings),
         "nodeInfo": {
             "kubeletVersion": version,
@@ -66,7 +66,7 @@ def build_node(
         },
     }
     # Always written, so that a port advertised before (by another mode) is taken back.
-    status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": settings.kubelet.kubelet_port}}
+    status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": settings.kubelet.port}}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -96,9 +96,9 @@ def _addresses(settings: Settings) -> list[dict[str, str]]:
     (port 0: `sync --once`, whose pod is gone when its run ends) no IP is given: an
     address nothing listens on would make `kubectl logs` hang until it times out, where
     an unresolvable name fails at once."""
-    if settings.kubelet.kubelet_address and settings.kubelet.kubelet_port:
-        return [{"type": "InternalIP", "address": settings.kubelet.kubelet_address}]
-    return [{"type": "Hostname", "address": settings.node.node_name}]
+    if settings.kubelet.address and settings.kubelet.port:
+        return [{"type": "InternalIP", "address": settings.kubelet.address}]
+    return [{"type": "Hostname", "address": settings.node.name}]
 
 
 def _conditions(now: datetime, serves_logs: bool) -> list[dict[str, str]]:

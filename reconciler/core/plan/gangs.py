@@ -1,4 +1,4 @@
-"""Gangs: an Indexed Job's pods run as one RunPod Instant Cluster (`core.clusters` says
+"""Gangs: an Indexed Job's pods run as one RunPod Instant Cluster (`core.resources.clusters` says
 which pods, and how a cluster is known as ours; docs/architecture.md §3).
 
 Per Job, each tick:

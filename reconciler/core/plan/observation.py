@@ -77,7 +77,8 @@ class Observation:
     """Which instances are ours, as the engine worked it out from these pods, rows and
     instances; None when built without it (`ownership_of` then works it out)."""
     gang_pods: Sequence[KubeObject] = ()
-    """The node's pods that ask for an Instant Cluster (`core.clusters`): not in `pods`."""
+    """The node's pods that ask for an Instant Cluster (`core.resources.clusters`): not
+    in `pods`."""
     members: Sequence[Instance] = ()
     """Instant Cluster members in the list, anyone's: not in `instances`."""
     clusters: Sequence[ClusterRecord] = ()
@@ -90,4 +91,4 @@ class Observation:
     when its log has no marker yet or could not be read."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
-    no claim named), as the provisioner last read the PVs (`core.storage_prices`)."""
+    no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

@@ -89,7 +89,7 @@ def plan_offloads(
             actions.append(
                 Bind(
                     PodRef.of(entry.pod),
-                    settings.node.node_name,
+                    settings.node.name,
                     OffloadTrigger.FORCED,
                     f'{ann.OFFLOAD} is "true"',
                 )
@@ -163,7 +163,7 @@ def _automatic(
             or placement.exclusion(candidate.pod, node) is not None
         ):
             continue
-        actions.append(Bind(PodRef.of(candidate.pod), settings.node.node_name, *trigger))
+        actions.append(Bind(PodRef.of(candidate.pod), settings.node.name, *trigger))
         room, excess = room - 1, excess - 1
     return actions
 

@@ -32,6 +32,7 @@ from reconciler.core.translate.annotations import (
 )
 from reconciler.core.translate.claims import ClaimMount
 from reconciler.core.translate.container import choose_container, instance_args, is_batch
+from reconciler.core.translate.disks import Disks, disks_for
 from reconciler.core.translate.env import EnvSources, container_env
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import stock
@@ -41,7 +42,6 @@ from reconciler.core.translate.offers import Offer, ranked_offers, require_catal
 from reconciler.core.translate.ports import instance_ports
 from reconciler.core.translate.pull_secrets import registry_credentials
 from reconciler.core.translate.ssh import ssh_env, ssh_ports
-from reconciler.core.translate.storage import Storage, storage
 
 # registry_credentials belongs to the create inputs the engine gathers for a pod.
 __all__ = ["create_requests", "registry_credentials", "requests_out_of_stock"]
@@ -66,7 +66,7 @@ def create_requests(
     check_offload(pod, job, int(YEAR))
     offers = ranked_offers(pod, job, catalog, cpu_catalog, settings)
     candidates = [_fields(offer) for offer in offers]
-    disks = storage(pod, job, settings, network_volumes, claim)
+    disks = disks_for(pod, job, settings, network_volumes, claim)
     base = _instance(pod, job, sources, settings, owner_id, disks)
     if on_cpu and base.persistent_volume is not None:
         raise TranslationError(
@@ -120,7 +120,7 @@ def _instance(
     sources: EnvSources,
     settings: Settings,
     owner_id: str,
-    disks: Storage,
+    disks: Disks,
 ) -> CreateRequest:
     """The fields every candidate shares; the GPU is filled in per candidate."""
     container = choose_container(pod)
@@ -147,14 +147,14 @@ def _instance(
         network_volume=disks.network_volume,
         template_id=template,
     )
-    if not settings.ssh.ssh_public_key:
+    if not settings.ssh.public_key:
         return request
     # A template's ports apply only when the request sends none: adding 22/tcp there
     # would drop them, so such a pod gets the key but no direct SSH.
     keeps_template_ports = template is not None and not request.ports
     return replace(
         request,
-        env=ssh_env(request.env, settings.ssh.ssh_public_key),
+        env=ssh_env(request.env, settings.ssh.public_key),
         ports=request.ports if keeps_template_ports else ssh_ports(request.ports),
         start_ssh=True,
     )

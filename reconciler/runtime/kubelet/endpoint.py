@@ -43,40 +43,40 @@ def start_endpoint(
     usage: Callable[[datetime], list[ContainerUsage]] | None = None,
     listed: Callable[[str], SshAddress | None] = lambda _uid: None,
 ) -> KubeletServer | None:
-    """Serve on `settings.kubelet.kubelet_port` (None when it is 0). `runpod` is the endpoint's
+    """Serve on `settings.kubelet.port` (None when it is 0). `runpod` is the endpoint's
     own client: requests' sessions are not shared across threads. `listed`: where a
     pod's instance runs sshd, as the engine's last list said."""
-    if settings.kubelet.kubelet_port == 0:
+    if settings.kubelet.port == 0:
         return None
     cert, key = serving_pair(
         kube,
-        settings.kubelet.kubelet_tls_secret,
+        settings.kubelet.tls_secret,
         namespace,
-        settings.node.node_name,
-        settings.kubelet.kubelet_address,
+        settings.node.name,
+        settings.kubelet.address,
     )
     context = server_context(cert, key, client_ca(kube))
     logs = PodLogs(
-        settings.node.node_name,
+        settings.node.name,
         runpod,
         kube,
         store,
         clock,
-        limits=KeepLimits(settings.logs.log_keep_lines, settings.logs.log_keep_bytes),
-        gate=LogGate(settings.logs.log_read_share, runpod.rate_windows, clock),
+        limits=KeepLimits(settings.logs.keep_lines, settings.logs.keep_bytes),
+        gate=LogGate(settings.logs.read_share, runpod.rate_windows, clock),
     )
     server = KubeletServer(
-        (host, settings.kubelet.kubelet_port if port is None else port),
+        (host, settings.kubelet.port if port is None else port),
         context,
-        Authenticator(kube, settings.node.node_name),
+        Authenticator(kube, settings.node.name),
         logs,
         is_leader,
         clock,
         EndpointLimits(
-            settings.kubelet.kubelet_idle_timeout,
-            settings.kubelet.kubelet_max_connections,
-            settings.kubelet.kubelet_max_follows_per_client,
-            settings.kubelet.kubelet_max_streaming_per_namespace,
+            settings.kubelet.idle_timeout,
+            settings.kubelet.max_connections,
+            settings.kubelet.max_follows_per_client,
+            settings.kubelet.max_streaming_per_namespace,
             settings.kubelet.streaming_connection_idle_timeout,
         ),
         usage,
@@ -84,15 +84,15 @@ def start_endpoint(
     identity = ssh_identity(settings, kube, default_namespace())
     if identity is not None:
         server.exec = ExecBackend(
-            SshTargets(settings.node.node_name, kube, store, runpod, settings.owner_id, listed),
+            SshTargets(settings.node.name, kube, store, runpod, settings.owner_id, listed),
             SshConnector(
-                identity.private_pem, stored_host_keys(store, clock), settings.ssh.ssh_proxy_command
+                identity.private_pem, stored_host_keys(store, clock), settings.ssh.proxy_command
             ),
         )
     server.start()
     log.info(
         "serving the kubelet endpoint (kubectl logs) on port %d; the node advertises %s",
         server.port,
-        settings.kubelet.kubelet_address or "no address (set --kubelet-address)",
+        settings.kubelet.address or "no address (set --kubelet-address)",
     )
     return server

@@ -42,10 +42,10 @@ class SshIdentity:
 
 def ssh_identity(settings: Settings, kube: KubeClient, namespace: str) -> SshIdentity | None:
     """The key pair the settings name (the file first), or None: no SSH."""
-    if settings.ssh.ssh_key_file:
-        return load_identity(settings.ssh.ssh_key_file)
-    if settings.ssh.ssh_key_secret:
-        return secret_identity(kube, namespace, settings.ssh.ssh_key_secret)
+    if settings.ssh.key_file:
+        return load_identity(settings.ssh.key_file)
+    if settings.ssh.key_secret:
+        return secret_identity(kube, namespace, settings.ssh.key_secret)
     return None
 
 

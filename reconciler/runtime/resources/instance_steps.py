@@ -270,29 +270,27 @@ class InstanceSteps:
 
     def _wait(self, action: Create, reason: PodReason, message: str) -> None:
         """Nothing was created: back to pending, with a reason the planner will show."""
-        self.journal.writes.save_row(
-            action.row.changed(
-                state=MappingState.PENDING,
-                attempt_id=None,
-                reason=reason,
-                last_error=message,
-                updated_at=self.journal.clock(),
-            )
-        )
+        self._no_instance(action, MappingState.PENDING, reason, message)
         if action.row.reason != reason:
             self.journal.event(action.pod, reason, message, warning=True)
 
     def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
+        self._no_instance(action, MappingState.FAILED, reason, message)
+        self.journal.event(action.pod, reason, message, warning=True)
+
+    def _no_instance(
+        self, action: Create, state: MappingState, reason: PodReason, message: str
+    ) -> None:
+        """The create's row ends its attempt without an instance, saying why."""
         self.journal.writes.save_row(
             action.row.changed(
-                state=MappingState.FAILED,
+                state=state,
                 attempt_id=None,
                 reason=reason,
                 last_error=message,
                 updated_at=self.journal.clock(),
             )
         )
-        self.journal.event(action.pod, reason, message, warning=True)
 
     def _with_registry_auth(self, action: Create) -> tuple[CreateRequest, ...]:
         """The candidates with the id of the registry credential they pull with: ours,

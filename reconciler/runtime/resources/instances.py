@@ -23,7 +23,7 @@ from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
 from reconciler.core.translate.container import is_batch
-from reconciler.core.translate.storage import names_network_volume
+from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal

@@ -1,4 +1,4 @@
-"""Carrying out the network-volume provisioner's actions (`core.network_volumes`), each
+"""Carrying out the network-volume provisioner's actions (`core.resources.network_volumes`), each
 RunPod call journaled as every side effect is (docs/architecture.md §3, "Cloud
 resources"; §4).
 

@@ -221,7 +221,7 @@ class Volumes:
             observation.pods,
             observation.instances,
             self.settings.owner_id,
-            self.settings.node.node_name,
+            self.settings.node.name,
             self.settings.placement.datacenter_ids,
             now=now,
             create_grace_time=self.settings.timing.create_grace_time,

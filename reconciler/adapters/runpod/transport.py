@@ -1,4 +1,4 @@
-"""The RunPod REST v2 session: one HTTP session, one request function that owns retries,
+"""The RunPod REST v2 transport: one HTTP session, one request function that owns retries,
 the shared rate limiter; every resource module of the client sends through it
 (`reconciler.adapters.runpod.client` puts them together).
 
@@ -65,7 +65,7 @@ class Call:
     headers: dict[str, str] | None = None
 
 
-class RunPodSession:
+class RunPodTransport:
     """One API key's HTTP session to RunPod, paced by the quota RunPod reports."""
 
     def __init__(
@@ -97,9 +97,9 @@ class RunPodSession:
         self._session.headers["User-Agent"] = USER_AGENT
 
     def __repr__(self) -> str:
-        return f"RunPodSession(base_url={self._base_url!r})"
+        return f"RunPodTransport(base_url={self._base_url!r})"
 
-    def __enter__(self) -> RunPodSession:
+    def __enter__(self) -> RunPodTransport:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

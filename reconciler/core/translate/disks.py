@@ -36,7 +36,7 @@ MAX_PATH = 4096  # PATH_MAX on Linux
 
 
 @dataclass(frozen=True)
-class Storage:
+class Disks:
     container_disk_gb: int
     persistent_volume: PersistentVolume | None = None
     network_volume: NetworkVolume | None = None
@@ -49,13 +49,13 @@ def names_network_volume(pod: KubeObject, job: KubeObject | None) -> bool:
     return read(pod, job, NETWORK_VOLUME_ID) is not None
 
 
-def storage(
+def disks_for(
     pod: KubeObject,
     job: KubeObject | None,
     settings: Settings,
     volumes: Sequence[RunPodVolume] | None = None,
     claim: ClaimMount | None = None,
-) -> Storage:
+) -> Disks:
     """`volumes`: the account's network volumes; None when they could not be listed.
     `claim`: the network volume the pod's claims give it."""
     disk = read_int(pod, job, CONTAINER_DISK_GB, maximum=MAX_DISK_GB)
@@ -70,7 +70,7 @@ def storage(
             claim, size, volume_id, settings.placement.container_disk_gb if disk is None else disk
         )
     path = _mount_path(pod, job)
-    return Storage(
+    return Disks(
         container_disk_gb=settings.placement.container_disk_gb if disk is None else disk,
         persistent_volume=None if size is None else PersistentVolume(size, path),
         network_volume=None if volume_id is None else NetworkVolume(volume_id, path),
@@ -78,7 +78,7 @@ def storage(
     )
 
 
-def _claimed(claim: ClaimMount, size: int | None, volume_id: str | None, disk: int) -> Storage:
+def _claimed(claim: ClaimMount, size: int | None, volume_id: str | None, disk: int) -> Disks:
     if volume_id is not None or size is not None:
         named = NETWORK_VOLUME_ID if volume_id is not None else VOLUME_GB
         raise invalid_annotation(
@@ -86,7 +86,7 @@ def _claimed(claim: ClaimMount, size: int | None, volume_id: str | None, disk: i
             volume_id or str(size),
             f"allowed beside the network-volume claim {claim.claim} (one mount per instance)",
         )
-    return Storage(disk, network_volume=claim.volume, datacenter=claim.datacenter or None)
+    return Disks(disk, network_volume=claim.volume, datacenter=claim.datacenter or None)
 
 
 def _listed(volume_id: str, volumes: Sequence[RunPodVolume] | None) -> RunPodVolume:
