@@ -6,6 +6,9 @@ the finished training again. Now a gang whose pods changed has rank 0 read one l
 time. A kubelet reports a container that exited 0 before its pod's
 deletion as Succeeded: the gang's end is rank 0's, and must be read before a member's
 going fails the gang (the instance rule: the end is on the pods before the resource goes).
+
+Found by the campaign in CI (seed 11000): the Job replaces the deleted pod at once, and
+the replacement waited Pending (ClusterForming) forever for an index that had completed.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import pytest
 
 from reconciler.demo.sandbox import Sandbox
 
-from .test_gang_end_on_pods import cluster_posts, rank_0, settle
+from .test_gang_end_on_pods import cluster_posts, job_conditions, rank_0, settle
 
 
 def running_retried_gang(box: Sandbox) -> None:
@@ -45,3 +48,46 @@ def test_a_member_deleted_after_rank_0_exited_0_keeps_the_success(box: Sandbox, 
     pods = box.job_pods("train")
     assert cluster_posts(box) == 1, shown(pods)  # the training never ran again
     assert "ClusterMemberFailed" not in [p["status"].get("reason") for p in pods], shown(pods)
+    # The Job replaced the deleted pod at once (a deleted pod that did not succeed counts
+    # as failed): that pod ends with its gang too, and the Job completes.
+    assert [p["status"].get("phase") for p in pods] == ["Succeeded", "Succeeded"], shown(pods)
+    assert "Complete" in job_conditions(box), shown(pods)
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_a_failed_last_read_leaves_the_gang_unjudged(box: Sandbox, status: int) -> None:
+    """The one last read of rank 0 fails: that says nothing of the gang's end, so the
+    gang is not failed on it; a later read finds the success."""
+    running_retried_gang(box)
+    box.runpod_sim.exit_process(rank_0(box), 0)
+    box.advance(5)
+    pod = sorted(p["metadata"]["name"] for p in box.job_pods("train"))[1]
+    box.kube_sim.delete_pod("default", pod, 30)
+    box.runpod_sim.faults.inject("GET", "/v2/pods/*/logs", status, count=50)
+    box.tick()
+    pods = box.job_pods("train")
+    assert "ClusterMemberFailed" not in [p["status"].get("reason") for p in pods], shown(pods)
+    assert box.runpod_sim.clusters, "the cluster went before its gang's end was known"
+    box.runpod_sim.faults.reset()
+    settle(box)
+    pods = box.job_pods("train")
+    assert cluster_posts(box) == 1, shown(pods)
+    assert [p["status"].get("phase") for p in pods] == ["Succeeded", "Succeeded"], shown(pods)
+
+
+def test_a_read_failing_past_the_grace_no_longer_holds_the_cluster(box: Sandbox) -> None:
+    """The hold on an unknown end lasts while the pod that went is within its grace;
+    after that the gang is judged on what is known, and its cluster stops billing."""
+    running_retried_gang(box)
+    pod = sorted(p["metadata"]["name"] for p in box.job_pods("train"))[1]
+    box.kube_sim.delete_pod("default", pod, 30)
+    box.runpod_sim.faults.inject("GET", "/v2/pods/*/logs", 503, count=1000)
+    box.tick()
+    [held] = box.runpod_sim.clusters
+    box.advance(31)
+    box.tick()
+    pods = box.job_pods("train")
+    assert "ClusterMemberFailed" in [p["status"].get("reason") for p in pods], shown(pods)
+    box.advance(box.settings.timing.create_grace_time + 1)
+    box.tick()
+    assert held not in box.runpod_sim.clusters  # the Job's next gang may have its own

@@ -1,7 +1,8 @@
 """How a gang ends, its pure rules (`core.plan.gang_end`): which gangs' rank 0 is due a
 read (never with an interval of 0, not again within the interval, once more at the
 deadline, only a running rank 0 of a batch gang, only a live gang), and when a DELETE
-goes again (at once when RunPod never answered it, not within a minute of an answer)."""
+goes again (at once when RunPod never answered it, not within a minute of an answer);
+and which indexes a Job completed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
+from reconciler.core.resources.clusters import MAX_PODS, completed_indexes
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 GANG = "job-uid/0123456789ab"
@@ -78,3 +80,13 @@ def test_a_delete_goes_again_at_once_unless_runpod_answered_it_lately() -> None:
     assert gang_end.delete(t, "c1", answered, "x", ()) == []
     later = decided.changed(delete_answered_at=NOW - timedelta(seconds=61))
     assert len(gang_end.delete(t, "c1", later, "x", ())) == 1
+
+
+def test_completed_indexes_read_as_the_job_controller_writes_them() -> None:
+    def done(text: object) -> frozenset[int]:
+        return completed_indexes({"metadata": {"name": "j"}, "status": {"completedIndexes": text}})
+
+    assert done("1,3-5,7") == {1, 3, 4, 5, 7}
+    assert done("") == done(None) == frozenset()
+    assert done("0-x,2") == {2}  # a part that is no interval is skipped
+    assert max(done("0-100000000")) == MAX_PODS  # never past a gang's largest size

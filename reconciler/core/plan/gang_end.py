@@ -93,6 +93,32 @@ def due_reads(
     return due
 
 
+def unjudged(
+    tick: Situation,
+    key: str,
+    members: Mapping[str, Sequence[Instance]],
+    pods: Sequence[KubeObject],
+) -> set[str | None]:
+    """The earlier clusters of the Job (its gang is `key` now) whose one last read of
+    rank 0 failed while a pod that ran in them is still going (deleted, within its
+    grace): their gang is neither failed nor deleted on an unknown end this tick; the
+    read goes again next tick. Past the grace, the gang is judged on what is known."""
+    held: set[str | None] = set()
+    for gang, listed in members.items():
+        cluster_id = listed[0].cluster_id
+        if gang == key or gang not in tick.obs.gang_unread:
+            continue
+        going = [
+            p
+            for p in pods
+            if podinfo.pod_annotations(p).get(CLUSTER_ID) == cluster_id
+            and podinfo.in_grace(p, tick.now)
+        ]
+        if going:
+            held.add(cluster_id)
+    return held
+
+
 def result(row: ClusterRecord, code: int, now: datetime) -> ClusterRecord:
     """The row with rank 0's `code` as the gang's end, to be saved with its DELETE."""
     return row.changed(exit_code=code, result_checked_at=now, reason=None, message=None)
@@ -185,6 +211,27 @@ def settle_recorded(
             actions += delete(tick, row.cluster_id, row, "its gang ended", group, reason)
     left = {id(p) for _, group in settled.values() for p in group}
     return actions, [p for p in active if id(p) not in left]
+
+
+def done_before(
+    tick: Situation, pods: Sequence[KubeObject], job: KubeObject, done: frozenset[int]
+) -> list[Action]:
+    """Pods the Job made after its gang succeeded end Succeeded too, so that the Job
+    completes. The Job controller replaces a pod deleted after rank 0 exited 0 at once
+    (a deleted pod that did not succeed counts as failed), before its gang's end is
+    read; the new pod alone can never form a gang. An index completes only when its
+    gang's rank 0 exited 0 (`settle`), so any completed index says the work is done."""
+    name = job["metadata"]["name"]
+    shown = ", ".join(str(i) for i in sorted(done)[:5]) + (", ..." if len(done) > 5 else "")
+    message = (
+        f"Job {name} completed index {shown} when its gang's rank 0 exited 0: the gang succeeded"
+    )
+    actions: list[Action] = []
+    for pod in pods:
+        ref = PodRef.of(pod)
+        status = pod_status.pod_status(pod, None, exit_code=0, now=tick.now, message=message)
+        actions += [PatchStatus(ref, status, None), Event(ref, Notice.COMPLETED, message)]
+    return actions
 
 
 def settle(tick: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:

@@ -139,9 +139,11 @@ def _gang(
         for gang, listed in members.items()
         if gang != key and (code := tick.obs.gang_results.get(gang)) is not None
     }
+    held = gang_end.unjudged(tick, key, members, pods)
+    judged = [p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in held]
     broken = [
         p
-        for p in active
+        for p in judged
         if podinfo.pod_annotations(p).get(CLUSTER_ID) in known - {None, cluster_id, *ended}
     ]
     actions += gang_end.fail(
@@ -154,12 +156,12 @@ def _gang(
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
         old = listed[0].cluster_id
-        if gang != key and old not in sent:
+        if gang != key and old not in sent | held:
             detail = "the gang it ran changed (a pod of it ended or went)"
             ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
             actions += gang_end.delete(tick, old, rows.get(gang), detail, ran)
     actions += _finalize(tick, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
-    healthy = [p for p in active if p not in broken]
+    healthy = [p for p in judged if p not in broken]
     late = gang_end.deadline_passed(tick, healthy)
     if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
         return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
@@ -255,9 +257,9 @@ def _run(
             *gang_end.fail(tick, pods, message),
             *gang_end.delete(tick, cluster_id, ended, detail, pods),
         ]
-    if key in tick.obs.gang_results:
-        kept = kept.changed(result_checked_at=tick.now)
-        code = tick.obs.gang_results[key]
+    if key in tick.obs.gang_results or key in tick.obs.gang_unread:
+        kept = kept.changed(result_checked_at=tick.now)  # a failed read waits its interval
+        code = tick.obs.gang_results.get(key)
         if code is not None:
             ended = gang_end.result(kept, code, tick.now)
             detail = f"rank 0 exited with {code}: the gang ended"
@@ -363,6 +365,9 @@ def _without_cluster(
     refused = clusters.why_not_a_cluster(inputs.job, pods)
     if refused is not None:
         return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
+    done = clusters.completed_indexes(inputs.job)
+    if done:
+        return gang_end.done_before(tick, pods, inputs.job, done)
     size = int(inputs.job["spec"]["completions"])
     indexes = sorted(i for i in (index_of(p) for p in pods) if i is not None)
     if indexes != list(range(size)):

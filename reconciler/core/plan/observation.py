@@ -88,7 +88,9 @@ class Observation:
     for such gangs)."""
     gang_results: Mapping[str, int | None] = field(default_factory=dict)
     """By gang key: rank 0's exit code read this tick (`plan.gang_end.due_reads`); None
-    when its log has no marker yet or could not be read."""
+    when its log has no marker yet."""
+    gang_unread: frozenset[str] = frozenset()
+    """Gang keys whose read was due but failed: their end is unknown this tick."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

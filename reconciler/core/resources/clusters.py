@@ -66,6 +66,19 @@ def index_of(pod: KubeObject) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 3 else None
 
 
+def completed_indexes(job: KubeObject) -> frozenset[int]:
+    """The indexes an Indexed Job counts as completed: its controller's
+    `status.completedIndexes`, intervals as in "1,3-5,7" (a part that is not one is
+    skipped; none past a gang's largest size is kept)."""
+    text = str((job.get("status") or {}).get("completedIndexes") or "")
+    found: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            found.update(range(int(first), min(int(last or first), MAX_PODS) + 1))
+    return frozenset(found)
+
+
 def is_live(pod: KubeObject) -> bool:
     """Neither finished nor being deleted: a pod of the gang's current attempt."""
     return not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)

@@ -147,8 +147,8 @@ class PodLogs:
     def read_results(self, due: Mapping[str, tuple[str, str]]) -> dict[str, int | None]:
         """Rank 0's exit code of each gang due a read (`core.plan.gang_end.due_reads`:
         by gang key, the member's id and its marker's nonce), one request each: the last
-        container line, where a member's wrapper keeps its marker (None: not there yet,
-        or the read failed; the next read is an interval later either way)."""
+        container line, where a member's wrapper keeps its marker (None: not there yet).
+        A gang whose read failed is left out: its end is unknown, not "still running"."""
         found: dict[str, int | None] = {}
         for gang, (instance_id, nonce) in due.items():
             events = read_log(
@@ -164,7 +164,7 @@ class PodLogs:
                 lines = [event.line for event in events]
             except (runpod_errors.RunPodError, LogStreamBroken) as exc:
                 log.warning("could not read the result of rank 0 (%s): %s", instance_id, exc)
-                lines = []
+                continue
             found[gang] = exit_code_from(lines, nonce)
         return found
 

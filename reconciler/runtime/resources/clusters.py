@@ -280,11 +280,13 @@ class Clusters:
         rows = self.store.load_clusters() if gang_pods or members else []
         members += self._confirm_missing(members, rows, gang_pods)
         inputs = self._gang_inputs(sighting, members)
+        results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         sighting.found.update(
             members=members,
             clusters=rows,
             gang_inputs=inputs,
-            gang_results=self._gang_results(gang_pods, members, rows, sighting.now),
+            gang_results=results,
+            gang_unread=unread,
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
@@ -328,11 +330,12 @@ class Clusters:
         members: Sequence[Instance],
         rows: Sequence[ClusterRecord],
         now: datetime,
-    ) -> dict[str, int | None]:
+    ) -> tuple[dict[str, int | None], frozenset[str]]:
         """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):
-        one log request per running gang per --gang-result-interval."""
+        one log request per running gang per --gang-result-interval; and the gangs whose
+        read failed."""
         if not members:
-            return {}
+            return {}, frozenset()
         due = gang_end.due_reads(
             clusters.members_by_gang(members, self.settings.owner_id),
             {row.gang: row for row in rows},
@@ -340,4 +343,5 @@ class Clusters:
             self.settings.timing.gang_result_interval,
             now,
         )
-        return self.pod_logs.read_results(due) if due else {}
+        results = self.pod_logs.read_results(due) if due else {}
+        return results, frozenset(due.keys() - results.keys())
