@@ -118,7 +118,8 @@ class Workload:
     succeeded_pods: dict[str, str] = field(default_factory=dict)
     """The pods (UID to Job UID) of those gangs: each must end Succeeded."""
     ended_clusters: set[str] = field(default_factory=set)
-    """Clusters whose rank 0 exited by our hand (a member runs on after its exit)."""
+    """Clusters whose gang we ended: rank 0 exited by our hand (a member runs on after
+    its exit), or a member failed."""
     _snap: Snapshot | None = None
     _next: int = 0
 
@@ -273,6 +274,9 @@ class Workload:
         members, pods = self.rng.choice(running)
         if roll < 2 / 3:
             self.host.runpod("POST", f"pods/{members[0]['id']}/fail", missing_ok=True)
+            # The gang failed here: nothing later in this round (a fault's rank 0 exit)
+            # may end it again, as if it had succeeded.
+            self.ended_clusters.add(members[0]["cluster"]["id"])
             self.faults["cluster-member-error"] += 1
             return
         self._exit_rank_0(members, pods, self.rng.choice([0, 0, 1]))
