@@ -89,6 +89,10 @@ NEIGHBOUR_CHANCE = 0.5
 NEIGHBOUR_CRASH_CHANCE = 0.25
 NEIGHBOUR_DB_LOSS_CHANCE = 0.5
 NEIGHBOUR_GENERATION = 3_000
+# A running gang's rank 0 is read at most once per --gang-result-interval (60 s by
+# default): a gang whose rank 0 exited 0 in the last rounds may be read that long after.
+# Clean ticks go on until every such gang's pods ended, for at most this long.
+RESULT_WAIT_SECONDS = 75.0
 
 
 @dataclass
@@ -324,7 +328,20 @@ class Run:
             invariants.orphan_violations(orphans_gone, MAX_ORPHAN_SETTLE_TICKS, left),
         )
         if self.result.settle_ticks is not None:
+            self._await_gang_results()
             self._check_steady()
+
+    def _await_gang_results(self) -> None:
+        """Clean ticks while a gang whose rank 0 exited 0 still has a live pod (its
+        result not read yet, as the cadence allows), up to RESULT_WAIT_SECONDS."""
+        deadline = time.monotonic() + RESULT_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            snap = self._look()
+            if not any(snap.live(uid) for uid in self.workload.succeeded_pods):
+                return
+            time.sleep(1.0)
+            self._end_held_creates()
+            self._tick(TickPlan())
 
     def _check_steady(self) -> None:
         """Rows may trail the worlds (a terminate is confirmed a tick later), then nothing.
