@@ -335,12 +335,19 @@ class Run:
         """Clean ticks while a gang whose rank 0 exited 0 still has a live pod (its
         result not read yet, as the cadence allows), up to RESULT_WAIT_SECONDS."""
         deadline = time.monotonic() + RESULT_WAIT_SECONDS
+        waited = False
         while time.monotonic() < deadline:
             snap = self._look()
             if not any(snap.live(uid) for uid in self.workload.succeeded_pods):
-                return
+                break
+            waited = True
             time.sleep(1.0)
             self._end_held_creates()
+            self._tick(TickPlan())
+        # The ended gang's cluster goes: the worlds agree again before the steady ticks.
+        for _ in range(MAX_SETTLE_TICKS if waited else 0):
+            if not self._look().unconverged():
+                return
             self._tick(TickPlan())
 
     def _check_steady(self) -> None:
