@@ -8,6 +8,8 @@ nothing for volumes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reconciler.demo.sandbox import Sandbox
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
 
@@ -85,4 +87,26 @@ def test_a_crash_after_the_post_with_the_list_lagging_makes_one_volume(box: Sand
         box.advance(box.settings.timing.create_grace_time / 6)
     assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1
     assert len(box.runpod_sim.volumes) == 1
+    assert pv_of(box, made)["spec"]["csi"]["volumeHandle"] in box.runpod_sim.volumes
+
+
+def test_a_dead_writers_hold_keeps_its_volume_from_being_made_again(box: Sandbox) -> None:
+    """A writer died just after a volume's POST, and the list lags past the claim's create
+    grace: its successor, which took over the dead writer's Lease, holds its creates (as
+    for instances) and makes no second volume; once the list shows the volume, its PV."""
+    grace = box.settings.timing.create_grace_time
+    box.runpod_sim.account.set_listing_lag(grace * 3)
+    add_class(box)
+    made = add_claim(box)
+    crash_in(box, "after-volume-create")
+    delete_database(box)
+    box.restart()
+    box.engine.steps = replace(box.engine.steps, creates_held=lambda: True)
+    box.advance(grace * 2)
+    box.tick()
+    assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1
+    box.engine.steps = replace(box.engine.steps, creates_held=lambda: False)
+    box.advance(grace * 2)
+    box.tick()
+    assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1
     assert pv_of(box, made)["spec"]["csi"]["volumeHandle"] in box.runpod_sim.volumes

@@ -41,6 +41,7 @@ class VolumeSteps:
     actions: tuple[type[Action], ...] = get_args(VolumeAction)
 
     def __init__(self, journal: Journal) -> None:
+        self.journal = journal
         self.runpod, self.kube, self._journaled = journal.runpod, journal.kube, journal.journaled
 
     def unrecorded(self) -> int:
@@ -80,6 +81,12 @@ class VolumeSteps:
                 self._event(claim, reason, message, warning)
 
     def _create(self, action: CreateNetworkVolume) -> None:
+        """As every create: not while a dead writer's create may still land (the list
+        may lag past the claim's create grace), creates are stopped or the tick is past
+        its deadline; the next tick plans it again, and its list may show the volume."""
+        if self.journal.creates_wait():
+            self.journal.deferred += 1
+            return
         claim = action.claim
         if action.hold is not None:  # refused (the claim changed or went): no POST
             self.kube.storage.patch_claim(claim.namespace, claim.name, action.hold)
