@@ -91,3 +91,39 @@ def test_a_read_failing_past_the_grace_no_longer_holds_the_cluster(box: Sandbox)
     box.advance(box.settings.timing.create_grace_time + 1)
     box.tick()
     assert held not in box.runpod_sim.clusters  # the Job's next gang may have its own
+
+
+def test_every_member_deleted_after_rank_0_exited_0_keeps_the_success(box: Sandbox) -> None:
+    """Both pods deleted before a tick read rank 0's 0: the Job replaces both at once,
+    and with no index completed the new pods could form a gang. The read of the old
+    cluster says the work is done: they end Succeeded, and no second cluster is made."""
+    running_retried_gang(box)
+    box.runpod_sim.exit_process(rank_0(box), 0)
+    box.advance(5)
+    for pod in [p["metadata"]["name"] for p in box.job_pods("train")]:
+        box.kube_sim.delete_pod("default", pod, 30)
+    settle(box)
+    pods = box.job_pods("train")
+    assert cluster_posts(box) == 1, shown(pods)
+    assert [p["status"].get("phase") for p in pods] == ["Succeeded", "Succeeded"], shown(pods)
+    assert "Complete" in job_conditions(box), shown(pods)
+
+
+def test_every_member_deleted_after_the_success_was_recorded_keeps_it(box: Sandbox) -> None:
+    """As above, but a tick read the 0 and recorded it in the cluster's row, while the
+    API server refused the pods' patches: the row says the work is done."""
+    running_retried_gang(box)
+    box.runpod_sim.exit_process(rank_0(box), 0)
+    box.advance(box.settings.timing.gang_result_interval + 1)  # rank 0 is due a read
+    box.kube_sim.inject_fault("PATCH", "/api/v1/namespaces/*/pods/*/status", 409, 2)
+    box.tick()
+    [row] = box.store.load_clusters()
+    assert row.exit_code == 0  # recorded, the DELETE held back for the pods' end
+    assert [p["status"].get("phase") for p in box.job_pods("train")] == ["Running", "Running"]
+    for pod in [p["metadata"]["name"] for p in box.job_pods("train")]:
+        box.kube_sim.delete_pod("default", pod, 30)
+    settle(box)
+    pods = box.job_pods("train")
+    assert cluster_posts(box) == 1, shown(pods)
+    assert [p["status"].get("phase") for p in pods] == ["Succeeded", "Succeeded"], shown(pods)
+    assert "Complete" in job_conditions(box), shown(pods)

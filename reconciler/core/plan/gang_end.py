@@ -28,7 +28,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from reconciler.core.actions import Action, DeleteCluster, Event, PatchStatus, PodRef
+from reconciler.core.actions import (
+    Action,
+    DeleteCluster,
+    Event,
+    FinalizePod,
+    PatchStatus,
+    PodRef,
+)
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
@@ -43,6 +50,7 @@ from reconciler.core.resources.clusters import (
     key_job,
 )
 from reconciler.core.translate import status as pod_status
+from reconciler.core.translate.annotations import POD_ID
 
 ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
 """A member in one of these (not by our DELETE) fails its gang."""
@@ -213,24 +221,45 @@ def settle_recorded(
     return actions, [p for p in active if id(p) not in left]
 
 
-def done_before(
-    tick: Situation, pods: Sequence[KubeObject], job: KubeObject, done: frozenset[int]
-) -> list[Action]:
-    """Pods the Job made after its gang succeeded end Succeeded too, so that the Job
-    completes. The Job controller replaces a pod deleted after rank 0 exited 0 at once
-    (a deleted pod that did not succeed counts as failed), before its gang's end is
-    read; the new pod alone can never form a gang. An index completes only when its
-    gang's rank 0 exited 0 (`settle`), so any completed index says the work is done."""
-    name = job["metadata"]["name"]
-    shown = ", ".join(str(i) for i in sorted(done)[:5]) + (", ..." if len(done) > 5 else "")
-    message = (
-        f"Job {name} completed index {shown} when its gang's rank 0 exited 0: the gang succeeded"
-    )
+def succeeded_before(
+    key: str, rows: Mapping[str, ClusterRecord], ended: Mapping[str | None, tuple[str, int]]
+) -> str | None:
+    """How the Job's gang is known to have succeeded before its gang `key` (pods the Job
+    made since, with no cluster yet): rank 0 of an earlier gang's cluster exited 0, as
+    read this tick (`ended`: by cluster id, its gang and code) or recorded in its row.
+    None when nothing says so."""
+    for cluster_id, (_, code) in ended.items():
+        if code == 0:
+            return f"rank 0 of cluster {cluster_id} exited with 0"
+    for gang, row in rows.items():
+        if gang != key and row.exit_code == 0:
+            return f"rank 0 of cluster {row.cluster_id} exited with 0"
+    return None
+
+
+def done_before(tick: Situation, pods: Sequence[KubeObject], why: str) -> list[Action]:
+    """Pods the Job made after its gang succeeded (`why`) end Succeeded too, so that the
+    Job completes and its work never runs again. The Job controller replaces a pod
+    deleted after rank 0 exited 0 at once (a deleted pod that did not succeed counts as
+    failed), before its gang's end is read or written; such pods must not form a gang."""
+    message = f"{why}: the gang succeeded, and this pod ends with it"
     actions: list[Action] = []
     for pod in pods:
         ref = PodRef.of(pod)
         status = pod_status.pod_status(pod, None, exit_code=0, now=tick.now, message=message)
         actions += [PatchStatus(ref, status, None), Event(ref, Notice.COMPLETED, message)]
+    return actions
+
+
+def finalize(tick: Situation, deleting: list[KubeObject], listed: set[str | None]) -> list[Action]:
+    """Finish deleted pods like a kubelet, each once its cluster is gone from the list."""
+    actions: list[Action] = []
+    for pod in deleting:
+        shown = podinfo.pod_annotations(pod)
+        if shown.get(CLUSTER_ID) in listed:
+            continue
+        final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=tick.now)
+        actions.append(FinalizePod(PodRef.of(pod), None, final))
     return actions
 
 

@@ -32,7 +32,6 @@ from reconciler.core.actions import (
     DeleteCluster,
     DeleteClusterRow,
     Event,
-    FinalizePod,
     PatchStatus,
     PodRef,
     SaveClusterRow,
@@ -64,7 +63,6 @@ from reconciler.core.resources.clusters import (
     members_by_gang,
 )
 from reconciler.core.translate import status as pod_status
-from reconciler.core.translate.annotations import POD_ID
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
@@ -160,13 +158,16 @@ def _gang(
             detail = "the gang it ran changed (a pod of it ended or went)"
             ran = [p for p in broken if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
             actions += gang_end.delete(tick, old, rows.get(gang), detail, ran)
-    actions += _finalize(tick, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
+    actions += gang_end.finalize(tick, [p for p in pods if podinfo.is_deleting(p)], listed_ids)
     healthy = [p for p in judged if p not in broken]
     late = gang_end.deadline_passed(tick, healthy)
     if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
         return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
     if current:
         return actions + _run(tick, key, healthy, current, rows.get(key)), key
+    done = gang_end.succeeded_before(key, rows, ended)
+    if done is not None:
+        return actions + gang_end.done_before(tick, healthy, done), key
     return actions + _without_cluster(tick, job, key, healthy, rows.get(key)), key
 
 
@@ -367,7 +368,10 @@ def _without_cluster(
         return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     done = clusters.completed_indexes(inputs.job)
     if done:
-        return gang_end.done_before(tick, pods, inputs.job, done)
+        shown = ", ".join(str(i) for i in sorted(done)[:5]) + (", ..." if len(done) > 5 else "")
+        name = inputs.job["metadata"]["name"]
+        why = f"Job {name} completed index {shown} when its gang's rank 0 exited 0"
+        return gang_end.done_before(tick, pods, why)
     size = int(inputs.job["spec"]["completions"])
     indexes = sorted(i for i in (index_of(p) for p in pods) if i is not None)
     if indexes != list(range(size)):
@@ -448,18 +452,6 @@ def _wait(
             continue
         ref = PodRef.of(pod)
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
-    return actions
-
-
-def _finalize(tick: Situation, deleting: list[KubeObject], listed: set[str | None]) -> list[Action]:
-    """Finish deleted pods like a kubelet, each once its cluster is gone from the list."""
-    actions: list[Action] = []
-    for pod in deleting:
-        shown = podinfo.pod_annotations(pod)
-        if shown.get(CLUSTER_ID) in listed:
-            continue
-        final = pod_status.deleted_status(pod, shown.get(POD_ID), exit_code=None, now=tick.now)
-        actions.append(FinalizePod(PodRef.of(pod), None, final))
     return actions
 
 
