@@ -161,6 +161,9 @@ class ReleaseClaim:
 
     claim: ClaimRef
     patch: KubeObject = field(repr=False)
+    unmade: bool = False
+    """Let go because the list shows no volume for it: that waits, as a create does,
+    while a dead writer's create may still land (the list may lag behind it)."""
 
     def shown(self) -> tuple[str, str]:
         return str(self.claim), ""

@@ -8,6 +8,7 @@ stay, the PV Released). A crash before the POST lets the claim go with nothing m
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -126,3 +127,27 @@ def test_another_reconcilers_claims_are_left_to_it(box):
     assert claim(box, "theirs")["status"]["phase"] == "Pending"
     assert claim(box, "held")["metadata"]["finalizers"] == [PROVISIONING_FINALIZER]
     assert posts(box) == []
+
+
+def test_a_deleted_claim_stays_held_while_a_dead_writers_volume_may_be_listed(box: Sandbox) -> None:
+    """A writer died just after the volume's POST, the claim was deleted, and RunPod's
+    list lags past the create grace: the absence proves nothing while the dead writer's
+    hold on creates lasts, so the claim stays held; once the list shows the volume, its
+    PV is made and the recorded policy deletes it. No volume is left billing."""
+    grace = box.settings.timing.create_grace_time
+    box.runpod_sim.account.set_listing_lag(grace * 3)
+    add_class(box)
+    made = add_claim(box)
+    crash_in(box, "after-volume-create")
+    delete(box)
+    box.engine.steps = replace(box.engine.steps, creates_held=lambda: True)
+    box.advance(grace * 2)
+    box.tick()
+    assert claim(box) is not None  # still held
+    box.engine.steps = replace(box.engine.steps, creates_held=lambda: False)
+    box.advance(grace * 2)
+    for _ in range(3):
+        box.tick()
+    assert claim(box) is None
+    assert box.runpod_sim.volumes == {} and pv_of(box, made) is None
+    assert len(posts(box)) == 1

@@ -203,7 +203,7 @@ def _settle_deleted(view: StorageView, claim: KubeObject, cls: KubeObject | None
         return [CreateVolumeObject(ref, persistent_volume(claim, cls, existing[0], view.node_name))]
     if _requested_lately(view, claim):
         return []  # its POST may have made it: the list lags behind creates
-    return [ReleaseClaim(ref, _release(claim))]
+    return [ReleaseClaim(ref, _release(claim), unmade=True)]
 
 
 def _releases(view: StorageView) -> list[Any]:

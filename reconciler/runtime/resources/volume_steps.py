@@ -75,7 +75,10 @@ class VolumeSteps:
             case MarkClaimSelected(claim=claim, node_name=node):
                 patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
                 self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
-            case ReleaseClaim(claim=claim, patch=patch):
+            case ReleaseClaim(claim=claim, patch=patch, unmade=unmade):
+                if unmade and self.journal.creates_held():
+                    log.info("claim %s stays held: a dead writer's volume may yet be listed", claim)
+                    return
                 self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
             case ClaimEvent(claim=claim, reason=reason, message=message, warning=warning):
                 self._event(claim, reason, message, warning)
