@@ -1,6 +1,8 @@
 """What the real controllers do with our pods: an Indexed Job made by the real Job
-controller runs as one Instant Cluster, a claim is bound by the real PV controller after
-the real scheduler selected our node for it, and a pod no node can take is offloaded."""
+controller runs as one Instant Cluster (and completes when a pod of it is deleted after
+its rank 0 exited 0: the real controller replaces that pod at once), a claim is bound by
+the real PV controller after the real scheduler selected our node for it, and a pod no
+node can take is offloaded."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ def pods_of(world: World, job: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load(listed)["items"])
 
 
-def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
+def indexed_job(world: World, name: str, backoff_limit: int) -> list[dict[str, Any]]:
+    """An Indexed Job of two pods run as one Instant Cluster; its pods once both run."""
     container = {
         "name": "main",
         "image": "python:3.11",
@@ -28,12 +31,12 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
         {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": "torchrun", "namespace": "default"},
+            "metadata": {"name": name, "namespace": "default"},
             "spec": {
                 "completionMode": "Indexed",
                 "completions": 2,
                 "parallelism": 2,
-                "backoffLimit": 0,
+                "backoffLimit": backoff_limit,
                 "template": {
                     "metadata": {"annotations": {"runpod.io/cluster": "true"}},
                     "spec": {
@@ -48,11 +51,15 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
     )
 
     def both_running() -> list[dict[str, Any]] | None:
-        pods = pods_of(world, "torchrun")
+        pods = pods_of(world, name)
         running = [p for p in pods if p["status"].get("phase") == "Running"]
         return pods if len(pods) == 2 and len(running) == 2 else None
 
-    pods = world.wait_for("both members to run", both_running, timeout=120)
+    return world.wait_for("both members to run", both_running, timeout=120)
+
+
+def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
+    pods = indexed_job(world, "torchrun", backoff_limit=0)
     clusters = list(world.runpod.clusters.values())
     assert len(clusters) == 1, clusters
     ranks = sorted(p["metadata"]["annotations"]["runpod.io/rank"] for p in pods)
@@ -61,6 +68,29 @@ def test_an_indexed_job_runs_as_one_instant_cluster(world: World) -> None:
         clusters[0]["id"]
     }
     world.kubectl("delete", "job", "torchrun", "--cascade=foreground", "--timeout=120s")
+    world.wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
+
+
+def test_a_member_deleted_after_rank_0_exited_0_still_completes_the_job(world: World) -> None:
+    pods = indexed_job(world, "finished", backoff_limit=2)
+    [rank_0] = [
+        m["id"]
+        for m in world.runpod.instances.values()
+        if "cluster" in m and m["cluster"]["rank"] == 0
+    ]
+    world.runpod.exit_process(rank_0, 0)
+    world.kubectl("delete", "pod", sorted(p["metadata"]["name"] for p in pods)[1], "--wait=false")
+
+    def complete() -> dict[str, Any] | None:
+        job = world.get("job", "finished") or {}
+        conditions = (job.get("status") or {}).get("conditions") or []
+        return job if any(c["type"] == "Complete" for c in conditions) else None
+
+    job = world.wait_for("the Job to complete", complete, timeout=150)
+    assert job["status"]["completedIndexes"] == "0,1"
+    assert job["status"]["failed"] == 1  # the deleted pod, replaced at once
+    posts = [r for r in world.runpod.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+    assert len(posts) == 1  # the training never ran again
     world.wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
 
 
