@@ -5,13 +5,15 @@ It serves what the reconciler uses, with the contract's status codes and
 
     GET    /v2/pods                 every listed pod (after the listing lag)
     POST   /v2/pods                 create: 201 PROVISIONING; 400 rule/capacity/unknown
-                                    data center, 402, 404 template/registry, 422
+                                    data center (or no host of an allowed CUDA
+                                    version), 402, 404 template/registry, 422
     GET    /v2/pods/{id}            one pod (404 once deleted)
     DELETE /v2/pods/{id}            204; 404 for an unknown id
     POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
     GET    /v2/pods/{id}/logs       SSE (`source`, `tail`, `since`, `Last-Event-ID`): open
                                     while the pod runs (see `runpod_logs`)
-    GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`
+    GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`;
+                                    `cudaVersions` per type (its hosts' CUDA versions)
     GET    /v2/catalog/cpus         `include=AVAILABILITY&product=POD`
     PATCH  /v2/pods/{id}            update; `env` replaces the whole env (PATCH semantics)
     GET    /v2/registries, POST /v2/registries   (the password is never echoed)
@@ -92,6 +94,18 @@ by concern: `sim.account` (capacity, balance, listing lag, templates, image pull
                                               much later (`runpod_listing`)
     POST   /_sim/listing-lag/catch-up        everything listed now, as once its lag passed
     POST   /_sim/image-pull                  {"image", "seconds"}
+    POST   /_sim/image-cuda                  {"image", "version"}: the image requires a
+                                              host of that CUDA version or newer; on an
+                                              older one its start fails (nvidia-container-
+                                              cli's line) and the pod stays STARTING, billing
+    POST   /_sim/host-cuda                   {"gpuTypeId", "dataCenterId", "version"}
+    POST   /_sim/image-unpullable            {"image", "unauthorized": false}: no host can
+                                              pull it (RunPod's system line says why);
+                                              its pods stay STARTING, billing
+    POST   /_sim/host-fault                  {"gpuTypeId", "dataCenterId", "fault": "gpu" |
+                                              "stuck" | null}: those hosts fail every start
+                                              (a GPU the driver cannot initialise, or a
+                                              start that never ends), or are mended
     POST   /_sim/templates                   {"id", "image", "env", "ports", "disk", "args"}
     GET    /_sim/requests                    [{"method", "path", "query", "status", "body",
                                               "headers", "at", "created", "listed_from"}]

@@ -16,7 +16,7 @@ from typing import Any
 
 from reconciler.sim import runpod_billing as billing
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod_catalog import DEFAULT_CPU_FLAVORS, Catalog
+from reconciler.sim.runpod_catalog import DEFAULT_CPU_FLAVORS, Catalog, cuda_key
 from reconciler.sim.runpod_clusters import SimCluster
 from reconciler.sim.runpod_pods import SimPod
 from reconciler.sim.runpod_validate import Problem
@@ -58,6 +58,12 @@ class Account:
             self.listing_lag = timedelta()
             self.balance: float | None = None
             self.pull_seconds: dict[str, float] = {}
+            self.image_cuda: dict[str, str] = {}
+            """The CUDA version each image requires of its host (NVIDIA_REQUIRE_CUDA)."""
+            self.unpullable: dict[str, str] = {}
+            """Images no host can pull, with the registry's refusal."""
+            self.host_faults: dict[tuple[str, str], str] = {}
+            """(GPU type, data center) → how its hosts fail a start: `gpu` or `stuck`."""
             self.just_created: SimPod | None = None
             """The pod the request being answered made (for its log entry)."""
             self._random = random.Random(0)
@@ -140,6 +146,76 @@ class Account:
     def set_image_pull_seconds(self, image: str, seconds: float) -> None:
         with self.lock:
             self.pull_seconds[image] = seconds
+
+    def set_image_cuda(self, image: str, version: str) -> None:
+        """The image requires a host driver of CUDA `version` or newer, as an image's
+        `NVIDIA_REQUIRE_CUDA=cuda>=12.6` does: on an older host its container cannot
+        start."""
+        with self.lock:
+            self.image_cuda[image] = version
+
+    def start_failure(self, pod: SimPod) -> tuple[str, ...] | None:
+        """RunPod's system lines for a start of `pod` that cannot succeed where it was
+        placed (empty: one that hangs without a word); None when it starts. Failures, in
+        the order a real start meets them: the image pull, the host that never finishes
+        starting, nvidia-container-cli's prestart hook (a GPU it cannot initialise, an
+        image whose CUDA requirement is above the host driver's)."""
+        refused = self.unpullable.get(pod.image)
+        if refused is not None:
+            return (f"error pulling image: Error response from daemon: {refused}",)
+        fault = self.host_faults.get((pod.gpu_id, pod.datacenter_id))
+        if fault == "stuck":
+            return ()
+        required = self.image_cuda.get(pod.image)
+        cuda_short = (
+            required is not None
+            and pod.cuda_version is not None
+            and cuda_key(pod.cuda_version) < cuda_key(required)
+        )
+        if fault is None and not cuda_short:
+            return None
+        hook = (
+            "nvidia-container-cli: initialization error: nvml error: driver/library version "
+            "mismatch: unknown"
+            if fault == "gpu"
+            else f"nvidia-container-cli: requirement error: unsatisfied condition: "
+            f"cuda>={required}, please update your driver to a newer version, or use an "
+            "earlier cuda container: unknown"
+        )
+        return (
+            f"start container for {pod.image}: begin",
+            "error starting container: Error response from daemon: failed to create task "
+            "for container: failed to create shim task: OCI runtime create failed: runc "
+            "create failed: unable to start container process: error during container init: "
+            "error running prestart hook #0: exit status 1, stdout: , stderr: Auto-detected "
+            "mode as 'legacy'",
+            hook,
+        )
+
+    def set_image_unpullable(self, image: str, unauthorized: bool = False) -> None:
+        """No host can pull `image`: it does not exist, or its registry refuses us."""
+        with self.lock:
+            self.unpullable[image] = (
+                f'Head "https://registry-1.docker.io/v2/{image}/manifests/latest": '
+                "unauthorized: authentication required"
+                if unauthorized
+                else f"pull access denied for {image}, repository does not exist or may "
+                "require 'docker login': denied: requested access to the resource is denied"
+            )
+
+    def set_host_fault(self, gpu_type_id: str, datacenter_id: str, fault: str | None) -> None:
+        """This type's hosts in this data center fail every start from now on: `gpu` (the
+        driver cannot initialise the GPU), `stuck` (the start never finishes), None: mended."""
+        with self.lock:
+            if fault is None:
+                self.host_faults.pop((gpu_type_id, datacenter_id), None)
+            else:
+                self.host_faults[(gpu_type_id, datacenter_id)] = fault
+
+    def set_host_cuda(self, gpu_type_id: str, datacenter_id: str, version: str) -> None:
+        """The CUDA version this type's hosts in this data center report from now on."""
+        with self.lock:
+            self.catalog.cuda[(gpu_type_id, datacenter_id)] = version
 
     def add_template(self, template_id: str, **settings: Any) -> None:
         """A pod template: `image`, `args`, `disk`, `ports`, `env` as in a create body."""

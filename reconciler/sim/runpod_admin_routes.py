@@ -205,6 +205,31 @@ class AdminRoutes:
         )
         return Reply(204)
 
+    @ROUTES("POST", "/_sim/image-cuda")
+    def _admin_image_cuda(self, request: Request) -> Reply:
+        self._sim.account.set_image_cuda(request.body["image"], str(request.body["version"]))
+        return Reply(204)
+
+    @ROUTES("POST", "/_sim/host-cuda")
+    def _admin_host_cuda(self, request: Request) -> Reply:
+        body = request.body
+        self._sim.account.set_host_cuda(
+            body["gpuTypeId"], body["dataCenterId"], str(body["version"])
+        )
+        return Reply(204)
+
+    @ROUTES("POST", "/_sim/image-unpullable")
+    def _admin_image_unpullable(self, request: Request) -> Reply:
+        body = request.body
+        self._sim.account.set_image_unpullable(body["image"], bool(body.get("unauthorized")))
+        return Reply(204)
+
+    @ROUTES("POST", "/_sim/host-fault")
+    def _admin_host_fault(self, request: Request) -> Reply:
+        body = request.body
+        self._sim.account.set_host_fault(body["gpuTypeId"], body["dataCenterId"], body["fault"])
+        return Reply(204)
+
     @ROUTES("POST", "/_sim/templates")
     def _admin_template(self, request: Request) -> Reply:
         settings = dict(request.body)

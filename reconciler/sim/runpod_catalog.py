@@ -2,7 +2,12 @@
 center), free vCPUs per (CPU flavor, data center).
 
 A GPU type is given as the catalog answers it (`id`, `name`, `memory`, `secure`,
-`community`, `price`, `maxCount`) plus a `capacity` map {data center id: free GPUs}.
+`community`, `price`, `maxCount`) plus a `capacity` map {data center id: free GPUs} and a
+`cuda` map {data center id: the CUDA version its hosts' driver reports}: each type's hosts
+in one data center run one driver, so a pod's host CUDA follows from where it is placed.
+The catalog lists each type's versions (`cudaVersions`, with include=AVAILABILITY), a
+create's `gpu.allowedCudaVersions` (exact) or `gpu.minCudaVersion` (numeric) narrows the
+data centers it may take, and no host meeting them is a capacity error (400).
 Both clouds draw on the same free count, a simplification: on RunPod secure and
 community machines are separate fleets. A CPU flavor likewise (`id`, `name`, `group`,
 `vcpu`, `ramGbPerVcpu`, `price`) with a `capacity` map {data center id: free vCPUs}.
@@ -11,7 +16,7 @@ community machines are separate fleets. A CPU flavor likewise (`id`, `name`, `gr
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +28,12 @@ DATACENTERS = {
 
 
 def _gpu(
-    gpu_id: str, name: str, memory: int, prices: tuple[float, float | None], capacity: list[int]
+    gpu_id: str,
+    name: str,
+    memory: int,
+    prices: tuple[float, float | None],
+    capacity: list[int],
+    cuda: list[str],
 ) -> dict[str, Any]:
     secure_price, community_price = prices
     return {
@@ -35,17 +45,33 @@ def _gpu(
         "price": {"secure": secure_price, "community": community_price or 0.0},
         "maxCount": {"secure": 8, "community": 0 if community_price is None else 4},
         "capacity": dict(zip(DATACENTERS, capacity, strict=True)),
+        "cuda": dict(zip(DATACENTERS, cuda, strict=True)),
     }
 
 
-# Prices in USD per GPU-hour, roughly RunPod's list prices; capacity in free GPUs.
+# Prices in USD per GPU-hour, roughly RunPod's list prices; capacity in free GPUs; the
+# hosts' CUDA versions per data center (older drivers linger on the older types).
 DEFAULT_GPU_TYPES: list[dict[str, Any]] = [
-    _gpu("NVIDIA GeForce RTX 4090", "RTX 4090", 24, (0.69, 0.34), [64, 32, 24]),
-    _gpu("NVIDIA RTX A6000", "RTX A6000", 48, (0.49, 0.33), [16, 8, 0]),
-    _gpu("NVIDIA L40S", "L40S", 48, (0.86, 0.79), [8, 0, 4]),
-    _gpu("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, (1.64, 1.19), [8, 2, 0]),
-    _gpu("NVIDIA H100 80GB HBM3", "H100 SXM", 80, (2.99, None), [2, 0, 0]),
-    _gpu("NVIDIA B200", "B200", 180, (5.99, None), [0, 0, 0]),
+    _gpu(
+        "NVIDIA GeForce RTX 4090",
+        "RTX 4090",
+        24,
+        (0.69, 0.34),
+        [64, 32, 24],
+        ["12.8", "12.4", "12.2"],
+    ),
+    _gpu("NVIDIA RTX A6000", "RTX A6000", 48, (0.49, 0.33), [16, 8, 0], ["12.2", "12.4", "12.8"]),
+    _gpu("NVIDIA L40S", "L40S", 48, (0.86, 0.79), [8, 0, 4], ["12.8", "12.6", "12.4"]),
+    _gpu(
+        "NVIDIA A100 80GB PCIe",
+        "A100 PCIe",
+        80,
+        (1.64, 1.19),
+        [8, 2, 0],
+        ["12.6", "12.4", "12.2"],
+    ),
+    _gpu("NVIDIA H100 80GB HBM3", "H100 SXM", 80, (2.99, None), [2, 0, 0], ["12.8"] * 3),
+    _gpu("NVIDIA B200", "B200", 180, (5.99, None), [0, 0, 0], ["12.9"] * 3),
 ]
 
 
@@ -124,6 +150,8 @@ class Catalog:
         """CPU flavors as the catalog answers them, without `capacity`."""
         # Free GPUs, or free vCPUs, by (GPU type or CPU flavor id, data center).
         self.free: dict[tuple[str, str], int] = {}
+        # The CUDA version the hosts report, by (GPU type, data center); none for CPUs.
+        self.cuda: dict[tuple[str, str], str] = {}
         for entry in copy.deepcopy(list(gpu_types)):
             self._add(entry)
         for entry in copy.deepcopy(list(cpu_flavors)):
@@ -165,6 +193,8 @@ class Catalog:
         self.gpus[offer.id] = offer
         for datacenter, count in entry.get("capacity", {}).items():
             self.free[(offer.id, datacenter)] = int(count)
+        for datacenter, version in entry.get("cuda", {}).items():
+            self.cuda[(offer.id, datacenter)] = str(version)
 
     def datacenters(self) -> set[str]:
         """Every data center the simulated RunPod has (any GPU type, free or not)."""
@@ -173,19 +203,30 @@ class Catalog:
     def datacenters_of(self, gpu_id: str) -> list[str]:
         return [dc for (gpu, dc) in self.free if gpu == gpu_id]
 
-    def take(self, gpu_id: str, count: int, allowed: Iterable[str]) -> str | None:
-        """Reserve GPUs in the allowed data center with the most free; None if none fits."""
+    def take(
+        self,
+        gpu_id: str,
+        count: int,
+        allowed: Iterable[str],
+        cuda: Callable[[str | None], bool] = lambda _: True,
+    ) -> str | None:
+        """Reserve GPUs in the allowed data center with the most free whose hosts' CUDA
+        version `cuda` accepts; None if none fits."""
         allowed_set = set(allowed) or set(self.datacenters_of(gpu_id))
         fitting = [
             (free, dc)
             for (gpu, dc), free in self.free.items()
-            if gpu == gpu_id and dc in allowed_set and free >= count
+            if gpu == gpu_id and dc in allowed_set and free >= count and cuda(self.cuda_at(gpu, dc))
         ]
         if not fitting:
             return None
         _, chosen = max(fitting)
         self.free[(gpu_id, chosen)] -= count
         return chosen
+
+    def cuda_at(self, gpu_id: str, datacenter: str) -> str | None:
+        """The CUDA version of this type's hosts there (None: they report none)."""
+        return self.cuda.get((gpu_id, datacenter))
 
     def give_back(self, gpu_id: str, datacenter: str, count: int) -> None:
         key = (gpu_id, datacenter)
@@ -214,7 +255,29 @@ class Catalog:
         entry["availability"] = max(levels, key=_LEVELS.index, default="NONE")
         if entry["availability"] != "NONE":
             entry["dataCenters"] = stock
+        versions = self._cuda_versions(offer.id, count if usable else None)
+        if versions:  # absent, not empty, for a type whose hosts report none
+            entry["cudaVersions"] = versions
         return entry
+
+    def _cuda_versions(self, gpu_id: str, count: int | None) -> list[dict[str, Any]]:
+        """The type's hosts' CUDA versions, newest first, each available when a data
+        center of that version has room for `count` GPUs (None: the type is not usable)."""
+        available: dict[str, bool] = {}
+        for dc in self.datacenters_of(gpu_id):
+            version = self.cuda_at(gpu_id, dc)
+            if version is not None:
+                room = count is not None and self.free[(gpu_id, dc)] >= count
+                available[version] = available.get(version, False) or room
+        return [
+            {"version": version, "available": available[version]}
+            for version in sorted(available, key=cuda_key, reverse=True)
+        ]
+
+
+def cuda_key(version: str) -> tuple[int, ...]:
+    """A `major.minor` version compared as numbers: 12.10 is above 12.9."""
+    return tuple(int(part) for part in version.split("."))
 
 
 _LEVELS = ["NONE", "LOW", "MEDIUM", "HIGH"]

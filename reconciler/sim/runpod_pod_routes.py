@@ -15,11 +15,13 @@ cluster ends it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.sim import runpod_billing as billing
 from reconciler.sim.runpod_account import Account
+from reconciler.sim.runpod_catalog import cuda_key
 from reconciler.sim.runpod_faults import Faults
 from reconciler.sim.runpod_http import Reply, Request, RouteTable, bool_param
 from reconciler.sim.runpod_pod_ssh import PodSsh
@@ -34,6 +36,32 @@ from reconciler.sim.runpod_validate import (
 )
 
 ROUTES = RouteTable()
+
+
+@dataclass(frozen=True)
+class HostCuda:
+    """Which hosts' CUDA versions a create accepts: `gpu.allowedCudaVersions` matched
+    exactly, or `gpu.minCudaVersion` compared as numbers; neither accepts any host."""
+
+    allowed: frozenset[str] = frozenset()
+    floor: str | None = None
+
+    def __call__(self, version: str | None) -> bool:
+        if self.allowed:
+            return version in self.allowed
+        if self.floor is not None:
+            return version is not None and cuda_key(version) >= cuda_key(self.floor)
+        return True
+
+    @property
+    def wanted(self) -> str:
+        if self.allowed:
+            return f" on a host with CUDA {', '.join(sorted(self.allowed, key=cuda_key))}"
+        return "" if self.floor is None else f" on a host with CUDA {self.floor} or newer"
+
+
+def host_cuda_rule(gpu: dict[str, Any]) -> HostCuda:
+    return HostCuda(frozenset(gpu.get("allowedCudaVersions") or ()), gpu.get("minCudaVersion"))
 
 
 class PodRoutes:
@@ -141,10 +169,16 @@ class PodRoutes:
             # A deterministic rule, not capacity: it fails the same on every candidate.
             raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
         allowed = self._account.volumes.placement(body) or body.get("dataCenterIds", [])
-        datacenter = self._account.catalog.take(gpu_id, count, allowed)
+        cuda = host_cuda_rule(body.get("gpu", {}))
+        datacenter = self._account.catalog.take(gpu_id, count, allowed, cuda)
         if datacenter is None:
+            # RunPod matches CUDA versions exactly and falls back to none: a set no host
+            # meets is a capacity error, the same 400 as a full data center.
             wanted = ", ".join(allowed) or "any data center"
-            raise Problem(400, f"no capacity: could not place {count} x {gpu_id} in {wanted}")
+            raise Problem(
+                400,
+                f"no capacity: could not place {count} x {gpu_id} in {wanted}{cuda.wanted}",
+            )
         pod = self.new_pod(body, gpu_id, count, cloud, datacenter, request.now)
         return self._created(pod, request.now)
 
@@ -229,6 +263,7 @@ class PodRoutes:
             # RunPod derives a CPU pod's RAM from its flavor, in whole GB.
             cpu_memory_gb=int(cpu["ramGbPerVcpu"] * count) if cpu else None,
             start_ssh=bool(body.get("startSsh", False)),
+            cuda_version=None if cpu else self._account.catalog.cuda_at(gpu_id, datacenter),
         )
         self._ssh.start(pod)
         self._boot_pod(pod, now, provisioning=self._account.boot[0])
@@ -248,7 +283,8 @@ class PodRoutes:
     def _boot_pod(self, pod: SimPod, now: datetime, provisioning: timedelta) -> None:
         pull = timedelta(seconds=self._account.pull_seconds.get(pod.image, 0.0))
         starting_at = now + provisioning
-        pod.schedule_boot(starting_at, starting_at + self._account.boot[1] + pull)
+        failure = self._account.start_failure(pod)
+        pod.schedule_boot(starting_at, starting_at + self._account.boot[1] + pull, failure)
 
     @ROUTES("POST", "/v2/pods/{id}/action")
     def _pod_action(self, request: Request) -> Reply:

@@ -8,6 +8,7 @@ runtime, cost and log are derived from those and the current simulated time.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -88,6 +89,10 @@ class SimPod(Listing):
     start_ssh: bool = False
     """The create's `startSsh`: never served, as the contract says."""
     membership: Membership | None = None
+    cuda_version: str | None = None
+    """The CUDA version its host's driver reports (None: a CPU pod)."""
+    start_fails: bool = False
+    """Its container cannot start on this host: it stays STARTING, billing, for good."""
     _written: int = 0
 
     def status(self, now: datetime) -> str:
@@ -97,18 +102,28 @@ class SimPod(Listing):
             return "ERROR"
         if now < self.starting_at:
             return "PROVISIONING"
-        return "STARTING" if now < self.running_at else "RUNNING"
+        return "STARTING" if now < self.running_at or self.start_fails else "RUNNING"
 
     def write_log(self, ts: datetime, source: str, line: str) -> None:
         self._written += 1
         self.log.append(LogLine(ts, source, line, self._written))
 
-    def schedule_boot(self, starting_at: datetime, running_at: datetime) -> None:
+    def schedule_boot(
+        self, starting_at: datetime, running_at: datetime, failure: Sequence[str] | None = None
+    ) -> None:
+        """Boot from `starting_at`; the container runs at `running_at`, unless `failure`
+        holds the system lines of a start that cannot succeed (empty: one that hangs
+        without a word): then RunPod says so at that moment and the pod stays STARTING,
+        and billing, for good."""
         self.starting_at, self.running_at = starting_at, running_at
         self.stopped_at = None
         self.errored = False
+        self.start_fails = failure is not None
         self.write_log(starting_at, "system", f"pulling image {self.image}")
-        self.write_log(running_at, "container", "container started")
+        if failure is None:
+            self.write_log(running_at, "container", "container started")
+        for line in failure or ():
+            self.write_log(running_at, "system", line)
 
     def stop(self, now: datetime, reason: str = "pod stopped") -> None:
         # Boot lines scheduled for later never happen once the pod is stopped.
@@ -160,7 +175,7 @@ class SimPod(Listing):
             "mounts": self.mounts,
             "cloud": self.cloud,
             "dataCenterId": self.datacenter_id,
-            "cudaVersion": "12.8" if self.cpu_memory_gb is None else None,
+            "cudaVersion": self.cuda_version,
             "ssh": self._ssh(status),
             "template": None,
             "cost": self._cost(status),
@@ -168,7 +183,9 @@ class SimPod(Listing):
             "globalNetworking": {"enabled": False},
             "runtime": self._runtime(status, now),
             "createdAt": iso(self.created_at),
-            "startedAt": iso(self.running_at) if now >= self.running_at else None,
+            "startedAt": (
+                iso(self.running_at) if now >= self.running_at and not self.start_fails else None
+            ),
         }
         if self.cpu_memory_gb is None:
             body["gpu"] = {"id": self.gpu_id, "count": self.gpu_count}
