@@ -35,6 +35,7 @@ from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, KubeObject
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.resources.clusters import why_not_a_cluster
+from reconciler.core.translate import cuda
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.offers import OfferRow, offer_rows, ranked_offers
@@ -119,12 +120,23 @@ def offers_command(
     cpus = [e for e in catalog.entries if isinstance(e, CpuFlavor)]
     try:
         rows = offer_rows(ranked_offers(pod, job, gpus, cpus, settings), gpus, cpus)
+        floor = None if on_cpu else cuda.pod_floor(pod, job)
     except TranslationError as error:
         raise click.ClickException(f"{name}: {error.message}") from None
+    hosts = cuda.allowed_versions(floor, gpus)
     if output == "json":
-        click.echo(json.dumps([_record(row, members) for row in rows], indent=2))
+        records = [_record(row, members) for row in rows]
+        for record in records:
+            record["cudaFloor"] = None if floor is None else floor.text
+            record["allowedCudaVersions"] = list(hosts)
+        click.echo(json.dumps(records, indent=2))
     else:
         click.echo(render_table([_cells(row, members) for row in rows], COLUMNS))
+        if floor is not None:
+            click.echo(
+                f"CUDA floor {floor.text} (from the {floor.source}): only hosts with CUDA "
+                f"{', '.join(hosts)}"
+            )
 
 
 def _cluster_size(name: str, pod: KubeObject, job: KubeObject | None, on_cpu: bool) -> int:

@@ -17,7 +17,9 @@ from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
 
 # Terminations after which the pod object stays, and so should its log.
-_ENDS_THE_POD = frozenset({TerminateReason.PROCESS_ENDED, TerminateReason.POD_FAILED})
+_ENDS_THE_POD = frozenset(
+    {TerminateReason.PROCESS_ENDED, TerminateReason.POD_FAILED, TerminateReason.START_FAILED}
+)
 _POD_STAYS = frozenset(
     {
         TerminateReason.POD_ENDED,

@@ -235,6 +235,13 @@ class TimingSettings:
         limits=seconds(0, YEAR),
     )
 
+    start_timeout: float = setting(  # ten minutes: docs/guides/starting.md says why
+        600,
+        "--start-timeout",
+        "Seconds an instance may take to run after its create before it is replaced.",
+        limits=seconds(0, DAY),
+    )
+
     catalog_ttl: float = setting(
         300,
         "--catalog-ttl",
@@ -280,8 +287,7 @@ class KubeletSettings:
         parse=ip_address,
         fallback_env="POD_IP",
     )
-    """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
-    the node lists only its name as a Hostname address."""
+    """How the reconciler's pod (the kubelet endpoint) is reached; empty: by the node's name."""
 
     port: int = setting(
         10250,

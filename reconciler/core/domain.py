@@ -153,6 +153,10 @@ class GpuType:
     max_count_community: int = 8
     availability: Availability = Availability.NONE
     datacenters: tuple[DataCenterStock, ...] = ()
+    cuda_versions: tuple[str, ...] = ()
+    """The CUDA versions (`major.minor`) its hosts report: the catalog's `cudaVersions`."""
+    cuda_available: tuple[str, ...] = ()
+    """Those of them with free capacity now."""
 
     def price(self, cloud: Cloud) -> float:
         return self.secure_price if cloud is Cloud.SECURE else self.community_price
@@ -219,6 +223,8 @@ class CreateRequest:
     vcpu_count: int = 0
     hourly_price: float = 0.0
     """List price of the instance in USD per hour, as the catalog gave it."""
+    allowed_cuda_versions: tuple[str, ...] = ()
+    """The hosts' CUDA versions the image can start on (empty: any host)."""
 
     @property
     def offer_id(self) -> str:

@@ -62,6 +62,8 @@ class MappingRecord:
     """When a batch instance was first seen stopped without a readable exit code."""
     ended_at: datetime | None = None
     """When the row became finished: the leak audit counts RunPod's charges after it."""
+    start_failures: str | None = None
+    """Where the pod's instances failed to start (`core.capacity.starts.tried_places`)."""
 
     def changed(self, **changes: object) -> MappingRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -26,6 +26,8 @@ class PodReason(enum.StrEnum):
     GPU_CATALOG_UNAVAILABLE = "GPUCatalogUnavailable"
     UNSATISFIABLE_GPU_REQUEST = "UnsatisfiableGPURequest"
     UNSATISFIABLE_CPU_REQUEST = "UnsatisfiableCPURequest"
+    CUDA_VERSION_UNAVAILABLE = "CUDAVersionUnavailable"
+    """No GPU type that fits has hosts at the image's CUDA floor: the pod waits for some."""
     GPU_REQUIRED = "GPURequired"
     """The pod asks for no GPU and this node runs none such (--pods-without-gpu=refuse)."""
     BATCH_COMMAND_REQUIRED = "BatchCommandRequired"
@@ -56,6 +58,12 @@ class PodReason(enum.StrEnum):
     RUNPOD_UNAUTHORIZED = "RunPodUnauthorized"
     RUNPOD_REFUSED = "RunPodRefused"
     # What happened to a pod's instance.
+    INSTANCE_START_FAILED = "InstanceStartFailed"
+    """Its instance did not start (too slow, or a host it cannot start on): replaced on
+    another GPU type or data center, and the pod fails after `starts.MAX_TRIES` places."""
+    ERR_IMAGE_PULL = "ErrImagePull"
+    """RunPod could not pull the image (unknown, or refused): no host would do better, so
+    the pod waits, without an instance, and tries again every few minutes."""
     INSTANCE_LOST = "InstanceLost"
     INSTANCE_ERROR = "InstanceError"
     INSTANCE_STOPPED = "InstanceStopped"
@@ -130,6 +138,8 @@ class TerminateReason(enum.Enum):
     """The reconciler failed the pod (a `PodReason`)."""
     ALREADY_DECIDED = "already-decided"
     """The row says terminating or finished, yet the instance is still listed: again."""
+    START_FAILED = "start-failed"
+    """It did not start in time, or cannot start on its host: its pod gets another."""
     LEAK = "leak"
     """RunPod billed it for hours after its pod ended (the billing audit): again, loudly."""
 

@@ -76,6 +76,14 @@ ON_PODS = (
         "Least memory per GPU.",
     ),
     Annotation(
+        ann.MIN_CUDA_VERSION,
+        "a CUDA version as `major.minor` (ASCII digits), like `12.4`",
+        "Oldest CUDA version the image starts on (its `NVIDIA_REQUIRE_CUDA`); overrides "
+        "the version the image's tag names (`cuda12.4`, `cu124`: "
+        "[Starting](../guides/starting.md)). The create accepts only hosts at or above it "
+        "(`gpu.allowedCudaVersions`), and only GPU types with such hosts are offered.",
+    ),
+    Annotation(
         ann.MAX_PRICE,
         f"USD/h, above 0 and at most {ann.MAX_PRICE_USD:g}: plain ASCII digits, at most 9 decimals",
         "Most the whole pod may cost per hour (default `--max-gpu-price`).",

@@ -49,6 +49,14 @@ POD_REASONS: dict[PodReason, Advice] = {
         "RunPod's GPU catalog could not be read, so no GPU type can be chosen.",
         "Wait; check RunPod's status and the reconciler's log if it lasts.",
     ),
+    PodReason.CUDA_VERSION_UNAVAILABLE: Advice(
+        WAITS,
+        "Some GPU types fit the pod, but RunPod's catalog lists none of them on hosts whose "
+        "CUDA version is at or above the image's floor (`runpod.io/min-cuda-version`, else "
+        "the image's tag); the message names the floor and the newest version listed.",
+        "Wait for newer drivers, use an image built for an older CUDA, or lower the floor "
+        "with the annotation if the image really starts on older hosts.",
+    ),
     PodReason.UNSATISFIABLE_CPU_REQUEST: Advice(
         FAILS,
         "No CPU flavor could ever fit the pod's CPU and memory (the message names the largest "
@@ -157,6 +165,25 @@ POD_REASONS: dict[PodReason, Advice] = {
         WAITS_A_MINUTE,
         "RunPod refused the create with another 4xx; the Event carries its answer.",
         "Act on RunPod's message.",
+    ),
+    PodReason.INSTANCE_START_FAILED: Advice(
+        "Pending while its instance is replaced (an Event per try); Failed after 3 places",
+        "The pod's instance did not start: not running `--start-timeout` after its create, "
+        "or RunPod's system lines showed a start that cannot succeed on that host (its CUDA "
+        "driver older than the image needs, a GPU the driver cannot initialise). It is "
+        "terminated and the pod placed again, leaving out the places that failed; the "
+        "failure's message lists them.",
+        "Usually nothing. If it fails: set `runpod.io/min-cuda-version` to what the image "
+        "needs, raise `--start-timeout` for an image that is slow to pull, or pick other "
+        "GPU types ([Starting](../guides/starting.md)).",
+    ),
+    PodReason.ERR_IMAGE_PULL: Advice(
+        "Pending, retried every 5 minutes; Failed after `--max-pending-time`",
+        "RunPod could not pull the image: it does not exist, or its registry refused the "
+        "credentials. No other host would do better, so its instance was terminated and "
+        "nothing bills while the pod waits; the message has RunPod's line.",
+        "Fix the image name, or the registry credentials "
+        "(`imagePullSecrets`, `runpod.io/container-registry-auth-id`).",
     ),
     PodReason.INSTANCE_LOST: Advice(
         FAILS,

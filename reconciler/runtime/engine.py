@@ -9,8 +9,9 @@ Observation is read-only. Besides the two lists and the rows it fetches only wha
 planner will need this tick: the GPU or CPU catalog (cached) and Secrets, ConfigMaps and Jobs
 for pods about to be created, and the exit code of a batch instance that just stopped.
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
-After an applied tick, starting instances' system lines may be read, while the quota is
-ample (runtime/logs/system_events.py: none when no instance is starting).
+Before the plan of a tick that acts, starting instances' system lines may be read, while
+the quota is ample (runtime/logs/system_events.py: none when no instance is starting): a
+start they show cannot succeed is replaced in that same tick (core/plan/starts.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -230,6 +231,9 @@ class Engine:
         self.ssh_addresses.observe(owners.owned)
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
+        if not dry_run:
+            # Before the plan: a start the lines say failed is replaced in this tick.
+            observation = self._show_startup(observation)
         report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         for resource in self.resources:
             resource.planned(report)
@@ -244,15 +248,18 @@ class Engine:
                 report.errors.append(f"stopped: {exc}")
                 self._finish(report, dry_run)
                 raise
-            self._show_startup(observation)
         return self._finish(report, dry_run)
 
-    def _show_startup(self, observation: Observation) -> None:
+    def _show_startup(self, observation: Observation) -> Observation:
+        """Starting instances' system lines as Events, read (or streamed) now; the
+        observation with the starts those lines said cannot succeed."""
         self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
-        if self.steps.startup is not None:
-            self.steps.startup.update(
-                self.runpod, starting(observation.pods, observation.instances, observation.rows)
-            )
+        if self.steps.startup is None:
+            return observation
+        self.steps.startup.update(
+            self.runpod, starting(observation.pods, observation.instances, observation.rows)
+        )
+        return replace(observation, start_failures=self.steps.startup.failed_starts())
 
     def _record_money(self, report: TickReport) -> None:
         """What observing learnt that only the database keeps: billing, caps, look-alikes.
@@ -326,6 +333,7 @@ class Engine:
             node=node,
             daemon_pods=sorted_pods.daemon_sets,
             refused=self.stock.active(now),
+            runpod_now=self.runpod.instances.listed_at,
             namespace_caps=caps,
             gang_pods=sighting.gang_pods,
             storage_spend=storage_spend,

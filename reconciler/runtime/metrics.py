@@ -130,6 +130,12 @@ class Metrics:
             "Second instances of one pod terminated.",
             registry=self.registry,
         )
+        self.starts_failed = Counter(
+            "reconciler_starts_failed",
+            "Instances terminated because their start did not finish (too slow, a host it "
+            "cannot start on, an image no host can pull).",
+            registry=self.registry,
+        )
         self.pending_to_running = Histogram(
             "reconciler_pod_pending_to_running_seconds",
             "From a pod's creation to the status patch that made it Running.",
@@ -316,6 +322,8 @@ class Metrics:
                 self.duplicates_healed.inc()
             case TerminateReason.ORPHAN:
                 self.orphans_terminated.inc()
+            case TerminateReason.START_FAILED:
+                self.starts_failed.inc()
             case (
                 TerminateReason.POD_DELETED
                 | TerminateReason.POD_ENDED

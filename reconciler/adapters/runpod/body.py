@@ -19,6 +19,8 @@ def create_pod_body(request: CreateRequest) -> dict[str, Any]:
         body["cpu"] = {"id": request.cpu_flavor_id, "vcpuCount": request.vcpu_count}
     else:
         body["gpu"] = {"id": request.gpu_type_id, "count": request.gpu_count}
+        if request.allowed_cuda_versions:
+            body["gpu"]["allowedCudaVersions"] = list(request.allowed_cuda_versions)
     body.update(cloud=request.cloud.value, env=dict(request.env))
     optional = {
         "image": request.image or None,

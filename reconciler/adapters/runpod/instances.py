@@ -46,12 +46,14 @@ class Instances:
     def __init__(self, transport: RunPodTransport) -> None:
         self._transport = transport
         self._listed = UnchangedInstances()
+        self.listed_at: datetime | None = None
+        """When RunPod answered the last list, by its own clock (None: not said)."""
 
     def list(self) -> list[Instance]:
         """Every instance of the account, Instant Cluster members included: one list
         serves both, so a tick's one request sees clusters too."""
         call = Call("GET", "/v2/pods", LIST_ROUTE, params={"includeClusterPods": "true"})
-        data = self._transport.json(call)
+        data, self.listed_at = self._transport.json_at(call)
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")

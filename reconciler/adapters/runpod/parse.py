@@ -138,6 +138,18 @@ def parse_gpu_type(data: Json) -> GpuType:
         max_count_community=_int(max_count.get("community"), default=8),
         availability=Availability.parse(data.get("availability")),
         datacenters=tuple(_stock(item) for item in _list(data.get("dataCenters"))),
+        cuda_versions=_cuda_versions(data, available_only=False),
+        cuda_available=_cuda_versions(data, available_only=True),
+    )
+
+
+def _cuda_versions(data: Json, *, available_only: bool) -> tuple[str, ...]:
+    """The type's `cudaVersions` (missing counts as none, as the contract says)."""
+    entries = (_mapping(item) for item in _list(data.get("cudaVersions")))
+    return tuple(
+        str(entry["version"])
+        for entry in entries
+        if isinstance(entry.get("version"), str) and (entry.get("available") or not available_only)
     )
 
 

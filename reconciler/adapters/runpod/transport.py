@@ -149,6 +149,11 @@ class RunPodTransport:
         with closing(self.send(call)) as response:
             return _decode(response, call.route)
 
+    def json_at(self, call: Call) -> tuple[Any, datetime | None]:
+        """The answer, and when RunPod made it by its own clock (its Date header)."""
+        with closing(self.send(call)) as response:
+            return _decode(response, call.route), served_at(response)
+
     def send(self, call: Call) -> requests.Response:
         started = self._monotonic()
         attempt = 1

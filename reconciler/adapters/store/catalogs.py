@@ -56,8 +56,12 @@ def _catalog_kind(entries: Sequence[GpuType | CpuFlavor]) -> str | None:
 def _with_stock(entry: dict[str, Any]) -> dict[str, Any]:
     """A catalog entry's JSON with its stock levels as the domain's values again."""
     datacenters = entry.get("datacenters") or []
+    cuda: dict[str, Any] = {
+        name: tuple(entry[name]) for name in ("cuda_versions", "cuda_available") if name in entry
+    }
     return {
         **entry,
+        **cuda,
         "availability": Availability(int(entry.get("availability") or 0)),
         "datacenters": tuple(
             DataCenterStock(str(dc["id"]), Availability(int(dc["availability"])))

@@ -127,6 +127,8 @@ class Mapping(Base):
     --exit-code-timeout counts from it."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the row became finished; RunPod's charges after it (and a grace) are leaks."""
+    start_failures: Mapped[str | None] = mapped_column(Text)
+    """Where the pod's instances failed to start, `GPU type@data center` joined by `;`."""
 
 
 class MappingGeneration(Base):

@@ -124,6 +124,12 @@ _RETRY_AFTER: dict[PodReason, float] = {
 }
 
 
+IMAGE_PULL_RETRY_SECONDS = 300
+"""An image RunPod could not pull is tried again after five minutes, the kubelet's
+image pull back-off at its longest."""
+_RETRY_AFTER[PodReason.ERR_IMAGE_PULL] = IMAGE_PULL_RETRY_SECONDS
+
+
 def retry_after(reason: PodReason | None) -> float | None:
     """Seconds a pod waiting for `reason` waits between tries; None: every tick."""
     return _RETRY_AFTER.get(reason) if reason is not None else None

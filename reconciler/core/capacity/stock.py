@@ -13,6 +13,11 @@ and candidates are narrowed past it, in this tick and the next ones, until eithe
 
 A create that RunPod accepts forgets the refusals of its type. Pure: time is passed in,
 and the engine keeps the one instance that lives across ticks.
+
+A place where an instance failed to start (`core.capacity.starts`: a host too old for the
+image, a broken GPU, a start that never finished) is remembered the same way, for
+START_FAILED_MEMORY whatever the catalog or a later create says: stock does not mend a
+host.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from reconciler.core.domain import Availability, Cloud, CpuFlavor, CreateRequest
 
 FIRST_BACKOFF = timedelta(seconds=60)
 MAX_BACKOFF = timedelta(seconds=600)
+START_FAILED_MEMORY = timedelta(seconds=1800)
 ANYWHERE = "*"
 
 # (GPU type or CPU flavor id, cloud, data center id or ANYWHERE)
@@ -36,6 +42,8 @@ class Refusal:
     at: datetime
     until: datetime
     strikes: int
+    start_failed: bool = False
+    """A start failed there: only time makes it usable again."""
 
 
 class StockMemory:
@@ -50,11 +58,19 @@ class StockMemory:
             backoff = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (strikes - 1))
             self._refusals[place] = Refusal(now, now + backoff, strikes)
 
+    def start_failed(self, offer_id: str, datacenter: str | None, now: datetime) -> None:
+        """An instance of this type failed to start in this data center, on either cloud."""
+        until = now + START_FAILED_MEMORY
+        for cloud in Cloud:
+            place = (offer_id, cloud, datacenter or ANYWHERE)
+            self._refusals[place] = Refusal(now, until, 1, start_failed=True)
+
     def accepted(self, offer_id: str, cloud: Cloud) -> None:
         """A create on this type (or CPU flavor) went through: its stock is back, wherever
         it was."""
         for place in [p for p in self._refusals if p[:2] == (offer_id, cloud)]:
-            del self._refusals[place]
+            if not self._refusals[place].start_failed:
+                del self._refusals[place]
 
     def catalog_seen(
         self, catalog: Iterable[GpuType | CpuFlavor], fetched_at: datetime, cloud: Cloud
@@ -63,7 +79,7 @@ class StockMemory:
         for gpu in catalog:
             stocked = {dc.id for dc in gpu.datacenters if dc.availability > Availability.NONE}
             for place, refusal in list(self._refusals.items()):
-                if place[:2] != (gpu.id, cloud) or refusal.at >= fetched_at:
+                if place[:2] != (gpu.id, cloud) or refusal.at >= fetched_at or refusal.start_failed:
                     continue
                 where = place[2]
                 if where in stocked or (where == ANYWHERE and gpu.availability > Availability.NONE):

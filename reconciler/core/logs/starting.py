@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.core.actions import PodRef
+from reconciler.core.capacity.starts import is_starting
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.pods import facts as podinfo
+
+CONTAINER_CREATING = "ContainerCreating"
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,37 @@ class Starting:
     instance_id: str
 
 
-def is_starting(instance: Instance) -> bool:
-    if instance.status in (InstanceStatus.PROVISIONING, InstanceStatus.STARTING):
-        return True
-    return instance.status is InstanceStatus.RUNNING and instance.runtime is None
+def waits_for(instance: Instance) -> str:
+    """What a starting instance waits for, in words for kubectl (as a kubelet says
+    "container not running" with the container's waiting reason)."""
+    if instance.status is InstanceStatus.PROVISIONING:
+        return "RunPod is finding it a machine"
+    if instance.status is InstanceStatus.STARTING:
+        return "RunPod is pulling its image and starting its container"
+    return "its container is starting and RunPod publishes no ports yet"
+
+
+def starting_message(container: str, pod: str, instance: Instance) -> str:
+    """The answer to exec, cp, port-forward or a log read on a pod whose instance is
+    starting: wait, nothing is wrong with it (yet)."""
+    return (
+        f'container "{container}" in pod "{pod}" is not running yet: ContainerCreating '
+        f"(RunPod instance {instance.id} is {instance.status.value}: {waits_for(instance)}); "
+        "try again once the pod is Running"
+    )
+
+
+def waiting_message(pod: KubeObject, container: str) -> str | None:
+    """The waiting message the tick wrote on the container's status while its instance
+    starts (`ContainerCreating`), or None when it is not waiting so. Only chooses the
+    words of a refusal: nothing is decided on it."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        if status.get("name") != container:
+            continue
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") == CONTAINER_CREATING:
+            return str(waiting.get("message") or "its RunPod instance is starting")
+    return None
 
 
 def starting(

@@ -16,6 +16,7 @@ from reconciler.core.actions import (
     PodRef,
 )
 from reconciler.core.capacity import refusals
+from reconciler.core.capacity import starts as starts_of
 from reconciler.core.capacity.refusals import REFUSED_EVERYWHERE
 from reconciler.core.capacity.stock import usable
 from reconciler.core.config import Settings
@@ -26,6 +27,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan import starts
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -66,7 +68,7 @@ def needs_create_inputs(
         return False
     if row is None:
         return not pod_past.has_past(pod, owners)
-    if row.state is MappingState.PENDING:
+    if row.state is MappingState.PENDING or starts.is_replacing(row):
         return True
     return row.state is MappingState.CREATING and not within(
         now, row.attempt_started_at, settings.timing.create_grace_time
@@ -105,6 +107,18 @@ def prepare_create(
             "every GPU type that fits this pod is out of stock",
             False,
         ), None
+    if row is not None and row.start_failures:
+        candidates = starts.elsewhere(candidates, row.start_failures, tick.obs.catalog)
+        if not candidates:
+            tried = ", ".join(starts_of.tried_places(row.start_failures))
+            return fail_pod(
+                tick,
+                pod,
+                row,
+                None,
+                PodReason.INSTANCE_START_FAILED,
+                f"its instances failed to start in every place that fits it ({tried})",
+            ), None
     candidates = usable(candidates, tick.obs.refused)
     if not candidates:
         return cannot_create(
@@ -112,8 +126,9 @@ def prepare_create(
         ), None
     actions: list[Action] = []
     if row is not None and row.reason:
-        # The last attempt failed (no capacity, budget): retry, still showing why.
-        if waited_too_long(tick, pod):
+        # The last attempt failed (no capacity, budget): retry, still showing why. A
+        # replaced start is bounded by its tries, not by --max-pending-time.
+        if row.reason is not PodReason.INSTANCE_START_FAILED and waited_too_long(tick, pod):
             return fail_pod(tick, pod, row, None, row.reason, gave_up(tick, row.last_error)), None
         actions, row = show_waiting(tick, pod, row, row.reason, row.last_error or row.reason)
         pause = refusals.retry_after(row.reason)

@@ -20,6 +20,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.plan import starts
 from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
@@ -230,6 +231,11 @@ def _without_instance(
         )
         if rebuilt is not None:
             return [SaveRow(rebuilt)], None
+    if row is not None and starts.is_replacing(row):
+        # The instance that failed to start is gone: the pod waits for its next one.
+        pending = starts.waiting_again(row)
+        actions, wait = prepare_create(tick, pod, pending)
+        return [SaveRow(pending), *actions], wait
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(tick, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
+from reconciler.core.capacity.starts import FailedStart
 from reconciler.core.capacity.stock import Place
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.domain import (
@@ -91,6 +93,12 @@ class Observation:
     when its log has no marker yet."""
     gang_unread: frozenset[str] = frozenset()
     """Gang keys whose read was due but failed: their end is unknown this tick."""
+    start_failures: Mapping[str, FailedStart] = field(default_factory=dict)
+    """By instance id: what RunPod's system lines said of a start that cannot succeed
+    (`core.capacity.starts`), for the instances starting now."""
+    runpod_now: datetime | None = None
+    """RunPod's clock as its list's answer gave it (the Date header): a start's timeout
+    compares it with the instance's `createdAt`, never our own clock."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

@@ -22,6 +22,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.plan import starts
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
 from reconciler.core.pods import facts as podinfo
@@ -106,6 +107,9 @@ def _follow_instance(
         return _exited(tick, pod, row, instance)
     if status is InstanceStatus.UNKNOWN:
         return []  # never act on a status we do not understand
+    failed = starts.judged(tick, instance)
+    if failed is not None:
+        return starts.replace_start(tick, pod, row, instance, failed)
     return _mirror(tick, pod, row, instance)
 
 

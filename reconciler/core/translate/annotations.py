@@ -42,6 +42,7 @@ NETWORK_VOLUME_ID = "runpod.io/network-volume-id"
 TEMPLATE_ID = "runpod.io/template-id"
 TEMPLATE_ID_LEGACY = "runpod.io/templateId"
 CONTAINER_REGISTRY_AUTH_ID = "runpod.io/container-registry-auth-id"
+MIN_CUDA_VERSION = "runpod.io/min-cuda-version"
 DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 
 # Written by the reconciler onto the pod's metadata once its instance exists.

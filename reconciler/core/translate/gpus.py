@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reconciler.core.config import Settings
 from reconciler.core.domain import Availability, Cloud, CpuFlavor, GpuType, KubeObject
 from reconciler.core.reasons import PodReason
+from reconciler.core.translate import cuda
 from reconciler.core.translate.annotations import (
     CLOUD_TYPE,
     DATACENTER_IDS,
@@ -28,6 +29,7 @@ from reconciler.core.translate.annotations import (
     read_price,
 )
 from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.cuda import CudaFloor
 from reconciler.core.translate.errors import TranslationError
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -50,6 +52,8 @@ class GpuRequest:
     cloud: Cloud
     datacenter_ids: tuple[str, ...] | None
     """Where the instance may run; None means anywhere."""
+    cuda_floor: CudaFloor | None = None
+    """The oldest host CUDA the image starts on; None accepts any host."""
 
 
 def gpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> GpuRequest:
@@ -62,6 +66,7 @@ def gpu_request(pod: KubeObject, job: KubeObject | None, settings: Settings) -> 
         max_price=settings.caps.max_gpu_price if max_price is None else max_price,
         cloud=settings.placement.cloud if cloud is None else Cloud(cloud),
         datacenter_ids=allowed_datacenters(pod, job, settings),
+        cuda_floor=cuda.pod_floor(pod, job),
     )
 
 
@@ -156,7 +161,32 @@ _CHECKS: tuple[tuple[_Check, _Explain], ...] = (
             f"limit of {r.max_price:.2f} USD/h"
         ),
     ),
+    (
+        lambda r, g: cuda.serves(g, r.cuda_floor),
+        lambda r, gs: (
+            f"no acceptable GPU type has hosts with CUDA {_floor_text(r)} or newer, which "
+            f"the image needs ({_floor_source(r)}); the newest RunPod lists for them is "
+            f"{cuda.newest(gs) or 'none'}"
+        ),
+    ),
 )
+"""The CUDA floor comes last: when it alone rules every type out, the pod waits for
+hosts with newer drivers instead of failing (`only_cuda_rules_out`)."""
+
+
+def _floor_text(request: GpuRequest) -> str:
+    return request.cuda_floor.text if request.cuda_floor else "any"
+
+
+def _floor_source(request: GpuRequest) -> str:
+    return request.cuda_floor.source if request.cuda_floor else "none"
+
+
+def only_cuda_rules_out(request: GpuRequest, catalog: Sequence[GpuType]) -> bool:
+    """No type fits, but some would without the CUDA floor."""
+    if request.cuda_floor is None:
+        return False
+    return any(all(check(request, g) for check, _ in _CHECKS[:-1]) for g in catalog)
 
 
 def fits(request: GpuRequest, gpu: GpuType) -> bool:
@@ -214,6 +244,8 @@ def rank(request: GpuRequest, catalog: Sequence[GpuType]) -> list[Candidate]:
 
     def key(gpu: GpuType) -> tuple[bool, int, float, int, str]:
         level = stock(gpu, request.datacenter_ids)
+        if not cuda.stocked(gpu, request.cuda_floor):
+            level = Availability.NONE  # room only on hosts too old for the image
         position = _allow_position(request, gpu) or 0
         return (level is Availability.NONE, position, _pod_price(request, gpu), -level, gpu.id)
 

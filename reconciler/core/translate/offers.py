@@ -18,7 +18,13 @@ from reconciler.core.translate import cpus
 from reconciler.core.translate.annotations import DATACENTER_IDS, read_list
 from reconciler.core.translate.cpus import runs_on_cpu
 from reconciler.core.translate.errors import TranslationError, invalid_annotation
-from reconciler.core.translate.gpus import explain_unsatisfiable, gpu_request, rank, stock
+from reconciler.core.translate.gpus import (
+    explain_unsatisfiable,
+    gpu_request,
+    only_cuda_rules_out,
+    rank,
+    stock,
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,13 @@ def _gpu_offers(
     request = gpu_request(pod, job, settings)
     candidates = rank(request, catalog)
     if not candidates:
+        if only_cuda_rules_out(request, catalog):
+            # Drivers are upgraded host by host: wait for one (max_pending_time fails it).
+            raise TranslationError(
+                PodReason.CUDA_VERSION_UNAVAILABLE,
+                explain_unsatisfiable(request, catalog),
+                permanent=False,
+            )
         raise TranslationError(
             PodReason.UNSATISFIABLE_GPU_REQUEST,
             explain_unsatisfiable(request, catalog),

@@ -23,6 +23,7 @@ from reconciler.core.domain import (
     RunPodVolume,
 )
 from reconciler.core.reasons import PodReason
+from reconciler.core.translate import cuda
 from reconciler.core.translate.annotations import (
     CONTAINER_REGISTRY_AUTH_ID,
     TEMPLATE_ID,
@@ -78,7 +79,11 @@ def create_requests(
     auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
     if disks.datacenter is not None:
         candidates = _in_datacenter(candidates, disks.datacenter)
-    return [replace(base, registry_auth_id=auth, **fields) for fields in candidates]
+    hosts = () if on_cpu else cuda.allowed_versions(cuda.pod_floor(pod, job), catalog)
+    return [
+        replace(base, registry_auth_id=auth, allowed_cuda_versions=hosts, **fields)
+        for fields in candidates
+    ]
 
 
 def _in_datacenter(candidates: list[dict[str, Any]], datacenter: str) -> list[dict[str, Any]]:

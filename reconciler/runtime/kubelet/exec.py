@@ -42,6 +42,7 @@ from reconciler.adapters.ssh.client import (
 )
 from reconciler.adapters.store.repository import Store
 from reconciler.core.kubenames import name_problem
+from reconciler.core.logs.starting import is_starting, starting_message
 from reconciler.core.mapping import MappingState
 from reconciler.core.node import remotecommand as rc
 from reconciler.core.translate.container import choose_container
@@ -135,11 +136,13 @@ class SshTargets:
             raise StreamError(400, f'container "{runs}" in pod "{name}" is not running')
         address = self.listed(uid)
         if address is None or address.instance_id != row.instance_id:
-            address = self._asked(row.instance_id, uid)
+            address = self._asked(row.instance_id, uid, (runs, name))
         workdir = str(chosen.get("workingDir") or "")
         return Target(address.instance_id, address.host, address.port, workdir)
 
-    def _asked(self, instance_id: str, pod_uid: str) -> SshAddress:
+    def _asked(self, instance_id: str, pod_uid: str, names: tuple[str, str]) -> SshAddress:
+        """The instance's sshd as RunPod reports it (one GET); `names`: the container
+        and the pod, for the refusals."""
         try:
             instance = self.runpod.instances.get(instance_id)
         except runpod_errors.RunPodError as exc:
@@ -155,12 +158,20 @@ class SshTargets:
         address = ssh_address(instance)
         if address is not None:
             return address
+        if SSH_PORT not in instance.ports:
+            raise StreamError(
+                400,
+                f"RunPod instance {instance_id} publishes no {SSH_PORT} (created without SSH "
+                "access): exec needs the reconciler's SSH key (--ssh-key-secret or "
+                "--ssh-key-file) set when the pod is created; "
+                "delete the pod to have it recreated with SSH",
+            )
+        if is_starting(instance):
+            raise StreamError(400, starting_message(*names, instance))
         raise StreamError(
             400,
-            f"RunPod instance {instance_id} publishes no {SSH_PORT} (created without SSH "
-            "access): exec needs the reconciler's SSH key (--ssh-key-secret or --ssh-key-file) "
-            "set when the pod is created; "
-            "delete the pod to have it recreated with SSH",
+            f'container "{names[0]}" in pod "{names[1]}" is not running: RunPod instance '
+            f"{instance_id} is {instance.status.value}",
         )
 
 

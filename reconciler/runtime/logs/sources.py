@@ -43,6 +43,7 @@ from reconciler.core.logs.kubectl_logs import (
     last_lines,
     users_lines,
 )
+from reconciler.core.logs.starting import waiting_message
 from reconciler.core.mapping import MappingState
 from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
@@ -221,6 +222,14 @@ class PodLogs:
         pod_uid = str(pod["metadata"]["uid"])
         row = self.store.row(pod_uid)
         if row is not None and row.instance_id is not None and row.state in _LIVE:
+            waiting = waiting_message(pod, container)
+            if waiting is not None and row.state is MappingState.RUNNING:
+                # As a kubelet answers for a container not running yet, follow or not.
+                raise LogError(
+                    400,
+                    f'container "{container}" in pod "{name}" is waiting to start: '
+                    f"ContainerCreating ({waiting}); try again once the pod is Running",
+                )
             return self._live(row.instance_id, exit_nonce(pod_uid), pod_uid, options, should_stop)
         member = clusters.member_of(pod)
         if member is not None and self._runs_gang(member[0], pod):

@@ -41,6 +41,7 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import LogEvent, LogRead, LogStreamBroken, read_log
 from reconciler.core.actions import PodRef
+from reconciler.core.capacity.starts import FailedStart, first_failure
 from reconciler.core.logs.starting import Starting
 from reconciler.core.reasons import Notice
 
@@ -132,7 +133,23 @@ class StartupLines:
         self._streams: dict[str, _Stream] = {}
         self._tried: set[str] = set()
         """Instances a stream was opened for: never a second one, whatever became of it."""
+        self._failed: dict[str, FailedStart] = {}
+        """Instances starting now whose lines said their start cannot succeed."""
+        self._reads: dict[str, int] = {}
+        """`sync --once`: when (in reads) each starting instance's lines were last read."""
+        self._runs = 0
         self._lock = threading.Lock()
+
+    def failed_starts(self) -> dict[str, FailedStart]:
+        """By instance id: the starts RunPod's lines said cannot succeed, for the plan."""
+        with self._lock:
+            return dict(self._failed)
+
+    def _judge(self, instance_id: str, events: Sequence[LogEvent]) -> None:
+        found = first_failure(e.line for e in events if e.source == "system")
+        if found is not None:
+            with self._lock:
+                self._failed.setdefault(instance_id, found)
 
     def update(self, runpod: RunPodClient, now_starting: Sequence[Starting]) -> None:
         """After a tick: the pods whose instance starts now, oldest first."""
@@ -158,6 +175,7 @@ class StartupLines:
             for instance_id in [i for i in self._streams if i not in wanted]:
                 self._streams.pop(instance_id).stop.set()
             self._tried &= wanted
+            self._failed = {i: f for i, f in self._failed.items() if i in wanted}
             for item in now_starting:
                 if item.instance_id in self._tried:
                     continue
@@ -190,6 +208,7 @@ class StartupLines:
                     for event in events:
                         if stream.stop.is_set():
                             break
+                        self._judge(instance_id, [event])
                         self.events.record(pod, [event])
                 finally:
                     events.close()
@@ -226,7 +245,16 @@ class StartupLines:
     # --- `sync --once`: a read per starting pod in the tick ------------------------------
 
     def _read_now(self, runpod: RunPodClient, now_starting: Sequence[Starting]) -> None:
-        for item in now_starting[:MAX_READS_PER_TICK]:
+        wanted = {s.instance_id for s in now_starting}
+        with self._lock:
+            self._failed = {i: f for i, f in self._failed.items() if i in wanted}
+        self._reads = {i: n for i, n in self._reads.items() if i in wanted}
+        # The least lately read first, so that more starting pods than one run reads
+        # take turns: a start that failed is seen within a few runs, whatever its age.
+        order = sorted(now_starting, key=lambda s: self._reads.get(s.instance_id, -1))
+        for item in order[:MAX_READS_PER_TICK]:
+            self._reads[item.instance_id] = self._runs
+            self._runs += 1
             if not runpod.quota_ample():
                 log.debug("RunPod's quota is not ample: start-up lines wait")
                 return
@@ -234,7 +262,9 @@ class StartupLines:
             # Not resumed after a break: the next run reads again.
             events = self._read(runpod, item.instance_id, read, threading.Event(), max_resumes=0)
             try:
-                self.events.record(item.pod, list(events))
+                lines = list(events)
+                self._judge(item.instance_id, lines)
+                self.events.record(item.pod, lines)
             except (runpod_errors.RunPodError, LogStreamBroken, kube_errors.KubeError) as exc:
                 log.info("could not show the start-up lines of %s: %s", item.pod, exc)
 

@@ -35,7 +35,7 @@ from reconciler.core.capacity.refusals import (
 from reconciler.core.capacity.stock import StockMemory, usable
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingState
-from reconciler.core.reasons import Notice, PodReason
+from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
@@ -313,6 +313,10 @@ class InstanceSteps:
     # --- terminate --------------------------------------------------------------------
 
     def _terminate(self, action: Terminate) -> None:
+        if action.reason is TerminateReason.START_FAILED and action.row is not None:
+            # No create of any pod goes there again for a while (core.capacity.stock).
+            row = action.row
+            self.stock.start_failed(row.gpu_type_id or "", row.datacenter_id, self.journal.clock())
         if action.row is not None:
             # The instance's end, as far as we decide it: the leak audit and the cost
             # report count from here, not from when a later tick saw it gone.

@@ -1,0 +1,54 @@
+"""What replacing starts that do not finish costs, when 30 % of RunPod's hosts fail them.
+
+    python tests/perf/bench_starts.py [--pods N] [--seed S]
+
+Runs `start_world`'s scenario (the sandbox, its simulated clock, ticks every 15 s,
+`--start-timeout` 300 s) and prints: which pools fail and how, how long each pod took to
+run (the longest, in start timeouts), how long each failed instance billed past its
+failure (the longest, in ticks), what the replacements cost in RunPod requests, and what
+a steady tick costs once every pod runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from start_world import START_TIMEOUT, TICK, Figures, run
+
+
+def report(figures: Figures) -> list[str]:
+    slowest = max(figures.running_after.values(), default=float("nan"))
+    billed = max(figures.billed_past_failure.values(), default=0.0)
+    creates, deletes = figures.requests["POST"], figures.requests["DELETE"]
+    per_replacement = (creates - figures.pods + deletes) / max(1, figures.replacements)
+    return [
+        f"failing pools: {', '.join(figures.failing_pools)}",
+        f"pods running: {len(figures.running_after)}/{figures.pods} after {figures.ticks} ticks",
+        f"slowest pod to run: {slowest:.0f} s = {slowest / START_TIMEOUT:.2f} start timeouts",
+        f"failed starts replaced: {figures.replacements}",
+        f"longest billed past a failure: {billed:.0f} s = {billed / TICK:.2f} ticks",
+        f"RunPod requests: {dict(figures.requests)}; creates {creates} = {figures.pods} pods + "
+        f"{creates - figures.pods} replacements, deletes {deletes}",
+        f"requests per replacement: {per_replacement:.2f} (one DELETE, one POST)",
+        f"steady tick afterwards: {len(figures.steady)} RunPod request(s): {figures.steady}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    figures = run(args.pods, args.seed)
+    print("\n".join(report(figures)))
+    ok = (
+        len(figures.running_after) == figures.pods
+        and max(figures.running_after.values()) <= 2 * START_TIMEOUT
+        and max(figures.billed_past_failure.values(), default=0.0) <= TICK
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
