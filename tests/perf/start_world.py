@@ -50,6 +50,9 @@ class Figures:
     billed_past_failure: dict[str, float] = field(default_factory=dict)
     """By failed instance: seconds it billed after its start failed (its failure's line,
     or its create plus the start timeout for a hang)."""
+    ticks_past_failure: dict[str, int] = field(default_factory=dict)
+    """By failed instance: the ticks that began after its failure, up to and with the
+    one that deleted it (1: the first tick after the failure did)."""
     requests: Counter[str] = field(default_factory=Counter)
     """RunPod requests of the whole run, by method."""
     steady: list[str] = field(default_factory=list)
@@ -106,8 +109,10 @@ def run(pods: int = 20, seed: int = 7) -> Figures:
                 f"train-{n}", image=IMAGE, annotations={"runpod.io/gpu-types": TYPES[n % 4]}
             )
         failed_at: dict[str, datetime] = {}
+        tick_starts: list[datetime] = []
         while len(figures.running_after) < pods and figures.ticks < 4 * START_TIMEOUT / TICK:
             _streams_caught_up(box)
+            tick_starts.append(box.clock.now())
             box.tick()
             figures.ticks += 1
             _note_failures(box, failed_at)
@@ -121,6 +126,7 @@ def run(pods: int = 20, seed: int = 7) -> Figures:
             ledger = box.runpod_sim.account.ledgers[instance_id]
             end = ledger.deleted_at or box.clock.now()
             figures.billed_past_failure[instance_id] = max(0.0, (end - at).total_seconds())
+            figures.ticks_past_failure[instance_id] = sum(1 for t in tick_starts if at <= t <= end)
         figures.requests = Counter(r.method for r in box.runpod_sim.requests)
         box.tick()
         box.advance(TICK)
