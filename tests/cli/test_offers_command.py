@@ -162,3 +162,34 @@ def test_a_cluster_job_that_cannot_be_one_is_refused_in_one_line(
         "Error: default/torchrun: Job torchrun asks for an Instant Cluster: its parallelism "
         "(1) must equal its completions (2), so that all its pods run at once"
     )
+
+
+def test_the_cuda_floor_it_used_is_shown_and_only_types_with_such_hosts_rank(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    box.add_pod("notebook")
+    box.tick()  # the catalog kept, with each GPU type's hosts' CUDA versions
+    manifest = tmp_path / "cuda.yaml"
+    manifest.write_text(
+        GPU_POD.replace("jupyter/base-notebook", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime")
+    )
+    table = offers(box, "-f", str(manifest))
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[-1] == (
+        "CUDA floor 12.4 (from the image tag of pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime)"
+        ": only hosts with CUDA 12.9, 12.8, 12.6, 12.4"
+    )
+    annotated = GPU_POD.replace(
+        "annotations:\n", 'annotations:\n    runpod.io/min-cuda-version: "12.8"\n', 1
+    )
+    manifest.write_text(annotated)
+    rows = json.loads(offers(box, "-f", str(manifest), "-o", "json").stdout)
+    types = {row["type"] for row in rows}
+    assert "NVIDIA A100 80GB PCIe" not in types  # its hosts report 12.6 at most
+    assert "NVIDIA GeForce RTX 4090" in types
+    assert {row["cudaFloor"] for row in rows} == {"12.8"}
+    assert rows[0]["allowedCudaVersions"] == ["12.9", "12.8"]
+    manifest.write_text(annotated.replace('"12.8"', '"12.x"'))
+    bad = offers(box, "-f", str(manifest))
+    assert bad.returncode != 0
+    assert "runpod.io/min-cuda-version" in bad.stderr and "major.minor" in bad.stderr
