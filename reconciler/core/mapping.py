@@ -96,14 +96,24 @@ def unlisted_instances(
 ) -> list[str]:
     """The instances a running row of a live pod maps that the list does not show: each
     is read by id, since the list lags behind creates and only RunPod's 404 says an
-    instance is gone (docs/architecture.md §3, "Cloud resources")."""
+    instance is gone (docs/architecture.md §3, "Cloud resources"). So is the instance of
+    a row replacing a failed start: its pod gets another only once RunPod says so."""
     return sorted(
         {
             row.instance_id
             for row in rows
-            if row.state is MappingState.RUNNING
+            if (row.state is MappingState.RUNNING or replacing_start(row))
             and row.instance_id
             and row.instance_id not in listed_ids
             and row.pod_uid in live_pods
         }
+    )
+
+
+def replacing_start(row: MappingRecord) -> bool:
+    """Terminating an instance whose start failed, for a pod that stays to get another
+    (`core.plan.starts`)."""
+    return row.state is MappingState.TERMINATING and row.reason in (
+        PodReason.INSTANCE_START_FAILED,
+        PodReason.ERR_IMAGE_PULL,
     )

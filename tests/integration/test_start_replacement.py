@@ -61,6 +61,12 @@ def test_a_host_too_old_for_the_image_is_left_for_another(box: Sandbox) -> None:
     assert failed == []  # terminated: gone from the account
     assert len(_deletes(box)) == 1
     assert "InstanceStartFailed" in _reasons(box)
+    # Gone only once RunPod says so: the old id read after the DELETE, before the create.
+    old = _deletes(box)[0]
+    calls = [(r.method, r.path) for r in box.runpod_sim.requests]
+    delete = calls.index(("DELETE", f"/v2/pods/{old}"))
+    second = [i for i, c in enumerate(calls) if c == ("POST", "/v2/pods")][1]
+    assert ("GET", f"/v2/pods/{old}") in calls[delete:second]
     second = _creates(box)[1]
     assert "US-TX-3" not in second["dataCenterIds"]
     assert first["gpu"]["id"] == second["gpu"]["id"] == GPU

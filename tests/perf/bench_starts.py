@@ -23,7 +23,8 @@ def report(figures: Figures) -> list[str]:
     slowest = max(figures.running_after.values(), default=float("nan"))
     billed = max(figures.billed_past_failure.values(), default=0.0)
     creates, deletes = figures.requests["POST"], figures.requests["DELETE"]
-    per_replacement = (creates - figures.pods + deletes) / max(1, figures.replacements)
+    done = max(1, figures.replacements)
+    per_replacement = (creates - figures.pods + deletes + figures.reads_by_id) / done
     return [
         f"failing pools: {', '.join(figures.failing_pools)}",
         f"pods running: {len(figures.running_after)}/{figures.pods} after {figures.ticks} ticks",
@@ -34,7 +35,8 @@ def report(figures: Figures) -> list[str]:
         f"{_ticks(figures)}",
         f"RunPod requests: {dict(figures.requests)}; creates {creates} = {figures.pods} pods + "
         f"{creates - figures.pods} replacements, deletes {deletes}",
-        f"requests per replacement: {per_replacement:.2f} (one DELETE, one POST)",
+        f"requests per replacement: {per_replacement:.2f} (a DELETE, a GET by id that finds "
+        f"it gone: {figures.reads_by_id} in all, a POST)",
         f"steady tick afterwards: {len(figures.steady)} RunPod request(s): {figures.steady}",
     ]
 

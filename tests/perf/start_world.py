@@ -55,6 +55,8 @@ class Figures:
     one that deleted it (1: the first tick after the failure did)."""
     requests: Counter[str] = field(default_factory=Counter)
     """RunPod requests of the whole run, by method."""
+    reads_by_id: int = 0
+    """GETs of failed instances by id: each is gone only once RunPod says so."""
     steady: list[str] = field(default_factory=list)
     """The RunPod requests of a steady tick once every pod runs."""
     ticks: int = 0
@@ -128,6 +130,10 @@ def run(pods: int = 20, seed: int = 7) -> Figures:
             figures.billed_past_failure[instance_id] = max(0.0, (end - at).total_seconds())
             figures.ticks_past_failure[instance_id] = sum(1 for t in tick_starts if at <= t <= end)
         figures.requests = Counter(r.method for r in box.runpod_sim.requests)
+        figures.reads_by_id = sum(
+            r.method == "GET" and r.path.rsplit("/", 1)[-1] in failed_at
+            for r in box.runpod_sim.requests
+        )
         box.tick()
         box.advance(TICK)
         before = len(box.runpod_sim.requests)

@@ -1,7 +1,8 @@
 """The start-replacement scenario (`start_world`: 30 % of the hosts fail their start, by
 CUDA, GPU or hang): every pod runs within two start timeouts, no failed instance bills
-past the first tick after its failure, each replacement costs one DELETE and one POST,
-and a steady tick afterwards sends RunPod its one list."""
+past the first tick after its failure, each replacement costs a DELETE, a GET by id
+(gone only once RunPod says so) and a POST, and a steady tick afterwards sends RunPod
+its one list."""
 
 from __future__ import annotations
 
@@ -23,4 +24,5 @@ def test_thirty_percent_of_hosts_failing_their_start(seed: int) -> None:
     assert max(figures.billed_past_failure.values()) <= 2 * TICK
     assert figures.requests["DELETE"] == figures.replacements
     assert figures.requests["POST"] == figures.pods + figures.replacements
+    assert figures.reads_by_id == figures.replacements  # gone once RunPod said so
     assert figures.steady == ["GET /v2/pods"]

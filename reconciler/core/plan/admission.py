@@ -24,7 +24,7 @@ from reconciler.core.domain import (
     CreateRequest,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan import starts
@@ -68,7 +68,7 @@ def needs_create_inputs(
         return False
     if row is None:
         return not pod_past.has_past(pod, owners)
-    if row.state is MappingState.PENDING or starts.is_replacing(row):
+    if row.state is MappingState.PENDING or replacing_start(row):
         return True
     return row.state is MappingState.CREATING and not within(
         now, row.attempt_started_at, settings.timing.create_grace_time

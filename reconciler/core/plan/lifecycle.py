@@ -19,7 +19,7 @@ from reconciler.core.domain import (
     InstanceStatus,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
 from reconciler.core.plan import starts
 from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
@@ -231,7 +231,7 @@ def _without_instance(
         )
         if rebuilt is not None:
             return [SaveRow(rebuilt)], None
-    if row is not None and starts.is_replacing(row):
+    if row is not None and replacing_start(row):
         # The instance that failed to start is gone: the pod waits for its next one.
         pending = starts.waiting_again(row)
         actions, wait = prepare_create(tick, pod, pending)

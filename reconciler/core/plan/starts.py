@@ -29,9 +29,6 @@ from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
-REPLACING = (PodReason.INSTANCE_START_FAILED, PodReason.ERR_IMAGE_PULL)
-"""The reasons a terminating row of a live pod carries while its start is replaced."""
-
 
 def judged(tick: Situation, instance: Instance) -> FailedStart | None:
     """How the instance's start failed, if it did: RunPod's lines said so, or it is
@@ -87,10 +84,6 @@ def replace_start(
         Event(ref, reason, message, warning=True),
         Terminate(instance.id, TerminateReason.START_FAILED, message, ref, ending),
     ]
-
-
-def is_replacing(row: MappingRecord) -> bool:
-    return row.state is MappingState.TERMINATING and row.reason in REPLACING
 
 
 def waiting_again(row: MappingRecord) -> MappingRecord:
