@@ -126,6 +126,10 @@ def test_an_image_no_host_can_pull_waits_without_billing(box: Sandbox) -> None:
     assert box.runpod_sim.instances == {} and len(_creates(box)) == 1
     _settle(box, ticks=8, step=30)  # four minutes: within the back-off, no new create
     assert len(_creates(box)) == 1
+    box.runpod_sim.account.unpullable.pop(IMAGE)  # the registry fixed
+    _settle(box, ticks=8, step=30)  # past the back-off: tried again, and it runs
+    assert len(_creates(box)) == 2
+    assert (box.pod("train") or {})["status"]["phase"] == "Running"
 
 
 def test_the_readmes_image_asks_only_for_hosts_at_its_floor(box: Sandbox) -> None:

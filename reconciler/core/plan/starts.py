@@ -48,9 +48,12 @@ def replace_start(
     tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance, seen: FailedStart
 ) -> list[Action]:
     place = starts.place_of(instance)
-    tried = starts.with_place(row.start_failures, place)
-    count = len(starts.tried_places(tried))
     what = f"RunPod instance {instance.id} did not start on {place}: {seen.failure.value}"
+    # A failure that any host would meet says nothing against this one: not counted.
+    tried = row.start_failures
+    if not seen.failure.on_any_host:
+        tried = starts.with_place(tried, place)
+    count = len(starts.tried_places(tried))
     if seen.failure.on_any_host:
         reason, message = PodReason.ERR_IMAGE_PULL, f"{what} ({seen.line[:300]})"
     elif count >= starts.MAX_TRIES:
