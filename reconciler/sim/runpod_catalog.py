@@ -232,21 +232,34 @@ class Catalog:
         key = (gpu_id, datacenter)
         self.free[key] = self.free.get(key, 0) + count
 
-    def listing(self, count: int, cloud: str | None) -> list[dict[str, Any]]:
-        """The catalog with availability for pods of `count` GPUs; cloud None = no stock."""
-        return [self._entry(offer, count, cloud) for offer in self.gpus.values()]
+    def listing(
+        self, count: int, cloud: str | None, cuda: Callable[[str | None], bool] | None = None
+    ) -> list[dict[str, Any]]:
+        """The catalog with availability for pods of `count` GPUs; cloud None = no stock.
+        `cuda` scopes the stock and the versions listed to hosts whose version it accepts."""
+        return [self._entry(offer, count, cloud, cuda) for offer in self.gpus.values()]
 
-    def _entry(self, offer: GpuOffer, count: int, cloud: str | None) -> dict[str, Any]:
+    def _entry(
+        self,
+        offer: GpuOffer,
+        count: int,
+        cloud: str | None,
+        cuda: Callable[[str | None], bool] | None,
+    ) -> dict[str, Any]:
         entry = offer.to_json()
         if cloud is None:
             return entry
         usable = offer.offered(cloud) and count <= offer.max_for(cloud)
+        scoped = cuda or (lambda _: True)
         stock = [
             {
                 "id": dc,
                 "name": DATACENTERS.get(dc, dc),
                 "availability": availability_level(
-                    self.free[(offer.id, dc)] if usable else 0, count
+                    self.free[(offer.id, dc)]
+                    if usable and scoped(self.cuda_at(offer.id, dc))
+                    else 0,
+                    count,
                 ),
             }
             for dc in self.datacenters_of(offer.id)
@@ -256,6 +269,7 @@ class Catalog:
         if entry["availability"] != "NONE":
             entry["dataCenters"] = stock
         versions = self._cuda_versions(offer.id, count if usable else None)
+        versions = [v for v in versions if scoped(v["version"])]
         if versions:  # absent, not empty, for a type whose hosts report none
             entry["cudaVersions"] = versions
         return entry

@@ -1,16 +1,45 @@
 """The simulated RunPod's catalog routes (the offers in `runpod_catalog`).
 
-GET    /v2/catalog/gpus   `include=AVAILABILITY&product=POD`, `count`, `cloud`
+GET    /v2/catalog/gpus   `include=AVAILABILITY&product=POD`, `count`, `cloud`, and
+                          `cudaVersions` or `minCudaVersion` scoping stock to such hosts
 GET    /v2/catalog/cpus   `include=AVAILABILITY&product=POD`
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+
 from reconciler.sim.runpod_account import Account
+from reconciler.sim.runpod_catalog import cuda_key
 from reconciler.sim.runpod_http import Reply, Request, RouteTable, int_param
 from reconciler.sim.runpod_validate import Problem
 
 ROUTES = RouteTable()
+_EXACT = re.compile(r"\d+\.\d+")
+_FLOOR = re.compile(r"\d+(\.\d+)?")
+
+
+def _cuda_filter(params: dict[str, str], available: bool) -> Callable[[str | None], bool] | None:
+    """The query's `cudaVersions` (exact `major.minor` list) or `minCudaVersion` (a floor,
+    a bare major too): valid only with include=AVAILABILITY, never both, 422 if malformed."""
+    exact, floor = params.get("cudaVersions"), params.get("minCudaVersion")
+    if exact is None and floor is None:
+        return None
+    if not available:
+        raise Problem(400, "cudaVersions and minCudaVersion require include=AVAILABILITY")
+    if exact is not None and floor is not None:
+        raise Problem(400, "cudaVersions and minCudaVersion are mutually exclusive")
+    if exact is not None:
+        wanted = exact.split(",")
+        if not all(_EXACT.fullmatch(v) for v in wanted):
+            raise Problem(422, "Request validation failed.", errors=["cudaVersions: major.minor"])
+        return lambda version: version in wanted
+    assert floor is not None
+    if not _FLOOR.fullmatch(floor):
+        raise Problem(422, "Request validation failed.", errors=["minCudaVersion: major[.minor]"])
+    least = cuda_key(floor if "." in floor else f"{floor}.0")
+    return lambda version: version is not None and cuda_key(version) >= least
 
 
 class CatalogRoutes:
@@ -26,13 +55,14 @@ class CatalogRoutes:
         stock_params = {"product", "count", "cloud"} & params.keys()
         if bool(include) != ("product" in params) or (stock_params and not include):
             raise Problem(400, "product, count and cloud require include=AVAILABILITY")
+        cuda = _cuda_filter(params, bool(include))
         count = int_param(params, "count", 1, 1, 64)
         cloud = params.get("cloud", "SECURE")
         products = set(params.get("product", "POD").split(","))
         if cloud not in ("SECURE", "COMMUNITY") or not products <= {"POD", "CLUSTER", "SERVERLESS"}:
             raise Problem(422, "Request validation failed.", errors=["cloud or product: bad value"])
         return Reply(
-            200, {"gpus": self._account.catalog.listing(count, cloud if include else None)}
+            200, {"gpus": self._account.catalog.listing(count, cloud if include else None, cuda)}
         )
 
     @ROUTES("GET", "/v2/catalog/cpus")

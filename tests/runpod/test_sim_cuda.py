@@ -119,3 +119,40 @@ def test_the_same_image_runs_on_a_host_that_meets_it(
     served = http.get(f"{hosts.base_url}/v2/pods/{answer.json()['id']}", timeout=5).json()
     assert served["status"] == "RUNNING"
     assert served["runtime"] is not None
+
+
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"minCudaVersion": "12.6"}, 400),  # without include=AVAILABILITY
+        (
+            {
+                "include": "AVAILABILITY",
+                "product": "POD",
+                "cudaVersions": "12.8",
+                "minCudaVersion": "12",
+            },
+            400,
+        ),
+        ({"include": "AVAILABILITY", "product": "POD", "cudaVersions": "12"}, 422),
+        ({"include": "AVAILABILITY", "product": "POD", "minCudaVersion": "twelve"}, 422),
+    ],
+)
+def test_the_catalogs_cuda_filters_follow_the_contract(
+    hosts: RunPodSimulator, http: requests.Session, params: dict[str, str], status: int
+) -> None:
+    answer = http.get(f"{hosts.base_url}/v2/catalog/gpus", params=params, timeout=5)
+    assert answer.status_code == status
+
+
+def test_a_cuda_floor_scopes_the_catalogs_stock_and_versions(
+    hosts: RunPodSimulator, http: requests.Session
+) -> None:
+    available = {"include": "AVAILABILITY", "product": "POD"}
+    gpu = _gpus(hosts, http, **available, minCudaVersion="12.6")[RTX_4090]
+    assert [v["version"] for v in gpu["cudaVersions"]] == ["12.8", "12.6"]
+    stock = {dc["id"]: dc["availability"] for dc in gpu["dataCenters"]}
+    assert stock["US-TX-3"] == "NONE"  # its hosts report 12.2
+    exact = _gpus(hosts, http, **available, cudaVersions="12.2")[RTX_4090]
+    assert [v["version"] for v in exact["cudaVersions"]] == ["12.2"]
+    assert _gpus(hosts, http, **available, minCudaVersion="13")[RTX_4090]["availability"] == "NONE"
