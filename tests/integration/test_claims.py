@@ -295,6 +295,13 @@ def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
     before = len(volume_calls(box))
     assert box.tick().volume_leaks == [stray.id]  # told again, from the kept list
     assert len(volume_calls(box)) == before  # steady: not listed again
+    # Its claim is gone, so it is no duplicate: past the orphan grace, and past the
+    # hourly list that reads it again, it is still kept and still told.
+    box.advance(box.settings.timing.orphan_grace_time + 3600)
+    for _ in range(2):
+        assert box.tick().volume_leaks == [stray.id]
+    assert stray.id in box.runpod_sim.volumes
+    assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
 
 
 def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
