@@ -20,6 +20,7 @@ from reconciler.core.resources.volume_objects import (
     SELECTED_NODE,
     volume_name,
 )
+from reconciler.core.translate.offers import ranked_offers
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
@@ -374,6 +375,11 @@ def test_a_claim_no_one_pins_takes_the_data_center_of_its_first_pods_best_offer(
     for _ in range(4):
         box.tick()
     [post] = posts_of(box)
+    kept = box.store.catalogs.load("gpu")
+    assert kept is not None
+    best = ranked_offers(pod, None, kept[0], [], box.settings)[0]
+    assert len(best.datacenter_ids) > 1  # so that "first" is a choice
+    assert post[2]["dataCenter"] == best.datacenter_ids[0]
     instance = box.instance_for(pod)
     assert instance is not None
     [create] = [
