@@ -13,7 +13,6 @@ import pytest
 
 from reconciler.demo.examples import GPU_POD
 from reconciler.demo.sandbox import Sandbox
-
 from tests.cli.test_offers_command import catalog_reads, offers
 
 UNCAPPED_POD = GPU_POD.replace(
