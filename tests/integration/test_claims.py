@@ -130,18 +130,23 @@ def test_a_claim_outside_runpods_sizes_is_told_why_and_waits(box):
     assert claim(box)["status"]["phase"] == "Pending"
 
 
-def test_a_released_volume_goes_only_once_no_instance_mounts_it(box):
+@pytest.mark.parametrize("running", [True, False])
+def test_a_released_volume_goes_only_once_no_instance_mounts_it(box, running):
+    """A stopped instance (EXITED) holds its volume as a running one does: RunPod would
+    refuse the DELETE, so it is not even asked, on any tick."""
     add_class(box)
     made = add_claim(box)
     provision(box)
     [volume_id] = box.runpod_sim.volumes
-    holder = box.runpod_sim.add_instance("someone")
-    box.runpod_sim.set_instance_fields(
-        holder, {"mounts": {"network": [{"volumeId": volume_id, "path": "/w"}]}}
-    )
+    holder = box.runpod_sim.add_instance("someone", running=running)
+    fields: dict[str, Any] = {"mounts": {"network": [{"volumeId": volume_id, "path": "/w"}]}}
+    if not running:
+        fields["desiredStatus"] = "EXITED"
+    box.runpod_sim.set_instance_fields(holder, fields)
     delete_claim(box)
     assert pv_of(box, made)["status"]["phase"] == "Released"
-    box.tick()
+    for _ in range(3):
+        box.tick()
     assert volume_id in box.runpod_sim.volumes  # mounted: not even asked
     assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
     box.runpod_sim.vanish(holder)
