@@ -142,3 +142,14 @@ def test_the_readmes_image_asks_only_for_hosts_at_its_floor(box: Sandbox) -> Non
     # every version RunPod's catalog lists at or above each floor (B200 hosts have 12.9)
     assert bodies["train"]["gpu"]["allowedCudaVersions"] == ["12.9", "12.8", "12.6", "12.4"]
     assert bodies["newer"]["gpu"]["allowedCudaVersions"] == ["12.9", "12.8"]
+
+
+def test_an_instance_that_ran_is_never_replaced_for_losing_its_runtime(box: Sandbox) -> None:
+    box.add_pod("train", image=IMAGE, annotations=ONLY_4090)
+    _settle(box)
+    running = box.instance_for(box.pod("train") or {}) or {}
+    assert running.get("status") == "RUNNING"
+    box.advance(3600)
+    box.runpod_sim.stick_runtime_null(running["id"])  # RUNNING, no runtime: a glitch
+    _settle(box)
+    assert _deletes(box) == [] and len(_creates(box)) == 1

@@ -107,7 +107,7 @@ def _follow_instance(
         return _exited(tick, pod, row, instance)
     if status is InstanceStatus.UNKNOWN:
         return []  # never act on a status we do not understand
-    failed = starts.judged(tick, instance)
+    failed = starts.judged(tick, pod, instance)
     if failed is not None:
         return starts.replace_start(tick, pod, row, instance, failed)
     return _mirror(tick, pod, row, instance)

@@ -25,15 +25,20 @@ from reconciler.core.domain import CreateRequest, GpuType, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
+from reconciler.core.pods import past as pod_past
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.annotations import WRITTEN_ANNOTATIONS
 
 
-def judged(tick: Situation, instance: Instance) -> FailedStart | None:
+def judged(tick: Situation, pod: KubeObject, instance: Instance) -> FailedStart | None:
     """How the instance's start failed, if it did: RunPod's lines said so, or it is
-    still starting `--start-timeout` after its create."""
-    if not starts.is_starting(instance):
+    still starting `--start-timeout` after its create. Only a start that never ran is
+    judged: an instance RunPod says started (`startedAt`), or whose pod showed it
+    running, may lose its runtime for a moment and is never replaced for it."""
+    if not starts.is_starting(instance) or instance.started_at is not None:
+        return None
+    if pod_past.ran_before(pod):
         return None
     seen = tick.obs.start_failures.get(instance.id)
     if seen is not None:
