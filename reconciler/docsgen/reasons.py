@@ -143,6 +143,19 @@ POD_REASONS: dict[PodReason, Advice] = {
         "Fix the volume id, or allow the volume's data center (`runpod.io/datacenter-ids`, "
         "`--datacenter-ids`).",
     ),
+    PodReason.FOREIGN_ID: Advice(
+        "An Event on the pod (Warning); the id is not used",
+        "An id the pod or its Job writes names what is not this namespace's: "
+        "`runpod.io/pod-id` an instance whose owner and pod tags are not this pod's (or a "
+        "cluster member), `runpod.io/network-volume-id` a volume not made for one of this "
+        "namespace's claims, `runpod.io/container-registry-auth-id` a credential neither "
+        "made from this namespace's pull secrets nor allowed by `--registry-auth-ids`, or an "
+        "ownerReference a Job UID that is no Job of this namespace. Nothing of it is read, "
+        "mounted or changed.",
+        "Remove the annotation (the reconciler writes `runpod.io/pod-id` itself); mount "
+        "another namespace's data through a PersistentVolume an administrator makes; pull "
+        "with the namespace's own imagePullSecrets.",
+    ),
     PodReason.TEMPLATE_NOT_FOUND: Advice(
         WAITS_A_MINUTE,
         "RunPod has no template with the id `runpod.io/template-id` names (404).",

@@ -26,7 +26,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs as spending
-from reconciler.core.plan.observation import Observation
+from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
     fail_pod,
@@ -39,7 +39,8 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources import registries
+from reconciler.core.resources import registries, volume_objects
+from reconciler.core.translate.annotations import NETWORK_VOLUME_ID, read_id
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
@@ -79,6 +80,9 @@ def prepare_create(
     inputs = tick.obs.create_inputs.get(podinfo.uid(pod))
     if inputs is None or not (tick.obs.catalog or tick.obs.cpu_catalog):
         return [], None  # the engine could not gather what a create needs this tick
+    foreign = _foreign_ids(tick, pod, inputs)
+    if foreign is not None:
+        return cannot_create(tick, pod, row, PodReason.FOREIGN_ID, foreign, False), None
     try:
         if inputs.error is not None:
             raise inputs.error
@@ -120,6 +124,22 @@ def prepare_create(
         if pause is not None and tick.within(row.updated_at, pause):
             return actions, None
     return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
+
+
+def _foreign_ids(tick: Situation, pod: KubeObject, inputs: CreateInputs) -> str | None:
+    """Why an id the pod (or its Job) writes may not be used: each names only what its
+    namespace owns (`core.tenancy`), by RunPod's record in the tick's lists."""
+    volume_id = read_id(pod, inputs.job, NETWORK_VOLUME_ID)
+    if volume_id is not None and tick.obs.network_volumes is not None:
+        why = volume_objects.named_volume_refusal(
+            volume_id, tick.obs.network_volumes, tick.settings.owner_id, inputs.claim_uids
+        )
+        if why is not None:
+            return (
+                f"annotation {NETWORK_VOLUME_ID}: {why}; a pod mounts another volume only "
+                "through a PersistentVolume an administrator makes"
+            )
+    return None
 
 
 def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:

@@ -35,6 +35,9 @@ class CreateInputs:
     pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
     claim: ClaimMount | None = None
     """The network volume the pod's claims give it (`core.translate.claims`)."""
+    claim_uids: frozenset[str] = frozenset()
+    """The UIDs of the pod's namespace's claims, read only when the pod names a network
+    volume by id: the only volumes it may name are those made for one of them."""
     error: TranslationError | None = None
 
 
