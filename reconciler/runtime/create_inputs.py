@@ -19,7 +19,7 @@ from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.pull_secrets import all_credentials, registry_credentials
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ class CreateInputsReader:
             job=job,
             sources=EnvSources(secrets, config_maps),
             pull_secret=registry_credentials(container.get("image", ""), pull),
+            pull_credentials=tuple(all_credentials(pull)),
             claim=claim,
             claim_uids=self._claim_uids(pod, job),
         )

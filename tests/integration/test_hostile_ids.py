@@ -6,6 +6,9 @@ such pod never stops the tick for the others (one row per instance id)."""
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 import requests
 
@@ -161,3 +164,133 @@ def test_a_volume_the_reconciler_did_not_make_is_mounted_only_through_a_pv(box: 
     assert _posts(box) == []
     told = _refusals(box, "a", "team-a")
     assert told and "not this reconciler's" in told[0] and "PersistentVolume" in told[0]
+
+
+def _pull_secret(box: Sandbox, namespace: str) -> None:
+    auths = {"ghcr.io": {"username": "robot", "password": f"{namespace}-only"}}
+    data = {".dockerconfigjson": base64.b64encode(json.dumps({"auths": auths}).encode()).decode()}
+    box.ensure_namespace(namespace)
+    box.kube_sim.put(
+        "secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "pull", "namespace": namespace},
+            "data": data,
+        },
+    )
+
+
+def test_a_credential_made_from_another_namespaces_pull_secret_is_refused(box: Sandbox) -> None:
+    """team-a named the credential made from team-b's imagePullSecret and its instance
+    pulled with it; a pod names only one made from its own pull secrets, or one the
+    administrator allows (`--registry-auth-ids`)."""
+    _pull_secret(box, "team-b")
+    box.add_pod(
+        "b",
+        namespace="team-b",
+        image="ghcr.io/b/private:1",
+        extra_spec={"imagePullSecrets": [{"name": "pull"}]},
+    )
+    box.tick()
+    [theirs] = [b["registry"] for b in _posts(box)]
+    box.add_pod(
+        "a",
+        namespace="team-a",
+        image="ghcr.io/b/private:1",
+        annotations={"runpod.io/container-registry-auth-id": theirs},
+    )
+    assert not box.tick().errors
+    assert len(_posts(box)) == 1
+    told = _refusals(box, "a", "team-a")
+    assert told and "not made for this namespace's pull secrets" in told[0]
+    # Its own namespace's pod may name it.
+    box.add_pod(
+        "b2",
+        namespace="team-b",
+        image="docker.io/b/public:1",
+        annotations={"runpod.io/container-registry-auth-id": theirs},
+        extra_spec={"imagePullSecrets": [{"name": "pull"}]},
+    )
+    box.advance(60)
+    assert not box.tick().errors
+    assert [b.get("registry") for b in _posts(box)][1:] == [theirs]
+    # And any pod, once the administrator allows it.
+    box.configure(registry_auth_ids=(theirs,))
+    box.advance(60)
+    assert not box.tick().errors
+    assert [b.get("registry") for b in _posts(box)][2:] == [theirs]
+    assert box.instance_for(box.pod("a", "team-a") or {}) is not None
+
+
+def _forged_member_pod(box: Sandbox, job: dict, member: str, cluster_id: str) -> str:
+    """A pod of team-a whose ownerReference names team-b's Job UID, as its index 0."""
+    box.ensure_namespace("team-a")
+    made = box.kube_sim.create_pod(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "intruder",
+                "namespace": "team-a",
+                "annotations": {
+                    "runpod.io/cluster": "true",
+                    "batch.kubernetes.io/job-completion-index": "0",
+                    "runpod.io/pod-id": member,
+                    "runpod.io/cluster-id": cluster_id,
+                },
+                "ownerReferences": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": job["metadata"]["name"],
+                        "uid": job["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "nodeName": box.settings.node.name,
+                "containers": [{"name": "main", "image": "python:3.11", "command": ["sh"]}],
+            },
+        }
+    )
+    return str(made["metadata"]["name"])
+
+
+def test_a_pod_naming_another_namespaces_job_joins_no_gang() -> None:
+    """A pod of team-a whose ownerReference named team-b's Indexed Job UID joined its
+    gang: team-b's cluster was deleted and its pods failed. Gangs are keyed by namespace
+    and Job UID, and a pod joins one only if its Job is its own namespace's; its forged
+    member id reads no log."""
+    with Sandbox(tls=True) as box:
+        box.start_kubelet()
+        job = box.add_indexed_job("train", 2, namespace="team-b")
+        box.tick()
+        box.advance(30)
+        box.tick()
+        pods = box.job_pods("train", "team-b")
+        assert all(p["status"]["phase"] == "Running" for p in pods)
+        shown = pods[0]["metadata"]["annotations"]
+        member, cluster_id = shown["runpod.io/pod-id"], shown["runpod.io/cluster-id"]
+        box.runpod_sim.logs.write_container(member, ["team-b's secret"])
+        name = _forged_member_pod(box, job, member, cluster_id)
+        deletes = [r for r in box.runpod_sim.requests if r.method == "DELETE"]
+        for _ in range(3):
+            assert not box.tick().errors
+            box.advance(box.settings.timing.orphan_grace_time)
+        assert [r for r in box.runpod_sim.requests if r.method == "DELETE"] == deletes
+        assert all(p["status"]["phase"] == "Running" for p in box.job_pods("train", "team-b"))
+        intruder = box.pod(name, "team-a") or {}
+        assert intruder["status"]["phase"] == "Pending"
+        assert _refusals(box, name, "team-a")
+        assert box.kubelet is not None
+        answer = requests.get(
+            f"https://127.0.0.1:{box.kubelet.port}/containerLogs/team-a/{name}/main",
+            cert=box.kube_sim.kubelet_client_files(),
+            verify=False,
+            timeout=10,
+        )
+        assert "secret" not in answer.text, answer.text

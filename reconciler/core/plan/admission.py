@@ -39,8 +39,8 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources import registries, volume_objects
-from reconciler.core.translate.annotations import NETWORK_VOLUME_ID, read_id
+from reconciler.core.resources import registries, storage_prices, volume_objects
+from reconciler.core.translate.annotations import MAX_PRICE, NETWORK_VOLUME_ID, read_id, read_price
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
@@ -53,6 +53,8 @@ class Waiting:
     row: MappingRecord | None
     candidates: tuple[CreateRequest, ...]
     pull_secret: tuple[str, str, str] | None
+    own_registry_names: frozenset[str] = frozenset()
+    """Our credentials' names for the pod's own pull secrets (`Create.own_registry_names`)."""
 
 
 def needs_create_inputs(
@@ -86,7 +88,7 @@ def prepare_create(
     try:
         if inputs.error is not None:
             raise inputs.error
-        candidates = create_requests(
+        requests = create_requests(
             pod,
             inputs.job,
             inputs.sources,
@@ -98,6 +100,7 @@ def prepare_create(
             tick.obs.network_volumes,
             inputs.claim,
         )
+        candidates = priced(pod, inputs.job, tick.settings, requests)
     except TranslationError as error:
         return cannot_create(tick, pod, row, error.reason, error.message, error.permanent), None
     if requests_out_of_stock(candidates, tick.obs.catalog, tick.obs.cpu_catalog):
@@ -123,7 +126,28 @@ def prepare_create(
         pause = refusals.retry_after(row.reason)
         if pause is not None and tick.within(row.updated_at, pause):
             return actions, None
-    return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
+    own = frozenset(
+        registries.registry_name(tick.settings.owner_id, *login)
+        for login in inputs.pull_credentials
+        if candidates[0].registry_auth_id  # only a pod naming a credential needs them
+    )
+    return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret, own)
+
+
+def priced(
+    pod: KubeObject, job: KubeObject | None, settings: Settings, requests: list[CreateRequest]
+) -> list[CreateRequest]:
+    """The requests priced with their disks (`storage_prices`), those within the pod's
+    max price (its runpod.io/max-price, else --max-gpu-price) only: every dollar an
+    instance costs is counted before its create, in its max price and in the caps."""
+    price = read_price(pod, job, MAX_PRICE)
+    limit = settings.caps.max_gpu_price if price is None else price
+    kept, over = storage_prices.within_max_price(requests, limit)
+    if over is None:
+        return kept
+    cpu = bool(requests and requests[0].cpu_flavor_id)
+    reason = PodReason.UNSATISFIABLE_CPU_REQUEST if cpu else PodReason.UNSATISFIABLE_GPU_REQUEST
+    raise TranslationError(reason, over, permanent=True)
 
 
 def _foreign_ids(tick: Situation, pod: KubeObject, inputs: CreateInputs) -> str | None:
@@ -233,7 +257,7 @@ def _create(tick: Situation, wait: Waiting, candidates: tuple[CreateRequest, ...
         updated_at=tick.now,
     )
     if wait.pull_secret is None:
-        return [Create(ref, intent, candidates)]
+        return [Create(ref, intent, candidates, own_registry_names=wait.own_registry_names)]
     registry, username, password = wait.pull_secret
     name = registries.registry_name(tick.settings.owner_id, registry, username, password)
     ensure: list[Action] = []

@@ -22,7 +22,7 @@ grace. Nothing without our owner tag is ever touched.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -37,12 +37,10 @@ from reconciler.core.actions import (
     SaveClusterRow,
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
-from reconciler.core.domain import (
-    Instance,
-    KubeObject,
-)
+from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.plan import gang_end
 from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan.admission import priced
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
@@ -54,11 +52,12 @@ from reconciler.core.resources.clusters import (
     RANK,
     ClusterRecord,
     ClusterState,
+    GangJob,
     gang_key,
     index_of,
     is_live,
     job_name,
-    job_uid,
+    job_of,
     key_job,
     members_by_gang,
 )
@@ -70,28 +69,40 @@ from reconciler.core.translate.request import create_requests
 def plan_gangs(tick: Situation) -> list[Action]:
     members = members_by_gang(tick.obs.members, tick.settings.owner_id)
     rows = {row.gang: row for row in tick.obs.clusters}
-    by_job: dict[str, list[KubeObject]] = {}
-    actions: list[Action] = []
+    by_job: dict[GangJob, list[KubeObject]] = {}
+    actions: list[Action] = _foreign(tick)
     for pod in tick.obs.gang_pods:
-        job = job_uid(pod)
-        if job is None:
+        owner = job_of(pod)
+        if owner is None:
             message = GANG_REFUSALS[GangRefusal.NOT_A_JOB]
             actions += _wait(tick, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
-            by_job.setdefault(job, []).append(pod)
+            by_job.setdefault(owner, []).append(pod)
     # Each gang sees its own Job's members and rows: looked up, not searched for, so
     # that a tick's work grows with the gangs, not with their square.
     members_of = _by_job(members)
     rows_of = _by_job(rows)
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     current: set[str] = set()
-    for job, pods in by_job.items():
+    for (_, uid), pods in by_job.items():
         decided, key = _gang(
-            tick, job, pods, members_of.get(job, {}), rows_of.get(job, {}), listed_ids
+            tick, uid, pods, members_of.get(uid, {}), rows_of.get(uid, {}), listed_ids
         )
         actions += decided
         current.add(key)
-    return actions + _collect(tick, members, rows, by_job, current)
+    jobs = {uid for _, uid in by_job} | tick.obs.gang_jobs_unread
+    return actions + _collect(tick, members, rows, jobs, current)
+
+
+def _foreign(tick: Situation) -> list[Action]:
+    """Pods whose ownerReference names no Job of their namespace: in no gang (so a Job
+    UID is one namespace's in all the rest), told why; finished at once when deleted."""
+    foreign = tick.obs.foreign_gang_pods
+    actions = gang_end.finalize(tick, [p for p in foreign if podinfo.is_deleting(p)], set())
+    for pod in foreign:
+        if is_live(pod) and (job := job_of(pod)) is not None:
+            actions += _wait(tick, [pod], PodReason.FOREIGN_ID, clusters.job_refusal(job))
+    return actions
 
 
 _V = TypeVar("_V")
@@ -403,6 +414,7 @@ def _create(
             tick.settings,
             tick.settings.owner_id,
         )
+        requests = priced(ordered[0], inputs.job, tick.settings, requests)
     except TranslationError as exc:
         return _wait(tick, pods, exc.reason, str(exc))
     job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
@@ -459,7 +471,7 @@ def _collect(
     tick: Situation,
     members: Mapping[str, Sequence[Instance]],
     rows: Mapping[str, ClusterRecord],
-    by_job: Mapping[str, list[KubeObject]],
+    jobs: Collection[str],
     current: set[str],
 ) -> list[Action]:
     """Clusters of ours whose Job has no pod on the node: deleted after the orphan grace
@@ -468,7 +480,7 @@ def _collect(
     theirs can be in doubt."""
     actions: list[Action] = []
     for gang, listed in members.items():
-        if key_job(gang) in by_job:
+        if key_job(gang) in jobs:
             continue
         born = min((m.created_at for m in listed if m.created_at), default=None)
         if born is not None and tick.within(born, tick.settings.timing.orphan_grace_time):

@@ -22,6 +22,7 @@ from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
+from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.by_id import read_by_id
@@ -48,6 +49,7 @@ class Instances:
             lambda: journal.steps_of(RegistrySteps),
             self.stock,
             self.pod_logs.keep,
+            registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),
         )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
