@@ -144,7 +144,8 @@ POD_REASONS: dict[PodReason, Advice] = {
         "`--datacenter-ids`).",
     ),
     PodReason.FOREIGN_ID: Advice(
-        "An Event on the pod (Warning); the id is not used",
+        "Pending, retried every tick (for `runpod.io/pod-id` an Event only: the pod is run "
+        "as a new one)",
         "An id the pod or its Job writes names what is not this namespace's: "
         "`runpod.io/pod-id` an instance whose owner and pod tags are not this pod's (or a "
         "cluster member), `runpod.io/network-volume-id` a volume not made for one of this "

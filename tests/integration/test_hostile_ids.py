@@ -294,3 +294,24 @@ def test_a_pod_naming_another_namespaces_job_joins_no_gang() -> None:
             timeout=10,
         )
         assert "secret" not in answer.text, answer.text
+
+
+def test_the_checks_add_no_request_to_a_steady_tick(box: Sandbox) -> None:
+    """Ownership is judged on what the tick lists anyway: once every pod runs, a tick
+    sends RunPod its one list, whatever the pods' annotations name (the gang's result
+    reads, a request of their own, are off here)."""
+    box.configure(gang_result_interval=0)
+    theirs = box.runpod_sim.add_instance(
+        "elsewhere", env={OWNER_ENV: "other-cluster/node", POD_UID_ENV: "u-1"}
+    )
+    box.add_pod("a", namespace="team-a", annotations={"runpod.io/pod-id": theirs})
+    box.add_indexed_job("train", 2, namespace="team-b")
+    for _ in range(3):
+        assert not box.tick().errors
+        box.advance(30)
+    assert (box.pod("a", "team-a") or {})["status"]["phase"] == "Running"
+    seen = len(box.runpod_sim.requests)
+    box.tick()
+    box.tick()
+    sent = [(r.method, r.path) for r in box.runpod_sim.requests[seen:]]
+    assert sent == [("GET", "/v2/pods")] * 2
