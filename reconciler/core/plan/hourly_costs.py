@@ -50,7 +50,7 @@ def _running(tick: Situation) -> Spent:
     listed = clusters.members_by_gang(obs.members, owner)
     for gang, members in listed.items():
         namespace = jobs.get(clusters.key_job(gang))
-        total.add(namespace, len(members), sum(m.cost_per_hr for m in members))
+        total.add(namespace, len(members), sum(storage_prices.instance_hourly(m) for m in members))
     for cluster in obs.clusters:
         if (
             cluster.state is ClusterState.CREATING

@@ -239,7 +239,7 @@ def _without_instance(
 def _refused_id(pod: KubeObject, why: str) -> Event:
     message = (
         f"annotation {podinfo.POD_ID_ANNOTATION} names no instance of this pod: {why}; "
-        "it is not adopted, and this pod is run as a new one"
+        "nothing of it is read or changed, and no row is made from it"
     )
     return Event(PodRef.of(pod), PodReason.FOREIGN_ID, message, warning=True)
 
