@@ -35,14 +35,14 @@ def refusal(what: str, resource_id: str, marks: Marks | None, owned: Collection[
     it does. `marks` is RunPod's record (None: RunPod has no such resource, as far as
     the tick's reads go); `owned` what the namespace owns that such a resource may be
     made for."""
+    if marks is not None and marks.ours and marks.belongs_to in owned:
+        return None  # the usual answer, every tick for every pod: no text made for it
     named = f"{what} {quoted(resource_id)}"
     if marks is None:
         return f"RunPod has no {named}"
     if not marks.ours:
         return f"{named} is not this reconciler's"
-    if marks.belongs_to is None or marks.belongs_to not in owned:
-        return f"{named} was not made for this namespace's {_owner_word(what)}"
-    return None
+    return f"{named} was not made for this namespace's {_owner_word(what)}"
 
 
 def _owner_word(what: str) -> str:
