@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 
 import pytest
 import requests
 
+from reconciler.adapters.kube.errors import KubeServerError
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.resources.volume_objects import volume_name
 from reconciler.demo.sandbox import Sandbox
@@ -315,3 +317,34 @@ def test_the_checks_add_no_request_to_a_steady_tick(box: Sandbox) -> None:
     box.tick()
     sent = [(r.method, r.path) for r in box.runpod_sim.requests[seen:]]
     assert sent == [("GET", "/v2/pods")] * 2
+
+
+def test_a_gang_whose_job_cannot_be_read_is_not_collected_on_a_guess(
+    box: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With its row lost, a running gang's pods are proven their Job's by reading the
+    Job; while that read fails, nothing is decided of the gang: its cluster is not taken
+    for an orphan (deleted), its pods are not failed."""
+    box.add_indexed_job("train", 2)
+    box.tick()
+    box.advance(30)
+    box.tick()
+    assert all(p["status"]["phase"] == "Running" for p in box.job_pods("train"))
+    with sqlite3.connect(box.database_url.removeprefix("sqlite:///")) as db:
+        db.execute("DELETE FROM clusters")
+    box.restart()
+
+    def unreadable(namespace: str, name: str) -> None:
+        raise KubeServerError("etcd is unwell", 503)
+
+    monkeypatch.setattr(box.kube.jobs, "get", unreadable)
+    deletes = [r for r in box.runpod_sim.requests if r.method == "DELETE"]
+    for _ in range(3):
+        box.tick()
+        box.advance(box.settings.timing.orphan_grace_time)
+    assert [r for r in box.runpod_sim.requests if r.method == "DELETE"] == deletes
+    assert all(p["status"]["phase"] == "Running" for p in box.job_pods("train"))
+    monkeypatch.undo()
+    assert not box.tick().errors
+    assert [r.gang for r in box.store.load_clusters()]  # proven by the read: its row again
+    assert all(p["status"]["phase"] == "Running" for p in box.job_pods("train"))
