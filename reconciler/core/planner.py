@@ -97,6 +97,8 @@ def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRecord]) -
     maps: the rows' instance ids are unique, and one such write would fail every commit
     of the tick, for every pod. Whatever a pod's annotations say, one row per instance
     id: a row write that would break it is left out (its other effects stay)."""
+    if not any(getattr(getattr(a, "row", None), "instance_id", None) for a in actions):
+        return actions  # the steady tick: spare indexing every row
     holder = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
     kept: list[Action] = []
     for action in actions:
