@@ -226,10 +226,11 @@ ON_CLAIMS = (
 ON_THE_WRITER_LEASE = (
     Annotation(
         CREATES_HELD_ANNOTATION,
-        "a time (RFC 3339)",
+        "a time (RFC 3339, on RunPod's clock)",
         "Until when the writer that holds or next takes the node's writer Lease "
         "(`<node>-writer` in `kube-node-lease`) starts no create: a dead writer's create "
-        "may still land, and is adopted by its tags rather than made twice "
+        "may still land or lag in RunPod's list (for up to `--create-grace-time`), and is "
+        "adopted by its tags rather than made twice "
         "([one writer per virtual node](../concepts/how-it-works.md#one-writer-per-virtual-node)).",
     ),
 )

@@ -148,7 +148,8 @@ def _gang(
         for gang, listed in members.items()
         if gang != key and (code := tick.obs.gang_results.get(gang)) is not None
     }
-    held = gang_end.unjudged(tick, key, members, pods)
+    held, counted = gang_end.unjudged(tick, key, members, rows, pods)
+    actions += counted
     judged = [p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in held]
     broken = [
         p
@@ -173,7 +174,14 @@ def _gang(
     healthy = [p for p in judged if p not in broken]
     late = gang_end.deadline_passed(tick, healthy)
     if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
+        row = rows.get(key) or _new_row(tick, key, healthy, ClusterState.RUNNING)
+        unread = gang_end.read_failed(tick, key, row) if cluster_id else None
+        if unread is not None:
+            return actions + unread, key
         return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
+    if held:  # an earlier cluster of the Job may have succeeded: its end is read first
+        message = f"waiting for the result of rank 0 of cluster {sorted(map(str, held))[0]}"
+        return actions + _wait(tick, healthy, PodReason.CLUSTER_FORMING, message), key
     if current:
         return actions + _run(tick, key, healthy, current, rows.get(key)), key
     done = gang_end.succeeded_before(key, rows, ended)
@@ -260,9 +268,21 @@ def _run(
     if row is None or row.cluster_id != cluster_id or not settled:
         kept = _adopted(tick, key, pods, members, row, cluster_id)
     assert kept is not None
-    failed = [m for m in members if m.status in gang_end.ENDED]
-    if failed:
-        detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
+    # Rank 0's result, when read, wins over a member's end: it may have exited first.
+    code = tick.obs.gang_results.get(key)
+    if code is not None:
+        ended = gang_end.result(kept, code, tick.now)
+        detail = f"rank 0 exited with {code}: the gang ended"
+        deleted = gang_end.delete(
+            tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+        )
+        return [*gang_end.settle(tick, pods, ended), *deleted]
+    broken = gang_end.member_ended(members, kept)
+    if broken is not None:
+        unread = gang_end.read_failed(tick, key, kept)
+        if unread is not None:
+            return unread
+        detail = broken
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
@@ -271,14 +291,6 @@ def _run(
         ]
     if key in tick.obs.gang_results or key in tick.obs.gang_unread:
         kept = kept.changed(result_checked_at=tick.now)  # a failed read waits its interval
-        code = tick.obs.gang_results.get(key)
-        if code is not None:
-            ended = gang_end.result(kept, code, tick.now)
-            detail = f"rank 0 exited with {code}: the gang ended"
-            deleted = gang_end.delete(
-                tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
-            )
-            return [*gang_end.settle(tick, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
