@@ -1,9 +1,10 @@
 """`reconciler demo --keep-running` after its setup, in-process on the simulated clock: it
 tells one line per thing a person watching wants to see (a pod placed with its GPU, data
-center and price, Running, its instance terminated and gone, a volume provisioned) and
-nothing else; `kubectl top`'s pod has figures when the command is printed; `reconciler
-cost` shows what the running pods cost so far, at list price marked as an estimate; and
-the exec caveat and a working `reconciler exec` line are printed."""
+center and price, Running, its instance terminated and gone, a volume provisioned, a
+cluster made: a line for each of its pods) and nothing else; `kubectl top`'s pod has
+figures when the command is printed; `reconciler cost` shows what the running pods cost
+so far, at list price marked as an estimate; and the exec caveat and a working
+`reconciler exec` line are printed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from reconciler.app import main
-from reconciler.demo.examples import CHECKPOINTS, GPU_POD
+from reconciler.demo.examples import CHECKPOINTS, GPU_POD, TORCHRUN_JOB
 from reconciler.demo.live import LiveWorld
 from reconciler.demo.printed import EXEC_CAVEAT
 from reconciler.demo.run import run_demo
@@ -25,7 +26,7 @@ LIVE = "What the reconciler does from now on is told here, one line each:"
 def put(world: LiveWorld, text: str) -> None:
     for document in yaml.safe_load_all(text):
         document["metadata"]["namespace"] = "default"
-        plural = "pods" if document["kind"] == "Pod" else "persistentvolumeclaims"
+        plural = {"Pod": "pods", "Job": "jobs"}.get(document["kind"], "persistentvolumeclaims")
         world.box.kube_sim.put(plural, document)
 
 
@@ -51,6 +52,7 @@ def test_the_running_demo_tells_what_happens_and_what_it_costs() -> None:
         seen["cost_json"] = json.loads(CliRunner().invoke(main, as_json).output)
         put(world, GPU_POD)
         put(world, CHECKPOINTS)
+        put(world, TORCHRUN_JOB)
         beats(world, 12)
         box.kube_sim.delete_pod("default", "gpu-notebook", grace_seconds=30)
         beats(world, 6)
@@ -71,6 +73,8 @@ def test_the_running_demo_tells_what_happens_and_what_it_costs() -> None:
     one(f"instance {instance}", "gone from RunPod's list")
     one("pvc default/checkpoints", "ProvisioningSucceeded")
     one("default/trainer", "Running on RunPod instance")
+    made = [line for line in told if "CreatedCluster: created RunPod Instant Cluster" in line]
+    assert len(made) == 2 and all("default/torchrun-" in line for line in made), told
     assert not [line for line in told if "RunPodSystem" in line], told
     assert len(told) == len(set(told)), told
 
