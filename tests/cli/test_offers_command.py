@@ -200,3 +200,23 @@ def test_a_pod_whose_claim_is_a_network_volume_is_offered_only_in_its_data_cente
     rows = json.loads(done.stdout)
     assert rows and {row["datacenter"] for row in rows} == {where}, (where, done.stdout)
     assert trainer["metadata"]["annotations"]["runpod.io/datacenter"] == where
+
+
+def test_a_pod_that_names_a_network_volume_is_offered_only_where_it_is(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """`runpod.io/network-volume-id`: the account's volumes are listed (one request, said)
+    to find the volume's data center, as the create does; the offers are pinned there."""
+    volume = box.runpod_sim.add_volume("datasets", 50, "US-KS-2")
+    pinned = GPU_POD.replace(
+        "  annotations:\n",
+        f'  annotations:\n    runpod.io/network-volume-id: "{volume.id}"\n',
+    )
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(pinned)
+    done = offers(box, "-f", str(manifest), "-o", "json", key=True)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows and {row["datacenter"] for row in rows} == {"US-KS-2"}, done.stdout
+    listed = [r for r in box.runpod_sim.requests if r.path == "/v2/network-volumes"]
+    assert len(listed) == 1 and "network volumes" in done.stderr and "(1 request)" in done.stderr
