@@ -46,6 +46,9 @@ def test_the_running_demo_tells_what_happens_and_what_it_costs() -> None:
         seen["top"] = box.kube_sim.metrics.answer(
             "/apis/metrics.k8s.io/v1beta1/namespaces/ml/pods/prep"
         )
+        seen["top node"] = box.kube_sim.metrics.answer(
+            f"/apis/metrics.k8s.io/v1beta1/nodes/{box.settings.node.name}"
+        )
         cost = CliRunner().invoke(main, ["--database-url", box.database_url, "cost"])
         seen["cost"] = cost.output
         as_json = ["--database-url", box.database_url, "cost", "-o", "json"]
@@ -79,6 +82,7 @@ def test_the_running_demo_tells_what_happens_and_what_it_costs() -> None:
     assert len(told) == len(set(told)), told
 
     assert seen["top"]["containers"][0]["usage"]["cpu"]
+    assert seen["top node"]["usage"]["cpu"]
     assert seen["cost_json"]["unbilled_list_usd_by_pod"]["ml/notebook"] > 0
     assert "not billed yet, at list price (an estimate" in seen["cost"]
     assert EXEC_CAVEAT in lines
