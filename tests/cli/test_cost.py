@@ -6,6 +6,7 @@ unmapped, not dropped)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -208,3 +209,20 @@ def test_what_billing_has_not_covered_yet_shows_at_list_price_marked_so(tmp_path
     assert isinstance(by_pod, dict)
     assert by_pod["ml/pod-old"] == pytest.approx(1.0, abs=0.01)
     assert by_pod["ml/pod-new"] == pytest.approx(0.49 * 2 / 60, abs=0.001)
+
+    # An ended pod counts to its end; one whose row recorded no end, to its last write.
+    engine = db.make_engine(url)
+    store = Store(db.session_factory(engine))
+    ended = running("ended", now - timedelta(minutes=50), 1.2)
+    store.save_row(
+        replace(ended, state=MappingState.TERMINATED, ended_at=now - timedelta(minutes=20))
+    )
+    unended = running("unended", now - timedelta(minutes=50), 1.2)
+    store.save_row(
+        replace(unended, state=MappingState.FAILED, updated_at=now - timedelta(minutes=40))
+    )
+    engine.dispose()
+    by_pod = _cost(url)["unbilled_list_usd_by_pod"]
+    assert isinstance(by_pod, dict)
+    assert by_pod["ml/pod-ended"] == pytest.approx(1.2 * 30 / 60, abs=0.01)
+    assert by_pod["ml/pod-unended"] == pytest.approx(1.2 * 10 / 60, abs=0.01)

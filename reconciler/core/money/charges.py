@@ -98,7 +98,9 @@ def unbilled_list_price(
         for moment in (row.attempt_started_at or row.created_at, billed_until, since)
         if moment is not None
     )
-    end = row.ended_at or now
+    # A finished row that recorded no end (written before ends were kept) ran no later
+    # than its last write: it is never an estimate that grows for ever.
+    end = row.ended_at or (row.updated_at if row.state.finished else now)
     return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
 
 
