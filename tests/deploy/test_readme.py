@@ -80,3 +80,15 @@ def test_where_a_demo_user_meets_exec_they_are_told_it_runs_on_this_machine() ->
     for page in ("getting-started.md", "guides/exec.md"):
         text = " ".join((ROOT / "docs" / page).read_text().split())
         assert "runs on this machine" in text and "`/tmp`, `/workspace` and `/root`" in text, page
+
+
+def test_the_readme_says_what_the_first_test_run_builds_and_with_which_go() -> None:
+    text = " ".join(README.read_text().split())
+    wanted = set()
+    for go_mod in (ROOT / "tests" / "realk8s" / "gobuild").glob("*/go.mod"):
+        found = re.search(r"^go (\d+\.\d+)", go_mod.read_text(), re.M)
+        assert found is not None, go_mod
+        wanted.add(found.group(1))
+    assert len(wanted) == 1 and f"Go {wanted.pop()}" in text
+    for words in ("kube-apiserver", "metrics-server", "15 minutes", "RECONCILER_K8S_CACHE"):
+        assert words in text, words
