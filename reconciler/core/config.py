@@ -24,6 +24,8 @@ from typing import Any
 
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
+from reconciler.core.service_settings import ServiceBackends as ServiceBackends
+from reconciler.core.service_settings import ServiceSettings
 from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
@@ -420,6 +422,7 @@ class Settings:
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     ssh: SshSettings = field(default_factory=SshSettings)
+    services: ServiceSettings = field(default_factory=ServiceSettings)
 
     @property
     def owner_id(self) -> str:
@@ -460,6 +463,7 @@ _GROUPS: dict[str, Any] = {
     "kubelet": KubeletSettings,
     "logs": LogSettings,
     "ssh": SshSettings,
+    "services": ServiceSettings,
 }
 """The groups, by their attribute on `Settings`, in the order of the flags."""
 

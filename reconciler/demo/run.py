@@ -27,6 +27,7 @@ from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.demo.examples import write_examples
 from reconciler.demo.live import TICK_SECONDS, LiveWorld
 from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.demo.services import service_commands, start_services
 from reconciler.runtime.wiring import LockKeeper, holding
 
 Echo = Callable[[str], None]
@@ -162,8 +163,11 @@ def run_demo(
         _advance_to(box, datetime.now(UTC))
         install_storage_class(box)
         box.add_pod("prep", namespace="ml", extra_spec={"containers": [CPU_CONTAINER]})
+        backend = start_services(box)
         paths = write_examples(box.workdir)
-        result.commands = connection_help(box, paths)
+        result.commands = connection_help(box, paths) + service_commands(
+            f"kubectl --kubeconfig {box.kubeconfig}"
+        )
         echo(
             "\nThe simulators keep running in real time, and the reconciler ticks every "
             f"{TICK_SECONDS:g} s. Try, in another shell:"
@@ -175,6 +179,7 @@ def run_demo(
         with holding(LockKeeper(box.store, box.clock.now)) as lock:
             if wait is not None:
                 wait(LiveWorld(box, lock))
+        backend.shutdown()
     return result
 
 
@@ -415,7 +420,7 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
         f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
         f"{kubectl} get pods -l batch.kubernetes.io/job-name=torchrun "
-        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,IP:.status.podIP,"
+        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,HOST:.status.hostIP,"
         "RANK:.metadata.annotations.runpod\\.io/rank'",
         f"{kubectl} delete {files}",
     ]

@@ -1,6 +1,7 @@
 """What a pod's create needs from Kubernetes besides the pod: its Job, the Secrets and
-ConfigMaps its env names, its pull secrets and its claims' volumes. Read only for pods
-about to be created (instances and gangs alike), never in a steady tick."""
+ConfigMaps its env names, the Services it reaches (for their link variables), its pull
+secrets and its claims' volumes. Read only for pods about to be created (instances and
+gangs alike), never in a steady tick."""
 
 from __future__ import annotations
 
@@ -19,13 +20,20 @@ from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.service_links import (
+    link_variables,
+    named_services,
+    reachable,
+    service_ports,
+)
 
 log = logging.getLogger(__name__)
 
 
 class CreateInputsReader:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, forwards_per_pod: int = 0) -> None:
         self.kube = kube
+        self.forwards_per_pod = forwards_per_pod
 
     def read(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
         inputs: dict[str, CreateInputs] = {}
@@ -74,7 +82,7 @@ class CreateInputsReader:
             return CreateInputs(job=job, error=error)
         return CreateInputs(
             job=job,
-            sources=EnvSources(secrets, config_maps),
+            sources=EnvSources(secrets, config_maps, self._service_links(pod)),
             pull_secret=registry_credentials(container.get("image", ""), pull),
             claim=claim,
         )
@@ -87,6 +95,22 @@ class CreateInputsReader:
         bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
         volumes = {name: self.kube.storage.read_volume(name) for name in bound if name}
         return claim_mount(pod, container, claims, volumes)
+
+    def _service_links(self, pod: KubeObject) -> dict[str, str]:
+        """The kubelet's service-link variables, for the Services that exist as the
+        instance is made (a list of the pod's namespace, the `kubernetes` Service and each
+        Service of another namespace the pod names)."""
+        if self.forwards_per_pod == 0:
+            return {}
+        namespace = pod["metadata"].get("namespace", "default")
+        services = self.kube.services.in_namespace(namespace)
+        wanted = {("default", "kubernetes"), *named_services(pod)}
+        for other_namespace, name in sorted(wanted):
+            if other_namespace != namespace:
+                found = self.kube.services.read(other_namespace, name)
+                services += [found] if found is not None else []
+        chosen = reachable(pod, services)
+        return link_variables(pod, chosen, service_ports(chosen, self.forwards_per_pod))
 
     @staticmethod
     def _read_all(
