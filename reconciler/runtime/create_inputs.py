@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -29,11 +30,25 @@ from reconciler.core.translate.service_links import (
 
 log = logging.getLogger(__name__)
 
+SERVICES_TTL = timedelta(seconds=60)
+"""How long the Services read for creates' link variables are kept: a Service made in
+the minute before a pod may be missing from its variables (its names work at once, from
+the hosts block the tunnels keep)."""
+
 
 class CreateInputsReader:
-    def __init__(self, kube: KubeClient, forwards_per_pod: int = 0) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        forwards_per_pod: int = 0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.kube = kube
         self.forwards_per_pod = forwards_per_pod
+        self._clock = clock
+        self._services: dict[tuple[str, str | None], tuple[datetime, list[KubeObject]]] = {}
+        """What `_service_links` read, kept for `SERVICES_TTL` (a create costs no read
+        then: churn's requests per replaced pod stay as they were)."""
 
     def read(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
         inputs: dict[str, CreateInputs] = {}
@@ -103,14 +118,29 @@ class CreateInputsReader:
         if self.forwards_per_pod == 0:
             return {}
         namespace = pod["metadata"].get("namespace", "default")
-        services = self.kube.services.in_namespace(namespace)
+        services = list(self._services_of(namespace, None))
         wanted = {("default", "kubernetes"), *named_services(pod)}
         for other_namespace, name in sorted(wanted):
             if other_namespace != namespace:
-                found = self.kube.services.read(other_namespace, name)
-                services += [found] if found is not None else []
+                services += self._services_of(other_namespace, name)
         chosen = reachable(pod, services)
         return link_variables(pod, chosen, service_ports(chosen, self.forwards_per_pod))
+
+    def _services_of(self, namespace: str, name: str | None) -> list[KubeObject]:
+        """A namespace's Services (name None) or one of them, read at most once per
+        `SERVICES_TTL`."""
+        key, now = (namespace, name), self._clock() if self._clock else None
+        kept = self._services.get(key)
+        if kept is not None and now is not None and now - kept[0] < SERVICES_TTL:
+            return kept[1]
+        if name is None:
+            found = self.kube.services.in_namespace(namespace)
+        else:
+            one = self.kube.services.read(namespace, name)
+            found = [one] if one is not None else []
+        if now is not None:
+            self._services[key] = (now, found)
+        return found
 
     @staticmethod
     def _read_all(
