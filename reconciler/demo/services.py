@@ -52,7 +52,7 @@ def start_services(box: Sandbox) -> http.server.ThreadingHTTPServer:
     )
     selecting = {
         "selector": {"app": "web"},
-        "ports": [{"name": "http", "port": 80, "targetPort": 8000}],
+        "ports": [{"name": "http", "port": 8000, "targetPort": 8000}],
     }
     box.kube_sim.put("services", _service("web", selecting))
     container: dict[str, Any] = {"name": "main", "image": "python:3.11", "resources": CPU}
@@ -78,7 +78,7 @@ def service_commands(kubectl: str) -> list[str]:
         f"{kubectl} exec client -- curl -s http://backend.default.svc.cluster.local/",
         f"{kubectl} exec client -- cat /etc/hosts",
         # From the cluster to the pod: the reconciler's EndpointSlice, and what it leads to.
-        f"{kubectl} get endpointslices -l kubernetes.io/service-name=web",
+        f"{kubectl} get endpointslices -l kubernetes.io/service-name=web -o wide",
         f"curl -s http://127.0.0.1:{port}/",
     ]
 

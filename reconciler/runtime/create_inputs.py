@@ -124,7 +124,7 @@ class CreateInputsReader:
             if other_namespace != namespace:
                 services += self._services_of(other_namespace, name)
         chosen = reachable(pod, services)
-        return link_variables(pod, chosen, service_ports(chosen, self.forwards_per_pod))
+        return link_variables(pod, chosen, service_ports(chosen, self.forwards_per_pod, pod))
 
     def _services_of(self, namespace: str, name: str | None) -> list[KubeObject]:
         """A namespace's Services (name None) or one of them, read at most once per

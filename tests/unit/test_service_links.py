@@ -151,3 +151,13 @@ def test_the_hosts_block_names():
         "127.0.0.1\tweb web.ml web.ml.svc web.ml.svc.cluster.local",
         service_hosts.END,
     ]
+
+
+def test_no_port_the_pod_declares():
+    web = svc("web", "ml", {"port": 8080, "protocol": "TCP"})
+    mine = pod()
+    mine["spec"]["containers"] = [{"name": "c", "ports": [{"containerPort": 8080}]}]
+    (port,) = service_ports([web], 32, mine)
+    assert port.listen_ports == (port.local_port,) and port.local_port != 8080
+    (port,) = service_ports([web], 32, pod())
+    assert port.listen_ports == (port.local_port, 8080)

@@ -16,8 +16,10 @@ had from a stock image; ports tell Services apart instead. Each Service port get
 local port in `LOCAL_PORTS` from a hash of its namespace, name and port, the older
 Service keeping it on a clash, so it stays the same for the pod's whole life (the
 instance's variables are written once, at create); the Service's own port is forwarded
-too where no other reachable Service has it, so `http://svc.ns.svc.cluster.local/`
-works as in the cluster.
+too where no other reachable Service has it and the pod declares no such port of its
+own, so `http://svc.ns.svc.cluster.local/` works as in the cluster. A process of the
+pod that listens on an undeclared port may find a Service's own port taken; the
+variables' ports never clash with a declared one.
 
 The variables (pkg/kubelet/envvars `FromServices`, the kubelet's `getServiceEnvVarMap`):
 `<NAME>_SERVICE_HOST`, `<NAME>_SERVICE_PORT` (the first port), `<NAME>_SERVICE_PORT_<PORT
@@ -84,13 +86,17 @@ def reachable(pod: KubeObject, services: Iterable[KubeObject]) -> list[KubeObjec
     return sorted(chosen.values(), key=_age)
 
 
-def service_ports(services: Sequence[KubeObject], limit: int) -> list[ServicePort]:
-    """The forwarded ports of `services` (oldest Service first, at most `limit`)."""
+def service_ports(
+    services: Sequence[KubeObject], limit: int, pod: KubeObject | None = None
+) -> list[ServicePort]:
+    """The forwarded ports of `services` (oldest Service first, at most `limit`), none on
+    a port `pod`'s containers declare: those are the pod's own to listen on."""
     entries = [
         (service, port) for service in sorted(services, key=_age) for port in _tcp_ports(service)
     ]
     entries = entries[:limit]
-    taken: set[int] = set()
+    declared = declared_ports(pod) if pod is not None else set()
+    taken: set[int] = set(declared)
     own_ports: dict[int, int] = {}
     for _, port in entries:
         own_ports[int(port["port"])] = own_ports.get(int(port["port"]), 0) + 1
@@ -99,7 +105,7 @@ def service_ports(services: Sequence[KubeObject], limit: int) -> list[ServicePor
         local = _local_port(service, port, taken)
         taken.add(local)
         number = int(port["port"])
-        alias = own_ports[number] == 1 and number not in LOCAL_PORTS
+        alias = own_ports[number] == 1 and number not in LOCAL_PORTS and number not in declared
         result.append(
             ServicePort(
                 _namespace(service),
@@ -111,6 +117,17 @@ def service_ports(services: Sequence[KubeObject], limit: int) -> list[ServicePor
             )
         )
     return result
+
+
+def declared_ports(pod: KubeObject) -> set[int]:
+    """The ports the pod's containers declare."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return {
+        int(port["containerPort"])
+        for container in containers
+        for port in container.get("ports") or []
+        if isinstance(port.get("containerPort"), int)
+    }
 
 
 def left_out(services: Sequence[KubeObject], limit: int) -> list[str]:

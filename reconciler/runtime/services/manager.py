@@ -22,7 +22,9 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice
+from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.core.translate.service_backends import may_dial, ready_backends
 from reconciler.core.translate.service_hosts import hosts_block
 from reconciler.core.translate.service_links import (
@@ -193,7 +195,7 @@ class ServiceTunnels:
     ) -> None:
         chosen = reachable(pod, [s for group in services.values() for s in group])
         limit = self.settings.forwards_per_pod
-        ports = service_ports(chosen, limit)
+        ports = service_ports(chosen, limit, pod)
         tunnel = self._tunnel(uid, pod, address)
         block = hosts_block(
             ports, str(pod["metadata"].get("namespace")), self.settings.cluster_domain
@@ -218,6 +220,8 @@ class ServiceTunnels:
             self._drop(uid)
         if self.connector is None:
             raise SshError("the reconciler has no SSH key (--ssh-key-file or --ssh-key-secret)")
+        if address is None and CLUSTER_ID in podinfo.pod_annotations(pod):
+            raise SshError("members of an Instant Cluster get no tunnels")
         if address is None:
             raise SshError("its instance publishes no SSH (22/tcp) the reconciler can reach")
         transport = self.connector.connect(address.instance_id, address.host, address.port)
@@ -255,7 +259,7 @@ class ServiceTunnels:
         if key in self._told:
             return
         self._told.add(key)
-        log.warning("pod %s: %s", _name(pod), message)
+        log.info("pod %s: %s", _name(pod), message)  # the Event is the user's signal
         try:
             self.kube.events.record(pod, Notice.SERVICES_UNREACHABLE, message, "Warning")
         except kube_errors.KubeError as exc:

@@ -67,7 +67,10 @@ class PodTunnel:
             try:
                 self.transport.request_port_forward(LOOPBACK, listen, self._accepted)
             except paramiko.SSHException:
-                failed.append(f"{port.namespace}/{port.service}:{port.port} on {LOOPBACK}:{listen}")
+                if listen == port.local_port:  # the Service's own port is a bonus: no word
+                    failed.append(
+                        f"{port.namespace}/{port.service}:{port.port} on {LOOPBACK}:{listen}"
+                    )
                 continue
             self._by_port[listen] = port
         if hosts_block != self._hosts:
