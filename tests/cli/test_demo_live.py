@@ -254,12 +254,13 @@ def test_services_both_ways_work_as_printed() -> None:
             return listed
 
         eventually(ready)
-        reached = eventually(
-            lambda: _equal(
-                run_shell(find(commands, "curl -s http://127.0.0.1")), "web answers on port 8000\n"
-            )
-        )
-        assert reached
+
+        def reach_web() -> str:
+            answer = run_shell(find(commands, "curl -s http://127.0.0.1"))
+            assert re.fullmatch(r"default-web-\w+ answers on port 8000\n", answer), answer
+            return answer
+
+        eventually(reach_web)
     finally:
         errors = stop_demo(process) if process.poll() is None else ""
     assert "WARNING" not in errors, errors
