@@ -189,3 +189,16 @@ def test_a_pod_without_ssh_gets_an_event(box):
     box.tick()
     events = [e for e in box.events("client") if e["reason"] == "ServicesUnreachable"]
     assert events and "unreachable" in events[0]["message"], box.events("client")
+
+
+def test_a_steady_tick_with_tunnels_asks_runpod_nothing_more(box):
+    backend = _http_server(b"steady")
+    selectorless(box, "backend", 80, backend.server_address[1])
+    pod = running(box, "client")
+    box.tick()  # the tunnels are up; what follows is steady
+    seen = len(box.runpod_sim.requests)
+    box.tick()
+    assert in_pod(box, pod, "curl -s http://backend/") == "steady"
+    asked = [(r.method, r.path) for r in box.runpod_sim.requests[seen:]]
+    assert asked == [("GET", "/v2/pods")], asked
+    backend.shutdown()
