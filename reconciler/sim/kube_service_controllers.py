@@ -89,9 +89,7 @@ class ServiceControllers:
                 [("spec.clusterIPs[0]", f'Invalid value: "{asked}": must be a valid IP address')],
             ) from None
         if address not in SERVICE_RANGE or address in (SERVICE_RANGE[0], SERVICE_RANGE[-1]):
-            why = (
-                f"provided IP is not in the valid range. The range of valid IPs is {SERVICE_RANGE}"
-            )
+            why = "the provided network does not match the current range"
             raise invalid(
                 "Service",
                 name,

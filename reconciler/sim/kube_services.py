@@ -5,10 +5,10 @@ pkg/apis/discovery/validation; Kubernetes 1.37).
 - Service defaults: `type: ClusterIP`, `sessionAffinity: None`, each port's
   `protocol: TCP` and `targetPort` = its `port`, `internalTrafficPolicy: Cluster`,
   `ipFamilies: [IPv4]`, `ipFamilyPolicy: SingleStack`, `clusterIPs` = `[clusterIP]`; the
-  status is reset on create. The ClusterIP itself is the allocator's (`ServiceIPs`).
-- Service validation: the name is a DNS-1035 label (it becomes environment variable
-  names and DNS labels); ports are required unless headless or ExternalName; a port is
-  1-65535 with a protocol TCP, UDP or SCTP; with more than one port each needs a unique
+  status is reset on create. The ClusterIP itself is the allocator's (`kube_service_controllers`).
+- Service validation: the name is an RFC 1123 label, no dots (a DNS-1035 label before
+  RelaxedServiceNameValidation: a leading digit is allowed now); ports are required
+  unless headless or ExternalName; a port is 1-65535 with a protocol TCP, UDP or SCTP; with more than one port each needs a unique
   name; a (port, protocol) pair appears once; `targetPort` is a port number or an
   IANA service name; the selector's keys and values are label keys and values.
 - Service update: the ClusterIP may not change once set, and an update that leaves it
@@ -31,7 +31,6 @@ from reconciler.sim.kube_status import invalid
 SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
 PROTOCOLS = ("SCTP", "TCP", "UDP")
 ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
-_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _IANA_SVC_NAME = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
@@ -116,13 +115,15 @@ def keep_allocated(old: dict[str, Any], new: dict[str, Any]) -> None:
 def _service_causes(obj: dict[str, Any]) -> Causes:
     name = obj["metadata"].get("name") or ""
     causes: Causes = []
-    if name and (len(name) > 63 or not _DNS1035.fullmatch(name)):
+    if "." in name:
+        causes.append(("metadata.name", f'Invalid value: "{name}": must not contain dots'))
+    elif name and (len(name) > 63 or not _DNS1123_LABEL.fullmatch(name)):
         causes.append(
             (
                 "metadata.name",
-                f'Invalid value: "{name}": a DNS-1035 label must consist of lower case '
-                "alphanumeric characters or '-', start with an alphabetic character, and end "
-                "with an alphanumeric character",
+                f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower '
+                "case alphanumeric characters or '-', and must start and end with an "
+                "alphanumeric character",
             )
         )
     spec = obj.get("spec") or {}

@@ -100,7 +100,10 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
-    causes = _metadata_causes(obj)
+    # A Service's name has its own rule, an RFC 1123 label (kube_services).
+    causes = (
+        _metadata_causes(obj) if resource is not SERVICES or not obj["metadata"].get("name") else []
+    )
     if resource is PODS:
         causes += _pod_causes(obj)
     elif resource is JOBS:

@@ -1,8 +1,8 @@
 """The Kubernetes simulator's Services and EndpointSlices, as the API server and the
 EndpointSlice controller behave, through the official client over HTTP: a Service's
 defaults (ClusterIP allocated from the service range, type, port protocol and
-targetPort), its validation (DNS-1035 name, ports required, named when several, in
-range, unique), its ClusterIP fixed once set and kept by an update that leaves it out;
+targetPort), its validation (its name an RFC 1123 label without dots, ports required,
+named when several, in range, unique), its ClusterIP fixed once set and kept by an update that leaves it out;
 the `kubernetes` Service; EndpointSlice validation (address type, no loopback or
 link-local endpoint, an address type that never changes); and the controller's slices
 (`kubernetes.io/service-name`, its own `managed-by`, ready from the pod's Ready
@@ -66,15 +66,17 @@ def test_defaults_and_an_allocated_cluster_ip(core):
 
 
 def test_a_cluster_ip_asked_for_must_be_in_the_range_and_free(core):
-    assert "not in the valid range" in invalid(lambda: service(core, clusterIP="192.168.0.9"))
+    outside = invalid(lambda: service(core, clusterIP="192.168.0.9"))
+    assert "does not match the current range" in outside
     taken = service(core)["spec"]["clusterIP"]
     assert "already allocated" in invalid(lambda: service(core, "b", clusterIP=taken))
     assert service(core, "headless", clusterIP="None")["spec"]["clusterIP"] == "None"
 
 
 def test_validation(core):
-    assert "DNS-1035" in invalid(lambda: service(core, "1web"))
-    assert "DNS-1035" in invalid(lambda: service(core, "web.default"))
+    assert "must not contain dots" in invalid(lambda: service(core, "web.default"))
+    assert "RFC 1123 label" in invalid(lambda: service(core, "-web"))
+    assert service(core, "1web")["metadata"]["name"] == "1web"  # RelaxedServiceNameValidation
     assert "spec.ports: Required value" in invalid(lambda: service(core, ports=[]))
     two = [{"port": 80}, {"port": 81}]
     assert "spec.ports[0].name: Required value" in invalid(lambda: service(core, ports=two))
