@@ -8,8 +8,9 @@ pkg/apis/discovery/validation; Kubernetes 1.37).
   status is reset on create. The ClusterIP itself is the allocator's (`kube_service_controllers`).
 - Service validation: the name is an RFC 1123 label, no dots (a DNS-1035 label before
   RelaxedServiceNameValidation: a leading digit is allowed now); ports are required
-  unless headless or ExternalName; a port is 1-65535 with a protocol TCP, UDP or SCTP; with more than one port each needs a unique
-  name; a (port, protocol) pair appears once; `targetPort` is a port number or an
+  unless headless or ExternalName; a port is 1-65535 with a protocol TCP, UDP or
+  SCTP; with more than one port each needs a unique name; a (port, protocol) pair
+  appears once; `targetPort` is a port number or an
   IANA service name; the selector's keys and values are label keys and values.
 - Service update: the ClusterIP may not change once set, and an update that leaves it
   out keeps it (the registry copies allocated values over).
