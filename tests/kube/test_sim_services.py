@@ -3,8 +3,8 @@ EndpointSlice controller behave, through the official client over HTTP: a Servic
 defaults (ClusterIP allocated from the service range, type, port protocol and
 targetPort), its validation (its name an RFC 1123 label without dots, ports required,
 named when several, in range, unique), its ClusterIP fixed once set and kept by an
-update that leaves it out; the `kubernetes` Service; EndpointSlice validation (address type, no loopback or
-link-local endpoint, an address type that never changes); and the controller's slices
+update that leaves it out; the `kubernetes` Service; EndpointSlice validation (address
+type, no loopback or link-local endpoint, an address type that never changes); and the controller's slices
 (`kubernetes.io/service-name`, its own `managed-by`, ready from the pod's Ready
 condition, no endpoint for a pod without an IP, others' slices left alone)."""
 
