@@ -4,9 +4,10 @@ defaults (ClusterIP allocated from the service range, type, port protocol and
 targetPort), its validation (its name an RFC 1123 label without dots, ports required,
 named when several, in range, unique), its ClusterIP fixed once set and kept by an
 update that leaves it out; the `kubernetes` Service; EndpointSlice validation (address
-type, no loopback or link-local endpoint, an address type that never changes); and the controller's slices
-(`kubernetes.io/service-name`, its own `managed-by`, ready from the pod's Ready
-condition, no endpoint for a pod without an IP, others' slices left alone)."""
+type, no loopback or link-local endpoint, an address type that never changes); and the
+controller's slices (`kubernetes.io/service-name`, its own `managed-by`, ready from the
+pod's Ready condition, no endpoint for a pod without an IP, others' slices left
+alone). tests/realk8s/test_service_rules.py checks the same rules on the real server."""
 
 from __future__ import annotations
 
