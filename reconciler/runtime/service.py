@@ -124,7 +124,7 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 usage=engine.usage.usage,
                 listed=engine.ssh_addresses.of,
             )
-            tunnels = attach_tunnels(engine)
+            tunnels = attach_tunnels(engine, background=True)
             try:
                 replica.run()
             finally:

@@ -43,6 +43,7 @@ from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.services.inbound import Acceptor, PodInbound
 from reconciler.runtime.services.splice import Slots
 from reconciler.runtime.services.tunnels import PodTunnel
+from reconciler.runtime.services.worker import SyncWorker
 from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ServiceTunnels:
         self.tunnels: dict[str, PodTunnel] = {}
         self.inbound: dict[str, PodInbound] = {}
         self._acceptor: Acceptor | None = None
+        self.worker: SyncWorker | None = None
         self._slices: Mapping[str, Sequence[KubeObject]] = {}
         self._told: set[tuple[str, str]] = set()
         self._next = 0
@@ -96,6 +98,8 @@ class ServiceTunnels:
         self._publish(slices)
 
     def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
         for uid in list(self.tunnels):
             self._drop(uid)
         if self._acceptor is not None:
@@ -295,9 +299,10 @@ def _name(pod: KubeObject) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
-def attach_tunnels(engine: Engine) -> ServiceTunnels:
+def attach_tunnels(engine: Engine, background: bool = False) -> ServiceTunnels:
     """Tunnels kept after each of the engine's ticks that observed both worlds (the
-    leader's ticks: a standby ticks none), over SSH with the reconciler's key."""
+    leader's ticks: a standby ticks none), over SSH with the reconciler's key; with
+    `background`, in a thread of their own (`SyncWorker`), else in the tick's."""
     identity = ssh_identity(engine.settings, engine.kube, default_namespace())
     connector = (
         SshConnector(
@@ -309,11 +314,17 @@ def attach_tunnels(engine: Engine) -> ServiceTunnels:
         else None
     )
     tunnels = ServiceTunnels(engine.settings, engine.kube, connector)
+    if background:
+        tunnels.worker = SyncWorker(tunnels.sync)
     before = engine.steps.after
 
     def after(done: Engine, report: TickReport) -> None:
         before(done, report)
-        if report.observation is not None:
+        if report.observation is None:
+            return
+        if tunnels.worker is not None:
+            tunnels.worker.submit(report.observation.pods, done.ssh_addresses.of)
+        else:
             tunnels.sync(report.observation.pods, done.ssh_addresses.of)
 
     engine.steps = dataclasses.replace(engine.steps, after=after)
