@@ -79,6 +79,7 @@ class Sandbox:
         self.startup_lines = startup_lines
         self.engine: Engine
         self.tunnels: ServiceTunnels | None = None
+        self._tunnels_wanted = False
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -179,6 +180,7 @@ class Sandbox:
     def start_tunnels(self) -> ServiceTunnels:
         """Keep the pods' Service tunnels after each tick, as `reconciler sync` does;
         backends may be on loopback (the tests' and the demo's are)."""
+        self._tunnels_wanted = True
         self.configure(service_backends=ServiceBackends.ANY)
         self._attach_tunnels()
         assert self.tunnels is not None
@@ -210,6 +212,7 @@ class Sandbox:
             RunMode.ONCE,
             startup_client=stream_client if self.startup_lines == "stream" else None,
             startup_lines=self.startup_lines is not None,
+            services=self._tunnels_wanted,
         )
         if getattr(self, "tunnels", None) is not None:
             self._attach_tunnels()

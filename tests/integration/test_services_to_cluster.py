@@ -202,3 +202,14 @@ def test_a_steady_tick_with_tunnels_asks_runpod_nothing_more(box):
     asked = [(r.method, r.path) for r in box.runpod_sim.requests[seen:]]
     assert asked == [("GET", "/v2/pods")], asked
     backend.shutdown()
+
+
+def test_without_tunnels_no_variables(tmp_path):
+    """`sync --once` (a CronJob) has no process to carry tunnels: its pods get no link
+    variables, which would point where nothing listens."""
+    with Sandbox() as once:
+        once.enable_ssh(str(tmp_path / "key"))
+        selectorless(once, "backend", 80, 1)
+        pod = running(once, "client")
+        env = once.instance_for(pod)["env"]
+        assert not [name for name in env if "SERVICE_HOST" in name], env
