@@ -22,6 +22,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
+from tests.integration.test_nodes_share_a_database import two_nodes_leave_each_other_alone
 from tests.store.upgrades import upgrade_at_once
 
 from . import postgres
@@ -125,3 +126,9 @@ def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
     with db.make_engine(url).begin() as connection:
         connection.execute(text("TRUNCATE mappings CASCADE"))
     assert store.load_rows() == []
+
+
+def test_two_nodes_on_one_database_leave_each_other_alone(url: str) -> None:
+    """Several nodes on one PostgreSQL database, each with its own rows and lock."""
+    with Sandbox(FAST, database_url=url) as box:
+        two_nodes_leave_each_other_alone(box)
