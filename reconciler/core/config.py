@@ -24,7 +24,6 @@ from typing import Any
 
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
-from reconciler.core.service_settings import ServiceBackends as ServiceBackends
 from reconciler.core.service_settings import ServiceSettings
 from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
 
@@ -461,16 +460,7 @@ def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
                 yield item, item.metadata["flag"]
 
 
-_GROUPS: dict[str, Any] = {
-    "node": NodeSettings,
-    "placement": PlacementSettings,
-    "caps": CapsSettings,
-    "timing": TimingSettings,
-    "kubelet": KubeletSettings,
-    "logs": LogSettings,
-    "ssh": SshSettings,
-    "services": ServiceSettings,
-}
+_GROUPS: dict[str, Any] = {item.name: item.default_factory for item in fields(Settings)}
 """The groups, by their attribute on `Settings`, in the order of the flags."""
 
 

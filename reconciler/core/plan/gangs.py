@@ -12,9 +12,8 @@ Per Job, each tick:
 - a deleted pod is finished like a kubelet once its cluster is gone from the list;
 - while the gang has no cluster, its pods wait (with a reason) until all N are on the
   node, the Job qualifies and no create is in flight; then one create is planned;
-- once the cluster is listed, index i mirrors the member of rank i: its status, its
-  `runpod.io/rank` and the member's id (no pod IP: the overlay address leads nowhere
-  from the cluster).
+- once the cluster is listed, index i mirrors the member of rank i: its status (no pod
+  IP: the overlay address leads nowhere from the cluster), rank and id.
 
 Clusters of ours whose Job has no pod left on the node are collected after the orphan
 grace. Nothing without our owner tag is ever touched.
@@ -331,8 +330,7 @@ def _mirror(
         status = pod_status.pod_status(pod, None, exit_code=None, now=tick.now)
         annotations: dict[str, str | None] = {CLUSTER_ID: cluster_id}
     else:
-        # No podIP, not even the cluster's overlay address: the cluster cannot reach it
-        # (pod_status says why an IP would mislead the EndpointSlice controller).
+        # No podIP (pod_status says why): not even the overlay address, unreachable too.
         status = pod_status.pod_status(pod, member, exit_code=None, now=tick.now)
         annotations = {
             **pod_status.metadata_annotations(member),

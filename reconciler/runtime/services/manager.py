@@ -265,7 +265,7 @@ class ServiceTunnels:
         self._told.add(key)
         log.info("pod %s: %s", _name(pod), message)  # the Event is the user's signal
         try:
-            self.kube.events.record(pod, Notice.SERVICES_UNREACHABLE, message, "Warning")
+            self.kube.events.record(pod, Notice.SERVICES_UNREACHABLE.value, message, "Warning")
         except kube_errors.KubeError as exc:
             log.warning("could not record an Event on %s: %s", _name(pod), exc)
 
