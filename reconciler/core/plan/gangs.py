@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from reconciler.core.actions import (
     Action,
@@ -78,10 +78,7 @@ def plan_gangs(tick: Situation) -> list[Action]:
             actions += _wait(tick, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
             by_job.setdefault(owner, []).append(pod)
-    # Each gang sees its own Job's members and rows: looked up, not searched for, so
-    # that a tick's work grows with the gangs, not with their square.
-    members_of = _by_job(members)
-    rows_of = _by_job(rows)
+    members_of, rows_of = clusters.by_job(members), clusters.by_job(rows)
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     current: set[str] = set()
     for (_, uid), pods in by_job.items():
@@ -103,16 +100,6 @@ def _foreign(tick: Situation) -> list[Action]:
         if is_live(pod) and (job := job_of(pod)) is not None:
             actions += _wait(tick, [pod], PodReason.FOREIGN_ID, clusters.job_refusal(job))
     return actions
-
-
-_V = TypeVar("_V")
-
-
-def _by_job(by_gang: Mapping[str, _V]) -> dict[str, dict[str, _V]]:
-    found: dict[str, dict[str, _V]] = {}
-    for gang, value in by_gang.items():
-        found.setdefault(key_job(gang), {})[gang] = value
-    return found
 
 
 def _gang(
