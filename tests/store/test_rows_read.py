@@ -114,3 +114,37 @@ def test_the_count_moves_once_per_write(engine: Engine, store: Store) -> None:
     assert count() == before + 1
     store.load_rows()
     assert count() == before + 1  # reading writes nothing
+
+
+def test_a_restored_backup_and_a_count_moved_back_to_the_cached_value_are_read(
+    store: Store, path: Path, tmp_path: Path
+) -> None:
+    """An older backup restored under a running reconciler, then a second writer's
+    writes bring the count back to the value this store cached: the rows are read
+    anew, never the cached ones the database no longer has."""
+    backup = tmp_path / "backup.sqlite"
+    with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+        live.backup(copy)
+    store.save_row(row("c"))
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "b", "c"}  # cached
+
+    with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+        copy.backup(live)  # the restore: "c" is gone, the count one lower
+    other = Store(db.session_factory(db.make_engine(f"sqlite:///{path}")))
+    other.save_row(row("d"))  # the count is back at the cached value
+
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "b", "d"}
+
+
+def test_each_write_draws_a_new_token(engine: Engine, store: Store) -> None:
+    def generation() -> tuple[int, str]:
+        with engine.connect() as connection:
+            found = connection.execute(text("SELECT value, token FROM mapping_generation"))
+            value, token = found.one()
+            return int(value), str(token)
+
+    tokens = set()
+    for n in range(5):
+        store.save_row(row("a", instance_id=f"i-{n}"))
+        tokens.add(generation()[1])
+    assert len(tokens) == 5 and all(len(token) == 32 for token in tokens)
