@@ -144,6 +144,32 @@ def test_trickling_strangers_do_not_keep_kubectl_logs_out(
             sock.close()
 
 
+def test_callers_without_rights_do_not_keep_the_api_server_out(
+    box: Sandbox, admin: tuple[str, str], tmp_path: Path
+) -> None:
+    """Any pod's credentials authenticate; kept-alive connections of a caller the node
+    does not authorize are closed for a newer one like a stranger's."""
+    running_pod(box, "train")
+    box.kubelet.stop()
+    server = box.start_kubelet(limits=EndpointLimits(max_connections=3))
+    nobody = box.kube_sim.client_ca.issue_client("nobody", ()).write(tmp_path, "nobody")
+    sessions = [requests.Session() for _ in range(3)]
+    try:
+        for session in sessions:
+            answer = session.get(
+                f"https://127.0.0.1:{server.port}" + LOGS.format("default", "train"),
+                verify=False,
+                timeout=10,
+                cert=nobody,
+            )
+            assert answer.status_code == 403  # and the connection is kept alive
+        eventually(lambda: server.connections == 3)
+        assert get(box, admin, LOGS.format("default", "train")).status_code == 200
+    finally:
+        for session in sessions:
+            session.close()
+
+
 def test_a_trickled_head_is_closed_at_the_header_deadline(box: Sandbox) -> None:
     """A byte every 50 ms is never idle; the whole head has a deadline of its own."""
     box.kubelet.stop()

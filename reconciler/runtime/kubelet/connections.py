@@ -2,14 +2,16 @@
 `max_unauthenticated` not yet authenticated.
 
 A connection is unauthenticated from its accept until a request on it is authenticated
-(a verified client certificate or a bearer token). Beyond `max_unauthenticated`, the
-oldest unauthenticated connection is closed to make room for the new one, rather than
-the new one refused: whoever holds the unauthenticated slots with slow handshakes and
-trickled headers cannot keep the API server out, since its connections complete in
-milliseconds. So memory before authentication stays within `max_unauthenticated` times
-what one request's head may hold (`request_head`). Beyond `max_connections`, with no
-unauthenticated connection to close, a new connection is closed at once, before its
-handshake, as a kubelet's server does.
+(a verified client certificate or a bearer token) and authorized: any pod's
+ServiceAccount token authenticates, and the caller the node trusts is one with the
+rights to its kubelet API (the API server, metrics-server, an administrator). Beyond
+`max_unauthenticated`, the oldest unauthenticated connection is closed to make room for
+the new one, rather than the new one refused: whoever holds the unauthenticated slots
+with slow handshakes and trickled headers cannot keep the API server out, since its
+connections complete in milliseconds. So memory before authentication stays within
+`max_unauthenticated` times what one request's head may hold (`request_head`). Beyond
+`max_connections`, with no unauthenticated connection to close, a new connection is
+closed at once, before its handshake, as a kubelet's server does.
 """
 
 from __future__ import annotations

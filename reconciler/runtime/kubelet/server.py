@@ -52,7 +52,7 @@ from reconciler.runtime.kubelet.answers import (
     EndpointError,
     answer_for,
 )
-from reconciler.runtime.kubelet.auth import Authenticator, Caller
+from reconciler.runtime.kubelet.auth import Authenticator
 from reconciler.runtime.kubelet.connections import Admission, EndpointHTTPServer
 from reconciler.runtime.kubelet.exec import (
     ATTACH_UNSUPPORTED,
@@ -187,8 +187,6 @@ class _Handler(BaseHTTPRequestHandler):
     _responding = False
     _served = False
     """Whether a request of this connection was read (the next one is kept alive)."""
-    _caller: Caller
-    """Who sent the request being served (set once it is authenticated)."""
 
     def setup(self) -> None:
         # Every read and write of this connection, the lazy TLS handshake included, gives
@@ -266,11 +264,12 @@ class _Handler(BaseHTTPRequestHandler):
                 else None
             )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
+            app.auth.authorize(caller, method, url.path)
+            # Any pod's token authenticates; only a caller the node trusts leaves the
+            # connections that may be closed for a newer one.
             ticket = self.server.ticket(self.request)
             if ticket is not None:
                 app.admission.authenticated(ticket)
-            app.auth.authorize(caller, method, url.path)
-            self._caller = caller
             route, named = _route(method, parts, url.path)
             if route.leader_only and not app.is_leader():
                 raise EndpointError(503, STANDBY_MESSAGE)
