@@ -371,9 +371,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send_log(named, options)
         namespace = named["namespace"]
         with app.follows.hold(namespace) as refused:
+            # 400: of a kubelet's refusals, the API server passes on the sentence of a
+            # 400 or a 500 only; a 429's or a 503's it replaces with a generic one.
             if refused is Refused.NAMESPACE:
                 raise EndpointError(
-                    429,
+                    400,
                     f"the pods of namespace {namespace} have "
                     f"{app.limits.max_follows_per_namespace} logs followed on this node "
                     "already, the most one namespace may "
@@ -381,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             if refused is Refused.NODE:
                 raise EndpointError(
-                    503,
+                    400,
                     f"this node serves {app.limits.max_follows} log follows already, the "
                     "most it may (--kubelet-max-follows); stop one first",
                 )
