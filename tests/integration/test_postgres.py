@@ -103,13 +103,27 @@ def test_the_writer_lock_refuses_a_second_writer_until_it_expires(url: str) -> N
 
 def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
     """The rows a steady tick reads again only while PostgreSQL's own count of writes to
-    them says nobody wrote: a write by another connection, even by hand, is read."""
+        them says nobody wrote: a write by another connection, even by hand, is read, whether it
+    inserts, updates, deletes or truncates."""
     store = open_store(url, upgrade=True)
     store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
     assert [r.instance_id for r in store.load_rows()] == [None]
     with db.make_engine(url).begin() as connection:
         connection.execute(text("UPDATE mappings SET instance_id = 'by-hand'"))
     assert [r.instance_id for r in store.load_rows()] == ["by-hand"]
+    with db.make_engine(url).begin() as connection:
+        # A plain INSERT: the store's own upsert also fires PostgreSQL's UPDATE triggers.
+        connection.execute(
+            text(
+                "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings,"
+                " created_at, updated_at) VALUES ('b', 'ns', 'pod-b', 'pending', 0,"
+                " '2026-05-01 00:00:00+00', '2026-05-01 00:00:00+00')"
+            )
+        )
+    assert sorted(r.pod_uid for r in store.load_rows()) == ["a", "b"]
+    with db.make_engine(url).begin() as connection:
+        connection.execute(text("DELETE FROM mappings WHERE pod_uid = 'a'"))
+    assert [r.pod_uid for r in store.load_rows()] == ["b"]
     with db.make_engine(url).begin() as connection:
         connection.execute(text("TRUNCATE mappings CASCADE"))
     assert store.load_rows() == []

@@ -124,3 +124,22 @@ def test_a_volume_gone_since_the_kept_list_is_no_leak(box: Sandbox) -> None:
     box.restart()
     assert box.tick().volume_leaks == []
     assert len([p for m, p, _ in volume_calls(box) if p.endswith(volume_id)]) == 2  # no more
+
+
+def test_a_kept_leak_is_told_since_its_first_list_across_the_hourly_lists(box: Sandbox) -> None:
+    """Each hourly list shows it again: it stays a leak, told (and counted) since the
+    list that first showed it, never forgotten and found anew."""
+    add_class(box)
+    stray = box.runpod_sim.add_volume(
+        volume_name(box.settings.owner_id, "gone-claim"), 10, "EU-RO-1"
+    )
+    add_claim(box)  # a claim to provision: the tick lists the volumes
+    assert box.tick().volume_leaks == [stray.id]
+    [told] = _cost(box)["leaked_network_volumes"]
+    before = lists(box)
+    for _ in range(3):
+        box.advance(3600)
+        assert box.tick().volume_leaks == [stray.id]
+        assert _cost(box)["leaked_network_volumes"] == [told]
+    assert lists(box) - before >= 3  # listed again every hour
+    assert stray.id in box.runpod_sim.volumes
