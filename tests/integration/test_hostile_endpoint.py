@@ -1,9 +1,12 @@
 """The kubelet endpoint against a tenant or a stranger who wants it for themselves, over
 real TLS on loopback through the simulators: one namespace's log follows leave every
-other namespace room; connections that trickle their headers neither keep `kubectl
-logs` out nor stay past the header deadline; heads beyond the header caps get 431;
-memory before authentication stays bounded; and a log read holds none of a long
-backfill it does not show (memory measured with tracemalloc, bounds asserted)."""
+other namespace room (its documented 32, then a sentence), and the node caps them all;
+connections that trickle their headers neither keep `kubectl logs` out nor stay past
+the header deadline, while a slow head within it is read; the 33rd unauthenticated
+connection closes the oldest, and only it; heads at the header caps are read and beyond
+them get 431; callers authenticated but not authorized count as strangers; memory
+before authentication stays bounded; and a log read holds none of a long backfill it
+does not show (memory measured with tracemalloc, bounds asserted)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import contextlib
 import socket
 import ssl
 import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,8 +106,7 @@ def test_one_namespaces_follows_leave_the_others_room(box: Sandbox, admin: tuple
             stream=True,
         ) as theirs:
             assert theirs.status_code == 200, theirs.text
-        limit = box.settings.kubelet.max_follows_per_namespace
-        assert statuses.count(200) == limit and statuses.count(400) == 50 - limit
+        assert statuses.count(200) == 32 and statuses.count(400) == 50 - 32  # the documented cap
         refused = get(box, admin, LOGS.format("default", "train"), follow="true")
         assert "--kubelet-max-follows-per-namespace" in refused.text
 
@@ -190,10 +193,81 @@ def test_a_trickled_head_is_closed_at_the_header_deadline(box: Sandbox) -> None:
     eventually(lambda: server.connections == 0)
 
 
+def test_the_33rd_stranger_closes_the_oldest(box: Sandbox) -> None:
+    """32 unauthenticated connections are held (the documented cap); a 33rd closes the
+    oldest of them, and only that one."""
+    assert box.kubelet is not None
+    box.kubelet.stop()  # the header deadline far away: only the cap closes anything here
+    box.configure(kubelet_idle_timeout=600, kubelet_request_header_timeout=600)
+    port = box.start_kubelet().port
+    strangers = [stranger(port) for _ in range(32)]
+    try:
+        for sock in strangers:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert box.kubelet is not None
+        eventually(lambda: box.kubelet is not None and box.kubelet.connections == 32)
+        for sock in strangers:
+            sock.settimeout(0.05)
+        assert not any(closed(sock) for sock in strangers)
+        strangers.append(stranger(port))
+        strangers[0].settimeout(10)
+        assert closed(strangers[0])
+        assert not any(closed(sock) for sock in strangers[1:32])
+    finally:
+        for sock in strangers:
+            sock.close()
+
+
+def head_answer(port: int, headers: list[str]) -> str:
+    """What the endpoint answers a stranger's head of these headers (after Host)."""
+    sock = stranger(port)
+    try:
+        head = "GET /healthz HTTP/1.1\r\nHost: x\r\n" + "".join(h + "\r\n" for h in headers)
+        with contextlib.suppress(OSError):  # answered before all of it was read
+            sock.sendall((head + "\r\n").encode())
+        sock.settimeout(10)
+        answer = b""
+        while b"\r\n\r\n" not in answer and (chunk := sock.recv(65536)):
+            answer += chunk
+    finally:
+        sock.close()
+    return answer.decode()
+
+
+def test_heads_at_the_caps_are_read(box: Sandbox) -> None:
+    """64 headers, and headers of 65536 bytes with their line ends and the blank line
+    (the documented caps), are read: the stranger gets the endpoint's 401."""
+    port = box.settings.kubelet.port
+    assert head_answer(port, [f"X-Pad-{n}: x" for n in range(63)]).startswith("HTTP/1.1 401")
+    host, blank = len("Host: x\r\n"), 2
+    pad = 65536 - host - blank - 2 * len("X-Pad-0: \r\n")
+    headers = [f"X-Pad-0: {'x' * (pad // 2)}", f"X-Pad-1: {'x' * (pad - pad // 2)}"]
+    assert head_answer(port, headers).startswith("HTTP/1.1 401")
+    headers[1] += "x"
+    assert head_answer(port, headers).startswith("HTTP/1.1 431")
+
+
+def test_a_slow_head_within_the_deadline_is_read(box: Sandbox) -> None:
+    """The deadline ends heads that take too long, not heads that take a while."""
+    assert box.kubelet is not None
+    box.kubelet.stop()
+    box.configure(kubelet_request_header_timeout=6)
+    sock = stranger(box.start_kubelet().port)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        for n in range(20):  # 2 s, a third of the deadline
+            time.sleep(0.1)
+            sock.sendall(f"X-Slow-{n}: x\r\n".encode())
+        sock.sendall(b"Host: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401")
+    finally:
+        sock.close()
+
+
 @pytest.mark.parametrize(
     ("headers", "says"),
     [
-        ([f"X-Pad-{n}: x" for n in range(65)], "more than 64 request headers"),
+        ([f"X-Pad-{n}: x" for n in range(64)], "more than 64 request headers"),
         ([f"X-Pad-{n}: {'x' * 40_000}" for n in range(2)], "above 65536 bytes"),
     ],
     ids=["count", "bytes"],
