@@ -136,15 +136,24 @@ def test_a_restored_backup_and_a_count_moved_back_to_the_cached_value_are_read(
     assert {r.pod_uid for r in store.load_rows()} == {"a", "b", "d"}
 
 
-def test_each_write_draws_a_new_token(engine: Engine, store: Store) -> None:
-    def generation() -> tuple[int, str]:
-        with engine.connect() as connection:
-            found = connection.execute(text("SELECT value, token FROM mapping_generation"))
-            value, token = found.one()
-            return int(value), str(token)
+def test_each_kind_of_write_draws_a_new_token(engine: Engine, store: Store, path: Path) -> None:
+    """The store's upsert, and a plain INSERT, UPDATE and DELETE by hand: each its own."""
 
-    tokens = set()
-    for n in range(5):
-        store.save_row(row("a", instance_id=f"i-{n}"))
-        tokens.add(generation()[1])
-    assert len(tokens) == 5 and all(len(token) == 32 for token in tokens)
+    def token() -> str:
+        with engine.connect() as connection:
+            return str(connection.execute(text("SELECT token FROM mapping_generation")).scalar())
+
+    tokens = [token()]
+    store.save_row(row("a", instance_id="i-1"))
+    tokens.append(token())
+    for sql in (
+        "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, created_at,"
+        " updated_at) VALUES ('z', 'ns', 'pod-z', 'running', 0, '2026-05-01 00:00:00',"
+        " '2026-05-01 00:00:00')",
+        "UPDATE mappings SET instance_id = 'by-hand' WHERE pod_uid = 'z'",
+        "DELETE FROM mappings WHERE pod_uid = 'z'",
+    ):
+        with sqlite3.connect(path) as connection:
+            connection.execute(sql)
+        tokens.append(token())
+    assert len(set(tokens)) == len(tokens) and all(len(t) == 32 for t in tokens)
