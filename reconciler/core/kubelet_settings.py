@@ -91,14 +91,15 @@ class KubeletSettings:
         100,
         "--kubelet-max-follows",
         "`kubectl logs -f` served at once on this node, in every namespace together; more "
-        "are answered 503.",
+        "are refused with a sentence naming this flag.",
         limits=(1, 100_000, "a number of follows"),
     )
 
     max_follows_per_namespace: int = setting(
         32,
         "--kubelet-max-follows-per-namespace",
-        "`kubectl logs -f` served at once for the pods of one namespace; more are answered 429.",
+        "`kubectl logs -f` served at once for the pods of one namespace; more are refused "
+        "with a sentence naming this flag.",
         limits=(1, 100_000, "a number of follows"),
     )
     """Every follow comes through the API server, as one caller: the pod's namespace is

@@ -24,6 +24,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
+from tests.integration.test_nodes_share_a_database import two_nodes_leave_each_other_alone
 from tests.store.upgrades import upgrade_at_once
 
 from . import postgres
@@ -200,3 +201,9 @@ def store_engine(store: Store) -> Engine:
     bind = store._sessions.kw["bind"]
     assert isinstance(bind, Engine)
     return bind
+
+
+def test_two_nodes_on_one_database_leave_each_other_alone(url: str) -> None:
+    """Several nodes on one PostgreSQL database, each with its own rows and lock."""
+    with Sandbox(FAST, database_url=url) as box:
+        two_nodes_leave_each_other_alone(box)

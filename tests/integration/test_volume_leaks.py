@@ -20,6 +20,7 @@ from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
 from .test_claims import add_claim, add_class, claim, provision, volume_calls
+from .test_gang_end_on_pods import delete_database
 from .test_limits import status_reason
 from .test_resource_cost import _cost
 
@@ -71,6 +72,22 @@ def test_a_duplicate_volume_is_told_every_once_run_and_collected_after_the_grace
     assert deletes == [f"/v2/network-volumes/{ours.id}"]
     box.restart()
     assert box.tick().volume_leaks == []
+
+
+def test_a_duplicate_volume_is_collected_on_fresh_databases(box: Sandbox) -> None:
+    """A CronJob chain whose database is lost on every run: when a list first showed the
+    duplicate is never kept, so its grace counts from its claim's binding (the bound
+    volume's PV, by Kubernetes' own record). It was told on every run and never
+    collected."""
+    ours, theirs = taken_over(box)
+    grace = box.settings.timing.orphan_grace_time
+    for _ in range(6):
+        delete_database(box)
+        box.restart()
+        box.tick()
+        box.advance(grace / 4)
+    assert ours.id not in box.runpod_sim.volumes
+    assert theirs.id in box.runpod_sim.volumes
 
 
 def test_a_leaked_volume_is_shown_by_cost(box: Sandbox) -> None:

@@ -7,8 +7,8 @@ counting; only a restore of the very state it was drawn for brings it back, and 
 state has those rows. So a reader reuses its rows only while count and token both read
 as they did (`Store.load_rows`).
 
-Revision ID: 0014_mapping_generation_token
-Revises: 0013_mapping_generation
+Revision ID: 0016_mapping_generation_token
+Revises: 0015_rows_of_a_node
 Create Date: 2026-12-07
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014_mapping_generation_token"
-down_revision = "0013_mapping_generation"
+revision = "0016_mapping_generation_token"
+down_revision = "0015_rows_of_a_node"
 branch_labels = None
 depends_on = None
 
