@@ -136,8 +136,13 @@ class Sandbox:
         if limits is not None:
             changes.update(
                 kubelet_idle_timeout=limits.idle_timeout,
+                kubelet_request_header_timeout=limits.header_timeout,
                 kubelet_max_connections=limits.max_connections,
-                kubelet_max_follows_per_client=limits.max_follows_per_client,
+                kubelet_max_unauthenticated=limits.max_unauthenticated,
+                kubelet_max_headers=limits.max_headers,
+                kubelet_max_header_bytes=limits.max_header_bytes,
+                kubelet_max_follows=limits.max_follows,
+                kubelet_max_follows_per_namespace=limits.max_follows_per_namespace,
                 kubelet_max_streaming_per_namespace=limits.max_streaming_per_namespace,
                 streaming_connection_idle_timeout=limits.streaming_idle_timeout,
             )
