@@ -1,8 +1,8 @@
 """The places a pod's instances failed to start in (`GPU type@data center;...`): a
 replacement excludes them, and the pod fails once it has tried enough of them.
 
-Revision ID: 0016_start_failures
-Revises: 0015_rows_of_a_node
+Revision ID: 0017_start_failures
+Revises: 0016_mapping_generation_token
 Create Date: 2026-12-07
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016_start_failures"
-down_revision = "0015_rows_of_a_node"
+revision = "0017_start_failures"
+down_revision = "0016_mapping_generation_token"
 branch_labels = None
 depends_on = None
 
