@@ -208,6 +208,13 @@ class CapsSettings:
     )
     """Kept for the leak audit too."""
 
+    runpod_max_answer_mib: int = setting(
+        64,
+        "--runpod-max-answer-mib",
+        "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole.",
+        limits=(1, 4096, "a size in MiB"),
+    )
+
 
 @dataclass(frozen=True)
 class TimingSettings:
@@ -266,7 +273,6 @@ class TimingSettings:
         "request runs past it.",
         limits=seconds(1, 3600),
     )
-    """Also the longest any one request may take."""
 
 
 @dataclass(frozen=True)

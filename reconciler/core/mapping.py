@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -89,19 +89,25 @@ class MappingRecord:
         return dataclasses.replace(self, updated_at=other.updated_at) == other
 
 
-def unlisted_instances(
-    rows: Iterable[MappingRecord], listed_ids: Collection[str], live_pods: Collection[str]
+def unconfirmed_instances(
+    rows: Iterable[MappingRecord],
+    listed: Mapping[str, Instance],
+    owner_id: str,
+    live_pods: Collection[str],
 ) -> list[str]:
-    """The instances a running row of a live pod maps that the list does not show: each
-    is read by id, since the list lags behind creates and only RunPod's 404 says an
-    instance is gone (docs/architecture.md §3, "Cloud resources")."""
-    return sorted(
-        {
-            row.instance_id
-            for row in rows
-            if row.state is MappingState.RUNNING
-            and row.instance_id
-            and row.instance_id not in listed_ids
-            and row.pod_uid in live_pods
-        }
-    )
+    """The instances a running row of a live pod maps that the list does not show as
+    that pod's: omitted, or shown without our owner tag or with another pod's UID tag.
+    Each is read by id before anything is concluded: the list lags behind creates, and
+    one list is no proof (only RunPod's 404 says an instance is gone, and only its record
+    by id that its tags changed: docs/architecture.md §3, "Cloud resources"). A steady
+    tick, whose list shows every mapped instance with its tags, reads none."""
+    doubted = set()
+    for row in rows:
+        if row.state is not MappingState.RUNNING or not row.instance_id:
+            continue
+        shown = listed.get(row.instance_id)
+        if shown is not None and shown.owner == owner_id and shown.pod_uid == row.pod_uid:
+            continue
+        if row.pod_uid in live_pods:
+            doubted.add(row.instance_id)
+    return sorted(doubted)

@@ -6,7 +6,7 @@ import logging
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_cluster_body
-from reconciler.adapters.runpod.parse import parse_instance
+from reconciler.adapters.runpod.parse import once_per_id, parse_instance
 from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import ClusterRequest, Instance
 
@@ -46,7 +46,7 @@ class Clusters:
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError(f"GET {path} answered without a pods list")
-        return [parse_instance(pod) for pod in pods]
+        return [parse_instance(pod) for pod in once_per_id(pods, "GET /v2/clusters/{id}/pods")]
 
     def delete(self, cluster_id: str) -> None:
         """Delete a cluster and all its members. One already gone counts as deleted."""

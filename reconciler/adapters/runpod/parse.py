@@ -4,10 +4,15 @@ Unknown fields are ignored, an unknown status becomes `InstanceStatus.UNKNOWN`, 
 may arrive as numeric strings, and missing optional fields take their defaults. Only a
 pod without an `id` is refused: an instance we cannot address would look to the
 planner like a vanished one, which is worse than a failed tick.
+
+A list is read once per id (`once_per_id`): an entry repeated is one resource, not two
+(taken as two, every instance would be its own duplicate, and terminated); an entry whose
+id is not of RunPod's form is left out, with a warning, since no request may name it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -27,12 +32,44 @@ from reconciler.core.domain import (
     ResourceCharge,
     RunPodVolume,
     Runtime,
+    is_runpod_id,
 )
+from reconciler.core.printable import quoted
+
+logger = logging.getLogger(__name__)
 
 Json = Mapping[str, Any]
 # JSON gives dicts: testing for dict first spares the Mapping ABC's slower check. A list
 # of 10 000 pods is parsed on every tick, so these few microseconds add up (docs, Performance).
 _MAPPING = (dict, Mapping)
+
+
+def once_per_id(entries: list[Any], route: str) -> list[Any]:
+    """The list's entries, each id once (the first entry of it), without those whose id
+    is not of RunPod's form. An entry with no id at all is kept: parsing it refuses the
+    answer, as before."""
+    seen: set[str] = set()
+    kept, repeated, odd = [], 0, []
+    for entry in entries:
+        ident = entry.get("id") if type(entry) is dict else None
+        if not ident:
+            kept.append(entry)
+        elif not is_runpod_id(ident):
+            odd.append(quoted(str(ident)))
+        elif ident in seen:
+            repeated += 1
+        else:
+            seen.add(ident)
+            kept.append(entry)
+    if repeated:
+        logger.warning(
+            "%s listed %d entries again under an id it had listed: read once", route, repeated
+        )
+    if odd:
+        logger.warning(
+            "%s listed ids not of RunPod's form, left out: %s", route, ", ".join(odd[:5])
+        )
+    return kept
 
 
 def parse_instance(data: object) -> Instance:

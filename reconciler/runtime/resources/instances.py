@@ -17,14 +17,14 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, unlisted_instances
+from reconciler.core.mapping import MappingRecord, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
-from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.by_id import believed, read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
@@ -66,7 +66,7 @@ class Instances:
         now, pods = sighting.now, sighting.pods
         instances = [i for i in sighting.listed if i.cluster_id is None]
         rows = self.store.load_rows()
-        instances += self._confirm_missing(instances, rows, pods)
+        instances = self._confirmed(instances, rows, pods)
         owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
@@ -103,13 +103,19 @@ class Instances:
             ownership=owners,
         )
 
-    def _confirm_missing(
+    def _confirmed(
         self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
     ) -> list[Instance]:
-        """The mapped instances of live pods that the list omits, read by id (one GET
-        each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
-        missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
-        return read_by_id(missing, self.runpod.instances.get).found
+        """The list, with the mapped instances of live pods that it omits or shows
+        without their tags read by id (one GET each, none in a steady tick):
+        `runtime/by_id.py`'s rule for every resource."""
+        doubted = unconfirmed_instances(
+            rows,
+            {i.id: i for i in listed},
+            self.settings.owner_id,
+            {podinfo.uid(p) for p in pods},
+        )
+        return believed(listed, read_by_id(doubted, self.runpod.instances.get), _instance_id)
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]
@@ -149,3 +155,7 @@ class Instances:
             # The nonce the instance was started with (an older one's: LEGACY_NONCE).
             stopped += [(i.id, i.env.get(STOP_ON_EXIT_ENV) or exit_nonce(uid)) for i in exited]
         return self.pod_logs.read_exits(stopped)
+
+
+def _instance_id(instance: Instance) -> str:
+    return instance.id
