@@ -41,6 +41,7 @@ class _StatusFault:
     status: int
     count: int
     retry_after: int
+    detail: str = "injected fault"
 
 
 @dataclass
@@ -99,11 +100,19 @@ class Faults:
             """The answers the wire faults shaped, with the bytes each really sent."""
 
     def inject(
-        self, method: str, path_pattern: str, status: int, count: int = 1, *, retry_after: int = 5
+        self,
+        method: str,
+        path_pattern: str,
+        status: int,
+        count: int = 1,
+        *,
+        retry_after: int = 5,
+        detail: str = "injected fault",
     ) -> None:
-        """The next `count` matching calls answer `status`; `path_pattern` is a glob."""
+        """The next `count` matching calls answer `status` with this problem `detail`;
+        `path_pattern` is a glob."""
         with self._lock:
-            fault = _StatusFault(method.upper(), path_pattern, status, count, retry_after)
+            fault = _StatusFault(method.upper(), path_pattern, status, count, retry_after, detail)
             self._status.append(fault)
 
     def create_then_fail(self, count: int = 1, status: int = 500) -> None:
@@ -182,7 +191,7 @@ class Faults:
                 if fault.count <= 0:
                     self._status.remove(fault)
                 headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
-                raise Problem(fault.status, "injected fault", headers=headers)
+                raise Problem(fault.status, fault.detail, headers=headers)
 
     def answer_created(self, created: Reply) -> Reply:
         """The answer to a create that made its resource, unless a fault loses it."""

@@ -9,10 +9,13 @@ from __future__ import annotations
 import re
 import tracemalloc
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
 from reconciler.adapters.runpod import errors
+from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import Sandbox
 
@@ -182,3 +185,54 @@ def test_an_answer_above_the_cap_is_refused_without_holding_it(box: Sandbox) -> 
     box.tick()
     assert _phase(box, "a") == "Running"
     assert Counter(r.method for r in box.runpod_sim.requests).get("DELETE") is None
+
+
+FORGED = "A100\x1b[2J\x07\nrunpod.io/forged: yes\u202e"
+
+
+def _texts(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
+def _raw(text: str) -> bool:
+    return any(c in text for c in ("\x1b", "\x07", "\n", "\u202e"))
+
+
+def test_runpods_text_is_escaped_where_it_is_shown(box: Sandbox) -> None:
+    _running(box, "a")
+    instance = box.instance_for(box.pod("a") or {})
+    assert instance is not None
+    forged = {"gpu": {**instance["gpu"], "id": FORGED}, "dataCenterId": FORGED, "name": FORGED}
+    box.runpod_sim.set_instance_fields(instance["id"], forged)
+    box.tick()
+    annotations = (box.pod("a") or {})["metadata"]["annotations"]
+    for key in ("runpod.io/gpu-type", "runpod.io/datacenter"):
+        assert not _raw(annotations[key]) and "\\x1b[2J" in annotations[key], annotations
+    shown = CliRunner().invoke(main, ["--database-url", box.database_url, "state", "show"])
+    assert shown.exit_code == 0 and not _raw(shown.output.replace("\n", "")), shown.output
+
+
+def test_runpods_error_text_is_escaped_on_the_pod(box: Sandbox) -> None:
+    box.runpod_sim.faults.inject("POST", "/v2/pods", 418, count=20, detail=FORGED)
+    box.runpod_sim.faults.inject("POST", "/v2/pods", 422, count=20, detail=FORGED)
+    box.add_pod("waits")
+    box.tick()
+    box.runpod_sim.faults.reset()
+    box.runpod_sim.faults.inject("POST", "/v2/pods", 422, count=20, detail=FORGED)
+    box.add_pod("fails")
+    box.tick()
+    box.tick()
+    for name in ("waits", "fails"):
+        status = (box.pod(name) or {}).get("status") or {}
+        told = list(_texts(status))
+        assert any("\\x1b[2J" in text for text in told), status  # told, escaped
+        assert not any(_raw(text) for text in told), status
+        for event in box.events(name):
+            assert not _raw(event["message"]), event

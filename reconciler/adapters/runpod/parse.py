@@ -34,7 +34,7 @@ from reconciler.core.domain import (
     Runtime,
     is_runpod_id,
 )
-from reconciler.core.printable import quoted
+from reconciler.core.printable import escaped, quoted
 
 logger = logging.getLogger(__name__)
 
@@ -83,18 +83,18 @@ def parse_instance(data: object) -> Instance:
     gpu, cpu, member = _object(get("gpu")), _object(get("cpu")), _object(get("cluster"))
     return Instance(
         id=str(raw["id"]),
-        name=str(get("name") or ""),
+        name=_text(get("name")),
         status=InstanceStatus.parse(get("status")),
-        image=str(get("image") or ""),
+        image=_text(get("image")),
         env=_string_map(get("env")),
         cost_per_hr=_float(get("cost")),
-        gpu_type_id=_optional_str(gpu.get("id")),
+        gpu_type_id=_optional_text(gpu.get("id")),
         gpu_count=_int(gpu.get("count"), default=1 if gpu.get("id") else 0),
-        cpu_flavor_id=_optional_str(cpu.get("id")),
+        cpu_flavor_id=_optional_text(cpu.get("id")),
         vcpu_count=_int(cpu.get("vcpuCount")),
         memory_gb=_int(cpu.get("memory")),
-        cloud=_optional_str(get("cloud")),
-        datacenter_id=_optional_str(get("dataCenterId")),
+        cloud=_optional_text(get("cloud")),
+        datacenter_id=_optional_text(get("dataCenterId")),
         ports=_strings(get("ports")),
         created_at=parse_datetime(get("createdAt")),
         started_at=parse_datetime(get("startedAt")),
@@ -155,7 +155,7 @@ def _port(data: object) -> PortMapping | None:
     return PortMapping(
         private_port=_int(data.get("private")),
         protocol=str(data.get("type") or "tcp").lower(),
-        public_ip=_optional_str(data.get("ip")),
+        public_ip=_optional_text(data.get("ip")),
         public_port=_optional_int(data.get("public")),
     )
 
@@ -164,8 +164,8 @@ def parse_gpu_type(data: Json) -> GpuType:
     price = _mapping(data.get("price"))
     max_count = _mapping(data.get("maxCount"))
     return GpuType(
-        id=str(data["id"]),
-        name=str(data.get("name") or data["id"]),
+        id=_text(data["id"]),
+        name=_text(data.get("name") or data["id"]),
         memory_gb=_int(data.get("memory")),
         secure=bool(data.get("secure")),
         community=bool(data.get("community")),
@@ -181,7 +181,7 @@ def parse_gpu_type(data: Json) -> GpuType:
 def _stock(data: object) -> DataCenterStock:
     entry = _mapping(data)
     availability = Availability.parse(entry.get("availability"))
-    return DataCenterStock(str(entry.get("id") or ""), availability)
+    return DataCenterStock(_text(entry.get("id")), availability)
 
 
 def parse_gpu_types(data: object) -> list[GpuType]:
@@ -197,8 +197,8 @@ def parse_cpu_flavors(data: object) -> list[CpuFlavor]:
 def _cpu_flavor(data: Json) -> CpuFlavor:
     vcpu, price = _mapping(data.get("vcpu")), _mapping(data.get("price"))
     return CpuFlavor(
-        id=str(data["id"]),
-        name=str(data.get("name") or data["id"]),
+        id=_text(data["id"]),
+        name=_text(data.get("name") or data["id"]),
         vcpu_min=_int(vcpu.get("min"), default=2),
         vcpu_max=_int(vcpu.get("max")),
         ram_gb_per_vcpu=_float(data.get("ramGbPerVcpu")),
@@ -212,7 +212,7 @@ def parse_registry(data: object) -> RegistryAuth:
     entry = _mapping(data)
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
-    return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+    return RegistryAuth(id=str(entry["id"]), name=_text(entry.get("name")))
 
 
 def parse_network_volume(data: object) -> RunPodVolume:
@@ -221,10 +221,10 @@ def parse_network_volume(data: object) -> RunPodVolume:
         raise RunPodError("RunPod answered with a network volume that has no id")
     return RunPodVolume(
         id=str(entry["id"]),
-        name=str(entry.get("name") or ""),
+        name=_text(entry.get("name")),
         size_gb=_int(entry.get("size")),
-        datacenter=str(entry.get("dataCenter") or ""),
-        type=str(entry.get("type") or "STANDARD"),
+        datacenter=_text(entry.get("dataCenter")),
+        type=_text(entry.get("type") or "STANDARD"),
     )
 
 
@@ -308,6 +308,20 @@ def _strings(value: object) -> tuple[str, ...]:
 
 def _string_map(value: object) -> dict[str, str]:
     return {str(key): str(item) for key, item in _object(value).items() if item is not None}
+
+
+def _text(value: object) -> str:
+    """RunPod's text that is only ever shown or compared (names, GPU types, data
+    centers, images): its control characters escaped (`core/printable.py`), so that
+    wherever it is shown (pod annotations, Events, `kubectl describe`, the CLI, logs) an
+    escape sequence or a newline cannot forge what follows. Printable text is unchanged,
+    so nothing that matches by value (a catalog's GPU id, a data center a pod names)
+    matches otherwise."""
+    return escaped(value if type(value) is str else str(value or ""))
+
+
+def _optional_text(value: object) -> str | None:
+    return _text(value) or None
 
 
 def _optional_str(value: object) -> str | None:

@@ -40,7 +40,7 @@ from reconciler.adapters.runpod import answer, errors
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.core.capacity import pacing
 from reconciler.core.domain import USER_AGENT, is_runpod_id
-from reconciler.core.printable import quoted
+from reconciler.core.printable import escaped, quoted
 
 logger = logging.getLogger(__name__)
 
@@ -304,10 +304,11 @@ class RunPodTransport:
             )
         except errors.RunPodError:
             return ""
+        # RunPod's words are shown (pod status, Events, logs, the CLI): escaped.
         try:
-            return _detail_of(json.loads(body))
+            return escaped(_detail_of(json.loads(body)))
         except ValueError:
-            return body[:200].decode("utf-8", "replace")
+            return escaped(body[:200].decode("utf-8", "replace"))
 
 
 def _session_for(base_url: str) -> requests.Session:
