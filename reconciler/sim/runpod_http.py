@@ -294,7 +294,11 @@ class _HttpHandler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             self.wfile.flush()
-            ended = self.server.backend.logs.serve_stream(stream, self._chunk)
+            wire = reply.wire
+            send = self._chunk
+            if wire is not None and wire.seconds_per_byte:
+                send = lambda data: self._trickle(data, wire)  # noqa: E731
+            ended = self.server.backend.logs.serve_stream(stream, send)
             if ended:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -357,6 +361,15 @@ class _HttpHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up
         self.close_connection = True
+
+    def _trickle(self, data: bytes, wire: Wire) -> None:
+        """A stream's data a byte (one chunk) at a time, each after `seconds_per_byte`."""
+        for at in range(len(data)):
+            self.server.backend.clock.advance(wire.seconds_per_byte)
+            self._chunk(data[at : at + 1])
+            wire.sent += 1
+            if self.server.backend.stall(0.001):
+                raise BrokenPipeError("the simulator is stopping")
 
     def _send_piece(self, piece: bytes, chunked: bool) -> None:
         if chunked:

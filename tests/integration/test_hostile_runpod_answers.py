@@ -107,14 +107,21 @@ def test_a_steady_tick_reads_nothing_by_id(box: Sandbox) -> None:
     assert len(_gets_by_id(box)) == before
 
 
-def test_a_gang_tag_missing_from_one_list_deletes_no_cluster(box: Sandbox) -> None:
+@pytest.mark.parametrize(
+    "shown",
+    [{GANG_ENV: None}, {OWNER_ENV: "someone-else/virtual-runpod"}],
+    ids=["gang-tag-missing", "owner-tag-swapped"],
+)
+def test_a_gang_tag_missing_from_one_list_deletes_no_cluster(
+    box: Sandbox, shown: dict[str, str | None]
+) -> None:
     box.add_indexed_job("train", 2)
     for _ in range(3):
         box.tick()
         box.advance(30)
     pods = box.job_pods("train")
     assert pods and all(p["status"]["phase"] == "Running" for p in pods), pods
-    box.runpod_sim.faults.list_env({GANG_ENV: None})
+    box.runpod_sim.faults.list_env(shown)
     box.tick()
     box.advance(120)
     box.tick()
@@ -167,6 +174,25 @@ def test_a_list_trickled_past_the_deadline_is_given_up_at_the_deadline(box: Sand
     assert box.clock.monotonic() - started <= deadline + 4
     box.tick()
     assert _phase(box, "a") == "Running"
+
+
+def test_a_log_read_trickled_past_the_deadline_is_given_up_at_the_deadline(
+    box: Sandbox,
+) -> None:
+    box.add_pod("job", command=["python", "train.py"], restart_policy="Never")
+    box.tick()
+    box.advance(30)
+    box.tick()
+    instance = box.instance_for(box.pod("job") or {})
+    assert instance is not None
+    box.runpod_sim.exit_process(instance["id"], 0)
+    box.runpod_sim.faults.trickle(f"/v2/pods/{instance['id']}/logs", seconds_per_byte=2.0)
+    started = box.clock.monotonic()
+    box.tick()
+    assert box.clock.monotonic() - started <= box.settings.timing.tick_deadline + 4
+    assert _phase(box, "job") == "Running"  # its exit code not read yet: nothing decided
+    box.tick()
+    assert _phase(box, "job") == "Succeeded"
 
 
 def test_an_answer_above_the_cap_is_refused_without_holding_it(box: Sandbox) -> None:

@@ -12,7 +12,7 @@ cap, before more than the cap is held.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import requests
@@ -58,6 +58,9 @@ def read_body(
     try:
         body = _read_body(response, route, limit, time_left, read_timeout)
     except (urllib3.exceptions.HTTPError, requests.RequestException, OSError) as exc:
+        left = time_left()
+        if left is not None and left <= 0:  # the read waited out what was left
+            raise _past_deadline(route) from exc
         raise errors.RunPodTransportError(
             f"{route}: answer cut off ({type(exc).__name__})"
         ) from exc
@@ -75,10 +78,7 @@ def _read_body(
     while True:
         left = time_left()
         if left is not None and left <= 0:
-            raise errors.DeadlinePassed(
-                f"{route}: the answer was still coming at the tick's deadline "
-                f"({len(body)} bytes read); given up"
-            )
+            raise _past_deadline(route)
         _wait_at_most(response, read_timeout if left is None else min(read_timeout, left))
         piece = response.raw.read1(_PIECE, decode_content=True)
         if not piece:
@@ -86,6 +86,48 @@ def _read_body(
         body += piece
         if len(body) > limit:
             raise _too_large(route, limit)
+
+
+def lines(
+    response: requests.Response,
+    route: str,
+    *,
+    limit: int,
+    time_left: Callable[[], float | None],
+    idle_seconds: float,
+) -> Iterator[bytes]:
+    """A streamed answer's lines (a log's Server-Sent Events) as they come, each read
+    waiting at most `idle_seconds` (urllib3's `ReadTimeoutError` after that) and none
+    past the deadline (`DeadlinePassed`); a line longer than `limit` is refused
+    (`AnswerTooLarge`). urllib3's errors for a cut stream pass through."""
+    pending = bytearray()
+    while True:
+        left = time_left()
+        if left is not None and left <= 0:
+            raise _past_deadline(route)
+        _wait_at_most(response, idle_seconds if left is None else min(idle_seconds, left))
+        try:
+            piece = response.raw.read1(_PIECE, decode_content=True)
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            left = time_left()
+            if left is not None and left <= 0:
+                raise _past_deadline(route) from exc
+            raise
+        if not piece:
+            if pending:
+                yield bytes(pending)
+            return
+        pending += piece
+        *complete, rest = pending.split(b"\n")
+        for line in complete:
+            yield bytes(line.rstrip(b"\r"))
+        pending = bytearray(rest)
+        if len(pending) > limit:
+            raise _too_large(route, limit)
+
+
+def _past_deadline(route: str) -> errors.DeadlinePassed:
+    return errors.DeadlinePassed(f"{route}: the answer was still coming at the tick's deadline")
 
 
 def _too_large(route: str, limit: int) -> errors.AnswerTooLarge:

@@ -26,7 +26,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -171,6 +171,17 @@ class RunPodTransport:
             limit=limit,
             time_left=self._time_left,
             read_timeout=call.read_timeout or self._timeout[1],
+        )
+
+    def lines(self, response: requests.Response, call: Call) -> Iterator[bytes]:
+        """A streamed answer's lines, within the tick's deadline and the size cap per
+        line, each read waiting at most the call's read timeout (`answer.lines`)."""
+        return answer.lines(
+            response,
+            call.route,
+            limit=self._max_answer_bytes,
+            time_left=self._time_left,
+            idle_seconds=call.read_timeout or self._timeout[1],
         )
 
     def _time_left(self) -> float | None:
