@@ -97,6 +97,8 @@ def test_an_owner_tag_changed_in_the_record_too_is_foreign_and_left_alone(box: S
     assert f"/v2/pods/{instance['id']}" not in _deletes(box)
     assert instance["id"] in box.runpod_sim.instances
     assert _phase(box, "b") == "Running"
+    status = (box.pod("a") or {})["status"]
+    assert status["reason"] == "InstanceLost" and "another owner" in status["message"], status
 
 
 def test_a_steady_tick_reads_nothing_by_id(box: Sandbox) -> None:
