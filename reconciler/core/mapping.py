@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core.domain import Instance
+from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.reasons import PodReason
 
 
@@ -89,6 +89,10 @@ class MappingRecord:
         return dataclasses.replace(self, updated_at=other.updated_at) == other
 
 
+# An instance in one of these fails its pod and is terminated: one list never decides it.
+_FAILING = (InstanceStatus.ERROR, InstanceStatus.TERMINATED)
+
+
 def unconfirmed_instances(
     rows: Iterable[MappingRecord],
     listed: Mapping[str, Instance],
@@ -96,17 +100,24 @@ def unconfirmed_instances(
     live_pods: Collection[str],
 ) -> list[str]:
     """The instances a running row of a live pod maps that the list does not show as
-    that pod's: omitted, or shown without our owner tag or with another pod's UID tag.
-    Each is read by id before anything is concluded: the list lags behind creates, and
-    one list is no proof (only RunPod's 404 says an instance is gone, and only its record
-    by id that its tags changed: docs/architecture.md §3, "Cloud resources"). A steady
-    tick, whose list shows every mapped instance with its tags, reads none."""
+    that pod's live instance: omitted, shown without our owner tag or with another pod's
+    UID tag, or shown ended (TERMINATED) or broken (ERROR), which fails the pod. Each is
+    read by id before anything is concluded: the list lags behind creates, and one list
+    is no proof (only RunPod's 404 says an instance is gone, and only its record by id
+    that its tags or its status changed so: docs/architecture.md §3, "Cloud
+    resources"). A steady tick, whose list shows every mapped instance alive with its
+    tags, reads none."""
     doubted = set()
     for row in rows:
         if row.state is not MappingState.RUNNING or not row.instance_id:
             continue
         shown = listed.get(row.instance_id)
-        if shown is not None and shown.owner == owner_id and shown.pod_uid == row.pod_uid:
+        if (
+            shown is not None
+            and shown.owner == owner_id
+            and shown.pod_uid == row.pod_uid
+            and shown.status not in _FAILING
+        ):
             continue
         if row.pod_uid in live_pods:
             doubted.add(row.instance_id)

@@ -14,6 +14,8 @@ id (`/v2/pods/{id}`) always tells the truth:
 - `repeat_entries`: the list shows each entry `times` times;
 - `list_env`: the listed entries (all, or those `ids`) show env values changed (None:
   the variable left out), as a tag swapped or missing;
+- `list_fields`: the listed entries (all, or those `ids`) show these fields instead
+  (a `status` of ERROR or TERMINATED);
 - `extra_entries`: the list also shows these raw entries (ids `.`, `..`, odd forms);
 - `trickle`: the body goes out one byte at a time, each after `seconds_per_byte` of the
   simulator's clock;
@@ -69,6 +71,7 @@ class _ListFault:
     count: int
     repeat: int = 1
     env: Mapping[str, str | None] = field(default_factory=dict)
+    fields: Mapping[str, Any] = field(default_factory=dict)
     ids: frozenset[str] | None = None
     extra: Sequence[Mapping[str, Any]] = ()
 
@@ -159,6 +162,19 @@ class Faults:
             chosen = None if ids is None else frozenset(ids)
             self._lists.append(_ListFault(path, count, env=dict(env), ids=chosen))
 
+    def list_fields(
+        self,
+        fields: Mapping[str, Any],
+        ids: Sequence[str] | None = None,
+        path: str = "/v2/pods",
+        count: int = 1,
+    ) -> None:
+        """The next `count` answers of the list show the entries `ids` (all: None) with
+        these fields; their reads by id do not."""
+        with self._lock:
+            chosen = None if ids is None else frozenset(ids)
+            self._lists.append(_ListFault(path, count, fields=dict(fields), ids=chosen))
+
     def extra_entries(
         self, entries: Sequence[Mapping[str, Any]], path: str = "/v2/pods", count: int = 1
     ) -> None:
@@ -237,12 +253,10 @@ def _listed(body: Any, fault: _ListFault) -> Any:
         return body
     entries = []
     for entry in body[key]:
-        if (
-            fault.env
-            and isinstance(entry, dict)
-            and (fault.ids is None or entry.get("id") in fault.ids)
-        ):
-            env = {**(entry.get("env") or {}), **fault.env}
-            entry = {**entry, "env": {k: v for k, v in env.items() if v is not None}}
+        if isinstance(entry, dict) and (fault.ids is None or entry.get("id") in fault.ids):
+            if fault.env:
+                env = {**(entry.get("env") or {}), **fault.env}
+                entry = {**entry, "env": {k: v for k, v in env.items() if v is not None}}
+            entry = {**entry, **fault.fields}
         entries += [entry] * fault.repeat
     return {**body, key: entries + [dict(e) for e in fault.extra]}

@@ -85,6 +85,20 @@ def test_one_list_with_the_owner_tag_swapped_fails_and_terminates_nothing(box: S
     assert len(box.owned_instances()) == 2
 
 
+@pytest.mark.parametrize("status", ["ERROR", "TERMINATED"])
+def test_one_list_showing_a_terminal_status_fails_and_terminates_nothing(
+    box: Sandbox, status: str
+) -> None:
+    _running(box, "a", "b")
+    box.runpod_sim.faults.list_fields({"status": status})
+    box.tick()
+    box.advance(60)
+    box.tick()
+    box.tick()
+    assert _deletes(box) == []
+    assert _phase(box, "a") == "Running" and _phase(box, "b") == "Running"
+
+
 def test_an_owner_tag_changed_in_the_record_too_is_foreign_and_left_alone(box: Sandbox) -> None:
     _running(box, "a", "b")
     instance = box.instance_for(box.pod("a") or {})

@@ -7,6 +7,7 @@ is never read."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,6 +63,15 @@ def test_instances_read_by_id_are_also_those_the_list_shows_with_other_tags() ->
         "i-d": _instance("i-d", None, owner=None),  # tags gone: read before restoring them
     }
     assert unconfirmed_instances(rows, listed, OWNER, set("abcd")) == ["i-b", "i-c", "i-d"]
+
+
+def test_instances_read_by_id_are_also_those_the_list_shows_ended_or_broken() -> None:
+    rows = [_row(uid, f"i-{uid}") for uid in "abcd"]
+    listed = {f"i-{uid}": _instance(f"i-{uid}", uid) for uid in "abcd"}
+    for uid, status in (("b", InstanceStatus.ERROR), ("c", InstanceStatus.TERMINATED)):
+        listed[f"i-{uid}"] = dataclasses.replace(listed[f"i-{uid}"], status=status)
+    listed["i-d"] = dataclasses.replace(listed["i-d"], status=InstanceStatus.EXITED)
+    assert unconfirmed_instances(rows, listed, OWNER, set("abcd")) == ["i-b", "i-c"]
 
 
 def _gang_pod(uid: str, cluster_id: str | None = None) -> dict[str, Any]:
