@@ -275,7 +275,7 @@ class RunPodTransport:
     def _http_error(self, call: Call, response: requests.Response) -> errors.RunPodError:
         status = response.status_code
         detail = self._redact(self._problem_detail(response, call))
-        message = f"{call.route} answered {status}: {detail or response.reason}"
+        message = f"{call.route} answered {status}: {detail or escaped(response.reason or '')}"
         in_doubt = not call.idempotent and status >= 500
         if in_doubt:
             message += f"; {call.doubt}"
