@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from reconciler.adapters.runpod.errors import RunPodNotFound
+from reconciler.core.domain import is_runpod_id
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,10 @@ def read_by_id(ids: Iterable[str], read: Callable[[str], Found]) -> ReadById[Fou
     concluded from a failed read)."""
     found: list[Found] = []
     gone: set[str] = set()
-    asked = sorted(set(ids))
+    wanted = set(ids)
+    asked = sorted(i for i in wanted if is_runpod_id(i))
+    if len(asked) < len(wanted):
+        log.warning("ids not of RunPod's form are not read by id (nothing is concluded)")
     for resource_id in asked:
         try:
             found.append(read(resource_id))

@@ -17,6 +17,7 @@ id (`/v2/pods/{id}`) always tells the truth:
 - `list_fields`: the listed entries (all, or those `ids`) show these fields instead
   (a `status` of ERROR or TERMINATED);
 - `extra_entries`: the list also shows these raw entries (ids `.`, `..`, odd forms);
+- `create_answers`: a create makes its resource and answers with other fields (an odd id);
 - `trickle`: the body goes out one byte at a time, each after `seconds_per_byte` of the
   simulator's clock;
 - `pad`: the body is padded (a `padding` field) to `size` bytes, sent in pieces as they
@@ -99,6 +100,7 @@ class Faults:
             self.volume_deletes = CountedFault(0)
             self._lists: list[_ListFault] = []
             self._wires: list[_WireFault] = []
+            self._creates_shown: list[_ListFault] = []
             self.wires_sent: list[Wire] = []
             """The answers the wire faults shaped, with the bytes each really sent."""
 
@@ -175,6 +177,14 @@ class Faults:
             chosen = None if ids is None else frozenset(ids)
             self._lists.append(_ListFault(path, count, fields=dict(fields), ids=chosen))
 
+    def create_answers(
+        self, fields: Mapping[str, Any], path: str = "/v2/pods", count: int = 1
+    ) -> None:
+        """The next `count` creates at `path` make their resource, and answer with these
+        fields instead (an `id` of another form)."""
+        with self._lock:
+            self._creates_shown.append(_ListFault(path, count, fields=dict(fields)))
+
     def extra_entries(
         self, entries: Sequence[Mapping[str, Any]], path: str = "/v2/pods", count: int = 1
     ) -> None:
@@ -223,8 +233,17 @@ class Faults:
         raise Problem(fault.status, "upstream failure after the resource was created")
 
     def shape_answer(self, method: str, path: str, reply: Reply) -> Reply:
-        """A 200 answer to a GET as the faults for its path make it look."""
-        if method != "GET" or reply.status != 200 or not (self._lists or self._wires):
+        """A 2xx answer as the faults for its path make it look: a create's fields (a
+        POST), a list's entries and the wire (a GET)."""
+        if reply.status >= 300 or not (self._lists or self._wires or self._creates_shown):
+            return reply
+        if method == "POST":
+            for shown in _spent(self._creates_shown, path):
+                reply.body = (
+                    {**reply.body, **shown.fields} if isinstance(reply.body, dict) else reply.body
+                )
+            return reply
+        if method != "GET":
             return reply
         for fault in _spent(self._lists, path):
             reply.body = _listed(reply.body, fault)

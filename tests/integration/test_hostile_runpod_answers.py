@@ -166,6 +166,19 @@ def test_ids_that_would_leave_their_path_segment_never_reach_a_url(box: Sandbox)
     assert _phase(box, "a") == "Running"
 
 
+def test_a_create_answered_with_an_odd_id_is_in_doubt_and_adopted(box: Sandbox) -> None:
+    box.runpod_sim.faults.create_answers({"id": ".."})
+    box.add_pod("a")
+    report = box.tick()
+    assert report.observed
+    box.advance(31)  # the create grace: the instance it made is adopted by its tags
+    box.tick()
+    box.tick()
+    assert _phase(box, "a") == "Running"
+    assert len(box.owned_instances()) == 1
+    assert [r for r in box.runpod_sim.requests if ".." in r.path] == []
+
+
 def test_the_adapter_refuses_an_id_not_of_runpods_form(box: Sandbox) -> None:
     before = len(box.runpod_sim.requests)
     for odd_id in (".", "..", "a/b", "", "x" * 65, "é"):

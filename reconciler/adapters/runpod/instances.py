@@ -70,7 +70,7 @@ class Instances:
             doubt="the instance may exist anyway: look for it by its owner tags",
             body=create_pod_body(request),
         )
-        instance = parse_instance(self._transport.json(call))
+        instance = self._transport.made(call, parse_instance)
         logger.info("created instance %s for %s", instance.id, request.name)
         return instance
 

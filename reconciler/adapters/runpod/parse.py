@@ -79,6 +79,10 @@ def parse_instance(data: object) -> Instance:
     raw = data if type(data) is dict else _mapping(data)
     if not raw.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
+    if not is_runpod_id(raw["id"]):
+        raise RunPodError(
+            f"RunPod answered with a pod whose id {quoted(str(raw['id']))} is not of its form"
+        )
     get = raw.get
     gpu, cpu, member = _object(get("gpu")), _object(get("cpu")), _object(get("cluster"))
     return Instance(
@@ -212,6 +216,10 @@ def parse_registry(data: object) -> RegistryAuth:
     entry = _mapping(data)
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
+    if not is_runpod_id(entry["id"]):
+        raise RunPodError(
+            f"RunPod answered with a registry credential id {quoted(str(entry['id']))}"
+        )
     return RegistryAuth(id=str(entry["id"]), name=_text(entry.get("name")))
 
 
@@ -219,6 +227,8 @@ def parse_network_volume(data: object) -> RunPodVolume:
     entry = _mapping(data)
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a network volume that has no id")
+    if not is_runpod_id(entry["id"]):
+        raise RunPodError(f"RunPod answered with a network volume id {quoted(str(entry['id']))}")
     return RunPodVolume(
         id=str(entry["id"]),
         name=_text(entry.get("name")),

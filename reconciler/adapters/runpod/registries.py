@@ -34,7 +34,7 @@ class Registries:
             doubt="the credential may have been stored anyway",
             body={"name": name, "username": username, "password": password},
         )
-        return parse_registry(self._transport.json(call))
+        return self._transport.made(call, parse_registry)
 
     def delete(self, registry_id: str) -> bool:
         """Delete a credential; False when RunPod refuses because a pod still uses it."""

@@ -31,7 +31,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
@@ -44,6 +44,7 @@ from reconciler.core.printable import escaped, quoted
 
 logger = logging.getLogger(__name__)
 
+Made = TypeVar("Made")
 MIB = 1024 * 1024
 DEFAULT_MAX_ANSWER_BYTES = 64 * MIB
 # An error's body is only read for its detail: a sentence, never megabytes.
@@ -163,6 +164,16 @@ class RunPodTransport:
                     raise
                 message = f"{error}; {call.doubt}"
                 raise errors.RunPodTransportError(message, in_doubt=True) from error
+
+    def made(self, call: Call, parse: Callable[[Any], Made]) -> Made:
+        """A create's answer, parsed; one that cannot be parsed (no id, an id not of
+        RunPod's form) leaves the create in doubt: it may have made the resource."""
+        data = self.json(call)
+        try:
+            return parse(data)
+        except errors.RunPodError as error:
+            message = f"{call.route}: {error}; {call.doubt}"
+            raise errors.RunPodTransportError(message, in_doubt=True) from error
 
     def _read(self, response: requests.Response, call: Call, limit: int) -> Any:
         return answer.read_json(

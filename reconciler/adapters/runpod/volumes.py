@@ -48,7 +48,7 @@ class NetworkVolumes:
             doubt="the volume may have been created anyway",
             body=body,
         )
-        return parse_network_volume(self._transport.json(call))
+        return self._transport.made(call, parse_network_volume)
 
     def resize(self, volume_id: str, size_gb: int) -> RunPodVolume:
         path = f"/v2/network-volumes/{segment(volume_id)}"
