@@ -15,6 +15,7 @@ from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
 from reconciler.core.mapping import MappingRecord, MappingState, unconfirmed_instances
+from reconciler.core.pods.ownership import Ownership
 from reconciler.core.resources import clusters, network_volumes
 from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
@@ -30,6 +31,12 @@ def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) ->
     return MappingRecord(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
 
 
+def _confirm(rows: list[MappingRecord], listed: list[Instance], live: set[str]) -> list[str]:
+    owners = Ownership.of(OWNER, listed, rows, [])
+    lost = {instance.id for instance, _ in owners.lost_tags}
+    return unconfirmed_instances(rows, owners.owned, lost, live)
+
+
 def test_instances_read_by_id_are_those_live_pods_map_and_the_list_omits() -> None:
     rows = [
         _row("a", "i-a"),  # listed
@@ -37,8 +44,7 @@ def test_instances_read_by_id_are_those_live_pods_map_and_the_list_omits() -> No
         _row("c", "i-c"),  # its pod is gone: the orphan rules, not a read
         _row("d", "i-d", MappingState.CREATING),  # not made yet: the create grace
     ]
-    listed = {"i-a": _instance("i-a", "a")}
-    assert unconfirmed_instances(rows, listed, OWNER, {"a", "b", "d"}) == ["i-b"]
+    assert _confirm(rows, [_instance("i-a", "a")], {"a", "b", "d"}) == ["i-b"]
 
 
 def _instance(instance_id: str, uid: str | None, owner: str | None = "owner") -> Instance:
@@ -56,22 +62,26 @@ OWNER = "owner"
 
 def test_instances_read_by_id_are_also_those_the_list_shows_with_other_tags() -> None:
     rows = [_row(uid, f"i-{uid}") for uid in "abcd"]
-    listed = {
-        "i-a": _instance("i-a", "a"),  # as we know it
-        "i-b": _instance("i-b", "b", owner="someone-else"),  # owner tag swapped: read
-        "i-c": _instance("i-c", "x"),  # another pod's UID tag: read
-        "i-d": _instance("i-d", None, owner=None),  # tags gone: read before restoring them
-    }
-    assert unconfirmed_instances(rows, listed, OWNER, set("abcd")) == ["i-b", "i-c", "i-d"]
+    listed = [
+        _instance("i-a", "a"),  # as we know it
+        _instance("i-b", "b", owner="someone-else"),  # owner tag swapped: read
+        _instance("i-c", "x"),  # another pod's UID tag: read
+        _instance("i-d", None, owner=None),  # tags gone: read before restoring them
+    ]
+    assert _confirm(rows, listed, set("abcd")) == ["i-b", "i-c", "i-d"]
 
 
 def test_instances_read_by_id_are_also_those_the_list_shows_ended_or_broken() -> None:
     rows = [_row(uid, f"i-{uid}") for uid in "abcd"]
-    listed = {f"i-{uid}": _instance(f"i-{uid}", uid) for uid in "abcd"}
-    for uid, status in (("b", InstanceStatus.ERROR), ("c", InstanceStatus.TERMINATED)):
-        listed[f"i-{uid}"] = dataclasses.replace(listed[f"i-{uid}"], status=status)
-    listed["i-d"] = dataclasses.replace(listed["i-d"], status=InstanceStatus.EXITED)
-    assert unconfirmed_instances(rows, listed, OWNER, set("abcd")) == ["i-b", "i-c"]
+    statuses = {"b": InstanceStatus.ERROR, "c": InstanceStatus.TERMINATED}
+    statuses["d"] = InstanceStatus.EXITED  # a batch pod's end: its log says more
+    listed = [
+        dataclasses.replace(
+            _instance(f"i-{uid}", uid), status=statuses.get(uid, InstanceStatus.RUNNING)
+        )
+        for uid in "abcd"
+    ]
+    assert _confirm(rows, listed, set("abcd")) == ["i-b", "i-c"]
 
 
 def _gang_pod(uid: str, cluster_id: str | None = None) -> dict[str, Any]:

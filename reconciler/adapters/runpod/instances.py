@@ -22,7 +22,7 @@ from reconciler.adapters.runpod.logstream import (
     read_log,
     sse_events,
 )
-from reconciler.adapters.runpod.parse import once_per_id, parse_instance
+from reconciler.adapters.runpod.parse import parse_instance
 from reconciler.adapters.runpod.transport import (
     LIST_ROUTE,
     Call,
@@ -55,7 +55,7 @@ class Instances:
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError("GET /v2/pods answered without a pods list")
-        return self._listed.parse(once_per_id(pods, LIST_ROUTE))
+        return self._listed.parse(pods)
 
     def get(self, instance_id: str) -> Instance:
         path = f"/v2/pods/{segment(instance_id)}"

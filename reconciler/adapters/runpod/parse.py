@@ -55,21 +55,27 @@ def once_per_id(entries: list[Any], route: str) -> list[Any]:
         if not ident:
             kept.append(entry)
         elif not is_runpod_id(ident):
-            odd.append(quoted(str(ident)))
+            odd.append(ident)
         elif ident in seen:
             repeated += 1
         else:
             seen.add(ident)
             kept.append(entry)
+    if repeated or odd:
+        left_out(route, repeated, odd)
+    return kept
+
+
+def left_out(route: str, repeated: int, odd: list[Any]) -> None:
+    """Say what a list's reading left out: entries again under an id already read, ids
+    not of RunPod's form."""
     if repeated:
         logger.warning(
             "%s listed %d entries again under an id it had listed: read once", route, repeated
         )
     if odd:
-        logger.warning(
-            "%s listed ids not of RunPod's form, left out: %s", route, ", ".join(odd[:5])
-        )
-    return kept
+        shown = ", ".join(quoted(str(ident)) for ident in odd[:5])
+        logger.warning("%s listed ids not of RunPod's form, left out: %s", route, shown)
 
 
 def parse_instance(data: object) -> Instance:

@@ -66,8 +66,7 @@ class Instances:
         now, pods = sighting.now, sighting.pods
         instances = [i for i in sighting.listed if i.cluster_id is None]
         rows = self.store.load_rows()
-        instances = self._confirmed(instances, rows, pods)
-        owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
+        instances, owners = self._confirmed(instances, rows, pods)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
             p
@@ -105,17 +104,23 @@ class Instances:
 
     def _confirmed(
         self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
-    ) -> list[Instance]:
+    ) -> tuple[list[Instance], ownership.Ownership]:
         """The list, with the mapped instances of live pods that it omits or shows
-        without their tags read by id (one GET each, none in a steady tick):
-        `runtime/by_id.py`'s rule for every resource."""
+        otherwise than as theirs read by id (one GET each, none in a steady tick):
+        `runtime/by_id.py`'s rule for every resource; and which are ours."""
+        owner_id = self.settings.owner_id
+        owners = ownership.Ownership.of(owner_id, listed, rows, pods)
         doubted = unconfirmed_instances(
             rows,
-            {i.id: i for i in listed},
-            self.settings.owner_id,
+            owners.owned,
+            {instance.id for instance, _ in owners.lost_tags},
             {podinfo.uid(p) for p in pods},
         )
-        return believed(listed, read_by_id(doubted, self.runpod.instances.get), _instance_id)
+        if not doubted:
+            return list(listed), owners
+        read = read_by_id(doubted, self.runpod.instances.get)
+        instances = believed(listed, read, _instance_id)
+        return instances, ownership.Ownership.of(owner_id, instances, rows, pods)
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]
