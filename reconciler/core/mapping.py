@@ -97,9 +97,9 @@ def unconfirmed_instances(
 ) -> list[str]:
     """The instances a running row of a live pod maps that the list does not show as
     that pod's live instance (`owned`: ours by their owner and pod UID tags, by pod UID):
-    omitted, shown without our owner tag or with another pod's UID tag, shown without
-    tags at all (`lost_tags`: their tags would be written back from what the list
-    shows), or shown broken (ERROR: it fails the pod). Each is read by id before anything
+    omitted or TERMINATED, shown without our owner tag or with another pod's UID tag,
+    shown without tags at all (`lost_tags`: their tags would be written back from what
+    the list shows), or shown broken (ERROR: it fails the pod). Each is read by id before anything
     is concluded: the list lags behind creates, and one list is no proof (only RunPod's
     404 says an instance is gone, and only its record by id that its tags or its status
     changed so: docs/architecture.md §3, "Cloud resources"). A steady tick, whose list

@@ -2,8 +2,10 @@
 
 Unknown fields are ignored, an unknown status becomes `InstanceStatus.UNKNOWN`, numbers
 may arrive as numeric strings, and missing optional fields take their defaults. Only a
-pod without an `id` is refused: an instance we cannot address would look to the
-planner like a vanished one, which is worse than a failed tick.
+pod without an `id`, or with an id not of RunPod's form, is refused: an instance we
+cannot address would look to the planner like a vanished one, which is worse than a
+failed tick. RunPod's text that is shown (names, GPU types, data centers, images, ports)
+has its control characters escaped (`_text`).
 
 A list is read once per id (`once_per_id`): an entry repeated is one resource, not two
 (taken as two, every instance would be its own duplicate, and terminated); an entry whose
@@ -105,7 +107,7 @@ def parse_instance(data: object) -> Instance:
         memory_gb=_int(cpu.get("memory")),
         cloud=_optional_text(get("cloud")),
         datacenter_id=_optional_text(get("dataCenterId")),
-        ports=_strings(get("ports")),
+        ports=tuple(map(escaped, _strings(get("ports")))),
         created_at=parse_datetime(get("createdAt")),
         started_at=parse_datetime(get("startedAt")),
         runtime=parse_runtime(get("runtime")),
