@@ -35,6 +35,8 @@ YEAR = 365 * DAY
 # No machine RunPod rents has a disk this large; above it a value is a typo. The contract
 # itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
 MAX_DISK_GB = 10_000
+_ANSWER = "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole."
+_MIB = (1, 4096, "a size in MiB")
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
 # is named `<node>-writer` (runtime/writer_lease.py), so the node's name must leave it room.
@@ -141,6 +143,12 @@ class PlacementSettings:
         "catalog offers no GPU type is named in a warning.",
     )
 
+    registry_auth_ids: tuple[str, ...] = setting(
+        (), "--registry-auth-ids", "Registry credential ids any pod may name (comma-separated)."
+    )
+    """Besides these, a pod's runpod.io/container-registry-auth-id names only a credential
+    made from its own imagePullSecrets (`core.resources.registries.Naming`)."""
+
     container_disk_gb: int = setting(
         50,
         "--container-disk-gb",
@@ -197,7 +205,6 @@ class CapsSettings:
         "rate budget.",
         limits=(0, 1000, "a number of creates"),
     )
-    """Before the rate budget bounds it further."""
 
     cost_history_days: int = setting(
         31,
@@ -206,14 +213,8 @@ class CapsSettings:
         "and the leak audit.",
         limits=(1, 3650, "a number of days"),
     )
-    """Kept for the leak audit too."""
 
-    runpod_max_answer_mib: int = setting(
-        64,
-        "--runpod-max-answer-mib",
-        "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole.",
-        limits=(1, 4096, "a size in MiB"),
-    )
+    runpod_max_answer_mib: int = setting(64, "--runpod-max-answer-mib", _ANSWER, limits=_MIB)
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,6 @@ class KubeletSettings:
         "--kubelet-tls-secret",
         "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
     )
-    """A kubernetes.io/tls Secret."""
 
     idle_timeout: float = setting(
         30.0,

@@ -38,6 +38,7 @@ import requests
 
 from reconciler.adapters.runpod import answer, errors
 from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.adapters.runpod.served_clock import ServedClock
 from reconciler.core.capacity import pacing
 from reconciler.core.domain import USER_AGENT, is_runpod_id
 from reconciler.core.printable import escaped, quoted
@@ -97,6 +98,8 @@ class RunPodTransport:
         self._sleep = sleep
         self._monotonic = monotonic
         self._on_response = on_response
+        self.served = ServedClock(monotonic)
+        """RunPod's time, from its answers' Date: what graces are measured on."""
         self._limiter = RateLimiter()
         self._deadline: float | None = None
         self._session = _session_for(self._base_url)
@@ -249,6 +252,7 @@ class RunPodTransport:
             self._report(call, 0)
             raise self._transport_error(call, exc) from exc
         self._report(call, response.status_code)
+        self.served.heard(served_at(response))
         self._limiter.observe(
             response.headers, self._monotonic(), tick_list=call.route == LIST_ROUTE
         )

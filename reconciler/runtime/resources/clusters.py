@@ -39,6 +39,7 @@ from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.resources.gang_jobs import GangJobs
 from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -231,6 +232,7 @@ class Clusters:
     def __init__(self, shared: Shared) -> None:
         self.settings, self.runpod, self.store = shared.settings, shared.runpod, shared.store
         self.pod_logs, self.attributions = shared.pod_logs, shared.attributions
+        self.jobs = GangJobs(shared.kube)
 
     def steps(self, journal: Journal) -> ClusterSteps:
         return ClusterSteps(journal)
@@ -244,7 +246,12 @@ class Clusters:
         if observation is None:
             return
         report.cluster_leaks = money.audit_clusters(
-            clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
+            clusters.unrun(
+                observation.members,
+                observation.gang_pods,
+                self.settings.owner_id,
+                observation.gang_jobs_unread,
+            ),
             self.settings.timing.orphan_grace_time,
             report.started_at,
         )
@@ -276,12 +283,16 @@ class Clusters:
         rows, what a forming gang's create needs, and rank 0's exit code where due."""
         # Members come in the one list; only the gangs' planning looks at them.
         members = [i for i in sighting.listed if i.cluster_id is not None]
-        gang_pods = sighting.gang_pods
-        rows = self.store.load_clusters() if gang_pods or members else []
+        rows = self.store.load_clusters() if sighting.gang_pods or members else []
+        # Only a pod of a Job of its own namespace joins a gang: the rest is not looked at.
+        jobs = self.jobs.sort(sighting.gang_pods, rows)
+        sighting.gang_pods = gang_pods = jobs.theirs
         members = self._confirmed(members, rows, gang_pods)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         sighting.found.update(
+            foreign_gang_pods=jobs.foreign,
+            gang_jobs_unread=jobs.unread,
             members=members,
             clusters=rows,
             gang_inputs=inputs,

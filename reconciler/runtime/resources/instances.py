@@ -22,6 +22,7 @@ from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
+from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.by_id import believed, read_by_id
@@ -48,6 +49,7 @@ class Instances:
             lambda: journal.steps_of(RegistrySteps),
             self.stock,
             self.pod_logs.keep,
+            registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),
         )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
@@ -66,7 +68,7 @@ class Instances:
         now, pods = sighting.now, sighting.pods
         instances = [i for i in sighting.listed if i.cluster_id is None]
         rows = self.store.load_rows()
-        instances, owners = self._confirmed(instances, rows, pods)
+        instances, owners = self._owners(sighting.listed, instances, rows, pods)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
             p
@@ -102,14 +104,24 @@ class Instances:
             ownership=owners,
         )
 
-    def _confirmed(
-        self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
+    def _owners(
+        self,
+        listed: Sequence[Instance],
+        instances: Sequence[Instance],
+        rows: Sequence[MappingRecord],
+        pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], ownership.Ownership]:
-        """The list, with the mapped instances of live pods that it omits or shows
-        otherwise than as theirs read by id (one GET each, none in a steady tick):
-        `runtime/by_id.py`'s rule for every resource; and which are ours."""
+        """The instances (the list's, with what was read by id) and which are ours. The
+        mapped instances of live pods that the list omits or shows otherwise than as
+        theirs are read by id (one GET each, none in a steady tick), and their records
+        replace what the list showed: `runtime/by_id.py`'s rule for every resource."""
         owner_id = self.settings.owner_id
-        owners = ownership.Ownership.of(owner_id, listed, rows, pods)
+        records = self._records(listed, instances, rows, pods)
+        found = list(instances)
+        if len(records.instances) > len(found):  # read by id: the list lagged
+            shown = {i.id for i in found}
+            found += [i for i in records.instances.values() if i.id not in shown]
+        owners = ownership.Ownership.of(owner_id, found, rows, pods, records)
         doubted = unconfirmed_instances(
             rows,
             owners.owned,
@@ -117,10 +129,34 @@ class Instances:
             {podinfo.uid(p) for p in pods},
         )
         if not doubted:
-            return list(listed), owners
+            return found, owners
         read = read_by_id(doubted, self.runpod.instances.get)
-        instances = believed(listed, read, _instance_id)
-        return instances, ownership.Ownership.of(owner_id, instances, rows, pods)
+        found = believed(found, read, _instance_id)
+        known = {k: i for k, i in records.instances.items() if k not in read.asked}
+        known.update((i.id, i) for i in read.found if i.cluster_id is None)
+        records = ownership.Records(known, records.members, {*records.gone, *read.gone})
+        return found, ownership.Ownership.of(owner_id, found, rows, pods, records)
+
+    def _records(
+        self,
+        listed: Sequence[Instance],
+        instances: Sequence[Instance],
+        rows: Sequence[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> ownership.Records:
+        """What RunPod says of the ids the pods' runpod.io/pod-id name: the tick's list,
+        and a read by id of each id a pod that may have its row rebuilt names and the
+        list omits (one GET each, none in a steady tick: such a pod gets its row, or is
+        created and the annotation rewritten, that very tick)."""
+        members = {i.id for i in listed if i.cluster_id is not None}
+        known = {i.id: i for i in instances}
+        read = read_by_id(
+            ownership.unlisted_annotations(pods, rows, known.keys() | members),
+            self.runpod.instances.get,
+        )
+        members |= {i.id for i in read.found if i.cluster_id is not None}
+        known.update((i.id, i) for i in read.found if i.cluster_id is None)
+        return ownership.Records(known, members, read.gone)
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]
