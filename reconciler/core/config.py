@@ -23,8 +23,10 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from reconciler.core.domain import Cloud
+from reconciler.core.kubelet_settings import KubeletSettings
 from reconciler.core.quantity import canonical_quantity
-from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
+from reconciler.core.service_settings import ServiceSettings
+from reconciler.core.setting import Flag, flat_name, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
@@ -35,8 +37,6 @@ YEAR = 365 * DAY
 # No machine RunPod rents has a disk this large; above it a value is a typo. The contract
 # itself sets only the floors (container disk 1 GB, persistent volume 10 GB).
 MAX_DISK_GB = 10_000
-_ANSWER = "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole."
-_MIB = (1, 4096, "a size in MiB")
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
 # is named `<node>-writer` (runtime/writer_lease.py), so the node's name must leave it room.
@@ -214,7 +214,12 @@ class CapsSettings:
         limits=(1, 3650, "a number of days"),
     )
 
-    runpod_max_answer_mib: int = setting(64, "--runpod-max-answer-mib", _ANSWER, limits=_MIB)
+    runpod_max_answer_mib: int = setting(
+        64,
+        "--runpod-max-answer-mib",
+        "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole.",
+        limits=(1, 4096, "a size in MiB"),
+    )
 
 
 @dataclass(frozen=True)
@@ -273,76 +278,6 @@ class TimingSettings:
         "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
         "request runs past it.",
         limits=seconds(1, 3600),
-    )
-
-
-@dataclass(frozen=True)
-class KubeletSettings:
-    """The kubelet endpoint the virtual node serves (kubectl logs, exec, port-forward, top)."""
-
-    address: str = setting(
-        "",
-        "--kubelet-address",
-        "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP).",
-        parse=ip_address,
-        fallback_env="POD_IP",
-    )
-    """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
-    the node lists only its name as a Hostname address."""
-
-    port: int = setting(
-        10250,
-        "--kubelet-port",
-        "Port of the kubelet endpoint (kubectl logs) the virtual node advertises (0: none).",
-        limits=(0, 65535, "a port number"),
-    )
-    """Advertised in the node's status.daemonEndpoints; 0 serves and advertises none."""
-
-    tls_secret: str = setting(
-        "",
-        "--kubelet-tls-secret",
-        "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
-    )
-
-    idle_timeout: float = setting(
-        30.0,
-        "--kubelet-idle-timeout",
-        "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
-        "and request headers are complete; then it is closed.",
-        limits=seconds(1, 3600),
-    )
-    """Also between two requests of a connection: closed before anyone is authenticated."""
-
-    max_connections: int = setting(
-        200,
-        "--kubelet-max-connections",
-        "Connections the kubelet endpoint holds at once; more are closed at once.",
-        limits=(1, 100_000, "a number of connections"),
-    )
-
-    max_follows_per_client: int = setting(
-        50,
-        "--kubelet-max-follows-per-client",
-        "`kubectl logs -f` served at once to one authenticated caller.",
-        limits=(1, 100_000, "a number of follows"),
-    )
-
-    max_streaming_per_namespace: int = setting(
-        16,
-        "--kubelet-max-streaming-per-namespace",
-        "exec and port-forward sessions served at once for the pods of one namespace.",
-        limits=(1, 100_000, "a number of sessions"),
-    )
-    """Every such request comes through the API server, so the endpoint cannot tell one
-    user from another: a namespace is the tenant it can tell, and one tenant's sessions
-    cannot take every connection slot from the others' logs, exec and `kubectl top`."""
-
-    streaming_connection_idle_timeout: float = setting(
-        4 * 3600.0,
-        "--streaming-connection-idle-timeout",
-        "Seconds an exec or port-forward session may pass with no frame either way; then "
-        "it is closed (the kubelet's flag of this name).",
-        limits=seconds(1, DAY),
     )
 
 
@@ -426,6 +361,7 @@ class Settings:
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     ssh: SshSettings = field(default_factory=SshSettings)
+    services: ServiceSettings = field(default_factory=ServiceSettings)
 
     @property
     def owner_id(self) -> str:
@@ -458,15 +394,7 @@ def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
                 yield item, item.metadata["flag"]
 
 
-_GROUPS: dict[str, Any] = {
-    "node": NodeSettings,
-    "placement": PlacementSettings,
-    "caps": CapsSettings,
-    "timing": TimingSettings,
-    "kubelet": KubeletSettings,
-    "logs": LogSettings,
-    "ssh": SshSettings,
-}
+_GROUPS: dict[str, Any] = {item.name: item.default_factory for item in fields(Settings)}
 """The groups, by their attribute on `Settings`, in the order of the flags."""
 
 

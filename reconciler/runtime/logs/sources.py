@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -41,6 +41,7 @@ from reconciler.core.logs.kubectl_logs import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,
+    backfill_lines,
     last_lines,
     users_lines,
 )
@@ -328,22 +329,24 @@ class PodLogs:
             tail=None if tail is None else tail + WRAPPER_SLACK, since=options.since
         )
         opened_at = self.clock()
+        read = _Read(self._read(instance_id, backfill_read, opener=self._opener()))
         try:
-            events, ended = _drain(self._read(instance_id, backfill_read, opener=self._opener()))
+            read.open()
         except LogsRefused as exc:
             raise LogError(503, str(exc)) from exc
         except runpod_errors.RunPodNotFound:
             return self._kept(instance_id, pod_uid, options, nonce)
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             raise LogError(502, f"RunPod did not give the log: {exc}") from exc
-        backfill = last_lines((LogLine(e.ts, e.line) for e in events), options, nonce)
-        if not options.follow or ended:
-            return iter(backfill)
-        after = events[-1].id if events else None
-        follow = LogRead(
-            after=after, since=None if after else (options.since or opened_at), tail=0, follow=True
+        # Read as it is sent: a tail holds its lines (RunPod's most with a `since` too),
+        # nothing else holds any, and a reader that stops stops the read.
+        held = options if tail is None else replace(options, tail_lines=min(tail, MAX_TAIL))
+        backfill = backfill_lines(read.lines(), held, nonce)
+        if not options.follow:
+            return backfill
+        return self._followed(
+            backfill, read, instance_id, nonce, options.since or opened_at, should_stop
         )
-        return self._followed(backfill, instance_id, nonce, follow, should_stop)
 
     def _kept(
         self, instance_id: str, pod_uid: str, options: LogOptions, nonce: str
@@ -358,14 +361,20 @@ class PodLogs:
 
     def _followed(
         self,
-        backfill: list[LogLine],
+        backfill: Iterator[LogLine],
+        read: _Read,
         instance_id: str,
         nonce: str,
-        read: LogRead,
+        since: datetime,
         should_stop: Callable[[], bool],
     ) -> Iterator[LogLine]:
         yield from backfill
-        events = self._read(instance_id, read, should_stop)
+        if read.ended:
+            return
+        follow = LogRead(
+            after=read.last_id, since=None if read.last_id else since, tail=0, follow=True
+        )
+        events = self._read(instance_id, follow, should_stop)
         try:
             yield from users_lines((LogLine(event.ts, event.line) for event in events), nonce)
         except runpod_errors.RunPodNotFound:
@@ -427,6 +436,40 @@ class PodLogs:
             sleep=self.sleep,
             should_stop=should_stop,
         )
+
+
+class _Read:
+    """A read's events as they come. `open()` takes the first (where RunPod's refusal
+    shows, before an answer starts); `lines()` gives them all; then `last_id` and
+    `ended` (the stream ended: the instance stopped) say where a follow goes on."""
+
+    def __init__(self, events: Generator[LogEvent, None, bool]) -> None:
+        self._events = events
+        self._first: LogEvent | None = None
+        self.last_id: str | None = None
+        self.ended = False
+
+    def open(self) -> None:
+        self._first = self._next()
+
+    def lines(self) -> Iterator[LogLine]:
+        event = self._first
+        self._first = None
+        try:
+            while event is not None:
+                self.last_id = event.id
+                yield LogLine(event.ts, event.line)
+                event = self._next()
+        except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+            # The answer has begun: it ends short, which its reader sees.
+            raise LogError(502, f"RunPod's log stream broke: {exc}") from exc
+
+    def _next(self) -> LogEvent | None:
+        try:
+            return next(self._events)
+        except StopIteration as stop:
+            self.ended = bool(stop.value)
+            return None
 
 
 def _drain(events: Generator[LogEvent, None, bool]) -> tuple[list[LogEvent], bool]:
