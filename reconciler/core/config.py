@@ -205,7 +205,6 @@ class CapsSettings:
         "rate budget.",
         limits=(0, 1000, "a number of creates"),
     )
-    """Before the rate budget bounds it further."""
 
     cost_history_days: int = setting(
         31,
@@ -214,7 +213,13 @@ class CapsSettings:
         "and the leak audit.",
         limits=(1, 3650, "a number of days"),
     )
-    """Kept for the leak audit too."""
+
+    runpod_max_answer_mib: int = setting(
+        64,
+        "--runpod-max-answer-mib",
+        "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole.",
+        limits=(1, 4096, "a size in MiB"),
+    )
 
 
 @dataclass(frozen=True)
@@ -281,7 +286,6 @@ class TimingSettings:
         "request runs past it.",
         limits=seconds(1, 3600),
     )
-    """Also the longest any one request may take."""
 
 
 @dataclass(frozen=True)

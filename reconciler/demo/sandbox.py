@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.service_settings import ServiceBackends
@@ -118,6 +119,7 @@ class Sandbox:
             sleep=self.clock.sleep,
             monotonic=self.clock.monotonic,
             read_timeout=5,
+            max_answer_bytes=self._base_settings.caps.runpod_max_answer_mib * MIB,
         )
         self.store: Store = open_store(
             self.database_url, upgrade=True, node=self._base_settings.node.name

@@ -34,7 +34,7 @@ from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
-from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
@@ -287,7 +287,7 @@ class Clusters:
         # Only a pod of a Job of its own namespace joins a gang: the rest is not looked at.
         jobs = self.jobs.sort(sighting.gang_pods, rows)
         sighting.gang_pods = gang_pods = jobs.theirs
-        members += self._confirm_missing(members, rows, gang_pods)
+        members = self._confirmed(members, rows, gang_pods)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         sighting.found.update(
@@ -302,16 +302,19 @@ class Clusters:
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
 
-    def _confirm_missing(
+    def _confirmed(
         self,
         listed: Sequence[Instance],
         rows: Sequence[ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> list[Instance]:
-        """The members of each cluster a live gang records that the list omits, read
-        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
-        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
-        return [member for members in read.found for member in members]
+        """The members, with those of each cluster a live gang records that the list
+        omits or shows without its tags read by id (`GET /v2/clusters/{id}/pods`, one per
+        cluster, none in a steady tick)."""
+        doubted = clusters.unlisted(rows, gang_pods, listed, self.settings.owner_id)
+        read = read_by_id(doubted, self.runpod.clusters.members)
+        flat = ReadById([m for members in read.found for m in members], read.gone, read.asked)
+        return believed(listed, flat, _cluster_of)
 
     def _gang_inputs(
         self, sighting: Sighting, members: Sequence[Instance]
@@ -356,3 +359,7 @@ class Clusters:
         )
         results = self.pod_logs.read_results(due) if due else {}
         return results, frozenset(due.keys() - results.keys())
+
+
+def _cluster_of(member: Instance) -> str | None:
+    return member.cluster_id
