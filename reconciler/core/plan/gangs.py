@@ -149,7 +149,8 @@ def _gang(
     )
     for old, (gang, code) in ended.items():
         ran = [p for p in pods if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
-        actions += _ended_before_a_pod_went(tick, gang, old, code, ran, rows.get(gang))
+        ran_in = members.get(gang, ())
+        actions += _ended_before_a_pod_went(tick, gang, old, code, ran, rows.get(gang), ran_in)
         active = [p for p in active if p not in ran]
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
@@ -162,7 +163,8 @@ def _gang(
     healthy = [p for p in judged if p not in broken]
     late = gang_end.deadline_passed(tick, healthy)
     if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
-        return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
+        ending = _end_early(tick, key, cluster_id, rows.get(key), late, healthy, current)
+        return actions + ending, key
     if current:
         return actions + _run(tick, key, healthy, current, rows.get(key)), key
     done = gang_end.succeeded_before(key, rows, ended)
@@ -178,6 +180,7 @@ def _ended_before_a_pod_went(
     code: int,
     pods: list[KubeObject],
     row: ClusterRecord | None,
+    members: Sequence[Instance],
 ) -> list[Action]:
     """Rank 0 of the gang's cluster exited with `code` before one of its pods went: the
     gang ended, as a kubelet shows a container that exited before its pod's deletion."""
@@ -186,7 +189,8 @@ def _ended_before_a_pod_went(
     base = (row or _new_row(tick, gang, pods, ClusterState.RUNNING)).changed(cluster_id=cluster_id)
     ended = gang_end.result(base, code, tick.now)
     detail = f"rank 0 exited with {code} before a pod of its gang went: the gang ended"
-    deleted = gang_end.delete(tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+    why = TerminateReason.PROCESS_ENDED
+    deleted = gang_end.delete(tick, cluster_id, ended, detail, pods, why, members)
     return [*gang_end.settle(tick, pods, ended), *deleted]
 
 
@@ -197,6 +201,7 @@ def _end_early(
     row: ClusterRecord | None,
     message: str,
     pods: list[KubeObject],
+    members: Sequence[Instance],
 ) -> list[Action]:
     """The gang is past its deadline: its pods fail, its cluster (if any) goes."""
     reason = PodReason.DEADLINE_EXCEEDED
@@ -204,7 +209,7 @@ def _end_early(
     ended = gang_end.failure(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
-    deleted = gang_end.delete(tick, cluster_id, ended, message, pods)
+    deleted = gang_end.delete(tick, cluster_id, ended, message, pods, members=members)
     return [*gang_end.fail(tick, pods, message, reason), *deleted]
 
 
@@ -256,7 +261,7 @@ def _run(
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
             *gang_end.fail(tick, pods, message),
-            *gang_end.delete(tick, cluster_id, ended, detail, pods),
+            *gang_end.delete(tick, cluster_id, ended, detail, pods, members=members),
         ]
     if key in tick.obs.gang_results or key in tick.obs.gang_unread:
         kept = kept.changed(result_checked_at=tick.now)  # a failed read waits its interval
@@ -265,7 +270,7 @@ def _run(
             ended = gang_end.result(kept, code, tick.now)
             detail = f"rank 0 exited with {code}: the gang ended"
             deleted = gang_end.delete(
-                tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+                tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED, members
             )
             return [*gang_end.settle(tick, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
@@ -402,6 +407,8 @@ def _create(
             tick.obs.catalog,
             tick.settings,
             tick.settings.owner_id,
+            network_volumes=tick.obs.network_volumes,
+            claim=inputs.claim,
         )
     except TranslationError as exc:
         return _wait(tick, pods, exc.reason, str(exc))
@@ -467,6 +474,11 @@ def _collect(
     that are no Job's gang now and have no cluster listed, forgotten once no create of
     theirs can be in doubt."""
     actions: list[Action] = []
+    forgotten, gone = clusters.gone_rows(rows.values(), tick.obs.clusters_gone, by_job)
+    actions += [DeleteClusterRow(gang) for gang in forgotten]
+    actions += [SaveClusterRow(row.changed(updated_at=tick.now)) for row in gone]
+    done = {*forgotten, *(row.gang for row in gone)}
+    done |= {gang for gang, row in rows.items() if row.state is ClusterState.GONE}
     for gang, listed in members.items():
         if key_job(gang) in by_job:
             continue
@@ -478,7 +490,7 @@ def _collect(
             tick, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
         )
     for gang, row in rows.items():
-        if gang in members or gang in current:
+        if gang in members or gang in current or gang in done:
             continue
         since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
         if not tick.within(

@@ -91,6 +91,8 @@ class Observation:
     when its log has no marker yet."""
     gang_unread: frozenset[str] = frozenset()
     """Gang keys whose read was due but failed: their end is unknown this tick."""
+    clusters_gone: frozenset[str] = frozenset()
+    """Clusters RunPod answered 404 for by id this tick: gone, proven."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from reconciler.core.actions import PodRef
+from reconciler.core.actions import DeleteCluster, PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
@@ -117,6 +117,42 @@ def members_by_gang(
     return found
 
 
+def members_by_pod(
+    gang_pods: Iterable[KubeObject], members: Iterable[Instance], owner_id: str
+) -> dict[str, list[Instance]]:
+    """Each live gang pod's member, by pod UID: of the cluster RunPod lists with our
+    owner tag and that gang's tag (whose digest names the pod's UID with its gang's),
+    the member whose rank is the pod's index. What exec, `kubectl top` and the GPU gauge
+    reach a member pod by, as they reach a single pod's instance; no annotation is read
+    but the Job controller's index."""
+    ours = members_by_gang(members, owner_id)
+    found: dict[str, list[Instance]] = {}
+    for gang, pods in live_gangs(gang_pods).items():
+        by_rank: dict[int | None, Instance] = {m.rank: m for m in ours.get(gang, ())}
+        for pod in pods:
+            member = by_rank.get(index_of(pod))
+            if member is not None and member.rank is not None:
+                found[podinfo.uid(pod)] = [member]
+    return found
+
+
+def member_for(
+    pod: KubeObject, row: ClusterRecord, listed: Iterable[Instance], owner_id: str | None
+) -> Instance | None:
+    """The member of the row's cluster (as RunPod lists it, read by the row's id) that
+    runs the pod: our owner tag (None: any owner), the row's gang tag, the pod's Job and
+    namespace, its index as rank. None when RunPod's record does not say so."""
+    if row.job_uid != job_uid(pod) or row.namespace != PodRef.of(pod).namespace:
+        return None
+    index = index_of(pod)
+    for member in listed:
+        ours = owner_id is None or member.owner == owner_id
+        tagged = member.env.get(GANG_ENV) == row.gang and member.cluster_id == row.cluster_id
+        if ours and tagged and index is not None and member.rank == index:
+            return member
+    return None
+
+
 def gang_nonce(job: str) -> str:
     """The batch wrapper's exit-code nonce of a Job's gang: its members share one env,
     and every reader of a member's log knows the Job from the pod."""
@@ -187,27 +223,48 @@ def unrun(
 
 
 def leaked(
-    unrun_clusters: Iterable[UnrunCluster], grace_seconds: float, now: datetime
+    unrun_clusters: Iterable[UnrunCluster],
+    grace_seconds: float,
+    now: datetime,
+    deleting: Iterable[str | None] = (),
 ) -> list[UnrunCluster]:
-    """The unrun clusters made longer than the orphan grace ago: leaks (the gangs'
-    planning deletes a tagged one within the grace; one that stays is a DELETE that keeps
-    failing, or one without our gang tag that nothing of ours can tell the Job of)."""
-    return [c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds]
+    """The unrun clusters made longer than the orphan grace ago that we are not deleting
+    (`deleting`: a DELETE planned this tick or recorded in a row): leaks. The gangs'
+    planning deletes a tagged one once its Job has no pod on the node, so what stays is
+    one without our gang tag, which nothing of ours can tell the Job of. A DELETE that
+    keeps failing is not a leak: its step says so once."""
+    ours = set(deleting)
+    return [
+        c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds and c.cluster_id not in ours
+    ]
+
+
+def deleting(rows: Iterable[ClusterRecord], planned: Iterable[object]) -> set[str | None]:
+    """The clusters we are deleting on purpose: a `DeleteCluster` among the tick's
+    actions, or a row whose DELETE was decided."""
+    found = {a.cluster_id for a in planned if isinstance(a, DeleteCluster)}
+    ended = (ClusterState.DELETING, ClusterState.GONE)
+    return found | {r.cluster_id for r in rows if r.state in ended}
 
 
 def unlisted(
     rows: Iterable[ClusterRecord], gang_pods: Iterable[KubeObject], listed: Iterable[Instance]
 ) -> list[str]:
-    """The clusters a live gang's running row or pods record that the list shows no
-    member of: each is read by id (its members), since only RunPod's 404 says a cluster
-    is gone. What a pod's annotation names is only where to look: the members count as
-    ours by their tags (`members_by_gang`)."""
+    """The clusters a live gang's running row or pods record, or that we are deleting,
+    that the list shows no member of: each is read by id (its members), since only
+    RunPod's 404 says a cluster is gone (a deleted one then leaves `state show` and the
+    caps at once, `gone_rows`). What a pod's annotation names is only where to look: the
+    members count as ours by their tags (`members_by_gang`)."""
     shown = {m.cluster_id for m in listed}
     live = live_gangs(gang_pods)
     wanted = {
         row.cluster_id
         for row in rows
-        if row.state is ClusterState.RUNNING and row.gang in live and row.cluster_id
+        if row.cluster_id
+        and (
+            (row.state is ClusterState.RUNNING and row.gang in live)
+            or row.state is ClusterState.DELETING
+        )
     }
     wanted |= {
         cluster_id
@@ -216,6 +273,31 @@ def unlisted(
         if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID))
     }
     return sorted(wanted - shown)
+
+
+def gone_rows(
+    rows: Iterable[ClusterRecord],
+    gone: frozenset[str],
+    pods_by_job: Mapping[str, Sequence[KubeObject]],
+) -> tuple[list[str], list[ClusterRecord]]:
+    """Rows of clusters we deleted that RunPod answered 404 for by id (`gone`), or that
+    are `gone` already: forgotten (by gang key) when no pod of their Job stays on the
+    node (none, or all being deleted), else kept as `gone` for the gang's end that their
+    pods and the Job's next attempt read (the second list: rows that become `gone` now)."""
+    jobs = {
+        job for job, pods in pods_by_job.items() if not all(podinfo.is_deleting(p) for p in pods)
+    }
+    forgotten: list[str] = []
+    kept: list[ClusterRecord] = []
+    for row in rows:
+        deleted = row.state is ClusterState.DELETING and row.cluster_id in gone
+        if not deleted and row.state is not ClusterState.GONE:
+            continue
+        if row.job_uid not in jobs:
+            forgotten.append(row.gang)
+        elif deleted:
+            kept.append(row.changed(state=ClusterState.GONE))
+    return forgotten, kept
 
 
 def cluster_request(request: CreateRequest, key: str, pod: KubeObject, size: int) -> ClusterRequest:
@@ -241,7 +323,8 @@ def why_not_clusterable(
     requests: Sequence[CreateRequest], job: str, pulls_privately: bool
 ) -> str | None:
     """Why an Instant Cluster cannot run what a gang's pods ask for: GPUs in Secure Cloud
-    only, and no registry auth, template or network volume on the members."""
+    only, and no registry auth or template on the members (a network volume is mounted
+    on every member, as `CreateClusterRequest.mounts` allows)."""
     first = requests[0]
     if first.cpu_flavor_id:
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
@@ -249,8 +332,6 @@ def why_not_clusterable(
         return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
     if first.template_id:
         return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
-    if first.network_volume is not None:
-        return GANG_REFUSALS[GangRefusal.NETWORK_VOLUME].format(job=job)
     if all(r.cloud is not Cloud.SECURE for r in requests):
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
     return None

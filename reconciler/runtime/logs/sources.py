@@ -44,6 +44,7 @@ from reconciler.core.logs.kubectl_logs import (
     users_lines,
 )
 from reconciler.core.mapping import MappingState
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
@@ -176,6 +177,25 @@ class PodLogs:
         events: list[LogEvent] | None = self._read_at_exit.pop(instance_id, None)
         if self.store.saved_logs.has(pod.uid):
             return
+        kept = self._last_lines(pod, instance_id, events, exit_nonce(pod.uid))
+        if kept is not None:
+            self.store.saved_logs.save(pod.uid, instance_id, *kept, self.clock())
+
+    def keep_member(self, pod: PodRef, job_uid: str, instance_id: str) -> None:
+        """Save a gang pod's last container lines, read from its cluster member (one
+        request, both sources) before the cluster is deleted, as `keep` does for an
+        instance. Never raises for RunPod."""
+        if self.store.saved_logs.has(pod.uid):
+            return
+        kept = self._last_lines(pod, instance_id, None, clusters.gang_nonce(job_uid))
+        if kept is not None:
+            self.store.saved_logs.save_member(pod.uid, job_uid, instance_id, *kept, self.clock())
+
+    def _last_lines(
+        self, pod: PodRef, instance_id: str, events: list[LogEvent] | None, nonce: str
+    ) -> tuple[list[tuple[datetime, str]], bool] | None:
+        """The user's last lines within the limits (the batch wrapper's left out), read
+        unless `events` were; its system lines not recorded yet become the pod's Events."""
         try:
             if events is None:
                 events, _ = _drain(
@@ -183,15 +203,15 @@ class PodLogs:
                 )
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
-            return
+            return None
         container = users_lines(
-            (LogLine(e.ts, e.line) for e in events if e.source != "system"), exit_nonce(pod.uid)
+            (LogLine(e.ts, e.line) for e in events if e.source != "system"), nonce
         )
-        lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
-        self.store.saved_logs.save(pod.uid, instance_id, lines, truncated, self.clock())
+        kept = self._within_limits([(line.ts, line.line) for line in container])
         if self.system_events is not None:
             system = [e for e in events if e.source == "system"]
             self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
+        return kept
 
     def _kept_tail(self) -> int:
         return min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL)
@@ -223,12 +243,15 @@ class PodLogs:
         if row is not None and row.instance_id is not None and row.state in _LIVE:
             return self._live(row.instance_id, exit_nonce(pod_uid), pod_uid, options, should_stop)
         member = clusters.member_of(pod)
-        if member is not None and self._runs_gang(member[0], pod):
+        # A finished gang pod's lines were kept before its cluster went: no request.
+        saved = self.store.saved_logs.read(pod_uid) if podinfo.is_finished(pod) else None
+        if saved is None and member is not None and self._runs_gang(member[0], pod):
             return self._live(member[0], member[1], pod_uid, options, should_stop)
-        saved = self.store.saved_logs.read(pod_uid)
+        saved = saved or self.store.saved_logs.read(pod_uid)
         if saved is not None:
             lines = (LogLine(ts, line) for ts, line in saved)
-            return iter(last_lines(lines, options, exit_nonce(pod_uid)))
+            nonce = member[1] if member is not None else exit_nonce(pod_uid)
+            return iter(last_lines(lines, options, nonce))
         if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
             raise LogError(
                 400,

@@ -10,7 +10,7 @@ a gang that finished. A `--once` run writes each new cluster's id on its gang's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -38,7 +38,7 @@ from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
-from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -52,8 +52,17 @@ class ClusterSteps:
         DeleteClusterRow,
     )
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        failing: set[str] | None = None,
+        keep_log: Callable[[PodRef, str, str], None] = lambda _pod, _job, _member: None,
+    ) -> None:
         self.journal = journal
+        self.keep_log = keep_log
+        """Keeps a gang pod's last lines from its member (pod, Job UID, member id)."""
+        self.failing = set() if failing is None else failing
+        """Clusters whose DELETE failed and was told (kept by the resource across runs)."""
         self.created: list[str] = []
         """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self._gangs: list[tuple[tuple[PodRef, ...], str]] = []
@@ -186,13 +195,19 @@ class ClusterSteps:
                 unpatched[0],
             )
             return
-        self.journal.journaled(
-            "delete-cluster",
-            action.pods[0].uid if action.pods else None,
-            action.cluster_id,
-            lambda: self.journal.runpod.clusters.delete(action.cluster_id),
-            durable_at="after-cluster-deleting",
-        )
+        for pod, member, job in action.logs:
+            self.keep_log(pod, job, member)
+        try:
+            self.journal.journaled(
+                "delete-cluster",
+                action.pods[0].uid if action.pods else None,
+                action.cluster_id,
+                lambda: self.journal.runpod.clusters.delete(action.cluster_id),
+                durable_at="after-cluster-deleting",
+            )
+        except runpod_errors.RunPodError as exc:
+            self._failed_delete(action.cluster_id, exc)
+        self.failing.discard(action.cluster_id)
         crashpoints.reached("after-cluster-delete")
         if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
             self.journal.writes.save_cluster(
@@ -205,6 +220,19 @@ class ClusterSteps:
                 f"deleted cluster {action.cluster_id}: {action.detail}",
             )
         self.journal.decided("delete-cluster", None, action.cluster_id, action.detail)
+
+    def _failed_delete(self, cluster_id: str, exc: runpod_errors.RunPodError) -> None:
+        """A DELETE RunPod did not answer: asked again every tick while the cluster is
+        listed, told once (per process) rather than on every tick."""
+        if cluster_id not in self.failing:
+            self.failing.add(cluster_id)
+            log.error(
+                "could not delete Instant Cluster %s: %s; it may bill until a DELETE "
+                "succeeds, which is asked again on every tick (said once)",
+                cluster_id,
+                exc,
+            )
+        raise AlreadyTold(f"deleting cluster {cluster_id} failed: {exc}") from exc
 
     def _annotate(self, pod: PodRef, cluster_id: str) -> bool:
         """A new cluster's id onto a pod of its gang, as the executor does for
@@ -231,9 +259,14 @@ class Clusters:
     def __init__(self, shared: Shared) -> None:
         self.settings, self.runpod, self.store = shared.settings, shared.runpod, shared.store
         self.pod_logs, self.attributions = shared.pod_logs, shared.attributions
+        self._failing: set[str] = set()
+        self._rows_left: bool | None = None
+        """Whether the last read found gangs' rows (None: not read yet in this process)."""
+        self._gang_pods: frozenset[str] | None = None
+        """The node's gang pods at the last tick (their kept lines are checked on a change)."""
 
     def steps(self, journal: Journal) -> ClusterSteps:
-        return ClusterSteps(journal)
+        return ClusterSteps(journal, self._failing, self.pod_logs.keep_member)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
@@ -247,6 +280,7 @@ class Clusters:
             clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
             self.settings.timing.orphan_grace_time,
             report.started_at,
+            clusters.deleting(observation.clusters, report.actions),
         )
 
     def after_pods(self, tick: AfterPods) -> None:
@@ -254,9 +288,23 @@ class Clusters:
         report.clusters_created = tick.steps_of(ClusterSteps).created
         try:
             self._record_owners(report)
+            self._forget_logs(report)
         except Exception as exc:  # derived data: the tick goes on
-            report.errors.append(f"saving clusters' owners: {exc}")
-            log.error("could not save clusters' owners: %s", exc, exc_info=True)
+            report.errors.append(f"saving clusters' owners or logs: {exc}")
+            log.error("could not save clusters' owners or logs: %s", exc, exc_info=True)
+
+    def _forget_logs(self, report: TickReport) -> None:
+        """The kept lines of gang pods no longer on the node, looked for only on a tick
+        whose gang pods differ from the last one's (no database read in a steady tick)."""
+        observation = report.observation
+        if observation is None:
+            return
+        uids = frozenset(podinfo.uid(pod) for pod in observation.gang_pods)
+        if uids == self._gang_pods:
+            return
+        gone = self.store.saved_logs.member_pods() - uids
+        self.store.saved_logs.forget_members(sorted(gone))
+        self._gang_pods = uids
 
     def _record_owners(self, report: TickReport) -> None:
         """Whose each cluster of ours is, from the list and rows the tick has anyway."""
@@ -277,8 +325,13 @@ class Clusters:
         # Members come in the one list; only the gangs' planning looks at them.
         members = [i for i in sighting.listed if i.cluster_id is not None]
         gang_pods = sighting.gang_pods
-        rows = self.store.load_clusters() if gang_pods or members else []
-        members += self._confirm_missing(members, rows, gang_pods)
+        # Rows are read while a gang or its rows are around (a row outlives its pods
+        # for a tick: forgotten by the planning, which needs to see it).
+        busy = gang_pods or members or self._rows_left is not False
+        rows = self.store.load_clusters() if busy else []
+        self._rows_left = bool(rows)
+        unlisted, gone = self._confirm_missing(members, rows, gang_pods)
+        members += unlisted
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         sighting.found.update(
@@ -287,6 +340,7 @@ class Clusters:
             gang_inputs=inputs,
             gang_results=results,
             gang_unread=unread,
+            clusters_gone=gone,
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
@@ -296,11 +350,12 @@ class Clusters:
         listed: Sequence[Instance],
         rows: Sequence[ClusterRecord],
         gang_pods: Sequence[KubeObject],
-    ) -> list[Instance]:
-        """The members of each cluster a live gang records that the list omits, read
-        by id (`GET /v2/clusters/{id}/pods`, one per cluster, none in a steady tick)."""
+    ) -> tuple[list[Instance], frozenset[str]]:
+        """The members of each cluster a live gang records, or that we are deleting,
+        that the list omits, read by id (`GET /v2/clusters/{id}/pods`, one per cluster,
+        none in a steady tick); and the clusters RunPod answered 404 for."""
         read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
-        return [member for members in read.found for member in members]
+        return [member for members in read.found for member in members], read.gone
 
     def _gang_inputs(
         self, sighting: Sighting, members: Sequence[Instance]

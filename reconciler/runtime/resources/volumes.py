@@ -218,8 +218,9 @@ class Volumes:
             self._classes,
             self.kube.storage.list_claims(),
             self.kube.storage.list_volumes(),
-            observation.pods,
-            observation.instances,
+            # A gang's pods use claims too, and its members mount their volumes.
+            [*observation.pods, *observation.gang_pods],
+            [*observation.instances, *observation.members],
             self.settings.owner_id,
             self.settings.node.name,
             self.settings.placement.datacenter_ids,
