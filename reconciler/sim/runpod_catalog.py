@@ -124,6 +124,9 @@ class Catalog:
         """CPU flavors as the catalog answers them, without `capacity`."""
         # Free GPUs, or free vCPUs, by (GPU type or CPU flavor id, data center).
         self.free: dict[tuple[str, str], int] = {}
+        # Free GPUs for Instant Clusters, a stock of its own (`product=CLUSTER`): a type
+        # that is plentiful for pods may be scarce for clusters, and the other way round.
+        self.cluster_free: dict[tuple[str, str], int] = {}
         for entry in copy.deepcopy(list(gpu_types)):
             self._add(entry)
         for entry in copy.deepcopy(list(cpu_flavors)):
@@ -165,37 +168,57 @@ class Catalog:
         self.gpus[offer.id] = offer
         for datacenter, count in entry.get("capacity", {}).items():
             self.free[(offer.id, datacenter)] = int(count)
+        clusters = entry.get("clusterCapacity", entry.get("capacity", {}))
+        for datacenter, count in clusters.items():
+            self.cluster_free[(offer.id, datacenter)] = int(count)
 
     def datacenters(self) -> set[str]:
         """Every data center the simulated RunPod has (any GPU type, free or not)."""
         return {dc for (_, dc) in self.free}
 
     def datacenters_of(self, gpu_id: str) -> list[str]:
-        return [dc for (gpu, dc) in self.free if gpu == gpu_id]
+        known = [*self.free, *(key for key in self.cluster_free if key not in self.free)]
+        return [dc for (gpu, dc) in known if gpu == gpu_id]
 
-    def take(self, gpu_id: str, count: int, allowed: Iterable[str]) -> str | None:
+    def _free(self, gpu_id: str, datacenter: str, product: str) -> int:
+        return self.pool(product).get((gpu_id, datacenter), 0)
+
+    def pool(self, product: str) -> dict[tuple[str, str], int]:
+        """The free GPUs of a product context: `CLUSTER`, or pods' (`POD`)."""
+        return self.cluster_free if product == "CLUSTER" else self.free
+
+    def take(
+        self, gpu_id: str, count: int, allowed: Iterable[str], product: str = "POD"
+    ) -> str | None:
         """Reserve GPUs in the allowed data center with the most free; None if none fits."""
+        free_now = self.pool(product)
         allowed_set = set(allowed) or set(self.datacenters_of(gpu_id))
         fitting = [
             (free, dc)
-            for (gpu, dc), free in self.free.items()
+            for (gpu, dc), free in free_now.items()
             if gpu == gpu_id and dc in allowed_set and free >= count
         ]
         if not fitting:
             return None
         _, chosen = max(fitting)
-        self.free[(gpu_id, chosen)] -= count
+        free_now[(gpu_id, chosen)] -= count
         return chosen
 
-    def give_back(self, gpu_id: str, datacenter: str, count: int) -> None:
+    def give_back(self, gpu_id: str, datacenter: str, count: int, product: str = "POD") -> None:
+        free_now = self.pool(product)
         key = (gpu_id, datacenter)
-        self.free[key] = self.free.get(key, 0) + count
+        free_now[key] = free_now.get(key, 0) + count
 
-    def listing(self, count: int, cloud: str | None) -> list[dict[str, Any]]:
-        """The catalog with availability for pods of `count` GPUs; cloud None = no stock."""
-        return [self._entry(offer, count, cloud) for offer in self.gpus.values()]
+    def listing(
+        self, count: int, cloud: str | None, products: Iterable[str] = ("POD",)
+    ) -> list[dict[str, Any]]:
+        """The catalog with availability for pods of `count` GPUs in the best of the
+        `products`' stocks; cloud None = no stock. Clusters are Secure Cloud only."""
+        return [self._entry(offer, count, cloud, tuple(products)) for offer in self.gpus.values()]
 
-    def _entry(self, offer: GpuOffer, count: int, cloud: str | None) -> dict[str, Any]:
+    def _entry(
+        self, offer: GpuOffer, count: int, cloud: str | None, products: tuple[str, ...]
+    ) -> dict[str, Any]:
         entry = offer.to_json()
         if cloud is None:
             return entry
@@ -204,8 +227,16 @@ class Catalog:
             {
                 "id": dc,
                 "name": DATACENTERS.get(dc, dc),
-                "availability": availability_level(
-                    self.free[(offer.id, dc)] if usable else 0, count
+                "availability": max(
+                    (
+                        availability_level(
+                            self._free(offer.id, dc, product) if usable else 0, count
+                        )
+                        for product in products
+                        if product != "CLUSTER" or cloud == "SECURE"
+                    ),
+                    key=_LEVELS.index,
+                    default="NONE",
                 ),
             }
             for dc in self.datacenters_of(offer.id)

@@ -420,7 +420,7 @@ class CatalogCopy(Base):
     __tablename__ = "catalogs"
 
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    """`gpu` or `cpu`."""
+    """`gpu`, `cluster` (GPU types with Instant Cluster stock) or `cpu`."""
     fetched_at: Mapped[datetime] = mapped_column(UTCDateTime())
     entries: Mapped[str] = mapped_column(Text)
     """The parsed entries as JSON (the domain's GpuType or CpuFlavor fields)."""

@@ -37,10 +37,7 @@ from reconciler.core.actions import (
     SaveClusterRow,
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
-from reconciler.core.domain import (
-    Instance,
-    KubeObject,
-)
+from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.plan import gang_end
 from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.observation import CreateInputs
@@ -404,15 +401,18 @@ def _create(
             ordered[0],
             inputs.job,
             inputs.sources,
-            tick.obs.catalog,
+            tick.obs.cluster_catalog or tick.obs.catalog,  # ranked on cluster stock
             tick.settings,
             tick.settings.owner_id,
             network_volumes=tick.obs.network_volumes,
             claim=inputs.claim,
         )
     except TranslationError as exc:
-        return _wait(tick, pods, exc.reason, str(exc))
+        return _wait(tick, pods, *clusters.gang_refusal(exc, bool(tick.obs.cluster_catalog)))
     job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
+    short = clusters.out_of_cluster_stock(requests, tick.obs.cluster_catalog, job)
+    if short is not None:
+        return _wait(tick, pods, *short)
     pulls_privately = inputs.pull_secret is not None or bool(inputs.registry_auth_id)
     refused = clusters.why_not_clusterable(requests, job, pulls_privately)
     if refused is not None:
@@ -477,8 +477,7 @@ def _collect(
     forgotten, gone = clusters.gone_rows(rows.values(), tick.obs.clusters_gone, by_job)
     actions += [DeleteClusterRow(gang) for gang in forgotten]
     actions += [SaveClusterRow(row.changed(updated_at=tick.now)) for row in gone]
-    done = {*forgotten, *(row.gang for row in gone)}
-    done |= {gang for gang, row in rows.items() if row.state is ClusterState.GONE}
+    done = {*forgotten, *(g for g, row in rows.items() if row.state is ClusterState.GONE)}
     for gang, listed in members.items():
         if key_job(gang) in by_job:
             continue

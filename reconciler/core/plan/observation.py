@@ -91,6 +91,9 @@ class Observation:
     when its log has no marker yet."""
     gang_unread: frozenset[str] = frozenset()
     """Gang keys whose read was due but failed: their end is unknown this tick."""
+    cluster_catalog: Sequence[GpuType] = ()
+    """The GPU catalog with Instant Cluster stock (`product=CLUSTER`), read while a gang
+    forms: its GPU type and data center are ranked on it."""
     clusters_gone: frozenset[str] = frozenset()
     """Clusters RunPod answered 404 for by id this tick: gone, proven."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)

@@ -28,9 +28,19 @@ from reconciler.core.actions import DeleteCluster, PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
-from reconciler.core.domain import Cloud, ClusterRequest, CreateRequest, Instance, KubeObject
+from reconciler.core.domain import (
+    Cloud,
+    ClusterRequest,
+    CreateRequest,
+    GpuType,
+    Instance,
+    KubeObject,
+)
 from reconciler.core.pods import facts as podinfo
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.request import requests_out_of_stock
 
 CLUSTER = podinfo.CLUSTER_ANNOTATION
 """On a pod template: run the Indexed Job's pods as one Instant Cluster."""
@@ -335,6 +345,42 @@ def why_not_clusterable(
     if all(r.cloud is not Cloud.SECURE for r in requests):
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
     return None
+
+
+def out_of_cluster_stock(
+    requests: Sequence[CreateRequest], catalog: Sequence[GpuType], job: str
+) -> tuple[PodReason, str] | None:
+    """Why no cluster can be made now for what the gang asks (`catalog`: the GPU catalog
+    with Instant Cluster stock, `product=CLUSTER`): no GPU type that fits has cluster
+    stock where the gang may go. Its network volume, if any, pins it to the volume's data
+    center, and the reason says so. None when one may be made (a POST is worth it)."""
+    if not catalog or not requests or not requests_out_of_stock(requests, catalog):
+        return None
+    types = ", ".join(sorted({r.gpu_type_id for r in requests})[:3])
+    volume = requests[0].network_volume
+    if volume is not None:
+        where = ", ".join(requests[0].datacenter_ids) or "its data center"
+        return PodReason.NETWORK_VOLUME_UNAVAILABLE, (
+            f"Job {job}'s network volume {volume.volume_id} is in {where}, where RunPod has "
+            f"no Instant Cluster stock for {types} now: the gang waits (or use a claim of "
+            "a class whose data center has cluster stock: `reconciler offers`)"
+        )
+    return PodReason.CAPACITY_UNAVAILABLE, (
+        f"RunPod has no Instant Cluster stock for {types} where Job {job} may run: the "
+        "gang waits for it"
+    )
+
+
+def gang_refusal(error: TranslationError, on_cluster_stock: bool) -> tuple[PodReason, str]:
+    """What a gang's pods say when its create cannot be translated: the error's reason;
+    a network volume's data center without stock is said to be without cluster stock
+    when the ranking was on it."""
+    if error.reason is PodReason.NETWORK_VOLUME_UNAVAILABLE and on_cluster_stock:
+        return error.reason, (
+            f"{error}: a gang runs as an Instant Cluster, and RunPod has no Instant Cluster "
+            "stock there for what it asks (`reconciler offers` shows where it has)"
+        )
+    return error.reason, str(error)
 
 
 def why_not_a_cluster(job: KubeObject, pods: list[KubeObject]) -> str | None:

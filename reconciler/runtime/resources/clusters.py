@@ -24,8 +24,9 @@ from reconciler.core.actions import (
     SaveClusterRow,
 )
 from reconciler.core.capacity.refusals import REFUSALS, Next
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
-from reconciler.core.domain import ClusterRequest, Instance, KubeObject
+from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
@@ -35,6 +36,7 @@ from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
@@ -260,6 +262,15 @@ class Clusters:
         self.settings, self.runpod, self.store = shared.settings, shared.runpod, shared.store
         self.pod_logs, self.attributions = shared.pod_logs, shared.attributions
         self._failing: set[str] = set()
+        self.cluster_catalog: CatalogCache[GpuType] = CatalogCache(
+            self.settings.timing.catalog_ttl,
+            StockMemory(),
+            self.settings.placement.datacenter_ids,
+            cluster_catalog,
+            "GPU catalog of Instant Cluster stock",
+            self._keep_catalog,
+        )
+        """Cluster stock (`product=CLUSTER`), read (cached) only while a gang forms."""
         self._rows_left: bool | None = None
         """Whether the last read found gangs' rows (None: not read yet in this process)."""
         self._gang_pods: frozenset[str] | None = None
@@ -292,6 +303,13 @@ class Clusters:
         except Exception as exc:  # derived data: the tick goes on
             report.errors.append(f"saving clusters' owners or logs: {exc}")
             log.error("could not save clusters' owners or logs: %s", exc, exc_info=True)
+
+    def _keep_catalog(self, entries: list[GpuType], now: datetime) -> None:
+        """The cluster stock for `reconciler offers` on a gang (one write per fetch)."""
+        try:
+            self.store.catalogs.save(entries, now, CLUSTER_CATALOG)
+        except Exception as exc:  # derived data: the tick goes on
+            log.warning("could not keep the cluster catalog for `reconciler offers`: %s", exc)
 
     def _forget_logs(self, report: TickReport) -> None:
         """The kept lines of gang pods no longer on the node, looked for only on a tick
@@ -334,7 +352,9 @@ class Clusters:
         members += unlisted
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
+        stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
         sighting.found.update(
+            cluster_catalog=stock,
             members=members,
             clusters=rows,
             gang_inputs=inputs,
