@@ -84,3 +84,22 @@ def test_a_gang_whose_volume_is_where_no_cluster_can_be_made_waits_saying_so(
         waiting = status["containerStatuses"][0]["state"]["waiting"]
         assert waiting["reason"] == "NetworkVolumeUnavailable"
         assert "EU-RO-1" in waiting["message"] and "Instant Cluster stock" in waiting["message"]
+
+
+def test_a_gangs_claim_is_placed_where_clusters_can_be_made(box: Sandbox) -> None:
+    """A WaitForFirstConsumer claim whose class names no data center takes its gang's
+    best offer's, ranked on cluster stock: not a data center where pods have room but
+    clusters none (its gang would wait there for ever)."""
+    for gpu in box.runpod_sim.account.catalog.gpus:
+        box.runpod_sim.account.set_capacity(gpu, "US-TX-3", 0, "CLUSTER")
+    add_class(box, volumeBindingMode="WaitForFirstConsumer", parameters={})
+    add_claim(box)
+    _gang_on_claim(box)
+    box.tick()
+    box.advance(30)
+    box.tick()
+    [volume] = box.runpod_sim.volumes.values()
+    assert volume["dataCenter"] != "US-TX-3"
+    [post] = _cluster_posts(box)
+    assert post.status == 201 and post.body["dataCenterIds"] == [volume["dataCenter"]]
+    assert [p["status"]["phase"] for p in box.job_pods("train")] == ["Running", "Running"]
