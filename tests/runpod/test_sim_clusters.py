@@ -94,11 +94,13 @@ def test_the_whole_cluster_fits_in_one_data_center_or_none_is_made(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
-        sim.account.set_capacity(RTX_4090, datacenter, 3)  # four GPUs in all, but not in one place
+        # Four GPUs for clusters in all, but not in one place (clusters have a stock of
+        # their own: plenty for pods changes nothing).
+        sim.account.set_capacity(RTX_4090, datacenter, 3, "CLUSTER")
     compute = {"gpuTypeId": RTX_4090, "gpuCountPerPod": 2, "podCount": 2}
     refused = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(compute=compute))
     assert refused.status_code == 400 and "no capacity" in refused.json()["detail"]
-    sim.account.set_capacity(RTX_4090, "EU-RO-1", 4)
+    sim.account.set_capacity(RTX_4090, "EU-RO-1", 4, "CLUSTER")
     made = create(sim, http, compute=compute)
     assert made["dataCenterId"] == "EU-RO-1"
     assert {pod["dataCenterId"] for pod in members(sim, http, made["id"])} == {"EU-RO-1"}

@@ -65,6 +65,8 @@ class ClusterSteps:
         """Keeps a gang pod's last lines from its member (pod, Job UID, member id)."""
         self.failing = set() if failing is None else failing
         """Clusters whose DELETE failed and was told (kept by the resource across runs)."""
+        self.refusals = 0
+        """Candidates RunPod refused and the next one was tried (stock, mostly)."""
         self.created: list[str] = []
         """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self._gangs: list[tuple[tuple[PodRef, ...], str]] = []
@@ -113,6 +115,7 @@ class ClusterSteps:
                 message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
                 if refusal.next is Next.TRY_NEXT:
                     refused.append(f"{candidate.gpu_type_id}: {message}")
+                    self.refusals += 1
                     continue
                 if refusal.next is Next.STOP_CREATES:
                     self.journal.creates_stopped = message
@@ -296,7 +299,10 @@ class Clusters:
 
     def after_pods(self, tick: AfterPods) -> None:
         report = tick.report
-        report.clusters_created = tick.steps_of(ClusterSteps).created
+        steps = tick.steps_of(ClusterSteps)
+        report.clusters_created = steps.created
+        if steps.refusals:  # a create refused for want of stock: the stock read is stale
+            self.cluster_catalog.mark_stale()
         try:
             self._record_owners(report)
             self._forget_logs(report)
