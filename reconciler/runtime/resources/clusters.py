@@ -189,6 +189,10 @@ class ClusterSteps:
     def _delete(self, action: DeleteCluster) -> None:
         if action.row is not None:
             self.journal.writes.save_cluster(action.row)
+        # Kept first, even when the DELETE waits: a later tick's DELETE (from the row,
+        # `gang_end.settle_recorded`) knows no members to keep lines of.
+        for pod, member, job in action.logs:
+            self.keep_log(pod, job, member)
         unpatched = [p for p in action.pods if p.uid in self.journal.status_failed]
         if unpatched:
             # The row keeps the end (state deleting, no answer yet): the next tick
@@ -200,8 +204,6 @@ class ClusterSteps:
                 unpatched[0],
             )
             return
-        for pod, member, job in action.logs:
-            self.keep_log(pod, job, member)
         try:
             self.journal.journaled(
                 "delete-cluster",
