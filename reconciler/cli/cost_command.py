@@ -43,7 +43,10 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
     (`mismatch`). `leaked_network_volumes` lists the volumes of ours that no PV or
     claim uses, as the reconciler's last tick found them; `charged_but_gone` the ids
     RunPod charged in the last hour read that it neither lists nor answers for, whoever's
-    they were (found without the database's journal).
+    they were (found without the database's journal). `unbilled_list_usd` (and
+    `unbilled_list_usd_by_pod`) is list price times the part of each instance's life the
+    billing read has not covered yet: an estimate, marked so, of what no charge shows
+    yet (a pod of the last minutes has none before the next hourly read).
     """
     now = datetime.now(UTC)
     try:
@@ -63,6 +66,7 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
             }
             leaks = cost_view.leaked_volumes(queries.leaked_volumes(session))
             ghosts = cost_view.charged_gone(queries.charged_gone(session))
+    estimate = cost_view.unbilled(mappings, billed_until, now, start)
     rows = cost_view.group(lines, by)
     if by == "pod" and start is None:
         cost_view.flag_mismatches(rows, mappings, pod_lines, billed_until)
@@ -73,6 +77,8 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         }
         shown["leaked_network_volumes"] = leaks
         shown["charged_but_gone"] = ghosts
+        shown["unbilled_list_usd"] = round(sum(estimate.values()), 4)
+        shown["unbilled_list_usd_by_pod"] = {pod: round(usd, 4) for pod, usd in estimate.items()}
         click.echo(json.dumps(shown, indent=2))
         return
     click.echo(state_view.render_table(cost_view.table(rows, by), cost_view.header(by)))
@@ -84,5 +90,9 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
         if reach is not None
     )
     click.echo(f"\ntotal ${total:.2f} (RunPod billing: pods through {until}{others})")
-    for line in [*cost_view.leak_lines(leaks), *cost_view.charged_gone_lines(ghosts)]:
+    for line in [
+        *cost_view.unbilled_lines(estimate),
+        *cost_view.leak_lines(leaks),
+        *cost_view.charged_gone_lines(ghosts),
+    ]:
         click.echo(line)

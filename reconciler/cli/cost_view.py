@@ -195,6 +195,37 @@ def header(by: str) -> tuple[str, ...]:
     return (by.upper(), "CHARGED")
 
 
+def unbilled(
+    mappings: Sequence[Mapping],
+    covered_until: datetime | None,
+    now: datetime,
+    since: datetime | None,
+) -> dict[str, float]:
+    """Per pod (namespace/name, largest first): list price times the part of its
+    instance's life that billing has not covered yet; pods with none left out."""
+    found: dict[str, float] = defaultdict(float)
+    for mapping in mappings:
+        usd = spend.unbilled_list_price(_record(mapping), covered_until, now, since)
+        if usd > 0:
+            found[f"{mapping.namespace}/{mapping.name}"] += usd
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
+
+
+def unbilled_lines(by_pod: dict[str, float]) -> list[str]:
+    if not by_pod:
+        return []
+    return [
+        f"\nnot billed yet, at list price (an estimate: RunPod bills whole hours, read "
+        f"hourly): {_usd(sum(by_pod.values()))}",
+        *(f"  {pod}  {_usd(usd)}" for pod, usd in by_pod.items()),
+    ]
+
+
+def _usd(usd: float) -> str:
+    """Cents, or tenths of a cent below one: a pod of the last minute costs less."""
+    return f"${usd:.2f}" if usd >= 0.01 else f"${usd:.4f}"
+
+
 def leaked_volumes(rows: Sequence[ListedVolume]) -> list[dict[str, Any]]:
     """Volumes of ours nothing uses, as the reconciler's last audit found them: they bill
     whether or not an hour of billing has been read yet."""

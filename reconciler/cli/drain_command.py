@@ -14,7 +14,7 @@ from reconciler.cli.connection import (
     connection_options,
     reaching,
 )
-from reconciler.cli.options import settings_from, settings_options
+from reconciler.cli.options import settings_from, settings_options_showing
 from reconciler.cli.output import output_option
 from reconciler.runtime import process_log
 from reconciler.runtime.drain import StillReconciling, check_no_reconciler
@@ -37,7 +37,7 @@ from reconciler.runtime.wiring import resolve_owner
 )
 @output_option
 @connection_options()
-@settings_options
+@settings_options_showing("node_name", "cluster_id")
 def drain(
     timeout: float,
     force: bool,

@@ -2,10 +2,12 @@
 where, at what price and how much stock, before it runs; for a manifest (`-f`) or a pod
 in the cluster.
 
-The ranking is the planner's own (`core.translate.offers`); the catalog is the copy the
-reconciler keeps in its database each time it fetches one, so while that copy is younger
-than --catalog-ttl the command sends RunPod nothing. Without a fresh copy it fetches the
-catalog itself (one request) and says so.
+The ranking and placement are the planner's own (`core.translate.request.placed_offers`:
+ranked, then pinned to the data center of the pod's network volume, read from its claim's
+PV in the cluster or, for `runpod.io/network-volume-id`, from RunPod's list). The catalog
+is the copy the reconciler keeps in its database each time it fetches one, so while that
+copy is younger than --catalog-ttl the command sends RunPod nothing. Without a fresh copy
+it fetches the catalog itself (one request) and says so.
 """
 
 from __future__ import annotations
@@ -26,18 +28,23 @@ from reconciler.cli.connection import (
     connection_options,
     reaching,
 )
-from reconciler.cli.options import settings_from, some_settings_options
+from reconciler.cli.options import GroupedHelp, settings_from, some_settings_options
 from reconciler.cli.output import output_option
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.cli.state_view import render_table
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.config import Settings
-from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject
+from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject, RunPodVolume
 from reconciler.core.pods import facts as podinfo
+from reconciler.core.reasons import PodReason
 from reconciler.core.resources.clusters import why_not_a_cluster
+from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
+from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.cpus import runs_on_cpu
+from reconciler.core.translate.disks import names_network_volume
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.offers import OfferRow, offer_rows, ranked_offers
+from reconciler.core.translate.offers import OfferRow, offer_rows
+from reconciler.core.translate.request import placed_offers
 from reconciler.runtime import process_log
 from reconciler.runtime.catalog import CLUSTER_CATALOG
 from reconciler.runtime.wiring import open_store
@@ -61,7 +68,7 @@ class Catalog:
     """What getting it cost, when it was not the reconciler's fresh copy."""
 
 
-@click.command("offers")
+@click.command("offers", cls=GroupedHelp)
 @click.argument("target", metavar=f"[{METAVAR}]", required=False)
 @click.option(
     "--filename",
@@ -119,8 +126,11 @@ def offers_command(
         click.echo(catalog.note, err=True)
     gpus = [e for e in catalog.entries if isinstance(e, GpuType)]
     cpus = [e for e in catalog.entries if isinstance(e, CpuFlavor)]
+    claim = _claim(name, pod, kubeconfig, kube_context)
+    volumes = _network_volumes(pod, job, runpod_url, runpod_api_key)
     try:
-        rows = offer_rows(ranked_offers(pod, job, gpus, cpus, settings), gpus, cpus)
+        offers = placed_offers(pod, job, gpus, cpus, settings, volumes, claim)
+        rows = offer_rows(offers, gpus, cpus)
     except TranslationError as error:
         raise click.ClickException(f"{name}: {error.message}") from None
     if members > 1:  # Instant Clusters are made in Secure Cloud only
@@ -129,6 +139,56 @@ def offers_command(
         click.echo(json.dumps([_record(row, members) for row in rows], indent=2))
     else:
         click.echo(render_table([_cells(row, members) for row in rows], COLUMNS))
+
+
+def _claim(
+    name: str, pod: KubeObject, kubeconfig: str | None, kube_context: str | None
+) -> ClaimMount | None:
+    """The network volume the pod's claims give it, read from the cluster as a create
+    reads it (a GET per claim and PV, only for a pod that mounts claims): it pins the
+    offers to the volume's data center. A claim not bound yet pins nothing yet: said."""
+    names = claim_names(pod)
+    if not names:
+        return None
+    namespace = pod["metadata"].get("namespace") or "default"
+    with reaching("cannot read the pod's claims"):
+        kube = KubeClient.from_config(kubeconfig, kube_context)
+        try:
+            claims = {claim: kube.storage.read_claim(namespace, claim) for claim in names}
+            bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
+            volumes = {pv: kube.storage.read_volume(pv) for pv in bound if pv}
+        finally:
+            kube.close()
+    try:
+        return claim_mount(pod, choose_container(pod), claims, volumes)
+    except TranslationError as error:
+        if error.reason is not PodReason.CLAIM_NOT_BOUND:
+            raise click.ClickException(f"{name}: {error.message}") from None
+        click.echo(
+            f"{name}: {error.message}: its network volume's data center is not known yet, "
+            "so these offers are not limited to one (the volume is made in its class's "
+            "dataCenter, else the first of runpod.io/datacenter-ids, else the best offer's)",
+            err=True,
+        )
+        return None
+
+
+def _network_volumes(
+    pod: KubeObject, job: KubeObject | None, runpod_url: str, api_key: str | None
+) -> list[RunPodVolume] | None:
+    """The account's network volumes, listed (one request, said) only for a pod that names
+    one by id: its data center pins the offers."""
+    if not names_network_volume(pod, job):
+        return None
+    if not api_key:
+        raise click.ClickException(
+            "the pod names a network volume (runpod.io/network-volume-id): set "
+            "RUNPOD_API_KEY to list where it is (one request)"
+        )
+    with reaching("cannot list RunPod's network volumes"), RunPodClient(api_key, runpod_url) as r:
+        listed = r.volumes.list()
+    click.echo("listed RunPod's network volumes for the pod's network volume (1 request)", err=True)
+    return listed
 
 
 def _cluster_size(name: str, pod: KubeObject, job: KubeObject | None, on_cpu: bool) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from reconciler.core.config import (
+    PLACE_OF,
     Settings,
     setting_types,
     settings_fields,
@@ -44,29 +45,77 @@ def setting_error(flag: str, name: str, problem: str) -> SettingsError:
     return SettingsError(f"invalid {where}: {problem}")
 
 
+CONCERNS = {
+    "node": "The virtual node",
+    "placement": "Placement",
+    "caps": "Money and counts",
+    "timing": "Timing",
+    "kubelet": "The kubelet endpoint (kubectl logs, exec, port-forward, top)",
+    "logs": "Pods' logs",
+    "ssh": "SSH to instances",
+}
+"""The help's heading of each group of settings (`Settings`' attributes)."""
+
+
+class SettingOption(click.Option):
+    """A settings flag, knowing the concern (the settings group) its help is listed under."""
+
+    def __init__(self, *args: Any, concern: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.concern = concern
+
+
+class GroupedHelp(click.Command):
+    """A command whose `--help` lists its settings flags under their concern's heading, as
+    the settings are grouped, after the command's own options."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                sections.setdefault(getattr(param, "concern", "Options"), []).append(record)
+        for title, records in sections.items():
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
+
 def settings_options(command: F) -> F:
-    return _with_settings(command, None)
+    return _with_settings(command, lambda _name: True)
 
 
 def some_settings_options(*names: str) -> Callable[[F], F]:
     """The flags of these settings only (a command that needs few of them); the others
     keep their defaults in `settings_from`."""
-    return lambda command: _with_settings(command, names)
+    return lambda command: _with_settings(command, lambda name: name in names)
 
 
-def _with_settings(command: F, names: tuple[str, ...] | None) -> F:
+def settings_options_showing(*names: str) -> Callable[[F], F]:
+    """Every settings flag, and only these in the help: a command that uses few of them
+    still takes the others (as it did), so that a script passing the same flags or
+    variables to it as to `sync` keeps working."""
+    return lambda command: _with_settings(command, lambda _name: True, shown=names)
+
+
+def _with_settings(
+    command: F, wanted: Callable[[str], bool], shown: tuple[str, ...] | None = None
+) -> F:
     for item, flag in reversed(list(settings_fields())):
-        if names is not None and flag.name not in names:
+        if not wanted(flag.name):
             continue
         envvar: list[str] = [flag.envvar, *([flag.fallback_env] if flag.fallback_env else [])]
         command = click.option(
             flag.flag,
             flag.name,
+            cls=SettingOption,
+            concern=CONCERNS[PLACE_OF[flag.name][0]],
             type=_click_type(_TYPES[flag.name]),
             default=_shown(item.default),
             envvar=envvar if flag.fallback_env else flag.envvar,
             show_envvar=True,
             show_default=True,
+            hidden=shown is not None and flag.name not in shown,
             help=flag.help,
         )(command)
     return command

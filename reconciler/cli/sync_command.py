@@ -20,7 +20,7 @@ from reconciler.cli.connection import (
     connection_options,
 )
 from reconciler.cli.context import CliContext, require_latest_schema
-from reconciler.cli.options import SettingsError, settings_from, settings_options
+from reconciler.cli.options import GroupedHelp, SettingsError, settings_from, settings_options
 from reconciler.cli.output import output_option
 from reconciler.core.config import DAY, Settings
 from reconciler.core.setting import out_of_range
@@ -42,7 +42,7 @@ from reconciler.runtime.writer_lease import WriterHeld, WriterLost
 log = logging.getLogger(__name__)
 
 
-@click.command()
+@click.command(cls=GroupedHelp)
 @click.option("--once", is_flag=True, help="Run one tick and exit (the CronJob mode).")
 @click.option("--dry-run", is_flag=True, help="With --once: print the plan, change nothing.")
 @output_option

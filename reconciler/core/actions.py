@@ -77,6 +77,10 @@ class Create:
     """The name of our registry credential the pod's image is pulled with: the
     `EnsureRegistryAuth` planned before this create holds it, and its id goes into every
     candidate."""
+    own_registry_names: frozenset[str] = frozenset()
+    """The names of our credentials made from the pod's own imagePullSecrets: the only
+    ones of ours its runpod.io/container-registry-auth-id may name (besides
+    --registry-auth-ids; `core.resources.registries.named_refusal`)."""
 
     def shown(self) -> tuple[str, str]:
         return str(self.pod), ", ".join(c.offer_id for c in self.candidates)

@@ -54,6 +54,9 @@ class ClusterRecord:
     """When RunPod last answered our DELETE of the cluster: it is not asked again for a
     while after, as the list may still show the members. A DELETE decided but never
     answered (a crash, an error) is asked again at once."""
+    unread_ends: int = 0
+    """How many times rank 0's one last read failed while the gang was about to end: the
+    gang waits for a read that answers, at most `gang_end.LAST_READ_TRIES` of them."""
 
     @property
     def ended(self) -> bool:

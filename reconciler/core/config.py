@@ -141,6 +141,12 @@ class PlacementSettings:
         "catalog offers no GPU type is named in a warning.",
     )
 
+    registry_auth_ids: tuple[str, ...] = setting(
+        (), "--registry-auth-ids", "Registry credential ids any pod may name (comma-separated)."
+    )
+    """Besides these, a pod's runpod.io/container-registry-auth-id names only a credential
+    made from its own imagePullSecrets (`core.resources.registries.Naming`)."""
+
     container_disk_gb: int = setting(
         50,
         "--container-disk-gb",

@@ -122,6 +122,10 @@ class Instance:
     """A cluster member's address on the cluster's private network, once assigned."""
     network_volume_id: str | None = None
     """The network volume the instance mounts (`mounts.network`), if any."""
+    container_disk_gb: int = 0
+    """RunPod's `disk`: it bills while the instance exists."""
+    volume_gb: int = 0
+    """The persistent volume's size (`mounts.persistent.size`), if any."""
 
     @property
     def owner(self) -> str | None:

@@ -10,11 +10,12 @@ only puts the concerns of `reconciler.core.plan` together (docs/architecture.md 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 
-from reconciler.core.actions import Action, Event, PodRef
+from reconciler.core.actions import Action, Adopt, DeleteRow, Event, PodRef, SaveRow
 from reconciler.core.config import Settings
 from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
@@ -81,13 +82,36 @@ def plan_tick(
         if obs.pending
         else []  # the usual tick: spare counting the room for none
     )
-    return (
+    return one_row_per_instance(
         offloads
         + actions
         + admit(tick, waiting)
         + plan_gangs(tick)
-        + daemonsets.notices(obs.daemon_pods, now)
+        + daemonsets.notices(obs.daemon_pods, now),
+        obs.rows,
     )
+
+
+def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRecord]) -> list[Action]:
+    """The actions without any row write that would map an instance another pod's row
+    maps: the rows' instance ids are unique, and one such write would fail every commit
+    of the tick, for every pod. Whatever a pod's annotations say, one row per instance
+    id: a row write that would break it is left out (its other effects stay)."""
+    if not any(getattr(getattr(a, "row", None), "instance_id", None) for a in actions):
+        return actions  # the steady tick: spare indexing every row
+    holder = {row.instance_id: row.pod_uid for row in rows if row.instance_id}
+    kept: list[Action] = []
+    for action in actions:
+        row = getattr(action, "row", None)
+        if isinstance(row, MappingRecord) and row.instance_id:
+            if holder.setdefault(row.instance_id, row.pod_uid) != row.pod_uid:
+                if isinstance(action, SaveRow | Adopt):
+                    continue
+                action = dataclasses.replace(action, row=None)  # type: ignore[arg-type]
+        elif isinstance(action, DeleteRow):
+            holder = {i: uid for i, uid in holder.items() if uid != action.pod_uid}
+        kept.append(action)
+    return kept
 
 
 def _undecidable(

@@ -49,6 +49,10 @@ class PodReason(enum.StrEnum):
     NETWORK_VOLUME_UNAVAILABLE = "NetworkVolumeUnavailable"
     """The network volume the pod mounts is not in the account's list (or the list could
     not be read): no create names it, so no candidate is spent on a sure refusal."""
+    FOREIGN_ID = "ForeignIdRefused"
+    """An id the pod writes (runpod.io/pod-id, network-volume-id,
+    container-registry-auth-id, its Job's UID) names what is not its namespace's
+    (core.tenancy): refused, nothing of it used or changed."""
     # Definite refusals of a create (docs/architecture.md §4, Candidates;
     # core/capacity/refusals.py): nothing was created; retried once a minute rather than
     # every tick, and failed with the reason at max_pending_time.

@@ -5,9 +5,10 @@ The simulated cluster has no kube-scheduler (its Job controller and garbage coll
 make and delete Jobs' pods), so this module plays the parts the README's examples need,
 through the simulator's own store as the tests do: a Pending pod whose placement rules
 allow the virtual node is bound to it, and a running container uses some CPU and
-answers on its ports. The reconciler
-ticks every few seconds, holding the database's writer lock as a deployed reconciler
-would (so `reconciler sync --once --dry-run` works beside it, and a second writer is refused).
+answers on its ports. The reconciler ticks every few seconds and tells what it did, one
+line per thing (`teller`), holding the database's writer lock as a deployed reconciler
+would (so `reconciler sync --once --dry-run` works beside it, and a second writer is
+refused).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from reconciler.core.node.placement import exclusion
 from reconciler.core.pods import facts as podinfo
 from reconciler.demo.sandbox import Sandbox
+from reconciler.demo.teller import Teller
 from reconciler.runtime.wiring import LockKeeper
 
 TICK_SECONDS = 2.0
@@ -32,21 +34,35 @@ class LiveWorld:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.box, self._lock, self._monotonic = box, lock, monotonic
+        self._teller: Teller | None = None
         self._last = monotonic()
         self._working: set[str] = set()
         """Instances whose container has started its (simulated) work."""
+
+    def go_live(self, lock: LockKeeper, tell: Callable[[str], None]) -> None:
+        """From now on time is the real time that passes, the writer lock is kept, and
+        what the reconciler does is told, one line per thing."""
+        self._lock, self._teller = lock, Teller(self.box, tell)
+        self._last = self._monotonic()
 
     def step(self) -> None:
         """One beat: time moves on by the real time that passed, the cluster's
         controllers act, and the reconciler ticks."""
         now = self._monotonic()
-        self.box.advance(max(0.0, now - self._last))
+        self.beat(max(0.0, now - self._last))
         self._last = now
+
+    def beat(self, seconds: float) -> None:
+        """Time moves on by `seconds`, the cluster's controllers act, and the reconciler
+        ticks."""
+        self.box.advance(seconds)
         self._schedule()
         self._run_workloads()
         if self._lock is not None:
             self._lock.renew_if_due()
         self.box.tick()
+        if self._teller is not None:
+            self._teller.look()
 
     def _run_workloads(self) -> None:
         """What the demo's containers do once running: they use some CPU and memory

@@ -26,8 +26,10 @@ from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.demo.examples import write_examples
 from reconciler.demo.live import TICK_SECONDS, LiveWorld
-from reconciler.demo.sandbox import API_KEY, Sandbox
+from reconciler.demo.printed import EXEC_CAVEAT, connection_help
+from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LockKeeper, holding
+from reconciler.sim.kube_status import ApiError
 
 Echo = Callable[[str], None]
 
@@ -159,9 +161,11 @@ def run_demo(
             if on_result is not None:
                 on_result(result)
             return result
-        _advance_to(box, datetime.now(UTC))
         install_storage_class(box)
         box.add_pod("prep", namespace="ml", extra_spec={"containers": [CPU_CONTAINER]})
+        world = LiveWorld(box)
+        measured = _warm_up(box, world)
+        _advance_to(box, datetime.now(UTC))
         paths = write_examples(box.workdir)
         result.commands = connection_help(box, paths)
         echo(
@@ -170,11 +174,16 @@ def run_demo(
         )
         for command in result.commands:
             echo(f"  {command}")
+        echo(f"\n{EXEC_CAVEAT}")
+        if not measured:
+            echo("`kubectl top` has figures of ml/prep once it has run for a minute.")
         if on_result is not None:
             on_result(result)
         with holding(LockKeeper(box.store, box.clock.now)) as lock:
+            world.go_live(lock, echo)
+            echo("\nWhat the reconciler does from now on is told here, one line each:")
             if wait is not None:
-                wait(LiveWorld(box, lock))
+                wait(world)
     return result
 
 
@@ -186,6 +195,26 @@ CPU_CONTAINER = {
     "command": ["python", "-m", "http.server", "8000"],
     "resources": {"requests": {"cpu": "3", "memory": "6Gi"}},
 }
+
+METRICS = "metrics.k8s.io/v1beta1"
+WARM_UP_BEAT_SECONDS = 5.0
+WARM_UP_LIMIT_SECONDS = 600.0
+
+
+def _warm_up(box: Sandbox, world: LiveWorld) -> bool:
+    """Simulated time runs on until the CPU pod `prep` runs and metrics-server has a
+    figure of it, before the commands are printed: the printed `kubectl top` then
+    answers at once (its rate needs two scrapes). False if it never did."""
+    waited = 0.0
+    while waited < WARM_UP_LIMIT_SECONDS:
+        world.beat(WARM_UP_BEAT_SECONDS)
+        box.heartbeat.keep_alive()
+        waited += WARM_UP_BEAT_SECONDS
+        with contextlib.suppress(ApiError):
+            box.kube_sim.metrics.answer(f"/apis/{METRICS}/namespaces/ml/pods/prep")
+            return True
+    return False
+
 
 SHIPPED_STORAGE = Path(__file__).parents[2] / "deploy" / "common" / "storageclass.yaml"
 
@@ -376,49 +405,6 @@ def _summary_lines(result: DemoResult) -> str:
             f"leaked instances:    {len(result.leaked)}",
         ]
     )
-
-
-def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
-    """Commands that work as printed against the running demo, one per line."""
-    kubectl = f"kubectl --kubeconfig {box.kubeconfig}"
-    url, database = box.runpod_sim.base_url, box.database_url
-    files = " ".join(f"-f {path}" for path in examples.values())
-    job_instance = (
-        f"$({kubectl} get pod -l job-name=gpu-job "
-        "-o jsonpath='{.items[0].metadata.annotations.runpod\\.io/pod-id}')"
-    )
-    return [
-        f"{kubectl} get nodes",
-        f"{kubectl} apply {files}",
-        f"{kubectl} get pods -A",
-        f"{kubectl} logs -n ml train",
-        f"{kubectl} describe pod gpu-notebook",
-        f"{kubectl} exec gpu-notebook -- sh -c 'echo hello from $(hostname)'",
-        f"{kubectl} cp {examples['gpu-pod.yaml']} gpu-notebook:/workspace/gpu-pod.yaml",
-        f"{kubectl} port-forward gpu-notebook 8888:8888",
-        f"{kubectl} top pod -n ml prep",
-        # The claim's volume outlives its pod: the next pod finds what the last wrote.
-        f"{kubectl} exec trainer -- sh -c 'echo step 100 > /checkpoints/latest'",
-        f"{kubectl} delete pod trainer",
-        f"{kubectl} get pvc,pv",
-        f"{kubectl} apply -f {examples['checkpoints.yaml']}",
-        f"{kubectl} exec trainer -- cat /checkpoints/latest",
-        # The simulated Job's process runs until told to end, as RunPod's simulator
-        # lets a test end it: exit code 0 completes the Job.
-        f"curl -s -X POST {url}/_sim/pods/{job_instance}/exit -d '{{\"code\": 0}}'",
-        f"{kubectl} get job gpu-job",
-        f"reconciler --database-url {database} state show",
-        # What a pod would get, ranked as the planner ranks, from the catalog the
-        # reconciler keeps (the key and URL only for a copy older than --catalog-ttl).
-        f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} offers "
-        f"-f {examples['gpu-pod.yaml']} --runpod-url {url}",
-        f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
-        f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
-        f"{kubectl} get pods -l batch.kubernetes.io/job-name=torchrun "
-        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,IP:.status.podIP,"
-        "RANK:.metadata.annotations.runpod\\.io/rank'",
-        f"{kubectl} delete {files}",
-    ]
 
 
 def summary_record(result: DemoResult) -> dict[str, Any]:

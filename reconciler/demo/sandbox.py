@@ -10,6 +10,7 @@ from __future__ import annotations
 import ssl
 import tempfile
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ class Sandbox:
         tick as `sync --once` does, "stream" in the background as the Deployment does
         (None: only when an instance ends, and no request for them before)."""
         self.clock = SimClock()
+        self._wall_step = timedelta()
         self._tmp = tempfile.TemporaryDirectory(prefix="reconciler-sandbox-")
         self.workdir = Path(workdir or self._tmp.name)
         self.database_url = database_url or f"sqlite:///{self.workdir / 'reconciler.db'}"
@@ -111,7 +113,9 @@ class Sandbox:
             monotonic=self.clock.monotonic,
             read_timeout=5,
         )
-        self.store: Store = open_store(self.database_url, upgrade=True)
+        self.store: Store = open_store(
+            self.database_url, upgrade=True, node=self._base_settings.node.name
+        )
         if self._base_settings.ssh.key_secret:  # it lives in the reconciler's namespace
             self.ensure_namespace(default_namespace())
         self.settings = with_ssh_key(resolve_owner(self._base_settings, self.kube), self.kube)
@@ -188,7 +192,7 @@ class Sandbox:
             self.runpod,
             self.kube,
             self.store,
-            self.clock.now,
+            self.wall_clock,
             RunMode.ONCE,
             startup_client=stream_client if self.startup_lines == "stream" else None,
             startup_lines=self.startup_lines is not None,
@@ -206,6 +210,15 @@ class Sandbox:
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    def wall_clock(self) -> datetime:
+        """The reconciler's host clock: the simulated time, unless it was stepped."""
+        return self.clock.now() + self._wall_step
+
+    def step_wall_clock(self, seconds: float) -> None:
+        """The reconciler's host clock steps by `seconds` (an NTP correction, a resumed
+        VM): the simulators' clocks and the monotonic clock do not move."""
+        self._wall_step += timedelta(seconds=seconds)
 
     def add_pod(
         self,

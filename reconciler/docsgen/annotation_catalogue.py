@@ -78,7 +78,7 @@ ON_PODS = (
     Annotation(
         ann.MAX_PRICE,
         f"USD/h, above 0 and at most {ann.MAX_PRICE_USD:g}: plain ASCII digits, at most 9 decimals",
-        "Most the whole pod may cost per hour (default `--max-gpu-price`).",
+        "Most the whole pod may cost per hour, its GPU and its disks (default `--max-gpu-price`).",
     ),
     Annotation(
         ann.CLOUD_TYPE,
@@ -120,13 +120,15 @@ ON_PODS = (
     Annotation(
         ann.NETWORK_VOLUME_ID,
         _ID,
-        f"An existing network volume to mount; not together with `{ann.VOLUME_GB}`.",
+        "A network volume the reconciler made for one of the pod's namespace's claims, to "
+        f"mount; not together with `{ann.VOLUME_GB}`. Any other volume is mounted through a "
+        "PersistentVolume an administrator makes.",
     ),
     Annotation(
         ann.CONTAINER_REGISTRY_AUTH_ID,
         _ID,
-        "A RunPod registry credential for the image; without it, one is made from the "
-        "pod's `imagePullSecrets`.",
+        "A RunPod registry credential for the image: one `--registry-auth-ids` allows, or one "
+        "made from the pod's own `imagePullSecrets`; without it, one is made from them.",
     ),
     Annotation(
         ann.DEFAULT_CONTAINER,
@@ -161,7 +163,11 @@ ON_NAMESPACES = (
 )
 
 WRITTEN = (
-    Annotation(podinfo.POD_ID_ANNOTATION, "a RunPod pod id", "The pod's instance."),
+    Annotation(
+        podinfo.POD_ID_ANNOTATION,
+        "a RunPod pod id",
+        "The pod's instance (read back only if RunPod's record tags it as this pod's).",
+    ),
     Annotation(ann.COST_PER_HR, "USD/h", "The instance's list price."),
     Annotation(ann.GPU_TYPE, "a GPU type id", "The instance's GPU type."),
     Annotation(ann.DATACENTER, "a data center id", "Where the instance runs."),
@@ -220,10 +226,11 @@ ON_CLAIMS = (
 ON_THE_WRITER_LEASE = (
     Annotation(
         CREATES_HELD_ANNOTATION,
-        "a time (RFC 3339)",
+        "a time (RFC 3339, on RunPod's clock)",
         "Until when the writer that holds or next takes the node's writer Lease "
         "(`<node>-writer` in `kube-node-lease`) starts no create: a dead writer's create "
-        "may still land, and is adopted by its tags rather than made twice "
+        "may still land or lag in RunPod's list (for up to `--create-grace-time`), and is "
+        "adopted by its tags rather than made twice "
         "([one writer per virtual node](../concepts/how-it-works.md#one-writer-per-virtual-node)).",
     ),
 )

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.core.reasons import Notice, PodReason
+from reconciler.core.reasons import Notice, PodReason, VolumeNotice
+from reconciler.core.translate.status import CONTAINER_CREATING, NOT_RUN_ON_RUNPOD, STATUS_UNKNOWN
 from reconciler.docsgen.markdown import code, table
 
 WAITS = "Pending, retried every tick"
@@ -143,6 +144,20 @@ POD_REASONS: dict[PodReason, Advice] = {
         "Fix the volume id, or allow the volume's data center (`runpod.io/datacenter-ids`, "
         "`--datacenter-ids`).",
     ),
+    PodReason.FOREIGN_ID: Advice(
+        "Pending, retried every tick (for `runpod.io/pod-id` an Event only: the pod is run "
+        "as a new one)",
+        "An id the pod or its Job writes names what is not this namespace's: "
+        "`runpod.io/pod-id` an instance whose owner and pod tags are not this pod's (or a "
+        "cluster member), `runpod.io/network-volume-id` a volume not made for one of this "
+        "namespace's claims, `runpod.io/container-registry-auth-id` a credential neither "
+        "made from this namespace's pull secrets nor allowed by `--registry-auth-ids`, or an "
+        "ownerReference a Job UID that is no Job of this namespace. Nothing of it is read, "
+        "mounted or changed.",
+        "Remove the annotation (the reconciler writes `runpod.io/pod-id` itself); mount "
+        "another namespace's data through a PersistentVolume an administrator makes; pull "
+        "with the namespace's own imagePullSecrets.",
+    ),
     PodReason.TEMPLATE_NOT_FOUND: Advice(
         WAITS_A_MINUTE,
         "RunPod has no template with the id `runpod.io/template-id` names (404).",
@@ -265,11 +280,108 @@ NOTICES: dict[Notice, Advice] = {
 }
 
 
+CLAIM_NOTICES: dict[VolumeNotice, Advice] = {
+    VolumeNotice.PROVISIONING_FAILED: Advice(
+        "Warning, on the claim; it stays Pending",
+        "The claim's network volume cannot be made as asked, told before RunPod is asked: "
+        "a size outside RunPod's 10 to 4096 GB, a `parameters.type` other than RunPod's, "
+        "no data center (none in the class, and no pod that uses the claim has an offer "
+        "that names one), or a data center RunPod's catalog does not name. The message "
+        "says which.",
+        "Fix the claim or its StorageClass ([network volumes](../guides/network-volumes.md)), "
+        "or set `runpod.io/datacenter-ids` on the pod that uses the claim.",
+    ),
+    VolumeNotice.PROVISIONED: Advice(
+        "Normal, on the claim",
+        "A network volume was made for the claim and bound to it as a PV; the message names "
+        "the volume, its size and data center.",
+        "Nothing: the claim's pods are created in that data center.",
+    ),
+    VolumeNotice.RESIZE_FAILED: Advice(
+        "Warning, on the claim",
+        "The claim asks for more storage than its volume has, and the volume cannot grow: "
+        "past RunPod's 4096 GB, or a volume the reconciler did not make (never resized).",
+        "Ask for at most 4096 GB, or resize a volume of your own in RunPod's console.",
+    ),
+    VolumeNotice.RESIZED: Advice(
+        "Normal, on the claim",
+        "The claim's volume was grown to the size it asks for (RunPod volumes never shrink).",
+        "Nothing.",
+    ),
+}
+
+CONTAINER_STATES: dict[str, Advice] = {
+    CONTAINER_CREATING: Advice(
+        "the container's waiting state",
+        "No instance runs the pod yet, or its instance is starting, or running with its "
+        "ports not ready; the message says which.",
+        "Wait; a pod that also has a reason above shows why it waits.",
+    ),
+    "Completed": Advice(
+        "the container's terminated state",
+        "The pod's process exited 0 (the kubelet's own reason).",
+        "Nothing.",
+    ),
+    "Error": Advice(
+        "the container's terminated state",
+        "The process exited non-zero, or the instance was terminated because the pod was "
+        "deleted (the kubelet's own reason).",
+        "Read the pod's log (`kubectl logs`).",
+    ),
+    NOT_RUN_ON_RUNPOD: Advice(
+        "the waiting or terminated state of a pod's other containers",
+        "A RunPod instance runs one container of the pod; the others are never run.",
+        "Nothing; run the other containers in a pod of their own if they matter.",
+    ),
+    STATUS_UNKNOWN: Advice(
+        "the container's terminated state",
+        "The pod was deleted before any instance ran it (the kubelet's own reason).",
+        "Nothing.",
+    ),
+}
+"""The container states' reasons the pod's status shows (`core/translate/status.py`)."""
+
+NODE_CONDITIONS: dict[str, Advice] = {
+    "KubeletReady": Advice(
+        "the node's Ready condition",
+        "The reconciler beats the virtual node's heartbeat; the message says whether "
+        "`kubectl logs` and exec reach its kubelet endpoint.",
+        "Nothing. A node the heartbeat left is marked NotReady by Kubernetes itself.",
+    ),
+    **{
+        reason: Advice(
+            f"the node's {condition} condition (False)",
+            "Always so: the virtual node has no memory, disk or process pressure of its own.",
+            "Nothing.",
+        )
+        for condition, reason in (
+            ("MemoryPressure", "KubeletHasSufficientMemory"),
+            ("DiskPressure", "KubeletHasNoDiskPressure"),
+            ("PIDPressure", "KubeletHasSufficientPID"),
+        )
+    },
+}
+"""The virtual node's conditions' reasons (`core/node/virtual_node.py`)."""
+
+
 def missing() -> list[str]:
     """Reasons of the code without an entry here."""
-    return [r.value for r in PodReason if r not in POD_REASONS] + [
-        n.value for n in Notice if n not in NOTICES
-    ]
+    return (
+        [r.value for r in PodReason if r not in POD_REASONS]
+        + [n.value for n in Notice if n not in NOTICES]
+        + [n.value for n in VolumeNotice if n not in CLAIM_NOTICES]
+    )
+
+
+def documented() -> set[str]:
+    """Every reason the page names."""
+    return {
+        *(r.value for r in POD_REASONS),
+        *(n.value for n in NOTICES),
+        *(n.value for n in CLAIM_NOTICES),
+        *CONTAINER_STATES,
+        *NODE_CONDITIONS,
+    }
 
 
 def page(_root: Path) -> str:
@@ -278,6 +390,11 @@ def page(_root: Path) -> str:
         raise KeyError(f"reasons without an explanation in {__name__}: {problems}")
     pod_rows = [(code(r.value), a.shows, a.meaning, a.what_to_do) for r, a in POD_REASONS.items()]
     notice_rows = [(code(n.value), a.shows, a.meaning, a.what_to_do) for n, a in NOTICES.items()]
+    claim_rows = [
+        (code(n.value), a.shows, a.meaning, a.what_to_do) for n, a in CLAIM_NOTICES.items()
+    ]
+    state_rows = [(code(r), a.shows, a.meaning, a.what_to_do) for r, a in CONTAINER_STATES.items()]
+    node_rows = [(code(r), a.shows, a.meaning, a.what_to_do) for r, a in NODE_CONDITIONS.items()]
     return "\n".join(
         [
             "# Pod and Event reasons\n",
@@ -288,5 +405,15 @@ def page(_root: Path) -> str:
             table(("reason", "pod", "meaning", "what to do"), pod_rows),
             "## Events about what was done\n",
             table(("reason", "type", "meaning", "what to do"), notice_rows),
+            "## Events on a PersistentVolumeClaim\n",
+            "The network-volume provisioner's Events on a claim of the StorageClass "
+            "`runpod-network-volume` (`VolumeNotice`), named as Kubernetes' external "
+            "provisioners name theirs.\n",
+            table(("reason", "type", "meaning", "what to do"), claim_rows),
+            "## Container states\n",
+            "The reason of a container's state in the pod's status (`kubectl describe pod`).\n",
+            table(("reason", "where", "meaning", "what to do"), state_rows),
+            "## The virtual node's conditions\n",
+            table(("reason", "where", "meaning", "what to do"), node_rows),
         ]
     )

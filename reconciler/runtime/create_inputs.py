@@ -16,9 +16,10 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container
+from reconciler.core.translate.disks import names_network_volume
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
-from reconciler.core.translate.pull_secrets import registry_credentials
+from reconciler.core.translate.pull_secrets import all_credentials, registry_credentials
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,19 @@ class CreateInputsReader:
             job=job,
             sources=EnvSources(secrets, config_maps),
             pull_secret=registry_credentials(container.get("image", ""), pull),
+            pull_credentials=tuple(all_credentials(pull)),
             claim=claim,
+            claim_uids=self._claim_uids(pod, job),
         )
+
+    def _claim_uids(self, pod: KubeObject, job: KubeObject | None) -> frozenset[str]:
+        """The UIDs of the namespace's claims, listed (one request) only for a pod that
+        names a network volume by id: it may name only one made for them."""
+        if not names_network_volume(pod, job):
+            return frozenset()
+        namespace = pod["metadata"].get("namespace", "default")
+        claims = self.kube.storage.list_claims(namespace)
+        return frozenset(str(c["metadata"]["uid"]) for c in claims)
 
     def _claim_mount(self, pod: KubeObject, container: KubeObject) -> ClaimMount | None:
         """The pod's claims and their PVs (a GET each, only for a pod about to be created

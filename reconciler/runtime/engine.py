@@ -125,13 +125,11 @@ class Engine:
     ) -> None:
         """`system_events` records RunPod's system lines as Events; the one `steps.startup`
         records with, so that no line is recorded twice."""
-        self.settings, self.runpod, self.kube, self.store, self.clock = (
-            settings,
-            runpod,
-            kube,
-            store,
-            clock,
-        )
+        self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
+        self.wall = clock
+        # Graces are measured on RunPod's time, carried on by the monotonic clock: a
+        # step of this host's clock moves neither (docs/architecture.md §4, "Clocks").
+        self.clock: Clock = lambda: runpod.served_now() or clock()
         self.steps = steps
         # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
@@ -211,7 +209,7 @@ class Engine:
 
     def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
         try:
-            observation, report.billing = self._observe(report.started_at)
+            observation, report.billing = self._observe(report)
         except runpod_errors.RateLimitedError as exc:
             # Not an error: RunPod asked us to wait, and the next tick will list again.
             report.skipped = "skipped, rate limited by RunPod" + (
@@ -298,9 +296,12 @@ class Engine:
 
     # --- observe ----------------------------------------------------------------------
 
-    def _observe(self, now: datetime) -> tuple[Observation, money.BillingRead]:
-        """The one RunPod list and the node's pods, then each resource's own reads."""
+    def _observe(self, report: TickReport) -> tuple[Observation, money.BillingRead]:
+        """The one RunPod list and the node's pods, then each resource's own reads. The
+        tick's time is taken again once the list answered: the first tick of a process
+        then measures on RunPod's time too."""
         listed = self.runpod.instances.list()
+        report.started_at = now = self.clock()
         sorted_pods = podinfo.sort_node_pods(self.kube.pods.list_on_node(self.settings.node.name))
         sighting = Sighting(
             now,

@@ -8,13 +8,13 @@ does not tick: it counts as ready while its Lease attempts get an answer.
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.runtime.engine import Clock, Engine, TickReport
+from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.metrics import Metrics
 
 
@@ -22,19 +22,25 @@ class Health:
     """What the probes read; the loop updates it after every tick (a standby, after every
     answered election attempt)."""
 
-    def __init__(self, interval: float, clock: Clock, metrics: Metrics) -> None:
-        self.window = timedelta(seconds=3 * interval)
-        self.clock, self.metrics = clock, metrics
-        self.last_ok: datetime | None = None
+    def __init__(self, interval: float, monotonic: Callable[[], float], metrics: Metrics) -> None:
+        """Ages are measured on `monotonic`: a step of the wall clock (or the tick's
+        times, which are RunPod's) must not make a live loop unready."""
+        self.window = 3 * interval
+        self.monotonic, self.metrics = monotonic, metrics
+        self.last_ok: float | None = None
 
     def record(self, engine: Engine, report: TickReport) -> None:
         """After each tick of the loop: its metrics, and readiness when it observed."""
         self.metrics.observe(report, engine.runpod.rate_budget, engine.settings.owner_id)
         if report.ok:
-            self.last_ok = report.finished_at
+            self.ok_now()
+
+    def ok_now(self) -> None:
+        """Ready as of now (a tick observed both worlds; a standby heard its Lease)."""
+        self.last_ok = self.monotonic()
 
     def ready(self) -> bool:
-        return self.last_ok is not None and self.clock() - self.last_ok <= self.window
+        return self.last_ok is not None and self.monotonic() - self.last_ok <= self.window
 
 
 def parse_address(address: str) -> tuple[str, int]:

@@ -98,6 +98,8 @@ class LeaderElector:
         self.election = Election(renew_deadline=lease_seconds * 2 / 3)
         self.predecessor: str | None = None
         """The leader whose expired lease we took over; it stopped acting before expiry."""
+        self.took_over = False
+        """Our last attempt won the lease from a holder that had not released it."""
         self.creates_held_until: datetime | None = None
         """No create starts before this (see `runtime/writer_lease.py`); None when no hold."""
         self.holder: str | None = None
@@ -123,6 +125,7 @@ class LeaderElector:
             )
             attempt = Attempt.WON if outcome.won else Attempt.REFUSED
             self.holder, self.error = outcome.holder, None
+            self.took_over = bool(outcome.won and outcome.taken_over_from)
             if outcome.taken_over_from:
                 self.predecessor = outcome.taken_over_from
             if outcome.won and outcome.creates_held_until is not None:

@@ -85,7 +85,7 @@ class LeadershipLost(RuntimeError):
 def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> None:
     """Run until told to stop; raises LockHeld or LeadershipLost when it cannot go on."""
     metrics = Metrics()
-    health = Health(options.interval, utcnow, metrics)
+    health = Health(options.interval, time.monotonic, metrics)
     server = HealthServer(options.health_address, health).start()
     log.info("serving /healthz, /readyz and /metrics on port %d", server.port)
     stop = threading.Event()
@@ -302,7 +302,7 @@ class Replica:
             if attempt is Attempt.REFUSED:
                 # A standby that hears from the API server is as ready as it can be:
                 # it must not hold a rollout up (Kubernetes' convention for standbys).
-                self.health.last_ok = utcnow()
+                self.health.ok_now()
             return
         if not self._leading and not self.stop.is_set():
             try:

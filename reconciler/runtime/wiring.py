@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,14 +54,24 @@ class Connections:
     """The kubeconfig context to use instead of its current-context."""
 
 
-def open_store(database_url: str, upgrade: bool) -> Store:
-    """The store, its schema checked (and upgraded unless told not to). Raises
+def open_store(database_url: str, upgrade: bool, node: str | None = None) -> Store:
+    """The store, its schema checked (and upgraded unless told not to), reading and
+    writing the rows of `node` only (None: every row, for the CLI's views). Raises
     SchemaError, DatabaseURLError or SQLAlchemy's DatabaseError."""
     engine = db.make_engine(database_url)
     migrate.check_schema(engine, db.location(database_url), will_upgrade=upgrade)
     if upgrade:
         migrate.upgrade(engine)
-    return Store(db.session_factory(engine))
+    return Store(db.session_factory(engine), node)
+
+
+def lock_name(node: str) -> str:
+    """The database lock of a node's writers: one per node, so that several nodes share
+    a database, each with its own rows (the column holds 64 characters)."""
+    name = f"{LOCK_NAME}/{node}"
+    if len(name) <= 64:
+        return name
+    return f"{LOCK_NAME}/{hashlib.sha256(node.encode()).hexdigest()[:40]}"
 
 
 def resolve_owner(settings: Settings, kube: KubeClient) -> Settings:
@@ -81,8 +93,8 @@ def with_ssh_key(settings: Settings, kube: KubeClient) -> Settings:
 class LockKeeper:
     """Holds the database's writer lock, renewing it well before it expires."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
-        self.store, self.clock = store, clock
+    def __init__(self, store: Store, clock: Clock, name: str = LOCK_NAME) -> None:
+        self.store, self.clock, self.name = store, clock, name
         self.owner = identity()
         self._renewed = clock()
         self._held = False
@@ -91,7 +103,7 @@ class LockKeeper:
         """Take the lock, or raise LockHeld. `predecessor` is a leader whose expired Lease
         we took: it stopped acting before the Lease ran out (leader.py), so its lock is
         free to take without waiting out the TTL."""
-        holder = self.store.locks.acquire(LOCK_NAME, self.owner, LOCK_TTL, self.clock())
+        holder = self.store.locks.acquire(self.name, self.owner, LOCK_TTL, self.clock())
         if holder is not None and (holder == predecessor or dead_here(holder)):
             log.warning(
                 "taking over the lock of %s, %s",
@@ -99,7 +111,7 @@ class LockKeeper:
                 "the previous leader" if holder == predecessor else "a dead process on this host",
             )
             holder = self.store.locks.acquire(
-                LOCK_NAME, self.owner, LOCK_TTL, self.clock(), dead_holder=holder
+                self.name, self.owner, LOCK_TTL, self.clock(), dead_holder=holder
             )
         if holder is not None:
             raise LockHeld(f"another reconciler ({holder}) is writing to this database")
@@ -115,7 +127,7 @@ class LockKeeper:
 
     def release(self) -> None:
         self._held = False
-        self.store.locks.release(LOCK_NAME, self.owner)
+        self.store.locks.release(self.name, self.owner)
 
 
 class RunMode(enum.Enum):
@@ -197,14 +209,21 @@ def connect(
     instances' system lines show as Events (on a client of their own per stream in the
     loop, which is closed with it)."""
     process_log.register_secret(conn.runpod_api_key)
-    store = open_store(conn.database_url, conn.migrate and not read_only)
+    store = open_store(conn.database_url, conn.migrate and not read_only, settings.node.name)
     kube = KubeClient.from_config(conn.kubeconfig, conn.context)
     runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
-    lock = LockKeeper(store, clock)
+    lock = LockKeeper(store, clock, lock_name(settings.node.name))
     engine: Engine | None = None
     try:
         settings = with_ssh_key(resolve_owner(settings, kube), kube)
-        writer_lease = WriterLease(kube, settings.node.name, clock, lambda: clock().timestamp())
+        writer_lease = WriterLease(
+            kube,
+            settings.node.name,
+            clock,
+            time.monotonic,
+            hold_seconds=settings.timing.create_grace_time,
+            steady=lambda: runpod.served_now() or clock(),  # the engine's clock
+        )
         engine, heartbeat = compose(
             settings,
             runpod,

@@ -12,24 +12,25 @@ writer is refused with the holder's name, whatever its database.
 The Lease logic is the leader election's (`leader.LeaderElector`): a writer that could
 not renew for two thirds of the lease stops acting before anybody may take over.
 
-A dead process of this host loses its Lease at once, but its successor starts no create
-until the dead writer's term would have ended. The dead writer may have sent a create
-just before it was killed, and RunPod may finish it after the successor's list; the
-successor (perhaps on another database) cannot see its intent row, so it would create the
-instance a second time. Every action starts within a third of a lease after a renewal
-and its requests end within the tick deadline (10 s by default), so by the end of the
-term that create has landed and is adopted by its tags. This is the wait a successor on
-another host, which cannot tell the holder is dead, makes anyway; terminates and status
-updates do not wait.
+A dead process of this host loses its Lease at once, and an expired one is taken over
+as elsewhere; either way its successor starts no create for the create grace
+(`--create-grace-time`), counted on its monotonic clock from the takeover. The writer
+before it may have sent a create just before it died, and RunPod may list it only up to
+the create grace later (the window in which every create is already assumed to lag);
+the successor (perhaps on another database) cannot see its intent row, so it would
+create the instance a second time. Once the hold is over, RunPod's list shows it, and it
+is adopted by its tags. Terminates and status updates do not wait.
 
-The hold lives in the Lease (`CREATES_HELD_ANNOTATION`), not in the successor: a `--once`
-successor releases the Lease when its run ends, and a second successor inside the term,
-on a database of its own, would otherwise take the free Lease with no hold and create
-the instance a second time. A writer's own creates need the same care: a run of `--once`
-writes each new instance's id onto its pod before it ends, and a writer that releases
-with a create of its last tick not on its pod (the answer was lost, the pod patch failed,
-the loop's tick just before it stopped) passes on a hold for what would have been the
-rest of its term.
+The hold goes on in the Lease (`CREATES_HELD_ANNOTATION`), not only in the successor: a
+`--once` successor releases the Lease when its run ends, and a second successor inside
+the hold, on a database of its own, would otherwise take the free Lease with no hold and
+create the instance a second time. A writer's own creates need the same care: a run of
+`--once` writes each new instance's id onto its pod before it ends, and a writer that
+releases with a create of its last tick not on its pod (the answer was lost, the pod
+patch failed, the loop's tick just before it stopped) passes on a hold for the create
+grace. What the Lease carries is a moment on RunPod's time (`steady`: the Date of its
+answers), compared at each create, so a step of either host's clock does not end it
+early.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 # fits inside the renew deadline; short enough that a writer killed without releasing
 # it blocks the next CronJob run only briefly.
 WRITER_LEASE_SECONDS = 30
+DEFAULT_HOLD_SECONDS = 120.0
+"""The create grace's default (`--create-grace-time`): how long creates wait after taking
+over from a writer that did not release the Lease."""
 
 
 class WriterHeld(RuntimeError):
@@ -95,7 +99,11 @@ class WriterLease:
         monotonic: Callable[[], float],
         lease_seconds: int = WRITER_LEASE_SECONDS,
         owner: str | None = None,
+        hold_seconds: float = DEFAULT_HOLD_SECONDS,
+        steady: Callable[[], datetime] | None = None,
     ) -> None:
+        """`hold_seconds` is the create grace; `steady` the clock a hold in the Lease is
+        written and read on (RunPod's time, `Engine.clock`; `clock` by default)."""
         self.node_name = node_name
         self.elector = LeaderElector(
             kube,
@@ -108,6 +116,10 @@ class WriterLease:
         )
         self.monotonic = monotonic
         self.lease_seconds = lease_seconds
+        self.hold_seconds = hold_seconds
+        self.steady = steady or clock
+        self._held_mono: float | None = None
+        """No create starts before this monotonic time: a writer we took over from."""
         self.lost = False
         self._unrecorded = False
         self._tried = monotonic()
@@ -131,10 +143,10 @@ class WriterLease:
             attempt, _ = self._attempt(dead_holder=holder)
         if self.elector.leading and self.creates_held():
             log.warning(
-                "no create starts before %s: a writer before us may have made an instance "
+                "no create starts for %.0f s: a writer before us may have made an instance "
                 "that RunPod does not list yet (a create in flight when it died, or one it "
                 "could not record on its pod)",
-                self.elector.creates_held_until,
+                self._hold_left(),
             )
         if not self.elector.leading:
             who = (
@@ -153,9 +165,18 @@ class WriterLease:
             )
 
     def creates_held(self) -> bool:
-        """Whether creates must wait: the Lease's hold on creates is not over."""
+        """Whether creates must wait: a hold on creates is not over."""
+        return self._hold_left() > 0
+
+    def _hold_left(self) -> float:
+        """Seconds left of the hold on creates: ours from a takeover, or the Lease's."""
+        left = 0.0
+        if self._held_mono is not None:
+            left = self._held_mono - self.monotonic()
         until = self.elector.creates_held_until
-        return until is not None and self.elector.clock() < until
+        if until is not None:
+            left = max(left, (until - self.steady()).total_seconds())
+        return left
 
     def unrecorded_creates(self, count: int) -> None:
         """How many creates of our last tick may have made an instance whose id is not
@@ -183,12 +204,16 @@ class WriterLease:
     def release(self) -> None:
         """Give the Lease up; with a create not recorded on its pod, the rest of the term
         goes on as a hold on creates, as if we had let the term run out."""
-        hold = None
-        if self._unrecorded:
-            hold = self.elector.clock() + timedelta(seconds=self.lease_seconds)
+        left = max(self._hold_left(), self.hold_seconds if self._unrecorded else 0.0)
+        hold = self.steady() + timedelta(seconds=left) if left > 0 else None
+        if hold is not None:
             log.warning("releasing the writer %s with creates held until %s", self.where, hold)
         self.elector.release(hold)
 
     def _attempt(self, dead_holder: str | None = None) -> tuple[Attempt, Change | None]:
         self._tried = self.monotonic()
-        return self.elector.attempt(dead_holder)
+        attempt, change = self.elector.attempt(dead_holder)
+        if self.elector.took_over:
+            # The writer before us did not release the Lease: it died, or stopped acting.
+            self._held_mono = self.monotonic() + self.hold_seconds
+        return attempt, change

@@ -58,9 +58,10 @@ class Account:
             self.listing_lag = timedelta()
             self.balance: float | None = None
             self.pull_seconds: dict[str, float] = {}
-            self.just_created: SimPod | None = None
-            """The pod the request being answered made (for its log entry)."""
+            self.just_created: SimPod | SimCluster | None = None
+            """The pod or cluster the request being answered made (for its log entry)."""
             self._random = random.Random(0)
+            self._issued: set[str] = set()
             self._next_public_port = 30000
             self._machines = 0  # each pod on a machine of its own, with its own public IP
 
@@ -80,10 +81,14 @@ class Account:
             raise Problem(404, "pod not found")
         return pod
 
-    def new_id(self) -> str:
+    def new_id(self, prefix: str = "", length: int = 14) -> str:
+        """An id never given before in this account (RunPod's ids are not reused): not
+        a live pod's only, but a deleted one's, whose ledger and TERMINATED record stay,
+        a cluster's or a credential's."""
         while True:
-            candidate = "".join(self._random.choices(_ID_ALPHABET, k=14))
-            if candidate not in self.pods:
+            candidate = prefix + "".join(self._random.choices(_ID_ALPHABET, k=14))[:length]
+            if candidate not in self._issued:
+                self._issued.add(candidate)
                 return candidate
 
     def public_ip(self) -> str:

@@ -10,6 +10,8 @@ GET    /v2/clusters/{id}/pods   its members
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from reconciler.sim.runpod_account import Account
 from reconciler.sim.runpod_clusters import (
     SimCluster,
@@ -70,7 +72,7 @@ class ClusterRoutes:
                 400, f"no capacity: could not place {count} x {per_pod} {gpu_id} in {where}"
             )
         cluster = SimCluster(
-            id="cluster_" + self._account.new_id()[:10],
+            id=self._account.new_id("cluster_", 10),
             name=body["name"],
             type=body["type"],
             compute=dict(compute),
@@ -104,7 +106,7 @@ class ClusterRoutes:
             pod.listed_from = cluster.listed_from
             self._account.ledgers[pod.id].cluster_id = cluster.id
             cluster.members.append(pod)
-        self._account.just_created = None  # the request log's `created` names pods made alone
+        self._account.just_created = cluster  # the request log's `created`, whatever the answer
         self._account.clusters[cluster.id] = cluster
         return self._faults.answer_created(Reply(201, cluster.to_json(request.now)))
 
@@ -136,18 +138,25 @@ class ClusterRoutes:
         ghost = self._ghosts.pop(request.id, None)
         if ghost is not None:  # a cluster whose earlier delete kept it billing
             for pod in ghost.members:
-                self._account.ledgers[pod.id].delete(request.now)
+                self._end_bill(pod.id, request.now)
             return Reply(204)
         cluster = self._api_cluster(request)
         keeps_billing = self._faults.cluster_deletes.spend()
         for pod in cluster.members:
+            if pod.id not in self._account.pods:
+                continue  # it vanished (a host lost): its bill ended then
             self._pods.end_pod(pod, request.now)
             if not keeps_billing:
-                self._account.ledgers[pod.id].delete(request.now)
+                self._end_bill(pod.id, request.now)
         del self._account.clusters[cluster.id]
         if keeps_billing:
             self._ghosts[cluster.id] = cluster
         return Reply(204)
+
+    def _end_bill(self, pod_id: str, now: datetime) -> None:
+        ledger = self._account.ledgers[pod_id]
+        if ledger.deleted_at is None:
+            ledger.delete(now)
 
     @ROUTES("GET", "/v2/clusters/{id}/pods")
     def _cluster_pods(self, request: Request) -> Reply:

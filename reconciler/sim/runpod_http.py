@@ -37,8 +37,8 @@ class SimRequest:
     at: str = ""
     """When the simulator answered it (its clock, ISO 8601)."""
     created: str | None = None
-    """The id of the pod this request created, whatever the answer said (a create that
-    fails after the pod was made answers 5xx, and the pod exists all the same)."""
+    """The id of the pod or cluster this request created, whatever the answer said (a
+    create that fails after it was made answers 5xx, and it exists all the same)."""
     listed_from: str | None = None
     """For a create: when the new pod first shows in the list (the listing lag)."""
 

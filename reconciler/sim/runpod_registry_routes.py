@@ -28,7 +28,7 @@ class RegistryRoutes:
         name = request.body["name"]
         if name in self._account.registries.values():
             raise Problem(400, f"a registry credential named {name!r} already exists")
-        registry_id = "reg_" + self._account.new_id()[:8]
+        registry_id = self._account.new_id("reg_", 8)
         self._account.registries[registry_id] = name
         return Reply(201, {"id": registry_id, "name": name})
 

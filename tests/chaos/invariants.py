@@ -140,16 +140,35 @@ def request_log_violations(requests: Sequence[Json]) -> list[str]:
     return []
 
 
-def clusters_made_twice(requests: Iterable[Json]) -> list[str]:
-    """A gang's cluster is made once, ever: its tag is one attempt of one Job, so a second
-    POST RunPod answered with 201 for one gang tag is a duplicate (a re-run, if the first
-    had finished), even if the heal deleted one since and the final snapshot shows one."""
-    made = Counter(
-        ((r["body"] or {}).get("env") or {}).get(GANG_ENV)
+def clusters_made(requests: Iterable[Json]) -> list[Json]:
+    """Every cluster a create made, whatever the answer said (RunPod's ledger: the log's
+    `created`; a create answered 502 may have made one, which a count of 201s misses)."""
+    return [
+        r
         for r in requests
-        if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
-    )
-    return [f"{n} clusters made for gang {gang}" for gang, n in made.items() if gang and n > 1]
+        if (r["method"], r["path"]) == ("POST", "/v2/clusters") and r.get("created")
+    ]
+
+
+def clusters_made_twice(
+    requests: Iterable[Json], lists: Sequence[datetime] = (), grace: float = 0.0
+) -> list[str]:
+    """A gang's cluster is made once: its tag is one attempt of one Job, so a second
+    cluster RunPod made for one gang tag (counted from its ledger, whatever the answer)
+    is a duplicate (a re-run, if the first had finished), even if the heal deleted one
+    since and the final snapshot shows one; unless it is explained as an instance's is
+    (`duplicates`: an in-doubt create made again while the first was hidden from the
+    list past the create grace)."""
+    made: dict[str, list[Made]] = defaultdict(list)
+    for r in clusters_made(requests):
+        gang = ((r["body"] or {}).get("env") or {}).get(GANG_ENV)
+        if gang:
+            listed = _time(r["listed_from"]) if r.get("listed_from") else None
+            at = _time(r.get("at") or _EPOCH)
+            made[gang].append(Made(gang, r["created"], at, r["status"], listed))
+    unexplained, _ = duplicates(made, lists, grace, "gang")
+    counts = Counter(line.split(":", 1)[0].removeprefix("gang ") for line in unexplained)
+    return [f"{n + 1} clusters made for gang {gang}" for gang, n in counts.items()]
 
 
 def gangs_rerun(requests: Iterable[Json], succeeded: Mapping[str, datetime]) -> list[str]:
@@ -159,9 +178,8 @@ def gangs_rerun(requests: Iterable[Json], succeeded: Mapping[str, datetime]) -> 
     return [
         f"Job {job} got cluster for gang {gang} at {made:%H:%M:%S.%f}, after its rank 0 "
         f"exited 0 at {succeeded[job]:%H:%M:%S.%f}"
-        for r in requests
-        if (r["method"], r["path"], r["status"]) == ("POST", "/v2/clusters", 201)
-        and (gang := ((r["body"] or {}).get("env") or {}).get(GANG_ENV))
+        for r in clusters_made(requests)
+        if (gang := ((r["body"] or {}).get("env") or {}).get(GANG_ENV))
         and (job := str(gang).partition("/")[0]) in succeeded
         and (made := _time(r["at"])) > succeeded[job]
     ]
@@ -340,10 +358,7 @@ def list_times(requests: Iterable[Json]) -> list[datetime]:
 
 
 def duplicates(
-    made: Mapping[str, list[Made]],
-    lists: Sequence[datetime],
-    catch_ups: Sequence[datetime],
-    grace: float,
+    made: Mapping[str, list[Made]], lists: Sequence[datetime], grace: float, kind: str = "pod"
 ) -> tuple[list[str], list[str]]:
     """(unexplained, explained) second instances of one pod.
 
@@ -352,16 +367,18 @@ def duplicates(
     listing lag in force when it was made), and the writer waited its create grace
     first (docs/architecture.md §4: a create in doubt is tried again after the grace).
     Anything else (a lag with the answer received, a writer's lost rows, a hold on
-    creates not kept) is a duplicate the reconciler must not make.
+    creates not kept: the hold lasts the create grace, and nothing makes the list catch
+    up when it ends) is a duplicate the reconciler must not make. `made` is by pod UID,
+    or by gang tag for clusters (`kind` "gang").
     """
     unexplained: list[str] = []
     explained: list[str] = []
     for uid, group in made.items():
         for before, after in pairwise(group):
-            line = f"pod {uid}: {after.instance_id} made at {after.at:%H:%M:%S.%f} after " + (
+            line = f"{kind} {uid}: {after.instance_id} made at {after.at:%H:%M:%S.%f} after " + (
                 f"{before.instance_id} ({before.status} at {before.at:%H:%M:%S.%f})"
             )
-            hidden = _hidden(before, _last_before(lists, after.at), catch_ups)
+            hidden = _hidden(before, _last_before(lists, after.at))
             waited = after.at - before.at >= timedelta(seconds=grace)
             if before.status >= 500 and hidden and waited:
                 explained.append(f"{line}: in doubt and not listed yet")
@@ -383,16 +400,18 @@ def reruns(made: Mapping[str, list[Made]], ended: Mapping[str, datetime]) -> lis
     ]
 
 
-def _hidden(made: Made, listed_at: datetime | None, catch_ups: Sequence[datetime]) -> bool:
+def _hidden(made: Made, listed_at: datetime | None) -> bool:
     if made.listed_from is None or listed_at is None:
         return False
-    shown = min([made.listed_from, *(c for c in catch_ups if c >= made.at)])
-    return listed_at < shown
+    return listed_at < made.listed_from
 
 
 def _last_before(times: Sequence[datetime], moment: datetime) -> datetime | None:
     earlier = [t for t in times if t <= moment]
     return max(earlier) if earlier else None
+
+
+_EPOCH = "1970-01-01T00:00:00+00:00"
 
 
 def _time(value: str) -> datetime:

@@ -3,6 +3,7 @@ breaks it (a check that cannot fail proves nothing). Pure: no simulator."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -54,22 +55,31 @@ def test_a_cluster_whose_job_has_no_live_pod_is_caught() -> None:
     assert world([], [member("c1", "job1/g", owner="other/n")]).leaked_clusters() == []
 
 
-def cluster_post(gang: str, status: int = 201) -> Any:
+def cluster_post(gang: str, status: int = 201, made: bool | None = None) -> Any:
+    """A cluster create as RunPod's log has it: `created` names what it made, whatever
+    the answer (a 201 made one; a 502 may have)."""
+    made = status == 201 if made is None else made
     return {
         "method": "POST",
         "path": "/v2/clusters",
         "status": status,
         "body": {"env": {OWNER_ENV: OWNER, GANG_ENV: gang}},
+        "created": f"c-{next(_ids)}" if made else None,
     }
 
 
+_ids = itertools.count()
+
+
 def test_a_planted_double_cluster_create_is_caught_from_the_request_log() -> None:
-    """The final snapshot may show one cluster (the heal deleted the other): the request
-    log still shows two 201s for one gang."""
+    """The final snapshot may show one cluster (the heal deleted the other): RunPod's
+    ledger still shows two clusters made for one gang, a 502 that made one included."""
     once = [cluster_post("job1/g"), cluster_post("job1/g", 400), cluster_post("job1/h")]
     assert clusters_made_twice(once) == []
     twice = [*once, cluster_post("job1/g")]
     assert clusters_made_twice(twice) == ["2 clusters made for gang job1/g"]
+    unanswered = [*once, cluster_post("job1/g", 502, made=True)]
+    assert clusters_made_twice(unanswered) == ["2 clusters made for gang job1/g"]
 
 
 def at(seconds: float) -> datetime:

@@ -24,8 +24,10 @@ from tests.chaos.world import API_KEY, SimHost
 
 # A clean tick that takes longer than this is a hang worth failing the campaign for.
 TICK_TIMEOUT = 90.0
-# Real seconds: short, because the subprocess itself measures grace periods in real time.
-CREATE_GRACE = 1.0
+# Real seconds: short, because the subprocess itself measures grace periods in real time;
+# the create grace longer than the chained successors' list lag (workload.CHAIN_LAG),
+# since the hold on creates after a writer died lasts it.
+CREATE_GRACE = 3.0
 ORPHAN_GRACE = 0.5
 # The one line a writer prints when another one holds the node's writer Lease.
 REFUSAL = "acts for node"

@@ -43,13 +43,17 @@ from tests.chaos.world import (
 )
 
 MAX_LIVE_PODS = 7
-# A lag longer than the create grace makes in-doubt creates repeat: duplicates to heal.
-LONG_LAG = 2.5
+# A lag longer than the create grace (tests/chaos/ticks.py: 3 s) makes in-doubt creates
+# repeat: duplicates made beyond every grace, to heal.
+LONG_LAG = 4.0
 HANG_SECONDS = 2.5
-# Long enough that the instance of a writer killed after its create stays unlisted while
-# the short runs after it (one to five seconds each, by the machine's load) take its
-# Lease one after another: the issue's reproduction lagged 20 s.
-CHAIN_LAG = 20.0
+# Shorter than the create grace, which the hold on creates after a writer died lasts:
+# the instance of a writer killed after its create stays unlisted while the short runs
+# after it take its Lease, and none of them may make it again. The hold ends on its own:
+# nothing makes the list catch up.
+CHAIN_LAG = 2.5
+# How often a gang whose rank 0 exited 0 then loses a member, before a tick read it.
+MEMBER_LOST_AFTER_SUCCESS = 0.5
 CHAIN_FAULT = "lagging-list-chained-successors"
 HOSTILE_FAULT = "hostile-namespace"
 HOSTILE_CAPS = {"runpod.io/max-instances": "9" * 31, "runpod.io/max-hourly-spend": "NaN\n\x1b[2J"}
@@ -314,7 +318,23 @@ class Workload:
             self.gangs_succeeded.setdefault(job, datetime.now(UTC))
             for uid in pods:
                 self.succeeded_pods[uid] = job
+            if self.rng.random() < MEMBER_LOST_AFTER_SUCCESS:
+                self._lose_a_member(members, rank_0[0])
         return True
+
+    def _lose_a_member(self, members: list[Json], rank_0: Json) -> None:
+        """After rank 0 exited 0, before a tick read it: a member's host fails (rank 0's
+        own too: its log stays readable) or a member other than rank 0 vanishes. The
+        gang's success must survive it."""
+        if self.rng.random() < 0.5:
+            victim = self.rng.choice(members)
+            self.host.runpod("POST", f"pods/{victim['id']}/fail", missing_ok=True)
+            self.faults["gang-member-error-after-success"] += 1
+            return
+        others = [m for m in members if m["id"] != rank_0["id"]]
+        if others:
+            self.host.runpod("DELETE", f"pods/{self.rng.choice(others)['id']}", missing_ok=True)
+            self.faults["gang-member-vanished-after-success"] += 1
 
     def step(self, snap: Snapshot, steer: str | None) -> None:
         """One round of user activity; `steer` makes one kind of event certain."""

@@ -17,15 +17,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import requests
 import yaml
 
-from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
-from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.pods.facts import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
@@ -36,7 +33,6 @@ from reconciler.core.resources.volume_objects import (
     size_gb,
     volume_name,
 )
-from reconciler.runtime.writer_lease import dead_here, writer_lease_name
 
 API_KEY = "chaos-key"
 TOKEN = "chaos-token"
@@ -135,33 +131,6 @@ class SimHost:
         if response.status_code >= 400:
             raise RuntimeError(f"{method} /{path}: {response.status_code} {response.text}")
         return response.json()
-
-    def end_held_creates(self, node: str) -> bool:
-        """Stand in for waiting out a hold on creates of the node's writer Lease (up to a
-        Lease term, 30 s of wall time): the hold passed on in the Lease, and the term of
-        a holder that died. By then RunPod lists every instance it made, so that comes
-        first; then the hold goes and a dead holder's last renewal moves back by the
-        Lease's duration. True if there was a hold to end."""
-        path = f"objects/leases/{NODE_LEASE_NAMESPACE}/{writer_lease_name(node)}"
-        try:
-            lease = self.control("GET", path)
-        except RuntimeError:  # no Lease: no writer ever got that far
-            return False
-        spec = lease.get("spec") or {}
-        annotations = (lease.get("metadata") or {}).get("annotations") or {}
-        holder, renewed = spec.get("holderIdentity"), spec.get("renewTime")
-        dead = bool(holder and renewed and dead_here(holder))
-        held = annotations.get(CREATES_HELD_ANNOTATION)
-        if not dead and not (held and datetime.fromisoformat(held) > datetime.now(UTC)):
-            return False
-        self.runpod("POST", "listing-lag/catch-up")
-        annotations.pop(CREATES_HELD_ANNOTATION, None)
-        if dead:
-            term = timedelta(seconds=int(spec.get("leaseDurationSeconds") or 0))
-            moved = datetime.fromisoformat(renewed.replace("Z", "+00:00")) - term
-            spec["renewTime"] = moved.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        self.control("PUT", "objects/leases", lease)
-        return True
 
     def ensure_namespace(self, name: str) -> None:
         self.control(

@@ -6,6 +6,7 @@ unmapped, not dropped)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -162,3 +163,66 @@ def test_an_orphans_charges_are_shown_under_no_pod_not_an_empty_namespace() -> N
     lines = [SpendLine("i1", hour, 0.49, "uid-gone", "", "ml-forgotten", "A6000")]
     assert [row.key for row in group(charges(lines), "namespace")] == ["(no pod)"]
     assert [row.key for row in group(charges(lines), "pod")] == ["(no pod)/ml-forgotten"]
+
+
+def test_what_billing_has_not_covered_yet_shows_at_list_price_marked_so(tmp_path: Path) -> None:
+    """RunPod bills whole hours, read hourly: a pod of the last two minutes has no charge
+    yet, and one that ran on past the last read has an hour no charge shows. Both show at
+    list price, as an estimate."""
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    engine = db.make_engine(url)
+    migrate.upgrade(engine)
+    store = Store(db.session_factory(engine))
+    now = datetime.now(UTC)
+
+    def running(uid: str, since: datetime, cost: float) -> MappingRecord:
+        return MappingRecord(
+            uid,
+            "ml",
+            f"pod-{uid}",
+            MappingState.RUNNING,
+            since,
+            since,
+            instance_id=f"i-{uid}",
+            cost_per_hr=cost,
+            attempt_started_at=since,
+        )
+
+    store.save_row(running("new", now - timedelta(minutes=2), 0.49))
+    table = CliRunner().invoke(main, ["--database-url", url, "cost"])
+    assert table.exit_code == 0, table.output
+    assert "total $0.00 (RunPod billing: pods through never read yet)" in table.output
+    assert "not billed yet, at list price (an estimate" in table.output
+    assert "ml/pod-new  $0.02" in table.output
+    shown = _cost(url)
+    assert shown["unbilled_list_usd"] == pytest.approx(0.49 * 2 / 60, abs=0.001)
+
+    # Billing read up to an hour ago covers the older pod's first hours, not its last.
+    store.save_row(running("old", now - timedelta(hours=3), 1.0))
+    hours = [now - timedelta(hours=h) for h in (3, 2)]
+    records = [BillingRecord("i-old", h, h + timedelta(hours=1), 1.0) for h in hours]
+    store.billing.save(records, now - timedelta(hours=1), now, now - timedelta(days=31))
+    engine.dispose()
+    shown = _cost(url)
+    assert shown["total_usd"] == 2.0
+    by_pod = shown["unbilled_list_usd_by_pod"]
+    assert isinstance(by_pod, dict)
+    assert by_pod["ml/pod-old"] == pytest.approx(1.0, abs=0.01)
+    assert by_pod["ml/pod-new"] == pytest.approx(0.49 * 2 / 60, abs=0.001)
+
+    # An ended pod counts to its end; one whose row recorded no end, to its last write.
+    engine = db.make_engine(url)
+    store = Store(db.session_factory(engine))
+    ended = running("ended", now - timedelta(minutes=50), 1.2)
+    store.save_row(
+        replace(ended, state=MappingState.TERMINATED, ended_at=now - timedelta(minutes=20))
+    )
+    unended = running("unended", now - timedelta(minutes=50), 1.2)
+    store.save_row(
+        replace(unended, state=MappingState.FAILED, updated_at=now - timedelta(minutes=40))
+    )
+    engine.dispose()
+    by_pod = _cost(url)["unbilled_list_usd_by_pod"]
+    assert isinstance(by_pod, dict)
+    assert by_pod["ml/pod-ended"] == pytest.approx(1.2 * 30 / 60, abs=0.01)
+    assert by_pod["ml/pod-unended"] == pytest.approx(1.2 * 10 / 60, abs=0.01)

@@ -116,7 +116,12 @@ def start_demo() -> tuple[subprocess.Popen[str], list[str]]:
         if line.startswith("Stop with Ctrl-C"):
             break
     start = next(i for i, line in enumerate(lines) if line.rstrip().endswith("in another shell:"))
-    return process, [line.strip() for line in lines[start + 1 : -1]]
+    commands = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        commands.append(line.strip())
+    return process, commands
 
 
 def stop_demo(process: subprocess.Popen[str]) -> str:
@@ -171,8 +176,13 @@ def test_every_readme_example_works_in_the_running_demo() -> None:
             assert name == "prep"
             return int(cpu.removesuffix("m"))
 
-        # 40 % of a 4-vCPU instance's CPU; metrics-server needs two scrapes for a rate.
-        assert abs(eventually(top, 30) - 1600) <= 30
+        # 40 % of a 4-vCPU instance's CPU, from the first answer on: the demo printed the
+        # command once metrics-server had scraped the pod (a rate needs two scrapes).
+        assert abs(top() - 1600) <= 30
+        # What the pods have cost so far, before any hour of billing is read.
+        spent = json.loads(run_printed(find(commands, " cost") + " -o json"))
+        assert spent["unbilled_list_usd_by_pod"]["ml/notebook"] > 0, spent
+        assert run_printed(find(commands, " exec default/gpu-notebook ")).startswith("hello from ")
 
         # The README's claim: its volume is made where the pod's best offer is (nothing
         # pins a data center), the pod runs with it, and it outlives the pod.

@@ -162,3 +162,12 @@ def test_the_pod_is_named_as_logs_names_it_too(box: Sandbox) -> None:
     assert run(box, "train", "--", "echo", "hi").stdout == "hi\n"
     clash = run(box, "-n", "ml", "default/train", "--", "true")
     assert clash.returncode == 2 and "names namespace default, but -n says ml" in clash.stderr
+
+
+def test_an_instance_nothing_reaches_is_not_blamed_on_the_image_alone(box: Sandbox) -> None:
+    """A connection that fails before SSH is spoken (here the way there ends at once, as a
+    ProxyCommand that cannot reach the network does) names both causes: no sshd in the
+    image, or no way from here to the instance's address."""
+    done = run(box, "--ssh-proxy-command", "false", "default/train", "--", "true")
+    assert done.returncode == 1
+    assert "no SSH server answers" in done.stderr and "--ssh-proxy-command" in done.stderr

@@ -1,6 +1,7 @@
 """`reconciler offers` as a real process against both simulators: a manifest's offers
 from the reconciler's kept catalog with no RunPod request, ranked as the planner ranks
-(its first row is where the planner creates the pod); a cold copy fetched with one
+(its first row is where the planner creates the pod) and placed as it places (a claim's
+network volume pins its data center); a cold copy fetched with one
 request, said on stderr; a pod named either way; bad input as a one-line error."""
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
-from reconciler.demo.examples import GPU_POD, TORCHRUN_JOB
+from reconciler.demo.examples import CHECKPOINTS, GPU_POD, TORCHRUN_JOB
+from reconciler.demo.live import LiveWorld
+from reconciler.demo.run import install_storage_class
 from reconciler.demo.sandbox import API_KEY, Sandbox
 
 CATALOG = "/v2/catalog/gpus"
@@ -195,3 +199,57 @@ def test_a_gangs_offers_are_ranked_on_cluster_stock_with_all_members_priced(
     assert all(row["cloud"] == "SECURE" and row["pods"] == 2 for row in rows)
     [gpu] = [g for g in account.catalog.gpus.values() if g.id == rows[0]["type"]]
     assert rows[0]["pricePerHour"] == pytest.approx(2 * gpu.price_for("SECURE"))
+
+
+def test_a_pod_whose_claim_is_a_network_volume_is_offered_only_in_its_data_center(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """The README's claim and its pod: once the claim's volume is made, the offers are the
+    planner's, pinned to the volume's data center (read from the claim's PV), as the
+    pod's create is; before, a claim not bound yet pins nothing, and says so."""
+    install_storage_class(box)
+    manifest = tmp_path / "checkpoints.yaml"
+    manifest.write_text(CHECKPOINTS)
+    early = offers(box, "-f", str(manifest), "-o", "json", key=True)
+    assert early.returncode == 0, early.stderr
+    assert 'persistentvolumeclaim "checkpoints" not found' in early.stderr
+    assert len({row["datacenter"] for row in json.loads(early.stdout)}) > 1, early.stdout
+    for document in yaml.safe_load_all(CHECKPOINTS):
+        document["metadata"]["namespace"] = "default"
+        box.kube_sim.put(
+            "persistentvolumeclaims" if document["kind"] != "Pod" else "pods", document
+        )
+    world = LiveWorld(box)
+    for _ in range(10):
+        world.beat(5)
+        trainer = box.pod("trainer") or {}
+        if "runpod.io/datacenter" in (trainer["metadata"].get("annotations") or {}):
+            break
+    claim = box.kube_sim.get("persistentvolumeclaims", "default", "checkpoints")
+    pv = box.kube_sim.get("persistentvolumes", None, claim["spec"]["volumeName"])
+    where = pv["spec"]["csi"]["volumeAttributes"]["dataCenter"]
+    done = offers(box, "-f", str(manifest), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows and {row["datacenter"] for row in rows} == {where}, (where, done.stdout)
+    assert trainer["metadata"]["annotations"]["runpod.io/datacenter"] == where
+
+
+def test_a_pod_that_names_a_network_volume_is_offered_only_where_it_is(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """`runpod.io/network-volume-id`: the account's volumes are listed (one request, said)
+    to find the volume's data center, as the create does; the offers are pinned there."""
+    volume = box.runpod_sim.add_volume("datasets", 50, "US-KS-2")
+    pinned = GPU_POD.replace(
+        "  annotations:\n",
+        f'  annotations:\n    runpod.io/network-volume-id: "{volume.id}"\n',
+    )
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(pinned)
+    done = offers(box, "-f", str(manifest), "-o", "json", key=True)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows and {row["datacenter"] for row in rows} == {"US-KS-2"}, done.stdout
+    listed = [r for r in box.runpod_sim.requests if r.path == "/v2/network-volumes"]
+    assert len(listed) == 1 and "network volumes" in done.stderr and "(1 request)" in done.stderr

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.wiring import LOCK_NAME
+from reconciler.runtime.wiring import lock_name
 from tests.cli.sync_once import sync_once
 
 
@@ -123,7 +123,8 @@ def database_contents(box: Sandbox) -> list[tuple[object, ...]]:
 def test_dry_run_works_while_a_loop_holds_the_lock_and_writes_nothing(box: Sandbox) -> None:
     box.add_pod("train")
     holder = "another-host/4242"
-    assert box.store.locks.acquire(LOCK_NAME, holder, 600, datetime.now(UTC)) is None
+    name = lock_name(box.settings.node.name)  # the node's lock
+    assert box.store.locks.acquire(name, holder, 600, datetime.now(UTC)) is None
     before = database_contents(box)
     code, output = sync(box, "--dry-run", "--output", "json")
     assert code == 0, output

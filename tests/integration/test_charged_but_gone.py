@@ -129,3 +129,24 @@ def test_a_volume_billed_after_its_delete_is_told_with_the_database_lost(box: Sa
     ]
     [shown] = _cost(box)["charged_but_gone"]
     assert (shown["kind"], shown["id"], shown["named_by"]) == ("network-volume", volume_id, None)
+
+
+def test_an_audit_that_fails_waits_for_the_next_hour(box: Sandbox) -> None:
+    """RunPod refuses one of the audit's routes: the audit is given up for this hour,
+    not tried again (and its requests spent again) on every quiet tick after."""
+    box.add_pod("p", command=["python", "serve.py"])
+    box.tick()
+    box.advance(30)
+    box.tick()
+    now = box.clock.now()
+    box.advance(3600 - now.minute * 60 - now.second + 60)  # a new hour: the audit is due
+    box.runpod_sim.faults.inject("GET", "/v2/billing/clusters", 500, count=10_000)
+    box.tick()
+    before = len(box.runpod_sim.requests)
+    for _ in range(5):
+        box.advance(30)
+        box.tick()
+    assert not [r.path for r in box.runpod_sim.requests[before:] if "/billing/" in r.path]
+    box.advance(3600)  # the next hour tries again
+    box.tick()
+    assert [r.path for r in box.runpod_sim.requests[before:] if r.path == "/v2/billing/clusters"]

@@ -63,6 +63,29 @@ def test_a_claim_deleted_between_the_post_and_the_pv_follows_its_recorded_policy
     assert len(posts(box)) == 2  # one volume per claim
 
 
+@pytest.mark.parametrize("record", [None, "", "delete", "Recycle", "Delete "])
+def test_a_missing_or_garbled_record_with_its_class_gone_keeps_the_volume(box, record):
+    """Only a record that says exactly `Delete` deletes data; anything else is Retain."""
+    add_class(box, reclaimPolicy="Delete")
+    add_class(box, "other")
+    made = add_claim(box)
+    crash_in(box, "after-volume-create")
+    [volume_id] = box.runpod_sim.volumes
+    held = claim(box)
+    if record is None:
+        del held["metadata"]["annotations"][RECLAIM_ANNOTATION]
+    else:
+        held["metadata"]["annotations"][RECLAIM_ANNOTATION] = record
+    box.kube_sim.put("persistentvolumeclaims", held)
+    delete(box)
+    box.kube_sim.store.delete(STORAGE_CLASSES, None, "runpod")
+    for _ in range(3):
+        box.tick()
+    assert pv_of(box, made)["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert list(box.runpod_sim.volumes) == [volume_id]
+    assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
+
+
 def test_a_claim_deleted_before_the_post_goes_with_nothing_made(box):
     add_class(box)
     add_claim(box)

@@ -20,6 +20,7 @@ from reconciler.core.resources.volume_objects import (
     SELECTED_NODE,
     volume_name,
 )
+from reconciler.core.translate.offers import ranked_offers
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
@@ -129,18 +130,23 @@ def test_a_claim_outside_runpods_sizes_is_told_why_and_waits(box):
     assert claim(box)["status"]["phase"] == "Pending"
 
 
-def test_a_released_volume_goes_only_once_no_instance_mounts_it(box):
+@pytest.mark.parametrize("running", [True, False])
+def test_a_released_volume_goes_only_once_no_instance_mounts_it(box, running):
+    """A stopped instance (EXITED) holds its volume as a running one does: RunPod would
+    refuse the DELETE, so it is not even asked, on any tick."""
     add_class(box)
     made = add_claim(box)
     provision(box)
     [volume_id] = box.runpod_sim.volumes
-    holder = box.runpod_sim.add_instance("someone")
-    box.runpod_sim.set_instance_fields(
-        holder, {"mounts": {"network": [{"volumeId": volume_id, "path": "/w"}]}}
-    )
+    holder = box.runpod_sim.add_instance("someone", running=running)
+    fields: dict[str, Any] = {"mounts": {"network": [{"volumeId": volume_id, "path": "/w"}]}}
+    if not running:
+        fields["desiredStatus"] = "EXITED"
+    box.runpod_sim.set_instance_fields(holder, fields)
     delete_claim(box)
     assert pv_of(box, made)["status"]["phase"] == "Released"
-    box.tick()
+    for _ in range(3):
+        box.tick()
     assert volume_id in box.runpod_sim.volumes  # mounted: not even asked
     assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
     box.runpod_sim.vanish(holder)
@@ -295,6 +301,13 @@ def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
     before = len(volume_calls(box))
     assert box.tick().volume_leaks == [stray.id]  # told again, from the kept list
     assert len(volume_calls(box)) == before  # steady: not listed again
+    # Its claim is gone, so it is no duplicate: past the orphan grace, and past the
+    # hourly list that reads it again, it is still kept and still told.
+    box.advance(box.settings.timing.orphan_grace_time + 3600)
+    for _ in range(2):
+        assert box.tick().volume_leaks == [stray.id]
+    assert stray.id in box.runpod_sim.volumes
+    assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
 
 
 def test_a_claim_whose_consumer_went_before_its_volume_waits_for_the_next(box):
@@ -367,6 +380,11 @@ def test_a_claim_no_one_pins_takes_the_data_center_of_its_first_pods_best_offer(
     for _ in range(4):
         box.tick()
     [post] = posts_of(box)
+    kept = box.store.catalogs.load("gpu")
+    assert kept is not None
+    best = ranked_offers(pod, None, kept[0], [], box.settings)[0]
+    assert len(best.datacenter_ids) > 1  # so that "first" is a choice
+    assert post[2]["dataCenter"] == best.datacenter_ids[0]
     instance = box.instance_for(pod)
     assert instance is not None
     [create] = [

@@ -106,3 +106,23 @@ def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
     box.tick()
     assert len(box.runpod_sim.clusters) == 1
     assert unrecorded == [1]
+
+
+def test_a_cluster_just_made_that_the_list_does_not_show_yet_is_waited_for(box: Sandbox) -> None:
+    """Within the create grace an answered create's cluster may be neither listed nor found
+    by id: the gang waits for it instead of judging it gone (its pods failed, and its Job
+    making another cluster)."""
+    box.runpod_sim.account.set_listing_lag(20)  # shorter than the create grace (30 s)
+    box.add_indexed_job("train", 2)
+    box.tick()
+    # RunPod's own reads can lag a create too: its members' read answers 404 at first.
+    box.runpod_sim.faults.inject("GET", "/v2/clusters/*/pods", 404, count=3)
+    for _ in range(3):
+        box.advance(5)
+        box.tick()
+    assert "Failed" not in phases(box)
+    box.advance(20)
+    box.tick()
+    box.tick()
+    assert cluster_posts(box) == 1 and len(box.runpod_sim.clusters) == 1
+    assert phases(box) == ["Running", "Running"]

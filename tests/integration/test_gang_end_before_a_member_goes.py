@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.core.plan import gang_end
 from reconciler.demo.sandbox import Sandbox
 
 from .test_gang_end_on_pods import cluster_posts, job_conditions, rank_0, settle
@@ -75,17 +76,18 @@ def test_a_failed_last_read_leaves_the_gang_unjudged(box: Sandbox, status: int) 
     assert [p["status"].get("phase") for p in pods] == ["Succeeded", "Succeeded"], shown(pods)
 
 
-def test_a_read_failing_past_the_grace_no_longer_holds_the_cluster(box: Sandbox) -> None:
-    """The hold on an unknown end lasts while the pod that went is within its grace;
-    after that the gang is judged on what is known, and its cluster stops billing."""
+def test_a_read_failing_past_the_bound_no_longer_holds_the_cluster(box: Sandbox) -> None:
+    """The hold on an unknown end lasts LAST_READ_TRIES failed reads, one a tick; after
+    that the gang is judged on what is known, and its cluster stops billing."""
     running_retried_gang(box)
     pod = sorted(p["metadata"]["name"] for p in box.job_pods("train"))[1]
     box.kube_sim.delete_pod("default", pod, 30)
     box.runpod_sim.faults.inject("GET", "/v2/pods/*/logs", 503, count=1000)
     box.tick()
     [held] = box.runpod_sim.clusters
-    box.advance(31)
-    box.tick()
+    for _ in range(gang_end.LAST_READ_TRIES):
+        box.advance(31)
+        box.tick()
     pods = box.job_pods("train")
     assert "ClusterMemberFailed" in [p["status"].get("reason") for p in pods], shown(pods)
     box.advance(box.settings.timing.create_grace_time + 1)

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import requests
 
-from reconciler.core.contract import POD_UID_ENV
-from reconciler.demo.sandbox import Sandbox
+from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
+from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.sim.runpod import RunPodSimulator
 
 from .spdy_client import ApiServerClient
@@ -162,3 +163,51 @@ def test_a_forged_pod_id_after_state_loss_claims_nothing(box, apiserver):
     assert shown["runpod.io/pod-id"] == mine
     done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
     assert not (box.runpod_sim.ssh.sandbox(theirs) / "tmp" / "planted").exists(), done
+
+
+def test_an_instance_runpod_tags_for_another_owner_is_refused(box, apiserver):
+    """Our row names it and its pod tag is right, but its owner tag is another
+    reconciler's: exec is refused at the call, not only when the row was made."""
+    mine = _instance(box, "tenant-a", "mine")
+    listed = box.runpod_sim.instances[mine]
+    box.runpod_sim.set_instance_fields(mine, {"env": {**listed["env"], OWNER_ENV: "another"}})
+    box.configure()  # a new engine: no list yet, so the call asks RunPod by id
+    done = apiserver.exec(MINE, ["sh", "-c", "echo planted > /tmp/planted"])
+    assert done.status == 400 and "does not run this pod" in done.body, done
+    assert not (box.runpod_sim.ssh.sandbox(mine) / "tmp" / "planted").exists()
+
+
+def test_exec_reaches_the_rows_instance_never_a_duplicate_the_list_shows(box, apiserver):
+    """A duplicate for the same pod (a create whose answer was lost) is listed before the
+    row's instance: the list's address is used only when it is the row's instance."""
+    mine = _instance(box, "tenant-a", "mine")
+    [create] = [
+        r.body
+        for r in box.runpod_sim.requests
+        if (r.method, r.path) == ("POST", "/v2/pods") and r.body["name"].startswith("tenant-a-mine")
+    ]
+    made = requests.post(
+        f"{box.runpod_sim.base_url}/v2/pods",
+        json=create,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=10,
+    )
+    duplicate = made.json()["id"]
+    box.advance(30)
+    pods = box.runpod_sim.account.pods
+    pods[mine] = pods.pop(mine)  # RunPod's list has no order: the duplicate comes first
+    box.tick()  # the list shows both for the pod
+    done = apiserver.exec(MINE, ["sh", "-c", "echo here > /tmp/here"])
+    assert done.exit_status.get("status") == "Success", done
+    assert (box.runpod_sim.ssh.sandbox(mine) / "tmp" / "here").exists()
+    assert not (box.runpod_sim.ssh.sandbox(duplicate) / "tmp" / "here").exists()
+
+
+def test_exec_into_a_pod_whose_instance_is_terminating_is_refused(box, apiserver):
+    mine = _instance(box, "tenant-a", "mine")
+    box.kube_sim.delete_pod("tenant-a", "mine", grace_seconds=30)
+    box.tick()  # its instance is being terminated
+    done = apiserver.exec(MINE, ["sh", "-c", "echo late > /tmp/late"])
+    assert done.status == 400 and "is not running" in done.body, done
+    if mine in box.runpod_sim.instances:
+        assert not (box.runpod_sim.ssh.sandbox(mine) / "tmp" / "late").exists()

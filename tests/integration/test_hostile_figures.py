@@ -38,3 +38,24 @@ def test_non_finite_and_absurd_json_numbers_read_as_missing() -> None:
     assert (runtime.uptime_seconds, runtime.cpu_percent, runtime.memory_percent) == (0, None, None)
     instance = parse_instance(json.loads('{"id": "p1", "cost": NaN, "gpu": {"count": 1e20}}'))
     assert (instance.cost_per_hr, instance.gpu_count) == (0.0, 0)
+
+
+def test_absurd_but_finite_figures_read_as_missing() -> None:
+    """Finite, so `isfinite` lets them by, but no price, port or rank is near them: a cost
+    of 1e20 USD/h would make every cap refuse, a rank past any cluster names no member."""
+    instance = parse_instance(
+        json.loads(
+            '{"id": "p1", "cost": 1e20, "cluster": {"id": "c1", "rank": 1000000000000000000},'
+            ' "runtime": {"uptime": 5, "ports": [{"ip": "203.0.113.9", "private": 22,'
+            ' "public": 1000000000000000000, "type": "tcp"}, {"ip": "203.0.113.9",'
+            ' "private": 1e18, "public": 40022, "type": "tcp"}]}}'
+        )
+    )
+    assert instance.cost_per_hr == 0.0
+    assert instance.rank is None
+    assert instance.runtime is not None
+    # the port with an absurd private side maps nothing: dropped
+    assert [(p.private_port, p.public_port) for p in instance.runtime.ports] == [(22, None)]
+    for rank in ("1e18", '"1000000000000000000"'):
+        member = parse_instance(json.loads(f'{{"id": "p2", "cluster": {{"rank": {rank}}}}}'))
+        assert member.rank is None, rank

@@ -60,3 +60,32 @@ def test_a_forged_member_id_reads_no_other_instances_log() -> None:
             timeout=10,
         )
         assert "secret" not in answer.text, answer.text
+
+
+def test_a_member_id_of_another_namespaces_gang_reads_nothing_of_it() -> None:
+    """Tenant A's own gang pod names, in `runpod.io/pod-id`, a member of tenant B's
+    cluster: a member of *a* gang of ours, but not of A's Job's, so nothing of B's log
+    is read for A."""
+    with Sandbox(tls=True) as box:
+        box.start_kubelet()
+        box.add_indexed_job("train", 2, namespace="tenant-a")
+        box.add_indexed_job("train", 2, namespace="tenant-b")
+        box.tick()
+        box.advance(30)
+        box.tick()
+        [theirs] = [
+            p["metadata"]["annotations"]["runpod.io/pod-id"]
+            for p in box.job_pods("train", "tenant-b")
+            if p["metadata"]["annotations"].get("runpod.io/rank") == "0"
+        ]
+        box.runpod_sim.logs.write_container(theirs, ["tenant b's secret"])
+        name = box.job_pods("train", "tenant-a")[0]["metadata"]["name"]
+        box.kube.pods.patch_annotations("tenant-a", name, {"runpod.io/pod-id": theirs})
+        assert box.kubelet is not None
+        answer = requests.get(
+            f"https://127.0.0.1:{box.kubelet.port}/containerLogs/tenant-a/{name}/main",
+            cert=box.kube_sim.kubelet_client_files(),
+            verify=False,
+            timeout=10,
+        )
+        assert "secret" not in answer.text, answer.text

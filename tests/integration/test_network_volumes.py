@@ -1,4 +1,5 @@
-"""Pods that mount an existing network volume (`runpod.io/network-volume-id`): the
+"""Pods that mount an existing network volume (`runpod.io/network-volume-id`, one the
+reconciler made for a claim of the pod's namespace): the
 account's volumes are listed once, only on a tick that creates such a pod; the create
 carries the mount and only the volume's data center; a volume RunPod does not have is
 the pod's reason before any create is sent, and spends no candidate of anyone else's
@@ -6,6 +7,7 @@ the pod's reason before any create is sent, and spends no candidate of anyone el
 
 from __future__ import annotations
 
+from reconciler.core.resources.volume_objects import volume_name
 from reconciler.demo.sandbox import Sandbox
 
 from .test_limits import status_reason
@@ -16,7 +18,21 @@ def calls(box: Sandbox, method: str, path: str) -> list[dict]:
 
 
 def test_a_pod_on_a_network_volume_is_created_in_its_data_center_only(box: Sandbox) -> None:
-    volume = box.runpod_sim.add_volume("datasets", 50, "US-KS-2")
+    claim = box.kube_sim.put(
+        "persistentvolumeclaims",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "datasets", "namespace": "default"},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "resources": {"requests": {"storage": "50G"}},
+                "storageClassName": "manual",
+            },
+        },
+    )
+    name = volume_name(box.settings.owner_id, claim["metadata"]["uid"])
+    volume = box.runpod_sim.add_volume(name, 50, "US-KS-2")
     box.add_pod(
         "reader",
         annotations={

@@ -22,6 +22,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
+from tests.integration.test_nodes_share_a_database import two_nodes_leave_each_other_alone
 from tests.store.upgrades import upgrade_at_once
 
 from . import postgres
@@ -101,7 +102,8 @@ def test_the_writer_lock_refuses_a_second_writer_until_it_expires(url: str) -> N
 
 def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
     """The rows a steady tick reads again only while PostgreSQL's own count of writes to
-    them says nobody wrote: a write by another connection, even by hand, is read."""
+        them says nobody wrote: a write by another connection, even by hand, is read, whether it
+    inserts, updates, deletes or truncates."""
     store = open_store(url, upgrade=True)
     store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
     assert [r.instance_id for r in store.load_rows()] == [None]
@@ -109,5 +111,24 @@ def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
         connection.execute(text("UPDATE mappings SET instance_id = 'by-hand'"))
     assert [r.instance_id for r in store.load_rows()] == ["by-hand"]
     with db.make_engine(url).begin() as connection:
+        # A plain INSERT: the store's own upsert also fires PostgreSQL's UPDATE triggers.
+        connection.execute(
+            text(
+                "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings,"
+                " created_at, updated_at) VALUES ('b', 'ns', 'pod-b', 'pending', 0,"
+                " '2026-05-01 00:00:00+00', '2026-05-01 00:00:00+00')"
+            )
+        )
+    assert sorted(r.pod_uid for r in store.load_rows()) == ["a", "b"]
+    with db.make_engine(url).begin() as connection:
+        connection.execute(text("DELETE FROM mappings WHERE pod_uid = 'a'"))
+    assert [r.pod_uid for r in store.load_rows()] == ["b"]
+    with db.make_engine(url).begin() as connection:
         connection.execute(text("TRUNCATE mappings CASCADE"))
     assert store.load_rows() == []
+
+
+def test_two_nodes_on_one_database_leave_each_other_alone(url: str) -> None:
+    """Several nodes on one PostgreSQL database, each with its own rows and lock."""
+    with Sandbox(FAST, database_url=url) as box:
+        two_nodes_leave_each_other_alone(box)

@@ -42,7 +42,9 @@ def test_a_running_cluster_counts_every_member_against_the_spend_cap(box: Sandbo
     box.tick()
     assert box.instance_for(box.pod("one") or {}) is None
     assert status_reason(box, "one") == PodReason.BUDGET_EXCEEDED
-    assert f"${cluster_price:.2f}/h of" in _waiting(box.pod("one") or {})["message"]
+    # The members count with their container disks, priced as a pod's are.
+    disks = sum(storage_prices.disks_hourly(int(m["disk"]), None) for m in listed)
+    assert f"${cluster_price + disks:.2f}/h of" in _waiting(box.pod("one") or {})["message"]
 
 
 def test_a_running_cluster_counts_every_member_against_the_instance_cap(box: Sandbox) -> None:

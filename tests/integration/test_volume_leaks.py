@@ -20,6 +20,7 @@ from reconciler.runtime.metrics import Metrics
 from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
 from .test_claims import add_claim, add_class, claim, provision, volume_calls
+from .test_gang_end_on_pods import delete_database
 from .test_limits import status_reason
 from .test_resource_cost import _cost
 
@@ -73,6 +74,22 @@ def test_a_duplicate_volume_is_told_every_once_run_and_collected_after_the_grace
     assert box.tick().volume_leaks == []
 
 
+def test_a_duplicate_volume_is_collected_on_fresh_databases(box: Sandbox) -> None:
+    """A CronJob chain whose database is lost on every run: when a list first showed the
+    duplicate is never kept, so its grace counts from its claim's binding (the bound
+    volume's PV, by Kubernetes' own record). It was told on every run and never
+    collected."""
+    ours, theirs = taken_over(box)
+    grace = box.settings.timing.orphan_grace_time
+    for _ in range(6):
+        delete_database(box)
+        box.restart()
+        box.tick()
+        box.advance(grace / 4)
+    assert ours.id not in box.runpod_sim.volumes
+    assert theirs.id in box.runpod_sim.volumes
+
+
 def test_a_leaked_volume_is_shown_by_cost(box: Sandbox) -> None:
     ours, _ = taken_over(box)
     box.tick()
@@ -124,3 +141,22 @@ def test_a_volume_gone_since_the_kept_list_is_no_leak(box: Sandbox) -> None:
     box.restart()
     assert box.tick().volume_leaks == []
     assert len([p for m, p, _ in volume_calls(box) if p.endswith(volume_id)]) == 2  # no more
+
+
+def test_a_kept_leak_is_told_since_its_first_list_across_the_hourly_lists(box: Sandbox) -> None:
+    """Each hourly list shows it again: it stays a leak, told (and counted) since the
+    list that first showed it, never forgotten and found anew."""
+    add_class(box)
+    stray = box.runpod_sim.add_volume(
+        volume_name(box.settings.owner_id, "gone-claim"), 10, "EU-RO-1"
+    )
+    add_claim(box)  # a claim to provision: the tick lists the volumes
+    assert box.tick().volume_leaks == [stray.id]
+    [told] = _cost(box)["leaked_network_volumes"]
+    before = lists(box)
+    for _ in range(3):
+        box.advance(3600)
+        assert box.tick().volume_leaks == [stray.id]
+        assert _cost(box)["leaked_network_volumes"] == [told]
+    assert lists(box) - before >= 3  # listed again every hour
+    assert stray.id in box.runpod_sim.volumes

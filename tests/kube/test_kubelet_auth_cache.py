@@ -27,6 +27,17 @@ GRANT = [
         "roleRef": {"kind": "ClusterRole", "name": "node-proxy"},
         "subjects": [{"kind": "User", "name": "ops"}],
     },
+    {
+        "kind": "ClusterRole",
+        "metadata": {"name": "node-stats"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}],
+    },
+    {
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "scraper-node-stats"},
+        "roleRef": {"kind": "ClusterRole", "name": "node-stats"},
+        "subjects": [{"kind": "User", "name": "scraper"}],
+    },
 ]
 
 
@@ -40,6 +51,7 @@ def sim(clock: SimClock) -> Iterator[KubeSimulator]:
     server = KubeSimulator("admin-token", clock=clock).start()
     server.add_user("ops-token", "ops")
     server.add_user("jane-token", "jane")
+    server.add_user("scraper-token", "scraper")
     server.add_rbac(GRANT)
     yield server
     server.stop()
@@ -98,3 +110,47 @@ def test_a_denied_access_is_asked_again_after_30_seconds(
     clock.advance(1)
     denied(auth)
     assert reviews(sim, "subjectaccessreviews") == 2
+
+
+def as_scraper(auth: Authenticator, method: str, path: str) -> None:
+    auth.authorize(auth.authenticate(None, "Bearer scraper-token"), method, path)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/containerLogs/ml/train/main"),
+        ("POST", "/exec/ml/train/main"),
+        ("GET", "/logs/"),
+        ("POST", "/portForward/ml/train"),
+    ],
+)
+def test_an_answer_for_one_subresource_is_never_served_for_another(
+    auth: Authenticator, sim: KubeSimulator, method: str, path: str
+) -> None:
+    # metrics-server may read /stats; that allowance, cached, must not open a pod's
+    # log or a shell: the cache is keyed by the subresource as well as the caller.
+    as_scraper(auth, "GET", "/stats/summary")
+    with pytest.raises(AuthError) as refused:
+        as_scraper(auth, method, path)
+    assert refused.value.status == 403
+    assert reviews(sim, "subjectaccessreviews") == 2
+
+
+def test_a_denial_for_one_subresource_does_not_deny_another(
+    auth: Authenticator, sim: KubeSimulator
+) -> None:
+    with pytest.raises(AuthError):
+        as_scraper(auth, "GET", "/containerLogs/ml/train/main")
+    as_scraper(auth, "GET", "/stats/summary")
+    assert reviews(sim, "subjectaccessreviews") == 2
+
+
+def test_an_answer_for_one_verb_is_never_served_for_another(
+    auth: Authenticator, sim: KubeSimulator
+) -> None:
+    # `ops` may `get` nodes/proxy (logs) but not `create` it (exec over POST).
+    call(auth, "ops-token")
+    with pytest.raises(AuthError) as refused:
+        auth.authorize(auth.authenticate(None, "Bearer ops-token"), "POST", "/exec/a/b/c")
+    assert refused.value.status == 403

@@ -12,20 +12,23 @@ from typing import NoReturn
 import pytest
 
 from reconciler.core.actions import (
+    Action,
     Adopt,
     Create,
     Event,
     FinalizePod,
     PatchMetadata,
     PatchStatus,
+    PodRef,
     SaveRow,
     Terminate,
 )
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import InstanceStatus
-from reconciler.core.mapping import MappingState
-from reconciler.core.reasons import PodReason
+from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.planner import one_row_per_instance
+from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from tests.planner.world import OWNER, SETTINGS, T0, World, instance, kinds, pod
 
@@ -500,3 +503,24 @@ def test_a_pod_whose_status_shows_it_ran_is_never_created_again_with_rows_lost(
     assert not [a for a in actions if isinstance(a, Create)]
     failed = next(a for a in actions if isinstance(a, PatchStatus))
     assert failed.status["reason"] == PodReason.INSTANCE_LOST
+
+
+def test_one_row_per_instance_id_whatever_the_plan_says() -> None:
+    """A row write mapping an instance another pod's row maps would fail every commit
+    of the tick (the rows' instance ids are unique): it is left out, and so is a second
+    such write within one plan; other writes and effects stay."""
+
+    def row(uid: str, instance_id: str) -> MappingRecord:
+        return MappingRecord(uid, "ns", uid, MappingState.RUNNING, T0, T0, instance_id=instance_id)
+
+    ref = PodRef("ns", "b", "b")
+    actions: list[Action] = [
+        SaveRow(row("b", "inst-1")),
+        Adopt(ref, instance("b"), row("b", "inst-1")),
+        SaveRow(row("c", "inst-2")),
+        SaveRow(row("d", "inst-2")),
+        Terminate("inst-1", TerminateReason.DUPLICATE, "x", ref, row("b", "inst-1")),
+        SaveRow(row("a", "inst-1")),
+    ]
+    kept = one_row_per_instance(actions, [row("a", "inst-1")])
+    assert kept == [actions[2], replace(actions[4], row=None), actions[5]]

@@ -205,7 +205,8 @@ def test_only_candidates_within_the_namespace_cap_are_tried() -> None:
     (create,) = [a for a in actions if isinstance(a, Create)]
     assert [c.gpu_type_id for c in create.candidates] == ["NVIDIA GeForce RTX 4090"]
     event = next(a for a in actions if isinstance(a, Event) and a.pod.name == "second")
-    assert "$0.69/h of $1.00/h spent" in event.message
+    # 0.69 for the GPU and 0.007 for its 50 GB container disk, priced with it.
+    assert "$0.70/h of $1.00/h spent" in event.message
 
 
 def test_an_unreadable_namespace_cap_holds_creates_back() -> None:

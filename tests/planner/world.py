@@ -38,6 +38,8 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.planner import CreateInputs, Observation, plan_tick
+from reconciler.core.pods.facts import is_ours_to_run
+from reconciler.core.pods.ownership import Ownership, Records, unlisted_annotations
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.of(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -165,10 +167,17 @@ class World:
         return self
 
     def observe(self) -> Observation:
+        instances = [self._aged(i) for i in self.instances.values()]
+        pods = [p for p in self.pods.values() if is_ours_to_run(p)]
+        rows = list(self.rows.values())
+        # As the engine reads them: an id a pod names that the world has not is RunPod's 404.
+        gone = unlisted_annotations(pods, rows, self.instances.keys())
+        records = Records({i.id: i for i in instances}, gone=frozenset(gone))
         return Observation(
             pods=list(self.pods.values()),
-            instances=[self._aged(i) for i in self.instances.values()],
-            rows=list(self.rows.values()),
+            instances=instances,
+            rows=rows,
+            ownership=Ownership.of(self.settings.owner_id, instances, rows, pods, records),
             catalog=CATALOG,
             create_inputs={uid: CreateInputs() for uid in self.pods},
             exit_codes=dict(self.exit_codes),

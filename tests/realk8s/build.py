@@ -17,17 +17,23 @@ are there. `python -m tests.realk8s.build` builds and prints the directory.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 HERE = Path(__file__).resolve().parent / "gobuild"
+
+# How often a build in progress says so: the slowest binary takes minutes.
+PROGRESS_SECONDS = 30.0
+COLD_BUILD = "about 15 minutes cold on 2 cores"
 
 
 @dataclass(frozen=True)
@@ -101,9 +107,9 @@ def built(directory: Path | None = None) -> bool:
     return all((directory / name).is_file() for name in BINARIES)
 
 
-def _go(args: list[str], module_dir: Path) -> None:
-    if shutil.which("go") is None:
-        raise RuntimeError("the real control plane is built with Go, and no `go` is on PATH")
+def _go(args: list[str], module_dir: Path, waiting: Callable[[], None]) -> None:
+    """Run `go`, calling `waiting` every PROGRESS_SECONDS until it ends."""
+    go = _go_program()
     # Never a newer toolchain than this machine's, and no cgo (as upstream builds them).
     env = {
         **os.environ,
@@ -111,34 +117,86 @@ def _go(args: list[str], module_dir: Path) -> None:
         "CGO_ENABLED": "0",
         "GOFLAGS": "-mod=readonly -buildvcs=false",
     }
-    done = subprocess.run(
-        ["go", *args], cwd=module_dir, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"go {' '.join(args)} failed in {module_dir}:\n{done.stderr[-4000:]}")
+    # Go's output goes to a file, not a pipe: nobody reads a pipe while go runs for minutes.
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(
+            [go, *args], cwd=module_dir, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+        try:
+            while True:
+                try:
+                    process.wait(PROGRESS_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    waiting()
+        finally:
+            if process.poll() is None:  # interrupted (Ctrl-C): no go left building
+                process.kill()
+                process.wait()
+        if process.returncode != 0:
+            output.seek(0)
+            said = output.read().decode(errors="replace")[-4000:]
+            raise RuntimeError(f"go {' '.join(args)} failed in {module_dir}:\n{said}")
 
 
-def build(directory: Path | None = None, out: TextIO = sys.stderr) -> Path:
-    """The directory holding the five binaries, built first where any is missing."""
+def _minutes(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def build(directory: Path | None = None, say: Callable[[str], None] = _stderr) -> Path:
+    """The directory holding the five binaries, built first where any is missing, telling
+    `say` what is being built and for how long it has been."""
     directory = directory or cache_dir()
     if built(directory):
         return directory
+    say(
+        f"building the real control plane ({len(BINARIES)} binaries from their Go modules, "
+        f"{COLD_BUILD}) with {_go_version()} into {directory}"
+    )
     partial = directory.with_name(directory.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
-    for module in MODULES:
-        for name, package in module.packages:
-            started = time.monotonic()
-            flags = ["-trimpath", "-ldflags", module.ldflags()]
-            _go(
-                ["build", "-p", "2", *flags, "-o", str(partial / name), package],
-                HERE / module.directory,
-            )
-            print(f"built {name} in {time.monotonic() - started:.0f} s", file=out)
+    began = time.monotonic()
+    targets = [(module, name, package) for module in MODULES for name, package in module.packages]
+    for number, (module, name, package) in enumerate(targets, 1):
+        started = time.monotonic()
+        step = f"[{number}/{len(targets)}] {name}"
+        say(f"  {step}: building ({module.requires} {module.version()})")
+        flags = ["-trimpath", "-ldflags", module.ldflags()]
+        _go(
+            ["build", "-p", "2", *flags, "-o", str(partial / name), package],
+            HERE / module.directory,
+            functools.partial(_still, say, step, started, began),
+        )
+        say(f"  {step}: built in {_minutes(time.monotonic() - started)}")
     # Moved into place whole, so a build stopped halfway is never taken for a finished one.
     if directory.exists():
         shutil.rmtree(directory)
     partial.rename(directory)
+    say(f"built the real control plane in {_minutes(time.monotonic() - began)}")
     return directory
+
+
+def _still(say: Callable[[str], None], step: str, started: float, began: float) -> None:
+    now = time.monotonic()
+    say(f"  {step}: still building, {_minutes(now - started)} (all: {_minutes(now - began)})")
+
+
+def _go_program() -> str:
+    found = shutil.which("go")
+    if found is None:
+        raise RuntimeError("the real control plane is built with Go, and no `go` is on PATH")
+    return found
+
+
+def _go_version() -> str:
+    done = subprocess.run([_go_program(), "version"], capture_output=True, text=True, check=False)
+    words = done.stdout.split()
+    return words[2] if len(words) > 2 else "go"
 
 
 if __name__ == "__main__":

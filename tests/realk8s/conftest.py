@@ -1,5 +1,6 @@
 """Fixtures of the `realk8s` tier: one real control plane for the session (built from its
-Go modules on first use), and per test a reconciler process and a RunPod simulator."""
+Go modules before the first test, `prebuild`), and per test a reconciler process and a
+RunPod simulator."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 from tests.needs import program, unavailable
 from tests.realk8s import build
 from tests.realk8s.plane import Plane
+from tests.realk8s.prebuild import failure
+from tests.realk8s.prebuild import pytest_collection_finish as pytest_collection_finish
 from tests.realk8s.world import World, install_rbac, wait_for
 
 HERE = Path(__file__).parent
@@ -25,8 +28,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def plane() -> Iterator[Plane]:
+def plane(pytestconfig: pytest.Config) -> Iterator[Plane]:
     program("kubectl")
+    failed = failure(pytestconfig)
+    if failed is not None:
+        pytest.fail(f"the real control plane could not be built: {failed}", pytrace=False)
     if not build.built() and shutil.which("go") is None:
         unavailable("the real control plane is not built here, and no Go toolchain can build it")
     with Plane() as started:

@@ -254,6 +254,23 @@ def test_a_filter_of_another_billing_route_is_refused(
         assert answer.status_code == (200 if own.get(route) == name else 400), (name, answer.text)
 
 
+def test_a_cluster_whose_member_vanished_is_deleted(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    """A member gone behind the API's back (a host lost) leaves its cluster deletable:
+    the DELETE ends the members left, and the vanished one's bill stays as it ended."""
+    made = create(sim, http)
+    first, second = (pod["id"] for pod in members(sim, http, made["id"]))
+    sim.vanish(first)
+    sim.advance(3600)
+    billed = sim.billed(first)
+    assert http.delete(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 204
+    assert http.get(f"{sim.base_url}/v2/pods/{second}").json()["status"] == "TERMINATED"
+    assert http.get(f"{sim.base_url}/v2/clusters/{made['id']}").status_code == 404
+    sim.advance(3600)
+    assert sim.billed(first) == billed
+
+
 def test_a_delete_that_keeps_billing_hides_the_cluster_until_deleted_again(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
@@ -321,3 +338,16 @@ def test_cluster_mounts_follow_the_contract(
     assert answer.status_code == status, answer.text
     assert detail in answer.json()["detail"]
     assert sim.clusters == {}
+
+
+def test_the_request_log_names_a_cluster_made_whatever_the_answer(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    """A cluster made by a create answered 502 exists all the same: the log names it, so
+    that a ledger of what was made counts it (a count of 201 answers cannot)."""
+    sim.faults.create_then_fail(1, 502)
+    answer = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body())
+    assert answer.status_code == 502
+    [made] = sim.clusters
+    [logged] = [r for r in sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+    assert logged.created == made

@@ -215,3 +215,21 @@ def test_stopping_frees_the_gpu_and_starting_needs_it_again(
     with pytest.raises(ActionRefused, match="no capacity") as refused:
         pod_action(sim, first, "start")
     assert refused.value.status == 400
+
+
+def test_an_id_is_never_given_twice(sim: RunPodSimulator, client: RunPodClient) -> None:
+    """RunPod does not reuse ids: a deleted pod's id still answers TERMINATED and its
+    bill stays, so a new pod given that id would overwrite both. The ids' random source
+    repeating (as after a reset of its seed) must still give a new one."""
+    import random
+
+    first = client.instances.create(create_request()).id
+    sim.advance(3600)
+    client.instances.delete(first)
+    billed = sim.billed(first)
+    sim.account._random = random.Random(0)  # the same sequence again
+    second = client.instances.create(create_request()).id
+    assert second != first
+    sim.advance(3600)
+    assert sim.billed(first) == billed
+    assert client.instances.get(first).status is InstanceStatus.TERMINATED

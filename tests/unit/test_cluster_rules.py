@@ -66,15 +66,13 @@ def test_a_cluster_we_delete_is_no_leak() -> None:
 
 def test_a_deleted_clusters_404_forgets_its_row_or_keeps_it_gone_for_its_pods() -> None:
     deleting = row()
-    assert clusters.gone_rows([deleting], frozenset({"c1"}), {}) == ([GANG], [])
-    going = {JOB: [pod("a", 0, deletionTimestamp="2026-01-01T00:00:00Z")]}
-    assert clusters.gone_rows([deleting], frozenset({"c1"}), going) == ([GANG], [])
-    forgotten, kept = clusters.gone_rows([deleting], frozenset({"c1"}), {JOB: PODS})
+    assert clusters.gone_rows([deleting], frozenset({"c1"}), set()) == ([GANG], [])
+    forgotten, kept = clusters.gone_rows([deleting], frozenset({"c1"}), {JOB})
     assert forgotten == [] and [r.state for r in kept] == [ClusterState.GONE]
-    assert clusters.gone_rows([deleting], frozenset(), {JOB: PODS}) == ([], [])  # no 404
+    assert clusters.gone_rows([deleting], frozenset(), {JOB}) == ([], [])  # no 404
     gone = row(ClusterState.GONE)
-    assert clusters.gone_rows([gone], frozenset(), {JOB: PODS}) == ([], [])
-    assert clusters.gone_rows([gone], frozenset(), {}) == ([GANG], [])
+    assert clusters.gone_rows([gone], frozenset(), {JOB}) == ([], [])
+    assert clusters.gone_rows([gone], frozenset(), set()) == ([GANG], [])
     assert gone.changed(exit_code=0).ended  # its pods are still owed the end
 
 

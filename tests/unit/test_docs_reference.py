@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from reconciler.app import main
+from reconciler.core.reasons import Notice, PodReason, VolumeNotice
 from reconciler.docsgen import annotation_catalogue, reasons
 from reconciler.docsgen.pages import REGENERATE, generate, stale
 from reconciler.runtime.metrics import Metrics
@@ -76,3 +77,80 @@ def test_the_pages_say_they_are_generated_and_how() -> None:
     for path, text in generate(ROOT).items():
         assert text.startswith("<!-- Generated from the code by"), path
         assert REGENERATE in text.splitlines()[0], path
+
+
+# The exec stream's closing Status (core/node/remotecommand.py): kubectl reads it to exit
+# with the command's code; no pod or Event shows it.
+EXEC_STATUS_REASONS = {"NonZeroExitCode", "ExitCode", "InternalError"}
+EVENT_ENUMS = {"PodReason", "Notice", "VolumeNotice", "EventReason"}
+RECORD = "kube.events.record"
+"""How the code records an Event (`adapters/kube/events.py`)."""
+
+
+def emitted_reasons() -> tuple[set[str], list[str], int]:
+    """What the code can emit as a reason, found in the code itself: every string given as
+    a `"reason"` of a status or condition, or as a container state's reason (`_Outcome`);
+    and every Event recorded with a reason that is not a member of the reasons' enums
+    (`file:line`, which must be none); and how many places record Events."""
+    found: set[str] = set()
+    loose: list[str] = []
+    recorders = 0
+    for file in sorted((ROOT / "reconciler").rglob("*.py")):
+        if {"sim", "demo", "docsgen"} & set(file.relative_to(ROOT).parts):
+            continue
+        tree = ast.parse(file.read_text())
+        constants = {
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for target in node.targets
+            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+        }
+        enum_typed = {
+            arg.arg
+            for arg in ast.walk(tree)
+            if isinstance(arg, ast.arg)
+            and arg.annotation is not None
+            and ast.unparse(arg.annotation) in EVENT_ENUMS
+        }
+
+        def text(node: ast.expr, constants: dict[str, str] = constants) -> str | None:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                return node.value
+            if isinstance(node, ast.Name):
+                return constants.get(node.id)
+            return None
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "reason":
+                        found.add(text(value) or "")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) == "_Outcome":
+                if len(node.args) >= 3:
+                    found.add(text(node.args[2]) or "")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func).endswith(RECORD):
+                recorders += 1
+                reason = node.args[1]
+                member = isinstance(reason, ast.Attribute) and reason.attr == "value"
+                owner = reason.value if member else None  # type: ignore[union-attr]
+                if not (
+                    (isinstance(owner, ast.Attribute) and ast.unparse(owner.value) in EVENT_ENUMS)
+                    or (isinstance(owner, ast.Name) and owner.id in enum_typed)
+                ):
+                    loose.append(f"{file.relative_to(ROOT)}:{node.lineno}")
+    return found - {""}, loose, recorders
+
+
+def test_every_reason_the_code_emits_is_on_the_reasons_page() -> None:
+    found, loose, recorders = emitted_reasons()
+    assert loose == [], "record Events with a member of core/reasons.py's enums"
+    # The scan works: it sees the pods' (journal), claims' and RunPod lines' Events, and
+    # the status reasons of containers and of the node.
+    assert recorders >= 3 and {"ContainerCreating", "NotRunOnRunPod", "KubeletReady"} <= found
+    page = (REFERENCE / "reasons.md").read_text()
+    named = set(re.findall(r"^\| `(\w+)`", page, re.M))
+    assert reasons.documented() <= named
+    for enum in (PodReason, Notice, VolumeNotice):
+        assert {member.value for member in enum} <= named, enum.__name__
+    assert sorted(found - EXEC_STATUS_REASONS - named) == []

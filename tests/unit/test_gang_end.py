@@ -1,6 +1,8 @@
 """How a gang ends, its pure rules (`core.plan.gang_end`): which gangs' rank 0 is due a
 read (never with an interval of 0, not again within the interval, once more at the
-deadline, only a running rank 0 of a batch gang, only a live gang), and when a DELETE
+deadline or when a member ended or vanished, whatever rank 0's state, until its failed
+last reads are spent, else only a running rank 0 of a batch gang, only a live gang),
+when a member vanished, and when a DELETE
 goes again (at once when RunPod never answered it, not within a minute of an answer);
 and which indexes a Job completed."""
 
@@ -65,11 +67,36 @@ def test_at_the_deadline_rank_0_is_read_once_more() -> None:
 
 def test_only_a_running_batch_rank_0_of_a_live_gang_is_read() -> None:
     assert due({}, members=[member(0, InstanceStatus.STARTING), member(1)]) == {}
-    assert due({}, members=[member(0), member(1, InstanceStatus.ERROR)]) == {}
     plain = Instance("m0", "train", InstanceStatus.RUNNING, cluster_id="c1", rank=0)
     assert due({}, members=[plain, member(1)]) == {}
     assert due({}, live={"other/gang": [pod()]}) == {}
     assert due({GANG: row(state=ClusterState.DELETING)}) == {}
+
+
+def test_a_gang_about_to_end_reads_rank_0_once_more_whatever_its_state() -> None:
+    """A member that ended fails the gang: rank 0 is read first (it may have exited 0
+    just before), even within the interval and when its own host failed after its exit,
+    until its failed last reads used up the bound."""
+    recent = row(result_checked_at=NOW - timedelta(seconds=10))
+    for members in (
+        [member(0), member(1, InstanceStatus.ERROR)],
+        [member(0, InstanceStatus.ERROR), member(1)],
+    ):
+        assert due({GANG: recent}, members=members) == {GANG: ("m0", "nonce")}
+    spent = recent.changed(unread_ends=gang_end.LAST_READ_TRIES)
+    assert due({GANG: spent}, members=[member(0), member(1, InstanceStatus.ERROR)]) == {}
+    gone = recent.changed(pod_count=2)  # a member the cluster had is no longer listed
+    assert due({GANG: gone}, members=[member(0)]) == {GANG: ("m0", "nonce")}
+
+
+def test_a_member_that_vanished_ends_the_gang() -> None:
+    listed = [member(0), member(1)]
+    assert gang_end.member_ended(listed, row(pod_count=2)) is None
+    assert gang_end.member_ended([member(0)], row(pod_count=2)) == (
+        "the member of rank 1 of cluster c1 is gone"
+    )
+    provisioning = [member(0), Instance("m1", "train", InstanceStatus.RUNNING, cluster_id="c1")]
+    assert gang_end.member_ended(provisioning, row(pod_count=3)) is None
 
 
 def test_a_delete_goes_again_at_once_unless_runpod_answered_it_lately() -> None:

@@ -11,11 +11,12 @@ from reconciler.adapters.kube.transport import LEASES, KubeTransport, lease_obje
 from reconciler.core.domain import KubeObject
 
 CREATES_HELD_ANNOTATION = "runpod.io/creates-held-until"
-"""On a writer Lease: no holder starts a create before this time. An earlier writer may
-have made an instance that RunPod does not list yet and that no pod names: a dead
-holder's last create (the hold lasts its term), or the creates a writer released the
-Lease without recording on their pods. Kept in the Lease so that every successor
-within the hold honours it, however many short runs follow each other."""
+"""On a writer Lease: no holder starts a create before this time (RunPod's time). An
+earlier writer may have made an instance that RunPod does not list yet and that no pod
+names: a dead holder's last create (its successor holds creates for the create grace,
+and passes the rest on here), or the creates a writer released the Lease without
+recording on their pods. Kept in the Lease so that every successor within the hold
+honours it, however many short runs follow each other."""
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class LeaseAcquisition:
     """Who holds it when we did not win (None when even a read after a lost race found
     nobody: the winner released it at once)."""
     creates_held_until: datetime | None = None
-    """Until when the holder may start no create (`CREATES_HELD_ANNOTATION`): the term of
-    a holder taken over as dead, or a hold a writer before us passed on; None if none."""
+    """Until when the holder may start no create (`CREATES_HELD_ANNOTATION`), as a writer
+    before us passed it on (on RunPod's time: compared by the holder); None if none."""
 
     def __bool__(self) -> bool:
         return self.won
@@ -79,14 +80,11 @@ class Leases:
                 and not _lease_expired(spec, now)
             ):
                 return LeaseAcquisition(won=False, holder=holder)
-            held = _creates_held_until(lease, now)
+            held = _creates_held_until(lease)
             if holder != identity:
                 ours.update(
                     acquireTime=stamp, leaseTransitions=int(spec.get("leaseTransitions") or 0) + 1
                 )
-                if holder and not _lease_expired(spec, now):
-                    # A dead holder's create may still land within its term.
-                    held = _hold_creates(lease, _lease_term_end(spec), now)
             lease["spec"] = {**spec, **ours}
             self._kube.request("PUT", f"{collection}/{q(name)}", body=lease)
             return LeaseAcquisition(
@@ -114,7 +112,7 @@ class Leases:
             return
         now = self._kube.now()
         if hold_creates_until is not None:
-            _hold_creates(lease, hold_creates_until, now)
+            _hold_creates(lease, hold_creates_until)
         spec.pop("holderIdentity")
         spec.update(leaseDurationSeconds=1, renewTime=micro_time(now))
         try:
@@ -123,16 +121,20 @@ class Leases:
             return  # someone else wrote it meanwhile: it is no longer ours to release
 
 
-def _creates_held_until(lease: KubeObject, now: datetime) -> datetime | None:
+def _creates_held_until(lease: KubeObject) -> datetime | None:
+    """The hold in the Lease, as written: its writer's time is RunPod's, so the holder
+    compares it with that, not with this host's clock (`runtime/writer_lease.py`)."""
     value = ((lease.get("metadata") or {}).get("annotations") or {}).get(CREATES_HELD_ANNOTATION)
-    until = datetime.fromisoformat(value) if value else None
-    return until if until is not None and until > now else None
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except ValueError:
+        return None
 
 
-def _hold_creates(lease: KubeObject, until: datetime | None, now: datetime) -> datetime | None:
+def _hold_creates(lease: KubeObject, until: datetime | None) -> datetime | None:
     """Extend the Lease's hold on creates to `until` (a hold never shortens); the hold."""
-    held = _creates_held_until(lease, now)
-    if until is None or until <= now or (held is not None and held >= until):
+    held = _creates_held_until(lease)
+    if until is None or (held is not None and held >= until):
         return held
     annotations = lease.setdefault("metadata", {}).setdefault("annotations", {})
     annotations[CREATES_HELD_ANNOTATION] = micro_time(until)

@@ -17,8 +17,10 @@ class Storage:
     def list_classes(self) -> list[KubeObject]:
         return self._kube.list_all("/apis/storage.k8s.io/v1/storageclasses", "", 500)
 
-    def list_claims(self) -> list[KubeObject]:
-        return self._kube.list_all("/api/v1/persistentvolumeclaims", "", 500)
+    def list_claims(self, namespace: str | None = None) -> list[KubeObject]:
+        """Every namespace's claims, or one namespace's."""
+        where = "" if namespace is None else f"/namespaces/{q(namespace)}"
+        return self._kube.list_all(f"/api/v1{where}/persistentvolumeclaims", "", 500)
 
     def list_volumes(self) -> list[KubeObject]:
         return self._kube.list_all("/api/v1/persistentvolumes", "", 500)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 
 from reconciler.adapters.runpod.billing import Billing
 from reconciler.adapters.runpod.catalog import Catalog
@@ -89,3 +90,8 @@ class RunPodClient:
 
     def quota_ample(self, extra: int = 1) -> bool:
         return self.transport.quota_ample(extra)
+
+    def served_now(self) -> datetime | None:
+        """RunPod's time now, by the Date of its last answers (None before the first):
+        the time graces are measured on (`served_clock`)."""
+        return self.transport.served.now()

@@ -68,6 +68,8 @@ def parse_instance(data: object) -> Instance:
         rank=_optional_int(member.get("rank")) if member else None,
         overlay_ip=_optional_str(member.get("ip")) if member else None,
         network_volume_id=_network_volume_id(get("mounts")),
+        container_disk_gb=_int(get("disk")),
+        volume_gb=_int(_object(_object(get("mounts")).get("persistent")).get("size")),
     )
 
 
@@ -132,8 +134,8 @@ def parse_gpu_type(data: Json) -> GpuType:
         memory_gb=_int(data.get("memory")),
         secure=bool(data.get("secure")),
         community=bool(data.get("community")),
-        secure_price=_float(price.get("secure")),
-        community_price=_float(price.get("community")),
+        secure_price=_price(price.get("secure")),
+        community_price=_price(price.get("community")),
         max_count_secure=_int(max_count.get("secure"), default=8),
         max_count_community=_int(max_count.get("community"), default=8),
         availability=Availability.parse(data.get("availability")),
@@ -165,7 +167,7 @@ def _cpu_flavor(data: Json) -> CpuFlavor:
         vcpu_min=_int(vcpu.get("min"), default=2),
         vcpu_max=_int(vcpu.get("max")),
         ram_gb_per_vcpu=_float(data.get("ramGbPerVcpu")),
-        price_per_vcpu=_float(price.get("securePerVcpu")),
+        price_per_vcpu=_price(price.get("securePerVcpu")),
         availability=Availability.parse(data.get("availability")),
         datacenters=tuple(_stock(item) for item in _list(data.get("dataCenters"))),
     )
@@ -292,6 +294,16 @@ def _float(value: object) -> float:
     except (TypeError, ValueError):
         return 0.0
     return number if math.isfinite(number) and abs(number) < _ABSURD else 0.0
+
+
+def _price(value: object) -> float:
+    """A catalog price: a JSON number, finite, above 0 and not absurd; else 0.0, which
+    makes the offer unusable (`core.translate.gpus`, `cpus`), never free. A price sent
+    as a string is not taken: RunPod sends numbers."""
+    if type(value) not in (int, float):
+        return 0.0
+    number = float(value)  # type: ignore[arg-type]
+    return number if math.isfinite(number) and 0 < number < _ABSURD else 0.0
 
 
 def _optional_int(value: object) -> int | None:

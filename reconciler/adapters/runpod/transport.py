@@ -35,6 +35,7 @@ import requests
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.ratelimit import RateLimiter
+from reconciler.adapters.runpod.served_clock import ServedClock
 from reconciler.core.capacity import pacing
 from reconciler.core.domain import (
     USER_AGENT,
@@ -89,6 +90,8 @@ class RunPodTransport:
         self._sleep = sleep
         self._monotonic = monotonic
         self._on_response = on_response
+        self.served = ServedClock(monotonic)
+        """RunPod's time, from its answers' Date: what graces are measured on."""
         self._limiter = RateLimiter()
         self._deadline: float | None = None
         self._session = _session_for(self._base_url)
@@ -199,6 +202,7 @@ class RunPodTransport:
             self._report(call, 0)
             raise self._transport_error(call, exc) from exc
         self._report(call, response.status_code)
+        self.served.heard(served_at(response))
         self._limiter.observe(
             response.headers, self._monotonic(), tick_list=call.route == LIST_ROUTE
         )

@@ -37,7 +37,8 @@ NO_SSHD = (
     "no SSH server answers on the pod's instance: its image must start sshd "
     "from the PUBLIC_KEY variable, as RunPod's official images do (install openssh-server "
     "and run RunPod's start script, or start sshd with PUBLIC_KEY in "
-    "/root/.ssh/authorized_keys)"
+    "/root/.ssh/authorized_keys), and its address must be reachable from here (else "
+    "--ssh-proxy-command)"
 )
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -61,8 +61,11 @@ class JournalEntry:
 
 
 class WriteBatch:
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], node: str | None = None) -> None:
+        """`node`: the virtual node the rows written belong to (None: the CLI, which
+        writes no row)."""
         self._sessions = sessions
+        self._node = node
         self._rows: dict[str, MappingRecord | None] = {}
         """The latest write of each pod's row this batch; None deletes it."""
         self._notes: dict[str, tuple[str, datetime]] = {}
@@ -140,20 +143,21 @@ class WriteBatch:
         clusters = self._clusters
         self._rows, self._notes, self._entries, self._clusters = {}, {}, [], {}
         with self._sessions.begin() as session:
-            _write_rows(session, rows)
+            _write_rows(session, rows, self._node)
             _write_notes(session, notes)
             _write_journal(session, entries)
-            _write_clusters(session, clusters)
+            _write_clusters(session, clusters, self._node)
 
 
 # Core statements on the tables: executemany without the ORM's per-row bookkeeping.
 _MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
 _ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
 _ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_ROW_COLUMNS = [*_ROW_FIELDS, "node"]
 _UPDATE_ROW = (
     _MAPPINGS.update()
     .where(_MAPPINGS.c.pod_uid == bindparam("key"))
-    .values({name: bindparam(name) for name in _ROW_FIELDS if name != "pod_uid"})
+    .values({name: bindparam(name) for name in _ROW_COLUMNS if name != "pod_uid"})
 )
 
 
@@ -162,7 +166,7 @@ def _upsert_row(insert: Callable[[Table], Any]) -> Any:
     statement = insert(_MAPPINGS)
     return statement.on_conflict_do_update(
         index_elements=[_MAPPINGS.c.pod_uid],
-        set_={name: statement.excluded[name] for name in _ROW_FIELDS if name != "pod_uid"},
+        set_={name: statement.excluded[name] for name in _ROW_COLUMNS if name != "pod_uid"},
     )
 
 
@@ -188,11 +192,14 @@ _CLOSE_ENTRY = (
 )
 
 
-def _write_rows(session: Session, rows: dict[str, MappingRecord | None]) -> None:
+def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: str | None) -> None:
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
-        session.execute(_MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted)))
-    saved = [_values(row) for row in rows.values() if row is not None]
+        gone = _MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted))
+        if node is not None:  # another node's row is never ours to delete
+            gone = gone.where(or_(_MAPPINGS.c.node == node, _MAPPINGS.c.node.is_(None)))
+        session.execute(gone)
+    saved = [_values(row, node) for row in rows.values() if row is not None]
     if not saved:
         return
     upsert = _UPSERT_ROW.get(session.get_bind().dialect.name)
@@ -214,9 +221,9 @@ def _write_rows(session: Session, rows: dict[str, MappingRecord | None]) -> None
         session.execute(_MAPPINGS.insert(), inserts)
 
 
-def _values(row: MappingRecord) -> dict[str, Any]:
+def _values(row: MappingRecord, node: str | None) -> dict[str, Any]:
     # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
-    return {name: getattr(row, name) for name in _ROW_FIELDS}
+    return {**{name: getattr(row, name) for name in _ROW_FIELDS}, "node": node}
 
 
 def _write_notes(session: Session, notes: dict[str, tuple[str, datetime]]) -> None:
@@ -263,12 +270,15 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
 _CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRecord)]
 
 
-def _write_clusters(session: Session, clusters: dict[str, ClusterRecord | None]) -> None:
+def _write_clusters(
+    session: Session, clusters: dict[str, ClusterRecord | None], node: str | None
+) -> None:
     """Few rows (one per gang), so the ORM's merge is cheap enough."""
     for gang, record in clusters.items():
         if record is None:
             found = session.get(ClusterRow, gang)
-            if found is not None:
+            if found is not None and found.node in (None, node or found.node):
                 session.delete(found)
             continue
-        session.merge(ClusterRow(**{name: getattr(record, name) for name in _CLUSTER_FIELDS}))
+        values = {name: getattr(record, name) for name in _CLUSTER_FIELDS}
+        session.merge(ClusterRow(**values, node=node))

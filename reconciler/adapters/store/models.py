@@ -127,6 +127,10 @@ class Mapping(Base):
     --exit-code-timeout counts from it."""
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the row became finished; RunPod's charges after it (and a grace) are leaks."""
+    node: Mapped[str | None] = mapped_column(String(253), index=True)
+    """The virtual node whose reconciler wrote the row: only it reads or writes the row
+    (several nodes may share a database). None: written before rows had a node, taken by
+    the first node that writes it."""
 
 
 class MappingGeneration(Base):
@@ -176,6 +180,10 @@ class ClusterRow(Base):
     """When rank 0's log was last read for the result: the reads' cadence survives restarts."""
     delete_answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When RunPod answered our DELETE; only then is the next one paused."""
+    unread_ends: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Failed last reads of rank 0 while the gang was about to end (bounded)."""
+    node: Mapped[str | None] = mapped_column(String(253), index=True)
+    """The virtual node whose reconciler wrote the row (see `Mapping.node`)."""
 
 
 class SpendRecord(Base):

@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, true
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.attributions import Attributions
@@ -39,6 +40,13 @@ from reconciler.core.mapping import MappingRecord
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
+
+
+def _of_node(column: Any, node: str | None) -> Any:
+    """A node's rows, and those written before rows had a node; every row for None."""
+    return true() if node is None else or_(column == node, column.is_(None))
+
+
 _GENERATION = select(MappingGeneration.value).where(MappingGeneration.id == 1)
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
@@ -64,8 +72,12 @@ class Store:
     """The mappings, the gangs' clusters, the ticks and their journal; the other tables
     by concern, each its own object over the same sessions (`store.billing.save(...)`)."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], node: str | None = None) -> None:
+        """`node`: the virtual node whose rows (pods' mappings, gangs' clusters) this
+        store reads and writes; None: every row (the CLI's views)."""
         self._sessions = sessions
+        self.node = node
+        self._load_rows = _LOAD_ROWS.where(_of_node(Mapping.__table__.c.node, node))
         self.saved_logs = SavedLogs(sessions)
         self.billing = Billing(sessions)
         self.listed_volumes = ListedVolumes(sessions)
@@ -95,13 +107,13 @@ class Store:
                 self._rows_read = read = None
                 # Core, not the ORM, and the columns in the record's field order: at
                 # 10 000 rows the ORM's loading and a dict per row cost 60 % more CPU.
-                rows = [MappingRecord(*row) for row in connection.execute(_LOAD_ROWS)]
+                rows = [MappingRecord(*row) for row in connection.execute(self._load_rows)]
                 read = self._rows_read = (generation, rows)
         return list(read[1])
 
     def batch(self) -> WriteBatch:
         """Row and journal writes to commit together (see `reconciler.adapters.store.batch`)."""
-        return WriteBatch(self._sessions)
+        return WriteBatch(self._sessions, self.node)
 
     def save_row(self, record: MappingRecord) -> None:
         """One row, committed at once."""
@@ -117,7 +129,7 @@ class Store:
     def row(self, pod_uid: str) -> MappingRecord | None:
         with self._sessions() as session:
             found = session.get(Mapping, pod_uid)
-            if found is None:
+            if found is None or found.node not in (None, self.node or found.node):
                 return None
             return MappingRecord(**{f: getattr(found, f) for f in _FIELDS})
 
@@ -128,7 +140,9 @@ class Store:
         with self._sessions() as session:
             return [
                 ClusterRecord(**{name: getattr(row, name) for name in names})
-                for row in session.scalars(select(ClusterRow))
+                for row in session.scalars(
+                    select(ClusterRow).where(_of_node(ClusterRow.__table__.c.node, self.node))
+                )
             ]
 
     # --- ticks and the journal ----------------------------------------------------

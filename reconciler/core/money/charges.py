@@ -84,6 +84,26 @@ def list_price_usd(row: MappingRecord, until: datetime) -> float | None:
     return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
 
 
+def unbilled_list_price(
+    row: MappingRecord, billed_until: datetime | None, now: datetime, since: datetime | None
+) -> float:
+    """List price times the part of the instance's life that RunPod's billing, read up to
+    `billed_until`, has not covered yet (from `since` on, if given): what the pod cost
+    that no charge shows, an estimate until the next hourly read. RunPod bills whole
+    hours, so a pod of the last minutes has no charge at all before then."""
+    if row.cost_per_hr is None or row.instance_id is None:
+        return 0.0
+    start = max(
+        moment
+        for moment in (row.attempt_started_at or row.created_at, billed_until, since)
+        if moment is not None
+    )
+    # A finished row that recorded no end (written before ends were kept) ran no later
+    # than its last write: it is never an estimate that grows for ever.
+    end = row.ended_at or (row.updated_at if row.state.finished else now)
+    return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
+
+
 def billed_list_price(row: MappingRecord, billed_until: datetime) -> float | None:
     """The list-price estimate to compare the charge read up to `billed_until` with; None
     while billing has not reached the end of the instance's life (its last hours unread)."""

@@ -26,7 +26,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs as spending
-from reconciler.core.plan.observation import Observation
+from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
     fail_pod,
@@ -39,7 +39,8 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
-from reconciler.core.resources import registries
+from reconciler.core.resources import registries, storage_prices, volume_objects
+from reconciler.core.translate.annotations import MAX_PRICE, NETWORK_VOLUME_ID, read_id, read_price
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
@@ -52,6 +53,8 @@ class Waiting:
     row: MappingRecord | None
     candidates: tuple[CreateRequest, ...]
     pull_secret: tuple[str, str, str] | None
+    own_registry_names: frozenset[str] = frozenset()
+    """Our credentials' names for the pod's own pull secrets (`Create.own_registry_names`)."""
 
 
 def needs_create_inputs(
@@ -79,10 +82,13 @@ def prepare_create(
     inputs = tick.obs.create_inputs.get(podinfo.uid(pod))
     if inputs is None or not (tick.obs.catalog or tick.obs.cpu_catalog):
         return [], None  # the engine could not gather what a create needs this tick
+    foreign = _foreign_ids(tick, pod, inputs)
+    if foreign is not None:
+        return cannot_create(tick, pod, row, PodReason.FOREIGN_ID, foreign, False), None
     try:
         if inputs.error is not None:
             raise inputs.error
-        candidates = create_requests(
+        requests = create_requests(
             pod,
             inputs.job,
             inputs.sources,
@@ -94,6 +100,7 @@ def prepare_create(
             tick.obs.network_volumes,
             inputs.claim,
         )
+        candidates = priced(pod, inputs.job, tick.settings, requests)
     except TranslationError as error:
         return cannot_create(tick, pod, row, error.reason, error.message, error.permanent), None
     if requests_out_of_stock(candidates, tick.obs.catalog, tick.obs.cpu_catalog):
@@ -119,7 +126,44 @@ def prepare_create(
         pause = refusals.retry_after(row.reason)
         if pause is not None and tick.within(row.updated_at, pause):
             return actions, None
-    return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret)
+    own = frozenset(
+        registries.registry_name(tick.settings.owner_id, *login)
+        for login in inputs.pull_credentials
+        if candidates[0].registry_auth_id  # only a pod naming a credential needs them
+    )
+    return actions, Waiting(pod, row, tuple(candidates), inputs.pull_secret, own)
+
+
+def priced(
+    pod: KubeObject, job: KubeObject | None, settings: Settings, requests: list[CreateRequest]
+) -> list[CreateRequest]:
+    """The requests priced with their disks (`storage_prices`), those within the pod's
+    max price (its runpod.io/max-price, else --max-gpu-price) only: every dollar an
+    instance costs is counted before its create, in its max price and in the caps."""
+    price = read_price(pod, job, MAX_PRICE)
+    limit = settings.caps.max_gpu_price if price is None else price
+    kept, over = storage_prices.within_max_price(requests, limit)
+    if over is None:
+        return kept
+    cpu = bool(requests and requests[0].cpu_flavor_id)
+    reason = PodReason.UNSATISFIABLE_CPU_REQUEST if cpu else PodReason.UNSATISFIABLE_GPU_REQUEST
+    raise TranslationError(reason, over, permanent=True)
+
+
+def _foreign_ids(tick: Situation, pod: KubeObject, inputs: CreateInputs) -> str | None:
+    """Why an id the pod (or its Job) writes may not be used: each names only what its
+    namespace owns (`core.tenancy`), by RunPod's record in the tick's lists."""
+    volume_id = read_id(pod, inputs.job, NETWORK_VOLUME_ID)
+    if volume_id is not None and tick.obs.network_volumes is not None:
+        why = volume_objects.named_volume_refusal(
+            volume_id, tick.obs.network_volumes, tick.settings.owner_id, inputs.claim_uids
+        )
+        if why is not None:
+            return (
+                f"annotation {NETWORK_VOLUME_ID}: {why}; a pod mounts another volume only "
+                "through a PersistentVolume an administrator makes"
+            )
+    return None
 
 
 def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
@@ -213,7 +257,7 @@ def _create(tick: Situation, wait: Waiting, candidates: tuple[CreateRequest, ...
         updated_at=tick.now,
     )
     if wait.pull_secret is None:
-        return [Create(ref, intent, candidates)]
+        return [Create(ref, intent, candidates, own_registry_names=wait.own_registry_names)]
     registry, username, password = wait.pull_secret
     name = registries.registry_name(tick.settings.owner_id, registry, username, password)
     ensure: list[Action] = []

@@ -35,6 +35,7 @@ from reconciler.core.actions import (
     FinalizePod,
     PatchStatus,
     PodRef,
+    SaveClusterRow,
 )
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
@@ -47,6 +48,7 @@ from reconciler.core.resources.clusters import (
     ClusterState,
     gang_key,
     index_of,
+    job_name,
     job_uid,
     key_job,
 )
@@ -55,6 +57,10 @@ from reconciler.core.translate.annotations import POD_ID
 
 ENDED = (InstanceStatus.EXITED, InstanceStatus.ERROR, InstanceStatus.TERMINATED)
 """A member in one of these (not by our DELETE) fails its gang."""
+LAST_READ_TRIES = 5
+"""A gang about to end waits for rank 0's one last read at most this many times when it
+fails (one read per tick): a success is never lost to a few failed reads, and a log
+route that never answers cannot keep a cluster billing."""
 DELETE_PAUSE_SECONDS = 60
 """A DELETE RunPod answered lately is not asked again while the list still shows the
 members, for at most this long and no longer than the list is said to lag
@@ -71,9 +77,10 @@ def due_reads(
 ) -> dict[str, tuple[str, str]]:
     """By gang key: rank 0's member id and its marker's nonce, for each live gang (its
     pods by key) whose rank 0 runs a batch process and was not read within `interval`
-    (0: none), or whose deadline passed or whose pods changed (one last read, so that a
-    gang that ended just before is not failed). A lost row reads at once: one extra
-    read, never a missed result."""
+    (0: none), or that is about to end (one last read, so that a gang that ended just
+    before is not failed: its deadline passed, its pods changed, a member failed or
+    vanished; whatever rank 0's own state, unless its failed last reads used up
+    LAST_READ_TRIES). A lost row reads at once: one extra read, never a missed result."""
     due: dict[str, tuple[str, str]] = {}
     if interval <= 0:
         return due
@@ -87,45 +94,83 @@ def due_reads(
             continue
         if gang not in live and key_job(gang) not in live_jobs:
             continue
+        if row is not None and row.unread_ends >= LAST_READ_TRIES:
+            continue  # judged on what is known
+        mine = [m for m in listed if row is None or m.cluster_id in (row.cluster_id, None)]
+        broken = bool(member_ended(mine or listed, row))
         checked = row.result_checked_at if row is not None else None
-        late = gang not in live or any(podinfo.deadline_passed(pod, now) for pod in live[gang])
+        late = broken or gang not in live
+        late = late or any(podinfo.deadline_passed(pod, now) for pod in live[gang])
         if checked is not None and (now - checked).total_seconds() < interval and not late:
             continue
-        mine = [m for m in listed if row is None or m.cluster_id in (row.cluster_id, None)]
         primary = next((m for m in mine or listed if m.rank == 0), None)
         nonce = primary.env.get(STOP_ON_EXIT_ENV) if primary is not None else None
-        if primary is None or primary.status is not InstanceStatus.RUNNING or not nonce:
+        if primary is None or not nonce or primary.status is InstanceStatus.TERMINATED:
             continue
-        if any(m.status in ENDED for m in listed):
-            continue  # the gang fails anyway
+        if primary.status is not InstanceStatus.RUNNING and not broken:
+            continue
         due[gang] = (primary.id, nonce)
     return due
+
+
+def member_ended(members: Sequence[Instance], row: ClusterRecord | None) -> str | None:
+    """What ends the gang on its cluster's side, or None: a member that ended (not by
+    our DELETE), or one the cluster had that RunPod no longer lists."""
+    failed = [m for m in members if m.status in ENDED]
+    if failed:
+        cluster_id = failed[0].cluster_id
+        return f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
+    if row is None or row.state is not ClusterState.RUNNING or not members:
+        return None
+    ranks = {m.rank for m in members}
+    if None in ranks or len(members) >= row.pod_count:
+        return None  # ranks are assigned while the cluster provisions
+    gone = sorted(set(range(row.pod_count)) - {r for r in ranks if r is not None})
+    return f"the member of rank {gone[0]} of cluster {members[0].cluster_id} is gone"
+
+
+def read_failed(tick: Situation, key: str, row: ClusterRecord) -> list[Action] | None:
+    """The gang is about to end and rank 0's one last read failed (a 5xx, a 429): that
+    says nothing of its end, so it waits for the read of a later tick, counted in its
+    row, up to LAST_READ_TRIES; then (None) it is judged on what is known, so a log
+    route that never answers cannot keep a cluster billing."""
+    if key not in tick.obs.gang_unread or row.unread_ends >= LAST_READ_TRIES:
+        return None
+    counted = row.changed(unread_ends=row.unread_ends + 1, result_checked_at=tick.now)
+    return [SaveClusterRow(counted)]
 
 
 def unjudged(
     tick: Situation,
     key: str,
     members: Mapping[str, Sequence[Instance]],
+    rows: Mapping[str, ClusterRecord],
     pods: Sequence[KubeObject],
-) -> set[str | None]:
+) -> tuple[set[str | None], list[Action]]:
     """The earlier clusters of the Job (its gang is `key` now) whose one last read of
-    rank 0 failed while a pod that ran in them is still going (deleted, within its
-    grace): their gang is neither failed nor deleted on an unknown end this tick; the
-    read goes again next tick. Past the grace, the gang is judged on what is known."""
+    rank 0 failed: their gang is neither failed nor deleted on an unknown end this tick,
+    and the read goes again next tick (`read_failed`'s bound); with the row saves that
+    count the failed reads."""
     held: set[str | None] = set()
+    actions: list[Action] = []
     for gang, listed in members.items():
         cluster_id = listed[0].cluster_id
-        if gang == key or gang not in tick.obs.gang_unread:
+        if gang == key or gang not in tick.obs.gang_unread or not pods:
             continue
-        going = [
-            p
-            for p in pods
-            if podinfo.pod_annotations(p).get(CLUSTER_ID) == cluster_id
-            and podinfo.in_grace(p, tick.now)
-        ]
-        if going:
+        row = rows.get(gang) or _row_of(tick, gang, cluster_id, pods[0])
+        counted = read_failed(tick, gang, row)
+        if counted is not None:
             held.add(cluster_id)
-    return held
+            actions += counted
+    return held, actions
+
+
+def _row_of(tick: Situation, gang: str, cluster_id: str | None, pod: KubeObject) -> ClusterRecord:
+    """A row for a running cluster the database does not know (lost, or another's)."""
+    ref = PodRef.of(pod)
+    return ClusterRecord(
+        gang, key_job(gang), ref.namespace, job_name(pod), ClusterState.RUNNING, tick.now, tick.now
+    ).changed(cluster_id=cluster_id)
 
 
 def result(row: ClusterRecord, code: int, now: datetime) -> ClusterRecord:

@@ -40,6 +40,8 @@ from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECON
 from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.plan import gang_end
 from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan.admission import priced
+from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
@@ -51,11 +53,12 @@ from reconciler.core.resources.clusters import (
     RANK,
     ClusterRecord,
     ClusterState,
+    GangJob,
     gang_key,
     index_of,
     is_live,
     job_name,
-    job_uid,
+    job_of,
     key_job,
     members_by_gang,
 )
@@ -67,28 +70,42 @@ from reconciler.core.translate.request import create_requests
 def plan_gangs(tick: Situation) -> list[Action]:
     members = members_by_gang(tick.obs.members, tick.settings.owner_id)
     rows = {row.gang: row for row in tick.obs.clusters}
-    by_job: dict[str, list[KubeObject]] = {}
-    actions: list[Action] = []
+    by_job: dict[GangJob, list[KubeObject]] = {}
+    actions: list[Action] = _foreign(tick)
     for pod in tick.obs.gang_pods:
-        job = job_uid(pod)
-        if job is None:
+        owner = job_of(pod)
+        if owner is None:
             message = GANG_REFUSALS[GangRefusal.NOT_A_JOB]
             actions += _wait(tick, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
-            by_job.setdefault(job, []).append(pod)
+            by_job.setdefault(owner, []).append(pod)
     # Each gang sees its own Job's members and rows: looked up, not searched for, so
     # that a tick's work grows with the gangs, not with their square.
     members_of = _by_job(members)
     rows_of = _by_job(rows)
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     current: set[str] = set()
-    for job, pods in by_job.items():
+    for (_, uid), pods in by_job.items():
         decided, key = _gang(
-            tick, job, pods, members_of.get(job, {}), rows_of.get(job, {}), listed_ids
+            tick, uid, pods, members_of.get(uid, {}), rows_of.get(uid, {}), listed_ids
         )
         actions += decided
         current.add(key)
-    return actions + _collect(tick, members, rows, by_job, current)
+    jobs = {uid for _, uid in by_job} | tick.obs.gang_jobs_unread
+    staying = {uid for (_, uid), ps in by_job.items() if not all(map(podinfo.is_deleting, ps))}
+    staying |= tick.obs.gang_jobs_unread
+    return actions + collect(tick, members, rows, (jobs, staying), current)
+
+
+def _foreign(tick: Situation) -> list[Action]:
+    """Pods whose ownerReference names no Job of their namespace: in no gang (so a Job
+    UID is one namespace's in all the rest), told why; finished at once when deleted."""
+    foreign = tick.obs.foreign_gang_pods
+    actions = gang_end.finalize(tick, [p for p in foreign if podinfo.is_deleting(p)], set())
+    for pod in foreign:
+        if is_live(pod) and (job := job_of(pod)) is not None:
+            actions += _wait(tick, [pod], PodReason.FOREIGN_ID, clusters.job_refusal(job))
+    return actions
 
 
 _V = TypeVar("_V")
@@ -134,7 +151,8 @@ def _gang(
         for gang, listed in members.items()
         if gang != key and (code := tick.obs.gang_results.get(gang)) is not None
     }
-    held = gang_end.unjudged(tick, key, members, pods)
+    held, counted = gang_end.unjudged(tick, key, members, rows, pods)
+    actions += counted
     judged = [p for p in active if podinfo.pod_annotations(p).get(CLUSTER_ID) not in held]
     broken = [
         p
@@ -160,8 +178,15 @@ def _gang(
     healthy = [p for p in judged if p not in broken]
     late = gang_end.deadline_passed(tick, healthy)
     if late is not None and tick.obs.gang_results.get(key) is None:  # a result read wins
+        row = rows.get(key) or _new_row(tick, key, healthy, ClusterState.RUNNING)
+        unread = gang_end.read_failed(tick, key, row) if cluster_id else None
+        if unread is not None:
+            return actions + unread, key
         ending = _end_early(tick, key, cluster_id, rows.get(key), late, healthy, current)
         return actions + ending, key
+    if held:  # an earlier cluster of the Job may have succeeded: its end is read first
+        message = f"waiting for the result of rank 0 of cluster {sorted(map(str, held))[0]}"
+        return actions + _wait(tick, healthy, PodReason.CLUSTER_FORMING, message), key
     if current:
         return actions + _run(tick, key, healthy, current, rows.get(key)), key
     done = gang_end.succeeded_before(key, rows, ended)
@@ -251,9 +276,21 @@ def _run(
     if row is None or row.cluster_id != cluster_id or not settled:
         kept = _adopted(tick, key, pods, members, row, cluster_id)
     assert kept is not None
-    failed = [m for m in members if m.status in gang_end.ENDED]
-    if failed:
-        detail = f"member {failed[0].id} of cluster {cluster_id} is {failed[0].status.value}"
+    # Rank 0's result, when read, wins over a member's end: it may have exited first.
+    code = tick.obs.gang_results.get(key)
+    if code is not None:
+        ended = gang_end.result(kept, code, tick.now)
+        detail = f"rank 0 exited with {code}: the gang ended"
+        deleted = gang_end.delete(
+            tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED, members
+        )
+        return [*gang_end.settle(tick, pods, ended), *deleted]
+    broken = gang_end.member_ended(members, kept)
+    if broken is not None:
+        unread = gang_end.read_failed(tick, key, kept)
+        if unread is not None:
+            return unread
+        detail = broken
         message = f"{detail}: the gang fails, and its Job makes it again"
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
@@ -262,14 +299,6 @@ def _run(
         ]
     if key in tick.obs.gang_results or key in tick.obs.gang_unread:
         kept = kept.changed(result_checked_at=tick.now)  # a failed read waits its interval
-        code = tick.obs.gang_results.get(key)
-        if code is not None:
-            ended = gang_end.result(kept, code, tick.now)
-            detail = f"rank 0 exited with {code}: the gang ended"
-            deleted = gang_end.delete(
-                tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED, members
-            )
-            return [*gang_end.settle(tick, pods, ended), *deleted]
     actions: list[Action] = [SaveClusterRow(kept)] if kept != row else []
     by_rank = {m.rank: m for m in members if m.rank is not None}
     for pod in pods:
@@ -407,6 +436,7 @@ def _create(
             network_volumes=tick.obs.network_volumes,
             claim=inputs.claim,
         )
+        requests = priced(ordered[0], inputs.job, tick.settings, requests)
     except TranslationError as exc:
         return _wait(tick, pods, *clusters.gang_refusal(exc, bool(tick.obs.cluster_catalog)))
     job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
@@ -459,41 +489,4 @@ def _wait(
             continue
         ref = PodRef.of(pod)
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
-    return actions
-
-
-def _collect(
-    tick: Situation,
-    members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
-    by_job: Mapping[str, list[KubeObject]],
-    current: set[str],
-) -> list[Action]:
-    """Clusters of ours whose Job has no pod on the node: deleted after the orphan grace
-    (a create's pods may be read a moment after its members are listed); rows of gangs
-    that are no Job's gang now and have no cluster listed, forgotten once no create of
-    theirs can be in doubt."""
-    actions: list[Action] = []
-    forgotten, gone = clusters.gone_rows(rows.values(), tick.obs.clusters_gone, by_job)
-    actions += [DeleteClusterRow(gang) for gang in forgotten]
-    actions += [SaveClusterRow(row.changed(updated_at=tick.now)) for row in gone]
-    done = {*forgotten, *(g for g, row in rows.items() if row.state is ClusterState.GONE)}
-    for gang, listed in members.items():
-        if key_job(gang) in by_job:
-            continue
-        born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and tick.within(born, tick.settings.timing.orphan_grace_time):
-            continue
-        detail = "no pod of its Job is left on the node"
-        actions += gang_end.delete(
-            tick, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
-        )
-    for gang, row in rows.items():
-        if gang in members or gang in current or gang in done:
-            continue
-        since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
-        if not tick.within(
-            since, tick.settings.timing.create_grace_time + tick.settings.timing.orphan_grace_time
-        ):
-            actions.append(DeleteClusterRow(gang))
     return actions

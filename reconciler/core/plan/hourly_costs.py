@@ -20,7 +20,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
 from reconciler.core.pods import facts as podinfo
-from reconciler.core.resources import clusters
+from reconciler.core.resources import clusters, storage_prices
 
 
 def spent(tick: Situation) -> Spent:
@@ -37,7 +37,8 @@ def _running(tick: Situation) -> Spent:
     owned = ownership_of(obs, owner).owned
     total = Spent()
     for uid, group in owned.items():
-        total.add(_namespace_of(uid, rows, pods), len(group), sum(i.cost_per_hr for i in group))
+        usd = sum(storage_prices.instance_hourly(i) for i in group)  # with its disks
+        total.add(_namespace_of(uid, rows, pods), len(group), usd)
     for row in rows.values():
         if (
             row.state is MappingState.CREATING
@@ -49,7 +50,7 @@ def _running(tick: Situation) -> Spent:
     listed = clusters.members_by_gang(obs.members, owner)
     for gang, members in listed.items():
         namespace = jobs.get(clusters.key_job(gang))
-        total.add(namespace, len(members), sum(m.cost_per_hr for m in members))
+        total.add(namespace, len(members), sum(storage_prices.instance_hourly(m) for m in members))
     for cluster in obs.clusters:
         if (
             cluster.state is ClusterState.CREATING

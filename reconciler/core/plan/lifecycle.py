@@ -225,11 +225,29 @@ def _without_instance(
         # Our row may still wait (a create refused, or one in doubt) while another writer,
         # on a database of its own, made the instance and wrote it onto the pod: RunPod's
         # list may not show it yet, and a create now would pay twice.
-        rebuilt = pod_past.rebuilt_row(
-            pod, tick.now, ownership_of(tick.obs, tick.settings.owner_id)
-        )
+        owners = ownership_of(tick.obs, tick.settings.owner_id)
+        rebuilt = pod_past.rebuilt_row(pod, tick.now, owners)
         if rebuilt is not None:
             return [SaveRow(rebuilt)], None
+        refused = owners.refused.get(podinfo.uid(pod))
+        if refused is not None and row is None:  # told once: a row follows this tick
+            decided, wait = _new_pod(tick, pod, row)
+            return [_refused_id(pod, refused), *decided], wait
+    return _new_pod(tick, pod, row)
+
+
+def _refused_id(pod: KubeObject, why: str) -> Event:
+    message = (
+        f"annotation {podinfo.POD_ID_ANNOTATION} names no instance of this pod: {why}; "
+        "nothing of it is read or changed, and no row is made from it"
+    )
+    return Event(PodRef.of(pod), PodReason.FOREIGN_ID, message, warning=True)
+
+
+def _new_pod(
+    tick: Situation, pod: KubeObject, row: MappingRecord | None
+) -> tuple[list[Action], Waiting | None]:
+    """A pod without an instance whose annotation rebuilt no row."""
     if row is not None and (row.state.finished or row.state is MappingState.TERMINATING):
         return _restore_final_status(tick, pod, row), None
     if row is not None and row.state is MappingState.RUNNING:

@@ -35,6 +35,11 @@ class CreateInputs:
     pull_secret: tuple[str, str, str] | None = field(default=None, repr=False)
     claim: ClaimMount | None = None
     """The network volume the pod's claims give it (`core.translate.claims`)."""
+    pull_credentials: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+    """Every login the pod's imagePullSecrets hold (`pull_secrets.all_credentials`)."""
+    claim_uids: frozenset[str] = frozenset()
+    """The UIDs of the pod's namespace's claims, read only when the pod names a network
+    volume by id: the only volumes it may name are those made for one of them."""
     error: TranslationError | None = None
 
 
@@ -79,6 +84,12 @@ class Observation:
     gang_pods: Sequence[KubeObject] = ()
     """The node's pods that ask for an Instant Cluster (`core.resources.clusters`): not
     in `pods`."""
+    foreign_gang_pods: Sequence[KubeObject] = ()
+    """Gang pods whose controller ownerReference names no Job of their namespace: in no
+    gang (`runtime/resources/gang_jobs.py`), not in `gang_pods`."""
+    gang_jobs_unread: frozenset[str] = frozenset()
+    """Job UIDs of gang pods whose Job could not be read this tick: no cluster of such a
+    Job is collected on it."""
     members: Sequence[Instance] = ()
     """Instant Cluster members in the list, anyone's: not in `instances`."""
     clusters: Sequence[ClusterRecord] = ()

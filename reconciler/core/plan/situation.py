@@ -60,7 +60,8 @@ def ownership_of(obs: Observation, owner_id: str) -> Ownership:
     if obs.ownership is not None and obs.ownership.owner_id == owner_id:
         return obs.ownership
     pods = [p for p in obs.pods if podinfo.is_ours_to_run(p)]
-    return Ownership.of(owner_id, obs.instances, obs.rows, pods)
+    records = ownership.Records({i.id: i for i in obs.instances}, {m.id for m in obs.members})
+    return Ownership.of(owner_id, obs.instances, obs.rows, pods, records)
 
 
 def lookalikes_by_pod(

@@ -178,12 +178,6 @@ def deadline_passed(pod: KubeObject, now: datetime) -> bool:
     return now - started >= timedelta(seconds=int(limit))
 
 
-def in_grace(pod: KubeObject, now: datetime) -> bool:
-    """Deleted, and its grace not over: `now` is before its deletionTimestamp."""
-    ends = parse_time(pod["metadata"].get("deletionTimestamp"))
-    return ends is not None and now < ends
-
-
 def age(pod: KubeObject, now: datetime) -> timedelta:
     created = created_at(pod)
     return timedelta(0) if created is None else now - created

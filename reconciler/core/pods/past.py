@@ -50,8 +50,11 @@ def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRec
 def has_past(pod: KubeObject, owners: Ownership) -> bool:
     """Whether the pod shows it had an instance: then it is never created for again. An
     annotation that no row could hold (not an id RunPod gives, or one another pod or row
-    names) is anyone's writing, not a past."""
-    return annotated_instance(owners, pod) is not None or ran_before(pod)
+    names) or that names what is not this pod's (`Ownership.refused`) is anyone's
+    writing, not a past; one naming an id no read showed yet holds the pod until one
+    does."""
+    uid = podinfo.uid(pod)
+    return annotated_instance(owners, pod) is not None or uid in owners.unread or ran_before(pod)
 
 
 def ran_before(pod: KubeObject) -> bool:

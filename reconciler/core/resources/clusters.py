@@ -20,7 +20,7 @@ The store's row of a gang's cluster is `core.cluster_record`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -37,6 +37,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.pods import facts as podinfo
+from reconciler.core.printable import quoted
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 from reconciler.core.translate.errors import TranslationError
@@ -62,6 +63,32 @@ def job_uid(pod: KubeObject) -> str | None:
         if ref.get("kind") == "Job" and ref.get("controller") and ref.get("uid"):
             return str(ref["uid"])
     return None
+
+
+GangJob = tuple[str, str]
+"""A gang's Job as (namespace, UID): a pod's ownerReference is anyone's to write who may
+make the pod, so a Job UID alone says nothing of which namespace's Job it is."""
+
+
+def job_of(pod: KubeObject) -> GangJob | None:
+    """The (namespace, UID) of the Job the pod's controller ownerReference names."""
+    uid = job_uid(pod)
+    return None if uid is None else (str(pod["metadata"].get("namespace") or "default"), uid)
+
+
+def jobs_recorded(rows: Iterable[ClusterRecord]) -> set[GangJob]:
+    """The Jobs our cluster rows record: each was read in its namespace, with its UID,
+    before its gang's first create (only pods of such a Job form a gang), so a row is
+    proof enough."""
+    return {(row.namespace, row.job_uid) for row in rows}
+
+
+def job_refusal(job: GangJob) -> str:
+    namespace, uid = job
+    return (
+        f"its controller ownerReference names Job UID {quoted(uid)}, which is no Job of "
+        f"namespace {namespace}: the pod joins no gang"
+    )
 
 
 def job_name(pod: KubeObject) -> str:
@@ -95,13 +122,14 @@ def is_live(pod: KubeObject) -> bool:
 
 
 def live_gangs(pods: Iterable[KubeObject]) -> dict[str, list[KubeObject]]:
-    """The gangs these pods (of any Jobs) are now, by key, with their live pods."""
-    by_job: dict[str, list[KubeObject]] = {}
+    """The gangs these pods (of any Jobs) are now, by key, with their live pods: one per
+    namespace and Job UID."""
+    by_job: dict[GangJob, list[KubeObject]] = {}
     for pod in pods:
-        job = job_uid(pod)
+        job = job_of(pod)
         if job is not None and is_live(pod):
             by_job.setdefault(job, []).append(pod)
-    return {gang_key(job, live): live for job, live in by_job.items()}
+    return {gang_key(job[1], live): live for job, live in by_job.items()}
 
 
 def gang_key(job: str, pods: Iterable[KubeObject]) -> str:
@@ -208,15 +236,19 @@ class UnrunCluster:
 
 
 def unrun(
-    members: Iterable[Instance], gang_pods: Iterable[KubeObject], owner_id: str
+    members: Iterable[Instance],
+    gang_pods: Iterable[KubeObject],
+    owner_id: str,
+    unread: Iterable[str] = (),
 ) -> list[UnrunCluster]:
     """Clusters of ours that no Job with a live pod on the node runs (the leak audit
-    reports those that stay so past the orphan grace)."""
+    reports those that stay so past the orphan grace); `unread`: Job UIDs whose pods
+    could not be told theirs this tick (nothing is said of their clusters)."""
     live = {
         job_uid(pod)
         for pod in gang_pods
         if not podinfo.is_finished(pod) and not podinfo.is_deleting(pod)
-    }
+    } | set(unread)
     by_cluster: dict[str, list[Instance]] = {}
     for member in members:
         if member.cluster_id is not None and member.owner == owner_id:
@@ -286,17 +318,14 @@ def unlisted(
 
 
 def gone_rows(
-    rows: Iterable[ClusterRecord],
-    gone: frozenset[str],
-    pods_by_job: Mapping[str, Sequence[KubeObject]],
+    rows: Iterable[ClusterRecord], gone: frozenset[str], staying: Collection[str]
 ) -> tuple[list[str], list[ClusterRecord]]:
     """Rows of clusters we deleted that RunPod answered 404 for by id (`gone`), or that
     are `gone` already: forgotten (by gang key) when no pod of their Job stays on the
-    node (none, or all being deleted), else kept as `gone` for the gang's end that their
-    pods and the Job's next attempt read (the second list: rows that become `gone` now)."""
-    jobs = {
-        job for job, pods in pods_by_job.items() if not all(podinfo.is_deleting(p) for p in pods)
-    }
+    node (`staying`: the Jobs with a pod not being deleted), else kept as `gone` for the
+    gang's end that their pods and the Job's next attempt read (the second list: rows
+    that become `gone` now)."""
+    jobs = set(staying)
     forgotten: list[str] = []
     kept: list[ClusterRecord] = []
     for row in rows:

@@ -10,10 +10,12 @@ two clusters sharing an account never take each other's.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from reconciler.core.actions import DeleteRegistryAuth
 from reconciler.core.domain import REGISTRY_NAME_PREFIX, Instance, InstanceStatus, RegistryAuth
+from reconciler.core.tenancy import Marks, refusal
 
 
 def registry_name(owner_id: str, registry: str, username: str, password: str) -> str:
@@ -24,6 +26,29 @@ def registry_name(owner_id: str, registry: str, username: str, password: str) ->
     """
     content = hashlib.sha256(f"{registry}\0{username}\0{password}".encode()).hexdigest()[:16]
     return f"{_our_prefix(owner_id)}{content}"
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Which credentials a pod's runpod.io/container-registry-auth-id may name."""
+
+    owner_id: str
+    allowed_ids: tuple[str, ...]
+    """Those the administrator allows any pod (`--registry-auth-ids`)."""
+
+    def refusal(
+        self, auth_id: str, listed: Mapping[str, str], own_names: Iterable[str]
+    ) -> str | None:
+        """Why a pod may not pull with the credential it names: only one the
+        administrator allows, or one of ours made from the pod's own pull secrets
+        (`own_names`), by RunPod's record of it (its name, in `listed`: name to id).
+        None: it may."""
+        if auth_id in self.allowed_ids:
+            return None
+        name = next((n for n, i in listed.items() if i == auth_id), None)
+        ours = name is not None and name.startswith(_our_prefix(self.owner_id))
+        marks = None if name is None else Marks(ours, name)
+        return refusal("registry credential", auth_id, marks, frozenset(own_names))
 
 
 def is_ours(auth: RegistryAuth, owner_id: str) -> bool:

@@ -1,4 +1,6 @@
-"""What our network volumes' storage costs per hour, for the spend caps.
+"""What storage costs per hour: our network volumes' for the spend caps, and each
+instance's own disks (container disk and persistent volume) for its max price and the
+caps, counted with its GPU before the create is sent.
 
 RunPod's API publishes no storage price: the contract's network volume has none, and the
 billing routes tell what was charged, not the rate. RunPod's billing documentation
@@ -6,6 +8,10 @@ billing routes tell what was charged, not the rate. RunPod's billing documentati
 below 1 TB and $0.05 above; no price for the HIGH_PERFORMANCE tier is published, so it
 is taken as twice the standard one. The caps count every GB at these flat rates, which
 can only err high (a volume above 1 TB costs less), and a month as 730 hours.
+
+An instance's disks are priced by the same documentation (docs.runpod.io, "Storage
+options"): $0.10 per GB and month of container disk, and of a persistent volume $0.10
+while the pod runs and $0.20 while it is stopped; the caps count the stopped rate.
 
 A volume counts from its PersistentVolume (which we made: the PV says its size and
 type, and its claim's namespace), whatever its phase: storage bills until the volume
@@ -15,12 +21,13 @@ is deleted, whether a pod mounts it or not.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
 from reconciler.core.actions import CreateNetworkVolume
-from reconciler.core.domain import KubeObject
+from reconciler.core.domain import CreateRequest, Instance, KubeObject
 from reconciler.core.quantity import quantity_value
 from reconciler.core.resources.volume_objects import (
     GB,
@@ -33,6 +40,48 @@ USD_PER_GB_MONTH = {"STANDARD": 0.07, "HIGH_PERFORMANCE": 0.14}
 """STANDARD is RunPod's published price; HIGH_PERFORMANCE is an assumption (none is
 published)."""
 HOURS_PER_MONTH = 730
+CONTAINER_DISK_USD_PER_GB_MONTH = 0.10
+VOLUME_DISK_USD_PER_GB_MONTH = 0.20
+"""A persistent volume's stopped rate (running: 0.10): it can only err high."""
+
+
+def disks_hourly(container_gb: int | None, volume_gb: int | None) -> float:
+    """USD per hour of an instance's container disk and persistent volume."""
+    usd = max(0, container_gb or 0) * CONTAINER_DISK_USD_PER_GB_MONTH
+    usd += max(0, volume_gb or 0) * VOLUME_DISK_USD_PER_GB_MONTH
+    return usd / HOURS_PER_MONTH
+
+
+def with_disks(request: CreateRequest) -> CreateRequest:
+    """The request priced with its disks: its `hourly_price` is what it costs in all."""
+    volume = request.persistent_volume.size_gb if request.persistent_volume else None
+    storage = disks_hourly(request.container_disk_gb, volume)
+    return replace(request, hourly_price=round(request.hourly_price + storage, 6))
+
+
+def within_max_price(
+    requests: Sequence[CreateRequest], max_price: float
+) -> tuple[list[CreateRequest], str | None]:
+    """The requests priced with their disks that stay within the pod's max price; when
+    none does, why (the GPU alone was checked against it when the offers were ranked)."""
+    priced = [with_disks(r) for r in requests]
+    kept = [r for r in priced if r.hourly_price <= max_price]
+    if kept or not priced:
+        return kept, None
+    first = requests[0]
+    volume = first.persistent_volume.size_gb if first.persistent_volume else 0
+    disks = disks_hourly(first.container_disk_gb, volume)
+    cheapest = min(r.hourly_price for r in priced)
+    return [], (
+        f"with its disks ({first.container_disk_gb or 0} GB container disk, {volume} GB "
+        f"volume: {disks:.2f} USD/h) the cheapest fitting offer costs {cheapest:.2f} USD/h, "
+        f"above the limit of {max_price:.2f} USD/h"
+    )
+
+
+def instance_hourly(instance: Instance) -> float:
+    """What a listed instance costs per hour: RunPod's price and its disks."""
+    return instance.cost_per_hr + disks_hourly(instance.container_disk_gb, instance.volume_gb)
 
 
 def hourly_usd(size_gb: int, kind: str | None) -> float:

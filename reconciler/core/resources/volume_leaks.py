@@ -14,10 +14,12 @@ A leak is a volume named as ours (`volume_objects.volume_name`) that no PV names
 no claim waits for. When its claim is live and bound to another volume, it is a
 duplicate (a POST whose answer was lost, another reconciler that took the claim over):
 no pod ever mounted it (pods mount what a PV names), so once it has been listed for the
-orphan grace and no instance mounts it, it is deleted, as a duplicate instance is.
-Otherwise (its claim gone: a Retained volume whose PV someone deleted, say) it is
-kept, and reported on every tick: data is never deleted on a guess. Another owner's
-volume is never a leak of ours.
+orphan grace and no instance mounts it, it is deleted, as a duplicate instance is. The
+grace counts from when the bound volume's PV was made, by Kubernetes' record, if that is
+earlier than the first list the database kept (a database lost on every run keeps none).
+Otherwise (its claim gone: a Retained volume whose PV someone deleted, say) it is kept,
+and reported on every tick: data is never deleted on a guess. Another owner's volume is
+never a leak of ours.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from datetime import datetime, timedelta
 
 from reconciler.core.actions import DeleteNetworkVolume
 from reconciler.core.domain import RunPodVolume
+from reconciler.core.pods.facts import parse_time
 from reconciler.core.resources.network_volumes import leaks
 from reconciler.core.resources.storage_prices import hourly_usd
 from reconciler.core.resources.volume_objects import StorageView, claim_uid_of, mounted
@@ -83,9 +86,34 @@ def found(known: Sequence[KnownVolume], view: StorageView) -> list[VolumeLeak]:
     """The leaks among the volumes the most recent list showed, told by the PVs and
     claims of this tick."""
     first = {k.volume.id: k.first_listed_at for k in known}
-    bound = {c["metadata"]["uid"] for c in view.claims if c.get("spec", {}).get("volumeName")}
+    bound = _bound_since(view)
     leaked = leaks(replace(view, listed=[k.volume for k in known]))
-    return [VolumeLeak(v, first[v.id], claim_uid_of(v, view.owner_id) in bound) for v in leaked]
+    found_leaks: list[VolumeLeak] = []
+    for volume in leaked:
+        claim = claim_uid_of(volume, view.owner_id)
+        duplicate = claim in bound
+        since = first[volume.id]
+        if duplicate:
+            # No create for a claim follows its binding: the duplicate was made before
+            # the bound volume's PV, by Kubernetes' own record, which a lost database
+            # keeps (a fresh database would count from its own first list on every run).
+            since = min(since, bound[claim] or since)
+        found_leaks.append(VolumeLeak(volume, since, duplicate))
+    return found_leaks
+
+
+def _bound_since(view: StorageView) -> dict[str | None, datetime | None]:
+    """By claim UID, for each claim bound to a volume: when that volume's PV was made
+    (None when the PV is not read)."""
+    made = {
+        pv["metadata"]["name"]: parse_time(pv["metadata"].get("creationTimestamp"))
+        for pv in view.volumes
+    }
+    return {
+        c["metadata"]["uid"]: made.get(c["spec"]["volumeName"])
+        for c in view.claims
+        if c.get("spec", {}).get("volumeName")
+    }
 
 
 def to_confirm(

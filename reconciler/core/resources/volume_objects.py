@@ -28,6 +28,7 @@ from reconciler.core.domain import (
     RunPodVolume,
 )
 from reconciler.core.quantity import quantity_value
+from reconciler.core.tenancy import Marks, refusal
 
 PROVISIONER = "runpod.io/network-volume"
 CSI_DRIVER = "network-volume.runpod.io"
@@ -98,6 +99,22 @@ def claim_uid_of(volume: RunPodVolume, owner_id: str) -> str | None:
 
 def _our_prefix(owner_id: str) -> str:
     return f"{REGISTRY_NAME_PREFIX}{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}-pvc-"
+
+
+def named_volume_refusal(
+    volume_id: str, volumes: Sequence[RunPodVolume], owner_id: str, claim_uids: Iterable[str]
+) -> str | None:
+    """Why a pod may not mount the network volume its annotation names: only one the
+    reconciler made for one of its namespace's claims (`claim_uids`), by RunPod's record
+    of it (its name: our owner digest and the claim's UID). Any other volume is mounted
+    through a PersistentVolume, which only an administrator can make. None: it may; a
+    volume the list does not show is left to the translation's own reason."""
+    listed = next((v for v in volumes if v.id == volume_id), None)
+    if listed is None:
+        return None
+    claim_uid = claim_uid_of(listed, owner_id)
+    marks = Marks(claim_uid is not None, claim_uid)
+    return refusal("network volume", volume_id, marks, frozenset(claim_uids))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -150,7 +150,8 @@ def rank(request: CpuRequest, catalog: Sequence[CpuFlavor]) -> list[Size]:
     for flavor in catalog:
         vcpus = vcpus_for(request, flavor)
         allowed = request.allowed is None or _position(request, flavor) is not None
-        if vcpus is not None and allowed and price(flavor, vcpus) <= request.max_price:
+        priced = flavor.price_per_vcpu > 0  # no usable price: unusable, never free
+        if vcpus is not None and allowed and priced and price(flavor, vcpus) <= request.max_price:
             sizes.append((flavor, vcpus))
 
     def key(size: Size) -> tuple[bool, int, float, int, str]:
@@ -180,6 +181,9 @@ def explain_unsatisfiable(request: CpuRequest, catalog: Sequence[CpuFlavor]) -> 
             f"{request.memory_bytes / GB:.1f} GB of RAM; the largest offer is {largest.id} "
             f"with {largest.vcpu_max} vCPUs and {largest.vcpu_max * largest.ram_gb_per_vcpu:g} GB"
         )
+    sized = [(f, v) for f, v in sized if f.price_per_vcpu > 0]
+    if not sized:
+        return "RunPod's CPU catalog gives no usable price for any fitting CPU flavor"
     cheapest = min(price(f, v) for f, v in sized)
     return (
         f"the cheapest fitting CPU instance costs {cheapest:.2f} USD/h, above the limit of "

@@ -149,6 +149,13 @@ _CHECKS: tuple[tuple[_Check, _Explain], ...] = (
         ),
     ),
     (
+        lambda r, g: g.price(r.cloud) > 0,
+        lambda r, _: (
+            f"RunPod's catalog gives no usable price for any acceptable GPU type in the "
+            f"{r.cloud.value} cloud (an offer without one is never taken as free)"
+        ),
+    ),
+    (
         lambda r, g: _pod_price(r, g) <= r.max_price,
         lambda r, gs: (
             f"the cheapest acceptable GPU type costs "

@@ -9,7 +9,7 @@ offers`, so what the command shows is what the planner would try, in that order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.core.config import Settings
 from reconciler.core.domain import Availability, Cloud, CpuFlavor, GpuType, KubeObject
@@ -95,6 +95,26 @@ def offer_rows(
             where = None if datacenter is None else (datacenter,)
             rows.append(OfferRow(offer, datacenter, stock(entry, where)))
     return rows
+
+
+def in_datacenter(offers: Sequence[Offer], datacenter: str | None) -> list[Offer]:
+    """The offers of a pod whose network volume is in `datacenter` (None: it has none),
+    each limited to it; those the pod's own data centers exclude it from are dropped."""
+    if datacenter is None:
+        return list(offers)
+    pinned = [
+        replace(offer, datacenter_ids=(datacenter,))
+        for offer in offers
+        if not offer.datacenter_ids or datacenter in offer.datacenter_ids
+    ]
+    if not pinned:
+        raise TranslationError(
+            PodReason.NETWORK_VOLUME_UNAVAILABLE,
+            f"the network volume is in data center {datacenter}, where nothing that fits "
+            "this pod is offered now or allowed (runpod.io/datacenter-ids, --datacenter-ids)",
+            permanent=False,
+        )
+    return pinned
 
 
 def first_datacenter(

@@ -51,6 +51,20 @@ def registry_credentials(
     return None
 
 
+def all_credentials(
+    pull_secret_data: Mapping[str, Mapping[str, str]],
+) -> list[tuple[str, str, str]]:
+    """Every (host, username, password) the pod's imagePullSecrets hold, whatever the
+    image: the credentials made from them are the only ones of ours the pod may name."""
+    found = []
+    for data in pull_secret_data.values():
+        for key, entry in _auths(data).items():
+            login = _login(entry) if isinstance(entry, dict) else None
+            if login is not None:
+                found.append((_normalise(key), *login))
+    return found
+
+
 def _auths(data: Mapping[str, str]) -> dict[str, Any]:
     try:
         if ".dockerconfigjson" in data:

@@ -38,13 +38,13 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.gpus import stock
 from reconciler.core.translate.image import check_image
 from reconciler.core.translate.names import instance_name
-from reconciler.core.translate.offers import Offer, ranked_offers, require_catalog
+from reconciler.core.translate.offers import Offer, in_datacenter, ranked_offers, require_catalog
 from reconciler.core.translate.ports import instance_ports
 from reconciler.core.translate.pull_secrets import registry_credentials
 from reconciler.core.translate.ssh import ssh_env, ssh_ports
 
 # registry_credentials belongs to the create inputs the engine gathers for a pod.
-__all__ = ["create_requests", "registry_credentials", "requests_out_of_stock"]
+__all__ = ["create_requests", "placed_offers", "registry_credentials", "requests_out_of_stock"]
 
 
 def create_requests(
@@ -65,7 +65,6 @@ def create_requests(
     on_cpu = require_catalog(pod, job, catalog, cpu_catalog, settings)
     check_offload(pod, job, int(YEAR))
     offers = ranked_offers(pod, job, catalog, cpu_catalog, settings)
-    candidates = [_fields(offer) for offer in offers]
     disks = disks_for(pod, job, settings, network_volumes, claim)
     base = _instance(pod, job, sources, settings, owner_id, disks)
     if on_cpu and base.persistent_volume is not None:
@@ -76,27 +75,25 @@ def create_requests(
             permanent=True,
         )
     auth = read_id(pod, job, CONTAINER_REGISTRY_AUTH_ID) or registry_auth_id
-    if disks.datacenter is not None:
-        candidates = _in_datacenter(candidates, disks.datacenter)
+    candidates = [_fields(offer) for offer in in_datacenter(offers, disks.datacenter)]
     return [replace(base, registry_auth_id=auth, **fields) for fields in candidates]
 
 
-def _in_datacenter(candidates: list[dict[str, Any]], datacenter: str) -> list[dict[str, Any]]:
-    """Each candidate limited to the network volume's data center; those the pod's own
-    data centers exclude it from are dropped."""
-    pinned = [
-        {**fields, "datacenter_ids": (datacenter,)}
-        for fields in candidates
-        if not fields["datacenter_ids"] or datacenter in fields["datacenter_ids"]
-    ]
-    if not pinned:
-        raise TranslationError(
-            PodReason.NETWORK_VOLUME_UNAVAILABLE,
-            f"the network volume is in data center {datacenter}, where nothing that fits "
-            "this pod is offered now or allowed (runpod.io/datacenter-ids, --datacenter-ids)",
-            permanent=False,
-        )
-    return pinned
+def placed_offers(
+    pod: KubeObject,
+    job: KubeObject | None,
+    catalog: Sequence[GpuType],
+    cpu_catalog: Sequence[CpuFlavor],
+    settings: Settings,
+    network_volumes: Sequence[RunPodVolume] | None = None,
+    claim: ClaimMount | None = None,
+) -> list[Offer]:
+    """The offers `create_requests` tries, in its order and where it tries them (ranked,
+    then each limited to the pod's network volume's data center), without the rest of
+    the request: what `reconciler offers` shows."""
+    offers = ranked_offers(pod, job, catalog, cpu_catalog, settings)
+    disks = disks_for(pod, job, settings, network_volumes, claim)
+    return in_datacenter(offers, disks.datacenter)
 
 
 def _fields(offer: Offer) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
@@ -263,7 +264,15 @@ class PodLogs:
 
     def _runs_gang(self, instance_id: str, pod: KubeObject) -> bool:
         """A gang pod's member, as its annotation names it, checked against RunPod's
-        record (one GET): a forged id must not read another instance's log."""
+        record (one GET): a forged id must not read another instance's log. The pod's
+        Job must be its namespace's first (a cluster row records it, or one Kubernetes
+        GET): its ownerReference is anyone's to write too."""
+        if not self._job_is_its_namespaces(pod):
+            log.warning(
+                "refused a log read: pod %s names a Job UID that is no Job of its namespace",
+                pod["metadata"].get("name"),
+            )
+            return False
         try:
             instance = self.runpod.instances.get(instance_id)
         except runpod_errors.RunPodNotFound:
@@ -280,6 +289,18 @@ class PodLogs:
             instance_id,
         )
         return False
+
+    def _job_is_its_namespaces(self, pod: KubeObject) -> bool:
+        job = clusters.job_of(pod)
+        if job is None:
+            return False
+        if job in clusters.jobs_recorded(self.store.load_clusters()):
+            return True
+        try:
+            read = self.kube.jobs.get(job[0], clusters.job_name(pod) or "-")
+        except kube_errors.KubeError as exc:
+            raise LogError(502, f"the pod's Job could not be read: {exc}") from exc
+        return read is not None and read["metadata"].get("uid") == job[1]
 
     def _check(
         self, namespace: str, name: str, container: str, options: LogOptions

@@ -41,6 +41,7 @@ from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
+from reconciler.runtime.resources.gang_jobs import GangJobs
 from reconciler.runtime.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -280,6 +281,7 @@ class Clusters:
         """Whether the last read found gangs' rows (None: not read yet in this process)."""
         self._gang_pods: frozenset[str] | None = None
         """The node's gang pods at the last tick (their kept lines are checked on a change)."""
+        self.jobs = GangJobs(shared.kube)
 
     def steps(self, journal: Journal) -> ClusterSteps:
         return ClusterSteps(journal, self._failing, self.pod_logs.keep_member)
@@ -293,7 +295,12 @@ class Clusters:
         if observation is None:
             return
         report.cluster_leaks = money.audit_clusters(
-            clusters.unrun(observation.members, observation.gang_pods, self.settings.owner_id),
+            clusters.unrun(
+                observation.members,
+                observation.gang_pods,
+                self.settings.owner_id,
+                observation.gang_jobs_unread,
+            ),
             self.settings.timing.orphan_grace_time,
             report.started_at,
             clusters.deleting(observation.clusters, report.actions),
@@ -350,12 +357,14 @@ class Clusters:
         rows, what a forming gang's create needs, and rank 0's exit code where due."""
         # Members come in the one list; only the gangs' planning looks at them.
         members = [i for i in sighting.listed if i.cluster_id is not None]
-        gang_pods = sighting.gang_pods
         # Rows are read while a gang or its rows are around (a row outlives its pods
         # for a tick: forgotten by the planning, which needs to see it).
-        busy = gang_pods or members or self._rows_left is not False
+        busy = sighting.gang_pods or members or self._rows_left is not False
         rows = self.store.load_clusters() if busy else []
         self._rows_left = bool(rows)
+        # Only a pod of a Job of its own namespace joins a gang: the rest is not looked at.
+        jobs = self.jobs.sort(sighting.gang_pods, rows)
+        sighting.gang_pods = gang_pods = jobs.theirs
         unlisted, gone = self._confirm_missing(members, rows, gang_pods)
         members += unlisted
         inputs = self._gang_inputs(sighting, members)
@@ -363,6 +372,8 @@ class Clusters:
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
         sighting.found.update(
             cluster_catalog=stock,
+            foreign_gang_pods=jobs.foreign,
+            gang_jobs_unread=jobs.unread,
             members=members,
             clusters=rows,
             gang_inputs=inputs,

@@ -36,6 +36,7 @@ from reconciler.core.capacity.stock import StockMemory, usable
 from reconciler.core.domain import CreateRequest, Instance
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import Notice, PodReason
+from reconciler.core.resources import registries as registry_rule
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime import crashpoints
@@ -60,9 +61,12 @@ class InstanceSteps:
         registries: Callable[[], RegistrySteps],
         stock: StockMemory,
         keep_log: Callable[[PodRef, str], None] | None = None,
+        naming: registry_rule.Naming | None = None,
     ) -> None:
-        """`registries` gives this run's credentials, which a create pulls with."""
+        """`registries` gives this run's credentials, which a create pulls with; `naming`
+        which of them a pod may name."""
         self.journal, self._registries, self.stock = journal, registries, stock
+        self.naming = naming or registry_rule.Naming("", ())
         self.keep_log = keep_log
         self.refusals = 0
         """Creates RunPod refused this run for want of stock."""
@@ -300,13 +304,21 @@ class InstanceSteps:
             registry_id = self._registries().id_for(action.registry_name)
             return tuple(replace(c, registry_auth_id=registry_id) for c in action.candidates)
         named = action.candidates[0].registry_auth_id
-        if named and named not in self._registries().ids().values():
+        if not named:
+            return action.candidates
+        listed = self._registries().ids()
+        if named not in listed.values() and named not in self.naming.allowed_ids:
             self._wait(
                 action,
                 REFUSALS[RefusalKind.ID_NOT_FOUND].reason or PodReason.INVALID_ANNOTATION,
                 f"annotation {CONTAINER_REGISTRY_AUTH_ID}: RunPod has no registry "
                 f"credential {named!r}",
             )
+            raise _CreatesSkipped
+        refused = self.naming.refusal(named, listed, action.own_registry_names)
+        if refused is not None:
+            message = f"annotation {CONTAINER_REGISTRY_AUTH_ID}: {refused}"
+            self._wait(action, PodReason.FOREIGN_ID, message)
             raise _CreatesSkipped
         return action.candidates
 

@@ -22,6 +22,7 @@ from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
+from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.by_id import read_by_id
@@ -48,6 +49,7 @@ class Instances:
             lambda: journal.steps_of(RegistrySteps),
             self.stock,
             self.pod_logs.keep,
+            registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),
         )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
@@ -67,7 +69,11 @@ class Instances:
         instances = [i for i in sighting.listed if i.cluster_id is None]
         rows = self.store.load_rows()
         instances += self._confirm_missing(instances, rows, pods)
-        owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods)
+        records = self._records(sighting.listed, instances, rows, pods)
+        if len(records.instances) > len(instances):  # read by id: the list lagged
+            shown = {i.id for i in instances}
+            instances += [i for i in records.instances.values() if i.id not in shown]
+        owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods, records)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
             p
@@ -110,6 +116,27 @@ class Instances:
         each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
         missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
         return read_by_id(missing, self.runpod.instances.get).found
+
+    def _records(
+        self,
+        listed: Sequence[Instance],
+        instances: Sequence[Instance],
+        rows: Sequence[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> ownership.Records:
+        """What RunPod says of the ids the pods' runpod.io/pod-id name: the tick's list,
+        and a read by id of each id a pod that may have its row rebuilt names and the
+        list omits (one GET each, none in a steady tick: such a pod gets its row, or is
+        created and the annotation rewritten, that very tick)."""
+        members = {i.id for i in listed if i.cluster_id is not None}
+        known = {i.id: i for i in instances}
+        read = read_by_id(
+            ownership.unlisted_annotations(pods, rows, known.keys() | members),
+            self.runpod.instances.get,
+        )
+        members |= {i.id for i in read.found if i.cluster_id is not None}
+        known.update((i.id, i) for i in read.found if i.cluster_id is None)
+        return ownership.Records(known, members, read.gone)
 
     def _network_volumes(
         self, needing: Sequence[KubeObject], inputs: Mapping[str, CreateInputs]

@@ -16,10 +16,18 @@ from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.runpod import errors as runpod_errors
-from reconciler.core.actions import Action, ClaimEvent, DeleteNetworkVolume
+from reconciler.core.actions import (
+    Action,
+    ClaimEvent,
+    CreateNetworkVolume,
+    DeleteNetworkVolume,
+    ResizeNetworkVolume,
+)
 from reconciler.core.domain import KubeObject, RunPodVolume
-from reconciler.core.money import attribution
+from reconciler.core.money import attribution, storage_caps
+from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
+from reconciler.core.plan.situation import Situation
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
@@ -27,6 +35,7 @@ from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
+from reconciler.runtime.money import chores as money
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick_report import TickReport
@@ -39,6 +48,8 @@ class Volumes:
         self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
         self.store, self.attributions = shared.store, shared.attributions
         self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
+        self.namespace_caps = money.NamespaceCapsCache()
+        """The caps of the namespaces whose claims' volumes are about to be made or grown."""
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
         self._claim_warnings: dict[str, str] = {}
@@ -108,8 +119,10 @@ class Volumes:
         leaks = self._audit(report, view)
         spend = storage_prices.by_namespace(view.volumes)
         self._storage_spend = _with_leaks(spend, sum(leak.hourly_usd for leak in leaks))
+        planned = network_volumes.plan_volumes(view)
+        planned = self._within_caps(planned, observation, view, report.started_at)
         actions = [
-            *self._untold(network_volumes.plan_volumes(view)),
+            *self._untold(planned),
             *volume_leaks.collect(
                 leaks, view, report.started_at, self.settings.timing.orphan_grace_time
             ),
@@ -121,6 +134,34 @@ class Volumes:
         for action in actions:
             if isinstance(action, DeleteNetworkVolume) and action in report.done:
                 self._forget(report, action.volume_id)
+
+    def _within_caps(
+        self,
+        planned: list[Action],
+        observation: Observation,
+        view: volume_objects.StorageView,
+        now: datetime,
+    ) -> list[Action]:
+        """Volume creates and resizes through both caps before their request, counted on
+        top of what runs (the tick's list and rows, the PVs just read): the namespaces'
+        caps are read only when one is planned (cached, as for pods)."""
+        growing = [a for a in planned if isinstance(a, CreateNetworkVolume | ResizeNetworkVolume)]
+        if not growing:
+            return planned
+        caps = self.namespace_caps.get(self.kube, (a.claim.namespace for a in growing), now)
+        known = replace(observation, storage_spend=self._storage_spend or {})
+        spent = hourly_costs.spent(Situation(known, self.settings, now))
+        pvs = {pv["metadata"]["name"]: pv for pv in view.volumes}
+
+        def resized(action: ResizeNetworkVolume) -> tuple[int, str | None]:
+            pv = pvs.get(action.pv_name) or {}
+            spec = pv.get("spec") or {}
+            size = volume_objects.size_gb(str((spec.get("capacity") or {}).get("storage", "0")))
+            return size, ((spec.get("csi") or {}).get("volumeAttributes") or {}).get("type")
+
+        return storage_caps.admitted(
+            planned, spent, self.settings.caps.max_hourly_spend, caps, resized
+        )
 
     def _audit(
         self, report: TickReport, view: volume_objects.StorageView
