@@ -53,6 +53,7 @@ CONCERNS = {
     "kubelet": "The kubelet endpoint (kubectl logs, exec, port-forward, top)",
     "logs": "Pods' logs",
     "ssh": "SSH to instances",
+    "services": "Cluster Services for pods on RunPod",
 }
 """The help's heading of each group of settings (`Settings`' attributes)."""
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from reconciler.core.domain import Cloud
 from reconciler.core.quantity import canonical_quantity
+from reconciler.core.service_settings import ServiceSettings
 from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
@@ -426,6 +427,7 @@ class Settings:
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     logs: LogSettings = field(default_factory=LogSettings)
     ssh: SshSettings = field(default_factory=SshSettings)
+    services: ServiceSettings = field(default_factory=ServiceSettings)
 
     @property
     def owner_id(self) -> str:
@@ -458,15 +460,7 @@ def settings_fields() -> Iterator[tuple[Field[Any], Flag]]:
                 yield item, item.metadata["flag"]
 
 
-_GROUPS: dict[str, Any] = {
-    "node": NodeSettings,
-    "placement": PlacementSettings,
-    "caps": CapsSettings,
-    "timing": TimingSettings,
-    "kubelet": KubeletSettings,
-    "logs": LogSettings,
-    "ssh": SshSettings,
-}
+_GROUPS: dict[str, Any] = {item.name: item.default_factory for item in fields(Settings)}
 """The groups, by their attribute on `Settings`, in the order of the flags."""
 
 

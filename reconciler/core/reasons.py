@@ -101,6 +101,8 @@ class Notice(enum.StrEnum):
     """RunPod charged more than 10% away from list price times the instance's life."""
     RUNPOD_SYSTEM = "RunPodSystem"
     """RunPod's own line about the instance (image pull, start-up, stop, errors)."""
+    SERVICES_UNREACHABLE = "ServicesUnreachable"
+    """Some or all of the cluster's Services are not reachable from the pod, and why."""
 
 
 class VolumeNotice(enum.StrEnum):

@@ -65,7 +65,7 @@ def connection_help(box: Sandbox, examples: dict[str, Path]) -> list[str]:
         f"RUNPOD_API_KEY={API_KEY} reconciler --database-url {database} sync --once --dry-run "
         f"--kubeconfig {box.kubeconfig} --runpod-url {url}",
         f"{kubectl} get pods -l batch.kubernetes.io/job-name=torchrun "
-        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,IP:.status.podIP,"
+        "-o 'custom-columns=NAME:.metadata.name,STATUS:.status.phase,HOST:.status.hostIP,"
         "RANK:.metadata.annotations.runpod\\.io/rank'",
         f"{kubectl} delete {files}",
     ]

@@ -28,6 +28,7 @@ from reconciler.demo.examples import write_examples
 from reconciler.demo.live import TICK_SECONDS, LiveWorld
 from reconciler.demo.printed import EXEC_CAVEAT, connection_help
 from reconciler.demo.sandbox import Sandbox
+from reconciler.demo.services import service_commands, start_services
 from reconciler.runtime.wiring import LockKeeper, holding
 from reconciler.sim.kube_status import ApiError
 
@@ -163,11 +164,14 @@ def run_demo(
             return result
         install_storage_class(box)
         box.add_pod("prep", namespace="ml", extra_spec={"containers": [CPU_CONTAINER]})
+        backend = start_services(box)
         world = LiveWorld(box)
         measured = _warm_up(box, world)
         _advance_to(box, datetime.now(UTC))
         paths = write_examples(box.workdir)
-        result.commands = connection_help(box, paths)
+        result.commands = connection_help(box, paths) + service_commands(
+            f"kubectl --kubeconfig {box.kubeconfig}"
+        )
         echo(
             "\nThe simulators keep running in real time, and the reconciler ticks every "
             f"{TICK_SECONDS:g} s. Try, in another shell:"
@@ -184,6 +188,7 @@ def run_demo(
             echo("\nWhat the reconciler does from now on is told here, one line each:")
             if wait is not None:
                 wait(world)
+        backend.shutdown()
     return result
 
 

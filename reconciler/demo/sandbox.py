@@ -19,11 +19,13 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
+from reconciler.core.service_settings import ServiceBackends
 from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
 from reconciler.runtime.leader import default_namespace
+from reconciler.runtime.services.manager import ServiceTunnels, attach_tunnels
 from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
 from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
@@ -78,6 +80,8 @@ class Sandbox:
         )
         self.startup_lines = startup_lines
         self.engine: Engine
+        self.tunnels: ServiceTunnels | None = None
+        self._tunnels_wanted = False
 
     def __enter__(self) -> Sandbox:
         return self.start()
@@ -94,6 +98,8 @@ class Sandbox:
 
     def stop(self) -> None:
         self._stop_startup_lines()
+        if self.tunnels is not None:
+            self.tunnels.close()
         if self.kubelet is not None:
             self.kubelet.stop()
         if self._kubelet_runpod is not None:
@@ -175,6 +181,20 @@ class Sandbox:
             ssh_public_key=identity.public_line,
         )
 
+    def start_tunnels(self) -> ServiceTunnels:
+        """Keep the pods' Service tunnels after each tick, as `reconciler sync` does;
+        backends may be on loopback (the tests' and the demo's are)."""
+        self._tunnels_wanted = True
+        self.configure(service_backends=ServiceBackends.ANY)
+        self._attach_tunnels()
+        assert self.tunnels is not None
+        return self.tunnels
+
+    def _attach_tunnels(self) -> None:
+        if self.tunnels is not None:
+            self.tunnels.close()
+        self.tunnels = attach_tunnels(self.engine)
+
     def configure(self, **changes: Any) -> None:
         """New settings for the ticks to come: the engine is composed again (an engine's
         settings never change), with the same clients and store."""
@@ -196,7 +216,10 @@ class Sandbox:
             RunMode.ONCE,
             startup_client=stream_client if self.startup_lines == "stream" else None,
             startup_lines=self.startup_lines is not None,
+            services=self._tunnels_wanted,
         )
+        if getattr(self, "tunnels", None) is not None:
+            self._attach_tunnels()
 
     def _stop_startup_lines(self) -> None:
         engine = getattr(self, "engine", None)  # none yet when starting failed early
@@ -234,11 +257,17 @@ class Sandbox:
         env: list[dict[str, Any]] | None = None,
         extra_spec: dict[str, Any] | None = None,
         bound: bool = True,
+        labels: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """A pod on the virtual node; with `bound=False` one the scheduler has yet to place."""
         self.ensure_namespace(namespace)
         spec = self._pod_spec(image, command, gpus, ports, restart_policy, env, bound)
-        metadata = {"name": name, "namespace": namespace, "annotations": dict(annotations or {})}
+        metadata = {
+            "name": name,
+            "namespace": namespace,
+            "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
+        }
         return self.kube_sim.create_pod(
             {
                 "apiVersion": "v1",

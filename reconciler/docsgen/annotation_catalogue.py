@@ -20,6 +20,7 @@ from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import offload
 from reconciler.core.resources import clusters, volume_objects
 from reconciler.core.translate import annotations as ann
+from reconciler.core.translate import service_links
 from reconciler.core.translate.disks import DEFAULT_MOUNT_PATH, MIN_PERSISTENT_GB
 from reconciler.core.translate.gpus import MAX_GPU_MEMORY_GB
 from reconciler.core.translate.ports import HTTP_PORTS
@@ -147,6 +148,26 @@ ON_PODS = (
     ),
 )
 
+ON_PODS_ONLY = (
+    Annotation(
+        service_links.SERVICES_ANNOTATION,
+        "comma-separated `namespace/name` entries",
+        "Services of other namespaces the pod reaches by name, each only if its "
+        "`runpod.io/reachable-from-namespaces` lists the pod's namespace "
+        "([Services both ways](../guides/networking.md)). Read from the pod only.",
+    ),
+)
+
+ON_SERVICES = (
+    Annotation(
+        service_links.REACHABLE_FROM,
+        "comma-separated namespace names, or `*`",
+        "Pods on RunPod of these namespaces may reach this Service when they name it in "
+        "`runpod.io/services`: the traffic leaves from the reconciler, past this "
+        "namespace's NetworkPolicies, so the Service's owner consents.",
+    ),
+)
+
 ON_NAMESPACES = (
     Annotation(
         budgets.MAX_HOURLY_SPEND_ANNOTATION,
@@ -258,7 +279,16 @@ OTHERS = (
 def every_name() -> set[str]:
     return {
         a.name
-        for a in (*ON_PODS, *ON_NAMESPACES, *WRITTEN, *ON_CLAIMS, *ON_THE_WRITER_LEASE, *OTHERS)
+        for a in (
+            *ON_PODS,
+            *ON_PODS_ONLY,
+            *ON_SERVICES,
+            *ON_NAMESPACES,
+            *WRITTEN,
+            *ON_CLAIMS,
+            *ON_THE_WRITER_LEASE,
+            *OTHERS,
+        )
     }
 
 
@@ -278,6 +308,10 @@ def page(_root: Path) -> str:
             "the annotation and the accepted range. The GPU count is the container's "
             "`nvidia.com/gpu` limit (default 1).\n",
             table(header, rows(ON_PODS)),
+            "## On a pod only\n",
+            table(header, rows(ON_PODS_ONLY)),
+            "## On a Service\n",
+            table(header, rows(ON_SERVICES)),
             "## On a Namespace\n",
             "Read (one GET, cached 60 s) only while one of the namespace's pods waits for "
             "a create; a create beyond a cap waits with `BudgetExceeded`.\n",

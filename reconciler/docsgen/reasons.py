@@ -277,6 +277,16 @@ NOTICES: dict[Notice, Advice] = {
         "stamped with the line's time.",
         "Nothing; a slow image pull shows here as it happens.",
     ),
+    Notice.SERVICES_UNREACHABLE: Advice(
+        "Warning",
+        "The pod cannot reach some or all of the cluster's Services, and the cluster cannot "
+        "reach it: its instance has no SSH the reconciler can use (no sshd, 22/tcp not "
+        "published, the reconciler's key refused, no --ssh-key-file or --ssh-key-secret), "
+        "more Service ports than --service-forwards-per-pod, or a port the instance "
+        "already uses. The message says which.",
+        "Use an image that starts sshd from PUBLIC_KEY (RunPod's do), raise "
+        "--service-forwards-per-pod, or free the port named.",
+    ),
 }
 
 

@@ -1,11 +1,13 @@
 """What a pod's create needs from Kubernetes besides the pod: its Job, the Secrets and
-ConfigMaps its env names, its pull secrets and its claims' volumes. Read only for pods
-about to be created (instances and gangs alike), never in a steady tick."""
+ConfigMaps its env names, the Services it reaches (for their link variables), its pull
+secrets and its claims' volumes. Read only for pods about to be created (instances and
+gangs alike), never in a steady tick."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -20,13 +22,34 @@ from reconciler.core.translate.disks import names_network_volume
 from reconciler.core.translate.env import EnvSources, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.pull_secrets import all_credentials, registry_credentials
+from reconciler.core.translate.service_links import (
+    link_variables,
+    named_services,
+    reachable,
+    service_ports,
+)
 
 log = logging.getLogger(__name__)
 
+SERVICES_TTL = timedelta(seconds=60)
+"""How long the Services read for creates' link variables are kept: a Service made in
+the minute before a pod may be missing from its variables (its names work at once, from
+the hosts block the tunnels keep)."""
+
 
 class CreateInputsReader:
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        forwards_per_pod: int = 0,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.kube = kube
+        self.forwards_per_pod = forwards_per_pod
+        self._clock = clock
+        self._services: dict[tuple[str, str | None], tuple[datetime, list[KubeObject]]] = {}
+        """What `_service_links` read, kept for `SERVICES_TTL` (a create costs no read
+        then: churn's requests per replaced pod stay as they were)."""
 
     def read(self, pods: Sequence[KubeObject]) -> dict[str, CreateInputs]:
         inputs: dict[str, CreateInputs] = {}
@@ -75,7 +98,7 @@ class CreateInputsReader:
             return CreateInputs(job=job, error=error)
         return CreateInputs(
             job=job,
-            sources=EnvSources(secrets, config_maps),
+            sources=EnvSources(secrets, config_maps, self._service_links(pod)),
             pull_secret=registry_credentials(container.get("image", ""), pull),
             pull_credentials=tuple(all_credentials(pull)),
             claim=claim,
@@ -99,6 +122,37 @@ class CreateInputsReader:
         bound = {c["spec"].get("volumeName") for c in claims.values() if c is not None}
         volumes = {name: self.kube.storage.read_volume(name) for name in bound if name}
         return claim_mount(pod, container, claims, volumes)
+
+    def _service_links(self, pod: KubeObject) -> dict[str, str]:
+        """The kubelet's service-link variables, for the Services that exist as the
+        instance is made (a list of the pod's namespace, the `kubernetes` Service and each
+        Service of another namespace the pod names)."""
+        if self.forwards_per_pod == 0:
+            return {}
+        namespace = pod["metadata"].get("namespace", "default")
+        services = list(self._services_of(namespace, None))
+        wanted = {("default", "kubernetes"), *named_services(pod)}
+        for other_namespace, name in sorted(wanted):
+            if other_namespace != namespace:
+                services += self._services_of(other_namespace, name)
+        chosen = reachable(pod, services)
+        return link_variables(pod, chosen, service_ports(chosen, self.forwards_per_pod, pod))
+
+    def _services_of(self, namespace: str, name: str | None) -> list[KubeObject]:
+        """A namespace's Services (name None) or one of them, read at most once per
+        `SERVICES_TTL`."""
+        key, now = (namespace, name), self._clock() if self._clock else None
+        kept = self._services.get(key)
+        if kept is not None and now is not None and now - kept[0] < SERVICES_TTL:
+            return kept[1]
+        if name is None:
+            found = self.kube.services.in_namespace(namespace)
+        else:
+            one = self.kube.services.read(namespace, name)
+            found = [one] if one is not None else []
+        if now is not None:
+            self._services[key] = (now, found)
+        return found
 
     @staticmethod
     def _read_all(

@@ -166,7 +166,7 @@ class Engine:
             limits=KeepLimits(settings.logs.keep_lines, settings.logs.keep_bytes),
             system_events=self.system_events,
         )
-        self.create_inputs = CreateInputsReader(kube)
+        self.create_inputs = CreateInputsReader(kube, settings.services.forwards_per_pod, clock)
         self.resources = resources.registered(
             resources.Shared(
                 settings,

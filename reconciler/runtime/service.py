@@ -41,6 +41,7 @@ from reconciler.runtime.leader import (
     LeaderElector,
 )
 from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.services.manager import attach_tunnels
 from reconciler.runtime.watch import (
     PENDING_SELECTOR,
     ChangeFilter,
@@ -123,9 +124,11 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 usage=engine.usage.usage,
                 listed=engine.ssh_addresses.of,
             )
+            tunnels = attach_tunnels(engine, background=True)
             try:
                 replica.run()
             finally:
+                tunnels.close()
                 if kubelet is not None:
                     kubelet.stop()
     finally:

@@ -163,13 +163,18 @@ def compose(
     writer_lease: WriterLease | None = None,
     startup_client: Callable[[], RunPodClient] | None = None,
     startup_lines: bool = False,
+    services: bool | None = None,
 ) -> tuple[Engine, NodeHeartbeat]:
     """The engine and its heartbeat, with what runs around each tick: the writer lock's
     renewal first (when there is a lock), the node's writer Lease kept before the tick
     and each action (when there is a writer Lease), the heartbeat in the ticks of
     `RunMode.ONCE`, starting instances' system lines as Events (with `startup_lines`: a
     stream each on a client from `startup_client`, else a read in the tick), and
-    `after_tick` last."""
+    `after_tick` last. `services` (by default only in `RunMode.LOOP`, the one process that
+    lives to carry tunnels): the pods' Services; without, no link variables either, as
+    nothing would listen where they point."""
+    if not (mode is RunMode.LOOP if services is None else services):
+        settings = settings.with_values(service_forwards_per_pod=0)
     heartbeat = NodeHeartbeat(kube, settings, clock)
     events = SystemEvents(kube)
     startup = StartupLines(events, startup_client) if startup_lines else None

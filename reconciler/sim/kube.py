@@ -44,8 +44,9 @@ from reconciler.sim.kube_jobs import JobController
 from reconciler.sim.kube_metrics import MetricsServer
 from reconciler.sim.kube_pki import APISERVER_KUBELET_CLIENT, ClientCA
 from reconciler.sim.kube_rbac import Authorizer, load_documents
-from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, Resource
+from reconciler.sim.kube_resources import BY_PLURAL, CONFIG_MAPS, PODS, SERVICES, Resource
 from reconciler.sim.kube_select import Selector
+from reconciler.sim.kube_service_controllers import ServiceControllers
 from reconciler.sim.kube_store import Store, format_time
 from reconciler.sim.kube_tls import make_certificate, server_context
 from reconciler.sim.kube_volumes import VolumeControllers
@@ -109,6 +110,10 @@ class KubeSimulator:
         self.store.add_controller(
             self.volumes.admit, self.volumes.react, self.volumes.admit_update, self.volumes.react
         )
+        self.services = ServiceControllers(self.store)
+        self.store.add_controller(
+            self.services.admit, self.services.react, None, self.services.removed
+        )
         self.subject = rbac_subject or "system:admin"
         self.authorizer = Authorizer.from_files(rbac_files, self.subject) if rbac_files else None
         # TokenReview and SubjectAccessReview answer from this, for kubelets to ask.
@@ -143,6 +148,8 @@ class KubeSimulator:
                 server.socket, server_side=True, do_handshake_on_connect=False
             )
         self._server = server
+        if self.store.find(SERVICES, "default", "kubernetes") is None:
+            self.services.add_kubernetes_service(server.server_address[1])
         # A short poll keeps stop() (and so each test's teardown) quick.
         self._thread = threading.Thread(
             target=server.serve_forever, args=(0.02,), name="kube-sim", daemon=True

@@ -47,6 +47,8 @@ MERGE_KEYS: dict[tuple[str, ...], str] = {
     ("status", "hostIPs"): "ip",
     ("status", "resourceClaimStatuses"): "name",
     ("status", "addresses"): "type",
+    # Service.
+    ("spec", "ports"): "port",
 }
 # Lists of scalars merged as sets (patchStrategy "merge" without a key).
 MERGED_SETS: frozenset[tuple[str, ...]] = frozenset(

@@ -214,6 +214,27 @@ PERSISTENT_VOLUME_CLAIMS = Resource(
     ("status",),
     ("pvc",),
 )
+# Networking: their rules in `kube_services`, the IP allocator and EndpointSlice
+# controller in `kube_service_controllers`.
+SERVICES = Resource(
+    "",
+    "v1",
+    "services",
+    "service",
+    "Service",
+    True,
+    ("status",),
+    ("svc",),
+)
+ENDPOINT_SLICES = Resource(
+    "discovery.k8s.io",
+    "v1",
+    "endpointslices",
+    "endpointslice",
+    "EndpointSlice",
+    True,
+    field_labels=(*_META_FIELDS, "addressType"),
+)
 
 RESOURCES: tuple[Resource, ...] = (
     NAMESPACES,
@@ -229,6 +250,8 @@ RESOURCES: tuple[Resource, ...] = (
     CSI_DRIVERS,
     PERSISTENT_VOLUMES,
     PERSISTENT_VOLUME_CLAIMS,
+    SERVICES,
+    ENDPOINT_SLICES,
     *REVIEWS,
 )
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}

@@ -29,6 +29,7 @@ from reconciler.sim.kube_status import ApiError, already_exists, conflict, not_f
 from reconciler.sim.kube_strategy import (
     check_json_types,
     prepare_for_create,
+    prepare_for_update,
     prepare_for_write,
     validate,
     validate_update,
@@ -402,6 +403,7 @@ class Store:
                 obj["metadata"][system] = old["metadata"][system]
         obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         obj["kind"], obj["apiVersion"] = resource.kind, resource.api_version
+        prepare_for_update(resource, old, obj)
         prepare_for_write(resource, obj)
         validate(resource, obj)
         validate_update(resource, old, obj)

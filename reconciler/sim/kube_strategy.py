@@ -12,9 +12,18 @@ import binascii
 import re
 from typing import Any
 
-from reconciler.sim import kube_admission, kube_nodes, kube_storage
+from reconciler.sim import kube_admission, kube_nodes, kube_services, kube_storage
 from reconciler.sim.kube_pod_status import normalize_pod_status, pod_status_causes
-from reconciler.sim.kube_resources import EVENTS, JOBS, LEASES, NODES, PODS, SECRETS, Resource
+from reconciler.sim.kube_resources import (
+    EVENTS,
+    JOBS,
+    LEASES,
+    NODES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
 from reconciler.sim.kube_status import ApiError, invalid
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -42,6 +51,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any]) -> None:
         obj["status"] = {"phase": "Active"}
     else:
         kube_storage.prepare_for_create(resource, obj)
+        kube_services.prepare_for_create(resource, obj)
 
 
 def _generate_selector(job: dict[str, Any]) -> None:
@@ -68,6 +78,12 @@ def _generate_selector(job: dict[str, Any]) -> None:
     spec.setdefault("manualSelector", False)
 
 
+def prepare_for_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """What an update keeps of the stored object that the client left out."""
+    if resource is SERVICES:
+        kube_services.keep_allocated(old, new)
+
+
 def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
     """Normalisation applied to every create and update."""
     if resource is SECRETS:
@@ -80,10 +96,14 @@ def prepare_for_write(resource: Resource, obj: dict[str, Any]) -> None:
             normalize_pod_status(obj["status"])
     else:
         kube_storage.prepare_for_write(resource, obj)
+        kube_services.prepare_for_write(resource, obj)
 
 
 def validate(resource: Resource, obj: dict[str, Any]) -> None:
-    causes = _metadata_causes(obj)
+    # A Service's name has its own rule, an RFC 1123 label (kube_services).
+    causes = (
+        _metadata_causes(obj) if resource is not SERVICES or not obj["metadata"].get("name") else []
+    )
     if resource is PODS:
         causes += _pod_causes(obj)
     elif resource is JOBS:
@@ -97,6 +117,7 @@ def validate(resource: Resource, obj: dict[str, Any]) -> None:
     if causes:
         raise invalid(resource.kind, obj.get("metadata", {}).get("name", ""), causes)
     kube_storage.validate(resource, obj)
+    kube_services.validate(resource, obj)
 
 
 def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -104,6 +125,7 @@ def validate_update(resource: Resource, old: dict[str, Any], new: dict[str, Any]
     if resource is NODES and (causes := kube_nodes.node_update_causes(old, new)):
         raise invalid("Node", new["metadata"]["name"], causes)
     kube_storage.validate_update(resource, old, new)
+    kube_services.validate_update(resource, old, new)
     if resource is not PODS:
         return
     if old.get("status") != new.get("status"):

@@ -21,13 +21,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from reconciler.sim import kube_table_services
 from reconciler.sim.kube_resources import (
+    ENDPOINT_SLICES,
     EVENTS,
     JOBS,
     NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     PODS,
+    SERVICES,
     STORAGE_CLASSES,
     Resource,
 )
@@ -593,4 +596,16 @@ _PRINTERS: dict[Resource, tuple[tuple[Column, ...], Cells]] = {
     PODS: (_POD_COLUMNS, _pod_cells),
     NODES: (_NODE_COLUMNS, _node_cells),
     JOBS: (_JOB_COLUMNS, _job_cells),
+    SERVICES: (
+        kube_table_services.SERVICE_COLUMNS,
+        lambda o, now: kube_table_services.service_cells(o, _age_of(o, now)),
+    ),
+    ENDPOINT_SLICES: (
+        kube_table_services.SLICE_COLUMNS,
+        lambda o, now: kube_table_services.slice_cells(o, _age_of(o, now)),
+    ),
 }
+
+
+def _age_of(obj: dict[str, Any], now: datetime) -> str:
+    return human_age(obj["metadata"]["creationTimestamp"], now)

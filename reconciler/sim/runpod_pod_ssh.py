@@ -83,6 +83,17 @@ class PodSsh:
         with self._account.lock:
             return self._of(instance_id).sandbox(instance_id)
 
+    def set_gateway_ports(self, instance_id: str, value: str) -> None:
+        """The pod's sshd_config `GatewayPorts`: "no" (the default), "yes",
+        "clientspecified"."""
+        with self._account.lock:
+            self._of(instance_id).set_gateway_ports(instance_id, value)
+
+    def hosts_file(self, instance_id: str) -> Path:
+        """The file the pod sees as `/etc/hosts`."""
+        with self._account.lock:
+            return self._of(instance_id).hosts_file(instance_id)
+
     def host_key(self, instance_id: str) -> str:
         with self._account.lock:
             return self._of(instance_id).host_key(instance_id)

@@ -15,6 +15,9 @@ is RUNNING; a connection at any other time is dropped.
   the client's requests.
 - direct-tcpip to the pod's loopback answers HTTP GET on the ports `serve()` set up;
   any other destination is refused, as an unused port in a container is.
+- A pod has its own network and `/etc/hosts` (`runpod_netns`): commands run inside
+  them, and `tcpip-forward` listens there where OpenSSH's sshd would
+  (`runpod_forwards`; `GatewayPorts no` unless `gateway_ports` says otherwise).
 - `set_running(False)` closes the listener (an image that runs no sshd refuses the
   connection); `set_running(True, new_host_key=True)` comes back with another host key
   (a rebuilt machine).
@@ -42,6 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+
+from reconciler.sim.runpod_forwards import open_forward
+from reconciler.sim.runpod_netns import PodNetwork
 
 _TIMEOUT = 30.0
 _FOLDERS = ("tmp", "workspace", "root")
@@ -75,6 +81,9 @@ class _Pod:
     connections: set[asyncssh.SSHServerConnection] = field(default_factory=set)
     folders: tuple[str, ...] = _FOLDERS
     """The top-level folders a command reads inside the sandbox (mount paths' too)."""
+    network: PodNetwork | None = None
+    gateway_ports: str = "no"
+    """sshd_config's GatewayPorts: "no" (OpenSSH's default), "yes" or "clientspecified"."""
 
 
 class SshHost:
@@ -111,6 +120,7 @@ class SshHost:
             asyncssh.generate_private_key("ssh-ed25519"),
             folders=tuple(sorted({*_FOLDERS, *tops})),
         )
+        pod.network = PodNetwork(sandbox, pod_id)
         self._pods[pod_id] = pod
         self._run(self._listen(pod))
         return pod.port
@@ -131,6 +141,16 @@ class SshHost:
         """The pod's `port` reads until its client ends input, then answers "N bytes"."""
         self._pods[pod_id].counting.add(port)
 
+    def set_gateway_ports(self, pod_id: str, value: str) -> None:
+        """The pod's sshd_config `GatewayPorts` (new forwards follow it)."""
+        self._pods[pod_id].gateway_ports = value
+
+    def hosts_file(self, pod_id: str) -> Path:
+        """The file the pod sees as `/etc/hosts`."""
+        network = self._pods[pod_id].network
+        assert network is not None
+        return network.hosts
+
     def host_key(self, pod_id: str) -> str:
         """The pod's public host key, as a known_hosts line's key part."""
         return self._pods[pod_id].host_key.export_public_key().decode().strip()
@@ -147,6 +167,8 @@ class SshHost:
         if pod is not None:
             self._run(self._close(pod))
             self.drop_connections(pod)
+            if pod.network is not None:
+                pod.network.close()
             shutil.rmtree(pod.sandbox, ignore_errors=True)
 
     def drop_connections(self, pod: _Pod | str) -> None:
@@ -212,6 +234,13 @@ class _Server(asyncssh.SSHServer):
 
     def session_requested(self) -> asyncssh.SSHServerSession[bytes]:
         return _Session(self._pod)
+
+    def server_requested(self, listen_host: str, listen_port: int) -> Any:
+        if self._conn is None or self._pod.network is None:
+            return False
+        return open_forward(
+            self._conn, self._pod.network, self._pod.gateway_ports, listen_host, listen_port
+        )
 
     def connection_requested(
         self, dest_host: str, dest_port: int, orig_host: str, orig_port: int
@@ -318,7 +347,9 @@ class _Session(asyncssh.SSHServerSession[bytes]):
             **self._pod.env,
             "HOME": str(self._pod.sandbox / "root"),
         }
-        argv = ("sh", "-c", self._command)
+        argv: tuple[str, ...] = ("sh", "-c", self._command)
+        if self._pod.network is not None:
+            argv = self._pod.network.command(argv, self._pod.sandbox)
         if self._size is not None:
             master, slave = os.openpty()
             _set_size(master, *self._size)

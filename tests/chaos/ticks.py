@@ -88,6 +88,8 @@ class Reconciler:
     database: str = ""
     """The database file's name; by default the node's (a second writer has its own)."""
     tick_timeout: float = TICK_TIMEOUT
+    create_grace: float = CREATE_GRACE
+    """--create-grace-time: how long a create in doubt, or creates after a takeover, wait."""
     log_path: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,7 +109,7 @@ class Reconciler:
             RUNPOD_API_KEY=API_KEY,
             RECONCILER_NODE_NAME=self.node,
             RECONCILER_CLUSTER_ID=self.cluster_id,
-            RECONCILER_CREATE_GRACE_TIME=str(CREATE_GRACE),
+            RECONCILER_CREATE_GRACE_TIME=str(self.create_grace),
             RECONCILER_ORPHAN_GRACE_TIME=str(ORPHAN_GRACE),
             RECONCILER_MAX_PENDING_TIME=str(MAX_PENDING),
         )

@@ -237,11 +237,48 @@ def test_every_readme_example_works_in_the_running_demo() -> None:
         assert "dry run ok" in run_printed(find(commands, "sync --once --dry-run"))
         run_printed(find(commands, "delete -f"))
         left = json.loads(run_printed(f"{kubectl} get pods -n default -o json"))["items"]
-        assert [p["metadata"]["name"] for p in left] == []
+        # The Services' own pods stay (test_services_both_ways_work_as_printed).
+        assert [p["metadata"]["name"] for p in left] == ["client", "web"]
     finally:
         errors = stop_demo(process) if process.poll() is None else ""
     # No false alarm in all of it.
     assert "WARNING" not in errors, errors
+
+
+def test_services_both_ways_work_as_printed() -> None:
+    """A pod made after the selector-less Service `backend` reaches the loopback server its
+    EndpointSlice names by the kubelet's variables and by its full name; the Service `web`
+    selecting a pod on RunPod gets the reconciler's EndpointSlice with a ready endpoint,
+    and its printed address answers with the pod's port."""
+    process, commands = start_demo()
+    try:
+        answer = "the in-cluster backend answers\n"
+        by_variables = find(commands, "exec client", "BACKEND_SERVICE_HOST")
+        eventually(lambda: _equal(run_printed(by_variables), answer))
+        assert run_printed(find(commands, "exec client", "backend.default.svc")) == answer
+        assert "backend.default.svc.cluster.local" in run_printed(find(commands, "/etc/hosts"))
+
+        def ready() -> str:
+            listed = run_printed(find(commands, "get endpointslices", "-o wide"))
+            assert "192.0.2.10" in listed, listed
+            return listed
+
+        eventually(ready)
+
+        def reach_web() -> str:
+            answer = run_shell(find(commands, "curl -s http://127.0.0.1"))
+            assert re.fullmatch(r"default-web-\w+ answers on port 8000\n", answer), answer
+            return answer
+
+        eventually(reach_web)
+    finally:
+        errors = stop_demo(process) if process.poll() is None else ""
+    assert "WARNING" not in errors, errors
+
+
+def _equal(found: str, wanted: str) -> str:
+    assert found == wanted, (found, wanted)
+    return found
 
 
 def test_keep_running_stops_cleanly_on_sigint() -> None:

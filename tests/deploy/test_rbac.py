@@ -251,6 +251,34 @@ def ssh_key_secret(box: Sandbox) -> None:
         with_ssh_key(box.settings.with_values(ssh_key_secret="ssh-key"), box.kube)
 
 
+def services_both_ways(box: Sandbox) -> None:
+    """A pod of another namespace than `default` (so `default/kubernetes` is read by
+    name) reaches its Services, and a Service selects it: the reconciler lists Services
+    and EndpointSlices, makes its slice, changes it (new ports after a restart) and
+    deletes it when the pod goes."""
+    box.enable_ssh(str(box.workdir / "services-key"))
+    box.configure(service_endpoint_address="192.0.2.10", service_listen_address="127.0.0.1")
+    box.start_tunnels()
+    box.ensure_namespace("shop")
+    service = {
+        "selector": {"app": "web"},
+        "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+    }
+    box.kube_sim.put(
+        "services", {"metadata": {"name": "web", "namespace": "shop"}, "spec": service}
+    )
+    box.add_pod(
+        "web", namespace="shop", command=["python", "x.py"], ports=[8080], labels={"app": "web"}
+    )
+    for _ in range(3):
+        box.tick()
+        box.advance(30)
+    box.restart()
+    box.tick()
+    box.kube_sim.delete_pod("shop", "web", grace_seconds=0)
+    box.tick()
+
+
 def exercise(box: Sandbox) -> Outcome:
     """Every Kubernetes call the reconciler makes, each at least once."""
     outcome = Outcome()
@@ -262,6 +290,7 @@ def exercise(box: Sandbox) -> Outcome:
     offload(box)
     client_only_calls(box)
     kubelet_endpoint_calls(box)
+    services_both_ways(box)
     return outcome
 
 

@@ -394,17 +394,22 @@ def test_port_forward_passes_the_clients_half_close_to_the_pod(box: Sandbox, spd
 
 
 def test_each_pod_shows_its_instances_public_ip_and_exec_reaches_it(box: Sandbox) -> None:
-    """A pod's IP is the public IP RunPod reports for its instance (the simulator's are
-    not loopback, so an address taken from anywhere else shows), one per pod; exec goes
-    to that address (through the simulator's network, as the wiring says)."""
+    """A pod's host IP is the public IP RunPod reports for its instance (the simulator's
+    are not loopback, so an address taken from anywhere else shows), one per pod, and it
+    has no pod IP (the EndpointSlice controller would publish one with the container's
+    port, which RunPod maps elsewhere); exec goes to that address (through the
+    simulator's network, as the wiring says)."""
     box.add_pod("eval", command=["python", "eval.py"])
     box.tick()
     box.advance(30)
     box.tick()
-    table = kubectl(box, "get", "pods", "-o", "wide", "--no-headers")
+    columns = "custom-columns=NAME:.metadata.name,HOST:.status.hostIP,IP:.status.podIP"
+    table = kubectl(box, "get", "pods", "-o", columns, "--no-headers")
     assert table.returncode == 0, table.stderr
-    ips = {line.split()[0]: line.split()[5] for line in table.stdout.splitlines()}
-    assert set(ips) == {"train", "eval"}
+    rows = {line.split()[0]: line.split()[1:] for line in table.stdout.splitlines()}
+    assert set(rows) == {"train", "eval"}
+    ips = {name: host for name, (host, _pod_ip) in rows.items()}
+    assert all(pod_ip == "<none>" for _host, pod_ip in rows.values()), rows
     assert ips["train"] != ips["eval"]
     for name, ip in ips.items():
         instance = box.instance_for(box.pod(name) or {})
@@ -414,4 +419,4 @@ def test_each_pod_shows_its_instances_public_ip_and_exec_reaches_it(box: Sandbox
         done = kubectl(box, "exec", name, "--", "hostname")
         assert done.returncode == 0, done.stderr
     described = kubectl(box, "describe", "pod", "eval")
-    assert f"IP:               {ips['eval']}" in described.stdout
+    assert f"virtual-runpod/{ips['eval']}" in described.stdout, described.stdout

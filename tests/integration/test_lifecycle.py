@@ -41,7 +41,7 @@ def test_pod_runs_on_runpod_then_deleting_it_removes_instance_and_pod(box: Sandb
     assert ready["Ready"] == "True"
     annotations = pod["metadata"]["annotations"]
     assert annotations["runpod.io/pod-id"] == instance["id"]
-    assert annotations["runpod.io/public-ip"] == pod["status"]["podIP"]
+    assert annotations["runpod.io/public-ip"] == pod["status"]["hostIP"]
     assert "22/tcp->" in annotations["runpod.io/port-mappings"]
     assert float(annotations["runpod.io/cost-per-hr"]) > 0
 

@@ -13,6 +13,9 @@ from tests.chaos.ticks import Reconciler, TickPlan
 from tests.chaos.world import Snapshot, phase, pod_manifest, sim_host
 
 NODE = "writers"
+GRACE = 60.0
+"""The create grace of the writers that meet a killed writer's create: longer than the
+list's lag, as the hold after a takeover lasts it."""
 PODS = 10
 
 
@@ -52,13 +55,16 @@ def test_a_writer_taking_over_from_a_killed_one_does_not_create_its_instance_aga
     """The duplicate a chaos campaign found: a writer is killed just after RunPod made an
     instance, before it recorded anything; the next writer, on its own database, takes the
     dead process's Lease at once, and RunPod's list does not show the instance yet. It must
-    wait for the dead writer's term instead of creating a second, billing instance."""
+    hold its creates for the create grace (the list's lag is within it) instead of
+    creating a second, billing instance."""
     with sim_host(tmp_path) as host:
         host.ensure_namespace("ml")
         host.create_pod(pod_manifest("ml", "train-0", NODE, batch=False))
-        host.runpod("POST", "listing-lag", {"seconds": 60})  # new instances stay unlisted
-        killed = Reconciler(host, tmp_path, NODE, "cluster-w")
-        successor = Reconciler(host, tmp_path, NODE, "cluster-w", database="second")
+        host.runpod("POST", "listing-lag", {"seconds": 30})  # new instances stay unlisted
+        killed = Reconciler(host, tmp_path, NODE, "cluster-w", create_grace=GRACE)
+        successor = Reconciler(
+            host, tmp_path, NODE, "cluster-w", database="second", create_grace=GRACE
+        )
 
         assert killed.tick(TickPlan(crash_at="after-create:1")).crashed
         held = successor.tick(TickPlan())
@@ -66,7 +72,7 @@ def test_a_writer_taking_over_from_a_killed_one_does_not_create_its_instance_aga
         assert "taking over the writer" in successor.log_tail(40)
         assert (held.report or {}).get("deferred_creates") == 1, held.report
 
-        host.runpod("POST", "clock/advance", {"seconds": 60})  # the instance shows at last
+        host.runpod("POST", "clock/advance", {"seconds": GRACE + 30})  # listed, the hold over
         assert successor.tick(TickPlan()).returncode == 0, successor.log_tail()
         snapshot = Snapshot.take(host, successor.owner, NODE)
         assert snapshot.duplicates() == {}
@@ -81,17 +87,20 @@ def test_chained_once_writers_inside_a_killed_writers_term_create_nothing_twice(
     tmp_path: Path,
 ) -> None:
     """A writer is killed just after RunPod made an instance that its list will not show
-    for a while; two `--once` writers follow, each on a fresh database. The first holds
-    its creates for the dead writer's term and releases the Lease; the second takes the
-    free Lease inside that term, and must hold its creates too."""
+    for a while (within the create grace); `--once` writers follow, each on a fresh
+    database. The first holds its creates for the create grace from its takeover and
+    releases the Lease, passing the rest of the hold on in it; the next ones take the
+    free Lease inside that hold, and must hold their creates too."""
     with sim_host(tmp_path) as host:
         host.ensure_namespace("ml")
         host.create_pod(pod_manifest("ml", "train-0", NODE, batch=False))
-        host.runpod("POST", "listing-lag", {"seconds": 20})
-        killed = Reconciler(host, tmp_path, NODE, "cluster-w")
+        host.runpod("POST", "listing-lag", {"seconds": 40})
+        killed = Reconciler(host, tmp_path, NODE, "cluster-w", create_grace=GRACE)
         assert killed.tick(TickPlan(crash_at="after-create:1")).crashed
         for database in ("second", "third", "fourth"):
-            successor = Reconciler(host, tmp_path, NODE, "cluster-w", database=database)
+            successor = Reconciler(
+                host, tmp_path, NODE, "cluster-w", database=database, create_grace=GRACE
+            )
             result = successor.tick(TickPlan())
             assert result.returncode == 0, successor.log_tail()
             assert (result.report or {}).get("deferred_creates") == 1, result.report

@@ -88,8 +88,11 @@ def install_rbac(plane: Plane) -> Path:
 class World:
     """One reconciler process and one RunPod simulator on a running plane."""
 
-    def __init__(self, plane: Plane, reconciler_kubeconfig: Path, workdir: Path) -> None:
-        self.plane, self.workdir = plane, workdir
+    def __init__(
+        self, plane: Plane, reconciler_kubeconfig: Path, workdir: Path, args: tuple[str, ...] = ()
+    ) -> None:
+        """`args`: more flags for `reconciler sync`."""
+        self.plane, self.workdir, self.args = plane, workdir, args
         self.wall = WallClock()
         self.runpod = RunPodSimulator(
             API_KEY, clock=self.wall.clock, provisioning_seconds=1, starting_seconds=1
@@ -119,6 +122,7 @@ class World:
                 f"--ssh-proxy-command={runpod_net.PROXY_COMMAND}",
                 "--create-grace-time=20",
                 "--orphan-grace-time=30",
+                *self.args,
             ],
             env={**os.environ, "RUNPOD_API_KEY": API_KEY, "RECONCILER_NODE_NAME": NODE},
             stdout=log,

@@ -94,7 +94,9 @@ def test_running_with_every_tcp_port_published_is_ready() -> None:
     assert _conditions(status)["Ready"] == "True"
     assert _container(status)["ready"] is True
     assert _container(status)["state"] == {"running": {"startedAt": "2026-05-01T11:59:30Z"}}
-    assert status["podIP"] == status["hostIP"] == "203.0.113.7"
+    assert status["hostIP"] == "203.0.113.7"
+    # No pod IP: the EndpointSlice controller would publish it with the container's port.
+    assert "podIP" not in status and "podIPs" not in status
     assert status["startTime"] == STAMP0
 
 

@@ -20,6 +20,7 @@ from reconciler.adapters.kube.node import Node
 from reconciler.adapters.kube.pods import Pods
 from reconciler.adapters.kube.reviews import Reviews
 from reconciler.adapters.kube.secrets import Secrets
+from reconciler.adapters.kube.services import Services
 from reconciler.adapters.kube.storage import Storage
 from reconciler.adapters.kube.transport import (
     DEFAULT_TIMEOUT,
@@ -50,6 +51,7 @@ class KubeClient:
         self.events = Events(self.transport)
         self.node = Node(self.transport)
         self.leases = Leases(self.transport)
+        self.services = Services(self.transport)
 
     @classmethod
     def from_config(

@@ -12,8 +12,8 @@ Per Job, each tick:
 - a deleted pod is finished like a kubelet once its cluster is gone from the list;
 - while the gang has no cluster, its pods wait (with a reason) until all N are on the
   node, the Job qualifies and no create is in flight; then one create is planned;
-- once the cluster is listed, index i mirrors the member of rank i: its status, its
-  overlay address as the pod IP, `runpod.io/rank` and the member's id.
+- once the cluster is listed, index i mirrors the member of rank i: its status (no pod
+  IP: the overlay address leads nowhere from the cluster), rank and id.
 
 Clusters of ours whose Job has no pod left on the node are collected after the orphan
 grace. Nothing without our owner tag is ever touched.
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from reconciler.core.actions import (
     Action,
@@ -59,7 +59,6 @@ from reconciler.core.resources.clusters import (
     is_live,
     job_name,
     job_of,
-    key_job,
     members_by_gang,
 )
 from reconciler.core.translate import status as pod_status
@@ -79,10 +78,7 @@ def plan_gangs(tick: Situation) -> list[Action]:
             actions += _wait(tick, [pod], PodReason.INVALID_CLUSTER_JOB, message)
         else:
             by_job.setdefault(owner, []).append(pod)
-    # Each gang sees its own Job's members and rows: looked up, not searched for, so
-    # that a tick's work grows with the gangs, not with their square.
-    members_of = _by_job(members)
-    rows_of = _by_job(rows)
+    members_of, rows_of = clusters.by_job(members), clusters.by_job(rows)
     listed_ids = {m.cluster_id for group in members.values() for m in group}
     current: set[str] = set()
     for (_, uid), pods in by_job.items():
@@ -106,16 +102,6 @@ def _foreign(tick: Situation) -> list[Action]:
         if is_live(pod) and (job := job_of(pod)) is not None:
             actions += _wait(tick, [pod], PodReason.FOREIGN_ID, clusters.job_refusal(job))
     return actions
-
-
-_V = TypeVar("_V")
-
-
-def _by_job(by_gang: Mapping[str, _V]) -> dict[str, dict[str, _V]]:
-    found: dict[str, dict[str, _V]] = {}
-    for gang, value in by_gang.items():
-        found.setdefault(key_job(gang), {})[gang] = value
-    return found
 
 
 def _gang(
@@ -338,9 +324,8 @@ def _mirror(
         status = pod_status.pod_status(pod, None, exit_code=None, now=tick.now)
         annotations: dict[str, str | None] = {CLUSTER_ID: cluster_id}
     else:
+        # No podIP (pod_status says why): not even the overlay address, unreachable too.
         status = pod_status.pod_status(pod, member, exit_code=None, now=tick.now)
-        if member.overlay_ip:
-            status.update(podIP=member.overlay_ip, podIPs=[{"ip": member.overlay_ip}])
         annotations = {
             **pod_status.metadata_annotations(member),
             CLUSTER_ID: cluster_id,

@@ -23,6 +23,7 @@ import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 
 from reconciler.core.actions import DeleteCluster, PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
@@ -141,6 +142,19 @@ def gang_key(job: str, pods: Iterable[KubeObject]) -> str:
 def key_job(key: str) -> str:
     """The Job UID a gang key names."""
     return key.partition("/")[0]
+
+
+_V = TypeVar("_V")
+
+
+def by_job(by_gang: Mapping[str, _V]) -> dict[str, dict[str, _V]]:
+    """What is kept by gang key, grouped by the key's Job UID: each gang then looks up
+    its own Job's members and rows instead of searching all, so that a tick's work grows
+    with the gangs, not with their square."""
+    found: dict[str, dict[str, _V]] = {}
+    for gang, value in by_gang.items():
+        found.setdefault(key_job(gang), {})[gang] = value
+    return found
 
 
 def members_by_gang(

@@ -8,15 +8,17 @@ just `referenced_objects`), so nothing here does I/O.
 
 `resourceFieldRef` variables are left out: they would report the container's limits,
 while the process on RunPod gets the whole machine of the chosen GPU type, so any value
-taken from the spec would be wrong there. Service-link variables are left out too:
-cluster Services are not reachable from RunPod.
+taken from the spec would be wrong there. The service-link variables come from
+`service_links` (the Services reach the instance through the reconciler), under the
+kubelet's rule: they rank below the container's own variables, and a `$(VAR)` in an
+`env` value may refer to them.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core.domain import KubeObject
@@ -35,6 +37,8 @@ class EnvSources:
 
     secrets: Mapping[str, Mapping[str, str]]
     config_maps: Mapping[str, Mapping[str, str]]
+    service_links: Mapping[str, str] = field(default_factory=dict)
+    """The service-link variables (`service_links.link_variables`)."""
 
     def __repr__(self) -> str:
         # Values may be secret: only names ever leave this object in text.
@@ -79,6 +83,7 @@ def _references(container: KubeObject) -> Iterator[tuple[_Kind, dict[str, Any]]]
 def container_env(pod: KubeObject, container: KubeObject, sources: EnvSources) -> dict[str, str]:
     """The container's variables, in the kubelet's order of precedence."""
     env: dict[str, str] = {}
+    links = sources.service_links
     for source in container.get("envFrom") or []:
         env.update(_from_source(source, sources))
     for index, var in enumerate(container.get("env") or []):
@@ -95,8 +100,8 @@ def container_env(pod: KubeObject, container: KubeObject, sources: EnvSources) -
             if value is not None:
                 env[name] = value
         else:
-            env[name] = expand(str(var.get("value") or ""), env)
-    return env
+            env[name] = expand(str(var.get("value") or ""), {**links, **env})
+    return {**links, **env}
 
 
 def _from_source(source: KubeObject, sources: EnvSources) -> dict[str, str]:

@@ -207,9 +207,12 @@ def _assemble(
             status["message"] = outcome.message
     address = public_ip(instance)
     if address:
-        status.update(
-            podIP=address, podIPs=[{"ip": address}], hostIP=address, hostIPs=[{"ip": address}]
-        )
+        # No podIP: the EndpointSlice controller publishes a pod's IP with the container's
+        # port, and neither the host's public address (RunPod maps ports elsewhere, or
+        # not at all) nor any other leads there. Without one it publishes nothing
+        # (ShouldPodBeInEndpoints); the reconciler's own slices lead to the pod
+        # (docs/guides/networking.md).
+        status.update(hostIP=address, hostIPs=[{"ip": address}])
     return status
 
 
