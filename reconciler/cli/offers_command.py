@@ -13,7 +13,8 @@ it fetches the catalog itself (one request) and says so.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
@@ -28,6 +29,7 @@ from reconciler.cli.connection import (
     connection_options,
     reaching,
 )
+from reconciler.cli.manifest_shape import JOB, POD, shape_problem
 from reconciler.cli.options import GroupedHelp, settings_from, some_settings_options
 from reconciler.cli.output import output_option
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
@@ -73,7 +75,7 @@ class Catalog:
 @click.option(
     "--filename",
     "-f",
-    type=click.File("r"),
+    type=click.File("rb"),
     default=None,
     help="A manifest holding one Pod or Job ('-': standard input), instead of a pod.",
 )
@@ -94,7 +96,7 @@ class Catalog:
 def offers_command(
     obj: Any,
     target: str | None,
-    filename: IO[str] | None,
+    filename: IO[bytes] | None,
     namespace: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -115,30 +117,47 @@ def offers_command(
         process_log.register_secret(runpod_api_key)
     pod, job = _the_pod(target, filename, namespace, kubeconfig, kube_context)
     name = f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata'].get('name')}"
-    try:
-        on_cpu = runs_on_cpu(pod, job, settings)
-    except TranslationError as error:
-        raise click.ClickException(f"{name}: {error.message}") from None
-    members = _cluster_size(name, pod, job, on_cpu)
+    with _unreadable_shapes(name, filename is not None):
+        try:
+            on_cpu = runs_on_cpu(pod, job, settings)
+        except TranslationError as error:
+            raise click.ClickException(f"{name}: {error.message}") from None
+        members = _cluster_size(name, pod, job, on_cpu)
     kind = "cpu" if on_cpu else CLUSTER_CATALOG if members > 1 else "gpu"
     catalog = _catalog(obj.database_url, kind, settings, runpod_url, runpod_api_key)
     if catalog.note:
         click.echo(catalog.note, err=True)
     gpus = [e for e in catalog.entries if isinstance(e, GpuType)]
     cpus = [e for e in catalog.entries if isinstance(e, CpuFlavor)]
-    claim = _claim(name, pod, kubeconfig, kube_context)
-    volumes = _network_volumes(pod, job, runpod_url, runpod_api_key)
-    try:
-        offers = placed_offers(pod, job, gpus, cpus, settings, volumes, claim)
-        rows = offer_rows(offers, gpus, cpus)
-    except TranslationError as error:
-        raise click.ClickException(f"{name}: {error.message}") from None
+    with _unreadable_shapes(name, filename is not None):
+        claim = _claim(name, pod, kubeconfig, kube_context)
+        volumes = _network_volumes(pod, job, runpod_url, runpod_api_key)
+        try:
+            offers = placed_offers(pod, job, gpus, cpus, settings, volumes, claim)
+            rows = offer_rows(offers, gpus, cpus)
+        except TranslationError as error:
+            raise click.ClickException(f"{name}: {error.message}") from None
     if members > 1:  # Instant Clusters are made in Secure Cloud only
         rows = [row for row in rows if row.offer.cloud is Cloud.SECURE]
     if output == "json":
         click.echo(json.dumps([_record(row, members) for row in rows], indent=2))
     else:
         click.echo(render_table([_cells(row, members) for row in rows], COLUMNS))
+
+
+@contextmanager
+def _unreadable_shapes(name: str, from_a_file: bool) -> Iterator[None]:
+    """A manifest nobody validated, with a shape `manifest_shape` does not check and the
+    planner cannot read: one line, not a traceback."""
+    try:
+        yield
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError) as error:
+        if not from_a_file:
+            raise
+        raise click.ClickException(
+            f"{name}: the manifest has a field whose shape the API server would refuse "
+            f"({type(error).__name__})"
+        ) from None
 
 
 def _claim(
@@ -216,7 +235,7 @@ def _cluster_size(name: str, pod: KubeObject, job: KubeObject | None, on_cpu: bo
 
 def _the_pod(
     target: str | None,
-    filename: IO[str] | None,
+    filename: IO[bytes] | None,
     namespace: str | None,
     kubeconfig: str | None,
     kube_context: str | None,
@@ -224,7 +243,15 @@ def _the_pod(
     if (target is None) == (filename is None):
         raise click.UsageError("name a pod ([NAMESPACE/]POD) or a manifest (-f), one of them")
     if filename is not None:
-        return manifest_pod(filename.read(), filename.name)
+        data = filename.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise click.ClickException(
+                f"{filename.name} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset "
+                f"{error.start})"
+            ) from None
+        return manifest_pod(text, filename.name)
     assert target is not None
     namespace, name = pod_of(target, namespace)
     with reaching("cannot read the pod"):
@@ -243,6 +270,8 @@ def manifest_pod(text: str, source: str) -> tuple[KubeObject, KubeObject | None]
         where = getattr(error, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         raise click.ClickException(f"{source} is not valid YAML{line}") from None
+    except RecursionError:
+        raise click.ClickException(f"{source}: nested too deeply to be a manifest") from None
     found = [d for d in documents if isinstance(d, dict) and d.get("kind") in ("Pod", "Job")]
     if len(found) != 1:
         raise click.ClickException(
@@ -251,6 +280,9 @@ def manifest_pod(text: str, source: str) -> tuple[KubeObject, KubeObject | None]
     manifest = found[0]
     if not isinstance(manifest.get("metadata"), dict) or not isinstance(manifest.get("spec"), dict):
         raise click.ClickException(f"{source}: the {manifest['kind']} has no metadata or spec")
+    problem = shape_problem(manifest, POD if manifest["kind"] == "Pod" else JOB)
+    if problem is not None:
+        raise click.ClickException(f"{source}: {problem}")
     if manifest["kind"] == "Pod":
         return _checked(manifest, source), None
     template = manifest["spec"].get("template")

@@ -23,9 +23,10 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from reconciler.core.domain import Cloud
+from reconciler.core.kubelet_settings import KubeletSettings
 from reconciler.core.quantity import canonical_quantity
 from reconciler.core.service_settings import ServiceSettings
-from reconciler.core.setting import Flag, flat_name, ip_address, out_of_range, seconds, setting
+from reconciler.core.setting import Flag, flat_name, out_of_range, seconds, setting
 
 DEFAULT_NODE_NAME = "virtual-runpod"
 DEFAULT_DATABASE_URL = "sqlite:///reconciler.db"
@@ -204,7 +205,6 @@ class CapsSettings:
         "rate budget.",
         limits=(0, 1000, "a number of creates"),
     )
-    """Before the rate budget bounds it further."""
 
     cost_history_days: int = setting(
         31,
@@ -213,7 +213,13 @@ class CapsSettings:
         "and the leak audit.",
         limits=(1, 3650, "a number of days"),
     )
-    """Kept for the leak audit too."""
+
+    runpod_max_answer_mib: int = setting(
+        64,
+        "--runpod-max-answer-mib",
+        "Largest answer read from RunPod, in MiB: a larger one is refused, never held whole.",
+        limits=(1, 4096, "a size in MiB"),
+    )
 
 
 @dataclass(frozen=True)
@@ -272,78 +278,6 @@ class TimingSettings:
         "Seconds a tick may take: later creates wait for the next tick, and no RunPod "
         "request runs past it.",
         limits=seconds(1, 3600),
-    )
-    """Also the longest any one request may take."""
-
-
-@dataclass(frozen=True)
-class KubeletSettings:
-    """The kubelet endpoint the virtual node serves (kubectl logs, exec, port-forward, top)."""
-
-    address: str = setting(
-        "",
-        "--kubelet-address",
-        "The virtual node's InternalIP: this reconciler's pod IP (default: $POD_IP).",
-        parse=ip_address,
-        fallback_env="POD_IP",
-    )
-    """Where the reconciler's own pod, and so the kubelet endpoint, can be reached. Empty:
-    the node lists only its name as a Hostname address."""
-
-    port: int = setting(
-        10250,
-        "--kubelet-port",
-        "Port of the kubelet endpoint (kubectl logs) the virtual node advertises (0: none).",
-        limits=(0, 65535, "a port number"),
-    )
-    """Advertised in the node's status.daemonEndpoints; 0 serves and advertises none."""
-
-    tls_secret: str = setting(
-        "",
-        "--kubelet-tls-secret",
-        "[namespace/]name of a TLS Secret for the kubelet endpoint (default: self-signed).",
-    )
-    """A kubernetes.io/tls Secret."""
-
-    idle_timeout: float = setting(
-        30.0,
-        "--kubelet-idle-timeout",
-        "Seconds a kubelet-endpoint connection may stay silent before its TLS handshake "
-        "and request headers are complete; then it is closed.",
-        limits=seconds(1, 3600),
-    )
-    """Also between two requests of a connection: closed before anyone is authenticated."""
-
-    max_connections: int = setting(
-        200,
-        "--kubelet-max-connections",
-        "Connections the kubelet endpoint holds at once; more are closed at once.",
-        limits=(1, 100_000, "a number of connections"),
-    )
-
-    max_follows_per_client: int = setting(
-        50,
-        "--kubelet-max-follows-per-client",
-        "`kubectl logs -f` served at once to one authenticated caller.",
-        limits=(1, 100_000, "a number of follows"),
-    )
-
-    max_streaming_per_namespace: int = setting(
-        16,
-        "--kubelet-max-streaming-per-namespace",
-        "exec and port-forward sessions served at once for the pods of one namespace.",
-        limits=(1, 100_000, "a number of sessions"),
-    )
-    """Every such request comes through the API server, so the endpoint cannot tell one
-    user from another: a namespace is the tenant it can tell, and one tenant's sessions
-    cannot take every connection slot from the others' logs, exec and `kubectl top`."""
-
-    streaming_connection_idle_timeout: float = setting(
-        4 * 3600.0,
-        "--streaming-connection-idle-timeout",
-        "Seconds an exec or port-forward session may pass with no frame either way; then "
-        "it is closed (the kubelet's flag of this name).",
-        limits=seconds(1, DAY),
     )
 
 

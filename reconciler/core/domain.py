@@ -9,6 +9,7 @@ classes on every tick would cost more than the decision itself.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,15 @@ USER_AGENT = f"runpod-reconciler/{__version__}"
 # Names of the registry credentials we create start with this, then a digest of the
 # owner id: credentials with any other name are not ours and never deleted.
 REGISTRY_NAME_PREFIX = "runpod-reconciler-"
+# The form of every id RunPod gives (pods, clusters, network volumes, registry
+# credentials): letters, digits, `_` and `-`, as the contract's examples
+# (`pod_abc123`, `agv6w2qcg7`, `6n2k8v4d`). Nothing else is put in a URL path: `.` or
+# `..` would leave their segment (an HTTP client folds them) and address another route.
+RUNPOD_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_runpod_id(value: object) -> bool:
+    return isinstance(value, str) and RUNPOD_ID.fullmatch(value) is not None
 
 
 class InstanceStatus(enum.StrEnum):

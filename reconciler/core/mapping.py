@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core.domain import Instance
+from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.reasons import PodReason
 
 
@@ -89,19 +89,34 @@ class MappingRecord:
         return dataclasses.replace(self, updated_at=other.updated_at) == other
 
 
-def unlisted_instances(
-    rows: Iterable[MappingRecord], listed_ids: Collection[str], live_pods: Collection[str]
+def unconfirmed_instances(
+    rows: Iterable[MappingRecord],
+    owned: Mapping[str, Sequence[Instance]],
+    lost_tags: Collection[str],
+    live_pods: Collection[str],
 ) -> list[str]:
-    """The instances a running row of a live pod maps that the list does not show: each
-    is read by id, since the list lags behind creates and only RunPod's 404 says an
-    instance is gone (docs/architecture.md §3, "Cloud resources")."""
-    return sorted(
-        {
-            row.instance_id
-            for row in rows
-            if row.state is MappingState.RUNNING
-            and row.instance_id
-            and row.instance_id not in listed_ids
-            and row.pod_uid in live_pods
-        }
-    )
+    """The instances a running row of a live pod maps that the list does not show as
+    that pod's live instance (`owned`: ours by their owner and pod UID tags, by pod UID):
+    omitted or TERMINATED, shown without our owner tag or with another pod's UID tag,
+    shown without tags at all (`lost_tags`: their tags would be written back from what
+    the list shows), or shown broken (ERROR: it fails the pod). Each is read by id before anything
+    is concluded: the list lags behind creates, and one list is no proof (only RunPod's
+    404 says an instance is gone, and only its record by id that its tags or its status
+    changed so: docs/architecture.md §3, "Cloud resources"). A steady tick, whose list
+    shows every mapped instance alive with its tags, reads none (and costs a lookup per
+    row)."""
+    doubted = set()
+    for row in rows:
+        if row.state is not MappingState.RUNNING or row.pod_uid not in live_pods:
+            continue
+        instance_id = row.instance_id
+        if not instance_id:
+            continue
+        for shown in owned.get(row.pod_uid) or ():
+            if shown.id == instance_id and shown.status is not InstanceStatus.ERROR:
+                break
+        else:
+            doubted.add(instance_id)
+        if instance_id in lost_tags:
+            doubted.add(instance_id)
+    return sorted(doubted)

@@ -17,6 +17,7 @@ from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.service_settings import ServiceBackends
@@ -118,6 +119,7 @@ class Sandbox:
             sleep=self.clock.sleep,
             monotonic=self.clock.monotonic,
             read_timeout=5,
+            max_answer_bytes=self._base_settings.caps.runpod_max_answer_mib * MIB,
         )
         self.store: Store = open_store(
             self.database_url, upgrade=True, node=self._base_settings.node.name
@@ -136,8 +138,13 @@ class Sandbox:
         if limits is not None:
             changes.update(
                 kubelet_idle_timeout=limits.idle_timeout,
+                kubelet_request_header_timeout=limits.header_timeout,
                 kubelet_max_connections=limits.max_connections,
-                kubelet_max_follows_per_client=limits.max_follows_per_client,
+                kubelet_max_unauthenticated=limits.max_unauthenticated,
+                kubelet_max_headers=limits.max_headers,
+                kubelet_max_header_bytes=limits.max_header_bytes,
+                kubelet_max_follows=limits.max_follows,
+                kubelet_max_follows_per_namespace=limits.max_follows_per_namespace,
                 kubelet_max_streaming_per_namespace=limits.max_streaming_per_namespace,
                 streaming_connection_idle_timeout=limits.streaming_idle_timeout,
             )

@@ -25,6 +25,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.transport import MIB
 from reconciler.core.actions import Create
 from reconciler.core.config import Settings
 from reconciler.core.plan.admission import create_slots
@@ -108,7 +109,10 @@ def run_loop(settings: Settings, conn: Connections, options: LoopOptions) -> Non
                 after_tick=health.record,
             ) as parts,
             RunPodClient(
-                conn.runpod_api_key, conn.runpod_url, on_response=metrics.runpod_response
+                conn.runpod_api_key,
+                conn.runpod_url,
+                on_response=metrics.runpod_response,
+                max_answer_bytes=settings.caps.runpod_max_answer_mib * MIB,
             ) as logs_runpod,
         ):
             replica = Replica(parts, health, options, stop)

@@ -16,6 +16,7 @@ from functools import partial
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
+from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
@@ -216,7 +217,12 @@ def connect(
     process_log.register_secret(conn.runpod_api_key)
     store = open_store(conn.database_url, conn.migrate and not read_only, settings.node.name)
     kube = KubeClient.from_config(conn.kubeconfig, conn.context)
-    runpod = RunPodClient(conn.runpod_api_key, conn.runpod_url, on_response=on_runpod_response)
+    runpod = RunPodClient(
+        conn.runpod_api_key,
+        conn.runpod_url,
+        on_response=on_runpod_response,
+        max_answer_bytes=settings.caps.runpod_max_answer_mib * MIB,
+    )
     lock = LockKeeper(store, clock, lock_name(settings.node.name))
     engine: Engine | None = None
     try:

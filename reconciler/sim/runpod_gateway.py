@@ -160,7 +160,8 @@ class Gateway:
             self._faults.raise_injected(method, path)
             if isinstance(body, BadJson):
                 raise Problem(400, "request body is not valid JSON")
-            return self._api.dispatch(method, path, params, body, self.clock.now(), headers)
+            reply = self._api.dispatch(method, path, params, body, self.clock.now(), headers)
+            return self._faults.shape_answer(method, path, reply)
         except Problem as problem:
             return Reply.problem(problem)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import formatdate
@@ -44,6 +44,36 @@ class SimRequest:
 
 
 @dataclass
+class Wire:
+    """How the HTTP server sends one answer's body when a fault shapes it
+    (`runpod_faults`): trickled on the simulator's clock, or padded."""
+
+    seconds_per_byte: float = 0.0
+    size: int = 0
+    chunked: bool = False
+    sent: int = 0
+    """Bytes of the body really sent before it ended or the client hung up."""
+
+    def pieces(self, payload: bytes) -> Iterator[bytes]:
+        """The body as sent: padded to `size` (a JSON object gets a `padding` field
+        before its closing brace), made 64 KiB at a time."""
+        if self.size <= len(payload) or not payload.endswith(b"}"):
+            yield payload
+            return
+        head = payload[:-1] + (b',"padding":"' if len(payload) > 2 else b'"padding":"')
+        left = self.size - len(head) - 2
+        yield head
+        while left > 0:
+            piece = min(left, 64 * 1024)
+            yield b"x" * piece
+            left -= piece
+        yield b'"}'
+
+    def length(self, payload: bytes) -> int:
+        return max(self.size, len(payload)) if payload.endswith(b"}") else len(payload)
+
+
+@dataclass
 class Reply:
     status: int
     body: Any = None
@@ -53,6 +83,8 @@ class Reply:
     hang: float = 0.0
     # A log stream: the body is its backfill, then the handler keeps it going.
     stream: LogStream | None = None
+    # How the body goes out when a fault shapes it (trickled, padded): `runpod_faults.Wire`.
+    wire: Wire | None = None
 
     @classmethod
     def problem(cls, problem: Problem) -> Reply:
@@ -262,7 +294,11 @@ class _HttpHandler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             self.wfile.flush()
-            ended = self.server.backend.logs.serve_stream(stream, self._chunk)
+            wire = reply.wire
+            send = self._chunk
+            if wire is not None and wire.seconds_per_byte:
+                send = lambda data: self._trickle(data, wire)  # noqa: E731
+            ended = self.server.backend.logs.serve_stream(stream, send)
             if ended:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -278,6 +314,9 @@ class _HttpHandler(BaseHTTPRequestHandler):
 
     def _write(self, reply: Reply) -> None:
         payload = _encode(reply)
+        if reply.wire is not None:
+            self._write_shaped(reply, payload, reply.wire)
+            return
         try:
             self.send_response(reply.status)
             for name, value in reply.headers.items():
@@ -289,6 +328,55 @@ class _HttpHandler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. after its timeout)
+
+    def _write_shaped(self, reply: Reply, payload: bytes, wire: Wire) -> None:
+        """The body as a fault sends it: trickled on the simulator's clock, or padded and
+        sent piece by piece (chunked if asked), never held whole."""
+        backend = self.server.backend
+        try:
+            self.send_response(reply.status)
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Type", reply.content_type)
+            if wire.chunked:
+                self.send_header("Transfer-Encoding", "chunked")
+            else:
+                self.send_header("Content-Length", str(wire.length(payload)))
+            self.end_headers()
+            for piece in wire.pieces(payload):
+                if wire.seconds_per_byte:
+                    for at in range(len(piece)):
+                        backend.clock.advance(wire.seconds_per_byte)
+                        self._send_piece(piece[at : at + 1], wire.chunked)
+                        wire.sent += 1
+                        # A breath of real time, so the client reads each byte as it comes.
+                        if backend.stall(0.001):
+                            return
+                else:
+                    self._send_piece(piece, wire.chunked)
+                    wire.sent += len(piece)
+            if wire.chunked:
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up
+        self.close_connection = True
+
+    def _trickle(self, data: bytes, wire: Wire) -> None:
+        """A stream's data a byte (one chunk) at a time, each after `seconds_per_byte`."""
+        for at in range(len(data)):
+            self.server.backend.clock.advance(wire.seconds_per_byte)
+            self._chunk(data[at : at + 1])
+            wire.sent += 1
+            if self.server.backend.stall(0.001):
+                raise BrokenPipeError("the simulator is stopping")
+
+    def _send_piece(self, piece: bytes, chunked: bool) -> None:
+        if chunked:
+            self._chunk(piece)
+        else:
+            self.wfile.write(piece)
+            self.wfile.flush()
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The `Date` header from the simulated clock, as a real server dates its answers

@@ -19,6 +19,7 @@ from reconciler.sim.runpod_pods import LogLine, sse_event
 
 # How often an idle log stream looks for lines a clock move made visible (real seconds).
 _LOG_POLL_SECONDS = 0.05
+_EVENTS_PER_WRITE = 256
 
 ROUTES = RouteTable()
 
@@ -152,9 +153,10 @@ class LogRoutes:
 
 
 def _send_lines(stream: LogStream, lines: list[LogLine], send: Callable[[bytes], None]) -> bool:
-    """Send what the stream may carry of `lines`; False when it must be cut after them."""
+    """Send what the stream may carry of `lines`, a few events per write as a server
+    streams a long backfill; False when it must be cut after them."""
     sent, cut = stream.take(lines)
-    if sent:
-        send("".join(sse_event(line) for line in sent).encode())
+    for start in range(0, len(sent), _EVENTS_PER_WRITE):
+        send("".join(sse_event(line) for line in sent[start : start + _EVENTS_PER_WRITE]).encode())
     stream.advance(sent)
     return not cut

@@ -13,6 +13,10 @@ is RUNNING; a connection at any other time is dropped.
   its mount path inside the sandbox to the volume's directory, and the path's first
   folder is read relative to the sandbox too. A pty, when asked for, is a real one, sized by
   the client's requests.
+- Flow control as OpenSSH's sshd: input the command does not read stops being taken
+  in (the client's window closes), and output the client does not read stops being read
+  from the command (it blocks in its pipe or terminal), so a stalled session holds a
+  few hundred KiB, never its command's whole output.
 - direct-tcpip to the pod's loopback answers HTTP GET on the ports `serve()` set up;
   any other destination is refused, as an unused port in a container is.
 - A pod has its own network and `/etc/hosts` (`runpod_netns`): commands run inside
@@ -55,6 +59,10 @@ _READ = 65536
 _HELD = 256 * 1024
 """Input bytes waiting for a command that does not read before the channel stops taking
 more (the client's window then closes, as with OpenSSH's sshd)."""
+_OUTPUT_HELD = 64 * 1024
+"""Output bytes waiting for a client whose window is full before the command's output
+stops being read (it then waits in its pipe or terminal, and the command blocks, as
+with OpenSSH's sshd)."""
 
 
 def sandboxed(command: str, folders: tuple[str, ...] = _FOLDERS) -> str:
@@ -295,12 +303,33 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         self._draining: asyncio.Future[None] | None = None
         self._eof = False
         self._task: asyncio.Task[None] | None = None
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._gone = False
+        self._pty_reader: Callable[[], None] | None = None
 
     def connection_made(self, chan: Any) -> None:
         self._chan = chan
+        chan.set_write_buffer_limits(high=_OUTPUT_HELD)
+
+    def pause_writing(self) -> None:
+        """The channel holds `_OUTPUT_HELD` bytes the client's window has no room for:
+        the command's output is left unread until it drains."""
+        self._writable.clear()
+        if self._pty_reader is not None and self._master is not None:
+            asyncio.get_running_loop().remove_reader(self._master)
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+        if self._pty_reader is not None and self._master is not None:
+            asyncio.get_running_loop().add_reader(self._master, self._pty_reader)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        # The channel or the connection gone before the command ended: sshd hangs it up.
+        # The channel or the connection gone before the command ended: sshd hangs it up,
+        # and what it still prints is read and dropped until it ends.
+        self._gone = True
+        if not self._writable.is_set():
+            self.resume_writing()
         if self._process is not None and self._process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGHUP)
@@ -395,8 +424,14 @@ class _Session(asyncssh.SSHServerSession[bytes]):
         self._chan.exit(code if code >= 0 else 128 - code)
 
     async def _pump(self, stream: asyncio.StreamReader, write: Callable[[bytes], None]) -> None:
-        while data := await stream.read(_READ):
-            write(data)
+        while True:
+            # Left unread, the pipe's transport stops reading: the command blocks writing.
+            await self._writable.wait()
+            data = await stream.read(_READ)
+            if not data:
+                return
+            if not self._gone:
+                write(data)
 
     async def _pump_pty(self, master: int) -> None:
         loop, done = asyncio.get_running_loop(), asyncio.Event()
@@ -409,12 +444,16 @@ class _Session(asyncssh.SSHServerSession[bytes]):
             except OSError:  # EIO: the last process holding the terminal ended
                 data = b""
             if data:
-                self._chan.write(data)
+                if not self._gone:
+                    self._chan.write(data)  # may pause: see pause_writing
             else:
+                self._pty_reader = None
                 loop.remove_reader(master)
                 done.set()
 
-        loop.add_reader(master, readable)
+        self._pty_reader = readable
+        if self._writable.is_set():
+            loop.add_reader(master, readable)
         await done.wait()
 
     def _write(self, data: bytes) -> None:

@@ -123,6 +123,68 @@ def test_bad_input_is_one_line(box: Sandbox, tmp_path: Path, text: str, says: st
     assert len([line for line in done.stderr.splitlines() if line.startswith("Error")]) == 1
 
 
+MALFORMED = {
+    "annotations-as-a-list": (
+        GPU_POD.replace(
+            '    runpod.io/max-price: "1.00"            # USD/h for the whole pod\n'
+            '    runpod.io/required-gpu-memory: "24"    # GB per GPU\n',
+            "    - runpod.io/max-price\n",
+        ),
+        "metadata.annotations must be a map, not a list",
+    ),
+    "resources-as-a-string": (
+        GPU_POD.replace(
+            "      resources:\n        limits:\n          nvidia.com/gpu: 1\n",
+            "      resources: lots\n",
+        ),
+        "spec.containers[0].resources must be a map, not a string",
+    ),
+    "limits-as-a-list": (
+        GPU_POD.replace("          nvidia.com/gpu: 1\n", "          - nvidia.com/gpu\n"),
+        "spec.containers[0].resources.limits must be a map, not a list",
+    ),
+    "template-metadata-as-a-list": (
+        TORCHRUN_JOB.replace(
+            '    metadata:\n      annotations:\n        runpod.io/cluster: "true"\n',
+            "    metadata:\n      - annotations\n",
+        ),
+        "spec.template.metadata must be a map, not a list",
+    ),
+    "deep-nesting": (
+        GPU_POD + "  extra: " + "[" * 20_000 + "]" * 20_000 + "\n",
+        "nested too deeply to be a manifest",
+    ),
+    "a-name-as-a-map": (
+        GPU_POD.replace("  name: gpu-notebook\n", "  name: {a: b}\n"),
+        "metadata.name must be a string, not a map",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_a_malformed_manifest_is_one_line(box: Sandbox, tmp_path: Path, name: str) -> None:
+    text, says = MALFORMED[name]
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(text)
+    done = offers(box, "-f", str(manifest), key=True)
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == f"Error: {manifest}: {says}", done.stderr
+
+
+def test_a_manifest_that_is_not_utf8_is_one_line(box: Sandbox, tmp_path: Path) -> None:
+    manifest = tmp_path / "pod.yaml"
+    data = GPU_POD.replace("gpu-notebook", "gpu-\xe9").encode("latin-1")
+    manifest.write_bytes(data)
+    done = offers(box, "-f", str(manifest), key=True)
+    assert done.returncode == 1, done.stdout
+    assert "Traceback" not in done.stderr, done.stderr
+    offset = data.index(b"\xe9")
+    assert done.stderr.strip() == (
+        f"Error: {manifest} is not UTF-8 text (byte 0xe9 at offset {offset})"
+    ), done.stderr
+
+
 def test_an_indexed_cluster_job_is_offered_as_one_cluster_of_its_pods(
     box: Sandbox, tmp_path: Path
 ) -> None:

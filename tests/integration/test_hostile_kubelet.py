@@ -8,6 +8,7 @@ follows at most its share of logs."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -151,7 +152,7 @@ def test_silent_connections_are_closed_before_authentication(box: Sandbox) -> No
             sock.close()
 
 
-def test_connections_beyond_the_cap_are_closed_at_once(
+def test_a_new_connection_closes_the_oldest_unauthenticated_one(
     box: Sandbox, admin: tuple[str, str]
 ) -> None:
     running_pod(box, "train")
@@ -161,11 +162,39 @@ def test_connections_beyond_the_cap_are_closed_at_once(
     try:
         eventually(lambda: server.connections == 3)
         extra = _silent(server.port)
-        assert _closed_by_server(extra)  # long before the 60 s idle timeout
+        assert _closed_by_server(held[0])  # long before the 60 s idle timeout
+        assert get(box, admin, "/containerLogs/default/train/main").status_code == 200
         extra.close()
     finally:
         for sock in held:
             sock.close()
+    eventually(lambda: server.connections == 0)
+
+
+def test_connections_beyond_the_cap_are_closed_at_once_when_all_are_authenticated(
+    box: Sandbox, admin: tuple[str, str]
+) -> None:
+    running_pod(box, "train")
+    box.kubelet.stop()
+    server = box.start_kubelet(limits=EndpointLimits(idle_timeout=60, max_connections=2))
+    url = f"https://127.0.0.1:{server.port}/containerLogs/default/train/main"
+    with contextlib.ExitStack() as stack:
+        for _ in range(2):
+            follow = stack.enter_context(
+                requests.get(
+                    url,
+                    params={"follow": "true"},
+                    verify=False,
+                    timeout=10,
+                    cert=admin,
+                    stream=True,
+                )
+            )
+            assert follow.status_code == 200
+        assert server.connections == 2
+        extra = _silent(server.port)
+        assert _closed_by_server(extra)
+        extra.close()
     eventually(lambda: server.connections == 0)
     assert get(box, admin, "/containerLogs/default/train/main").status_code == 200
 
@@ -173,15 +202,15 @@ def test_connections_beyond_the_cap_are_closed_at_once(
 def test_one_caller_follows_at_most_its_share(box: Sandbox, admin: tuple[str, str]) -> None:
     running_pod(box, "train")
     box.kubelet.stop()
-    box.start_kubelet(limits=EndpointLimits(max_follows_per_client=1))
+    box.start_kubelet(limits=EndpointLimits(max_follows_per_namespace=1))
     url = f"https://127.0.0.1:{box.settings.kubelet.port}/containerLogs/default/train/main"
     with requests.get(
         url, params={"follow": "true"}, verify=False, timeout=10, cert=admin, stream=True
     ) as first:
         assert first.status_code == 200
         second = get(box, admin, "/containerLogs/default/train/main", follow="true")
-        assert second.status_code == 503
-        assert "--kubelet-max-follows-per-client" in second.text
+        assert second.status_code == 400
+        assert "--kubelet-max-follows-per-namespace" in second.text
         assert get(box, admin, "/containerLogs/default/train/main").status_code == 200
 
 

@@ -1,7 +1,8 @@
 """The state store on PostgreSQL, the database for more than one replica: the migrations
 apply (also from replicas starting together), a pod's whole life runs through the engine
-with its rows there, deleting the rows rebuilds them without a second create, and the
-writer lock refuses a second writer.
+with its rows there, deleting the rows rebuilds them without a second create, the
+writer lock refuses a second writer, and the rows a steady tick reuses are read anew
+after a restored backup (even one whose count a second writer moved back).
 
 Runs against RECONCILER_TEST_POSTGRES_URL, else a throwaway server from Debian's
 postgresql package; skipped, with the reason, when neither can be had (a failure where
@@ -15,9 +16,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, event, text
 
 from reconciler.adapters.store import db, migrate
+from reconciler.adapters.store.repository import Store
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
@@ -126,6 +128,79 @@ def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
     with db.make_engine(url).begin() as connection:
         connection.execute(text("TRUNCATE mappings CASCADE"))
     assert store.load_rows() == []
+
+
+def _restore(url: str, rows: list[tuple[str, str]], generation: tuple[int, str]) -> None:
+    """A backup's rows and generation put back as pg_restore puts data back: before the
+    triggers (here: with them disabled), so the restore itself moves nothing."""
+    with db.make_engine(url).begin() as connection:
+        connection.execute(text("ALTER TABLE mappings DISABLE TRIGGER USER"))
+        connection.execute(text("DELETE FROM mappings"))
+        for uid, name in rows:
+            connection.execute(
+                text(
+                    "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, "
+                    "created_at, updated_at) VALUES (:uid, 'ns', :name, 'running', 0, "
+                    "'2026-05-01', '2026-05-01')"
+                ),
+                {"uid": uid, "name": name},
+            )
+        connection.execute(
+            text("UPDATE mapping_generation SET value = :value, token = :token"),
+            {"value": generation[0], "token": generation[1]},
+        )
+        connection.execute(text("ALTER TABLE mappings ENABLE TRIGGER USER"))
+
+
+def _generation(url: str) -> tuple[int, str]:
+    with db.make_engine(url).connect() as connection:
+        value, token = connection.execute(text("SELECT value, token FROM mapping_generation")).one()
+    return int(value), str(token)
+
+
+def test_a_restored_backup_and_a_count_moved_back_are_read(url: str) -> None:
+    """An older backup restored, then a second writer's write brings the count back to
+    the value this store cached: the rows are read anew."""
+    store = open_store(url, upgrade=True)
+    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    backup = _generation(url)
+    store.save_row(MappingRecord("c", "ns", "pod-c", MappingState.RUNNING, T0, T0))
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "c"}  # cached
+    cached = _generation(url)[0]
+    _restore(url, [("a", "pod-a")], backup)
+    other = open_store(url, upgrade=False)
+    other.save_row(MappingRecord("d", "ns", "pod-d", MappingState.RUNNING, T0, T0))
+    assert _generation(url)[0] == cached  # the value cached, over other rows
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "d"}
+
+
+def test_rows_newer_than_their_generation_are_not_kept_under_it(url: str) -> None:
+    """A write that lands between the generation's read and the rows' (each statement
+    its own snapshot) leaves rows newer than that generation: they are not cached under
+    it, so a restore of that very generation is read."""
+    store = open_store(url, upgrade=True)
+    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    before = _generation(url)
+    engine = store_engine(store)
+    landed = []
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def write_first(_c: object, _cur: object, statement: str, *_rest: object) -> None:
+        if "FROM mappings" in statement and not landed:
+            landed.append(True)
+            writer = open_store(url, upgrade=False)
+            writer.save_row(MappingRecord("x", "ns", "pod-x", MappingState.RUNNING, T0, T0))
+
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "x"}
+    event.remove(engine, "before_cursor_execute", write_first)
+    _restore(url, [("a", "pod-a")], before)
+    assert {r.pod_uid for r in store.load_rows()} == {"a"}
+
+
+def store_engine(store: Store) -> Engine:
+    bind = store._sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    return bind
 
 
 def test_two_nodes_on_one_database_leave_each_other_alone(url: str) -> None:

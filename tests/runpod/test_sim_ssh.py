@@ -3,15 +3,18 @@ implementation beside the simulator's asyncssh and the product's paramiko): a po
 created with `startSsh` and a `PUBLIC_KEY` accepts that key for root once RUNNING, and
 its `ssh.direct` block leads there only then and only with 22/tcp published; commands
 run in the pod's sandbox (`/tmp` inside it), with exit codes, stdin and its end, a pty
-when asked; direct-tcpip reaches what `serve` set up and nothing else; the admin routes
-stop the sshd and bring it back with a new host key; a pod without `startSsh`, or
-without a key, runs none."""
+when asked; input and output nobody reads wait in the command's pipes, not the
+simulator's memory (the channel's window, as OpenSSH's); direct-tcpip reaches what
+`serve` set up and nothing else; the admin routes stop the sshd and bring it back with
+a new host key; a pod without `startSsh`, or without a key, runs none."""
 
 from __future__ import annotations
 
 import ipaddress
 import shutil
 import subprocess
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -272,6 +275,34 @@ def test_input_nobody_reads_stops_being_taken_in(sim, key):
         pass
     client.close()
     assert taken < 8 << 20, f"{taken >> 20} MiB taken in by a command that reads nothing"
+
+
+@pytest.mark.parametrize("pty", [False, True], ids=["pipes", "pty"])
+def test_output_nobody_reads_stops_being_read_from_the_command(sim, key, pty):
+    """As a real sshd: once the client's window is full, the command's output waits in
+    its pipe (the command blocks), not in the simulator's memory. Twelve stalled `yes`
+    sessions once grew it by gigabytes."""
+    pod = running(sim, key)
+    client = _paramiko(pod, key)
+    channels = []
+    for _ in range(12):
+        channel = client.get_transport().open_session(window_size=65536)
+        if pty:
+            channel.get_pty()
+        channel.exec_command("yes")
+        channels.append(channel)
+    tracemalloc.start()
+    try:
+        grown = 0
+        for _ in range(30):  # 3 s: a buffering server takes in hundreds of MiB meanwhile
+            time.sleep(0.1)
+            grown = max(grown, tracemalloc.get_traced_memory()[0])
+            if grown > 8 << 20:
+                break
+    finally:
+        tracemalloc.stop()
+        client.close()
+    assert grown < 8 << 20, f"{grown >> 20} MiB of output nobody read held"
 
 
 def test_an_absurd_terminal_size_leaves_the_session_alive(sim, key):

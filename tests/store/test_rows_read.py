@@ -114,3 +114,46 @@ def test_the_count_moves_once_per_write(engine: Engine, store: Store) -> None:
     assert count() == before + 1
     store.load_rows()
     assert count() == before + 1  # reading writes nothing
+
+
+def test_a_restored_backup_and_a_count_moved_back_to_the_cached_value_are_read(
+    store: Store, path: Path, tmp_path: Path
+) -> None:
+    """An older backup restored under a running reconciler, then a second writer's
+    writes bring the count back to the value this store cached: the rows are read
+    anew, never the cached ones the database no longer has."""
+    backup = tmp_path / "backup.sqlite"
+    with sqlite3.connect(path) as live, sqlite3.connect(backup) as copy:
+        live.backup(copy)
+    store.save_row(row("c"))
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "b", "c"}  # cached
+
+    with sqlite3.connect(backup) as copy, sqlite3.connect(path) as live:
+        copy.backup(live)  # the restore: "c" is gone, the count one lower
+    other = Store(db.session_factory(db.make_engine(f"sqlite:///{path}")))
+    other.save_row(row("d"))  # the count is back at the cached value
+
+    assert {r.pod_uid for r in store.load_rows()} == {"a", "b", "d"}
+
+
+def test_each_kind_of_write_draws_a_new_token(engine: Engine, store: Store, path: Path) -> None:
+    """The store's upsert, and a plain INSERT, UPDATE and DELETE by hand: each its own."""
+
+    def token() -> str:
+        with engine.connect() as connection:
+            return str(connection.execute(text("SELECT token FROM mapping_generation")).scalar())
+
+    tokens = [token()]
+    store.save_row(row("a", instance_id="i-1"))
+    tokens.append(token())
+    for sql in (
+        "INSERT INTO mappings (pod_uid, namespace, name, state, orphan_sightings, created_at,"
+        " updated_at) VALUES ('z', 'ns', 'pod-z', 'running', 0, '2026-05-01 00:00:00',"
+        " '2026-05-01 00:00:00')",
+        "UPDATE mappings SET instance_id = 'by-hand' WHERE pod_uid = 'z'",
+        "DELETE FROM mappings WHERE pod_uid = 'z'",
+    ):
+        with sqlite3.connect(path) as connection:
+            connection.execute(sql)
+        tokens.append(token())
+    assert len(set(tokens)) == len(tokens) and all(len(t) == 32 for t in tokens)

@@ -77,9 +77,9 @@ def test_a_deleted_clusters_404_forgets_its_row_or_keeps_it_gone_for_its_pods() 
 
 
 def test_deleting_rows_are_read_by_id_until_gone() -> None:
-    assert clusters.unlisted([row()], [], []) == ["c1"]
-    assert clusters.unlisted([row()], [], [member(0)]) == []  # listed
-    assert clusters.unlisted([row(ClusterState.GONE)], [], []) == []
+    assert clusters.unlisted([row()], [], [], OWNER) == ["c1"]
+    assert clusters.unlisted([row()], [], [member(0)], OWNER) == []  # listed
+    assert clusters.unlisted([row(ClusterState.GONE)], [], [], OWNER) == []
 
 
 def test_each_live_gang_pod_is_paired_with_its_member_by_rank() -> None:

@@ -5,6 +5,7 @@ wrapper's marker and notes left out, since, tail) and how they are rendered
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from reconciler.core.logs.kubectl_logs import (
     LogLine,
     LogOptions,
     LogOptionsError,
+    backfill_lines,
     last_lines,
     parse_options,
     render,
@@ -81,6 +83,30 @@ def test_the_wrappers_lines_are_left_out_before_the_tail_is_taken() -> None:
     assert last_lines(backfill, LogOptions(tail_lines=0), NONCE) == []
     since = LogOptions(since=NOW + timedelta(seconds=2))
     assert [x.line for x in last_lines(backfill, since, NONCE)] == ["b", "c"]
+
+
+def test_a_backfill_is_read_only_as_far_as_its_reader_takes_it() -> None:
+    taken = 0
+
+    def endless() -> Iterator[LogLine]:
+        nonlocal taken
+        while True:
+            taken += 1
+            yield LogLine(NOW, "x" * 1000)
+
+    shown = render(
+        backfill_lines(endless(), LogOptions(limit_bytes=100), NONCE), LogOptions(limit_bytes=100)
+    )
+    assert b"".join(shown) == b"x" * 100
+    assert taken == 1
+
+
+def test_a_tail_holds_its_lines_cut_to_what_limit_bytes_shows() -> None:
+    backfill = lines("a" * 500, "b" * 500, "c" * 500)
+    options = LogOptions(tail_lines=2, limit_bytes=10)
+    held = list(backfill_lines(backfill, options, NONCE))
+    assert [x.line for x in held] == ["b" * 10, "c" * 10]
+    assert b"".join(render(held, options)) == b"b" * 10
 
 
 def test_a_line_that_looks_like_the_marker_without_the_nonce_is_the_users() -> None:

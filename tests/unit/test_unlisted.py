@@ -1,17 +1,21 @@
-"""Which resources each kind expects that its list omits (docs/architecture.md §3,
-"Cloud resources", "Gone only on a 404 by id"): the pure half of the one read-by-id path
-(`runtime/by_id.py`). Instances: a running row of a live pod; clusters: a live gang's
-running row or its pods' annotation; volumes: the handle of a released or grown PV. What
-the list shows, and what nothing live expects, is never read."""
+"""Which resources each kind expects that its list omits or shows without their tags
+(docs/architecture.md §3, "Cloud resources", "Gone only on a 404 by id"): the pure half
+of the one read-by-id path (`runtime/by_id.py`). Instances: a running row of a live pod;
+clusters: a live gang's running row or its pods' annotation; volumes: the handle of a
+released or grown PV. What the list shows as we know it, and what nothing live expects,
+is never read."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
-from reconciler.core.mapping import MappingRecord, MappingState, unlisted_instances
+from reconciler.core.mapping import MappingRecord, MappingState, unconfirmed_instances
+from reconciler.core.pods.ownership import Ownership
 from reconciler.core.resources import clusters, network_volumes
 from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,
@@ -27,6 +31,12 @@ def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) ->
     return MappingRecord(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
 
 
+def _confirm(rows: list[MappingRecord], listed: list[Instance], live: set[str]) -> list[str]:
+    owners = Ownership.of(OWNER, listed, rows, [])
+    lost = {instance.id for instance, _ in owners.lost_tags}
+    return unconfirmed_instances(rows, owners.owned, lost, live)
+
+
 def test_instances_read_by_id_are_those_live_pods_map_and_the_list_omits() -> None:
     rows = [
         _row("a", "i-a"),  # listed
@@ -34,7 +44,44 @@ def test_instances_read_by_id_are_those_live_pods_map_and_the_list_omits() -> No
         _row("c", "i-c"),  # its pod is gone: the orphan rules, not a read
         _row("d", "i-d", MappingState.CREATING),  # not made yet: the create grace
     ]
-    assert unlisted_instances(rows, {"i-a"}, {"a", "b", "d"}) == ["i-b"]
+    assert _confirm(rows, [_instance("i-a", "a")], {"a", "b", "d"}) == ["i-b"]
+
+
+def _instance(instance_id: str, uid: str | None, owner: str | None = "owner") -> Instance:
+    env = {OWNER_ENV: owner, POD_UID_ENV: uid}
+    return Instance(
+        id=instance_id,
+        name=instance_id,
+        status=InstanceStatus.RUNNING,
+        env={k: v for k, v in env.items() if v is not None},
+    )
+
+
+OWNER = "owner"
+
+
+def test_instances_read_by_id_are_also_those_the_list_shows_with_other_tags() -> None:
+    rows = [_row(uid, f"i-{uid}") for uid in "abcd"]
+    listed = [
+        _instance("i-a", "a"),  # as we know it
+        _instance("i-b", "b", owner="someone-else"),  # owner tag swapped: read
+        _instance("i-c", "x"),  # another pod's UID tag: read
+        _instance("i-d", None, owner=None),  # tags gone: read before restoring them
+    ]
+    assert _confirm(rows, listed, set("abcd")) == ["i-b", "i-c", "i-d"]
+
+
+def test_instances_read_by_id_are_also_those_the_list_shows_ended_or_broken() -> None:
+    rows = [_row(uid, f"i-{uid}") for uid in "abcd"]
+    statuses = {"b": InstanceStatus.ERROR, "c": InstanceStatus.TERMINATED}
+    statuses["d"] = InstanceStatus.EXITED  # a batch pod's end: its log says more
+    listed = [
+        dataclasses.replace(
+            _instance(f"i-{uid}", uid), status=statuses.get(uid, InstanceStatus.RUNNING)
+        )
+        for uid in "abcd"
+    ]
+    assert _confirm(rows, listed, set("abcd")) == ["i-b", "i-c"]
 
 
 def _gang_pod(uid: str, cluster_id: str | None = None) -> dict[str, Any]:
@@ -51,9 +98,14 @@ def _gang_pod(uid: str, cluster_id: str | None = None) -> dict[str, Any]:
     }
 
 
-def _member(cluster_id: str) -> Instance:
+def _member(cluster_id: str, gang: str | None = None, owner: str = OWNER) -> Instance:
+    env = {OWNER_ENV: owner, **({GANG_ENV: gang} if gang else {})}
     return Instance(
-        id=f"m-{cluster_id}", name="m", status=InstanceStatus.RUNNING, cluster_id=cluster_id
+        id=f"m-{cluster_id}",
+        name="m",
+        status=InstanceStatus.RUNNING,
+        cluster_id=cluster_id,
+        env=env,
     )
 
 
@@ -64,9 +116,19 @@ def test_clusters_read_by_id_are_those_a_live_gang_records_and_the_list_omits() 
         ClusterRecord(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row"),
         ClusterRecord("old", "job-0", "ns", "old", ClusterState.RUNNING, NOW, NOW, "c-dead"),
     ]
-    assert clusters.unlisted(rows, pods, []) == ["c-annotated", "c-row"]
-    listed = [_member("c-annotated"), _member("c-row")]
-    assert clusters.unlisted(rows, pods, listed) == []
+    assert clusters.unlisted(rows, pods, [], OWNER) == ["c-annotated", "c-row"]
+    listed = [_member("c-annotated"), _member("c-row", gang)]
+    assert clusters.unlisted(rows, pods, listed, OWNER) == []
+
+
+def test_a_cluster_a_gang_records_shown_without_its_tags_is_read_by_id() -> None:
+    pods = [_gang_pod("p0"), _gang_pod("p1")]
+    gang = clusters.gang_key("job-1", pods)
+    rows = [ClusterRecord(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row")]
+    assert clusters.unlisted(rows, pods, [_member("c-row")], OWNER) == ["c-row"]  # no gang tag
+    swapped = [_member("c-row", gang, owner="someone-else")]
+    assert clusters.unlisted(rows, pods, swapped, OWNER) == ["c-row"]
+    assert clusters.unlisted(rows, pods, [_member("c-row", gang)], OWNER) == []
 
 
 def _pv(name: str, handle: str, phase: str, policy: str = "Delete") -> dict[str, Any]:

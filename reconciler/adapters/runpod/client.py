@@ -16,7 +16,7 @@ from reconciler.adapters.runpod.catalog import Catalog
 from reconciler.adapters.runpod.clusters import Clusters
 from reconciler.adapters.runpod.instances import Instances
 from reconciler.adapters.runpod.registries import Registries
-from reconciler.adapters.runpod.transport import RunPodTransport
+from reconciler.adapters.runpod.transport import DEFAULT_MAX_ANSWER_BYTES, RunPodTransport
 from reconciler.adapters.runpod.volumes import NetworkVolumes
 from reconciler.core.capacity import pacing
 
@@ -37,6 +37,7 @@ class RunPodClient:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         on_response: Callable[[str, int], None] | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.transport = RunPodTransport(
             api_key,
@@ -48,6 +49,7 @@ class RunPodClient:
             sleep=sleep,
             monotonic=monotonic,
             on_response=on_response,
+            max_answer_bytes=max_answer_bytes,
         )
         self.instances = Instances(self.transport)
         self.clusters = Clusters(self.transport)

@@ -6,9 +6,9 @@ import logging
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.body import create_cluster_body
-from reconciler.adapters.runpod.parse import parse_instance
+from reconciler.adapters.runpod.parse import once_per_id, parse_instance
 from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
-from reconciler.core.domain import ClusterRequest, Instance
+from reconciler.core.domain import ClusterRequest, Instance, is_runpod_id
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +30,7 @@ class Clusters:
             doubt="the cluster may exist anyway: look for its members by their tags",
             body=create_cluster_body(request),
         )
-        data = self._transport.json(call)
-        cluster_id = data.get("id") if isinstance(data, dict) else None
-        if not isinstance(cluster_id, str) or not cluster_id:
-            raise errors.RunPodError("POST /v2/clusters answered without a cluster id")
+        cluster_id = self._transport.made(call, _cluster_id)
         logger.info("created cluster %s for %s", cluster_id, request.name)
         return cluster_id
 
@@ -46,7 +43,7 @@ class Clusters:
         pods = data.get("pods") if isinstance(data, dict) else None
         if not isinstance(pods, list):
             raise errors.RunPodError(f"GET {path} answered without a pods list")
-        return [parse_instance(pod) for pod in pods]
+        return [parse_instance(pod) for pod in once_per_id(pods, "GET /v2/clusters/{id}/pods")]
 
     def delete(self, cluster_id: str) -> None:
         """Delete a cluster and all its members. One already gone counts as deleted."""
@@ -55,3 +52,10 @@ class Clusters:
             self._transport.send(Call("DELETE", path, "DELETE /v2/clusters/{id}")).close()
         except errors.RunPodNotFound:
             logger.debug("cluster %s was already gone", cluster_id)
+
+
+def _cluster_id(data: object) -> str:
+    cluster_id = data.get("id") if isinstance(data, dict) else None
+    if not is_runpod_id(cluster_id):
+        raise errors.RunPodError("POST /v2/clusters answered without a cluster id of RunPod's form")
+    return str(cluster_id)

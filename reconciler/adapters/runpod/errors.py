@@ -78,7 +78,18 @@ class RunPodTransportError(RunPodError):
 
 
 class DeadlinePassed(RunPodError):
-    """The tick's deadline had passed: the request was not sent (never in doubt)."""
+    """The tick's deadline had passed: the request was not sent, or its answer was given
+    up before its end (a read: never in doubt)."""
+
+
+class AnswerTooLarge(RunPodError):
+    """The answer's body was larger than the cap (`--runpod-max-answer-mib`): refused,
+    never read whole."""
+
+
+class InvalidId(RunPodError):
+    """An id not of RunPod's form (`reconciler.core.domain.RUNPOD_ID`): never put in a
+    URL path, where `.` or `..` would address another route."""
 
 
 _BY_STATUS: dict[int, type[RunPodError]] = {

@@ -70,7 +70,7 @@ class Instances:
             doubt="the instance may exist anyway: look for it by its owner tags",
             body=create_pod_body(request),
         )
-        instance = parse_instance(self._transport.json(call))
+        instance = self._transport.made(call, parse_instance)
         logger.info("created instance %s for %s", instance.id, request.name)
         return instance
 
@@ -144,7 +144,6 @@ class Instances:
             f"/v2/pods/{segment(instance_id)}/logs",
             "GET /v2/pods/{id}/logs",
             params=params,
-            stream=True,
             read_timeout=idle_seconds,
             headers=headers,
             retry_failures=retry_failures,
@@ -152,12 +151,11 @@ class Instances:
         with closing(self._transport.send(call)) as response:
             if on_open is not None:
                 on_open(served_at(response))
-            raw = (line.decode("utf-8", "replace") for line in response.iter_lines())
+            lines = self._transport.lines(response, call)
+            raw = (line.decode("utf-8", "replace") for line in lines)
             try:
                 yield from sse_events(raw)
-            except requests.ConnectionError as exc:
-                if exc.args and isinstance(exc.args[0], urllib3.exceptions.ReadTimeoutError):
-                    raise LogStreamIdle(str(exc)) from exc
-                raise LogStreamBroken(f"connection lost: {type(exc).__name__}") from exc
-            except requests.RequestException as exc:
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                raise LogStreamIdle(str(exc)) from exc
+            except (urllib3.exceptions.HTTPError, requests.RequestException, OSError) as exc:
                 raise LogStreamBroken(f"stream cut: {type(exc).__name__}") from exc

@@ -2,12 +2,19 @@
 
 Unknown fields are ignored, an unknown status becomes `InstanceStatus.UNKNOWN`, numbers
 may arrive as numeric strings, and missing optional fields take their defaults. Only a
-pod without an `id` is refused: an instance we cannot address would look to the
-planner like a vanished one, which is worse than a failed tick.
+pod without an `id`, or with an id not of RunPod's form, is refused: an instance we
+cannot address would look to the planner like a vanished one, which is worse than a
+failed tick. RunPod's text that is shown (names, GPU types, data centers, images, ports)
+has its control characters escaped (`_text`).
+
+A list is read once per id (`once_per_id`): an entry repeated is one resource, not two
+(taken as two, every instance would be its own duplicate, and terminated); an entry whose
+id is not of RunPod's form is left out, with a warning, since no request may name it.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -27,12 +34,50 @@ from reconciler.core.domain import (
     ResourceCharge,
     RunPodVolume,
     Runtime,
+    is_runpod_id,
 )
+from reconciler.core.printable import escaped, quoted
+
+logger = logging.getLogger(__name__)
 
 Json = Mapping[str, Any]
 # JSON gives dicts: testing for dict first spares the Mapping ABC's slower check. A list
 # of 10 000 pods is parsed on every tick, so these few microseconds add up (docs, Performance).
 _MAPPING = (dict, Mapping)
+
+
+def once_per_id(entries: list[Any], route: str) -> list[Any]:
+    """The list's entries, each id once (the first entry of it), without those whose id
+    is not of RunPod's form. An entry with no id at all is kept: parsing it refuses the
+    answer, as before."""
+    seen: set[str] = set()
+    kept, repeated, odd = [], 0, []
+    for entry in entries:
+        ident = entry.get("id") if type(entry) is dict else None
+        if not ident:
+            kept.append(entry)
+        elif not is_runpod_id(ident):
+            odd.append(ident)
+        elif ident in seen:
+            repeated += 1
+        else:
+            seen.add(ident)
+            kept.append(entry)
+    if repeated or odd:
+        left_out(route, repeated, odd)
+    return kept
+
+
+def left_out(route: str, repeated: int, odd: list[Any]) -> None:
+    """Say what a list's reading left out: entries again under an id already read, ids
+    not of RunPod's form."""
+    if repeated:
+        logger.warning(
+            "%s listed %d entries again under an id it had listed: read once", route, repeated
+        )
+    if odd:
+        shown = ", ".join(quoted(str(ident)) for ident in odd[:5])
+        logger.warning("%s listed ids not of RunPod's form, left out: %s", route, shown)
 
 
 def parse_instance(data: object) -> Instance:
@@ -42,23 +87,27 @@ def parse_instance(data: object) -> Instance:
     raw = data if type(data) is dict else _mapping(data)
     if not raw.get("id"):
         raise RunPodError("RunPod answered with a pod that has no id")
+    if not is_runpod_id(raw["id"]):
+        raise RunPodError(
+            f"RunPod answered with a pod whose id {quoted(str(raw['id']))} is not of its form"
+        )
     get = raw.get
     gpu, cpu, member = _object(get("gpu")), _object(get("cpu")), _object(get("cluster"))
     return Instance(
         id=str(raw["id"]),
-        name=str(get("name") or ""),
+        name=_text(get("name")),
         status=InstanceStatus.parse(get("status")),
-        image=str(get("image") or ""),
+        image=_text(get("image")),
         env=_string_map(get("env")),
         cost_per_hr=_float(get("cost")),
-        gpu_type_id=_optional_str(gpu.get("id")),
+        gpu_type_id=_optional_text(gpu.get("id")),
         gpu_count=_int(gpu.get("count"), default=1 if gpu.get("id") else 0),
-        cpu_flavor_id=_optional_str(cpu.get("id")),
+        cpu_flavor_id=_optional_text(cpu.get("id")),
         vcpu_count=_int(cpu.get("vcpuCount")),
         memory_gb=_int(cpu.get("memory")),
-        cloud=_optional_str(get("cloud")),
-        datacenter_id=_optional_str(get("dataCenterId")),
-        ports=_strings(get("ports")),
+        cloud=_optional_text(get("cloud")),
+        datacenter_id=_optional_text(get("dataCenterId")),
+        ports=tuple(map(escaped, _strings(get("ports")))),
         created_at=parse_datetime(get("createdAt")),
         started_at=parse_datetime(get("startedAt")),
         runtime=parse_runtime(get("runtime")),
@@ -120,7 +169,7 @@ def _port(data: object) -> PortMapping | None:
     return PortMapping(
         private_port=_int(data.get("private")),
         protocol=str(data.get("type") or "tcp").lower(),
-        public_ip=_optional_str(data.get("ip")),
+        public_ip=_optional_text(data.get("ip")),
         public_port=_optional_int(data.get("public")),
     )
 
@@ -129,8 +178,8 @@ def parse_gpu_type(data: Json) -> GpuType:
     price = _mapping(data.get("price"))
     max_count = _mapping(data.get("maxCount"))
     return GpuType(
-        id=str(data["id"]),
-        name=str(data.get("name") or data["id"]),
+        id=_text(data["id"]),
+        name=_text(data.get("name") or data["id"]),
         memory_gb=_int(data.get("memory")),
         secure=bool(data.get("secure")),
         community=bool(data.get("community")),
@@ -146,7 +195,7 @@ def parse_gpu_type(data: Json) -> GpuType:
 def _stock(data: object) -> DataCenterStock:
     entry = _mapping(data)
     availability = Availability.parse(entry.get("availability"))
-    return DataCenterStock(str(entry.get("id") or ""), availability)
+    return DataCenterStock(_text(entry.get("id")), availability)
 
 
 def parse_gpu_types(data: object) -> list[GpuType]:
@@ -162,8 +211,8 @@ def parse_cpu_flavors(data: object) -> list[CpuFlavor]:
 def _cpu_flavor(data: Json) -> CpuFlavor:
     vcpu, price = _mapping(data.get("vcpu")), _mapping(data.get("price"))
     return CpuFlavor(
-        id=str(data["id"]),
-        name=str(data.get("name") or data["id"]),
+        id=_text(data["id"]),
+        name=_text(data.get("name") or data["id"]),
         vcpu_min=_int(vcpu.get("min"), default=2),
         vcpu_max=_int(vcpu.get("max")),
         ram_gb_per_vcpu=_float(data.get("ramGbPerVcpu")),
@@ -177,19 +226,25 @@ def parse_registry(data: object) -> RegistryAuth:
     entry = _mapping(data)
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a registry credential that has no id")
-    return RegistryAuth(id=str(entry["id"]), name=str(entry.get("name") or ""))
+    if not is_runpod_id(entry["id"]):
+        raise RunPodError(
+            f"RunPod answered with a registry credential id {quoted(str(entry['id']))}"
+        )
+    return RegistryAuth(id=str(entry["id"]), name=_text(entry.get("name")))
 
 
 def parse_network_volume(data: object) -> RunPodVolume:
     entry = _mapping(data)
     if not entry.get("id"):
         raise RunPodError("RunPod answered with a network volume that has no id")
+    if not is_runpod_id(entry["id"]):
+        raise RunPodError(f"RunPod answered with a network volume id {quoted(str(entry['id']))}")
     return RunPodVolume(
         id=str(entry["id"]),
-        name=str(entry.get("name") or ""),
+        name=_text(entry.get("name")),
         size_gb=_int(entry.get("size")),
-        datacenter=str(entry.get("dataCenter") or ""),
-        type=str(entry.get("type") or "STANDARD"),
+        datacenter=_text(entry.get("dataCenter")),
+        type=_text(entry.get("type") or "STANDARD"),
     )
 
 
@@ -273,6 +328,20 @@ def _strings(value: object) -> tuple[str, ...]:
 
 def _string_map(value: object) -> dict[str, str]:
     return {str(key): str(item) for key, item in _object(value).items() if item is not None}
+
+
+def _text(value: object) -> str:
+    """RunPod's text that is only ever shown or compared (names, GPU types, data
+    centers, images): its control characters escaped (`core/printable.py`), so that
+    wherever it is shown (pod annotations, Events, `kubectl describe`, the CLI, logs) an
+    escape sequence or a newline cannot forge what follows. Printable text is unchanged,
+    so nothing that matches by value (a catalog's GPU id, a data center a pod names)
+    matches otherwise."""
+    return escaped(value if type(value) is str else str(value or ""))
+
+
+def _optional_text(value: object) -> str | None:
+    return _text(value) or None
 
 
 def _optional_str(value: object) -> str | None:

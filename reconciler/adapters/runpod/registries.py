@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from reconciler.adapters.runpod import errors
-from reconciler.adapters.runpod.parse import parse_registry
+from reconciler.adapters.runpod.parse import once_per_id, parse_registry
 from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import RegistryAuth
 
@@ -19,9 +19,11 @@ class Registries:
         self._transport = transport
 
     def list(self) -> list[RegistryAuth]:
-        data = self._transport.json(Call("GET", "/v2/registries", "GET /v2/registries"))
+        route = "GET /v2/registries"
+        data = self._transport.json(Call("GET", "/v2/registries", route))
         entries = data.get("registries") if isinstance(data, dict) else None
-        return [parse_registry(entry) for entry in entries or []]
+        listed = entries if isinstance(entries, list) else []
+        return [parse_registry(entry) for entry in once_per_id(listed, route)]
 
     def create(self, name: str, username: str, password: str) -> RegistryAuth:
         call = Call(
@@ -32,7 +34,7 @@ class Registries:
             doubt="the credential may have been stored anyway",
             body={"name": name, "username": username, "password": password},
         )
-        return parse_registry(self._transport.json(call))
+        return self._transport.made(call, parse_registry)
 
     def delete(self, registry_id: str) -> bool:
         """Delete a credential; False when RunPod refuses because a pod still uses it."""

@@ -11,7 +11,9 @@ Retry rules (docs/architecture.md §4):
 - 4xx other than 429 are final.
 Waits honour `Retry-After`, else back off exponentially with jitter; both attempts and
 total time are bounded. Within a tick (`deadline_in`) no request starts after the tick's
-deadline, no read waits past it, and no retry is planned beyond it. All waiting goes
+deadline, no read waits past it, no answer is read past it (however slowly its bytes
+come: `answer.py`), and no retry is planned beyond it. An answer larger than the cap
+(`max_answer_bytes`) is refused before more than the cap is held. All waiting goes
 through the injected `sleep`, so tests pass a simulated clock and nothing really sleeps.
 
 The API key lives only in the session's Authorization header: it is never logged,
@@ -20,29 +22,34 @@ never part of an error message and not shown by `repr()`.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import requests
 
-from reconciler.adapters.runpod import errors
+from reconciler.adapters.runpod import answer, errors
 from reconciler.adapters.runpod.ratelimit import RateLimiter
 from reconciler.adapters.runpod.served_clock import ServedClock
 from reconciler.core.capacity import pacing
-from reconciler.core.domain import (
-    USER_AGENT,
-)
+from reconciler.core.domain import USER_AGENT, is_runpod_id
+from reconciler.core.printable import escaped, quoted
 
 logger = logging.getLogger(__name__)
 
+Made = TypeVar("Made")
+MIB = 1024 * 1024
+DEFAULT_MAX_ANSWER_BYTES = 64 * MIB
+# An error's body is only read for its detail: a sentence, never megabytes.
+_MAX_PROBLEM_BYTES = 64 * 1024
 BACKOFF_BASE_SECONDS = 1.0
 BACKOFF_CAP_SECONDS = 30.0
 # The tick's list: the pacing keeps it to a share of the requests that do the work.
@@ -59,7 +66,6 @@ class Call:
     doubt: str = ""
     body: Any = None
     params: dict[str, str] | None = None
-    stream: bool = False
     read_timeout: float | None = None
     # False for reads the next tick repeats anyway: a failure costs one request, not four.
     retry_failures: bool = True
@@ -81,8 +87,10 @@ class RunPodTransport:
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         on_response: Callable[[str, int], None] | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self._base_url = base_url.rstrip("/")
+        self._max_answer_bytes = max_answer_bytes
         self._api_key = api_key
         self._timeout = (connect_timeout, read_timeout)
         self._max_attempts = max(1, max_attempts)
@@ -149,8 +157,49 @@ class RunPodTransport:
     # The one request function
 
     def json(self, call: Call) -> Any:
+        """The answer's JSON, read whole within the tick's deadline and the size cap. A
+        create whose answer could not be read may have acted: in doubt."""
         with closing(self.send(call)) as response:
-            return _decode(response, call.route)
+            try:
+                return self._read(response, call, self._max_answer_bytes)
+            except errors.RunPodError as error:
+                if call.idempotent:
+                    raise
+                message = f"{error}; {call.doubt}"
+                raise errors.RunPodTransportError(message, in_doubt=True) from error
+
+    def made(self, call: Call, parse: Callable[[Any], Made]) -> Made:
+        """A create's answer, parsed; one that cannot be parsed (no id, an id not of
+        RunPod's form) leaves the create in doubt: it may have made the resource."""
+        data = self.json(call)
+        try:
+            return parse(data)
+        except errors.RunPodError as error:
+            message = f"{call.route}: {error}; {call.doubt}"
+            raise errors.RunPodTransportError(message, in_doubt=True) from error
+
+    def _read(self, response: requests.Response, call: Call, limit: int) -> Any:
+        return answer.read_json(
+            response,
+            call.route,
+            limit=limit,
+            time_left=self._time_left,
+            read_timeout=call.read_timeout or self._timeout[1],
+        )
+
+    def lines(self, response: requests.Response, call: Call) -> Iterator[bytes]:
+        """A streamed answer's lines, within the tick's deadline and the size cap per
+        line, each read waiting at most the call's read timeout (`answer.lines`)."""
+        return answer.lines(
+            response,
+            call.route,
+            limit=self._max_answer_bytes,
+            time_left=self._time_left,
+            idle_seconds=call.read_timeout or self._timeout[1],
+        )
+
+    def _time_left(self) -> float | None:
+        return None if self._deadline is None else self._deadline - self._monotonic()
 
     def send(self, call: Call) -> requests.Response:
         started = self._monotonic()
@@ -196,7 +245,8 @@ class RunPodTransport:
             response = self._session.send(
                 self._prepared(call),
                 timeout=(min(self._timeout[0], read_timeout), read_timeout),
-                stream=call.stream,
+                # Never read whole by requests: `answer.py` reads within deadline and cap.
+                stream=True,
             )
         except requests.RequestException as exc:
             self._report(call, 0)
@@ -239,8 +289,8 @@ class RunPodTransport:
 
     def _http_error(self, call: Call, response: requests.Response) -> errors.RunPodError:
         status = response.status_code
-        detail = self._redact(_problem_detail(response))
-        message = f"{call.route} answered {status}: {detail or response.reason}"
+        detail = self._redact(self._problem_detail(response, call))
+        message = f"{call.route} answered {status}: {detail or escaped(response.reason or '')}"
         in_doubt = not call.idempotent and status >= 500
         if in_doubt:
             message += f"; {call.doubt}"
@@ -267,6 +317,24 @@ class RunPodTransport:
 
     def _redact(self, text: str) -> str:
         return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _problem_detail(self, response: requests.Response, call: Call) -> str:
+        """The problem's detail, from at most `_MAX_PROBLEM_BYTES` read within the deadline."""
+        try:
+            body = answer.read_body(
+                response,
+                call.route,
+                limit=_MAX_PROBLEM_BYTES,
+                time_left=self._time_left,
+                read_timeout=call.read_timeout or self._timeout[1],
+            )
+        except errors.RunPodError:
+            return ""
+        # RunPod's words are shown (pod status, Events, logs, the CLI): escaped.
+        try:
+            return escaped(_detail_of(json.loads(body)))
+        except ValueError:
+            return escaped(body[:200].decode("utf-8", "replace"))
 
 
 def _session_for(base_url: str) -> requests.Session:
@@ -308,11 +376,7 @@ def _retry_after(response: requests.Response) -> float | None:
         return None
 
 
-def _problem_detail(response: requests.Response) -> str:
-    try:
-        problem = response.json()
-    except ValueError:
-        return response.text[:200]
+def _detail_of(problem: object) -> str:
     if not isinstance(problem, dict):
         return ""
     detail = str(problem.get("detail") or problem.get("title") or "")
@@ -320,13 +384,6 @@ def _problem_detail(response: requests.Response) -> str:
     if isinstance(violations, list) and violations:
         detail += " (" + "; ".join(str(item) for item in violations) + ")"
     return detail
-
-
-def _decode(response: requests.Response, route: str) -> Any:
-    try:
-        return response.json()
-    except (ValueError, requests.RequestException) as exc:
-        raise errors.RunPodTransportError(f"{route}: unreadable answer from RunPod") from exc
 
 
 def served_at(response: requests.Response) -> datetime | None:
@@ -343,5 +400,8 @@ def rfc3339(moment: datetime) -> str:
 
 
 def segment(value: str) -> str:
-    """An id as one path segment, so an odd id can never address another route."""
+    """An id as one path segment, so an odd id can never address another route: one not
+    of RunPod's form (`.`, `..`, a slash, empty) is refused before any request."""
+    if not is_runpod_id(value):
+        raise errors.InvalidId(f"{quoted(str(value))} is not a RunPod id: no request sent")
     return quote(value, safe="")

@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 from reconciler.adapters.runpod import errors
-from reconciler.adapters.runpod.parse import parse_network_volume
+from reconciler.adapters.runpod.parse import once_per_id, parse_network_volume
 from reconciler.adapters.runpod.transport import Call, RunPodTransport, segment
 from reconciler.core.domain import RunPodVolume
 
@@ -20,9 +20,11 @@ class NetworkVolumes:
         self._transport = transport
 
     def list(self) -> list[RunPodVolume]:
-        data = self._transport.json(Call("GET", "/v2/network-volumes", "GET /v2/network-volumes"))
+        route = "GET /v2/network-volumes"
+        data = self._transport.json(Call("GET", "/v2/network-volumes", route))
         entries = data.get("networkVolumes") if isinstance(data, dict) else None
-        return [parse_network_volume(entry) for entry in entries or []]
+        listed = entries if isinstance(entries, list) else []
+        return [parse_network_volume(entry) for entry in once_per_id(listed, route)]
 
     def get(self, volume_id: str) -> RunPodVolume:
         """`GET /v2/network-volumes/{id}`: read by id, so shown even while the list lags
@@ -46,7 +48,7 @@ class NetworkVolumes:
             doubt="the volume may have been created anyway",
             body=body,
         )
-        return parse_network_volume(self._transport.json(call))
+        return self._transport.made(call, parse_network_volume)
 
     def resize(self, volume_id: str, size_gb: int) -> RunPodVolume:
         path = f"/v2/network-volumes/{segment(volume_id)}"

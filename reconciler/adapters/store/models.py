@@ -135,12 +135,16 @@ class Mapping(Base):
 
 class MappingGeneration(Base):
     """One row: a counter that the database's own triggers move on every write to
-    `mappings`, whoever writes. While it reads as it did, the rows read then still hold."""
+    `mappings`, whoever writes, and a token they draw anew each time. While both read as
+    they did, the rows read then still hold."""
 
     __tablename__ = "mapping_generation"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     value: Mapped[int] = mapped_column(Integer)
+    token: Mapped[str] = mapped_column(String(32), server_default="")
+    """Random, replaced by every write: a restored backup can move the count back to a
+    value a reader cached, and later writes up to it again, but never this."""
 
 
 class ClusterRow(Base):

@@ -40,6 +40,9 @@ from reconciler.core.mapping import MappingRecord
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
+_GENERATION = select(MappingGeneration.value, MappingGeneration.token).where(
+    MappingGeneration.id == 1
+)
 
 
 def _of_node(column: Any, node: str | None) -> Any:
@@ -47,7 +50,6 @@ def _of_node(column: Any, node: str | None) -> Any:
     return true() if node is None else or_(column == node, column.is_(None))
 
 
-_GENERATION = select(MappingGeneration.value).where(MappingGeneration.id == 1)
 # A tick row keeps the first errors; the log has them all.
 MAX_TICK_ERRORS = 20
 
@@ -87,20 +89,24 @@ class Store:
         self.locks = Locks(sessions)
         self.host_keys = HostKeys(sessions)
         self.catalogs = Catalogs(sessions)
-        self._rows_read: tuple[int, list[MappingRecord]] | None = None
+        self._rows_read: tuple[tuple[object, ...], list[MappingRecord]] | None = None
 
     # --- mappings ---------------------------------------------------------------
 
     def load_rows(self) -> list[MappingRecord]:
         """Every row. The rows read last are given again while the database's count of
-        writes to them (`MappingGeneration`, moved by its triggers whoever writes) has
-        not moved: a steady tick writes none, and reading 10 000 was a tenth of it.
+        writes to them and the token each write draws (`MappingGeneration`, moved by its
+        triggers whoever writes) read as they did: a steady tick writes none, and reading
+        10 000 was a tenth of it. The count alone could be fooled: a restored backup
+        moves it back, and later writes up to the cached value again, over other rows.
 
-        The count is read before the rows: a write landing between the two leaves rows
-        newer than their count, which only costs the next call a read."""
+        The generation is read before and after the rows, and they are kept for reuse
+        only when both agree: on a database whose every statement sees its own snapshot
+        (PostgreSQL's READ COMMITTED), a write between the two would leave rows newer
+        than the generation they are kept under."""
         with self._sessions() as session:
             connection = session.connection()
-            generation = connection.execute(_GENERATION).scalar_one()
+            generation = tuple(connection.execute(_GENERATION).one())
             read = self._rows_read
             if read is None or read[0] != generation:
                 # The rows read before go first: never two copies alive at once.
@@ -108,7 +114,9 @@ class Store:
                 # Core, not the ORM, and the columns in the record's field order: at
                 # 10 000 rows the ORM's loading and a dict per row cost 60 % more CPU.
                 rows = [MappingRecord(*row) for row in connection.execute(self._load_rows)]
-                read = self._rows_read = (generation, rows)
+                if tuple(connection.execute(_GENERATION).one()) == generation:
+                    self._rows_read = (generation, rows)
+                return list(rows)
         return list(read[1])
 
     def batch(self) -> WriteBatch:

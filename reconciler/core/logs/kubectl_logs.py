@@ -9,6 +9,7 @@ batch wrapper's marker line and its own messages are left out.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -111,14 +112,24 @@ def users_lines(lines: Iterable[LogLine], nonce: str) -> Iterator[LogLine]:
 
 def last_lines(lines: Iterable[LogLine], options: LogOptions, nonce: str) -> list[LogLine]:
     """The user's lines of a backfill, from `since`, the last `tail_lines` of them."""
-    kept = [
+    return list(backfill_lines(lines, options, nonce))
+
+
+def backfill_lines(lines: Iterable[LogLine], options: LogOptions, nonce: str) -> Iterator[LogLine]:
+    """`last_lines` as they are read: without a tail nothing is held, so a reader that
+    stops (at `limit_bytes`) stops the read; with one, only the last `tail_lines` are,
+    each cut to what `limit_bytes` can show of it."""
+    kept = (
         line
         for line in users_lines(lines, nonce)
         if options.since is None or line.ts >= options.since
-    ]
-    if options.tail_lines is not None:
-        kept = kept[len(kept) - options.tail_lines :] if options.tail_lines else []
-    return kept
+    )
+    if options.tail_lines is None:
+        return kept
+    if options.limit_bytes is not None:
+        # A character is one byte or more: the cut line still fills the budget.
+        kept = (LogLine(line.ts, line.line[: options.limit_bytes]) for line in kept)
+    return iter(deque(kept, maxlen=options.tail_lines))
 
 
 def render(lines: Iterable[LogLine], options: LogOptions) -> Iterator[bytes]:

@@ -319,11 +319,12 @@ def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRecord) 
 def _instance_missing(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
     if tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time):
         return []  # a new instance can lag behind in the list
+    shown = next((i for i in tick.obs.instances if i.id == row.instance_id), None)
+    why = (
+        "disappeared while the pod was running"
+        if shown is None or shown.status is InstanceStatus.TERMINATED
+        else "carries another owner's tags in RunPod's own record: not ours, left alone"
+    )
     return fail_pod(
-        tick,
-        pod,
-        row,
-        None,
-        PodReason.INSTANCE_LOST,
-        f"RunPod instance {row.instance_id} disappeared while the pod was running",
+        tick, pod, row, None, PodReason.INSTANCE_LOST, f"RunPod instance {row.instance_id} {why}"
     )

@@ -304,31 +304,46 @@ def deleting(rows: Iterable[ClusterRecord], planned: Iterable[object]) -> set[st
 
 
 def unlisted(
-    rows: Iterable[ClusterRecord], gang_pods: Iterable[KubeObject], listed: Iterable[Instance]
+    rows: Iterable[ClusterRecord],
+    gang_pods: Iterable[KubeObject],
+    listed: Iterable[Instance],
+    owner_id: str,
 ) -> list[str]:
-    """The clusters a live gang's running row or pods record, or that we are deleting,
-    that the list shows no member of: each is read by id (its members), since only
-    RunPod's 404 says a cluster is gone (a deleted one then leaves `state show` and the
-    caps at once, `gone_rows`). What a pod's annotation names is only where to look: the
+    """The clusters to read by id (their members), since one list is no proof: those a
+    live gang's running row records that the list shows no member of as that gang's
+    (our owner tag and the row's gang tag), and those its pods' annotation names that the
+    list shows no member of, and those we are deleting that the list shows no member of
+    (a deleted one then leaves `state show` and the caps at once, `gone_rows`). Only
+    RunPod's 404 says a cluster is gone, and only its record
+    by id that its tags changed. What a pod's annotation names is only where to look: the
     members count as ours by their tags (`members_by_gang`)."""
-    shown = {m.cluster_id for m in listed}
+    shown: set[str | None] = set()
+    tagged: set[tuple[str | None, str | None]] = set()
+    for member in listed:
+        shown.add(member.cluster_id)
+        if member.owner == owner_id:
+            tagged.add((member.cluster_id, member.env.get(GANG_ENV)))
     live = live_gangs(gang_pods)
     wanted = {
         row.cluster_id
         for row in rows
         if row.cluster_id
         and (
-            (row.state is ClusterState.RUNNING and row.gang in live)
-            or row.state is ClusterState.DELETING
+            (
+                row.state is ClusterState.RUNNING
+                and row.gang in live
+                and (row.cluster_id, row.gang) not in tagged
+            )
+            or (row.state is ClusterState.DELETING and row.cluster_id not in shown)
         )
     }
     wanted |= {
         cluster_id
         for pods in live.values()
         for pod in pods
-        if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID))
+        if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID)) and cluster_id not in shown
     }
-    return sorted(wanted - shown)
+    return sorted(wanted)
 
 
 def gone_rows(

@@ -11,6 +11,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
+from reconciler.core.kubelet_settings import KubeletSettings
 from reconciler.core.pods.usage import ContainerUsage
 from reconciler.core.translate.ssh import SshAddress
 from reconciler.runtime.kubelet.auth import Authenticator
@@ -28,6 +29,21 @@ log = logging.getLogger(__name__)
 def stored_host_keys(store: Store, clock: Callable[[], datetime]) -> HostKeys:
     """Host keys kept in the state store: a changed one is refused after a restart too."""
     return HostKeys(lambda instance_id, key: store.host_keys.remember(instance_id, key, clock()))
+
+
+def limits_of(kubelet: KubeletSettings) -> EndpointLimits:
+    return EndpointLimits(
+        idle_timeout=kubelet.idle_timeout,
+        header_timeout=kubelet.request_header_timeout,
+        max_connections=kubelet.max_connections,
+        max_unauthenticated=kubelet.max_unauthenticated,
+        max_headers=kubelet.max_headers,
+        max_header_bytes=kubelet.max_header_bytes,
+        max_follows=kubelet.max_follows,
+        max_follows_per_namespace=kubelet.max_follows_per_namespace,
+        max_streaming_per_namespace=kubelet.max_streaming_per_namespace,
+        streaming_idle_timeout=kubelet.streaming_connection_idle_timeout,
+    )
 
 
 def start_endpoint(
@@ -72,13 +88,7 @@ def start_endpoint(
         logs,
         is_leader,
         clock,
-        EndpointLimits(
-            settings.kubelet.idle_timeout,
-            settings.kubelet.max_connections,
-            settings.kubelet.max_follows_per_client,
-            settings.kubelet.max_streaming_per_namespace,
-            settings.kubelet.streaming_connection_idle_timeout,
-        ),
+        limits_of(settings.kubelet),
         usage,
     )
     identity = ssh_identity(settings, kube, default_namespace())

@@ -13,28 +13,29 @@ Every request is authenticated and authorized first (see `auth`), then found in 
 route table (`ROUTES`), and every refusal is an `EndpointError` or an error that carries
 its own status, turned into an answer in one place (`answers.answer_for`): virtual-kubelet's
 `node/api/server.go` and `helpers.go` are the model. A new route is one `Route`. Before
-that, nothing costs more than a bounded wait: a connection silent for `idle_timeout`
-during its TLS handshake or its request's headers is closed, and beyond
-`max_connections` a new one is closed at once, as a kubelet's server does; one caller
-follows at most `max_follows_per_client` logs at once. Only the leader serves pods: a
-standby answers 503 with a sentence, since the node's address points at the leader once
-it has beaten. Answers are text, as the kubelet's are, so that the API server can pass
-the words on to kubectl.
+that, nothing costs more than a bounded wait and a bounded size: a request's head must
+arrive whole within `header_timeout` and hold at most `max_headers` headers of
+`max_header_bytes` together (`request_head`); at most `max_unauthenticated` connections
+wait for authentication, and beyond `max_connections` a new one is closed at once
+(`connections`). Every request comes as the API server, so the streams a tenant can
+hold are counted by the pod's namespace (`slots`): log follows, and exec and
+port-forward sessions. Only the leader serves pods: a standby answers 503 with a
+sentence, since the node's address points at the leader once it has beaten. Answers are
+text, as the kubelet's are, so that the API server can pass the words on to kubectl.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import ssl
-import sys
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, unquote, urlsplit
 
@@ -51,7 +52,8 @@ from reconciler.runtime.kubelet.answers import (
     EndpointError,
     answer_for,
 )
-from reconciler.runtime.kubelet.auth import Authenticator, Caller
+from reconciler.runtime.kubelet.auth import Authenticator
+from reconciler.runtime.kubelet.connections import Admission, EndpointHTTPServer
 from reconciler.runtime.kubelet.exec import (
     ATTACH_UNSUPPORTED,
     EXEC_STREAMS,
@@ -59,47 +61,32 @@ from reconciler.runtime.kubelet.exec import (
     serve_exec,
 )
 from reconciler.runtime.kubelet.portforward import MAX_FORWARDS, serve_port_forward
+from reconciler.runtime.kubelet.request_head import (
+    DeadlineReader,
+    HeadBudget,
+    HeadCut,
+    HeadTooLarge,
+)
 from reconciler.runtime.kubelet.resource_metrics import resource_metrics, sample_time, stats_summary
+from reconciler.runtime.kubelet.route import Route
+from reconciler.runtime.kubelet.slots import NamespaceSlots, Refused
 from reconciler.runtime.logs.sources import PodLogs
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[["_Handler", Mapping[str, str], str], None]
-"""Serves one matched request: the path's named segments and the raw query."""
-
-
-@dataclass(frozen=True)
-class Route:
-    methods: frozenset[str]
-    path: tuple[str, ...]
-    """Literal segments, `{name}` for one named segment, a last `*` for any rest."""
-    serve: Handler
-    leader_only: bool = True
-    """Served by the leader alone; a standby answers 503."""
-
-    def match(self, method: str, parts: list[str]) -> dict[str, str] | None:
-        """The named segments when `method` and `parts` are this route's, else None."""
-        if method not in self.methods:
-            return None
-        rest = self.path[-1] == "*"
-        fixed = self.path[:-1] if rest else self.path
-        if len(parts) < len(fixed) or (not rest and len(parts) != len(fixed)):
-            return None
-        named: dict[str, str] = {}
-        for pattern, part in zip(fixed, parts, strict=False):
-            if pattern.startswith("{"):
-                named[pattern.strip("{}")] = part
-            elif pattern != part:
-                return None
-        return named
 
 
 @dataclass(frozen=True)
 class EndpointLimits:
     idle_timeout: float = 30.0
     """Seconds of silence allowed while a handshake or a request's headers are due."""
+    header_timeout: float = 10.0
+    """Seconds a request's head may take whole (the first's TLS handshake included)."""
     max_connections: int = 200
-    max_follows_per_client: int = 50
+    max_unauthenticated: int = 32
+    max_headers: int = 64
+    max_header_bytes: int = 64 * 1024
+    max_follows: int = 100
+    max_follows_per_namespace: int = 32
     max_streaming_per_namespace: int = 16
     streaming_idle_timeout: float = 4 * 3600.0
     """Seconds an upgraded connection (exec, port-forward) may pass without a frame."""
@@ -122,14 +109,12 @@ class KubeletServer:
         self.limits = limits
         self.usage = usage or (lambda _now: [])
         self.node_name = logs.node_name
-        self._follows: Counter[str] = Counter()
-        self._follows_lock = threading.Lock()
-        self._streaming: Counter[str] = Counter()
+        self.follows = NamespaceSlots(limits.max_follows_per_namespace, limits.max_follows)
+        self.streams = NamespaceSlots(limits.max_streaming_per_namespace)
         self.exec: ExecBackend | None = None
-        self._server = _Server(address, _Handler)
+        self.admission = Admission(limits.max_connections, limits.max_unauthenticated)
+        self._server = EndpointHTTPServer(address, _Handler, self.admission)
         self._server.app = self
-        self._server.slots = threading.BoundedSemaphore(limits.max_connections)
-        self._server.held_lock = threading.Lock()
         self._server.socket = context.wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False
         )
@@ -153,41 +138,12 @@ class KubeletServer:
     @property
     def connections(self) -> int:
         """Connections held now (each holds a thread)."""
-        return self._server.held
-
-    @contextmanager
-    def follow_slot(self, caller: Caller) -> Iterator[bool]:
-        """Whether `caller` may follow one more log; the slot is held for the block."""
-        with self._follows_lock:
-            allowed = self._follows[caller.user] < self.limits.max_follows_per_client
-            if allowed:
-                self._follows[caller.user] += 1
-        try:
-            yield allowed
-        finally:
-            if allowed:
-                with self._follows_lock:
-                    self._follows[caller.user] -= 1
-
-    @contextmanager
-    def streaming_slot(self, namespace: str) -> Iterator[bool]:
-        """Whether the pods of `namespace` may have one more exec or port-forward session
-        served; the slot is held for the block."""
-        with self._follows_lock:
-            allowed = self._streaming[namespace] < self.limits.max_streaming_per_namespace
-            if allowed:
-                self._streaming[namespace] += 1
-        try:
-            yield allowed
-        finally:
-            if allowed:
-                with self._follows_lock:
-                    self._streaming[namespace] -= 1
+        return self.admission.held
 
     @property
     def streaming(self) -> int:
         """Exec and port-forward sessions served now."""
-        return sum(self._streaming.values())
+        return self.streams.held
 
 
 @dataclass(frozen=True)
@@ -224,59 +180,62 @@ class _Upgrade:
         return Session(handler.connection, handler.rfile.read1, limits).start()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    app: KubeletServer
-    slots: threading.BoundedSemaphore
-    held_lock: threading.Lock
-    held = 0
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread per connection, up to the cap; beyond it the connection is closed
-        before its handshake, so that idle sockets cannot pile up threads."""
-        if not self.slots.acquire(blocking=False):
-            log.warning("kubelet endpoint: %s connections held; closing a new one", self.held)
-            self.shutdown_request(request)
-            return
-        with self.held_lock:
-            self.held += 1
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        with self.held_lock:
-            self.held -= 1
-        self.slots.release()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A failed handshake (no or a foreign certificate) is the caller's problem."""
-        if not isinstance(sys.exc_info()[1], OSError):
-            super().handle_error(request, client_address)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: EndpointHTTPServer
     server_version = "runpod-reconciler-kubelet"
     _responding = False
-    _caller: Caller
-    """Who sent the request being served (set once it is authenticated)."""
+    _served = False
+    """Whether a request of this connection was read (the next one is kept alive)."""
 
     def setup(self) -> None:
         # Every read and write of this connection, the lazy TLS handshake included, gives
         # up after this much silence (a reader that stops reading a followed log, too).
         super().setup()
-        self.connection.settimeout(self.server.app.limits.idle_timeout)
+        limits = self.server.app.limits
+        self.connection.settimeout(limits.idle_timeout)
+        self._reader = DeadlineReader(self.connection)
+        self._reader.start(limits.header_timeout)  # the handshake's and the first head's
+        self.rfile = self._buffered = io.BufferedReader(self._reader)
+
+    def handle_one_request(self) -> None:
+        if self._served:
+            # Kept alive: the next request may wait the idle timeout to begin, then has
+            # the header timeout from its first byte.
+            try:
+                if not self._buffered.peek(1):
+                    self.close_connection = True
+                    return
+            except (TimeoutError, OSError):
+                self.close_connection = True
+                return
+            self._reader.start(self.server.app.limits.header_timeout)
+        self._served = True
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        """The request line and headers, within the head's budget: beyond it, 431 and the
+        connection closes; a head cut short closes it with no answer."""
+        limits = self.server.app.limits
+        self.rfile = HeadBudget(self._buffered, limits.max_headers, limits.max_header_bytes)  # type: ignore[assignment]
+        try:
+            parsed = super().parse_request()
+        except HeadCut:
+            self.close_connection = True
+            return False
+        except HeadTooLarge as exc:
+            self.close_connection = True
+            self._text(
+                431,
+                f"{exc}: at most {limits.max_headers} headers of "
+                f"{limits.max_header_bytes} bytes together (--kubelet-max-headers, "
+                "--kubelet-max-header-bytes)",
+            )
+            return False
+        finally:
+            self.rfile = self._buffered
+        self._reader.stop()
+        return parsed
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -306,7 +265,11 @@ class _Handler(BaseHTTPRequestHandler):
             )
             caller = app.auth.authenticate(peer, self.headers.get("Authorization"))
             app.auth.authorize(caller, method, url.path)
-            self._caller = caller
+            # Any pod's token authenticates; only a caller the node trusts leaves the
+            # connections that may be closed for a newer one.
+            ticket = self.server.ticket(self.request)
+            if ticket is not None:
+                app.admission.authenticated(ticket)
             route, named = _route(method, parts, url.path)
             if route.leader_only and not app.is_leader():
                 raise EndpointError(503, STANDBY_MESSAGE)
@@ -390,8 +353,8 @@ class _Handler(BaseHTTPRequestHandler):
     @contextmanager
     def _streaming_slot(self, namespace: str, what: str) -> Iterator[None]:
         app = self.server.app
-        with app.streaming_slot(namespace) as allowed:
-            if not allowed:
+        with app.streams.hold(namespace) as refused:
+            if refused is not None:
                 limit = app.limits.max_streaming_per_namespace
                 raise EndpointError(
                     429,
@@ -406,13 +369,23 @@ class _Handler(BaseHTTPRequestHandler):
         options = parse_options(dict(parse_qsl(query)), app.clock())
         if not options.follow:
             return self._send_log(named, options)
-        with app.follow_slot(self._caller) as allowed:
-            if not allowed:
+        namespace = named["namespace"]
+        with app.follows.hold(namespace) as refused:
+            # 400: of a kubelet's refusals, the API server passes on the sentence of a
+            # 400 or a 500 only; a 429's or a 503's it replaces with a generic one.
+            if refused is Refused.NAMESPACE:
                 raise EndpointError(
-                    503,
-                    f"{self._caller.user} follows {app.limits.max_follows_per_client} logs on "
-                    "this node already, the most one caller may "
-                    "(--kubelet-max-follows-per-client); stop one first",
+                    400,
+                    f"the pods of namespace {namespace} have "
+                    f"{app.limits.max_follows_per_namespace} logs followed on this node "
+                    "already, the most one namespace may "
+                    "(--kubelet-max-follows-per-namespace); stop one first",
+                )
+            if refused is Refused.NODE:
+                raise EndpointError(
+                    400,
+                    f"this node serves {app.limits.max_follows} log follows already, the "
+                    "most it may (--kubelet-max-follows); stop one first",
                 )
             self._send_log(named, options)
         return None

@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -41,6 +41,7 @@ from reconciler.core.logs.kubectl_logs import (
     PREVIOUS_UNSUPPORTED,
     LogLine,
     LogOptions,
+    backfill_lines,
     last_lines,
     users_lines,
 )
@@ -170,33 +171,15 @@ class PodLogs:
             found[gang] = exit_code_from(lines, nonce)
         return found
 
-    def keep(self, pod: PodRef, instance_id: str) -> None:
+    def keep(self, pod: PodRef, instance_id: str, job_uid: str | None = None) -> None:
         """Save the instance's last container lines for the pod (once), in one request
         for both sources (none when this tick read them for the exit code); its last
         system lines (start-up, stop, errors) not recorded yet become the pod's Events.
-        Never raises for RunPod."""
+        A gang's pod (`job_uid`: its Job) keeps its cluster member's before the cluster
+        is deleted. Never raises for RunPod."""
         events: list[LogEvent] | None = self._read_at_exit.pop(instance_id, None)
         if self.store.saved_logs.has(pod.uid):
             return
-        kept = self._last_lines(pod, instance_id, events, exit_nonce(pod.uid))
-        if kept is not None:
-            self.store.saved_logs.save(pod.uid, instance_id, *kept, self.clock())
-
-    def keep_member(self, pod: PodRef, job_uid: str, instance_id: str) -> None:
-        """Save a gang pod's last container lines, read from its cluster member (one
-        request, both sources) before the cluster is deleted, as `keep` does for an
-        instance. Never raises for RunPod."""
-        if self.store.saved_logs.has(pod.uid):
-            return
-        kept = self._last_lines(pod, instance_id, None, clusters.gang_nonce(job_uid))
-        if kept is not None:
-            self.store.saved_logs.save_member(pod.uid, job_uid, instance_id, *kept, self.clock())
-
-    def _last_lines(
-        self, pod: PodRef, instance_id: str, events: list[LogEvent] | None, nonce: str
-    ) -> tuple[list[tuple[datetime, str]], bool] | None:
-        """The user's last lines within the limits (the batch wrapper's left out), read
-        unless `events` were; its system lines not recorded yet become the pod's Events."""
         try:
             if events is None:
                 events, _ = _drain(
@@ -204,15 +187,20 @@ class PodLogs:
                 )
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
-            return None
+            return
+        nonce = exit_nonce(pod.uid) if job_uid is None else clusters.gang_nonce(job_uid)
         container = users_lines(
             (LogLine(e.ts, e.line) for e in events if e.source != "system"), nonce
         )
-        kept = self._within_limits([(line.ts, line.line) for line in container])
+        lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
+        if job_uid is None:
+            self.store.saved_logs.save(pod.uid, instance_id, lines, truncated, self.clock())
+        else:
+            kept = (lines, truncated, self.clock())
+            self.store.saved_logs.save_member(pod.uid, job_uid, instance_id, *kept)
         if self.system_events is not None:
             system = [e for e in events if e.source == "system"]
             self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
-        return kept
 
     def _kept_tail(self) -> int:
         return min(self.limits.lines + SYSTEM_LINES_KEPT, MAX_TAIL)
@@ -351,22 +339,24 @@ class PodLogs:
             tail=None if tail is None else tail + WRAPPER_SLACK, since=options.since
         )
         opened_at = self.clock()
+        read = _Read(self._read(instance_id, backfill_read, opener=self._opener()))
         try:
-            events, ended = _drain(self._read(instance_id, backfill_read, opener=self._opener()))
+            read.open()
         except LogsRefused as exc:
             raise LogError(503, str(exc)) from exc
         except runpod_errors.RunPodNotFound:
             return self._kept(instance_id, pod_uid, options, nonce)
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             raise LogError(502, f"RunPod did not give the log: {exc}") from exc
-        backfill = last_lines((LogLine(e.ts, e.line) for e in events), options, nonce)
-        if not options.follow or ended:
-            return iter(backfill)
-        after = events[-1].id if events else None
-        follow = LogRead(
-            after=after, since=None if after else (options.since or opened_at), tail=0, follow=True
+        # Read as it is sent: a tail holds its lines (RunPod's most with a `since` too),
+        # nothing else holds any, and a reader that stops stops the read.
+        held = options if tail is None else replace(options, tail_lines=min(tail, MAX_TAIL))
+        backfill = backfill_lines(read.lines(), held, nonce)
+        if not options.follow:
+            return backfill
+        return self._followed(
+            backfill, read, instance_id, nonce, options.since or opened_at, should_stop
         )
-        return self._followed(backfill, instance_id, nonce, follow, should_stop)
 
     def _kept(
         self, instance_id: str, pod_uid: str, options: LogOptions, nonce: str
@@ -381,14 +371,20 @@ class PodLogs:
 
     def _followed(
         self,
-        backfill: list[LogLine],
+        backfill: Iterator[LogLine],
+        read: _Read,
         instance_id: str,
         nonce: str,
-        read: LogRead,
+        since: datetime,
         should_stop: Callable[[], bool],
     ) -> Iterator[LogLine]:
         yield from backfill
-        events = self._read(instance_id, read, should_stop)
+        if read.ended:
+            return
+        follow = LogRead(
+            after=read.last_id, since=None if read.last_id else since, tail=0, follow=True
+        )
+        events = self._read(instance_id, follow, should_stop)
         try:
             yield from users_lines((LogLine(event.ts, event.line) for event in events), nonce)
         except runpod_errors.RunPodNotFound:
@@ -450,6 +446,40 @@ class PodLogs:
             sleep=self.sleep,
             should_stop=should_stop,
         )
+
+
+class _Read:
+    """A read's events as they come. `open()` takes the first (where RunPod's refusal
+    shows, before an answer starts); `lines()` gives them all; then `last_id` and
+    `ended` (the stream ended: the instance stopped) say where a follow goes on."""
+
+    def __init__(self, events: Generator[LogEvent, None, bool]) -> None:
+        self._events = events
+        self._first: LogEvent | None = None
+        self.last_id: str | None = None
+        self.ended = False
+
+    def open(self) -> None:
+        self._first = self._next()
+
+    def lines(self) -> Iterator[LogLine]:
+        event = self._first
+        self._first = None
+        try:
+            while event is not None:
+                self.last_id = event.id
+                yield LogLine(event.ts, event.line)
+                event = self._next()
+        except (runpod_errors.RunPodError, LogStreamBroken) as exc:
+            # The answer has begun: it ends short, which its reader sees.
+            raise LogError(502, f"RunPod's log stream broke: {exc}") from exc
+
+    def _next(self) -> LogEvent | None:
+        try:
+            return next(self._events)
+        except StopIteration as stop:
+            self.ended = bool(stop.value)
+            return None
 
 
 def _drain(events: Generator[LogEvent, None, bool]) -> tuple[list[LogEvent], bool]:

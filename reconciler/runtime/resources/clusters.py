@@ -35,7 +35,7 @@ from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
-from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
@@ -284,7 +284,9 @@ class Clusters:
         self.jobs = GangJobs(shared.kube)
 
     def steps(self, journal: Journal) -> ClusterSteps:
-        return ClusterSteps(journal, self._failing, self.pod_logs.keep_member)
+        return ClusterSteps(
+            journal, self._failing, lambda pod, job, member: self.pod_logs.keep(pod, member, job)
+        )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
@@ -365,8 +367,7 @@ class Clusters:
         # Only a pod of a Job of its own namespace joins a gang: the rest is not looked at.
         jobs = self.jobs.sort(sighting.gang_pods, rows)
         sighting.gang_pods = gang_pods = jobs.theirs
-        unlisted, gone = self._confirm_missing(members, rows, gang_pods)
-        members += unlisted
+        members, gone = self._confirmed(members, rows, gang_pods)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
@@ -384,17 +385,20 @@ class Clusters:
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
 
-    def _confirm_missing(
+    def _confirmed(
         self,
         listed: Sequence[Instance],
         rows: Sequence[ClusterRecord],
         gang_pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], frozenset[str]]:
-        """The members of each cluster a live gang records, or that we are deleting,
-        that the list omits, read by id (`GET /v2/clusters/{id}/pods`, one per cluster,
-        none in a steady tick); and the clusters RunPod answered 404 for."""
-        read = read_by_id(clusters.unlisted(rows, gang_pods, listed), self.runpod.clusters.members)
-        return [member for members in read.found for member in members], read.gone
+        """The members, with those of each cluster a live gang records that the list
+        omits or shows without its tags read by id (`GET /v2/clusters/{id}/pods`, one per
+        cluster, none in a steady tick), with those we are deleting; and the clusters
+        RunPod answered 404 for."""
+        doubted = clusters.unlisted(rows, gang_pods, listed, self.settings.owner_id)
+        read = read_by_id(doubted, self.runpod.clusters.members)
+        flat = ReadById([m for members in read.found for m in members], read.gone, read.asked)
+        return believed(listed, flat, _cluster_of), read.gone
 
     def _gang_inputs(
         self, sighting: Sighting, members: Sequence[Instance]
@@ -439,3 +443,7 @@ class Clusters:
         )
         results = self.pod_logs.read_results(due) if due else {}
         return results, frozenset(due.keys() - results.keys())
+
+
+def _cluster_of(member: Instance) -> str | None:
+    return member.cluster_id

@@ -17,7 +17,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, unlisted_instances
+from reconciler.core.mapping import MappingRecord, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
@@ -25,7 +25,7 @@ from reconciler.core.pods import ownership
 from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
-from reconciler.runtime.by_id import read_by_id
+from reconciler.runtime.by_id import believed, read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
@@ -68,12 +68,7 @@ class Instances:
         now, pods = sighting.now, sighting.pods
         instances = [i for i in sighting.listed if i.cluster_id is None]
         rows = self.store.load_rows()
-        instances += self._confirm_missing(instances, rows, pods)
-        records = self._records(sighting.listed, instances, rows, pods)
-        if len(records.instances) > len(instances):  # read by id: the list lagged
-            shown = {i.id for i in instances}
-            instances += [i for i in records.instances.values() if i.id not in shown]
-        owners = ownership.Ownership.of(self.settings.owner_id, instances, rows, pods, records)
+        instances, owners = self._owners(sighting.listed, instances, rows, pods)
         by_uid = {row.pod_uid: row for row in rows}
         needing = [
             p
@@ -109,13 +104,38 @@ class Instances:
             ownership=owners,
         )
 
-    def _confirm_missing(
-        self, listed: Sequence[Instance], rows: Sequence[MappingRecord], pods: Sequence[KubeObject]
-    ) -> list[Instance]:
-        """The mapped instances of live pods that the list omits, read by id (one GET
-        each, none in a steady tick): `runtime/by_id.py`'s rule for every resource."""
-        missing = unlisted_instances(rows, {i.id for i in listed}, {podinfo.uid(p) for p in pods})
-        return read_by_id(missing, self.runpod.instances.get).found
+    def _owners(
+        self,
+        listed: Sequence[Instance],
+        instances: Sequence[Instance],
+        rows: Sequence[MappingRecord],
+        pods: Sequence[KubeObject],
+    ) -> tuple[list[Instance], ownership.Ownership]:
+        """The instances (the list's, with what was read by id) and which are ours. The
+        mapped instances of live pods that the list omits or shows otherwise than as
+        theirs are read by id (one GET each, none in a steady tick), and their records
+        replace what the list showed: `runtime/by_id.py`'s rule for every resource."""
+        owner_id = self.settings.owner_id
+        records = self._records(listed, instances, rows, pods)
+        found = list(instances)
+        if len(records.instances) > len(found):  # read by id: the list lagged
+            shown = {i.id for i in found}
+            found += [i for i in records.instances.values() if i.id not in shown]
+        owners = ownership.Ownership.of(owner_id, found, rows, pods, records)
+        doubted = unconfirmed_instances(
+            rows,
+            owners.owned,
+            {instance.id for instance, _ in owners.lost_tags},
+            {podinfo.uid(p) for p in pods},
+        )
+        if not doubted:
+            return found, owners
+        read = read_by_id(doubted, self.runpod.instances.get)
+        found = believed(found, read, _instance_id)
+        known = {k: i for k, i in records.instances.items() if k not in read.asked}
+        known.update((i.id, i) for i in read.found if i.cluster_id is None)
+        records = ownership.Records(known, records.members, {*records.gone, *read.gone})
+        return found, ownership.Ownership.of(owner_id, found, rows, pods, records)
 
     def _records(
         self,
@@ -176,3 +196,7 @@ class Instances:
             # The nonce the instance was started with (an older one's: LEGACY_NONCE).
             stopped += [(i.id, i.env.get(STOP_ON_EXIT_ENV) or exit_nonce(uid)) for i in exited]
         return self.pod_logs.read_exits(stopped)
+
+
+def _instance_id(instance: Instance) -> str:
+    return instance.id

@@ -1,7 +1,7 @@
 """The last lines of a gang pod's log, kept when its Instant Cluster is deleted.
 
-Revision ID: 0016_member_logs
-Revises: 0015_rows_of_a_node
+Revision ID: 0017_member_logs
+Revises: 0016_mapping_generation_token
 Create Date: 2026-12-07
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0016_member_logs"
-down_revision = "0015_rows_of_a_node"
+revision = "0017_member_logs"
+down_revision = "0016_mapping_generation_token"
 branch_labels = None
 depends_on = None
 
