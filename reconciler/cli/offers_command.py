@@ -36,7 +36,7 @@ from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.cli.state_view import render_table
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.config import Settings
-from reconciler.core.domain import CpuFlavor, GpuType, KubeObject, RunPodVolume
+from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject, RunPodVolume
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources.clusters import why_not_a_cluster
@@ -49,6 +49,7 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.offers import OfferRow, offer_rows
 from reconciler.core.translate.request import placed_offers
 from reconciler.runtime import process_log
+from reconciler.runtime.catalog import CLUSTER_CATALOG
 from reconciler.runtime.wiring import open_store
 
 COLUMNS = ("TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK")
@@ -123,7 +124,8 @@ def offers_command(
         except TranslationError as error:
             raise click.ClickException(f"{name}: {error.message}") from None
         members = _cluster_size(name, pod, job, on_cpu)
-    catalog = _catalog(obj.database_url, on_cpu, settings, runpod_url, runpod_api_key)
+    kind = "cpu" if on_cpu else CLUSTER_CATALOG if members > 1 else "gpu"
+    catalog = _catalog(obj.database_url, kind, settings, runpod_url, runpod_api_key)
     if catalog.note:
         click.echo(catalog.note, err=True)
     gpus = [e for e in catalog.entries if isinstance(e, GpuType)]
@@ -137,6 +139,8 @@ def offers_command(
             floor = None if on_cpu else cuda.pod_floor(pod, job)
         except TranslationError as error:
             raise click.ClickException(f"{name}: {error.message}") from None
+    if members > 1:  # Instant Clusters are made in Secure Cloud only
+        rows = [row for row in rows if row.offer.cloud is Cloud.SECURE]
     hosts = cuda.allowed_versions(floor, gpus)
     if output == "json":
         records = [_record(row, members) for row in rows]
@@ -311,23 +315,30 @@ def _checked(pod: KubeObject, source: str) -> KubeObject:
     return pod
 
 
+_CATALOG_NAMES = {"cpu": "CPU catalog", "gpu": "GPU catalog", CLUSTER_CATALOG: "cluster catalog"}
+
+
 def _catalog(
-    database_url: str, on_cpu: bool, settings: Settings, runpod_url: str, api_key: str | None
+    database_url: str, kind: str, settings: Settings, runpod_url: str, api_key: str | None
 ) -> Catalog:
-    kind = "CPU" if on_cpu else "GPU"
-    kept, why = _kept_copy(database_url, "cpu" if on_cpu else "gpu", settings.timing.catalog_ttl)
+    """The catalog of `kind`: `cpu`, `gpu`, or `cluster` (GPU types with Instant Cluster
+    stock, `product=CLUSTER`, which ranks a gang's offers as the planner does)."""
+    what = _CATALOG_NAMES[kind]
+    kept, why = _kept_copy(database_url, kind, settings.timing.catalog_ttl)
     if kept is not None:
         return Catalog(kept, None)
     if not api_key:
         raise click.ClickException(
-            f"{why}, and no RunPod API key to fetch the {kind} catalog with: set RUNPOD_API_KEY "
+            f"{why}, and no RunPod API key to fetch the {what} with: set RUNPOD_API_KEY "
             "(one request), or point --database-url at the reconciler's database"
         )
-    with reaching(f"cannot fetch RunPod's {kind} catalog"), RunPodClient(api_key, runpod_url) as r:
+    with reaching(f"cannot fetch RunPod's {what}"), RunPodClient(api_key, runpod_url) as r:
         entries: Sequence[GpuType | CpuFlavor] = (
-            r.catalog.cpu_flavors() if on_cpu else r.catalog.gpu_types()
+            r.catalog.cpu_flavors()
+            if kind == "cpu"
+            else r.catalog.gpu_types(product="CLUSTER" if kind == CLUSTER_CATALOG else "POD")
         )
-    return Catalog(entries, f"{why}: fetched RunPod's {kind} catalog (1 request)")
+    return Catalog(entries, f"{why}: fetched RunPod's {what} (1 request)")
 
 
 def _kept_copy(
@@ -340,14 +351,14 @@ def _kept_copy(
         kept = open_store(database_url, upgrade=False).catalogs.load(kind)
     except Exception as error:  # any unreadable store: the catalog can still be fetched
         return None, f"the reconciler's database cannot be read ({type(error).__name__})"
+    what = _CATALOG_NAMES[kind]
     if kept is None:
-        return None, f"the reconciler has kept no {kind.upper()} catalog yet"
+        return None, f"the reconciler has kept no {what} yet"
     entries, fetched_at = kept
     age = datetime.now(UTC) - fetched_at
     if age > timedelta(seconds=ttl):
         return None, (
-            f"the reconciler's {kind.upper()} catalog is {int(age.total_seconds())} s old "
-            f"(--catalog-ttl {ttl:g} s)"
+            f"the reconciler's {what} is {int(age.total_seconds())} s old (--catalog-ttl {ttl:g} s)"
         )
     return entries, ""
 

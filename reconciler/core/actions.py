@@ -331,13 +331,16 @@ class DeleteCluster:
     """DELETE one of our clusters, with every member. `row` (if any) is saved as
     deleting first. `pods` are the gang's pods whose end the same plan patches before
     this (each is told in an Event): the DELETE is sent only if none of those patches
-    failed, so that the end is on the pods before the cluster goes (architecture §4)."""
+    failed, so that the end is on the pods before the cluster goes (architecture §4).
+    `logs`: each pod that stays, with the member whose last lines are kept for it first
+    and the pod's Job."""
 
     cluster_id: str
     reason: TerminateReason
     detail: str
     row: ClusterRecord | None = None
     pods: tuple[PodRef, ...] = ()
+    logs: tuple[tuple[PodRef, str, str], ...] = ()
 
     @property
     def subject(self) -> str:

@@ -19,7 +19,11 @@ class ClusterState(enum.StrEnum):
     RUNNING = "running"
     """The cluster exists (its id known)."""
     DELETING = "deleting"
-    """DELETE decided; done once the list no longer shows its members."""
+    """DELETE decided; done once RunPod answers 404 for the cluster by id."""
+    GONE = "gone"
+    """RunPod answered 404 for the cluster by id: nothing bills. The row stays only for
+    the gang's end (its pods and a later attempt of the Job read it) while a pod of its
+    Job is on the node; `state show` and the caps no longer count it."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,7 @@ class ClusterRecord:
     def ended(self) -> bool:
         """The gang's end was decided and recorded: its pods are owed that end."""
         deciding = self.exit_code is not None or self.reason is not None
-        return self.state is ClusterState.DELETING and deciding
+        return self.state in (ClusterState.DELETING, ClusterState.GONE) and deciding
 
     def changed(self, **changes: object) -> ClusterRecord:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

@@ -258,9 +258,10 @@ class CreateRequest:
 @dataclass(frozen=True)
 class ClusterRequest:
     """One Instant Cluster of `pod_count` identical GPU pods (`POST /v2/clusters`, type
-    TRAINING), each member as `member` asks for one instance. A cluster takes no
-    registry credential, template, cloud, network volume or CPU flavor: the request body
-    leaves `member`'s out. `member.env` may hold Secret values: never logged or stored."""
+    TRAINING), each member as `member` asks for one instance, its network volume (if
+    any) mounted on every member. A cluster takes no registry credential, template,
+    cloud or CPU flavor: the request body leaves `member`'s out. `member.env` may hold
+    Secret values: never logged or stored."""
 
     member: CreateRequest
     pod_count: int

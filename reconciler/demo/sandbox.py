@@ -361,12 +361,14 @@ class Sandbox:
         parallelism: int | None = None,
         backoff_limit: int = 6,
         active_deadline_seconds: int | None = None,
+        claim: tuple[str, str] | None = None,
     ) -> dict[str, Any]:
         """An Indexed Job whose pods land on the virtual node; the Kubernetes simulator's
         Job controller makes its pods. With `cluster`, they ask to run as one Instant
-        Cluster (`runpod.io/cluster`); `active_deadline_seconds` goes on its pods."""
+        Cluster (`runpod.io/cluster`); `active_deadline_seconds` goes on its pods;
+        `claim` (a claim's name, a mount path) is mounted in every pod."""
         self.ensure_namespace(namespace)
-        container = {
+        container: dict[str, Any] = {
             "name": "main",
             "image": "python:3.11",
             "command": list(command),
@@ -381,6 +383,11 @@ class Sandbox:
         }
         if active_deadline_seconds is not None:
             pod_spec["activeDeadlineSeconds"] = active_deadline_seconds
+        if claim is not None:
+            container["volumeMounts"] = [{"name": "data", "mountPath": claim[1]}]
+            pod_spec["volumes"] = [
+                {"name": "data", "persistentVolumeClaim": {"claimName": claim[0]}}
+            ]
         template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
         spec = {
             "completionMode": "Indexed",

@@ -30,6 +30,15 @@ def cpu_catalog(runpod: RunPodClient) -> list[Any]:
     return runpod.catalog.cpu_flavors()
 
 
+CLUSTER_CATALOG = "cluster"
+"""The kept catalog of GPU types with Instant Cluster stock."""
+
+
+def cluster_catalog(runpod: RunPodClient) -> list[Any]:
+    """GPU types with Instant Cluster stock (`product=CLUSTER`): what a gang can get."""
+    return runpod.catalog.gpu_types(product="CLUSTER")
+
+
 class CatalogCache(Generic[Offer]):
     """A RunPod catalog (GPU types or CPU flavors), fetched at most once per TTL; a
     failed fetch keeps the old copy.

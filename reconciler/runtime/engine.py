@@ -42,6 +42,7 @@ from reconciler.core.planner import plan_tick
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
+from reconciler.core.resources.clusters import members_by_pod
 from reconciler.core.translate.ssh import SshAddresses
 from reconciler.runtime import resources
 from reconciler.runtime.catalog import CatalogCache, cpu_catalog
@@ -226,7 +227,8 @@ class Engine:
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
         self.usage.observe(observation.pods, owners.owned, report.started_at)
-        self.ssh_addresses.observe(owners.owned)
+        members = members_by_pod(observation.gang_pods, observation.members, self.settings.owner_id)
+        self.ssh_addresses.observe({**owners.owned, **members})
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
         if not dry_run:
@@ -443,9 +445,11 @@ class Engine:
     def _gpus(self, observation: Observation | None) -> list[GpuUtilization]:
         if observation is None:
             return []
-        return gpu_utilization(
-            observation.pods, ownership_of(observation, self.settings.owner_id).owned
-        )
+        owner = self.settings.owner_id
+        owned = ownership_of(observation, owner).owned
+        members = members_by_pod(observation.gang_pods, observation.members, owner)
+        pods = [*observation.pods, *observation.gang_pods]
+        return gpu_utilization(pods, {**owned, **members})
 
     def _finish(self, report: TickReport, dry_run: bool) -> TickReport:
         report.finished_at = finished = self.clock()

@@ -41,7 +41,13 @@ from reconciler.core.actions import (
 from reconciler.core.reasons import Notice
 from reconciler.runtime import crashpoints
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import Deferred, Resource, StepRefused, Steps
+from reconciler.runtime.resources.base import (
+    AlreadyTold,
+    Deferred,
+    Resource,
+    StepRefused,
+    Steps,
+)
 from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
@@ -121,7 +127,8 @@ class Executor:
         except Exception as exc:  # one action never stops the others
             outcome.failed[kind] += 1
             outcome.errors.append(f"{kind} {_subject(action)}: {exc}")
-            log.warning(
+            log.log(
+                logging.DEBUG if isinstance(exc, AlreadyTold) else logging.WARNING,
                 "%s for %s failed: %s",
                 kind,
                 _subject(action),

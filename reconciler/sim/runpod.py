@@ -12,7 +12,7 @@ It serves what the reconciler uses, with the contract's status codes and
     POST   /v2/pods/{id}/action     start|stop|restart (200 + pod), terminate (204); 409
     GET    /v2/pods/{id}/logs       SSE (`source`, `tail`, `since`, `Last-Event-ID`): open
                                     while the pod runs (see `runpod_logs`)
-    GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD`, `count`, `cloud`;
+    GET    /v2/catalog/gpus         `include=AVAILABILITY&product=POD|CLUSTER`, `count`, `cloud`;
                                     `cudaVersions` per type (its hosts' CUDA versions)
     GET    /v2/catalog/cpus         `include=AVAILABILITY&product=POD`
     PATCH  /v2/pods/{id}            update; `env` replaces the whole env (PATCH semantics)
@@ -87,7 +87,7 @@ by concern: `sim.account` (capacity, balance, listing lag, templates, image pull
                                               {"kind": "delete-keeps-billing", "count"};
                                               or {"kind": "volume-delete-keeps-billing",
                                               "count"}
-    POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count"}
+    POST   /_sim/capacity                    {"gpuTypeId", "dataCenterId", "count", "product"?}
     POST   /_sim/balance                     {"dollars": 12.5 or null}
     POST   /_sim/listing-lag                 {"seconds": 20}: pods, clusters and network
                                               volumes made from now on are listed that

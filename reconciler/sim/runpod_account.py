@@ -111,7 +111,8 @@ class Account:
 
     def release(self, pod: SimPod) -> None:
         if pod.holds_capacity:
-            self.catalog.give_back(pod.gpu_id, pod.datacenter_id, pod.gpu_count)
+            product = "CLUSTER" if pod.membership is not None else "POD"
+            self.catalog.give_back(pod.gpu_id, pod.datacenter_id, pod.gpu_count, product)
             pod.holds_capacity = False
 
     def check_payable(self, hourly: float, registry: str | None) -> None:
@@ -123,10 +124,13 @@ class Account:
 
     # The account's settings, for tests
 
-    def set_capacity(self, gpu_type_id: str, datacenter_id: str, count: int) -> None:
-        """Free GPUs of this type in this data center from now on."""
+    def set_capacity(
+        self, gpu_type_id: str, datacenter_id: str, count: int, product: str = "POD"
+    ) -> None:
+        """Free GPUs of this type in this data center from now on, for pods or (product
+        `CLUSTER`) for Instant Clusters."""
         with self.lock:
-            self.catalog.free[(gpu_type_id, datacenter_id)] = count
+            self.catalog.pool(product)[(gpu_type_id, datacenter_id)] = count
 
     def set_balance(self, dollars: float | None) -> None:
         """None = unlimited; otherwise a create needs one hour of its cost in balance."""

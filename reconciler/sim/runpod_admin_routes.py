@@ -179,7 +179,12 @@ class AdminRoutes:
     @ROUTES("POST", "/_sim/capacity")
     def _admin_capacity(self, request: Request) -> Reply:
         body = request.body
-        self._sim.account.set_capacity(body["gpuTypeId"], body["dataCenterId"], int(body["count"]))
+        self._sim.account.set_capacity(
+            body["gpuTypeId"],
+            body["dataCenterId"],
+            int(body["count"]),
+            str(body.get("product", "POD")),
+        )
         return Reply(204)
 
     @ROUTES("POST", "/_sim/balance")

@@ -152,6 +152,9 @@ class Catalog:
         self.free: dict[tuple[str, str], int] = {}
         # The CUDA version the hosts report, by (GPU type, data center); none for CPUs.
         self.cuda: dict[tuple[str, str], str] = {}
+        # Free GPUs for Instant Clusters, a stock of its own (`product=CLUSTER`): a type
+        # that is plentiful for pods may be scarce for clusters, and the other way round.
+        self.cluster_free: dict[tuple[str, str], int] = {}
         for entry in copy.deepcopy(list(gpu_types)):
             self._add(entry)
         for entry in copy.deepcopy(list(cpu_flavors)):
@@ -195,13 +198,24 @@ class Catalog:
             self.free[(offer.id, datacenter)] = int(count)
         for datacenter, version in entry.get("cuda", {}).items():
             self.cuda[(offer.id, datacenter)] = str(version)
+        clusters = entry.get("clusterCapacity", entry.get("capacity", {}))
+        for datacenter, count in clusters.items():
+            self.cluster_free[(offer.id, datacenter)] = int(count)
 
     def datacenters(self) -> set[str]:
         """Every data center the simulated RunPod has (any GPU type, free or not)."""
         return {dc for (_, dc) in self.free}
 
     def datacenters_of(self, gpu_id: str) -> list[str]:
-        return [dc for (gpu, dc) in self.free if gpu == gpu_id]
+        known = [*self.free, *(key for key in self.cluster_free if key not in self.free)]
+        return [dc for (gpu, dc) in known if gpu == gpu_id]
+
+    def _free(self, gpu_id: str, datacenter: str, product: str) -> int:
+        return self.pool(product).get((gpu_id, datacenter), 0)
+
+    def pool(self, product: str) -> dict[tuple[str, str], int]:
+        """The free GPUs of a product context: `CLUSTER`, or pods' (`POD`)."""
+        return self.cluster_free if product == "CLUSTER" else self.free
 
     def take(
         self,
@@ -209,35 +223,45 @@ class Catalog:
         count: int,
         allowed: Iterable[str],
         cuda: Callable[[str | None], bool] = lambda _: True,
+        product: str = "POD",
     ) -> str | None:
         """Reserve GPUs in the allowed data center with the most free whose hosts' CUDA
         version `cuda` accepts; None if none fits."""
+        free_now = self.pool(product)
         allowed_set = set(allowed) or set(self.datacenters_of(gpu_id))
         fitting = [
             (free, dc)
-            for (gpu, dc), free in self.free.items()
+            for (gpu, dc), free in free_now.items()
             if gpu == gpu_id and dc in allowed_set and free >= count and cuda(self.cuda_at(gpu, dc))
         ]
         if not fitting:
             return None
         _, chosen = max(fitting)
-        self.free[(gpu_id, chosen)] -= count
+        free_now[(gpu_id, chosen)] -= count
         return chosen
 
     def cuda_at(self, gpu_id: str, datacenter: str) -> str | None:
         """The CUDA version of this type's hosts there (None: they report none)."""
         return self.cuda.get((gpu_id, datacenter))
 
-    def give_back(self, gpu_id: str, datacenter: str, count: int) -> None:
+    def give_back(self, gpu_id: str, datacenter: str, count: int, product: str = "POD") -> None:
+        free_now = self.pool(product)
         key = (gpu_id, datacenter)
-        self.free[key] = self.free.get(key, 0) + count
+        free_now[key] = free_now.get(key, 0) + count
 
     def listing(
-        self, count: int, cloud: str | None, cuda: Callable[[str | None], bool] | None = None
+        self,
+        count: int,
+        cloud: str | None,
+        cuda: Callable[[str | None], bool] | None = None,
+        products: Iterable[str] = ("POD",),
     ) -> list[dict[str, Any]]:
-        """The catalog with availability for pods of `count` GPUs; cloud None = no stock.
-        `cuda` scopes the stock and the versions listed to hosts whose version it accepts."""
-        return [self._entry(offer, count, cloud, cuda) for offer in self.gpus.values()]
+        """The catalog with availability for pods of `count` GPUs in the best of the
+        `products`' stocks; cloud None = no stock. Clusters are Secure Cloud only. `cuda`
+        scopes the stock and the versions listed to hosts whose version it accepts."""
+        return [
+            self._entry(offer, count, cloud, cuda, tuple(products)) for offer in self.gpus.values()
+        ]
 
     def _entry(
         self,
@@ -245,6 +269,7 @@ class Catalog:
         count: int,
         cloud: str | None,
         cuda: Callable[[str | None], bool] | None,
+        products: tuple[str, ...] = ("POD",),
     ) -> dict[str, Any]:
         entry = offer.to_json()
         if cloud is None:
@@ -255,11 +280,19 @@ class Catalog:
             {
                 "id": dc,
                 "name": DATACENTERS.get(dc, dc),
-                "availability": availability_level(
-                    self.free[(offer.id, dc)]
-                    if usable and scoped(self.cuda_at(offer.id, dc))
-                    else 0,
-                    count,
+                "availability": max(
+                    (
+                        availability_level(
+                            self._free(offer.id, dc, product)
+                            if usable and scoped(self.cuda_at(offer.id, dc))
+                            else 0,
+                            count,
+                        )
+                        for product in products
+                        if product != "CLUSTER" or cloud == "SECURE"
+                    ),
+                    key=_LEVELS.index,
+                    default="NONE",
                 ),
             }
             for dc in self.datacenters_of(offer.id)
@@ -281,7 +314,7 @@ class Catalog:
         for dc in self.datacenters_of(gpu_id):
             version = self.cuda_at(gpu_id, dc)
             if version is not None:
-                room = count is not None and self.free[(gpu_id, dc)] >= count
+                room = count is not None and self.free.get((gpu_id, dc), 0) >= count
                 available[version] = available.get(version, False) or room
         return [
             {"version": version, "available": available[version]}

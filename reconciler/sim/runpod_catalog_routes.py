@@ -1,6 +1,7 @@
 """The simulated RunPod's catalog routes (the offers in `runpod_catalog`).
 
-GET    /v2/catalog/gpus   `include=AVAILABILITY&product=POD`, `count`, `cloud`, and
+GET    /v2/catalog/gpus   `include=AVAILABILITY&product=POD|CLUSTER`, `count`, `cloud`: the
+                          stock of each product context asked for (clusters' is its own), and
                           `cudaVersions` or `minCudaVersion` scoping stock to such hosts
 GET    /v2/catalog/cpus   `include=AVAILABILITY&product=POD`
 """
@@ -61,9 +62,8 @@ class CatalogRoutes:
         products = set(params.get("product", "POD").split(","))
         if cloud not in ("SECURE", "COMMUNITY") or not products <= {"POD", "CLUSTER", "SERVERLESS"}:
             raise Problem(422, "Request validation failed.", errors=["cloud or product: bad value"])
-        return Reply(
-            200, {"gpus": self._account.catalog.listing(count, cloud if include else None, cuda)}
-        )
+        listing = self._account.catalog.listing(count, cloud if include else None, cuda, products)
+        return Reply(200, {"gpus": listing})
 
     @ROUTES("GET", "/v2/catalog/cpus")
     def _list_cpus(self, request: Request) -> Reply:

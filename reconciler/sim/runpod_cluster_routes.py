@@ -62,8 +62,10 @@ class ClusterRoutes:
         unknown = sorted(set(wanted) - self._account.catalog.datacenters())
         if unknown:
             raise Problem(400, f"dataCenterIds: unknown data center {', '.join(unknown)}")
+        # A network volume pins every member to its data center, as it pins a pod.
+        wanted = self._account.volumes.placement(body) or wanted
         # One data center must hold the whole cluster.
-        datacenter = self._account.catalog.take(gpu_id, per_pod * count, wanted)
+        datacenter = self._account.catalog.take(gpu_id, per_pod * count, wanted, product="CLUSTER")
         if datacenter is None:
             where = ", ".join(wanted) or "any one data center"
             raise Problem(

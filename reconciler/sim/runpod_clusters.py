@@ -12,6 +12,9 @@ The contract (`Cluster`, `CreateClusterRequest`, `ClusterCompute`, `PodCluster`)
   last member made is rank 0), so a client that assumes creation order is caught.
 - Members are left out of `GET /v2/pods` unless `includeClusterPods=true`, and the pod
   routes refuse to change or delete them (409): `DELETE /v2/clusters/{id}` ends them all.
+- `mounts` is the contract's `Mounts`, as on a pod: one persistent or one network mount
+  (both: 400) for every member; a network volume must exist and pins the whole cluster
+  to its data center (400 when `dataCenterIds` excludes it or it has no room there).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from reconciler.sim.runpod_validate import (
     closed_object,
     enum,
     integer,
+    mounts,
     string,
     string_array,
     string_map,
@@ -59,9 +63,7 @@ _CREATE_CLUSTER = closed_object(
         "env": string_map,
         "ports": string_array,
         "dataCenterIds": string_array,
-        "mounts": closed_object(
-            {"persistent": closed_object({"size": integer(10), "path": string()})}
-        ),
+        "mounts": mounts,
         "startJupyter": boolean,
         "startSsh": boolean,
     },
@@ -76,6 +78,9 @@ def check_create_cluster(body: Any) -> None:
         # Every member runs the same container: without a template to spread, the
         # body must name its image.
         raise Problem(400, "image is required: a cluster's pods need a container image")
+    given = body.get("mounts", {})
+    if "persistent" in given and "network" in given:
+        raise Problem(400, "mounts.persistent and mounts.network are mutually exclusive")
 
 
 def check_update_cluster(body: Any) -> None:

@@ -193,6 +193,8 @@ _CREATE_REGISTRY = _object(
 # The checks other routes' modules build their bodies from (clusters).
 closed_object, string, integer, boolean, enum = _object, _string, _integer, _boolean, _enum
 string_map, string_array = _string_map, _array(_string())
+mounts = _MOUNTS
+"""The contract's `Mounts`, shared by pods and clusters (`CreateClusterRequest.mounts`)."""
 
 
 def validate(check: Check, body: Any) -> None:

@@ -230,6 +230,39 @@ def test_a_cluster_job_that_cannot_be_one_is_refused_in_one_line(
     )
 
 
+def test_a_gangs_offers_are_ranked_on_cluster_stock_with_all_members_priced(
+    box: Sandbox, tmp_path: Path
+) -> None:
+    """A type pods can get but clusters cannot is no gang's first offer: the rows come
+    from the kept cluster catalog (`product=CLUSTER`), the one the planner ranks on, and
+    each is priced for all the cluster's pods."""
+    box.add_indexed_job("first", 2)
+    box.tick()
+    [post] = [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+    best = post.body["compute"]["gpuTypeId"]
+    account = box.runpod_sim.account
+    for datacenter in account.catalog.datacenters_of(best):
+        account.set_capacity(best, datacenter, 0, "CLUSTER")
+    box.advance(box.settings.timing.catalog_ttl + 1)
+    box.add_indexed_job("torchrun", 2)
+    box.tick()  # the cluster catalog fetched again, kept; the gang's create ranked on it
+    [_, second] = [
+        r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/clusters")
+    ]
+    box.advance(max(0.0, (datetime.now(UTC) - box.clock.now()).total_seconds()))
+    manifest = tmp_path / "torchrun-job.yaml"
+    manifest.write_text(TORCHRUN_JOB)
+    reads = catalog_reads(box)
+    done = offers(box, "-f", str(manifest), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert catalog_reads(box) == reads  # the kept copy
+    rows = json.loads(done.stdout)
+    assert rows[0]["type"] == second.body["compute"]["gpuTypeId"] != best
+    assert all(row["cloud"] == "SECURE" and row["pods"] == 2 for row in rows)
+    [gpu] = [g for g in account.catalog.gpus.values() if g.id == rows[0]["type"]]
+    assert rows[0]["pricePerHour"] == pytest.approx(2 * gpu.price_for("SECURE"))
+
+
 def test_a_pod_whose_claim_is_a_network_volume_is_offered_only_in_its_data_center(
     box: Sandbox, tmp_path: Path
 ) -> None:

@@ -30,7 +30,13 @@ def rank(box: Sandbox, which: int) -> str:
 
 
 def log_reads(box: Sandbox) -> list[SimRequest]:
-    return [r for r in box.runpod_sim.requests if r.path.endswith("/logs")]
+    """Reads of rank 0's result (its last container line); not the reads that keep each
+    member's last lines when the gang ends (tests/integration/test_gang_logs.py)."""
+    return [
+        r
+        for r in box.runpod_sim.requests
+        if r.path.endswith("/logs") and r.query == {"source": "container", "tail": "1"}
+    ]
 
 
 def cluster_deletes(box: Sandbox) -> list[SimRequest]:

@@ -1,8 +1,8 @@
 """What the real controllers do with our pods: an Indexed Job made by the real Job
 controller runs as one Instant Cluster (and completes when a pod of it is deleted after
-its rank 0 exited 0: the real controller replaces that pod at once), a claim is bound by
-the real PV controller after the real scheduler selected our node for it, and a pod no
-node can take is offloaded."""
+its rank 0 exited 0: the real controller replaces that pod at once; with a claim, on its
+network volume), a claim is bound by the real PV controller after the real scheduler
+selected our node for it, and a pod no node can take is offloaded."""
 
 from __future__ import annotations
 
@@ -19,14 +19,21 @@ def pods_of(world: World, job: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load(listed)["items"])
 
 
-def indexed_job(world: World, name: str, backoff_limit: int) -> list[dict[str, Any]]:
-    """An Indexed Job of two pods run as one Instant Cluster; its pods once both run."""
-    container = {
+def indexed_job(
+    world: World, name: str, backoff_limit: int, claim: str | None = None
+) -> list[dict[str, Any]]:
+    """An Indexed Job of two pods run as one Instant Cluster, each mounting `claim` at
+    /checkpoints if given; its pods once both run."""
+    container: dict[str, Any] = {
         "name": "main",
         "image": "python:3.11",
         "command": ["sh", "-c", "torchrun train.py"],
         "resources": {"limits": {"nvidia.com/gpu": "1"}},
     }
+    volumes = []
+    if claim is not None:
+        container["volumeMounts"] = [{"name": "ckpt", "mountPath": "/checkpoints"}]
+        volumes = [{"name": "ckpt", "persistentVolumeClaim": {"claimName": claim}}]
     world.apply(
         {
             "apiVersion": "batch/v1",
@@ -44,6 +51,7 @@ def indexed_job(world: World, name: str, backoff_limit: int) -> list[dict[str, A
                         "nodeSelector": {"type": "virtual-kubelet"},
                         "tolerations": TOLERATE,
                         "containers": [container],
+                        "volumes": volumes,
                     },
                 },
             },
@@ -94,18 +102,38 @@ def test_a_member_deleted_after_rank_0_exited_0_still_completes_the_job(world: W
     world.wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
 
 
-def test_a_claim_is_bound_by_the_real_pv_controller(world: World) -> None:
-    world.apply(
-        """
+CLAIM = """
 apiVersion: v1
 kind: PersistentVolumeClaim
-metadata: {name: checkpoints, namespace: default}
+metadata: {name: NAME, namespace: default}
 spec:
   storageClassName: runpod-network-volume
   accessModes: [ReadWriteMany]
   resources: {requests: {storage: 20G}}
 """
-    )
+
+
+def test_an_indexed_job_with_a_claim_runs_as_one_cluster_on_its_volume(world: World) -> None:
+    """The real Job controller makes the pods, the real scheduler selects our node for the
+    WaitForFirstConsumer claim, the real PV controller binds what we provisioned, and the
+    cluster mounts the volume on every member."""
+    world.apply(CLAIM.replace("NAME", "gang-checkpoints"))
+    indexed_job(world, "ckpt-train", backoff_limit=0, claim="gang-checkpoints")
+    claim = world.get("pvc", "gang-checkpoints") or {}
+    assert claim["status"]["phase"] == "Bound"
+    assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == NODE
+    [volume_id] = world.runpod.volumes
+    [post] = [r for r in world.runpod.requests if (r.method, r.path) == ("POST", "/v2/clusters")]
+    assert post.body["mounts"] == {"network": [{"volumeId": volume_id, "path": "/checkpoints"}]}
+    [cluster] = world.runpod.clusters.values()
+    assert [post.body["dataCenterIds"]] == [[cluster["dataCenterId"]]]
+    world.kubectl("delete", "job", "ckpt-train", "--cascade=foreground", "--timeout=120s")
+    world.wait_for("the cluster to be gone", lambda: not world.runpod.clusters, timeout=90)
+    world.kubectl("delete", "pvc", "gang-checkpoints", "--wait=false")
+
+
+def test_a_claim_is_bound_by_the_real_pv_controller(world: World) -> None:
+    world.apply(CLAIM.replace("NAME", "checkpoints"))
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

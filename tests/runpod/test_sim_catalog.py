@@ -152,3 +152,50 @@ def test_custom_catalog() -> None:
         (t4,) = client.catalog.gpu_types()
         assert (t4.id, t4.availability, t4.secure_price) == ("NVIDIA T4", Availability.LOW, 0.2)
         client.close()
+
+
+def test_cluster_stock_is_its_own_and_clusters_draw_on_it(
+    sim: RunPodSimulator, client: RunPodClient
+) -> None:
+    """`product=CLUSTER` states Instant Clusters' stock, which differs from pods': the
+    contract has no default product for that reason."""
+    sim.account.set_capacity(RTX_4090, "US-TX-3", 0, "CLUSTER")
+    sim.account.set_capacity(RTX_4090, "EU-RO-1", 0, "CLUSTER")
+    sim.account.set_capacity(RTX_4090, "US-KS-2", 2, "CLUSTER")
+
+    def where(product: str) -> dict[str, Availability]:
+        gpus = client.catalog.gpu_types(product=product)
+        rtx = next(gpu for gpu in gpus if gpu.id == RTX_4090)
+        return {stock.id: stock.availability for stock in rtx.datacenters}
+
+    assert where("CLUSTER") == {
+        "US-TX-3": Availability.NONE,
+        "EU-RO-1": Availability.NONE,
+        "US-KS-2": Availability.LOW,
+    }
+    assert where("POD")["US-TX-3"] is Availability.HIGH
+    asked = [r.query.get("product") for r in sim.requests if r.path == "/v2/catalog/gpus"]
+    assert asked == ["CLUSTER", "POD"]
+    body = {
+        "name": "c",
+        "type": "TRAINING",
+        "compute": {"gpuTypeId": RTX_4090, "gpuCountPerPod": 1, "podCount": 2},
+        "image": "img:1",
+    }
+    made = requests.post(
+        f"{sim.base_url}/v2/clusters",
+        json=body,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=5,
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["dataCenterId"] == "US-KS-2"  # the only room for clusters
+    assert where("CLUSTER") == {}  # none anywhere: `dataCenters` is omitted
+    assert where("POD")["US-KS-2"] is Availability.HIGH  # pods' stock untouched
+    again = requests.post(
+        f"{sim.base_url}/v2/clusters",
+        json=body,
+        headers={"Authorization": f"Bearer {API_KEY}"},
+        timeout=5,
+    )
+    assert again.status_code == 400 and "no capacity" in again.json()["detail"]

@@ -8,7 +8,7 @@ billing route taking its own filter only)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -94,11 +94,13 @@ def test_the_whole_cluster_fits_in_one_data_center_or_none_is_made(
     sim: RunPodSimulator, http: requests.Session
 ) -> None:
     for datacenter in ("US-TX-3", "EU-RO-1", "US-KS-2"):
-        sim.account.set_capacity(RTX_4090, datacenter, 3)  # four GPUs in all, but not in one place
+        # Four GPUs for clusters in all, but not in one place (clusters have a stock of
+        # their own: plenty for pods changes nothing).
+        sim.account.set_capacity(RTX_4090, datacenter, 3, "CLUSTER")
     compute = {"gpuTypeId": RTX_4090, "gpuCountPerPod": 2, "podCount": 2}
     refused = http.post(f"{sim.base_url}/v2/clusters", json=cluster_body(compute=compute))
     assert refused.status_code == 400 and "no capacity" in refused.json()["detail"]
-    sim.account.set_capacity(RTX_4090, "EU-RO-1", 4)
+    sim.account.set_capacity(RTX_4090, "EU-RO-1", 4, "CLUSTER")
     made = create(sim, http, compute=compute)
     assert made["dataCenterId"] == "EU-RO-1"
     assert {pod["dataCenterId"] for pod in members(sim, http, made["id"])} == {"EU-RO-1"}
@@ -284,6 +286,58 @@ def test_a_delete_that_keeps_billing_hides_the_cluster_until_deleted_again(
     sim.advance(7200)
     after = http.get(f"{sim.base_url}/v2/billing/clusters", params=query).json()
     assert after["records"] == []
+
+
+def _volume(sim: RunPodSimulator, http: requests.Session, datacenter: str) -> str:
+    body = {"name": "ckpt", "size": 20, "dataCenter": datacenter}
+    answer = http.post(f"{sim.base_url}/v2/network-volumes", json=body)
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["id"])
+
+
+def test_a_network_volume_is_mounted_on_every_member_in_its_data_center(
+    sim: RunPodSimulator, http: requests.Session
+) -> None:
+    # The contract: CreateClusterRequest.mounts is `Mounts`, whose `network` is allowed.
+    volume = _volume(sim, http, "EU-RO-1")
+    mount = {"network": [{"volumeId": volume, "path": "/ckpt"}]}
+    cluster = create(sim, http, mounts=mount)
+    assert cluster["dataCenterId"] == "EU-RO-1"
+    for member in members(sim, http, cluster["id"]):
+        assert member["mounts"] == mount
+        assert member["dataCenterId"] == "EU-RO-1"
+
+
+def _network(volume: str, **extra: Any) -> dict[str, Any]:
+    return {"network": [{"volumeId": volume, "path": "/ckpt"}], **extra}
+
+
+@pytest.mark.parametrize(
+    ("mounts", "where", "status", "detail"),
+    [
+        (lambda v: _network("vol_nope"), [], 400, "not found"),
+        (_network, ["US-TX-3"], 400, "EU-RO-1"),
+        (lambda v: _network(v, persistent={"size": 20, "path": "/w"}), [], 400, "exclusive"),
+        (lambda v: {"network": [{"volumeId": v}]}, [], 422, ""),
+        (lambda v: {"persistent": {"size": 20}}, [], 422, ""),
+    ],
+    ids=["unknown-volume", "other-datacenter", "both-kinds", "no-path", "persistent-no-path"],
+)
+def test_cluster_mounts_follow_the_contract(
+    sim: RunPodSimulator,
+    http: requests.Session,
+    mounts: Callable[[str], dict[str, Any]],
+    where: list[str],
+    status: int,
+    detail: str,
+) -> None:
+    body = cluster_body(mounts=mounts(_volume(sim, http, "EU-RO-1")))
+    if where:
+        body["dataCenterIds"] = where
+    answer = http.post(f"{sim.base_url}/v2/clusters", json=body)
+    assert answer.status_code == status, answer.text
+    assert detail in answer.json()["detail"]
+    assert sim.clusters == {}
 
 
 def test_the_request_log_names_a_cluster_made_whatever_the_answer(

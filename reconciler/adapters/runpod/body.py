@@ -63,16 +63,12 @@ def create_cluster_body(request: ClusterRequest) -> dict[str, Any]:
         "image": member.image,
         "env": dict(member.env),
     }
-    mounts = None
-    if member.persistent_volume is not None:
-        volume = member.persistent_volume
-        mounts = {"persistent": {"size": volume.size_gb, "path": volume.path}}
     optional = {
         "args": member.args,
         "ports": list(member.ports) or None,
         "disk": member.container_disk_gb,
         "dataCenterIds": list(member.datacenter_ids) or None,
-        "mounts": mounts,
+        "mounts": _mounts(member),
         "startSsh": True if member.start_ssh else None,
     }
     body.update({key: value for key, value in optional.items() if value is not None})

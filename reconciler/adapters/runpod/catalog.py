@@ -13,8 +13,12 @@ class Catalog:
     def __init__(self, transport: RunPodTransport) -> None:
         self._transport = transport
 
-    def gpu_types(self, gpu_count: int = 1, cloud: Cloud | None = None) -> list[GpuType]:
-        params = {"include": "AVAILABILITY", "product": "POD", "count": str(gpu_count)}
+    def gpu_types(
+        self, gpu_count: int = 1, cloud: Cloud | None = None, product: str = "POD"
+    ) -> list[GpuType]:
+        """The GPU types with their stock for `product` (`POD`, or `CLUSTER`: Instant
+        Clusters' own stock; the contract has no default, as it differs by product)."""
+        params = {"include": "AVAILABILITY", "product": product, "count": str(gpu_count)}
         if cloud is not None:
             params["cloud"] = cloud.value
         call = Call("GET", "/v2/catalog/gpus", "GET /v2/catalog/gpus", params=params)

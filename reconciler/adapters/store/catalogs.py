@@ -27,22 +27,26 @@ class Catalogs:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions
 
-    def save(self, entries: Sequence[GpuType | CpuFlavor], now: datetime) -> None:
-        """Keep a fetched catalog (GPU types or CPU flavors) for `reconciler offers`."""
-        kind = _catalog_kind(entries)
-        if kind is None:
+    def save(
+        self, entries: Sequence[GpuType | CpuFlavor], now: datetime, kind: str | None = None
+    ) -> None:
+        """Keep a fetched catalog (GPU types or CPU flavors; `kind` `cluster`: GPU types
+        with Instant Cluster stock) for `reconciler offers`."""
+        kind = kind or _catalog_kind(entries)
+        if kind is None or not entries:  # an empty answer is a failed fetch's look
             return
         text = json.dumps([dataclasses.asdict(entry) for entry in entries])
         with self._sessions.begin() as session:
             session.merge(CatalogCopy(kind=kind, fetched_at=now, entries=text))
 
     def load(self, kind: str) -> tuple[list[GpuType | CpuFlavor], datetime] | None:
-        """The catalog of `kind` (`gpu` or `cpu`) as last kept, and when it was fetched."""
+        """The catalog of `kind` (`gpu`, `cluster` or `cpu`) as last kept, and when it
+        was fetched."""
         with self._sessions() as session:
             row = session.get(CatalogCopy, kind)
             if row is None:
                 return None
-            made: type[GpuType | CpuFlavor] = GpuType if kind == "gpu" else CpuFlavor
+            made: type[GpuType | CpuFlavor] = CpuFlavor if kind == "cpu" else GpuType
             entries = [made(**_with_stock(entry)) for entry in json.loads(row.entries)]
             return entries, row.fetched_at
 

@@ -339,6 +339,22 @@ class PodLog(Base):
     saved_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class MemberLog(Base):
+    """The last lines of a gang pod's container log, kept before its Instant Cluster was
+    deleted (a gang pod has no mapping row): deleted once the pod is gone from the node."""
+
+    __tablename__ = "member_logs"
+
+    pod_uid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_uid: Mapped[str] = mapped_column(String(64))
+    instance_id: Mapped[str] = mapped_column(String(64))
+    """The cluster member whose log it was."""
+    lines: Mapped[str] = mapped_column(Text)
+    """JSON list of [RFC 3339 time, line], oldest first; the user's lines only."""
+    truncated: Mapped[bool] = mapped_column(default=False)
+    saved_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class Tick(Base):
     """One row per reconcile tick, for `state show`, metrics and post-mortems."""
 
@@ -418,7 +434,7 @@ class CatalogCopy(Base):
     __tablename__ = "catalogs"
 
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    """`gpu` or `cpu`."""
+    """`gpu`, `cluster` (GPU types with Instant Cluster stock) or `cpu`."""
     fetched_at: Mapped[datetime] = mapped_column(UTCDateTime())
     entries: Mapped[str] = mapped_column(Text)
     """The parsed entries as JSON (the domain's GpuType or CpuFlavor fields)."""

@@ -22,6 +22,7 @@ from reconciler.adapters.store.models import (
     Tick,
     UnownedInstance,
 )
+from reconciler.core.cluster_record import ClusterState
 
 FINISHED_STATES = (MappingState.TERMINATED, MappingState.FAILED)
 
@@ -140,8 +141,13 @@ def charged_gone(session: Session) -> list[GoneBilled]:
 
 
 def clusters(session: Session, namespace: str | None) -> list[ClusterRow]:
-    """The gangs' Instant Clusters, oldest attempt first."""
-    query = select(ClusterRow).order_by(ClusterRow.attempt_started_at)
+    """The gangs' Instant Clusters, oldest attempt first; not those RunPod said are gone
+    (their rows stay only for the gang's end)."""
+    query = (
+        select(ClusterRow)
+        .where(ClusterRow.state != ClusterState.GONE)
+        .order_by(ClusterRow.attempt_started_at)
+    )
     if namespace is not None:
         query = query.where(ClusterRow.namespace == namespace)
     return list(session.scalars(query))

@@ -146,7 +146,6 @@ class GangRefusal(Enum):
     NOT_GPU = "not-gpu"
     REGISTRY = "registry"
     TEMPLATE = "template"
-    NETWORK_VOLUME = "network-volume"
 
 
 GANG_REFUSALS: dict[GangRefusal, str] = {
@@ -170,9 +169,6 @@ GANG_REFUSALS: dict[GangRefusal, str] = {
         "Job {job} asks for an Instant Cluster, which RunPod cannot pull private images for"
     ),
     GangRefusal.TEMPLATE: "Job {job} asks for an Instant Cluster, which takes no RunPod template",
-    GangRefusal.NETWORK_VOLUME: (
-        "Job {job} asks for an Instant Cluster, which mounts no network volume"
-    ),
 }
 """What the gang's pods say while they wait (`PodReason.INVALID_CLUSTER_JOB`), formatted
 with the Job's name and figures. A Job can be edited, so they wait, and fail with the

@@ -49,6 +49,7 @@ from reconciler.core.resources.clusters import (
     gang_key,
     index_of,
     job_name,
+    job_uid,
     key_job,
 )
 from reconciler.core.translate import status as pod_status
@@ -198,11 +199,13 @@ def delete(
     detail: str,
     pods: Sequence[KubeObject],
     reason: TerminateReason = TerminateReason.POD_FAILED,
+    members: Sequence[Instance] = (),
 ) -> list[Action]:
     """DELETE the cluster, its row (with the gang's end, if one is recorded in it) saved
     as deleting first; not within the pause after RunPod answered an earlier one. The
     caller plans `pods`' end before this: the DELETE waits while one of those patches
-    failed (the executor checks), as an instance waits for its pod's end."""
+    failed (the executor checks), as an instance waits for its pod's end. Each of
+    `pods` that stays has its member's (of `members`, by rank) last lines kept first."""
     if cluster_id is None:
         return []
     pause = min(DELETE_PAUSE_SECONDS, tick.settings.timing.create_grace_time)
@@ -210,7 +213,23 @@ def delete(
         return []
     deleting = row.changed(state=ClusterState.DELETING, updated_at=tick.now) if row else None
     refs = tuple(PodRef.of(p) for p in pods)
-    return [DeleteCluster(cluster_id, reason, detail, deleting, refs)]
+    logs = _logs_kept(pods, members)
+    return [DeleteCluster(cluster_id, reason, detail, deleting, refs, logs)]
+
+
+def _logs_kept(
+    pods: Sequence[KubeObject], members: Sequence[Instance]
+) -> tuple[tuple[PodRef, str, str], ...]:
+    """Each pod that stays (not being deleted), with the member of its index's rank and
+    its Job (whose gang's nonce marks the wrapper's lines)."""
+    by_rank = {m.rank: m.id for m in members if m.rank is not None}
+    return tuple(
+        (PodRef.of(pod), by_rank[index], job)
+        for pod in pods
+        if not podinfo.is_deleting(pod)
+        and (index := index_of(pod)) in by_rank
+        and (job := job_uid(pod)) is not None
+    )
 
 
 def fail(

@@ -22,7 +22,7 @@ grace. Nothing without our owner tag is ever touched.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +41,7 @@ from reconciler.core.domain import Instance, KubeObject
 from reconciler.core.plan import gang_end
 from reconciler.core.plan import hourly_costs as spending
 from reconciler.core.plan.admission import priced
+from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
@@ -58,7 +59,6 @@ from reconciler.core.resources.clusters import (
     is_live,
     job_name,
     job_of,
-    key_job,
     members_by_gang,
 )
 from reconciler.core.translate import status as pod_status
@@ -88,7 +88,9 @@ def plan_gangs(tick: Situation) -> list[Action]:
         actions += decided
         current.add(key)
     jobs = {uid for _, uid in by_job} | tick.obs.gang_jobs_unread
-    return actions + _collect(tick, members, rows, jobs, current)
+    staying = {uid for (_, uid), ps in by_job.items() if not all(map(podinfo.is_deleting, ps))}
+    staying |= tick.obs.gang_jobs_unread
+    return actions + collect(tick, members, rows, (jobs, staying), current)
 
 
 def _foreign(tick: Situation) -> list[Action]:
@@ -148,7 +150,8 @@ def _gang(
     )
     for old, (gang, code) in ended.items():
         ran = [p for p in pods if podinfo.pod_annotations(p).get(CLUSTER_ID) == old]
-        actions += _ended_before_a_pod_went(tick, gang, old, code, ran, rows.get(gang))
+        ran_in = members.get(gang, ())
+        actions += _ended_before_a_pod_went(tick, gang, old, code, ran, rows.get(gang), ran_in)
         active = [p for p in active if p not in ran]
     sent = {a.cluster_id for a in actions if isinstance(a, DeleteCluster)}
     for gang, listed in members.items():
@@ -165,7 +168,8 @@ def _gang(
         unread = gang_end.read_failed(tick, key, row) if cluster_id else None
         if unread is not None:
             return actions + unread, key
-        return actions + _end_early(tick, key, cluster_id, rows.get(key), late, healthy), key
+        ending = _end_early(tick, key, cluster_id, rows.get(key), late, healthy, current)
+        return actions + ending, key
     if held:  # an earlier cluster of the Job may have succeeded: its end is read first
         message = f"waiting for the result of rank 0 of cluster {sorted(map(str, held))[0]}"
         return actions + _wait(tick, healthy, PodReason.CLUSTER_FORMING, message), key
@@ -184,6 +188,7 @@ def _ended_before_a_pod_went(
     code: int,
     pods: list[KubeObject],
     row: ClusterRecord | None,
+    members: Sequence[Instance],
 ) -> list[Action]:
     """Rank 0 of the gang's cluster exited with `code` before one of its pods went: the
     gang ended, as a kubelet shows a container that exited before its pod's deletion."""
@@ -192,7 +197,8 @@ def _ended_before_a_pod_went(
     base = (row or _new_row(tick, gang, pods, ClusterState.RUNNING)).changed(cluster_id=cluster_id)
     ended = gang_end.result(base, code, tick.now)
     detail = f"rank 0 exited with {code} before a pod of its gang went: the gang ended"
-    deleted = gang_end.delete(tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED)
+    why = TerminateReason.PROCESS_ENDED
+    deleted = gang_end.delete(tick, cluster_id, ended, detail, pods, why, members)
     return [*gang_end.settle(tick, pods, ended), *deleted]
 
 
@@ -203,6 +209,7 @@ def _end_early(
     row: ClusterRecord | None,
     message: str,
     pods: list[KubeObject],
+    members: Sequence[Instance],
 ) -> list[Action]:
     """The gang is past its deadline: its pods fail, its cluster (if any) goes."""
     reason = PodReason.DEADLINE_EXCEEDED
@@ -210,7 +217,7 @@ def _end_early(
     ended = gang_end.failure(
         base.changed(cluster_id=cluster_id or base.cluster_id), reason, message
     )
-    deleted = gang_end.delete(tick, cluster_id, ended, message, pods)
+    deleted = gang_end.delete(tick, cluster_id, ended, message, pods, members=members)
     return [*gang_end.fail(tick, pods, message, reason), *deleted]
 
 
@@ -261,7 +268,7 @@ def _run(
         ended = gang_end.result(kept, code, tick.now)
         detail = f"rank 0 exited with {code}: the gang ended"
         deleted = gang_end.delete(
-            tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED
+            tick, cluster_id, ended, detail, pods, TerminateReason.PROCESS_ENDED, members
         )
         return [*gang_end.settle(tick, pods, ended), *deleted]
     broken = gang_end.member_ended(members, kept)
@@ -274,7 +281,7 @@ def _run(
         ended = gang_end.failure(kept, PodReason.CLUSTER_MEMBER_FAILED, message)
         return [
             *gang_end.fail(tick, pods, message),
-            *gang_end.delete(tick, cluster_id, ended, detail, pods),
+            *gang_end.delete(tick, cluster_id, ended, detail, pods, members=members),
         ]
     if key in tick.obs.gang_results or key in tick.obs.gang_unread:
         kept = kept.changed(result_checked_at=tick.now)  # a failed read waits its interval
@@ -408,14 +415,19 @@ def _create(
             ordered[0],
             inputs.job,
             inputs.sources,
-            tick.obs.catalog,
+            tick.obs.cluster_catalog or tick.obs.catalog,  # ranked on cluster stock
             tick.settings,
             tick.settings.owner_id,
+            network_volumes=tick.obs.network_volumes,
+            claim=inputs.claim,
         )
         requests = priced(ordered[0], inputs.job, tick.settings, requests)
     except TranslationError as exc:
-        return _wait(tick, pods, exc.reason, str(exc))
+        return _wait(tick, pods, *clusters.gang_refusal(exc, bool(tick.obs.cluster_catalog)))
     job = str((inputs.job or {}).get("metadata", {}).get("name", ""))
+    short = clusters.out_of_cluster_stock(requests, tick.obs.cluster_catalog, job)
+    if short is not None:
+        return _wait(tick, pods, *short)
     pulls_privately = inputs.pull_secret is not None or bool(inputs.registry_auth_id)
     refused = clusters.why_not_clusterable(requests, job, pulls_privately)
     if refused is not None:
@@ -462,37 +474,4 @@ def _wait(
             continue
         ref = PodRef.of(pod)
         actions += [PatchStatus(ref, status, None), Event(ref, reason, message, warning=True)]
-    return actions
-
-
-def _collect(
-    tick: Situation,
-    members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
-    jobs: Collection[str],
-    current: set[str],
-) -> list[Action]:
-    """Clusters of ours whose Job has no pod on the node: deleted after the orphan grace
-    (a create's pods may be read a moment after its members are listed); rows of gangs
-    that are no Job's gang now and have no cluster listed, forgotten once no create of
-    theirs can be in doubt."""
-    actions: list[Action] = []
-    for gang, listed in members.items():
-        if key_job(gang) in jobs:
-            continue
-        born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and tick.within(born, tick.settings.timing.orphan_grace_time):
-            continue
-        detail = "no pod of its Job is left on the node"
-        actions += gang_end.delete(
-            tick, listed[0].cluster_id, rows.get(gang), detail, (), TerminateReason.ORPHAN
-        )
-    for gang, row in rows.items():
-        if gang in members or gang in current:
-            continue
-        since = row.attempt_started_at if row.state is ClusterState.CREATING else row.updated_at
-        if not tick.within(
-            since, tick.settings.timing.create_grace_time + tick.settings.timing.orphan_grace_time
-        ):
-            actions.append(DeleteClusterRow(gang))
     return actions

@@ -110,6 +110,11 @@ class Observation:
     runpod_now: datetime | None = None
     """RunPod's clock as its list's answer gave it (the Date header): a start's timeout
     compares it with the instance's `createdAt`, never our own clock."""
+    cluster_catalog: Sequence[GpuType] = ()
+    """The GPU catalog with Instant Cluster stock (`product=CLUSTER`), read while a gang
+    forms: its GPU type and data center are ranked on it."""
+    clusters_gone: frozenset[str] = frozenset()
+    """Clusters RunPod answered 404 for by id this tick: gone, proven."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

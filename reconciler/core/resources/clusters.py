@@ -20,19 +20,29 @@ The store's row of a gang's cluster is `core.cluster_record`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TypeVar
 
-from reconciler.core.actions import PodRef
+from reconciler.core.actions import DeleteCluster, PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
-from reconciler.core.domain import Cloud, ClusterRequest, CreateRequest, Instance, KubeObject
+from reconciler.core.domain import (
+    Cloud,
+    ClusterRequest,
+    CreateRequest,
+    GpuType,
+    Instance,
+    KubeObject,
+)
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.printable import quoted
+from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
+from reconciler.core.translate.errors import TranslationError
+from reconciler.core.translate.request import requests_out_of_stock
 
 CLUSTER = podinfo.CLUSTER_ANNOTATION
 """On a pod template: run the Indexed Job's pods as one Instant Cluster."""
@@ -159,6 +169,42 @@ def members_by_gang(
     return found
 
 
+def members_by_pod(
+    gang_pods: Iterable[KubeObject], members: Iterable[Instance], owner_id: str
+) -> dict[str, list[Instance]]:
+    """Each live gang pod's member, by pod UID: of the cluster RunPod lists with our
+    owner tag and that gang's tag (whose digest names the pod's UID with its gang's),
+    the member whose rank is the pod's index. What exec, `kubectl top` and the GPU gauge
+    reach a member pod by, as they reach a single pod's instance; no annotation is read
+    but the Job controller's index."""
+    ours = members_by_gang(members, owner_id)
+    found: dict[str, list[Instance]] = {}
+    for gang, pods in live_gangs(gang_pods).items():
+        by_rank: dict[int | None, Instance] = {m.rank: m for m in ours.get(gang, ())}
+        for pod in pods:
+            member = by_rank.get(index_of(pod))
+            if member is not None and member.rank is not None:
+                found[podinfo.uid(pod)] = [member]
+    return found
+
+
+def member_for(
+    pod: KubeObject, row: ClusterRecord, listed: Iterable[Instance], owner_id: str | None
+) -> Instance | None:
+    """The member of the row's cluster (as RunPod lists it, read by the row's id) that
+    runs the pod: our owner tag (None: any owner), the row's gang tag, the pod's Job and
+    namespace, its index as rank. None when RunPod's record does not say so."""
+    if row.job_uid != job_uid(pod) or row.namespace != PodRef.of(pod).namespace:
+        return None
+    index = index_of(pod)
+    for member in listed:
+        ours = owner_id is None or member.owner == owner_id
+        tagged = member.env.get(GANG_ENV) == row.gang and member.cluster_id == row.cluster_id
+        if ours and tagged and index is not None and member.rank == index:
+            return member
+    return None
+
+
 def gang_nonce(job: str) -> str:
     """The batch wrapper's exit-code nonce of a Job's gang: its members share one env,
     and every reader of a member's log knows the Job from the pod."""
@@ -233,12 +279,28 @@ def unrun(
 
 
 def leaked(
-    unrun_clusters: Iterable[UnrunCluster], grace_seconds: float, now: datetime
+    unrun_clusters: Iterable[UnrunCluster],
+    grace_seconds: float,
+    now: datetime,
+    deleting: Iterable[str | None] = (),
 ) -> list[UnrunCluster]:
-    """The unrun clusters made longer than the orphan grace ago: leaks (the gangs'
-    planning deletes a tagged one within the grace; one that stays is a DELETE that keeps
-    failing, or one without our gang tag that nothing of ours can tell the Job of)."""
-    return [c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds]
+    """The unrun clusters made longer than the orphan grace ago that we are not deleting
+    (`deleting`: a DELETE planned this tick or recorded in a row): leaks. The gangs'
+    planning deletes a tagged one once its Job has no pod on the node, so what stays is
+    one without our gang tag, which nothing of ours can tell the Job of. A DELETE that
+    keeps failing is not a leak: its step says so once."""
+    ours = set(deleting)
+    return [
+        c for c in unrun_clusters if c.unrun_for(now) >= grace_seconds and c.cluster_id not in ours
+    ]
+
+
+def deleting(rows: Iterable[ClusterRecord], planned: Iterable[object]) -> set[str | None]:
+    """The clusters we are deleting on purpose: a `DeleteCluster` among the tick's
+    actions, or a row whose DELETE was decided."""
+    found = {a.cluster_id for a in planned if isinstance(a, DeleteCluster)}
+    ended = (ClusterState.DELETING, ClusterState.GONE)
+    return found | {r.cluster_id for r in rows if r.state in ended}
 
 
 def unlisted(
@@ -250,7 +312,9 @@ def unlisted(
     """The clusters to read by id (their members), since one list is no proof: those a
     live gang's running row records that the list shows no member of as that gang's
     (our owner tag and the row's gang tag), and those its pods' annotation names that the
-    list shows no member of. Only RunPod's 404 says a cluster is gone, and only its record
+    list shows no member of, and those we are deleting that the list shows no member of
+    (a deleted one then leaves `state show` and the caps at once, `gone_rows`). Only
+    RunPod's 404 says a cluster is gone, and only its record
     by id that its tags changed. What a pod's annotation names is only where to look: the
     members count as ours by their tags (`members_by_gang`)."""
     shown: set[str | None] = set()
@@ -263,10 +327,15 @@ def unlisted(
     wanted = {
         row.cluster_id
         for row in rows
-        if row.state is ClusterState.RUNNING
-        and row.gang in live
-        and row.cluster_id
-        and (row.cluster_id, row.gang) not in tagged
+        if row.cluster_id
+        and (
+            (
+                row.state is ClusterState.RUNNING
+                and row.gang in live
+                and (row.cluster_id, row.gang) not in tagged
+            )
+            or (row.state is ClusterState.DELETING and row.cluster_id not in shown)
+        )
     }
     wanted |= {
         cluster_id
@@ -275,6 +344,28 @@ def unlisted(
         if (cluster_id := podinfo.pod_annotations(pod).get(CLUSTER_ID)) and cluster_id not in shown
     }
     return sorted(wanted)
+
+
+def gone_rows(
+    rows: Iterable[ClusterRecord], gone: frozenset[str], staying: Collection[str]
+) -> tuple[list[str], list[ClusterRecord]]:
+    """Rows of clusters we deleted that RunPod answered 404 for by id (`gone`), or that
+    are `gone` already: forgotten (by gang key) when no pod of their Job stays on the
+    node (`staying`: the Jobs with a pod not being deleted), else kept as `gone` for the
+    gang's end that their pods and the Job's next attempt read (the second list: rows
+    that become `gone` now)."""
+    jobs = set(staying)
+    forgotten: list[str] = []
+    kept: list[ClusterRecord] = []
+    for row in rows:
+        deleted = row.state is ClusterState.DELETING and row.cluster_id in gone
+        if not deleted and row.state is not ClusterState.GONE:
+            continue
+        if row.job_uid not in jobs:
+            forgotten.append(row.gang)
+        elif deleted:
+            kept.append(row.changed(state=ClusterState.GONE))
+    return forgotten, kept
 
 
 def cluster_request(request: CreateRequest, key: str, pod: KubeObject, size: int) -> ClusterRequest:
@@ -300,7 +391,8 @@ def why_not_clusterable(
     requests: Sequence[CreateRequest], job: str, pulls_privately: bool
 ) -> str | None:
     """Why an Instant Cluster cannot run what a gang's pods ask for: GPUs in Secure Cloud
-    only, and no registry auth, template or network volume on the members."""
+    only, and no registry auth or template on the members (a network volume is mounted
+    on every member, as `CreateClusterRequest.mounts` allows)."""
     first = requests[0]
     if first.cpu_flavor_id:
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
@@ -308,11 +400,45 @@ def why_not_clusterable(
         return GANG_REFUSALS[GangRefusal.REGISTRY].format(job=job)
     if first.template_id:
         return GANG_REFUSALS[GangRefusal.TEMPLATE].format(job=job)
-    if first.network_volume is not None:
-        return GANG_REFUSALS[GangRefusal.NETWORK_VOLUME].format(job=job)
     if all(r.cloud is not Cloud.SECURE for r in requests):
         return GANG_REFUSALS[GangRefusal.NOT_GPU].format(job=job)
     return None
+
+
+def out_of_cluster_stock(
+    requests: Sequence[CreateRequest], catalog: Sequence[GpuType], job: str
+) -> tuple[PodReason, str] | None:
+    """Why no cluster can be made now for what the gang asks (`catalog`: the GPU catalog
+    with Instant Cluster stock, `product=CLUSTER`): no GPU type that fits has cluster
+    stock where the gang may go. Its network volume, if any, pins it to the volume's data
+    center, and the reason says so. None when one may be made (a POST is worth it)."""
+    if not catalog or not requests or not requests_out_of_stock(requests, catalog):
+        return None
+    types = ", ".join(sorted({r.gpu_type_id for r in requests})[:3])
+    volume = requests[0].network_volume
+    if volume is not None:
+        where = ", ".join(requests[0].datacenter_ids) or "its data center"
+        return PodReason.NETWORK_VOLUME_UNAVAILABLE, (
+            f"Job {job}'s network volume {volume.volume_id} is in {where}, where RunPod has "
+            f"no Instant Cluster stock for {types} now: the gang waits (or use a claim of "
+            "a class whose data center has cluster stock: `reconciler offers`)"
+        )
+    return PodReason.CAPACITY_UNAVAILABLE, (
+        f"RunPod has no Instant Cluster stock for {types} where Job {job} may run: the "
+        "gang waits for it"
+    )
+
+
+def gang_refusal(error: TranslationError, on_cluster_stock: bool) -> tuple[PodReason, str]:
+    """What a gang's pods say when its create cannot be translated: the error's reason;
+    a network volume's data center without stock is said to be without cluster stock
+    when the ranking was on it."""
+    if error.reason is PodReason.NETWORK_VOLUME_UNAVAILABLE and on_cluster_stock:
+        return error.reason, (
+            f"{error}: a gang runs as an Instant Cluster, and RunPod has no Instant Cluster "
+            "stock there for what it asks (`reconciler offers` shows where it has)"
+        )
+    return error.reason, str(error)
 
 
 def why_not_a_cluster(job: KubeObject, pods: list[KubeObject]) -> str | None:

@@ -15,7 +15,8 @@ may write its annotations (`runpod.io/port-mappings` is the tick's output, for p
 The instance is the one our own row holds for the pod; its address is the one the last
 tick's list gave for it (no RunPod request), or else one `GET /v2/pods/{id}` of that id
 asks (before the first tick, or while the list does not show it running). An instance
-whose tags name another pod or another owner is refused.
+whose tags name another pod or another owner is refused. A gang pod reaches its Instant
+Cluster member's own sshd the same way (`kubelet/members.py`).
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ from reconciler.adapters.ssh.client import (
     exit_code,
 )
 from reconciler.adapters.store.repository import Store
+from reconciler.core.domain import KubeObject
 from reconciler.core.kubenames import name_problem
 from reconciler.core.logs.starting import is_starting, starting_message
 from reconciler.core.mapping import MappingState
 from reconciler.core.node import remotecommand as rc
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.ssh import (
@@ -54,6 +57,7 @@ from reconciler.core.translate.ssh import (
     runs_for,
     ssh_address,
 )
+from reconciler.runtime.kubelet.members import MemberUnreachable, member_address
 
 log = logging.getLogger(__name__)
 
@@ -131,14 +135,25 @@ class SshTargets:
                 "runs on RunPod",
             )
         uid = str(pod["metadata"]["uid"])
-        row = self.store.row(uid)
-        if row is None or row.instance_id is None or row.state is not MappingState.RUNNING:
-            raise StreamError(400, f'container "{runs}" in pod "{name}" is not running')
         address = self.listed(uid)
-        if address is None or address.instance_id != row.instance_id:
-            address = self._asked(row.instance_id, uid, (runs, name))
+        if podinfo.asks_for_cluster(pod):
+            address = address or self._member(pod, runs)
+        else:
+            row = self.store.row(uid)
+            if row is None or row.instance_id is None or row.state is not MappingState.RUNNING:
+                raise StreamError(400, f'container "{runs}" in pod "{name}" is not running')
+            if address is None or address.instance_id != row.instance_id:
+                address = self._asked(row.instance_id, uid, (runs, name))
         workdir = str(chosen.get("workingDir") or "")
         return Target(address.instance_id, address.host, address.port, workdir)
+
+    def _member(self, pod: KubeObject, runs: str) -> SshAddress:
+        """A gang pod's member, read by id from the cluster our row names (the last
+        tick's list did not pair them)."""
+        try:
+            return member_address(pod, runs, self.store, self.runpod, self.owner_id)
+        except MemberUnreachable as exc:
+            raise StreamError(exc.status, exc.message) from exc
 
     def _asked(self, instance_id: str, pod_uid: str, names: tuple[str, str]) -> SshAddress:
         """The instance's sshd as RunPod reports it (one GET); `names`: the container

@@ -1,12 +1,11 @@
 """Where a pod's log comes from: its RunPod instance while it lives, the store after.
 
-Reading a live instance costs RunPod requests: one for the backfill, one more to follow
-(`-f`), and one per resume after a broken stream. A log kept in the store costs none.
-When a pod's instance ends while the pod object stays (a batch pod finished, a pod
-failed), `keep()` saves the last lines (one request, or none when the tick read them
-for a batch pod's exit code: `read_exits`), so `kubectl logs` still works
-after the instance is gone, until the pod object, and with it its row, is deleted; the
-same read shows RunPod's system lines not yet shown as Events (`system_events`).
+Reading a live instance costs RunPod requests: one for the backfill, one more to follow (`-f`), and
+one per resume after a broken stream. A log kept in the store costs none. When a pod's instance
+ends while the pod object stays (a batch pod finished, a pod failed), `keep()` saves the last lines
+(one request, or none when the tick read them for a batch pod's exit code: `read_exits`), so
+`kubectl logs` still works after the instance is gone, until the pod object, and with it its row,
+is deleted; the same read shows RunPod's system lines not yet shown as Events (`system_events`).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from reconciler.core.logs.kubectl_logs import (
 )
 from reconciler.core.logs.starting import waiting_message
 from reconciler.core.mapping import MappingState
+from reconciler.core.pods import facts as podinfo
 from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
@@ -171,11 +171,12 @@ class PodLogs:
             found[gang] = exit_code_from(lines, nonce)
         return found
 
-    def keep(self, pod: PodRef, instance_id: str) -> None:
+    def keep(self, pod: PodRef, instance_id: str, job_uid: str | None = None) -> None:
         """Save the instance's last container lines for the pod (once), in one request
         for both sources (none when this tick read them for the exit code); its last
         system lines (start-up, stop, errors) not recorded yet become the pod's Events.
-        Never raises for RunPod."""
+        A gang's pod (`job_uid`: its Job) keeps its cluster member's before the cluster
+        is deleted. Never raises for RunPod."""
         events: list[LogEvent] | None = self._read_at_exit.pop(instance_id, None)
         if self.store.saved_logs.has(pod.uid):
             return
@@ -187,11 +188,16 @@ class PodLogs:
         except (runpod_errors.RunPodError, LogStreamBroken) as exc:
             log.warning("could not keep the log of instance %s: %s", instance_id, exc)
             return
+        nonce = exit_nonce(pod.uid) if job_uid is None else clusters.gang_nonce(job_uid)
         container = users_lines(
-            (LogLine(e.ts, e.line) for e in events if e.source != "system"), exit_nonce(pod.uid)
+            (LogLine(e.ts, e.line) for e in events if e.source != "system"), nonce
         )
         lines, truncated = self._within_limits([(line.ts, line.line) for line in container])
-        self.store.saved_logs.save(pod.uid, instance_id, lines, truncated, self.clock())
+        if job_uid is None:
+            self.store.saved_logs.save(pod.uid, instance_id, lines, truncated, self.clock())
+        else:
+            kept = (lines, truncated, self.clock())
+            self.store.saved_logs.save_member(pod.uid, job_uid, instance_id, *kept)
         if self.system_events is not None:
             system = [e for e in events if e.source == "system"]
             self.system_events.record(pod, system[-SYSTEM_LINES_KEPT:])
@@ -234,12 +240,15 @@ class PodLogs:
                 )
             return self._live(row.instance_id, exit_nonce(pod_uid), pod_uid, options, should_stop)
         member = clusters.member_of(pod)
-        if member is not None and self._runs_gang(member[0], pod):
+        # A finished gang pod's lines were kept before its cluster went: no request.
+        saved = self.store.saved_logs.read(pod_uid) if podinfo.is_finished(pod) else None
+        if saved is None and member is not None and self._runs_gang(member[0], pod):
             return self._live(member[0], member[1], pod_uid, options, should_stop)
-        saved = self.store.saved_logs.read(pod_uid)
+        saved = saved or self.store.saved_logs.read(pod_uid)
         if saved is not None:
             lines = (LogLine(ts, line) for ts, line in saved)
-            return iter(last_lines(lines, options, exit_nonce(pod_uid)))
+            nonce = member[1] if member is not None else exit_nonce(pod_uid)
+            return iter(last_lines(lines, options, nonce))
         if row is None or row.state in (MappingState.PENDING, MappingState.CREATING):
             raise LogError(
                 400,

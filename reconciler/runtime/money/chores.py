@@ -251,13 +251,17 @@ class Attributions:
 
 
 def audit_clusters(
-    unrun: Sequence[UnrunCluster], grace_seconds: float, now: datetime
+    unrun: Sequence[UnrunCluster],
+    grace_seconds: float,
+    now: datetime,
+    deleting: Iterable[str | None] = (),
 ) -> list[UnrunCluster]:
     """The leak audit of Instant Clusters (`clusters.leaked`): a cluster of ours that no
     Job's gang on the node runs, made longer than the orphan grace ago by RunPod's own
-    record, is a leak, logged as an error on every tick it stays. Nothing is kept in
-    memory: a `sync --once` CronJob reports as the loop does."""
-    found = leaked(unrun, grace_seconds, now)
+    record, and that we are not deleting (`deleting`), is a leak, logged as an error on
+    every tick it stays. Nothing is kept in memory: a `sync --once` CronJob reports as
+    the loop does."""
+    found = leaked(unrun, grace_seconds, now, deleting)
     for cluster in found:
         log.error(
             "LEAK: Instant Cluster %s (%d members, $%.2f/h) is ours but no gang of a "
@@ -266,7 +270,7 @@ def audit_clusters(
             cluster.members,
             cluster.cost_per_hr,
             cluster.unrun_for(now),
-            "its deletion has not succeeded yet"
+            "nothing deletes it"
             if cluster.gang
             else "it has no gang tag, so it is left alone: delete it at RunPod if unneeded",
         )

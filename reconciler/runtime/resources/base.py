@@ -75,6 +75,11 @@ class StepRefused(Exception):
     """An expected failure of a step (logged without a traceback)."""
 
 
+class AlreadyTold(StepRefused):
+    """A failure its step has told once already (a DELETE that keeps failing): the
+    executor counts it failed but does not log it again on every tick."""
+
+
 @dataclass
 class Sighting:
     """What a tick's observation gathers, in order: the one RunPod list and the node's

@@ -10,7 +10,7 @@ a gang that finished. A `--once` run writes each new cluster's id on its gang's 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.kube import errors as kube_errors
@@ -24,8 +24,9 @@ from reconciler.core.actions import (
     SaveClusterRow,
 )
 from reconciler.core.capacity.refusals import REFUSALS, Next
+from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
-from reconciler.core.domain import ClusterRequest, Instance, KubeObject
+from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
@@ -35,10 +36,11 @@ from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import ReadById, believed, read_by_id
+from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.money import chores as money
 from reconciler.runtime.refusal_kinds import refusal_kind
-from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.resources.gang_jobs import GangJobs
 from reconciler.runtime.tick_report import TickReport
 
@@ -53,8 +55,19 @@ class ClusterSteps:
         DeleteClusterRow,
     )
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        failing: set[str] | None = None,
+        keep_log: Callable[[PodRef, str, str], None] = lambda _pod, _job, _member: None,
+    ) -> None:
         self.journal = journal
+        self.keep_log = keep_log
+        """Keeps a gang pod's last lines from its member (pod, Job UID, member id)."""
+        self.failing = set() if failing is None else failing
+        """Clusters whose DELETE failed and was told (kept by the resource across runs)."""
+        self.refusals = 0
+        """Candidates RunPod refused and the next one was tried (stock, mostly)."""
         self.created: list[str] = []
         """Ids of the Instant Clusters RunPod made for this run's CreateCluster actions."""
         self._gangs: list[tuple[tuple[PodRef, ...], str]] = []
@@ -103,6 +116,7 @@ class ClusterSteps:
                 message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
                 if refusal.next is Next.TRY_NEXT:
                     refused.append(f"{candidate.gpu_type_id}: {message}")
+                    self.refusals += 1
                     continue
                 if refusal.next is Next.STOP_CREATES:
                     self.journal.creates_stopped = message
@@ -176,6 +190,10 @@ class ClusterSteps:
     def _delete(self, action: DeleteCluster) -> None:
         if action.row is not None:
             self.journal.writes.save_cluster(action.row)
+        # Kept first, even when the DELETE waits: a later tick's DELETE (from the row,
+        # `gang_end.settle_recorded`) knows no members to keep lines of.
+        for pod, member, job in action.logs:
+            self.keep_log(pod, job, member)
         unpatched = [p for p in action.pods if p.uid in self.journal.status_failed]
         if unpatched:
             # The row keeps the end (state deleting, no answer yet): the next tick
@@ -187,13 +205,17 @@ class ClusterSteps:
                 unpatched[0],
             )
             return
-        self.journal.journaled(
-            "delete-cluster",
-            action.pods[0].uid if action.pods else None,
-            action.cluster_id,
-            lambda: self.journal.runpod.clusters.delete(action.cluster_id),
-            durable_at="after-cluster-deleting",
-        )
+        try:
+            self.journal.journaled(
+                "delete-cluster",
+                action.pods[0].uid if action.pods else None,
+                action.cluster_id,
+                lambda: self.journal.runpod.clusters.delete(action.cluster_id),
+                durable_at="after-cluster-deleting",
+            )
+        except runpod_errors.RunPodError as exc:
+            self._failed_delete(action.cluster_id, exc)
+        self.failing.discard(action.cluster_id)
         crashpoints.reached("after-cluster-delete")
         if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
             self.journal.writes.save_cluster(
@@ -206,6 +228,19 @@ class ClusterSteps:
                 f"deleted cluster {action.cluster_id}: {action.detail}",
             )
         self.journal.decided("delete-cluster", None, action.cluster_id, action.detail)
+
+    def _failed_delete(self, cluster_id: str, exc: runpod_errors.RunPodError) -> None:
+        """A DELETE RunPod did not answer: asked again every tick while the cluster is
+        listed, told once (per process) rather than on every tick."""
+        if cluster_id not in self.failing:
+            self.failing.add(cluster_id)
+            log.error(
+                "could not delete Instant Cluster %s: %s; it may bill until a DELETE "
+                "succeeds, which is asked again on every tick (said once)",
+                cluster_id,
+                exc,
+            )
+        raise AlreadyTold(f"deleting cluster {cluster_id} failed: {exc}") from exc
 
     def _annotate(self, pod: PodRef, cluster_id: str) -> bool:
         """A new cluster's id onto a pod of its gang, as the executor does for
@@ -232,10 +267,26 @@ class Clusters:
     def __init__(self, shared: Shared) -> None:
         self.settings, self.runpod, self.store = shared.settings, shared.runpod, shared.store
         self.pod_logs, self.attributions = shared.pod_logs, shared.attributions
+        self._failing: set[str] = set()
+        self.cluster_catalog: CatalogCache[GpuType] = CatalogCache(
+            self.settings.timing.catalog_ttl,
+            StockMemory(),
+            self.settings.placement.datacenter_ids,
+            cluster_catalog,
+            "GPU catalog of Instant Cluster stock",
+            self._keep_catalog,
+        )
+        """Cluster stock (`product=CLUSTER`), read (cached) only while a gang forms."""
+        self._rows_left: bool | None = None
+        """Whether the last read found gangs' rows (None: not read yet in this process)."""
+        self._gang_pods: frozenset[str] | None = None
+        """The node's gang pods at the last tick (their kept lines are checked on a change)."""
         self.jobs = GangJobs(shared.kube)
 
     def steps(self, journal: Journal) -> ClusterSteps:
-        return ClusterSteps(journal)
+        return ClusterSteps(
+            journal, self._failing, lambda pod, job, member: self.pod_logs.keep(pod, member, job)
+        )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
@@ -254,16 +305,41 @@ class Clusters:
             ),
             self.settings.timing.orphan_grace_time,
             report.started_at,
+            clusters.deleting(observation.clusters, report.actions),
         )
 
     def after_pods(self, tick: AfterPods) -> None:
         report = tick.report
-        report.clusters_created = tick.steps_of(ClusterSteps).created
+        steps = tick.steps_of(ClusterSteps)
+        report.clusters_created = steps.created
+        if steps.refusals:  # a create refused for want of stock: the stock read is stale
+            self.cluster_catalog.mark_stale()
         try:
             self._record_owners(report)
+            self._forget_logs(report)
         except Exception as exc:  # derived data: the tick goes on
-            report.errors.append(f"saving clusters' owners: {exc}")
-            log.error("could not save clusters' owners: %s", exc, exc_info=True)
+            report.errors.append(f"saving clusters' owners or logs: {exc}")
+            log.error("could not save clusters' owners or logs: %s", exc, exc_info=True)
+
+    def _keep_catalog(self, entries: list[GpuType], now: datetime) -> None:
+        """The cluster stock for `reconciler offers` on a gang (one write per fetch)."""
+        try:
+            self.store.catalogs.save(entries, now, CLUSTER_CATALOG)
+        except Exception as exc:  # derived data: the tick goes on
+            log.warning("could not keep the cluster catalog for `reconciler offers`: %s", exc)
+
+    def _forget_logs(self, report: TickReport) -> None:
+        """The kept lines of gang pods no longer on the node, looked for only on a tick
+        whose gang pods differ from the last one's (no database read in a steady tick)."""
+        observation = report.observation
+        if observation is None:
+            return
+        uids = frozenset(podinfo.uid(pod) for pod in observation.gang_pods)
+        if uids == self._gang_pods:
+            return
+        gone = self.store.saved_logs.member_pods() - uids
+        self.store.saved_logs.forget_members(sorted(gone))
+        self._gang_pods = uids
 
     def _record_owners(self, report: TickReport) -> None:
         """Whose each cluster of ours is, from the list and rows the tick has anyway."""
@@ -283,14 +359,20 @@ class Clusters:
         rows, what a forming gang's create needs, and rank 0's exit code where due."""
         # Members come in the one list; only the gangs' planning looks at them.
         members = [i for i in sighting.listed if i.cluster_id is not None]
-        rows = self.store.load_clusters() if sighting.gang_pods or members else []
+        # Rows are read while a gang or its rows are around (a row outlives its pods
+        # for a tick: forgotten by the planning, which needs to see it).
+        busy = sighting.gang_pods or members or self._rows_left is not False
+        rows = self.store.load_clusters() if busy else []
+        self._rows_left = bool(rows)
         # Only a pod of a Job of its own namespace joins a gang: the rest is not looked at.
         jobs = self.jobs.sort(sighting.gang_pods, rows)
         sighting.gang_pods = gang_pods = jobs.theirs
-        members = self._confirmed(members, rows, gang_pods)
+        members, gone = self._confirmed(members, rows, gang_pods)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
+        stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
         sighting.found.update(
+            cluster_catalog=stock,
             foreign_gang_pods=jobs.foreign,
             gang_jobs_unread=jobs.unread,
             members=members,
@@ -298,6 +380,7 @@ class Clusters:
             gang_inputs=inputs,
             gang_results=results,
             gang_unread=unread,
+            clusters_gone=gone,
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
@@ -307,14 +390,15 @@ class Clusters:
         listed: Sequence[Instance],
         rows: Sequence[ClusterRecord],
         gang_pods: Sequence[KubeObject],
-    ) -> list[Instance]:
+    ) -> tuple[list[Instance], frozenset[str]]:
         """The members, with those of each cluster a live gang records that the list
         omits or shows without its tags read by id (`GET /v2/clusters/{id}/pods`, one per
-        cluster, none in a steady tick)."""
+        cluster, none in a steady tick), with those we are deleting; and the clusters
+        RunPod answered 404 for."""
         doubted = clusters.unlisted(rows, gang_pods, listed, self.settings.owner_id)
         read = read_by_id(doubted, self.runpod.clusters.members)
         flat = ReadById([m for members in read.found for m in members], read.gone, read.asked)
-        return believed(listed, flat, _cluster_of)
+        return believed(listed, flat, _cluster_of), read.gone
 
     def _gang_inputs(
         self, sighting: Sighting, members: Sequence[Instance]

@@ -249,7 +249,7 @@ class Volumes:
         """None when no StorageClass names our provisioner."""
         claim_waits = any(
             i.error is not None and i.error.reason is PodReason.CLAIM_NOT_BOUND
-            for i in observation.create_inputs.values()
+            for i in [*observation.create_inputs.values(), *observation.gang_inputs.values()]
         )
         self._read_classes(now, fresh=claim_waits)
         if not any(volume_objects.is_our_class(c) for c in self._classes):
@@ -259,8 +259,9 @@ class Volumes:
             self._classes,
             self.kube.storage.list_claims(),
             self.kube.storage.list_volumes(),
-            observation.pods,
-            observation.instances,
+            # A gang's pods use claims too, and its members mount their volumes.
+            [*observation.pods, *observation.gang_pods],
+            [*observation.instances, *observation.members],
             self.settings.owner_id,
             self.settings.node.name,
             self.settings.placement.datacenter_ids,
@@ -299,15 +300,18 @@ class Volumes:
         self, pods: Sequence[KubeObject], observation: Observation, now: datetime
     ) -> dict[str, str]:
         """The data center of each pod's best offer, by pod UID, from the cached catalog
-        (a request only when it is older than --catalog-ttl, as the pod's create needs)."""
+        (a request only when it is older than --catalog-ttl, as the pod's create needs);
+        a gang's pod's from the cluster stock its gang's planning reads."""
         found = {}
         for pod in pods:
             inputs = observation.create_inputs.get(podinfo.uid(pod))
             cpu = on_cpu(pod, inputs, self.settings)
+            # A gang's pods go where RunPod has cluster stock (read while it forms).
+            gang = podinfo.asks_for_cluster(pod) and observation.cluster_catalog
             datacenter = first_datacenter(
                 pod,
                 inputs.job if inputs else None,
-                [] if cpu else self.catalog.get(self.runpod, now),
+                [] if cpu else gang or self.catalog.get(self.runpod, now),
                 self.cpu_catalog.get(self.runpod, now) if cpu else [],
                 self.settings,
             )
