@@ -210,6 +210,9 @@ def test_an_indexed_cluster_job_is_offered_as_one_cluster_of_its_pods(
         assert grouped["pricePerHour"] == pytest.approx(2 * one["pricePerHour"])
     table = offers(box, "-f", str(manifest)).stdout.splitlines()
     assert " 2 x 1 GPU " in table[1]
+    rows = table[1 : 1 + len(grouped_rows)]  # a CUDA floor line may follow
+    shown = [float(line.split()[-2]) for line in rows]  # PRICE/HR, before STOCK
+    assert shown == pytest.approx([r["pricePerHour"] for r in grouped_rows], abs=0.001)
     [pod, _] = box.job_pods("torchrun")
     named = offers(box, f"default/{pod['metadata']['name']}")
     assert named.returncode == 0, named.stderr
