@@ -38,8 +38,12 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "starts": ("tests/perf/bench_starts.py", "tests/perf/start_world.py"),
     "http": ("tests/perf/bench_http.py", "tests/perf/scale_world.py"),
     "tunnels": ("tests/perf/bench_tunnels.py",),
+    "image": ("tests/image/measure.py", "tests/image/engine.py", "Dockerfile"),
 }
 """Each benchmark's own source: what its figures stop being of when it changes."""
+
+COMMANDS = {"image": "python -m tests.image.measure"}
+"""How a benchmark is run, where not as `python <its first source>`."""
 
 
 def digest(bench: str, root: Path = ROOT) -> str:
@@ -70,6 +74,9 @@ class Run:
     began: float = field(default_factory=time.time)
     load_before: tuple[float, float, float] = field(default_factory=os.getloadavg)
 
+    def program(self) -> str:
+        return COMMANDS.get(self.bench, f"python {SOURCES[self.bench][0]}")
+
     def record(self, figures: dict[str, Any]) -> dict[str, Any]:
         arguments = sys.argv[1:] if self.argv is None else list(self.argv)
         return {
@@ -77,7 +84,7 @@ class Run:
             "measured": time.strftime("%Y-%m-%d", time.gmtime(self.began)),
             "commit": _commit(),
             "source_digest": digest(self.bench),
-            "command": " ".join(["python", SOURCES[self.bench][0], *arguments]),
+            "command": " ".join([self.program(), *arguments]),
             "minutes": round((time.time() - self.began) / 60, 1),
             "load_before": [round(x, 1) for x in self.load_before],
             "load_after": [round(x, 1) for x in os.getloadavg()],
