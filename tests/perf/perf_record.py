@@ -73,6 +73,8 @@ class Run:
     """The benchmark's arguments (its command line's when None)."""
     began: float = field(default_factory=time.time)
     load_before: tuple[float, float, float] = field(default_factory=os.getloadavg)
+    commit: str = field(default_factory=_commit)
+    """The code that runs: the commit checked out when the run began."""
 
     def program(self) -> str:
         return COMMANDS.get(self.bench, f"python {SOURCES[self.bench][0]}")
@@ -82,7 +84,7 @@ class Run:
         return {
             "bench": self.bench,
             "measured": time.strftime("%Y-%m-%d", time.gmtime(self.began)),
-            "commit": _commit(),
+            "commit": self.commit,
             "source_digest": digest(self.bench),
             "command": " ".join([self.program(), *arguments]),
             "minutes": round((time.time() - self.began) / 60, 1),
