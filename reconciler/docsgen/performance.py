@@ -299,7 +299,10 @@ def starts(record: dict[str, Any]) -> str:
 def image(record: dict[str, Any]) -> str:
     f = record["figures"]
     rows = [
-        ["build (`make image`, with the engine's layer cache as it was)", f"{f['build_seconds']:.0f} s with {f['engine']}"],
+        [
+            "build (`make image`, with the engine's layer cache as it was)",
+            f"{f['build_seconds']:.0f} s with {f['engine']}",
+        ],
         ["the project's layers, uncompressed (target ≤ 100 MB)", f"{f['added_mb']:.0f} MB"],
         ["the same, compressed as a registry stores them", f"{f['added_compressed_mb']:.0f} MB"],
     ]
