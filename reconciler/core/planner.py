@@ -31,8 +31,7 @@ from reconciler.core.plan.money_guards import (
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import cannot_create
 from reconciler.core.plan.situation import Situation, lookalikes_by_pod, ownership_of
-from reconciler.core.pods import daemonsets
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import daemonsets, podinfo
 from reconciler.core.pods.offload import plan_offloads
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.errors import TranslationError

@@ -16,8 +16,7 @@ from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
 from reconciler.core.money import charges as spend
 from reconciler.core.money import namespace_caps as budgets
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import offload
+from reconciler.core.pods import offload, podinfo
 from reconciler.core.resources import clusters, volume_objects
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate import service_links

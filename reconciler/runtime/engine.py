@@ -39,7 +39,7 @@ from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan_tick
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.resources.clusters import members_by_pod

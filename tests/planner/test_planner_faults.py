@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from reconciler.core.actions import Action, Create, PodRef
 from reconciler.core.domain import InstanceStatus
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.translate.names import instance_name
 from tests.planner.faulty_world import Answer, Fault, FaultyWorld, Step
 from tests.planner.world import SETTINGS, T0, instance, pod

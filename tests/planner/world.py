@@ -38,8 +38,8 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.planner import CreateInputs, Observation, plan_tick
-from reconciler.core.pods.facts import is_ours_to_run
 from reconciler.core.pods.ownership import Ownership, Records, unlisted_annotations
+from reconciler.core.pods.podinfo import is_ours_to_run
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.of(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)

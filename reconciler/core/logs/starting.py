@@ -15,7 +15,7 @@ from reconciler.core.actions import PodRef
 from reconciler.core.capacity.starts import is_starting
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 
 CONTAINER_CREATING = "ContainerCreating"
 

@@ -37,8 +37,8 @@ from reconciler.core.plan.outcomes import (
     waited_too_long,
 )
 from reconciler.core.plan.situation import Situation, within
-from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import registries, storage_prices, volume_objects

@@ -40,7 +40,7 @@ from reconciler.core.actions import (
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,

@@ -45,7 +45,7 @@ from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import (

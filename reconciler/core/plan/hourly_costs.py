@@ -19,7 +19,7 @@ from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.resources import clusters, storage_prices
 
 

@@ -25,8 +25,8 @@ from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
 from reconciler.core.plan.situation import Situation, ownership_of
-from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 

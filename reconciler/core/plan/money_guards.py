@@ -21,8 +21,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.money import charges as spend
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.reasons import Notice, TerminateReason
 
 

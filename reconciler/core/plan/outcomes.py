@@ -17,7 +17,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 

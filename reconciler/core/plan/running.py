@@ -25,7 +25,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.plan import starts
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch

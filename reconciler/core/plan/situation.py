@@ -18,8 +18,7 @@ from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.node.virtual_node import build_node
 from reconciler.core.plan.observation import Observation
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.pods.ownership import Ownership
 
 

@@ -26,7 +26,7 @@ from typing import NamedTuple
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.tenancy import Marks, refusal
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name

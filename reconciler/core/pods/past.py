@@ -15,7 +15,7 @@ from datetime import datetime
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.ownership import Ownership, annotated_instance
 
 RAN_UNRECORDED = (

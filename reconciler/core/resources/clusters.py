@@ -37,7 +37,7 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.printable import quoted
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch

@@ -30,7 +30,7 @@ from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import CLUSTER_ID

@@ -20,8 +20,7 @@ from reconciler.core.domain import (
 from reconciler.core.mapping import MappingRecord, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume

@@ -28,7 +28,7 @@ from reconciler.core.money import attribution, storage_caps
 from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
