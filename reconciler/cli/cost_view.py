@@ -23,8 +23,8 @@ from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
 from reconciler.core.mapping import MappingRecord
-from reconciler.core.money import charges as spend
 from reconciler.core.money.attribution import Billed
+from reconciler.core.money.charges import billed_list_price, mismatched, unbilled_list_price
 from reconciler.core.resources import storage_prices
 
 GROUPS = ("pod", "namespace", "gpu")
@@ -133,8 +133,8 @@ def flag_mismatches(
         mapping = by_key.get(row.key)
         if mapping is None or row.kind != POD:
             continue
-        row.list_usd = spend.billed_list_price(_record(mapping), covered_until)
-        row.mismatch = spend.mismatched(charged[mapping.pod_uid], row.list_usd)
+        row.list_usd = billed_list_price(_record(mapping), covered_until)
+        row.mismatch = mismatched(charged[mapping.pod_uid], row.list_usd)
 
 
 def _record(mapping: Mapping) -> MappingRecord:
@@ -205,7 +205,7 @@ def unbilled(
     instance's life that billing has not covered yet; pods with none left out."""
     found: dict[str, float] = defaultdict(float)
     for mapping in mappings:
-        usd = spend.unbilled_list_price(_record(mapping), covered_until, now, since)
+        usd = unbilled_list_price(_record(mapping), covered_until, now, since)
         if usd > 0:
             found[f"{mapping.namespace}/{mapping.name}"] += usd
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
