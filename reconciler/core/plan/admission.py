@@ -26,8 +26,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
 from reconciler.core.node import placement
-from reconciler.core.plan import hourly_costs as spending
-from reconciler.core.plan import starts
+from reconciler.core.plan import hourly_costs, starts
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -186,7 +185,7 @@ def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
     budget (what runs counted by `plan.hourly_costs`: instances, clusters, storage)."""
     if not waiting:
         return []  # the steady tick: spare counting what every namespace spends
-    total = spending.spent(tick)
+    total = hourly_costs.spent(tick)
     slots = create_slots(tick.obs, tick.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):

@@ -38,8 +38,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.plan import gang_end
-from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan import gang_end, hourly_costs
 from reconciler.core.plan.admission import priced
 from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
@@ -434,7 +433,7 @@ def _create(
         return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     candidates = tuple(clusters.cluster_request(r, key, ordered[0], len(pods)) for r in requests)
     namespace = PodRef.of(ordered[0]).namespace
-    candidates, over = spending.admit_cluster(tick, namespace, candidates, len(pods))
+    candidates, over = hourly_costs.admit_cluster(tick, namespace, candidates, len(pods))
     if over is not None:
         return _wait(tick, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(tick, key, pods, ClusterState.CREATING)).changed(
