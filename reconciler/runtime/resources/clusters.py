@@ -38,7 +38,7 @@ from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import chores
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.resources.gang_jobs import GangJobs
@@ -296,7 +296,7 @@ class Clusters:
         observation = report.observation
         if observation is None:
             return
-        report.cluster_leaks = money.audit_clusters(
+        report.cluster_leaks = chores.audit_clusters(
             clusters.unrun(
                 observation.members,
                 observation.gang_pods,

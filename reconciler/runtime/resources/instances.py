@@ -27,7 +27,7 @@ from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.by_id import believed, read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import chores
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.instance_steps import InstanceSteps
 from reconciler.runtime.resources.registries import RegistrySteps
@@ -83,10 +83,10 @@ class Instances:
         sighting.wants_node |= bool(needing)
         exits = self._exit_logs(pods, owners.owned, by_uid)
         try:
-            billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
+            billing = chores.read_billing(self.runpod, self.store, self.settings, rows, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
-            billing = money.BillingRead()
+            billing = chores.BillingRead()
         sighting.billing = billing
         sighting.found.update(
             instances=instances,
