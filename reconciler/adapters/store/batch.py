@@ -27,7 +27,7 @@ from sqlalchemy import Table, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, ClusterRow, Mapping
+from reconciler.adapters.store.models import ActionRecord, InstantCluster, Mapping
 from reconciler.core.cluster_record import ClusterRecord
 from reconciler.core.mapping import MappingRecord
 
@@ -276,9 +276,9 @@ def _write_clusters(
     """Few rows (one per gang), so the ORM's merge is cheap enough."""
     for gang, record in clusters.items():
         if record is None:
-            found = session.get(ClusterRow, gang)
+            found = session.get(InstantCluster, gang)
             if found is not None and found.node in (None, node or found.node):
                 session.delete(found)
             continue
         values = {name: getattr(record, name) for name in _CLUSTER_FIELDS}
-        session.merge(ClusterRow(**values, node=node))
+        session.merge(InstantCluster(**values, node=node))

@@ -149,7 +149,7 @@ class MappingGeneration(Base):
     value a reader cached, and later writes up to it again, but never this."""
 
 
-class ClusterRow(Base):
+class InstantCluster(Base):
     """One row per gang (an attempt of an Indexed Job run as one Instant Cluster), keyed
     by the gang's tag: the create intent before the call, then the cluster's id."""
 

@@ -28,7 +28,7 @@ from reconciler.adapters.store.listed_volumes import ListedVolumes
 from reconciler.adapters.store.locks import Locks
 from reconciler.adapters.store.models import (
     ActionRecord,
-    ClusterRow,
+    InstantCluster,
     Mapping,
     MappingGeneration,
     Tick,
@@ -149,7 +149,9 @@ class Store:
             return [
                 ClusterRecord(**{name: getattr(row, name) for name in names})
                 for row in session.scalars(
-                    select(ClusterRow).where(_of_node(ClusterRow.__table__.c.node, self.node))
+                    select(InstantCluster).where(
+                        _of_node(InstantCluster.__table__.c.node, self.node)
+                    )
                 )
             ]
 
