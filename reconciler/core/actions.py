@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
 from reconciler.core.mapping import MappingRecord
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
@@ -311,7 +311,7 @@ class CreateCluster:
     """
 
     pods: tuple[PodRef, ...]
-    row: ClusterRecord
+    row: ClusterRow
     candidates: tuple[ClusterRequest, ...]
 
     @property
@@ -338,7 +338,7 @@ class DeleteCluster:
     cluster_id: str
     reason: TerminateReason
     detail: str
-    row: ClusterRecord | None = None
+    row: ClusterRow | None = None
     pods: tuple[PodRef, ...] = ()
     logs: tuple[tuple[PodRef, str, str], ...] = ()
 
@@ -353,7 +353,7 @@ class DeleteCluster:
 
 @dataclass(frozen=True)
 class SaveClusterRow:
-    row: ClusterRecord
+    row: ClusterRow
 
     @property
     def subject(self) -> str:

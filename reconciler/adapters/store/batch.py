@@ -28,7 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import ActionRecord, InstantCluster, Mapping
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.mapping import MappingRecord
 
 
@@ -72,14 +72,14 @@ class WriteBatch:
         """Errors to note on rows this batch does not otherwise write."""
         self._entries: list[JournalEntry] = []
         """Journal rows opened, or committed open and since closed, not yet written."""
-        self._clusters: dict[str, ClusterRecord | None] = {}
+        self._clusters: dict[str, ClusterRow | None] = {}
         """The latest write of each gang's cluster row this batch; None deletes it."""
 
     @property
     def pending(self) -> bool:
         return bool(self._rows or self._notes or self._entries or self._clusters)
 
-    def save_cluster(self, record: ClusterRecord) -> None:
+    def save_cluster(self, record: ClusterRow) -> None:
         self._clusters[record.gang] = record
 
     def delete_cluster(self, gang: str) -> None:
@@ -267,11 +267,11 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
         )
 
 
-_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRecord)]
+_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRow)]
 
 
 def _write_clusters(
-    session: Session, clusters: dict[str, ClusterRecord | None], node: str | None
+    session: Session, clusters: dict[str, ClusterRow | None], node: str | None
 ) -> None:
     """Few rows (one per gang), so the ORM's merge is cheap enough."""
     for gang, record in clusters.items():

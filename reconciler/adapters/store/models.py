@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 

@@ -22,7 +22,7 @@ from reconciler.adapters.store.models import (
     Tick,
     UnownedInstance,
 )
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 
 FINISHED_STATES = (MappingState.TERMINATED, MappingState.FAILED)
 

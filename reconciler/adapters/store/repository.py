@@ -35,7 +35,7 @@ from reconciler.adapters.store.models import (
 )
 from reconciler.adapters.store.namespaces import Namespaces
 from reconciler.adapters.store.saved_logs import SavedLogs
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.mapping import MappingRecord
 
 _FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
@@ -143,11 +143,11 @@ class Store:
 
     # --- gangs' clusters ----------------------------------------------------------
 
-    def load_clusters(self) -> list[ClusterRecord]:
-        names = [f.name for f in dataclasses.fields(ClusterRecord)]
+    def load_clusters(self) -> list[ClusterRow]:
+        names = [f.name for f in dataclasses.fields(ClusterRow)]
         with self._sessions() as session:
             return [
-                ClusterRecord(**{name: getattr(row, name) for name in names})
+                ClusterRow(**{name: getattr(row, name) for name in names})
                 for row in session.scalars(
                     select(InstantCluster).where(
                         _of_node(InstantCluster.__table__.c.node, self.node)

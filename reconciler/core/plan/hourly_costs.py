@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.core.actions import PodRef
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRecord, MappingState
 from reconciler.core.money.namespace_caps import Spent

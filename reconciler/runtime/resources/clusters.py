@@ -25,7 +25,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.capacity.stock import StockMemory
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
@@ -388,7 +388,7 @@ class Clusters:
     def _confirmed(
         self,
         listed: Sequence[Instance],
-        rows: Sequence[ClusterRecord],
+        rows: Sequence[ClusterRow],
         gang_pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], frozenset[str]]:
         """The members, with those of each cluster a live gang records that the list
@@ -426,7 +426,7 @@ class Clusters:
         self,
         gang_pods: Sequence[KubeObject],
         members: Sequence[Instance],
-        rows: Sequence[ClusterRecord],
+        rows: Sequence[ClusterRow],
         now: datetime,
     ) -> tuple[dict[str, int | None], frozenset[str]]:
         """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):
