@@ -22,7 +22,7 @@ from typing import Any
 from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.attribution import Billed
 from reconciler.core.money.charges import billed_list_price, mismatched, unbilled_list_price
 from reconciler.core.resources import storage_prices
@@ -137,8 +137,8 @@ def flag_mismatches(
         row.mismatch = mismatched(charged[mapping.pod_uid], row.list_usd)
 
 
-def _record(mapping: Mapping) -> MappingRecord:
-    return MappingRecord(
+def _record(mapping: Mapping) -> MappingRow:
+    return MappingRow(
         mapping.pod_uid,
         mapping.namespace,
         mapping.name,

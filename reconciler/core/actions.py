@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
 
 # Terminations after which the pod object stays, and so should its log.
@@ -49,7 +49,7 @@ class PodRef:
 class SaveRow:
     """Upsert the mapping row (the planner only emits it when something changed)."""
 
-    row: MappingRecord
+    row: MappingRow
 
     def shown(self) -> tuple[str, str]:
         return f"{self.row.namespace}/{self.row.name}", self.row.state.value
@@ -73,7 +73,7 @@ class Create:
     """
 
     pod: PodRef
-    row: MappingRecord
+    row: MappingRow
     candidates: tuple[CreateRequest, ...]
     registry_name: str | None = None
     """The name of our registry credential the pod's image is pulled with: the
@@ -262,7 +262,7 @@ class Adopt:
 
     pod: PodRef
     instance: Instance
-    row: MappingRecord
+    row: MappingRow
 
     def shown(self) -> tuple[str, str]:
         return str(self.pod), ""
@@ -280,7 +280,7 @@ class Terminate:
     reason: TerminateReason
     detail: str
     pod: PodRef | None = None
-    row: MappingRecord | None = None
+    row: MappingRow | None = None
     leaked_seconds: float = 0.0
     """For a leak: seconds from the pod's end plus the grace until this termination."""
 
@@ -390,7 +390,7 @@ class RestoreTags:
 class PatchStatus:
     pod: PodRef
     status: dict[str, Any]
-    row: MappingRecord | None
+    row: MappingRow | None
     """The row with the new status fingerprint, saved once the patch succeeded (None for
     a pod we never run, which has no row)."""
     annotations: dict[str, str | None] = field(default_factory=dict)
@@ -417,7 +417,7 @@ class FinalizePod:
     and a UID precondition."""
 
     pod: PodRef
-    row: MappingRecord | None
+    row: MappingRow | None
     status: dict[str, Any] | None = None
 
     def shown(self) -> tuple[str, str]:

@@ -35,7 +35,7 @@ from reconciler.core.domain import (
     PortMapping,
     Runtime,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.planner import CreateInputs, Observation, plan_tick
 from reconciler.core.pods.ownership import Ownership, Records, unlisted_annotations
@@ -147,7 +147,7 @@ def instance(
 class World:
     pods: dict[str, KubeObject] = field(default_factory=dict)
     instances: dict[str, Instance] = field(default_factory=dict)
-    rows: dict[str, MappingRecord] = field(default_factory=dict)
+    rows: dict[str, MappingRow] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     exit_logs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     namespace_caps: dict[str, NamespaceCaps] = field(default_factory=dict)

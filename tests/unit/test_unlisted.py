@@ -14,7 +14,7 @@ from typing import Any
 from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
-from reconciler.core.mapping import MappingRecord, MappingState, unconfirmed_instances
+from reconciler.core.mapping import MappingRow, MappingState, unconfirmed_instances
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.resources import clusters, network_volumes
 from reconciler.core.resources.volume_objects import (
@@ -27,11 +27,11 @@ from reconciler.core.resources.volume_objects import (
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) -> MappingRecord:
-    return MappingRecord(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
+def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) -> MappingRow:
+    return MappingRow(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
 
 
-def _confirm(rows: list[MappingRecord], listed: list[Instance], live: set[str]) -> list[str]:
+def _confirm(rows: list[MappingRow], listed: list[Instance], live: set[str]) -> list[str]:
     owners = Ownership.of(OWNER, listed, rows, [])
     lost = {instance.id for instance, _ in owners.lost_tags}
     return unconfirmed_instances(rows, owners.owned, lost, live)

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import ActionRecord, InstantCluster, Mapping
 from reconciler.core.cluster_row import ClusterRow
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 
 
 @dataclass
@@ -66,7 +66,7 @@ class WriteBatch:
         writes no row)."""
         self._sessions = sessions
         self._node = node
-        self._rows: dict[str, MappingRecord | None] = {}
+        self._rows: dict[str, MappingRow | None] = {}
         """The latest write of each pod's row this batch; None deletes it."""
         self._notes: dict[str, tuple[str, datetime]] = {}
         """Errors to note on rows this batch does not otherwise write."""
@@ -87,7 +87,7 @@ class WriteBatch:
 
     # --- noting writes -------------------------------------------------------------
 
-    def save_row(self, record: MappingRecord) -> None:
+    def save_row(self, record: MappingRow) -> None:
         # Moved to the end: rows are written in the order of their last change.
         self._rows.pop(record.pod_uid, None)
         self._rows[record.pod_uid] = record
@@ -152,7 +152,7 @@ class WriteBatch:
 # Core statements on the tables: executemany without the ORM's per-row bookkeeping.
 _MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
 _ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
-_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRow)]
 _ROW_COLUMNS = [*_ROW_FIELDS, "node"]
 _UPDATE_ROW = (
     _MAPPINGS.update()
@@ -192,7 +192,7 @@ _CLOSE_ENTRY = (
 )
 
 
-def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: str | None) -> None:
+def _write_rows(session: Session, rows: dict[str, MappingRow | None], node: str | None) -> None:
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
         gone = _MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted))
@@ -221,7 +221,7 @@ def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: s
         session.execute(_MAPPINGS.insert(), inserts)
 
 
-def _values(row: MappingRecord, node: str | None) -> dict[str, Any]:
+def _values(row: MappingRow, node: str | None) -> dict[str, Any]:
     # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
     return {**{name: getattr(row, name) for name in _ROW_FIELDS}, "node": node}
 

@@ -24,7 +24,7 @@ from reconciler.core.domain import (
     CreateRequest,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
+from reconciler.core.mapping import MappingRow, MappingState, replacing_start
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs, starts
 from reconciler.core.plan.observation import CreateInputs, Observation
@@ -51,7 +51,7 @@ class Waiting:
     """A pod that should get an instance, pending admission against the budgets."""
 
     pod: KubeObject
-    row: MappingRecord | None
+    row: MappingRow | None
     candidates: tuple[CreateRequest, ...]
     pull_secret: tuple[str, str, str] | None
     own_registry_names: frozenset[str] = frozenset()
@@ -60,7 +60,7 @@ class Waiting:
 
 def needs_create_inputs(
     pod: KubeObject,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     owners: Ownership,
     settings: Settings,
     now: datetime,
@@ -78,7 +78,7 @@ def needs_create_inputs(
 
 
 def prepare_create(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None
 ) -> tuple[list[Action], Waiting | None]:
     inputs = tick.obs.create_inputs.get(podinfo.uid(pod))
     if inputs is None or not (tick.obs.catalog or tick.obs.cpu_catalog):

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from reconciler.core.actions import PodRef
 from reconciler.core.cluster_row import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
 from reconciler.core.pods import podinfo
@@ -64,7 +64,7 @@ def _running(tick: Situation) -> Spent:
 
 
 def _namespace_of(
-    uid: str, rows: Mapping[str, MappingRecord], pods: Mapping[str, KubeObject]
+    uid: str, rows: Mapping[str, MappingRow], pods: Mapping[str, KubeObject]
 ) -> str | None:
     if uid in pods:
         return PodRef.of(pods[uid]).namespace

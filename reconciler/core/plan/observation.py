@@ -17,7 +17,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.charges import PriceDifference
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.pods.offload import PendingPod
@@ -49,7 +49,7 @@ class CreateInputs:
 class Observation:
     pods: Sequence[KubeObject]
     instances: Sequence[Instance]
-    rows: Sequence[MappingRecord]
+    rows: Sequence[MappingRow]
     catalog: Sequence[GpuType] = ()
     cpu_catalog: Sequence[CpuFlavor] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)

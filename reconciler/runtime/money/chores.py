@@ -36,7 +36,7 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import DeleteCluster
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money import charges
 from reconciler.core.money.attribution import Attribution, Billed
 from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
@@ -72,7 +72,7 @@ def read_billing(
     runpod: RunPodClient,
     store: Store,
     settings: Settings,
-    rows: Sequence[MappingRecord],
+    rows: Sequence[MappingRow],
     now: datetime,
 ) -> BillingRead:
     """Read the whole hours that ended since the last read, at most once an hour.

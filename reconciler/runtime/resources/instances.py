@@ -17,7 +17,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, unconfirmed_instances
+from reconciler.core.mapping import MappingRow, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import ownership, podinfo
@@ -107,7 +107,7 @@ class Instances:
         self,
         listed: Sequence[Instance],
         instances: Sequence[Instance],
-        rows: Sequence[MappingRecord],
+        rows: Sequence[MappingRow],
         pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], ownership.Ownership]:
         """The instances (the list's, with what was read by id) and which are ours. The
@@ -140,7 +140,7 @@ class Instances:
         self,
         listed: Sequence[Instance],
         instances: Sequence[Instance],
-        rows: Sequence[MappingRecord],
+        rows: Sequence[MappingRow],
         pods: Sequence[KubeObject],
     ) -> ownership.Records:
         """What RunPod says of the ids the pods' runpod.io/pod-id name: the tick's list,
@@ -180,7 +180,7 @@ class Instances:
         self,
         pods: Sequence[KubeObject],
         owned: Mapping[str, list[Instance]],
-        rows: Mapping[str, MappingRecord],
+        rows: Mapping[str, MappingRow],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
         stopped: list[tuple[str, str]] = []
