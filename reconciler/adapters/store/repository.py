@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import or_, select, true
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.attributions import Attributions
+from reconciler.adapters.store.attributions import SavedAttributions
 from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.billing import Billing
 from reconciler.adapters.store.catalogs import Catalogs
 from reconciler.adapters.store.charge_audit import ChargeAudit
-from reconciler.adapters.store.host_keys import HostKeys
+from reconciler.adapters.store.host_keys import SavedHostKeys
 from reconciler.adapters.store.listed_volumes import ListedVolumes
 from reconciler.adapters.store.locks import Locks
 from reconciler.adapters.store.models import (
@@ -84,10 +84,10 @@ class Store:
         self.billing = Billing(sessions)
         self.listed_volumes = ListedVolumes(sessions)
         self.charge_audit = ChargeAudit(sessions)
-        self.attributions = Attributions(sessions)
+        self.attributions = SavedAttributions(sessions)
         self.namespaces = Namespaces(sessions)
         self.locks = Locks(sessions)
-        self.host_keys = HostKeys(sessions)
+        self.host_keys = SavedHostKeys(sessions)
         self.catalogs = Catalogs(sessions)
         self._rows_read: tuple[tuple[object, ...], list[MappingRow]] | None = None
 
