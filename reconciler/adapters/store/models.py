@@ -285,7 +285,7 @@ class ResourceSpendRecord(Base):
     total_usd: Mapped[float] = mapped_column(Float)
 
 
-class BillingRead(Base):
+class BillingCoverage(Base):
     """How far billing has been read: whole hours up to `covered_until` are stored. One
     row per billing route: pods, network-volumes, clusters."""
 

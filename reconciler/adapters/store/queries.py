@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.store.models import (
     BilledResource,
-    BillingRead,
+    BillingCoverage,
     GoneBilled,
     InstantCluster,
     ListedVolume,
@@ -116,7 +116,7 @@ def resource_spend_lines(
 
 def billing_covered_until(session: Session, route: str = "pods") -> datetime | None:
     """How far a billing route (pods, network-volumes, clusters) has been read."""
-    read = session.get(BillingRead, route)
+    read = session.get(BillingCoverage, route)
     return None if read is None else read.covered_until
 
 
