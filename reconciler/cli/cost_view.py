@@ -53,7 +53,7 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
-class Charge:
+class ChargeLine:
     """One billed hour of anything of ours: a pod's instance, a claim's network volume
     (its type as the detail) or a Job's Instant Cluster (its GPU type)."""
 
@@ -65,12 +65,16 @@ class Charge:
     detail: str | None
 
 
-def charges(pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()) -> list[Charge]:
+def charges(
+    pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()
+) -> list[ChargeLine]:
     found = [
-        Charge(POD, line.usd, _pod_namespace(line), line.name, line.gpu_type_id) for line in pods
+        ChargeLine(POD, line.usd, _pod_namespace(line), line.name, line.gpu_type_id)
+        for line in pods
     ]
     found += [
-        Charge(line.kind, line.usd, line.namespace, line.name, line.detail) for line in resources
+        ChargeLine(line.kind, line.usd, line.namespace, line.name, line.detail)
+        for line in resources
     ]
     return found
 
@@ -93,7 +97,7 @@ class CostRow:
     mismatch: bool = False
 
 
-def group(lines: Sequence[Charge], by: str) -> list[CostRow]:
+def group(lines: Sequence[ChargeLine], by: str) -> list[CostRow]:
     rows: dict[tuple[str | None, str], CostRow] = {}
     for line in lines:
         kind = None if by == "namespace" else line.kind
@@ -102,7 +106,7 @@ def group(lines: Sequence[Charge], by: str) -> list[CostRow]:
     return sorted(rows.values(), key=lambda row: (-row.usd, row.key, row.kind or ""))
 
 
-def _key(line: Charge, by: str) -> str:
+def _key(line: ChargeLine, by: str) -> str:
     if line.namespace is None:
         return UNMAPPED
     if by == "namespace":
