@@ -25,6 +25,7 @@ from reconciler.core.domain import (
     KubeObject,
 )
 from reconciler.core.mapping import MappingRow, MappingState, replacing_start
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.node import placement
 from reconciler.core.plan import hourly_costs, starts
 from reconciler.core.plan.observation import CreateInputs, Observation
@@ -208,7 +209,7 @@ def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
         affordable = tuple(
             c
             for c in wait.candidates
-            if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend
+            if within_cap(total.hourly_spend + c.hourly_price, tick.settings.caps.max_hourly_spend)
             and ns_use.refusal(caps, c.hourly_price) is None
         )
         cheapest = min(c.hourly_price for c in wait.candidates)

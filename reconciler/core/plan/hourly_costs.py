@@ -17,6 +17,7 @@ from reconciler.core.actions import PodRef
 from reconciler.core.cluster_row import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
 from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
 from reconciler.core.pods import podinfo
@@ -99,7 +100,7 @@ def admit_cluster(
     affordable = tuple(
         c
         for c in candidates
-        if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend + 1e-9
+        if within_cap(total.hourly_spend + c.hourly_price, tick.settings.caps.max_hourly_spend)
         and use.refusal(caps, c.hourly_price, size) is None
     )
     cheapest = min(c.hourly_price for c in candidates)
