@@ -32,7 +32,7 @@ from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.resources import clusters
+from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import ReadById, believed, read_by_id
@@ -279,6 +279,8 @@ class Clusters:
         """Cluster stock (`product=CLUSTER`), read (cached) only while a gang forms."""
         self._rows_left: bool | None = None
         """Whether the last read found gangs' rows (None: not read yet in this process)."""
+        self._undated_left: bool | None = None
+        """Whether undated clusters were kept at the last look (None: not looked yet)."""
         self._gang_pods: frozenset[str] | None = None
         """The node's gang pods at the last tick (their kept lines are checked on a change)."""
         self.jobs = GangJobs(shared.kube)
@@ -302,6 +304,7 @@ class Clusters:
                 observation.gang_pods,
                 self.settings.owner_id,
                 observation.gang_jobs_unread,
+                observation.clusters_first_listed,
             ),
             self.settings.timing.orphan_grace_time,
             report.started_at,
@@ -368,6 +371,7 @@ class Clusters:
         jobs = self.jobs.sort(sighting.gang_pods, rows)
         sighting.gang_pods = gang_pods = jobs.theirs
         members, gone = self._confirmed(members, rows, gang_pods)
+        first_listed = self._first_listed(members, sighting.now)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
@@ -381,9 +385,24 @@ class Clusters:
             gang_results=results,
             gang_unread=unread,
             clusters_gone=gone,
+            clusters_first_listed=first_listed,
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
+
+    def _first_listed(self, members: Sequence[Instance], now: datetime) -> dict[str, datetime]:
+        """When a list first showed each undated cluster of ours (`core.resources.cluster_age`):
+        the store is read on the process's first tick, then only while one is listed or was."""
+        undated = cluster_age.undated(members, self.settings.owner_id)
+        if not undated and self._undated_left is False:
+            return {}
+        try:
+            first = self.store.listed_clusters.sighted(undated, now)
+        except Exception as exc:  # their ages count from now: nothing is judged old
+            log.error("could not keep when undated clusters were first listed: %s", exc)
+            return {}
+        self._undated_left = bool(first)
+        return first
 
     def _confirmed(
         self,
