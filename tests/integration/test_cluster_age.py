@@ -74,7 +74,10 @@ def test_an_orphan_without_its_age_waits_the_orphan_grace_from_its_first_sightin
     orphan grace, across a restart, and collected past it."""
     running_gang(box)
     orphan = another_cluster(box, {GANG_ENV: "0b7e2a4c-0000-4000-8000-000000000000/other"})
+    box.tick(dry_run=True)
+    assert box.store.listed_clusters.first_listed() == {}  # a dry run writes nothing
     box.tick()  # first listed now
+    assert set(box.store.listed_clusters.first_listed()) == {orphan}
     assert not deleted(box, orphan)
     box.advance(ORPHAN_GRACE - 20)
     box.restart()  # the first sighting is kept: the count does not start again
@@ -83,3 +86,7 @@ def test_an_orphan_without_its_age_waits_the_orphan_grace_from_its_first_sightin
     box.advance(30)
     box.tick()
     assert deleted(box, orphan)
+    box.advance(30)
+    box.tick()
+    box.tick()
+    assert box.store.listed_clusters.first_listed() == {}  # gone: forgotten

@@ -4,7 +4,7 @@ after a restart or in a `sync --once` run too."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from datetime import datetime
 
 from sqlalchemy import select
@@ -19,17 +19,20 @@ class ListedClusters:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions
 
-    def sighted(self, undated: Collection[str], now: datetime) -> dict[str, datetime]:
-        """The list shows these undated clusters (and no other): each keeps when a list
-        first showed it (`now` for one not kept yet); the others are forgotten. Writes
-        only what changed."""
+    def first_listed(self) -> dict[str, datetime]:
+        """By cluster id: when a list first showed it, as kept."""
+        with self._sessions() as session:
+            rows = session.scalars(select(ListedCluster))
+            return {row.cluster_id: row.first_listed_at for row in rows}
+
+    def keep(self, first: Mapping[str, datetime]) -> None:
+        """Keep these first sightings in place of the last ones (a cluster no longer
+        listed undated is forgotten)."""
         with self._sessions.begin() as session:
             kept = {row.cluster_id: row for row in session.scalars(select(ListedCluster))}
             for cluster_id, row in kept.items():
-                if cluster_id not in undated:
+                if cluster_id not in first:
                     session.delete(row)
-            first = {cid: row.first_listed_at for cid, row in kept.items() if cid in undated}
-            for cluster_id in sorted(set(undated) - first.keys()):
-                session.add(ListedCluster(cluster_id=cluster_id, first_listed_at=now))
-                first[cluster_id] = now
-            return first
+            for cluster_id, at in first.items():
+                if cluster_id not in kept:
+                    session.add(ListedCluster(cluster_id=cluster_id, first_listed_at=at))

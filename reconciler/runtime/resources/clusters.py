@@ -279,8 +279,8 @@ class Clusters:
         """Cluster stock (`product=CLUSTER`), read (cached) only while a gang forms."""
         self._rows_left: bool | None = None
         """Whether the last read found gangs' rows (None: not read yet in this process)."""
-        self._undated_left: bool | None = None
-        """Whether undated clusters were kept at the last look (None: not looked yet)."""
+        self._first_kept: dict[str, datetime] | None = None
+        """The undated clusters' first sightings as the store keeps them (None: not read)."""
         self._gang_pods: frozenset[str] | None = None
         """The node's gang pods at the last tick (their kept lines are checked on a change)."""
         self.jobs = GangJobs(shared.kube)
@@ -323,6 +323,11 @@ class Clusters:
         except Exception as exc:  # derived data: the tick goes on
             report.errors.append(f"saving clusters' owners or logs: {exc}")
             log.error("could not save clusters' owners or logs: %s", exc, exc_info=True)
+        try:
+            self._keep_first_listed(report)
+        except Exception as exc:  # kept on a later tick; till then no age counts from it
+            report.errors.append(f"keeping when undated clusters were first listed: {exc}")
+            log.error("could not keep when undated clusters were first listed: %s", exc)
 
     def _keep_catalog(self, entries: list[GpuType], now: datetime) -> None:
         """The cluster stock for `reconciler offers` on a gang (one write per fetch)."""
@@ -392,17 +397,28 @@ class Clusters:
 
     def _first_listed(self, members: Sequence[Instance], now: datetime) -> dict[str, datetime]:
         """When a list first showed each undated cluster of ours (`core.resources.cluster_age`):
-        the store is read on the process's first tick, then only while one is listed or was."""
+        as kept in the store, else now (kept once the tick's actions ran, `_keep_first_listed`:
+        a dry run writes nothing). The store is read on the process's first tick, then only
+        while such a cluster is listed or was."""
         undated = cluster_age.undated(members, self.settings.owner_id)
-        if not undated and self._undated_left is False:
+        if not undated and self._first_kept == {}:
             return {}
         try:
-            first = self.store.listed_clusters.sighted(undated, now)
+            self._first_kept = self.store.listed_clusters.first_listed()
         except Exception as exc:  # their ages count from now: nothing is judged old
-            log.error("could not keep when undated clusters were first listed: %s", exc)
+            log.error("could not read when undated clusters were first listed: %s", exc)
+            self._first_kept = None
             return {}
-        self._undated_left = bool(first)
-        return first
+        return {cluster_id: self._first_kept.get(cluster_id, now) for cluster_id in undated}
+
+    def _keep_first_listed(self, report: TickReport) -> None:
+        """Keep the tick's first sightings of undated clusters, when they changed. A plan
+        only ever judged a cluster old by a sighting kept before it."""
+        first = report.observation.clusters_first_listed if report.observation else None
+        if first is None or self._first_kept is None or first == self._first_kept:
+            return
+        self.store.listed_clusters.keep(first)
+        self._first_kept = dict(first)
 
     def _confirmed(
         self,
