@@ -137,11 +137,11 @@ def flag_mismatches(
         mapping = by_key.get(row.key)
         if mapping is None or row.kind != POD:
             continue
-        row.list_usd = billed_list_price(_record(mapping), covered_until)
+        row.list_usd = billed_list_price(_mapping_row(mapping), covered_until)
         row.mismatch = mismatched(charged[mapping.pod_uid], row.list_usd)
 
 
-def _record(mapping: Mapping) -> MappingRow:
+def _mapping_row(mapping: Mapping) -> MappingRow:
     return MappingRow(
         mapping.pod_uid,
         mapping.namespace,
@@ -209,7 +209,7 @@ def unbilled(
     instance's life that billing has not covered yet; pods with none left out."""
     found: dict[str, float] = defaultdict(float)
     for mapping in mappings:
-        usd = unbilled_list_price(_record(mapping), covered_until, now, since)
+        usd = unbilled_list_price(_mapping_row(mapping), covered_until, now, since)
         if usd > 0:
             found[f"{mapping.namespace}/{mapping.name}"] += usd
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
