@@ -79,19 +79,19 @@ class WriteBatch:
     def pending(self) -> bool:
         return bool(self._rows or self._notes or self._entries or self._clusters)
 
-    def save_cluster(self, record: ClusterRow) -> None:
-        self._clusters[record.gang] = record
+    def save_cluster(self, row: ClusterRow) -> None:
+        self._clusters[row.gang] = row
 
     def delete_cluster(self, gang: str) -> None:
         self._clusters[gang] = None
 
     # --- noting writes -------------------------------------------------------------
 
-    def save_row(self, record: MappingRow) -> None:
+    def save_row(self, row: MappingRow) -> None:
         # Moved to the end: rows are written in the order of their last change.
-        self._rows.pop(record.pod_uid, None)
-        self._rows[record.pod_uid] = record
-        self._notes.pop(record.pod_uid, None)
+        self._rows.pop(row.pod_uid, None)
+        self._rows[row.pod_uid] = row
+        self._notes.pop(row.pod_uid, None)
 
     def delete_row(self, pod_uid: str) -> None:
         self._rows.pop(pod_uid, None)

@@ -125,10 +125,10 @@ class Store:
         """Row and journal writes to commit together (see `reconciler.adapters.store.batch`)."""
         return WriteBatch(self._sessions, self.node)
 
-    def save_row(self, record: MappingRow) -> None:
+    def save_row(self, row: MappingRow) -> None:
         """One row, committed at once."""
         batch = self.batch()
-        batch.save_row(record)
+        batch.save_row(row)
         batch.commit()
 
     def delete_row(self, pod_uid: str) -> None:
