@@ -8,7 +8,7 @@ from reconciler.core.config import Settings
 from reconciler.core.domain import Availability
 from reconciler.core.translate.offers import offer_rows, ranked_offers
 
-from .conftest import build_gpu, build_pod
+from ...conftest import build_gpu, build_pod
 
 
 def test_an_offer_with_no_data_center_is_one_row_for_anywhere() -> None:

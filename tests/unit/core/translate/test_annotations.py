@@ -12,7 +12,7 @@ from reconciler.core.reasons import PodReason
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.errors import TranslationError
 
-from .conftest import build_job, build_pod
+from ...conftest import build_job, build_pod
 
 
 def test_pod_annotation_wins_over_job() -> None:

@@ -13,7 +13,7 @@ from reconciler.core.reasons import PodReason
 from reconciler.core.translate.env import EnvSources, container_env, referenced_objects
 from reconciler.core.translate.errors import TranslationError
 
-from .conftest import build_pod
+from ...conftest import build_pod
 
 SECRET_VALUE = "s3cr3t-hunter2"
 SOURCES = EnvSources(

@@ -27,7 +27,7 @@ from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests, requests_out_of_stock
 
-from .conftest import build_gpu, build_job, build_pod
+from ...conftest import build_gpu, build_job, build_pod
 
 NO_SOURCES = EnvSources(secrets={}, config_maps={})
 OWNER = "cluster-1/virtual-runpod"

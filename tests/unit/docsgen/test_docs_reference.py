@@ -17,7 +17,7 @@ from reconciler.docsgen import annotation_catalogue, reasons
 from reconciler.docsgen.pages import REGENERATE, generate, stale
 from reconciler.runtime.metrics import Metrics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "docs" / "reference"
 
 

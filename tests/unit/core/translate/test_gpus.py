@@ -27,7 +27,7 @@ from reconciler.core.translate.gpus import (
     unknown_datacenters,
 )
 
-from .conftest import build_gpu, build_job, build_pod
+from ...conftest import build_gpu, build_job, build_pod
 
 H, M, L, N = Availability.HIGH, Availability.MEDIUM, Availability.LOW, Availability.NONE
 

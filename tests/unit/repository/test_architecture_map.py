@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "reconciler"
 MAP = ROOT / "docs" / "architecture.md"
 

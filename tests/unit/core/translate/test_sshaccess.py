@@ -27,7 +27,7 @@ from reconciler.core.translate.ssh import (
     ssh_ports,
 )
 
-from .conftest import build_pod
+from ...conftest import build_pod
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOurs runpod-reconciler"
 

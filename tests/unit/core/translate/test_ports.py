@@ -12,7 +12,7 @@ from reconciler.core.translate.annotations import PORTS
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.ports import container_ports, instance_ports, parse_ports
 
-from .conftest import build_job, build_pod
+from ...conftest import build_job, build_pod
 
 
 def test_well_known_http_ports_and_tcp_others() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "reconciler"
+PACKAGE = Path(__file__).resolve().parents[3] / "reconciler"
 MODULE_LINES = 500
 CLASS_METHODS = 30
 

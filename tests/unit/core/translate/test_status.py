@@ -23,7 +23,7 @@ from reconciler.core.translate.status import (
     status_fingerprint,
 )
 
-from .conftest import build_pod
+from ...conftest import build_pod
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)

@@ -26,7 +26,7 @@ from reconciler.core.translate.env import EnvSources
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import create_requests
 
-from .conftest import build_gpu, build_job, build_pod
+from ...conftest import build_gpu, build_job, build_pod
 
 SETTINGS = Settings().with_values(pods_without_gpu=PodsWithoutGpu.GPU)
 OLD = replace(

@@ -29,7 +29,7 @@ from reconciler.core.translate.container import (
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.expansion import expand
 
-from .conftest import build_pod
+from ...conftest import build_pod
 
 SIDECAR = {"name": "istio-proxy", "image": "istio/proxyv2"}
 WORKER = {"name": "worker", "image": "acme/worker"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reconciler.core.reasons import Notice, PodReason
 
-REASONS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "reasons.md"
+REASONS_PAGE = Path(__file__).resolve().parents[3] / "docs" / "reference" / "reasons.md"
 
 
 def test_every_reason_is_one_camel_case_word_used_once() -> None:

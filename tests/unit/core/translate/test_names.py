@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from reconciler.core.translate.names import MAX_NAME_LENGTH, instance_name
 
-from .conftest import build_pod
+from ...conftest import build_pod
 
 
 def test_short_name_is_kept_whole() -> None:

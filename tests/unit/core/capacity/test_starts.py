@@ -22,7 +22,7 @@ from reconciler.core.domain import (
     Runtime,
 )
 
-from .conftest import build_gpu
+from ...conftest import build_gpu
 
 T0 = datetime(2026, 12, 7, tzinfo=UTC)
 
