@@ -148,8 +148,8 @@ class Engine:
             "CPU catalog",
             self._keep_catalog,
         )
-        self.usage = UsageMeter()
         self.collector = CollectorPause()
+        self.usage = UsageMeter()
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.ssh_addresses = SshAddresses()
         """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""

@@ -32,10 +32,10 @@ class TickReport:
     done: list[Action] = field(default_factory=list)
     """The actions that were carried out without an error."""
     observation: Observation | None = None
+    """What the tick saw, for the metrics; None when it could not observe."""
     gpus: list[GpuUtilization] = field(default_factory=list)
     """Each running GPU's utilization as the tick's list showed it, worked out once for
     the tick's row and the gauge (not on a dry run)."""
-    """What the tick saw, for the metrics; None when it could not observe."""
     lookalikes: list[ownership.Lookalike] = field(default_factory=list)
     """Untagged instances nothing names, named like ours: reported, never touched."""
     billing: BillingRead = field(default_factory=BillingRead)
