@@ -66,7 +66,8 @@ def test_the_index_lists_behaviours_each_with_its_functions() -> None:
 
 def test_a_renamed_function_or_module_is_caught() -> None:
     assert resolves("reconciler.core.resources.network_volumes.plan_volumes")
-    assert resolves("reconciler.runtime.engine.Engine.tick")
+    assert resolves("reconciler.core.actions.Terminate.keeps_log")
+    assert resolves("reconciler.core.translate")
     assert not resolves("reconciler.core.resources.network_volumes.plan_volume")
-    assert not resolves("reconciler.runtime.engine.Engine.tock")
+    assert not resolves("reconciler.core.actions.Terminate.keeps_logs")
     assert not resolves("reconciler.core.resources.network_volume.plan_volumes")
