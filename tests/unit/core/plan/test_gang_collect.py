@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.actions import DeleteCluster, DeleteClusterRow
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.config import Settings
 from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.plan.gang_collect import collect
@@ -35,9 +35,9 @@ def members(age: float) -> list[Instance]:
     ]
 
 
-def row(state: ClusterState = ClusterState.RUNNING, age: float = 0) -> ClusterRecord:
+def row(state: ClusterState = ClusterState.RUNNING, age: float = 0) -> ClusterRow:
     at = NOW - timedelta(seconds=age)
-    return ClusterRecord(GANG, "job-uid", "ml", "train", state, at, at, cluster_id="c1")
+    return ClusterRow(GANG, "job-uid", "ml", "train", state, at, at, cluster_id="c1")
 
 
 def test_a_cluster_whose_job_left_the_node_is_deleted_after_the_orphan_grace() -> None:

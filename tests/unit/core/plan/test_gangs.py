@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.actions import CreateCluster, PatchStatus
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.config import Settings
 from reconciler.core.domain import Availability
 from reconciler.core.plan.gangs import plan_gangs
@@ -100,9 +100,9 @@ def test_a_create_in_doubt_is_not_made_again_within_the_create_grace() -> None:
     key = clusters.gang_key(JOB, [pod(0), pod(1)])
     grace = SETTINGS.timing.create_grace_time
 
-    def creating(age: float) -> ClusterRecord:
+    def creating(age: float) -> ClusterRow:
         at = NOW - timedelta(seconds=age)
-        return ClusterRecord(key, JOB, "ml", "train", ClusterState.CREATING, at, at)
+        return ClusterRow(key, JOB, "ml", "train", ClusterState.CREATING, at, at)
 
     assert plan([pod(0), pod(1)], rows=(creating(grace - 1),)) == []
     later = plan([pod(0), pod(1)], rows=(creating(grace + 1),))
