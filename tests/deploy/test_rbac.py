@@ -32,7 +32,7 @@ from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
 from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.wiring import with_ssh_key
 from reconciler.runtime.writer_lease import WriterHeld, WriterLease
-from reconciler.sim.kube_resources import BY_PLURAL
+from reconciler.sim.kube.resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 
