@@ -1,13 +1,13 @@
 """The protobuf wire schema of the kinds kubectl creates imperatively, for `protobuf`.
 
-Generated from the Go API types of k8s.io/api (core/v1, batch/v1, policy/v1) and
-k8s.io/apimachinery (meta/v1), Apache License 2.0: every message reachable from Secret,
-ConfigMap, Namespace, Job and Eviction. For each message, field number -> (JSON name,
-kind, flags). Kinds: "s" string, "i" integer, "b" bool, "bytes" (base64 in JSON),
-"time" (metav1.Time), "qty" (resource.Quantity), "ios" (IntOrString), "raw" (embedded
-JSON), "dur" (metav1.Duration), "map:<kind>", "m:<message>", "unknown" (types of
-newer API groups the simulator does not decode). Flags: 1 repeated, 2 pointer,
-4 omitempty, 8 inlined into the parent.
+Written by `protobuf_schema_gen` (do not edit) from the Go API types of k8s.io/api
+(core/v1, batch/v1, policy/v1) and k8s.io/apimachinery (meta/v1) v0.37.2, Apache
+License 2.0: every message reachable from Secret, ConfigMap, Namespace, Job and Eviction.
+For each message, field number -> (JSON name, kind, flags). Kinds: "s" string, "i"
+integer, "b" bool, "bytes" (base64 in JSON), "time" (metav1.Time), "qty"
+(resource.Quantity), "ios" (IntOrString), "raw" (embedded JSON), "dur" (metav1.Duration),
+"map:<kind>", "m:<message>", "unknown" (types of other API groups the simulator does not
+decode). Flags: 1 repeated, 2 pointer, 4 omitempty, 8 inlined into the parent.
 """
 
 from __future__ import annotations
@@ -479,8 +479,20 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
         6: ("controller", "b", 6),
         7: ("blockOwnerDeletion", "b", 6),
     },
+    "PersistentVolumeClaimSpec": {
+        1: ("accessModes", "s", 5),
+        2: ("resources", "m:VolumeResourceRequirements", 4),
+        3: ("volumeName", "s", 4),
+        4: ("selector", "m:LabelSelector", 6),
+        5: ("storageClassName", "s", 6),
+        6: ("volumeMode", "s", 6),
+        7: ("dataSource", "m:TypedLocalObjectReference", 6),
+        8: ("dataSourceRef", "m:TypedObjectReference", 6),
+        9: ("volumeAttributesClassName", "s", 6),
+    },
     "PersistentVolumeClaimTemplate": {
         1: ("metadata", "m:ObjectMeta", 4),
+        2: ("spec", "m:PersistentVolumeClaimSpec", 0),
     },
     "PersistentVolumeClaimVolumeSource": {
         1: ("claimName", "s", 0),
@@ -549,6 +561,7 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
         1: ("conditionType", "s", 0),
     },
     "PodResourceClaim": {
+        1: ("name", "s", 0),
         3: ("resourceClaimName", "s", 6),
         4: ("resourceClaimTemplateName", "s", 6),
     },
@@ -629,6 +642,7 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
     },
     "Preconditions": {
         1: ("uid", "s", 6),
+        2: ("resourceVersion", "s", 6),
     },
     "PreferredSchedulingTerm": {
         1: ("weight", "i", 0),
@@ -798,6 +812,17 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
         7: ("nodeTaintsPolicy", "s", 6),
         8: ("matchLabelKeys", "s", 5),
     },
+    "TypedLocalObjectReference": {
+        1: ("apiGroup", "s", 2),
+        2: ("kind", "s", 0),
+        3: ("name", "s", 0),
+    },
+    "TypedObjectReference": {
+        1: ("apiGroup", "s", 2),
+        2: ("kind", "s", 0),
+        3: ("name", "s", 0),
+        4: ("namespace", "s", 6),
+    },
     "UncountedTerminatedPods": {
         1: ("succeeded", "s", 5),
         2: ("failed", "s", 5),
@@ -827,6 +852,10 @@ MESSAGES: dict[str, dict[int, tuple[str, str, int]]] = {
         4: ("serviceAccountToken", "m:ServiceAccountTokenProjection", 6),
         5: ("clusterTrustBundle", "m:ClusterTrustBundleProjection", 6),
         6: ("podCertificate", "m:PodCertificateProjection", 6),
+    },
+    "VolumeResourceRequirements": {
+        1: ("limits", "map:qty", 4),
+        2: ("requests", "map:qty", 4),
     },
     "VolumeSource": {
         1: ("hostPath", "m:HostPathVolumeSource", 6),
