@@ -106,7 +106,11 @@ def module_dirs(modules: set[str]) -> dict[str, Path]:
     except FileNotFoundError:
         cache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
         return {module: Path(cache) / f"{module}@{VERSION}" for module in modules}
-    answers = json.loads("[" + re.sub(r"}\s*{", "},{", done.stdout) + "]") if done.stdout else []
+    answers, text = [], done.stdout.strip()  # one JSON object per module, back to back
+    while text:
+        answer, end = json.JSONDecoder().raw_decode(text)
+        answers.append(answer)
+        text = text[end:].lstrip()
     dirs = {a["Path"]: Path(a["Dir"]) for a in answers if a.get("Dir")}
     errors = [a["Error"] for a in answers if a.get("Error")]
     if errors or set(dirs) != modules:
