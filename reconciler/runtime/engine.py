@@ -39,7 +39,7 @@ from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan_tick
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.resources.clusters import members_by_pod
@@ -51,8 +51,7 @@ from reconciler.runtime.create_inputs import CreateInputsReader
 from reconciler.runtime.executor import Executor
 from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
-from reconciler.runtime.money import charge_audit
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import charge_audit, chores
 from reconciler.runtime.resources.base import AfterPods, Sighting
 from reconciler.runtime.tick_report import TickReport
 from reconciler.runtime.writer_lease import WriterLost
@@ -153,9 +152,9 @@ class Engine:
         """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
         self.ssh_addresses = SshAddresses()
         """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""
-        self.namespace_caps = money.NamespaceCapsCache()
-        self.resource_billing = money.ResourceBilling()
-        self.attributions = money.Attributions()
+        self.namespace_caps = chores.NamespaceCapsCache()
+        self.resource_billing = chores.ResourceBilling()
+        self.attributions = chores.Attributions()
         self._dry_run = False
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
@@ -267,12 +266,12 @@ class Engine:
         Derived data: a failure to save any of it is the tick's error, never a reason to
         skip its actions (terminations must go on); the next read learns it again."""
         now = report.started_at
-        reads = report.resource_billing
+        billing, reads = report.billing, report.resource_billing
         for what, save in (
-            ("billing", lambda: money.save_billing(self.store, self.settings, report.billing, now)),
+            ("billing", lambda: chores.save_billing(self.store, self.settings, billing, now)),
             (
                 "volume and cluster billing",
-                lambda: money.save_resource_billing(self.store, self.settings, reads, now),
+                lambda: chores.save_resource_billing(self.store, self.settings, reads, now),
             ),
             ("namespace caps", lambda: self.namespace_caps.save(self.store, now)),
             ("look-alikes", lambda: self._record_lookalikes(report)),
@@ -283,7 +282,7 @@ class Engine:
                 report.errors.append(f"saving {what}: {exc}")
                 log.error("could not save %s: %s", what, exc, exc_info=True)
 
-    def _read_resource_billing(self, now: datetime) -> list[money.ResourceBillingRead]:
+    def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
         try:
             return self.resource_billing.read(self.runpod, self.store, self.settings, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
@@ -303,7 +302,7 @@ class Engine:
 
     # --- observe ----------------------------------------------------------------------
 
-    def _observe(self, report: TickReport) -> tuple[Observation, money.BillingRead]:
+    def _observe(self, report: TickReport) -> tuple[Observation, chores.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads. The
         tick's time is taken again once the list answered: the first tick of a process
         then measures on RunPod's time too."""

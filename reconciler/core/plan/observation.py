@@ -8,7 +8,7 @@ from datetime import datetime
 
 from reconciler.core.capacity.starts import FailedStart
 from reconciler.core.capacity.stock import Place
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import (
     BillingRecord,
     CpuFlavor,
@@ -17,7 +17,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.charges import PriceDifference
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.pods.offload import PendingPod
@@ -49,7 +49,7 @@ class CreateInputs:
 class Observation:
     pods: Sequence[KubeObject]
     instances: Sequence[Instance]
-    rows: Sequence[MappingRecord]
+    rows: Sequence[MappingRow]
     catalog: Sequence[GpuType] = ()
     cpu_catalog: Sequence[CpuFlavor] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
@@ -94,7 +94,7 @@ class Observation:
     Job is collected on it."""
     members: Sequence[Instance] = ()
     """Instant Cluster members in the list, anyone's: not in `instances`."""
-    clusters: Sequence[ClusterRecord] = ()
+    clusters: Sequence[ClusterRow] = ()
     """The gangs' cluster rows."""
     gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     """By Job UID: the Job and the env sources of a gang with no cluster yet (read only

@@ -28,7 +28,7 @@ from reconciler.core.plan.observation import CreateInputs
 from reconciler.runtime.catalog import CatalogCache
 from reconciler.runtime.journal import Journal
 from reconciler.runtime.logs.sources import PodLogs
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import chores
 from reconciler.runtime.tick_report import TickReport
 
 
@@ -45,7 +45,7 @@ class Shared:
     catalog: CatalogCache[GpuType]
     cpu_catalog: CatalogCache[CpuFlavor]
     pod_logs: PodLogs
-    attributions: money.Attributions
+    attributions: chores.Attributions
 
 
 class Steps(Protocol):
@@ -106,7 +106,7 @@ class Sighting:
     """A create of this tick needs the GPU catalog."""
     wants_node: bool = False
     """A pod may start: the Node's cordon and taints are read."""
-    billing: money.BillingRead = field(default_factory=money.BillingRead)
+    billing: chores.BillingRead = field(default_factory=chores.BillingRead)
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.capacity.stock import StockMemory
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
@@ -38,7 +38,7 @@ from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import chores
 from reconciler.runtime.refusal_kinds import refusal_kind
 from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.resources.gang_jobs import GangJobs
@@ -298,7 +298,7 @@ class Clusters:
         observation = report.observation
         if observation is None:
             return
-        report.cluster_leaks = money.audit_clusters(
+        report.cluster_leaks = chores.audit_clusters(
             clusters.unrun(
                 observation.members,
                 observation.gang_pods,
@@ -423,7 +423,7 @@ class Clusters:
     def _confirmed(
         self,
         listed: Sequence[Instance],
-        rows: Sequence[ClusterRecord],
+        rows: Sequence[ClusterRow],
         gang_pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], frozenset[str]]:
         """The members, with those of each cluster a live gang records that the list
@@ -461,7 +461,7 @@ class Clusters:
         self,
         gang_pods: Sequence[KubeObject],
         members: Sequence[Instance],
-        rows: Sequence[ClusterRecord],
+        rows: Sequence[ClusterRow],
         now: datetime,
     ) -> tuple[dict[str, int | None], frozenset[str]]:
         """Rank 0's exit code of each running gang due a read (`gang_end.due_reads`):

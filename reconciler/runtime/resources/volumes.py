@@ -28,14 +28,14 @@ from reconciler.core.money import attribution, storage_caps
 from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.by_id import read_by_id
 from reconciler.runtime.catalog import on_cpu
 from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores as money
+from reconciler.runtime.money import chores
 from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick_report import TickReport
@@ -48,7 +48,7 @@ class Volumes:
         self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
         self.store, self.attributions = shared.store, shared.attributions
         self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
-        self.namespace_caps = money.NamespaceCapsCache()
+        self.namespace_caps = chores.NamespaceCapsCache()
         """The caps of the namespaces whose claims' volumes are about to be made or grown."""
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
