@@ -16,18 +16,24 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.service_settings import ServiceBackends
-from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
-from reconciler.runtime.leader import default_namespace
+from reconciler.runtime.process.wiring import (
+    RunMode,
+    compose,
+    open_store,
+    resolve_owner,
+    with_ssh_key,
+)
 from reconciler.runtime.services.manager import ServiceTunnels, attach_tunnels
-from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
+from reconciler.runtime.tick.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
 from reconciler.sim.kube.controllers import ControllerSettings
 from reconciler.sim.kube.simulator import KubeSimulator

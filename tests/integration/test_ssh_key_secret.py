@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.kube.errors import KubeInvalid
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet import sshkey
 from reconciler.runtime.kubelet.sshkey import SshKeyError, secret_identity
-from reconciler.runtime.leader import default_namespace
 from reconciler.sim.runpod.net import PROXY_COMMAND
 
 NAME = "runpod-reconciler-ssh"

@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
-from reconciler.runtime.writer_lease import (
+from reconciler.runtime.process.writer_lease import (
     DEFAULT_HOLD_SECONDS,
     WRITER_LEASE_SECONDS,
     WriterHeld,

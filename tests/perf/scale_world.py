@@ -33,9 +33,9 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
-from reconciler.runtime.engine import Engine, TickReport
-from reconciler.runtime.metrics import Metrics
-from reconciler.runtime.wiring import RunMode, compose
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.process.wiring import RunMode, compose
+from reconciler.runtime.tick.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
 
 API_KEY = "bench-runpod-key"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.runtime.collector import CollectorPause
+from reconciler.runtime.tick.collector import CollectorPause
 
 
 @pytest.fixture(autouse=True)

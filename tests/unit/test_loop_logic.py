@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.leader import Attempt, Change, Election
-from reconciler.runtime.watch import ChangeFilter, backoff_seconds, may_be_offloaded
+from reconciler.runtime.process.debounce import Debouncer
+from reconciler.runtime.process.leader import Attempt, Change, Election
+from reconciler.runtime.process.watch import ChangeFilter, backoff_seconds, may_be_offloaded
 
 
 class FakeClock:

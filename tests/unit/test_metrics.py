@@ -18,8 +18,8 @@ from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import Observation
 from reconciler.core.pods.usage import gpu_utilization
 from reconciler.core.reasons import TerminateReason
-from reconciler.runtime.metrics import Metrics
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.tick_report import TickReport
 
 OWNER = "cluster/virtual-runpod"
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.runtime.watch import ChangeFilter
+from reconciler.runtime.process.watch import ChangeFilter
 
 
 def _pod(annotations: dict[str, str]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import ownership
 from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.resources import clusters
-from reconciler.runtime.money.chores import BillingRead, ResourceBillingRead
+from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRead
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """Carries out a plan, one action at a time, following the protocol of
 docs/architecture.md §4.
 
-Every side effect is journaled (`runtime/journal.py`): a row is opened before the call
+Every side effect is journaled (`runtime/tick/journal.py`): a row is opened before the call
 and closed after it. One action failing never stops the others; it becomes a log line,
 a journal outcome, a row note and (where a user must know) an Event on the pod. The
 executor carries out the pods' own actions (status, annotations, finalize, bind,
 Events); every cloud resource's actions go to that resource's steps
-(`runtime/resources/`), handed the run's one journal. It names no resource.
+(`runtime/tick/resources/`), handed the run's one journal. It names no resource.
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`journaled(..., durable_at=...)`: a create's intent
@@ -39,18 +39,22 @@ from reconciler.core.actions import (
     SaveRow,
 )
 from reconciler.core.reasons import Notice
-from reconciler.runtime import crashpoints
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import (
+from reconciler.runtime.tick import crashpoints
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.resources.base import (
     AlreadyTold,
     Deferred,
     Resource,
     StepRefused,
     Steps,
 )
-from reconciler.runtime.writer_lease import WriterLost
 
 log = logging.getLogger(__name__)
+
+
+class WriterLost(RuntimeError):
+    """We could not keep the node's writer Lease: stop acting at once. Raised by the
+    `before_action` the process hands the tick (runtime/process/writer_lease.py)."""
 
 
 @dataclass
@@ -87,7 +91,7 @@ class Executor:
         self._before_action = before_action
         # Told at the end of the run how many of its creates may have made a resource
         # whose id is not on its pods: the writer Lease, released now, then passes a
-        # hold on creates to whoever takes it next (runtime/writer_lease.py).
+        # hold on creates to whoever takes it next (runtime/process/writer_lease.py).
         self._unrecorded_creates = unrecorded_creates
 
     @property

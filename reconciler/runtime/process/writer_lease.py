@@ -44,7 +44,8 @@ from datetime import datetime, timedelta
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
-from reconciler.runtime.leader import Attempt, Change, LeaderElector
+from reconciler.runtime.process.leader import Attempt, Change, LeaderElector
+from reconciler.runtime.tick.executor import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,6 @@ over from a writer that did not release the Lease."""
 
 class WriterHeld(RuntimeError):
     """Another writer acts for this node right now."""
-
-
-class WriterLost(RuntimeError):
-    """We could not keep the node's writer Lease: stop acting at once."""
 
 
 def writer_lease_name(node_name: str) -> str:

@@ -32,13 +32,13 @@ from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
-from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.catalog import on_cpu
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores
-from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
-from reconciler.runtime.resources.volume_steps import VolumeSteps
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.by_id import read_by_id
+from reconciler.runtime.tick.catalog import on_cpu
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 

@@ -15,18 +15,18 @@ from dataclasses import dataclass
 from functools import partial
 
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.runtime import process_log
-from reconciler.runtime.engine import Clock, Engine, TickReport, TickSteps, utcnow
-from reconciler.runtime.heartbeat import NodeHeartbeat
 from reconciler.runtime.kubelet.sshkey import secret_identity
-from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
-from reconciler.runtime.writer_lease import WriterLease, dead_here, identity
+from reconciler.runtime.process.heartbeat import NodeHeartbeat
+from reconciler.runtime.process.writer_lease import WriterLease, dead_here, identity
+from reconciler.runtime.tick.engine import Clock, Engine, TickReport, TickSteps, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,8 @@ def compose(
             creates_held=writer_lease.creates_held,
             unrecorded_creates=writer_lease.unrecorded_creates,
             # A run of `--once` ends by releasing the Lease: its creates must be on their
-            # pods by then (runtime/writer_lease.py); the loop's next tick mirrors them anyway.
+            # pods by then (runtime/process/writer_lease.py); the loop's next tick mirrors
+            # them anyway.
             annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:

@@ -23,34 +23,32 @@ from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from reconciler.adapters.kube.cluster import FALLBACK_NAMESPACE
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.transport import MIB
 from reconciler.core.actions import Create
 from reconciler.core.config import Settings
 from reconciler.core.plan.admission import create_slots
-from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.engine import Engine, TickReport, utcnow
-from reconciler.runtime.health import Health, HealthServer
 from reconciler.runtime.kubelet.endpoint import start_endpoint
-from reconciler.runtime.leader import (
+from reconciler.runtime.process.debounce import Debouncer
+from reconciler.runtime.process.health import Health, HealthServer
+from reconciler.runtime.process.leader import (
     DEFAULT_LEASE_NAME,
     DEFAULT_LEASE_SECONDS,
-    FALLBACK_NAMESPACE,
     Attempt,
     Change,
     LeaderElector,
 )
-from reconciler.runtime.metrics import Metrics
-from reconciler.runtime.services.manager import attach_tunnels
-from reconciler.runtime.watch import (
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.process.watch import (
     PENDING_SELECTOR,
     ChangeFilter,
     PodWatch,
     may_be_offloaded,
     node_selector,
 )
-from reconciler.runtime.wiring import (
+from reconciler.runtime.process.wiring import (
     Connections,
     LockHeld,
     Reconciler,
@@ -59,7 +57,10 @@ from reconciler.runtime.wiring import (
     holding,
     holding_writer_lease,
 )
-from reconciler.runtime.writer_lease import WriterHeld, WriterLost, identity
+from reconciler.runtime.process.writer_lease import WriterHeld, identity
+from reconciler.runtime.services.manager import attach_tunnels
+from reconciler.runtime.tick.engine import Engine, TickReport, utcnow
+from reconciler.runtime.tick.executor import WriterLost
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The ghost-charge audit's requests (`core.money.ghost_charges` decides): once an hour, the
 last whole hour of RunPod's three billing routes, and a read by id of each id charged
-for an hour after the lists stopped showing it (`runtime/by_id.py`); nothing of it needs the
+for an hour after the lists stopped showing it (`runtime/tick/by_id.py`); nothing of it needs the
 database but when it last ran and since when each id is known gone.
 
 Cost per hour: `GET /v2/billing/pods`, `/v2/billing/network-volumes` and
@@ -25,8 +25,8 @@ from reconciler.core.domain import InstanceStatus
 from reconciler.core.money import ghost_charges
 from reconciler.core.money.ghost_charges import CLUSTER, POD, VOLUME, Charge, GhostCharge
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime.by_id import read_by_id
-from reconciler.runtime.money.chores import BillingRead, ResourceBillingRead
+from reconciler.runtime.tick.by_id import read_by_id
+from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRead
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ A resource gives the executor its `Steps` for each run (the actions it carries o
 through the run's one `Journal`), and the engine its phase after the pods' actions
 (collection, provisioning: `after_pods`) and the hourly price of what it keeps that
 the pod list does not show (`standing_spend`, counted in the spend caps). The engine
-and the executor loop over the registered resources (`runtime/resources/__init__.py`)
+and the executor loop over the registered resources (`runtime/tick/resources/__init__.py`)
 in order and know none of them by name.
 """
 
@@ -25,11 +25,11 @@ from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.runtime.catalog import CatalogCache
-from reconciler.runtime.journal import Journal
 from reconciler.runtime.logs.sources import PodLogs
-from reconciler.runtime.money import chores
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.catalog import CatalogCache
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.tick_report import TickReport
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class AfterPods:
 
 
 class Resource(Protocol):
-    """One cloud resource, registered once (`runtime/resources/__init__.py`)."""
+    """One cloud resource, registered once (`runtime/tick/resources/__init__.py`)."""
 
     def steps(self, journal: Journal) -> Steps:
         """Its steps for one run of the executor."""

@@ -8,7 +8,7 @@ lives here: whether creates stopped this run (a refusal, the quota, the deadline
 creates left for a later tick, those in doubt, and the pods whose status patch failed
 (a resource whose end must be on its pods first waits for them).
 
-Each resource's steps (`runtime/resources/`) hold the journal, never the executor: the
+Each resource's steps (`runtime/tick/resources/`) hold the journal, never the executor: the
 executor holds the steps, so nothing of a run refers back to what made it and the run's
 data goes when the tick ends.
 """
@@ -27,8 +27,8 @@ from reconciler.adapters.store.batch import JournalEntry, WriteBatch
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import Instance, RegistryAuth
 from reconciler.core.reasons import EventReason
-from reconciler.runtime import crashpoints
 from reconciler.runtime.process_log import Decision, decision
+from reconciler.runtime.tick import crashpoints
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Journal:
         self.runpod, self.kube, self.writes, self.clock = runpod, kube, writes, clock
         self._tick_id = tick_id
         self.creates_held = creates_held
-        """True while no create may start (`runtime/writer_lease.py`)."""
+        """True while no create may start (`runtime/process/writer_lease.py`)."""
         self.annotate_created = annotate_created
         """Write each new resource's id onto its pods before the run ends (`sync --once`,
         whose next run may be another writer; the loop's next tick mirrors it anyway)."""

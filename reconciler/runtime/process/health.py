@@ -14,8 +14,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from reconciler.runtime.engine import Engine, TickReport
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.engine import Engine, TickReport
 
 
 class Health:

@@ -39,11 +39,11 @@ from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources import registries as registry_rule
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
-from reconciler.runtime import crashpoints
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.refusal_kinds import refusal_kind
-from reconciler.runtime.resources.base import Deferred
-from reconciler.runtime.resources.registries import RegistrySteps
+from reconciler.runtime.tick import crashpoints
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.refusal_kinds import refusal_kind
+from reconciler.runtime.tick.resources.base import Deferred
+from reconciler.runtime.tick.resources.registries import RegistrySteps
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +117,8 @@ class InstanceSteps:
 
     def _before_create(self) -> None:
         """Past the tick's deadline, or while a dead writer's create may still land
-        (`runtime/writer_lease.py`), the create waits for a later tick with nothing committed:
-        the next tick plans it again."""
+        (`runtime/process/writer_lease.py`), the create waits for a later tick with nothing
+        committed: the next tick plans it again."""
         if self.journal.runpod.past_deadline:
             self.journal.deferred += 1
             self.journal.past_deadline = True

@@ -3,7 +3,7 @@
 docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
 its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
 schedule, the showing of start-up lines, the loop's metrics) is handed to it as
-`TickSteps` where it is built (runtime/wiring.py).
+`TickSteps` where it is built (runtime/process/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU or CPU catalog (cached) and Secrets, ConfigMaps and Jobs
@@ -44,17 +44,16 @@ from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
 from reconciler.core.resources.clusters import members_by_pod
 from reconciler.core.translate.ssh import SshAddresses
-from reconciler.runtime import resources
-from reconciler.runtime.catalog import CatalogCache, cpu_catalog
-from reconciler.runtime.collector import CollectorPause
-from reconciler.runtime.create_inputs import CreateInputsReader
-from reconciler.runtime.executor import Executor
 from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
-from reconciler.runtime.money import charge_audit, chores
-from reconciler.runtime.resources.base import AfterPods, Sighting
-from reconciler.runtime.tick_report import TickReport
-from reconciler.runtime.writer_lease import WriterLost
+from reconciler.runtime.tick import resources
+from reconciler.runtime.tick.catalog import CatalogCache, cpu_catalog
+from reconciler.runtime.tick.collector import CollectorPause
+from reconciler.runtime.tick.create_inputs import CreateInputsReader
+from reconciler.runtime.tick.executor import Executor, WriterLost
+from reconciler.runtime.tick.money import charge_audit, chores
+from reconciler.runtime.tick.resources.base import AfterPods, Sighting
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ class TickSteps:
     (docs/architecture.md §4, One writer per node); raises WriterLost, which ends the tick."""
     creates_held: Callable[[], bool] = _never
     """True while no create may start: a writer before us may have made an instance that
-    RunPod does not list yet and no pod names (see `runtime/writer_lease.py`)."""
+    RunPod does not list yet and no pod names (see `runtime/process/writer_lease.py`)."""
     unrecorded_creates: Callable[[int], None] = _ignore_count
     """Told after each applied tick how many of its creates may have made an instance
     whose id is not on its pod yet."""
@@ -180,7 +179,7 @@ class Engine:
                 self.attributions,
             )
         )
-        """The cloud resources, each a plug-in (`runtime/resources/`)."""
+        """The cloud resources, each a plug-in (`runtime/tick/resources/`)."""
 
     def _keep_catalog(self, entries: Sequence[GpuType | CpuFlavor], now: datetime) -> None:
         """The fetched catalog into the store, for `reconciler offers` (a write per
@@ -430,7 +429,7 @@ class Engine:
             _run_into(executor, leaks, report)
 
     def _audit_charges(self, report: TickReport, observation: Observation) -> None:
-        """The hourly ghost-charge audit (`runtime/money/charge_audit.py`), on a quiet tick:
+        """The hourly ghost-charge audit (`runtime/tick/money/charge_audit.py`), on a quiet tick:
         no create planned and no instance starting (their reads come first), unless it
         has been put off for hours."""
         now = report.started_at

@@ -34,15 +34,15 @@ from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
-from reconciler.runtime import crashpoints
-from reconciler.runtime.by_id import ReadById, believed, read_by_id
-from reconciler.runtime.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores
-from reconciler.runtime.refusal_kinds import refusal_kind
-from reconciler.runtime.resources.base import AfterPods, AlreadyTold, Shared, Sighting
-from reconciler.runtime.resources.gang_jobs import GangJobs
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick import crashpoints
+from reconciler.runtime.tick.by_id import ReadById, believed, read_by_id
+from reconciler.runtime.tick.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.refusal_kinds import refusal_kind
+from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
+from reconciler.runtime.tick.resources.gang_jobs import GangJobs
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 

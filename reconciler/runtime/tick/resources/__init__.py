@@ -12,13 +12,13 @@ its phases), its actions in `core/actions.py` and its crash points; then one lin
 
 from __future__ import annotations
 
-from reconciler.runtime.resources.base import Resource, Shared
+from reconciler.runtime.tick.resources.base import Resource, Shared
 
 __all__ = ["Resource", "Shared", "registered"]
-from reconciler.runtime.resources.clusters import Clusters
-from reconciler.runtime.resources.instances import Instances
-from reconciler.runtime.resources.registries import Registries
-from reconciler.runtime.resources.volumes import Volumes
+from reconciler.runtime.tick.resources.clusters import Clusters
+from reconciler.runtime.tick.resources.instances import Instances
+from reconciler.runtime.tick.resources.registries import Registries
+from reconciler.runtime.tick.resources.volumes import Volumes
 
 
 def registered(shared: Shared) -> list[Resource]:

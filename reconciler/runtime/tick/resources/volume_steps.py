@@ -31,8 +31,8 @@ from reconciler.core.actions import (
 from reconciler.core.domain import RunPodVolume
 from reconciler.core.reasons import VolumeNotice
 from reconciler.core.resources.volume_objects import SELECTED_NODE, persistent_volume
-from reconciler.runtime import crashpoints
-from reconciler.runtime.journal import Journal
+from reconciler.runtime.tick import crashpoints
+from reconciler.runtime.tick.journal import Journal
 
 log = logging.getLogger(__name__)
 

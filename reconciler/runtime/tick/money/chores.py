@@ -15,7 +15,7 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   whose each resource is, is written when the tick first sees it (and once a day
   while it does), from what the tick lists anyway;
 - every record these reads get, anyone's, is handed to the hourly ghost-charge audit
-  (`runtime/money/charge_audit.py`), which then does not ask for the same hour again;
+  (`runtime/tick/money/charge_audit.py`), which then does not ask for the same hour again;
 - registry credentials: one `GET /v2/registries` on a tick that terminated an instance
   using a credential, then one
   `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
@@ -65,7 +65,7 @@ class BillingRead:
     since: datetime | None = None
     charged: Sequence[BillingRecord] = ()
     """Every record read, anyone's: the ghost-charge audit uses it instead of asking
-    for the same hour again (`runtime/money/charge_audit.py`)."""
+    for the same hour again (`runtime/tick/money/charge_audit.py`)."""
 
 
 def read_billing(

@@ -24,14 +24,14 @@ from reconciler.core.pods import ownership, podinfo
 from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
-from reconciler.runtime.by_id import believed, read_by_id
-from reconciler.runtime.catalog import on_cpu
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.money import chores
-from reconciler.runtime.resources.base import AfterPods, Shared, Sighting
-from reconciler.runtime.resources.instance_steps import InstanceSteps
-from reconciler.runtime.resources.registries import RegistrySteps
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.by_id import believed, read_by_id
+from reconciler.runtime.tick.catalog import on_cpu
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick.resources.instance_steps import InstanceSteps
+from reconciler.runtime.tick.resources.registries import RegistrySteps
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class Instances:
         """The instances (the list's, with what was read by id) and which are ours. The
         mapped instances of live pods that the list omits or shows otherwise than as
         theirs are read by id (one GET each, none in a steady tick), and their records
-        replace what the list showed: `runtime/by_id.py`'s rule for every resource."""
+        replace what the list showed: `runtime/tick/by_id.py`'s rule for every resource."""
         owner_id = self.settings.owner_id
         records = self._records(listed, instances, rows, pods)
         found = list(instances)

@@ -12,10 +12,10 @@ from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.core.actions import Action, DeleteRegistryAuth, EnsureRegistryAuth, Terminate
 from reconciler.core.domain import RegistryAuth
 from reconciler.core.resources import registries
-from reconciler.runtime import crashpoints
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods, Shared, Sighting, StepRefused
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick import crashpoints
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 

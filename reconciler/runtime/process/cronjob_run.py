@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from reconciler.adapters.kube import errors as kube_errors
-from reconciler.runtime.heartbeat import NODE_MONITOR_GRACE_SECONDS, NodeHeartbeat
+from reconciler.runtime.process.heartbeat import NODE_MONITOR_GRACE_SECONDS, NodeHeartbeat
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeError
@@ -27,9 +26,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_NAME = "runpod-reconciler-leader"
 DEFAULT_LEASE_SECONDS = 15
-FALLBACK_NAMESPACE = "runpod-system"
-# Where Kubernetes tells a pod its own namespace.
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class Attempt(enum.Enum):
@@ -72,14 +68,6 @@ class Election:
         return None
 
 
-def default_namespace() -> str:
-    """The pod's own namespace when running in a cluster, else runpod-system."""
-    try:
-        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or FALLBACK_NAMESPACE
-    except OSError:
-        return FALLBACK_NAMESPACE
-
-
 class LeaderElector:
     def __init__(
         self,
@@ -101,7 +89,8 @@ class LeaderElector:
         self.took_over = False
         """Our last attempt won the lease from a holder that had not released it."""
         self.creates_held_until: datetime | None = None
-        """No create starts before this (see `runtime/writer_lease.py`); None when no hold."""
+        """No create starts before this (see `runtime/process/writer_lease.py`); None when
+        no hold."""
         self.holder: str | None = None
         """Who held the lease when our last attempt was refused."""
         self.error: KubeError | None = None
@@ -139,7 +128,8 @@ class LeaderElector:
 
     def release(self, hold_creates_until: datetime | None = None) -> None:
         """Hand the lease back, so a standby takes over now instead of after expiry;
-        `hold_creates_until` passes a hold on creates on to it (see `runtime/writer_lease.py`)."""
+        `hold_creates_until` passes a hold on creates on to it (see
+        `runtime/process/writer_lease.py`)."""
         if not self.election.leading:
             return
         self.election.leading = False
