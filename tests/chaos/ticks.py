@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.runtime.crashpoints import CRASH_EXIT_CODE, ENV_VAR
+from reconciler.runtime.tick.crashpoints import CRASH_EXIT_CODE, ENV_VAR
 from tests.chaos.world import API_KEY, SimHost
 
 # A clean tick that takes longer than this is a hang worth failing the campaign for.
@@ -178,7 +178,7 @@ def _report(out: str) -> dict[str, Any] | None:
 def expire_lock(db_path: Path) -> bool:
     """Expire the writer lock a dead tick left behind; True if there was one.
 
-    A process that dies holds the lock until its TTL (`LOCK_TTL` in runtime/wiring.py,
+    A process that dies holds the lock until its TTL (`LOCK_TTL` in runtime/process/wiring.py,
     120 s of wall time) runs out, unless the next writer sees it is a dead process of
     this host (`dead_here`), which a reused pid can hide: this stands in for that wait.
     """

@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
-from reconciler.runtime.writer_lease import WriterHeld, WriterLease
+from reconciler.runtime.process.writer_lease import WriterHeld, WriterLease
+from reconciler.runtime.tick import crashpoints
 from tests.integration.conftest import FAST
 from tests.kube.test_writer_lease import THIS_PROCESS, dead_process
 

@@ -25,7 +25,7 @@ from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.resources.registries import registry_name
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.process.metrics import Metrics
 
 from .test_lifecycle import phase, reasons
 

@@ -1,4 +1,4 @@
-"""A cloud resource is a plug-in (`runtime/resources/base.py`): registered on the engine,
+"""A cloud resource is a plug-in (`runtime/tick/resources/base.py`): registered on the engine,
 its phase runs after the pods' actions and its steps carry out its own actions through
 the run's journal, with no edit to the engine or the executor."""
 
@@ -10,9 +10,9 @@ from datetime import datetime
 
 from reconciler.core.actions import Action, Terminate
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods, Sighting
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.resources.base import AfterPods, Sighting
+from reconciler.runtime.tick.tick_report import TickReport
 
 
 @dataclass(frozen=True)

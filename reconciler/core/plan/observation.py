@@ -88,7 +88,7 @@ class Observation:
     in `pods`."""
     foreign_gang_pods: Sequence[KubeObject] = ()
     """Gang pods whose controller ownerReference names no Job of their namespace: in no
-    gang (`runtime/resources/gang_jobs.py`), not in `gang_pods`."""
+    gang (`runtime/tick/resources/gang_jobs.py`), not in `gang_pods`."""
     gang_jobs_unread: frozenset[str] = frozenset()
     """Job UIDs of gang pods whose Job could not be read this tick: no cluster of such a
     Job is collected on it."""

@@ -15,7 +15,7 @@ from reconciler.app import main
 from reconciler.core.reasons import Notice, PodReason, VolumeNotice
 from reconciler.docsgen import annotation_catalogue, reasons
 from reconciler.docsgen.pages import REGENERATE, generate, stale
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.process.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = ROOT / "docs" / "reference"

@@ -26,9 +26,9 @@ from reconciler.core.capacity.pacing import (
 )
 from reconciler.core.config import Settings
 from reconciler.core.planner import CreateInputs, Observation
-from reconciler.runtime.debounce import Debouncer
-from reconciler.runtime.service import creates_capped
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.process.debounce import Debouncer
+from reconciler.runtime.process.service import creates_capped
+from reconciler.runtime.tick.tick_report import TickReport
 
 POLICY = '"minute";q=60;w=60, "hour";q=3000;w=3600, "day";q=50000;w=86400'
 

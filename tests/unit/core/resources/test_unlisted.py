@@ -1,6 +1,6 @@
 """Which resources each kind expects that its list omits or shows without their tags
 (docs/architecture.md §3, "Cloud resources", "Gone only on a 404 by id"): the pure half
-of the one read-by-id path (`runtime/by_id.py`). Instances: a running row of a live pod;
+of the one read-by-id path (`runtime/tick/by_id.py`). Instances: a running row of a live pod;
 clusters: a live gang's running row or its pods' annotation; volumes: the handle of a
 released or grown PV. What the list shows as we know it, and what nothing live expects,
 is never read."""
