@@ -1,6 +1,6 @@
 """The row and journal writes of a run, gathered into few transactions (docs/architecture.md §2).
 
-A run's journal (`runtime/journal.py`) notes its writes here instead of committing each
+A run's journal (`runtime/tick/journal.py`) notes its writes here instead of committing each
 one, and `commit()` sends all that is pending in one transaction. Where a write must be
 durable before a call (docs/architecture.md §4: a create's intent before the POST, a
 terminate's row before the DELETE), the journal commits right before that call
