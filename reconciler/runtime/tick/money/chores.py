@@ -1,4 +1,5 @@
-"""The engine's money chores: billing reads, namespace caps and registry credential upkeep.
+"""The money chores' parts (run by `runtime/tick/chores/money.py`): billing reads, who
+owns each billed resource, and namespace caps.
 
 Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
 - billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
@@ -12,13 +13,11 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   each only while a resource of its kind is known as ours (within `--cost-history`); a
   cluster charged for an hour that began after its DELETE was answered is a leak, and
   is deleted again (one `DELETE /v2/clusters/{id}`);
-  whose each resource is, is written when the tick first sees it (and once a day
-  while it does), from what the tick lists anyway;
+- whose each billed resource is (`Attributions`) is written when the tick first sees it
+  (and once a day while it does), from what the tick lists anyway: no request;
 - every record these reads get, anyone's, is handed to the hourly ghost-charge audit
-  (`runtime/tick/money/charge_audit.py`), which then does not ask for the same hour again;
-- registry credentials: one `GET /v2/registries` on a tick that terminated an instance
-  using a credential, then one
-  `DELETE /v2/registries/{id}` per credential of ours that nothing uses any more.
+  (`runtime/tick/money/charge_audit.py`), which then does not ask for the same hour again.
+(Registry credentials are collected by their own resource, `runtime/tick/resources/registries.py`.)
 """
 
 from __future__ import annotations
