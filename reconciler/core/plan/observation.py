@@ -115,6 +115,8 @@ class Observation:
     forms: its GPU type and data center are ranked on it."""
     clusters_gone: frozenset[str] = frozenset()
     """Clusters RunPod answered 404 for by id this tick: gone, proven."""
-    storage_spend: Mapping[str | None, float] = field(default_factory=dict)
-    """USD per hour of our network volumes' storage, by their claims' namespace (None:
-    no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""
+    standing_spend: Mapping[str | None, float] = field(default_factory=dict)
+    """USD per hour of what our resources keep that the pod list does not show (network
+    volumes' storage, by their claims' namespace, as the provisioner last read the PVs:
+    `core.resources.storage_prices`), by namespace (None: no namespace's); each
+    resource's `standing_spend` (`runtime/tick/resources/base.py`), summed."""

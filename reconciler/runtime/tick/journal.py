@@ -25,7 +25,6 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.batch import JournalEntry, WriteBatch
 from reconciler.core.actions import PodRef
-from reconciler.core.domain import Instance, RegistryAuth
 from reconciler.core.reasons import EventReason
 from reconciler.runtime.process_log import Decision, decision
 from reconciler.runtime.tick import crashpoints
@@ -33,6 +32,7 @@ from reconciler.runtime.tick import crashpoints
 log = logging.getLogger(__name__)
 
 Found = TypeVar("Found")
+Result = TypeVar("Result")
 
 
 class Journal:
@@ -96,14 +96,17 @@ class Journal:
         kind: str,
         pod_uid: str | None,
         resource_id: str | None,
-        call: Callable[[], object],
+        call: Callable[[], Result],
         durable_at: str | None = None,
-    ) -> object:
+        made: Callable[[Result], str] | None = None,
+    ) -> Result:
         """Make `call` with its journal entry around it. With `durable_at` (a crash
         point's name), everything noted so far, this entry included, is committed
         before the call: the protocol's intent rows (docs/architecture.md §4), and a
         journal entry left open if the process dies during the call. A failed commit
-        fails the action before the call is made."""
+        fails the action before the call is made. A create's steps say, with `made`,
+        which id of the call's answer is the resource it made: the entry is closed with
+        it."""
         entry = self.writes.open_action(self._tick_id(), kind, pod_uid, resource_id, self.clock())
         if durable_at is not None:
             self.writes.commit()
@@ -113,10 +116,7 @@ class Journal:
         except Exception as exc:
             self._close(entry, "failed", str(exc))
             raise
-        made = result.id if isinstance(result, Instance | RegistryAuth) else None
-        if isinstance(result, str):  # a cluster's id
-            made = result
-        self._close(entry, "ok", None, made)
+        self._close(entry, "ok", None, made(result) if made is not None else None)
         return result
 
     def _close(

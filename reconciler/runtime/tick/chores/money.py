@@ -47,8 +47,8 @@ class MoneyChore(Chore):
         caps = self.namespace_caps.get(
             self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
         )
-        storage_spend = self._standing_spend(now) if creating else {}
-        return {"namespace_caps": caps, "storage_spend": storage_spend}
+        standing_spend = self._standing_spend(now) if creating else {}
+        return {"namespace_caps": caps, "standing_spend": standing_spend}
 
     def _standing_spend(self, now: datetime) -> dict[str | None, float]:
         """What the resources keep that the pod list does not show costs per hour, by

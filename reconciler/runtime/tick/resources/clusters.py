@@ -137,6 +137,7 @@ class ClusterSteps:
             None,
             lambda: self.journal.runpod.clusters.create(candidate),
             durable_at="after-cluster-intent",
+            made=lambda cluster_id: cluster_id,
         )
         assert isinstance(made, str)
         crashpoints.reached("after-cluster-create")

@@ -268,6 +268,7 @@ class InstanceSteps:
             None,
             lambda: self.journal.runpod.instances.create(candidate),
             durable_at="after-intent",
+            made=lambda instance: instance.id,
         )
         assert isinstance(result, Instance)
         return result

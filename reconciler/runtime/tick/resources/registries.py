@@ -74,6 +74,7 @@ class RegistrySteps:
             None,
             lambda: runpod.registries.create(action.name, action.username, action.password),
             durable_at="after-registry-intent",
+            made=lambda auth: auth.id,
         )
         assert isinstance(created, RegistryAuth)
         crashpoints.reached("after-registry-create")

@@ -101,6 +101,7 @@ class VolumeSteps:
                 action.name, action.size_gb, action.datacenter, action.type
             ),
             durable_at="after-volume-intent",
+            made=lambda volume: volume.id,
         )
         assert isinstance(made, RunPodVolume)
         crashpoints.reached("after-volume-create")

@@ -149,7 +149,7 @@ class Volumes:
         if not growing:
             return planned
         caps = self.namespace_caps.get(self.kube, (a.claim.namespace for a in growing), now)
-        known = replace(observation, storage_spend=self._storage_spend or {})
+        known = replace(observation, standing_spend=self._storage_spend or {})
         spent = hourly_costs.spent(Situation(known, self.settings, now))
         pvs = {pv["metadata"]["name"]: pv for pv in view.volumes}
 
