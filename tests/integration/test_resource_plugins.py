@@ -4,11 +4,12 @@ the run's journal, with no edit to the engine or the executor."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.core.actions import Action, Terminate
+from reconciler.core.plan.observation import Observation
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.resources.base import AfterPods, Sighting
@@ -55,6 +56,12 @@ class Pings:
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}
+
+    def billing(self) -> None:
+        return None  # not billed apart from instances
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # its actions are decided after the pods'
 
     def observe(self, sighting: Sighting) -> None:
         self.observed += 1

@@ -12,7 +12,7 @@ from reconciler.adapters.store.models import (
     ActionRecord,
     BilledResource,
 )
-from reconciler.core.money.attribution import Attribution, Billed
+from reconciler.core.money.attribution import Attribution
 
 
 class Attributions:
@@ -27,7 +27,7 @@ class Attributions:
             for item in found:
                 session.merge(
                     BilledResource(
-                        kind=item.kind.value,
+                        kind=str(item.kind),
                         resource_id=item.resource_id,
                         namespace=item.namespace,
                         name=item.name,
@@ -37,12 +37,12 @@ class Attributions:
                     )
                 )
 
-    def read(self, kind: Billed, ids: Sequence[str]) -> dict[str, tuple[Attribution, datetime]]:
+    def read(self, kind: str, ids: Sequence[str]) -> dict[str, tuple[Attribution, datetime]]:
         """What is written of these resources (by id), with when it was written."""
         with self._sessions() as session:
             query = (
                 select(BilledResource)
-                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.kind == str(kind))
                 .where(BilledResource.resource_id.in_(list(ids)))
             )
             return {

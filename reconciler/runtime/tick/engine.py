@@ -160,19 +160,19 @@ class Engine:
             system_events=self.system_events,
         )
         self.create_inputs = CreateInputsReader(kube, settings.services.forwards_per_pod, clock)
-        self.resources = resources.registered(
-            resources.Shared(
-                settings,
-                runpod,
-                kube,
-                store,
-                self.stock,
-                self.catalog,
-                self.cpu_catalog,
-                self.pod_logs,
-                self.attributions,
-            )
+        self.shared = resources.Shared(
+            settings,
+            runpod,
+            kube,
+            store,
+            self.stock,
+            self.catalog,
+            self.cpu_catalog,
+            self.pod_logs,
+            self.attributions,
         )
+        """What every resource is handed (`runtime/tick/resources/base.py`)."""
+        self.resources = resources.registered(self.shared)
         """The cloud resources, each a plug-in (`runtime/tick/resources/`)."""
         self.listed = ListedChore(store, settings.owner_id)
         self.usage, self.ssh_addresses = self.listed.usage, self.listed.ssh_addresses
@@ -235,6 +235,8 @@ class Engine:
             observation = self._show_startup(observation)
         report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         for resource in self.resources:
+            report.actions += resource.plan(observation, report.started_at)
+        for resource in self.resources:
             resource.planned(report)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
@@ -289,6 +291,7 @@ class Engine:
             refused=self.stock.active(now),
             runpod_now=self.runpod.instances.listed_at,
             gang_pods=sighting.gang_pods,
+            slots=sighting.slots,
             **sighting.found,
         ), sighting.billing
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from reconciler.core.actions import Action
+from reconciler.core.plan.observation import Observed
 from reconciler.core.pods.ownership import Ownership
 from reconciler.runtime.tick.resources.base import Sighting
 from reconciler.runtime.tick.tick_report import TickReport
@@ -17,10 +17,10 @@ log = logging.getLogger(__name__)
 class Chore:
     """One chore of every tick; each point does nothing unless the chore says otherwise."""
 
-    def observe(self, sighting: Sighting) -> dict[str, Any]:
+    def observe(self, sighting: Sighting) -> Observed:
         """Once the resources have observed: its reads for the planner, by `Observation`
         field. A RunPod or Kubernetes error fails the tick's observation."""
-        return {}
+        return Observed()
 
     def observed(self, report: TickReport, owners: Ownership) -> None:
         """Once the tick is observed (`report.observation`), dry runs too."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
@@ -15,6 +14,7 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import CREATES, Action
 from reconciler.core.config import Settings
 from reconciler.core.logs.starting import starting
+from reconciler.core.plan.observation import Observed
 from reconciler.core.pods.ownership import Ownership
 from reconciler.runtime.tick.chores.base import Chore, keep
 from reconciler.runtime.tick.money import charge_audit
@@ -40,7 +40,7 @@ class MoneyChore(Chore):
         self.namespace_caps = money.NamespaceCapsCache()
         self.resource_billing = money.ResourceBilling()
 
-    def observe(self, sighting: Sighting) -> dict[str, Any]:
+    def observe(self, sighting: Sighting) -> Observed:
         """The caps of the namespaces of pods about to be created, and what the resources
         keep costs per hour: no read when nothing is about to be created."""
         now, creating = sighting.now, sighting.creating
@@ -48,7 +48,7 @@ class MoneyChore(Chore):
             self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
         )
         standing_spend = self._standing_spend(now) if creating else {}
-        return {"namespace_caps": caps, "standing_spend": standing_spend}
+        return Observed(namespace_caps=caps, standing_spend=standing_spend)
 
     def _standing_spend(self, now: datetime) -> dict[str | None, float]:
         """What the resources keep that the pod list does not show costs per hour, by
@@ -64,7 +64,8 @@ class MoneyChore(Chore):
 
     def _read_resource_billing(self, now: datetime) -> list[money.ResourceBillingRead]:
         try:
-            return self.resource_billing.read(self.runpod, self.store, self.settings, now)
+            routes = [route for r in self.resources if (route := r.billing()) is not None]
+            return self.resource_billing.read(routes, self.store, self.settings, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
             return []

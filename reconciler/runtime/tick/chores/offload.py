@@ -4,11 +4,11 @@ Job, and the Node's cordon and taints when new work may start (none in a steady 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.domain import KubeObject
+from reconciler.core.plan.observation import Observed
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.runtime.tick.chores.base import Chore
@@ -21,12 +21,12 @@ class OffloadReads(Chore):
     def __init__(self, kube: KubeClient, node_name: str) -> None:
         self.kube, self.node_name = kube, node_name
 
-    def observe(self, sighting: Sighting) -> dict[str, Any]:
+    def observe(self, sighting: Sighting) -> Observed:
         pending = self._unscheduled_pods()
         # Cordon and taints matter only to new work: no read in a steady tick.
         wants_node = sighting.wants_node or has_candidates(pending)
         node = self.kube.node.read(self.node_name) if wants_node else None
-        return {"pending": pending, "node": node}
+        return Observed(pending=pending, node=node)
 
     def _unscheduled_pods(self) -> list[PendingPod]:
         """Pending pods without a node, each with its Job (one GET per Job), to offload."""

@@ -24,7 +24,7 @@ from reconciler.core.actions import Action
 from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.runtime.logs.sources import PodLogs
 from reconciler.runtime.tick.catalog import CatalogCache
 from reconciler.runtime.tick.journal import Journal
@@ -97,8 +97,11 @@ class Sighting:
     """Reads what each pod's create needs from Kubernetes (shared by every resource)."""
     catalogs: Callable[[bool, bool], tuple[list[GpuType], list[CpuFlavor]]]
     """The GPU and CPU catalogs, each read (cached) only when asked for."""
-    found: dict[str, Any] = field(default_factory=dict)
-    """The planner's `Observation` fields each resource read, by name."""
+    found: Observed = field(default_factory=lambda: Observed())
+    """The planner's `Observation` fields each resource read, typed."""
+    slots: dict[type[Any], Any] = field(default_factory=dict)
+    """What a plug-in resource read for its own plan, by the type it read it as
+    (`Observation.slot`)."""
     creating: list[KubeObject] = field(default_factory=list)
     """Pods about to be created: their namespaces' caps are read, and the spend of what
     the resources keep."""
@@ -138,6 +141,16 @@ class Resource(Protocol):
     def after_pods(self, tick: AfterPods) -> None:
         """Its phase once the tick's plan has run (nothing when it has none)."""
 
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        """Its own actions, decided on the tick's observation (its `Observation.slot`)
+        after the planner's and run with them; dry runs plan too. The built-in resources
+        return none: the planner plans theirs (`core/planner.py`)."""
+
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """USD per hour, by namespace (None: no namespace's), of what it keeps that the
         pod list does not show, for the spend caps of a tick that may create."""
+
+    def billing(self) -> money.BillingRoute | None:
+        """How RunPod bills it apart from instances (None: it is not billed so): read
+        hourly while a resource of its kind is known as ours, kept in the billing tables
+        under its kind (`runtime/tick/money/chores.py`)."""

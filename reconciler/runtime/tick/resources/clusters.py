@@ -26,10 +26,11 @@ from reconciler.core.actions import (
 from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.cluster_record import ClusterRecord, ClusterState
-from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
-from reconciler.core.money import attribution
+from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject, ResourceCharge
+from reconciler.core.money import attribution, charges
+from reconciler.core.money.attribution import Billed
 from reconciler.core.plan import gang_end
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import clusters
@@ -289,6 +290,26 @@ class Clusters:
             journal, self._failing, lambda pod, job, member: self.pod_logs.keep(pod, member, job)
         )
 
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> money.BillingRoute:
+        return money.BillingRoute(Billed.CLUSTER.value, self.runpod.billing.clusters, self._leaks)
+
+    def _leaks(self, kept: Sequence[ResourceCharge]) -> list[DeleteCluster]:
+        """Clusters charged for an hour that began after RunPod answered their DELETE:
+        deleted again."""
+        leaks = charges.cluster_leaks(
+            kept,
+            self.store.attributions.clusters_deleted(),
+            self.settings.timing.orphan_grace_time,
+        )
+        for leak in leaks:
+            log.error(
+                "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
+            )
+        return leaks
+
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
 
@@ -373,15 +394,17 @@ class Clusters:
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
         sighting.found.update(
-            cluster_catalog=stock,
-            foreign_gang_pods=jobs.foreign,
-            gang_jobs_unread=jobs.unread,
-            members=members,
-            clusters=rows,
-            gang_inputs=inputs,
-            gang_results=results,
-            gang_unread=unread,
-            clusters_gone=gone,
+            Observed(
+                cluster_catalog=stock,
+                foreign_gang_pods=jobs.foreign,
+                gang_jobs_unread=jobs.unread,
+                members=members,
+                clusters=rows,
+                gang_inputs=inputs,
+                gang_results=results,
+                gang_unread=unread,
+                clusters_gone=gone,
+            )
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]

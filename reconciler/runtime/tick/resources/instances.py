@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.core.actions import Action
 from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     ExitLog,
@@ -19,7 +20,7 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRecord, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import ownership
 from reconciler.core.resources import registries
@@ -51,6 +52,12 @@ class Instances:
             self.pod_logs.keep,
             registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),
         )
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> money.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # an instance's price is counted from its row with its pod
@@ -90,18 +97,20 @@ class Instances:
             billing = money.BillingRead()
         sighting.billing = billing
         sighting.found.update(
-            instances=instances,
-            rows=rows,
-            catalog=catalog,
-            cpu_catalog=cpu_catalog,
-            create_inputs=inputs,
-            exit_codes={i: e.code for i, e in exits.items()},
-            exit_logs={i: e.lines for i, e in exits.items()},
-            billing=billing.records,
-            spend=billing.spend_by_pod,
-            price_differences=billing.differences,
-            network_volumes=volumes,
-            ownership=owners,
+            Observed(
+                instances=instances,
+                rows=rows,
+                catalog=catalog,
+                cpu_catalog=cpu_catalog,
+                create_inputs=inputs,
+                exit_codes={i: e.code for i, e in exits.items()},
+                exit_logs={i: e.lines for i, e in exits.items()},
+                billing=billing.records,
+                spend=billing.spend_by_pod,
+                price_differences=billing.differences,
+                network_volumes=volumes,
+                ownership=owners,
+            )
         )
 
     def _owners(

@@ -5,15 +5,17 @@ call journaled (docs/architecture.md §3, "Cloud resources")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.core.actions import Action, DeleteRegistryAuth, EnsureRegistryAuth, Terminate
 from reconciler.core.domain import RegistryAuth
+from reconciler.core.plan.observation import Observation
 from reconciler.core.resources import registries
 from reconciler.runtime.tick import crashpoints
 from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores as money
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -108,6 +110,12 @@ class Registries:
 
     def steps(self, journal: Journal) -> RegistrySteps:
         return RegistrySteps(journal)
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> money.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # RunPod charges nothing for a credential

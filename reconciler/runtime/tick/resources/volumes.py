@@ -25,6 +25,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import KubeObject, RunPodVolume
 from reconciler.core.money import attribution, storage_caps
+from reconciler.core.money.attribution import Billed
 from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
@@ -68,6 +69,12 @@ class Volumes:
         """Nothing to tell of the plan."""
 
     # --- the spend caps ---------------------------------------------------------------
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> money.BillingRoute:
+        return money.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """What our network volumes' storage costs per hour, for the caps of a tick that
