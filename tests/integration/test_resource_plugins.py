@@ -11,8 +11,8 @@ from datetime import datetime
 from reconciler.core.actions import Action, Terminate
 from reconciler.core.plan.observation import Observation
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.resources.base import AfterPods, Sighting
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 
@@ -27,13 +27,13 @@ class Ping:
 class PingSteps:
     actions: tuple[type[Action], ...] = (Ping,)  # type: ignore[assignment]
 
-    def __init__(self, journal: Journal, calls: list[str]) -> None:
-        self.journal, self.calls = journal, calls
+    def __init__(self, context: RunContext, calls: list[str]) -> None:
+        self.context, self.calls = context, calls
         self.made = 0
 
     def apply(self, action: Action) -> None:
         assert isinstance(action, Ping)
-        self.journal.journaled("ping", None, action.name, lambda: self._call(action))
+        self.context.journaled("ping", None, action.name, lambda: self._call(action))
         self.made += 1
 
     def _call(self, action: Ping) -> None:
@@ -51,8 +51,8 @@ class Pings:
         self.seen_done: list[list[str]] = []
         self.observed = self.planned_ticks = 0
 
-    def steps(self, journal: Journal) -> PingSteps:
-        return PingSteps(journal, self.calls)
+    def steps(self, context: RunContext) -> PingSteps:
+        return PingSteps(context, self.calls)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}
@@ -81,7 +81,7 @@ def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sand
     pings = Pings()
     box.engine.resources.append(pings)
     told: list[int] = []
-    box.engine.steps = replace(box.engine.steps, unrecorded_creates=told.append)
+    box.engine.hooks = replace(box.engine.hooks, unrecorded_creates=told.append)
     box.add_pod("a")
     box.tick()
     box.advance(30)

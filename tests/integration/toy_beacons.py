@@ -14,9 +14,9 @@ from reconciler.core.actions import Action
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money.attribution import Attribution
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores as money
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 KIND = "beacon"
@@ -79,13 +79,13 @@ class BeaconSection:
 class BeaconSteps:
     actions: tuple[type[Action], ...] = (CreateBeacon,)  # type: ignore[assignment]
 
-    def __init__(self, journal: Journal, cloud: BeaconCloud, shared: Shared) -> None:
-        self.journal, self.cloud, self.shared = journal, cloud, shared
+    def __init__(self, context: RunContext, cloud: BeaconCloud, shared: Shared) -> None:
+        self.context, self.cloud, self.shared = context, cloud, shared
 
     def apply(self, action: Action) -> None:
         assert isinstance(action, CreateBeacon)
-        now = self.journal.clock()
-        beacon_id = self.journal.journaled(
+        now = self.context.clock()
+        beacon_id = self.context.journaled(
             "create-beacon",
             None,
             None,
@@ -105,8 +105,8 @@ class Beacons:
     def __init__(self, shared: Shared, cloud: BeaconCloud) -> None:
         self.shared, self.cloud = shared, cloud
 
-    def steps(self, journal: Journal) -> BeaconSteps:
-        return BeaconSteps(journal, self.cloud, self.shared)
+    def steps(self, context: RunContext) -> BeaconSteps:
+        return BeaconSteps(context, self.cloud, self.shared)
 
     def observe(self, sighting: Sighting) -> None:
         sighting.slots[BeaconsSeen] = BeaconsSeen(tuple(self.cloud.list()))

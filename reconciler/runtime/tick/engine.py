@@ -3,7 +3,7 @@
 docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
 its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
 schedule, the showing of start-up lines, the loop's metrics) is handed to it as
-`TickSteps` where it is built (runtime/process/wiring.py).
+`TickHooks` where it is built (runtime/process/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU or CPU catalog (cached) and Secrets, ConfigMaps and Jobs
@@ -85,8 +85,10 @@ def _never() -> bool:
 
 
 @dataclass(frozen=True)
-class TickSteps:
-    """What runs around each tick besides observe, plan, apply and record."""
+class TickHooks:
+    """What the process hooks into each tick (built in runtime/process/wiring.py): the
+    writer lock and Lease, the heartbeat, the start-up lines, the loop's metrics. Not
+    the tick's own chores (`runtime/tick/chores/`), nor a resource's steps."""
 
     before: Callable[[], None] = _nothing
     """First of all; raising refuses the tick (the writer lock's renewal)."""
@@ -119,7 +121,7 @@ class Engine:
         kube: KubeClient,
         store: Store,
         clock: Clock = utcnow,
-        steps: TickSteps = TickSteps(),
+        hooks: TickHooks = TickHooks(),
         system_events: SystemEvents | None = None,
     ) -> None:
         """`system_events` records RunPod's system lines as Events; the one `steps.startup`
@@ -129,7 +131,7 @@ class Engine:
         # Graces are measured on RunPod's time, carried on by the monotonic clock: a
         # step of this host's clock moves neither (docs/architecture.md §4, "Clocks").
         self.clock: Clock = lambda: runpod.served_now() or clock()
-        self.steps = steps
+        self.hooks = hooks
         # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
@@ -196,8 +198,8 @@ class Engine:
             log.warning("could not keep the catalog for `reconciler offers`: %s", exc)
 
     def tick(self, dry_run: bool = False) -> TickReport:
-        self.steps.before()
-        self.steps.before_action()
+        self.hooks.before()
+        self.hooks.before_action()
         report = TickReport(started_at=self.clock())
         self.runpod.deadline_in(self.settings.timing.tick_deadline)
         self._dry_run = dry_run
@@ -206,7 +208,7 @@ class Engine:
                 report = self._tick(report, dry_run)
         finally:
             self.runpod.deadline_in(None)
-        self.steps.after(self, report)
+        self.hooks.after(self, report)
         return report
 
     def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
@@ -240,8 +242,8 @@ class Engine:
             resource.planned(report)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
-            if self.steps.heartbeat is not None:
-                self._heartbeat(self.steps.heartbeat, report)
+            if self.hooks.heartbeat is not None:
+                self._heartbeat(self.hooks.heartbeat, report)
             for chore in self.chores:
                 chore.before_apply(report)
             try:
@@ -256,12 +258,12 @@ class Engine:
         """Starting instances' system lines as Events, read (or streamed) now; the
         observation with the starts those lines said cannot succeed."""
         self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
-        if self.steps.startup is None:
+        if self.hooks.startup is None:
             return observation
-        self.steps.startup.update(
+        self.hooks.startup.update(
             self.runpod, starting(observation.pods, observation.instances, observation.rows)
         )
-        return replace(observation, start_failures=self.steps.startup.failed_starts())
+        return replace(observation, start_failures=self.hooks.startup.failed_starts())
 
     # --- observe ----------------------------------------------------------------------
 
@@ -328,10 +330,10 @@ class Engine:
             self.clock,
             tick_id,
             self.resources,
-            before_action=self.steps.before_action,
-            creates_held=self.steps.creates_held,
-            unrecorded_creates=self.steps.unrecorded_creates,
-            annotate_created=self.steps.annotate_created,
+            before_action=self.hooks.before_action,
+            creates_held=self.hooks.creates_held,
+            unrecorded_creates=self.hooks.unrecorded_creates,
+            annotate_created=self.hooks.annotate_created,
         )
         outcome = executor.run(report.actions)
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
@@ -344,7 +346,7 @@ class Engine:
                 executor.deferred,
             )
         tick = AfterPods(
-            report, lambda actions: _run_into(executor, actions, report), executor.journal
+            report, lambda actions: _run_into(executor, actions, report), executor.context
         )
         for resource in self.resources:
             resource.after_pods(tick)

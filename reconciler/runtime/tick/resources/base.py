@@ -3,11 +3,13 @@ resources"): the runtime half of one resource, whose pure half is its module in
 `core/resources/`.
 
 A resource gives the executor its `Steps` for each run (the actions it carries out,
-through the run's one `Journal`), and the engine its phase after the pods' actions
-(collection, provisioning: `after_pods`) and the hourly price of what it keeps that
-the pod list does not show (`standing_spend`, counted in the spend caps). The engine
-and the executor loop over the registered resources (`runtime/tick/resources/__init__.py`)
-in order and know none of them by name.
+through the run's one `RunContext`), and the engine its reads (`observe`), its own
+plan (`plan`), its part of the report (`planned`), its phase after the pods' actions
+(collection, provisioning: `after_pods`), the hourly price of what it keeps that the
+pod list does not show (`standing_spend`, counted in the spend caps) and how RunPod
+bills it (`billing`). The engine and the executor loop over the registered resources
+(`runtime/tick/resources/__init__.py`, where the whole recipe is) in order and know
+none of them by name.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
 from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.runtime.logs.sources import PodLogs
 from reconciler.runtime.tick.catalog import CatalogCache
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 
@@ -119,17 +121,17 @@ class AfterPods:
     report: TickReport
     run: Callable[[Sequence[Action]], None]
     """Carry out actions decided now, journaled, counted in the tick's report."""
-    journal: Journal
-    """The run's journal: `journal.steps_of` gives this run's steps of a resource."""
+    context: RunContext
+    """The run's context: `context.steps_of` gives this run's steps of a resource."""
 
     def steps_of(self, kind: type[StepsType]) -> StepsType:
-        return self.journal.steps_of(kind)
+        return self.context.steps_of(kind)
 
 
 class Resource(Protocol):
     """One cloud resource, registered once (`runtime/tick/resources/__init__.py`)."""
 
-    def steps(self, journal: Journal) -> Steps:
+    def steps(self, context: RunContext) -> Steps:
         """Its steps for one run of the executor."""
 
     def observe(self, sighting: Sighting) -> None:

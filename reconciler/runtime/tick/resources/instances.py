@@ -28,11 +28,11 @@ from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.tick.by_id import believed, read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores as money
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.instance_steps import InstanceSteps
 from reconciler.runtime.tick.resources.registries import RegistrySteps
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,10 @@ class Instances:
         self.stock, self.pod_logs = shared.stock, shared.pod_logs
         self.catalogs = (shared.catalog, shared.cpu_catalog)
 
-    def steps(self, journal: Journal) -> InstanceSteps:
+    def steps(self, context: RunContext) -> InstanceSteps:
         return InstanceSteps(
-            journal,
-            lambda: journal.steps_of(RegistrySteps),
+            context,
+            lambda: context.steps_of(RegistrySteps),
             self.stock,
             self.pod_logs.keep,
             registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),

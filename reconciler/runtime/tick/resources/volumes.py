@@ -35,10 +35,10 @@ from reconciler.core.resources import network_volumes, storage_prices, volume_le
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores as money
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -59,8 +59,8 @@ class Volumes:
         """Our network volumes' storage price by namespace, as the provisioner last read
         the PVs; None until it has (read then for the spend caps, once)."""
 
-    def steps(self, journal: Journal) -> VolumeSteps:
-        return VolumeSteps(journal)
+    def steps(self, context: RunContext) -> VolumeSteps:
+        return VolumeSteps(context)
 
     def observe(self, sighting: Sighting) -> None:
         """Nothing: the provisioner reads the storage after the pods' actions."""

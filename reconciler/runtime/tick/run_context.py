@@ -1,5 +1,6 @@
-"""One run's journal: what every resource's steps share while they carry out a plan
-(docs/architecture.md §4).
+"""One run's context (`RunContext`): what every resource's steps share while they carry out
+a plan (docs/architecture.md §4). Its writes are the journal's entries; the rest is the
+run's shared state.
 
 Every RunPod or Kubernetes call that changes something is made through `journaled`: an
 entry is opened before the call and closed with its outcome after it, committed first
@@ -8,7 +9,7 @@ lives here: whether creates stopped this run (a refusal, the quota, the deadline
 creates left for a later tick, those in doubt, and the pods whose status patch failed
 (a resource whose end must be on its pods first waits for them).
 
-Each resource's steps (`runtime/tick/resources/`) hold the journal, never the executor: the
+Each resource's steps (`runtime/tick/resources/`) hold the context, never the executor: the
 executor holds the steps, so nothing of a run refers back to what made it and the run's
 data goes when the tick ends.
 """
@@ -35,7 +36,7 @@ Found = TypeVar("Found")
 Result = TypeVar("Result")
 
 
-class Journal:
+class RunContext:
     def __init__(
         self,
         runpod: RunPodClient,
@@ -65,7 +66,7 @@ class Journal:
         """Pods whose status patch failed in this run: their end is not on them yet."""
         self._steps: list[weakref.ref[object]] = []
         """Each resource's steps for this run, held by the executor: weakly here, since
-        the steps hold the journal (a cycle would keep the tick's data for the cycle
+        the steps hold the context (a cycle would keep the tick's data for the cycle
         collector instead of letting it go when the tick ends)."""
 
     def know_steps(self, steps: Iterable[object]) -> None:
