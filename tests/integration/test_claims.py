@@ -109,7 +109,7 @@ def test_a_volumes_create_is_journaled_with_the_id_runpod_gave_it(box):
     box.tick()
     [volume] = box.runpod_sim.volumes.values()
     [entry] = [e for e in box.store.journal() if e.kind == "create-network-volume"]
-    assert (entry.pod_uid, entry.instance_id, entry.outcome) == (
+    assert (entry.pod_uid, entry.resource_id, entry.outcome) == (
         made["metadata"]["uid"],
         volume["id"],
         "ok",
@@ -229,7 +229,7 @@ def test_a_grown_claim_grows_its_volume(box):
     # Journaled as every call that changes a cloud resource: what was asked, of which
     # volume, for which claim, and how it ended.
     [entry] = [e for e in box.store.journal() if e.kind == "resize-network-volume"]
-    assert (entry.pod_uid, entry.instance_id, entry.outcome) == (
+    assert (entry.pod_uid, entry.resource_id, entry.outcome) == (
         grown["metadata"]["uid"],
         volume["id"],
         "ok",

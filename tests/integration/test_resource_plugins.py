@@ -95,7 +95,7 @@ def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sand
     assert pings.calls == ["first", "second", "third"]  # one failure stops no other
     assert report.applied["Ping"] == 2 and report.failed["Ping"] == 1
     assert any("Ping" in e and "second refused" in e for e in report.errors)
-    journal = [(e.kind, e.instance_id, e.outcome) for e in box.store.journal() if e.kind == "ping"]
+    journal = [(e.kind, e.resource_id, e.outcome) for e in box.store.journal() if e.kind == "ping"]
     assert journal == [
         ("ping", "first", "ok"),
         ("ping", "second", "failed"),

@@ -25,7 +25,7 @@ def test_a_toy_billed_resource_needs_nothing_but_its_module_and_its_registration
     assert first.section(BeaconSection) == BeaconSection(seen=0, planned=1)
     assert "0 beacons, 1 to make" in first.section_lines()
     [entry] = [e for e in box.store.journal() if e.kind == "create-beacon"]
-    assert (entry.instance_id, entry.outcome) == ("beacon-1", "ok")
+    assert (entry.resource_id, entry.outcome) == ("beacon-1", "ok")
 
     # A pod about to be created: the caps count what the beacon keeps costing.
     box.add_pod("a")

@@ -59,10 +59,10 @@ class Attributions:
         """Cluster id → when RunPod last answered its DELETE (from the journal)."""
         with self._sessions() as session:
             query = (
-                select(ActionRecord.instance_id, func.max(ActionRecord.finished_at))
+                select(ActionRecord.resource_id, func.max(ActionRecord.finished_at))
                 .where(ActionRecord.kind == "delete-cluster")
                 .where(ActionRecord.outcome == "ok")
-                .where(ActionRecord.instance_id.is_not(None))
-                .group_by(ActionRecord.instance_id)
+                .where(ActionRecord.resource_id.is_not(None))
+                .group_by(ActionRecord.resource_id)
             )
             return {str(i): at for i, at in session.execute(query) if at is not None}

@@ -39,7 +39,7 @@ class JournalEntry:
     tick_id: int | None
     kind: str
     pod_uid: str | None
-    instance_id: str | None
+    resource_id: str | None
     started_at: datetime
     finished_at: datetime | None = None
     outcome: str | None = None
@@ -52,7 +52,7 @@ class JournalEntry:
             "tick_id": self.tick_id,
             "kind": self.kind,
             "pod_uid": self.pod_uid,
-            "instance_id": self.instance_id,
+            "resource_id": self.resource_id,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
@@ -112,10 +112,10 @@ class WriteBatch:
         tick_id: int | None,
         kind: str,
         pod_uid: str | None,
-        instance_id: str | None,
+        resource_id: str | None,
         now: datetime,
     ) -> JournalEntry:
-        entry = JournalEntry(tick_id, kind, pod_uid, instance_id, now)
+        entry = JournalEntry(tick_id, kind, pod_uid, resource_id, now)
         self._entries.append(entry)
         return entry
 
@@ -125,11 +125,11 @@ class WriteBatch:
         outcome: str,
         error: str | None,
         now: datetime,
-        instance_id: str | None = None,
+        resource_id: str | None = None,
     ) -> None:
         entry.outcome, entry.error, entry.finished_at = outcome, error, now
-        if instance_id is not None:
-            entry.instance_id = instance_id
+        if resource_id is not None:
+            entry.resource_id = resource_id
         if entry.id is not None:  # committed while open: its row is updated
             self._entries.append(entry)
 
@@ -187,7 +187,7 @@ _CLOSE_ENTRY = (
         finished_at=bindparam("finished_at"),
         outcome=bindparam("outcome"),
         error=bindparam("error"),
-        instance_id=bindparam("instance_id"),
+        resource_id=bindparam("resource_id"),
     )
 )
 
@@ -260,7 +260,7 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
                     "finished_at": e.finished_at,
                     "outcome": e.outcome,
                     "error": e.error,
-                    "instance_id": e.instance_id,
+                    "resource_id": e.resource_id,
                 }
                 for e in reclosed
             ],

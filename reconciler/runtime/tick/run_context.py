@@ -123,7 +123,7 @@ class RunContext:
     def _close(
         self, entry: JournalEntry, outcome: str, error: str | None, created: str | None = None
     ) -> None:
-        self.writes.close_action(entry, outcome, error, self.clock(), instance_id=created)
+        self.writes.close_action(entry, outcome, error, self.clock(), resource_id=created)
 
     def decided(
         self,
