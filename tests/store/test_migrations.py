@@ -66,7 +66,7 @@ def test_the_journal_resource_id_revision_keeps_the_rows(tmp_path: Path) -> None
     """The journal's id column, renamed for what it holds (any resource's id): a row
     written before the rename is found under the new name, and back after a downgrade."""
     engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
-    migrate.upgrade(engine, "0018_member_logs")
+    migrate.upgrade(engine, "0019_listed_clusters")
     with engine.begin() as connection:
         connection.execute(
             text(
@@ -79,7 +79,7 @@ def test_the_journal_resource_id_revision_keeps_the_rows(tmp_path: Path) -> None
     with engine.connect() as connection:
         rows = connection.execute(text("SELECT kind, resource_id FROM actions")).all()
     assert [tuple(row) for row in rows] == [("create-network-volume", "vol-1")]
-    migrate.downgrade(engine, "0018_member_logs")
+    migrate.downgrade(engine, "0019_listed_clusters")
     with engine.connect() as connection:
         assert connection.execute(text("SELECT instance_id FROM actions")).scalars().all() == [
             "vol-1"

@@ -2,8 +2,8 @@
 resource the call concerns (an instance, a registry credential, an Instant Cluster, a
 network volume), as its rows always did.
 
-Revision ID: 0019_journal_resource_id
-Revises: 0018_member_logs
+Revision ID: 0020_journal_resource_id
+Revises: 0019_listed_clusters
 Create Date: 2026-12-07
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0019_journal_resource_id"
-down_revision = "0018_member_logs"
+revision = "0020_journal_resource_id"
+down_revision = "0019_listed_clusters"
 branch_labels = None
 depends_on = None
 
