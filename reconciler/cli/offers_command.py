@@ -37,7 +37,7 @@ from reconciler.cli.state_view import render_table
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.config import Settings
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject, RunPodVolume
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources.clusters import why_not_a_cluster
 from reconciler.core.translate import cuda

@@ -14,7 +14,7 @@ from reconciler.core.actions import Action
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money.attribution import Attribution
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -129,5 +129,5 @@ class Beacons:
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {"default": USD_PER_HOUR * len(self.cloud.list())}
 
-    def billing(self) -> money.BillingRoute:
-        return money.BillingRoute(KIND, self.cloud.charges)
+    def billing(self) -> chores.BillingRoute:
+        return chores.BillingRoute(KIND, self.cloud.charges)

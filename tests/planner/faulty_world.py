@@ -35,7 +35,7 @@ from reconciler.core.contract import OWNER_ENV
 from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.mapping import MappingState
 from reconciler.core.planner import Observation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import is_batch
 from tests.planner.world import OWNER, World, instance

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.actions import DeleteCluster
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.contract import GANG_ENV, OWNER_ENV
 from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.reasons import TerminateReason
@@ -48,8 +48,8 @@ def member(rank: int, gang: str = GANG, owner: str = OWNER, cluster: str = "c1")
     )
 
 
-def row(state: ClusterState = ClusterState.DELETING, **changes: Any) -> ClusterRecord:
-    base = ClusterRecord(GANG, JOB, "default", "t", state, NOW, NOW, cluster_id="c1")
+def row(state: ClusterState = ClusterState.DELETING, **changes: Any) -> ClusterRow:
+    base = ClusterRow(GANG, JOB, "default", "t", state, NOW, NOW, cluster_id="c1")
     return base.changed(**changes)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from reconciler.core.actions import DeleteCluster
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.config import Settings
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus
@@ -29,8 +29,8 @@ def member(rank: int, status: InstanceStatus = InstanceStatus.RUNNING) -> Instan
     return Instance(f"m{rank}", "train", status, env=env, cluster_id="c1", rank=rank)
 
 
-def row(**changes: object) -> ClusterRecord:
-    base = ClusterRecord(GANG, "job-uid", "default", "train", ClusterState.RUNNING, NOW, NOW)
+def row(**changes: object) -> ClusterRow:
+    base = ClusterRow(GANG, "job-uid", "default", "train", ClusterState.RUNNING, NOW, NOW)
     return base.changed(cluster_id="c1", **changes)
 
 
@@ -40,7 +40,7 @@ def pod(deadline: int | None = None) -> dict[str, object]:
     return {"metadata": {"name": "p", "uid": "u"}, "spec": spec, "status": {"startTime": started}}
 
 
-def due(rows: dict[str, ClusterRecord], interval: float = 60, **kw: object) -> dict:
+def due(rows: dict[str, ClusterRow], interval: float = 60, **kw: object) -> dict:
     members = kw.get("members") or [member(1), member(0)]
     live = kw.get("live") or {GANG: [pod()]}
     return gang_end.due_reads({GANG: members}, rows, live, interval, NOW)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 from reconciler.core.actions import PatchStatus, PodRef, SaveRow, Terminate
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, Runtime
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import Observation
 from reconciler.core.pods.usage import gpu_utilization
@@ -47,8 +47,8 @@ def pod(uid: str, phase: str, created: datetime) -> dict[str, Any]:
     }
 
 
-def row(uid: str, **changes: Any) -> MappingRecord:
-    return MappingRecord(uid, "default", uid, MappingState.RUNNING, NOW, NOW, **changes)
+def row(uid: str, **changes: Any) -> MappingRow:
+    return MappingRow(uid, "default", uid, MappingState.RUNNING, NOW, NOW, **changes)
 
 
 def running(uid: str) -> PatchStatus:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 
 TOKEN = {
     "name": "kube-api-access-x2b9q",

@@ -79,7 +79,7 @@ def test_kubectls_exec_frames_decode():
         (f.RstStream(3, f.CANCEL), "8003 0003 00000008 00000003 00000005"),
         (f.GoAway(7, f.GOAWAY_PROTOCOL_ERROR), "8003 0007 00000008 00000007 00000001"),
         (f.WindowUpdate(5, 65536), "8003 0009 00000008 00000005 00010000"),
-        (f.Settings(((0, 7, 65536),)), "8003 0004 0000000c 00000001 00000007 00010000"),
+        (f.SettingsFrame(((0, 7, 65536),)), "8003 0004 0000000c 00000001 00000007 00010000"),
         # a data frame: stream id with the control bit clear, FIN in the flags byte
         (f.Data(5, b"hi"), "00000005 00000002 6869"),
         (f.Data(5, b"", fin=True), "00000005 01000000"),

@@ -91,7 +91,7 @@ def test_a_syn_stream_with_fin_has_nothing_to_read(pair):
 
 def test_a_clients_ping_is_echoed_and_settings_are_passed_over(pair):
     _, client = pair
-    client.send(f.Settings(((0, 7, 65536),)), f.WindowUpdate(0, 1000), f.Ping(7))
+    client.send(f.SettingsFrame(((0, 7, 65536),)), f.WindowUpdate(0, 1000), f.Ping(7))
     assert client.next() == f.Ping(7)
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.money.charges import new_differences
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _row(ended: datetime | None = None) -> MappingRecord:
+def _row(ended: datetime | None = None) -> MappingRow:
     state = MappingState.TERMINATED if ended else MappingState.RUNNING
-    return MappingRecord(
+    return MappingRow(
         "uid", "ml", "p", state, T0, T0, instance_id="i", cost_per_hr=1.0, ended_at=ended
     )
 
@@ -48,7 +48,7 @@ def test_an_ended_life_is_judged_only_once_billing_reached_its_end() -> None:
 def test_a_difference_below_a_cent_is_rounding_not_a_wrong_price() -> None:
     """A pod that lived seconds lists at $0.004; a charge of $0 is not worth an Event
     saying "charged $0.00 ... list price $0.00"."""
-    row = MappingRecord(
+    row = MappingRow(
         "uid",
         "ml",
         "p",

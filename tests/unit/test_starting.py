@@ -13,7 +13,7 @@ import pytest
 from reconciler.core.capacity.pacing import Window, ample
 from reconciler.core.domain import Instance, InstanceStatus, Runtime
 from reconciler.core.logs.starting import Starting, starting
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -25,11 +25,9 @@ def pod(name: str, deleting: bool = False) -> dict[str, object]:
     return {"metadata": meta, "spec": {"containers": [{"name": "main"}]}}
 
 
-def row(name: str, state: MappingState = MappingState.RUNNING, age: int = 0) -> MappingRecord:
+def row(name: str, state: MappingState = MappingState.RUNNING, age: int = 0) -> MappingRow:
     created = T0 - timedelta(seconds=age)
-    return MappingRecord(
-        f"uid-{name}", "ml", name, state, created, created, instance_id=f"i-{name}"
-    )
+    return MappingRow(f"uid-{name}", "ml", name, state, created, created, instance_id=f"i-{name}")
 
 
 def instance(name: str, status: InstanceStatus, runtime: bool = False) -> Instance:

@@ -11,10 +11,10 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import Instance, InstanceStatus, RunPodVolume
-from reconciler.core.mapping import MappingRecord, MappingState, unconfirmed_instances
+from reconciler.core.mapping import MappingRow, MappingState, unconfirmed_instances
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.resources import clusters, network_volumes
 from reconciler.core.resources.volume_objects import (
@@ -27,11 +27,11 @@ from reconciler.core.resources.volume_objects import (
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) -> MappingRecord:
-    return MappingRecord(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
+def _row(uid: str, instance: str, state: MappingState = MappingState.RUNNING) -> MappingRow:
+    return MappingRow(uid, "ns", uid, state, NOW, NOW, instance_id=instance)
 
 
-def _confirm(rows: list[MappingRecord], listed: list[Instance], live: set[str]) -> list[str]:
+def _confirm(rows: list[MappingRow], listed: list[Instance], live: set[str]) -> list[str]:
     owners = Ownership.of(OWNER, listed, rows, [])
     lost = {instance.id for instance, _ in owners.lost_tags}
     return unconfirmed_instances(rows, owners.owned, lost, live)
@@ -113,8 +113,8 @@ def test_clusters_read_by_id_are_those_a_live_gang_records_and_the_list_omits() 
     pods = [_gang_pod("p0", "c-annotated"), _gang_pod("p1")]
     gang = clusters.gang_key("job-1", pods)
     rows = [
-        ClusterRecord(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row"),
-        ClusterRecord("old", "job-0", "ns", "old", ClusterState.RUNNING, NOW, NOW, "c-dead"),
+        ClusterRow(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row"),
+        ClusterRow("old", "job-0", "ns", "old", ClusterState.RUNNING, NOW, NOW, "c-dead"),
     ]
     assert clusters.unlisted(rows, pods, [], OWNER) == ["c-annotated", "c-row"]
     listed = [_member("c-annotated"), _member("c-row", gang)]
@@ -124,7 +124,7 @@ def test_clusters_read_by_id_are_those_a_live_gang_records_and_the_list_omits() 
 def test_a_cluster_a_gang_records_shown_without_its_tags_is_read_by_id() -> None:
     pods = [_gang_pod("p0"), _gang_pod("p1")]
     gang = clusters.gang_key("job-1", pods)
-    rows = [ClusterRecord(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row")]
+    rows = [ClusterRow(gang, "job-1", "ns", "train", ClusterState.RUNNING, NOW, NOW, "c-row")]
     assert clusters.unlisted(rows, pods, [_member("c-row")], OWNER) == ["c-row"]  # no gang tag
     swapped = [_member("c-row", gang, owner="someone-else")]
     assert clusters.unlisted(rows, pods, swapped, OWNER) == ["c-row"]

@@ -15,7 +15,7 @@ from reconciler.adapters.store.models import (
 from reconciler.core.money.attribution import Attribution
 
 
-class Attributions:
+class SavedAttributions:
     """Who each billed resource belongs to."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:

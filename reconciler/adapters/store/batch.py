@@ -27,9 +27,9 @@ from sqlalchemy import Table, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, ClusterRow, Mapping
-from reconciler.core.cluster_record import ClusterRecord
-from reconciler.core.mapping import MappingRecord
+from reconciler.adapters.store.models import ActionRecord, InstantCluster, Mapping
+from reconciler.core.cluster_row import ClusterRow
+from reconciler.core.mapping import MappingRow
 
 
 @dataclass
@@ -66,32 +66,32 @@ class WriteBatch:
         writes no row)."""
         self._sessions = sessions
         self._node = node
-        self._rows: dict[str, MappingRecord | None] = {}
+        self._rows: dict[str, MappingRow | None] = {}
         """The latest write of each pod's row this batch; None deletes it."""
         self._notes: dict[str, tuple[str, datetime]] = {}
         """Errors to note on rows this batch does not otherwise write."""
         self._entries: list[JournalEntry] = []
         """Journal rows opened, or committed open and since closed, not yet written."""
-        self._clusters: dict[str, ClusterRecord | None] = {}
+        self._clusters: dict[str, ClusterRow | None] = {}
         """The latest write of each gang's cluster row this batch; None deletes it."""
 
     @property
     def pending(self) -> bool:
         return bool(self._rows or self._notes or self._entries or self._clusters)
 
-    def save_cluster(self, record: ClusterRecord) -> None:
-        self._clusters[record.gang] = record
+    def save_cluster(self, row: ClusterRow) -> None:
+        self._clusters[row.gang] = row
 
     def delete_cluster(self, gang: str) -> None:
         self._clusters[gang] = None
 
     # --- noting writes -------------------------------------------------------------
 
-    def save_row(self, record: MappingRecord) -> None:
+    def save_row(self, row: MappingRow) -> None:
         # Moved to the end: rows are written in the order of their last change.
-        self._rows.pop(record.pod_uid, None)
-        self._rows[record.pod_uid] = record
-        self._notes.pop(record.pod_uid, None)
+        self._rows.pop(row.pod_uid, None)
+        self._rows[row.pod_uid] = row
+        self._notes.pop(row.pod_uid, None)
 
     def delete_row(self, pod_uid: str) -> None:
         self._rows.pop(pod_uid, None)
@@ -152,7 +152,7 @@ class WriteBatch:
 # Core statements on the tables: executemany without the ORM's per-row bookkeeping.
 _MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
 _ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
-_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRow)]
 _ROW_COLUMNS = [*_ROW_FIELDS, "node"]
 _UPDATE_ROW = (
     _MAPPINGS.update()
@@ -192,7 +192,7 @@ _CLOSE_ENTRY = (
 )
 
 
-def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: str | None) -> None:
+def _write_rows(session: Session, rows: dict[str, MappingRow | None], node: str | None) -> None:
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
         gone = _MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted))
@@ -221,7 +221,7 @@ def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: s
         session.execute(_MAPPINGS.insert(), inserts)
 
 
-def _values(row: MappingRecord, node: str | None) -> dict[str, Any]:
+def _values(row: MappingRow, node: str | None) -> dict[str, Any]:
     # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
     return {**{name: getattr(row, name) for name in _ROW_FIELDS}, "node": node}
 
@@ -267,18 +267,18 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
         )
 
 
-_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRecord)]
+_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRow)]
 
 
 def _write_clusters(
-    session: Session, clusters: dict[str, ClusterRecord | None], node: str | None
+    session: Session, clusters: dict[str, ClusterRow | None], node: str | None
 ) -> None:
     """Few rows (one per gang), so the ORM's merge is cheap enough."""
     for gang, record in clusters.items():
         if record is None:
-            found = session.get(ClusterRow, gang)
+            found = session.get(InstantCluster, gang)
             if found is not None and found.node in (None, node or found.node):
                 session.delete(found)
             continue
         values = {name: getattr(record, name) for name in _CLUSTER_FIELDS}
-        session.merge(ClusterRow(**values, node=node))
+        session.merge(InstantCluster(**values, node=node))

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import (
     BilledResource,
-    BillingRead,
+    BillingCoverage,
     ResourceSpendRecord,
     SpendRecord,
 )
@@ -112,7 +112,7 @@ class Billing:
 
     def _read_until(self, name: str) -> datetime | None:
         with self._sessions() as session:
-            read = session.get(BillingRead, name)
+            read = session.get(BillingCoverage, name)
             return None if read is None else read.covered_until
 
 
@@ -127,4 +127,4 @@ def _save_read(
     replaces it) and how far it reached, in the caller's transaction."""
     for row in rows:
         session.merge(row)
-    session.merge(BillingRead(name=name, covered_until=covered_until, read_at=now))
+    session.merge(BillingCoverage(name=name, covered_until=covered_until, read_at=now))

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 
@@ -149,7 +149,7 @@ class MappingGeneration(Base):
     value a reader cached, and later writes up to it again, but never this."""
 
 
-class ClusterRow(Base):
+class InstantCluster(Base):
     """One row per gang (an attempt of an Indexed Job run as one Instant Cluster), keyed
     by the gang's tag: the create intent before the call, then the cluster's id."""
 
@@ -246,6 +246,16 @@ class ListedVolume(Base):
     `reconciler cost`; the tick's own audit does not read it."""
 
 
+class ListedCluster(Base):
+    """An Instant Cluster of ours that RunPod's list showed without its age (no member
+    with a `createdAt`), and when a list first showed it: its graces count from then."""
+
+    __tablename__ = "listed_clusters"
+
+    cluster_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    first_listed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class ResourceList(Base):
     """When a RunPod list was last read and kept (`network-volumes`)."""
 
@@ -285,7 +295,7 @@ class ResourceSpendRecord(Base):
     total_usd: Mapped[float] = mapped_column(Float)
 
 
-class BillingRead(Base):
+class BillingCoverage(Base):
     """How far billing has been read: whole hours up to `covered_until` are stored. One
     row per billing route: pods, network-volumes, clusters."""
 

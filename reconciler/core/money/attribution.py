@@ -19,7 +19,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import Instance, KubeObject, RunPodVolume
 from reconciler.core.resources import clusters
 from reconciler.core.resources.volume_objects import (
@@ -86,7 +86,7 @@ def of_volumes(
 
 def of_clusters(
     members: Sequence[Instance],
-    rows: Sequence[ClusterRecord],
+    rows: Sequence[ClusterRow],
     gang_pods: Sequence[KubeObject],
     owner_id: str,
 ) -> list[Attribution]:

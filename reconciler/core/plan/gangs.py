@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from reconciler.core.actions import (
@@ -38,20 +37,19 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.plan import gang_end
-from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan import gang_end, hourly_costs
 from reconciler.core.plan.admission import priced
 from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.resources import clusters
+from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     RANK,
-    ClusterRecord,
+    ClusterRow,
     ClusterState,
     GangJob,
     gang_key,
@@ -109,7 +107,7 @@ def _gang(
     job: str,
     pods: list[KubeObject],
     members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     listed_ids: set[str | None],
 ) -> tuple[list[Action], str]:
     """One Job's gang: its actions, and its key. `members` and `rows` are the Job's,
@@ -119,8 +117,9 @@ def _gang(
     key = gang_key(job, active)
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
     current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
-    for second, born in extra.items():
-        if born is not None and not tick.within(born, tick.settings.timing.create_grace_time):
+    grace, first_listed = tick.settings.timing.create_grace_time, tick.obs.clusters_first_listed
+    for second, its_members in extra.items():
+        if cluster_age.past_grace(tick.now, its_members, first_listed, grace):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(tick, second, None, detail, (), TerminateReason.DUPLICATE)
     cluster_id = current[0].cluster_id if current else None
@@ -187,7 +186,7 @@ def _ended_before_a_pod_went(
     cluster_id: str | None,
     code: int,
     pods: list[KubeObject],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     members: Sequence[Instance],
 ) -> list[Action]:
     """Rank 0 of the gang's cluster exited with `code` before one of its pods went: the
@@ -206,7 +205,7 @@ def _end_early(
     tick: Situation,
     key: str,
     cluster_id: str | None,
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     message: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
@@ -222,9 +221,9 @@ def _end_early(
 
 
 def _one_cluster(
-    listed: Sequence[Instance], row: ClusterRecord | None, recorded: Sequence[str | None]
-) -> tuple[Sequence[Instance], dict[str, datetime | None]]:
-    """The gang's cluster and any others, with when each was made: two for one gang are
+    listed: Sequence[Instance], row: ClusterRow | None, recorded: Sequence[str | None]
+) -> tuple[Sequence[Instance], dict[str, list[Instance]]]:
+    """The gang's cluster and any others, with their members: two for one gang are
     an in-doubt create made again, healed as duplicate instances are (docs/architecture.md
     §4). Kept: the one most of the gang's pods record (`recorded`, their
     `runpod.io/cluster-id`: every writer reads the same pods, whatever its database),
@@ -235,15 +234,12 @@ def _one_cluster(
         clusters.setdefault(str(member.cluster_id), []).append(member)
     if len(clusters) <= 1:
         return listed, {}
-    born = {
-        cid: min((m.created_at for m in ms if m.created_at), default=None)
-        for cid, ms in clusters.items()
-    }
+    born = {cid: cluster_age.made(ms) for cid, ms in clusters.items()}
     votes = Counter(cid for cid in recorded if cid in clusters)
     on_pods = votes.most_common(1)[0][0] if votes else None
     named = row.cluster_id if row is not None and row.cluster_id in clusters else None
     keep = on_pods or named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
-    return clusters[keep], {cid: born[cid] for cid in clusters if cid != keep}
+    return clusters[keep], {cid: ms for cid, ms in clusters.items() if cid != keep}
 
 
 def _run(
@@ -251,7 +247,7 @@ def _run(
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
 ) -> list[Action]:
     """The gang's cluster is listed: adopt it, mirror each member, or end the gang (a
     member failed, or rank 0's result was read this tick)."""
@@ -299,9 +295,9 @@ def _adopted(
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     cluster_id: str,
-) -> ClusterRecord:
+) -> ClusterRow:
     base = row or _new_row(tick, key, pods, ClusterState.RUNNING)
     return base.changed(
         state=ClusterState.RUNNING,
@@ -360,7 +356,7 @@ def _state_reason(state: Mapping[str, Any]) -> object:
 
 
 def _without_cluster(
-    tick: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRecord | None
+    tick: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRow | None
 ) -> list[Action]:
     """No cluster listed for this gang: wait for its pods, its create, or create it."""
     if not pods:
@@ -405,7 +401,7 @@ def _create(
     key: str,
     pods: list[KubeObject],
     inputs: CreateInputs,
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
 ) -> list[Action]:
     ordered = sorted(pods, key=lambda p: index_of(p) or 0)
     try:
@@ -434,7 +430,7 @@ def _create(
         return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     candidates = tuple(clusters.cluster_request(r, key, ordered[0], len(pods)) for r in requests)
     namespace = PodRef.of(ordered[0]).namespace
-    candidates, over = spending.admit_cluster(tick, namespace, candidates, len(pods))
+    candidates, over = hourly_costs.admit_cluster(tick, namespace, candidates, len(pods))
     if over is not None:
         return _wait(tick, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(tick, key, pods, ClusterState.CREATING)).changed(
@@ -448,12 +444,10 @@ def _create(
     return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
 
 
-def _new_row(
-    tick: Situation, key: str, pods: list[KubeObject], state: ClusterState
-) -> ClusterRecord:
+def _new_row(tick: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRow:
     pod = pods[0]
     namespace = PodRef.of(pod).namespace
-    return ClusterRecord(
+    return ClusterRow(
         key, key.partition("/")[0], namespace, job_name(pod), state, tick.now, tick.now
     )
 

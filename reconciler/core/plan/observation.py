@@ -9,7 +9,7 @@ from typing import Any, TypedDict, TypeVar
 
 from reconciler.core.capacity.starts import FailedStart
 from reconciler.core.capacity.stock import Place
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import (
     BillingRecord,
     CpuFlavor,
@@ -18,7 +18,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.charges import PriceDifference
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.pods.offload import PendingPod
@@ -53,7 +53,7 @@ Slot = TypeVar("Slot")
 class Observation:
     pods: Sequence[KubeObject]
     instances: Sequence[Instance]
-    rows: Sequence[MappingRecord]
+    rows: Sequence[MappingRow]
     catalog: Sequence[GpuType] = ()
     cpu_catalog: Sequence[CpuFlavor] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
@@ -98,7 +98,7 @@ class Observation:
     Job is collected on it."""
     members: Sequence[Instance] = ()
     """Instant Cluster members in the list, anyone's: not in `instances`."""
-    clusters: Sequence[ClusterRecord] = ()
+    clusters: Sequence[ClusterRow] = ()
     """The gangs' cluster rows."""
     gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     """By Job UID: the Job and the env sources of a gang with no cluster yet (read only
@@ -119,6 +119,9 @@ class Observation:
     forms: its GPU type and data center are ranked on it."""
     clusters_gone: frozenset[str] = frozenset()
     """Clusters RunPod answered 404 for by id this tick: gone, proven."""
+    clusters_first_listed: Mapping[str, datetime] = field(default_factory=dict)
+    """By cluster id: when a list first showed a cluster of ours of which no member shows
+    `createdAt` (kept in the store): its graces count from then (`core.resources.cluster_age`)."""
     standing_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of what our resources keep that the pod list does not show (network
     volumes' storage, by their claims' namespace, as the provisioner last read the PVs:
@@ -140,7 +143,7 @@ class Observed(TypedDict, total=False):
     fields themselves; the engine adds the lists."""
 
     instances: Sequence[Instance]
-    rows: Sequence[MappingRecord]
+    rows: Sequence[MappingRow]
     catalog: Sequence[GpuType]
     cpu_catalog: Sequence[CpuFlavor]
     create_inputs: Mapping[str, CreateInputs]
@@ -159,8 +162,9 @@ class Observed(TypedDict, total=False):
     foreign_gang_pods: Sequence[KubeObject]
     gang_jobs_unread: frozenset[str]
     members: Sequence[Instance]
-    clusters: Sequence[ClusterRecord]
+    clusters: Sequence[ClusterRow]
     gang_inputs: Mapping[str, CreateInputs]
     gang_results: Mapping[str, int | None]
     gang_unread: frozenset[str]
     clusters_gone: frozenset[str]
+    clusters_first_listed: Mapping[str, datetime]

@@ -23,7 +23,7 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.plan.situation import ownership_of
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.reasons import TerminateReason
 from reconciler.runtime.tick.tick_report import TickReport

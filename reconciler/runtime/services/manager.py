@@ -23,7 +23,7 @@ from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.core.translate.service_backends import may_dial, ready_backends

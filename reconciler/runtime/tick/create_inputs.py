@@ -14,7 +14,7 @@ from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.domain import KubeObject
 from reconciler.core.plan.observation import CreateInputs
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.claims import ClaimMount, claim_mount, claim_names
 from reconciler.core.translate.container import choose_container

@@ -17,8 +17,7 @@ from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observed
 from reconciler.core.pods.ownership import Ownership
 from reconciler.runtime.tick.chores.base import Chore, keep
-from reconciler.runtime.tick.money import charge_audit
-from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.money import charge_audit, chores
 from reconciler.runtime.tick.resources.base import Resource, Sighting
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -37,8 +36,8 @@ class MoneyChore(Chore):
         self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
         self.resources = resources
         """Read for what they keep that the pod list does not show (the engine's list)."""
-        self.namespace_caps = money.NamespaceCapsCache()
-        self.resource_billing = money.ResourceBilling()
+        self.namespace_caps = chores.NamespaceCapsCache()
+        self.resource_billing = chores.ResourceBilling()
 
     def observe(self, sighting: Sighting) -> Observed:
         """The caps of the namespaces of pods about to be created, and what the resources
@@ -62,7 +61,7 @@ class MoneyChore(Chore):
     def observed(self, report: TickReport, owners: Ownership) -> None:
         report.resource_billing = self._read_resource_billing(report.started_at)
 
-    def _read_resource_billing(self, now: datetime) -> list[money.ResourceBillingRead]:
+    def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
         try:
             routes = [route for r in self.resources if (route := r.billing()) is not None]
             return self.resource_billing.read(routes, self.store, self.settings, now)
@@ -77,12 +76,12 @@ class MoneyChore(Chore):
         keep(
             report,
             "billing",
-            lambda: money.save_billing(self.store, self.settings, report.billing, now),
+            lambda: chores.save_billing(self.store, self.settings, report.billing, now),
         )
         keep(
             report,
             "volume and cluster billing",
-            lambda: money.save_resource_billing(self.store, self.settings, reads, now),
+            lambda: chores.save_resource_billing(self.store, self.settings, reads, now),
         )
         keep(report, "namespace caps", lambda: self.namespace_caps.save(self.store, now))
 

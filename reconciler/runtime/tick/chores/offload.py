@@ -9,7 +9,7 @@ from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.core.domain import KubeObject
 from reconciler.core.plan.observation import Observed
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.offload import PendingPod, has_candidates
 from reconciler.runtime.tick.chores.base import Chore
 from reconciler.runtime.tick.resources.base import Sighting

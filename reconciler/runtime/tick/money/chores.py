@@ -35,8 +35,8 @@ from reconciler.adapters.store.repository import Store
 from reconciler.core.actions import Action
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
-from reconciler.core.mapping import MappingRecord
-from reconciler.core.money import charges as spend
+from reconciler.core.mapping import MappingRow
+from reconciler.core.money import charges
 from reconciler.core.money.attribution import Attribution, Billed
 from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
 from reconciler.core.resources.clusters import UnrunCluster, leaked
@@ -59,7 +59,7 @@ class BillingRead:
     """USD so far by pod UID, with this read; empty when nothing was read."""
     covered_until: datetime | None = None
     """How far the read reached; None when nothing was read."""
-    differences: Sequence[spend.PriceDifference] = ()
+    differences: Sequence[charges.PriceDifference] = ()
     """Pods whose charge differs from list price since this read (not before it)."""
     since: datetime | None = None
     charged: Sequence[BillingRecord] = ()
@@ -71,7 +71,7 @@ def read_billing(
     runpod: RunPodClient,
     store: Store,
     settings: Settings,
-    rows: Sequence[MappingRecord],
+    rows: Sequence[MappingRow],
     now: datetime,
 ) -> BillingRead:
     """Read the whole hours that ended since the last read, at most once an hour.
@@ -96,7 +96,7 @@ def read_billing(
     kept = [r for r in records if r.instance_id in ours]
     before = store.billing.spend_by_instance()
     per_instance = dict(before)
-    for instance_id, usd in spend.by_instance(kept).items():
+    for instance_id, usd in charges.by_instance(kept).items():
         per_instance[instance_id] = per_instance.get(instance_id, 0.0) + usd
     log.info(
         "read RunPod billing %s..%s: %d records of our instances, $%.2f",
@@ -105,9 +105,9 @@ def read_billing(
         len(kept),
         sum(r.total_usd for r in kept),
     )
-    by_pod = spend.spend_by_pod(per_instance, rows)
-    differences = spend.new_differences(
-        rows, spend.spend_by_pod(before, rows), covered, by_pod, until
+    by_pod = charges.spend_by_pod(per_instance, rows)
+    differences = charges.new_differences(
+        rows, charges.spend_by_pod(before, rows), covered, by_pod, until
     )
     for difference in differences:
         row = difference.row

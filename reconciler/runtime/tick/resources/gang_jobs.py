@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import KubeObject
 from reconciler.core.resources import clusters
 from reconciler.core.resources.clusters import GangJob
@@ -46,7 +46,7 @@ class GangJobs:
         self.kube = kube
         self._proven: dict[GangJob, None] = {}
 
-    def sort(self, pods: Sequence[KubeObject], rows: Sequence[ClusterRecord]) -> Sorted:
+    def sort(self, pods: Sequence[KubeObject], rows: Sequence[ClusterRow]) -> Sorted:
         proven = clusters.jobs_recorded(rows)
         theirs: list[KubeObject] = []
         foreign: list[KubeObject] = []

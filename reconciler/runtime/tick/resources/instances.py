@@ -18,17 +18,16 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord, unconfirmed_instances
+from reconciler.core.mapping import MappingRow, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
 from reconciler.core.plan.observation import CreateInputs, Observation, Observed
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.tick.by_id import believed, read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.instance_steps import InstanceSteps
 from reconciler.runtime.tick.resources.registries import RegistrySteps
@@ -56,7 +55,7 @@ class Instances:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> money.BillingRoute | None:
+    def billing(self) -> chores.BillingRoute | None:
         return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
@@ -91,10 +90,10 @@ class Instances:
         sighting.wants_node |= bool(needing)
         exits = self._exit_logs(pods, owners.owned, by_uid)
         try:
-            billing = money.read_billing(self.runpod, self.store, self.settings, rows, now)
+            billing = chores.read_billing(self.runpod, self.store, self.settings, rows, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
-            billing = money.BillingRead()
+            billing = chores.BillingRead()
         sighting.billing = billing
         sighting.found.update(
             Observed(
@@ -117,7 +116,7 @@ class Instances:
         self,
         listed: Sequence[Instance],
         instances: Sequence[Instance],
-        rows: Sequence[MappingRecord],
+        rows: Sequence[MappingRow],
         pods: Sequence[KubeObject],
     ) -> tuple[list[Instance], ownership.Ownership]:
         """The instances (the list's, with what was read by id) and which are ours. The
@@ -150,7 +149,7 @@ class Instances:
         self,
         listed: Sequence[Instance],
         instances: Sequence[Instance],
-        rows: Sequence[MappingRecord],
+        rows: Sequence[MappingRow],
         pods: Sequence[KubeObject],
     ) -> ownership.Records:
         """What RunPod says of the ids the pods' runpod.io/pod-id name: the tick's list,
@@ -190,7 +189,7 @@ class Instances:
         self,
         pods: Sequence[KubeObject],
         owned: Mapping[str, list[Instance]],
-        rows: Mapping[str, MappingRecord],
+        rows: Mapping[str, MappingRow],
     ) -> dict[str, ExitLog]:
         """Read the exit code of batch instances that stopped and whose code we lack."""
         stopped: list[tuple[str, str]] = []

@@ -14,7 +14,7 @@ from reconciler.core.domain import RegistryAuth
 from reconciler.core.plan.observation import Observation
 from reconciler.core.resources import registries
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -114,7 +114,7 @@ class Registries:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> money.BillingRoute | None:
+    def billing(self) -> chores.BillingRoute | None:
         return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:

@@ -29,13 +29,13 @@ from reconciler.core.money.attribution import Billed
 from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import network_volumes, storage_prices, volume_leaks, volume_objects
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.money import chores as money
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick.run_context import RunContext
@@ -49,7 +49,7 @@ class Volumes:
         self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
         self.store, self.attributions = shared.store, shared.attributions
         self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
-        self.namespace_caps = money.NamespaceCapsCache()
+        self.namespace_caps = chores.NamespaceCapsCache()
         """The caps of the namespaces whose claims' volumes are about to be made or grown."""
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
@@ -73,8 +73,8 @@ class Volumes:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> money.BillingRoute:
-        return money.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
+    def billing(self) -> chores.BillingRoute:
+        return chores.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """What our network volumes' storage costs per hour, for the caps of a tick that

@@ -27,7 +27,7 @@ class ClusterState(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class ClusterRecord:
+class ClusterRow:
     """The database's memory of one gang's cluster: the create intent before the call
     (architecture §4's create protocol, for a cluster), then the cluster's id."""
 
@@ -64,5 +64,5 @@ class ClusterRecord:
         deciding = self.exit_code is not None or self.reason is not None
         return self.state in (ClusterState.DELETING, ClusterState.GONE) and deciding
 
-    def changed(self, **changes: object) -> ClusterRecord:
+    def changed(self, **changes: object) -> ClusterRow:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
