@@ -26,9 +26,8 @@ from reconciler.core.actions import (
 from reconciler.core.capacity.refusals import REFUSALS, Next
 from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.cluster_row import ClusterRow, ClusterState
-from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject, ResourceCharge
-from reconciler.core.money import attribution, charges
-from reconciler.core.money.attribution import Billed
+from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
+from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.core.pods import podinfo
@@ -41,6 +40,7 @@ from reconciler.runtime.tick.catalog import CLUSTER_CATALOG, CatalogCache, clust
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
+from reconciler.runtime.tick.resources.cluster_billing import cluster_billing
 from reconciler.runtime.tick.resources.gang_jobs import GangJobs
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -296,21 +296,7 @@ class Clusters:
         return ()  # the planner plans its actions
 
     def billing(self) -> chores.BillingRoute:
-        return chores.BillingRoute(Billed.CLUSTER.value, self.runpod.billing.clusters, self._leaks)
-
-    def _leaks(self, kept: Sequence[ResourceCharge]) -> list[DeleteCluster]:
-        """Clusters charged for an hour that began after RunPod answered their DELETE:
-        deleted again."""
-        leaks = charges.cluster_leaks(
-            kept,
-            self.store.attributions.clusters_deleted(),
-            self.settings.timing.orphan_grace_time,
-        )
-        for leak in leaks:
-            log.error(
-                "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
-            )
-        return leaks
+        return cluster_billing(self.runpod, self.store, self.settings)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
