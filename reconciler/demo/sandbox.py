@@ -34,11 +34,11 @@ from reconciler.runtime.process.wiring import (
 )
 from reconciler.runtime.services.manager import ServiceTunnels, attach_tunnels
 from reconciler.runtime.tick.engine import Engine, TickReport
-from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_controllers import ControllerSettings
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.kube.controllers import ControllerSettings
+from reconciler.sim.kube.simulator import KubeSimulator
+from reconciler.sim.runpod.net import PROXY_COMMAND
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 API_KEY = "sandbox-runpod-key"
 TOKEN = "sandbox-kube-token"
@@ -83,7 +83,7 @@ class Sandbox:
         # whichever way the reconciler gets its SSH key (a file or a Secret).
         base = settings or Settings()
         self._base_settings = base.with_values(
-            ssh_proxy_command=base.ssh.proxy_command or runpod_net.PROXY_COMMAND
+            ssh_proxy_command=base.ssh.proxy_command or PROXY_COMMAND
         )
         self.startup_lines = startup_lines
         self.engine: Engine

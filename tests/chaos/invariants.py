@@ -36,7 +36,7 @@ from itertools import pairwise
 from typing import Any
 
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV
-from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
+from reconciler.sim.runpod.gateway import REQUEST_LOG_LIMIT
 from tests.chaos.ticks import JournalRow, TickResult
 from tests.chaos.world import Json, Snapshot, deleting, finished, phase
 

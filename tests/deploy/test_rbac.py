@@ -33,7 +33,7 @@ from reconciler.runtime.process.leader import DEFAULT_LEASE_NAME
 from reconciler.runtime.process.watch import PENDING_SELECTOR, node_selector
 from reconciler.runtime.process.wiring import with_ssh_key
 from reconciler.runtime.process.writer_lease import WriterHeld, WriterLease
-from reconciler.sim.kube_resources import BY_PLURAL
+from reconciler.sim.kube.resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 

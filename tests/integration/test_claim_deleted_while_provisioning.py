@@ -19,7 +19,7 @@ from reconciler.core.resources.volume_objects import (
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
 from .crashing import crash_in
 from .test_claims import add_claim, add_class, claim, pv_of, volume_calls

@@ -23,7 +23,7 @@ from reconciler.core.resources.volume_objects import (
 from reconciler.core.translate.offers import ranked_offers
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.process.metrics import Metrics
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .crashing import crash_in
 from .test_limits import status_reason

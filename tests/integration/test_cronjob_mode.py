@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.process.cronjob_run import stay_beating
-from reconciler.sim.kube_controllers import ControllerSettings
+from reconciler.sim.kube.controllers import ControllerSettings
 from tests.integration.conftest import FAST
 
 NODE = "virtual-runpod"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .crashing import crash_in
 from .test_claims import add_claim, add_class, claim, delete_claim, provision, pv_of, volume_calls

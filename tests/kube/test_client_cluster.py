@@ -20,7 +20,7 @@ from reconciler.core.config import Settings
 from reconciler.core.node.virtual_node import build_node, kubelet_version
 from reconciler.runtime.process.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 NODE = "virtual-runpod"

@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.runtime.process.watch import PodWatch, node_selector
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 

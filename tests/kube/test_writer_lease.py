@@ -28,7 +28,7 @@ from reconciler.runtime.process.writer_lease import (
     writer_lease_name,
 )
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 
 def dead_process() -> str:

@@ -30,7 +30,7 @@ def map_names(text: str) -> set[str]:
 
 
 def folders() -> list[Path]:
-    """The package's folders: the layers and their sub-packages (the simulators are flat)."""
+    """The package's folders: the layers and their sub-packages."""
     return sorted(
         path.relative_to(PACKAGE)
         for path in PACKAGE.rglob("*")

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.core.quantity import canonical_quantity
-from reconciler.sim.kube_quantity import canonical
+from reconciler.sim.kube.quantity import canonical
 
 
 @pytest.mark.parametrize(

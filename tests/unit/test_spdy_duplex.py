@@ -16,7 +16,7 @@ import pytest
 
 from reconciler.adapters.spdy.duplex import Duplex
 from reconciler.runtime.kubelet.tls import self_signed, server_context
-from reconciler.sim.kube_tls_turns import Turns
+from reconciler.sim.kube.tls_turns import Turns
 
 MESSAGES = 3000
 MESSAGE = 1000
