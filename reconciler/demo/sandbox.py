@@ -236,8 +236,8 @@ class Sandbox:
 
     def _stop_startup_lines(self) -> None:
         engine = getattr(self, "engine", None)  # none yet when starting failed early
-        if engine is not None and engine.steps.startup is not None:
-            engine.steps.startup.stop()
+        if engine is not None and engine.hooks.startup is not None:
+            engine.hooks.startup.stop()
 
     # --- acting as the cluster ---------------------------------------------------------
 

@@ -205,7 +205,7 @@ class JournalRow:
     tick_finished: bool
     kind: str
     pod_uid: str | None
-    instance_id: str | None
+    resource_id: str | None
     finished: bool
     outcome: str | None
 
@@ -216,7 +216,7 @@ def read_journal(db_path: Path, generation: int = 0) -> list[JournalRow]:
         return []
     query = (
         "SELECT a.id, a.tick_id, t.finished_at IS NOT NULL, a.kind, a.pod_uid, "
-        "a.instance_id, a.finished_at IS NOT NULL, a.outcome "
+        "a.resource_id, a.finished_at IS NOT NULL, a.outcome "
         "FROM actions a LEFT JOIN ticks t ON t.id = a.tick_id ORDER BY a.id"
     )
     with closing(sqlite3.connect(db_path)) as conn:

@@ -45,7 +45,7 @@ def test_a_cluster_the_list_omits_past_the_grace_is_not_gone(box: Sandbox) -> No
 def once_writer(box: Sandbox) -> None:
     """Wire the engine as `sync --once` with the writer Lease does: answered creates are
     written on their pods before the run ends (runtime/process/wiring.py)."""
-    box.engine.steps = dataclasses.replace(box.engine.steps, annotate_created=True)
+    box.engine.hooks = dataclasses.replace(box.engine.hooks, annotate_created=True)
 
 
 def test_once_runs_on_fresh_databases_make_one_cluster(box: Sandbox) -> None:
@@ -99,8 +99,8 @@ def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
     (runtime/process/writer_lease.py) instead of letting a writer on another database make
     a second."""
     unrecorded: list[int] = []
-    box.engine.steps = dataclasses.replace(
-        box.engine.steps, annotate_created=True, unrecorded_creates=unrecorded.append
+    box.engine.hooks = dataclasses.replace(
+        box.engine.hooks, annotate_created=True, unrecorded_creates=unrecorded.append
     )
     box.add_indexed_job("train", 2)
     box.kube_sim.inject_fault("PATCH", "/api/v1/namespaces/default/pods/train-*", 409, count=2)

@@ -44,8 +44,8 @@ def writer(box: Sandbox, owner: str) -> WriterLease:
         hold_seconds=box.settings.timing.create_grace_time,
         steady=box.engine.clock,
     )
-    box.engine.steps = replace(
-        box.engine.steps, before_action=lease.keep, creates_held=lease.creates_held
+    box.engine.hooks = replace(
+        box.engine.hooks, before_action=lease.keep, creates_held=lease.creates_held
     )
     return lease
 

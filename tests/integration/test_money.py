@@ -213,7 +213,7 @@ def test_registry_credential_calls_are_journaled_with_their_ids(box: Sandbox) ->
     box.tick()
     box.tick()
     journal = [
-        (e.kind, e.instance_id, e.outcome)
+        (e.kind, e.resource_id, e.outcome)
         for e in box.store.journal()
         if e.kind.endswith("registry-auth")
     ]

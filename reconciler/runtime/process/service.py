@@ -218,13 +218,14 @@ class Ticker:
         level = logging.INFO if report.applied or report.failed else logging.DEBUG
         log.log(
             level,
-            "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s",
+            "tick #%s: %d pods, %d instances, %d applied, %d failed in %.2f s%s",
             report.tick_id,
             report.pods,
             report.instances,
             sum(report.applied.values()),
             sum(report.failed.values()),
             report.duration,
+            "".join(f"; {line}" for line in report.section_lines()),
         )
         if creates_capped(report, self.engine.settings):
             # Pods are left waiting for a create slot: the next tick comes as soon as the

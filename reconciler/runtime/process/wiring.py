@@ -26,7 +26,7 @@ from reconciler.runtime.kubelet.sshkey import secret_identity
 from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
 from reconciler.runtime.process.heartbeat import NodeHeartbeat
 from reconciler.runtime.process.writer_lease import WriterLease, dead_here, identity
-from reconciler.runtime.tick.engine import Clock, Engine, TickReport, TickSteps, utcnow
+from reconciler.runtime.tick.engine import Clock, Engine, TickHooks, TickReport, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -179,14 +179,14 @@ def compose(
     heartbeat = NodeHeartbeat(kube, settings, clock)
     events = SystemEvents(kube)
     startup = StartupLines(events, startup_client) if startup_lines else None
-    steps = TickSteps(
+    hooks = TickHooks(
         heartbeat=heartbeat.keep_alive if mode is RunMode.ONCE else None, startup=startup
     )
     if lock is not None:
-        steps = dataclasses.replace(steps, before=lock.renew_if_due)
+        hooks = dataclasses.replace(hooks, before=lock.renew_if_due)
     if writer_lease is not None:
-        steps = dataclasses.replace(
-            steps,
+        hooks = dataclasses.replace(
+            hooks,
             before_action=writer_lease.keep,
             creates_held=writer_lease.creates_held,
             unrecorded_creates=writer_lease.unrecorded_creates,
@@ -196,8 +196,8 @@ def compose(
             annotate_created=mode is RunMode.ONCE,
         )
     if after_tick is not None:
-        steps = dataclasses.replace(steps, after=after_tick)
-    return Engine(settings, runpod, kube, store, clock, steps, events), heartbeat
+        hooks = dataclasses.replace(hooks, after=after_tick)
+    return Engine(settings, runpod, kube, store, clock, hooks, events), heartbeat
 
 
 @contextmanager
@@ -259,8 +259,8 @@ def connect(
         )
         yield Reconciler(engine, heartbeat, lock, writer_lease)
     finally:
-        if engine is not None and engine.steps.startup is not None:
-            engine.steps.startup.stop()
+        if engine is not None and engine.hooks.startup is not None:
+            engine.hooks.startup.stop()
         runpod.close()
 
 

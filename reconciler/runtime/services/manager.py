@@ -316,7 +316,7 @@ def attach_tunnels(engine: Engine, background: bool = False) -> ServiceTunnels:
     tunnels = ServiceTunnels(engine.settings, engine.kube, connector)
     if background:
         tunnels.worker = SyncWorker(tunnels.sync)
-    before = engine.steps.after
+    before = engine.hooks.after
 
     def after(done: Engine, report: TickReport) -> None:
         before(done, report)
@@ -327,5 +327,5 @@ def attach_tunnels(engine: Engine, background: bool = False) -> ServiceTunnels:
         else:
             tunnels.sync(report.observation.pods, done.ssh_addresses.of)
 
-    engine.steps = dataclasses.replace(engine.steps, after=after)
+    engine.hooks = dataclasses.replace(engine.hooks, after=after)
     return tunnels

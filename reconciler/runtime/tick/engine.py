@@ -3,11 +3,13 @@
 docs/architecture.md §2 describes the tick. The engine has no switches: what runs around
 its ticks (the writer lock's renewal, the node heartbeat of a process without a heartbeat
 schedule, the showing of start-up lines, the loop's metrics) is handed to it as
-`TickSteps` where it is built (runtime/process/wiring.py).
+`TickHooks` where it is built (runtime/process/wiring.py).
 
 Observation is read-only. Besides the two lists and the rows it fetches only what the
 planner will need this tick: the GPU or CPU catalog (cached) and Secrets, ConfigMaps and Jobs
 for pods about to be created, and the exit code of a batch instance that just stopped.
+What else a tick does (the money chores, offload's reads, what the list tells the kubelet
+endpoint) are chores the engine runs at fixed points (`runtime/tick/chores/`).
 A steady tick therefore costs one RunPod call, the pod list pages and the heartbeat.
 Before the plan of a tick that acts, starting instances' system lines may be read, while
 the quota is ample (runtime/logs/system_events.py: none when no instance is starting): a
@@ -27,31 +29,29 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store, TickSummary
-from reconciler.core.actions import CREATES, Action
+from reconciler.core.actions import Action
 from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
-from reconciler.core.domain import (
-    CpuFlavor,
-    GpuType,
-    KubeObject,
-)
+from reconciler.core.domain import CpuFlavor, GpuType
 from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import ownership_of
 from reconciler.core.planner import plan_tick
 from reconciler.core.pods import podinfo
-from reconciler.core.pods.offload import PendingPod, has_candidates
-from reconciler.core.pods.usage import GpuUtilization, UsageMeter, gpu_utilization
+from reconciler.core.pods.usage import GpuUtilization, gpu_utilization
 from reconciler.core.resources.clusters import members_by_pod
-from reconciler.core.translate.ssh import SshAddresses
 from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 from reconciler.runtime.logs.system_events import StartupLines, SystemEvents
 from reconciler.runtime.tick import resources
 from reconciler.runtime.tick.catalog import CatalogCache, cpu_catalog
+from reconciler.runtime.tick.chores.base import Chore
+from reconciler.runtime.tick.chores.listed import ListedChore
+from reconciler.runtime.tick.chores.money import MoneyChore
+from reconciler.runtime.tick.chores.offload import OffloadReads
 from reconciler.runtime.tick.collector import CollectorPause
 from reconciler.runtime.tick.create_inputs import CreateInputsReader
 from reconciler.runtime.tick.executor import Executor, WriterLost
-from reconciler.runtime.tick.money import charge_audit, chores
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Sighting
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -85,8 +85,10 @@ def _never() -> bool:
 
 
 @dataclass(frozen=True)
-class TickSteps:
-    """What runs around each tick besides observe, plan, apply and record."""
+class TickHooks:
+    """What the process hooks into each tick (built in runtime/process/wiring.py): the
+    writer lock and Lease, the heartbeat, the start-up lines, the loop's metrics. Not
+    the tick's own chores (`runtime/tick/chores/`), nor a resource's steps."""
 
     before: Callable[[], None] = _nothing
     """First of all; raising refuses the tick (the writer lock's renewal)."""
@@ -119,7 +121,7 @@ class Engine:
         kube: KubeClient,
         store: Store,
         clock: Clock = utcnow,
-        steps: TickSteps = TickSteps(),
+        hooks: TickHooks = TickHooks(),
         system_events: SystemEvents | None = None,
     ) -> None:
         """`system_events` records RunPod's system lines as Events; the one `steps.startup`
@@ -129,7 +131,7 @@ class Engine:
         # Graces are measured on RunPod's time, carried on by the monotonic clock: a
         # step of this host's clock moves neither (docs/architecture.md §4, "Clocks").
         self.clock: Clock = lambda: runpod.served_now() or clock()
-        self.steps = steps
+        self.hooks = hooks
         # Refusals for want of stock, remembered across ticks (reconciler.core.capacity.stock).
         self.stock = StockMemory()
         self.catalog: CatalogCache[GpuType] = CatalogCache(
@@ -147,12 +149,6 @@ class Engine:
             self._keep_catalog,
         )
         self.collector = CollectorPause()
-        self.usage = UsageMeter()
-        """CPU pods' use for the kubelet endpoint's resource metrics, from each list."""
-        self.ssh_addresses = SshAddresses()
-        """Where our instances run sshd, for the kubelet endpoint's exec, from each list."""
-        self.namespace_caps = chores.NamespaceCapsCache()
-        self.resource_billing = chores.ResourceBilling()
         self.attributions = chores.Attributions()
         self._dry_run = False
         self.system_events = system_events or SystemEvents(kube)
@@ -166,20 +162,29 @@ class Engine:
             system_events=self.system_events,
         )
         self.create_inputs = CreateInputsReader(kube, settings.services.forwards_per_pod, clock)
-        self.resources = resources.registered(
-            resources.Shared(
-                settings,
-                runpod,
-                kube,
-                store,
-                self.stock,
-                self.catalog,
-                self.cpu_catalog,
-                self.pod_logs,
-                self.attributions,
-            )
+        self.shared = resources.Shared(
+            settings,
+            runpod,
+            kube,
+            store,
+            self.stock,
+            self.catalog,
+            self.cpu_catalog,
+            self.pod_logs,
+            self.attributions,
         )
+        """What every resource is handed (`runtime/tick/resources/base.py`)."""
+        self.resources = resources.registered(self.shared)
         """The cloud resources, each a plug-in (`runtime/tick/resources/`)."""
+        self.listed = ListedChore(store, settings.owner_id)
+        self.usage, self.ssh_addresses = self.listed.usage, self.listed.ssh_addresses
+        self.chores: list[Chore] = [
+            MoneyChore(settings, runpod, kube, store, self.resources),
+            OffloadReads(kube, settings.node.name),
+            self.listed,
+        ]
+        """What a tick does besides observe, plan, apply and record, in this order
+        (`runtime/tick/chores/`)."""
 
     def _keep_catalog(self, entries: Sequence[GpuType | CpuFlavor], now: datetime) -> None:
         """The fetched catalog into the store, for `reconciler offers` (a write per
@@ -193,8 +198,8 @@ class Engine:
             log.warning("could not keep the catalog for `reconciler offers`: %s", exc)
 
     def tick(self, dry_run: bool = False) -> TickReport:
-        self.steps.before()
-        self.steps.before_action()
+        self.hooks.before()
+        self.hooks.before_action()
         report = TickReport(started_at=self.clock())
         self.runpod.deadline_in(self.settings.timing.tick_deadline)
         self._dry_run = dry_run
@@ -203,7 +208,7 @@ class Engine:
                 report = self._tick(report, dry_run)
         finally:
             self.runpod.deadline_in(None)
-        self.steps.after(self, report)
+        self.hooks.after(self, report)
         return report
 
     def _tick(self, report: TickReport, dry_run: bool) -> TickReport:
@@ -221,25 +226,26 @@ class Engine:
             log.error("tick skipped, could not observe: %s", exc)
             return self._finish(report, dry_run)
         report.observed, report.observation = True, observation
-        report.resource_billing = self._read_resource_billing(report.started_at)
         report.pods = len(observation.pods)
         owners = ownership_of(observation, self.settings.owner_id)
-        self.usage.observe(observation.pods, owners.owned, report.started_at)
-        members = members_by_pod(observation.gang_pods, observation.members, self.settings.owner_id)
-        self.ssh_addresses.observe({**owners.owned, **members})
         report.instances = sum(len(g) for g in owners.owned.values())
         report.lookalikes = list(owners.lookalikes)
+        for chore in self.chores:
+            chore.observed(report, owners)
         if not dry_run:
             # Before the plan: a start the lines say failed is replaced in this tick.
             observation = self._show_startup(observation)
         report.actions = plan_tick(observation, self.settings, report.started_at, _log_plan_error)
         for resource in self.resources:
+            report.actions += resource.plan(observation, report.started_at)
+        for resource in self.resources:
             resource.planned(report)
         report.planned = Counter(type(a).__name__ for a in report.actions)
         if not dry_run:
-            if self.steps.heartbeat is not None:
-                self._heartbeat(self.steps.heartbeat, report)
-            self._record_money(report)
+            if self.hooks.heartbeat is not None:
+                self._heartbeat(self.hooks.heartbeat, report)
+            for chore in self.chores:
+                chore.before_apply(report)
             try:
                 self._apply(report)
             except WriterLost as exc:
@@ -252,52 +258,12 @@ class Engine:
         """Starting instances' system lines as Events, read (or streamed) now; the
         observation with the starts those lines said cannot succeed."""
         self.system_events.forget_others(podinfo.uid(p) for p in observation.pods)
-        if self.steps.startup is None:
+        if self.hooks.startup is None:
             return observation
-        self.steps.startup.update(
+        self.hooks.startup.update(
             self.runpod, starting(observation.pods, observation.instances, observation.rows)
         )
-        return replace(observation, start_failures=self.steps.startup.failed_starts())
-
-    def _record_money(self, report: TickReport) -> None:
-        """What observing learnt that only the database keeps: billing, caps, look-alikes.
-
-        Derived data: a failure to save any of it is the tick's error, never a reason to
-        skip its actions (terminations must go on); the next read learns it again."""
-        now = report.started_at
-        billing, reads = report.billing, report.resource_billing
-        for what, save in (
-            ("billing", lambda: chores.save_billing(self.store, self.settings, billing, now)),
-            (
-                "volume and cluster billing",
-                lambda: chores.save_resource_billing(self.store, self.settings, reads, now),
-            ),
-            ("namespace caps", lambda: self.namespace_caps.save(self.store, now)),
-            ("look-alikes", lambda: self._record_lookalikes(report)),
-        ):
-            try:
-                save()
-            except Exception as exc:  # any store failure: the actions must still run
-                report.errors.append(f"saving {what}: {exc}")
-                log.error("could not save %s: %s", what, exc, exc_info=True)
-
-    def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
-        try:
-            return self.resource_billing.read(self.runpod, self.store, self.settings, now)
-        except Exception as exc:  # derived data: an unreadable store blocks no action
-            log.error("could not read what billing was read before: %s", exc, exc_info=True)
-            return []
-
-    def _record_lookalikes(self, report: TickReport) -> None:
-        now = report.started_at
-        if report.lookalikes:
-            log.warning(
-                "unowned, looks like ours (untagged, no row, no annotation; left alone): %s",
-                ", ".join(
-                    f"{i.instance_id} ({i.namespace}/{i.pod_name})" for i in report.lookalikes
-                ),
-            )
-        self.store.namespaces.sync_lookalikes(report.lookalikes, now)
+        return replace(observation, start_failures=self.hooks.startup.failed_starts())
 
     # --- observe ----------------------------------------------------------------------
 
@@ -318,26 +284,16 @@ class Engine:
         )
         for resource in self.resources:
             resource.observe(sighting)
-        creating = sighting.creating
-        caps = self.namespace_caps.get(
-            self.kube, (p["metadata"].get("namespace", "default") for p in creating), now
-        )
-        storage_spend = self._standing_spend(now) if creating else {}
-        pending = self._unscheduled_pods()
-        # Cordon and taints matter only to new work: no read in a steady tick.
-        wants_node = sighting.wants_node or has_candidates(pending)
-        node = self.kube.node.read(self.settings.node.name) if wants_node else None
+        for chore in self.chores:
+            sighting.found.update(chore.observe(sighting))
         return Observation(
             pods=sighting.pods,
             rate_budget=self.runpod.rate_budget,
-            pending=pending,
-            node=node,
             daemon_pods=sorted_pods.daemon_sets,
             refused=self.stock.active(now),
             runpod_now=self.runpod.instances.listed_at,
-            namespace_caps=caps,
             gang_pods=sighting.gang_pods,
-            storage_spend=storage_spend,
+            slots=sighting.slots,
             **sighting.found,
         ), sighting.billing
 
@@ -349,34 +305,6 @@ class Engine:
             self.catalog.get(self.runpod, now) if gpus else [],
             self.cpu_catalog.get(self.runpod, now) if cpus else [],
         )
-
-    def _standing_spend(self, now: datetime) -> dict[str | None, float]:
-        """What the resources keep that the pod list does not show costs per hour, by
-        namespace, for the caps of a tick that may create."""
-        found: dict[str | None, float] = {}
-        for resource in self.resources:
-            for namespace, usd in resource.standing_spend(now).items():
-                found[namespace] = found.get(namespace, 0.0) + usd
-        return found
-
-    def _unscheduled_pods(self) -> list[PendingPod]:
-        """Pending pods without a node, each with its Job (one GET per Job), to offload."""
-        jobs: dict[tuple[str, str], KubeObject | None] = {}
-        pending = []
-        for pod in self.kube.pods.list_pending():
-            if not (podinfo.is_ours_to_run(pod) or podinfo.asks_for_cluster(pod)):
-                continue
-            key = (pod["metadata"].get("namespace", ""), _job_owner_uid(pod))
-            try:
-                if key[1] and key not in jobs:
-                    jobs[key] = self.kube.jobs.owning(pod)
-            except kube_errors.KubeError as exc:
-                log.warning(
-                    "could not read the Job of %s/%s: %s", key[0], pod["metadata"]["name"], exc
-                )
-                continue
-            pending.append(PendingPod(pod, jobs.get(key)))
-        return pending
 
     # --- apply and record -------------------------------------------------------------
 
@@ -402,10 +330,10 @@ class Engine:
             self.clock,
             tick_id,
             self.resources,
-            before_action=self.steps.before_action,
-            creates_held=self.steps.creates_held,
-            unrecorded_creates=self.steps.unrecorded_creates,
-            annotate_created=self.steps.annotate_created,
+            before_action=self.hooks.before_action,
+            creates_held=self.hooks.creates_held,
+            unrecorded_creates=self.hooks.unrecorded_creates,
+            annotate_created=self.hooks.annotate_created,
         )
         outcome = executor.run(report.actions)
         report.applied, report.failed, report.done = outcome.applied, outcome.failed, outcome.done
@@ -418,27 +346,12 @@ class Engine:
                 executor.deferred,
             )
         tick = AfterPods(
-            report, lambda actions: _run_into(executor, actions, report), executor.journal
+            report, lambda actions: _run_into(executor, actions, report), executor.context
         )
         for resource in self.resources:
             resource.after_pods(tick)
-        if report.observation is not None:
-            self._audit_charges(report, report.observation)
-        leaks = [leak for read in report.resource_billing for leak in read.leaks]
-        if leaks:
-            _run_into(executor, leaks, report)
-
-    def _audit_charges(self, report: TickReport, observation: Observation) -> None:
-        """The hourly ghost-charge audit (`runtime/tick/money/charge_audit.py`), on a quiet tick:
-        no create planned and no instance starting (their reads come first), unless it
-        has been put off for hours."""
-        now = report.started_at
-        busy = any(isinstance(a, CREATES) for a in report.actions)
-        quiet = not busy and not starting(observation.pods, observation.instances, observation.rows)
-        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
-        report.ghost_charges = charge_audit.audit(
-            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
-        )
+        for chore in self.chores:
+            chore.after_pods(report, lambda actions: _run_into(executor, actions, report))
 
     def _gpus(self, observation: Observation | None) -> list[GpuUtilization]:
         if observation is None:
@@ -477,14 +390,6 @@ def _by_pod(gpus: Sequence[GpuUtilization]) -> dict[str, list[float]]:
     for gpu in gpus:
         found.setdefault(f"{gpu.namespace}/{gpu.pod}", []).append(gpu.ratio)
     return found
-
-
-def _job_owner_uid(pod: KubeObject) -> str:
-    """The UID of the Job the pod names as its owner, or ""."""
-    for ref in pod["metadata"].get("ownerReferences") or ():
-        if ref.get("kind") == "Job":
-            return str(ref.get("uid", ""))
-    return ""
 
 
 def _run_into(executor: Executor, actions: Sequence[Action], report: TickReport) -> None:

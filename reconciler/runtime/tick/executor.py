@@ -1,12 +1,12 @@
 """Carries out a plan, one action at a time, following the protocol of
 docs/architecture.md §4.
 
-Every side effect is journaled (`runtime/tick/journal.py`): a row is opened before the call
+Every side effect is journaled (`runtime/tick/run_context.py`): a row is opened before the call
 and closed after it. One action failing never stops the others; it becomes a log line,
 a journal outcome, a row note and (where a user must know) an Event on the pod. The
 executor carries out the pods' own actions (status, annotations, finalize, bind,
 Events); every cloud resource's actions go to that resource's steps
-(`runtime/tick/resources/`), handed the run's one journal. It names no resource.
+(`runtime/tick/resources/`), handed the run's one context (`run_context.py`). It names no resource.
 
 Row and journal writes are gathered in one `WriteBatch` for the run and committed where
 the protocol needs them durable (`journaled(..., durable_at=...)`: a create's intent
@@ -40,7 +40,6 @@ from reconciler.core.actions import (
 )
 from reconciler.core.reasons import Notice
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.resources.base import (
     AlreadyTold,
     Deferred,
@@ -48,6 +47,7 @@ from reconciler.runtime.tick.resources.base import (
     StepRefused,
     Steps,
 )
+from reconciler.runtime.tick.run_context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,11 @@ class Executor:
         """`resources` carry out their own actions, each with its steps for this run."""
         self.kube, self.clock = kube, clock
         self.writes = store.batch()
-        self.journal = Journal(
+        self.context = RunContext(
             runpod, kube, self.writes, clock, tick_id, creates_held, annotate_created
         )
-        self._steps: list[Steps] = [resource.steps(self.journal) for resource in resources]
-        self.journal.know_steps(self._steps)
+        self._steps: list[Steps] = [resource.steps(self.context) for resource in resources]
+        self.context.know_steps(self._steps)
         # Keeps the node's writer Lease; raises WriterLost, which ends the run.
         self._before_action = before_action
         # Told at the end of the run how many of its creates may have made a resource
@@ -97,12 +97,12 @@ class Executor:
     @property
     def deferred(self) -> int:
         """Creates left for a later tick: creates stopped, held, or past the deadline."""
-        return self.journal.deferred
+        return self.context.deferred
 
     @property
     def past_deadline(self) -> bool:
         """Whether creates were left over because the tick's deadline had passed."""
-        return self.journal.past_deadline
+        return self.context.past_deadline
 
     def run(self, actions: Iterable[Action]) -> Outcome:
         outcome = Outcome()
@@ -113,7 +113,7 @@ class Executor:
             self._commit_rest(outcome)  # what was done is recorded, as it always was
             raise
         unrecorded = sum(steps.unrecorded() for steps in self._steps)
-        self._unrecorded_creates(self.journal.in_doubt + unrecorded)
+        self._unrecorded_creates(self.context.in_doubt + unrecorded)
         self._commit_rest(outcome)
         return outcome
 
@@ -141,7 +141,7 @@ class Executor:
             )
             self._report_failure(action, exc)
             if isinstance(action, PatchStatus):
-                self.journal.status_failed.add(action.pod.uid)
+                self.context.status_failed.add(action.pod.uid)
 
     def _commit_rest(self, outcome: Outcome) -> None:
         """The run's last commit. A failure loses only what the next tick observes again
@@ -155,7 +155,7 @@ class Executor:
     def _apply(self, action: Action) -> None:
         match action:
             case PatchStatus(pod=pod, status=status, row=row, annotations=annotations):
-                self.journal.journaled(
+                self.context.journaled(
                     "patch-status",
                     pod.uid,
                     None,
@@ -165,9 +165,9 @@ class Executor:
                 )
                 crashpoints.reached("after-status-patch")
                 if row is not None:
-                    self.journal.writes.save_row(row)
+                    self.context.writes.save_row(row)
                 if status.get("phase") == "Failed":
-                    self.journal.decided(
+                    self.context.decided(
                         "fail",
                         pod,
                         row.instance_id if row else None,
@@ -175,7 +175,7 @@ class Executor:
                         row.cost_per_hr if row else None,
                     )
             case PatchMetadata(pod=pod, annotations=annotations):
-                self.journal.journaled(
+                self.context.journaled(
                     "patch-metadata",
                     pod.uid,
                     None,
@@ -185,13 +185,13 @@ class Executor:
                 if final is not None:
                     # The terminal phase first: a delete held by finalizers must not leave
                     # the pod showing Running.
-                    self.journal.journaled(
+                    self.context.journaled(
                         "patch-status",
                         pod.uid,
                         None,
                         lambda: self.kube.pods.patch_status(pod.namespace, pod.name, final),
                     )
-                self.journal.journaled(
+                self.context.journaled(
                     "finalize-pod",
                     pod.uid,
                     None,
@@ -199,24 +199,24 @@ class Executor:
                 )
                 crashpoints.reached("after-finalize")
                 if row is not None:
-                    self.journal.writes.save_row(row)
-                self.journal.decided(
+                    self.context.writes.save_row(row)
+                self.context.decided(
                     "finalize",
                     pod,
                     row.instance_id if row else None,
                     "deleted, and its instance is gone",
                 )
             case Bind(pod=pod, node_name=node, detail=detail):
-                self.journal.journaled(
+                self.context.journaled(
                     "bind",
                     pod.uid,
                     None,
                     lambda: self.kube.pods.bind(pod.namespace, pod.name, pod.uid, node),
                 )
-                self.journal.event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
-                self.journal.decided("bind", pod, None, f"to {node}: {detail}")
+                self.context.event(pod, Notice.OFFLOADED, f"bound to {node}: {detail}")
+                self.context.decided("bind", pod, None, f"to {node}: {detail}")
             case Event(pod=pod, reason=reason, message=message, warning=warning):
-                self.journal.event(pod, reason, message, warning)
+                self.context.event(pod, reason, message, warning)
             case _:
                 self._steps_for(action).apply(action)
 

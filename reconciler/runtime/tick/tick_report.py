@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Protocol, TypeVar
 
 from reconciler.core.actions import Action
 from reconciler.core.money.ghost_charges import GhostCharge
@@ -14,6 +15,16 @@ from reconciler.core.pods import ownership
 from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.resources import clusters
 from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRead
+
+
+class Section(Protocol):
+    """A plug-in resource's part of the tick's report (`TickReport.sections`)."""
+
+    def line(self) -> str | None:
+        """What the tick's log line adds for it (None: nothing worth a word)."""
+
+
+SectionType = TypeVar("SectionType")
 
 
 @dataclass
@@ -56,6 +67,17 @@ class TickReport:
     """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
     """Planned creates the executor left for a later tick (quota share spent, stopped)."""
+
+    sections: dict[type[Any], Section] = field(default_factory=dict)
+    """Each plug-in resource's own part of the report, by its type (`section`)."""
+
+    def section(self, kind: type[SectionType]) -> SectionType | None:
+        found = self.sections.get(kind)
+        return found if isinstance(found, kind) else None
+
+    def section_lines(self) -> list[str]:
+        """The plug-in resources' words for the tick's log line."""
+        return [line for part in self.sections.values() if (line := part.line())]
 
     @property
     def duration(self) -> float:

@@ -30,6 +30,9 @@ from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRea
 
 log = logging.getLogger(__name__)
 
+AUDITED = (VOLUME, CLUSTER)
+"""The kinds besides pods whose charged ids the audit reads by id (`_gone`)."""
+
 
 def audit(
     runpod: RunPodClient,
@@ -77,10 +80,12 @@ def charges_read(
             if start <= r.start < end
         ]
     for other in others:
+        if other.kind not in AUDITED:
+            continue  # a kind whose resources the audit cannot read by id
         if _covers(other.since, other.covered_until, start, end):
-            covered.add(other.kind.value)
+            covered.add(other.kind)
             found += [
-                Charge(other.kind.value, r.resource_id, r.start, r.total_usd)
+                Charge(other.kind, r.resource_id, r.start, r.total_usd)
                 for r in other.charged
                 if start <= r.start < end
             ]

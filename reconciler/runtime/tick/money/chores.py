@@ -1,5 +1,5 @@
-"""The engine's money chores: billing reads, namespace caps and whose each billed
-resource is.
+"""The money chores' parts (run by `runtime/tick/chores/money.py`): billing reads, who
+owns each billed resource, and namespace caps.
 
 Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
 - billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
@@ -13,20 +13,17 @@ Each costs RunPod or Kubernetes requests, so each runs only when it can change s
   each only while a resource of its kind is known as ours (within `--cost-history`); a
   cluster charged for an hour that began after its DELETE was answered is a leak, and
   is deleted again (one `DELETE /v2/clusters/{id}`);
-- attributions: whose each resource is, written when the tick first sees it (and once
-  a day while it does), from what the tick lists anyway;
+- whose each billed resource is (`Attributions`) is written when the tick first sees it
+  (and once a day while it does), from what the tick lists anyway: no request;
 - every record these reads get, anyone's, is handed to the hourly ghost-charge audit
-  (`runtime/tick/money/charge_audit.py`), which then does not ask for the same hour again;
-- the cluster leak audit (`audit_clusters`): from the tick's list and rows, no request.
-
-Registry credentials are collected by their own resource
-(`runtime/tick/resources/registries.py`).
+  (`runtime/tick/money/charge_audit.py`), which then does not ask for the same hour again.
+(Registry credentials are collected by their own resource, `runtime/tick/resources/registries.py`.)
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -35,7 +32,7 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core.actions import DeleteCluster
+from reconciler.core.actions import Action
 from reconciler.core.config import Settings
 from reconciler.core.domain import BillingRecord, ResourceCharge
 from reconciler.core.mapping import MappingRow
@@ -128,48 +125,71 @@ def save_billing(store: Store, settings: Settings, read: BillingRead, now: datet
         )
 
 
+def _no_leaks(kept: Sequence[ResourceCharge]) -> Sequence[Action]:
+    return ()
+
+
+@dataclass(frozen=True)
+class BillingRoute:
+    """How a resource billed apart from instances is charged (its `Resource.billing`):
+    RunPod's billing endpoint for its kind, and what a charge of ours may prove."""
+
+    kind: str
+    """Its rows in the billing tables (`Billed`'s value for the built-in kinds)."""
+    read: Callable[[datetime, datetime], Sequence[ResourceCharge]]
+    """Every charge of the kind in whole hours [since, until): one request."""
+    leaks: Callable[[Sequence[ResourceCharge]], Sequence[Action]] = _no_leaks
+    """The actions our charges prove due (a cluster billed after its DELETE: deleted
+    again), run after the pods' actions; logged by the route."""
+
+
 @dataclass(frozen=True)
 class ResourceBillingRead:
-    kind: Billed
+    kind: str
     records: Sequence[ResourceCharge]
     """Charges of our resources of this kind in the hours read."""
     covered_until: datetime
-    leaks: Sequence[DeleteCluster] = ()
-    """Clusters charged for hours after RunPod answered their DELETE: deleted again."""
+    leaks: Sequence[Action] = ()
+    """What the charges proved due (clusters charged for hours after RunPod answered
+    their DELETE: deleted again)."""
     since: datetime | None = None
     charged: Sequence[ResourceCharge] = ()
     """Every record read, anyone's (for the ghost-charge audit, as `BillingRead`'s)."""
 
 
 class ResourceBilling:
-    """Network volumes' and Instant Clusters' charges, read like the pods' (whole hours
-    that ended since the last read, at most once an hour per kind) and kept only for
+    """The charges of resources billed apart from instances (network volumes', Instant
+    Clusters', each resource's `billing` route), read like the pods' (whole hours that
+    ended since the last read, at most once an hour per kind) and kept only for
     resources known as ours. When the next read is due is kept in memory, so that the
     ticks in between do not even ask the database."""
 
     def __init__(self) -> None:
-        self._due: dict[Billed, datetime] = {}
+        self._due: dict[str, datetime] = {}
 
     def read(
-        self, runpod: RunPodClient, store: Store, settings: Settings, now: datetime
+        self, routes: Sequence[BillingRoute], store: Store, settings: Settings, now: datetime
     ) -> list[ResourceBillingRead]:
+        """Volumes' before clusters', as they always were read; another kind's after."""
         reads = []
-        for kind in Billed:
+        for route in sorted(routes, key=_route_order):
+            kind = route.kind
             due = self._due.get(kind)
             if due is not None and now < due:
                 continue
             # Whatever comes of it, the next try is in the next hour: a failed read
             # loses nothing (the next one starts where the last stored one ended).
             self._due[kind] = _hour(now) + BILLING_PERIOD
-            found = self._read(runpod, store, settings, kind, now)
+            found = self._read(route, store, settings, now)
             if found is not None:
                 reads.append(found)
         return reads
 
     @staticmethod
     def _read(
-        runpod: RunPodClient, store: Store, settings: Settings, kind: Billed, now: datetime
+        route: BillingRoute, store: Store, settings: Settings, now: datetime
     ) -> ResourceBillingRead | None:
+        kind = route.kind
         ours = store.billing.resource_ids(kind)
         if not ours:
             return None  # nothing of ours to attribute a charge to: spare the request
@@ -178,35 +198,27 @@ class ResourceBilling:
         since = covered or _hour(now - timedelta(days=settings.caps.cost_history_days))
         if until - since < BILLING_PERIOD:
             return None
-        fetch = (
-            runpod.billing.network_volumes
-            if kind is Billed.NETWORK_VOLUME
-            else runpod.billing.clusters
-        )
         try:
-            records = fetch(since, until)
+            records = route.read(since, until)
         except runpod_errors.RunPodError as exc:
-            log.warning("could not read RunPod's %s billing: %s", kind.value, exc)
+            log.warning("could not read RunPod's %s billing: %s", kind, exc)
             return None
         kept = [r for r in records if r.resource_id in ours]
         log.info(
             "read RunPod %s billing %s..%s: %d records of ours, $%.2f",
-            kind.value,
+            kind,
             since.isoformat(),
             until.isoformat(),
             len(kept),
             sum(r.total_usd for r in kept),
         )
-        leaks: list[DeleteCluster] = []
-        if kind is Billed.CLUSTER and kept:
-            leaks = charges.cluster_leaks(
-                kept, store.attributions.clusters_deleted(), settings.timing.orphan_grace_time
-            )
-        for leak in leaks:
-            log.error(
-                "LEAK: Instant Cluster %s: %s; deleting it again", leak.cluster_id, leak.detail
-            )
+        leaks = route.leaks(kept) if kept else ()
         return ResourceBillingRead(kind, kept, until, leaks, since, records)
+
+
+def _route_order(route: BillingRoute) -> int:
+    order = [kind.value for kind in Billed]
+    return order.index(route.kind) if route.kind in order else len(order)
 
 
 def save_resource_billing(
@@ -231,12 +243,12 @@ class Attributions:
     that is already there."""
 
     def __init__(self) -> None:
-        self._written: dict[tuple[Billed, str], tuple[Attribution, datetime]] = {}
+        self._written: dict[tuple[str, str], tuple[Attribution, datetime]] = {}
 
     def save(self, store: Store, found: Iterable[Attribution], now: datetime) -> None:
         news = [item for item in found if not self._fresh(item, now)]
-        for kind in Billed:
-            unknown = [i.resource_id for i in news if i.kind is kind]
+        for kind in dict.fromkeys(item.kind for item in news):
+            unknown = [i.resource_id for i in news if i.kind == kind]
             if unknown:
                 for resource_id, known in store.attributions.read(kind, unknown).items():
                     self._written[(kind, resource_id)] = known

@@ -3,11 +3,13 @@ resources"): the runtime half of one resource, whose pure half is its module in
 `core/resources/`.
 
 A resource gives the executor its `Steps` for each run (the actions it carries out,
-through the run's one `Journal`), and the engine its phase after the pods' actions
-(collection, provisioning: `after_pods`) and the hourly price of what it keeps that
-the pod list does not show (`standing_spend`, counted in the spend caps). The engine
-and the executor loop over the registered resources (`runtime/tick/resources/__init__.py`)
-in order and know none of them by name.
+through the run's one `RunContext`), and the engine its reads (`observe`), its own
+plan (`plan`), its part of the report (`planned`), its phase after the pods' actions
+(collection, provisioning: `after_pods`), the hourly price of what it keeps that the
+pod list does not show (`standing_spend`, counted in the spend caps) and how RunPod
+bills it (`billing`). The engine and the executor loop over the registered resources
+(`runtime/tick/resources/__init__.py`, where the whole recipe is) in order and know
+none of them by name.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from reconciler.core.actions import Action
 from reconciler.core.capacity.stock import StockMemory
 from reconciler.core.config import Settings
 from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.runtime.logs.sources import PodLogs
 from reconciler.runtime.tick.catalog import CatalogCache
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 
@@ -97,8 +99,11 @@ class Sighting:
     """Reads what each pod's create needs from Kubernetes (shared by every resource)."""
     catalogs: Callable[[bool, bool], tuple[list[GpuType], list[CpuFlavor]]]
     """The GPU and CPU catalogs, each read (cached) only when asked for."""
-    found: dict[str, Any] = field(default_factory=dict)
-    """The planner's `Observation` fields each resource read, by name."""
+    found: Observed = field(default_factory=lambda: Observed())
+    """The planner's `Observation` fields each resource read, typed."""
+    slots: dict[type[Any], Any] = field(default_factory=dict)
+    """What a plug-in resource read for its own plan, by the type it read it as
+    (`Observation.slot`)."""
     creating: list[KubeObject] = field(default_factory=list)
     """Pods about to be created: their namespaces' caps are read, and the spend of what
     the resources keep."""
@@ -116,17 +121,17 @@ class AfterPods:
     report: TickReport
     run: Callable[[Sequence[Action]], None]
     """Carry out actions decided now, journaled, counted in the tick's report."""
-    journal: Journal
-    """The run's journal: `journal.steps_of` gives this run's steps of a resource."""
+    context: RunContext
+    """The run's context: `context.steps_of` gives this run's steps of a resource."""
 
     def steps_of(self, kind: type[StepsType]) -> StepsType:
-        return self.journal.steps_of(kind)
+        return self.context.steps_of(kind)
 
 
 class Resource(Protocol):
     """One cloud resource, registered once (`runtime/tick/resources/__init__.py`)."""
 
-    def steps(self, journal: Journal) -> Steps:
+    def steps(self, context: RunContext) -> Steps:
         """Its steps for one run of the executor."""
 
     def observe(self, sighting: Sighting) -> None:
@@ -138,6 +143,16 @@ class Resource(Protocol):
     def after_pods(self, tick: AfterPods) -> None:
         """Its phase once the tick's plan has run (nothing when it has none)."""
 
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        """Its own actions, decided on the tick's observation (its `Observation.slot`)
+        after the planner's and run with them; dry runs plan too. The built-in resources
+        return none: the planner plans theirs (`core/planner.py`)."""
+
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """USD per hour, by namespace (None: no namespace's), of what it keeps that the
         pod list does not show, for the spend caps of a tick that may create."""
+
+    def billing(self) -> chores.BillingRoute | None:
+        """How RunPod bills it apart from instances (None: it is not billed so): read
+        hourly while a resource of its kind is known as ours, kept in the billing tables
+        under its kind (`runtime/tick/money/chores.py`)."""

@@ -29,7 +29,7 @@ from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.domain import ClusterRequest, GpuType, Instance, KubeObject
 from reconciler.core.money import attribution
 from reconciler.core.plan import gang_end
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.core.resources import cluster_age, clusters
@@ -37,11 +37,12 @@ from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime.tick import crashpoints
 from reconciler.runtime.tick.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.tick.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
+from reconciler.runtime.tick.resources.cluster_billing import cluster_billing
 from reconciler.runtime.tick.resources.gang_jobs import GangJobs
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -57,11 +58,11 @@ class ClusterSteps:
 
     def __init__(
         self,
-        journal: Journal,
+        context: RunContext,
         failing: set[str] | None = None,
         keep_log: Callable[[PodRef, str, str], None] = lambda _pod, _job, _member: None,
     ) -> None:
-        self.journal = journal
+        self.context = context
         self.keep_log = keep_log
         """Keeps a gang pod's last lines from its member (pod, Job UID, member id)."""
         self.failing = set() if failing is None else failing
@@ -79,9 +80,9 @@ class ClusterSteps:
             case DeleteCluster():
                 self._delete(action)
             case SaveClusterRow(row=row):
-                self.journal.writes.save_cluster(row)
+                self.context.writes.save_cluster(row)
             case DeleteClusterRow(gang=gang):
-                self.journal.writes.delete_cluster(gang)
+                self.context.writes.delete_cluster(gang)
 
     def unrecorded(self) -> int:
         """Each answered create's cluster id onto its gang's pods (`--once`); a gang
@@ -89,7 +90,7 @@ class ClusterSteps:
         unrecorded = 0
         for pods, cluster_id in self._gangs:
             written = [
-                self.journal.annotate_created and self._annotate(p, cluster_id) for p in pods
+                self.context.annotate_created and self._annotate(p, cluster_id) for p in pods
             ]
             if not all(written):
                 unrecorded += 1
@@ -99,10 +100,10 @@ class ClusterSteps:
         """The gang's intent row, committed before the first POST; then the candidates in
         order, each refusal read from `core.capacity.refusals` as for an instance. An answer lost
         leaves the row `creating`: the members are found by their tags."""
-        if self.journal.creates_wait():
-            self.journal.deferred += 1
+        if self.context.creates_wait():
+            self.context.deferred += 1
             return
-        self.journal.writes.save_cluster(action.row)
+        self.context.writes.save_cluster(action.row)
         refused: list[str] = []
         for candidate in action.candidates:
             try:
@@ -110,7 +111,7 @@ class ClusterSteps:
             except runpod_errors.RunPodError as exc:
                 kind = refusal_kind(exc)
                 if kind is None:
-                    self.journal.in_doubt += 1
+                    self.context.in_doubt += 1
                     raise
                 refusal = REFUSALS[kind]
                 message = refusal.message.format(error=exc, detail=exc.detail or exc, template=None)
@@ -119,7 +120,7 @@ class ClusterSteps:
                     self.refusals += 1
                     continue
                 if refusal.next is Next.STOP_CREATES:
-                    self.journal.creates_stopped = message
+                    self.context.creates_stopped = message
                 self._refused(action, refusal.reason, message)
                 return
             self._created(action, candidate, cluster_id)
@@ -131,12 +132,13 @@ class ClusterSteps:
         )
 
     def _create_one(self, action: CreateCluster, candidate: ClusterRequest) -> str:
-        made = self.journal.journaled(
+        made = self.context.journaled(
             "create-cluster",
             action.pods[0].uid if action.pods else None,
             None,
-            lambda: self.journal.runpod.clusters.create(candidate),
+            lambda: self.context.runpod.clusters.create(candidate),
             durable_at="after-cluster-intent",
+            made=lambda cluster_id: cluster_id,
         )
         assert isinstance(made, str)
         crashpoints.reached("after-cluster-create")
@@ -144,7 +146,7 @@ class ClusterSteps:
 
     def _created(self, action: CreateCluster, candidate: ClusterRequest, cluster_id: str) -> None:
         # Committed with a later write: lost in a crash, the cluster is adopted by its tags.
-        self.journal.writes.save_cluster(
+        self.context.writes.save_cluster(
             action.row.changed(
                 state=ClusterState.RUNNING,
                 cluster_id=cluster_id,
@@ -153,20 +155,20 @@ class ClusterSteps:
                 cost_per_hr=candidate.hourly_price,
                 reason=None,
                 message=None,
-                updated_at=self.journal.clock(),
+                updated_at=self.context.clock(),
             )
         )
         self.created.append(cluster_id)
         self._gangs.append((action.pods, cluster_id))
         size = f"{candidate.pod_count} x {candidate.gpu_type_id} x{candidate.gpu_count_per_pod}"
         for pod in action.pods:
-            self.journal.event(
+            self.context.event(
                 pod,
                 Notice.CREATED_CLUSTER,
                 f"created RunPod Instant Cluster {cluster_id} ({size}, "
                 f"${candidate.hourly_price:.2f}/h in all)",
             )
-        self.journal.decided(
+        self.context.decided(
             "create-cluster", action.pods[0] if action.pods else None, cluster_id, size
         )
 
@@ -174,27 +176,27 @@ class ClusterSteps:
         """Nothing was made: the gang waits (the planner shows the reason), tried again
         after the refusal pause; a rate limit blames no one."""
         if reason is None:
-            self.journal.writes.delete_cluster(action.row.gang)
+            self.context.writes.delete_cluster(action.row.gang)
             return
-        self.journal.writes.save_cluster(
+        self.context.writes.save_cluster(
             action.row.changed(
                 state=ClusterState.REFUSED,
                 reason=reason,
                 message=message,
-                updated_at=self.journal.clock(),
+                updated_at=self.context.clock(),
             )
         )
         for pod in action.pods:
-            self.journal.event(pod, reason, message, warning=True)
+            self.context.event(pod, reason, message, warning=True)
 
     def _delete(self, action: DeleteCluster) -> None:
         if action.row is not None:
-            self.journal.writes.save_cluster(action.row)
+            self.context.writes.save_cluster(action.row)
         # Kept first, even when the DELETE waits: a later tick's DELETE (from the row,
         # `gang_end.settle_recorded`) knows no members to keep lines of.
         for pod, member, job in action.logs:
             self.keep_log(pod, job, member)
-        unpatched = [p for p in action.pods if p.uid in self.journal.status_failed]
+        unpatched = [p for p in action.pods if p.uid in self.context.status_failed]
         if unpatched:
             # The row keeps the end (state deleting, no answer yet): the next tick
             # patches the pods from it, then sends this DELETE at once.
@@ -206,11 +208,11 @@ class ClusterSteps:
             )
             return
         try:
-            self.journal.journaled(
+            self.context.journaled(
                 "delete-cluster",
                 action.pods[0].uid if action.pods else None,
                 action.cluster_id,
-                lambda: self.journal.runpod.clusters.delete(action.cluster_id),
+                lambda: self.context.runpod.clusters.delete(action.cluster_id),
                 durable_at="after-cluster-deleting",
             )
         except runpod_errors.RunPodError as exc:
@@ -218,16 +220,16 @@ class ClusterSteps:
         self.failing.discard(action.cluster_id)
         crashpoints.reached("after-cluster-delete")
         if action.row is not None:  # lost in a crash: one more DELETE, answered with 404
-            self.journal.writes.save_cluster(
-                action.row.changed(delete_answered_at=self.journal.clock())
+            self.context.writes.save_cluster(
+                action.row.changed(delete_answered_at=self.context.clock())
             )
         for pod in action.pods:
-            self.journal.event(
+            self.context.event(
                 pod,
                 Notice.TERMINATING_INSTANCE,
                 f"deleted cluster {action.cluster_id}: {action.detail}",
             )
-        self.journal.decided("delete-cluster", None, action.cluster_id, action.detail)
+        self.context.decided("delete-cluster", None, action.cluster_id, action.detail)
 
     def _failed_delete(self, cluster_id: str, exc: runpod_errors.RunPodError) -> None:
         """A DELETE RunPod did not answer: asked again every tick while the cluster is
@@ -247,11 +249,11 @@ class ClusterSteps:
         an instance: a writer on another database reads its members by that id (checked
         by their tags) while the list lags. True if written."""
         try:
-            self.journal.journaled(
+            self.context.journaled(
                 "patch-metadata",
                 pod.uid,
                 cluster_id,
-                lambda: self.journal.kube.pods.patch_annotations(
+                lambda: self.context.kube.pods.patch_annotations(
                     pod.namespace, pod.name, {CLUSTER_ID: cluster_id}
                 ),
             )
@@ -285,10 +287,16 @@ class Clusters:
         """The node's gang pods at the last tick (their kept lines are checked on a change)."""
         self.jobs = GangJobs(shared.kube)
 
-    def steps(self, journal: Journal) -> ClusterSteps:
+    def steps(self, context: RunContext) -> ClusterSteps:
         return ClusterSteps(
-            journal, self._failing, lambda pod, job, member: self.pod_logs.keep(pod, member, job)
+            context, self._failing, lambda pod, job, member: self.pod_logs.keep(pod, member, job)
         )
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> chores.BillingRoute:
+        return cluster_billing(self.runpod, self.store, self.settings)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # a cluster's price is counted from its row with the gang's pods
@@ -381,16 +389,18 @@ class Clusters:
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
         sighting.found.update(
-            cluster_catalog=stock,
-            foreign_gang_pods=jobs.foreign,
-            gang_jobs_unread=jobs.unread,
-            members=members,
-            clusters=rows,
-            gang_inputs=inputs,
-            gang_results=results,
-            gang_unread=unread,
-            clusters_gone=gone,
-            clusters_first_listed=first_listed,
+            Observed(
+                cluster_catalog=stock,
+                foreign_gang_pods=jobs.foreign,
+                gang_jobs_unread=jobs.unread,
+                members=members,
+                clusters=rows,
+                gang_inputs=inputs,
+                gang_results=results,
+                gang_unread=unread,
+                clusters_gone=gone,
+                clusters_first_listed=first_listed,
+            )
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]

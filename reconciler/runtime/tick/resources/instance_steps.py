@@ -40,10 +40,10 @@ from reconciler.core.resources import registries as registry_rule
 from reconciler.core.translate.annotations import CONTAINER_REGISTRY_AUTH_ID
 from reconciler.core.translate.status import metadata_annotations
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import Deferred
 from reconciler.runtime.tick.resources.registries import RegistrySteps
+from reconciler.runtime.tick.run_context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class InstanceSteps:
 
     def __init__(
         self,
-        journal: Journal,
+        context: RunContext,
         registries: Callable[[], RegistrySteps],
         stock: StockMemory,
         keep_log: Callable[[PodRef, str], None] | None = None,
@@ -65,7 +65,7 @@ class InstanceSteps:
     ) -> None:
         """`registries` gives this run's credentials, which a create pulls with; `naming`
         which of them a pod may name."""
-        self.journal, self._registries, self.stock = journal, registries, stock
+        self.context, self._registries, self.stock = context, registries, stock
         self.naming = naming or registry_rule.Naming("", ())
         self.keep_log = keep_log
         self.refusals = 0
@@ -75,15 +75,15 @@ class InstanceSteps:
     def apply(self, action: Action) -> None:
         match action:
             case SaveRow(row=row):
-                self.journal.writes.save_row(row)
+                self.context.writes.save_row(row)
             case DeleteRow(pod_uid=uid):
-                self.journal.writes.delete_row(uid)
+                self.context.writes.delete_row(uid)
             case Create():
                 self._before_create()
                 self._create(action)
             case Adopt(pod=pod, instance=instance, row=row):
-                self.journal.writes.save_row(row)
-                self.journal.decided(
+                self.context.writes.save_row(row)
+                self.context.decided(
                     "adopt",
                     pod,
                     instance.id,
@@ -95,8 +95,8 @@ class InstanceSteps:
                     raise Deferred
                 self._terminate(action)
             case RestoreTags(instance_id=instance_id, env=env, pod=tagged):
-                runpod = self.journal.runpod
-                self.journal.journaled(
+                runpod = self.context.runpod
+                self.context.journaled(
                     "restore-tags",
                     tagged.uid if tagged else None,
                     instance_id,
@@ -111,7 +111,7 @@ class InstanceSteps:
         our database, are what the next writer reads. One not written there counts."""
         unrecorded = 0
         for pod, instance in self._created:
-            if not self.journal.annotate_created or not self._annotate(pod, instance):
+            if not self.context.annotate_created or not self._annotate(pod, instance):
                 unrecorded += 1
         return unrecorded
 
@@ -119,19 +119,19 @@ class InstanceSteps:
         """Past the tick's deadline, or while a dead writer's create may still land
         (`runtime/process/writer_lease.py`), the create waits for a later tick with nothing
         committed: the next tick plans it again."""
-        if self.journal.runpod.past_deadline:
-            self.journal.deferred += 1
-            self.journal.past_deadline = True
+        if self.context.runpod.past_deadline:
+            self.context.deferred += 1
+            self.context.past_deadline = True
             raise Deferred
-        if self.journal.creates_held():
-            self.journal.deferred += 1
+        if self.context.creates_held():
+            self.context.deferred += 1
             raise Deferred
 
     def _end_unrecorded(self, action: Terminate) -> bool:
         """Whether `action` must wait: the pod's end it follows was not written."""
         if not action.after_pod_end or action.pod is None:
             return False
-        if action.pod.uid not in self.journal.status_failed:
+        if action.pod.uid not in self.context.status_failed:
             return False
         log.warning(
             "not terminating instance %s of %s yet: its end is not on the pod (the status "
@@ -151,14 +151,14 @@ class InstanceSteps:
             log.warning("could not keep the log of %s", pod, exc_info=True)
 
     def _create(self, action: Create) -> None:
-        budget = self.journal.runpod.rate_budget
-        if not self.journal.creates_stopped and budget is not None and budget <= 0:
+        budget = self.context.runpod.rate_budget
+        if not self.context.creates_stopped and budget is not None and budget <= 0:
             # Not sleeping until the window resets inside this tick: the next tick comes
             # at the reset and divides the fresh window among the reconcilers on the key.
-            self.journal.creates_stopped = "our share of RunPod's rate limit is spent for now"
-        if self.journal.creates_stopped:
-            log.info("not creating for %s this tick: %s", action.pod, self.journal.creates_stopped)
-            self.journal.deferred += 1
+            self.context.creates_stopped = "our share of RunPod's rate limit is spent for now"
+        if self.context.creates_stopped:
+            log.info("not creating for %s this tick: %s", action.pod, self.context.creates_stopped)
+            self.context.deferred += 1
             return
         try:
             # Before the intent: nothing of it can create an instance, and a failure
@@ -166,15 +166,15 @@ class InstanceSteps:
             candidates = self._with_registry_auth(action)
         except _CreatesSkipped:
             return
-        self.journal.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
+        self.context.writes.save_row(action.row)  # the intent: committed before RunPod hears of it
         instance = self._first_accepted(action, candidates)
         if instance is None:
             return
         crashpoints.reached("after-create")
         # Committed with a later write: lost in a crash, the instance is adopted by its
         # tags, as after a create whose answer was lost.
-        self.journal.writes.save_row(
-            action.row.running_on(instance).changed(updated_at=self.journal.clock())
+        self.context.writes.save_row(
+            action.row.running_on(instance).changed(updated_at=self.context.clock())
         )
         crashpoints.reached("after-id-write")
         self._created.append((action.pod, instance))
@@ -184,12 +184,12 @@ class InstanceSteps:
             else f"{instance.gpu_type_id} x{instance.gpu_count}"
         )
         placement = f"{size} in {instance.datacenter_id or 'any data center'}"
-        self.journal.event(
+        self.context.event(
             action.pod,
             Notice.CREATED_INSTANCE,
             f"created RunPod instance {instance.id} ({placement}, ${instance.cost_per_hr:.2f}/h)",
         )
-        self.journal.decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
+        self.context.decided("create", action.pod, instance.id, placement, instance.cost_per_hr)
 
     def _first_accepted(
         self, action: Create, candidates: tuple[CreateRequest, ...]
@@ -197,7 +197,7 @@ class InstanceSteps:
         """Try the ranked candidates, past the places RunPod refused lately (an earlier pod
         of this tick included), and do what `core.capacity.refusals` says of each refusal."""
         refused: list[str] = []
-        for candidate in usable(candidates, self.stock.active(self.journal.clock())):
+        for candidate in usable(candidates, self.stock.active(self.context.clock())):
             try:
                 instance = self._create_one(action, candidate)
             except runpod_errors.RunPodError as exc:
@@ -205,14 +205,14 @@ class InstanceSteps:
                 if kind is None:
                     # 5xx or no answer: the row stays `creating`, and the next ticks
                     # adopt the instance if it was made after all.
-                    self.journal.in_doubt += 1
+                    self.context.in_doubt += 1
                     raise
                 refusal = REFUSALS[kind]
                 message = refusal.message.format(
                     error=exc, detail=exc.detail or exc, template=candidate.template_id
                 )
                 if refusal.out_of_stock:
-                    self.stock.refused(candidate, self.journal.clock())
+                    self.stock.refused(candidate, self.context.clock())
                     self.refusals += 1
                 if refusal.next is Next.TRY_NEXT:
                     refused.append(f"{candidate.offer_id}: {message}")
@@ -233,9 +233,9 @@ class InstanceSteps:
 
     def _refused(self, action: Create, refusal: Refusal, message: str) -> None:
         if refusal.next is Next.STOP_CREATES:
-            self.journal.creates_stopped = message
+            self.context.creates_stopped = message
         if refusal.reason is None:  # rate limited: nothing wrong with the pod, try next tick
-            self.journal.writes.save_row(
+            self.context.writes.save_row(
                 action.row.changed(state=MappingState.PENDING, attempt_id=None)
             )
         elif refusal.next is Next.FAIL:
@@ -248,11 +248,11 @@ class InstanceSteps:
         mirror: a writer after us that lost our rows (or has its own) finds it there,
         even while RunPod's list does not show the instance yet. True if written."""
         try:
-            self.journal.journaled(
+            self.context.journaled(
                 "patch-metadata",
                 pod.uid,
                 None,
-                lambda: self.journal.kube.pods.patch_annotations(
+                lambda: self.context.kube.pods.patch_annotations(
                     pod.namespace, pod.name, dict(metadata_annotations(instance))
                 ),
             )
@@ -262,12 +262,13 @@ class InstanceSteps:
         return True
 
     def _create_one(self, action: Create, candidate: CreateRequest) -> Instance:
-        result = self.journal.journaled(
+        result = self.context.journaled(
             "create",
             action.pod.uid,
             None,
-            lambda: self.journal.runpod.instances.create(candidate),
+            lambda: self.context.runpod.instances.create(candidate),
             durable_at="after-intent",
+            made=lambda instance: instance.id,
         )
         assert isinstance(result, Instance)
         return result
@@ -276,23 +277,23 @@ class InstanceSteps:
         """Nothing was created: back to pending, with a reason the planner will show."""
         self._no_instance(action, MappingState.PENDING, reason, message)
         if action.row.reason != reason:
-            self.journal.event(action.pod, reason, message, warning=True)
+            self.context.event(action.pod, reason, message, warning=True)
 
     def _give_up(self, action: Create, reason: PodReason, message: str) -> None:
         self._no_instance(action, MappingState.FAILED, reason, message)
-        self.journal.event(action.pod, reason, message, warning=True)
+        self.context.event(action.pod, reason, message, warning=True)
 
     def _no_instance(
         self, action: Create, state: MappingState, reason: PodReason, message: str
     ) -> None:
         """The create's row ends its attempt without an instance, saying why."""
-        self.journal.writes.save_row(
+        self.context.writes.save_row(
             action.row.changed(
                 state=state,
                 attempt_id=None,
                 reason=reason,
                 last_error=message,
-                updated_at=self.journal.clock(),
+                updated_at=self.context.clock(),
             )
         )
 
@@ -328,23 +329,23 @@ class InstanceSteps:
         if action.reason is TerminateReason.START_FAILED and action.row is not None:
             # No create of any pod goes there again for a while (core.capacity.stock).
             row = action.row
-            self.stock.start_failed(row.gpu_type_id or "", row.datacenter_id, self.journal.clock())
+            self.stock.start_failed(row.gpu_type_id or "", row.datacenter_id, self.context.clock())
         if action.row is not None:
             # The instance's end, as far as we decide it: the leak audit and the cost
             # report count from here, not from when a later tick saw it gone.
-            now = self.journal.clock()
-            self.journal.writes.save_row(
+            now = self.context.clock()
+            self.context.writes.save_row(
                 action.row.changed(updated_at=now, ended_at=action.row.ended_at or now)
             )
         pod_uid = action.pod.uid if action.pod else (action.row.pod_uid if action.row else None)
         if action.keeps_log and action.pod is not None:
-            self.journal.writes.commit()  # the kept log is stored beside the pod's row
+            self.context.writes.commit()  # the kept log is stored beside the pod's row
             self._keep_log(action.pod, action.instance_id)
-        self.journal.journaled(
+        self.context.journaled(
             "terminate",
             pod_uid,
             action.instance_id,
-            lambda: self.journal.runpod.instances.delete(action.instance_id),
+            lambda: self.context.runpod.instances.delete(action.instance_id),
             durable_at="after-terminating",
         )
         crashpoints.reached("after-delete")
@@ -355,7 +356,7 @@ class InstanceSteps:
                 action.instance_id,
                 action.leaked_seconds,
             )
-        self.journal.decided(
+        self.context.decided(
             "terminate",
             action.pod,
             action.instance_id,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
+from reconciler.core.actions import Action
 from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     ExitLog,
@@ -19,18 +20,18 @@ from reconciler.core.domain import (
 )
 from reconciler.core.mapping import MappingRow, unconfirmed_instances
 from reconciler.core.plan.admission import needs_create_inputs
-from reconciler.core.plan.observation import CreateInputs
+from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.core.pods import ownership, podinfo
 from reconciler.core.resources import registries
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.tick.by_id import believed, read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.instance_steps import InstanceSteps
 from reconciler.runtime.tick.resources.registries import RegistrySteps
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -42,14 +43,20 @@ class Instances:
         self.stock, self.pod_logs = shared.stock, shared.pod_logs
         self.catalogs = (shared.catalog, shared.cpu_catalog)
 
-    def steps(self, journal: Journal) -> InstanceSteps:
+    def steps(self, context: RunContext) -> InstanceSteps:
         return InstanceSteps(
-            journal,
-            lambda: journal.steps_of(RegistrySteps),
+            context,
+            lambda: context.steps_of(RegistrySteps),
             self.stock,
             self.pod_logs.keep,
             registries.Naming(self.settings.owner_id, self.settings.placement.registry_auth_ids),
         )
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> chores.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # an instance's price is counted from its row with its pod
@@ -89,18 +96,20 @@ class Instances:
             billing = chores.BillingRead()
         sighting.billing = billing
         sighting.found.update(
-            instances=instances,
-            rows=rows,
-            catalog=catalog,
-            cpu_catalog=cpu_catalog,
-            create_inputs=inputs,
-            exit_codes={i: e.code for i, e in exits.items()},
-            exit_logs={i: e.lines for i, e in exits.items()},
-            billing=billing.records,
-            spend=billing.spend_by_pod,
-            price_differences=billing.differences,
-            network_volumes=volumes,
-            ownership=owners,
+            Observed(
+                instances=instances,
+                rows=rows,
+                catalog=catalog,
+                cpu_catalog=cpu_catalog,
+                create_inputs=inputs,
+                exit_codes={i: e.code for i, e in exits.items()},
+                exit_logs={i: e.lines for i, e in exits.items()},
+                billing=billing.records,
+                spend=billing.spend_by_pod,
+                price_differences=billing.differences,
+                network_volumes=volumes,
+                ownership=owners,
+            )
         )
 
     def _owners(

@@ -5,16 +5,18 @@ call journaled (docs/architecture.md §3, "Cloud resources")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.core.actions import Action, DeleteRegistryAuth, EnsureRegistryAuth, Terminate
 from reconciler.core.domain import RegistryAuth
+from reconciler.core.plan.observation import Observation
 from reconciler.core.resources import registries
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -27,8 +29,8 @@ class RegistryMissing(StepRefused):
 class RegistrySteps:
     actions: tuple[type[Action], ...] = (EnsureRegistryAuth, DeleteRegistryAuth)
 
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
         self._ids: dict[str, str] | None = None
         self.used: set[str] = set()
         """Credentials this run's creates chose: not to be collected this tick."""
@@ -56,24 +58,25 @@ class RegistrySteps:
     def ids(self) -> dict[str, str]:
         """The account's registry credentials, name to id, listed once per run."""
         if self._ids is None:
-            self._ids = {a.name: a.id for a in self.journal.runpod.registries.list()}
+            self._ids = {a.name: a.id for a in self.context.runpod.registries.list()}
         return self._ids
 
     def _ensure(self, action: EnsureRegistryAuth) -> None:
         """Ours when listed under its name (an earlier create whose answer was lost
         included); else made, with the journal row committed before the call."""
-        if self.journal.creates_wait():
+        if self.context.creates_wait():
             return  # its create waits for a later tick too
         known = self.ids()
         if action.name in known:
             return
-        runpod = self.journal.runpod
-        created = self.journal.journaled(
+        runpod = self.context.runpod
+        created = self.context.journaled(
             "create-registry-auth",
             action.pod.uid,
             None,
             lambda: runpod.registries.create(action.name, action.username, action.password),
             durable_at="after-registry-intent",
+            made=lambda auth: auth.id,
         )
         assert isinstance(created, RegistryAuth)
         crashpoints.reached("after-registry-create")
@@ -81,8 +84,8 @@ class RegistrySteps:
         log.info("stored registry credential %s (%s) for %s", created.id, action.name, action.pod)
 
     def _delete(self, action: DeleteRegistryAuth) -> None:
-        runpod = self.journal.runpod
-        deleted = self.journal.journaled(
+        runpod = self.context.runpod
+        deleted = self.context.journaled(
             "delete-registry-auth",
             None,
             action.registry_id,
@@ -105,8 +108,14 @@ class Registries:
     def __init__(self, shared: Shared) -> None:
         self.runpod, self.owner_id = shared.runpod, shared.settings.owner_id
 
-    def steps(self, journal: Journal) -> RegistrySteps:
-        return RegistrySteps(journal)
+    def steps(self, context: RunContext) -> RegistrySteps:
+        return RegistrySteps(context)
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> chores.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # RunPod charges nothing for a credential

@@ -32,7 +32,7 @@ from reconciler.core.domain import RunPodVolume
 from reconciler.core.reasons import VolumeNotice
 from reconciler.core.resources.volume_objects import SELECTED_NODE, persistent_volume
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.journal import Journal
+from reconciler.runtime.tick.run_context import RunContext
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 class VolumeSteps:
     actions: tuple[type[Action], ...] = get_args(VolumeAction)
 
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-        self.runpod, self.kube, self._journaled = journal.runpod, journal.kube, journal.journaled
+    def __init__(self, context: RunContext) -> None:
+        self.context = context
+        self.runpod, self.kube, self._journaled = context.runpod, context.kube, context.journaled
 
     def unrecorded(self) -> int:
         return 0  # the claim is held (our finalizer, the volume name) before the POST
@@ -76,7 +76,7 @@ class VolumeSteps:
                 patch = {"metadata": {"annotations": {SELECTED_NODE: node}}}
                 self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
             case ReleaseClaim(claim=claim, patch=patch, unmade=unmade):
-                if unmade and self.journal.creates_held():
+                if unmade and self.context.creates_held():
                     log.info("claim %s stays held: a dead writer's volume may yet be listed", claim)
                     return
                 self.kube.storage.patch_claim(claim.namespace, claim.name, patch)
@@ -87,8 +87,8 @@ class VolumeSteps:
         """As every create: not while a dead writer's create may still land (the list
         may lag past the claim's create grace), creates are stopped or the tick is past
         its deadline; the next tick plans it again, and its list may show the volume."""
-        if self.journal.creates_wait():
-            self.journal.deferred += 1
+        if self.context.creates_wait():
+            self.context.deferred += 1
             return
         claim = action.claim
         if action.hold is not None:  # refused (the claim changed or went): no POST
@@ -101,6 +101,7 @@ class VolumeSteps:
                 action.name, action.size_gb, action.datacenter, action.type
             ),
             durable_at="after-volume-intent",
+            made=lambda volume: volume.id,
         )
         assert isinstance(made, RunPodVolume)
         crashpoints.reached("after-volume-create")

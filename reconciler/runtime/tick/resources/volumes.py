@@ -26,6 +26,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.domain import KubeObject, RunPodVolume
 from reconciler.core.money import attribution, storage_caps
+from reconciler.core.money.attribution import Billed
 from reconciler.core.plan import hourly_costs
 from reconciler.core.plan.observation import Observation
 from reconciler.core.plan.situation import Situation
@@ -35,10 +36,10 @@ from reconciler.core.resources import network_volumes, storage_prices, volume_le
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.journal import Journal
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
+from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,8 @@ class Volumes:
         """Our network volumes' storage price by namespace, as the provisioner last read
         the PVs; None until it has (read then for the spend caps, once)."""
 
-    def steps(self, journal: Journal) -> VolumeSteps:
-        return VolumeSteps(journal)
+    def steps(self, context: RunContext) -> VolumeSteps:
+        return VolumeSteps(context)
 
     def observe(self, sighting: Sighting) -> None:
         """Nothing: the provisioner reads the storage after the pods' actions."""
@@ -69,6 +70,12 @@ class Volumes:
         """Nothing to tell of the plan."""
 
     # --- the spend caps ---------------------------------------------------------------
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # the planner plans its actions
+
+    def billing(self) -> chores.BillingRoute:
+        return chores.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """What our network volumes' storage costs per hour, for the caps of a tick that
@@ -150,7 +157,7 @@ class Volumes:
         if not growing:
             return planned
         caps = self.namespace_caps.get(self.kube, (a.claim.namespace for a in growing), now)
-        known = replace(observation, storage_spend=self._storage_spend or {})
+        known = replace(observation, standing_spend=self._storage_spend or {})
         spent = hourly_costs.spent(Situation(known, self.settings, now))
         pvs = {pv["metadata"]["name"]: pv for pv in view.volumes}
 

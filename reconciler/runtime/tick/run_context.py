@@ -1,5 +1,6 @@
-"""One run's journal: what every resource's steps share while they carry out a plan
-(docs/architecture.md §4).
+"""One run's context (`RunContext`): what every resource's steps share while they carry out
+a plan (docs/architecture.md §4). Its writes are the journal's entries; the rest is the
+run's shared state.
 
 Every RunPod or Kubernetes call that changes something is made through `journaled`: an
 entry is opened before the call and closed with its outcome after it, committed first
@@ -8,7 +9,7 @@ lives here: whether creates stopped this run (a refusal, the quota, the deadline
 creates left for a later tick, those in doubt, and the pods whose status patch failed
 (a resource whose end must be on its pods first waits for them).
 
-Each resource's steps (`runtime/tick/resources/`) hold the journal, never the executor: the
+Each resource's steps (`runtime/tick/resources/`) hold the context, never the executor: the
 executor holds the steps, so nothing of a run refers back to what made it and the run's
 data goes when the tick ends.
 """
@@ -25,7 +26,6 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.batch import JournalEntry, WriteBatch
 from reconciler.core.actions import PodRef
-from reconciler.core.domain import Instance, RegistryAuth
 from reconciler.core.reasons import EventReason
 from reconciler.runtime.process_log import Decision, decision
 from reconciler.runtime.tick import crashpoints
@@ -33,9 +33,10 @@ from reconciler.runtime.tick import crashpoints
 log = logging.getLogger(__name__)
 
 Found = TypeVar("Found")
+Result = TypeVar("Result")
 
 
-class Journal:
+class RunContext:
     def __init__(
         self,
         runpod: RunPodClient,
@@ -65,7 +66,7 @@ class Journal:
         """Pods whose status patch failed in this run: their end is not on them yet."""
         self._steps: list[weakref.ref[object]] = []
         """Each resource's steps for this run, held by the executor: weakly here, since
-        the steps hold the journal (a cycle would keep the tick's data for the cycle
+        the steps hold the context (a cycle would keep the tick's data for the cycle
         collector instead of letting it go when the tick ends)."""
 
     def know_steps(self, steps: Iterable[object]) -> None:
@@ -96,14 +97,17 @@ class Journal:
         kind: str,
         pod_uid: str | None,
         resource_id: str | None,
-        call: Callable[[], object],
+        call: Callable[[], Result],
         durable_at: str | None = None,
-    ) -> object:
+        made: Callable[[Result], str] | None = None,
+    ) -> Result:
         """Make `call` with its journal entry around it. With `durable_at` (a crash
         point's name), everything noted so far, this entry included, is committed
         before the call: the protocol's intent rows (docs/architecture.md §4), and a
         journal entry left open if the process dies during the call. A failed commit
-        fails the action before the call is made."""
+        fails the action before the call is made. A create's steps say, with `made`,
+        which id of the call's answer is the resource it made: the entry is closed with
+        it."""
         entry = self.writes.open_action(self._tick_id(), kind, pod_uid, resource_id, self.clock())
         if durable_at is not None:
             self.writes.commit()
@@ -113,16 +117,13 @@ class Journal:
         except Exception as exc:
             self._close(entry, "failed", str(exc))
             raise
-        made = result.id if isinstance(result, Instance | RegistryAuth) else None
-        if isinstance(result, str):  # a cluster's id
-            made = result
-        self._close(entry, "ok", None, made)
+        self._close(entry, "ok", None, made(result) if made is not None else None)
         return result
 
     def _close(
         self, entry: JournalEntry, outcome: str, error: str | None, created: str | None = None
     ) -> None:
-        self.writes.close_action(entry, outcome, error, self.clock(), instance_id=created)
+        self.writes.close_action(entry, outcome, error, self.clock(), resource_id=created)
 
     def decided(
         self,
