@@ -49,8 +49,8 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.offers import OfferRow, offer_rows
 from reconciler.core.translate.request import placed_offers
 from reconciler.runtime import process_log
-from reconciler.runtime.catalog import CLUSTER_CATALOG
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
+from reconciler.runtime.tick.catalog import CLUSTER_CATALOG
 
 COLUMNS = ("TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK")
 

@@ -22,7 +22,7 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
+from reconciler.runtime.process.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
 from tests.integration.test_nodes_share_a_database import two_nodes_leave_each_other_alone
 from tests.store.upgrades import upgrade_at_once

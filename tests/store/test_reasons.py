@@ -10,7 +10,7 @@ from pathlib import Path
 
 from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.reasons import PodReason
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 

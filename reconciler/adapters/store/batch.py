@@ -1,14 +1,15 @@
 """The row and journal writes of a run, gathered into few transactions (docs/architecture.md §2).
 
-The executor notes its writes here instead of committing each one, and `commit()` sends
-all that is pending in one transaction. Where a write must be durable before a call
-(docs/architecture.md §4: a create's intent before the POST, a terminate's row before
-the DELETE), the executor commits right before that call; everything else waits for
-the next such commit or the end of the run. A crash in between loses only writes that
-record what a call did, and each of those the next tick learns again by observing both
-worlds: the instance a create made is found by its tags and adopted, a patched status
-is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
-about two transactions per pod, not fifteen.
+A run's context (`RunContext`, `runtime/tick/run_context.py`) notes its writes here
+instead of committing each one, and `commit()` sends all that is pending in one
+transaction. Where a write must be durable before a call (docs/architecture.md §4: a
+create's intent before the POST, a terminate's row before the DELETE), the run context
+commits right before that call (`journaled(..., durable_at=...)`); everything else waits
+for the next such commit or the executor's one at the end of the run. A crash in between
+loses only writes that record what a call did, and each of those the next tick learns
+again by observing both worlds: the instance a create made is found by its tags and
+adopted, a patched status is seen on the pod, a deleted pod is gone. So a tick that
+replaces a hundred pods costs about two transactions per pod, not fifteen.
 
 A commit that fails loses what it carried (the transaction rolls back), for the same
 reason: the next tick rebuilds it from the two worlds. It raises, so the action that
@@ -39,7 +40,7 @@ class JournalEntry:
     tick_id: int | None
     kind: str
     pod_uid: str | None
-    instance_id: str | None
+    resource_id: str | None
     started_at: datetime
     finished_at: datetime | None = None
     outcome: str | None = None
@@ -52,7 +53,7 @@ class JournalEntry:
             "tick_id": self.tick_id,
             "kind": self.kind,
             "pod_uid": self.pod_uid,
-            "instance_id": self.instance_id,
+            "resource_id": self.resource_id,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
@@ -112,10 +113,10 @@ class WriteBatch:
         tick_id: int | None,
         kind: str,
         pod_uid: str | None,
-        instance_id: str | None,
+        resource_id: str | None,
         now: datetime,
     ) -> JournalEntry:
-        entry = JournalEntry(tick_id, kind, pod_uid, instance_id, now)
+        entry = JournalEntry(tick_id, kind, pod_uid, resource_id, now)
         self._entries.append(entry)
         return entry
 
@@ -125,11 +126,11 @@ class WriteBatch:
         outcome: str,
         error: str | None,
         now: datetime,
-        instance_id: str | None = None,
+        resource_id: str | None = None,
     ) -> None:
         entry.outcome, entry.error, entry.finished_at = outcome, error, now
-        if instance_id is not None:
-            entry.instance_id = instance_id
+        if resource_id is not None:
+            entry.resource_id = resource_id
         if entry.id is not None:  # committed while open: its row is updated
             self._entries.append(entry)
 
@@ -187,7 +188,7 @@ _CLOSE_ENTRY = (
         finished_at=bindparam("finished_at"),
         outcome=bindparam("outcome"),
         error=bindparam("error"),
-        instance_id=bindparam("instance_id"),
+        resource_id=bindparam("resource_id"),
     )
 )
 
@@ -260,7 +261,7 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
                     "finished_at": e.finished_at,
                     "outcome": e.outcome,
                     "error": e.error,
-                    "instance_id": e.instance_id,
+                    "resource_id": e.resource_id,
                 }
                 for e in reclosed
             ],

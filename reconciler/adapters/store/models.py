@@ -402,9 +402,10 @@ class ActionRecord(Base):
     )
     kind: Mapped[str] = mapped_column(String(32))
     pod_uid: Mapped[str | None] = mapped_column(String(64), index=True)
-    instance_id: Mapped[str | None] = mapped_column(String(64))
-    """The id of the RunPod resource the call concerns: an instance, or a registry
-    credential for the `*-registry-auth` kinds (docs/architecture.md §3, Cloud resources)."""
+    resource_id: Mapped[str | None] = mapped_column(String(64))
+    """The id of the RunPod resource the call concerns: an instance, a registry
+    credential, an Instant Cluster, a network volume (docs/architecture.md §3, Cloud
+    resources); a create's row gets the id it made when it closes."""
     started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     outcome: Mapped[str | None] = mapped_column(String(16))

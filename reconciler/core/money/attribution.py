@@ -39,7 +39,8 @@ class Billed(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Attribution:
-    kind: Billed
+    kind: str
+    """A `Billed` value, or a plug-in resource's billing kind (`BillingRoute.kind`)."""
     resource_id: str
     namespace: str | None
     """None: ours, but whose is not known (its charges are shown as unattributed)."""

@@ -59,7 +59,7 @@ def _running(tick: Situation) -> Spent:
             and tick.within(cluster.attempt_started_at, tick.settings.timing.create_grace_time)
         ):
             total.add(cluster.namespace, cluster.pod_count, cluster.cost_per_hr or 0.0)
-    for namespace, usd in obs.storage_spend.items():
+    for namespace, usd in obs.standing_spend.items():
         total.add(namespace, 0, usd)
     return total
 
