@@ -2,7 +2,7 @@
 count of tests is the tier's own, within 15 % (re-measure the tier and update the page
 when it grows past that), and its date is given. Every benchmark's figures are made from
 its committed run record (`docs/reference/perf/`, by `python -m reconciler.docsgen`,
-which tests/unit/test_docs_reference.py holds to the page), and each record is of the
+which tests/unit/docsgen/test_docs_reference.py holds to the page), and each record is of the
 benchmark's source as it is."""
 
 from __future__ import annotations
