@@ -57,6 +57,9 @@ class CreateBeacon:
 
     namespace: str = "default"
 
+    def shown(self) -> tuple[str, str]:
+        return self.namespace, "a beacon"
+
 
 @dataclass(frozen=True)
 class BeaconsSeen:
@@ -77,7 +80,7 @@ class BeaconSection:
 
 
 class BeaconSteps:
-    actions: tuple[type[Action], ...] = (CreateBeacon,)  # type: ignore[assignment]
+    actions: tuple[type[Action], ...] = (CreateBeacon,)
 
     def __init__(self, context: RunContext, cloud: BeaconCloud, shared: Shared) -> None:
         self.context, self.cloud, self.shared = context, cloud, shared
@@ -114,7 +117,7 @@ class Beacons:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         seen = observation.slot(BeaconsSeen)
         assert seen is not None
-        return [] if seen.ids else [CreateBeacon()]  # type: ignore[list-item]
+        return [] if seen.ids else [CreateBeacon()]
 
     def planned(self, report: TickReport) -> None:
         assert report.observation is not None
@@ -130,4 +133,4 @@ class Beacons:
         return {"default": USD_PER_HOUR * len(self.cloud.list())}
 
     def billing(self) -> chores.BillingRoute:
-        return chores.BillingRoute(KIND, self.cloud.charges)
+        return chores.BillingRoute(KIND, self.cloud.charges, creates=(CreateBeacon,))

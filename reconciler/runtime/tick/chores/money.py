@@ -11,7 +11,7 @@ from datetime import datetime
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core.actions import CREATES, Action
+from reconciler.core.actions import Action, Create
 from reconciler.core.config import Settings
 from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observed
@@ -63,11 +63,14 @@ class MoneyChore(Chore):
 
     def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
         try:
-            routes = [route for r in self.resources if (route := r.billing()) is not None]
-            return self.resource_billing.read(routes, self.store, self.settings, now)
+            return self.resource_billing.read(self._routes(), self.store, self.settings, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
             return []
+
+    def _routes(self) -> list[chores.BillingRoute]:
+        """How the resources billed apart from instances are billed (their `billing`)."""
+        return [route for r in self.resources if (route := r.billing()) is not None]
 
     def before_apply(self, report: TickReport) -> None:
         """Billing, volumes' and clusters' billing and the caps read, into the store."""
@@ -96,12 +99,17 @@ class MoneyChore(Chore):
 
     def _audit_charges(self, report: TickReport) -> None:
         """The hourly ghost-charge audit (`runtime/tick/money/charge_audit.py`), on a quiet
-        tick: no create planned and no instance starting (their reads come first), unless
+        tick: no create of anything billed by the hour planned (an instance's, or one a
+        billing route names) and no instance starting (their reads come first), unless
         it has been put off for hours."""
         observation = report.observation
         assert observation is not None
         now = report.started_at
-        busy = any(isinstance(a, CREATES) for a in report.actions)
+        creates: tuple[type[Action], ...] = (
+            Create,
+            *(c for route in self._routes() for c in route.creates),
+        )
+        busy = any(isinstance(a, creates) for a in report.actions)
         quiet = not busy and not starting(observation.pods, observation.instances, observation.rows)
         read = charge_audit.charges_read(report.billing, report.resource_billing, now)
         report.ghost_charges = charge_audit.audit(

@@ -141,6 +141,9 @@ class BillingRoute:
     leaks: Callable[[Sequence[ResourceCharge]], Sequence[Action]] = _no_leaks
     """The actions our charges prove due (a cluster billed after its DELETE: deleted
     again), run after the pods' actions; logged by the route."""
+    creates: tuple[type[Action], ...] = ()
+    """Its actions that make something billed by the hour: a tick that plans one is busy,
+    and the ghost-charge audit waits (the create's reads come first)."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ registers a toy billed resource from its own module and checks each):
 2. Its pure half: a module of `core/resources/` (its mark, what is ours, its plan or
    collection rule, its leaks), added to the `resources-apart` contract
    (pyproject.toml).
-3. Its actions: frozen dataclasses, added to the `Action` union in `core/actions.py` so
-   the typing knows them (a plug-in outside the package casts instead, as the toy does),
-   and to `CREATES` if one is a create the hourly charge audit must not run beside.
+3. Its actions: frozen dataclasses of its own, each with `shown()` (what `--dry-run`
+   lists of it), which is all `core/actions.py`'s `Action` protocol asks: nothing is
+   added there (`BuiltinAction` is the union of the built-in kinds' actions).
 4. Its runtime half: one module here implementing `base.Resource`, added to the
    `resource-plugins-apart` contract:
    - `steps(context)`: its `Steps`, whose `actions` the executor routes to it; each
@@ -34,7 +34,9 @@ registers a toy billed resource from its own module and checks each):
      (summed into `Observation.standing_spend`);
    - `billing()`: its `BillingRoute` if RunPod bills it apart from instances (read
      hourly while a resource of its kind is ours: write whose each one is with
-     `Shared.attributions`, kept in the billing tables under its kind).
+     `Shared.attributions`, kept in the billing tables under its kind); its `creates`
+     name the actions that make something billed by the hour (the ghost-charge audit
+     waits for a tick that plans none).
 5. One line in `registered()` below, in the tick's order.
 6. Its crash points: a name in `runtime/tick/crashpoints.py` for each `durable_at`,
    and its calls in the chaos campaign's workload (tests/chaos/).

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core.actions import DeleteCluster
+from reconciler.core.actions import CreateCluster, DeleteCluster
 from reconciler.core.config import Settings
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money import charges
@@ -31,4 +31,6 @@ def cluster_billing(runpod: RunPodClient, store: Store, settings: Settings) -> c
             )
         return found
 
-    return chores.BillingRoute(Billed.CLUSTER.value, runpod.billing.clusters, leaks)
+    return chores.BillingRoute(
+        Billed.CLUSTER.value, runpod.billing.clusters, leaks, creates=(CreateCluster,)
+    )
