@@ -1,8 +1,8 @@
 """A toy billed cloud resource, made only of what the recipe in
 `runtime/tick/resources/__init__.py` asks (test_toy_resource.py registers it): a beacon
 cloud in memory, its own action, its typed part of the observation and of the report,
-its steps that journal what a create made, its standing spend and its billing route.
-Nothing outside this module knows it."""
+its steps that journal what a create made, its standing spend and its billing route
+with how the hourly ghost-charge audit checks it. Nothing outside this module knows it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from reconciler.adapters.runpod.errors import RunPodNotFound
 from reconciler.core.actions import Action
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money.attribution import Attribution
@@ -25,23 +26,35 @@ USD_PER_HOUR = 0.25
 
 @dataclass
 class BeaconCloud:
-    """The toy's cloud: beacons by id, each charged by the hour while it lives."""
+    """The toy's cloud: beacons by id, each charged by the hour while it lives, and one
+    it `lost` charged on though it neither lists it nor answers for it (a ghost)."""
 
     made: dict[str, datetime] = field(default_factory=dict)
+    lost: dict[str, datetime] = field(default_factory=dict)
     billing_reads: list[tuple[datetime, datetime]] = field(default_factory=list)
+    reads_by_id: list[str] = field(default_factory=list)
 
     def list(self) -> list[str]:
         return sorted(self.made)
 
     def create(self, now: datetime) -> str:
-        beacon_id = f"beacon-{len(self.made) + 1}"
+        beacon_id = f"beacon-{len(self.made) + len(self.lost) + 1}"
         self.made[beacon_id] = now
         return beacon_id
+
+    def get(self, beacon_id: str) -> str:
+        self.reads_by_id.append(beacon_id)
+        if beacon_id not in self.made:
+            raise RunPodNotFound(f"no beacon {beacon_id}", status=404)
+        return beacon_id
+
+    def lose(self, beacon_id: str) -> None:
+        self.lost[beacon_id] = self.made.pop(beacon_id)
 
     def charges(self, since: datetime, until: datetime) -> list[ResourceCharge]:
         self.billing_reads.append((since, until))
         found = []
-        for beacon_id, made in self.made.items():
+        for beacon_id, made in {**self.made, **self.lost}.items():
             hour = max(since, made.replace(minute=0, second=0, microsecond=0))
             while hour + timedelta(hours=1) <= until:
                 found.append(
@@ -133,4 +146,5 @@ class Beacons:
         return {"default": USD_PER_HOUR * len(self.cloud.list())}
 
     def billing(self) -> chores.BillingRoute:
-        return chores.BillingRoute(KIND, self.cloud.charges, creates=(CreateBeacon,))
+        audit = chores.Audit(lambda _: set(self.cloud.list()), self.cloud.get)
+        return chores.BillingRoute(KIND, self.cloud.charges, creates=(CreateBeacon,), audit=audit)

@@ -111,7 +111,8 @@ class MoneyChore(Chore):
         )
         busy = any(isinstance(a, creates) for a in report.actions)
         quiet = not busy and not starting(observation.pods, observation.instances, observation.rows)
-        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
+        routes = self._routes()
+        read = charge_audit.charges_read(report.billing, report.resource_billing, now, routes)
         report.ghost_charges = charge_audit.audit(
-            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
+            self.runpod, self.kube, self.store, observation, read, now, routes, quiet=quiet
         )

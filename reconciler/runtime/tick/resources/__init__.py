@@ -34,16 +34,21 @@ registers a toy billed resource from its own module and checks each):
      (summed into `Observation.standing_spend`);
    - `billing()`: its `BillingRoute` if RunPod bills it apart from instances (read
      hourly while a resource of its kind is ours: write whose each one is with
-     `Shared.attributions`, kept in the billing tables under its kind); its `creates`
-     name the actions that make something billed by the hour (the ghost-charge audit
-     waits for a tick that plans none).
+     `Shared.attributions`, kept in the billing tables under its kind, shown by
+     `reconciler cost` under its kind); its `creates` name the actions that make
+     something billed by the hour (the ghost-charge audit waits for a tick that plans
+     none), its `audit` how the hourly ghost-charge audit checks an id of it charged
+     (the ids RunPod lists now, a read by one id); without it its charges are not
+     audited.
 5. One line in `registered()` below, in the tick's order.
 6. Its crash points: a name in `runtime/tick/crashpoints.py` for each `durable_at`,
    and its calls in the chaos campaign's workload (tests/chaos/).
 7. What only the built-in kinds have so far, to extend by hand if it needs them: a
-   counter of its own in `runtime/process/metrics.py` (its actions are counted by kind
-   anyway), its rows in `reconciler cost` (`cli/cost_view.py`) and the hourly
-   ghost-charge audit (`runtime/tick/money/charge_audit.py`: `AUDITED`, `_gone`).
+   metric of its own in `runtime/process/metrics.py` (its actions are counted by kind,
+   and a ghost charge of it in `reconciler_charged_gone_*`, anyway; the built-in kinds'
+   counts are read from fields of the tick's report, not from sections), and the
+   Kubernetes objects that name one of its ids (`core/money/ghost_charges.py`'s
+   `names`, which tells a ghost charge's pod or PV).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from reconciler.core.config import Settings
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money import charges
 from reconciler.core.money.attribution import Billed
+from reconciler.core.plan.observation import Observation
 from reconciler.runtime.tick.money import chores
 
 log = logging.getLogger(__name__)
@@ -32,5 +33,14 @@ def cluster_billing(runpod: RunPodClient, store: Store, settings: Settings) -> c
         return found
 
     return chores.BillingRoute(
-        Billed.CLUSTER.value, runpod.billing.clusters, leaks, creates=(CreateCluster,)
+        Billed.CLUSTER.value,
+        runpod.billing.clusters,
+        leaks,
+        creates=(CreateCluster,),
+        audit=chores.Audit(_listed, runpod.clusters.members),
     )
+
+
+def _listed(observation: Observation) -> set[str]:
+    """The clusters the tick's one pod list shows (by their members): no request."""
+    return {m.cluster_id for m in observation.members if m.cluster_id}

@@ -74,7 +74,11 @@ class Volumes:
         return ()  # the planner plans its actions
 
     def billing(self) -> chores.BillingRoute:
-        return chores.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
+        runpod = self.runpod
+        audit = chores.Audit(lambda _: {v.id for v in runpod.volumes.list()}, runpod.volumes.get)
+        return chores.BillingRoute(
+            Billed.NETWORK_VOLUME.value, runpod.billing.network_volumes, audit=audit
+        )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """What our network volumes' storage costs per hour, for the caps of a tick that
