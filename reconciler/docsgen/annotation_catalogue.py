@@ -2,7 +2,7 @@
 
 The names and bounds are the constants the code reads them with; the meaning is written
 here, once. A `runpod.io/...` name in the code that this catalogue lacks fails
-`tests/unit/test_docs_reference.py`: add an entry below, then run
+`tests/unit/docsgen/test_docs_reference.py`: add an entry below, then run
 `python -m reconciler.docsgen`.
 """
 

@@ -1,14 +1,15 @@
 """The row and journal writes of a run, gathered into few transactions (docs/architecture.md §2).
 
-The executor notes its writes here instead of committing each one, and `commit()` sends
-all that is pending in one transaction. Where a write must be durable before a call
-(docs/architecture.md §4: a create's intent before the POST, a terminate's row before
-the DELETE), the executor commits right before that call; everything else waits for
-the next such commit or the end of the run. A crash in between loses only writes that
-record what a call did, and each of those the next tick learns again by observing both
-worlds: the instance a create made is found by its tags and adopted, a patched status
-is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
-about two transactions per pod, not fifteen.
+A run's context (`RunContext`, `runtime/tick/run_context.py`) notes its writes here
+instead of committing each one, and `commit()` sends all that is pending in one
+transaction. Where a write must be durable before a call (docs/architecture.md §4: a
+create's intent before the POST, a terminate's row before the DELETE), the run context
+commits right before that call (`journaled(..., durable_at=...)`); everything else waits
+for the next such commit or the executor's one at the end of the run. A crash in between
+loses only writes that record what a call did, and each of those the next tick learns
+again by observing both worlds: the instance a create made is found by its tags and
+adopted, a patched status is seen on the pod, a deleted pod is gone. So a tick that
+replaces a hundred pods costs about two transactions per pod, not fifteen.
 
 A commit that fails loses what it carried (the transaction rolls back), for the same
 reason: the next tick rebuilds it from the two worlds. It raises, so the action that

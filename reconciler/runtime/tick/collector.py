@@ -12,7 +12,7 @@ fifth of a steady tick.
 Frozen objects are never collected, so the next tick thaws them first, and every
 `FULL_EVERY`-th tick starts with a full pass: cycles made during ticks (a traceback's
 frames, say) are found then, when the last tick's data is gone and the pass is short.
-The tick's data itself makes no cycle (`tests/unit/test_tick_garbage.py`).
+The tick's data itself makes no cycle (`tests/integration/test_tick_garbage.py`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 actions (`core.resources.network_volumes` decides), the leak audit
 (`core.resources.volume_leaks`) and the storage the spend caps count.
 
-RunPod's volumes are listed only on a tick with a claim to provision or a volume to
-delete, or once the kept list is an hour old; the StorageClasses once per
---catalog-ttl (a cluster without one of ours pays no request a tick).
+RunPod's volumes are listed only on a tick with a claim to provision, a volume to grow
+or to delete, or once the kept list is an hour old; the StorageClasses once per
+--catalog-ttl, and again on a tick a pod waits for an unbound claim (a class applied a
+moment ago is seen at once); a cluster without one of ours pays no request a tick.
 """
 
 from __future__ import annotations
