@@ -28,7 +28,7 @@ registers a toy billed resource from its own module and checks each):
    - `plan(observation, now)`: its own actions (the built-in four return none: the
      planner plans theirs);
    - `planned(report)`: its section of the tick's report (`report.sections[T]`, whose
-     `line()` the loop's tick line shows);
+     `line()` the loop's tick line shows; the built-in ones' are in `sections.py`);
    - `after_pods(tick)`: its phase after the pods' actions, if it has one;
    - `standing_spend(now)`: what it keeps costs per hour by namespace, for the caps
      (summed into `Observation.standing_spend`);
@@ -44,9 +44,9 @@ registers a toy billed resource from its own module and checks each):
 6. Its crash points: a name in `runtime/tick/crashpoints.py` for each `durable_at`,
    and its calls in the chaos campaign's workload (tests/chaos/).
 7. What only the built-in kinds have so far, to extend by hand if it needs them: a
-   metric of its own in `runtime/process/metrics.py` (its actions are counted by kind,
-   and a ghost charge of it in `reconciler_charged_gone_*`, anyway; the built-in kinds'
-   counts are read from fields of the tick's report, not from sections), and the
+   metric of its own in `runtime/process/metrics.py`, read from its section (its
+   actions are counted by kind, and a ghost charge of it in `reconciler_charged_gone_*`,
+   anyway; the metrics read the built-in resources' sections by type), and the
    Kubernetes objects that name one of its ids (`core/money/ghost_charges.py`'s
    `names`, which tells a ghost charge's pod or PV).
 """

@@ -42,6 +42,7 @@ from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.tick.resources.cluster_billing import cluster_billing
 from reconciler.runtime.tick.resources.gang_jobs import GangJobs
+from reconciler.runtime.tick.resources.sections import ClusterSection
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -306,7 +307,7 @@ class Clusters:
         observation = report.observation
         if observation is None:
             return
-        report.cluster_leaks = chores.audit_clusters(
+        leaks = chores.audit_clusters(
             clusters.unrun(
                 observation.members,
                 observation.gang_pods,
@@ -318,11 +319,14 @@ class Clusters:
             report.started_at,
             clusters.deleting(observation.clusters, report.actions),
         )
+        report.sections[ClusterSection] = ClusterSection(leaks=leaks)
 
     def after_pods(self, tick: AfterPods) -> None:
         report = tick.report
         steps = tick.steps_of(ClusterSteps)
-        report.clusters_created = steps.created
+        section = ClusterSection.of(report)
+        section.created = steps.created
+        report.sections[ClusterSection] = section
         if steps.refusals:  # a create refused for want of stock: the stock read is stale
             self.cluster_catalog.mark_stale()
         try:

@@ -16,6 +16,7 @@ from reconciler.core.resources import registries
 from reconciler.runtime.tick import crashpoints
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick.resources.sections import RegistrySection
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -146,4 +147,4 @@ class Registries:
         if not deletes:
             return
         tick.run(deletes)
-        report.registries_deleted = steps.deleted
+        report.sections[RegistrySection] = RegistrySection(steps.deleted)

@@ -38,6 +38,7 @@ from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
 from reconciler.runtime.tick.money import chores
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -195,7 +196,7 @@ class Volumes:
             report.errors.append(f"the network-volume leak audit: {exc}")
             log.error("could not audit the network volumes: %s", exc, exc_info=True)
             return []
-        report.volume_leaks = [leak.volume.id for leak in leaks]
+        report.sections[VolumeSection] = VolumeSection([leak.volume.id for leak in leaks])
         self._record_owners(report, view, [leak.volume for leak in leaks])
         for leak in leaks:
             log.error(
