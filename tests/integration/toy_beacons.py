@@ -15,7 +15,7 @@ from reconciler.core.actions import Action
 from reconciler.core.domain import ResourceCharge
 from reconciler.core.money.attribution import Attribution
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -145,6 +145,6 @@ class Beacons:
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {"default": USD_PER_HOUR * len(self.cloud.list())}
 
-    def billing(self) -> chores.BillingRoute:
-        audit = chores.Audit(lambda _: set(self.cloud.list()), self.cloud.get)
-        return chores.BillingRoute(KIND, self.cloud.charges, creates=(CreateBeacon,), audit=audit)
+    def billing(self) -> billing.BillingRoute:
+        audit = billing.Audit(lambda _: set(self.cloud.list()), self.cloud.get)
+        return billing.BillingRoute(KIND, self.cloud.charges, creates=(CreateBeacon,), audit=audit)

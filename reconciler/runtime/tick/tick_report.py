@@ -13,7 +13,7 @@ from reconciler.core.money.ghost_charges import GhostCharge
 from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import ownership
 from reconciler.core.pods.usage import GpuUtilization
-from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRead
+from reconciler.runtime.tick.money.billing import BillingRead, ResourceBillingRead
 
 
 class Section(Protocol):

@@ -17,7 +17,7 @@ from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observed
 from reconciler.core.pods.ownership import Ownership
 from reconciler.runtime.tick.chores.base import Chore, keep
-from reconciler.runtime.tick.money import charge_audit, chores
+from reconciler.runtime.tick.money import billing, charge_audit
 from reconciler.runtime.tick.resources.base import Resource, Sighting
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -36,8 +36,8 @@ class MoneyChore(Chore):
         self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
         self.resources = resources
         """Read for what they keep that the pod list does not show (the engine's list)."""
-        self.namespace_caps = chores.NamespaceCapsCache()
-        self.resource_billing = chores.ResourceBilling()
+        self.namespace_caps = billing.NamespaceCapsCache()
+        self.resource_billing = billing.ResourceBilling()
 
     def observe(self, sighting: Sighting) -> Observed:
         """The caps of the namespaces of pods about to be created, and what the resources
@@ -61,14 +61,14 @@ class MoneyChore(Chore):
     def observed(self, report: TickReport, owners: Ownership) -> None:
         report.resource_billing = self._read_resource_billing(report.started_at)
 
-    def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
+    def _read_resource_billing(self, now: datetime) -> list[billing.ResourceBillingRead]:
         try:
             return self.resource_billing.read(self._routes(), self.store, self.settings, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
             return []
 
-    def _routes(self) -> list[chores.BillingRoute]:
+    def _routes(self) -> list[billing.BillingRoute]:
         """How the resources billed apart from instances are billed (their `billing`)."""
         return [route for r in self.resources if (route := r.billing()) is not None]
 
@@ -79,12 +79,12 @@ class MoneyChore(Chore):
         keep(
             report,
             "billing",
-            lambda: chores.save_billing(self.store, self.settings, report.billing, now),
+            lambda: billing.save_billing(self.store, self.settings, report.billing, now),
         )
         keep(
             report,
             "volume and cluster billing",
-            lambda: chores.save_resource_billing(self.store, self.settings, reads, now),
+            lambda: billing.save_resource_billing(self.store, self.settings, reads, now),
         )
         keep(report, "namespace caps", lambda: self.namespace_caps.save(self.store, now))
 

@@ -1,6 +1,6 @@
 """The ghost-charge audit's requests (`core.money.ghost_charges` decides): once an hour, the
 last whole hour of the pods' billing and of each billing route that says how it is
-audited (`chores.BillingRoute.audit`: the built-in network volumes' and clusters'), and
+audited (`billing.BillingRoute.audit`: the built-in network volumes' and clusters'), and
 a read by id of each id charged for an hour after the lists stopped showing it
 (`runtime/tick/by_id.py`); nothing of it needs the database but when it last ran and
 since when each id is known gone.
@@ -29,7 +29,7 @@ from reconciler.core.money import ghost_charges
 from reconciler.core.money.ghost_charges import POD, VOLUME, Charge, GhostCharge
 from reconciler.core.plan.observation import Observation
 from reconciler.runtime.tick.by_id import read_by_id
-from reconciler.runtime.tick.money.chores import (
+from reconciler.runtime.tick.money.billing import (
     Audit,
     BillingRead,
     BillingRoute,

@@ -16,12 +16,12 @@ from reconciler.core.domain import ResourceCharge
 from reconciler.core.money import charges
 from reconciler.core.money.attribution import Billed
 from reconciler.core.plan.observation import Observation
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 
 log = logging.getLogger(__name__)
 
 
-def cluster_billing(runpod: RunPodClient, store: Store, settings: Settings) -> chores.BillingRoute:
+def cluster_billing(runpod: RunPodClient, store: Store, settings: Settings) -> billing.BillingRoute:
     def leaks(kept: Sequence[ResourceCharge]) -> list[DeleteCluster]:
         found = charges.cluster_leaks(
             kept, store.attributions.clusters_deleted(), settings.timing.orphan_grace_time
@@ -32,12 +32,12 @@ def cluster_billing(runpod: RunPodClient, store: Store, settings: Settings) -> c
             )
         return found
 
-    return chores.BillingRoute(
+    return billing.BillingRoute(
         Billed.CLUSTER.value,
         runpod.billing.clusters,
         leaks,
         creates=(CreateCluster,),
-        audit=chores.Audit(_listed, runpod.clusters.members),
+        audit=billing.Audit(_listed, runpod.clusters.members),
     )
 
 

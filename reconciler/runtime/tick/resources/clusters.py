@@ -37,7 +37,7 @@ from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime.tick import crashpoints
 from reconciler.runtime.tick.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.tick.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.tick.resources.cluster_billing import cluster_billing
@@ -296,7 +296,7 @@ class Clusters:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute:
+    def billing(self) -> billing.BillingRoute:
         return cluster_billing(self.runpod, self.store, self.settings)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
@@ -307,7 +307,7 @@ class Clusters:
         observation = report.observation
         if observation is None:
             return
-        leaks = chores.audit_clusters(
+        leaks = billing.audit_clusters(
             clusters.unrun(
                 observation.members,
                 observation.gang_pods,

@@ -36,7 +36,7 @@ from reconciler.core.resources import network_volumes, storage_prices, volume_le
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
@@ -51,7 +51,7 @@ class Volumes:
         self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
         self.store, self.attributions = shared.store, shared.attributions
         self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
-        self.namespace_caps = chores.NamespaceCapsCache()
+        self.namespace_caps = billing.NamespaceCapsCache()
         """The caps of the namespaces whose claims' volumes are about to be made or grown."""
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
@@ -75,10 +75,10 @@ class Volumes:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute:
+    def billing(self) -> billing.BillingRoute:
         runpod = self.runpod
-        audit = chores.Audit(lambda _: {v.id for v in runpod.volumes.list()}, runpod.volumes.get)
-        return chores.BillingRoute(
+        audit = billing.Audit(lambda _: {v.id for v in runpod.volumes.list()}, runpod.volumes.get)
+        return billing.BillingRoute(
             Billed.NETWORK_VOLUME.value, runpod.billing.network_volumes, audit=audit
         )
 

@@ -1,5 +1,5 @@
-"""The money chores' parts (run by `runtime/tick/chores/money.py`): billing reads, who
-owns each billed resource, and namespace caps.
+"""Billing for the money chore (`runtime/tick/chores/money.py`): billing reads, who owns
+each billed resource, and namespace caps.
 
 Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
 - billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
