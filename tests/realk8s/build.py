@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent / "gobuild"
 
 # How often a build in progress says so: the slowest binary takes minutes.
 PROGRESS_SECONDS = 30.0
-COLD_BUILD = "about 15 minutes cold on 2 cores"
+COLD_BUILD = "about 15 minutes cold on 2 idle cores, longer on busy ones"
 
 
 @dataclass(frozen=True)
