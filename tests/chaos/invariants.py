@@ -433,8 +433,17 @@ def reruns(
             ):
                 explained.append(f"{line} on {on}: in doubt and not listed yet")
             else:
-                unexplained.append(line + (f" on {on}" if on else " (seen finished)"))
+                where = f" on {on}" if on else " (seen finished)"
+                unexplained.append(line + where + _made_before(before))
     return unexplained, explained
+
+
+def _made_before(before: Made | None) -> str:
+    """The pod's instance made before: what a reader needs to tell a lag from a bug."""
+    if before is None:
+        return "; no instance before it"
+    listed = f", listed from {before.listed_from:%H:%M:%S.%f}" if before.listed_from else ""
+    return f"; before it {before.instance_id} ({before.status} at {before.at:%H:%M:%S.%f}{listed})"
 
 
 def _hidden(made: Made, listed_at: datetime | None) -> bool:
