@@ -246,6 +246,16 @@ class ListedVolume(Base):
     `reconciler cost`; the tick's own audit does not read it."""
 
 
+class ListedCluster(Base):
+    """An Instant Cluster of ours that RunPod's list showed without its age (no member
+    with a `createdAt`), and when a list first showed it: its graces count from then."""
+
+    __tablename__ = "listed_clusters"
+
+    cluster_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    first_listed_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class ResourceList(Base):
     """When a RunPod list was last read and kept (`network-volumes`)."""
 

@@ -24,6 +24,7 @@ from reconciler.adapters.store.billing import Billing
 from reconciler.adapters.store.catalogs import Catalogs
 from reconciler.adapters.store.charge_audit import ChargeAudit
 from reconciler.adapters.store.host_keys import HostKeys
+from reconciler.adapters.store.listed_clusters import ListedClusters
 from reconciler.adapters.store.listed_volumes import ListedVolumes
 from reconciler.adapters.store.locks import Locks
 from reconciler.adapters.store.models import (
@@ -83,6 +84,7 @@ class Store:
         self.saved_logs = SavedLogs(sessions)
         self.billing = Billing(sessions)
         self.listed_volumes = ListedVolumes(sessions)
+        self.listed_clusters = ListedClusters(sessions)
         self.charge_audit = ChargeAudit(sessions)
         self.attributions = Attributions(sessions)
         self.namespaces = Namespaces(sessions)

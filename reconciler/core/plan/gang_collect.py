@@ -12,6 +12,7 @@ from reconciler.core.domain import Instance
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.situation import Situation
 from reconciler.core.reasons import TerminateReason
+from reconciler.core.resources import cluster_age
 from reconciler.core.resources.clusters import gone_rows, key_job
 
 
@@ -37,8 +38,8 @@ def collect(
     for gang, listed in members.items():
         if key_job(gang) in on_node:
             continue
-        born = min((m.created_at for m in listed if m.created_at), default=None)
-        if born is not None and tick.within(born, tick.settings.timing.orphan_grace_time):
+        grace = tick.settings.timing.orphan_grace_time
+        if not cluster_age.past_grace(tick.now, listed, tick.obs.clusters_first_listed, grace):
             continue
         detail = "no pod of its Job is left on the node"
         actions += gang_end.delete(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from reconciler.core.actions import (
@@ -47,7 +46,7 @@ from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
-from reconciler.core.resources import clusters
+from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     RANK,
@@ -119,8 +118,9 @@ def _gang(
     key = gang_key(job, active)
     recorded = [podinfo.pod_annotations(p).get(CLUSTER_ID) for p in active]
     current, extra = _one_cluster(members.get(key, ()), rows.get(key), recorded)
-    for second, born in extra.items():
-        if born is not None and not tick.within(born, tick.settings.timing.create_grace_time):
+    grace, first_listed = tick.settings.timing.create_grace_time, tick.obs.clusters_first_listed
+    for second, its_members in extra.items():
+        if cluster_age.past_grace(tick.now, its_members, first_listed, grace):
             detail = "a second cluster for one gang (an in-doubt create made again)"
             actions += gang_end.delete(tick, second, None, detail, (), TerminateReason.DUPLICATE)
     cluster_id = current[0].cluster_id if current else None
@@ -223,8 +223,8 @@ def _end_early(
 
 def _one_cluster(
     listed: Sequence[Instance], row: ClusterRecord | None, recorded: Sequence[str | None]
-) -> tuple[Sequence[Instance], dict[str, datetime | None]]:
-    """The gang's cluster and any others, with when each was made: two for one gang are
+) -> tuple[Sequence[Instance], dict[str, list[Instance]]]:
+    """The gang's cluster and any others, with their members: two for one gang are
     an in-doubt create made again, healed as duplicate instances are (docs/architecture.md
     §4). Kept: the one most of the gang's pods record (`recorded`, their
     `runpod.io/cluster-id`: every writer reads the same pods, whatever its database),
@@ -235,15 +235,12 @@ def _one_cluster(
         clusters.setdefault(str(member.cluster_id), []).append(member)
     if len(clusters) <= 1:
         return listed, {}
-    born = {
-        cid: min((m.created_at for m in ms if m.created_at), default=None)
-        for cid, ms in clusters.items()
-    }
+    born = {cid: cluster_age.made(ms) for cid, ms in clusters.items()}
     votes = Counter(cid for cid in recorded if cid in clusters)
     on_pods = votes.most_common(1)[0][0] if votes else None
     named = row.cluster_id if row is not None and row.cluster_id in clusters else None
     keep = on_pods or named or min(clusters, key=lambda cid: (born[cid] is None, born[cid], cid))
-    return clusters[keep], {cid: born[cid] for cid in clusters if cid != keep}
+    return clusters[keep], {cid: ms for cid, ms in clusters.items() if cid != keep}
 
 
 def _run(

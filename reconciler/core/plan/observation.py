@@ -115,6 +115,9 @@ class Observation:
     forms: its GPU type and data center are ranked on it."""
     clusters_gone: frozenset[str] = frozenset()
     """Clusters RunPod answered 404 for by id this tick: gone, proven."""
+    clusters_first_listed: Mapping[str, datetime] = field(default_factory=dict)
+    """By cluster id: when a list first showed a cluster of ours of which no member shows
+    `createdAt` (kept in the store): its graces count from then (`core.resources.cluster_age`)."""
     storage_spend: Mapping[str | None, float] = field(default_factory=dict)
     """USD per hour of our network volumes' storage, by their claims' namespace (None:
     no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""

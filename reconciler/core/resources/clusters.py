@@ -40,6 +40,7 @@ from reconciler.core.domain import (
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.printable import quoted
 from reconciler.core.reasons import PodReason
+from reconciler.core.resources import cluster_age
 from reconciler.core.translate.container import choose_container, start_command, wrap_for_batch
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.request import requests_out_of_stock
@@ -254,10 +255,12 @@ def unrun(
     gang_pods: Iterable[KubeObject],
     owner_id: str,
     unread: Iterable[str] = (),
+    first_listed: Mapping[str, datetime] | None = None,
 ) -> list[UnrunCluster]:
     """Clusters of ours that no Job with a live pod on the node runs (the leak audit
     reports those that stay so past the orphan grace); `unread`: Job UIDs whose pods
-    could not be told theirs this tick (nothing is said of their clusters)."""
+    could not be told theirs this tick (nothing is said of their clusters);
+    `first_listed`: when a list first showed those of unknown age (`cluster_age`)."""
     live = {
         job_uid(pod)
         for pod in gang_pods
@@ -273,7 +276,7 @@ def unrun(
         if gang is not None and key_job(gang) in live:
             continue
         cost = round(sum(m.cost_per_hr for m in listed), 6)
-        born = min((m.created_at for m in listed if m.created_at), default=None)
+        born = cluster_age.made(listed) or (first_listed or {}).get(cluster_id)
         found.append(UnrunCluster(cluster_id, len(listed), cost, gang, born))
     return found
 

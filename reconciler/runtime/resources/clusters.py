@@ -32,7 +32,7 @@ from reconciler.core.plan import gang_end
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.pods import facts as podinfo
 from reconciler.core.reasons import Notice, PodReason
-from reconciler.core.resources import clusters
+from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime import crashpoints
 from reconciler.runtime.by_id import ReadById, believed, read_by_id
@@ -279,6 +279,8 @@ class Clusters:
         """Cluster stock (`product=CLUSTER`), read (cached) only while a gang forms."""
         self._rows_left: bool | None = None
         """Whether the last read found gangs' rows (None: not read yet in this process)."""
+        self._first_kept: dict[str, datetime] | None = None
+        """The undated clusters' first sightings as the store keeps them (None: not read)."""
         self._gang_pods: frozenset[str] | None = None
         """The node's gang pods at the last tick (their kept lines are checked on a change)."""
         self.jobs = GangJobs(shared.kube)
@@ -302,6 +304,7 @@ class Clusters:
                 observation.gang_pods,
                 self.settings.owner_id,
                 observation.gang_jobs_unread,
+                observation.clusters_first_listed,
             ),
             self.settings.timing.orphan_grace_time,
             report.started_at,
@@ -320,6 +323,11 @@ class Clusters:
         except Exception as exc:  # derived data: the tick goes on
             report.errors.append(f"saving clusters' owners or logs: {exc}")
             log.error("could not save clusters' owners or logs: %s", exc, exc_info=True)
+        try:
+            self._keep_first_listed(report)
+        except Exception as exc:  # kept on a later tick; till then no age counts from it
+            report.errors.append(f"keeping when undated clusters were first listed: {exc}")
+            log.error("could not keep when undated clusters were first listed: %s", exc)
 
     def _keep_catalog(self, entries: list[GpuType], now: datetime) -> None:
         """The cluster stock for `reconciler offers` on a gang (one write per fetch)."""
@@ -368,6 +376,7 @@ class Clusters:
         jobs = self.jobs.sort(sighting.gang_pods, rows)
         sighting.gang_pods = gang_pods = jobs.theirs
         members, gone = self._confirmed(members, rows, gang_pods)
+        first_listed = self._first_listed(members, sighting.now)
         inputs = self._gang_inputs(sighting, members)
         results, unread = self._gang_results(gang_pods, members, rows, sighting.now)
         stock = self.cluster_catalog.get(self.runpod, sighting.now) if inputs else []
@@ -381,9 +390,35 @@ class Clusters:
             gang_results=results,
             gang_unread=unread,
             clusters_gone=gone,
+            clusters_first_listed=first_listed,
         )
         sighting.wants_gpus |= bool(inputs)
         sighting.creating += [p for p in gang_pods if clusters.job_uid(p) in inputs]
+
+    def _first_listed(self, members: Sequence[Instance], now: datetime) -> dict[str, datetime]:
+        """When a list first showed each undated cluster of ours (`core.resources.cluster_age`):
+        as kept in the store, else now (kept once the tick's actions ran, `_keep_first_listed`:
+        a dry run writes nothing). The store is read on the process's first tick, then only
+        while such a cluster is listed or was."""
+        undated = cluster_age.undated(members, self.settings.owner_id)
+        if not undated and self._first_kept == {}:
+            return {}
+        try:
+            self._first_kept = self.store.listed_clusters.first_listed()
+        except Exception as exc:  # their ages count from now: nothing is judged old
+            log.error("could not read when undated clusters were first listed: %s", exc)
+            self._first_kept = None
+            return {}
+        return {cluster_id: self._first_kept.get(cluster_id, now) for cluster_id in undated}
+
+    def _keep_first_listed(self, report: TickReport) -> None:
+        """Keep the tick's first sightings of undated clusters, when they changed. A plan
+        only ever judged a cluster old by a sighting kept before it."""
+        first = report.observation.clusters_first_listed if report.observation else None
+        if first is None or self._first_kept is None or first == self._first_kept:
+            return
+        self.store.listed_clusters.keep(first)
+        self._first_kept = dict(first)
 
     def _confirmed(
         self,
