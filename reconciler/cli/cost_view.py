@@ -22,9 +22,9 @@ from typing import Any
 from reconciler.adapters.store.models import GoneBilled, ListedVolume, Mapping
 from reconciler.adapters.store.queries import ResourceSpendLine, SpendLine
 from reconciler.cli.state_view import NO_POD
-from reconciler.core.mapping import MappingRecord
-from reconciler.core.money import charges as spend
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.attribution import Billed
+from reconciler.core.money.charges import billed_list_price, mismatched, unbilled_list_price
 from reconciler.core.resources import storage_prices
 
 GROUPS = ("pod", "namespace", "gpu")
@@ -53,7 +53,7 @@ def parse_since(text: str, now: datetime) -> datetime:
 
 
 @dataclass(frozen=True)
-class Charge:
+class ChargeLine:
     """One billed hour of anything of ours: a pod's instance, a claim's network volume
     (its type as the detail) or a Job's Instant Cluster (its GPU type)."""
 
@@ -65,12 +65,16 @@ class Charge:
     detail: str | None
 
 
-def charges(pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()) -> list[Charge]:
+def charges(
+    pods: Sequence[SpendLine], resources: Sequence[ResourceSpendLine] = ()
+) -> list[ChargeLine]:
     found = [
-        Charge(POD, line.usd, _pod_namespace(line), line.name, line.gpu_type_id) for line in pods
+        ChargeLine(POD, line.usd, _pod_namespace(line), line.name, line.gpu_type_id)
+        for line in pods
     ]
     found += [
-        Charge(line.kind, line.usd, line.namespace, line.name, line.detail) for line in resources
+        ChargeLine(line.kind, line.usd, line.namespace, line.name, line.detail)
+        for line in resources
     ]
     return found
 
@@ -93,7 +97,7 @@ class CostRow:
     mismatch: bool = False
 
 
-def group(lines: Sequence[Charge], by: str) -> list[CostRow]:
+def group(lines: Sequence[ChargeLine], by: str) -> list[CostRow]:
     rows: dict[tuple[str | None, str], CostRow] = {}
     for line in lines:
         kind = None if by == "namespace" else line.kind
@@ -102,7 +106,7 @@ def group(lines: Sequence[Charge], by: str) -> list[CostRow]:
     return sorted(rows.values(), key=lambda row: (-row.usd, row.key, row.kind or ""))
 
 
-def _key(line: Charge, by: str) -> str:
+def _key(line: ChargeLine, by: str) -> str:
     if line.namespace is None:
         return UNMAPPED
     if by == "namespace":
@@ -133,12 +137,12 @@ def flag_mismatches(
         mapping = by_key.get(row.key)
         if mapping is None or row.kind != POD:
             continue
-        row.list_usd = spend.billed_list_price(_record(mapping), covered_until)
-        row.mismatch = spend.mismatched(charged[mapping.pod_uid], row.list_usd)
+        row.list_usd = billed_list_price(_mapping_row(mapping), covered_until)
+        row.mismatch = mismatched(charged[mapping.pod_uid], row.list_usd)
 
 
-def _record(mapping: Mapping) -> MappingRecord:
-    return MappingRecord(
+def _mapping_row(mapping: Mapping) -> MappingRow:
+    return MappingRow(
         mapping.pod_uid,
         mapping.namespace,
         mapping.name,
@@ -205,7 +209,7 @@ def unbilled(
     instance's life that billing has not covered yet; pods with none left out."""
     found: dict[str, float] = defaultdict(float)
     for mapping in mappings:
-        usd = spend.unbilled_list_price(_record(mapping), covered_until, now, since)
+        usd = unbilled_list_price(_mapping_row(mapping), covered_until, now, since)
         if usd > 0:
             found[f"{mapping.namespace}/{mapping.name}"] += usd
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))

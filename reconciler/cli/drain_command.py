@@ -17,10 +17,10 @@ from reconciler.cli.connection import (
 from reconciler.cli.options import settings_from, settings_options_showing
 from reconciler.cli.output import output_option
 from reconciler.runtime import process_log
-from reconciler.runtime.drain import StillReconciling, check_no_reconciler
-from reconciler.runtime.drain import drain as run_drain
-from reconciler.runtime.engine import utcnow
-from reconciler.runtime.wiring import resolve_owner
+from reconciler.runtime.process.drain import StillReconciling, check_no_reconciler
+from reconciler.runtime.process.drain import drain as run_drain
+from reconciler.runtime.process.wiring import resolve_owner
+from reconciler.runtime.tick.engine import utcnow
 
 
 @click.command()

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO, cast
 import click
 
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import SshConnector, SshError, run_command
 from reconciler.cli.connection import (
@@ -27,12 +28,11 @@ from reconciler.cli.options import some_settings_options
 from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.translate.ssh import remote_command
 from reconciler.runtime import process_log
-from reconciler.runtime.engine import utcnow
 from reconciler.runtime.kubelet.endpoint import stored_host_keys
 from reconciler.runtime.kubelet.exec import SshTargets, StreamError
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity, secret_identity
-from reconciler.runtime.leader import default_namespace
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
+from reconciler.runtime.tick.engine import utcnow
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})

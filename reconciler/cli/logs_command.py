@@ -21,7 +21,7 @@ from reconciler.cli.pod_argument import METAVAR, namespace_option, pod_of
 from reconciler.core.logs.kubectl_logs import EARLIEST, MOST_SINCE_SECONDS, LogOptions, render
 from reconciler.runtime import process_log
 from reconciler.runtime.logs.sources import LogError, PodLogs
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
 
 _DURATION_PART = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)(h|m|s)")
 

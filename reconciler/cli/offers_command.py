@@ -37,7 +37,7 @@ from reconciler.cli.state_view import render_table
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
 from reconciler.core.config import Settings
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType, KubeObject, RunPodVolume
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources.clusters import why_not_a_cluster
 from reconciler.core.translate import cuda
@@ -49,8 +49,8 @@ from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.offers import OfferRow, offer_rows
 from reconciler.core.translate.request import placed_offers
 from reconciler.runtime import process_log
-from reconciler.runtime.catalog import CLUSTER_CATALOG
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
+from reconciler.runtime.tick.catalog import CLUSTER_CATALOG
 
 COLUMNS = ("TYPE", "COUNT", "DATACENTER", "CLOUD", "PRICE/HR", "STOCK")
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from reconciler.adapters.store.models import (
-    ClusterRow,
+    InstantCluster,
     Mapping,
     NamespaceBudget,
     Tick,
@@ -163,7 +163,7 @@ def unowned_record(item: UnownedInstance) -> dict[str, Any]:
     }
 
 
-def cluster_lines(clusters: Sequence[ClusterRow], now: datetime) -> list[str]:
+def cluster_lines(clusters: Sequence[InstantCluster], now: datetime) -> list[str]:
     """One line per gang's Instant Cluster (its pods are not in the table above)."""
     lines = []
     for row in clusters:
@@ -178,7 +178,7 @@ def cluster_lines(clusters: Sequence[ClusterRow], now: datetime) -> list[str]:
     return lines
 
 
-def cluster_record(row: ClusterRow) -> dict[str, Any]:
+def cluster_record(row: InstantCluster) -> dict[str, Any]:
     return {
         "pod_uid": None,
         "namespace": row.namespace,

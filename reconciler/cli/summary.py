@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.cli.state_view import render_table
 from reconciler.core.actions import Action
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.tick_report import TickReport
 
 
 def report_record(report: TickReport) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 from sqlalchemy.exc import DatabaseError
 
+from reconciler.adapters.kube.cluster import FALLBACK_NAMESPACE, default_namespace
 from reconciler.adapters.kube.errors import KubeError
 from reconciler.adapters.runpod.errors import RunPodError
 from reconciler.adapters.store import db, migrate
@@ -24,12 +25,13 @@ from reconciler.cli.options import GroupedHelp, SettingsError, settings_from, se
 from reconciler.cli.output import output_option
 from reconciler.core.config import DAY, Settings
 from reconciler.core.setting import out_of_range
-from reconciler.runtime import leader, process_log
-from reconciler.runtime.cronjob_run import WITHOUT_STAY_WARNING, stay_beating
-from reconciler.runtime.health import parse_address
+from reconciler.runtime import process_log
 from reconciler.runtime.kubelet.sshkey import SshKeyError, load_identity
-from reconciler.runtime.service import LeadershipLost, LoopOptions, run_loop
-from reconciler.runtime.wiring import (
+from reconciler.runtime.process import leader
+from reconciler.runtime.process.cronjob_run import WITHOUT_STAY_WARNING, stay_beating
+from reconciler.runtime.process.health import parse_address
+from reconciler.runtime.process.service import LeadershipLost, LoopOptions, run_loop
+from reconciler.runtime.process.wiring import (
     Connections,
     LockHeld,
     RunMode,
@@ -37,7 +39,8 @@ from reconciler.runtime.wiring import (
     holding,
     holding_writer_lease,
 )
-from reconciler.runtime.writer_lease import WriterHeld, WriterLost
+from reconciler.runtime.process.writer_lease import WriterHeld
+from reconciler.runtime.tick.executor import WriterLost
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +105,7 @@ log = logging.getLogger(__name__)
     envvar="RECONCILER_LEADER_ELECT_NAMESPACE",
     default=None,
     show_default=False,
-    help="Namespace of the leader Lease [default: the pod's own, else "
-    f"{leader.FALLBACK_NAMESPACE}].",
+    help=f"Namespace of the leader Lease [default: the pod's own, else {FALLBACK_NAMESPACE}].",
 )
 @click.option(
     "--leader-elect-lease-name",
@@ -160,7 +162,7 @@ def sync(
         health_address=health_address,
         watch=watch,
         leader_elect=leader_elect,
-        leader_namespace=leader_elect_namespace or leader.default_namespace(),
+        leader_namespace=leader_elect_namespace or default_namespace(),
         lease_name=leader_elect_lease_name,
         lease_seconds=leader_elect_lease_duration,
     )
@@ -230,8 +232,9 @@ def _run_once(
     stay: float,
     heartbeat_interval: float,
 ) -> bool:
-    """One tick under the writer lock, its summary, then the stay (runtime/cronjob_run.py). A
-    dry run only reads: no migration and no lock, so it also works beside a running loop.
+    """One tick under the writer lock, its summary, then the stay
+    (runtime/process/cronjob_run.py). A dry run only reads: no migration and no lock, so it
+    also works beside a running loop.
     Whether it all worked: the tick observed both worlds and no heartbeat failed."""
     if dry_run:
         require_latest_schema(obj)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.reasons import EventReason, OffloadTrigger, TerminateReason, VolumeNotice
 
 # Terminations after which the pod object stays, and so should its log.
@@ -49,7 +49,7 @@ class PodRef:
 class SaveRow:
     """Upsert the mapping row (the planner only emits it when something changed)."""
 
-    row: MappingRecord
+    row: MappingRow
 
     def shown(self) -> tuple[str, str]:
         return f"{self.row.namespace}/{self.row.name}", self.row.state.value
@@ -73,7 +73,7 @@ class Create:
     """
 
     pod: PodRef
-    row: MappingRecord
+    row: MappingRow
     candidates: tuple[CreateRequest, ...]
     registry_name: str | None = None
     """The name of our registry credential the pod's image is pulled with: the
@@ -262,7 +262,7 @@ class Adopt:
 
     pod: PodRef
     instance: Instance
-    row: MappingRecord
+    row: MappingRow
 
     def shown(self) -> tuple[str, str]:
         return str(self.pod), ""
@@ -280,7 +280,7 @@ class Terminate:
     reason: TerminateReason
     detail: str
     pod: PodRef | None = None
-    row: MappingRecord | None = None
+    row: MappingRow | None = None
     leaked_seconds: float = 0.0
     """For a leak: seconds from the pod's end plus the grace until this termination."""
 
@@ -311,7 +311,7 @@ class CreateCluster:
     """
 
     pods: tuple[PodRef, ...]
-    row: ClusterRecord
+    row: ClusterRow
     candidates: tuple[ClusterRequest, ...]
 
     @property
@@ -338,7 +338,7 @@ class DeleteCluster:
     cluster_id: str
     reason: TerminateReason
     detail: str
-    row: ClusterRecord | None = None
+    row: ClusterRow | None = None
     pods: tuple[PodRef, ...] = ()
     logs: tuple[tuple[PodRef, str, str], ...] = ()
 
@@ -353,7 +353,7 @@ class DeleteCluster:
 
 @dataclass(frozen=True)
 class SaveClusterRow:
-    row: ClusterRecord
+    row: ClusterRow
 
     @property
     def subject(self) -> str:
@@ -390,7 +390,7 @@ class RestoreTags:
 class PatchStatus:
     pod: PodRef
     status: dict[str, Any]
-    row: MappingRecord | None
+    row: MappingRow | None
     """The row with the new status fingerprint, saved once the patch succeeded (None for
     a pod we never run, which has no row)."""
     annotations: dict[str, str | None] = field(default_factory=dict)
@@ -417,7 +417,7 @@ class FinalizePod:
     and a UID precondition."""
 
     pod: PodRef
-    row: MappingRecord | None
+    row: MappingRow | None
     status: dict[str, Any] | None = None
 
     def shown(self) -> tuple[str, str]:

@@ -39,7 +39,7 @@ YEAR = 365 * DAY
 MAX_DISK_GB = 10_000
 
 # A Node's name is a DNS-1123 subdomain (at most 253 characters); the node's writer Lease
-# is named `<node>-writer` (runtime/writer_lease.py), so the node's name must leave it room.
+# is named `<node>-writer` (runtime/process/writer_lease.py), so the node's name must leave it room.
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 MAX_NODE_NAME = 253 - len("-writer")
 

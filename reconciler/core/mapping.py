@@ -1,6 +1,6 @@
 """The mapping between one Kubernetes pod and its RunPod instance, as the planner sees it.
 
-A plain value: the store turns rows into `MappingRecord`s and back, so the pure core
+A plain value, `MappingRow`: the store turns database rows into it and back, so the pure core
 never touches the database.
 """
 
@@ -34,7 +34,7 @@ class MappingState(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class MappingRecord:
+class MappingRow:
     # Slots: the store keeps the rows it read between ticks (`Store.load_rows`), and a
     # row without its own dict is a fifth of the size (10 000 rows: 20 MB less).
     pod_uid: str
@@ -65,10 +65,10 @@ class MappingRecord:
     start_failures: str | None = None
     """Where the pod's instances failed to start (`core.capacity.starts.tried_places`)."""
 
-    def changed(self, **changes: object) -> MappingRecord:
+    def changed(self, **changes: object) -> MappingRow:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
-    def running_on(self, instance: Instance) -> MappingRecord:
+    def running_on(self, instance: Instance) -> MappingRow:
         """The row of a pod whose instance exists: made by our create (the executor,
         once RunPod answered) or found by its tags (the planner's adoption). One
         builder for both, so the two never disagree on what a running row holds."""
@@ -86,13 +86,13 @@ class MappingRecord:
             orphan_sightings=0,
         )
 
-    def same_as(self, other: MappingRecord) -> bool:
+    def same_as(self, other: MappingRow) -> bool:
         """Equal but for the update time: nothing worth a database write."""
         return dataclasses.replace(self, updated_at=other.updated_at) == other
 
 
 def unconfirmed_instances(
-    rows: Iterable[MappingRecord],
+    rows: Iterable[MappingRow],
     owned: Mapping[str, Sequence[Instance]],
     lost_tags: Collection[str],
     live_pods: Collection[str],
@@ -129,7 +129,7 @@ def unconfirmed_instances(
     return sorted(doubted)
 
 
-def replacing_start(row: MappingRecord) -> bool:
+def replacing_start(row: MappingRow) -> bool:
     """Terminating an instance whose start failed, for a pod that stays to get another
     (`core.plan.starts`)."""
     return row.state is MappingState.TERMINATING and row.reason in (

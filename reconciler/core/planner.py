@@ -18,7 +18,7 @@ from datetime import datetime
 from reconciler.core.actions import Action, Adopt, DeleteRow, Event, PodRef, SaveRow
 from reconciler.core.config import Settings
 from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.plan.admission import Waiting, admit
 from reconciler.core.plan.gangs import plan_gangs
 from reconciler.core.plan.lifecycle import decide
@@ -31,8 +31,7 @@ from reconciler.core.plan.money_guards import (
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import cannot_create
 from reconciler.core.plan.situation import Situation, lookalikes_by_pod, ownership_of
-from reconciler.core.pods import daemonsets
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import daemonsets, podinfo
 from reconciler.core.pods.offload import plan_offloads
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.errors import TranslationError
@@ -92,7 +91,7 @@ def plan_tick(
     )
 
 
-def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRecord]) -> list[Action]:
+def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRow]) -> list[Action]:
     """The actions without any row write that would map an instance another pod's row
     maps: the rows' instance ids are unique, and one such write would fail every commit
     of the tick, for every pod. Whatever a pod's annotations say, one row per instance
@@ -103,7 +102,7 @@ def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRecord]) -
     kept: list[Action] = []
     for action in actions:
         row = getattr(action, "row", None)
-        if isinstance(row, MappingRecord) and row.instance_id:
+        if isinstance(row, MappingRow) and row.instance_id:
             if holder.setdefault(row.instance_id, row.pod_uid) != row.pod_uid:
                 if isinstance(action, SaveRow | Adopt):
                     continue
@@ -117,7 +116,7 @@ def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRecord]) -
 def _undecidable(
     tick: Situation,
     pod: KubeObject | None,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     has_instance: bool,
     exc: Exception,
 ) -> tuple[list[Action], None]:

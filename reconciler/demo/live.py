@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 
 from reconciler.core.node.placement import exclusion
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.demo.sandbox import Sandbox
 from reconciler.demo.teller import Teller
-from reconciler.runtime.wiring import LockKeeper
+from reconciler.runtime.process.wiring import LockKeeper
 
 TICK_SECONDS = 2.0
 

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim.runpod_net import PROXY_COMMAND
+from reconciler.sim.runpod.net import PROXY_COMMAND
 
 EXEC_CAVEAT = (
     "About exec, cp and port-forward in the demo: a simulated instance has no container. "

@@ -29,8 +29,8 @@ from reconciler.demo.live import TICK_SECONDS, LiveWorld
 from reconciler.demo.printed import EXEC_CAVEAT, connection_help
 from reconciler.demo.sandbox import Sandbox
 from reconciler.demo.services import service_commands, start_services
-from reconciler.runtime.wiring import LockKeeper, holding
-from reconciler.sim.kube_status import ApiError
+from reconciler.runtime.process.wiring import LockKeeper, holding
+from reconciler.sim.kube.status import ApiError
 
 Echo = Callable[[str], None]
 

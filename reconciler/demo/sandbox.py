@@ -16,23 +16,29 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.transport import MIB
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.service_settings import ServiceBackends
-from reconciler.runtime.engine import Engine, TickReport
 from reconciler.runtime.kubelet.endpoint import start_endpoint
 from reconciler.runtime.kubelet.server import EndpointLimits, KubeletServer
 from reconciler.runtime.kubelet.sshkey import load_identity
-from reconciler.runtime.leader import default_namespace
+from reconciler.runtime.process.wiring import (
+    RunMode,
+    compose,
+    open_store,
+    resolve_owner,
+    with_ssh_key,
+)
 from reconciler.runtime.services.manager import ServiceTunnels, attach_tunnels
-from reconciler.runtime.wiring import RunMode, compose, open_store, resolve_owner, with_ssh_key
-from reconciler.sim import runpod_net
+from reconciler.runtime.tick.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_controllers import ControllerSettings
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.kube.controllers import ControllerSettings
+from reconciler.sim.kube.simulator import KubeSimulator
+from reconciler.sim.runpod.net import PROXY_COMMAND
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 API_KEY = "sandbox-runpod-key"
 TOKEN = "sandbox-kube-token"
@@ -77,7 +83,7 @@ class Sandbox:
         # whichever way the reconciler gets its SSH key (a file or a Secret).
         base = settings or Settings()
         self._base_settings = base.with_values(
-            ssh_proxy_command=base.ssh.proxy_command or runpod_net.PROXY_COMMAND
+            ssh_proxy_command=base.ssh.proxy_command or PROXY_COMMAND
         )
         self.startup_lines = startup_lines
         self.engine: Engine
@@ -230,8 +236,8 @@ class Sandbox:
 
     def _stop_startup_lines(self) -> None:
         engine = getattr(self, "engine", None)  # none yet when starting failed early
-        if engine is not None and engine.steps.startup is not None:
-            engine.steps.startup.stop()
+        if engine is not None and engine.hooks.startup is not None:
+            engine.hooks.startup.stop()
 
     # --- acting as the cluster ---------------------------------------------------------
 

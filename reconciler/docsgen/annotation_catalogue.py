@@ -2,7 +2,7 @@
 
 The names and bounds are the constants the code reads them with; the meaning is written
 here, once. A `runpod.io/...` name in the code that this catalogue lacks fails
-`tests/unit/test_docs_reference.py`: add an entry below, then run
+`tests/unit/docsgen/test_docs_reference.py`: add an entry below, then run
 `python -m reconciler.docsgen`.
 """
 
@@ -14,10 +14,8 @@ from pathlib import Path
 from reconciler.adapters.kube.leases import CREATES_HELD_ANNOTATION
 from reconciler.core.config import MAX_DISK_GB, YEAR
 from reconciler.core.domain import Cloud
-from reconciler.core.money import charges as spend
-from reconciler.core.money import namespace_caps as budgets
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import offload
+from reconciler.core.money import charges, namespace_caps
+from reconciler.core.pods import offload, podinfo
 from reconciler.core.resources import clusters, volume_objects
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate import service_links
@@ -178,15 +176,15 @@ ON_SERVICES = (
 
 ON_NAMESPACES = (
     Annotation(
-        budgets.MAX_HOURLY_SPEND_ANNOTATION,
-        f"USD/h, 0 to {budgets.MOST_HOURLY_SPEND}: ASCII digits, at most 6 decimals",
+        namespace_caps.MAX_HOURLY_SPEND_ANNOTATION,
+        f"USD/h, 0 to {namespace_caps.MOST_HOURLY_SPEND}: ASCII digits, at most 6 decimals",
         "Cap on the list prices of the namespace's live instances, on top of "
         "`--max-hourly-spend`. A value that does not parse or is out of range holds the "
         "namespace's creates back, with a reason naming the annotation and the range.",
     ),
     Annotation(
-        budgets.MAX_INSTANCES_ANNOTATION,
-        f"a whole number, 0 to {budgets.MOST_INSTANCES}",
+        namespace_caps.MAX_INSTANCES_ANNOTATION,
+        f"a whole number, 0 to {namespace_caps.MOST_INSTANCES}",
         "Cap on the namespace's live instances, on top of `--max-instances`.",
     ),
 )
@@ -209,7 +207,7 @@ WRITTEN = (
         "RunPod's record of the instance).",
     ),
     Annotation(
-        spend.SPEND_ANNOTATION,
+        charges.SPEND_ANNOTATION,
         "USD",
         "What RunPod charged for the pod so far, updated after each hourly billing read.",
     ),

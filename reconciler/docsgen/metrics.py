@@ -7,7 +7,7 @@ from pathlib import Path
 from prometheus_client.metrics import MetricWrapperBase
 
 from reconciler.docsgen.markdown import code, table
-from reconciler.runtime.metrics import GpuGauge, Metrics
+from reconciler.runtime.process.metrics import GpuGauge, Metrics
 
 # prometheus_client adds these to the name a counter is declared with.
 _SUFFIX = {"counter": "_total"}

@@ -22,7 +22,7 @@ PAGES: dict[str, tuple[str, Callable[[Path], str]]] = {
         annotation_catalogue.page,
     ),
     "docs/reference/reasons.md": ("reconciler/docsgen/reasons.py", reasons.page),
-    "docs/reference/metrics.md": ("reconciler/runtime/metrics.py", metrics.page),
+    "docs/reference/metrics.md": ("reconciler/runtime/process/metrics.py", metrics.page),
     "docs/reference/chart-values.md": (
         "the chart's values.yaml and values.schema.json",
         chart.page,

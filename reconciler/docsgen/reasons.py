@@ -2,7 +2,7 @@
 
 The reasons themselves are the closed sets in `core/reasons.py`; the explanation is
 written here, once. A member without an entry below fails
-`tests/unit/test_docs_reference.py`: add one, then run `python -m reconciler.docsgen`.
+`tests/unit/docsgen/test_docs_reference.py`: add one, then run `python -m reconciler.docsgen`.
 """
 
 from __future__ import annotations

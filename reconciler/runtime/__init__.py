@@ -1,1 +1,1 @@
-"""Runtime: one tick (engine, executor) and the loop around it (service, watch, leader)."""
+"""Runtime: one tick (`tick/`) and the process around the ticks (`process/`)."""

@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script: make `tests.chaos` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from reconciler.core.resources.volume_objects import volume_name
-from reconciler.runtime.crashpoints import POINTS
+from reconciler.runtime.tick.crashpoints import POINTS
 from tests.chaos import invariants
 from tests.chaos.invariants import History
 from tests.chaos.ticks import (

@@ -36,7 +36,7 @@ from itertools import pairwise
 from typing import Any
 
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV
-from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
+from reconciler.sim.runpod.gateway import REQUEST_LOG_LIMIT
 from tests.chaos.ticks import JournalRow, TickResult
 from tests.chaos.world import Json, Snapshot, deleting, finished, phase
 
@@ -253,11 +253,11 @@ def outside(requests: list[Any], spans: Iterable[tuple[int, int]]) -> list[Any]:
 
 
 def _journal_key(row: JournalRow) -> tuple[str, str]:
-    """What a row acted on as the simulators' logs name it: instance id, else pod UID."""
+    """What a row acted on as the simulators' logs name it: resource id, else pod UID."""
     if row.kind == "create-registry-auth":
         return row.kind, "*"  # the POST names no pod: counted as a whole
     by_id = row.kind in ("terminate", "delete-registry-auth", "delete-network-volume")
-    subject = row.instance_id if by_id else row.pod_uid
+    subject = row.resource_id if by_id else row.pod_uid
     return row.kind, subject or "?"
 
 

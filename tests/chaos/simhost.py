@@ -43,11 +43,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_resources import BY_PLURAL, JOBS
-from reconciler.sim.kube_status import ApiError
-from reconciler.sim.kube_volumes import MERGE_PATCH
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.kube.resources import BY_PLURAL, JOBS
+from reconciler.sim.kube.simulator import KubeSimulator
+from reconciler.sim.kube.status import ApiError
+from reconciler.sim.kube.volumes import MERGE_PATCH
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 # Boot delays short enough that an instance is RUNNING by the reconciler's next tick.
 PROVISIONING_SECONDS = 0.2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.runtime.crashpoints import POINTS
+from reconciler.runtime.tick.crashpoints import POINTS
 from tests.chaos.campaign import MAX_SETTLE_TICKS, Campaign, RunResult, table
 from tests.chaos.invariants import (
     duplicates,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.core.resources.volume_objects import volume_name
-from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
+from reconciler.sim.runpod.gateway import REQUEST_LOG_LIMIT
 from tests.chaos.invariants import (
     action_requests,
     duplicates,

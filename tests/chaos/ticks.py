@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.runtime.crashpoints import CRASH_EXIT_CODE, ENV_VAR
+from reconciler.runtime.tick.crashpoints import CRASH_EXIT_CODE, ENV_VAR
 from tests.chaos.world import API_KEY, SimHost
 
 # A clean tick that takes longer than this is a hang worth failing the campaign for.
@@ -178,7 +178,7 @@ def _report(out: str) -> dict[str, Any] | None:
 def expire_lock(db_path: Path) -> bool:
     """Expire the writer lock a dead tick left behind; True if there was one.
 
-    A process that dies holds the lock until its TTL (`LOCK_TTL` in runtime/wiring.py,
+    A process that dies holds the lock until its TTL (`LOCK_TTL` in runtime/process/wiring.py,
     120 s of wall time) runs out, unless the next writer sees it is a dead process of
     this host (`dead_here`), which a reused pid can hide: this stands in for that wait.
     """
@@ -205,7 +205,7 @@ class JournalRow:
     tick_finished: bool
     kind: str
     pod_uid: str | None
-    instance_id: str | None
+    resource_id: str | None
     finished: bool
     outcome: str | None
 
@@ -216,7 +216,7 @@ def read_journal(db_path: Path, generation: int = 0) -> list[JournalRow]:
         return []
     query = (
         "SELECT a.id, a.tick_id, t.finished_at IS NOT NULL, a.kind, a.pod_uid, "
-        "a.instance_id, a.finished_at IS NOT NULL, a.outcome "
+        "a.resource_id, a.finished_at IS NOT NULL, a.outcome "
         "FROM actions a LEFT JOIN ticks t ON t.id = a.tick_id ORDER BY a.id"
     )
     with closing(sqlite3.connect(db_path)) as conn:

@@ -24,7 +24,7 @@ import requests
 import yaml
 
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
-from reconciler.core.pods.facts import CLUSTER_ANNOTATION
+from reconciler.core.pods.podinfo import CLUSTER_ANNOTATION
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources.volume_objects import (
     CSI_DRIVER,

@@ -19,7 +19,7 @@ from reconciler.adapters.store.repository import Store
 from reconciler.cli.commands import main
 from reconciler.cli.cost_view import charges, group
 from reconciler.core.domain import BillingRecord, ResourceCharge
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.money.attribution import Attribution, Billed
 
 NOW = datetime.now(UTC)
@@ -33,8 +33,8 @@ def url(tmp_path: Path) -> str:
     store = Store(db.session_factory(engine))
     start = NOW - timedelta(hours=10)
 
-    def row(uid: str, namespace: str, gpu: str, cost: float, instance: str) -> MappingRecord:
-        return MappingRecord(
+    def row(uid: str, namespace: str, gpu: str, cost: float, instance: str) -> MappingRow:
+        return MappingRow(
             uid,
             namespace,
             f"pod-{uid}",
@@ -175,8 +175,8 @@ def test_what_billing_has_not_covered_yet_shows_at_list_price_marked_so(tmp_path
     store = Store(db.session_factory(engine))
     now = datetime.now(UTC)
 
-    def running(uid: str, since: datetime, cost: float) -> MappingRecord:
-        return MappingRecord(
+    def running(uid: str, since: datetime, cost: float) -> MappingRow:
+        return MappingRow(
             uid,
             "ml",
             f"pod-{uid}",

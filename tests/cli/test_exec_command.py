@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim import runpod_net
+from reconciler.sim.runpod.net import PROXY_COMMAND
 
 # The simulator's public IPs are reached through its network's relay, as a cluster that
 # cannot route to RunPod would reach them through a bastion.
 ENV = {
     **os.environ,
     "RUNPOD_API_KEY": API_KEY,
-    "RECONCILER_SSH_PROXY_COMMAND": runpod_net.PROXY_COMMAND,
+    "RECONCILER_SSH_PROXY_COMMAND": PROXY_COMMAND,
 }
 
 

@@ -30,13 +30,13 @@ import requests
 
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.demo.sandbox import TOKEN as KUBE_TOKEN
-from reconciler.runtime.wiring import LOCK_TTL, lock_name, open_store
+from reconciler.runtime.process.wiring import LOCK_TTL, lock_name, open_store
 
 LEASE_NAMESPACE = "runpod-system"
 LEASE_NAME = "runpod-reconciler-leader"
 LEASE_SECONDS = 6
 # A dead leader's Lease runs out at most a lease after its last renewal, and a standby
-# tries every retry period, a third of the lease (runtime/leader.py).
+# tries every retry period, a third of the lease (runtime/process/leader.py).
 TAKEOVER_SECONDS = LEASE_SECONDS + LEASE_SECONDS / 3
 # Two processes on a shared machine: their own start of a try can come this much late.
 SCHEDULING_SLACK = 1.0
@@ -297,7 +297,7 @@ def test_only_the_leader_acts_and_a_standby_takes_over_when_it_dies(
     assert took_over <= TAKEOVER_SECONDS + SCHEDULING_SLACK, took_over
     # Creates wait the create grace from the takeover (the dead leader may have had a
     # create in flight that RunPod's list shows only that late, see
-    # runtime/writer_lease.py), and no longer.
+    # runtime/process/writer_lease.py), and no longer.
     eventually(lambda: has_instance(box, "second"), seconds=grace + 15)
     assert b.metric("reconciler_leader") == 1.0
     assert creates(box) == 2  # nothing created twice across the takeover

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.wiring import lock_name
+from reconciler.runtime.process.wiring import lock_name
 from tests.cli.sync_once import sync_once
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from reconciler.cli.commands import main
 from reconciler.cli.sync_command import sync
-from reconciler.runtime.leader import DEFAULT_LEASE_NAME
-from reconciler.runtime.writer_lease import writer_lease_name
+from reconciler.runtime.process.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.process.writer_lease import writer_lease_name
 
 from .manifests import (
     DEPLOY,

@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.kube.errors import KubeError, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.kubelet.sshkey import SshKeyError
-from reconciler.runtime.leader import DEFAULT_LEASE_NAME, default_namespace
-from reconciler.runtime.watch import PENDING_SELECTOR, node_selector
-from reconciler.runtime.wiring import with_ssh_key
-from reconciler.runtime.writer_lease import WriterHeld, WriterLease
-from reconciler.sim.kube_resources import BY_PLURAL
+from reconciler.runtime.process.leader import DEFAULT_LEASE_NAME
+from reconciler.runtime.process.watch import PENDING_SELECTOR, node_selector
+from reconciler.runtime.process.wiring import with_ssh_key
+from reconciler.runtime.process.writer_lease import WriterHeld, WriterLease
+from reconciler.sim.kube.resources import BY_PLURAL
 
 from .manifests import DEPLOY, Obj, documents, render_chart
 

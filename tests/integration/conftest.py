@@ -8,7 +8,7 @@ import pytest
 
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
+from reconciler.runtime.tick import crashpoints
 
 FAST = Settings.of(create_grace_time=30, orphan_grace_time=60, max_pending_time=300)
 

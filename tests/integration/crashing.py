@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
+from reconciler.runtime.tick import crashpoints
 
 
 def _die() -> None:

@@ -16,7 +16,7 @@ import kubernetes
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.process.metrics import Metrics
 
 from .test_claims import add_claim, add_class, delete_claim, provision
 from .test_cluster_lag import delete_database

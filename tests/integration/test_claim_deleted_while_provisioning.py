@@ -19,7 +19,7 @@ from reconciler.core.resources.volume_objects import (
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
 from .crashing import crash_in
 from .test_claims import add_claim, add_class, claim, pv_of, volume_calls
@@ -163,11 +163,11 @@ def test_a_deleted_claim_stays_held_while_a_dead_writers_volume_may_be_listed(bo
     made = add_claim(box)
     crash_in(box, "after-volume-create")
     delete(box)
-    box.engine.steps = replace(box.engine.steps, creates_held=lambda: True)
+    box.engine.hooks = replace(box.engine.hooks, creates_held=lambda: True)
     box.advance(grace * 2)
     box.tick()
     assert claim(box) is not None  # still held
-    box.engine.steps = replace(box.engine.steps, creates_held=lambda: False)
+    box.engine.hooks = replace(box.engine.hooks, creates_held=lambda: False)
     box.advance(grace * 2)
     for _ in range(3):
         box.tick()

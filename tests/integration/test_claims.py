@@ -22,8 +22,8 @@ from reconciler.core.resources.volume_objects import (
 )
 from reconciler.core.translate.offers import ranked_offers
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.metrics import Metrics
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .crashing import crash_in
 from .test_limits import status_reason
@@ -99,6 +99,21 @@ def test_a_claim_gets_one_volume_and_a_bound_pv_and_a_steady_tick_costs_nothing(
     box.tick()
     box.tick()
     assert len(volume_calls(box)) == before  # steady: not a request
+
+
+def test_a_volumes_create_is_journaled_with_the_id_runpod_gave_it(box):
+    """The journal records what a create made, a network volume's as an instance's: the
+    create's steps say which id of RunPod's answer it is."""
+    add_class(box)
+    made = add_claim(box)
+    box.tick()
+    [volume] = box.runpod_sim.volumes.values()
+    [entry] = [e for e in box.store.journal() if e.kind == "create-network-volume"]
+    assert (entry.pod_uid, entry.resource_id, entry.outcome) == (
+        made["metadata"]["uid"],
+        volume["id"],
+        "ok",
+    )
 
 
 @pytest.mark.parametrize("point", ["after-volume-intent", "after-volume-create"])
@@ -214,7 +229,7 @@ def test_a_grown_claim_grows_its_volume(box):
     # Journaled as every call that changes a cloud resource: what was asked, of which
     # volume, for which claim, and how it ended.
     [entry] = [e for e in box.store.journal() if e.kind == "resize-network-volume"]
-    assert (entry.pod_uid, entry.instance_id, entry.outcome) == (
+    assert (entry.pod_uid, entry.resource_id, entry.outcome) == (
         grown["metadata"]["uid"],
         volume["id"],
         "ok",

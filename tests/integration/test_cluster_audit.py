@@ -16,8 +16,8 @@ import requests
 
 from reconciler.core.contract import OWNER_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.metrics import Metrics
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.tick_report import TickReport
 
 from .test_clusters import members, running_gang
 

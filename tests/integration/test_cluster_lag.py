@@ -44,8 +44,8 @@ def test_a_cluster_the_list_omits_past_the_grace_is_not_gone(box: Sandbox) -> No
 
 def once_writer(box: Sandbox) -> None:
     """Wire the engine as `sync --once` with the writer Lease does: answered creates are
-    written on their pods before the run ends (runtime/wiring.py)."""
-    box.engine.steps = dataclasses.replace(box.engine.steps, annotate_created=True)
+    written on their pods before the run ends (runtime/process/wiring.py)."""
+    box.engine.hooks = dataclasses.replace(box.engine.hooks, annotate_created=True)
 
 
 def test_once_runs_on_fresh_databases_make_one_cluster(box: Sandbox) -> None:
@@ -96,10 +96,11 @@ def test_a_forged_cluster_id_finds_nothing_and_the_gang_gets_its_own(box: Sandbo
 def test_a_cluster_id_the_pods_refused_passes_a_hold_on(box: Sandbox) -> None:
     """The `--once` writer could not write the new cluster's id on its pods: it counts
     the create as unrecorded, so the Lease it releases holds the next writer's creates
-    (runtime/writer_lease.py) instead of letting a writer on another database make a second."""
+    (runtime/process/writer_lease.py) instead of letting a writer on another database make
+    a second."""
     unrecorded: list[int] = []
-    box.engine.steps = dataclasses.replace(
-        box.engine.steps, annotate_created=True, unrecorded_creates=unrecorded.append
+    box.engine.hooks = dataclasses.replace(
+        box.engine.hooks, annotate_created=True, unrecorded_creates=unrecorded.append
     )
     box.add_indexed_job("train", 2)
     box.kube_sim.inject_fault("PATCH", "/api/v1/namespaces/default/pods/train-*", 409, count=2)

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.core.contract import GANG_ENV, OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim.runpod_http import SimRequest
+from reconciler.sim.runpod.http import SimRequest
 
 from .crashing import crash_in
 

@@ -13,7 +13,7 @@ import pytest
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
+from reconciler.runtime.tick import crashpoints
 
 
 def crash() -> None:

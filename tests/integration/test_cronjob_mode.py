@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.cronjob_run import stay_beating
-from reconciler.sim.kube_controllers import ControllerSettings
+from reconciler.runtime.process.cronjob_run import stay_beating
+from reconciler.sim.kube.controllers import ControllerSettings
 from tests.integration.conftest import FAST
 
 NODE = "virtual-runpod"
@@ -142,7 +142,7 @@ def test_a_run_says_when_the_node_went_unrenewed_too_long(
     warned: bool,
 ) -> None:
     add_pods(box)
-    with caplog.at_level(logging.WARNING, logger="reconciler.runtime.heartbeat"):
+    with caplog.at_level(logging.WARNING, logger="reconciler.runtime.process.heartbeat"):
         run_cronjob(box, 3, stay=stay)
     late = [r for r in caplog.records if "had not been renewed" in r.getMessage()]
     assert bool(late) is warned

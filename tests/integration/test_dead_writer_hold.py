@@ -17,8 +17,8 @@ from dataclasses import replace
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime import crashpoints
-from reconciler.runtime.writer_lease import WriterHeld, WriterLease
+from reconciler.runtime.process.writer_lease import WriterHeld, WriterLease
+from reconciler.runtime.tick import crashpoints
 from tests.integration.conftest import FAST
 from tests.kube.test_writer_lease import THIS_PROCESS, dead_process
 
@@ -44,8 +44,8 @@ def writer(box: Sandbox, owner: str) -> WriterLease:
         hold_seconds=box.settings.timing.create_grace_time,
         steady=box.engine.clock,
     )
-    box.engine.steps = replace(
-        box.engine.steps, before_action=lease.keep, creates_held=lease.creates_held
+    box.engine.hooks = replace(
+        box.engine.hooks, before_action=lease.keep, creates_held=lease.creates_held
     )
     return lease
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.drain import drain
+from reconciler.runtime.process.drain import drain
 
 
 def run_drain(box: Sandbox, *args: str) -> tuple[int, str]:

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from reconciler.cli.commands import main
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.demo.sandbox import Sandbox
 
 from .test_clusters import members, running_gang

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.runpod_http import SimRequest
+from reconciler.sim.runpod.http import SimRequest
 
 from .crashing import crash_in
 

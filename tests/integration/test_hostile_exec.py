@@ -19,7 +19,7 @@ import requests
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .spdy_client import ApiServerClient
 

@@ -21,7 +21,7 @@ import requests
 
 from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_pki import ClientCA
+from reconciler.sim.kube.pki import ClientCA
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed"),

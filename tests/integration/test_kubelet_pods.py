@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_jobs import TRACKING_FINALIZER
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.jobs import TRACKING_FINALIZER
+from reconciler.sim.kube.resources import PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 MERGE = "application/merge-patch+json"
 

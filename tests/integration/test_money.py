@@ -25,7 +25,7 @@ from reconciler.core.money.charges import SPEND_ANNOTATION
 from reconciler.core.reasons import TerminateReason
 from reconciler.core.resources.registries import registry_name
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.metrics import Metrics
+from reconciler.runtime.process.metrics import Metrics
 
 from .test_lifecycle import phase, reasons
 
@@ -213,7 +213,7 @@ def test_registry_credential_calls_are_journaled_with_their_ids(box: Sandbox) ->
     box.tick()
     box.tick()
     journal = [
-        (e.kind, e.instance_id, e.outcome)
+        (e.kind, e.resource_id, e.outcome)
         for e in box.store.journal()
         if e.kind.endswith("registry-auth")
     ]

@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_controllers import ControllerSettings
-from reconciler.sim.kube_resources import SERVER_VERSION
+from reconciler.sim.kube.controllers import ControllerSettings
+from reconciler.sim.kube.resources import SERVER_VERSION
 from tests.integration.conftest import FAST
 
 NODE = "virtual-runpod"

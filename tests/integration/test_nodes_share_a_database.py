@@ -11,8 +11,7 @@ its own running instance and failed its pod InstanceLost, and the same the other
 from __future__ import annotations
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.engine import Engine
-from reconciler.runtime.wiring import (
+from reconciler.runtime.process.wiring import (
     LockKeeper,
     RunMode,
     compose,
@@ -20,6 +19,7 @@ from reconciler.runtime.wiring import (
     lock_name,
     open_store,
 )
+from reconciler.runtime.tick.engine import Engine
 
 OTHER = "virtual-runpod-b"
 

@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.core.reasons import Notice, PodReason
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.resources import PODS
 from tests.integration.conftest import FAST
 
 MANAGED = {"runpod.io/managed": "true"}

@@ -20,9 +20,9 @@ from sqlalchemy import Engine, event, text
 
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.wiring import LOCK_NAME, LOCK_TTL, open_store
+from reconciler.runtime.process.wiring import LOCK_NAME, LOCK_TTL, open_store
 from tests import needs
 from tests.integration.test_nodes_share_a_database import two_nodes_leave_each_other_alone
 from tests.store.upgrades import upgrade_at_once
@@ -107,7 +107,7 @@ def test_rows_written_elsewhere_are_read_by_the_next_tick(url: str) -> None:
         them says nobody wrote: a write by another connection, even by hand, is read, whether it
     inserts, updates, deletes or truncates."""
     store = open_store(url, upgrade=True)
-    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    store.save_row(MappingRow("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
     assert [r.instance_id for r in store.load_rows()] == [None]
     with db.make_engine(url).begin() as connection:
         connection.execute(text("UPDATE mappings SET instance_id = 'by-hand'"))
@@ -162,14 +162,14 @@ def test_a_restored_backup_and_a_count_moved_back_are_read(url: str) -> None:
     """An older backup restored, then a second writer's write brings the count back to
     the value this store cached: the rows are read anew."""
     store = open_store(url, upgrade=True)
-    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    store.save_row(MappingRow("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
     backup = _generation(url)
-    store.save_row(MappingRecord("c", "ns", "pod-c", MappingState.RUNNING, T0, T0))
+    store.save_row(MappingRow("c", "ns", "pod-c", MappingState.RUNNING, T0, T0))
     assert {r.pod_uid for r in store.load_rows()} == {"a", "c"}  # cached
     cached = _generation(url)[0]
     _restore(url, [("a", "pod-a")], backup)
     other = open_store(url, upgrade=False)
-    other.save_row(MappingRecord("d", "ns", "pod-d", MappingState.RUNNING, T0, T0))
+    other.save_row(MappingRow("d", "ns", "pod-d", MappingState.RUNNING, T0, T0))
     assert _generation(url)[0] == cached  # the value cached, over other rows
     assert {r.pod_uid for r in store.load_rows()} == {"a", "d"}
 
@@ -179,7 +179,7 @@ def test_rows_newer_than_their_generation_are_not_kept_under_it(url: str) -> Non
     its own snapshot) leaves rows newer than that generation: they are not cached under
     it, so a restore of that very generation is read."""
     store = open_store(url, upgrade=True)
-    store.save_row(MappingRecord("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
+    store.save_row(MappingRow("a", "ns", "pod-a", MappingState.RUNNING, T0, T0))
     before = _generation(url)
     engine = store_engine(store)
     landed = []
@@ -189,7 +189,7 @@ def test_rows_newer_than_their_generation_are_not_kept_under_it(url: str) -> Non
         if "FROM mappings" in statement and not landed:
             landed.append(True)
             writer = open_store(url, upgrade=False)
-            writer.save_row(MappingRecord("x", "ns", "pod-x", MappingState.RUNNING, T0, T0))
+            writer.save_row(MappingRow("x", "ns", "pod-x", MappingState.RUNNING, T0, T0))
 
     assert {r.pod_uid for r in store.load_rows()} == {"a", "x"}
     event.remove(engine, "before_cursor_execute", write_first)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.core.money.attribution import Billed
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .test_claims import add_class
 from .test_clusters import members, running_gang

@@ -1,18 +1,19 @@
-"""A cloud resource is a plug-in (`runtime/resources/base.py`): registered on the engine,
+"""A cloud resource is a plug-in (`runtime/tick/resources/base.py`): registered on the engine,
 its phase runs after the pods' actions and its steps carry out its own actions through
 the run's journal, with no edit to the engine or the executor."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from reconciler.core.actions import Action, Terminate
+from reconciler.core.plan.observation import Observation
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.journal import Journal
-from reconciler.runtime.resources.base import AfterPods, Sighting
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.resources.base import AfterPods, Sighting
+from reconciler.runtime.tick.run_context import RunContext
+from reconciler.runtime.tick.tick_report import TickReport
 
 
 @dataclass(frozen=True)
@@ -26,13 +27,13 @@ class Ping:
 class PingSteps:
     actions: tuple[type[Action], ...] = (Ping,)  # type: ignore[assignment]
 
-    def __init__(self, journal: Journal, calls: list[str]) -> None:
-        self.journal, self.calls = journal, calls
+    def __init__(self, context: RunContext, calls: list[str]) -> None:
+        self.context, self.calls = context, calls
         self.made = 0
 
     def apply(self, action: Action) -> None:
         assert isinstance(action, Ping)
-        self.journal.journaled("ping", None, action.name, lambda: self._call(action))
+        self.context.journaled("ping", None, action.name, lambda: self._call(action))
         self.made += 1
 
     def _call(self, action: Ping) -> None:
@@ -50,11 +51,17 @@ class Pings:
         self.seen_done: list[list[str]] = []
         self.observed = self.planned_ticks = 0
 
-    def steps(self, journal: Journal) -> PingSteps:
-        return PingSteps(journal, self.calls)
+    def steps(self, context: RunContext) -> PingSteps:
+        return PingSteps(context, self.calls)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}
+
+    def billing(self) -> None:
+        return None  # not billed apart from instances
+
+    def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
+        return ()  # its actions are decided after the pods'
 
     def observe(self, sighting: Sighting) -> None:
         self.observed += 1
@@ -74,7 +81,7 @@ def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sand
     pings = Pings()
     box.engine.resources.append(pings)
     told: list[int] = []
-    box.engine.steps = replace(box.engine.steps, unrecorded_creates=told.append)
+    box.engine.hooks = replace(box.engine.hooks, unrecorded_creates=told.append)
     box.add_pod("a")
     box.tick()
     box.advance(30)
@@ -88,7 +95,7 @@ def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sand
     assert pings.calls == ["first", "second", "third"]  # one failure stops no other
     assert report.applied["Ping"] == 2 and report.failed["Ping"] == 1
     assert any("Ping" in e and "second refused" in e for e in report.errors)
-    journal = [(e.kind, e.instance_id, e.outcome) for e in box.store.journal() if e.kind == "ping"]
+    journal = [(e.kind, e.resource_id, e.outcome) for e in box.store.journal() if e.kind == "ping"]
     assert journal == [
         ("ping", "first", "ok"),
         ("ping", "second", "failed"),

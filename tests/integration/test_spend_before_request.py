@@ -14,7 +14,7 @@ import pytest
 
 from reconciler.core.money.namespace_caps import MAX_HOURLY_SPEND_ANNOTATION
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .test_claims import add_claim, add_class, claim
 from .test_limits import status_reason

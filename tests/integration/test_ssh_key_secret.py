@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.kube.errors import KubeInvalid
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.kubelet import sshkey
 from reconciler.runtime.kubelet.sshkey import SshKeyError, secret_identity
-from reconciler.runtime.leader import default_namespace
-from reconciler.sim import runpod_net
+from reconciler.sim.runpod.net import PROXY_COMMAND
 
 NAME = "runpod-reconciler-ssh"
 SETTINGS = Settings.of(ssh_key_secret=NAME)
@@ -164,6 +164,6 @@ def reconciler_exec(box: Sandbox, secret: str) -> subprocess.CompletedProcess[st
     env = {
         **os.environ,
         "RUNPOD_API_KEY": API_KEY,
-        "RECONCILER_SSH_PROXY_COMMAND": runpod_net.PROXY_COMMAND,
+        "RECONCILER_SSH_PROXY_COMMAND": PROXY_COMMAND,
     }
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)

@@ -73,7 +73,7 @@ def test_the_deployment_streams_start_up_lines_while_the_pod_is_pending(
     before = log_requests(box)
     box.advance(6)  # provisioned: the image pull begins
     box.tick()
-    startup = box.engine.steps.startup
+    startup = box.engine.hooks.startup
     assert startup is not None and startup.open_streams == 1
     eventually(lambda: PULLING in system_events(box))
     box.runpod_sim.logs.write_system(instance_id, ["layer 2/3 downloaded"])
@@ -141,7 +141,7 @@ def test_nothing_is_read_early_while_the_quota_is_not_ample() -> None:
         instance_id = starting_pod(box)
         box.advance(6)
         box.tick()
-        startup = box.engine.steps.startup
+        startup = box.engine.hooks.startup
         assert startup is not None and startup.open_streams == 0
         assert log_requests(box) == 0
         # The lines are not lost: they show when the instance ends.
@@ -170,7 +170,7 @@ def test_the_deployment_holds_at_most_16_streams_at_once() -> None:
     with Sandbox(startup_lines="stream", runpod_options=AMPLE) as box:
         starting_pods(box, 18)
         box.tick()
-        startup = box.engine.steps.startup
+        startup = box.engine.hooks.startup
         assert startup is not None and startup.open_streams == 16
         eventually(lambda: log_requests(box) == 16)
 

@@ -1,6 +1,6 @@
 """A tick's data goes when the tick's report does, by reference counting: none of it
 waits in a reference cycle for Python's collector, which the engine keeps out of its
-ticks (`runtime/collector.py`) and runs only now and then."""
+ticks (`runtime/tick/collector.py`) and runs only now and then."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .crashing import crash_in
 from .test_claims import add_claim, add_class, claim, delete_claim, provision, pv_of, volume_calls
@@ -101,11 +101,11 @@ def test_a_dead_writers_hold_keeps_its_volume_from_being_made_again(box: Sandbox
     crash_in(box, "after-volume-create")
     delete_database(box)
     box.restart()
-    box.engine.steps = replace(box.engine.steps, creates_held=lambda: True)
+    box.engine.hooks = replace(box.engine.hooks, creates_held=lambda: True)
     box.advance(grace * 2)
     box.tick()
     assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1
-    box.engine.steps = replace(box.engine.steps, creates_held=lambda: False)
+    box.engine.hooks = replace(box.engine.hooks, creates_held=lambda: False)
     box.advance(grace * 2)
     box.tick()
     assert len([c for c in volume_calls(box) if c[0] == "POST"]) == 1

@@ -16,8 +16,8 @@ from reconciler.core.domain import RunPodVolume
 from reconciler.core.resources import storage_prices
 from reconciler.core.resources.volume_objects import persistent_volume, volume_name
 from reconciler.demo.sandbox import API_KEY, Sandbox
-from reconciler.runtime.metrics import Metrics
-from reconciler.sim.kube_resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
 from .test_claims import add_claim, add_class, claim, provision, volume_calls
 from .test_gang_end_on_pods import delete_database

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.demo.sandbox import Sandbox
-from reconciler.runtime.wiring import LockKeeper, LockNotHeld, RunMode, compose, holding
+from reconciler.runtime.process.wiring import LockKeeper, LockNotHeld, RunMode, compose, holding
 
 
 def _lease(box: Sandbox) -> object:

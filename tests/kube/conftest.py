@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 

@@ -18,9 +18,9 @@ from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeConflict, KubeForbidden
 from reconciler.core.config import Settings
 from reconciler.core.node.virtual_node import build_node, kubelet_version
-from reconciler.runtime.leader import Attempt, Change, LeaderElector
+from reconciler.runtime.process.leader import Attempt, Change, LeaderElector
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 NODE = "virtual-runpod"

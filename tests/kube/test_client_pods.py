@@ -18,7 +18,7 @@ from reconciler.adapters.kube.errors import (
     KubeTransportError,
 )
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 

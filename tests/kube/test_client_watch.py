@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.errors import KubeGone, KubeTransportError
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 

@@ -30,10 +30,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_controllers import ControllerSettings
-from reconciler.sim.kube_nodes import preferred_address
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.controllers import ControllerSettings
+from reconciler.sim.kube.nodes import preferred_address
+from reconciler.sim.kube.resources import PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 NODE = "virtual-runpod"
 

@@ -54,10 +54,10 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_jobs import TRACKING_FINALIZER
-from reconciler.sim.kube_protobuf import CONTENT_TYPE as PROTOBUF
-from reconciler.sim.kube_resources import JOBS, PODS
+from reconciler.sim.kube.jobs import TRACKING_FINALIZER
+from reconciler.sim.kube.protobuf import CONTENT_TYPE as PROTOBUF
+from reconciler.sim.kube.resources import JOBS, PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 SMP = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"

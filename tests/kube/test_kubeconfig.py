@@ -20,7 +20,7 @@ from reconciler.adapters.kube.errors import KubeError
 from reconciler.cli.commands import main
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 
 def write(path: Path, document: dict[str, Any]) -> str:

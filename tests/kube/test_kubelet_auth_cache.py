@@ -12,7 +12,7 @@ import pytest
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.runtime.kubelet.auth import Authenticator, AuthError
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 NODE = "virtual-runpod"
 GRANT = [

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.runtime.watch import PodWatch, node_selector
-from reconciler.sim.kube import KubeSimulator
+from reconciler.runtime.process.watch import PodWatch, node_selector
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PodFactory = Callable[..., dict[str, Any]]
 

@@ -14,8 +14,8 @@ import kubernetes
 import pytest
 from kubernetes.client.rest import ApiException
 
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.resources import PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 

@@ -19,8 +19,8 @@ import kubernetes
 import pytest
 
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.resources import PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 MERGE = "application/merge-patch+json"
 

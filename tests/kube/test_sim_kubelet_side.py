@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 from .conftest import PodFactory
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 

@@ -18,7 +18,7 @@ import requests
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 PROVISIONER = "runpod.io/network-volume"
 DRIVER = "network-volume.runpod.io"  # a CSI driver's name is a DNS subdomain: no slash

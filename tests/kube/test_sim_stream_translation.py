@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.sim.kube_pod_ws import exec_status, tunnelled_protocols
-from reconciler.sim.kube_spdy import DICTIONARY, SpdyError, header_block, read_header_block
+from reconciler.sim.kube.pod_ws import exec_status, tunnelled_protocols
+from reconciler.sim.kube.spdy import DICTIONARY, SpdyError, header_block, read_header_block
 
 V4 = "v4.channel.k8s.io"
 

@@ -14,8 +14,8 @@ from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.kube_resources import PODS
+from reconciler.sim.kube.resources import PODS
+from reconciler.sim.kube.simulator import KubeSimulator
 
 
 def _pod(name: str, **metadata: Any) -> dict[str, Any]:

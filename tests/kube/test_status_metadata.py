@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from reconciler.adapters.kube.client import KubeClient
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 STRATEGIC = "application/strategic-merge-patch+json"
 

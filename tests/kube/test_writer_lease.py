@@ -19,7 +19,7 @@ import pytest
 
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.kube.node import NODE_LEASE_NAMESPACE
-from reconciler.runtime.writer_lease import (
+from reconciler.runtime.process.writer_lease import (
     DEFAULT_HOLD_SECONDS,
     WRITER_LEASE_SECONDS,
     WriterHeld,
@@ -28,7 +28,7 @@ from reconciler.runtime.writer_lease import (
     writer_lease_name,
 )
 from reconciler.sim.clock import SimClock
-from reconciler.sim.kube import KubeSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
 
 
 def dead_process() -> str:

@@ -70,7 +70,7 @@ from scale_world import (
     remote_world,
 )
 
-import reconciler.runtime.engine as engine_module
+import reconciler.runtime.tick.engine as engine_module
 from reconciler.core.config import Settings
 from reconciler.core.planner import Observation, PlanError, plan_tick
 from reconciler.sim.clock import SimClock

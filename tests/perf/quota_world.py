@@ -26,8 +26,8 @@ from typing import Any
 
 from reconciler.core.domain import OWNER_ENV, POD_UID_ENV
 from reconciler.sim.clock import SimClock, real_start
-from reconciler.sim.kube import KubeSimulator
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.kube.simulator import KubeSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 API_KEY = "quota-bench-runpod-key"
 NAMESPACE = "bench"

@@ -33,9 +33,9 @@ from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
-from reconciler.runtime.engine import Engine, TickReport
-from reconciler.runtime.metrics import Metrics
-from reconciler.runtime.wiring import RunMode, compose
+from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.process.wiring import RunMode, compose
+from reconciler.runtime.tick.engine import Engine, TickReport
 from reconciler.sim.clock import SimClock
 
 API_KEY = "bench-runpod-key"
@@ -92,7 +92,7 @@ def ample_capacity(free_gpus: int = 1_000_000) -> list[dict[str, Any]]:
     The benchmark measures pacing against the quota; the default few dozen GPUs per
     type would turn a large burst into a capacity test instead.
     """
-    from reconciler.sim.runpod_catalog import DEFAULT_GPU_TYPES
+    from reconciler.sim.runpod.catalog import DEFAULT_GPU_TYPES
 
     return [
         {
@@ -110,8 +110,8 @@ class SimHost:
     reconciler's, when the host runs remotely) must hold only what a reconciler holds."""
 
     def __init__(self, quota: tuple[int, int, int] = DEFAULT_QUOTA) -> None:
-        from reconciler.sim.kube import KubeSimulator
-        from reconciler.sim.runpod import RunPodSimulator
+        from reconciler.sim.kube.simulator import KubeSimulator
+        from reconciler.sim.runpod.simulator import RunPodSimulator
 
         self.clock = SimClock()
         self.runpod = RunPodSimulator(
@@ -228,7 +228,7 @@ class SimHost:
         self._runpod_mark = len(self.runpod.requests)
 
     def requests_since_mark(self) -> RequestLog:
-        from reconciler.sim.runpod_gateway import REQUEST_LOG_LIMIT
+        from reconciler.sim.runpod.gateway import REQUEST_LOG_LIMIT
 
         runpod = self.runpod.requests
         if len(runpod) >= REQUEST_LOG_LIMIT:

@@ -155,7 +155,7 @@ def _note_failures(box: Sandbox, failed_at: dict[str, datetime]) -> None:
 
 def _streams_caught_up(box: Sandbox, seconds: float = 10.0) -> None:
     """Wait until each followed instance's failure lines, written by now, were judged."""
-    startup = box.engine.steps.startup
+    startup = box.engine.hooks.startup
     assert startup is not None
     now = box.clock.now()
     followed = {r.path.split("/")[3] for r in box.runpod_sim.requests if r.path.endswith("/logs")}

@@ -4,7 +4,7 @@ list that shows new instances only after a lag, instances whose env (and so our 
 was replaced, mapping rows lost (a deleted database), batch processes that end, and
 ticks a few seconds apart.
 
-Each action is carried out as `reconciler.runtime.executor` carries it out, failure
+Each action is carried out as `reconciler.runtime.tick.executor` carries it out, failure
 included: a create's intent row is saved before the call and its instance id only after
 it; a terminate's row before the DELETE; a status patch's row only after the patch; a
 terminate that follows the pod's end is not sent when that status patch failed. (The
@@ -35,7 +35,7 @@ from reconciler.core.contract import OWNER_ENV
 from reconciler.core.domain import Instance, InstanceStatus
 from reconciler.core.mapping import MappingState
 from reconciler.core.planner import Observation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate.container import is_batch
 from tests.planner.world import OWNER, World, instance

@@ -26,7 +26,7 @@ from reconciler.core.actions import (
 from reconciler.core.config import Settings
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import InstanceStatus
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.planner import one_row_per_instance
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
@@ -463,10 +463,10 @@ def test_metadata_annotations_name_the_instance() -> None:
 
 
 def world_row(world: World, uid: str, instance_id: str):  # type: ignore[no-untyped-def]
-    from reconciler.core.mapping import MappingRecord
+    from reconciler.core.mapping import MappingRow
 
     p = world.pods[uid]
-    return MappingRecord(
+    return MappingRow(
         uid, "ml", p["metadata"]["name"], MappingState.RUNNING, T0, T0, instance_id=instance_id
     )
 
@@ -510,8 +510,8 @@ def test_one_row_per_instance_id_whatever_the_plan_says() -> None:
     of the tick (the rows' instance ids are unique): it is left out, and so is a second
     such write within one plan; other writes and effects stay."""
 
-    def row(uid: str, instance_id: str) -> MappingRecord:
-        return MappingRecord(uid, "ns", uid, MappingState.RUNNING, T0, T0, instance_id=instance_id)
+    def row(uid: str, instance_id: str) -> MappingRow:
+        return MappingRow(uid, "ns", uid, MappingState.RUNNING, T0, T0, instance_id=instance_id)
 
     ref = PodRef("ns", "b", "b")
     actions: list[Action] = [

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from reconciler.core.actions import Action, Create, PodRef
 from reconciler.core.domain import InstanceStatus
-from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.pods import podinfo
 from reconciler.core.translate.names import instance_name
 from tests.planner.faulty_world import Answer, Fault, FaultyWorld, Step
 from tests.planner.world import SETTINGS, T0, instance, pod
@@ -73,7 +73,7 @@ def faulty_worlds(draw: st.DrawFn) -> FaultyWorld:
             ended = podinfo.is_finished(made)
             state = draw(st.sampled_from(list(MappingState) if ended else LIVE_STATES))
             mapped = inst.id if inst is not None and draw(st.booleans()) else None
-            world.rows[uid] = MappingRecord(
+            world.rows[uid] = MappingRow(
                 uid, "ml", f"p{n}", state, T0, T0, instance_id=mapped, attempt_started_at=T0
             )
     return world.remember_ours()
@@ -134,7 +134,7 @@ def _batch_pod_running() -> FaultyWorld:
     made = pod("train", "uid-train", phase="Running", restart_policy="Never", command=["run"])
     inst = replace(instance("uid-train", instance_id="train-1"), name=instance_name(made))
     world.add(made, inst)
-    world.rows["uid-train"] = MappingRecord(
+    world.rows["uid-train"] = MappingRow(
         "uid-train",
         "ml",
         "train",

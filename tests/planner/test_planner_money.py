@@ -20,7 +20,7 @@ from reconciler.core.actions import (
 )
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import BillingRecord, Instance
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.money.charges import LEAK_REASON, SPEND_ANNOTATION
 from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
 from reconciler.core.planner import CreateInputs, ownership_of, plan_tick
@@ -267,8 +267,8 @@ def test_the_spend_so_far_is_annotated_on_the_pod() -> None:
     assert kinds(world.plan()) == ["SaveRow"]
 
 
-def world_row(uid: str, instance_id: str, ended: datetime) -> MappingRecord:
-    return MappingRecord(
+def world_row(uid: str, instance_id: str, ended: datetime) -> MappingRow:
+    return MappingRow(
         uid,
         "ml",
         "gone",

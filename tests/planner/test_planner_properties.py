@@ -24,7 +24,7 @@ from reconciler.core.actions import (
     Terminate,
 )
 from reconciler.core.domain import InstanceStatus
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.planner import ownership_of, plan_tick
 from tests.planner.world import OWNER, T0, World, instance, pod
 
@@ -67,9 +67,7 @@ def worlds(draw: st.DrawFn) -> World:
             world.exit_codes[made.id] = draw(st.sampled_from([0, 1, None]))
         if draw(st.booleans()):
             state = draw(st.sampled_from(list(MappingState)))
-            world.rows[uid] = MappingRecord(
-                uid, "ml", f"p{n}", state, T0, T0, attempt_started_at=T0
-            )
+            world.rows[uid] = MappingRow(uid, "ml", f"p{n}", state, T0, T0, attempt_started_at=T0)
     for n in range(draw(st.integers(0, 2))):  # orphans and strangers
         world.add(instance(f"gone-{n}", created=T0 - timedelta(hours=1)))
         world.add(instance(f"uid-{n}", owner="another-cluster/node"))

@@ -35,11 +35,11 @@ from reconciler.core.domain import (
     PortMapping,
     Runtime,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.planner import CreateInputs, Observation, plan_tick
-from reconciler.core.pods.facts import is_ours_to_run
 from reconciler.core.pods.ownership import Ownership, Records, unlisted_annotations
+from reconciler.core.pods.podinfo import is_ours_to_run
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = Settings.of(cluster_id="cluster-a", max_instances=50, max_hourly_spend=100.0)
@@ -147,7 +147,7 @@ def instance(
 class World:
     pods: dict[str, KubeObject] = field(default_factory=dict)
     instances: dict[str, Instance] = field(default_factory=dict)
-    rows: dict[str, MappingRecord] = field(default_factory=dict)
+    rows: dict[str, MappingRow] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
     exit_logs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     namespace_caps: dict[str, NamespaceCaps] = field(default_factory=dict)

@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from reconciler.sim import runpod_net
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.net import PROXY_COMMAND
+from reconciler.sim.runpod.simulator import RunPodSimulator
 from tests.realk8s.plane import Plane, free_port, kubeconfig
 
 API_KEY = "realk8s-runpod-key"
@@ -119,7 +119,7 @@ class World:
                 f"--kubelet-port={self.kubelet_port}",
                 f"--ssh-key-file={self.workdir / 'ssh-key'}",
                 # The simulator's public IPs are reached through its network's relay.
-                f"--ssh-proxy-command={runpod_net.PROXY_COMMAND}",
+                f"--ssh-proxy-command={PROXY_COMMAND}",
                 "--create-grace-time=20",
                 "--orphan-grace-time=30",
                 *self.args,

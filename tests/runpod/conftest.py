@@ -9,7 +9,7 @@ import pytest
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, ClientFactory
 

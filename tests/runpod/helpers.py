@@ -12,7 +12,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.parse import parse_instance
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV
 from reconciler.core.domain import CreateRequest, Instance
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 # Distinctive, so a redaction test can search every output for it.
 API_KEY = "rpa_TEST0KEY0MUST0NEVER0LEAK0b1e2c3"

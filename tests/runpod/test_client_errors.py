@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, ClientFactory, closed_port, create_request
 

@@ -19,7 +19,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.errors import RateLimitedError
 from reconciler.core.capacity.pacing import Company
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY
 

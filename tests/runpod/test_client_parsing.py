@@ -19,7 +19,7 @@ from reconciler.core.domain import (
     PersistentVolume,
     PortMapping,
 )
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import OWNER, RTX_4090, create_request
 

@@ -17,7 +17,7 @@ import requests
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Cloud, NetworkVolume, PersistentVolume
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from . import contract
 from .helpers import API_KEY, RTX_4090, create_request, pod_action

@@ -15,7 +15,7 @@ import pytest
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import LogRead, LogStreamBroken, read_log
 from reconciler.core.contract import OWNER_ENV, STOP_ON_EXIT_ENV
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import OWNER
 

@@ -11,7 +11,7 @@ import requests
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY
 

@@ -14,7 +14,7 @@ import requests
 from reconciler.core.contract import OWNER_ENV
 from reconciler.core.domain import is_runpod_id
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 

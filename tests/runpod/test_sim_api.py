@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
-from reconciler.sim.runpod_http import Reply, Request, Router, RouteTable
+from reconciler.sim.runpod.http import Reply, Request, Router, RouteTable
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 

@@ -11,7 +11,7 @@ import requests
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.domain import Availability, Cloud
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090, create_request
 

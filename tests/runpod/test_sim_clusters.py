@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from reconciler.core.contract import STOP_ON_EXIT_ENV, exit_code_marker
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 

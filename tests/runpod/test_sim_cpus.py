@@ -16,7 +16,7 @@ import requests
 from reconciler.adapters.runpod import errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.domain import Availability, InstanceStatus
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, OWNER, create_request
 

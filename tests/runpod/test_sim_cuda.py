@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 

@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from reconciler.core.contract import OWNER_ENV, STOP_ON_EXIT_ENV
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, OWNER
 

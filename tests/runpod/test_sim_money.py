@@ -14,8 +14,8 @@ import requests
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.contract import OWNER_ENV
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
-from reconciler.sim.runpod_billing import DISK_USD_PER_GB_HOUR
+from reconciler.sim.runpod.billing import DISK_USD_PER_GB_HOUR
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, create_request, pod_action
 

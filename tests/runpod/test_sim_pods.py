@@ -16,7 +16,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.runpod.logstream import exit_log
 from reconciler.core.contract import OWNER_ENV, STOP_ON_EXIT_ENV, exit_code_marker
 from reconciler.core.domain import InstanceStatus
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, OWNER, RTX_4090, ActionRefused, create_request, pod_action
 

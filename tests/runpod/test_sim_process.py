@@ -15,7 +15,7 @@ import requests
 
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.domain import InstanceStatus
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, create_request
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import requests
 
-from reconciler.sim import runpod_net
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.net import PROXY_COMMAND
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 
@@ -87,7 +87,7 @@ def ssh(
             "-o",
             "LogLevel=ERROR",
             "-o",
-            f"ProxyCommand={runpod_net.PROXY_COMMAND}",
+            f"ProxyCommand={PROXY_COMMAND}",
             f"{direct['username']}@{direct['host']}",
             *args,
         ],
@@ -239,7 +239,7 @@ def _paramiko(pod: dict[str, Any], key: Path) -> Any:
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     direct = pod["ssh"]["direct"]
     proxy = paramiko.ProxyCommand(
-        runpod_net.PROXY_COMMAND.replace("%h", direct["host"]).replace("%p", str(direct["port"]))
+        PROXY_COMMAND.replace("%h", direct["host"]).replace("%p", str(direct["port"]))
     )
     client.connect(
         direct["host"],

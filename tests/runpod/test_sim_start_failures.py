@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 from .helpers import API_KEY, RTX_4090
 

@@ -17,7 +17,7 @@ from reconciler.adapters.runpod.parse import parse_instance
 from reconciler.adapters.runpod.unchanged import UnchangedInstances
 from reconciler.core.domain import InstanceStatus
 from reconciler.sim.clock import SimClock
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 
 
 def test_a_second_list_over_http_reparses_nothing_and_moves_the_uptime(

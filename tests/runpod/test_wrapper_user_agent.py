@@ -19,7 +19,7 @@ from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import USER_AGENT, InstanceStatus
 from reconciler.core.translate.container import wrap_for_batch
-from reconciler.sim.runpod import RunPodSimulator
+from reconciler.sim.runpod.simulator import RunPodSimulator
 from tests import needs
 
 from .helpers import API_KEY, OWNER, create_request

@@ -18,13 +18,13 @@ from sqlalchemy.exc import IntegrityError
 from reconciler.adapters.store import batch as batch_module
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def row(uid: str, **changes: Any) -> MappingRecord:
-    return MappingRecord(uid, "ns", f"pod-{uid}", MappingState.RUNNING, T0, T0).changed(**changes)
+def row(uid: str, **changes: Any) -> MappingRow:
+    return MappingRow(uid, "ns", f"pod-{uid}", MappingState.RUNNING, T0, T0).changed(**changes)
 
 
 class Commits:
@@ -72,7 +72,7 @@ def test_noted_writes_reach_the_database_in_one_transaction_on_commit(
     writes.save_row(row("kept", instance_id="i-kept", cost_per_hr=0.5))
     writes.delete_row("gone")
     entry = writes.open_action(None, "create", "a", None, T0)
-    writes.close_action(entry, "ok", None, T0 + timedelta(seconds=1), instance_id="i-a")
+    writes.close_action(entry, "ok", None, T0 + timedelta(seconds=1), resource_id="i-a")
     assert {r.pod_uid for r in store.load_rows()} == {"gone", "kept"}
     assert store.journal() == []
     writes.commit()
@@ -82,7 +82,7 @@ def test_noted_writes_reach_the_database_in_one_transaction_on_commit(
     assert rows["a"].instance_id == "i-a" and rows["a"].state is MappingState.RUNNING
     assert rows["kept"].cost_per_hr == 0.5
     [journal] = store.journal()
-    assert (journal.kind, journal.outcome, journal.instance_id) == ("create", "ok", "i-a")
+    assert (journal.kind, journal.outcome, journal.resource_id) == ("create", "ok", "i-a")
     assert journal.finished_at is not None
 
 

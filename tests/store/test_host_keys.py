@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from reconciler.adapters.ssh.client import HostKeyChanged
 from reconciler.runtime.kubelet.endpoint import stored_host_keys
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 FIRST, SECOND = "ssh-ed25519 AAAAfirst", "ssh-ed25519 AAAAsecond"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 LATER = T0 + timedelta(minutes=5)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.runtime.wiring import (
+from reconciler.runtime.process.wiring import (
     LOCK_NAME,
     LOCK_TTL,
     LockHeld,

@@ -62,6 +62,30 @@ def test_the_mirror_key_revision_keeps_the_rows(tmp_path: Path) -> None:
         assert connection.execute(text("SELECT pod_uid FROM mappings")).scalars().all() == ["uid-1"]
 
 
+def test_the_journal_resource_id_revision_keeps_the_rows(tmp_path: Path) -> None:
+    """The journal's id column, renamed for what it holds (any resource's id): a row
+    written before the rename is found under the new name, and back after a downgrade."""
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
+    migrate.upgrade(engine, "0019_listed_clusters")
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO actions (kind, pod_uid, instance_id, started_at, finished_at, "
+                "outcome) VALUES ('create-network-volume', 'uid-1', 'vol-1', "
+                "'2026-12-07 00:00:00', '2026-12-07 00:00:01', 'ok')"
+            )
+        )
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT kind, resource_id FROM actions")).all()
+    assert [tuple(row) for row in rows] == [("create-network-volume", "vol-1")]
+    migrate.downgrade(engine, "0019_listed_clusters")
+    with engine.connect() as connection:
+        assert connection.execute(text("SELECT instance_id FROM actions")).scalars().all() == [
+            "vol-1"
+        ]
+
+
 def test_models_match_the_migrations(tmp_path: Path) -> None:
     engine = db.make_engine(f"sqlite:///{tmp_path / 'state.db'}")
     migrate.upgrade(engine)

@@ -8,9 +8,9 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.reasons import PodReason
-from reconciler.runtime.wiring import open_store
+from reconciler.runtime.process.wiring import open_store
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -18,7 +18,7 @@ T0 = datetime(2026, 5, 1, tzinfo=UTC)
 def test_a_reason_round_trips_as_its_member(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", upgrade=True)
     store.save_row(
-        MappingRecord(
+        MappingRow(
             "uid-1",
             "ns",
             "pod",
@@ -37,7 +37,7 @@ def test_an_unknown_stored_reason_reads_as_none(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     store = open_store(f"sqlite:///{path}", upgrade=True)
     store.save_row(
-        MappingRecord(
+        MappingRow(
             "uid-1", "ns", "pod", MappingState.PENDING, T0, T0, reason=PodReason.BUDGET_EXCEEDED
         )
     )

@@ -14,13 +14,13 @@ from sqlalchemy import Engine, event, text
 
 from reconciler.adapters.store import db, migrate
 from reconciler.adapters.store.repository import Store
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def row(uid: str, **changes: Any) -> MappingRecord:
-    return MappingRecord(uid, "ns", f"pod-{uid}", MappingState.RUNNING, T0, T0).changed(**changes)
+def row(uid: str, **changes: Any) -> MappingRow:
+    return MappingRow(uid, "ns", f"pod-{uid}", MappingState.RUNNING, T0, T0).changed(**changes)
 
 
 class TableReads:

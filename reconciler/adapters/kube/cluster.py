@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from reconciler.adapters.kube.transport import KubeTransport, b64_text, q
+
+FALLBACK_NAMESPACE = "runpod-system"
+# Where Kubernetes tells a pod its own namespace.
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_namespace() -> str:
+    """The pod's own namespace when running in a cluster, else runpod-system (where the
+    leader and writer Leases, the kubelet's certificate and the SSH key Secret live)."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or FALLBACK_NAMESPACE
+    except OSError:
+        return FALLBACK_NAMESPACE
 
 
 class Cluster:

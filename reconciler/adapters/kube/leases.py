@@ -123,7 +123,7 @@ class Leases:
 
 def _creates_held_until(lease: KubeObject) -> datetime | None:
     """The hold in the Lease, as written: its writer's time is RunPod's, so the holder
-    compares it with that, not with this host's clock (`runtime/writer_lease.py`)."""
+    compares it with that, not with this host's clock (`runtime/process/writer_lease.py`)."""
     value = ((lease.get("metadata") or {}).get("annotations") or {}).get(CREATES_HELD_ANNOTATION)
     try:
         return datetime.fromisoformat(value) if value else None

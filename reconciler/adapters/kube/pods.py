@@ -14,7 +14,7 @@ from reconciler.adapters.kube.transport import (
     q,
 )
 from reconciler.core.domain import KubeObject
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 
 
 class Pods:

@@ -9,7 +9,7 @@ from reconciler.adapters.runpod.transport import Call, RunPodTransport, rfc3339
 from reconciler.core.domain import BillingRecord, ResourceCharge
 
 
-class Billing:
+class BillingApi:
     """`/v2/billing`."""
 
     def __init__(self, transport: RunPodTransport) -> None:

@@ -7,7 +7,7 @@ from reconciler.adapters.runpod.transport import Call, RunPodTransport
 from reconciler.core.domain import Cloud, CpuFlavor, GpuType
 
 
-class Catalog:
+class CatalogApi:
     """`/v2/catalog`."""
 
     def __init__(self, transport: RunPodTransport) -> None:

@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from reconciler.adapters.runpod.billing import Billing
-from reconciler.adapters.runpod.catalog import Catalog
-from reconciler.adapters.runpod.clusters import Clusters
-from reconciler.adapters.runpod.instances import Instances
-from reconciler.adapters.runpod.registries import Registries
+from reconciler.adapters.runpod.billing import BillingApi
+from reconciler.adapters.runpod.catalog import CatalogApi
+from reconciler.adapters.runpod.clusters import ClustersApi
+from reconciler.adapters.runpod.instances import InstancesApi
+from reconciler.adapters.runpod.registries import RegistriesApi
 from reconciler.adapters.runpod.transport import DEFAULT_MAX_ANSWER_BYTES, RunPodTransport
-from reconciler.adapters.runpod.volumes import NetworkVolumes
+from reconciler.adapters.runpod.volumes import NetworkVolumesApi
 from reconciler.core.capacity import pacing
 
 
@@ -51,12 +51,12 @@ class RunPodClient:
             on_response=on_response,
             max_answer_bytes=max_answer_bytes,
         )
-        self.instances = Instances(self.transport)
-        self.clusters = Clusters(self.transport)
-        self.volumes = NetworkVolumes(self.transport)
-        self.registries = Registries(self.transport)
-        self.catalog = Catalog(self.transport)
-        self.billing = Billing(self.transport)
+        self.instances = InstancesApi(self.transport)
+        self.clusters = ClustersApi(self.transport)
+        self.volumes = NetworkVolumesApi(self.transport)
+        self.registries = RegistriesApi(self.transport)
+        self.catalog = CatalogApi(self.transport)
+        self.billing = BillingApi(self.transport)
 
     def __repr__(self) -> str:
         return f"RunPodClient({self.transport!r})"

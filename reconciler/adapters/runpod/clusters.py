@@ -13,7 +13,7 @@ from reconciler.core.domain import ClusterRequest, Instance, is_runpod_id
 logger = logging.getLogger(__name__)
 
 
-class Clusters:
+class ClustersApi:
     """`/v2/clusters`."""
 
     def __init__(self, transport: RunPodTransport) -> None:

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 EXIT_LOG_TAIL = 100
 
 
-class Instances:
+class InstancesApi:
     """`/v2/pods`: the account's instances, Instant Cluster members among them."""
 
     def __init__(self, transport: RunPodTransport) -> None:

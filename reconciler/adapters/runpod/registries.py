@@ -12,7 +12,7 @@ from reconciler.core.domain import RegistryAuth
 logger = logging.getLogger(__name__)
 
 
-class Registries:
+class RegistriesApi:
     """`/v2/registries`."""
 
     def __init__(self, transport: RunPodTransport) -> None:

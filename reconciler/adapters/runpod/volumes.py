@@ -13,7 +13,7 @@ from reconciler.core.domain import RunPodVolume
 logger = logging.getLogger(__name__)
 
 
-class NetworkVolumes:
+class NetworkVolumesApi:
     """`/v2/network-volumes`."""
 
     def __init__(self, transport: RunPodTransport) -> None:

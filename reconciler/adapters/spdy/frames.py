@@ -60,7 +60,7 @@ class RstStream:
 
 
 @dataclass(frozen=True)
-class Settings:
+class SettingsFrame:
     # (flags, id, value) per entry
     entries: tuple[tuple[int, int, int], ...] = ()
     clear: bool = False
@@ -108,7 +108,7 @@ Frame = (
     SynStream
     | SynReply
     | RstStream
-    | Settings
+    | SettingsFrame
     | Ping
     | GoAway
     | HeadersFrame
@@ -141,7 +141,7 @@ class FrameEncoder:
                 return _control(HEADERS, FLAG_FIN if fin else 0, body)
             case RstStream(stream_id, status):
                 return _control(RST_STREAM, 0, struct.pack(">II", stream_id, status))
-            case Settings(entries, clear):
+            case SettingsFrame(entries, clear):
                 body = struct.pack(">I", len(entries)) + b"".join(
                     struct.pack(">II", (flags << 24) | ident, value)
                     for flags, ident, value in entries
@@ -246,7 +246,7 @@ class FrameDecoder:
                     (word >> 24, word & 0xFFFFFF, value)
                     for word, value in struct.iter_unpack(">II", payload[4:])
                 )
-                return Settings(entries, bool(flags & 1))
+                return SettingsFrame(entries, bool(flags & 1))
             case 6:  # PING
                 (ping_id,) = _exactly(">I", payload)
                 return Ping(ping_id)

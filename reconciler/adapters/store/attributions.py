@@ -12,10 +12,10 @@ from reconciler.adapters.store.models import (
     ActionRecord,
     BilledResource,
 )
-from reconciler.core.money.attribution import Attribution, Billed
+from reconciler.core.money.attribution import Attribution
 
 
-class Attributions:
+class SavedAttributions:
     """Who each billed resource belongs to."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
@@ -27,7 +27,7 @@ class Attributions:
             for item in found:
                 session.merge(
                     BilledResource(
-                        kind=item.kind.value,
+                        kind=str(item.kind),
                         resource_id=item.resource_id,
                         namespace=item.namespace,
                         name=item.name,
@@ -37,12 +37,12 @@ class Attributions:
                     )
                 )
 
-    def read(self, kind: Billed, ids: Sequence[str]) -> dict[str, tuple[Attribution, datetime]]:
+    def read(self, kind: str, ids: Sequence[str]) -> dict[str, tuple[Attribution, datetime]]:
         """What is written of these resources (by id), with when it was written."""
         with self._sessions() as session:
             query = (
                 select(BilledResource)
-                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.kind == str(kind))
                 .where(BilledResource.resource_id.in_(list(ids)))
             )
             return {
@@ -59,10 +59,10 @@ class Attributions:
         """Cluster id → when RunPod last answered its DELETE (from the journal)."""
         with self._sessions() as session:
             query = (
-                select(ActionRecord.instance_id, func.max(ActionRecord.finished_at))
+                select(ActionRecord.resource_id, func.max(ActionRecord.finished_at))
                 .where(ActionRecord.kind == "delete-cluster")
                 .where(ActionRecord.outcome == "ok")
-                .where(ActionRecord.instance_id.is_not(None))
-                .group_by(ActionRecord.instance_id)
+                .where(ActionRecord.resource_id.is_not(None))
+                .group_by(ActionRecord.resource_id)
             )
             return {str(i): at for i, at in session.execute(query) if at is not None}

@@ -1,14 +1,15 @@
 """The row and journal writes of a run, gathered into few transactions (docs/architecture.md §2).
 
-The executor notes its writes here instead of committing each one, and `commit()` sends
-all that is pending in one transaction. Where a write must be durable before a call
-(docs/architecture.md §4: a create's intent before the POST, a terminate's row before
-the DELETE), the executor commits right before that call; everything else waits for
-the next such commit or the end of the run. A crash in between loses only writes that
-record what a call did, and each of those the next tick learns again by observing both
-worlds: the instance a create made is found by its tags and adopted, a patched status
-is seen on the pod, a deleted pod is gone. So a tick that replaces a hundred pods costs
-about two transactions per pod, not fifteen.
+A run's context (`RunContext`, `runtime/tick/run_context.py`) notes its writes here
+instead of committing each one, and `commit()` sends all that is pending in one
+transaction. Where a write must be durable before a call (docs/architecture.md §4: a
+create's intent before the POST, a terminate's row before the DELETE), the run context
+commits right before that call (`journaled(..., durable_at=...)`); everything else waits
+for the next such commit or the executor's one at the end of the run. A crash in between
+loses only writes that record what a call did, and each of those the next tick learns
+again by observing both worlds: the instance a create made is found by its tags and
+adopted, a patched status is seen on the pod, a deleted pod is gone. So a tick that
+replaces a hundred pods costs about two transactions per pod, not fifteen.
 
 A commit that fails loses what it carried (the transaction rolls back), for the same
 reason: the next tick rebuilds it from the two worlds. It raises, so the action that
@@ -27,9 +28,9 @@ from sqlalchemy import Table, bindparam, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.models import ActionRecord, ClusterRow, Mapping
-from reconciler.core.cluster_record import ClusterRecord
-from reconciler.core.mapping import MappingRecord
+from reconciler.adapters.store.models import ActionRecord, InstantCluster, Mapping
+from reconciler.core.cluster_row import ClusterRow
+from reconciler.core.mapping import MappingRow
 
 
 @dataclass
@@ -39,7 +40,7 @@ class JournalEntry:
     tick_id: int | None
     kind: str
     pod_uid: str | None
-    instance_id: str | None
+    resource_id: str | None
     started_at: datetime
     finished_at: datetime | None = None
     outcome: str | None = None
@@ -52,7 +53,7 @@ class JournalEntry:
             "tick_id": self.tick_id,
             "kind": self.kind,
             "pod_uid": self.pod_uid,
-            "instance_id": self.instance_id,
+            "resource_id": self.resource_id,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "outcome": self.outcome,
@@ -66,32 +67,32 @@ class WriteBatch:
         writes no row)."""
         self._sessions = sessions
         self._node = node
-        self._rows: dict[str, MappingRecord | None] = {}
+        self._rows: dict[str, MappingRow | None] = {}
         """The latest write of each pod's row this batch; None deletes it."""
         self._notes: dict[str, tuple[str, datetime]] = {}
         """Errors to note on rows this batch does not otherwise write."""
         self._entries: list[JournalEntry] = []
         """Journal rows opened, or committed open and since closed, not yet written."""
-        self._clusters: dict[str, ClusterRecord | None] = {}
+        self._clusters: dict[str, ClusterRow | None] = {}
         """The latest write of each gang's cluster row this batch; None deletes it."""
 
     @property
     def pending(self) -> bool:
         return bool(self._rows or self._notes or self._entries or self._clusters)
 
-    def save_cluster(self, record: ClusterRecord) -> None:
-        self._clusters[record.gang] = record
+    def save_cluster(self, row: ClusterRow) -> None:
+        self._clusters[row.gang] = row
 
     def delete_cluster(self, gang: str) -> None:
         self._clusters[gang] = None
 
     # --- noting writes -------------------------------------------------------------
 
-    def save_row(self, record: MappingRecord) -> None:
+    def save_row(self, row: MappingRow) -> None:
         # Moved to the end: rows are written in the order of their last change.
-        self._rows.pop(record.pod_uid, None)
-        self._rows[record.pod_uid] = record
-        self._notes.pop(record.pod_uid, None)
+        self._rows.pop(row.pod_uid, None)
+        self._rows[row.pod_uid] = row
+        self._notes.pop(row.pod_uid, None)
 
     def delete_row(self, pod_uid: str) -> None:
         self._rows.pop(pod_uid, None)
@@ -112,10 +113,10 @@ class WriteBatch:
         tick_id: int | None,
         kind: str,
         pod_uid: str | None,
-        instance_id: str | None,
+        resource_id: str | None,
         now: datetime,
     ) -> JournalEntry:
-        entry = JournalEntry(tick_id, kind, pod_uid, instance_id, now)
+        entry = JournalEntry(tick_id, kind, pod_uid, resource_id, now)
         self._entries.append(entry)
         return entry
 
@@ -125,11 +126,11 @@ class WriteBatch:
         outcome: str,
         error: str | None,
         now: datetime,
-        instance_id: str | None = None,
+        resource_id: str | None = None,
     ) -> None:
         entry.outcome, entry.error, entry.finished_at = outcome, error, now
-        if instance_id is not None:
-            entry.instance_id = instance_id
+        if resource_id is not None:
+            entry.resource_id = resource_id
         if entry.id is not None:  # committed while open: its row is updated
             self._entries.append(entry)
 
@@ -152,7 +153,7 @@ class WriteBatch:
 # Core statements on the tables: executemany without the ORM's per-row bookkeeping.
 _MAPPINGS: Table = Mapping.__table__  # type: ignore[assignment]
 _ACTIONS: Table = ActionRecord.__table__  # type: ignore[assignment]
-_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_ROW_FIELDS = [f.name for f in dataclasses.fields(MappingRow)]
 _ROW_COLUMNS = [*_ROW_FIELDS, "node"]
 _UPDATE_ROW = (
     _MAPPINGS.update()
@@ -187,12 +188,12 @@ _CLOSE_ENTRY = (
         finished_at=bindparam("finished_at"),
         outcome=bindparam("outcome"),
         error=bindparam("error"),
-        instance_id=bindparam("instance_id"),
+        resource_id=bindparam("resource_id"),
     )
 )
 
 
-def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: str | None) -> None:
+def _write_rows(session: Session, rows: dict[str, MappingRow | None], node: str | None) -> None:
     deleted = [uid for uid, row in rows.items() if row is None]
     if deleted:
         gone = _MAPPINGS.delete().where(_MAPPINGS.c.pod_uid.in_(deleted))
@@ -221,7 +222,7 @@ def _write_rows(session: Session, rows: dict[str, MappingRecord | None], node: s
         session.execute(_MAPPINGS.insert(), inserts)
 
 
-def _values(row: MappingRecord, node: str | None) -> dict[str, Any]:
+def _values(row: MappingRow, node: str | None) -> dict[str, Any]:
     # Not dataclasses.asdict: it deep-copies every value, and the values are immutable.
     return {**{name: getattr(row, name) for name in _ROW_FIELDS}, "node": node}
 
@@ -260,25 +261,25 @@ def _write_journal(session: Session, entries: Iterable[JournalEntry]) -> None:
                     "finished_at": e.finished_at,
                     "outcome": e.outcome,
                     "error": e.error,
-                    "instance_id": e.instance_id,
+                    "resource_id": e.resource_id,
                 }
                 for e in reclosed
             ],
         )
 
 
-_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRecord)]
+_CLUSTER_FIELDS = [f.name for f in dataclasses.fields(ClusterRow)]
 
 
 def _write_clusters(
-    session: Session, clusters: dict[str, ClusterRecord | None], node: str | None
+    session: Session, clusters: dict[str, ClusterRow | None], node: str | None
 ) -> None:
     """Few rows (one per gang), so the ORM's merge is cheap enough."""
     for gang, record in clusters.items():
         if record is None:
-            found = session.get(ClusterRow, gang)
+            found = session.get(InstantCluster, gang)
             if found is not None and found.node in (None, node or found.node):
                 session.delete(found)
             continue
         values = {name: getattr(record, name) for name in _CLUSTER_FIELDS}
-        session.merge(ClusterRow(**values, node=node))
+        session.merge(InstantCluster(**values, node=node))

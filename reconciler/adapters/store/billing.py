@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from reconciler.adapters.store.models import (
     BilledResource,
-    BillingRead,
+    BillingCoverage,
     ResourceSpendRecord,
     SpendRecord,
 )
@@ -19,7 +19,6 @@ from reconciler.core.domain import (
     BillingRecord,
     ResourceCharge,
 )
-from reconciler.core.money.attribution import Billed
 
 _POD_BILLING = "pods"
 
@@ -65,17 +64,18 @@ class Billing:
             )
             return {instance_id: float(total) for instance_id, total in result}
 
-    def resource_ids(self, kind: Billed) -> set[str]:
+    def resource_ids(self, kind: str) -> set[str]:
+        """`kind`: a `Billed` value, or another resource's billing kind."""
         with self._sessions() as session:
-            query = select(BilledResource.resource_id).where(BilledResource.kind == kind.value)
+            query = select(BilledResource.resource_id).where(BilledResource.kind == str(kind))
             return set(session.scalars(query))
 
-    def resource_covered_until(self, kind: Billed) -> datetime | None:
-        return self._read_until(kind.value)
+    def resource_covered_until(self, kind: str) -> datetime | None:
+        return self._read_until(str(kind))
 
     def save_resources(
         self,
-        kind: Billed,
+        kind: str,
         records: Sequence[ResourceCharge],
         covered_until: datetime,
         now: datetime,
@@ -85,7 +85,7 @@ class Billing:
         charges older than it, and whose-rows not seen since with no charge left."""
         rows = [
             ResourceSpendRecord(
-                kind=kind.value,
+                kind=str(kind),
                 resource_id=record.resource_id,
                 bucket_start=record.start,
                 bucket_end=record.end,
@@ -94,25 +94,25 @@ class Billing:
             for record in records
         ]
         with self._sessions.begin() as session:
-            _save_read(session, kind.value, rows, covered_until, now)
+            _save_read(session, str(kind), rows, covered_until, now)
             session.execute(
                 delete(ResourceSpendRecord)
-                .where(ResourceSpendRecord.kind == kind.value)
+                .where(ResourceSpendRecord.kind == str(kind))
                 .where(ResourceSpendRecord.bucket_end < forget_before)
             )
             charged = select(ResourceSpendRecord.resource_id).where(
-                ResourceSpendRecord.kind == kind.value
+                ResourceSpendRecord.kind == str(kind)
             )
             session.execute(
                 delete(BilledResource)
-                .where(BilledResource.kind == kind.value)
+                .where(BilledResource.kind == str(kind))
                 .where(BilledResource.updated_at < forget_before)
                 .where(BilledResource.resource_id.not_in(charged))
             )
 
     def _read_until(self, name: str) -> datetime | None:
         with self._sessions() as session:
-            read = session.get(BillingRead, name)
+            read = session.get(BillingCoverage, name)
             return None if read is None else read.covered_until
 
 
@@ -127,4 +127,4 @@ def _save_read(
     replaces it) and how far it reached, in the caller's transaction."""
     for row in rows:
         session.merge(row)
-    session.merge(BillingRead(name=name, covered_until=covered_until, read_at=now))
+    session.merge(BillingCoverage(name=name, covered_until=covered_until, read_at=now))

@@ -12,7 +12,7 @@ from reconciler.adapters.store.models import (
 )
 
 
-class HostKeys:
+class SavedHostKeys:
     """The host key first seen for each instance."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:

@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.mapping import MappingState
 from reconciler.core.reasons import PodReason
 
@@ -149,7 +149,7 @@ class MappingGeneration(Base):
     value a reader cached, and later writes up to it again, but never this."""
 
 
-class ClusterRow(Base):
+class InstantCluster(Base):
     """One row per gang (an attempt of an Indexed Job run as one Instant Cluster), keyed
     by the gang's tag: the create intent before the call, then the cluster's id."""
 
@@ -295,7 +295,7 @@ class ResourceSpendRecord(Base):
     total_usd: Mapped[float] = mapped_column(Float)
 
 
-class BillingRead(Base):
+class BillingCoverage(Base):
     """How far billing has been read: whole hours up to `covered_until` are stored. One
     row per billing route: pods, network-volumes, clusters."""
 
@@ -402,9 +402,10 @@ class ActionRecord(Base):
     )
     kind: Mapped[str] = mapped_column(String(32))
     pod_uid: Mapped[str | None] = mapped_column(String(64), index=True)
-    instance_id: Mapped[str | None] = mapped_column(String(64))
-    """The id of the RunPod resource the call concerns: an instance, or a registry
-    credential for the `*-registry-auth` kinds (docs/architecture.md §3, Cloud resources)."""
+    resource_id: Mapped[str | None] = mapped_column(String(64))
+    """The id of the RunPod resource the call concerns: an instance, a registry
+    credential, an Instant Cluster, a network volume (docs/architecture.md §3, Cloud
+    resources); a create's row gets the id it made when it closes."""
     started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     outcome: Mapped[str | None] = mapped_column(String(16))

@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 
 from reconciler.adapters.store.models import (
     BilledResource,
-    BillingRead,
-    ClusterRow,
+    BillingCoverage,
     GoneBilled,
+    InstantCluster,
     ListedVolume,
     Mapping,
     MappingState,
@@ -22,7 +22,7 @@ from reconciler.adapters.store.models import (
     Tick,
     UnownedInstance,
 )
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 
 FINISHED_STATES = (MappingState.TERMINATED, MappingState.FAILED)
 
@@ -116,7 +116,7 @@ def resource_spend_lines(
 
 def billing_covered_until(session: Session, route: str = "pods") -> datetime | None:
     """How far a billing route (pods, network-volumes, clusters) has been read."""
-    read = session.get(BillingRead, route)
+    read = session.get(BillingCoverage, route)
     return None if read is None else read.covered_until
 
 
@@ -140,14 +140,14 @@ def charged_gone(session: Session) -> list[GoneBilled]:
     return list(session.scalars(query.order_by(GoneBilled.kind, GoneBilled.resource_id)))
 
 
-def clusters(session: Session, namespace: str | None) -> list[ClusterRow]:
+def clusters(session: Session, namespace: str | None) -> list[InstantCluster]:
     """The gangs' Instant Clusters, oldest attempt first; not those RunPod said are gone
     (their rows stay only for the gang's end)."""
     query = (
-        select(ClusterRow)
-        .where(ClusterRow.state != ClusterState.GONE)
-        .order_by(ClusterRow.attempt_started_at)
+        select(InstantCluster)
+        .where(InstantCluster.state != ClusterState.GONE)
+        .order_by(InstantCluster.attempt_started_at)
     )
     if namespace is not None:
-        query = query.where(ClusterRow.namespace == namespace)
+        query = query.where(InstantCluster.namespace == namespace)
     return list(session.scalars(query))

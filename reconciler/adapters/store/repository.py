@@ -18,28 +18,28 @@ from typing import Any
 from sqlalchemy import or_, select, true
 from sqlalchemy.orm import Session, sessionmaker
 
-from reconciler.adapters.store.attributions import Attributions
+from reconciler.adapters.store.attributions import SavedAttributions
 from reconciler.adapters.store.batch import WriteBatch
 from reconciler.adapters.store.billing import Billing
 from reconciler.adapters.store.catalogs import Catalogs
 from reconciler.adapters.store.charge_audit import ChargeAudit
-from reconciler.adapters.store.host_keys import HostKeys
+from reconciler.adapters.store.host_keys import SavedHostKeys
 from reconciler.adapters.store.listed_clusters import ListedClusters
 from reconciler.adapters.store.listed_volumes import ListedVolumes
 from reconciler.adapters.store.locks import Locks
 from reconciler.adapters.store.models import (
     ActionRecord,
-    ClusterRow,
+    InstantCluster,
     Mapping,
     MappingGeneration,
     Tick,
 )
 from reconciler.adapters.store.namespaces import Namespaces
 from reconciler.adapters.store.saved_logs import SavedLogs
-from reconciler.core.cluster_record import ClusterRecord
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.cluster_row import ClusterRow
+from reconciler.core.mapping import MappingRow
 
-_FIELDS = [f.name for f in dataclasses.fields(MappingRecord)]
+_FIELDS = [f.name for f in dataclasses.fields(MappingRow)]
 _LOAD_ROWS = select(*(Mapping.__table__.c[name] for name in _FIELDS))
 _GENERATION = select(MappingGeneration.value, MappingGeneration.token).where(
     MappingGeneration.id == 1
@@ -86,16 +86,16 @@ class Store:
         self.listed_volumes = ListedVolumes(sessions)
         self.listed_clusters = ListedClusters(sessions)
         self.charge_audit = ChargeAudit(sessions)
-        self.attributions = Attributions(sessions)
+        self.attributions = SavedAttributions(sessions)
         self.namespaces = Namespaces(sessions)
         self.locks = Locks(sessions)
-        self.host_keys = HostKeys(sessions)
+        self.host_keys = SavedHostKeys(sessions)
         self.catalogs = Catalogs(sessions)
-        self._rows_read: tuple[tuple[object, ...], list[MappingRecord]] | None = None
+        self._rows_read: tuple[tuple[object, ...], list[MappingRow]] | None = None
 
     # --- mappings ---------------------------------------------------------------
 
-    def load_rows(self) -> list[MappingRecord]:
+    def load_rows(self) -> list[MappingRow]:
         """Every row. The rows read last are given again while the database's count of
         writes to them and the token each write draws (`MappingGeneration`, moved by its
         triggers whoever writes) read as they did: a steady tick writes none, and reading
@@ -115,7 +115,7 @@ class Store:
                 self._rows_read = read = None
                 # Core, not the ORM, and the columns in the record's field order: at
                 # 10 000 rows the ORM's loading and a dict per row cost 60 % more CPU.
-                rows = [MappingRecord(*row) for row in connection.execute(self._load_rows)]
+                rows = [MappingRow(*row) for row in connection.execute(self._load_rows)]
                 if tuple(connection.execute(_GENERATION).one()) == generation:
                     self._rows_read = (generation, rows)
                 return list(rows)
@@ -125,10 +125,10 @@ class Store:
         """Row and journal writes to commit together (see `reconciler.adapters.store.batch`)."""
         return WriteBatch(self._sessions, self.node)
 
-    def save_row(self, record: MappingRecord) -> None:
+    def save_row(self, row: MappingRow) -> None:
         """One row, committed at once."""
         batch = self.batch()
-        batch.save_row(record)
+        batch.save_row(row)
         batch.commit()
 
     def delete_row(self, pod_uid: str) -> None:
@@ -136,22 +136,24 @@ class Store:
         batch.delete_row(pod_uid)
         batch.commit()
 
-    def row(self, pod_uid: str) -> MappingRecord | None:
+    def row(self, pod_uid: str) -> MappingRow | None:
         with self._sessions() as session:
             found = session.get(Mapping, pod_uid)
             if found is None or found.node not in (None, self.node or found.node):
                 return None
-            return MappingRecord(**{f: getattr(found, f) for f in _FIELDS})
+            return MappingRow(**{f: getattr(found, f) for f in _FIELDS})
 
     # --- gangs' clusters ----------------------------------------------------------
 
-    def load_clusters(self) -> list[ClusterRecord]:
-        names = [f.name for f in dataclasses.fields(ClusterRecord)]
+    def load_clusters(self) -> list[ClusterRow]:
+        names = [f.name for f in dataclasses.fields(ClusterRow)]
         with self._sessions() as session:
             return [
-                ClusterRecord(**{name: getattr(row, name) for name in names})
+                ClusterRow(**{name: getattr(row, name) for name in names})
                 for row in session.scalars(
-                    select(ClusterRow).where(_of_node(ClusterRow.__table__.c.node, self.node))
+                    select(InstantCluster).where(
+                        _of_node(InstantCluster.__table__.c.node, self.node)
+                    )
                 )
             ]
 

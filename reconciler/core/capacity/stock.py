@@ -38,7 +38,7 @@ Place = tuple[str, Cloud, str]
 
 
 @dataclass(frozen=True)
-class Refusal:
+class RememberedRefusal:
     at: datetime
     until: datetime
     strikes: int
@@ -48,7 +48,7 @@ class Refusal:
 
 class StockMemory:
     def __init__(self) -> None:
-        self._refusals: dict[Place, Refusal] = {}
+        self._refusals: dict[Place, RememberedRefusal] = {}
 
     def refused(self, candidate: CreateRequest, now: datetime) -> None:
         """RunPod refused this candidate (no capacity where it asked)."""
@@ -56,14 +56,14 @@ class StockMemory:
             before = self._refusals.get(place)
             strikes = 1 if before is None else before.strikes + 1
             backoff = min(MAX_BACKOFF, FIRST_BACKOFF * 2 ** (strikes - 1))
-            self._refusals[place] = Refusal(now, now + backoff, strikes)
+            self._refusals[place] = RememberedRefusal(now, now + backoff, strikes)
 
     def start_failed(self, offer_id: str, datacenter: str | None, now: datetime) -> None:
         """An instance of this type failed to start in this data center, on either cloud."""
         until = now + START_FAILED_MEMORY
         for cloud in Cloud:
             place = (offer_id, cloud, datacenter or ANYWHERE)
-            self._refusals[place] = Refusal(now, until, 1, start_failed=True)
+            self._refusals[place] = RememberedRefusal(now, until, 1, start_failed=True)
 
     def accepted(self, offer_id: str, cloud: Cloud) -> None:
         """A create on this type (or CPU flavor) went through: its stock is back, wherever

@@ -22,7 +22,7 @@ KEEP_FREE = 2
 
 
 @dataclass(frozen=True)
-class Refusal:
+class ShareRefusal:
     window: str
     allowed: int
     """Log reads the share allows in the window."""
@@ -39,7 +39,7 @@ class Refusal:
 
 def refusal(
     windows: Sequence[Window], share: float, reads: Sequence[float], now: float
-) -> Refusal | None:
+) -> ShareRefusal | None:
     """Why one more log read, now, would pass the share; None when it may go.
     `reads` are the moments (seconds) of the endpoint's recent log requests."""
     known = [w for w in windows if w.quota and w.length]
@@ -48,9 +48,9 @@ def refusal(
         allowed = math.floor(quota * share)
         counted = [t for t in reads if now - t < length]
         if window.remaining <= KEEP_FREE:
-            return Refusal(window.name, allowed, max(1.0, window.reset_in))
+            return ShareRefusal(window.name, allowed, max(1.0, window.reset_in))
         if len(counted) >= allowed:
             # A share too small for the window (allowed 0) waits for its reset.
             frees_at = length - (now - min(counted)) if counted else window.reset_in
-            return Refusal(window.name, allowed, max(1.0, frees_at))
+            return ShareRefusal(window.name, allowed, max(1.0, frees_at))
     return None

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from reconciler.core.actions import PodRef
 from reconciler.core.capacity.starts import is_starting
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.pods import podinfo
 
 CONTAINER_CREATING = "ContainerCreating"
 
@@ -60,7 +60,7 @@ def waiting_message(pod: KubeObject, container: str) -> str | None:
 
 
 def starting(
-    pods: Sequence[KubeObject], instances: Sequence[Instance], rows: Sequence[MappingRecord]
+    pods: Sequence[KubeObject], instances: Sequence[Instance], rows: Sequence[MappingRow]
 ) -> list[Starting]:
     """The live pods whose mapped instance is starting, oldest row first.
 

@@ -19,7 +19,7 @@ import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import Instance, KubeObject, RunPodVolume
 from reconciler.core.resources import clusters
 from reconciler.core.resources.volume_objects import (
@@ -39,7 +39,8 @@ class Billed(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Attribution:
-    kind: Billed
+    kind: str
+    """A `Billed` value, or a plug-in resource's billing kind (`BillingRoute.kind`)."""
     resource_id: str
     namespace: str | None
     """None: ours, but whose is not known (its charges are shown as unattributed)."""
@@ -85,7 +86,7 @@ def of_volumes(
 
 def of_clusters(
     members: Sequence[Instance],
-    rows: Sequence[ClusterRecord],
+    rows: Sequence[ClusterRow],
     gang_pods: Sequence[KubeObject],
     owner_id: str,
 ) -> list[Attribution]:

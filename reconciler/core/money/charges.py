@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from reconciler.core.actions import DeleteCluster
 from reconciler.core.domain import BillingRecord, ResourceCharge
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.reasons import TerminateReason
 
 SPEND_ANNOTATION = "runpod.io/spend-usd"
@@ -33,7 +33,7 @@ MISMATCH_USD = 0.01
 @dataclass(frozen=True)
 class Leak:
     instance_id: str
-    row: MappingRecord
+    row: MappingRow
     seconds: float
     """From when the instance should have been gone (its pod's end and the grace) until
     now, when it is terminated again."""
@@ -42,7 +42,7 @@ class Leak:
 
 def leaks(
     records: Iterable[BillingRecord],
-    rows: Sequence[MappingRecord],
+    rows: Sequence[MappingRow],
     grace_seconds: float,
     now: datetime,
 ) -> list[Leak]:
@@ -75,7 +75,7 @@ def annotation_value(usd: float) -> str:
     return f"{usd:.2f}"
 
 
-def list_price_usd(row: MappingRecord, until: datetime) -> float | None:
+def list_price_usd(row: MappingRow, until: datetime) -> float | None:
     """List price times how long the instance lived (creation to the pod's end, or `until`)."""
     if row.cost_per_hr is None or row.instance_id is None:
         return None
@@ -85,7 +85,7 @@ def list_price_usd(row: MappingRecord, until: datetime) -> float | None:
 
 
 def unbilled_list_price(
-    row: MappingRecord, billed_until: datetime | None, now: datetime, since: datetime | None
+    row: MappingRow, billed_until: datetime | None, now: datetime, since: datetime | None
 ) -> float:
     """List price times the part of the instance's life that RunPod's billing, read up to
     `billed_until`, has not covered yet (from `since` on, if given): what the pod cost
@@ -104,7 +104,7 @@ def unbilled_list_price(
     return row.cost_per_hr * max(0.0, (end - start).total_seconds()) / 3600
 
 
-def billed_list_price(row: MappingRecord, billed_until: datetime) -> float | None:
+def billed_list_price(row: MappingRow, billed_until: datetime) -> float | None:
     """The list-price estimate to compare the charge read up to `billed_until` with; None
     while billing has not reached the end of the instance's life (its last hours unread)."""
     if row.ended_at is not None and billed_until < row.ended_at:
@@ -124,7 +124,7 @@ def mismatched(charged: float, listed: float | None) -> bool:
 class PriceDifference:
     """A pod charged more than MISMATCH_RATIO away from list price times its lifetime."""
 
-    row: MappingRecord
+    row: MappingRow
     charged_usd: float
     list_usd: float
     billed_until: datetime
@@ -139,7 +139,7 @@ class PriceDifference:
 
 
 def new_differences(
-    rows: Iterable[MappingRecord],
+    rows: Iterable[MappingRow],
     before: Mapping[str, float],
     before_until: datetime | None,
     after: Mapping[str, float],
@@ -168,9 +168,7 @@ def by_instance(records: Iterable[BillingRecord]) -> dict[str, float]:
     return dict(totals)
 
 
-def spend_by_pod(
-    instance_usd: Mapping[str, float], rows: Iterable[MappingRecord]
-) -> dict[str, float]:
+def spend_by_pod(instance_usd: Mapping[str, float], rows: Iterable[MappingRow]) -> dict[str, float]:
     """Pod UID → USD charged for its instance(s) so far."""
     totals: dict[str, float] = defaultdict(float)
     for row in rows:

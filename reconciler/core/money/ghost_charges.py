@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 
 from reconciler.core.domain import KubeObject
 from reconciler.core.money.attribution import Billed
-from reconciler.core.pods.facts import POD_ID_ANNOTATION
+from reconciler.core.pods.podinfo import POD_ID_ANNOTATION
 from reconciler.core.resources.clusters import CLUSTER_ID
 
 AUDIT_PERIOD = timedelta(hours=1)

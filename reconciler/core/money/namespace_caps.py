@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.printable import quoted
 
 MAX_HOURLY_SPEND_ANNOTATION = "runpod.io/max-hourly-spend"
@@ -88,9 +89,8 @@ class NamespaceUse:
                 f"namespace {caps.namespace}: {self.instances}/{caps.max_instances} "
                 f"instances ({MAX_INSTANCES_ANNOTATION})"
             )
-        if (
-            caps.max_hourly_spend is not None
-            and self.hourly_spend + extra_cost > caps.max_hourly_spend + 1e-9
+        if caps.max_hourly_spend is not None and not within_cap(
+            self.hourly_spend + extra_cost, caps.max_hourly_spend
         ):
             return (
                 f"namespace {caps.namespace}: ${self.hourly_spend:.2f}/h of "

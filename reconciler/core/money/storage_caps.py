@@ -16,6 +16,7 @@ from reconciler.core.actions import (
     CreateNetworkVolume,
     ResizeNetworkVolume,
 )
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.money.namespace_caps import (
     MAX_HOURLY_SPEND_ANNOTATION,
     NamespaceCaps,
@@ -70,12 +71,12 @@ def _refusal(
         return f"waiting for budget: {caps.error}"
     use = spent.use(claim.namespace)
     limit = caps.max_hourly_spend if caps is not None else None
-    if limit is not None and use.hourly_spend + cost > limit + 1e-9:
+    if limit is not None and not within_cap(use.hourly_spend + cost, limit):
         return (
             f"waiting for budget: namespace {claim.namespace}: ${use.hourly_spend:.2f}/h of "
             f"${limit:.2f}/h spent ({MAX_HOURLY_SPEND_ANNOTATION}), {needs}"
         )
-    if spent.hourly_spend + cost > max_hourly_spend + 1e-9:
+    if not within_cap(spent.hourly_spend + cost, max_hourly_spend):
         return (
             f"waiting for budget: ${spent.hourly_spend:.2f}/h of ${max_hourly_spend:.2f}/h "
             f"spent (--max-hourly-spend), {needs}"

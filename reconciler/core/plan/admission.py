@@ -24,10 +24,10 @@ from reconciler.core.domain import (
     CreateRequest,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
+from reconciler.core.mapping import MappingRow, MappingState, replacing_start
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.node import placement
-from reconciler.core.plan import hourly_costs as spending
-from reconciler.core.plan import starts
+from reconciler.core.plan import hourly_costs, starts
 from reconciler.core.plan.observation import CreateInputs, Observation
 from reconciler.core.plan.outcomes import (
     cannot_create,
@@ -37,8 +37,8 @@ from reconciler.core.plan.outcomes import (
     waited_too_long,
 )
 from reconciler.core.plan.situation import Situation, within
-from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.ownership import Ownership
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import registries, storage_prices, volume_objects
@@ -52,7 +52,7 @@ class Waiting:
     """A pod that should get an instance, pending admission against the budgets."""
 
     pod: KubeObject
-    row: MappingRecord | None
+    row: MappingRow | None
     candidates: tuple[CreateRequest, ...]
     pull_secret: tuple[str, str, str] | None
     own_registry_names: frozenset[str] = frozenset()
@@ -61,7 +61,7 @@ class Waiting:
 
 def needs_create_inputs(
     pod: KubeObject,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     owners: Ownership,
     settings: Settings,
     now: datetime,
@@ -79,7 +79,7 @@ def needs_create_inputs(
 
 
 def prepare_create(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None
 ) -> tuple[list[Action], Waiting | None]:
     inputs = tick.obs.create_inputs.get(podinfo.uid(pod))
     if inputs is None or not (tick.obs.catalog or tick.obs.cpu_catalog):
@@ -186,7 +186,7 @@ def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
     budget (what runs counted by `plan.hourly_costs`: instances, clusters, storage)."""
     if not waiting:
         return []  # the steady tick: spare counting what every namespace spends
-    total = spending.spent(tick)
+    total = hourly_costs.spent(tick)
     slots = create_slots(tick.obs, tick.settings)
     actions: list[Action] = []
     for wait in sorted(waiting, key=lambda w: podinfo.oldest_first(w.pod)):
@@ -209,7 +209,7 @@ def admit(tick: Situation, waiting: list[Waiting]) -> list[Action]:
         affordable = tuple(
             c
             for c in wait.candidates
-            if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend
+            if within_cap(total.hourly_spend + c.hourly_price, tick.settings.caps.max_hourly_spend)
             and ns_use.refusal(caps, c.hourly_price) is None
         )
         cheapest = min(c.hourly_price for c in wait.candidates)

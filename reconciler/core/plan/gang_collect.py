@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from reconciler.core.actions import Action, DeleteClusterRow, SaveClusterRow
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.domain import Instance
 from reconciler.core.plan import gang_end
 from reconciler.core.plan.situation import Situation
@@ -19,7 +19,7 @@ from reconciler.core.resources.clusters import gone_rows, key_job
 def collect(
     tick: Situation,
     members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     jobs: tuple[Collection[str], Collection[str]],
     current: set[str],
 ) -> list[Action]:

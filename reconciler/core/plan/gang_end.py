@@ -16,7 +16,7 @@ makes it again. Past the pods' `activeDeadlineSeconds` the gang fails with
 DeadlineExceeded, as a single pod does.
 
 An end is written on the gang's pods first (their terminal status), then recorded in the
-gang's cluster row (`ClusterRecord.ended`) committed before the cluster's DELETE; the
+gang's cluster row (`ClusterRow.ended`) committed before the cluster's DELETE; the
 DELETE is sent only once every pod's patch of this plan succeeded. So a crash after the
 DELETE, even with the database lost, finds the end on the pods (finished pods never run
 again), and a patch that failed keeps the cluster until a later tick writes the end
@@ -40,11 +40,11 @@ from reconciler.core.actions import (
 from reconciler.core.contract import STOP_ON_EXIT_ENV
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
-    ClusterRecord,
+    ClusterRow,
     ClusterState,
     gang_key,
     index_of,
@@ -70,7 +70,7 @@ again at once."""
 
 def due_reads(
     members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     live: Mapping[str, Sequence[KubeObject]],
     interval: float,
     now: datetime,
@@ -113,7 +113,7 @@ def due_reads(
     return due
 
 
-def member_ended(members: Sequence[Instance], row: ClusterRecord | None) -> str | None:
+def member_ended(members: Sequence[Instance], row: ClusterRow | None) -> str | None:
     """What ends the gang on its cluster's side, or None: a member that ended (not by
     our DELETE), or one the cluster had that RunPod no longer lists."""
     failed = [m for m in members if m.status in ENDED]
@@ -129,7 +129,7 @@ def member_ended(members: Sequence[Instance], row: ClusterRecord | None) -> str 
     return f"the member of rank {gone[0]} of cluster {members[0].cluster_id} is gone"
 
 
-def read_failed(tick: Situation, key: str, row: ClusterRecord) -> list[Action] | None:
+def read_failed(tick: Situation, key: str, row: ClusterRow) -> list[Action] | None:
     """The gang is about to end and rank 0's one last read failed (a 5xx, a 429): that
     says nothing of its end, so it waits for the read of a later tick, counted in its
     row, up to LAST_READ_TRIES; then (None) it is judged on what is known, so a log
@@ -144,7 +144,7 @@ def unjudged(
     tick: Situation,
     key: str,
     members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     pods: Sequence[KubeObject],
 ) -> tuple[set[str | None], list[Action]]:
     """The earlier clusters of the Job (its gang is `key` now) whose one last read of
@@ -165,20 +165,20 @@ def unjudged(
     return held, actions
 
 
-def _row_of(tick: Situation, gang: str, cluster_id: str | None, pod: KubeObject) -> ClusterRecord:
+def _row_of(tick: Situation, gang: str, cluster_id: str | None, pod: KubeObject) -> ClusterRow:
     """A row for a running cluster the database does not know (lost, or another's)."""
     ref = PodRef.of(pod)
-    return ClusterRecord(
+    return ClusterRow(
         gang, key_job(gang), ref.namespace, job_name(pod), ClusterState.RUNNING, tick.now, tick.now
     ).changed(cluster_id=cluster_id)
 
 
-def result(row: ClusterRecord, code: int, now: datetime) -> ClusterRecord:
+def result(row: ClusterRow, code: int, now: datetime) -> ClusterRow:
     """The row with rank 0's `code` as the gang's end, to be saved with its DELETE."""
     return row.changed(exit_code=code, result_checked_at=now, reason=None, message=None)
 
 
-def failure(row: ClusterRecord, reason: PodReason, message: str) -> ClusterRecord:
+def failure(row: ClusterRow, reason: PodReason, message: str) -> ClusterRow:
     """The row with the gang's failure as its end, to be saved with its DELETE."""
     return row.changed(reason=reason, message=message)
 
@@ -195,7 +195,7 @@ def deadline_passed(tick: Situation, pods: Sequence[KubeObject]) -> str | None:
 def delete(
     tick: Situation,
     cluster_id: str | None,
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     detail: str,
     pods: Sequence[KubeObject],
     reason: TerminateReason = TerminateReason.POD_FAILED,
@@ -255,7 +255,7 @@ def settle_recorded(
     tick: Situation,
     job: str,
     active: list[KubeObject],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     listed: set[str | None],
 ) -> tuple[list[Action], list[KubeObject]]:
     """Live pods whose gang's end was recorded (a crash or a failed patch came between
@@ -268,7 +268,7 @@ def settle_recorded(
         if r.ended and r.cluster_id is not None and key_job(r.gang) == job
     }
     own = rows.get(gang_key(job, active))
-    settled: dict[str, tuple[ClusterRecord, list[KubeObject]]] = {}
+    settled: dict[str, tuple[ClusterRow, list[KubeObject]]] = {}
     for pod in active:
         cluster_id = podinfo.pod_annotations(pod).get(CLUSTER_ID)
         row = ended.get(cluster_id) if cluster_id is not None else own
@@ -286,7 +286,7 @@ def settle_recorded(
 
 
 def succeeded_before(
-    key: str, rows: Mapping[str, ClusterRecord], ended: Mapping[str | None, tuple[str, int]]
+    key: str, rows: Mapping[str, ClusterRow], ended: Mapping[str | None, tuple[str, int]]
 ) -> str | None:
     """How the Job's gang is known to have succeeded before its gang `key` (pods the Job
     made since, with no cluster yet): rank 0 of an earlier gang's cluster exited 0, as
@@ -327,7 +327,7 @@ def finalize(tick: Situation, deleting: list[KubeObject], listed: set[str | None
     return actions
 
 
-def settle(tick: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> list[Action]:
+def settle(tick: Situation, pods: Sequence[KubeObject], row: ClusterRow) -> list[Action]:
     """Each pod's terminal status from the gang's recorded end, as a kubelet shows one:
     rank 0's exit code on rank 0 (Succeeded with 0, else Failed with it), the gang's
     success (exit 0) or its failure's reason on the others."""
@@ -349,7 +349,7 @@ def settle(tick: Situation, pods: Sequence[KubeObject], row: ClusterRecord) -> l
     return actions
 
 
-def _end_of(pod: KubeObject, row: ClusterRecord) -> tuple[int | None, PodReason | None, str | None]:
+def _end_of(pod: KubeObject, row: ClusterRow) -> tuple[int | None, PodReason | None, str | None]:
     """The pod's exit code, reason and message from its gang's end."""
     cluster = f"cluster {row.cluster_id}"
     if row.exit_code == 0:

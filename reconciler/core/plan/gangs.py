@@ -37,20 +37,19 @@ from reconciler.core.actions import (
 )
 from reconciler.core.capacity.refusals import GANG_REFUSALS, REFUSAL_RETRY_SECONDS, GangRefusal
 from reconciler.core.domain import Instance, KubeObject
-from reconciler.core.plan import gang_end
-from reconciler.core.plan import hourly_costs as spending
+from reconciler.core.plan import gang_end, hourly_costs
 from reconciler.core.plan.admission import priced
 from reconciler.core.plan.gang_collect import collect
 from reconciler.core.plan.observation import CreateInputs
 from reconciler.core.plan.outcomes import gave_up, waited_too_long
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.resources import cluster_age, clusters
 from reconciler.core.resources.clusters import (
     CLUSTER_ID,
     RANK,
-    ClusterRecord,
+    ClusterRow,
     ClusterState,
     GangJob,
     gang_key,
@@ -108,7 +107,7 @@ def _gang(
     job: str,
     pods: list[KubeObject],
     members: Mapping[str, Sequence[Instance]],
-    rows: Mapping[str, ClusterRecord],
+    rows: Mapping[str, ClusterRow],
     listed_ids: set[str | None],
 ) -> tuple[list[Action], str]:
     """One Job's gang: its actions, and its key. `members` and `rows` are the Job's,
@@ -187,7 +186,7 @@ def _ended_before_a_pod_went(
     cluster_id: str | None,
     code: int,
     pods: list[KubeObject],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     members: Sequence[Instance],
 ) -> list[Action]:
     """Rank 0 of the gang's cluster exited with `code` before one of its pods went: the
@@ -206,7 +205,7 @@ def _end_early(
     tick: Situation,
     key: str,
     cluster_id: str | None,
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     message: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
@@ -222,7 +221,7 @@ def _end_early(
 
 
 def _one_cluster(
-    listed: Sequence[Instance], row: ClusterRecord | None, recorded: Sequence[str | None]
+    listed: Sequence[Instance], row: ClusterRow | None, recorded: Sequence[str | None]
 ) -> tuple[Sequence[Instance], dict[str, list[Instance]]]:
     """The gang's cluster and any others, with their members: two for one gang are
     an in-doubt create made again, healed as duplicate instances are (docs/architecture.md
@@ -248,7 +247,7 @@ def _run(
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
 ) -> list[Action]:
     """The gang's cluster is listed: adopt it, mirror each member, or end the gang (a
     member failed, or rank 0's result was read this tick)."""
@@ -296,9 +295,9 @@ def _adopted(
     key: str,
     pods: list[KubeObject],
     members: Sequence[Instance],
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
     cluster_id: str,
-) -> ClusterRecord:
+) -> ClusterRow:
     base = row or _new_row(tick, key, pods, ClusterState.RUNNING)
     return base.changed(
         state=ClusterState.RUNNING,
@@ -357,7 +356,7 @@ def _state_reason(state: Mapping[str, Any]) -> object:
 
 
 def _without_cluster(
-    tick: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRecord | None
+    tick: Situation, job: str, key: str, pods: list[KubeObject], row: ClusterRow | None
 ) -> list[Action]:
     """No cluster listed for this gang: wait for its pods, its create, or create it."""
     if not pods:
@@ -402,7 +401,7 @@ def _create(
     key: str,
     pods: list[KubeObject],
     inputs: CreateInputs,
-    row: ClusterRecord | None,
+    row: ClusterRow | None,
 ) -> list[Action]:
     ordered = sorted(pods, key=lambda p: index_of(p) or 0)
     try:
@@ -431,7 +430,7 @@ def _create(
         return _wait(tick, pods, PodReason.INVALID_CLUSTER_JOB, refused)
     candidates = tuple(clusters.cluster_request(r, key, ordered[0], len(pods)) for r in requests)
     namespace = PodRef.of(ordered[0]).namespace
-    candidates, over = spending.admit_cluster(tick, namespace, candidates, len(pods))
+    candidates, over = hourly_costs.admit_cluster(tick, namespace, candidates, len(pods))
     if over is not None:
         return _wait(tick, pods, PodReason.BUDGET_EXCEEDED, over)
     intent = (row or _new_row(tick, key, pods, ClusterState.CREATING)).changed(
@@ -445,12 +444,10 @@ def _create(
     return [CreateCluster(tuple(PodRef.of(p) for p in ordered), intent, candidates)]
 
 
-def _new_row(
-    tick: Situation, key: str, pods: list[KubeObject], state: ClusterState
-) -> ClusterRecord:
+def _new_row(tick: Situation, key: str, pods: list[KubeObject], state: ClusterState) -> ClusterRow:
     pod = pods[0]
     namespace = PodRef.of(pod).namespace
-    return ClusterRecord(
+    return ClusterRow(
         key, key.partition("/")[0], namespace, job_name(pod), state, tick.now, tick.now
     )
 

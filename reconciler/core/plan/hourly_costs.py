@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.core.actions import PodRef
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.domain import ClusterRequest, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.money.hourly_cap import within_cap
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.plan.situation import Situation, ownership_of
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.resources import clusters, storage_prices
 
 
@@ -58,13 +59,13 @@ def _running(tick: Situation) -> Spent:
             and tick.within(cluster.attempt_started_at, tick.settings.timing.create_grace_time)
         ):
             total.add(cluster.namespace, cluster.pod_count, cluster.cost_per_hr or 0.0)
-    for namespace, usd in obs.storage_spend.items():
+    for namespace, usd in obs.standing_spend.items():
         total.add(namespace, 0, usd)
     return total
 
 
 def _namespace_of(
-    uid: str, rows: Mapping[str, MappingRecord], pods: Mapping[str, KubeObject]
+    uid: str, rows: Mapping[str, MappingRow], pods: Mapping[str, KubeObject]
 ) -> str | None:
     if uid in pods:
         return PodRef.of(pods[uid]).namespace
@@ -99,7 +100,7 @@ def admit_cluster(
     affordable = tuple(
         c
         for c in candidates
-        if total.hourly_spend + c.hourly_price <= tick.settings.caps.max_hourly_spend + 1e-9
+        if within_cap(total.hourly_spend + c.hourly_price, tick.settings.caps.max_hourly_spend)
         and use.refusal(caps, c.hourly_price, size) is None
     )
     cheapest = min(c.hourly_price for c in candidates)

@@ -19,14 +19,14 @@ from reconciler.core.domain import (
     InstanceStatus,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState, replacing_start
+from reconciler.core.mapping import MappingRow, MappingState, replacing_start
 from reconciler.core.plan import starts
 from reconciler.core.plan.admission import Waiting, prepare_create
 from reconciler.core.plan.outcomes import cannot_create, fail_pod
 from reconciler.core.plan.running import adopted_row, with_instance
 from reconciler.core.plan.situation import Situation, ownership_of
-from reconciler.core.pods import facts as podinfo
 from reconciler.core.pods import past as pod_past
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
@@ -39,7 +39,7 @@ def decide(
     tick: Situation,
     uid: str,
     pod: KubeObject | None,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     instances: list[Instance],
 ) -> tuple[list[Action], Waiting | None]:
     keep, extras = _split_duplicates(tick, instances, row, pod)
@@ -58,7 +58,7 @@ def decide(
 
 
 def _split_duplicates(
-    tick: Situation, instances: list[Instance], row: MappingRecord | None, pod: KubeObject | None
+    tick: Situation, instances: list[Instance], row: MappingRow | None, pod: KubeObject | None
 ) -> tuple[Instance | None, list[Instance]]:
     """The instance to keep and the duplicates to terminate now.
 
@@ -90,7 +90,7 @@ def _terminate_duplicate(pod: KubeObject | None, extra: Instance) -> Action:
 
 
 def _without_pod(
-    tick: Situation, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, row: MappingRow | None, instance: Instance | None
 ) -> list[Action]:
     if instance is not None:
         return _orphan(tick, row, instance)
@@ -110,7 +110,7 @@ def _without_pod(
     return []
 
 
-def _ended(tick: Situation, row: MappingRecord) -> MappingRecord:
+def _ended(tick: Situation, row: MappingRow) -> MappingRow:
     return row.changed(
         state=MappingState.TERMINATED,
         last_instance_status="TERMINATED",
@@ -118,10 +118,10 @@ def _ended(tick: Situation, row: MappingRecord) -> MappingRecord:
     )
 
 
-def _orphan(tick: Situation, row: MappingRecord | None, instance: Instance) -> list[Action]:
+def _orphan(tick: Situation, row: MappingRow | None, instance: Instance) -> list[Action]:
     """An owned instance whose pod is gone: terminated on its second sighting, once old."""
     if row is None:
-        row = MappingRecord(
+        row = MappingRow(
             instance.pod_uid or instance.id,
             "",
             instance.name,
@@ -148,7 +148,7 @@ def _orphan(tick: Situation, row: MappingRecord | None, instance: Instance) -> l
 
 
 def _deleting(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None, instance: Instance | None
 ) -> list[Action]:
     """A pod being deleted is finished like a kubelet would: the instance is terminated
     and confirmed gone, then the pod gets a terminal phase, then the object is deleted.
@@ -179,7 +179,7 @@ def _deleting(
 
 
 def _finished(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None, instance: Instance | None
 ) -> list[Action]:
     if instance is not None:
         return _terminate(
@@ -198,7 +198,7 @@ def _finished(
 def _terminate(
     tick: Situation,
     ref: PodRef,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     instance: Instance,
     reason: TerminateReason,
     why: str,
@@ -220,7 +220,7 @@ def _terminate(
 
 
 def _without_instance(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None
 ) -> tuple[list[Action], Waiting | None]:
     if row is None or row.state in _BEFORE_AN_INSTANCE:
         # Our row may still wait (a create refused, or one in doubt) while another writer,
@@ -246,7 +246,7 @@ def _refused_id(pod: KubeObject, why: str) -> Event:
 
 
 def _new_pod(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None
+    tick: Situation, pod: KubeObject, row: MappingRow | None
 ) -> tuple[list[Action], Waiting | None]:
     """A pod without an instance whose annotation rebuilt no row."""
     if row is not None and replacing_start(row):
@@ -296,7 +296,7 @@ def _new_pod(
     return prepare_create(tick, pod, row)
 
 
-def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
+def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRow) -> list[Action]:
     """Finished work never runs again; make sure the pod shows how it ended."""
     final = row.changed(
         state=MappingState.FAILED if row.reason else MappingState.TERMINATED,
@@ -322,7 +322,7 @@ def _restore_final_status(tick: Situation, pod: KubeObject, row: MappingRecord) 
     return tick.save(row, final)
 
 
-def _instance_missing(tick: Situation, pod: KubeObject, row: MappingRecord) -> list[Action]:
+def _instance_missing(tick: Situation, pod: KubeObject, row: MappingRow) -> list[Action]:
     if tick.within(row.attempt_started_at, tick.settings.timing.create_grace_time):
         return []  # a new instance can lag behind in the list
     shown = next((i for i in tick.obs.instances if i.id == row.instance_id), None)

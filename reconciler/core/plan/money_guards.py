@@ -19,10 +19,9 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.money import charges as spend
+from reconciler.core.money import charges
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.reasons import Notice, TerminateReason
 
 
@@ -55,9 +54,9 @@ def leaks(tick: Situation) -> list[Action]:
         return []  # billing was not read this tick (most ticks): spare walking the rows
     return [
         Terminate(
-            leak.instance_id, TerminateReason.LEAK, spend.LEAK_REASON, leaked_seconds=leak.seconds
+            leak.instance_id, TerminateReason.LEAK, charges.LEAK_REASON, leaked_seconds=leak.seconds
         )
-        for leak in spend.leaks(
+        for leak in charges.leaks(
             tick.obs.billing, tick.obs.rows, tick.settings.timing.orphan_grace_time, tick.now
         )
     ]
@@ -69,9 +68,9 @@ def spend_annotations(tick: Situation, pods: Mapping[str, KubeObject]) -> list[A
         pod = pods.get(uid)
         if pod is None or podinfo.is_deleting(pod):
             continue
-        value = spend.annotation_value(usd)
-        if podinfo.pod_annotations(pod).get(spend.SPEND_ANNOTATION) != value:
-            actions.append(PatchMetadata(PodRef.of(pod), {spend.SPEND_ANNOTATION: value}))
+        value = charges.annotation_value(usd)
+        if podinfo.pod_annotations(pod).get(charges.SPEND_ANNOTATION) != value:
+            actions.append(PatchMetadata(PodRef.of(pod), {charges.SPEND_ANNOTATION: value}))
     return actions
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, TypedDict, TypeVar
 
 from reconciler.core.capacity.starts import FailedStart
 from reconciler.core.capacity.stock import Place
-from reconciler.core.cluster_record import ClusterRecord
+from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import (
     BillingRecord,
     CpuFlavor,
@@ -17,7 +18,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.mapping import MappingRecord
+from reconciler.core.mapping import MappingRow
 from reconciler.core.money.charges import PriceDifference
 from reconciler.core.money.namespace_caps import NamespaceCaps
 from reconciler.core.pods.offload import PendingPod
@@ -45,11 +46,14 @@ class CreateInputs:
     error: TranslationError | None = None
 
 
+Slot = TypeVar("Slot")
+
+
 @dataclass(frozen=True)
 class Observation:
     pods: Sequence[KubeObject]
     instances: Sequence[Instance]
-    rows: Sequence[MappingRecord]
+    rows: Sequence[MappingRow]
     catalog: Sequence[GpuType] = ()
     cpu_catalog: Sequence[CpuFlavor] = ()
     create_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
@@ -88,13 +92,13 @@ class Observation:
     in `pods`."""
     foreign_gang_pods: Sequence[KubeObject] = ()
     """Gang pods whose controller ownerReference names no Job of their namespace: in no
-    gang (`runtime/resources/gang_jobs.py`), not in `gang_pods`."""
+    gang (`runtime/tick/resources/gang_jobs.py`), not in `gang_pods`."""
     gang_jobs_unread: frozenset[str] = frozenset()
     """Job UIDs of gang pods whose Job could not be read this tick: no cluster of such a
     Job is collected on it."""
     members: Sequence[Instance] = ()
     """Instant Cluster members in the list, anyone's: not in `instances`."""
-    clusters: Sequence[ClusterRecord] = ()
+    clusters: Sequence[ClusterRow] = ()
     """The gangs' cluster rows."""
     gang_inputs: Mapping[str, CreateInputs] = field(default_factory=dict)
     """By Job UID: the Job and the env sources of a gang with no cluster yet (read only
@@ -118,6 +122,49 @@ class Observation:
     clusters_first_listed: Mapping[str, datetime] = field(default_factory=dict)
     """By cluster id: when a list first showed a cluster of ours of which no member shows
     `createdAt` (kept in the store): its graces count from then (`core.resources.cluster_age`)."""
-    storage_spend: Mapping[str | None, float] = field(default_factory=dict)
-    """USD per hour of our network volumes' storage, by their claims' namespace (None:
-    no claim named), as the provisioner last read the PVs (`core.resources.storage_prices`)."""
+    standing_spend: Mapping[str | None, float] = field(default_factory=dict)
+    """USD per hour of what our resources keep that the pod list does not show (network
+    volumes' storage, by their claims' namespace, as the provisioner last read the PVs:
+    `core.resources.storage_prices`), by namespace (None: no namespace's); each
+    resource's `standing_spend` (`runtime/tick/resources/base.py`), summed."""
+    slots: Mapping[type[Any], Any] = field(default_factory=dict)
+    """What each plug-in resource read for its own plan, by the type it read it as:
+    `slot(kind)` gives it back typed (`runtime/tick/resources/__init__.py`, the recipe)."""
+
+    def slot(self, kind: type[Slot]) -> Slot | None:
+        """The resource's own reads of this tick, as it put them (None: none)."""
+        found = self.slots.get(kind)
+        return found if isinstance(found, kind) else None
+
+
+class Observed(TypedDict, total=False):
+    """The `Observation` fields a tick's resources and chores read, each filled by the one
+    that reads it (`Sighting.found` in `runtime/tick/resources/base.py`), typed as the
+    fields themselves; the engine adds the lists."""
+
+    instances: Sequence[Instance]
+    rows: Sequence[MappingRow]
+    catalog: Sequence[GpuType]
+    cpu_catalog: Sequence[CpuFlavor]
+    create_inputs: Mapping[str, CreateInputs]
+    exit_codes: Mapping[str, int | None]
+    exit_logs: Mapping[str, Sequence[str]]
+    billing: Sequence[BillingRecord]
+    spend: Mapping[str, float]
+    price_differences: Sequence[PriceDifference]
+    network_volumes: Sequence[RunPodVolume] | None
+    ownership: Ownership | None
+    pending: Sequence[PendingPod]
+    node: KubeObject | None
+    namespace_caps: Mapping[str, NamespaceCaps]
+    standing_spend: Mapping[str | None, float]
+    cluster_catalog: Sequence[GpuType]
+    foreign_gang_pods: Sequence[KubeObject]
+    gang_jobs_unread: frozenset[str]
+    members: Sequence[Instance]
+    clusters: Sequence[ClusterRow]
+    gang_inputs: Mapping[str, CreateInputs]
+    gang_results: Mapping[str, int | None]
+    gang_unread: frozenset[str]
+    clusters_gone: frozenset[str]
+    clusters_first_listed: Mapping[str, datetime]

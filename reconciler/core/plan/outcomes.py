@@ -15,9 +15,9 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 
@@ -25,7 +25,7 @@ from reconciler.core.translate import status as pod_status
 def fail_pod(
     tick: Situation,
     pod: KubeObject,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     instance: Instance | None,
     reason: PodReason,
     message: str,
@@ -58,7 +58,7 @@ def fail_pod(
 def cannot_create(
     tick: Situation,
     pod: KubeObject,
-    row: MappingRecord | None,
+    row: MappingRow | None,
     reason: PodReason,
     message: str,
     permanent: bool,
@@ -83,8 +83,8 @@ def gave_up(tick: Situation, message: str | None) -> str:
 
 
 def show_waiting(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None, reason: PodReason, message: str
-) -> tuple[list[Action], MappingRecord]:
+    tick: Situation, pod: KubeObject, row: MappingRow | None, reason: PodReason, message: str
+) -> tuple[list[Action], MappingRow]:
     """Keep the pod Pending with `reason` in kubectl's STATUS column; Event on change."""
     ref = PodRef.of(pod)
     row = row or tick.new_row(pod, MappingState.PENDING)

@@ -21,11 +21,11 @@ from reconciler.core.domain import (
     InstanceStatus,
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.plan import starts
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice, PodReason, TerminateReason
 from reconciler.core.translate import status as pod_status
 from reconciler.core.translate.container import is_batch
@@ -38,7 +38,7 @@ _ENDING = (MappingState.TERMINATING, MappingState.TERMINATED, MappingState.FAILE
 
 
 def with_instance(
-    tick: Situation, pod: KubeObject, row: MappingRecord | None, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRow | None, instance: Instance
 ) -> list[Action]:
     actions: list[Action] = []
     if row is None or row.instance_id != instance.id:
@@ -67,8 +67,8 @@ def with_instance(
 
 
 def _adopt(
-    tick: Situation, ref: PodRef, row: MappingRecord | None, instance: Instance
-) -> tuple[list[Action], MappingRecord]:
+    tick: Situation, ref: PodRef, row: MappingRow | None, instance: Instance
+) -> tuple[list[Action], MappingRow]:
     adopted = adopted_row(tick, ref, instance, row)
     return [
         Adopt(ref, instance, adopted),
@@ -82,16 +82,16 @@ def _adopt(
 
 
 def adopted_row(
-    tick: Situation, ref: PodRef, instance: Instance, row: MappingRecord | None = None
-) -> MappingRecord:
-    base = row or MappingRecord(
+    tick: Situation, ref: PodRef, instance: Instance, row: MappingRow | None = None
+) -> MappingRow:
+    base = row or MappingRow(
         ref.uid, ref.namespace, ref.name, MappingState.RUNNING, tick.now, tick.now
     )
     return base.running_on(instance)
 
 
 def _follow_instance(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance
 ) -> list[Action]:
     status = instance.status
     if status is InstanceStatus.ERROR:
@@ -113,9 +113,7 @@ def _follow_instance(
     return _mirror(tick, pod, row, instance)
 
 
-def _exited(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
-) -> list[Action]:
+def _exited(tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance) -> list[Action]:
     if not is_batch(pod):
         return fail_pod(
             tick,
@@ -138,7 +136,7 @@ def _exited(
 
 
 def _exit_code_unknown(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
+    tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance
 ) -> list[Action]:
     """Give up on the code: fail the pod with the log's end on it, end the billing."""
     ref = PodRef.of(pod)
@@ -172,9 +170,7 @@ def _log_tail(lines: Sequence[str]) -> str:
     return tail.encode()[-LOG_TAIL_KEPT_BYTES:].decode("utf-8", "ignore")
 
 
-def _mirror(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
-) -> list[Action]:
+def _mirror(tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance) -> list[Action]:
     """Copy the instance's state onto the pod: status, annotations and the row."""
     key = pod_status.mirror_key(pod, instance, tick.now)
     mirrored = _mirrored_values(row, instance)
@@ -219,7 +215,7 @@ _row_mirrored = attrgetter(*_MIRRORED)
 """A row's `_MIRRORED` fields in one C call: this runs for every pod on every tick."""
 
 
-def _mirrored_values(row: MappingRecord, instance: Instance) -> tuple[object, ...]:
+def _mirrored_values(row: MappingRow, instance: Instance) -> tuple[object, ...]:
     """What mirroring sets in the `_MIRRORED` fields, in their order."""
     # `_value_`, the plain attribute behind `value`: no descriptor call per pod.
     return (
@@ -238,9 +234,7 @@ def _annotations_to_patch(pod: KubeObject, instance: Instance) -> dict[str, str 
     return {key: value for key, value in wanted.items() if current.get(key) != value}
 
 
-def _finish(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance
-) -> list[Action]:
+def _finish(tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance) -> list[Action]:
     """A batch pod's process ended: record how, then release the instance."""
     ref = PodRef.of(pod)
     status = pod_status.pod_status(pod, instance, exit_code=row.exit_code, now=tick.now)

@@ -14,12 +14,11 @@ from reconciler.core.config import Settings
 from reconciler.core.domain import (
     KubeObject,
 )
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.money.namespace_caps import Spent
 from reconciler.core.node.virtual_node import build_node
 from reconciler.core.plan.observation import Observation
-from reconciler.core.pods import facts as podinfo
-from reconciler.core.pods import ownership
+from reconciler.core.pods import ownership, podinfo
 from reconciler.core.pods.ownership import Ownership
 
 
@@ -40,11 +39,11 @@ class Situation:
     def within(self, since: datetime | None, seconds: float) -> bool:
         return within(self.now, since, seconds)
 
-    def new_row(self, pod: KubeObject, state: MappingState) -> MappingRecord:
+    def new_row(self, pod: KubeObject, state: MappingState) -> MappingRow:
         ref = PodRef.of(pod)
-        return MappingRecord(ref.uid, ref.namespace, ref.name, state, self.now, self.now)
+        return MappingRow(ref.uid, ref.namespace, ref.name, state, self.now, self.now)
 
-    def save(self, old: MappingRecord | None, new: MappingRecord) -> list[Action]:
+    def save(self, old: MappingRow | None, new: MappingRow) -> list[Action]:
         if old is not None and old.same_as(new):
             return []
         return [SaveRow(new.changed(updated_at=self.now))]

@@ -22,7 +22,7 @@ from reconciler.core.actions import Action, Event, PatchStatus, PodRef, Terminat
 from reconciler.core.capacity import starts
 from reconciler.core.capacity.starts import FailedStart, StartFailure
 from reconciler.core.domain import CreateRequest, GpuType, Instance, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
+from reconciler.core.mapping import MappingRow, MappingState
 from reconciler.core.plan.outcomes import fail_pod
 from reconciler.core.plan.situation import Situation
 from reconciler.core.pods import past as pod_past
@@ -50,7 +50,7 @@ def judged(tick: Situation, pod: KubeObject, instance: Instance) -> FailedStart 
 
 
 def replace_start(
-    tick: Situation, pod: KubeObject, row: MappingRecord, instance: Instance, seen: FailedStart
+    tick: Situation, pod: KubeObject, row: MappingRow, instance: Instance, seen: FailedStart
 ) -> list[Action]:
     place = starts.place_of(instance)
     what = f"RunPod instance {instance.id} did not start on {place}: {seen.failure.value}"
@@ -94,7 +94,7 @@ def replace_start(
     ]
 
 
-def waiting_again(row: MappingRecord) -> MappingRecord:
+def waiting_again(row: MappingRow) -> MappingRow:
     """The row of a pod whose failed instance is gone: waiting for its next create. Its
     update time stays the terminate's, from which an image pull's back-off counts."""
     return row.changed(

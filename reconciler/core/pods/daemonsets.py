@@ -17,7 +17,7 @@ from datetime import datetime
 
 from reconciler.core.actions import Action, Event, PatchStatus, PodRef
 from reconciler.core.domain import KubeObject
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import PodReason
 from reconciler.core.translate import status as pod_status
 

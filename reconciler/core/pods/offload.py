@@ -28,7 +28,7 @@ from reconciler.core.actions import Action, Bind, Event, PodRef
 from reconciler.core.config import YEAR, Settings
 from reconciler.core.domain import KubeObject
 from reconciler.core.node import placement
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import OffloadTrigger
 from reconciler.core.translate import annotations as ann
 from reconciler.core.translate.errors import TranslationError

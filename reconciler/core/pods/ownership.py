@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 from reconciler.core.contract import OWNER_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.pods import podinfo
 from reconciler.core.tenancy import Marks, refusal
 from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.names import instance_name
@@ -63,7 +63,7 @@ class Ownership:
         cls,
         owner_id: str,
         instances: Sequence[Instance],
-        rows: Iterable[MappingRecord],
+        rows: Iterable[MappingRow],
         pods: Sequence[KubeObject],
         records: Records | None = None,
     ) -> Ownership:
@@ -154,7 +154,7 @@ def annotation_verdict(pod: KubeObject, known: Records, owner_id: str) -> Verdic
 
 
 def unlisted_annotations(
-    pods: Iterable[KubeObject], rows: Iterable[MappingRecord], listed: Collection[str]
+    pods: Iterable[KubeObject], rows: Iterable[MappingRow], listed: Collection[str]
 ) -> list[str]:
     """The ids the runpod.io/pod-id of pods that may have their row rebuilt name
     (live, no row or one before an instance) that the list does not show: each is read
@@ -175,7 +175,7 @@ def unlisted_annotations(
 
 
 def named_instances(
-    rows: Iterable[MappingRecord],
+    rows: Iterable[MappingRow],
     pods: Iterable[KubeObject],
     instances: Iterable[Instance],
     verdicts: Mapping[str, Verdict] | None = None,

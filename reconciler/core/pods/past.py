@@ -14,8 +14,8 @@ from datetime import datetime
 
 from reconciler.core.actions import PodRef
 from reconciler.core.domain import KubeObject
-from reconciler.core.mapping import MappingRecord, MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.mapping import MappingRow, MappingState
+from reconciler.core.pods import podinfo
 from reconciler.core.pods.ownership import Ownership, annotated_instance
 
 RAN_UNRECORDED = (
@@ -24,7 +24,7 @@ RAN_UNRECORDED = (
 )
 
 
-def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRecord | None:
+def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRow | None:
     """The row of the instance the pod's runpod.io/pod-id names, after our rows were lost
     or while ours still waits to create and another writer made it (only an id that may
     make a row: `ownership.annotated_instance`).
@@ -35,7 +35,7 @@ def rebuilt_row(pod: KubeObject, now: datetime, owners: Ownership) -> MappingRec
     if instance_id is None:
         return None
     ref = PodRef.of(pod)
-    return MappingRecord(
+    return MappingRow(
         ref.uid,
         ref.namespace,
         ref.name,

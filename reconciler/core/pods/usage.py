@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from reconciler.core.domain import Instance, InstanceStatus, KubeObject
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 

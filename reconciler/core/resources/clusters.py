@@ -14,7 +14,7 @@ The key is the cluster's mark: its members' shared env carries our owner tag and
 create whose answer was lost is found by its tags, and a cluster whose key no living
 gang has is collected.
 
-The store's row of a gang's cluster is `core.cluster_record`.
+The store's row of a gang's cluster is `core.cluster_row`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TypeVar
 
 from reconciler.core.actions import DeleteCluster, PodRef
 from reconciler.core.capacity.refusals import GANG_REFUSALS, GangRefusal
-from reconciler.core.cluster_record import ClusterRecord, ClusterState
+from reconciler.core.cluster_row import ClusterRow, ClusterState
 from reconciler.core.contract import GANG_ENV, POD_UID_ENV, STOP_ON_EXIT_ENV, exit_nonce
 from reconciler.core.domain import (
     Cloud,
@@ -37,7 +37,7 @@ from reconciler.core.domain import (
     Instance,
     KubeObject,
 )
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.printable import quoted
 from reconciler.core.reasons import PodReason
 from reconciler.core.resources import cluster_age
@@ -78,7 +78,7 @@ def job_of(pod: KubeObject) -> GangJob | None:
     return None if uid is None else (str(pod["metadata"].get("namespace") or "default"), uid)
 
 
-def jobs_recorded(rows: Iterable[ClusterRecord]) -> set[GangJob]:
+def jobs_recorded(rows: Iterable[ClusterRow]) -> set[GangJob]:
     """The Jobs our cluster rows record: each was read in its namespace, with its UID,
     before its gang's first create (only pods of such a Job form a gang), so a row is
     proof enough."""
@@ -190,7 +190,7 @@ def members_by_pod(
 
 
 def member_for(
-    pod: KubeObject, row: ClusterRecord, listed: Iterable[Instance], owner_id: str | None
+    pod: KubeObject, row: ClusterRow, listed: Iterable[Instance], owner_id: str | None
 ) -> Instance | None:
     """The member of the row's cluster (as RunPod lists it, read by the row's id) that
     runs the pod: our owner tag (None: any owner), the row's gang tag, the pod's Job and
@@ -298,7 +298,7 @@ def leaked(
     ]
 
 
-def deleting(rows: Iterable[ClusterRecord], planned: Iterable[object]) -> set[str | None]:
+def deleting(rows: Iterable[ClusterRow], planned: Iterable[object]) -> set[str | None]:
     """The clusters we are deleting on purpose: a `DeleteCluster` among the tick's
     actions, or a row whose DELETE was decided."""
     found = {a.cluster_id for a in planned if isinstance(a, DeleteCluster)}
@@ -307,7 +307,7 @@ def deleting(rows: Iterable[ClusterRecord], planned: Iterable[object]) -> set[st
 
 
 def unlisted(
-    rows: Iterable[ClusterRecord],
+    rows: Iterable[ClusterRow],
     gang_pods: Iterable[KubeObject],
     listed: Iterable[Instance],
     owner_id: str,
@@ -350,8 +350,8 @@ def unlisted(
 
 
 def gone_rows(
-    rows: Iterable[ClusterRecord], gone: frozenset[str], staying: Collection[str]
-) -> tuple[list[str], list[ClusterRecord]]:
+    rows: Iterable[ClusterRow], gone: frozenset[str], staying: Collection[str]
+) -> tuple[list[str], list[ClusterRow]]:
     """Rows of clusters we deleted that RunPod answered 404 for by id (`gone`), or that
     are `gone` already: forgotten (by gang key) when no pod of their Job stays on the
     node (`staying`: the Jobs with a pod not being deleted), else kept as `gone` for the
@@ -359,7 +359,7 @@ def gone_rows(
     that become `gone` now)."""
     jobs = set(staying)
     forgotten: list[str] = []
-    kept: list[ClusterRecord] = []
+    kept: list[ClusterRow] = []
     for row in rows:
         deleted = row.state is ClusterState.DELETING and row.cluster_id in gone
         if not deleted and row.state is not ClusterState.GONE:

@@ -44,7 +44,7 @@ from reconciler.core.domain import (
     KubeObject,
     RunPodVolume,
 )
-from reconciler.core.pods.facts import parse_time
+from reconciler.core.pods.podinfo import parse_time
 from reconciler.core.printable import quoted
 from reconciler.core.reasons import VolumeNotice
 from reconciler.core.resources.volume_objects import (

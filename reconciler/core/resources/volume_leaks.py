@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 
 from reconciler.core.actions import DeleteNetworkVolume
 from reconciler.core.domain import RunPodVolume
-from reconciler.core.pods.facts import parse_time
+from reconciler.core.pods.podinfo import parse_time
 from reconciler.core.resources.network_volumes import leaks
 from reconciler.core.resources.storage_prices import hourly_usd
 from reconciler.core.resources.volume_objects import StorageView, claim_uid_of, mounted

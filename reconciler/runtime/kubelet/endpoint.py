@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.ssh.client import HostKeys, SshConnector
 from reconciler.adapters.store.repository import Store
@@ -19,7 +20,6 @@ from reconciler.runtime.kubelet.exec import SshTargets
 from reconciler.runtime.kubelet.server import EndpointLimits, ExecBackend, KubeletServer
 from reconciler.runtime.kubelet.sshkey import ssh_identity
 from reconciler.runtime.kubelet.tls import client_ca, server_context, serving_pair
-from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.logs.follows import LogGate
 from reconciler.runtime.logs.sources import KeepLimits, PodLogs
 

@@ -47,7 +47,7 @@ from reconciler.core.kubenames import name_problem
 from reconciler.core.logs.starting import is_starting, starting_message
 from reconciler.core.mapping import MappingState
 from reconciler.core.node import remotecommand as rc
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError
 from reconciler.core.translate.ssh import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 from reconciler.adapters.runpod import errors as runpod_errors
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core.cluster_record import ClusterState
+from reconciler.core.cluster_row import ClusterState
 from reconciler.core.domain import InstanceStatus, KubeObject
 from reconciler.core.resources import clusters
 from reconciler.core.translate.ssh import SSH_PORT, SshAddress, ssh_address

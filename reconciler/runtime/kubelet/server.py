@@ -113,7 +113,7 @@ class KubeletServer:
         self.streams = NamespaceSlots(limits.max_streaming_per_namespace)
         self.exec: ExecBackend | None = None
         self.admission = Admission(limits.max_connections, limits.max_unauthenticated)
-        self._server = EndpointHTTPServer(address, _Handler, self.admission)
+        self._server = EndpointHTTPServer(address, _KubeletHandler, self.admission)
         self._server.app = self
         self._server.socket = context.wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False
@@ -157,7 +157,7 @@ class ExecBackend:
 class _Upgrade:
     """The HTTP side of a streaming request (see `exec.Upgrader`)."""
 
-    def __init__(self, handler: _Handler, max_streams: int) -> None:
+    def __init__(self, handler: _KubeletHandler, max_streams: int) -> None:
         self._handler, self._max_streams = handler, max_streams
 
     def refuse(self, status: int, message: str, headers: Mapping[str, str] = {}) -> None:
@@ -180,7 +180,7 @@ class _Upgrade:
         return Session(handler.connection, handler.rfile.read1, limits).start()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _KubeletHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: EndpointHTTPServer
     server_version = "runpod-reconciler-kubelet"
@@ -435,16 +435,22 @@ _GET = frozenset({"GET"})
 _STREAMS = frozenset({"GET", "POST"})
 
 ROUTES: tuple[Route, ...] = (
-    Route(_GET, ("healthz",), _Handler._healthz, leader_only=False),
-    Route(_GET, ("metrics", "resource"), _Handler._resource_metrics),
-    Route(_GET, ("stats", "summary"), _Handler._stats_summary),
-    Route(_GET, ("containerLogs", "{namespace}", "{pod}", "{container}"), _Handler._container_logs),
+    Route(_GET, ("healthz",), _KubeletHandler._healthz, leader_only=False),
+    Route(_GET, ("metrics", "resource"), _KubeletHandler._resource_metrics),
+    Route(_GET, ("stats", "summary"), _KubeletHandler._stats_summary),
+    Route(
+        _GET,
+        ("containerLogs", "{namespace}", "{pod}", "{container}"),
+        _KubeletHandler._container_logs,
+    ),
     # Exec and port-forward say why they cannot serve before a standby says it is one.
-    Route(_STREAMS, ("exec", "{namespace}", "{pod}", "{container}"), _Handler._exec, False),
-    Route(_STREAMS, ("attach", "{namespace}", "{pod}", "{container}"), _Handler._attach, False),
-    Route(_STREAMS, ("portForward", "{namespace}", "{pod}"), _Handler._port_forward, False),
+    Route(_STREAMS, ("exec", "{namespace}", "{pod}", "{container}"), _KubeletHandler._exec, False),
+    Route(
+        _STREAMS, ("attach", "{namespace}", "{pod}", "{container}"), _KubeletHandler._attach, False
+    ),
+    Route(_STREAMS, ("portForward", "{namespace}", "{pod}"), _KubeletHandler._port_forward, False),
     *(
-        Route(_ANY, (streaming, "*"), _Handler._not_supported, leader_only=False)
+        Route(_ANY, (streaming, "*"), _KubeletHandler._not_supported, leader_only=False)
         for streaming in ("exec", "attach", "portForward", "run")
     ),
 )

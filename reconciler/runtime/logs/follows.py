@@ -26,7 +26,7 @@ from reconciler.adapters.runpod.logstream import (
     LogStreamOpener,
 )
 from reconciler.core.capacity.pacing import Window
-from reconciler.core.logs.quota_share import Refusal, refusal
+from reconciler.core.logs.quota_share import ShareRefusal, refusal
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class LogGate:
         self._reads: deque[float] = deque()
         self._lock = threading.Lock()
 
-    def _try(self) -> Refusal | None:
+    def _try(self) -> ShareRefusal | None:
         """Counts one request and returns None, or why there is no room for it yet."""
         now = self.clock().timestamp()
         with self._lock:

@@ -46,7 +46,7 @@ from reconciler.core.logs.kubectl_logs import (
 )
 from reconciler.core.logs.starting import waiting_message
 from reconciler.core.mapping import MappingState
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.resources import clusters
 from reconciler.core.translate.container import choose_container
 from reconciler.core.translate.errors import TranslationError

@@ -19,10 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 from reconciler.adapters.kube import errors as kube_errors
 from reconciler.adapters.kube.client import KubeClient
+from reconciler.adapters.kube.cluster import default_namespace
 from reconciler.adapters.ssh.client import CONNECT_SECONDS, SshConnector, SshError
 from reconciler.core.config import Settings
 from reconciler.core.domain import KubeObject
-from reconciler.core.pods import facts as podinfo
+from reconciler.core.pods import podinfo
 from reconciler.core.reasons import Notice
 from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.core.translate.service_backends import may_dial, ready_backends
@@ -36,15 +37,14 @@ from reconciler.core.translate.service_links import (
 )
 from reconciler.core.translate.service_slices import MANAGER, selecting, slice_body
 from reconciler.core.translate.ssh import SshAddress
-from reconciler.runtime.engine import Engine
 from reconciler.runtime.kubelet.endpoint import stored_host_keys
 from reconciler.runtime.kubelet.sshkey import ssh_identity
-from reconciler.runtime.leader import default_namespace
 from reconciler.runtime.services.inbound import Acceptor, PodInbound
 from reconciler.runtime.services.splice import Slots
 from reconciler.runtime.services.tunnels import PodTunnel
 from reconciler.runtime.services.worker import SyncWorker
-from reconciler.runtime.tick_report import TickReport
+from reconciler.runtime.tick.engine import Engine
+from reconciler.runtime.tick.tick_report import TickReport
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +316,7 @@ def attach_tunnels(engine: Engine, background: bool = False) -> ServiceTunnels:
     tunnels = ServiceTunnels(engine.settings, engine.kube, connector)
     if background:
         tunnels.worker = SyncWorker(tunnels.sync)
-    before = engine.steps.after
+    before = engine.hooks.after
 
     def after(done: Engine, report: TickReport) -> None:
         before(done, report)
@@ -327,5 +327,5 @@ def attach_tunnels(engine: Engine, background: bool = False) -> ServiceTunnels:
         else:
             tunnels.sync(report.observation.pods, done.ssh_addresses.of)
 
-    engine.steps = dataclasses.replace(engine.steps, after=after)
+    engine.hooks = dataclasses.replace(engine.hooks, after=after)
     return tunnels

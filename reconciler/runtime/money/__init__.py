@@ -1,1 +1,0 @@
-"""The engine's money chores: billing reads, namespace caps, the hourly ghost-charge audit."""
