@@ -37,7 +37,8 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
 
     JSON has `total_usd` and one row per group with its `usd` and, but by namespace, its
     `kind` (pod, network-volume or cluster); `billed_until` is how far the pods' billing
-    was read, `billed_until_by_kind` the network volumes' and clusters'. Charges nothing
+    was read, `billed_until_by_kind` the network volumes', clusters' and any other billed
+    kind's. Charges nothing
     maps to a pod, claim or Job are one `(unmapped)` row per kind. Per pod, a charge
     more than 10% away from list price times the instance's life is flagged
     (`mismatch`). `leaked_network_volumes` lists the volumes of ours that no PV or
@@ -60,10 +61,7 @@ def cost(obj: CliContext, since: str | None, by: str, output: str) -> None:
             lines = cost_view.charges(pod_lines, queries.resource_spend_lines(session, start))
             mappings = queries.mappings(session)
             billed_until = queries.billing_covered_until(session)
-            reaches = {
-                kind: queries.billing_covered_until(session, kind)
-                for kind in cost_view.RESOURCE_KINDS
-            }
+            reaches = cost_view.resource_reaches(queries.billing_reaches(session))
             leaks = cost_view.leaked_volumes(queries.leaked_volumes(session))
             ghosts = cost_view.charged_gone(queries.charged_gone(session))
     estimate = cost_view.unbilled(mappings, billed_until, now, start)

@@ -33,9 +33,22 @@ POD = "pod"
 """The kind of an instance's charge; a network volume's and a cluster's are
 `core.money.attribution.Billed`'s values."""
 RESOURCE_KINDS = tuple(kind.value for kind in Billed)
-"""Billing routes read apart from the pods' (each has its own reach)."""
+"""The built-in billing routes read apart from the pods' (each has its own reach)."""
 _DURATION = re.compile(r"^(\d+)([mhd])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def resource_reaches(
+    reaches: dict[str, datetime], pods_route: str = "pods"
+) -> dict[str, datetime | None]:
+    """How far each route apart from the pods' was read: the built-in kinds always (None:
+    never read yet), then any other kind a resource's billing route keeps (a plug-in's),
+    known from the billing tables alone (this command builds no resource)."""
+    found: dict[str, datetime | None] = {kind: reaches.get(kind) for kind in RESOURCE_KINDS}
+    for kind in sorted(reaches):
+        if kind != pods_route:
+            found.setdefault(kind, reaches[kind])
+    return found
 
 
 def parse_since(text: str, now: datetime) -> datetime:

@@ -9,7 +9,7 @@ nothing. Each says what `reconciler sync --dry-run` lists of it: `shown()` gives
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.core.cluster_row import ClusterRow
 from reconciler.core.domain import ClusterRequest, CreateRequest, Instance, KubeObject
@@ -462,7 +462,19 @@ VolumeAction = (
     | ClaimEvent
 )
 
-Action = (
+
+class Action(Protocol):
+    """What every action is, a built-in one or a plug-in resource's (its own frozen
+    dataclasses, named nowhere here): it says what `reconciler sync --dry-run` lists of
+    it. The executor routes an action of no built-in kind to the resource whose `Steps`
+    name its type (`runtime/tick/resources/base.py`)."""
+
+    def shown(self) -> tuple[str, str]:
+        """(subject, detail) for `--dry-run`."""
+        ...
+
+
+BuiltinAction = (
     SaveRow
     | DeleteRow
     | Create
@@ -482,7 +494,5 @@ Action = (
     | SaveClusterRow
     | DeleteClusterRow
 )
-
-CREATES = (Create, CreateCluster)
-"""The planner's creates of what RunPod bills by the hour (instances, clusters): a tick
-that plans one is busy (its reads come before any audit's)."""
+"""The actions the built-in resources and the planner know by type (`match` on it is
+exhaustive for them); an `Action` may be of another kind."""

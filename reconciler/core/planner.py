@@ -106,7 +106,7 @@ def one_row_per_instance(actions: list[Action], rows: Iterable[MappingRow]) -> l
             if holder.setdefault(row.instance_id, row.pod_uid) != row.pod_uid:
                 if isinstance(action, SaveRow | Adopt):
                     continue
-                action = dataclasses.replace(action, row=None)  # type: ignore[arg-type]
+                action = dataclasses.replace(action, row=None)  # type: ignore[type-var]
         elif isinstance(action, DeleteRow):
             holder = {i: uid for i, uid in holder.items() if uid != action.pod_uid}
         kept.append(action)

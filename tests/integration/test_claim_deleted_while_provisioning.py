@@ -19,6 +19,7 @@ from reconciler.core.resources.volume_objects import (
     volume_name,
 )
 from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS, STORAGE_CLASSES
 
 from .crashing import crash_in
@@ -59,7 +60,7 @@ def test_a_claim_deleted_between_the_post_and_the_pv_follows_its_recorded_policy
         assert list(box.runpod_sim.volumes) == [volume_id]
         assert pv_of(box, made)["status"]["phase"] == "Released"
     add_claim(box, "again", cls="other")  # a tick that lists the volumes: no leak
-    assert box.tick().volume_leaks == []
+    assert VolumeSection.of(box.tick()).leaks == []
     assert len(posts(box)) == 2  # one volume per claim
 
 

@@ -23,6 +23,7 @@ from reconciler.core.resources.volume_objects import (
 from reconciler.core.translate.offers import ranked_offers
 from reconciler.demo.sandbox import Sandbox
 from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS
 
 from .crashing import crash_in
@@ -308,19 +309,19 @@ def test_a_volume_of_ours_that_no_pv_names_is_reported_and_kept(box):
     )
     add_claim(box)  # a claim to provision: the tick lists the volumes
     report = box.tick()
-    assert report.volume_leaks == [stray.id]
+    assert VolumeSection.of(report).leaks == [stray.id]
     metrics = Metrics()
     metrics.observe(report, None, box.settings.owner_id)
     assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
     assert stray.id in box.runpod_sim.volumes  # kept
     before = len(volume_calls(box))
-    assert box.tick().volume_leaks == [stray.id]  # told again, from the kept list
+    assert VolumeSection.of(box.tick()).leaks == [stray.id]  # told again, from the kept list
     assert len(volume_calls(box)) == before  # steady: not listed again
     # Its claim is gone, so it is no duplicate: past the orphan grace, and past the
     # hourly list that reads it again, it is still kept and still told.
     box.advance(box.settings.timing.orphan_grace_time + 3600)
     for _ in range(2):
-        assert box.tick().volume_leaks == [stray.id]
+        assert VolumeSection.of(box.tick()).leaks == [stray.id]
     assert stray.id in box.runpod_sim.volumes
     assert not [c for c in volume_calls(box) if c[0] == "DELETE"]
 

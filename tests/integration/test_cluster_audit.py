@@ -17,6 +17,7 @@ import requests
 from reconciler.core.contract import OWNER_ENV
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.resources.sections import ClusterSection
 from reconciler.runtime.tick.tick_report import TickReport
 
 from .test_clusters import members, running_gang
@@ -53,7 +54,7 @@ def test_a_cluster_of_ours_that_no_gang_runs_is_a_leak_after_the_grace(
     metrics = Metrics()
     first = box.tick()
     _observe(metrics, box, first)
-    assert first.cluster_leaks == []  # just seen: the grace runs from now
+    assert ClusterSection.of(first).leaks == []  # just seen: the grace runs from now
     assert _value(metrics, "reconciler_leaked_clusters") == 0
     assert _value(metrics, "reconciler_owned_clusters") == 1
     assert _value(metrics, "reconciler_owned_cluster_members") == 2
@@ -61,7 +62,7 @@ def test_a_cluster_of_ours_that_no_gang_runs_is_a_leak_after_the_grace(
     with caplog.at_level(logging.ERROR):
         report = box.tick()
     _observe(metrics, box, report)
-    assert [c.cluster_id for c in report.cluster_leaks] == [cluster_id]
+    assert [c.cluster_id for c in ClusterSection.of(report).leaks] == [cluster_id]
     assert _value(metrics, "reconciler_leaked_clusters") == 1
     assert any(cluster_id in r.getMessage() and "LEAK" in r.getMessage() for r in caplog.records)
     # Kept: nothing of ours can tell its Job, so nothing of it is deleted.
@@ -84,7 +85,7 @@ def test_a_cluster_collected_in_time_is_no_leak_and_the_counters_count(box: Sand
     for _ in range(3):
         report = box.tick()
         _observe(metrics, box, report)
-        assert report.cluster_leaks == []
+        assert ClusterSection.of(report).leaks == []
         box.advance(box.settings.timing.orphan_grace_time + 1)
     assert members(box) == []
     assert _value(metrics, "reconciler_clusters_deleted_total", {"reason": "pod-failed"}) == 1
@@ -97,7 +98,7 @@ def test_a_running_gang_is_no_leak(box: Sandbox) -> None:
     box.advance(box.settings.timing.orphan_grace_time + 1)
     box.tick()
     box.advance(box.settings.timing.orphan_grace_time + 1)
-    assert box.tick().cluster_leaks == []
+    assert ClusterSection.of(box.tick()).leaks == []
 
 
 def test_a_cluster_billed_after_its_delete_was_answered_is_deleted_again(
@@ -151,10 +152,10 @@ def test_a_leaked_cluster_is_reported_by_runs_that_each_tick_once(
     old enough; the grace runs from RunPod's own record of when it made the cluster."""
     cluster_id = _cluster_of_ours_without_a_gang(box)
     box.restart()
-    assert box.tick().cluster_leaks == []
+    assert ClusterSection.of(box.tick()).leaks == []
     box.advance(box.settings.timing.orphan_grace_time + 1)
     box.restart()
     with caplog.at_level(logging.ERROR):
         report = box.tick()
-    assert [c.cluster_id for c in report.cluster_leaks] == [cluster_id]
+    assert [c.cluster_id for c in ClusterSection.of(report).leaks] == [cluster_id]
     assert any(cluster_id in r.getMessage() and "LEAK" in r.getMessage() for r in caplog.records)

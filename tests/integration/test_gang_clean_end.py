@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from reconciler.cli.commands import main
 from reconciler.core.cluster_row import ClusterState
 from reconciler.demo.sandbox import Sandbox
+from reconciler.runtime.tick.resources.sections import ClusterSection
 
 from .test_clusters import members, running_gang
 
@@ -51,7 +52,7 @@ def test_deleting_a_job_whose_cluster_ran_long_prints_no_leak(
     _delete_job(box)
     with caplog.at_level(logging.ERROR):
         for _ in range(3):
-            assert box.tick().cluster_leaks == []
+            assert ClusterSection.of(box.tick()).leaks == []
             box.advance(30)
     assert not [m for m in _errors(caplog) if "LEAK" in m]
     assert box.runpod_sim.clusters == {}
@@ -70,7 +71,7 @@ def test_deleting_a_finished_job_prints_no_leak(
     _delete_job(box)
     with caplog.at_level(logging.ERROR):
         for _ in range(3):
-            assert box.tick().cluster_leaks == []
+            assert ClusterSection.of(box.tick()).leaks == []
             box.advance(30)
     assert not [m for m in _errors(caplog) if "LEAK" in m]
 
@@ -125,7 +126,7 @@ def test_a_delete_that_keeps_failing_is_told_once(
     with caplog.at_level(logging.WARNING):
         for _ in range(4):
             report = box.tick()
-            assert report.cluster_leaks == []
+            assert ClusterSection.of(report).leaks == []
             box.advance(30)
     told = [
         r.getMessage()

@@ -26,6 +26,7 @@ from reconciler.core.reasons import TerminateReason
 from reconciler.core.resources.registries import registry_name
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.resources.sections import RegistrySection
 
 from .test_lifecycle import phase, reasons
 
@@ -198,6 +199,27 @@ def test_secret_rotation_collects_the_old_credential_once_unused(box: Sandbox) -
         if r.method == "DELETE" and r.path.startswith("/v2/registries/")
     ]
     assert [(r.path, r.status) for r in deletes] == [(f"/v2/registries/{old}", 204)]
+
+
+def test_a_collected_credential_is_counted_from_the_registries_report_section(
+    box: Sandbox,
+) -> None:
+    private = {
+        "image": "ghcr.io/org/train:1",
+        "extra_spec": {"imagePullSecrets": [{"name": "pull"}]},
+    }
+    _pull_secret(box, "first")
+    old = _running(box, "a", **private)["registry"]
+    _pull_secret(box, "second")
+    _running(box, "b", **private)
+    box.kube_sim.delete_pod("default", "a", grace_seconds=30)
+    metrics = Metrics()
+    reports = [box.tick(), box.tick()]
+    for report in reports:
+        metrics.observe(report, None, box.settings.owner_id)
+    assert [d for r in reports for d in RegistrySection.of(r).deleted] == [old]
+    deleted = "reconciler_registry_credentials_deleted_total"
+    assert metrics.registry.get_sample_value(deleted) == 1
 
 
 def test_registry_credential_calls_are_journaled_with_their_ids(box: Sandbox) -> None:

@@ -23,9 +23,12 @@ class Ping:
     name: str
     fails: bool = False
 
+    def shown(self) -> tuple[str, str]:
+        return self.name, "ping"
+
 
 class PingSteps:
-    actions: tuple[type[Action], ...] = (Ping,)  # type: ignore[assignment]
+    actions: tuple[type[Action], ...] = (Ping,)
 
     def __init__(self, context: RunContext, calls: list[str]) -> None:
         self.context, self.calls = context, calls
@@ -74,7 +77,7 @@ class Pings:
         if not any(isinstance(a, Terminate) for a in tick.report.done):
             return
         assert isinstance(tick.steps_of(PingSteps), PingSteps)
-        tick.run([Ping("first"), Ping("second", fails=True), Ping("third")])  # type: ignore[list-item]
+        tick.run([Ping("first"), Ping("second", fails=True), Ping("third")])
 
 
 def test_a_registered_resource_runs_after_the_pods_through_the_journal(box: Sandbox) -> None:

@@ -17,6 +17,7 @@ from reconciler.core.resources import storage_prices
 from reconciler.core.resources.volume_objects import persistent_volume, volume_name
 from reconciler.demo.sandbox import API_KEY, Sandbox
 from reconciler.runtime.process.metrics import Metrics
+from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.sim.kube.resources import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 
 from .test_claims import add_claim, add_class, claim, provision, volume_calls
@@ -59,7 +60,7 @@ def test_a_duplicate_volume_is_told_every_once_run_and_collected_after_the_grace
     for _ in range(5):
         box.restart()  # a CronJob: a new process each tick
         report = box.tick()
-        told.append(report.volume_leaks)
+        told.append(VolumeSection.of(report).leaks)
         metrics = Metrics()
         metrics.observe(report, None, box.settings.owner_id)
         assert metrics.registry.get_sample_value("reconciler_leaked_network_volumes") == 1
@@ -71,7 +72,7 @@ def test_a_duplicate_volume_is_told_every_once_run_and_collected_after_the_grace
     deletes = [path for method, path, _ in volume_calls(box) if method == "DELETE"]
     assert deletes == [f"/v2/network-volumes/{ours.id}"]
     box.restart()
-    assert box.tick().volume_leaks == []
+    assert VolumeSection.of(box.tick()).leaks == []
 
 
 def test_a_duplicate_volume_is_collected_on_fresh_databases(box: Sandbox) -> None:
@@ -135,11 +136,11 @@ def test_a_volume_gone_since_the_kept_list_is_no_leak(box: Sandbox) -> None:
     box.kube_sim.store.delete(PERSISTENT_VOLUMES, None, f"pvc-{made['metadata']['uid']}")
     box.kube_sim.store.delete(PERSISTENT_VOLUME_CLAIMS, "default", "ckpt")
     box.restart()
-    assert box.tick().volume_leaks == []
+    assert VolumeSection.of(box.tick()).leaks == []
     reads = [p for m, p, _ in volume_calls(box) if m == "GET" and p.endswith(volume_id)]
     assert reads == [f"/v2/network-volumes/{volume_id}"]  # read once, 404
     box.restart()
-    assert box.tick().volume_leaks == []
+    assert VolumeSection.of(box.tick()).leaks == []
     assert len([p for m, p, _ in volume_calls(box) if p.endswith(volume_id)]) == 2  # no more
 
 
@@ -151,12 +152,12 @@ def test_a_kept_leak_is_told_since_its_first_list_across_the_hourly_lists(box: S
         volume_name(box.settings.owner_id, "gone-claim"), 10, "EU-RO-1"
     )
     add_claim(box)  # a claim to provision: the tick lists the volumes
-    assert box.tick().volume_leaks == [stray.id]
+    assert VolumeSection.of(box.tick()).leaks == [stray.id]
     [told] = _cost(box)["leaked_network_volumes"]
     before = lists(box)
     for _ in range(3):
         box.advance(3600)
-        assert box.tick().volume_leaks == [stray.id]
+        assert VolumeSection.of(box.tick()).leaks == [stray.id]
         assert _cost(box)["leaked_network_volumes"] == [told]
     assert lists(box) - before >= 3  # listed again every hour
     assert stray.id in box.runpod_sim.volumes

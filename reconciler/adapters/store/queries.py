@@ -120,6 +120,12 @@ def billing_covered_until(session: Session, route: str = "pods") -> datetime | N
     return None if read is None else read.covered_until
 
 
+def billing_reaches(session: Session) -> dict[str, datetime]:
+    """How far each billing route has been read, by its name (pods, and each kind a
+    resource's billing route keeps: network-volumes, clusters, a plug-in's)."""
+    return {read.name: read.covered_until for read in session.scalars(select(BillingCoverage))}
+
+
 def namespace_budgets(session: Session) -> list[NamespaceBudget]:
     return list(session.scalars(select(NamespaceBudget).order_by(NamespaceBudget.namespace)))
 

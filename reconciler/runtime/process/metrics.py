@@ -26,6 +26,11 @@ from reconciler.core.plan.situation import ownership_of
 from reconciler.core.pods import podinfo
 from reconciler.core.pods.usage import GpuUtilization
 from reconciler.core.reasons import TerminateReason
+from reconciler.runtime.tick.resources.sections import (
+    ClusterSection,
+    RegistrySection,
+    VolumeSection,
+)
 from reconciler.runtime.tick.tick_report import TickReport
 
 
@@ -280,7 +285,7 @@ class Metrics:
                 self.orphans_found.inc()  # the first of the two sightings before terminating
 
     def _count_clusters(self, report: TickReport, owner_id: str) -> None:
-        self.clusters_created.inc(len(report.clusters_created))
+        self.clusters_created.inc(len(ClusterSection.of(report).created))
         for action in report.done:
             if isinstance(action, DeleteCluster):
                 self.clusters_deleted.labels(action.reason.value).inc()
@@ -288,7 +293,7 @@ class Metrics:
             ours = [m for m in report.observation.members if m.owner == owner_id]
             self.clusters.set(len({m.cluster_id for m in ours}))
             self.cluster_members.set(len(ours))
-            self.leaked_clusters.set(len(report.cluster_leaks))
+            self.leaked_clusters.set(len(ClusterSection.of(report).leaks))
 
     def _count_money(self, report: TickReport) -> None:
         for action in report.done:
@@ -298,12 +303,13 @@ class Metrics:
                 counted = self._leak_counted.get(action.instance_id, 0.0)
                 self.leaked_seconds.inc(max(0.0, action.leaked_seconds - counted))
                 self._leak_counted[action.instance_id] = max(counted, action.leaked_seconds)
-        self.registries_deleted.inc(len(report.registries_deleted))
+        self.registries_deleted.inc(len(RegistrySection.of(report).deleted))
         self.price_differences.inc(len(report.billing.differences))
         if report.observed:
             self.lookalikes.set(len(report.lookalikes))
-        if report.volume_leaks is not None:
-            self.leaked_volumes.set(len(report.volume_leaks))
+        volume_leaks = VolumeSection.of(report).leaks
+        if volume_leaks is not None:
+            self.leaked_volumes.set(len(volume_leaks))
         if report.ghost_charges is not None:
             self.ghost_charges.set(len(report.ghost_charges))
             self.ghost_charges_usd.set(sum(g.usd for g in report.ghost_charges))

@@ -51,7 +51,7 @@ from reconciler.runtime.tick.chores.offload import OffloadReads
 from reconciler.runtime.tick.collector import CollectorPause
 from reconciler.runtime.tick.create_inputs import CreateInputsReader
 from reconciler.runtime.tick.executor import Executor, WriterLost
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Sighting
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -149,7 +149,7 @@ class Engine:
             self._keep_catalog,
         )
         self.collector = CollectorPause()
-        self.attributions = chores.Attributions()
+        self.attributions = billing.Attributions()
         self._dry_run = False
         self.system_events = system_events or SystemEvents(kube)
         self.pod_logs = PodLogs(
@@ -267,7 +267,7 @@ class Engine:
 
     # --- observe ----------------------------------------------------------------------
 
-    def _observe(self, report: TickReport) -> tuple[Observation, chores.BillingRead]:
+    def _observe(self, report: TickReport) -> tuple[Observation, billing.BillingRead]:
         """The one RunPod list and the node's pods, then each resource's own reads. The
         tick's time is taken again once the list answered: the first tick of a process
         then measures on RunPod's time too."""

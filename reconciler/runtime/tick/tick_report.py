@@ -13,8 +13,7 @@ from reconciler.core.money.ghost_charges import GhostCharge
 from reconciler.core.plan.observation import Observation
 from reconciler.core.pods import ownership
 from reconciler.core.pods.usage import GpuUtilization
-from reconciler.core.resources import clusters
-from reconciler.runtime.tick.money.chores import BillingRead, ResourceBillingRead
+from reconciler.runtime.tick.money.billing import BillingRead, ResourceBillingRead
 
 
 class Section(Protocol):
@@ -52,31 +51,24 @@ class TickReport:
     billing: BillingRead = field(default_factory=BillingRead)
     resource_billing: list[ResourceBillingRead] = field(default_factory=list)
     """Network volumes' and clusters' charges read this tick (at most hourly)."""
-    registries_deleted: list[str] = field(default_factory=list)
-    clusters_created: list[str] = field(default_factory=list)
-    """Instant Clusters RunPod made this tick."""
-    cluster_leaks: list[clusters.UnrunCluster] = field(default_factory=list)
-    """Instant Clusters of ours that no Job's gang has run for the orphan grace."""
     ghost_charges: list[GhostCharge] | None = None
     """Ids RunPod charges that it neither lists nor answers for (`core.money.ghost_charges`);
     None when the tick did not get to apply."""
-    volume_leaks: list[str] | None = None
-    """Network volumes of ours that no PV names (kept, reported); None when RunPod's
-    volumes were not listed this tick."""
     skipped: str | None = None
     """Why the tick did nothing although nothing is wrong (RunPod's rate limit)."""
     deferred_creates: int = 0
     """Planned creates the executor left for a later tick (quota share spent, stopped)."""
 
     sections: dict[type[Any], Section] = field(default_factory=dict)
-    """Each plug-in resource's own part of the report, by its type (`section`)."""
+    """Each resource's own part of the report, by its type (`section`): a plug-in's, and
+    the built-in ones' (`runtime/tick/resources/sections.py`)."""
 
     def section(self, kind: type[SectionType]) -> SectionType | None:
         found = self.sections.get(kind)
         return found if isinstance(found, kind) else None
 
     def section_lines(self) -> list[str]:
-        """The plug-in resources' words for the tick's log line."""
+        """The resources' words for the tick's log line."""
         return [line for part in self.sections.values() if (line := part.line())]
 
     @property

@@ -1,5 +1,5 @@
 """The architecture page's list of actions (§2, "The actions") names every member of
-`reconciler.core.actions.Action` and nothing else: an action added to the union without
+`reconciler.core.actions.BuiltinAction` and nothing else: an action added to the union without
 a line on the page fails here, and so does a line for one that was removed or renamed.
 """
 
@@ -23,7 +23,7 @@ def listed(text: str) -> list[str]:
 
 
 def in_union() -> set[str]:
-    return {member.__name__ for member in typing.get_args(actions.Action)}
+    return {member.__name__ for member in typing.get_args(actions.BuiltinAction)}
 
 
 def test_the_page_lists_every_action_once() -> None:

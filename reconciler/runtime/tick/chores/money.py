@@ -11,13 +11,13 @@ from datetime import datetime
 from reconciler.adapters.kube.client import KubeClient
 from reconciler.adapters.runpod.client import RunPodClient
 from reconciler.adapters.store.repository import Store
-from reconciler.core.actions import CREATES, Action
+from reconciler.core.actions import Action, Create
 from reconciler.core.config import Settings
 from reconciler.core.logs.starting import starting
 from reconciler.core.plan.observation import Observed
 from reconciler.core.pods.ownership import Ownership
 from reconciler.runtime.tick.chores.base import Chore, keep
-from reconciler.runtime.tick.money import charge_audit, chores
+from reconciler.runtime.tick.money import billing, charge_audit
 from reconciler.runtime.tick.resources.base import Resource, Sighting
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -36,8 +36,8 @@ class MoneyChore(Chore):
         self.settings, self.runpod, self.kube, self.store = settings, runpod, kube, store
         self.resources = resources
         """Read for what they keep that the pod list does not show (the engine's list)."""
-        self.namespace_caps = chores.NamespaceCapsCache()
-        self.resource_billing = chores.ResourceBilling()
+        self.namespace_caps = billing.NamespaceCapsCache()
+        self.resource_billing = billing.ResourceBilling()
 
     def observe(self, sighting: Sighting) -> Observed:
         """The caps of the namespaces of pods about to be created, and what the resources
@@ -61,13 +61,16 @@ class MoneyChore(Chore):
     def observed(self, report: TickReport, owners: Ownership) -> None:
         report.resource_billing = self._read_resource_billing(report.started_at)
 
-    def _read_resource_billing(self, now: datetime) -> list[chores.ResourceBillingRead]:
+    def _read_resource_billing(self, now: datetime) -> list[billing.ResourceBillingRead]:
         try:
-            routes = [route for r in self.resources if (route := r.billing()) is not None]
-            return self.resource_billing.read(routes, self.store, self.settings, now)
+            return self.resource_billing.read(self._routes(), self.store, self.settings, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
             return []
+
+    def _routes(self) -> list[billing.BillingRoute]:
+        """How the resources billed apart from instances are billed (their `billing`)."""
+        return [route for r in self.resources if (route := r.billing()) is not None]
 
     def before_apply(self, report: TickReport) -> None:
         """Billing, volumes' and clusters' billing and the caps read, into the store."""
@@ -76,12 +79,12 @@ class MoneyChore(Chore):
         keep(
             report,
             "billing",
-            lambda: chores.save_billing(self.store, self.settings, report.billing, now),
+            lambda: billing.save_billing(self.store, self.settings, report.billing, now),
         )
         keep(
             report,
             "volume and cluster billing",
-            lambda: chores.save_resource_billing(self.store, self.settings, reads, now),
+            lambda: billing.save_resource_billing(self.store, self.settings, reads, now),
         )
         keep(report, "namespace caps", lambda: self.namespace_caps.save(self.store, now))
 
@@ -96,14 +99,20 @@ class MoneyChore(Chore):
 
     def _audit_charges(self, report: TickReport) -> None:
         """The hourly ghost-charge audit (`runtime/tick/money/charge_audit.py`), on a quiet
-        tick: no create planned and no instance starting (their reads come first), unless
+        tick: no create of anything billed by the hour planned (an instance's, or one a
+        billing route names) and no instance starting (their reads come first), unless
         it has been put off for hours."""
         observation = report.observation
         assert observation is not None
         now = report.started_at
-        busy = any(isinstance(a, CREATES) for a in report.actions)
+        creates: tuple[type[Action], ...] = (
+            Create,
+            *(c for route in self._routes() for c in route.creates),
+        )
+        busy = any(isinstance(a, creates) for a in report.actions)
         quiet = not busy and not starting(observation.pods, observation.instances, observation.rows)
-        read = charge_audit.charges_read(report.billing, report.resource_billing, now)
+        routes = self._routes()
+        read = charge_audit.charges_read(report.billing, report.resource_billing, now, routes)
         report.ghost_charges = charge_audit.audit(
-            self.runpod, self.kube, self.store, observation, read, now, quiet=quiet
+            self.runpod, self.kube, self.store, observation, read, now, routes, quiet=quiet
         )

@@ -14,9 +14,9 @@ registers a toy billed resource from its own module and checks each):
 2. Its pure half: a module of `core/resources/` (its mark, what is ours, its plan or
    collection rule, its leaks), added to the `resources-apart` contract
    (pyproject.toml).
-3. Its actions: frozen dataclasses, added to the `Action` union in `core/actions.py` so
-   the typing knows them (a plug-in outside the package casts instead, as the toy does),
-   and to `CREATES` if one is a create the hourly charge audit must not run beside.
+3. Its actions: frozen dataclasses of its own, each with `shown()` (what `--dry-run`
+   lists of it), which is all `core/actions.py`'s `Action` protocol asks: nothing is
+   added there (`BuiltinAction` is the union of the built-in kinds' actions).
 4. Its runtime half: one module here implementing `base.Resource`, added to the
    `resource-plugins-apart` contract:
    - `steps(context)`: its `Steps`, whose `actions` the executor routes to it; each
@@ -28,20 +28,27 @@ registers a toy billed resource from its own module and checks each):
    - `plan(observation, now)`: its own actions (the built-in four return none: the
      planner plans theirs);
    - `planned(report)`: its section of the tick's report (`report.sections[T]`, whose
-     `line()` the loop's tick line shows);
+     `line()` the loop's tick line shows; the built-in ones' are in `sections.py`);
    - `after_pods(tick)`: its phase after the pods' actions, if it has one;
    - `standing_spend(now)`: what it keeps costs per hour by namespace, for the caps
      (summed into `Observation.standing_spend`);
    - `billing()`: its `BillingRoute` if RunPod bills it apart from instances (read
      hourly while a resource of its kind is ours: write whose each one is with
-     `Shared.attributions`, kept in the billing tables under its kind).
+     `Shared.attributions`, kept in the billing tables under its kind, shown by
+     `reconciler cost` under its kind); its `creates` name the actions that make
+     something billed by the hour (the ghost-charge audit waits for a tick that plans
+     none), its `audit` how the hourly ghost-charge audit checks an id of it charged
+     (the ids RunPod lists now, a read by one id); without it its charges are not
+     audited.
 5. One line in `registered()` below, in the tick's order.
 6. Its crash points: a name in `runtime/tick/crashpoints.py` for each `durable_at`,
    and its calls in the chaos campaign's workload (tests/chaos/).
 7. What only the built-in kinds have so far, to extend by hand if it needs them: a
-   counter of its own in `runtime/process/metrics.py` (its actions are counted by kind
-   anyway), its rows in `reconciler cost` (`cli/cost_view.py`) and the hourly
-   ghost-charge audit (`runtime/tick/money/charge_audit.py`: `AUDITED`, `_gone`).
+   metric of its own in `runtime/process/metrics.py`, read from its section (its
+   actions are counted by kind, and a ghost charge of it in `reconciler_charged_gone_*`,
+   anyway; the metrics read the built-in resources' sections by type), and the
+   Kubernetes objects that name one of its ids (`core/money/ghost_charges.py`'s
+   `names`, which tells a ghost charge's pod or PV).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from reconciler.core.domain import CpuFlavor, GpuType, Instance, KubeObject
 from reconciler.core.plan.observation import CreateInputs, Observation, Observed
 from reconciler.runtime.logs.sources import PodLogs
 from reconciler.runtime.tick.catalog import CatalogCache
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -47,7 +47,7 @@ class Shared:
     catalog: CatalogCache[GpuType]
     cpu_catalog: CatalogCache[CpuFlavor]
     pod_logs: PodLogs
-    attributions: chores.Attributions
+    attributions: billing.Attributions
 
 
 class Steps(Protocol):
@@ -111,7 +111,7 @@ class Sighting:
     """A create of this tick needs the GPU catalog."""
     wants_node: bool = False
     """A pod may start: the Node's cordon and taints are read."""
-    billing: chores.BillingRead = field(default_factory=chores.BillingRead)
+    billing: billing.BillingRead = field(default_factory=billing.BillingRead)
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class Resource(Protocol):
         """USD per hour, by namespace (None: no namespace's), of what it keeps that the
         pod list does not show, for the spend caps of a tick that may create."""
 
-    def billing(self) -> chores.BillingRoute | None:
+    def billing(self) -> billing.BillingRoute | None:
         """How RunPod bills it apart from instances (None: it is not billed so): read
         hourly while a resource of its kind is known as ours, kept in the billing tables
-        under its kind (`runtime/tick/money/chores.py`)."""
+        under its kind (`runtime/tick/money/billing.py`)."""

@@ -37,11 +37,12 @@ from reconciler.core.resources.clusters import CLUSTER_ID
 from reconciler.runtime.tick import crashpoints
 from reconciler.runtime.tick.by_id import ReadById, believed, read_by_id
 from reconciler.runtime.tick.catalog import CLUSTER_CATALOG, CatalogCache, cluster_catalog
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.refusal_kinds import refusal_kind
 from reconciler.runtime.tick.resources.base import AfterPods, AlreadyTold, Shared, Sighting
 from reconciler.runtime.tick.resources.cluster_billing import cluster_billing
 from reconciler.runtime.tick.resources.gang_jobs import GangJobs
+from reconciler.runtime.tick.resources.sections import ClusterSection
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -295,7 +296,7 @@ class Clusters:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute:
+    def billing(self) -> billing.BillingRoute:
         return cluster_billing(self.runpod, self.store, self.settings)
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
@@ -306,7 +307,7 @@ class Clusters:
         observation = report.observation
         if observation is None:
             return
-        report.cluster_leaks = chores.audit_clusters(
+        leaks = billing.audit_clusters(
             clusters.unrun(
                 observation.members,
                 observation.gang_pods,
@@ -318,11 +319,14 @@ class Clusters:
             report.started_at,
             clusters.deleting(observation.clusters, report.actions),
         )
+        report.sections[ClusterSection] = ClusterSection(leaks=leaks)
 
     def after_pods(self, tick: AfterPods) -> None:
         report = tick.report
         steps = tick.steps_of(ClusterSteps)
-        report.clusters_created = steps.created
+        section = ClusterSection.of(report)
+        section.created = steps.created
+        report.sections[ClusterSection] = section
         if steps.refusals:  # a create refused for want of stock: the stock read is stale
             self.cluster_catalog.mark_stale()
         try:

@@ -27,7 +27,7 @@ from reconciler.core.translate.container import is_batch
 from reconciler.core.translate.disks import names_network_volume
 from reconciler.runtime.tick.by_id import believed, read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
 from reconciler.runtime.tick.resources.instance_steps import InstanceSteps
 from reconciler.runtime.tick.resources.registries import RegistrySteps
@@ -55,8 +55,8 @@ class Instances:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute | None:
-        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
+    def billing(self) -> billing.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/billing.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # an instance's price is counted from its row with its pod
@@ -90,11 +90,11 @@ class Instances:
         sighting.wants_node |= bool(needing)
         exits = self._exit_logs(pods, owners.owned, by_uid)
         try:
-            billing = chores.read_billing(self.runpod, self.store, self.settings, rows, now)
+            read = billing.read_billing(self.runpod, self.store, self.settings, rows, now)
         except Exception as exc:  # derived data: an unreadable store blocks no action
             log.error("could not read what billing was read before: %s", exc, exc_info=True)
-            billing = chores.BillingRead()
-        sighting.billing = billing
+            read = billing.BillingRead()
+        sighting.billing = read
         sighting.found.update(
             Observed(
                 instances=instances,
@@ -104,9 +104,9 @@ class Instances:
                 create_inputs=inputs,
                 exit_codes={i: e.code for i, e in exits.items()},
                 exit_logs={i: e.lines for i, e in exits.items()},
-                billing=billing.records,
-                spend=billing.spend_by_pod,
-                price_differences=billing.differences,
+                billing=read.records,
+                spend=read.spend_by_pod,
+                price_differences=read.differences,
                 network_volumes=volumes,
                 ownership=owners,
             )

@@ -14,8 +14,9 @@ from reconciler.core.domain import RegistryAuth
 from reconciler.core.plan.observation import Observation
 from reconciler.core.resources import registries
 from reconciler.runtime.tick import crashpoints
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting, StepRefused
+from reconciler.runtime.tick.resources.sections import RegistrySection
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
 
@@ -114,8 +115,8 @@ class Registries:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute | None:
-        return None  # billed as instances are: `runtime/tick/money/chores.py`'s pod billing
+    def billing(self) -> billing.BillingRoute | None:
+        return None  # billed as instances are: `runtime/tick/money/billing.py`'s pod billing
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         return {}  # RunPod charges nothing for a credential
@@ -146,4 +147,4 @@ class Registries:
         if not deletes:
             return
         tick.run(deletes)
-        report.registries_deleted = steps.deleted
+        report.sections[RegistrySection] = RegistrySection(steps.deleted)

@@ -36,8 +36,9 @@ from reconciler.core.resources import network_volumes, storage_prices, volume_le
 from reconciler.core.translate.offers import first_datacenter
 from reconciler.runtime.tick.by_id import read_by_id
 from reconciler.runtime.tick.catalog import on_cpu
-from reconciler.runtime.tick.money import chores
+from reconciler.runtime.tick.money import billing
 from reconciler.runtime.tick.resources.base import AfterPods, Shared, Sighting
+from reconciler.runtime.tick.resources.sections import VolumeSection
 from reconciler.runtime.tick.resources.volume_steps import VolumeSteps
 from reconciler.runtime.tick.run_context import RunContext
 from reconciler.runtime.tick.tick_report import TickReport
@@ -50,7 +51,7 @@ class Volumes:
         self.settings, self.runpod, self.kube = shared.settings, shared.runpod, shared.kube
         self.store, self.attributions = shared.store, shared.attributions
         self.catalog, self.cpu_catalog = shared.catalog, shared.cpu_catalog
-        self.namespace_caps = chores.NamespaceCapsCache()
+        self.namespace_caps = billing.NamespaceCapsCache()
         """The caps of the namespaces whose claims' volumes are about to be made or grown."""
         self._classes: list[KubeObject] = []
         self._classes_read_at: datetime | None = None
@@ -74,8 +75,12 @@ class Volumes:
     def plan(self, observation: Observation, now: datetime) -> Sequence[Action]:
         return ()  # the planner plans its actions
 
-    def billing(self) -> chores.BillingRoute:
-        return chores.BillingRoute(Billed.NETWORK_VOLUME.value, self.runpod.billing.network_volumes)
+    def billing(self) -> billing.BillingRoute:
+        runpod = self.runpod
+        audit = billing.Audit(lambda _: {v.id for v in runpod.volumes.list()}, runpod.volumes.get)
+        return billing.BillingRoute(
+            Billed.NETWORK_VOLUME.value, runpod.billing.network_volumes, audit=audit
+        )
 
     def standing_spend(self, now: datetime) -> Mapping[str | None, float]:
         """What our network volumes' storage costs per hour, for the caps of a tick that
@@ -191,7 +196,7 @@ class Volumes:
             report.errors.append(f"the network-volume leak audit: {exc}")
             log.error("could not audit the network volumes: %s", exc, exc_info=True)
             return []
-        report.volume_leaks = [leak.volume.id for leak in leaks]
+        report.sections[VolumeSection] = VolumeSection([leak.volume.id for leak in leaks])
         self._record_owners(report, view, [leak.volume for leak in leaks])
         for leak in leaks:
             log.error(

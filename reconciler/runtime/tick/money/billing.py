@@ -1,5 +1,5 @@
-"""The money chores' parts (run by `runtime/tick/chores/money.py`): billing reads, who
-owns each billed resource, and namespace caps.
+"""Billing for the money chore (`runtime/tick/chores/money.py`): billing reads, who owns
+each billed resource, and namespace caps.
 
 Each costs RunPod or Kubernetes requests, so each runs only when it can change something:
 - billing: one `GET /v2/billing/pods` when a whole hour has ended since the last read
@@ -39,6 +39,7 @@ from reconciler.core.mapping import MappingRow
 from reconciler.core.money import charges
 from reconciler.core.money.attribution import Attribution, Billed
 from reconciler.core.money.namespace_caps import NamespaceCaps, caps_from_annotations
+from reconciler.core.plan.observation import Observation
 from reconciler.core.resources.clusters import UnrunCluster, leaked
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,18 @@ def _no_leaks(kept: Sequence[ResourceCharge]) -> Sequence[Action]:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """How the hourly ghost-charge audit (`runtime/tick/money/charge_audit.py`) checks the
+    ids of a billed kind charged for an hour: which ids RunPod lists now, and a read of
+    one by id."""
+
+    listed: Callable[[Observation], set[str]]
+    """The ids of the kind RunPod lists now (asked only when one of it was charged)."""
+    read: Callable[[str], object]
+    """A read by id, raising `RunPodNotFound` when RunPod has it no more."""
+
+
+@dataclass(frozen=True)
 class BillingRoute:
     """How a resource billed apart from instances is charged (its `Resource.billing`):
     RunPod's billing endpoint for its kind, and what a charge of ours may prove."""
@@ -141,6 +154,11 @@ class BillingRoute:
     leaks: Callable[[Sequence[ResourceCharge]], Sequence[Action]] = _no_leaks
     """The actions our charges prove due (a cluster billed after its DELETE: deleted
     again), run after the pods' actions; logged by the route."""
+    creates: tuple[type[Action], ...] = ()
+    """Its actions that make something billed by the hour: a tick that plans one is busy,
+    and the ghost-charge audit waits (the create's reads come first)."""
+    audit: Audit | None = None
+    """How the ghost-charge audit checks its charged ids (None: it is not audited)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +190,7 @@ class ResourceBilling:
     ) -> list[ResourceBillingRead]:
         """Volumes' before clusters', as they always were read; another kind's after."""
         reads = []
-        for route in sorted(routes, key=_route_order):
+        for route in sorted(routes, key=route_order):
             kind = route.kind
             due = self._due.get(kind)
             if due is not None and now < due:
@@ -216,7 +234,8 @@ class ResourceBilling:
         return ResourceBillingRead(kind, kept, until, leaks, since, records)
 
 
-def _route_order(route: BillingRoute) -> int:
+def route_order(route: BillingRoute) -> int:
+    """Volumes' before clusters', as they always were read; another kind's after."""
     order = [kind.value for kind in Billed]
     return order.index(route.kind) if route.kind in order else len(order)
 
