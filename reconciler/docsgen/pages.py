@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.docsgen import annotation_catalogue, chart, commands, metrics, reasons
+from reconciler.docsgen import annotation_catalogue, chart, commands, metrics, performance, reasons
 
 REGENERATE = "python -m reconciler.docsgen"
 
@@ -30,12 +30,22 @@ PAGES: dict[str, tuple[str, Callable[[Path], str]]] = {
 }
 
 
+# Pages written by hand but for blocks made from data: each page and its maker, given the
+# page's text as it is.
+BLOCKS: dict[str, Callable[[Path, str], str]] = {
+    "docs/reference/performance.md": performance.page,
+}
+
+
 def generate(root: Path) -> dict[str, str]:
     """Every generated page's text, by path relative to `root` (the repository)."""
-    return {
+    pages = {
         path: HEADER.format(command=REGENERATE, source=source) + make(root)
         for path, (source, make) in PAGES.items()
     }
+    for path, fill in BLOCKS.items():
+        pages[path] = fill(root, (root / path).read_text())
+    return pages
 
 
 def stale(root: Path) -> list[str]:

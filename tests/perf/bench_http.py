@@ -22,9 +22,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import kubernetes
+import perf_record
 import urllib3
 from scale_world import API_KEY, NAMESPACE, TOKEN, remote_world
 
@@ -108,9 +110,14 @@ def measure(count: int) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=300, help="requests per round")
+    parser.add_argument("--json", type=Path, help="write the figures here (perf_record)")
     args = parser.parse_args(argv)
-    for name, ms in measure(args.requests).items():
+    run_record = perf_record.Run("http", argv)
+    found = measure(args.requests)
+    for name, ms in found.items():
         print(f"{name:62s} {ms:6.3f} ms CPU")
+    if args.json:
+        run_record.write(args.json, {"requests": args.requests, "cpu_ms_per_request": found})
     return 0
 
 

@@ -42,6 +42,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import perf_record
 from quota_world import Cluster, QuotaWorld, quota_world
 from scale_world import ample_capacity
 
@@ -388,6 +389,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    run_record = perf_record.Run("quota", argv)
     options: dict[str, dict[str, Any]] = {
         "trickle": {"quota": tuple(args.trickle_quota), "start": args.trickle_start},
         "burst": {"pods": args.burst_pods, "scale": args.burst_quota_scale},
@@ -411,14 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for target, measured, met in checked:
         print(f"[{'met' if met else 'MISSED'}] {target}: {measured}")
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "results": results,
-                    "targets": [{"name": n, "measured": m, "met": ok} for n, m, ok in checked],
-                },
-                indent=2,
-            )
+        run_record.write(
+            args.json,
+            {
+                "results": results,
+                "targets": [{"name": n, "measured": m, "met": ok} for n, m, ok in checked],
+            },
         )
     return 0 if all(met for _target, _measured, met in checked) else 1
 

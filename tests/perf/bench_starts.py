@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
+from pathlib import Path
 
+import perf_record
 from start_world import START_TIMEOUT, TICK, Figures, run
 
 
@@ -50,9 +53,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=16)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="write the figures here (perf_record)")
     args = parser.parse_args(argv)
+    run_record = perf_record.Run("starts", argv)
     figures = run(args.pods, args.seed)
     print("\n".join(report(figures)))
+    if args.json:
+        run_record.write(
+            args.json,
+            {
+                "seed": args.seed,
+                **asdict(figures),
+                "requests": dict(figures.requests),  # asdict would count a Counter's pairs
+                "replacements": figures.replacements,
+            },
+        )
     ok = (
         len(figures.running_after) == figures.pods
         and max(figures.running_after.values()) <= 2 * START_TIMEOUT

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import paramiko
+import perf_record
 
 from reconciler.core.config import Settings
 from reconciler.demo.sandbox import Sandbox
@@ -189,7 +190,7 @@ def _settle(box: Sandbox, names: list[str]) -> None:
     raise SystemExit(f"the pods did not all run: {phases}")
 
 
-def throughput(megabytes: int, rounds: int) -> None:
+def throughput(megabytes: int, rounds: int) -> dict[str, float]:
     chunks = megabytes * 16  # 64 KiB each
     with (
         tempfile.TemporaryDirectory() as workdir,
@@ -230,6 +231,11 @@ def throughput(megabytes: int, rounds: int) -> None:
         count, seconds = answer.split()
         assert int(count) == chunks * 65536, answer
         mb = int(count) / 1e6
+        found = {
+            "megabytes": round(mb),
+            "pod_to_service_mb_s": mb / float(seconds),
+            "pod_to_service_cpu_s_per_gb": ours / mb * 1000,
+        }
         print(
             f"pod -> Service: {mb:.0f} MB in {float(seconds):.2f} s = "
             f"{mb / float(seconds):.0f} MB/s "
@@ -254,6 +260,8 @@ def throughput(megabytes: int, rounds: int) -> None:
         seconds = time.monotonic() - started
         ours = (_process_cpu() - process) - (_cpu_of_threads(SIM_THREADS) - sims)
         assert reply == f"{chunks * 65536} bytes", reply
+        found["cluster_to_pod_mb_s"] = mb / seconds
+        found["cluster_to_pod_cpu_s_per_gb"] = ours / mb * 1000
         print(
             f"cluster -> pod: {mb:.0f} MB in {seconds:.2f} s = {mb / seconds:.0f} MB/s; "
             f"reconciler CPU (and the client's sends) {ours:.2f} s = "
@@ -267,9 +275,12 @@ def throughput(megabytes: int, rounds: int) -> None:
             f"{direct * 1e3:.3f} ms straight to the backend: "
             f"{(through - direct) * 1e3:.3f} ms added"
         )
+        found["rounds"] = rounds
+        found["added_ms_per_round_trip"] = (through - direct) * 1e3
+        return found
 
 
-def scale(pods: int, services: int) -> None:
+def scale(pods: int, services: int) -> dict[str, float]:
     settings = Settings.of(
         max_instances=pods + 10, max_creates_per_tick=pods, max_hourly_spend=100000.0
     )
@@ -302,14 +313,25 @@ def scale(pods: int, services: int) -> None:
             if any(part in stat.traceback[0].filename for part in OURS)
         )
         transports = sum(isinstance(t, paramiko.Transport) for t in threading.enumerate())
+        rss_growth = (_rss() - rss_before) / 1e6
         print(
             f"{pods} pods x {services} Services: {forwards} forwards; first sync {took:.1f} s; "
             f"reconciler threads +{transports} (one SSH transport per pod; a thread per open "
             f"connection besides); its Python memory for them {ours / 1e6:.1f} MB "
             f"({ours / pods / 1e3:.0f} kB per pod); "
-            f"process RSS +{(_rss() - rss_before) / 1e6:.0f} MB "
+            f"process RSS +{rss_growth:.0f} MB "
             f"with the simulator's side; all threads {threads_before} -> {threading.active_count()}"
         )
+        return {
+            "pods": pods,
+            "services": services,
+            "forwards": forwards,
+            "first_sync_s": took,
+            "transports": transports,
+            "python_memory_mb": ours / 1e6,
+            "python_memory_kb_per_pod": ours / pods / 1e3,
+            "rss_growth_mb": rss_growth,
+        }
 
 
 def _rss() -> int:
@@ -325,9 +347,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=100)
     parser.add_argument("--services", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="write the figures here (perf_record)")
     args = parser.parse_args(argv)
-    throughput(args.megabytes, args.rounds)
-    scale(args.pods, args.services)
+    run_record = perf_record.Run("tunnels", argv)
+    figures = {"throughput": throughput(args.megabytes, args.rounds)}
+    figures["scale"] = scale(args.pods, args.services)
+    if args.json:
+        run_record.write(args.json, figures)
     return 0
 
 

@@ -11,6 +11,7 @@ each, five Kubernetes requests and two write transactions per replaced pod.
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import bench_http
 import bench_scale
+import perf_record
 import pytest
 from bench_scale import (
     HEARTBEAT,
@@ -193,11 +195,35 @@ time is too noisy to (the benchmark's own target is the 165 of before clusters a
 volumes came in)."""
 
 
+RECORDED_CALLS_SPREAD = 0.10
+"""How far today's calls per pod may be from those of the recorded run on the performance
+page (the median of three ticks moves by a few calls from one run to the next)."""
+
+
+def recorded_steady(n: int) -> dict[str, Any]:
+    """The steady tick at N of the run the performance page shows."""
+    record = json.loads((perf_record.RESULTS / "scale.json").read_text())
+    [summary] = [
+        run["summary"]
+        for run in record["figures"]["runs"]
+        if run["scenario"] == "steady" and run["n"] == n
+    ]
+    return dict(summary)
+
+
 def test_a_steady_tick_at_1000_pods_stays_under_its_calls_ceiling(
     world: tuple[Any, SimClock], workdir: str
 ) -> None:
+    """And makes the calls the page's record says, within a tenth: a change that moves
+    them leaves the page's figures of older code, so the benchmark is run again."""
     host, clock = world
     result = bench_steady(host, clock, 1000, workdir, ticks=1)
     per_pod = result.summary()["calls_per_object"]
     assert per_pod <= CALLS_CEILING, f"{per_pod:.0f} calls per pod"
     assert_met(steady_targets(1000, result.summary()))
+    recorded = recorded_steady(1000)["calls_per_object"]
+    assert abs(per_pod - recorded) <= RECORDED_CALLS_SPREAD * recorded, (
+        f"{per_pod:.0f} calls per pod today, {recorded:.0f} in docs/reference/perf/scale.json: "
+        "run `python tests/perf/bench_scale.py --pods 100 1000 --json "
+        "docs/reference/perf/scale.json`, then `python -m reconciler.docsgen`"
+    )
