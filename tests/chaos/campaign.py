@@ -113,6 +113,9 @@ class RunResult:
     duplicates_seen: int = 0
     """Pods given a second instance (RunPod's request log), explained or not."""
     duplicates_explained: int = 0
+    reruns_explained: int = 0
+    """Of those explained, the ones made after the workload ended the in-doubt
+    instance's work: a re-run the lagging list hid from the writer."""
     duplicates_healed: bool = True
     orphan_seconds: float = 0.0
     clusters_made: int = 0
@@ -542,13 +545,15 @@ class Run:
             ),
         )
         made = invariants.instances_made(requests)
-        ended = {**history.seen_finished}
+        lists = invariants.list_times(requests)
+        ended, ended_on = {**history.seen_finished}, {}
         for uid, at in self.workload.ended.items():
-            ended[uid] = min(at, ended.get(uid, at))
-        result.violate("finished-not-rerun", invariants.reruns(made, ended))
-        unexplained, explained = invariants.duplicates(
-            made, invariants.list_times(requests), CREATE_GRACE
-        )
+            if uid not in ended or at < ended[uid]:
+                ended[uid], ended_on[uid] = at, self.workload.ended_on[uid]
+        reruns, reruns_explained = invariants.reruns(made, ended, lists, CREATE_GRACE, ended_on)
+        result.violate("finished-not-rerun", reruns)
+        result.reruns_explained = len(reruns_explained)
+        unexplained, explained = invariants.duplicates(made, lists, CREATE_GRACE)
         result.violate(
             "no-unexplained-duplicate",
             [f"{line}\n{self._witnesses(line)}" for line in unexplained],
@@ -642,7 +647,8 @@ def _summary_lines(results: list[RunResult]) -> list[str]:
         f"max {max(settles or [0])}, not converged in {len(results) - len(settles)} runs",
         f"duplicates made (RunPod's request log): {sum(r.duplicates_seen for r in results)}, "
         f"of them explained (an in-doubt create the lagging list hid): "
-        f"{sum(r.duplicates_explained for r in results)}; healed in "
+        f"{sum(r.duplicates_explained for r in results)} (a re-run of ended work: "
+        f"{sum(r.reruns_explained for r in results)}); healed in "
         f"{sum(r.duplicates_healed for r in results)}/{len(results)} runs",
         f"orphan instance-seconds: total {sum(orphan):.1f}, max per run {max(orphan):.1f}",
         f"Instant Clusters made: {sum(r.clusters_made for r in results)}; gangs whose rank 0 "

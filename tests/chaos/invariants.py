@@ -378,26 +378,72 @@ def duplicates(
             line = f"{kind} {uid}: {after.instance_id} made at {after.at:%H:%M:%S.%f} after " + (
                 f"{before.instance_id} ({before.status} at {before.at:%H:%M:%S.%f})"
             )
-            hidden = _hidden(before, _last_before(lists, after.at))
-            waited = after.at - before.at >= timedelta(seconds=grace)
-            if before.status >= 500 and hidden and waited:
+            if _in_doubt_and_hidden(before, after, lists, grace):
                 explained.append(f"{line}: in doubt and not listed yet")
             else:
                 unexplained.append(line)
     return unexplained, explained
 
 
-def reruns(made: Mapping[str, list[Made]], ended: Mapping[str, datetime]) -> list[str]:
-    """Instances made for a pod after its work ended (its process exited, its instance
-    failed or vanished, or it was seen finished), even after the pod was deleted."""
-    return [
-        f"pod {uid} got instance {m.instance_id} at {m.at:%H:%M:%S.%f}, after its work "
-        f"ended at {ended[uid]:%H:%M:%S.%f}"
-        for uid, group in made.items()
-        if uid in ended
-        for m in group
-        if m.at > ended[uid]
-    ]
+def _in_doubt_and_hidden(
+    before: Made, after: Made, lists: Sequence[datetime], grace: float
+) -> bool:
+    """Whether `after` is the create of an in-doubt `before` tried again: its answer lost
+    (a 5xx), the list `after` was decided on did not show it yet, and the create grace
+    was waited first."""
+    hidden = _hidden(before, _last_before(lists, after.at))
+    waited = after.at - before.at >= timedelta(seconds=grace)
+    return before.status >= 500 and hidden and waited
+
+
+def reruns(
+    made: Mapping[str, list[Made]],
+    ended: Mapping[str, datetime],
+    lists: Sequence[datetime],
+    grace: float,
+    ended_on: Mapping[str, str],
+) -> tuple[list[str], list[str]]:
+    """(unexplained, explained) instances made for a pod after its work ended (its
+    process exited, its instance failed or vanished, or it was seen finished), even after
+    the pod was deleted. `ended_on` names, by pod UID, the instance whose work the
+    workload ended when that was the first end seen (not for a pod seen finished first).
+
+    Only one fault explains one, the one that explains a duplicate: the ended instance
+    was made by a create in doubt that no list showed yet, and this is the writer's
+    create tried again after its grace (docs/architecture.md §4). The writer could not
+    know of the work; the instance ran it all the same (a lag longer than the create
+    grace, which the campaign's long lag acts out)."""
+    unexplained: list[str] = []
+    explained: list[str] = []
+    for uid, group in made.items():
+        if uid not in ended:
+            continue
+        for before, m in pairwise([None, *group]):
+            if m is None or m.at <= ended[uid]:
+                continue
+            line = (
+                f"pod {uid} got instance {m.instance_id} at {m.at:%H:%M:%S.%f}, after its "
+                f"work ended at {ended[uid]:%H:%M:%S.%f}"
+            )
+            on = ended_on.get(uid)
+            if (
+                before is not None
+                and before.instance_id == on
+                and _in_doubt_and_hidden(before, m, lists, grace)
+            ):
+                explained.append(f"{line} on {on}: in doubt and not listed yet")
+            else:
+                where = f" on {on}" if on else " (seen finished)"
+                unexplained.append(line + where + _made_before(before))
+    return unexplained, explained
+
+
+def _made_before(before: Made | None) -> str:
+    """The pod's instance made before: what a reader needs to tell a lag from a bug."""
+    if before is None:
+        return "; no instance before it"
+    listed = f", listed from {before.listed_from:%H:%M:%S.%f}" if before.listed_from else ""
+    return f"; before it {before.instance_id} ({before.status} at {before.at:%H:%M:%S.%f}{listed})"
 
 
 def _hidden(made: Made, listed_at: datetime | None) -> bool:

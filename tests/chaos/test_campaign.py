@@ -6,6 +6,8 @@ invariant can fail is tested in `test_invariants.py`.
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,16 @@ import pytest
 
 from reconciler.runtime.tick.crashpoints import POINTS
 from tests.chaos.campaign import MAX_SETTLE_TICKS, Campaign, RunResult, table
-from tests.chaos.invariants import hostile_namespace_violations
+from tests.chaos.invariants import (
+    duplicates,
+    hostile_namespace_violations,
+    instances_made,
+    list_times,
+    reruns,
+)
 from tests.chaos.ticks import CREATE_GRACE, Reconciler, TickPlan
-from tests.chaos.workload import HOSTILE_CAPS
-from tests.chaos.world import SimHost, pod_manifest, sim_host
+from tests.chaos.workload import HOSTILE_CAPS, Workload
+from tests.chaos.world import SimHost, Snapshot, pod_manifest, sim_host
 
 # The campaign's module fixture runs hundreds of ticks (330 s once on a loaded machine).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -114,3 +122,30 @@ def test_a_refused_writer_takes_the_instance_another_wrote_on_the_pod(
     assert pod["metadata"]["annotations"]["runpod.io/pod-id"] == made
     assert first.tick(TickPlan()).returncode == 0
     assert [i["id"] for i in host.instances()] == [made]
+
+
+def test_ending_the_work_of_an_instance_the_list_hides_is_an_explained_rerun(
+    host: SimHost, tmp_path: Path
+) -> None:
+    """Seed 108's rerun: a create answered 500 made the instance, which the list hides
+    past the create grace; the workload, which reads RunPod's own state, fails it once it
+    runs; the writer, which cannot know of it, creates again after the grace. The
+    duplicate check explains that second instance; the rerun check must too."""
+    reconciler = Reconciler(host, tmp_path, "doubt-node", "doubt-cluster")
+    workload = Workload(host, "lock", "doubt-node", random.Random(0))
+    host.runpod("POST", "listing-lag", {"seconds": 600})
+    host.runpod("POST", "faults", {"kind": "create-then-fail", "status": 500, "count": 1})
+    host.create_pod(pod_manifest("lock", "a", "doubt-node", batch=False))
+    assert reconciler.tick(TickPlan()).returncode == 0
+    time.sleep(1.0)  # booted (the simulator's boot takes 0.4 s): RUNNING, unlisted
+    workload._error_one(Snapshot.take(host, reconciler.owner, reconciler.node, "lock"))
+    [(uid, ended_on)] = workload.ended_on.items()
+    time.sleep(CREATE_GRACE + 0.5)
+    assert reconciler.tick(TickPlan()).returncode == 0
+    requests = host.runpod_requests()
+    made, lists = instances_made(requests), list_times(requests)
+    first, _second = made[uid]  # the in-doubt instance, then its create tried again
+    assert first.instance_id == ended_on
+    assert len(duplicates(made, lists, CREATE_GRACE)[1]) == 1
+    unexplained, explained = reruns(made, workload.ended, lists, CREATE_GRACE, workload.ended_on)
+    assert unexplained == [] and len(explained) == 1

@@ -97,13 +97,40 @@ def test_a_lag_explains_only_an_in_doubt_create_it_hid_past_the_grace() -> None:
 # --- finished work never re-runs --------------------------------------------------------
 
 
+def rerun_lines(log: list[Any], ended: dict[str, float], on: dict[str, str]) -> tuple[int, int]:
+    """(unexplained, explained) reruns of `log`, the work ended `ended` seconds in."""
+    when = {uid: T0 + timedelta(seconds=s) for uid, s in ended.items()}
+    unexplained, explained = reruns(instances_made(log), when, list_times(log), GRACE, on)
+    return len(unexplained), len(explained)
+
+
 def test_an_instance_made_after_the_work_ended_is_a_rerun() -> None:
     log = [create("u1", 0, "i1"), create("u1", 9, "i2"), create("u2", 1, "i3")]
-    ended = {"u1": T0 + timedelta(seconds=5), "u2": T0 + timedelta(seconds=5)}
-    assert len(reruns(instances_made(log), ended)) == 1
+    assert rerun_lines(log, {"u1": 5, "u2": 5}, {"u1": "i1", "u2": "i3"}) == (1, 0)
     # Made in the very interval the pod ended, after it ended: still a rerun.
     same_tick = [create("u1", 0, "i1"), create("u1", 5.1, "i2")]
-    assert reruns(instances_made(same_tick), {"u1": T0 + timedelta(seconds=5)})
+    assert rerun_lines(same_tick, {"u1": 5}, {"u1": "i1"}) == (1, 0)
+
+
+def test_a_rerun_of_an_in_doubt_create_the_list_hid_past_the_grace_is_explained() -> None:
+    """The instance whose work ended was made by a create answered 5xx that no list
+    showed yet: the writer could not know it, and tried the create again after its grace
+    (docs/architecture.md §4), as `duplicates` explains the second instance."""
+    hidden = [create("u1", 0, "i1", status=500, lag=10), listed(4), create("u1", 5, "i2")]
+    assert rerun_lines(hidden, {"u1": 2}, {"u1": "i1"}) == (0, 1)
+    # Not the ended instance's create tried again: the pod was seen finished first, or
+    # the work ended on another instance.
+    assert rerun_lines(hidden, {"u1": 2}, {}) == (1, 0)
+    assert rerun_lines(hidden, {"u1": 2}, {"u1": "i0"}) == (1, 0)
+    # The writer knew of the instance (answered, or listed), or did not wait its grace.
+    answered = [create("u1", 0, "i1", lag=10), listed(4), create("u1", 5, "i2")]
+    shown = [create("u1", 0, "i1", status=500, lag=3), listed(4), create("u1", 5, "i2")]
+    hasty = [create("u1", 0, "i1", status=500, lag=10), listed(0.5), create("u1", 0.6, "i2")]
+    for log in (answered, shown, hasty):
+        assert rerun_lines(log, {"u1": 0.2}, {"u1": "i1"}) == (1, 0)
+    # Only the create right after the ended instance's: a third is a rerun.
+    third = [*hidden, listed(12), create("u1", 13, "i3")]
+    assert rerun_lines(third, {"u1": 2}, {"u1": "i1"}) == (1, 1)
 
 
 # --- ticks, steadiness, orphans, convergence -------------------------------------------

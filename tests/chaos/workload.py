@@ -111,6 +111,9 @@ class Workload:
     ended: dict[str, datetime] = field(default_factory=dict)
     """When each pod's work ended by our hand: its process exited, its instance failed
     or vanished (the first time; by pod UID)."""
+    ended_on: dict[str, str] = field(default_factory=dict)
+    """The instance each of those ended on (by pod UID): one no list showed yet, made by
+    a create whose answer was lost, may be made again after the create grace."""
     lose_rows: bool = False
     """The coming tick's rows are to be lost after it (the database deleted)."""
     hostile: bool = False
@@ -412,6 +415,7 @@ class Workload:
     def _ended(self, instance: Json) -> None:
         uid = (instance.get("env") or {}).get("RUNPOD_RECONCILER_POD_UID", "?")
         self.ended.setdefault(uid, datetime.now(UTC))
+        self.ended_on.setdefault(uid, instance["id"])
 
     def _delete_one(self, snap: Snapshot, grace: int = 30) -> None:
         live = self._live(snap)

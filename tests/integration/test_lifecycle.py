@@ -116,6 +116,9 @@ def test_long_running_pod_survives_its_process_restarting(box: Sandbox) -> None:
 
 
 def test_runpod_error_fails_the_pod(box: Sandbox) -> None:
+    """Even before the instance ever ran (here still provisioning): ERROR is RunPod's word
+    that it broke, not a start that did not finish (those are judged on instances still
+    starting, `core.plan.starts`), so the pod is not placed again."""
     box.add_pod("bad")
     box.tick()
     instance = box.instance_for(box.pod("bad") or {})
@@ -125,6 +128,11 @@ def test_runpod_error_fails_the_pod(box: Sandbox) -> None:
     assert phase(box, "bad") == "Failed"
     assert (box.pod("bad") or {})["status"]["reason"] == PodReason.INSTANCE_ERROR
     assert box.instance_for(box.pod("bad") or {}) is None
+    for _ in range(3):
+        box.advance(box.settings.timing.create_grace_time + 1)
+        box.tick()
+    made = [r for r in box.runpod_sim.requests if (r.method, r.path) == ("POST", "/v2/pods")]
+    assert len(made) == 1 and phase(box, "bad") == "Failed"
 
 
 def test_instance_deleted_behind_our_back_fails_the_pod_instance_lost(box: Sandbox) -> None:
